@@ -1,0 +1,40 @@
+#!/bin/sh
+# deps/install.sh -- install the Debian packages Mooncake-C builds and tests with.
+#
+#   deps/install.sh build    what `make` needs (compiler, pkg-config, jemalloc, libnuma, RDMA headers)
+#   deps/install.sh test     plus what `make test` needs (tcl, hiredis, redis-tools, redis-server, python3-redis)
+#   deps/install.sh all      everything, including etcd-server and curl for the cluster work
+#
+# Idempotent: it asks dpkg first and runs apt-get only for what is missing,
+# and says what it installs. Nothing is vendored; every dependency is a
+# Debian package found later through pkg-config.
+set -e
+what=${1:-build}
+build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev"
+test_pkgs="tcl libhiredis-dev redis-tools redis-server python3-redis clang libclang-rt-14-dev"
+all_pkgs="etcd-server"
+case "$what" in
+  build) pkgs="$build_pkgs" ;;
+  test)  pkgs="$build_pkgs $test_pkgs" ;;
+  all)   pkgs="$build_pkgs $test_pkgs $all_pkgs" ;;
+  *) echo "usage: $0 build|test|all" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing missing Debian packages:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "deps: apt-get not found; install these packages by hand:$missing" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq || { echo "deps: apt-get update failed" >&2; exit 1; }
+# redis-server's package starts a service where an init system runs; the
+# tests start their own on free ports, so that one is harmless.
+$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
+  echo "deps: apt-get install failed for:$missing" >&2; exit 1; }
+echo "deps: done"

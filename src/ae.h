@@ -1,0 +1,88 @@
+/* ae.h -- a minimal event loop: readiness events on fds plus timers.
+ *
+ * See ae.c for the design. The API mirrors the shape people know from
+ * Redis: file events keyed by fd in a flat array, timers that return the
+ * number of milliseconds until they should fire again (or AE_NOMORE).
+ */
+#ifndef AE_H
+#define AE_H
+
+#include <stdint.h>
+
+#define AE_OK 0
+#define AE_ERR -1
+
+#define AE_NONE 0
+#define AE_READABLE 1
+#define AE_WRITABLE 2
+
+#define AE_FILE_EVENTS (1 << 0)
+#define AE_TIME_EVENTS (1 << 1)
+#define AE_ALL_EVENTS (AE_FILE_EVENTS | AE_TIME_EVENTS)
+#define AE_DONT_WAIT (1 << 2)
+#define AE_CALL_BEFORE_SLEEP (1 << 3)
+
+#define AE_NOMORE -1
+#define AE_DELETED_EVENT_ID -1
+
+struct aeEventLoop;
+
+typedef void aeFileProc(struct aeEventLoop *el, int fd, void *clientData, int mask);
+typedef int aeTimeProc(struct aeEventLoop *el, long long id, void *clientData);
+typedef void aeEventFinalizerProc(struct aeEventLoop *el, void *clientData);
+typedef void aeBeforeSleepProc(struct aeEventLoop *el);
+
+typedef struct aeFileEvent {
+    int mask;
+    aeFileProc *rfileProc;
+    aeFileProc *wfileProc;
+    void *clientData;
+} aeFileEvent;
+
+typedef struct aeTimeEvent {
+    long long id;
+    long long when_us;            /* monotonic microseconds */
+    aeTimeProc *timeProc;
+    aeEventFinalizerProc *finalizerProc;
+    void *clientData;
+    struct aeTimeEvent *prev, *next;
+    int refcount;                 /* > 0 while its proc runs: do not free */
+} aeTimeEvent;
+
+typedef struct aeFiredEvent {
+    int fd;
+    int mask;
+} aeFiredEvent;
+
+typedef struct aeEventLoop {
+    int maxfd;
+    int setsize;
+    long long timeEventNextId;
+    aeFileEvent *events;
+    aeFiredEvent *fired;
+    aeTimeEvent *timeEventHead;
+    int stop;
+    int epfd;
+    void *apidata;                /* struct epoll_event array */
+    aeBeforeSleepProc *beforesleep;
+    aeBeforeSleepProc *aftersleep;
+} aeEventLoop;
+
+aeEventLoop *aeCreateEventLoop(int setsize);
+void aeDeleteEventLoop(aeEventLoop *eventLoop);
+void aeStop(aeEventLoop *eventLoop);
+int aeCreateFileEvent(aeEventLoop *eventLoop, int fd, int mask, aeFileProc *proc, void *clientData);
+void aeDeleteFileEvent(aeEventLoop *eventLoop, int fd, int mask);
+int aeGetFileEvents(aeEventLoop *eventLoop, int fd);
+long long aeCreateTimeEvent(aeEventLoop *eventLoop, long long milliseconds, aeTimeProc *proc,
+                            void *clientData, aeEventFinalizerProc *finalizerProc);
+int aeDeleteTimeEvent(aeEventLoop *eventLoop, long long id);
+int aeProcessEvents(aeEventLoop *eventLoop, int flags);
+void aeMain(aeEventLoop *eventLoop);
+void aeSetBeforeSleepProc(aeEventLoop *eventLoop, aeBeforeSleepProc *beforesleep);
+void aeSetAfterSleepProc(aeEventLoop *eventLoop, aeBeforeSleepProc *aftersleep);
+int aeGetSetSize(aeEventLoop *eventLoop);
+int aeResizeSetSize(aeEventLoop *eventLoop, int setsize);
+long long aeMonotonicUs(void);
+
+#endif

@@ -1,0 +1,55 @@
+/* alloc.h -- O(1) offset allocator for segments.
+ *
+ * Manages the integer range [0, capacity) and hands out aligned contiguous
+ * extents. It never touches the memory it describes (a segment may be remote
+ * RDMA memory), so every byte of metadata lives in the allocator's own heap.
+ * See alloc.c for the design, the invariants and the fragmentation bound.
+ */
+#ifndef ALLOC_H
+#define ALLOC_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+/* Returned by allocAlloc() when nothing was allocated; never a valid handle. */
+#define ALLOC_NONE UINT32_MAX
+
+typedef struct allocator allocator;
+
+typedef struct {
+    uint64_t capacity, used, free;      /* bytes; capacity is the usable part,
+                                         * i.e. rounded down to `align` */
+    uint64_t largest_free;              /* == allocMaxAllocatable() */
+    uint64_t allocations, free_ranges;  /* counts */
+    size_t metadata_bytes;              /* heap used by the allocator itself */
+} allocStats;
+
+/* NULL if align is not a power of two >= 8, capacity < align, or OOM. */
+allocator *allocCreate(uint64_t capacity, uint64_t align);
+void allocRelease(allocator *a);
+
+/* Reserve `size` bytes rounded up to the alignment. Returns a handle and sets
+ * *offset, or returns ALLOC_NONE (size 0, no space, or metadata OOM) and
+ * leaves *offset untouched. Handles are small integers that are reused after
+ * allocFree(). */
+uint32_t allocAlloc(allocator *a, uint64_t size, uint64_t *offset);
+
+/* Aborts with a message on a handle that is not currently allocated
+ * (double free, out of range, never handed out). */
+void allocFree(allocator *a, uint32_t handle);
+
+uint64_t allocOffset(const allocator *a, uint32_t handle);
+uint64_t allocSize(const allocator *a, uint32_t handle); /* aligned size */
+
+/* O(1). */
+void allocGetStats(const allocator *a, allocStats *st);
+
+/* The largest size allocAlloc() is guaranteed to satisfy right now (bytes,
+ * 0 when full). The true largest free extent is below 9/8 of this. */
+uint64_t allocMaxAllocatable(const allocator *a);
+
+/* Full O(n) consistency walk, for tests: 0 if sound, else -1 with a message
+ * in err (if err is not NULL). */
+int allocCheck(const allocator *a, char *err, size_t errlen);
+
+#endif

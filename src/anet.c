@@ -1,0 +1,291 @@
+/* anet.c -- socket helpers.
+ *
+ * Every helper writes a human-readable reason into `err` (ANET_ERR_LEN
+ * bytes) so the caller can log exactly why a bind or accept failed instead
+ * of a bare errno. Listening sockets are IPv4 or IPv6 depending on the
+ * address string; an IPv6 listener is IPV6_V6ONLY so "127.0.0.1 ::1" binds
+ * both without a conflict.
+ */
+#define _GNU_SOURCE
+#include "anet.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static void anetSetError(char *err, const char *fmt, ...) {
+    if (!err) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, ANET_ERR_LEN, fmt, ap);
+    va_end(ap);
+}
+
+static int anetSetBlock(char *err, int fd, int non_block) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1) {
+        anetSetError(err, "fcntl(F_GETFL): %s", strerror(errno));
+        return ANET_ERR;
+    }
+    int nf = non_block ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+    if (nf != flags && fcntl(fd, F_SETFL, nf) == -1) {
+        anetSetError(err, "fcntl(F_SETFL,O_NONBLOCK): %s", strerror(errno));
+        return ANET_ERR;
+    }
+    return ANET_OK;
+}
+
+int anetNonBlock(char *err, int fd) { return anetSetBlock(err, fd, 1); }
+int anetBlock(char *err, int fd) { return anetSetBlock(err, fd, 0); }
+
+int anetCloexec(int fd) {
+    int flags = fcntl(fd, F_GETFD);
+    if (flags == -1) return ANET_ERR;
+    if (flags & FD_CLOEXEC) return ANET_OK;
+    return fcntl(fd, F_SETFD, flags | FD_CLOEXEC) == -1 ? ANET_ERR : ANET_OK;
+}
+
+int anetEnableTcpNoDelay(char *err, int fd) {
+    int yes = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes)) == -1) {
+        anetSetError(err, "setsockopt TCP_NODELAY: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    return ANET_OK;
+}
+
+int anetSetSendBuffer(char *err, int fd, int buffsize) {
+    if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffsize, sizeof(buffsize)) == -1) {
+        anetSetError(err, "setsockopt SO_SNDBUF: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    return ANET_OK;
+}
+
+/* Probes start after `interval` idle seconds, then every interval/3, and
+ * the peer is declared dead after three misses: a dead peer is noticed in
+ * about twice the interval, as in Redis. */
+int anetKeepAlive(char *err, int fd, int interval) {
+    int val = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &val, sizeof(val)) == -1) {
+        anetSetError(err, "setsockopt SO_KEEPALIVE: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    val = interval;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &val, sizeof(val)) < 0) goto err;
+    val = interval / 3;
+    if (val == 0) val = 1;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &val, sizeof(val)) < 0) goto err;
+    val = 3;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &val, sizeof(val)) < 0) goto err;
+    return ANET_OK;
+err:
+    anetSetError(err, "setsockopt keepalive timers: %s", strerror(errno));
+    return ANET_ERR;
+}
+
+int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
+    char portstr[8];
+    struct addrinfo hints, *servinfo = NULL, *p;
+    int s = -1, rv;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+    if (bindaddr && !strcmp(bindaddr, "*")) bindaddr = NULL;
+    if (bindaddr && !strcmp(bindaddr, "::*")) {
+        bindaddr = NULL;
+        hints.ai_family = AF_INET6;
+    }
+    if ((rv = getaddrinfo(bindaddr, portstr, &hints, &servinfo)) != 0) {
+        anetSetError(err, "%s: %s", bindaddr ? bindaddr : "*", gai_strerror(rv));
+        return ANET_ERR;
+    }
+    for (p = servinfo; p != NULL; p = p->ai_next) {
+        s = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (s == -1) continue;
+        int yes = 1;
+        setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        if (p->ai_family == AF_INET6) setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &yes, sizeof(yes));
+        if (bind(s, p->ai_addr, p->ai_addrlen) == -1) {
+            anetSetError(err, "bind %s:%d: %s", bindaddr ? bindaddr : "*", port, strerror(errno));
+            close(s);
+            s = -1;
+            continue;
+        }
+        if (listen(s, backlog) == -1) {
+            anetSetError(err, "listen: %s", strerror(errno));
+            close(s);
+            s = -1;
+            continue;
+        }
+        break;
+    }
+    if (p == NULL && s == -1 && err && err[0] == '\0')
+        anetSetError(err, "unable to bind socket on %s:%d", bindaddr ? bindaddr : "*", port);
+    freeaddrinfo(servinfo);
+    return s == -1 ? ANET_ERR : s;
+}
+
+int anetUnixServer(char *err, const char *path, unsigned int perm, int backlog) {
+    struct sockaddr_un sa;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        anetSetError(err, "unix socket path too long (%zu), must be under %zu", strlen(path),
+                     sizeof(sa.sun_path));
+        return ANET_ERR;
+    }
+    int s = socket(AF_LOCAL, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s == -1) {
+        anetSetError(err, "socket: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_LOCAL;
+    strcpy(sa.sun_path, path);
+    unlink(path);
+    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        anetSetError(err, "bind %s: %s", path, strerror(errno));
+        goto err;
+    }
+    if (listen(s, backlog) == -1) {
+        anetSetError(err, "listen: %s", strerror(errno));
+        goto err;
+    }
+    if (perm) chmod(path, perm);
+    return s;
+err:
+    close(s);
+    return ANET_ERR;
+}
+
+static int anetGenericAccept(char *err, int s, struct sockaddr *sa, socklen_t *len) {
+    int fd;
+    do {
+        fd = accept4(s, sa, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    } while (fd == -1 && errno == EINTR);
+    if (fd == -1) {
+        anetSetError(err, "accept: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    return fd;
+}
+
+int anetTcpAccept(char *err, int s, char *ip, size_t ip_len, int *port) {
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof(sa);
+    int fd = anetGenericAccept(err, s, (struct sockaddr *)&sa, &salen);
+    if (fd == ANET_ERR) return ANET_ERR;
+    if (sa.ss_family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&sa;
+        if (ip) inet_ntop(AF_INET, &a->sin_addr, ip, (socklen_t)ip_len);
+        if (port) *port = ntohs(a->sin_port);
+    } else {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&sa;
+        if (ip) inet_ntop(AF_INET6, &a->sin6_addr, ip, (socklen_t)ip_len);
+        if (port) *port = ntohs(a->sin6_port);
+    }
+    return fd;
+}
+
+int anetUnixAccept(char *err, int s) {
+    struct sockaddr_un sa;
+    socklen_t salen = sizeof(sa);
+    return anetGenericAccept(err, s, (struct sockaddr *)&sa, &salen);
+}
+
+int anetTcpConnect(char *err, const char *addr, int port) {
+    char portstr[8];
+    struct addrinfo hints, *servinfo, *p;
+    int s = -1, rv;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if ((rv = getaddrinfo(addr, portstr, &hints, &servinfo)) != 0) {
+        anetSetError(err, "%s: %s", addr, gai_strerror(rv));
+        return ANET_ERR;
+    }
+    for (p = servinfo; p != NULL; p = p->ai_next) {
+        s = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
+        if (s == -1) continue;
+        if (connect(s, p->ai_addr, p->ai_addrlen) == -1) {
+            anetSetError(err, "connect %s:%d: %s", addr, port, strerror(errno));
+            close(s);
+            s = -1;
+            continue;
+        }
+        break;
+    }
+    freeaddrinfo(servinfo);
+    return s == -1 ? ANET_ERR : s;
+}
+
+int anetUnixConnect(char *err, const char *path) {
+    struct sockaddr_un sa;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        anetSetError(err, "unix socket path too long");
+        return ANET_ERR;
+    }
+    int s = socket(AF_LOCAL, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s == -1) {
+        anetSetError(err, "socket: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_LOCAL;
+    strcpy(sa.sun_path, path);
+    if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+        anetSetError(err, "connect %s: %s", path, strerror(errno));
+        close(s);
+        return ANET_ERR;
+    }
+    return s;
+}
+
+/* Unix sockets report ip "/unixsocket" and port 0, like Redis's CLIENT LIST. */
+int anetFdToString(int fd, char *ip, size_t ip_len, int *port, int remote) {
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof(sa);
+    int r = remote ? getpeername(fd, (struct sockaddr *)&sa, &salen)
+                   : getsockname(fd, (struct sockaddr *)&sa, &salen);
+    if (r == -1) goto error;
+    if (sa.ss_family == AF_INET) {
+        struct sockaddr_in *s = (struct sockaddr_in *)&sa;
+        if (ip && !inet_ntop(AF_INET, &s->sin_addr, ip, (socklen_t)ip_len)) goto error;
+        if (port) *port = ntohs(s->sin_port);
+    } else if (sa.ss_family == AF_INET6) {
+        struct sockaddr_in6 *s = (struct sockaddr_in6 *)&sa;
+        if (ip && !inet_ntop(AF_INET6, &s->sin6_addr, ip, (socklen_t)ip_len)) goto error;
+        if (port) *port = ntohs(s->sin6_port);
+    } else if (sa.ss_family == AF_UNIX) {
+        if (ip) snprintf(ip, ip_len, "/unixsocket");
+        if (port) *port = 0;
+    } else {
+        goto error;
+    }
+    return 0;
+error:
+    if (ip && ip_len) snprintf(ip, ip_len, "?");
+    if (port) *port = 0;
+    return -1;
+}
+
+int anetFormatAddr(char *buf, size_t buf_len, const char *ip, int port) {
+    return snprintf(buf, buf_len, strchr(ip, ':') ? "[%s]:%d" : "%s:%d", ip, port);
+}
+
+int anetIsLoopback(const char *ip) {
+    return !strncmp(ip, "127.", 4) || !strcmp(ip, "::1") || !strncmp(ip, "::ffff:127.", 11) ||
+           !strcmp(ip, "/unixsocket");
+}

@@ -1,0 +1,729 @@
+/* config.c -- table-driven configuration.
+ *
+ * One row per directive: its type (bool, integer, memory size, double,
+ * enum, string, or special with its own parser), bounds, default, flags and
+ * an optional apply hook. From that single table come: the defaults, the
+ * mooncake.conf parser, `--directive value` command-line overrides,
+ * CONFIG GET (with glob patterns), CONFIG SET (atomic over several
+ * parameters: all are validated and applied, or none), CONFIG REWRITE, and
+ * the names INFO can report. A directive cannot drift out of sync between
+ * those paths because there is only one description of it.
+ *
+ * Errors name the file, the line, the line itself and the reason, as Redis
+ * does, so a typo stops start-up with a message a person can act on.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL };
+
+#define CFG_IMMUTABLE (1 << 0)
+#define CFG_OCTAL (1 << 1)     /* integer printed and parsed in base 8 */
+
+typedef struct configEnum {
+    const char *name;
+    int value;
+} configEnum;
+
+typedef struct standardConfig {
+    const char *name;
+    int type;
+    int flags;
+    void *ptr;              /* long long*, int*, double*, char** */
+    long long lower, upper; /* integers and memory sizes */
+    double dlower, dupper;  /* doubles */
+    const char *deflt;
+    const configEnum *enums;
+    int (*apply)(const char **err);
+    int (*setSpecial)(sds *argv, int argc, const char **err);
+    sds (*getSpecial)(void);
+} standardConfig;
+
+static const configEnum loglevelEnum[] = {
+    {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE}, {"warning", LL_WARNING}, {NULL, 0}};
+static const configEnum evictPolicyEnum[] = {{"lru", EVICT_LRU}, {"noeviction", EVICT_NOEVICTION}, {NULL, 0}};
+
+/* ---- special directives -------------------------------------------------- */
+
+static int setBind(sds *argv, int argc, const char **err) {
+    if (argc > CONFIG_BINDADDR_MAX) {
+        *err = "Too many bind addresses specified.";
+        return C_ERR;
+    }
+    for (int j = 0; j < server.bindaddr_count; j++) zfree(server.bindaddr[j]);
+    server.bindaddr_count = 0;
+    /* `bind ""` means no TCP listener at all (unix socket only). */
+    if (argc == 1 && sdslen(argv[0]) == 0) return C_OK;
+    for (int j = 0; j < argc; j++) server.bindaddr[server.bindaddr_count++] = zstrdup(argv[j]);
+    return C_OK;
+}
+
+static sds getBind(void) {
+    sds s = sdsempty();
+    for (int j = 0; j < server.bindaddr_count; j++) {
+        if (j) s = sdscat(s, " ");
+        s = sdscat(s, server.bindaddr[j]);
+    }
+    return s;
+}
+
+static int setCob(sds *argv, int argc, const char **err) {
+    /* "normal <hard> <soft> <seconds>"; replica/pubsub classes are accepted
+     * for compatibility with redis.conf files and ignored (no such clients). */
+    if (argc % 4 != 0) {
+        *err = "Wrong number of arguments in buffer limit configuration.";
+        return C_ERR;
+    }
+    for (int j = 0; j < argc; j += 4) {
+        if (strcasecmp(argv[j], "normal") && strcasecmp(argv[j], "replica") &&
+            strcasecmp(argv[j], "slave") && strcasecmp(argv[j], "pubsub")) {
+            *err = "Invalid client class specified in buffer limit configuration.";
+            return C_ERR;
+        }
+        int e1, e2;
+        long long hard = memtoll(argv[j + 1], &e1), soft = memtoll(argv[j + 2], &e2);
+        long long secs;
+        if (e1 || e2 || hard < 0 || soft < 0 || !string2ll(argv[j + 3], sdslen(argv[j + 3]), &secs) || secs < 0) {
+            *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+            return C_ERR;
+        }
+        if (!strcasecmp(argv[j], "normal")) {
+            server.cob_normal.hard = (unsigned long long)hard;
+            server.cob_normal.soft = (unsigned long long)soft;
+            server.cob_normal.soft_seconds = secs;
+        }
+    }
+    return C_OK;
+}
+
+static sds getCob(void) {
+    return sdscatprintf(sdsempty(), "normal %llu %llu %lld", server.cob_normal.hard,
+                        server.cob_normal.soft, server.cob_normal.soft_seconds);
+}
+
+static int setDir(sds *argv, int argc, const char **err) {
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    if (chdir(argv[0]) == -1) {
+        *err = strerror(errno);
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+static sds getDir(void) {
+    char buf[4096];
+    return sdsnew(getcwd(buf, sizeof(buf)) ? buf : "");
+}
+
+/* ---- apply hooks ---------------------------------------------------------- */
+
+static int applyMaxclients(const char **err) {
+    if (server.el == NULL) return C_OK; /* start-up: initServer sizes things */
+    int want = (int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
+        struct rlimit nl = {(rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
+        if (nl.rlim_cur > nl.rlim_max || setrlimit(RLIMIT_NOFILE, &nl) == -1) {
+            *err = "The operating system is not able to handle the specified number of clients";
+            return C_ERR;
+        }
+    }
+    if (want > aeGetSetSize(server.el) && aeResizeSetSize(server.el, want) == AE_ERR) {
+        *err = "The event loop cannot be resized to the specified number of clients";
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+static int applyLoglevel(const char **err) {
+    (void)err;
+    return C_OK;
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+#define BOOLC(n, f, p, d) {n, CFG_BOOL, f, p, 0, 1, 0, 0, d, NULL, NULL, NULL, NULL}
+#define INTC(n, f, p, lo, hi, d, ap) {n, CFG_INT, f, p, lo, hi, 0, 0, d, NULL, ap, NULL, NULL}
+#define MEMC(n, f, p, lo, hi, d) {n, CFG_MEM, f, p, lo, hi, 0, 0, d, NULL, NULL, NULL, NULL}
+#define DBLC(n, f, p, lo, hi, d) {n, CFG_DOUBLE, f, p, 0, 0, lo, hi, d, NULL, NULL, NULL, NULL}
+#define ENUMC(n, f, p, e, d, ap) {n, CFG_ENUM, f, p, 0, 0, 0, 0, d, e, ap, NULL, NULL}
+#define STRC(n, f, p, d) {n, CFG_STRING, f, p, 0, 0, 0, 0, d, NULL, NULL, NULL, NULL}
+#define SPECC(n, f, d, set, get) {n, CFG_SPECIAL, f, NULL, 0, 0, 0, 0, d, NULL, NULL, set, get}
+
+static long long cfg_port, cfg_tcp_backlog, cfg_unixsocketperm;
+
+static standardConfig configs[] = {
+    /* Network */
+    INTC("port", CFG_IMMUTABLE, &cfg_port, 0, 65535, "6379", NULL),
+    SPECC("bind", CFG_IMMUTABLE, "127.0.0.1 -::1", setBind, getBind),
+    STRC("unixsocket", CFG_IMMUTABLE, &server.unixsocket, ""),
+    INTC("unixsocketperm", CFG_IMMUTABLE | CFG_OCTAL, &cfg_unixsocketperm, 0, 0777, "0", NULL),
+    INTC("tcp-backlog", CFG_IMMUTABLE, &cfg_tcp_backlog, 0, INT_MAX, "511", NULL),
+    BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
+    STRC("requirepass", 0, &server.requirepass, ""),
+    INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
+    INTC("timeout", 0, &server.maxidletime, 0, INT_MAX, "0", NULL),
+    INTC("tcp-keepalive", 0, &server.tcpkeepalive, 0, INT_MAX, "300", NULL),
+    MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
+    MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
+    SPECC("client-output-buffer-limit", 0, "normal 0 0 0", setCob, getCob),
+    /* Process */
+    BOOLC("daemonize", CFG_IMMUTABLE, &server.daemonize, "no"),
+    STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),
+    STRC("logfile", CFG_IMMUTABLE, &server.logfile, ""),
+    ENUMC("loglevel", 0, &server.verbosity, loglevelEnum, "notice", applyLoglevel),
+    SPECC("dir", 0, ".", setDir, getDir),
+    INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
+    /* Slow log */
+    INTC("slowlog-log-slower-than", 0, &server.slowlog_log_slower_than, -1, LLONG_MAX, "10000", NULL),
+    INTC("slowlog-max-len", 0, &server.slowlog_max_len, 0, LONG_MAX, "128", NULL),
+    /* The pool (segment 'self') */
+    MEMC("segment-size", CFG_IMMUTABLE, &server.segment_size, 1024 * 1024, LLONG_MAX, "1gb"),
+    BOOLC("segment-hugepages", CFG_IMMUTABLE, &server.segment_hugepages, "no"),
+    INTC("segment-numa-node", CFG_IMMUTABLE, &server.segment_numa_node, -1, 1023, "-1", NULL),
+    BOOLC("segment-prefault", CFG_IMMUTABLE, &server.segment_prefault, "yes"),
+    MEMC("max-key-size", 0, &server.max_key_size, 1, 512 * 1024 * 1024, "4096"),
+    MEMC("max-object-size", 0, &server.max_object_size, 1, LLONG_MAX, "1gb"),
+    /* Eviction */
+    DBLC("evict-high-watermark", 0, &server.evict_high_watermark, 0.01, 1.0, "0.90"),
+    DBLC("evict-ratio", 0, &server.evict_ratio, 0.0, 1.0, "0.05"),
+    ENUMC("evict-policy", 0, &server.evict_policy, evictPolicyEnum, "lru", NULL),
+    INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
+    {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
+
+static standardConfig *lookupConfig(const char *name) {
+    for (standardConfig *c = configs; c->name; c++)
+        if (!strcasecmp(c->name, name)) return c;
+    return NULL;
+}
+
+/* ---- typed set/get ------------------------------------------------------- */
+
+/* Sets one directive from its tokens; on error *err says why (and the value
+ * is unchanged). Does not run apply hooks: the callers decide when. */
+static int setConfigValue(standardConfig *c, sds *argv, int argc, const char **err) {
+    static char msg[128];
+    if (c->type == CFG_SPECIAL) return c->setSpecial(argv, argc, err);
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    const char *v = argv[0];
+    switch (c->type) {
+    case CFG_BOOL: {
+        int b;
+        if (!strcasecmp(v, "yes")) b = 1;
+        else if (!strcasecmp(v, "no")) b = 0;
+        else {
+            *err = "argument must be 'yes' or 'no'";
+            return C_ERR;
+        }
+        *(int *)c->ptr = b;
+        return C_OK;
+    }
+    case CFG_INT:
+    case CFG_MEM: {
+        long long ll;
+        if (c->flags & CFG_OCTAL) {
+            char *end;
+            errno = 0;
+            ll = strtoll(v, &end, 8);
+            if (*v == '\0' || *end || errno) {
+                *err = "argument couldn't be parsed into an integer";
+                return C_ERR;
+            }
+        } else if (c->type == CFG_MEM) {
+            int e;
+            ll = memtoll(v, &e);
+            if (e) {
+                *err = "argument must be a memory value";
+                return C_ERR;
+            }
+        } else if (!string2ll(v, strlen(v), &ll)) {
+            *err = "argument couldn't be parsed into an integer";
+            return C_ERR;
+        }
+        if (ll < c->lower || ll > c->upper) {
+            snprintf(msg, sizeof(msg), "argument must be between %lld and %lld inclusive", c->lower, c->upper);
+            *err = msg;
+            return C_ERR;
+        }
+        *(long long *)c->ptr = ll; /* every integer directive is a long long */
+        return C_OK;
+    }
+    case CFG_DOUBLE: {
+        char *end;
+        errno = 0;
+        double d = strtod(v, &end);
+        if (*v == '\0' || *end || errno || d != d) {
+            *err = "argument couldn't be parsed into a number";
+            return C_ERR;
+        }
+        if (d < c->dlower || d > c->dupper) {
+            snprintf(msg, sizeof(msg), "argument must be between %g and %g inclusive", c->dlower, c->dupper);
+            *err = msg;
+            return C_ERR;
+        }
+        *(double *)c->ptr = d;
+        return C_OK;
+    }
+    case CFG_ENUM:
+        for (const configEnum *e = c->enums; e->name; e++) {
+            if (!strcasecmp(e->name, v)) {
+                *(int *)c->ptr = e->value;
+                return C_OK;
+            }
+        }
+        snprintf(msg, sizeof(msg), "argument(s) must be one of the following: ");
+        for (const configEnum *e = c->enums; e->name; e++) {
+            strncat(msg, e->name, sizeof(msg) - strlen(msg) - 3);
+            if (e[1].name) strncat(msg, ", ", sizeof(msg) - strlen(msg) - 1);
+        }
+        *err = msg;
+        return C_ERR;
+    case CFG_STRING: {
+        char **p = c->ptr;
+        zfree(*p);
+        *p = v[0] ? zstrdup(v) : NULL;
+        return C_OK;
+    }
+    }
+    *err = "unknown type";
+    return C_ERR;
+}
+
+static sds getConfigValue(standardConfig *c) {
+    switch (c->type) {
+    case CFG_BOOL: return sdsnew(*(int *)c->ptr ? "yes" : "no");
+    case CFG_INT:
+    case CFG_MEM:
+        if (c->flags & CFG_OCTAL) return sdscatprintf(sdsempty(), "%llo", *(long long *)c->ptr);
+        return sdscatprintf(sdsempty(), "%lld", *(long long *)c->ptr);
+    case CFG_DOUBLE: return sdscatprintf(sdsempty(), "%g", *(double *)c->ptr);
+    case CFG_ENUM:
+        for (const configEnum *e = c->enums; e->name; e++)
+            if (e->value == *(int *)c->ptr) return sdsnew(e->name);
+        return sdsempty();
+    case CFG_STRING: {
+        char *s = *(char **)c->ptr;
+        return sdsnew(s ? s : "");
+    }
+    case CFG_SPECIAL: return c->getSpecial();
+    }
+    return sdsempty();
+}
+
+/* Splits a value for a SPECIAL directive given as one CONFIG SET string. */
+static sds *splitValue(standardConfig *c, sds value, int *argc) {
+    if (c->type != CFG_SPECIAL) {
+        sds *argv = zmalloc(sizeof(sds));
+        argv[0] = sdsdup(value);
+        *argc = 1;
+        return argv;
+    }
+    if (sdslen(value) == 0) {
+        sds *argv = zmalloc(sizeof(sds));
+        argv[0] = sdsempty();
+        *argc = 1;
+        return argv;
+    }
+    return sdssplitargs(value, argc);
+}
+
+sds configGetValueString(const char *name) {
+    standardConfig *c = lookupConfig(name);
+    return c ? getConfigValue(c) : NULL;
+}
+
+/* Copies the table-owned values into the server struct where the server
+ * keeps a narrower type. */
+static void syncDerived(void) {
+    server.port = (int)cfg_port;
+    server.tcp_backlog = (int)cfg_tcp_backlog;
+    server.unixsocketperm = (unsigned int)cfg_unixsocketperm;
+}
+
+void initConfigValues(void) {
+    for (standardConfig *c = configs; c->name; c++) {
+        if (!strcmp(c->name, "dir")) continue; /* the cwd is the default */
+        int argc;
+        sds v = sdsnew(c->deflt);
+        sds *argv = splitValue(c, v, &argc);
+        const char *err = NULL;
+        if (setConfigValue(c, argv, argc, &err) != C_OK) {
+            fprintf(stderr, "bad default for %s: %s\n", c->name, err);
+            abort();
+        }
+        sdsfreesplitres(argv, argc);
+        sdsfree(v);
+    }
+    syncDerived();
+}
+
+/* ---- loading ------------------------------------------------------------- */
+
+static int loadConfigFromString(const char *config, const char *origin, char *errbuf, size_t errlen) {
+    int totlines;
+    int rc = C_OK;
+    sds *lines = sdssplitlen(config, (ssize_t)strlen(config), "\n", 1, &totlines);
+    for (int i = 0; i < totlines; i++) {
+        sds line = sdstrim(lines[i], " \t\r\n");
+        lines[i] = line;
+        if (line[0] == '#' || line[0] == '\0') continue;
+        int argc;
+        sds *argv = sdssplitargs(line, &argc);
+        const char *err = NULL;
+        if (argv == NULL) {
+            err = "Unbalanced quotes in configuration line";
+        } else if (argc == 0) {
+            sdsfreesplitres(argv, argc);
+            continue;
+        } else {
+            standardConfig *c = lookupConfig(argv[0]);
+            if (c == NULL) err = "Bad directive or wrong number of arguments";
+            else if (setConfigValue(c, argv + 1, argc - 1, &err) == C_OK) err = NULL;
+        }
+        if (argv) sdsfreesplitres(argv, argc);
+        if (err) {
+            snprintf(errbuf, errlen, "Reading the configuration %s, at line %d\n>>> '%s'\n%s", origin,
+                     i + 1, line, err);
+            rc = C_ERR;
+            break;
+        }
+    }
+    sdsfreesplitres(lines, totlines);
+    return rc;
+}
+
+/* The file first, then command-line overrides ("--port 7000 --bind a b"),
+ * which win because they come later, as with redis-server. */
+int loadServerConfig(const char *filename, int argc, char **argv, char *err, size_t errlen) {
+    sds config = sdsempty();
+    if (filename) {
+        FILE *fp = !strcmp(filename, "-") ? stdin : fopen(filename, "r");
+        if (fp == NULL) {
+            snprintf(err, errlen, "Fatal error, can't open config file '%s': %s", filename, strerror(errno));
+            sdsfree(config);
+            return C_ERR;
+        }
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) config = sdscatlen(config, buf, n);
+        if (fp != stdin) fclose(fp);
+        if (strcmp(filename, "-")) {
+            char *abs = realpath(filename, NULL);
+            if (abs) {
+                server.configfile = zstrdup(abs);
+                free(abs);
+            }
+        }
+        sds origin = sdscatprintf(sdsempty(), "file '%s'", filename);
+        int rc = loadConfigFromString(config, origin, err, errlen);
+        sdsfree(origin);
+        sdsclear(config);
+        if (rc != C_OK) {
+            sdsfree(config);
+            return C_ERR;
+        }
+    }
+    for (int j = 0; j < argc; j++) {
+        if (!strncmp(argv[j], "--", 2) && argv[j][2]) {
+            if (sdslen(config)) config = sdscat(config, "\n");
+            config = sdscat(config, argv[j] + 2);
+            config = sdscat(config, " ");
+        } else {
+            config = sdscatrepr(config, argv[j], strlen(argv[j]));
+            config = sdscat(config, " ");
+        }
+    }
+    int rc = loadConfigFromString(config, "from the command line", err, errlen);
+    sdsfree(config);
+    if (rc == C_OK) syncDerived();
+    return rc;
+}
+
+/* ---- CONFIG GET / SET / RESETSTAT / REWRITE ------------------------------ */
+
+static void configGetCommand(client *c) {
+    long long n = 0;
+    /* Collected first: the reply needs the count up front. */
+    sds *names = NULL, *values = NULL;
+    for (standardConfig *cf = configs; cf->name; cf++) {
+        for (int j = 2; j < c->argc; j++) {
+            if (stringmatchlen(c->argv[j], sdslen(c->argv[j]), cf->name, strlen(cf->name), 1)) {
+                names = zrealloc(names, sizeof(sds) * (size_t)(n + 1));
+                values = zrealloc(values, sizeof(sds) * (size_t)(n + 1));
+                names[n] = sdsnew(cf->name);
+                values[n] = getConfigValue(cf);
+                n++;
+                break;
+            }
+        }
+    }
+    addReplyMapLen(c, n);
+    for (long long i = 0; i < n; i++) {
+        addReplyBulkSds(c, names[i]);
+        addReplyBulkSds(c, values[i]);
+    }
+    zfree(names);
+    zfree(values);
+}
+
+static void configSetCommand(client *c) {
+    if (c->argc % 2 != 0) {
+        addReplyErrorArity(c);
+        return;
+    }
+    int n = (c->argc - 2) / 2;
+    standardConfig **cfs = zcalloc(sizeof(*cfs) * (size_t)n);
+    sds *old = zcalloc(sizeof(sds) * (size_t)n);
+    const char *err = NULL;
+    int failed = -1, applied_upto = 0;
+    for (int i = 0; i < n; i++) {
+        sds name = c->argv[2 + 2 * i];
+        cfs[i] = lookupConfig(name);
+        if (!cfs[i]) {
+            addReplyErrorFormat(c, "ERR Unknown option or number of arguments for CONFIG SET - '%s'", name);
+            goto cleanup;
+        }
+        for (int k = 0; k < i; k++) {
+            if (cfs[k] == cfs[i]) {
+                err = "duplicate parameter";
+                failed = i;
+                goto fail;
+            }
+        }
+        if (cfs[i]->flags & CFG_IMMUTABLE) {
+            err = "can't set immutable config";
+            failed = i;
+            goto fail;
+        }
+    }
+    /* Set all, remembering the old values, then apply all. Any failure
+     * restores every old value, so a multi-parameter SET is atomic. */
+    for (int i = 0; i < n; i++) {
+        old[i] = getConfigValue(cfs[i]);
+        int argc;
+        sds *argv = splitValue(cfs[i], c->argv[3 + 2 * i], &argc);
+        int rc = argv ? setConfigValue(cfs[i], argv, argc, &err) : C_ERR;
+        if (!argv) err = "Unbalanced quotes";
+        if (argv) sdsfreesplitres(argv, argc);
+        applied_upto = i;
+        if (rc != C_OK) {
+            failed = i;
+            goto restore;
+        }
+        applied_upto = i + 1;
+    }
+    for (int i = 0; i < n; i++) {
+        if (cfs[i]->apply && cfs[i]->apply(&err) != C_OK) {
+            failed = i;
+            goto restore;
+        }
+    }
+    syncDerived();
+    addReplyOk(c);
+    goto cleanup;
+restore:
+    for (int i = 0; i < applied_upto; i++) {
+        int argc;
+        const char *ignored;
+        sds *argv = splitValue(cfs[i], old[i], &argc);
+        if (argv) {
+            setConfigValue(cfs[i], argv, argc, &ignored);
+            sdsfreesplitres(argv, argc);
+        }
+        if (cfs[i]->apply) cfs[i]->apply(&ignored);
+    }
+    syncDerived();
+fail:
+    addReplyErrorFormat(c, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
+                        c->argv[2 + 2 * failed], err);
+cleanup:
+    for (int i = 0; i < n; i++) sdsfree(old[i]);
+    zfree(old);
+    zfree(cfs);
+}
+
+/* A value as it should appear in a config file line. */
+static sds formatConfigLine(standardConfig *c) {
+    sds v = getConfigValue(c);
+    sds line = sdsnew(c->name);
+    line = sdscat(line, " ");
+    if (c->type == CFG_SPECIAL) {
+        line = sdslen(v) ? sdscatsds(line, v) : sdscat(line, "\"\"");
+    } else if (c->type == CFG_MEM) {
+        long long ll = *(long long *)c->ptr;
+        const char *unit = "";
+        long long div = 1;
+        if (ll && ll % (1024LL * 1024 * 1024) == 0) unit = "gb", div = 1024LL * 1024 * 1024;
+        else if (ll && ll % (1024LL * 1024) == 0) unit = "mb", div = 1024LL * 1024;
+        else if (ll && ll % 1024 == 0) unit = "kb", div = 1024;
+        line = sdscatprintf(line, "%lld%s", ll / div, unit);
+    } else {
+        int plain = sdslen(v) > 0;
+        for (size_t i = 0; i < sdslen(v); i++)
+            if (v[i] <= ' ' || v[i] == '"' || v[i] == '\'' || v[i] > '~') plain = 0;
+        line = plain ? sdscatsds(line, v) : sdscatrepr(line, v, sdslen(v));
+    }
+    sdsfree(v);
+    return line;
+}
+
+static int isDefault(standardConfig *c) {
+    if (!strcmp(c->name, "dir")) return 0; /* always written: the cwd may differ */
+    sds v = getConfigValue(c);
+    int argc;
+    sds d = sdsnew(c->deflt);
+    /* Compare by re-parsing the default into the same canonical form. */
+    sds canon;
+    if (c->type == CFG_MEM) {
+        int e;
+        canon = sdscatprintf(sdsempty(), "%lld", memtoll(d, &e));
+    } else if (c->type == CFG_DOUBLE) {
+        canon = sdscatprintf(sdsempty(), "%g", strtod(d, NULL));
+    } else if (c->flags & CFG_OCTAL) {
+        canon = sdscatprintf(sdsempty(), "%llo", strtoull(d, NULL, 8));
+    } else {
+        canon = sdsdup(d);
+    }
+    (void)argc;
+    int same = !strcasecmp(v, canon);
+    sdsfree(v);
+    sdsfree(d);
+    sdsfree(canon);
+    return same;
+}
+
+/* Rewrites the file in place: a directive's first line is replaced by its
+ * current value, its other lines dropped; comments and unknown lines stay;
+ * non-default directives not in the file are appended. Written to a
+ * temporary file and renamed, so a crash never leaves half a config. */
+static int rewriteConfig(const char *path, const char **err) {
+    sds content = sdsempty();
+    FILE *fp = fopen(path, "r");
+    if (fp) {
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) content = sdscatlen(content, buf, n);
+        fclose(fp);
+    }
+    int nlines;
+    sds *lines = sdssplitlen(content, (ssize_t)sdslen(content), "\n", 1, &nlines);
+    sdsfree(content);
+    int ncfg = 0;
+    while (configs[ncfg].name) ncfg++;
+    char *written = zcalloc((size_t)ncfg);
+    sds out = sdsempty();
+    for (int i = 0; i < nlines; i++) {
+        if (i == nlines - 1 && sdslen(lines[i]) == 0) break; /* the final newline */
+        sds trimmed = sdstrim(sdsdup(lines[i]), " \t\r");
+        int argc = 0;
+        sds *argv = (trimmed[0] && trimmed[0] != '#') ? sdssplitargs(trimmed, &argc) : NULL;
+        standardConfig *c = argc > 0 ? lookupConfig(argv[0]) : NULL;
+        if (c && !strcmp(trimmed, "# Generated by CONFIG REWRITE")) c = NULL;
+        if (c) {
+            int idx = (int)(c - configs);
+            if (!written[idx]) {
+                sds l = formatConfigLine(c);
+                out = sdscatsds(out, l);
+                out = sdscat(out, "\n");
+                sdsfree(l);
+                written[idx] = 1;
+            }
+        } else if (strcmp(trimmed, "# Generated by CONFIG REWRITE")) {
+            out = sdscatsds(out, lines[i]);
+            out = sdscat(out, "\n");
+        }
+        if (argv) sdsfreesplitres(argv, argc);
+        sdsfree(trimmed);
+    }
+    int header = 0;
+    for (int i = 0; i < ncfg; i++) {
+        if (written[i] || isDefault(&configs[i])) continue;
+        if (!header) {
+            out = sdscat(out, "# Generated by CONFIG REWRITE\n");
+            header = 1;
+        }
+        sds l = formatConfigLine(&configs[i]);
+        out = sdscatsds(out, l);
+        out = sdscat(out, "\n");
+        sdsfree(l);
+    }
+    sdsfreesplitres(lines, nlines);
+    zfree(written);
+    sds tmp = sdscatprintf(sdsempty(), "%s.tmp-%d", path, (int)getpid());
+    int rc = C_ERR;
+    fp = fopen(tmp, "w");
+    if (fp == NULL) {
+        *err = strerror(errno);
+        goto done;
+    }
+    if (fwrite(out, 1, sdslen(out), fp) != sdslen(out) || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+        *err = strerror(errno);
+        fclose(fp);
+        unlink(tmp);
+        goto done;
+    }
+    fclose(fp);
+    if (rename(tmp, path) == -1) {
+        *err = strerror(errno);
+        unlink(tmp);
+        goto done;
+    }
+    rc = C_OK;
+done:
+    sdsfree(tmp);
+    sdsfree(out);
+    return rc;
+}
+
+void configCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (!strcasecmp(sub, "help") && c->argc == 2) {
+        static const char *help[] = {
+            "GET <pattern> [<pattern> ...]", "    Return parameters matching the glob-like <pattern>s and their values.",
+            "SET <directive> <value> [<directive> <value> ...]", "    Set the configuration <directive> to <value> (all or none).",
+            "RESETSTAT", "    Reset statistics reported by the INFO command.",
+            "REWRITE", "    Rewrite the configuration file.",
+            NULL};
+        addReplyHelp(c, help);
+    } else if (!strcasecmp(sub, "get") && c->argc >= 3) {
+        configGetCommand(c);
+    } else if (!strcasecmp(sub, "set") && c->argc >= 4) {
+        configSetCommand(c);
+    } else if (!strcasecmp(sub, "resetstat") && c->argc == 2) {
+        resetServerStats();
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "rewrite") && c->argc == 2) {
+        if (server.configfile == NULL) {
+            addReplyError(c, "ERR The server is running without a config file");
+            return;
+        }
+        const char *err = NULL;
+        if (rewriteConfig(server.configfile, &err) != C_OK) {
+            serverLog(LL_WARNING, "CONFIG REWRITE failed: %s", err);
+            addReplyErrorFormat(c, "ERR Rewriting config file: %s", err);
+        } else {
+            serverLog(LL_NOTICE, "CONFIG REWRITE executed with success.");
+            addReplyOk(c);
+        }
+    } else {
+        addReplySubcommandSyntaxError(c);
+    }
+}

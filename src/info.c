@@ -1,0 +1,222 @@
+/* info.c -- INFO: the server's state as "field:value" lines by section.
+ *
+ * Field names follow Redis where the meaning is Redis's, because monitoring
+ * tools and client libraries parse them (used_memory, connected_clients,
+ * keyspace_hits, db0:keys=...). What Redis has no word for lives in the
+ * `store` section: the pool, its allocator and eviction. `used_memory` is
+ * the heap (keys and metadata); value bytes are in the pool and reported
+ * there, so the per-key overhead is visible on its own.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "store.h"
+#include "zmalloc.h"
+
+void resetServerStats(void) {
+    server.stat_numcommands = server.stat_numconnections = server.stat_rejected_conn = 0;
+    server.stat_expiredkeys = server.stat_evictedkeys = 0;
+    server.stat_keyspace_hits = server.stat_keyspace_misses = 0;
+    server.stat_net_input_bytes = server.stat_net_output_bytes = 0;
+    server.stat_total_error_replies = server.stat_oom_rejections = 0;
+    server.stat_bigarg_inplace = server.stat_reply_zero_copy = 0;
+    server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
+    server.stat_starttime = mstime();
+    storeResetStats();
+    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+        cmd->calls = cmd->usec = cmd->rejected_calls = cmd->failed_calls = 0;
+        for (mcCommand *s = cmd->subcommands; s && s->name; s++)
+            s->calls = s->usec = s->rejected_calls = s->failed_calls = 0;
+    }
+}
+
+static int wantSection(const char *section, const char *name, int *count) {
+    int all = !strcasecmp(section, "all") || !strcasecmp(section, "everything");
+    int dflt = !strcasecmp(section, "default");
+    if (all || dflt || !strcasecmp(section, name)) {
+        if ((*count)++) return 2; /* needs a blank line before */
+        return 1;
+    }
+    return 0;
+}
+
+static sds sectionHeader(sds s, int want, const char *title) {
+    if (want == 2) s = sdscat(s, "\r\n");
+    return sdscatprintf(s, "# %s\r\n", title);
+}
+
+static sds catCommandStats(sds s, mcCommand *cmd) {
+    if (cmd->calls || cmd->failed_calls || cmd->rejected_calls)
+        s = sdscatprintf(s, "cmdstat_%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
+                         cmd->fullname, cmd->calls, cmd->usec,
+                         cmd->calls ? (double)cmd->usec / (double)cmd->calls : 0.0, cmd->rejected_calls,
+                         cmd->failed_calls);
+    for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catCommandStats(s, sub);
+    return s;
+}
+
+sds genInfoString(const char *section) {
+    sds s = sdsempty();
+    int count = 0, w;
+    mstime_t now = mstime();
+    long long uptime = (now - server.starttime_ms) / 1000;
+
+    if ((w = wantSection(section, "server", &count))) {
+        struct utsname name;
+        uname(&name);
+        s = sectionHeader(s, w, "Server");
+        s = sdscatprintf(s,
+                         "redis_version:%s\r\n"
+                         "mooncake_version:%s\r\n"
+                         "redis_mode:standalone\r\n"
+                         "os:%s %s %s\r\n"
+                         "arch_bits:%d\r\n"
+                         "multiplexing_api:epoll\r\n"
+                         "process_id:%d\r\n"
+                         "run_id:%s\r\n"
+                         "tcp_port:%d\r\n"
+                         "server_time_usec:%lld\r\n"
+                         "uptime_in_seconds:%lld\r\n"
+                         "uptime_in_days:%lld\r\n"
+                         "hz:%lld\r\n"
+                         "executable:%s\r\n"
+                         "config_file:%s\r\n",
+                         REDIS_COMPAT_VERSION, MOONCAKE_VERSION, name.sysname, name.release, name.machine,
+                         (int)(sizeof(long) * 8), (int)getpid(), server.runid, server.port, ustime(), uptime,
+                         uptime / 86400, server.hz, server.executable ? server.executable : "",
+                         server.configfile ? server.configfile : "");
+    }
+    if ((w = wantSection(section, "clients", &count))) {
+        size_t maxin = 0, maxout = 0;
+        for (client *c = server.clients_head; c; c = c->next) {
+            if (sdslen(c->querybuf) > maxin) maxin = sdslen(c->querybuf);
+            if (c->reply_bytes > maxout) maxout = c->reply_bytes;
+        }
+        s = sectionHeader(s, w, "Clients");
+        s = sdscatprintf(s,
+                         "connected_clients:%lu\r\n"
+                         "maxclients:%lld\r\n"
+                         "client_recent_max_input_buffer:%zu\r\n"
+                         "client_recent_max_output_buffer:%zu\r\n"
+                         "blocked_clients:0\r\n",
+                         server.nclients, server.maxclients, maxin, maxout);
+    }
+    if ((w = wantSection(section, "memory", &count))) {
+        size_t used = zmalloc_used_memory(), rss = zmalloc_get_rss();
+        char hu[32], hr[32];
+        snprintf(hu, sizeof(hu), "%.2fM", (double)used / (1024 * 1024));
+        snprintf(hr, sizeof(hr), "%.2fM", (double)rss / (1024 * 1024));
+        s = sectionHeader(s, w, "Memory");
+        s = sdscatprintf(s,
+                         "used_memory:%zu\r\n"
+                         "used_memory_human:%s\r\n"
+                         "used_memory_rss:%zu\r\n"
+                         "used_memory_rss_human:%s\r\n"
+                         "maxmemory:%lld\r\n"
+                         "maxmemory_policy:%s\r\n"
+                         "mem_allocator:%s\r\n",
+                         used, hu, rss, hr, server.segment_size,
+                         server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib());
+    }
+    if ((w = wantSection(section, "stats", &count))) {
+        s = sectionHeader(s, w, "Stats");
+        s = sdscatprintf(s,
+                         "total_connections_received:%lld\r\n"
+                         "total_commands_processed:%lld\r\n"
+                         "total_net_input_bytes:%lld\r\n"
+                         "total_net_output_bytes:%lld\r\n"
+                         "rejected_connections:%lld\r\n"
+                         "expired_keys:%lld\r\n"
+                         "evicted_keys:%lld\r\n"
+                         "keyspace_hits:%lld\r\n"
+                         "keyspace_misses:%lld\r\n"
+                         "total_error_replies:%lld\r\n"
+                         "oom_rejections:%lld\r\n"
+                         "client_query_buffer_limit_disconnections:%lld\r\n"
+                         "client_output_buffer_limit_disconnections:%lld\r\n"
+                         "values_read_in_place:%lld\r\n"
+                         "values_sent_from_pool:%lld\r\n",
+                         server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
+                         server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
+                         server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
+                         server.stat_total_error_replies, server.stat_oom_rejections,
+                         server.stat_client_qbuf_limit_disconnections,
+                         server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
+                         server.stat_reply_zero_copy);
+    }
+    if ((w = wantSection(section, "store", &count))) {
+        storeStats st;
+        storeGetStats(&st);
+        double frag = st.bytes ? (double)st.pool_used / (double)st.bytes : 1.0;
+        double freefrag = st.pool_free ? 1.0 - (double)st.largest_free / (double)st.pool_free : 0.0;
+        s = sectionHeader(s, w, "Store");
+        s = sdscatprintf(s,
+                         "store_objects:%llu\r\n"
+                         "store_bytes:%llu\r\n"
+                         "store_pool_size:%llu\r\n"
+                         "store_pool_used:%llu\r\n"
+                         "store_pool_free:%llu\r\n"
+                         "store_pool_largest_free:%llu\r\n"
+                         "store_pool_free_ranges:%llu\r\n"
+                         "store_pool_prefaulted:%llu\r\n"
+                         "store_evictions:%llu\r\n"
+                         "store_expired:%llu\r\n"
+                         "store_oom:%llu\r\n"
+                         "store_fragmentation_ratio:%.4f\r\n"
+                         "store_free_fragmentation:%.4f\r\n"
+                         "store_meta_bytes:%llu\r\n"
+                         "store_meta_bytes_per_key:%.1f\r\n"
+                         "store_evict_policy:%s\r\n"
+                         "store_evict_pending:%lld\r\n",
+                         (unsigned long long)st.objects, (unsigned long long)st.bytes,
+                         (unsigned long long)st.pool_size, (unsigned long long)st.pool_used,
+                         (unsigned long long)st.pool_free, (unsigned long long)st.largest_free,
+                         (unsigned long long)st.free_ranges, (unsigned long long)server.self->prefaulted,
+                         (unsigned long long)st.evictions, (unsigned long long)st.expired,
+                         (unsigned long long)st.oom, frag, freefrag, (unsigned long long)st.meta_bytes,
+                         st.objects ? (double)st.meta_bytes / (double)st.objects : 0.0,
+                         server.evict_policy == EVICT_LRU ? "lru" : "noeviction", server.evict_pending);
+    }
+    if ((w = wantSection(section, "cpu", &count))) {
+        struct rusage self;
+        getrusage(RUSAGE_SELF, &self);
+        s = sectionHeader(s, w, "CPU");
+        s = sdscatprintf(s, "used_cpu_sys:%ld.%06ld\r\nused_cpu_user:%ld.%06ld\r\n", (long)self.ru_stime.tv_sec,
+                         (long)self.ru_stime.tv_usec, (long)self.ru_utime.tv_sec, (long)self.ru_utime.tv_usec);
+    }
+    /* commandstats is not in the default set, as in Redis. */
+    if (!strcasecmp(section, "commandstats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
+        s = sectionHeader(s, count++ ? 2 : 1, "Commandstats");
+        for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catCommandStats(s, cmd);
+    }
+    if ((w = wantSection(section, "keyspace", &count))) {
+        s = sectionHeader(s, w, "Keyspace");
+        if (storeSize())
+            s = sdscatprintf(s, "db0:keys=%lu,expires=%lu,avg_ttl=0\r\n", storeSize(), storeExpiresSize());
+    }
+    return s;
+}
+
+void infoCommand(client *c) {
+    if (c->argc > 2) {
+        /* Several sections: concatenate. */
+        sds all = sdsempty();
+        for (int j = 1; j < c->argc; j++) {
+            sds part = genInfoString(c->argv[j]);
+            if (sdslen(part) && sdslen(all)) all = sdscat(all, "\r\n");
+            all = sdscatsds(all, part);
+            sdsfree(part);
+        }
+        addReplyVerbatim(c, all, sdslen(all), "txt");
+        sdsfree(all);
+        return;
+    }
+    sds info = genInfoString(c->argc == 2 ? c->argv[1] : "default");
+    addReplyVerbatim(c, info, sdslen(info), "txt");
+    sdsfree(info);
+}

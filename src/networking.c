@@ -1,0 +1,1197 @@
+/* networking.c -- clients: accepting, reading requests, queueing replies.
+ *
+ * Input. Bytes are read into the client's query buffer and fed to the RESP
+ * parser (resp.c) one token at a time. Arguments shorter than PROTO_BIG_ARG
+ * are copied out of the query buffer; for a longer one the parser stops
+ * after its header and we ask the command (its `bigarg` hook) where the
+ * payload should go. SET answers "here, in the pool": the extent is
+ * allocated before the payload arrives and the socket is read straight into
+ * it with readv (payload, its CRLF, and the start of the next request in
+ * one call). A value therefore crosses memory once, in the kernel. If the
+ * pool has no room the payload is read and discarded, and the command
+ * replies -OOM having changed nothing.
+ *
+ * Output. Replies go to a 16 KiB buffer inside the client, then to a chain
+ * of blocks. A value of PROTO_REPLY_OBJ_MIN bytes or more is not copied at
+ * all: its block points into segment memory and holds a reference on the
+ * object, so the bytes leave with writev straight from the pool and the
+ * object outlives any DEL or overwrite until they have. Writes are batched:
+ * commands only mark the client, and beforeSleep flushes every marked
+ * client once per event-loop iteration (a pipeline of 10k commands costs a
+ * handful of writes, not 10k).
+ *
+ * Lifetime. A client is never freed while a command runs or while the loop
+ * may still hold a pointer to it: kills, protocol errors and output limits
+ * mark it and it is freed in beforeSleep (freeClientAsync).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define MAX_ACCEPTS_PER_CALL 1000
+#define NET_MAX_WRITES_PER_EVENT (256ULL * 1024 * 1024)
+#define IOV_BATCH 64
+
+static void writeHandler(aeEventLoop *el, int fd, void *privdata, int mask);
+
+/* ---- creation and destruction -------------------------------------------- */
+
+client *createClient(int fd, int unix) {
+    client *c = zcalloc(sizeof(*c));
+    c->fd = fd;
+    c->id = ++server.next_client_id;
+    c->resp = 2;
+    c->authenticated = server.requirepass == NULL || server.requirepass[0] == '\0';
+    c->querybuf = sdsempty();
+    c->ctime = c->lastinteraction = mstime();
+    respReqInit(&c->parser, server.proto_max_bulk_len, PROTO_BIG_ARG);
+    c->parser.unauthenticated = !c->authenticated;
+    if (unix) {
+        c->flags |= CLIENT_UNIX_SOCKET;
+        snprintf(c->addr, sizeof(c->addr), "%s:0", server.unixsocket ? server.unixsocket : "");
+        snprintf(c->laddr, sizeof(c->laddr), "%s:0", server.unixsocket ? server.unixsocket : "");
+    } else {
+        char ip[NET_IP_STR_LEN];
+        int port;
+        anetFdToString(fd, ip, sizeof(ip), &port, 1);
+        anetFormatAddr(c->addr, sizeof(c->addr), ip, port);
+        anetFdToString(fd, ip, sizeof(ip), &port, 0);
+        anetFormatAddr(c->laddr, sizeof(c->laddr), ip, port);
+        anetEnableTcpNoDelay(NULL, fd);
+        if (server.tcpkeepalive) anetKeepAlive(NULL, fd, (int)server.tcpkeepalive);
+    }
+    if (aeCreateFileEvent(server.el, fd, AE_READABLE, readQueryFromClient, c) == AE_ERR) {
+        sdsfree(c->querybuf);
+        zfree(c);
+        return NULL;
+    }
+    c->next = server.clients_head;
+    if (c->next) c->next->prev = c;
+    else server.clients_tail = c;
+    server.clients_head = c;
+    server.nclients++;
+    return c;
+}
+
+static void freeReplyBlock(replyBlock *b) {
+    if (b->obj) storeObjDecrRef(b->obj);
+    zfree(b);
+}
+
+void freeClientArgv(client *c) {
+    for (int j = 0; j < c->argc; j++) {
+        sdsfree(c->argv[j]);
+        if (c->argobj && c->argobj[j]) {
+            storeObjDecrRef(c->argobj[j]);
+            c->argobj[j] = NULL;
+        }
+    }
+    c->argc = 0;
+    c->argv_bytes = 0;
+    c->cmd = NULL;
+}
+
+static void removeFromArray(client **arr, size_t *len, client *c) {
+    for (size_t i = 0; i < *len; i++) {
+        if (arr[i] == c) {
+            arr[i] = arr[--*len];
+            return;
+        }
+    }
+}
+
+/* A big argument being read into the heap owns its buffer; one being read
+ * into the pool holds an object reference through argobj. Either way the
+ * partial bytes are dropped here: a client that disconnects mid-value
+ * leaves no trace in the keyspace. */
+static void abortBigArg(client *c) {
+    if (c->big.len == 0) return;
+    if (c->argobj && c->argobj[c->big.argi]) {
+        storeObjDecrRef(c->argobj[c->big.argi]);
+        c->argobj[c->big.argi] = NULL;
+    }
+    if (c->argv && c->argv[c->big.argi]) {
+        sdsfree(c->argv[c->big.argi]);
+        c->argv[c->big.argi] = NULL;
+    }
+    memset(&c->big, 0, sizeof(c->big));
+}
+
+void freeClient(client *c) {
+    if (c->flags & CLIENT_PROTECTED) {
+        freeClientAsync(c);
+        return;
+    }
+    if (server.current_client == c) server.current_client = NULL;
+    if (c->fd != -1) {
+        aeDeleteFileEvent(server.el, c->fd, AE_READABLE | AE_WRITABLE);
+        close(c->fd);
+        c->fd = -1;
+    }
+    abortBigArg(c);
+    freeClientArgv(c);
+    zfree(c->argv);
+    zfree(c->argobj);
+    sdsfree(c->querybuf);
+    sdsfree(c->name);
+    while (c->reply_head) {
+        replyBlock *b = c->reply_head;
+        c->reply_head = b->next;
+        freeReplyBlock(b);
+    }
+    if (c->flags & CLIENT_PENDING_WRITE)
+        removeFromArray(server.pending_writes, &server.pending_writes_len, c);
+    if (c->flags & CLIENT_CLOSE_ASAP)
+        removeFromArray(server.clients_to_close, &server.clients_to_close_len, c);
+    if (c->prev) c->prev->next = c->next;
+    else server.clients_head = c->next;
+    if (c->next) c->next->prev = c->prev;
+    else server.clients_tail = c->prev;
+    server.nclients--;
+    zfree(c);
+}
+
+static void arrayPush(client ***arr, size_t *len, size_t *cap, client *c) {
+    if (*len == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        *arr = zrealloc(*arr, sizeof(client *) * *cap);
+    }
+    (*arr)[(*len)++] = c;
+}
+
+void freeClientAsync(client *c) {
+    if (c->flags & CLIENT_CLOSE_ASAP) return;
+    c->flags |= CLIENT_CLOSE_ASAP;
+    arrayPush(&server.clients_to_close, &server.clients_to_close_len,
+              &server.clients_to_close_cap, c);
+}
+
+void freeClientsInAsyncFreeQueue(void) {
+    while (server.clients_to_close_len) {
+        client *c = server.clients_to_close[server.clients_to_close_len - 1];
+        if (c->flags & CLIENT_PROTECTED) break; /* never happens outside call() */
+        c->flags &= ~CLIENT_CLOSE_ASAP;
+        server.clients_to_close_len--;
+        freeClient(c);
+    }
+}
+
+/* ---- accepting ----------------------------------------------------------- */
+
+static void acceptCommonHandler(int fd, int unix, const char *ip) {
+    /* Refusals are written before the close so redis-cli shows the reason;
+     * the socket is fresh and the text small, so the write cannot block. */
+    if (server.nclients >= (unsigned long)server.maxclients) {
+        const char *err = "-ERR max number of clients reached\r\n";
+        if (write(fd, err, strlen(err)) == -1) { /* best effort */ }
+        server.stat_rejected_conn++;
+        close(fd);
+        return;
+    }
+    if (!unix && server.protected_mode &&
+        (server.requirepass == NULL || server.requirepass[0] == '\0') && !anetIsLoopback(ip)) {
+        const char *err =
+            "-DENIED Mooncake is running in protected mode because protected mode is enabled and "
+            "no password is set for the default user. In this mode connections are only accepted "
+            "from the loopback interface. If you want to connect from external computers, either "
+            "set a password with 'requirepass', or disable protected mode with "
+            "'protected-mode no' (CONFIG SET protected-mode no from the loopback interface).\r\n";
+        if (write(fd, err, strlen(err)) == -1) { /* best effort */ }
+        server.stat_rejected_conn++;
+        close(fd);
+        return;
+    }
+    client *c = createClient(fd, unix);
+    if (c == NULL) {
+        serverLog(LL_WARNING, "Error registering fd event for the new client: %s (fd=%d)",
+                  strerror(errno), fd);
+        close(fd);
+        return;
+    }
+    server.stat_numconnections++;
+}
+
+void acceptTcpHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)privdata, (void)mask;
+    char ip[NET_IP_STR_LEN], err[ANET_ERR_LEN];
+    int port;
+    for (int max = MAX_ACCEPTS_PER_CALL; max--;) {
+        int cfd = anetTcpAccept(err, fd, ip, sizeof(ip), &port);
+        if (cfd == ANET_ERR) {
+            if (errno != EWOULDBLOCK && errno != EAGAIN)
+                serverLog(LL_WARNING, "Accepting client connection: %s", err);
+            return;
+        }
+        serverLog(LL_VERBOSE, "Accepted %s:%d", ip, port);
+        acceptCommonHandler(cfd, 0, ip);
+    }
+}
+
+void acceptUnixHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)privdata, (void)mask;
+    char err[ANET_ERR_LEN];
+    for (int max = MAX_ACCEPTS_PER_CALL; max--;) {
+        int cfd = anetUnixAccept(err, fd);
+        if (cfd == ANET_ERR) {
+            if (errno != EWOULDBLOCK && errno != EAGAIN)
+                serverLog(LL_WARNING, "Accepting client connection: %s", err);
+            return;
+        }
+        serverLog(LL_VERBOSE, "Accepted connection to %s", server.unixsocket);
+        acceptCommonHandler(cfd, 1, "/unixsocket");
+    }
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+static int prepareClientToWrite(client *c) {
+    if (c->fd == -1 || (c->flags & CLIENT_CLOSE_ASAP)) return C_ERR;
+    if (!(c->flags & CLIENT_PENDING_WRITE)) {
+        c->flags |= CLIENT_PENDING_WRITE;
+        arrayPush(&server.pending_writes, &server.pending_writes_len,
+                  &server.pending_writes_cap, c);
+    }
+    return C_OK;
+}
+
+static void appendBlock(client *c, replyBlock *b) {
+    b->next = NULL;
+    if (c->reply_tail) c->reply_tail->next = b;
+    else c->reply_head = b;
+    c->reply_tail = b;
+}
+
+static void addReplyToChain(client *c, const char *s, size_t len) {
+    replyBlock *tail = c->reply_tail;
+    if (tail && !tail->obj && tail->size > tail->used) {
+        size_t n = tail->size - tail->used < len ? tail->size - tail->used : len;
+        memcpy(tail->buf + tail->used, s, n);
+        tail->used += n;
+        s += n;
+        len -= n;
+        c->reply_bytes += n;
+    }
+    if (len) {
+        size_t size = len < PROTO_REPLY_CHUNK ? PROTO_REPLY_CHUNK : len;
+        replyBlock *b = zmalloc(sizeof(*b) + size);
+        b->obj = NULL;
+        b->ptr = b->buf;
+        b->size = size;
+        b->used = len;
+        memcpy(b->buf, s, len);
+        appendBlock(c, b);
+        c->reply_bytes += len;
+    }
+    checkClientOutputBufferLimits(c);
+}
+
+/* Raw protocol bytes. Everything below ends up here. */
+void addReplyProto(client *c, const char *s, size_t len) {
+    if (prepareClientToWrite(c) != C_OK) return;
+    if (c->reply_head == NULL) {
+        size_t avail = sizeof(c->buf) - c->bufpos;
+        if (len <= avail) {
+            memcpy(c->buf + c->bufpos, s, len);
+            c->bufpos += len;
+            return;
+        }
+    }
+    addReplyToChain(c, s, len);
+}
+
+void addReply(client *c, const char *s, size_t len) { addReplyProto(c, s, len); }
+
+static void addReplyLongLongWithPrefix(client *c, long long ll, char prefix) {
+    char buf[32];
+    buf[0] = prefix;
+    int n = ll2string(buf + 1, sizeof(buf) - 3, ll);
+    buf[n + 1] = '\r';
+    buf[n + 2] = '\n';
+    addReplyProto(c, buf, (size_t)n + 3);
+}
+
+void addReplyStr(client *c, const char *s) { addReplyProto(c, s, strlen(s)); }
+
+void addReplyStatus(client *c, const char *status) {
+    addReplyProto(c, "+", 1);
+    addReplyProto(c, status, strlen(status));
+    addReplyProto(c, "\r\n", 2);
+}
+
+void addReplyOk(client *c) { addReplyProto(c, "+OK\r\n", 5); }
+
+/* Errors are counted (INFO errorstats-lite) and, since an error string must
+ * be one line, any newline in a message built from user input is replaced
+ * so a client can never inject a second reply. */
+void addReplyError(client *c, const char *err) {
+    size_t len = strlen(err);
+    char buf[512];
+    if (len > sizeof(buf) - 4) len = sizeof(buf) - 4;
+    size_t n = 0;
+    if (err[0] != '-') buf[n++] = '-';
+    for (size_t i = 0; i < len; i++) buf[n++] = (err[i] == '\r' || err[i] == '\n') ? ' ' : err[i];
+    buf[n++] = '\r';
+    buf[n++] = '\n';
+    addReplyProto(c, buf, n);
+    server.stat_total_error_replies++;
+    if (c->cmd) c->cmd->failed_calls++;
+}
+
+void addReplyErrorFormat(client *c, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    addReplyError(c, buf);
+}
+
+void addReplyErrorArity(client *c) {
+    addReplyErrorFormat(c, "ERR wrong number of arguments for '%s' command",
+                        c->cmd ? c->cmd->fullname : c->argv[0]);
+}
+
+void addReplyErrorSyntax(client *c) { addReplyError(c, "ERR syntax error"); }
+
+void addReplySubcommandSyntaxError(client *c) {
+    sds cmd = sdsnew(c->argv[0]);
+    sdstoupper(cmd);
+    char sub[128];
+    snprintf(sub, sizeof(sub), "%.100s", c->argv[1]);
+    addReplyErrorFormat(c, "ERR unknown subcommand '%s'. Try %s HELP.", sub, cmd);
+    sdsfree(cmd);
+}
+
+void addReplyLongLong(client *c, long long ll) {
+    if (ll == 0) addReplyProto(c, ":0\r\n", 4);
+    else if (ll == 1) addReplyProto(c, ":1\r\n", 4);
+    else addReplyLongLongWithPrefix(c, ll, ':');
+}
+
+void addReplyArrayLen(client *c, long long len) { addReplyLongLongWithPrefix(c, len, '*'); }
+void addReplyMapLen(client *c, long long len) {
+    if (c->resp == 2) addReplyLongLongWithPrefix(c, len * 2, '*');
+    else addReplyLongLongWithPrefix(c, len, '%');
+}
+void addReplySetLen(client *c, long long len) {
+    addReplyLongLongWithPrefix(c, len, c->resp == 2 ? '*' : '~');
+}
+
+void addReplyNull(client *c) {
+    if (c->resp == 2) addReplyProto(c, "$-1\r\n", 5);
+    else addReplyProto(c, "_\r\n", 3);
+}
+
+void addReplyNullArray(client *c) {
+    if (c->resp == 2) addReplyProto(c, "*-1\r\n", 5);
+    else addReplyProto(c, "_\r\n", 3);
+}
+
+void addReplyBool(client *c, int b) {
+    if (c->resp == 2) addReplyProto(c, b ? ":1\r\n" : ":0\r\n", 4);
+    else addReplyProto(c, b ? "#t\r\n" : "#f\r\n", 4);
+}
+
+void addReplyDouble(client *c, double d) {
+    char buf[64];
+    int n = snprintf(buf, sizeof(buf), "%.17g", d);
+    if (c->resp == 2) {
+        addReplyBulk(c, buf, (size_t)n);
+    } else {
+        addReplyProto(c, ",", 1);
+        addReplyProto(c, buf, (size_t)n);
+        addReplyProto(c, "\r\n", 2);
+    }
+}
+
+void addReplyBulk(client *c, const void *p, size_t len) {
+    addReplyLongLongWithPrefix(c, (long long)len, '$');
+    addReplyProto(c, p, len);
+    addReplyProto(c, "\r\n", 2);
+}
+
+void addReplyBulkSds(client *c, sds s) {
+    addReplyBulk(c, s, sdslen(s));
+    sdsfree(s);
+}
+
+void addReplyBulkCString(client *c, const char *s) {
+    if (s == NULL) addReplyNull(c);
+    else addReplyBulk(c, s, strlen(s));
+}
+
+void addReplyBulkLongLong(client *c, long long ll) {
+    char buf[32];
+    int n = ll2string(buf, sizeof(buf), ll);
+    addReplyBulk(c, buf, (size_t)n);
+}
+
+/* A large value is queued by reference; see the top of the file. */
+void addReplyStoreObj(client *c, storeObj *o) {
+    if (o->len < PROTO_REPLY_OBJ_MIN) {
+        addReplyBulk(c, storeObjPtr(o), o->len);
+        return;
+    }
+    addReplyLongLongWithPrefix(c, (long long)o->len, '$');
+    if (prepareClientToWrite(c) != C_OK) return;
+    replyBlock *b = zmalloc(sizeof(*b));
+    storeObjIncrRef(o);
+    b->obj = o;
+    b->ptr = storeObjPtr(o);
+    b->size = b->used = o->len;
+    appendBlock(c, b);
+    c->reply_bytes += o->len;
+    server.stat_reply_zero_copy++;
+    addReplyProto(c, "\r\n", 2);
+}
+
+void addReplyVerbatim(client *c, const char *s, size_t len, const char *ext) {
+    if (c->resp == 2) {
+        addReplyBulk(c, s, len);
+        return;
+    }
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "=%zu\r\n%s:", len + 4, ext);
+    addReplyProto(c, hdr, (size_t)n);
+    addReplyProto(c, s, len);
+    addReplyProto(c, "\r\n", 2);
+}
+
+void addReplyHelp(client *c, const char **help) {
+    sds cmd = sdsnew(c->argv[0]);
+    sdstoupper(cmd);
+    long long n = 0;
+    while (help[n]) n++;
+    addReplyArrayLen(c, n + 2);
+    sds first = sdscatprintf(sdsempty(), "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", cmd);
+    addReplyStatus(c, first);
+    sdsfree(first);
+    for (long long i = 0; i < n; i++) addReplyStatus(c, help[i]);
+    addReplyStatus(c, "HELP");
+    addReplyStatus(c, "    Print this help.");
+    sdsfree(cmd);
+}
+
+/* ---- output limits ------------------------------------------------------- */
+
+/* Returns 1 (and schedules the close) when the client went over its output
+ * limit: the hard limit at once, the soft one after soft_seconds above it. */
+int checkClientOutputBufferLimits(client *c) {
+    cobLimit *l = &server.cob_normal;
+    unsigned long long used = c->reply_bytes;
+    int hard = l->hard && used >= l->hard;
+    int soft = l->soft && used >= l->soft;
+    mstime_t now = mstime();
+    if (soft) {
+        if (c->obuf_soft_limit_since == 0) {
+            c->obuf_soft_limit_since = now;
+            soft = 0;
+        } else if (now - c->obuf_soft_limit_since <= l->soft_seconds * 1000) {
+            soft = 0;
+        }
+    } else {
+        c->obuf_soft_limit_since = 0;
+    }
+    if (!hard && !soft) return 0;
+    if (!(c->flags & CLIENT_CLOSE_ASAP)) {
+        sds info = catClientInfoString(sdsempty(), c);
+        serverLog(LL_WARNING, "Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", info);
+        sdsfree(info);
+        server.stat_client_outbuf_limit_disconnections++;
+        freeClientAsync(c);
+    }
+    return 1;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+static int clientHasPendingReplies(client *c) { return c->bufpos > 0 || c->reply_head != NULL; }
+
+/* Sends as much as the socket takes: the static buffer, then blocks, many
+ * per writev. Returns C_ERR if the client was freed. */
+static int writeToClient(client *c, int handler_installed) {
+    size_t total = 0;
+    while (clientHasPendingReplies(c)) {
+        struct iovec iov[IOV_BATCH];
+        int n = 0;
+        size_t off = c->sentlen;
+        if (c->bufpos > 0) {
+            iov[n].iov_base = c->buf + off;
+            iov[n].iov_len = c->bufpos - off;
+            n++;
+            off = 0;
+        }
+        for (replyBlock *b = c->reply_head; b && n < IOV_BATCH; b = b->next) {
+            iov[n].iov_base = (char *)b->ptr + off;
+            iov[n].iov_len = b->used - off;
+            off = 0;
+            if (iov[n].iov_len) n++;
+        }
+        ssize_t nw = writev(c->fd, iov, n);
+        if (nw <= 0) {
+            if (nw == -1 && (errno == EAGAIN || errno == EINTR)) break;
+            serverLog(LL_VERBOSE, "Error writing to client: %s", nw == 0 ? "closed" : strerror(errno));
+            freeClientAsync(c);
+            return C_ERR;
+        }
+        size_t left = (size_t)nw;
+        total += left;
+        c->net_out += left;
+        server.stat_net_output_bytes += (long long)left;
+        if (c->bufpos > 0) {
+            size_t inbuf = c->bufpos - c->sentlen;
+            if (left < inbuf) {
+                c->sentlen += left;
+                left = 0;
+            } else {
+                left -= inbuf;
+                c->bufpos = c->sentlen = 0;
+            }
+        }
+        while (left && c->reply_head) {
+            replyBlock *b = c->reply_head;
+            size_t inblk = b->used - c->sentlen;
+            if (left < inblk) {
+                c->sentlen += left;
+                left = 0;
+            } else {
+                left -= inblk;
+                c->sentlen = 0;
+                c->reply_bytes -= b->used;
+                c->reply_head = b->next;
+                if (c->reply_head == NULL) c->reply_tail = NULL;
+                freeReplyBlock(b);
+            }
+        }
+        if (total > NET_MAX_WRITES_PER_EVENT) break;
+    }
+    if (!clientHasPendingReplies(c)) {
+        c->sentlen = 0;
+        if (handler_installed) aeDeleteFileEvent(server.el, c->fd, AE_WRITABLE);
+        if (c->flags & CLIENT_CLOSE_AFTER_REPLY) {
+            freeClientAsync(c);
+            return C_ERR;
+        }
+    }
+    return C_OK;
+}
+
+static void writeHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)fd, (void)mask;
+    writeToClient(privdata, 1);
+}
+
+int handleClientsWithPendingWrites(void) {
+    int processed = 0;
+    while (server.pending_writes_len) {
+        client *c = server.pending_writes[--server.pending_writes_len];
+        c->flags &= ~CLIENT_PENDING_WRITE;
+        processed++;
+        if (c->flags & CLIENT_CLOSE_ASAP) continue;
+        if (aeGetFileEvents(server.el, c->fd) & AE_WRITABLE) continue; /* handler will do it */
+        if (writeToClient(c, 0) == C_ERR) continue;
+        if (clientHasPendingReplies(c) &&
+            aeCreateFileEvent(server.el, c->fd, AE_WRITABLE, writeHandler, c) == AE_ERR)
+            freeClientAsync(c);
+    }
+    return processed;
+}
+
+/* ---- reading and parsing ------------------------------------------------- */
+
+void resetClient(client *c) {
+    if (c->cmd) c->lastcmd = c->cmd;
+    freeClientArgv(c);
+    c->expect_argc = 0;
+    c->argerr = NULL;
+}
+
+static void ensureArgvRoom(client *c, int need) {
+    if (need <= c->argv_cap) return;
+    int cap = c->argv_cap ? c->argv_cap : 8;
+    while (cap < need) cap *= 2;
+    c->argv = zrealloc(c->argv, sizeof(sds) * (size_t)cap);
+    if (c->argobj) {
+        c->argobj = zrealloc(c->argobj, sizeof(storeObj *) * (size_t)cap);
+        memset(c->argobj + c->argv_cap, 0, sizeof(storeObj *) * (size_t)(cap - c->argv_cap));
+    }
+    c->argv_cap = cap;
+}
+
+static void setProtocolError(client *c, const char *err) {
+    serverLog(LL_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s", err,
+              (unsigned long long)c->id, c->addr);
+    addReplyErrorFormat(c, "ERR %s", err);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    resetClient(c);
+    respReqReset(&c->parser);
+}
+
+/* Runs the parsed command; returns C_ERR if the client must not be used
+ * any more (it was scheduled for closing). */
+static int executeParsedCommand(client *c) {
+    int rc = processCommand(c);
+    resetClient(c);
+    c->parser.unauthenticated = !c->authenticated;
+    c->parser.max_bulk_len = server.proto_max_bulk_len;
+    if (rc != C_OK || (c->flags & CLIENT_CLOSE_ASAP)) return C_ERR;
+    return C_OK;
+}
+
+/* The header of a large argument arrived. Choose its destination, move in
+ * the bytes already buffered, and leave the rest to readQueryFromClient. */
+static void startBigArg(client *c, size_t len) {
+    int argi = c->argc;
+    char *dst = NULL;
+    mcCommand *cmd = argi > 0 ? lookupCommand(c->argv, argi) : NULL;
+    ensureArgvRoom(c, argi + 1);
+    c->argv[argi] = NULL;
+    if (cmd && cmd->bigarg && c->authenticated) {
+        if (c->argobj == NULL) c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
+        dst = cmd->bigarg(c, argi, len);
+    }
+    if (dst == NULL && c->argerr == NULL) {
+        c->argv[argi] = sdsnewlen(NULL, len);
+        dst = c->argv[argi];
+    } else {
+        c->argv[argi] = sdsempty();
+        if (dst) server.stat_bigarg_inplace++;
+    }
+    c->big.dst = dst;
+    c->big.len = len;
+    c->big.got = 0;
+    c->big.crlf_got = 0;
+    c->big.argi = argi;
+    /* Bytes that came with the header. */
+    size_t avail = sdslen(c->querybuf) - c->qb_pos;
+    size_t take = avail < len ? avail : len;
+    if (dst) memcpy(dst, c->querybuf + c->qb_pos, take);
+    c->big.got = take;
+    c->qb_pos += take;
+    avail -= take;
+    while (c->big.got == len && c->big.crlf_got < 2 && avail) {
+        c->big.crlf[c->big.crlf_got++] = c->querybuf[c->qb_pos++];
+        avail--;
+    }
+}
+
+/* Called when the payload and its CRLF are complete. */
+static int finishBigArg(client *c) {
+    if (c->big.crlf[0] != '\r' || c->big.crlf[1] != '\n') {
+        abortBigArg(c);
+        setProtocolError(c, "Protocol error: expected CRLF after bulk");
+        return C_ERR;
+    }
+    c->argv_bytes += c->big.len;
+    c->argc = c->big.argi + 1;
+    memset(&c->big, 0, sizeof(c->big));
+    respReqBigArgDone(&c->parser);
+    return C_OK;
+}
+
+static void processInputBuffer(client *c) {
+    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+        if (c->big.len) {
+            if (c->big.got < c->big.len || c->big.crlf_got < 2) break;
+            if (finishBigArg(c) != C_OK) break;
+            if (c->argc == c->expect_argc && executeParsedCommand(c) != C_OK) break;
+            continue;
+        }
+        respTok tok;
+        size_t used;
+        int t = respReqNext(&c->parser, c->querybuf + c->qb_pos, sdslen(c->querybuf) - c->qb_pos,
+                            &used, &tok);
+        c->qb_pos += used;
+        if (t == RESP_MORE) break;
+        if (t == RESP_ERR) {
+            setProtocolError(c, tok.err);
+            break;
+        }
+        if (t == RESP_ARRAY) {
+            c->expect_argc = tok.n;
+            /* Grow as arguments arrive: "*2000000000" must not allocate. */
+            ensureArgvRoom(c, tok.n < 1024 ? (int)tok.n : 1024);
+        } else if (t == RESP_ARG) {
+            ensureArgvRoom(c, c->argc + 1);
+            if (c->argobj) c->argobj[c->argc] = NULL;
+            c->argv[c->argc++] = sdsnewlen(tok.ptr, tok.len);
+            c->argv_bytes += tok.len;
+            if (c->argc == c->expect_argc && executeParsedCommand(c) != C_OK) break;
+        } else if (t == RESP_BIGARG) {
+            startBigArg(c, (size_t)tok.n);
+        } else if (t == RESP_INLINE) {
+            int argc;
+            sds line = sdsnewlen(tok.ptr, tok.len);
+            sds *argv = sdssplitargs(line, &argc);
+            sdsfree(line);
+            if (argv == NULL) {
+                setProtocolError(c, "Protocol error: unbalanced quotes in request");
+                break;
+            }
+            if (argc == 0) {
+                zfree(argv);
+                continue;
+            }
+            ensureArgvRoom(c, argc);
+            for (int j = 0; j < argc; j++) {
+                if (c->argobj) c->argobj[j] = NULL;
+                c->argv[j] = argv[j];
+                c->argv_bytes += sdslen(argv[j]);
+            }
+            c->argc = argc;
+            c->expect_argc = argc;
+            zfree(argv);
+            if (executeParsedCommand(c) != C_OK) break;
+        }
+    }
+    /* Drop what was consumed, keep the tail for the next read. */
+    if (c->qb_pos) {
+        if (c->qb_pos == sdslen(c->querybuf)) sdsclear(c->querybuf);
+        else sdsrange(c->querybuf, (ssize_t)c->qb_pos, -1);
+        c->qb_pos = 0;
+    }
+}
+
+void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)mask;
+    client *c = privdata;
+    ssize_t nread;
+    if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)) {
+        /* Stop reading; drain nothing more into a client that is going. */
+        aeDeleteFileEvent(server.el, fd, AE_READABLE);
+        return;
+    }
+    if (c->big.len && (c->big.got < c->big.len || c->big.crlf_got < 2)) {
+        /* In place: payload, then its CRLF, then whatever follows goes to
+         * the query buffer, all in one readv. */
+        struct iovec iov[3];
+        int n = 0;
+        static char discard[64 * 1024];
+        size_t want = c->big.len - c->big.got;
+        if (want) {
+            iov[n].iov_base = c->big.dst ? c->big.dst + c->big.got : discard;
+            iov[n].iov_len = c->big.dst ? want : (want < sizeof(discard) ? want : sizeof(discard));
+            n++;
+        }
+        /* A discard window shorter than the payload must be the only
+         * iovec, or the kernel would spill payload bytes into the CRLF. */
+        if (want == 0 || iov[0].iov_len == want) {
+            iov[n].iov_base = c->big.crlf + c->big.crlf_got;
+            iov[n].iov_len = (size_t)(2 - c->big.crlf_got);
+            n++;
+            c->querybuf = sdsMakeRoomFor(c->querybuf, PROTO_IOBUF_LEN);
+            size_t qlen = sdslen(c->querybuf);
+            iov[n].iov_base = c->querybuf + qlen;
+            iov[n].iov_len = sdsavail(c->querybuf);
+            n++;
+        }
+        nread = readv(fd, iov, n);
+        if (nread > 0) {
+            size_t left = (size_t)nread;
+            size_t k = want ? (left < iov[0].iov_len ? left : iov[0].iov_len) : 0;
+            c->big.got += k;
+            left -= k;
+            if (c->big.got == c->big.len) {
+                size_t cr = left < (size_t)(2 - c->big.crlf_got) ? left : (size_t)(2 - c->big.crlf_got);
+                c->big.crlf_got += (int)cr;
+                left -= cr;
+                /* A short first iovec means the kernel stopped there, so the
+                 * remaining bytes really are the query-buffer part. */
+                if (left) sdsIncrLen(c->querybuf, (ssize_t)left);
+            }
+        }
+    } else {
+        c->querybuf = sdsMakeRoomFor(c->querybuf, PROTO_IOBUF_LEN);
+        size_t qlen = sdslen(c->querybuf);
+        size_t readlen = sdsavail(c->querybuf);
+        nread = read(fd, c->querybuf + qlen, readlen);
+        if (nread > 0) sdsIncrLen(c->querybuf, nread);
+    }
+    if (nread == -1) {
+        if (errno == EAGAIN || errno == EINTR) return;
+        serverLog(LL_VERBOSE, "Reading from client: %s", strerror(errno));
+        freeClientAsync(c);
+        return;
+    }
+    if (nread == 0) {
+        serverLog(LL_VERBOSE, "Client closed connection id=%llu addr=%s",
+                  (unsigned long long)c->id, c->addr);
+        freeClientAsync(c);
+        return;
+    }
+    c->lastinteraction = mstime();
+    c->net_in += (unsigned long long)nread;
+    server.stat_net_input_bytes += nread;
+    if (sdslen(c->querybuf) > c->querybuf_peak) c->querybuf_peak = sdslen(c->querybuf);
+    if ((long long)(sdslen(c->querybuf) + c->argv_bytes) > server.client_max_querybuf_len) {
+        sds info = catClientInfoString(sdsempty(), c);
+        serverLog(LL_WARNING, "Closing client that reached max query buffer length: %s", info);
+        sdsfree(info);
+        server.stat_client_qbuf_limit_disconnections++;
+        freeClientAsync(c);
+        return;
+    }
+    server.current_client = c;
+    processInputBuffer(c);
+    server.current_client = NULL;
+}
+
+/* ---- idle clients and buffers -------------------------------------------- */
+
+/* Called from serverCron: visits about 1/hz of the clients each time
+ * (all of them once a second), rotating the list so every client is seen. */
+void clientsCron(void) {
+    unsigned long iterations = server.nclients / (unsigned long)server.hz;
+    if (iterations < 50) iterations = server.nclients < 50 ? server.nclients : 50;
+    mstime_t now = mstime();
+    while (iterations-- && server.clients_head) {
+        client *c = server.clients_head;
+        /* Rotate: head to tail. */
+        if (c->next) {
+            server.clients_head = c->next;
+            c->next->prev = NULL;
+            server.clients_tail->next = c;
+            c->prev = server.clients_tail;
+            c->next = NULL;
+            server.clients_tail = c;
+        }
+        if (server.maxidletime && (now - c->lastinteraction) / 1000 > server.maxidletime &&
+            !(c->flags & CLIENT_CLOSE_ASAP)) {
+            serverLog(LL_VERBOSE, "Closing idle client id=%llu addr=%s",
+                      (unsigned long long)c->id, c->addr);
+            freeClientAsync(c);
+            continue;
+        }
+        if (c->reply_bytes) checkClientOutputBufferLimits(c);
+        /* Give back a query buffer that grew for a burst and is idle now. */
+        if (sdslen(c->querybuf) == 0 && sdsAllocSize(c->querybuf) > 64 * 1024 &&
+            now - c->lastinteraction > 2000) {
+            sdsfree(c->querybuf);
+            c->querybuf = sdsempty();
+            c->querybuf_peak = 0;
+        }
+    }
+}
+
+/* ---- client introspection ------------------------------------------------ */
+
+sds catClientInfoString(sds s, client *c) {
+    char flags[8], *p = flags;
+    if (c->flags & CLIENT_CLOSE_AFTER_REPLY) *p++ = 'c';
+    if (c->flags & CLIENT_UNIX_SOCKET) *p++ = 'U';
+    if (c->flags & CLIENT_CLOSE_ASAP) *p++ = 'A';
+    if (p == flags) *p++ = 'N';
+    *p = '\0';
+    int ev = c->fd == -1 ? 0 : aeGetFileEvents(server.el, c->fd);
+    char events[3], *e = events;
+    if (ev & AE_READABLE) *e++ = 'r';
+    if (ev & AE_WRITABLE) *e++ = 'w';
+    *e = '\0';
+    mstime_t now = mstime();
+    size_t obl = c->bufpos, oll = 0;
+    for (replyBlock *b = c->reply_head; b; b = b->next) oll++;
+    size_t qbuf = sdslen(c->querybuf);
+    return sdscatprintf(s,
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=0 psub=0 "
+        "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=%zu "
+        "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=default redir=-1 resp=%d",
+        (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+        (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
+        qbuf, sdsavail(c->querybuf), c->argv_bytes, sdsAllocSize(c->querybuf), c->querybuf_peak,
+        obl, oll, c->reply_bytes, sizeof(client) + sdsAllocSize(c->querybuf) + c->reply_bytes,
+        events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->resp);
+}
+
+static sds getAllClientsInfoString(void) {
+    sds s = sdsempty();
+    for (client *c = server.clients_head; c; c = c->next) {
+        s = catClientInfoString(s, c);
+        s = sdscatlen(s, "\n", 1);
+    }
+    return s;
+}
+
+int getLongLongFromObjectOrReply(client *c, sds o, long long *target, const char *msg) {
+    long long v;
+    if (!string2ll(o, sdslen(o), &v)) {
+        addReplyError(c, msg ? msg : "ERR value is not an integer or out of range");
+        return C_ERR;
+    }
+    *target = v;
+    return C_OK;
+}
+
+int getPositiveLongFromObjectOrReply(client *c, sds o, long long *target, const char *msg) {
+    if (getLongLongFromObjectOrReply(c, o, target, msg) != C_OK) return C_ERR;
+    if (*target < 0) {
+        addReplyError(c, msg ? msg : "ERR value is out of range, must be positive");
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+/* Client names are shown in CLIENT LIST lines, so no spaces or newlines. */
+static int validClientName(sds name) {
+    for (size_t j = 0; j < sdslen(name); j++)
+        if (name[j] < '!' || name[j] > '~') return 0;
+    return 1;
+}
+
+static int clientSetName(client *c, sds name) {
+    if (!validClientName(name)) {
+        addReplyError(c, "ERR Client names cannot contain spaces, newlines or special characters.");
+        return C_ERR;
+    }
+    sdsfree(c->name);
+    c->name = sdslen(name) ? sdsdup(name) : NULL;
+    return C_OK;
+}
+
+static client *lookupClientByID(uint64_t id) {
+    for (client *c = server.clients_head; c; c = c->next)
+        if (c->id == id) return c;
+    return NULL;
+}
+
+static void clientKill(client *c) {
+    long long killed = 0;
+    int skipme = 1;
+    uint64_t id = 0;
+    const char *addr = NULL, *laddr = NULL;
+    if (c->argc == 3) {
+        /* Old form: CLIENT KILL addr:port, replies +OK or an error. */
+        for (client *t = server.clients_head; t; t = t->next) {
+            if (!strcmp(t->addr, c->argv[2])) {
+                if (t == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+                else freeClientAsync(t);
+                addReplyOk(c);
+                return;
+            }
+        }
+        addReplyError(c, "ERR No such client");
+        return;
+    }
+    if (c->argc % 2 != 0) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    for (int i = 2; i < c->argc; i += 2) {
+        sds opt = c->argv[i], val = c->argv[i + 1];
+        if (!strcasecmp(opt, "id")) {
+            long long v;
+            if (!string2ll(val, sdslen(val), &v) || v <= 0) {
+                addReplyError(c, "ERR client-id should be greater than 0");
+                return;
+            }
+            id = (uint64_t)v;
+        } else if (!strcasecmp(opt, "addr")) {
+            addr = val;
+        } else if (!strcasecmp(opt, "laddr")) {
+            laddr = val;
+        } else if (!strcasecmp(opt, "type")) {
+            if (strcasecmp(val, "normal")) {
+                addReplyErrorFormat(c, "ERR Unknown client type '%s'", val);
+                return;
+            }
+        } else if (!strcasecmp(opt, "user")) {
+            if (strcmp(val, "default")) {
+                addReplyErrorFormat(c, "ERR No such user '%s'", val);
+                return;
+            }
+        } else if (!strcasecmp(opt, "skipme")) {
+            if (!strcasecmp(val, "yes")) skipme = 1;
+            else if (!strcasecmp(val, "no")) skipme = 0;
+            else {
+                addReplyErrorSyntax(c);
+                return;
+            }
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    for (client *t = server.clients_head; t; t = t->next) {
+        if (id && t->id != id) continue;
+        if (addr && strcmp(t->addr, addr)) continue;
+        if (laddr && strcmp(t->laddr, laddr)) continue;
+        if (t == c && skipme) continue;
+        if (t == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+        else freeClientAsync(t);
+        killed++;
+    }
+    addReplyLongLong(c, killed);
+}
+
+void clientCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (c->argc == 2 && !strcasecmp(sub, "help")) {
+        static const char *help[] = {
+            "GETNAME", "    Return the name of the current connection.",
+            "ID", "    Return the ID of the current connection.",
+            "INFO", "    Return information about the current client connection.",
+            "KILL <ip:port>", "    Kill connection made from <ip:port>.",
+            "KILL <option> <value> [<option> <value> [...]]",
+            "    Kill connections. Options are: ID <id>, ADDR <ip:port>, LADDR <ip:port>,",
+            "    TYPE normal, USER default, SKIPME (YES|NO).",
+            "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
+            "SETNAME <name>", "    Assign the name <name> to the current connection.",
+            "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
+            NULL};
+        addReplyHelp(c, help);
+    } else if (c->argc == 2 && !strcasecmp(sub, "id")) {
+        addReplyLongLong(c, (long long)c->id);
+    } else if (c->argc == 2 && !strcasecmp(sub, "info")) {
+        sds s = catClientInfoString(sdsempty(), c);
+        s = sdscatlen(s, "\n", 1);
+        addReplyVerbatim(c, s, sdslen(s), "txt");
+        sdsfree(s);
+    } else if (!strcasecmp(sub, "list")) {
+        sds s;
+        if (c->argc == 2) {
+            s = getAllClientsInfoString();
+        } else if (c->argc == 4 && !strcasecmp(c->argv[2], "type")) {
+            if (strcasecmp(c->argv[3], "normal")) {
+                addReplyErrorFormat(c, "ERR Unknown client type '%s'", c->argv[3]);
+                return;
+            }
+            s = getAllClientsInfoString();
+        } else if (c->argc > 3 && !strcasecmp(c->argv[2], "id")) {
+            s = sdsempty();
+            for (int j = 3; j < c->argc; j++) {
+                long long id;
+                if (!string2ll(c->argv[j], sdslen(c->argv[j]), &id) || id <= 0) {
+                    sdsfree(s);
+                    addReplyError(c, "ERR Invalid client ID");
+                    return;
+                }
+                client *t = lookupClientByID((uint64_t)id);
+                if (t) {
+                    s = catClientInfoString(s, t);
+                    s = sdscatlen(s, "\n", 1);
+                }
+            }
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+        addReplyVerbatim(c, s, sdslen(s), "txt");
+        sdsfree(s);
+    } else if (c->argc == 3 && !strcasecmp(sub, "setname")) {
+        if (clientSetName(c, c->argv[2]) == C_OK) addReplyOk(c);
+    } else if (c->argc == 2 && !strcasecmp(sub, "getname")) {
+        addReplyBulkCString(c, c->name);
+    } else if (!strcasecmp(sub, "kill") && c->argc >= 3) {
+        clientKill(c);
+    } else if (c->argc == 4 && !strcasecmp(sub, "setinfo")) {
+        if (strcasecmp(c->argv[2], "lib-name") && strcasecmp(c->argv[2], "lib-ver")) {
+            addReplyErrorFormat(c, "ERR Unrecognized option '%s'", c->argv[2]);
+            return;
+        }
+        addReplyOk(c);
+    } else {
+        addReplySubcommandSyntaxError(c);
+    }
+}
+
+/* ---- authentication ------------------------------------------------------ */
+
+/* Constant-time comparison: the time to reject a password must not tell an
+ * attacker how many leading bytes were right. */
+static int passwordMatches(const char *given, size_t glen) {
+    const char *pass = server.requirepass ? server.requirepass : "";
+    size_t plen = strlen(pass);
+    unsigned char diff = (unsigned char)(glen != plen);
+    for (size_t i = 0; i < glen; i++) diff |= (unsigned char)(given[i] ^ pass[i % (plen ? plen : 1)]);
+    return diff == 0 && plen > 0;
+}
+
+static int checkAuth(client *c, sds user, sds pass) {
+    if (user && strcmp(user, "default")) return C_ERR;
+    if (!passwordMatches(pass, sdslen(pass))) return C_ERR;
+    c->authenticated = 1;
+    return C_OK;
+}
+
+void authCommand(client *c) {
+    if (c->argc > 3) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    if (c->argc == 2 && (server.requirepass == NULL || server.requirepass[0] == '\0')) {
+        addReplyError(c, "ERR AUTH <password> called without any password configured for the "
+                         "default user. Are you sure your configuration is correct?");
+        return;
+    }
+    sds user = c->argc == 3 ? c->argv[1] : NULL;
+    sds pass = c->argv[c->argc - 1];
+    if (checkAuth(c, user, pass) == C_OK) {
+        addReplyOk(c);
+    } else {
+        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+    }
+}
+
+void helloCommand(client *c) {
+    long long ver = 0;
+    int next = 1;
+    if (c->argc >= 2) {
+        if (getLongLongFromObjectOrReply(c, c->argv[next++], &ver,
+                                         "ERR Protocol version is not an integer or out of range") != C_OK)
+            return;
+        if (ver < 2 || ver > 3) {
+            addReplyError(c, "-NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    sds setname = NULL;
+    for (int j = next; j < c->argc; j++) {
+        int moreargs = c->argc - 1 - j;
+        if (!strcasecmp(c->argv[j], "AUTH") && moreargs >= 2) {
+            if (checkAuth(c, c->argv[j + 1], c->argv[j + 2]) != C_OK) {
+                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+                return;
+            }
+            j += 2;
+        } else if (!strcasecmp(c->argv[j], "SETNAME") && moreargs >= 1) {
+            setname = c->argv[++j];
+        } else {
+            addReplyErrorFormat(c, "ERR Syntax error in HELLO option '%s'", c->argv[j]);
+            return;
+        }
+    }
+    if (!c->authenticated) {
+        addReplyError(c, "-NOAUTH HELLO must be called with the client already authenticated, "
+                         "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+                         "authenticate the client and select the RESP protocol version at the same time");
+        return;
+    }
+    if (setname && clientSetName(c, setname) != C_OK) return;
+    if (ver) c->resp = (int)ver;
+    addReplyMapLen(c, 7);
+    addReplyBulkCString(c, "server");
+    addReplyBulkCString(c, "mooncake");
+    addReplyBulkCString(c, "version");
+    addReplyBulkCString(c, MOONCAKE_VERSION);
+    addReplyBulkCString(c, "proto");
+    addReplyLongLong(c, c->resp);
+    addReplyBulkCString(c, "id");
+    addReplyLongLong(c, (long long)c->id);
+    addReplyBulkCString(c, "mode");
+    addReplyBulkCString(c, "standalone");
+    addReplyBulkCString(c, "role");
+    addReplyBulkCString(c, "master");
+    addReplyBulkCString(c, "modules");
+    addReplyArrayLen(c, 0);
+}

@@ -1,0 +1,542 @@
+/* server.c -- start-up, the cron, command dispatch and the small commands.
+ *
+ * The life of a request: networking.c parses it into c->argv, then
+ * processCommand() finds the command in the table (commands.c), checks
+ * arity and authentication, and call() runs it, timing it for INFO
+ * commandstats and SLOWLOG. Nothing is executed before all arguments are
+ * present and every check has passed, which is what makes a refused
+ * command leave no state behind.
+ *
+ * Background work (active expiry, eviction slices, incremental rehashing,
+ * idle clients) runs from serverCron, hz times a second, each with a time
+ * budget, so a client never waits behind housekeeping for more than a few
+ * milliseconds.
+ */
+#define _GNU_SOURCE
+#include "server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+struct mcServer server;
+
+/* ---- logging ------------------------------------------------------------- */
+
+void serverLogRaw(int level, const char *msg) {
+    static const char marks[] = ".-*#";
+    if (level < server.verbosity) return;
+    int tostdout = server.logfile == NULL || server.logfile[0] == '\0';
+    FILE *fp = tostdout ? stdout : fopen(server.logfile, "a");
+    if (!fp) return;
+    char buf[64];
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    localtime_r(&tv.tv_sec, &tm);
+    int off = (int)strftime(buf, sizeof(buf), "%d %b %Y %H:%M:%S.", &tm);
+    snprintf(buf + off, sizeof(buf) - (size_t)off, "%03d", (int)tv.tv_usec / 1000);
+    fprintf(fp, "%d:M %s %c %s\n", (int)getpid(), buf, marks[level & 3], msg);
+    fflush(fp);
+    if (!tostdout) fclose(fp);
+}
+
+void serverLog(int level, const char *fmt, ...) {
+    if (level < server.verbosity) return;
+    char msg[LOG_MAX_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    serverLogRaw(level, msg);
+}
+
+void serverAssertFail(const char *expr, const char *file, int line) {
+    serverLog(LL_WARNING, "=== ASSERTION FAILED === %s:%d '%s' is not true", file, line, expr);
+    abort();
+}
+
+/* ---- command lookup and dispatch ----------------------------------------- */
+
+static uint64_t cmdHash(const void *key) {
+    return dictGenHashFunction(key, sdslen((sds)key));
+}
+static int cmdCompare(const void *a, const void *b) { return !strcasecmp(a, b); }
+static dictType commandDictType = {cmdHash, cmdCompare, NULL, NULL};
+
+static void populateCommandTable(void) {
+    server.commands = dictCreate(&commandDictType);
+    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+        cmd->fullname = sdsnew(cmd->name);
+        sdstolower(cmd->fullname);
+        serverAssert(dictAdd(server.commands, cmd->fullname, cmd) == DICT_OK);
+        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
+            sub->parent = cmd;
+            sub->fullname = sdscatprintf(sdsempty(), "%s|%s", cmd->fullname, sub->name);
+            sdstolower(sub->fullname);
+        }
+    }
+}
+
+static mcCommand *lookupByNameLen(const char *name, size_t len) {
+    char buf[64];
+    if (len >= sizeof(buf)) return NULL;
+    for (size_t i = 0; i < len; i++) buf[i] = (char)tolower((unsigned char)name[i]);
+    buf[len] = '\0';
+    sds key = sdsnewlen(buf, len);
+    dictEntry *de = dictFind(server.commands, key);
+    sdsfree(key);
+    return de ? de->val : NULL;
+}
+
+mcCommand *lookupCommandByName(const char *name) { return lookupByNameLen(name, strlen(name)); }
+
+static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
+    for (mcCommand *sub = container->subcommands; sub && sub->name; sub++)
+        if (!strcasecmp(sub->name, name)) return sub;
+    return NULL;
+}
+
+/* The container itself when argc == 1 (so its arity error is reported),
+ * NULL for an unknown subcommand. */
+mcCommand *lookupCommand(sds *argv, int argc) {
+    mcCommand *cmd = lookupByNameLen(argv[0], sdslen(argv[0]));
+    if (!cmd || !cmd->subcommands || argc < 2) return cmd;
+    return lookupSubcommand(cmd, argv[1]);
+}
+
+static void rejectCommand(client *c, const char *err) {
+    if (c->cmd) c->cmd->rejected_calls++;
+    addReplyError(c, err);
+}
+
+void call(client *c) {
+    mcCommand *cmd = c->cmd;
+    long long start = ustime();
+    c->flags |= CLIENT_PROTECTED;
+    cmd->proc(c);
+    c->flags &= ~CLIENT_PROTECTED;
+    long long duration = ustime() - start;
+    cmd->calls++;
+    cmd->usec += duration;
+    server.stat_numcommands++;
+    slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
+}
+
+int processCommand(client *c) {
+    c->cmd = lookupCommand(c->argv, c->argc);
+    if (!c->cmd) {
+        mcCommand *container = lookupByNameLen(c->argv[0], sdslen(c->argv[0]));
+        if (container && container->subcommands) {
+            sds upper = sdsnew(container->name);
+            sdstoupper(upper);
+            addReplyErrorFormat(c, "ERR unknown subcommand '%.128s'. Try %s HELP.", c->argv[1], upper);
+            sdsfree(upper);
+        } else {
+            sds args = sdsempty();
+            for (int i = 1; i < c->argc && sdslen(args) < 128; i++)
+                args = sdscatprintf(args, "'%.*s' ", 128 - (int)sdslen(args), c->argv[i]);
+            addReplyErrorFormat(c, "ERR unknown command '%.128s', with args beginning with: %s",
+                                c->argv[0], args);
+            sdsfree(args);
+        }
+        return C_OK;
+    }
+    if ((c->cmd->arity > 0 && c->cmd->arity != c->argc) || c->argc < -c->cmd->arity) {
+        c->cmd->rejected_calls++;
+        addReplyErrorArity(c);
+        return C_OK;
+    }
+    if (!c->authenticated && !(c->cmd->flags & CMD_NOAUTH)) {
+        rejectCommand(c, "-NOAUTH Authentication required.");
+        return C_OK;
+    }
+    if (c->argerr) {
+        if (!strncmp(c->argerr, "-OOM", 4)) server.stat_oom_rejections++;
+        rejectCommand(c, c->argerr);
+        return C_OK;
+    }
+    server.current_client = c;
+    call(c);
+    return C_OK;
+}
+
+/* ---- cron and the event loop hooks -------------------------------------- */
+
+static int serverCron(aeEventLoop *el, long long id, void *clientData) {
+    (void)el, (void)id, (void)clientData;
+    long long period_us = 1000000 / server.hz;
+    server.cron_loops++;
+    if (server.shutdown_asap) {
+        if (prepareForShutdown() == C_OK) exit(0);
+        server.shutdown_asap = 0;
+    }
+    clientsCron();
+    /* At most a quarter of the loop for expiry, as Redis's slow cycle. */
+    storeActiveExpireCycle(period_us / 4);
+    storeEvictionCron(period_us / 10);
+    storeRehashCron(1000);
+    return (int)(1000 / server.hz);
+}
+
+static void beforeSleep(aeEventLoop *el) {
+    (void)el;
+    handleClientsWithPendingWrites();
+    freeClientsInAsyncFreeQueue();
+    /* An eviction round in progress gets a slice every iteration, not only
+     * every cron tick, so it finishes quickly without blocking anyone. */
+    if (server.evict_pending) storeEvictionCron(1000);
+}
+
+/* ---- listeners ----------------------------------------------------------- */
+
+int listenToPort(void) {
+    char err[ANET_ERR_LEN];
+    server.ipfd_count = 0;
+    for (int j = 0; j < server.bindaddr_count; j++) {
+        const char *addr = server.bindaddr[j];
+        int optional = *addr == '-';
+        if (optional) addr++;
+        err[0] = '\0';
+        int fd = anetTcpServer(err, server.port, addr, server.tcp_backlog);
+        if (fd == ANET_ERR) {
+            if (optional && (errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT || errno == EPROTONOSUPPORT ||
+                             errno == ESOCKTNOSUPPORT || errno == EINVAL)) {
+                serverLog(LL_NOTICE, "Skipping optional bind address %s: %s", addr, err);
+                continue;
+            }
+            serverLog(LL_WARNING, "Warning: Could not create server TCP listening socket %s:%d: %s",
+                      addr, server.port, err);
+            closeListeners();
+            return C_ERR;
+        }
+        anetNonBlock(NULL, fd);
+        server.ipfd[server.ipfd_count++] = fd;
+    }
+    return C_OK;
+}
+
+void closeListeners(void) {
+    for (int j = 0; j < server.ipfd_count; j++) {
+        aeDeleteFileEvent(server.el, server.ipfd[j], AE_READABLE);
+        close(server.ipfd[j]);
+    }
+    server.ipfd_count = 0;
+    if (server.sofd != -1) {
+        aeDeleteFileEvent(server.el, server.sofd, AE_READABLE);
+        close(server.sofd);
+        server.sofd = -1;
+        if (server.unixsocket) unlink(server.unixsocket);
+    }
+}
+
+static void sigShutdownHandler(int sig) {
+    if (server.shutdown_asap && sig == SIGINT) {
+        /* Second Ctrl-C: the user means it. */
+        _exit(1);
+    }
+    server.shutdown_asap = 1;
+}
+
+static void setupSignalHandlers(void) {
+    struct sigaction act;
+    memset(&act, 0, sizeof(act));
+    sigemptyset(&act.sa_mask);
+    act.sa_handler = sigShutdownHandler;
+    sigaction(SIGTERM, &act, NULL);
+    sigaction(SIGINT, &act, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+}
+
+/* The fd limit must cover every client plus listeners and reserve; when
+ * the OS refuses, maxclients shrinks to fit and the log says so. */
+static void adjustOpenFilesLimit(void) {
+    rlim_t want = (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
+    if (limit.rlim_cur >= want) return;
+    struct rlimit nl = {want, limit.rlim_max > want ? limit.rlim_max : want};
+    if (setrlimit(RLIMIT_NOFILE, &nl) == 0) return;
+    nl.rlim_cur = nl.rlim_max = limit.rlim_max;
+    if (limit.rlim_max > limit.rlim_cur) setrlimit(RLIMIT_NOFILE, &nl);
+    getrlimit(RLIMIT_NOFILE, &limit);
+    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS;
+    if (fit < 1) fit = 1;
+    serverLog(LL_WARNING, "You requested maxclients of %lld requiring at least %llu max file "
+              "descriptors; the limit is %llu, so maxclients is now %lld.",
+              server.maxclients, (unsigned long long)want, (unsigned long long)limit.rlim_cur, fit);
+    server.maxclients = fit;
+}
+
+static void createPidFile(void) {
+    if (!server.pidfile || !server.pidfile[0]) return;
+    FILE *fp = fopen(server.pidfile, "w");
+    if (fp) {
+        fprintf(fp, "%d\n", (int)getpid());
+        fclose(fp);
+    } else {
+        serverLog(LL_WARNING, "Failed to write PID file %s: %s", server.pidfile, strerror(errno));
+    }
+}
+
+static void daemonize(void) {
+    if (fork() != 0) exit(0);
+    setsid();
+    int fd = open("/dev/null", O_RDWR, 0);
+    if (fd != -1) {
+        dup2(fd, STDIN_FILENO);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        if (fd > STDERR_FILENO) close(fd);
+    }
+}
+
+static void initServer(void) {
+    char err[ANET_ERR_LEN * 2];
+    setupSignalHandlers();
+    server.pid = getpid();
+    server.starttime_ms = server.stat_starttime = mstime();
+    getRandomHexChars(server.runid, 40);
+    server.runid[40] = '\0';
+    server.sofd = -1;
+    adjustOpenFilesLimit();
+    server.el = aeCreateEventLoop((int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96);
+    if (!server.el) {
+        serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
+        exit(1);
+    }
+    if (server.port != 0 && listenToPort() == C_ERR) {
+        serverLog(LL_WARNING, "Failed listening on port %d (tcp), aborting.", server.port);
+        exit(1);
+    }
+    if (server.unixsocket && server.unixsocket[0]) {
+        server.sofd = anetUnixServer(err, server.unixsocket, server.unixsocketperm, server.tcp_backlog);
+        if (server.sofd == ANET_ERR) {
+            serverLog(LL_WARNING, "Failed opening Unix socket: %s", err);
+            exit(1);
+        }
+        anetNonBlock(NULL, server.sofd);
+    }
+    if (server.ipfd_count == 0 && server.sofd < 0) {
+        serverLog(LL_WARNING, "Configured to not listen anywhere, exiting.");
+        exit(1);
+    }
+    for (int j = 0; j < server.ipfd_count; j++)
+        if (aeCreateFileEvent(server.el, server.ipfd[j], AE_READABLE, acceptTcpHandler, NULL) == AE_ERR) {
+            serverLog(LL_WARNING, "Unrecoverable error creating server.ipfd file event.");
+            exit(1);
+        }
+    if (server.sofd > 0 &&
+        aeCreateFileEvent(server.el, server.sofd, AE_READABLE, acceptUnixHandler, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "Unrecoverable error creating server.sofd file event.");
+        exit(1);
+    }
+    if (storeInit(err, sizeof(err)) != C_OK) {
+        serverLog(LL_WARNING, "Cannot create the memory pool: %s", err);
+        exit(1);
+    }
+    slowlogInit();
+    aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
+    aeSetBeforeSleepProc(server.el, beforeSleep);
+}
+
+int prepareForShutdown(void) {
+    serverLog(LL_WARNING, "User requested shutdown...");
+    closeListeners();
+    if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
+    serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");
+    return C_OK;
+}
+
+/* ---- small commands ------------------------------------------------------ */
+
+void pingCommand(client *c) {
+    if (c->argc > 2) {
+        addReplyErrorArity(c);
+        return;
+    }
+    if (c->argc == 1) addReplyStatus(c, "PONG");
+    else addReplyBulk(c, c->argv[1], sdslen(c->argv[1]));
+}
+
+void echoCommand(client *c) { addReplyBulk(c, c->argv[1], sdslen(c->argv[1])); }
+
+void selectCommand(client *c) {
+    long long id;
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &id, NULL) != C_OK) return;
+    if (id != 0) {
+        addReplyError(c, "ERR DB index is out of range");
+        return;
+    }
+    addReplyOk(c);
+}
+
+void quitCommand(client *c) {
+    addReplyOk(c);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+}
+
+void resetCommand(client *c) {
+    c->resp = 2;
+    sdsfree(c->name);
+    c->name = NULL;
+    c->authenticated = server.requirepass == NULL || server.requirepass[0] == '\0';
+    addReplyStatus(c, "RESET");
+}
+
+void timeCommand(client *c) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    addReplyArrayLen(c, 2);
+    addReplyBulkLongLong(c, tv.tv_sec);
+    addReplyBulkLongLong(c, tv.tv_usec);
+}
+
+void shutdownCommand(client *c) {
+    for (int j = 1; j < c->argc; j++) {
+        const char *o = c->argv[j];
+        if (!strcasecmp(o, "abort")) {
+            addReplyError(c, "ERR No shutdown in progress.");
+            return;
+        }
+        if (strcasecmp(o, "nosave") && strcasecmp(o, "save") && strcasecmp(o, "now") &&
+            strcasecmp(o, "force")) {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    /* Nothing is persisted (the pool is a cache), so shutting down is
+     * closing the doors. The client sees the connection close, as with
+     * Redis. */
+    prepareForShutdown();
+    exit(0);
+}
+
+void debugCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (!strcasecmp(sub, "help")) {
+        static const char *help[] = {
+            "SLEEP <seconds>", "    Stop the server for <seconds> (decimals allowed).",
+            "ALLOC-CHECK", "    Check the consistency of the pool's allocator (O(n)).",
+            "OBJECT <key>", "    Show low-level information about the key's value.",
+            NULL};
+        addReplyHelp(c, help);
+    } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
+        char *end;
+        double secs = strtod(c->argv[2], &end);
+        if (*end || secs < 0 || secs > 3600) {
+            addReplyError(c, "ERR value is not a valid float");
+            return;
+        }
+        long long us = (long long)(secs * 1e6);
+        struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "alloc-check") && c->argc == 2) {
+        char err[256];
+        if (allocCheck(server.self->alloc, err, sizeof(err)) == 0) addReplyOk(c);
+        else addReplyErrorFormat(c, "ERR allocator inconsistent: %s", err);
+    } else if (!strcasecmp(sub, "object") && c->argc == 3) {
+        storeObj *o = storeLookupWrite(c->argv[2]);
+        if (!o) {
+            addReplyError(c, "ERR no such key");
+            return;
+        }
+        sds s = sdscatprintf(sdsempty(),
+                             "Value at:%p refcount:%u encoding:raw serializedlength:%llu "
+                             "lru:%u segment:%llu offset:%llu reserved:%llu",
+                             (void *)storeObjPtr(o), o->refcount, (unsigned long long)o->len, o->lru,
+                             (unsigned long long)o->seg->id,
+                             (unsigned long long)allocOffset(o->seg->alloc, o->handle),
+                             (unsigned long long)allocSize(o->seg->alloc, o->handle));
+        addReplyStatus(c, s);
+        sdsfree(s);
+    } else {
+        addReplySubcommandSyntaxError(c);
+    }
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void usage(void) {
+    fprintf(stderr,
+            "Usage: ./mooncake-server [/path/to/mooncake.conf] [options] [-]\n"
+            "       ./mooncake-server - (read config from stdin)\n"
+            "       ./mooncake-server -v or --version\n"
+            "       ./mooncake-server -h or --help\n\n"
+            "Examples:\n"
+            "       ./mooncake-server (run the server with default config)\n"
+            "       ./mooncake-server /etc/mooncake/6379.conf\n"
+            "       ./mooncake-server --port 7777\n"
+            "       ./mooncake-server mooncake.conf --segment-size 4gb --loglevel verbose\n");
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    char err[512];
+    uint8_t seed[16];
+    getRandomBytes(seed, sizeof(seed));
+    dictSetHashSeed(seed);
+    initConfigValues();
+    populateCommandTable();
+
+    const char *configfile = NULL;
+    int j = 1;
+    if (argc >= 2) {
+        if (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--version")) {
+            printf("Mooncake server v=%s (redis-compat %s) malloc=%s bits=%d\n", MOONCAKE_VERSION,
+                   REDIS_COMPAT_VERSION, zmalloc_lib(), (int)(sizeof(long) * 8));
+            return 0;
+        }
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) usage();
+        if (argv[1][0] != '-' || !strcmp(argv[1], "-")) {
+            configfile = argv[1];
+            j = 2;
+        }
+    }
+    server.executable = argv[0];
+    if (loadServerConfig(configfile, argc - j, argv + j, err, sizeof(err)) != C_OK) {
+        fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR (Mooncake %s) ***\n%s\n", MOONCAKE_VERSION, err);
+        return 1;
+    }
+    if (server.daemonize) daemonize();
+    serverLog(LL_WARNING, "oO0OoO0OoO0Oo Mooncake is starting oO0OoO0OoO0Oo");
+    serverLog(LL_WARNING, "Mooncake version=%s, bits=%d, pid=%d, just started", MOONCAKE_VERSION,
+              (int)(sizeof(long) * 8), (int)getpid());
+    if (configfile == NULL)
+        serverLog(LL_WARNING, "Warning: no config file specified, using the default config. In "
+                              "order to specify a config file use %s /path/to/mooncake.conf", argv[0]);
+    else
+        serverLog(LL_WARNING, "Configuration loaded");
+    initServer();
+    createPidFile();
+    char sz[32];
+    bytesToHuman(sz, sizeof(sz), (unsigned long long)server.segment_size);
+    serverLog(LL_NOTICE, "Pool: segment 'self' of %s%s%s", sz, server.segment_hugepages ? ", hugepages" : "",
+              server.segment_prefault ? ", pre-faulting in the background" : "");
+    serverLog(LL_NOTICE, "Server initialized, listening on port %d%s%s", server.port,
+              server.sofd != -1 ? " and unix socket " : "", server.sofd != -1 ? server.unixsocket : "");
+    serverLog(LL_NOTICE, "Ready to accept connections");
+    aeMain(server.el);
+    aeDeleteEventLoop(server.el);
+    return 0;
+}

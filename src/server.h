@@ -1,0 +1,349 @@
+/* server.h -- the one global `server`, the client, the command table.
+ *
+ * Mooncake-C's server is a single-threaded event loop (ae.c). Everything a
+ * command can touch hangs off `server`; there are no locks because nothing
+ * runs concurrently with a command. Modules with their own state (segment,
+ * store, slowlog) keep it here too so INFO and CONFIG can reach it without
+ * accessors.
+ */
+#ifndef SERVER_H
+#define SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ae.h"
+#include "dict.h"
+#include "resp.h"
+#include "sds.h"
+
+#define MOONCAKE_VERSION "0.1.0"
+/* What INFO reports as redis_version: the Redis feature level we mimic, so
+ * tools that gate behaviour on the version (redis-cli, redis-py) work. */
+#define REDIS_COMPAT_VERSION "7.0.0"
+
+#define C_OK 0
+#define C_ERR -1
+
+#define CONFIG_DEFAULT_PORT 6379
+#define CONFIG_BINDADDR_MAX 16
+#define NET_IP_STR_LEN 46
+#define NET_ADDR_STR_LEN (NET_IP_STR_LEN + 32)
+#define CONFIG_MIN_RESERVED_FDS 32
+#define PROTO_IOBUF_LEN (16 * 1024)     /* read size for the query buffer */
+#define PROTO_REPLY_CHUNK (16 * 1024)   /* static reply buffer, reply block size */
+#define PROTO_BIG_ARG (32 * 1024)       /* args this long are read in place */
+#define PROTO_REPLY_OBJ_MIN (16 * 1024) /* values this long are sent from the pool */
+#define LOG_MAX_LEN 1024
+
+/* Log levels. */
+#define LL_DEBUG 0
+#define LL_VERBOSE 1
+#define LL_NOTICE 2
+#define LL_WARNING 3
+
+/* Client flags. */
+#define CLIENT_CLOSE_AFTER_REPLY (1 << 0) /* QUIT, protocol error */
+#define CLIENT_CLOSE_ASAP (1 << 1)        /* killed, output limit: free in beforeSleep */
+#define CLIENT_UNIX_SOCKET (1 << 2)
+#define CLIENT_PENDING_WRITE (1 << 3)     /* in server.clients_pending_write */
+#define CLIENT_PROTECTED (1 << 4)         /* executing a command: don't free yet */
+
+/* Command flags (bits) and their COMMAND INFO names. */
+#define CMD_WRITE (1 << 0)
+#define CMD_READONLY (1 << 1)
+#define CMD_DENYOOM (1 << 2)
+#define CMD_ADMIN (1 << 3)
+#define CMD_NOAUTH (1 << 4)   /* allowed before AUTH */
+#define CMD_LOADING (1 << 5)
+#define CMD_STALE (1 << 6)
+#define CMD_FAST (1 << 7)
+#define CMD_NOSCRIPT (1 << 8)
+#define CMD_SENTINEL (1 << 9)
+#define CMD_PROTECTED (1 << 10)
+
+typedef long long mstime_t;
+
+struct client;
+struct storeObj;
+struct segment;
+
+typedef void commandProc(struct client *c);
+/* Where the bytes of a large argument go, decided after its header and
+ * before its payload: see networking.c. Returns a destination of `len`
+ * bytes (and may attach an object to the argument), or NULL for the heap. */
+typedef char *bigArgProc(struct client *c, int argi, size_t len);
+
+typedef struct mcCommand {
+    const char *name;
+    commandProc *proc;
+    int arity;            /* > 0 exact, < 0 at least -arity */
+    int flags;
+    int firstkey, lastkey, keystep;
+    const char *group;
+    const char *summary;
+    const char *since;
+    const char *complexity;
+    bigArgProc *bigarg;
+    struct mcCommand *subcommands; /* NULL-name terminated; the container's proc dispatches */
+    /* Filled at start-up. */
+    struct mcCommand *parent;
+    sds fullname;          /* "config|get" */
+    long long calls, usec, rejected_calls, failed_calls;
+} mcCommand;
+
+/* One node of the reply chain: either heap bytes or a slice of a stored
+ * value that is written to the socket straight from segment memory. */
+typedef struct replyBlock {
+    struct replyBlock *next;
+    struct storeObj *obj;  /* non-NULL: bytes are obj's, `ptr` into the segment */
+    const char *ptr;
+    size_t size, used;     /* heap blocks: capacity and fill; obj blocks: used = len */
+    char buf[];
+} replyBlock;
+
+typedef struct client {
+    uint64_t id;
+    int fd;
+    int flags;
+    int resp;               /* 2 or 3 */
+    int authenticated;
+    sds name;
+    char addr[NET_ADDR_STR_LEN];
+    char laddr[NET_ADDR_STR_LEN];
+    mstime_t ctime, lastinteraction;
+    /* Input. */
+    sds querybuf;
+    size_t qb_pos;          /* parsed up to here */
+    size_t querybuf_peak;
+    respReqParser parser;
+    int argc, argv_cap;
+    long long expect_argc;  /* of the request being parsed, 0 = none */
+    sds *argv;
+    struct storeObj **argobj; /* argobj[i]: value arg i already in a segment */
+    const char *argerr;     /* a large arg was refused before its bytes came
+                             * (no space, too big): the command replies this */
+    size_t argv_bytes;
+    /* A large argument being read in place. */
+    struct {
+        char *dst;          /* destination, NULL = discard */
+        size_t len, got;
+        char crlf[2];
+        int crlf_got;
+        int argi;
+    } big;
+    struct mcCommand *cmd, *lastcmd;
+    /* Output. */
+    char buf[PROTO_REPLY_CHUNK];
+    size_t bufpos, sentlen;  /* sentlen: of buf, or of the head block once buf is out */
+    replyBlock *reply_head, *reply_tail;
+    size_t reply_bytes;      /* bytes queued in blocks (heap and pool slices) */
+    mstime_t obuf_soft_limit_since;
+    unsigned long long net_in, net_out;
+    struct client *prev, *next;               /* server.clients */
+} client;
+
+typedef struct slowlogEntry {
+    sds *argv;
+    int argc;
+    long long id;
+    long long duration;  /* us */
+    time_t time;
+    sds cname, peerid;
+} slowlogEntry;
+
+typedef struct cobLimit {
+    unsigned long long hard, soft;
+    long long soft_seconds;
+} cobLimit;
+
+struct mcServer {
+    /* General. */
+    pid_t pid;
+    char *executable;
+    char *configfile;       /* absolute path, NULL if none */
+    char runid[41];
+    aeEventLoop *el;
+    int shutdown_asap;
+    mstime_t starttime_ms;
+    dict *commands;         /* name (lower case) -> mcCommand */
+    long long cron_loops;
+    /* Networking. */
+    int port;
+    char *bindaddr[CONFIG_BINDADDR_MAX];
+    int bindaddr_count;
+    int ipfd[CONFIG_BINDADDR_MAX];
+    int ipfd_count;
+    char *unixsocket;
+    unsigned int unixsocketperm;
+    int sofd;
+    int tcp_backlog;
+    client *clients_head, *clients_tail;
+    unsigned long nclients;
+    client **pending_writes;  /* clients with replies to flush in beforeSleep */
+    size_t pending_writes_len, pending_writes_cap;
+    client **clients_to_close; /* freed in beforeSleep, never mid-command */
+    size_t clients_to_close_len, clients_to_close_cap;
+    client *current_client;
+    uint64_t next_client_id;
+    char *requirepass;
+    int protected_mode;
+    long long maxclients;
+    long long maxidletime;   /* seconds, 0 = never */
+    long long tcpkeepalive;
+    long long proto_max_bulk_len;
+    long long client_max_querybuf_len;
+    cobLimit cob_normal;
+    long long hz;
+    /* Process. */
+    int daemonize;
+    char *pidfile;
+    char *logfile;
+    int verbosity;
+    char *dir;
+    /* Stats. */
+    mstime_t stat_starttime;
+    long long stat_numcommands, stat_numconnections, stat_rejected_conn;
+    long long stat_expiredkeys, stat_evictedkeys, stat_keyspace_hits, stat_keyspace_misses;
+    long long stat_net_input_bytes, stat_net_output_bytes;
+    long long stat_total_error_replies;
+    long long stat_oom_rejections;
+    long long stat_bigarg_inplace, stat_reply_zero_copy;
+    long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
+    /* Slowlog. */
+    struct slowlogEntry **slowlog;  /* ring, newest first when read */
+    long long slowlog_len, slowlog_cap;
+    long long slowlog_entry_id;
+    long long slowlog_log_slower_than;
+    long long slowlog_max_len;
+    /* Keyspace and pool (store.c, segment.c). */
+    dict *keys;             /* sds key -> storeObj* */
+    dict *expires;          /* same sds key -> absolute ms (in the val pointer) */
+    struct segment *self;   /* the server's own pool, segment id 1 */
+    long long segment_size;
+    int segment_hugepages;
+    long long segment_numa_node;
+    int segment_prefault;
+    long long max_key_size;
+    long long max_object_size;
+    double evict_high_watermark;
+    double evict_ratio;
+    int evict_policy;
+    long long evict_samples;
+    long long evict_pending;  /* objects still to evict in this round (cron slices) */
+};
+
+enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
+
+extern struct mcServer server;
+extern mcCommand commandTable[];
+
+/* server.c */
+void serverLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void serverLogRaw(int level, const char *msg);
+#define serverAssert(e) \
+    ((e) ? (void)0 : (serverAssertFail(#e, __FILE__, __LINE__), __builtin_unreachable()))
+void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
+mcCommand *lookupCommand(sds *argv, int argc);
+mcCommand *lookupCommandByName(const char *name);
+void call(client *c);
+int processCommand(client *c);
+int listenToPort(void);
+void closeListeners(void);
+int prepareForShutdown(void);
+
+/* networking.c */
+client *createClient(int fd, int unix);
+void freeClient(client *c);
+void freeClientAsync(client *c);
+void freeClientsInAsyncFreeQueue(void);
+void acceptTcpHandler(aeEventLoop *el, int fd, void *privdata, int mask);
+void acceptUnixHandler(aeEventLoop *el, int fd, void *privdata, int mask);
+void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask);
+int handleClientsWithPendingWrites(void);
+void resetClient(client *c);
+void freeClientArgv(client *c);
+void clientsCron(void);
+void addReply(client *c, const char *s, size_t len);
+void addReplyStr(client *c, const char *s);
+void addReplyProto(client *c, const char *s, size_t len);
+void addReplyError(client *c, const char *err);
+void addReplyErrorFormat(client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void addReplyErrorArity(client *c);
+void addReplyErrorSyntax(client *c);
+void addReplyStatus(client *c, const char *status);
+void addReplyOk(client *c);
+void addReplyLongLong(client *c, long long ll);
+void addReplyDouble(client *c, double d);
+void addReplyBulk(client *c, const void *p, size_t len);
+void addReplyBulkSds(client *c, sds s);  /* takes ownership */
+void addReplyBulkCString(client *c, const char *s);
+void addReplyBulkLongLong(client *c, long long ll);
+void addReplyStoreObj(client *c, struct storeObj *o);
+void addReplyNull(client *c);
+void addReplyNullArray(client *c);
+void addReplyArrayLen(client *c, long long len);
+void addReplyMapLen(client *c, long long len);
+void addReplySetLen(client *c, long long len);
+void addReplyBool(client *c, int b);
+void addReplyVerbatim(client *c, const char *s, size_t len, const char *ext);
+void addReplyHelp(client *c, const char **help);
+void addReplySubcommandSyntaxError(client *c);
+sds catClientInfoString(sds s, client *c);
+void clientCommand(client *c);
+void helloCommand(client *c);
+void authCommand(client *c);
+int getLongLongFromObjectOrReply(client *c, sds o, long long *target, const char *msg);
+int getPositiveLongFromObjectOrReply(client *c, sds o, long long *target, const char *msg);
+int checkClientOutputBufferLimits(client *c);
+
+/* config.c */
+void initConfigValues(void);
+int loadServerConfig(const char *filename, int argc, char **argv, char *err, size_t errlen);
+void configCommand(client *c);
+sds configGetValueString(const char *name);
+
+/* slowlog.c */
+void slowlogInit(void);
+void slowlogPushEntryIfNeeded(client *c, sds *argv, int argc, long long duration);
+void slowlogCommand(client *c);
+void slowlogReset(void);
+
+/* info.c */
+sds genInfoString(const char *section);
+void infoCommand(client *c);
+void resetServerStats(void);
+
+/* Command handlers. */
+void pingCommand(client *c);
+void echoCommand(client *c);
+void selectCommand(client *c);
+void quitCommand(client *c);
+void resetCommand(client *c);
+void commandCommand(client *c);
+void timeCommand(client *c);
+void shutdownCommand(client *c);
+void debugCommand(client *c);
+void setCommand(client *c);
+void getCommand(client *c);
+void getrangeCommand(client *c);
+void strlenCommand(client *c);
+void mgetCommand(client *c);
+void msetCommand(client *c);
+void delCommand(client *c);
+void existsCommand(client *c);
+void typeCommand(client *c);
+void scanCommand(client *c);
+void keysCommand(client *c);
+void dbsizeCommand(client *c);
+void flushallCommand(client *c);
+void expireCommand(client *c);
+void pexpireCommand(client *c);
+void ttlCommand(client *c);
+void pttlCommand(client *c);
+void persistCommand(client *c);
+char *setBigArgProc(client *c, int argi, size_t len);
+char *msetBigArgProc(client *c, int argi, size_t len);
+
+#endif

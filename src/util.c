@@ -1,0 +1,250 @@
+/* util.c -- helpers every module needs and none owns.
+ *
+ * string2ll is deliberately strict (no spaces, no '+', no leading zeros, no
+ * overflow): it parses lengths and counts that come off the wire, and a
+ * lenient parser is how "0x10" or " 5" sneak past a bounds check.
+ *
+ * stringmatchlen is a glob matcher (* ? [set] [^set] [a-z] \x) used by KEYS,
+ * SCAN MATCH, CONFIG GET and CLIENT KILL. It recurses on '*', so a pattern
+ * with many stars is bounded by a nesting limit: a hostile pattern can cost
+ * time but cannot blow the stack.
+ */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+int string2ull(const char *s, size_t slen, unsigned long long *value) {
+    if (slen == 0 || slen > 20) return 0;
+    if (slen == 1 && s[0] == '0') {
+        *value = 0;
+        return 1;
+    }
+    if (s[0] < '1' || s[0] > '9') return 0;
+    unsigned long long v = 0;
+    for (size_t i = 0; i < slen; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    *value = v;
+    return 1;
+}
+
+int string2ll(const char *s, size_t slen, long long *value) {
+    if (slen == 0) return 0;
+    int negative = 0;
+    if (s[0] == '-') {
+        negative = 1;
+        s++;
+        slen--;
+        if (slen == 0 || s[0] == '0') return 0; /* "-" and "-0..." */
+    }
+    unsigned long long v;
+    if (!string2ull(s, slen, &v)) return 0;
+    if (negative) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        *value = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > LLONG_MAX) return 0;
+        *value = (long long)v;
+    }
+    return 1;
+}
+
+int ll2string(char *dst, size_t dstlen, long long v) {
+    int n = snprintf(dst, dstlen, "%lld", v);
+    return n < 0 || (size_t)n >= dstlen ? 0 : n;
+}
+
+static int stringmatchlenImpl(const char *p, size_t plen, const char *s, size_t slen, int nocase,
+                              int *skipLongerMatches, int nesting) {
+    if (nesting > 1000) return 0;
+    while (plen && slen) {
+        switch (p[0]) {
+        case '*':
+            while (plen > 1 && p[1] == '*') {
+                p++;
+                plen--;
+            }
+            if (plen == 1) return 1;
+            while (slen) {
+                if (stringmatchlenImpl(p + 1, plen - 1, s, slen, nocase, skipLongerMatches,
+                                       nesting + 1))
+                    return 1;
+                if (*skipLongerMatches) return 0;
+                s++;
+                slen--;
+            }
+            /* The rest of the pattern failed against every suffix, so it
+             * will fail against shorter ones too: stop all outer stars. */
+            *skipLongerMatches = 1;
+            return 0;
+        case '?':
+            s++;
+            slen--;
+            break;
+        case '[': {
+            int not, match = 0;
+            p++;
+            plen--;
+            not = plen && p[0] == '^';
+            if (not) {
+                p++;
+                plen--;
+            }
+            while (plen) {
+                if (p[0] == '\\' && plen >= 2) {
+                    p++;
+                    plen--;
+                    if (p[0] == s[0]) match = 1;
+                } else if (p[0] == ']') {
+                    break;
+                } else if (plen >= 3 && p[1] == '-') {
+                    int start = (unsigned char)p[0], end = (unsigned char)p[2],
+                        c = (unsigned char)s[0];
+                    if (start > end) {
+                        int t = start;
+                        start = end;
+                        end = t;
+                    }
+                    if (nocase) {
+                        start = tolower(start);
+                        end = tolower(end);
+                        c = tolower(c);
+                    }
+                    p += 2;
+                    plen -= 2;
+                    if (c >= start && c <= end) match = 1;
+                } else if (nocase ? tolower((unsigned char)p[0]) == tolower((unsigned char)s[0])
+                                  : p[0] == s[0]) {
+                    match = 1;
+                }
+                p++;
+                plen--;
+            }
+            if (plen == 0) return 0; /* unterminated set never matches */
+            if (not) match = !match;
+            if (!match) return 0;
+            s++;
+            slen--;
+            break;
+        }
+        case '\\':
+            if (plen >= 2) {
+                p++;
+                plen--;
+            }
+            /* fall through */
+        default:
+            if (nocase ? tolower((unsigned char)p[0]) != tolower((unsigned char)s[0])
+                       : p[0] != s[0])
+                return 0;
+            s++;
+            slen--;
+            break;
+        }
+        p++;
+        plen--;
+    }
+    while (plen && p[0] == '*') {
+        p++;
+        plen--;
+    }
+    return plen == 0 && slen == 0;
+}
+
+int stringmatchlen(const char *pattern, size_t patternLen, const char *string, size_t stringLen,
+                   int nocase) {
+    int skip = 0;
+    return stringmatchlenImpl(pattern, patternLen, string, stringLen, nocase, &skip, 0);
+}
+
+/* "1gb" -> 1073741824. Units as in redis.conf: k/kb/m/mb/g/gb (k=1000, kb=1024),
+ * plus t/tb. *err is set on a malformed number or overflow. */
+long long memtoll(const char *p, int *err) {
+    const char *u;
+    char buf[128];
+    long long mul;
+    size_t len = strlen(p);
+    if (err) *err = 0;
+    u = p;
+    if (*u == '-') u++;
+    while (*u && isdigit((unsigned char)*u)) u++;
+    if (*u == '\0' || !strcasecmp(u, "b")) mul = 1;
+    else if (!strcasecmp(u, "k")) mul = 1000;
+    else if (!strcasecmp(u, "kb")) mul = 1024;
+    else if (!strcasecmp(u, "m")) mul = 1000 * 1000;
+    else if (!strcasecmp(u, "mb")) mul = 1024 * 1024;
+    else if (!strcasecmp(u, "g")) mul = 1000LL * 1000 * 1000;
+    else if (!strcasecmp(u, "gb")) mul = 1024LL * 1024 * 1024;
+    else if (!strcasecmp(u, "t")) mul = 1000LL * 1000 * 1000 * 1000;
+    else if (!strcasecmp(u, "tb")) mul = 1024LL * 1024 * 1024 * 1024;
+    else goto bad;
+    len = (size_t)(u - p);
+    if (len == 0 || len >= sizeof(buf)) goto bad;
+    memcpy(buf, p, len);
+    buf[len] = '\0';
+    long long val;
+    if (!string2ll(buf, len, &val)) goto bad;
+    if (val != 0 && (val > LLONG_MAX / mul || val < LLONG_MIN / mul)) goto bad;
+    return val * mul;
+bad:
+    if (err) *err = 1;
+    return 0;
+}
+
+void bytesToHuman(char *s, size_t size, unsigned long long n) {
+    const char *units = "BKMGTP";
+    double d = (double)n;
+    int u = 0;
+    while (d >= 1024 && u < 5) {
+        d /= 1024;
+        u++;
+    }
+    if (u == 0) snprintf(s, size, "%lluB", n);
+    else snprintf(s, size, "%.2f%c", d, units[u]);
+}
+
+long long ustime(void) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
+}
+
+long long mstime(void) { return ustime() / 1000; }
+
+void getRandomBytes(unsigned char *p, size_t len) {
+    while (len) {
+        ssize_t n = getrandom(p, len, 0);
+        if (n <= 0) {
+            /* getrandom only fails before the pool is seeded on ancient
+             * kernels; time and pid are enough for hash-table seeding. */
+            unsigned long long x = (unsigned long long)ustime() ^ ((unsigned long long)getpid() << 32);
+            for (size_t i = 0; i < len; i++) {
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                p[i] = (unsigned char)(x >> 56);
+            }
+            return;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+void getRandomHexChars(char *p, size_t len) {
+    const char *charset = "0123456789abcdef";
+    getRandomBytes((unsigned char *)p, len);
+    for (size_t j = 0; j < len; j++) p[j] = charset[(unsigned char)p[j] & 0x0F];
+}
