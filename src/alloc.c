@@ -80,10 +80,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One place to swap in zmalloc later. */
-#define alloc_malloc malloc
-#define alloc_realloc realloc
-#define alloc_free free
+#include "zmalloc.h"
+
+/* Through zmalloc so INFO used_memory counts allocator metadata. zmalloc
+ * aborts rather than return NULL, so the NULL checks below are for other
+ * embedders of this file. */
+#define alloc_malloc zmalloc
+#define alloc_realloc zrealloc
+#define alloc_free zfree
 
 #define ALLOC_MANTISSA_BITS 3
 #define ALLOC_MANTISSA_VALUES (1u << ALLOC_MANTISSA_BITS)

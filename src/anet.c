@@ -6,7 +6,6 @@
  * address string; an IPv6 listener is IPV6_V6ONLY so "127.0.0.1 ::1" binds
  * both without a conflict.
  */
-#define _GNU_SOURCE
 #include "anet.h"
 
 #include <arpa/inet.h>

@@ -10,6 +10,7 @@
  * `bigarg` names the hook that places a large argument before its bytes
  * arrive (networking.c): SET and MSET read values straight into the pool.
  */
+#include <string.h>
 #include <strings.h>
 
 #include "server.h"
@@ -265,7 +266,7 @@ void commandCommand(client *c) {
             if (!cmd && strchr(c->argv[j], '|')) {
                 sds *parts;
                 int n;
-                parts = sdssplitlen(c->argv[j], (ssize_t)sdslen(c->argv[j]), "|", 1, &n);
+                parts = sdssplitlen(c->argv[j], sdslen(c->argv[j]), "|", 1, &n);
                 if (n == 2) cmd = lookupCommand(parts, 2);
                 sdsfreesplitres(parts, n);
             }

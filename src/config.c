@@ -12,7 +12,6 @@
  * Errors name the file, the line, the line itself and the reason, as Redis
  * does, so a typo stops start-up with a message a person can act on.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -380,10 +379,10 @@ void initConfigValues(void) {
 static int loadConfigFromString(const char *config, const char *origin, char *errbuf, size_t errlen) {
     int totlines;
     int rc = C_OK;
-    sds *lines = sdssplitlen(config, (ssize_t)strlen(config), "\n", 1, &totlines);
+    sds *lines = sdssplitlen(config, strlen(config), "\n", 1, &totlines);
     for (int i = 0; i < totlines; i++) {
-        sds line = sdstrim(lines[i], " \t\r\n");
-        lines[i] = line;
+        sds line = lines[i];
+        sdstrim(line, " \t\r\n");
         if (line[0] == '#' || line[0] == '\0') continue;
         int argc;
         sds *argv = sdssplitargs(line, &argc);
@@ -624,7 +623,7 @@ static int rewriteConfig(const char *path, const char **err) {
         fclose(fp);
     }
     int nlines;
-    sds *lines = sdssplitlen(content, (ssize_t)sdslen(content), "\n", 1, &nlines);
+    sds *lines = sdssplitlen(content, sdslen(content), "\n", 1, &nlines);
     sdsfree(content);
     int ncfg = 0;
     while (configs[ncfg].name) ncfg++;
@@ -632,7 +631,8 @@ static int rewriteConfig(const char *path, const char **err) {
     sds out = sdsempty();
     for (int i = 0; i < nlines; i++) {
         if (i == nlines - 1 && sdslen(lines[i]) == 0) break; /* the final newline */
-        sds trimmed = sdstrim(sdsdup(lines[i]), " \t\r");
+        sds trimmed = sdsdup(lines[i]);
+        sdstrim(trimmed, " \t\r");
         int argc = 0;
         sds *argv = (trimmed[0] && trimmed[0] != '#') ? sdssplitargs(trimmed, &argc) : NULL;
         standardConfig *c = argc > 0 ? lookupConfig(argv[0]) : NULL;

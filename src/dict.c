@@ -62,9 +62,12 @@
 
 #include "dict.h"
 
-#define dict_malloc malloc
-#define dict_calloc calloc
-#define dict_free free
+#include "zmalloc.h"
+
+/* Through zmalloc so INFO used_memory counts tables and entries. */
+#define dict_malloc zmalloc
+#define dict_calloc(n, size) zcalloc((n) * (size))
+#define dict_free zfree
 
 /* Refuse to grow beyond this many buckets (2^62 pointers cannot exist
  * anyway); keeps shifts well defined. */
@@ -269,12 +272,18 @@ static void dictRehashBucket(dict *d, unsigned long idx) {
 /* If table[0] has been fully moved, make table[1] the live table. */
 static int dictCheckRehashDone(dict *d) {
     if (d->used[0] != 0) return 0;
+    int was_shrink = d->size_exp[1] < d->size_exp[0];
     dict_free(d->table[0]);
     d->table[0] = d->table[1];
     d->size_exp[0] = d->size_exp[1];
     d->used[0] = d->used[1];
     dictReset(d, 1);
     d->rehashidx = -1;
+    /* Deletes made during a shrink could not start another (one resize at
+     * a time), so the result may already be too sparse: a mass delete would
+     * otherwise leave a big table behind once deletes stop. Not after a
+     * grow, so that dictExpand() pre-sizing survives until it is filled. */
+    if (was_shrink) dictShrinkIfNeeded(d);
     return 1;
 }
 
@@ -297,7 +306,9 @@ int dictRehash(dict *d, int n) {
         dictRehashBucket(d, (unsigned long)d->rehashidx);
         d->rehashidx++;
     }
-    return !dictCheckRehashDone(d);
+    dictCheckRehashDone(d);
+    /* Finishing may have started a shrink: that is more to do, too. */
+    return dictIsRehashing(d);
 }
 
 static inline void dictRehashStep(dict *d) {
@@ -337,7 +348,7 @@ int dictIsRehashing(const dict *d) {
 
 /* ------------------------------ operations ------------------------------- */
 
-/* Look the key up in both tables. Returns the entry or NULL; if prevp is
+/* Look the key up in both tables. Returns the entry or NULL; if linkp is
  * given, also the link that points to it (for unlinking) and its table. */
 static dictEntry *dictLookup(dict *d, const void *key, uint64_t h,
                              dictEntry ***linkp, int *tablep) {
@@ -558,6 +569,9 @@ static void scanBucket(dictEntry *de, dictScanFunction *fn, void *privdata) {
 unsigned long dictScan(dict *d, unsigned long cursor, dictScanFunction *fn,
                        void *privdata) {
     if (dictSize(d) == 0) return 0;
+    /* Like any access, pay one rehash step: a dict only ever scanned (and
+     * emptied by the scan callback) must still finish its rehash. */
+    if (dictIsRehashing(d)) dictRehashStep(d);
 
     /* fn may call dictFind & co; no bucket may move while we walk. */
     dictPauseRehashing(d);

@@ -125,7 +125,8 @@ unsigned long dictScan(dict *d, unsigned long cursor, dictScanFunction *fn,
  * for the whole iteration is returned exactly once. The entry just returned
  * may be deleted; other deletions and additions are allowed too but an
  * added entry may or may not be returned, and deleting an entry other than
- * the one just returned may free the one the iterator will return next. */
+ * the one just returned may free the one the iterator will return next.
+ * Release every iterator before dictEmpty or dictRelease. */
 dictIterator *dictGetSafeIterator(dict *d);
 dictEntry *dictNext(dictIterator *it);
 void dictReleaseIterator(dictIterator *it);

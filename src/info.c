@@ -16,6 +16,7 @@
 
 #include "server.h"
 #include "store.h"
+#include "util.h"
 #include "zmalloc.h"
 
 void resetServerStats(void) {

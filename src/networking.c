@@ -24,7 +24,6 @@
  * may still hold a pointer to it: kills, protocol errors and output limits
  * mark it and it is freed in beforeSleep (freeClientAsync).
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>

@@ -17,7 +17,6 @@
  * (segment-numa-node N) uses libnuma before any page is touched, so the
  * pages are born on that node.
  */
-#define _GNU_SOURCE
 #include "segment.h"
 
 #include <errno.h>

@@ -12,7 +12,6 @@
  * budget, so a client never waits behind housekeeping for more than a few
  * milliseconds.
  */
-#define _GNU_SOURCE
 #include "server.h"
 
 #include <ctype.h>
@@ -130,6 +129,7 @@ static void rejectCommand(client *c, const char *err) {
 
 void call(client *c) {
     mcCommand *cmd = c->cmd;
+    c->lastcmd = cmd;
     long long start = ustime();
     c->flags |= CLIENT_PROTECTED;
     cmd->proc(c);

@@ -78,11 +78,11 @@ static inline uint32_t lruClock(void) { return (uint32_t)mstime(); }
 
 static int evictOne(void);
 
+char storeEmptyValue[1];
+
 /* An allocation that fails evicts (policy permitting) until it fits. The
  * loop ends: every round either evicts an object or gives up. A value
  * larger than the whole segment gives up at once instead of emptying it. */
-char storeEmptyValue[1];
-
 storeObj *storeObjCreate(size_t len) {
     segment *seg = server.self;
     uint64_t offset;
@@ -90,7 +90,6 @@ storeObj *storeObjCreate(size_t len) {
     for (;;) {
         uint32_t h = len ? allocAlloc(seg->alloc, len, &offset) : ALLOC_NONE;
         if (h != ALLOC_NONE || len == 0) {
-        if (h != ALLOC_NONE) {
             storeObj *o = zmalloc(sizeof(*o));
             o->len = len;
             o->seg = seg;
@@ -98,7 +97,7 @@ storeObj *storeObjCreate(size_t len) {
             o->refcount = 1;
             o->lru = lruClock();
             o->flags = 0;
-            seg->objects++;
+            if (h != ALLOC_NONE) seg->objects++;
             return o;
         }
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne()) break;
@@ -117,8 +116,10 @@ storeObj *storeObjCreateFrom(const void *p, size_t len) {
 void storeObjDecrRef(storeObj *o) {
     serverAssert(o->refcount > 0);
     if (--o->refcount) return;
-    if (o->handle != ALLOC_NONE) allocFree(o->seg->alloc, o->handle);
-    o->seg->objects--;
+    if (o->handle != ALLOC_NONE) {
+        allocFree(o->seg->alloc, o->handle);
+        o->seg->objects--;
+    }
     zfree(o);
 }
 

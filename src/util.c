@@ -9,7 +9,6 @@
  * with many stars is bounded by a nesting limit: a hostile pattern can cost
  * time but cannot blow the stack.
  */
-#define _GNU_SOURCE
 #include "util.h"
 
 #include <ctype.h>

@@ -119,7 +119,7 @@ proc test {name code {expected __no_expected_value__}} {
             set failure "Exception: $result\n[__short_trace__ [dict get $opts -errorinfo]]"
         }
     } elseif {$expected ne "__no_expected_value__" && $result ne $expected} {
-        set failure "Expected '[__show__ $expected]' to equal '[__show__ $result]'"
+        set failure "Expected '[__show__ $result]' to equal '[__show__ $expected]'"
     }
     set died [__check_servers_alive__]
     if {$died ne ""} {
@@ -230,9 +230,21 @@ proc assert {condition} {
     }
 }
 
+# For long values: where two strings first differ, and what is there.
+proc __first_difference__ {a b} {
+    set n [expr {min([string length $a], [string length $b])}]
+    set i 0
+    while {$i < $n && [string index $a $i] eq [string index $b $i]} { incr i }
+    set from [expr {max(0, $i - 20)}]
+    return "lengths [string length $a] and [string length $b], first difference at byte $i:\n      '[__show__ [string range $a $from [expr {$i + 60}]]]'\n  vs. '[__show__ [string range $b $from [expr {$i + 60}]]]'"
+}
+
 proc assert_equal {value expected {detail {}}} {
     if {$value ne $expected} {
         set m "Expected '[__show__ $value]' to equal '[__show__ $expected]'"
+        if {[string length $value] > 200 || [string length $expected] > 200} {
+            append m "\n  [__first_difference__ $value $expected]"
+        }
         if {$detail ne ""} { append m " ($detail)" }
         fail $m
     }

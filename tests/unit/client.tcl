@@ -1,0 +1,315 @@
+# Connection and server commands: CLIENT ID/SETNAME/GETNAME/LIST/INFO/KILL,
+# maxclients, idle timeout, QUIT, RESET, ECHO, PING, TIME, DEBUG SLEEP,
+# SLOWLOG, COMMAND and SHUTDOWN.
+
+# The value of field in a CLIENT LIST / CLIENT INFO line.
+proc client_field {line field} {
+    foreach kv [split [string trim $line] " "] {
+        set eq [string first = $kv]
+        if {[string range $kv 0 [expr {$eq - 1}]] eq $field} {
+            return [string range $kv [expr {$eq + 1}] end]
+        }
+    }
+    return {}
+}
+
+# The CLIENT LIST line of the client with this id, or "".
+proc client_line {id} {
+    foreach line [split [string trim [r client list]] "\n"] {
+        if {[client_field $line id] eq $id} { return [string trim $line] }
+    }
+    return {}
+}
+
+start_server {tags {client}} {
+    test {CLIENT ID is an integer, distinct per connection and increasing} {
+        set id [r client id]
+        assert {[string is wideinteger -strict $id]}
+        set c [redis_client]
+        set id2 [$c client id]
+        $c close
+        assert_morethan $id2 $id
+        assert_equal $id [r client id]
+    }
+
+    test {CLIENT GETNAME of an unnamed connection is null} {
+        set c [redis_client]
+        assert_equal {} [$c client getname]
+        assert_equal {$-1} [$c lastheader]
+        $c close
+    }
+
+    test {CLIENT SETNAME and GETNAME} {
+        assert_equal OK [r client setname my-name]
+        assert_equal my-name [r client getname]
+        r client setname other
+        r client getname
+    } {other}
+
+    test {CLIENT SETNAME refuses spaces and newlines} {
+        assert_error {ERR Client names cannot contain spaces*} {r client setname "a b"}
+        assert_error {ERR Client names cannot contain spaces*} {r client setname "a\nb"}
+        r client getname
+    } {other}
+
+    test {CLIENT SETNAME with an empty name removes it} {
+        r client setname ""
+        r client getname
+    } {}
+
+    test {CLIENT LIST lists every connection} {
+        r client setname lister
+        set c [redis_client]
+        $c client setname second
+        set list [string trim [r client list]]
+        set lines [split $list "\n"]
+        assert_equal [get_info_field r clients connected_clients] [llength $lines]
+        set me [client_line [r client id]]
+        assert_equal lister [client_field $me name]
+        assert_match {127.0.0.1:*} [client_field $me addr]
+        set other [client_line [$c client id]]
+        assert_equal second [client_field $other name]
+        $c close
+    }
+
+    test {CLIENT INFO describes the calling connection} {
+        set line [r client info]
+        assert_equal [r client id] [client_field $line id]
+        assert_equal lister [client_field $line name]
+        assert_match {127.0.0.1:*} [client_field $line addr]
+        # Exactly one line.
+        llength [split [string trim $line] "\n"]
+    } {1}
+
+    test {CLIENT KILL ID} {
+        set c [redis_client]
+        set id [$c client id]
+        assert_equal 1 [r client kill id $id]
+        assert_error {*I/O error*} {$c ping}
+        $c close
+        assert_equal {} [client_line $id]
+        r client kill id 987654321
+    } {0}
+
+    test {CLIENT KILL ADDR} {
+        set c [redis_client]
+        set addr [client_field [$c client info] addr]
+        assert_equal 1 [r client kill addr $addr]
+        assert_error {*I/O error*} {$c ping}
+        $c close
+        r client kill addr 127.0.0.1:1
+    } {0}
+
+    test {CLIENT KILL with the legacy address form} {
+        set c [redis_client]
+        set addr [client_field [$c client info] addr]
+        assert_equal OK [r client kill $addr]
+        assert_error {*I/O error*} {$c ping}
+        $c close
+        assert_error {ERR No such client*} {r client kill 127.0.0.1:1}
+    }
+
+    test {CLIENT with an unknown subcommand} {
+        assert_error {ERR unknown subcommand*} {r client no-such-subcommand}
+    }
+
+    test {maxclients refuses connections beyond the limit} {
+        set old [lindex [r config get maxclients] 1]
+        set n [get_info_field r clients connected_clients]
+        r config set maxclients [expr {$n + 1}]
+        set ok [redis_client]
+        assert_equal PONG [$ok ping]
+        set refused [redis_client]
+        assert_error {ERR max number of clients reached*} {$refused ping}
+        $refused close
+        $ok close
+        r config set maxclients $old
+        # Room again once the limit is back.
+        set c [redis_client]
+        set p [$c ping]
+        $c close
+        set p
+    } {PONG}
+
+    test {QUIT replies OK and closes the connection} {
+        set c [redis_client]
+        assert_equal OK [$c quit]
+        assert_error {*I/O error*} {$c ping}
+        $c close
+    }
+
+    test {RESET restores the connection's defaults} {
+        set c [redis_client]
+        $c client setname before-reset
+        $c hello 3
+        assert_equal RESET [$c reset]
+        assert_equal {} [$c client getname]
+        # Back on RESP2.
+        $c get nokey
+        assert_equal {$-1} [$c lastheader]
+        $c close
+    }
+
+    test {ECHO} {
+        assert_equal hello [r echo hello]
+        assert_equal "a\x00b" [r echo "a\x00b"]
+        assert_error {ERR wrong number of arguments for 'echo' command*} {r echo}
+        r echo ""
+    } {}
+
+    test {PING with and without an argument} {
+        assert_equal PONG [r ping]
+        assert_equal hi [r ping hi]
+        assert_error {ERR wrong number of arguments for 'ping' command*} {r ping a b}
+    }
+
+    test {TIME} {
+        set t [r time]
+        assert_equal 2 [llength $t]
+        lassign $t secs usecs
+        assert_range $secs [expr {[clock seconds] - 2}] [expr {[clock seconds] + 2}]
+        assert_range $usecs 0 999999
+    }
+
+    test {DEBUG SLEEP} {
+        assert_equal OK [r debug sleep 0]
+        set t0 [clock milliseconds]
+        debug_sleep 0.2
+        assert_morethan_equal [expr {[clock milliseconds] - $t0}] 190
+    }
+
+    test {DEBUG SLEEP blocks other clients meanwhile} {
+        set rd [redis_deferring_client]
+        set t0 [clock milliseconds]
+        $rd debug sleep 0.3
+        $rd flush
+        after 50
+        assert_equal PONG [r ping]
+        assert_morethan_equal [expr {[clock milliseconds] - $t0}] 290
+        assert_equal OK [$rd read]
+        $rd close
+    }
+
+    test {SLOWLOG records commands slower than the threshold} {
+        set old [lindex [r config get slowlog-log-slower-than] 1]
+        r config set slowlog-log-slower-than 0
+        assert_equal OK [r slowlog reset]
+        assert_lessthan_equal [r slowlog len] 1
+        r client setname slow-client
+        r set slowkey slowvalue
+        assert_morethan_equal [r slowlog len] 2
+        set found 0
+        foreach e [r slowlog get 100] {
+            # id, unix time, microseconds, arguments, client address, name
+            assert_equal 6 [llength $e]
+            if {[lindex $e 3] eq {set slowkey slowvalue}} {
+                set found 1
+                assert_range [lindex $e 1] [expr {[clock seconds] - 5}] [expr {[clock seconds] + 5}]
+                assert_morethan_equal [lindex $e 2] 0
+                assert_match {127.0.0.1:*} [lindex $e 4]
+                assert_equal slow-client [lindex $e 5]
+            }
+        }
+        assert_equal 1 $found "SET found in SLOWLOG GET"
+        assert_equal 1 [llength [r slowlog get 1]]
+        r config set slowlog-log-slower-than $old
+    }
+
+    test {SLOWLOG RESET and a high threshold} {
+        r config set slowlog-log-slower-than 10000000
+        r slowlog reset
+        r set a b
+        r get a
+        set n [r slowlog len]
+        r config set slowlog-log-slower-than 10000
+        set n
+    } {0}
+
+    test {COMMAND COUNT matches COMMAND and COMMAND LIST} {
+        set n [r command count]
+        assert_morethan $n 0
+        assert_equal $n [llength [r command]]
+        # COMMAND LIST may also name subcommands (config|get...).
+        assert_morethan_equal [llength [r command list]] $n
+    }
+
+    test {COMMAND LIST has every Redis-compatible command} {
+        set names [lmap c [r command list] {string tolower $c}]
+        foreach c {ping echo hello auth select quit reset command info config client
+                   time dbsize flushall flushdb shutdown slowlog debug set get getrange
+                   strlen mget mset del unlink exists type scan keys expire pexpire
+                   ttl pttl persist} {
+            if {[lsearch -exact $names $c] < 0} { fail "COMMAND LIST lacks $c" }
+        }
+    }
+
+    test {COMMAND INFO get and set: arity and key positions} {
+        set info [r command info get set mset nosuchcommand]
+        assert_equal 4 [llength $info]
+        lassign [lindex $info 0] name arity flags first last step
+        assert_equal [list get 2 1 1 1] [list $name $arity $first $last $step]
+        lassign [lindex $info 1] name arity flags first last step
+        assert_equal [list set -3 1 1 1] [list $name $arity $first $last $step]
+        lassign [lindex $info 2] name arity flags first last step
+        assert_equal [list mset -3 1 -1 2] [list $name $arity $first $last $step]
+        lindex $info 3
+    } {}
+
+    test {COMMAND DOCS get} {
+        set docs [r command docs get]
+        assert {[dict exists $docs get]}
+        set d [dict get $docs get]
+        assert {[dict exists $d summary]}
+        assert_not_equal {} [dict get $d summary]
+    }
+
+    test {COMMAND GETKEYS} {
+        assert_equal {a} [r command getkeys set a b]
+        assert_equal {a} [r command getkeys get a]
+        assert_equal {a b} [r command getkeys mset a 1 b 2]
+        assert_equal {a b c} [r command getkeys del a b c]
+        assert_equal {x y} [r command getkeys mget x y]
+    }
+}
+
+start_server {tags {client}} {
+    test {timeout closes idle clients} {
+        r config set timeout 1
+        set fd [raw_connect]
+        set t0 [clock milliseconds]
+        set closed [raw_wait_closed $fd 5000]
+        set elapsed [expr {[clock milliseconds] - $t0}]
+        catch {close $fd}
+        reconnect
+        r config set timeout 0
+        assert_equal 1 $closed "idle client closed?"
+        assert_range $elapsed 900 4000
+    }
+
+    test {timeout spares clients that keep talking} {
+        r config set timeout 1
+        set c [redis_client]
+        for {set i 0} {$i < 12} {incr i} {
+            assert_equal PONG [$c ping]
+            after 200
+        }
+        $c close
+        reconnect
+        r config set timeout 0
+    }
+
+    test {timeout 0 never closes idle clients} {
+        r config set timeout 0
+        set fd [raw_connect]
+        set closed [raw_wait_closed $fd 2000]
+        close $fd
+        set closed
+    } {0}
+}
+
+start_server {tags {client}} {
+    test {SHUTDOWN stops the server} {
+        catch {r shutdown}
+        assert_equal 1 [server_exited]
+    }
+}

@@ -1,0 +1,180 @@
+# CONFIG GET/SET/RESETSTAT/REWRITE, the config file and command-line
+# overrides.
+
+# Start the server binary on a config file and wait for it to give up.
+# Returns {exited output}; a server still running after timeout_ms is
+# killed and reported as not exited.
+proc run_server_expecting_exit {conf {timeout_ms 5000}} {
+    set out [tmpfile badconf.out]
+    set pid [exec $::harness(binary) $conf >& $out &]
+    set deadline [expr {[clock milliseconds] + $timeout_ms}]
+    set exited 0
+    while {[clock milliseconds] < $deadline} {
+        if {![process_is_alive $pid]} { set exited 1; break }
+        after 20
+    }
+    if {!$exited} { __kill_pid__ $pid }
+    catch {exec true}
+    set f [open $out r]
+    set text [read $f]
+    close $f
+    file delete $out
+    return [list $exited $text]
+}
+
+start_server {tags {config}} {
+    test {CONFIG GET with a glob pattern} {
+        set cfg [r config get max*]
+        assert {[dict exists $cfg maxclients]}
+        dict for {k v} $cfg { assert_match max* $k }
+        set all [r config get *]
+        foreach p {maxclients timeout tcp-keepalive proto-max-bulk-len client-query-buffer-limit port} {
+            assert {[dict exists $all $p]}
+        }
+    }
+
+    test {CONFIG GET of one parameter} {
+        r config get port
+    } [list port [srv 0 port]]
+
+    test {CONFIG GET of an unknown parameter is empty} {
+        r config get no-such-parameter
+    } {}
+
+    foreach {param value expected} {
+        maxclients                 500      500
+        timeout                    37       37
+        tcp-keepalive              123      123
+        proto-max-bulk-len         2mb      2097152
+        proto-max-bulk-len         3000000  3000000
+        client-query-buffer-limit  2mb      2097152
+        client-query-buffer-limit  1gb      1073741824
+    } {
+        test "CONFIG SET $param $value then CONFIG GET" {
+            set old [lindex [r config get $param] 1]
+            assert_equal OK [r config set $param $value]
+            set got [r config get $param]
+            r config set $param $old
+            assert_equal $old [lindex [r config get $param] 1]
+            set got
+        } [list $param $expected]
+    }
+
+    test {CONFIG SET parameter names are case-insensitive} {
+        set old [lindex [r config get maxclients] 1]
+        r config set MAXCLIENTS 400
+        set got [lindex [r config get maxclients] 1]
+        r config set maxclients $old
+        set got
+    } {400}
+
+    test {CONFIG SET with a bad value} {
+        set old [r config get maxclients]
+        assert_error {ERR CONFIG SET failed*} {r config set maxclients abc}
+        assert_error {ERR CONFIG SET failed*} {r config set timeout -1}
+        assert_error {ERR CONFIG SET failed*} {r config set tcp-keepalive xyz}
+        assert_error {ERR CONFIG SET failed*} {r config set proto-max-bulk-len abc}
+        assert_error {ERR CONFIG SET failed*} {r config set client-query-buffer-limit -5}
+        # A refused value changes nothing.
+        assert_equal $old [r config get maxclients]
+    }
+
+    test {CONFIG SET of an unknown parameter} {
+        assert_error {ERR Unknown option*} {r config set no-such-parameter 1}
+    }
+
+    test {CONFIG arity and subcommand errors} {
+        assert_error {ERR wrong number of arguments*} {r config set maxclients}
+        assert_error {ERR wrong number of arguments*} {r config get}
+        assert_error {ERR wrong number of arguments*} {r config}
+        assert_error {ERR unknown subcommand*} {r config foo}
+    }
+
+    test {CONFIG RESETSTAT resets the INFO counters} {
+        r set hit v
+        for {set i 0} {$i < 50} {incr i} { r ping }
+        r get hit
+        r get nokey
+        assert_morethan [get_info_field r stats total_commands_processed] 50
+        assert_equal OK [r config resetstat]
+        assert_lessthan [get_info_field r stats total_commands_processed] 5
+        assert_equal 0 [get_info_field r stats keyspace_hits]
+        assert_equal 0 [get_info_field r stats keyspace_misses]
+        assert_equal 0 [get_info_field r stats expired_keys]
+        # Counting starts again.
+        r get hit
+        get_info_field r stats keyspace_hits
+    } {1}
+}
+
+start_server {tags {config} overrides {maxclients 321 timeout 0}} {
+    test {Config file directives take effect} {
+        lindex [r config get maxclients] 1
+    } {321}
+}
+
+start_server {tags {config} args {--maxclients 222}} {
+    test {Command-line --directive overrides} {
+        lindex [r config get maxclients] 1
+    } {222}
+}
+
+start_server {tags {config} overrides {tcp-keepalive 60}} {
+    test {CONFIG REWRITE writes the running values to the config file} {
+        r config set maxclients 777
+        r config set tcp-keepalive 77
+        assert_equal OK [r config rewrite]
+        set f [open [srv 0 config_file] r]
+        set text [read $f]
+        close $f
+        assert_match "*\nmaxclients 777*" "\n$text"
+        assert_match "*\ntcp-keepalive 77*" "\n$text"
+        assert_no_match "*\ntcp-keepalive 60*" "\n$text"
+    }
+
+    test {A server restarted on the rewritten file keeps the values} {
+        set port [srv 0 port]
+        restart_server
+        assert_equal $port [srv 0 port]
+        assert_equal {maxclients 777} [r config get maxclients]
+        assert_equal {tcp-keepalive 77} [r config get tcp-keepalive]
+        r ping
+    } {PONG}
+
+    test {CONFIG REWRITE twice gives the same directives} {
+        # Blank lines may differ (Redis adds one per rewrite), directives not;
+        # Redis's own ACL "user" lines are not ours to judge.
+        set f [open [srv 0 config_file] r]
+        set before [lsearch -all -inline -not -regexp [split [read $f] "\n"] {^\s*$|^user }]
+        close $f
+        r config rewrite
+        set f [open [srv 0 config_file] r]
+        set after [lsearch -all -inline -not -regexp [split [read $f] "\n"] {^\s*$|^user }]
+        close $f
+        assert_equal $before $after
+    }
+}
+
+start_server {tags {config}} {
+    test {A config file with an unknown directive is refused at startup} {
+        set conf [tmpfile bad.conf]
+        set f [open $conf w]
+        puts $f "port [find_available_port]\nbind 127.0.0.1\nno-such-directive 1"
+        close $f
+        lassign [run_server_expecting_exit $conf] exited out
+        file delete $conf
+        assert_equal 1 $exited "server exited?"
+        assert_match *no-such-directive* $out
+    }
+
+    test {A config file with a bad value is refused at startup} {
+        set conf [tmpfile bad.conf]
+        set f [open $conf w]
+        puts $f "port [find_available_port]\nbind 127.0.0.1\nmaxclients notanumber"
+        close $f
+        lassign [run_server_expecting_exit $conf] exited out
+        file delete $conf
+        assert_equal 1 $exited "server exited?"
+        assert_match *maxclients* $out
+    }
+}

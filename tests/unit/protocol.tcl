@@ -1,0 +1,341 @@
+# The wire protocol: inline and multibulk requests, the protocol errors a
+# malformed request gets (and that the connection is then closed), request
+# size limits, pipelining, requests split into small pieces, RESP3 via
+# HELLO, and the unix socket.
+
+# Send bytes on a fresh connection; the reply must be exactly expected.
+proc assert_raw_reply {bytes expected {closed 0}} {
+    lassign [raw_send_recv $bytes 0 2000] data isclosed
+    assert_equal $data $expected
+    assert_equal $isclosed $closed "connection closed?"
+}
+
+# Send bytes on a fresh connection; the reply must be the protocol error
+# matching pattern and the server must close the connection.
+proc assert_protocol_error {bytes pattern} {
+    lassign [raw_send_recv $bytes 0 3000] data closed
+    assert_match "-$pattern\r\n" $data
+    assert_equal 1 $closed "connection closed after a protocol error?"
+}
+
+start_server {tags {protocol}} {
+    test {Inline PING} {
+        assert_raw_reply "PING\r\n" "+PONG\r\n"
+    }
+
+    test {Inline command terminated by LF alone} {
+        assert_raw_reply "PING\n" "+PONG\r\n"
+    }
+
+    test {Inline SET with a quoted argument} {
+        assert_raw_reply "SET a \"b c\"\r\nGET a\r\n" "+OK\r\n\$3\r\nb c\r\n"
+    }
+
+    test {Inline arguments in single quotes and with escapes} {
+        assert_raw_reply "SET 'x y' 'it''s'\r\n" "-ERR Protocol error: unbalanced quotes in request\r\n" 1
+        assert_raw_reply "SET 'x y' z\r\nGET \"x y\"\r\n" "+OK\r\n\$1\r\nz\r\n"
+        assert_raw_reply "ECHO \"\\x41\\n\\t\"\r\n" "\$3\r\nA\n\t\r\n"
+    }
+
+    test {Inline empty argument} {
+        assert_raw_reply "SET e \"\"\r\nSTRLEN e\r\n" "+OK\r\n:0\r\n"
+    }
+
+    test {Inline unbalanced quotes} {
+        assert_protocol_error "SET a \"b c\r\n" {ERR Protocol error: unbalanced quotes in request}
+    }
+
+    test {Empty lines between commands are ignored} {
+        assert_raw_reply "\r\n\r\n\n\nPING\r\n\r\nPING\r\n" "+PONG\r\n+PONG\r\n"
+    }
+
+    test {Multibulk lengths of zero or less are ignored} {
+        assert_raw_reply "*-10\r\nPING\r\n" "+PONG\r\n"
+        assert_raw_reply "*0\r\n*1\r\n\$4\r\nPING\r\n" "+PONG\r\n"
+    }
+
+    test {Invalid multibulk length} {
+        assert_protocol_error "*3000000000\r\n" {ERR Protocol error: invalid multibulk length}
+        assert_protocol_error "*abc\r\n" {ERR Protocol error: invalid multibulk length}
+    }
+
+    test {Invalid bulk length} {
+        assert_protocol_error "*1\r\n\$-10\r\n" {ERR Protocol error: invalid bulk length}
+        assert_protocol_error "*1\r\n\$2000000000\r\n" {ERR Protocol error: invalid bulk length}
+        assert_protocol_error "*1\r\n\$abc\r\n" {ERR Protocol error: invalid bulk length}
+    }
+
+    test {Bulk without its dollar sign} {
+        assert_protocol_error "*1\r\nfoo\r\n" {ERR Protocol error: expected '$', got 'f'}
+    }
+
+    test {Too big inline request} {
+        assert_protocol_error [string repeat a 70000] {ERR Protocol error: too big inline request}
+    }
+
+    test {The server keeps serving after protocol errors} {
+        r ping
+    } {PONG}
+
+    test {Multibulk request with a binary-safe payload} {
+        set v "a\r\nb\x00c"
+        assert_raw_reply [::redis::format_command SET bk $v][::redis::format_command GET bk] \
+            "+OK\r\n\$[string length $v]\r\n$v\r\n"
+    }
+
+    test {A request split into single bytes} {
+        set fd [raw_connect]
+        set req [::redis::format_command SET split value][::redis::format_command GET split]
+        set i 0
+        foreach c [split $req {}] {
+            puts -nonewline $fd $c
+            flush $fd
+            if {[incr i] % 8 == 0} { after 1 }
+        }
+        lassign [raw_read $fd] data
+        close $fd
+        set data
+    } "+OK\r\n\$5\r\nvalue\r\n"
+
+    test {Pipelining 10000 commands in one write} {
+        r flushall
+        set rd [redis_deferring_client]
+        set buf {}
+        for {set i 0} {$i < 10000} {incr i} {
+            append buf [::redis::format_command set pipe:$i $i]
+        }
+        $rd write $buf
+        $rd flush
+        for {set i 0} {$i < 10000} {incr i} {
+            set rep [$rd read]
+            if {$rep ne "OK"} { fail "reply $i was '$rep'" }
+        }
+        set buf {}
+        for {set i 0} {$i < 10000} {incr i} {
+            append buf [::redis::format_command get pipe:$i]
+        }
+        $rd write $buf
+        $rd flush
+        for {set i 0} {$i < 10000} {incr i} {
+            set rep [$rd read]
+            if {$rep ne $i} { fail "GET pipe:$i returned '$rep'" }
+        }
+        $rd close
+        r dbsize
+    } {10000}
+
+    test {Pipelining inline and multibulk requests together} {
+        set rd [redis_deferring_client]
+        $rd write "PING\r\n[::redis::format_command echo hello]SET il 5\r\n[::redis::format_command get il]"
+        $rd flush
+        set out {}
+        for {set i 0} {$i < 4} {incr i} { lappend out [$rd read] }
+        $rd close
+        set out
+    } {PONG hello OK 5}
+
+    test {A reader much slower than the replies: 200 x 100 KiB} {
+        set v [pattern_bytes 102400 5]
+        r set bigread $v
+        set rd [redis_deferring_client]
+        set buf {}
+        for {set i 0} {$i < 200} {incr i} {
+            append buf [::redis::format_command get bigread]
+        }
+        $rd write $buf
+        $rd flush
+        after 200
+        for {set i 0} {$i < 200} {incr i} {
+            if {[$rd read] ne $v} { fail "reply $i differs" }
+        }
+        $rd close
+    }
+
+    test {A 1 MiB+ value sent in many small pieces} {
+        set v [pattern_bytes [expr {1048576 + 12345}] 9]
+        set req [::redis::format_command SET pieces $v]
+        set fd [raw_connect]
+        set len [string length $req]
+        set n 0
+        for {set off 0} {$off < $len} {incr off 997} {
+            puts -nonewline $fd [string range $req $off [expr {$off + 996}]]
+            flush $fd
+            if {[incr n] % 64 == 0} { after 1 }
+        }
+        lassign [raw_read $fd 5000] data
+        close $fd
+        assert_equal "+OK\r\n" $data
+        assert_equal [string length $v] [r strlen pieces]
+        assert {[r get pieces] eq $v}
+    }
+
+    test {A client that disconnects in the middle of a bulk} {
+        r del halfway
+        set fd [raw_connect]
+        puts -nonewline $fd "*3\r\n\$3\r\nSET\r\n\$7\r\nhalfway\r\n\$100000\r\n[string repeat x 5000]"
+        flush $fd
+        after 50
+        close $fd
+        # Everyone else is still served, and the half-sent SET did nothing.
+        set c [redis_client]
+        assert_equal PONG [$c ping]
+        assert_equal 0 [$c exists halfway]
+        $c close
+        r ping
+    } {PONG}
+
+    test {QUIT in a pipeline: later commands are not run} {
+        r del q
+        lassign [raw_send_recv "SET q 1\r\nQUIT\r\nSET q 2\r\n"] data closed
+        assert_equal "+OK\r\n+OK\r\n" $data
+        assert_equal 1 $closed
+        r get q
+    } {1}
+
+    test {A request with 10000 arguments} {
+        set args {}
+        for {set i 0} {$i < 9999} {incr i} { lappend args pipe:$i }
+        set res [r mget {*}$args]
+        assert_equal 9999 [llength $res]
+        list [lindex $res 0] [lindex $res 9998]
+    } {0 9998}
+
+    test {proto-max-bulk-len refuses larger bulks} {
+        set old [lindex [r config get proto-max-bulk-len] 1]
+        r config set proto-max-bulk-len 1048576
+        # Exactly the limit is fine.
+        set c [redis_client]
+        set v [pattern_bytes 1048576]
+        assert_equal OK [$c set atlimit $v]
+        $c close
+        # One byte more is refused as soon as the length is read.
+        assert_protocol_error "*3\r\n\$3\r\nSET\r\n\$4\r\nover\r\n\$1048577\r\n" \
+            {ERR Protocol error: invalid bulk length}
+        r config set proto-max-bulk-len $old
+        assert_equal 0 [r exists over]
+        r strlen atlimit
+    } {1048576}
+
+    test {client-query-buffer-limit closes a client that exceeds it} {
+        set old [lindex [r config get client-query-buffer-limit] 1]
+        r config set client-query-buffer-limit 1048576
+        set fd [raw_connect]
+        puts -nonewline $fd "*3\r\n\$3\r\nSET\r\n\$5\r\nqbufk\r\n\$3000000\r\n"
+        set chunk [string repeat x 65536]
+        # The server may close while we are still writing.
+        for {set i 0} {$i < 40} {incr i} {
+            if {[catch {puts -nonewline $fd $chunk; flush $fd}]} break
+        }
+        set closed [raw_wait_closed $fd 5000]
+        catch {close $fd}
+        r config set client-query-buffer-limit $old
+        assert_equal 1 $closed "connection closed?"
+        assert_equal 0 [r exists qbufk]
+        r ping
+    } {PONG}
+
+    test {HELLO 3 replies with a map of the server's facts} {
+        set c [redis_client]
+        set reply [$c hello 3]
+        assert_equal {%} [string index [$c lastheader] 0]
+        foreach f {server version proto id} {
+            assert {[dict exists $reply $f]}
+        }
+        assert_equal 3 [dict get $reply proto]
+        assert_match {[0-9]*.[0-9]*} [dict get $reply version]
+        assert_not_equal {} [dict get $reply server]
+        assert_equal [$c client id] [dict get $reply id]
+        $c close
+    }
+
+    test {HELLO without a version reports the current protocol} {
+        set c [redis_client]
+        set reply [$c hello]
+        assert_equal 2 [dict get $reply proto]
+        $c hello 3
+        set reply [$c hello]
+        $c close
+        dict get $reply proto
+    } {3}
+
+    test {RESP3 null, integer and map replies} {
+        set c [redis_client]
+        $c hello 3
+        $c del nokey
+        assert_equal {} [$c get nokey]
+        assert_equal {_} [$c lastheader]
+        assert_equal 0 [$c exists nokey]
+        assert_equal {:0} [$c lastheader]
+        $c set a 1
+        assert_equal {1 {}} [$c mget a nokey]
+        assert_equal {*2} [$c lastheader]
+        set cfg [$c config get maxclients]
+        assert_equal {%1} [$c lastheader]
+        assert {[dict exists $cfg maxclients]}
+        $c close
+    }
+
+    test {RESP3 nulls inside arrays} {
+        set c [redis_client]
+        $c hello 3
+        $c set a 1
+        $c del nokey
+        $c readraw 1
+        # In readraw mode the command returns the first line; read the rest.
+        set lines [list [$c mget a nokey]]
+        for {set i 0} {$i < 3} {incr i} { lappend lines [$c read] }
+        $c close
+        set lines
+    } {*2 {$1} 1 _}
+
+    test {HELLO 2 goes back to RESP2} {
+        set c [redis_client]
+        $c hello 3
+        $c hello 2
+        $c get nokey
+        set h [$c lastheader]
+        $c close
+        set h
+    } {$-1}
+
+    test {HELLO with an unsupported protocol version} {
+        set c [redis_client]
+        assert_error {NOPROTO*} {$c hello 4}
+        assert_error {NOPROTO*} {$c hello 1}
+        # The connection stays on RESP2.
+        $c get nokey
+        set h [$c lastheader]
+        $c close
+        set h
+    } {$-1}
+
+    test {HELLO 3 SETNAME names the connection} {
+        set c [redis_client]
+        $c hello 3 SETNAME hello-client
+        set name [$c client getname]
+        $c close
+        set name
+    } {hello-client}
+
+    test {Commands over the unix socket} {
+        set c [redis_client_unix]
+        assert_equal PONG [$c ping]
+        assert_equal OK [$c set viaunix "a\x00b"]
+        $c close
+        r get viaunix
+    } "a\x00b"
+
+    test {Pipelining over the unix socket} {
+        set c [redis_client_unix 0 1]
+        set buf {}
+        for {set i 0} {$i < 1000} {incr i} {
+            append buf [::redis::format_command echo $i]
+        }
+        $c write $buf
+        $c flush
+        for {set i 0} {$i < 1000} {incr i} {
+            if {[$c read] ne $i} { fail "reply $i out of order" }
+        }
+        $c close
+    }
+}
