@@ -834,7 +834,11 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
     c->net_in += (unsigned long long)nread;
     server.stat_net_input_bytes += nread;
     if (sdslen(c->querybuf) > c->querybuf_peak) c->querybuf_peak = sdslen(c->querybuf);
-    if ((long long)(sdslen(c->querybuf) + c->argv_bytes) > server.client_max_querybuf_len) {
+    /* A large argument read into the heap counts; one read into the pool
+     * does not: the pool's capacity (and eviction) bounds that. */
+    size_t buffered = sdslen(c->querybuf) + c->argv_bytes;
+    if (c->big.len && c->argv[c->big.argi] && c->big.dst == c->argv[c->big.argi]) buffered += c->big.got;
+    if ((long long)buffered > server.client_max_querybuf_len) {
         sds info = catClientInfoString(sdsempty(), c);
         serverLog(LL_WARNING, "Closing client that reached max query buffer length: %s", info);
         sdsfree(info);

@@ -142,7 +142,8 @@ proc all_test_files {} {
 }
 
 # Run a command, passing each output line to linecb, for at most timeout
-# seconds. Returns {exitcode timedout}; exitcode is -1 if killed.
+# seconds. Returns {exitcode timedout pids}; exitcode is "killed by SIG..."
+# for a program that died of a signal.
 proc run_with_timeout {cmd linecb timeout} {
     set chan [open |[concat $cmd [list 2>@1]] r]
     fconfigure $chan -blocking 0 -buffering line -translation auto
@@ -169,10 +170,10 @@ proc run_with_timeout {cmd linecb timeout} {
         if {[lindex $ec 0] eq "CHILDSTATUS"} {
             set code [lindex $ec 2]
         } elseif {[lindex $ec 0] eq "CHILDKILLED"} {
-            set code -1
+            set code "killed by [lindex $ec 2]"
         }
     }
-    if {$timedout} { set code -1 }
+    if {$timedout} { set code "killed (timeout)" }
     return [list $code $timedout $::rwt_pids]
 }
 
@@ -278,7 +279,9 @@ proc run_c_tests {} {
 
 proc c_line {line} {
     lappend ::c_output $line
-    if {$::harness(verbose) || [string match {\[err\]*} $line]} {
+    # Quietly, everything but the passing tests and the final count.
+    if {$::harness(verbose) || !([string match {\[ok\]*} $line] ||
+                                 [regexp {^\s*\d+ passed, \d+ failed} $line])} {
         puts "    $line"
         flush stdout
     }
@@ -307,7 +310,7 @@ proc run_c_programs {progs} {
         }
         incr ::num_passed $p
         incr ::num_failed $f
-        if {$code != 0 && $f == 0} {
+        if {$code ne "0" && $f == 0} {
             __report__ err "$name (exit status $code)" [join [lrange $::c_output end-15 end] "\n"]
             lappend ::failed_lines "\[err\] $name (exit status $code)"
         }

@@ -272,7 +272,7 @@ start_server {tags {client}} {
     }
 }
 
-start_server {tags {client}} {
+start_server {tags {client slow}} {
     test {timeout closes idle clients} {
         r config set timeout 1
         set fd [raw_connect]

@@ -220,7 +220,8 @@ start_server {tags {protocol}} {
         set old [lindex [r config get client-query-buffer-limit] 1]
         r config set client-query-buffer-limit 1048576
         set fd [raw_connect]
-        puts -nonewline $fd "*3\r\n\$3\r\nSET\r\n\$5\r\nqbufk\r\n\$3000000\r\n"
+        # ECHO's argument is buffered in the heap, which the limit is for.
+        puts -nonewline $fd "*2\r\n\$4\r\nECHO\r\n\$3000000\r\n"
         set chunk [string repeat x 65536]
         # The server may close while we are still writing.
         for {set i 0} {$i < 40} {incr i} {
