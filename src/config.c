@@ -112,6 +112,26 @@ static sds getCob(void) {
                         server.cob_normal.soft, server.cob_normal.soft_seconds);
 }
 
+/* Persistence directives from redis.conf are accepted so redis.conf-shaped
+ * files and tools that probe them (redis-benchmark reads `save` and
+ * `appendonly`) work, but only with the values that mean "nothing is
+ * persisted": the pool is a cache. */
+static int setSave(sds *argv, int argc, const char **err) {
+    if (argc == 1 && sdslen(argv[0]) == 0) return C_OK;
+    *err = "Mooncake persists nothing: only save \"\" is accepted";
+    return C_ERR;
+}
+
+static sds getSave(void) { return sdsempty(); }
+
+static int setAppendonly(sds *argv, int argc, const char **err) {
+    if (argc == 1 && !strcasecmp(argv[0], "no")) return C_OK;
+    *err = "Mooncake persists nothing: only appendonly no is accepted";
+    return C_ERR;
+}
+
+static sds getAppendonly(void) { return sdsnew("no"); }
+
 static int setDir(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -188,6 +208,8 @@ static standardConfig configs[] = {
     ENUMC("loglevel", 0, &server.verbosity, loglevelEnum, "notice", applyLoglevel),
     SPECC("dir", 0, ".", setDir, getDir),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
+    SPECC("save", 0, "", setSave, getSave),
+    SPECC("appendonly", 0, "no", setAppendonly, getAppendonly),
     /* Slow log */
     INTC("slowlog-log-slower-than", 0, &server.slowlog_log_slower_than, -1, LLONG_MAX, "10000", NULL),
     INTC("slowlog-max-len", 0, &server.slowlog_max_len, 0, LONG_MAX, "128", NULL),

@@ -197,6 +197,11 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     return (int)(1000 / server.hz);
 }
 
+static void afterSleep(aeEventLoop *el) {
+    (void)el;
+    server.mstime = mstime();
+}
+
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
     handleClientsWithPendingWrites();
@@ -357,6 +362,8 @@ static void initServer(void) {
     slowlogInit();
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);
+    aeSetAfterSleepProc(server.el, afterSleep);
+    server.mstime = mstime();
 }
 
 int prepareForShutdown(void) {
@@ -465,9 +472,8 @@ void debugCommand(client *c) {
                              "Value at:%p refcount:%u encoding:raw serializedlength:%llu "
                              "lru:%u segment:%llu offset:%llu reserved:%llu",
                              (void *)storeObjPtr(o), o->refcount, (unsigned long long)o->len, o->lru,
-                             (unsigned long long)o->seg->id,
-                             (unsigned long long)allocOffset(o->seg->alloc, o->handle),
-                             (unsigned long long)allocSize(o->seg->alloc, o->handle));
+                             (unsigned long long)storeObjSegment(o)->id, (unsigned long long)o->offset,
+                             (unsigned long long)(o->handle == ALLOC_NONE ? 0 : allocSize(storeObjSegment(o)->alloc, o->handle)));
         addReplyStatus(c, s);
         sdsfree(s);
     } else {

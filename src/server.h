@@ -169,6 +169,7 @@ struct mcServer {
     mstime_t starttime_ms;
     dict *commands;         /* name (lower case) -> mcCommand */
     long long cron_loops;
+    mstime_t mstime;        /* cached each event-loop iteration */
     /* Networking. */
     int port;
     char *bindaddr[CONFIG_BINDADDR_MAX];

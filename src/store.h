@@ -13,13 +13,17 @@
  * last reference goes, so a SET or DEL never pulls bytes from under a
  * reader. */
 typedef struct storeObj {
+    uint64_t offset;    /* in the segment: kept here so a read never has to
+                         * touch the allocator's node array (a cache miss) */
     uint64_t len;
-    segment *seg;
-    uint32_t handle;    /* allocator handle in seg */
+    uint32_t handle;    /* allocator handle in the segment */
     uint32_t refcount;
     uint32_t lru;       /* ms clock, truncated: see store.c */
-    uint32_t flags;
+    uint32_t segslot;   /* index in the segment table (32 bytes in all) */
 } storeObj;
+
+extern segment *storeSegtab[];
+static inline segment *storeObjSegment(const storeObj *o) { return storeSegtab[o->segslot]; }
 
 typedef struct storeStats {
     uint64_t objects, bytes;
@@ -38,7 +42,7 @@ extern char storeEmptyValue[1];
 /* An empty value (Redis allows SET k "") owns no extent. */
 static inline char *storeObjPtr(const storeObj *o) {
     if (o->handle == ALLOC_NONE) return storeEmptyValue;
-    return segmentPtr(o->seg, allocOffset(o->seg->alloc, o->handle));
+    return segmentPtr(storeObjSegment(o), o->offset);
 }
 static inline void storeObjIncrRef(storeObj *o) { o->refcount++; }
 void storeObjDecrRef(storeObj *o);

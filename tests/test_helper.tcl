@@ -264,15 +264,20 @@ proc run_c_tests {} {
         return
     }
     set ::env(MC_TEST_SERVER) $::harness(binary)
+    # The library tests need no server, so a server that cannot start is
+    # one failure (reported by start_server), not a reason to skip them.
+    set ran 0
     if {[file executable $::harness(binary)]} {
         start_server {} {
+            set ran 1
             set ::env(MC_TEST_HOST) [srv 0 host]
             set ::env(MC_TEST_PORT) [srv 0 port]
             set ::env(MC_TEST_UNIXSOCKET) [srv 0 unixsocket]
             run_c_programs $progs
         }
         unset -nocomplain ::env(MC_TEST_HOST) ::env(MC_TEST_PORT) ::env(MC_TEST_UNIXSOCKET)
-    } else {
+    }
+    if {!$ran} {
         run_c_programs $progs
     }
 }
