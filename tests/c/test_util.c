@@ -2,6 +2,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "anet.h"
 #include "testhelp.h"
 #include "util.h"
 
@@ -62,6 +63,18 @@ int main(void) {
         memset(s, 'a', sizeof(s) - 1);
         s[sizeof(s) - 1] = '\0';
         CHECK(!match("*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*a*b", s));
+    }
+    TEST("protected mode: only loopback and unix-socket peers count as local") {
+        CHECK(anetIsLoopback("127.0.0.1"));
+        CHECK(anetIsLoopback("127.3.4.5"));
+        CHECK(anetIsLoopback("::1"));
+        CHECK(anetIsLoopback("::ffff:127.0.0.1"));
+        CHECK(anetIsLoopback("/unixsocket"));
+        CHECK(!anetIsLoopback("10.0.0.1"));
+        CHECK(!anetIsLoopback("128.0.0.1"));
+        CHECK(!anetIsLoopback("::2"));
+        CHECK(!anetIsLoopback("::ffff:10.0.0.1"));
+        CHECK(!anetIsLoopback("1270.0.0.1"));
     }
     return testReport();
 }
