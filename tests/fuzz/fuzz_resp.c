@@ -12,9 +12,11 @@
  *
  *   byte 0   bits 0-2  big_arg      (index into bigArgTable; 0 = off)
  *            bits 3-5  max_bulk_len (index into maxBulkTable)
- *            bit  6    amplify: repeat the stream to > RESP_INLINE_MAX bytes
- *                      and feed it in 256x larger chunks, to reach the
- *                      64 KiB line limits that -max_len would hide
+ *            bit  6    amplify: the first stream byte, repeated about
+ *                      RESP_INLINE_MAX times (64 KiB - 8 + bytes[5] % 16),
+ *                      is spliced into the rest of the stream at offset
+ *                      bytes[4] % len, and chunks are 1024x larger: reaches
+ *                      the 64 KiB line limits that -max_len would hide
  *            bit  7    alternate max_bulk_len with the next table entry on
  *                      every other request (CONFIG SET between requests)
  *   byte 1   bit k: the parser is `unauthenticated` for request k mod 8
@@ -48,8 +50,6 @@
 
 static const long long bigArgTable[8] = {0, 1, 2, 3, 8, 64, 1024, 32 * 1024};
 static const long long maxBulkTable[8] = {0, 1, 5, 64, 16384, 1024 * 1024, 1LL << 30, LLONG_MAX};
-
-#define AMPLIFY_MIN (RESP_INLINE_MAX + 4096)
 
 typedef struct cfg {
     long long big_arg;
@@ -343,14 +343,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *input, size_t size) {
     size_t n = size - 6;
     char *amp = NULL;
     if ((input[0] & 0x40) && n > 0) {
-        size_t total = n;
-        while (total < AMPLIFY_MIN) total += n;
-        amp = malloc(total);
+        /* A run of one byte just past RESP_INLINE_MAX, spliced into the
+         * stream where the fuzzer says: reaches the line limits cheaply. */
+        char filler = data[0];
+        const char *body = data + 1;
+        size_t m = n - 1;
+        size_t split = input[4] % (m + 1);
+        size_t runlen = RESP_INLINE_MAX - 8 + (input[5] & 15);
+        /* 64 Ki newlines are 64 Ki empty inline requests: slow, and no
+         * test of a limit. */
+        if (filler == '\n') runlen = 64;
+        amp = malloc(m + runlen);
         FUZZ_CHECK(amp != NULL);
-        for (size_t off = 0; off < total; off += n) memcpy(amp + off, data, n);
+        memcpy(amp, body, split);
+        memset(amp + split, filler, runlen);
+        memcpy(amp + split + runlen, body + split, m - split);
         data = amp;
-        n = total;
-        c.chunk_mult = 256;
+        n = m + runlen;
+        c.chunk_mult = 1024;
     }
 
     uint64_t chunked = run(&c, data, n);

@@ -1,0 +1,1104 @@
+/* mooncake-benchmark.c -- a load generator that costs less than the server
+ * it measures.
+ *
+ * Why another benchmark. redis-benchmark formats every request anew and
+ * hands every reply to hiredis, which copies it into a reply object. For a
+ * 64-byte value that is noise; for a 16 MiB value the client spends more
+ * time copying than the server spends serving, and on a small machine where
+ * both share the CPU it measures itself. This tool speaks the same RESP to
+ * any Redis-compatible server (Redis itself, mooncake-server) and is built
+ * so that the bytes of a value cross user space zero times per request:
+ *
+ *  - Requests are pre-built. When a test starts, every connection formats,
+ *    for each pipeline slot and key, the RESP text around the value
+ *    ("*3 $3 SET $<klen> key:<size>:<12 digits> $<vlen>") into a small
+ *    header buffer. With a random keyspace (-r) only the 12 key digits are
+ *    rewritten per request. The value is never formatted: it is a window
+ *    into ONE shared, pre-faulted pattern buffer, and a request leaves with
+ *    writev(header, value window, "\r\n"); a pipeline of P requests is one
+ *    writev of 3P iovecs (4 MiB or more per call for big values).
+ *
+ *  - Values are deterministic: byte j of the value of key k is
+ *    pattern[shift(k) + j], where pattern is a 1 MiB pseudo-random block
+ *    repeated, and shift(k) a hash of (k, size) modulo 1 MiB. So SET needs
+ *    no per-key buffer, and GET --check verifies a reply with memcmp
+ *    against the same buffer, without having stored anything. Two keys
+ *    share a pattern only if their shifts collide (1 in 2^20).
+ *
+ *  - Replies are parsed incrementally in a per-connection 64 KiB read
+ *    buffer and consumed where they lie: nothing is assembled. Once a bulk
+ *    payload has at least BENCH_BIG_PAYLOAD bytes still to come and the
+ *    read buffer is drained, the socket is read with
+ *    readv(sink + offset, rest of the value; readbuf) -- megabytes per call
+ *    straight into a per-connection sink sized to the value (pre-faulted,
+ *    reused), the trailing CRLF and the next reply's header landing in the
+ *    read buffer in the same call. --check verifies each chunk right after
+ *    the read that brought it, while it is still in cache.
+ *
+ *  - Sockets are non-blocking, TCP_NODELAY, one epoll loop per --threads
+ *    thread over its share of the connections. A request batch is written
+ *    as soon as it is built (EPOLLOUT is armed only when the socket is
+ *    full), so a request costs one writev and one read at P=1.
+ *
+ *  - Latency: one clock_gettime per batch sent and at most one per read
+ *    call that completes replies; every reply in the batch records
+ *    (arrival - send) in the thread's log-linear histogram (benchhist.c).
+ *
+ * Structure. A test is a row of the workload table: a command, how many
+ * keys it names, whether it carries values out (SET, MSET) or in (GET,
+ * MGET), and whether it runs once per -d size. Requests are handed out to
+ * connections from one atomic counter per phase (or until a deadline with
+ * --duration), like redis-benchmark's requests_issued. The libmooncake
+ * transports (shm/rdma/tcp data plane) and a metadata mode will be further
+ * rows whose requests are issued by another engine; the table, the phase
+ * runner, the statistics and the report are shared.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "benchhist.h"
+
+#define BENCH_RBUF_SIZE (64 * 1024)          /* per-connection read buffer */
+#define BENCH_BIG_PAYLOAD (64 * 1024)        /* payload rest read straight into the sink */
+#define BENCH_KEY_DIGITS 12                  /* key:<size>:NNNNNNNNNNNN */
+#define BENCH_PATTERN_PERIOD (1u << 20)      /* the pattern repeats every 1 MiB */
+#define BENCH_HDR_MAX 96                     /* one pre-built request/key header */
+#define BENCH_SINK_BUDGET (4ULL << 30)       /* all sinks together, at most */
+#define BENCH_MAX_EVENTS 64
+#define BENCH_MAX_REPORTED 5                 /* verification failures printed */
+
+/* ---- configuration --------------------------------------------------------- */
+
+static struct benchConfig {
+    const char *host;
+    int port;
+    const char *unixsock;
+    const char *auth;
+    int clients;
+    long long requests;
+    size_t *sizes;
+    int nsizes;
+    unsigned tests;           /* bit i: workloads[i] selected */
+    int pipeline;
+    int threads;
+    long long keyspace;       /* -r; 0: one key (or one batch of keys) per client */
+    int batch;                /* keys per MSET/MGET */
+    int check;
+    int csv;
+    int quiet;
+    double duration;          /* seconds; 0: run -n requests */
+    long long warmup;
+    size_t sinkmax;           /* cap on a connection's sink; 0: the value size */
+} config = {
+    .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
+    .pipeline = 1, .threads = 1, .batch = 16,
+};
+
+/* ---- the workload table ------------------------------------------------------ */
+
+#define WL_SIZED (1 << 0)   /* runs once per -d size (keys are per size) */
+#define WL_WRITE (1 << 1)   /* sends a value per key */
+#define WL_READ (1 << 2)    /* receives a value per key */
+#define WL_BATCH (1 << 3)   /* names --batch keys, the reply is an array */
+
+typedef struct workload {
+    const char *name;       /* as given to -t */
+    const char *label;      /* as printed */
+    const char *cmd;        /* the RESP command */
+    int keys;               /* keys per command: 0, 1, or (WL_BATCH) --batch */
+    int flags;
+} workload;
+
+/* Order matters: tests run in this order whatever the order of -t, so that
+ * SET (MSET) has written the keys that GET (MGET) then reads. */
+static const workload workloads[] = {
+    {"ping", "PING", "PING", 0, 0},
+    {"set", "SET", "SET", 1, WL_SIZED | WL_WRITE},
+    {"get", "GET", "GET", 1, WL_SIZED | WL_READ},
+    {"mset", "MSET", "MSET", 0, WL_SIZED | WL_WRITE | WL_BATCH},
+    {"mget", "MGET", "MGET", 0, WL_SIZED | WL_READ | WL_BATCH},
+};
+#define NWORKLOADS ((int)(sizeof(workloads) / sizeof(workloads[0])))
+
+static int workloadKeys(const workload *w) {
+    return (w->flags & WL_BATCH) ? config.batch : w->keys;
+}
+
+/* ---- shared state of a test ---------------------------------------------------- */
+
+static unsigned char *pattern;       /* BENCH_PATTERN_PERIOD + largest size bytes */
+static size_t pattern_len;
+static const char crlf[2] = {'\r', '\n'};
+
+/* The test being run: set by the main thread before a phase starts, read
+ * only while threads run. */
+static struct benchTest {
+    const workload *w;
+    size_t vlen;             /* value size (0 for unsized tests) */
+    int nkeys;               /* keys per command */
+    int record;              /* phase is measured (not warm-up) */
+    long long limit;         /* requests in this phase (LLONG_MAX with --duration) */
+    uint64_t deadline;       /* ns, monotonic; 0 without --duration */
+    _Atomic long long issued;
+} test;
+
+typedef struct benchStats {
+    hist lat;                /* ns */
+    uint64_t ops;            /* replies received */
+    uint64_t bytes;          /* value bytes sent (writes) or received (reads) */
+    uint64_t errors;         /* error replies */
+    uint64_t misses;         /* nil replies */
+    uint64_t badvals;        /* verification failures */
+    char firsterr[256];
+} benchStats;
+
+struct benchThread;
+
+typedef struct khdr {
+    uint16_t len;            /* bytes of buf in use */
+    uint16_t digits;         /* offset of the 12 key digits in buf */
+    char buf[BENCH_HDR_MAX];
+} khdr;
+
+/* Reply parser states. */
+enum { RS_LINE, RS_PAYLOAD, RS_CRLF };
+
+typedef struct conn {
+    int fd;
+    int id;                  /* 0..clients-1 */
+    struct benchThread *t;
+    /* Requests of the current batch. */
+    int nslots;              /* requests in flight (<= pipeline) */
+    uint64_t *keys;          /* [pipeline * maxkeys] key numbers */
+    khdr *hdrs;              /* [pipeline * maxkeys] pre-built headers */
+    char prefix[32];         /* "*<argc>\r\n$<n>\r\nCMD\r\n" of batch commands */
+    int prefixlen;
+    struct iovec *iov;       /* the batch being written */
+    int iovcnt, iovpos;
+    int wantwrite;           /* EPOLLOUT armed */
+    int idle;                /* no more requests in this phase */
+    uint64_t sent_ns;        /* clock when the batch was sent */
+    uint64_t batches;        /* batches sent so far */
+    /* Reply parser. */
+    char *rbuf;
+    size_t rpos, rlen;
+    int rstate;
+    int rslot;               /* reply of slot rslot is being parsed */
+    long long arr_left;      /* elements still to come in an array reply; -1: none */
+    int elem;                /* element index inside the array */
+    size_t bulk_len, bulk_off;
+    int bulk_bad;            /* this bulk already failed verification */
+    unsigned char *sink;
+    size_t sinkcap;
+} conn;
+
+typedef struct benchThread {
+    int id;
+    pthread_t tid;
+    int epfd;
+    conn **conns;
+    int nconns;
+    int active;              /* connections with requests still to come */
+    uint64_t rng;
+    uint64_t now;            /* clock of the latest read, 0: not taken yet */
+    uint64_t last_ns;        /* latest reply */
+    benchStats st;
+} benchThread;
+
+static benchThread *threads;
+static conn *conns;
+static _Atomic int badvals_reported;
+
+/* ---- small helpers --------------------------------------------------------------- */
+
+static void benchFatal(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "mooncake-benchmark: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(1);
+}
+
+static void *benchAlloc(size_t n) {
+    void *p = calloc(1, n ? n : 1);
+    if (!p) benchFatal("out of memory (%zu bytes)", n);
+    return p;
+}
+
+static uint64_t nowNs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t xorshift64(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+/* Where the value of key k (of the current size) starts in the pattern. */
+static inline size_t keyShift(uint64_t k) {
+    return (size_t)(splitmix64(k ^ ((uint64_t)test.vlen * 0x9e3779b97f4a7c15ULL)) %
+                    BENCH_PATTERN_PERIOD);
+}
+
+/* Anonymous memory, asked for as huge pages (fewer TLB misses when the
+ * kernel copies megabytes at a time) and faulted in now, not mid-run. */
+static void *benchMapPrefaulted(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) benchFatal("mmap %zu bytes: %s", n, strerror(errno));
+#ifdef MADV_HUGEPAGE
+    madvise(p, n, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, n);
+    return p;
+}
+
+/* "64", "4k", "64kb", "1m", "16mb", "1g": binary units. */
+static int parseSize(const char *s, size_t *out) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s) return -1;
+    unsigned long long mul = 1;
+    if (*end) {
+        switch (*end | 0x20) {
+        case 'b': mul = 1; break;
+        case 'k': mul = 1ULL << 10; break;
+        case 'm': mul = 1ULL << 20; break;
+        case 'g': mul = 1ULL << 30; break;
+        default: return -1;
+        }
+        end++;
+        if (mul > 1 && (*end | 0x20) == 'b') end++;
+        if (*end) return -1;
+    }
+    if (v == 0 || v > (1ULL << 40) / mul) return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static void formatSize(char *buf, size_t len, size_t v) {
+    if (v >= (1u << 30) && v % (1u << 30) == 0) snprintf(buf, len, "%zuGiB", v >> 30);
+    else if (v >= (1u << 20) && v % (1u << 20) == 0) snprintf(buf, len, "%zuMiB", v >> 20);
+    else if (v >= (1u << 10) && v % (1u << 10) == 0) snprintf(buf, len, "%zuKiB", v >> 10);
+    else snprintf(buf, len, "%zuB", v);
+}
+
+static void putDigits(char *p, uint64_t k) {
+    for (int i = BENCH_KEY_DIGITS - 1; i >= 0; i--) {
+        p[i] = (char)('0' + k % 10);
+        k /= 10;
+    }
+}
+
+/* ---- connecting ---------------------------------------------------------------------- */
+
+static int connectOne(char *err, size_t errlen) {
+    int fd = -1;
+    if (config.unixsock) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(config.unixsock) >= sizeof(sa.sun_path)) {
+            snprintf(err, errlen, "unix socket path too long");
+            return -1;
+        }
+        strcpy(sa.sun_path, config.unixsock);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd == -1 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+            snprintf(err, errlen, "%s: %s", config.unixsock, strerror(errno));
+            if (fd != -1) close(fd);
+            return -1;
+        }
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res, *ai;
+        char port[16];
+        snprintf(port, sizeof(port), "%d", config.port);
+        int rv = getaddrinfo(config.host, port, &hints, &res);
+        if (rv != 0) {
+            snprintf(err, errlen, "%s: %s", config.host, gai_strerror(rv));
+            return -1;
+        }
+        snprintf(err, errlen, "%s:%d: no address", config.host, config.port);
+        for (ai = res; ai; ai = ai->ai_next) {
+            fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+            if (fd == -1) continue;
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
+            snprintf(err, errlen, "%s:%d: %s", config.host, config.port, strerror(errno));
+            close(fd);
+            fd = -1;
+        }
+        freeaddrinfo(res);
+        if (fd == -1) return -1;
+        int yes = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+    }
+    if (config.auth) {
+        /* Blocking, once per connection, before the measured loop. */
+        char req[1024], rep[512];
+        size_t pl = strlen(config.auth);
+        int n = snprintf(req, sizeof(req), "*2\r\n$4\r\nAUTH\r\n$%zu\r\n%s\r\n", pl, config.auth);
+        if (n < 0 || (size_t)n >= sizeof(req) || write(fd, req, (size_t)n) != n) {
+            snprintf(err, errlen, "AUTH: cannot send");
+            close(fd);
+            return -1;
+        }
+        size_t got = 0;
+        while (got < sizeof(rep) - 1 && (got == 0 || rep[got - 1] != '\n')) {
+            ssize_t r = read(fd, rep + got, sizeof(rep) - 1 - got);
+            if (r <= 0) break;
+            got += (size_t)r;
+        }
+        rep[got] = '\0';
+        if (got == 0 || rep[0] != '+') {
+            rep[strcspn(rep, "\r\n")] = '\0';
+            snprintf(err, errlen, "AUTH failed: %.200s", got ? rep : "connection closed");
+            close(fd);
+            return -1;
+        }
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) == -1) {
+        snprintf(err, errlen, "fcntl: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* ---- building requests ---------------------------------------------------------------- */
+
+/* Formats the headers of every slot and key of connection c for the test
+ * about to run. The key digits are filled in for the fixed keyspace and
+ * rewritten per request with -r. */
+static void connPrepare(conn *c) {
+    const workload *w = test.w;
+    int nk = test.nkeys;
+    int batchcmd = (w->flags & WL_BATCH) != 0;
+    int argc = 1 + nk * ((w->flags & WL_WRITE) ? 2 : 1);
+    c->prefixlen = snprintf(c->prefix, sizeof(c->prefix), "*%d\r\n$%zu\r\n%s\r\n", argc,
+                            strlen(w->cmd), w->cmd);
+    char keyprefix[32];
+    int kplen = snprintf(keyprefix, sizeof(keyprefix), "key:%zu:", test.vlen);
+    size_t klen = (size_t)kplen + BENCH_KEY_DIGITS;
+    for (int s = 0; s < config.pipeline; s++) {
+        for (int i = 0; i < nk; i++) {
+            khdr *h = &c->hdrs[s * nk + i];
+            char *p = h->buf;
+            /* A single-key command carries its prefix in its only header,
+             * so SET is 3 iovecs and GET is 1. */
+            if (!batchcmd) {
+                memcpy(p, c->prefix, (size_t)c->prefixlen);
+                p += c->prefixlen;
+            }
+            p += sprintf(p, "$%zu\r\n%s", klen, keyprefix);
+            h->digits = (uint16_t)(p - h->buf);
+            p += BENCH_KEY_DIGITS;
+            p += sprintf(p, "\r\n");
+            if (w->flags & WL_WRITE) p += sprintf(p, "$%zu\r\n", test.vlen);
+            h->len = (uint16_t)(p - h->buf);
+            uint64_t k = batchcmd ? (uint64_t)c->id * (uint64_t)nk + (uint64_t)i : (uint64_t)c->id;
+            c->keys[s * nk + i] = k;
+            putDigits(h->buf + h->digits, k);
+        }
+    }
+}
+
+/* Claims up to `pipeline` requests, builds their iovecs and starts writing.
+ * Returns 0 when the phase has nothing left for this connection. */
+static void connWrite(conn *c);
+
+static int connIssue(conn *c) {
+    benchThread *t = c->t;
+    uint64_t now = nowNs();
+    if (test.deadline && now >= test.deadline) return 0;
+    long long want = config.pipeline;
+    long long first = atomic_fetch_add(&test.issued, want);
+    if (first >= test.limit) return 0;
+    if (first + want > test.limit) want = test.limit - first;
+
+    const workload *w = test.w;
+    int nk = test.nkeys;
+    struct iovec *iov = c->iov;
+    int n = 0;
+    for (int s = 0; s < want; s++) {
+        if (nk == 0) {   /* PING */
+            iov[n].iov_base = c->prefix;
+            iov[n++].iov_len = (size_t)c->prefixlen;
+            continue;
+        }
+        if (w->flags & WL_BATCH) {
+            iov[n].iov_base = c->prefix;
+            iov[n++].iov_len = (size_t)c->prefixlen;
+        }
+        for (int i = 0; i < nk; i++) {
+            khdr *h = &c->hdrs[s * nk + i];
+            if (config.keyspace) {
+                uint64_t k = xorshift64(&t->rng) % (uint64_t)config.keyspace;
+                c->keys[s * nk + i] = k;
+                putDigits(h->buf + h->digits, k);
+            }
+            iov[n].iov_base = h->buf;
+            iov[n++].iov_len = h->len;
+            if (w->flags & WL_WRITE) {
+                iov[n].iov_base = pattern + keyShift(c->keys[s * nk + i]);
+                iov[n++].iov_len = test.vlen;
+                iov[n].iov_base = (void *)crlf;
+                iov[n++].iov_len = 2;
+            }
+        }
+    }
+    c->nslots = (int)want;
+    c->iovcnt = n;
+    c->iovpos = 0;
+    c->rslot = 0;
+    c->arr_left = -1;
+    c->elem = 0;
+    c->sent_ns = now;
+    c->batches++;
+    connWrite(c);
+    return 1;
+}
+
+static void connSetWrite(conn *c, int on) {
+    if (c->wantwrite == on) return;
+    struct epoll_event ev = {.events = EPOLLIN | (on ? EPOLLOUT : 0), .data.ptr = c};
+    if (epoll_ctl(c->t->epfd, EPOLL_CTL_MOD, c->fd, &ev) == -1)
+        benchFatal("epoll_ctl: %s", strerror(errno));
+    c->wantwrite = on;
+}
+
+static void connWrite(conn *c) {
+    while (c->iovpos < c->iovcnt) {
+        int cnt = c->iovcnt - c->iovpos;
+        if (cnt > IOV_MAX) cnt = IOV_MAX;
+        ssize_t n = writev(c->fd, c->iov + c->iovpos, cnt);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                connSetWrite(c, 1);
+                return;
+            }
+            benchFatal("connection %d: write: %s", c->id, strerror(errno));
+        }
+        size_t left = (size_t)n;
+        while (left > 0) {
+            struct iovec *v = &c->iov[c->iovpos];
+            if (left >= v->iov_len) {
+                left -= v->iov_len;
+                c->iovpos++;
+            } else {
+                v->iov_base = (char *)v->iov_base + left;
+                v->iov_len -= left;
+                left = 0;
+            }
+        }
+    }
+    connSetWrite(c, 0);
+}
+
+/* ---- consuming replies ----------------------------------------------------------------- */
+
+static void reportBadValue(conn *c, uint64_t key, const char *fmt, ...) {
+    c->t->st.badvals++;
+    if (atomic_fetch_add(&badvals_reported, 1) >= BENCH_MAX_REPORTED) return;
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "mooncake-benchmark: %s key:%zu:%0*llu: %s\n", test.w->label, test.vlen,
+            BENCH_KEY_DIGITS, (unsigned long long)key, msg);
+}
+
+static inline uint64_t currentKey(conn *c) {
+    int idx = c->rslot * test.nkeys + (c->arr_left >= 0 ? c->elem : 0);
+    return c->keys[idx];
+}
+
+/* n payload bytes of the current bulk at p: verify (with --check), count. */
+static void payloadConsume(conn *c, const unsigned char *p, size_t n) {
+    if (config.check && !c->bulk_bad && test.vlen) {
+        uint64_t k = currentKey(c);
+        const unsigned char *want = pattern + keyShift(k) + c->bulk_off;
+        if (memcmp(p, want, n) != 0) {
+            size_t i = 0;
+            while (p[i] == want[i]) i++;
+            reportBadValue(c, k, "byte %zu is 0x%02x, expected 0x%02x", c->bulk_off + i, p[i],
+                           want[i]);
+            c->bulk_bad = 1;
+        }
+    }
+    c->bulk_off += n;
+}
+
+/* One reply (or array element) is complete. */
+static void connElementDone(conn *c) {
+    if (c->arr_left > 0) {
+        c->elem++;
+        if (--c->arr_left > 0) return;
+    }
+    /* The whole reply of slot rslot is in. */
+    benchThread *t = c->t;
+    if (t->now == 0) t->now = nowNs();
+    if (test.record) {
+        histRecord(&t->st.lat, t->now - c->sent_ns);
+        t->st.ops++;
+        if (test.w->flags & WL_WRITE) t->st.bytes += (uint64_t)test.nkeys * test.vlen;
+    }
+    t->last_ns = t->now;
+    c->arr_left = -1;
+    c->elem = 0;
+    if (++c->rslot < c->nslots) return;
+    if (c->iovpos < c->iovcnt)
+        benchFatal("connection %d: all replies arrived before the requests were sent", c->id);
+    if (!connIssue(c)) {
+        c->idle = 1;
+        c->nslots = 0;
+        t->active--;
+    }
+}
+
+static void connErrorReply(conn *c, const char *line, size_t len) {
+    benchStats *st = &c->t->st;
+    if (test.record) st->errors++;
+    if (st->firsterr[0] == '\0') {
+        if (len >= sizeof(st->firsterr)) len = sizeof(st->firsterr) - 1;
+        memcpy(st->firsterr, line, len);
+        st->firsterr[len] = '\0';
+    }
+}
+
+static long long parseLen(conn *c, const char *p, const char *end) {
+    long long v = 0;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p == end) benchFatal("connection %d: protocol error: empty length", c->id);
+    for (; p < end; p++) {
+        if (*p < '0' || *p > '9' || v > (LLONG_MAX - 9) / 10)
+            benchFatal("connection %d: protocol error: bad length", c->id);
+        v = v * 10 + (*p - '0');
+    }
+    return neg ? -v : v;
+}
+
+/* Parses whatever complete replies (and payload parts) the read buffer
+ * holds, consuming them in place. */
+static void connParse(conn *c) {
+    while (c->rpos < c->rlen) {
+        if (c->nslots == 0 || c->rslot >= c->nslots)
+            benchFatal("connection %d: unexpected data from the server", c->id);
+        if (c->rstate == RS_PAYLOAD) {
+            size_t avail = c->rlen - c->rpos;
+            size_t take = c->bulk_len - c->bulk_off;
+            if (take > avail) take = avail;
+            payloadConsume(c, (unsigned char *)c->rbuf + c->rpos, take);
+            c->rpos += take;
+            if (c->bulk_off < c->bulk_len) return;
+            c->rstate = RS_CRLF;
+            continue;
+        }
+        if (c->rstate == RS_CRLF) {
+            if (c->rlen - c->rpos < 2) return;
+            if (c->rbuf[c->rpos] != '\r' || c->rbuf[c->rpos + 1] != '\n')
+                benchFatal("connection %d: protocol error: bulk not ended by CRLF", c->id);
+            c->rpos += 2;
+            c->rstate = RS_LINE;
+            connElementDone(c);
+            continue;
+        }
+        char *line = c->rbuf + c->rpos;
+        char *nl = memchr(line, '\n', c->rlen - c->rpos);
+        if (!nl) {
+            if (c->rpos == 0 && c->rlen == BENCH_RBUF_SIZE)
+                benchFatal("connection %d: protocol error: reply line too long", c->id);
+            return;
+        }
+        char *end = (nl > line && nl[-1] == '\r') ? nl - 1 : nl;
+        c->rpos = (size_t)(nl + 1 - c->rbuf);
+        switch (line[0]) {
+        case '+':
+        case ':':
+            connElementDone(c);
+            break;
+        case '-':
+            connErrorReply(c, line + 1, (size_t)(end - line - 1));
+            connElementDone(c);
+            break;
+        case '$': {
+            long long n = parseLen(c, line + 1, end);
+            if (n < 0) {
+                if (test.record) c->t->st.misses++;
+                if (config.check && (test.w->flags & WL_READ) && !config.keyspace)
+                    reportBadValue(c, currentKey(c), "missing (nil reply)");
+                connElementDone(c);
+                break;
+            }
+            c->bulk_len = (size_t)n;
+            c->bulk_off = 0;
+            c->bulk_bad = 0;
+            if ((test.w->flags & WL_READ) && test.record) c->t->st.bytes += (uint64_t)n;
+            if (config.check && test.vlen && (test.w->flags & WL_READ) && c->bulk_len != test.vlen) {
+                reportBadValue(c, currentKey(c), "length %zu, expected %zu", c->bulk_len, test.vlen);
+                c->bulk_bad = 1;
+            }
+            c->rstate = n > 0 ? RS_PAYLOAD : RS_CRLF;
+            break;
+        }
+        case '*': {
+            if (c->arr_left >= 0)
+                benchFatal("connection %d: nested arrays are not expected", c->id);
+            long long n = parseLen(c, line + 1, end);
+            if (n <= 0) {
+                connElementDone(c);
+                break;
+            }
+            c->arr_left = n;
+            c->elem = 0;
+            if ((test.w->flags & WL_BATCH) && n != test.nkeys)
+                benchFatal("connection %d: %s returned %lld elements, expected %d", c->id,
+                           test.w->label, n, test.nkeys);
+            break;
+        }
+        default:
+            benchFatal("connection %d: protocol error: unexpected byte 0x%02x", c->id,
+                       (unsigned char)line[0]);
+        }
+    }
+}
+
+static void connClosed(conn *c, ssize_t n) {
+    benchStats *st = &c->t->st;
+    if (n == 0)
+        benchFatal("connection %d: server closed the connection during %s%s%s", c->id,
+                   test.w->label, st->firsterr[0] ? ", last error: " : "", st->firsterr);
+    benchFatal("connection %d: read: %s", c->id, strerror(errno));
+}
+
+static void connRead(conn *c) {
+    for (;;) {
+        ssize_t n;
+        size_t asked;
+        if (c->rstate == RS_PAYLOAD && c->rpos == c->rlen &&
+            c->bulk_len - c->bulk_off >= BENCH_BIG_PAYLOAD && c->sinkcap) {
+            /* The rest of a big payload: straight into the sink, and the
+             * bytes after it (CRLF, next header) into the read buffer. */
+            size_t pos = c->bulk_off % c->sinkcap;
+            size_t n0 = c->bulk_len - c->bulk_off;
+            if (n0 > c->sinkcap - pos) n0 = c->sinkcap - pos;
+            struct iovec iov[2] = {{c->sink + pos, n0}, {c->rbuf, BENCH_RBUF_SIZE}};
+            c->rpos = c->rlen = 0;
+            asked = n0 + BENCH_RBUF_SIZE;
+            n = readv(c->fd, iov, 2);
+            if (n <= 0) goto noread;
+            size_t k = (size_t)n < n0 ? (size_t)n : n0;
+            payloadConsume(c, c->sink + pos, k);
+            c->rlen = (size_t)n - k;
+            if (c->bulk_off == c->bulk_len) c->rstate = RS_CRLF;
+        } else {
+            if (c->rpos == c->rlen) {
+                c->rpos = c->rlen = 0;
+            } else if (c->rlen == BENCH_RBUF_SIZE) {
+                /* Only a partial reply line (or CRLF) is left: payload is
+                 * always consumed in place, so this moves a few bytes. */
+                memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+                c->rlen -= c->rpos;
+                c->rpos = 0;
+            }
+            asked = BENCH_RBUF_SIZE - c->rlen;
+            n = read(c->fd, c->rbuf + c->rlen, asked);
+            if (n <= 0) goto noread;
+            c->rlen += (size_t)n;
+        }
+        c->t->now = 0;
+        uint64_t batches = c->batches;
+        connParse(c);
+        /* Back to epoll once a new batch went out (its replies cannot be
+         * there yet), the connection is done, or the socket looks drained
+         * (a short read: trying again would most likely cost an EAGAIN). */
+        if (c->idle || c->batches != batches || (size_t)n < asked) return;
+        continue;
+    noread:
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        connClosed(c, n);
+    }
+}
+
+/* ---- phases --------------------------------------------------------------------------- */
+
+static void *threadMain(void *arg) {
+    benchThread *t = arg;
+    t->active = 0;
+    for (int i = 0; i < t->nconns; i++) {
+        conn *c = t->conns[i];
+        c->idle = 0;
+        c->nslots = 0;
+        c->rstate = RS_LINE;
+        if (connIssue(c)) t->active++;
+        else c->idle = 1;
+    }
+    struct epoll_event ev[BENCH_MAX_EVENTS];
+    while (t->active > 0) {
+        int n = epoll_wait(t->epfd, ev, BENCH_MAX_EVENTS, 1000);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            benchFatal("epoll_wait: %s", strerror(errno));
+        }
+        for (int i = 0; i < n; i++) {
+            conn *c = ev[i].data.ptr;
+            if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connRead(c);
+            if ((ev[i].events & EPOLLOUT) && c->wantwrite) connWrite(c);
+        }
+    }
+    return NULL;
+}
+
+/* Runs one phase of the current test on all threads; returns its length in ns. */
+static uint64_t runPhase(long long requests, int record) {
+    test.record = record;
+    test.limit = config.duration > 0 && record ? LLONG_MAX : requests;
+    atomic_store(&test.issued, 0);
+    for (int i = 0; i < config.threads; i++) {
+        benchThread *t = &threads[i];
+        histReset(&t->st.lat);
+        t->st.ops = t->st.bytes = t->st.errors = t->st.misses = t->st.badvals = 0;
+        t->st.firsterr[0] = '\0';
+        t->last_ns = 0;
+    }
+    for (int i = 0; i < config.clients; i++) connPrepare(&conns[i]);
+    uint64_t start = nowNs();
+    test.deadline = config.duration > 0 && record ? start + (uint64_t)(config.duration * 1e9) : 0;
+    if (config.threads == 1) {
+        threadMain(&threads[0]);
+    } else {
+        for (int i = 0; i < config.threads; i++)
+            if (pthread_create(&threads[i].tid, NULL, threadMain, &threads[i]) != 0)
+                benchFatal("pthread_create failed");
+        for (int i = 0; i < config.threads; i++) pthread_join(threads[i].tid, NULL);
+    }
+    uint64_t end = start;
+    for (int i = 0; i < config.threads; i++)
+        if (threads[i].last_ns > end) end = threads[i].last_ns;
+    return end - start;
+}
+
+/* ---- reporting -------------------------------------------------------------------------- */
+
+static int failed;
+
+static void report(const workload *w, size_t vlen, uint64_t elapsed) {
+    static benchStats sum;
+    histReset(&sum.lat);
+    sum.ops = sum.bytes = sum.errors = sum.misses = sum.badvals = 0;
+    sum.firsterr[0] = '\0';
+    for (int i = 0; i < config.threads; i++) {
+        benchStats *st = &threads[i].st;
+        histMerge(&sum.lat, &st->lat);
+        sum.ops += st->ops;
+        sum.bytes += st->bytes;
+        sum.errors += st->errors;
+        sum.misses += st->misses;
+        sum.badvals += st->badvals;
+        if (!sum.firsterr[0] && st->firsterr[0]) memcpy(sum.firsterr, st->firsterr, sizeof(sum.firsterr));
+    }
+    double secs = elapsed / 1e9;
+    if (secs <= 0) secs = 1e-9;
+    double ops = sum.ops / secs, gbs = sum.bytes / secs / 1e9;
+    double p50 = histPercentile(&sum.lat, 50) / 1e6, p99 = histPercentile(&sum.lat, 99) / 1e6;
+    double p999 = histPercentile(&sum.lat, 99.9) / 1e6, max = sum.lat.max / 1e6;
+    char size[32] = "";
+    if (w->flags & WL_SIZED) formatSize(size, sizeof(size), vlen);
+    if (config.check && (sum.errors || sum.badvals)) failed = 1;
+
+    if (config.csv) {
+        printf("\"%s\",\"%s\",%zu,%llu,%.3f,%.2f,%.4f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%llu\n",
+               w->label, size, vlen, (unsigned long long)sum.ops, secs, ops, gbs, p50, p99, p999,
+               max, (unsigned long long)sum.errors, (unsigned long long)sum.misses,
+               (unsigned long long)sum.badvals);
+    } else if (config.quiet) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s%s:", w->label, size[0] ? " " : "", size);
+        printf("%-13s %12.2f ops/s %8.3f GB/s  p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms", name,
+               ops, gbs, p50, p99, p999, max);
+        if (sum.errors) printf("  errors %llu", (unsigned long long)sum.errors);
+        if (sum.misses) printf("  nil %llu", (unsigned long long)sum.misses);
+        if (sum.badvals) printf("  BAD %llu", (unsigned long long)sum.badvals);
+        printf("\n");
+    } else {
+        char ks[64];
+        if (config.keyspace) snprintf(ks, sizeof(ks), "random keys in [0,%lld)", config.keyspace);
+        else snprintf(ks, sizeof(ks), "%s per client", (w->flags & WL_BATCH) ? "keys" : "one key");
+        printf("====== %s%s%s ======\n", w->label, size[0] ? " " : "", size);
+        printf("  %llu requests in %.3f s, %d clients, pipeline %d, %d thread%s, %s",
+               (unsigned long long)sum.ops, secs, config.clients, config.pipeline, config.threads,
+               config.threads == 1 ? "" : "s", ks);
+        if (w->flags & WL_BATCH) printf(", %d keys per command", config.batch);
+        printf("\n  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
+        printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
+        printf("  errors: %llu", (unsigned long long)sum.errors);
+        if (sum.misses) printf(", nil replies: %llu", (unsigned long long)sum.misses);
+        if (config.check) printf(", verification failures: %llu", (unsigned long long)sum.badvals);
+        printf("\n");
+    }
+    if (sum.firsterr[0]) fprintf(stderr, "  first error (%s): -%s\n", w->label, sum.firsterr);
+    fflush(stdout);
+}
+
+static void runTest(const workload *w, size_t vlen) {
+    test.w = w;
+    test.vlen = vlen;
+    test.nkeys = workloadKeys(w);
+    if (config.warmup > 0) runPhase(config.warmup, 0);
+    uint64_t elapsed = runPhase(config.requests, 1);
+    report(w, vlen, elapsed);
+}
+
+/* ---- set-up ------------------------------------------------------------------------------ */
+
+static void usage(int code) {
+    FILE *f = code ? stderr : stdout;
+    fprintf(f,
+"Usage: mooncake-benchmark [options]\n"
+"\n"
+"Load generator for any RESP server (mooncake-server, redis-server): pre-built\n"
+"requests, values sent from one shared buffer with writev and received without\n"
+"user-space copies, so that large values measure the server, not the client.\n"
+"\n"
+" -h <host>          server host (default 127.0.0.1)\n"
+" -p <port>          server port (default 6379)\n"
+" -s <socket>        server unix socket (overrides host and port)\n"
+" -a <password>      AUTH with this password on every connection\n"
+" -c <clients>       parallel connections (default 50)\n"
+" -n <requests>      requests per test (default 100000)\n"
+" -d <sizes>         value sizes, comma separated, binary units:\n"
+"                    64,4k,64k,1m,4m,16m,64m (default 64)\n"
+" -t <tests>         comma separated: ping,set,get,mset,mget (default set,get);\n"
+"                    they always run in that order, once per size (ping once)\n"
+" -P <pipeline>      requests per connection in flight (default 1)\n"
+" -r <keyspace>      random keys key:<size>:NNNNNNNNNNNN in [0,keyspace)\n"
+"                    (default: one key per client, --batch keys for MSET/MGET)\n"
+" -q                 quiet: one line per test\n"
+" --threads <n>      client threads, each an epoll loop over its connections (default 1)\n"
+" --batch <n>        keys per MSET/MGET (default 16)\n"
+" --check            verify every byte of every GET/MGET reply against the\n"
+"                    pattern SET wrote; exit 1 on any mismatch or error reply\n"
+" --csv              CSV output\n"
+" --duration <s>     run each test for s seconds instead of -n requests\n"
+" --warmup <n>       n unmeasured requests before each test\n"
+" --sink <size>      cap a connection's receive buffer for large values\n"
+"                    (default: the value size; bytes wrap around in it)\n"
+" --help             this text\n"
+"\n"
+"Output per test and size: ops/s, GB/s (value bytes, 10^9), latency percentiles\n"
+"p50/p99/p99.9/max in ms (2 significant digits), error replies (the first is\n"
+"printed). Exit status 1 if a connection fails, or with --check if any error\n"
+"reply or verification failure was seen.\n");
+    exit(code);
+}
+
+static long long argNum(const char *opt, const char *v, long long min, long long max) {
+    char *end;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (errno || end == v || *end || n < min || n > max)
+        benchFatal("invalid value for %s: '%s' (expected %lld..%lld)", opt, v, min, max);
+    return n;
+}
+
+static void parseSizes(const char *arg) {
+    char *s = strdup(arg), *save = NULL;
+    if (!s) benchFatal("out of memory");
+    config.nsizes = 0;
+    free(config.sizes);
+    config.sizes = benchAlloc(sizeof(size_t) * (strlen(arg) + 1));
+    for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (parseSize(tok, &config.sizes[config.nsizes]) == -1)
+            benchFatal("invalid size '%s' in -d", tok);
+        config.nsizes++;
+    }
+    free(s);
+    if (config.nsizes == 0) benchFatal("-d needs at least one size");
+}
+
+static void parseTests(const char *arg) {
+    char *s = strdup(arg), *save = NULL;
+    if (!s) benchFatal("out of memory");
+    config.tests = 0;
+    for (char *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int i;
+        for (i = 0; i < NWORKLOADS; i++)
+            if (strcasecmp(tok, workloads[i].name) == 0) break;
+        if (i == NWORKLOADS) benchFatal("unknown test '%s' (known: ping,set,get,mset,mget)", tok);
+        config.tests |= 1u << i;
+    }
+    free(s);
+    if (!config.tests) benchFatal("-t needs at least one test");
+}
+
+static void parseOptions(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int last = i == argc - 1;
+        if (!strcmp(o, "--help")) usage(0);
+        if (!strcmp(o, "-q")) { config.quiet = 1; continue; }
+        if (!strcmp(o, "--check")) { config.check = 1; continue; }
+        if (!strcmp(o, "--csv")) { config.csv = 1; continue; }
+        if (last) {
+            fprintf(stderr, "mooncake-benchmark: option %s needs a value (or is unknown)\n\n", o);
+            usage(1);
+        }
+        const char *v = argv[++i];
+        if (!strcmp(o, "-h")) config.host = v;
+        else if (!strcmp(o, "-p")) config.port = (int)argNum(o, v, 1, 65535);
+        else if (!strcmp(o, "-s")) config.unixsock = v;
+        else if (!strcmp(o, "-a")) config.auth = v;
+        else if (!strcmp(o, "-c")) config.clients = (int)argNum(o, v, 1, 100000);
+        else if (!strcmp(o, "-n")) config.requests = argNum(o, v, 1, LLONG_MAX / 4);
+        else if (!strcmp(o, "-d")) parseSizes(v);
+        else if (!strcmp(o, "-t")) parseTests(v);
+        else if (!strcmp(o, "-P")) config.pipeline = (int)argNum(o, v, 1, 100000);
+        else if (!strcmp(o, "-r")) config.keyspace = argNum(o, v, 1, 999999999999LL);
+        else if (!strcmp(o, "--threads")) config.threads = (int)argNum(o, v, 1, 1024);
+        else if (!strcmp(o, "--batch")) config.batch = (int)argNum(o, v, 1, 100000);
+        else if (!strcmp(o, "--warmup")) config.warmup = argNum(o, v, 0, LLONG_MAX / 4);
+        else if (!strcmp(o, "--duration")) {
+            char *end;
+            config.duration = strtod(v, &end);
+            if (*end || !(config.duration > 0) || config.duration > 1e6)
+                benchFatal("invalid value for --duration: '%s'", v);
+        } else if (!strcmp(o, "--sink")) {
+            if (parseSize(v, &config.sinkmax) == -1) benchFatal("invalid value for --sink: '%s'", v);
+        } else {
+            fprintf(stderr, "mooncake-benchmark: unknown option %s\n\n", o);
+            usage(1);
+        }
+    }
+    if (!config.sizes) parseSizes("64");
+    if (!config.tests) parseTests("set,get");
+    if (config.threads > config.clients) config.threads = config.clients;
+    if (!config.keyspace && (long long)config.clients * config.batch > 999999999999LL)
+        benchFatal("too many keys");
+}
+
+static void setup(void) {
+    size_t maxsize = 0, maxread = 0;
+    int maxkeys = 1;
+    for (int s = 0; s < config.nsizes; s++)
+        if (config.sizes[s] > maxsize) maxsize = config.sizes[s];
+    for (int i = 0; i < NWORKLOADS; i++) {
+        if (!(config.tests & (1u << i))) continue;
+        int nk = workloadKeys(&workloads[i]);
+        if (nk > maxkeys) maxkeys = nk;
+        if (workloads[i].flags & WL_READ) maxread = maxsize;
+    }
+
+    /* The value pattern: a 1 MiB pseudo-random block, repeated to cover
+     * every shift plus the largest value. Written here, so pre-faulted. */
+    pattern_len = BENCH_PATTERN_PERIOD + maxsize;
+    pattern = benchMapPrefaulted(pattern_len);
+    uint64_t x = 0x6d6f6f6e63616b65ULL;   /* "mooncake" */
+    for (size_t i = 0; i < BENCH_PATTERN_PERIOD; i += 8) {
+        uint64_t r = splitmix64(x++);
+        memcpy(pattern + i, &r, 8);
+    }
+    for (size_t i = BENCH_PATTERN_PERIOD; i < pattern_len; i += BENCH_PATTERN_PERIOD) {
+        size_t n = pattern_len - i < BENCH_PATTERN_PERIOD ? pattern_len - i : BENCH_PATTERN_PERIOD;
+        memcpy(pattern + i, pattern, n);
+    }
+
+    /* Sinks for large values read back: one per connection, the size of the
+     * largest value unless --sink or the memory budget says less. */
+    size_t sinkcap = 0;
+    if (maxread >= BENCH_BIG_PAYLOAD) {
+        sinkcap = maxread;
+        if (config.sinkmax && sinkcap > config.sinkmax) sinkcap = config.sinkmax;
+        if ((unsigned long long)sinkcap * (unsigned long long)config.clients > BENCH_SINK_BUDGET) {
+            sinkcap = (size_t)(BENCH_SINK_BUDGET / (unsigned long long)config.clients);
+            sinkcap &= ~(size_t)(BENCH_BIG_PAYLOAD - 1);
+            if (sinkcap < BENCH_BIG_PAYLOAD) sinkcap = BENCH_BIG_PAYLOAD;
+        }
+    }
+
+    threads = benchAlloc(sizeof(benchThread) * (size_t)config.threads);
+    for (int i = 0; i < config.threads; i++) {
+        benchThread *t = &threads[i];
+        t->id = i;
+        t->rng = splitmix64((uint64_t)i + 1) | 1;
+        t->epfd = epoll_create1(EPOLL_CLOEXEC);
+        if (t->epfd == -1) benchFatal("epoll_create1: %s", strerror(errno));
+        t->conns = benchAlloc(sizeof(conn *) * (size_t)(config.clients / config.threads + 1));
+    }
+
+    conns = benchAlloc(sizeof(conn) * (size_t)config.clients);
+    size_t slots = (size_t)config.pipeline * (size_t)maxkeys;
+    for (int i = 0; i < config.clients; i++) {
+        conn *c = &conns[i];
+        char err[256];
+        c->id = i;
+        c->fd = connectOne(err, sizeof(err));
+        if (c->fd == -1) benchFatal("could not connect: %s", err);
+        c->t = &threads[i % config.threads];
+        c->t->conns[c->t->nconns++] = c;
+        c->keys = benchAlloc(sizeof(uint64_t) * slots);
+        c->hdrs = benchAlloc(sizeof(khdr) * slots);
+        c->iov = benchAlloc(sizeof(struct iovec) * (size_t)config.pipeline * (1 + 3 * (size_t)maxkeys));
+        c->rbuf = benchAlloc(BENCH_RBUF_SIZE);
+        c->sinkcap = sinkcap;
+        if (sinkcap) c->sink = benchMapPrefaulted(sinkcap);
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(c->t->epfd, EPOLL_CTL_ADD, c->fd, &ev) == -1)
+            benchFatal("epoll_ctl: %s", strerror(errno));
+    }
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    parseOptions(argc, argv);
+    setup();
+    if (config.csv)
+        printf("\"test\",\"size\",\"bytes\",\"requests\",\"seconds\",\"ops_per_sec\",\"gb_per_sec\","
+               "\"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\",\"errors\",\"nil\",\"bad_values\"\n");
+    for (int i = 0; i < NWORKLOADS; i++)
+        if ((config.tests & (1u << i)) && !(workloads[i].flags & WL_SIZED)) runTest(&workloads[i], 0);
+    for (int s = 0; s < config.nsizes; s++)
+        for (int i = 0; i < NWORKLOADS; i++)
+            if ((config.tests & (1u << i)) && (workloads[i].flags & WL_SIZED))
+                runTest(&workloads[i], config.sizes[s]);
+    return failed;
+}
