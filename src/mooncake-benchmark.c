@@ -13,27 +13,32 @@
  *    for each pipeline slot and key, the RESP text around the value
  *    ("*3 $3 SET $<klen> key:<size>:<12 digits> $<vlen>") into a small
  *    header buffer. With a random keyspace (-r) only the 12 key digits are
- *    rewritten per request. The value is never formatted: it is a window
- *    into ONE shared, pre-faulted pattern buffer, and a request leaves with
- *    writev(header, value window, "\r\n"); a pipeline of P requests is one
- *    writev of 3P iovecs (4 MiB or more per call for big values).
+ *    rewritten per request. The value is never formatted or copied: a
+ *    request leaves with writev(header, value, "\r\n") where the value is
+ *    a window into ONE shared, pre-faulted pattern buffer; a pipeline of P
+ *    requests is one writev (megabytes per call for big values).
  *
  *  - Values are deterministic: byte j of the value of key k is
- *    pattern[shift(k) + j], where pattern is a 1 MiB pseudo-random block
- *    repeated, and shift(k) a hash of (k, size) modulo 1 MiB. So SET needs
- *    no per-key buffer, and GET --check verifies a reply with memcmp
- *    against the same buffer, without having stored anything. Two keys
- *    share a pattern only if their shifts collide (1 in 2^20).
+ *    pattern[(shift(k) + j) mod 1 MiB], pattern being 1 MiB of
+ *    pseudo-random bytes and shift(k) a hash of (k, size). A value longer
+ *    than the rest of the period is several iovecs over the same megabyte,
+ *    so even a 64 MiB SET reads its source from the CPU cache, and the
+ *    client needs no per-key buffer. GET --check verifies a reply with
+ *    memcmp against the same buffer, without having stored anything. Two
+ *    keys share a pattern only if their shifts collide (1 in 2^20).
  *
  *  - Replies are parsed incrementally in a per-connection 64 KiB read
- *    buffer and consumed where they lie: nothing is assembled. Once a bulk
- *    payload has at least BENCH_BIG_PAYLOAD bytes still to come and the
- *    read buffer is drained, the socket is read with
- *    readv(sink + offset, rest of the value; readbuf) -- megabytes per call
- *    straight into a per-connection sink sized to the value (pre-faulted,
- *    reused), the trailing CRLF and the next reply's header landing in the
- *    read buffer in the same call. --check verifies each chunk right after
- *    the read that brought it, while it is still in cache.
+ *    buffer and consumed where they lie: nothing is assembled or copied.
+ *    Once a bulk payload has at least BENCH_BIG_PAYLOAD bytes still to
+ *    come and the read buffer is drained, the socket is read with
+ *    readv(sink, rest of the value; readbuf): up to --sink (4 MiB) per
+ *    call straight into the thread's sink, the trailing CRLF and the next
+ *    reply's header landing in the read buffer in the same call. --check
+ *    verifies each chunk right after the read that brought it, while it
+ *    is still in cache; so the sink never has to hold a whole value, one
+ *    per thread serves all its connections, and it stays cache-resident
+ *    (a value-sized sink per connection cost about a third more client
+ *    CPU per GB at 16 MiB: every byte then goes to DRAM and back).
  *
  *  - Sockets are non-blocking, TCP_NODELAY, one epoll loop per --threads
  *    thread over its share of the connections. A request batch is written
@@ -56,7 +61,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <math.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -84,9 +88,9 @@
 #define BENCH_KEY_DIGITS 12                  /* key:<size>:NNNNNNNNNNNN */
 #define BENCH_PATTERN_PERIOD (1u << 20)      /* the pattern repeats every 1 MiB */
 #define BENCH_HDR_MAX 96                     /* one pre-built request/key header */
-#define BENCH_SINK_BUDGET (4ULL << 30)       /* all sinks together, at most */
+#define BENCH_SINK_DEFAULT (4u << 20)        /* a thread's sink, unless --sink */
 #define BENCH_MAX_EVENTS 64
-#define BENCH_MAX_REPORTED 5                 /* verification failures printed */
+#define BENCH_MAX_REPORTED 5                 /* verification failures printed per test */
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -109,10 +113,10 @@ static struct benchConfig {
     int quiet;
     double duration;          /* seconds; 0: run -n requests */
     long long warmup;
-    size_t sinkmax;           /* cap on a connection's sink; 0: the value size */
+    size_t sink;              /* a thread's sink for big payloads */
 } config = {
     .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
-    .pipeline = 1, .threads = 1, .batch = 16,
+    .pipeline = 1, .threads = 1, .batch = 16, .sink = BENCH_SINK_DEFAULT,
 };
 
 /* ---- the workload table ------------------------------------------------------ */
@@ -147,8 +151,8 @@ static int workloadKeys(const workload *w) {
 
 /* ---- shared state of a test ---------------------------------------------------- */
 
-static unsigned char *pattern;       /* BENCH_PATTERN_PERIOD + largest size bytes */
-static size_t pattern_len;
+static unsigned char *pattern;       /* BENCH_PATTERN_PERIOD bytes */
+static int value_iovs;               /* most iovecs one value needs */
 static const char crlf[2] = {'\r', '\n'};
 
 /* The test being run: set by the main thread before a phase starts, read
@@ -209,8 +213,6 @@ typedef struct conn {
     int elem;                /* element index inside the array */
     size_t bulk_len, bulk_off;
     int bulk_bad;            /* this bulk already failed verification */
-    unsigned char *sink;
-    size_t sinkcap;
 } conn;
 
 typedef struct benchThread {
@@ -223,6 +225,8 @@ typedef struct benchThread {
     uint64_t rng;
     uint64_t now;            /* clock of the latest read, 0: not taken yet */
     uint64_t last_ns;        /* latest reply */
+    unsigned char *sink;     /* where big payloads are read to (see connRead) */
+    size_t sinkcap;
     benchStats st;
 } benchThread;
 
@@ -436,6 +440,23 @@ static void connPrepare(conn *c) {
     }
 }
 
+/* The value of a key whose pattern starts at `shift`, as iovecs over the
+ * pattern buffer: a window to the end of the period, then whole periods,
+ * then the rest. The same megabyte is sent again and again, so the
+ * source of every write stays in the CPU cache. Returns the count. */
+static int valueIov(struct iovec *iov, size_t shift, size_t vlen) {
+    int n = 0;
+    while (vlen > 0) {
+        size_t take = BENCH_PATTERN_PERIOD - shift;
+        if (take > vlen) take = vlen;
+        iov[n].iov_base = pattern + shift;
+        iov[n++].iov_len = take;
+        vlen -= take;
+        shift = 0;
+    }
+    return n;
+}
+
 /* Claims up to `pipeline` requests, builds their iovecs and starts writing.
  * Returns 0 when the phase has nothing left for this connection. */
 static void connWrite(conn *c);
@@ -473,8 +494,7 @@ static int connIssue(conn *c) {
             iov[n].iov_base = h->buf;
             iov[n++].iov_len = h->len;
             if (w->flags & WL_WRITE) {
-                iov[n].iov_base = pattern + keyShift(c->keys[s * nk + i]);
-                iov[n++].iov_len = test.vlen;
+                n += valueIov(iov + n, keyShift(c->keys[s * nk + i]), test.vlen);
                 iov[n].iov_base = (void *)crlf;
                 iov[n++].iov_len = 2;
             }
@@ -552,13 +572,21 @@ static inline uint64_t currentKey(conn *c) {
 static void payloadConsume(conn *c, const unsigned char *p, size_t n) {
     if (config.check && !c->bulk_bad && test.vlen) {
         uint64_t k = currentKey(c);
-        const unsigned char *want = pattern + keyShift(k) + c->bulk_off;
-        if (memcmp(p, want, n) != 0) {
-            size_t i = 0;
-            while (p[i] == want[i]) i++;
-            reportBadValue(c, k, "byte %zu is 0x%02x, expected 0x%02x", c->bulk_off + i, p[i],
-                           want[i]);
-            c->bulk_bad = 1;
+        size_t done = 0, pos = (keyShift(k) + c->bulk_off) % BENCH_PATTERN_PERIOD;
+        while (done < n) {
+            size_t take = BENCH_PATTERN_PERIOD - pos;
+            if (take > n - done) take = n - done;
+            const unsigned char *got = p + done, *want = pattern + pos;
+            if (memcmp(got, want, take) != 0) {
+                size_t i = 0;
+                while (got[i] == want[i]) i++;
+                reportBadValue(c, k, "byte %zu is 0x%02x, expected 0x%02x",
+                               c->bulk_off + done + i, got[i], want[i]);
+                c->bulk_bad = 1;
+                break;
+            }
+            done += take;
+            pos = 0;
         }
     }
     c->bulk_off += n;
@@ -715,19 +743,22 @@ static void connRead(conn *c) {
         ssize_t n;
         size_t asked;
         if (c->rstate == RS_PAYLOAD && c->rpos == c->rlen &&
-            c->bulk_len - c->bulk_off >= BENCH_BIG_PAYLOAD && c->sinkcap) {
+            c->bulk_len - c->bulk_off >= BENCH_BIG_PAYLOAD && c->t->sinkcap) {
             /* The rest of a big payload: straight into the sink, and the
-             * bytes after it (CRLF, next header) into the read buffer. */
-            size_t pos = c->bulk_off % c->sinkcap;
+             * bytes after it (CRLF, next header) into the read buffer.
+             * Payload is verified (or dropped) right after the read that
+             * brought it, so the thread's sink is free again when this
+             * returns, and one sink serves all its connections. */
+            benchThread *t = c->t;
             size_t n0 = c->bulk_len - c->bulk_off;
-            if (n0 > c->sinkcap - pos) n0 = c->sinkcap - pos;
-            struct iovec iov[2] = {{c->sink + pos, n0}, {c->rbuf, BENCH_RBUF_SIZE}};
+            if (n0 > t->sinkcap) n0 = t->sinkcap;
+            struct iovec iov[2] = {{t->sink, n0}, {c->rbuf, BENCH_RBUF_SIZE}};
             c->rpos = c->rlen = 0;
             asked = n0 + BENCH_RBUF_SIZE;
             n = readv(c->fd, iov, 2);
             if (n <= 0) goto noread;
             size_t k = (size_t)n < n0 ? (size_t)n : n0;
-            payloadConsume(c, c->sink + pos, k);
+            payloadConsume(c, t->sink, k);
             c->rlen = (size_t)n - k;
             if (c->bulk_off == c->bulk_len) c->rstate = RS_CRLF;
         } else {
@@ -802,6 +833,7 @@ static uint64_t runPhase(long long requests, int record) {
         t->last_ns = 0;
     }
     for (int i = 0; i < config.clients; i++) connPrepare(&conns[i]);
+    atomic_store(&badvals_reported, 0);
     uint64_t start = nowNs();
     test.deadline = config.duration > 0 && record ? start + (uint64_t)(config.duration * 1e9) : 0;
     if (config.threads == 1) {
@@ -921,8 +953,8 @@ static void usage(int code) {
 " --csv              CSV output\n"
 " --duration <s>     run each test for s seconds instead of -n requests\n"
 " --warmup <n>       n unmeasured requests before each test\n"
-" --sink <size>      cap a connection's receive buffer for large values\n"
-"                    (default: the value size; bytes wrap around in it)\n"
+" --sink <size>      per-thread buffer that large values are read into, at most\n"
+"                    this much per read() (default 4m; larger values wrap)\n"
 " --help             this text\n"
 "\n"
 "Output per test and size: ops/s, GB/s (value bytes, 10^9), latency percentiles\n"
@@ -1003,7 +1035,8 @@ static void parseOptions(int argc, char **argv) {
             if (*end || !(config.duration > 0) || config.duration > 1e6)
                 benchFatal("invalid value for --duration: '%s'", v);
         } else if (!strcmp(o, "--sink")) {
-            if (parseSize(v, &config.sinkmax) == -1) benchFatal("invalid value for --sink: '%s'", v);
+            if (parseSize(v, &config.sink) == -1 || config.sink < BENCH_BIG_PAYLOAD)
+                benchFatal("invalid value for --sink: '%s' (at least 64k)", v);
         } else {
             fprintf(stderr, "mooncake-benchmark: unknown option %s\n\n", o);
             usage(1);
@@ -1028,32 +1061,19 @@ static void setup(void) {
         if (workloads[i].flags & WL_READ) maxread = maxsize;
     }
 
-    /* The value pattern: a 1 MiB pseudo-random block, repeated to cover
-     * every shift plus the largest value. Written here, so pre-faulted. */
-    pattern_len = BENCH_PATTERN_PERIOD + maxsize;
-    pattern = benchMapPrefaulted(pattern_len);
+    /* The value pattern: one pseudo-random period, written here so it is
+     * faulted in before the first request. */
+    pattern = benchMapPrefaulted(BENCH_PATTERN_PERIOD);
     uint64_t x = 0x6d6f6f6e63616b65ULL;   /* "mooncake" */
     for (size_t i = 0; i < BENCH_PATTERN_PERIOD; i += 8) {
         uint64_t r = splitmix64(x++);
         memcpy(pattern + i, &r, 8);
     }
-    for (size_t i = BENCH_PATTERN_PERIOD; i < pattern_len; i += BENCH_PATTERN_PERIOD) {
-        size_t n = pattern_len - i < BENCH_PATTERN_PERIOD ? pattern_len - i : BENCH_PATTERN_PERIOD;
-        memcpy(pattern + i, pattern, n);
-    }
+    value_iovs = (int)(maxsize / BENCH_PATTERN_PERIOD) + 2;
 
-    /* Sinks for large values read back: one per connection, the size of the
-     * largest value unless --sink or the memory budget says less. */
+    /* A sink per thread for payloads read back, only if some are big. */
     size_t sinkcap = 0;
-    if (maxread >= BENCH_BIG_PAYLOAD) {
-        sinkcap = maxread;
-        if (config.sinkmax && sinkcap > config.sinkmax) sinkcap = config.sinkmax;
-        if ((unsigned long long)sinkcap * (unsigned long long)config.clients > BENCH_SINK_BUDGET) {
-            sinkcap = (size_t)(BENCH_SINK_BUDGET / (unsigned long long)config.clients);
-            sinkcap &= ~(size_t)(BENCH_BIG_PAYLOAD - 1);
-            if (sinkcap < BENCH_BIG_PAYLOAD) sinkcap = BENCH_BIG_PAYLOAD;
-        }
-    }
+    if (maxread >= BENCH_BIG_PAYLOAD) sinkcap = maxread < config.sink ? maxread : config.sink;
 
     threads = benchAlloc(sizeof(benchThread) * (size_t)config.threads);
     for (int i = 0; i < config.threads; i++) {
@@ -1063,6 +1083,8 @@ static void setup(void) {
         t->epfd = epoll_create1(EPOLL_CLOEXEC);
         if (t->epfd == -1) benchFatal("epoll_create1: %s", strerror(errno));
         t->conns = benchAlloc(sizeof(conn *) * (size_t)(config.clients / config.threads + 1));
+        t->sinkcap = sinkcap;
+        if (sinkcap) t->sink = benchMapPrefaulted(sinkcap);
     }
 
     conns = benchAlloc(sizeof(conn) * (size_t)config.clients);
@@ -1077,10 +1099,9 @@ static void setup(void) {
         c->t->conns[c->t->nconns++] = c;
         c->keys = benchAlloc(sizeof(uint64_t) * slots);
         c->hdrs = benchAlloc(sizeof(khdr) * slots);
-        c->iov = benchAlloc(sizeof(struct iovec) * (size_t)config.pipeline * (1 + 3 * (size_t)maxkeys));
+        c->iov = benchAlloc(sizeof(struct iovec) * (size_t)config.pipeline *
+                            (1 + (2 + (size_t)value_iovs) * (size_t)maxkeys));
         c->rbuf = benchAlloc(BENCH_RBUF_SIZE);
-        c->sinkcap = sinkcap;
-        if (sinkcap) c->sink = benchMapPrefaulted(sinkcap);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(c->t->epfd, EPOLL_CTL_ADD, c->fd, &ev) == -1)
             benchFatal("epoll_ctl: %s", strerror(errno));

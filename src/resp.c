@@ -69,7 +69,10 @@ int respReqNext(respReqParser *p, const char *buf, size_t len, size_t *used, res
     if (p->in_bigarg) return RESP_MORE; /* the caller owes us respReqBigArgDone */
 
     while (!p->in_array) {
-        if (pos == len) return RESP_MORE;
+        if (pos == len) {
+            *used = pos; /* skipped empty requests are consumed too */
+            return RESP_MORE;
+        }
         if (buf[pos] != '*') {
             /* Inline request: a whole line up to '\n'. */
             size_t avail = len - pos;

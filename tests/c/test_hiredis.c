@@ -967,7 +967,7 @@ static void testResp3(void) {
 static void testOverwriteRace(void) {
     TEST("overwrite a 1 MiB key while pipelined GETs of it are outstanding") {
         const size_t n = 1 * MiB;
-        enum { VERSIONS = 4, GETS = 8 };
+        enum { VERSIONS = 4, GETS = 6, PADS = 6 };
         const char key[] = "ht:race";
         char *ver[VERSIONS];
         for (int i = 0; i < VERSIONS; i++) ver[i] = randomValue(n);
@@ -988,7 +988,13 @@ static void testOverwriteRace(void) {
             if (idr && idr->type == REDIS_REPLY_INTEGER) reader_id = idr->integer;
             freeReplyObject(idr);
         }
+        char *pad = randomValue(n);
+        CHECK(setValue("ht:race:pad", 11, pad, n));
         if (reader) {
+            /* First fill the kernel's socket buffers with replies of
+             * another key, so that every GET below stays queued in the
+             * server. */
+            for (int i = 0; i < PADS; i++) redisAppendCommand(reader, "GET ht:race:pad");
             /* GETs queued between the overwrites: each sees the version
              * current when the server ran it. */
             for (int i = 0; i < GETS; i++) {
@@ -1029,7 +1035,15 @@ static void testOverwriteRace(void) {
             }
             freeReplyObject(r);
             fprintf(stderr, "  (reader's queued reply bytes in the server: %lld)\n", omem);
-            CHECK(omem >= (long long)n);
+            CHECK(omem >= (long long)(GETS * n));
+            int pads = 0;
+            for (int i = 0; i < PADS; i++) {
+                redisReply *g = NULL;
+                if (redisGetReply(reader, (void **)&g) != REDIS_OK) break;
+                pads += sameBytes(g, pad, n);
+                freeReplyObject(g);
+            }
+            CHECK_EQ(pads, PADS);
             int whole = 0;
             for (int i = 0; i < GETS; i++) {
                 redisReply *g = NULL;
@@ -1065,7 +1079,72 @@ static void testOverwriteRace(void) {
             freeReplyObject(r);
         }
         for (int i = 0; i < VERSIONS; i++) free(ver[i]);
+        free(pad);
+        redisReply *r = cmd("DEL ht:race:pad");
+        freeReplyObject(r);
         CHECK(pingOk());
+    }
+}
+
+/* Values that are refused after their header: the payload must still be
+ * read (and dropped) so the next request on the connection parses. */
+static void testRefusedValues(void) {
+    TEST("a SET larger than the pool: -OOM, payload skipped, connection usable") {
+        long long pool_size = infoField("store", "store_pool_size");
+        CHECK(pool_size > 0);
+        if (pool_size > 0 && pool_size <= 256LL * MiB) {
+            size_t n = (size_t)pool_size + 4 * MiB;
+            char *v = malloc(n);
+            CHECK(v != NULL);
+            if (v) {
+                memset(v, 'z', n);
+                memcpy(v + n / 2, "\r\n*1\r\n$4\r\nPING\r\n", 16);
+                CHECK(setValue("ht:keep", 7, "kept", 4));
+                redisReply *r = cmd("SET %s %b", "ht:toolarge", v, n);
+                CHECK(r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, "OOM", 3) == 0);
+                if (!(r && r->type == REDIS_REPLY_ERROR)) showReply("SET", r);
+                freeReplyObject(r);
+                r = cmd("GET ht:keep");
+                CHECK(sameBytes(r, "kept", 4) || (r && r->type == REDIS_REPLY_NIL)); /* may be evicted */
+                freeReplyObject(r);
+                CHECK_EQ(existsKey("ht:toolarge", 11), 0);
+                CHECK(pingOk());
+                r = cmd("DEL ht:keep");
+                freeReplyObject(r);
+                free(v);
+            }
+        }
+    }
+    TEST("a value over max-object-size is refused, payload skipped, connection usable") {
+        redisReply *r = cmd("CONFIG GET max-object-size");
+        char old[64] = "";
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 && r->element[1]->type == REDIS_REPLY_STRING)
+            snprintf(old, sizeof(old), "%s", r->element[1]->str);
+        freeReplyObject(r);
+        CHECK(old[0] != '\0');
+        r = cmd("CONFIG SET max-object-size 1mb");
+        CHECK(isOk(r));
+        freeReplyObject(r);
+        const size_t n = 2 * MiB;
+        char *v = randomValue(n);
+        /* MSET: the refused value is not the first argument read in place. */
+        char *ok = randomValue(64 * KiB);
+        r = cmd("MSET ht:mos:a %b ht:mos:b %b", ok, (size_t)64 * KiB, v, n);
+        CHECK(r && r->type == REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+        CHECK_EQ(existsKey("ht:mos:a", 8), 0);
+        r = cmd("SET ht:mos:b %b", v, n);
+        CHECK(r && r->type == REDIS_REPLY_ERROR);
+        freeReplyObject(r);
+        CHECK_EQ(existsKey("ht:mos:b", 8), 0);
+        CHECK(pingOk());
+        if (old[0]) {
+            r = cmd("CONFIG SET max-object-size %s", old);
+            CHECK(isOk(r));
+            freeReplyObject(r);
+        }
+        free(v);
+        free(ok);
     }
 }
 
@@ -1112,6 +1191,7 @@ int main(int argc, char **argv) {
     testUnreadReply();
     testResp3();
     testOverwriteRace();
+    testRefusedValues();
     TEST("DEBUG ALLOC-CHECK is OK at the end") {
         redisReply *r = cmd("DEBUG ALLOC-CHECK");
         if (!isOk(r)) showReply("DEBUG ALLOC-CHECK", r);

@@ -182,6 +182,16 @@ int main(void) {
         }
     }
 
+    TEST("resp: empty requests are consumed, not left in the buffer") {
+        respReqParser p;
+        respTok t;
+        size_t used;
+        respReqInit(&p, 1024, 0);
+        const char *empties = "*0\r\n*-1\r\n*0\r\n";
+        CHECK(respReqNext(&p, empties, strlen(empties), &used, &t) == RESP_MORE);
+        CHECK_EQ(used, strlen(empties));
+    }
+
     TEST("resp: over-long lines are refused, not buffered forever") {
         static char big[RESP_INLINE_MAX + 10];
         memset(big, 'a', sizeof(big));

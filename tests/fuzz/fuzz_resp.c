@@ -32,6 +32,11 @@
  * a second time in one piece with big_arg off and a digest of both token
  * streams must match (error texts aside: a line that reaches the 64 KiB
  * limit may be refused with a different wording depending on the split).
+ * And it checks progress: RESP_MORE asked again with nothing new must stay
+ * RESP_MORE with nothing used, and bytes the parser has already skipped (an
+ * empty "*0" request) must be reported as used, or the server keeps and
+ * rescans them on every read. -DFUZZ_RESP_NO_LEFTOVER_CHECK turns that last
+ * check off, to look for other bugs while it fails.
  *
  * Any broken invariant is __builtin_trap(), which libFuzzer reports as a
  * crash with the input saved.

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # tests/fuzz/run.sh -- a short libFuzzer run of the RESP parser, as a test.
 #
 # Builds build/fuzz/fuzz_resp when it is missing or older than its sources,
@@ -77,6 +77,7 @@ fi
 if [ $need_build -eq 1 ]; then
     mkdir -p "$OUTDIR" || failed "cannot create $OUTDIR"
     echo "building $BIN"
+    # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
     (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
         ${FUZZ_CFLAGS:-} -I. "$FUZZ_SRC" resp.c util.c sds.c zmalloc.c -o "$BIN") ||
         failed "building the fuzz target"
@@ -89,7 +90,7 @@ trap 'rm -rf "$work"' EXIT INT TERM
 mkdir -p "$work/corpus" "$work/artifacts"
 cp "$SEEDS"/* "$work/corpus/" || failed "copying seeds"
 
-echo "fuzzing the RESP parser for ${FUZZ_SECONDS}s ($(ls "$work/corpus" | wc -l) seeds)"
+echo "fuzzing the RESP parser for ${FUZZ_SECONDS}s ($(find "$work/corpus" -type f | wc -l) seeds)"
 "$BIN" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
 rc=$?

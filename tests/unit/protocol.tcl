@@ -339,4 +339,22 @@ start_server {tags {protocol}} {
         }
         $c close
     }
+
+    test {Empty requests (*0, *-1) are consumed, not accumulated} {
+        set fd [raw_connect]
+        puts -nonewline $fd [string repeat "*0\r\n*-1\r\n" 20000]
+        puts -nonewline $fd "*1\r\n\$4\r\nPING\r\n"
+        flush $fd
+        fconfigure $fd -blocking 1
+        assert_equal "+PONG" [string trim [gets $fd]]
+        # The connection's query buffer is back to (nearly) empty.
+        set qbuf -1
+        foreach line [split [r client list] "\n"] {
+            if {[regexp {id=(\d+) .* qbuf=(\d+) } $line -> id q] && $id != [r client id]} {
+                set qbuf $q
+            }
+        }
+        close $fd
+        assert_range $qbuf 0 64
+    }
 }
