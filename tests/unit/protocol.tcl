@@ -1,3 +1,12 @@
+# The qbuf of the other client (there is exactly one other in these tests).
+proc protocol_qbuf_of_others {} {
+    set me [r client id]
+    foreach line [split [r client list] "\n"] {
+        if {[regexp {id=(\d+) .* qbuf=(\d+) } $line -> id q] && $id != $me} { return $q }
+    }
+    return -1
+}
+
 # The wire protocol: inline and multibulk requests, the protocol errors a
 # malformed request gets (and that the connection is then closed), request
 # size limits, pipelining, requests split into small pieces, RESP3 via
@@ -356,13 +365,4 @@ start_server {tags {protocol}} {
         assert_equal "+PONG" [string trim [gets $fd]]
         close $fd
     }
-}
-
-# The qbuf of the other client (there is exactly one other in these tests).
-proc protocol_qbuf_of_others {} {
-    set me [r client id]
-    foreach line [split [r client list] "\n"] {
-        if {[regexp {id=(\d+) .* qbuf=(\d+) } $line -> id q] && $id != $me} { return $q }
-    }
-    return -1
 }
