@@ -830,7 +830,7 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
         freeClientAsync(c);
         return;
     }
-    c->lastinteraction = mstime();
+    c->lastinteraction = server.mstime;
     c->net_in += (unsigned long long)nread;
     server.stat_net_input_bytes += nread;
     if (sdslen(c->querybuf) > c->querybuf_peak) c->querybuf_peak = sdslen(c->querybuf);

@@ -75,10 +75,14 @@ void serverAssertFail(const char *expr, const char *file, int line) {
 
 /* ---- command lookup and dispatch ----------------------------------------- */
 
+/* Case-insensitive hashing lets argv[0] be looked up as it came off the
+ * wire, with no lower-cased copy (a malloc and free per command). */
 static uint64_t cmdHash(const void *key) {
-    return dictGenHashFunction(key, sdslen((sds)key));
+    return dictGenCaseHashFunction(key, sdslen((sds)key));
 }
-static int cmdCompare(const void *a, const void *b) { return !strcasecmp(a, b); }
+static int cmdCompare(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && !strncasecmp(a, b, sdslen((sds)a));
+}
 static dictType commandDictType = {cmdHash, cmdCompare, NULL, NULL};
 
 static void populateCommandTable(void) {
@@ -95,18 +99,17 @@ static void populateCommandTable(void) {
     }
 }
 
-static mcCommand *lookupByNameLen(const char *name, size_t len) {
-    char buf[64];
-    if (len >= sizeof(buf)) return NULL;
-    for (size_t i = 0; i < len; i++) buf[i] = (char)tolower((unsigned char)name[i]);
-    buf[len] = '\0';
-    sds key = sdsnewlen(buf, len);
-    dictEntry *de = dictFind(server.commands, key);
-    sdsfree(key);
+static mcCommand *lookupBySds(sds name) {
+    dictEntry *de = dictFind(server.commands, name);
     return de ? de->val : NULL;
 }
 
-mcCommand *lookupCommandByName(const char *name) { return lookupByNameLen(name, strlen(name)); }
+mcCommand *lookupCommandByName(const char *name) {
+    sds key = sdsnew(name);
+    mcCommand *cmd = lookupBySds(key);
+    sdsfree(key);
+    return cmd;
+}
 
 static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
     for (mcCommand *sub = container->subcommands; sub && sub->name; sub++)
@@ -117,7 +120,7 @@ static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
 /* The container itself when argc == 1 (so its arity error is reported),
  * NULL for an unknown subcommand. */
 mcCommand *lookupCommand(sds *argv, int argc) {
-    mcCommand *cmd = lookupByNameLen(argv[0], sdslen(argv[0]));
+    mcCommand *cmd = lookupBySds(argv[0]);
     if (!cmd || !cmd->subcommands || argc < 2) return cmd;
     return lookupSubcommand(cmd, argv[1]);
 }
@@ -144,7 +147,7 @@ void call(client *c) {
 int processCommand(client *c) {
     c->cmd = lookupCommand(c->argv, c->argc);
     if (!c->cmd) {
-        mcCommand *container = lookupByNameLen(c->argv[0], sdslen(c->argv[0]));
+        mcCommand *container = lookupBySds(c->argv[0]);
         if (container && container->subcommands) {
             sds upper = sdsnew(container->name);
             sdstoupper(upper);

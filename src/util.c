@@ -62,9 +62,38 @@ int string2ll(const char *s, size_t slen, long long *value) {
     return 1;
 }
 
-int ll2string(char *dst, size_t dstlen, long long v) {
-    int n = snprintf(dst, dstlen, "%lld", v);
-    return n < 0 || (size_t)n >= dstlen ? 0 : n;
+/* Every reply header ("$64", ":1", "*2") is formatted here, so it avoids
+ * snprintf: digits are produced two at a time from a table. Returns the
+ * length, or 0 if dst is too small (dst is then left undefined). */
+int ll2string(char *dst, size_t dstlen, long long svalue) {
+    static const char digits[201] =
+        "0001020304050607080910111213141516171819"
+        "2021222324252627282930313233343536373839"
+        "4041424344454647484950515253545556575859"
+        "6061626364656667686970717273747576777879"
+        "8081828384858687888990919293949596979899";
+    char tmp[24];
+    char *p = tmp + sizeof(tmp);
+    unsigned long long v = svalue < 0 ? 0ULL - (unsigned long long)svalue : (unsigned long long)svalue;
+    while (v >= 100) {
+        unsigned i = (unsigned)(v % 100) * 2;
+        v /= 100;
+        *--p = digits[i + 1];
+        *--p = digits[i];
+    }
+    if (v < 10) {
+        *--p = (char)('0' + v);
+    } else {
+        unsigned i = (unsigned)v * 2;
+        *--p = digits[i + 1];
+        *--p = digits[i];
+    }
+    if (svalue < 0) *--p = '-';
+    size_t n = (size_t)(tmp + sizeof(tmp) - p);
+    if (n + 1 > dstlen) return 0;
+    memcpy(dst, p, n);
+    dst[n] = '\0';
+    return (int)n;
 }
 
 static int stringmatchlenImpl(const char *p, size_t plen, const char *s, size_t slen, int nocase,

@@ -1,5 +1,6 @@
 /* test_util.c -- strict number parsing, memory units, glob matching. */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "anet.h"
@@ -27,6 +28,20 @@ int main(void) {
         CHECK(!ll("1 ", &v));
         CHECK(!ll("0x10", &v));
         CHECK(!ll("99999999999999999999999", &v));
+    }
+    TEST("ll2string round-trips through string2ll") {
+        char buf[32];
+        long long vals[] = {0, 1, -1, 9, 10, 99, 100, 101, 12345, -98765, LLONG_MAX, LLONG_MIN, 1000000000000LL};
+        for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+            int n = ll2string(buf, sizeof(buf), vals[i]);
+            char ref[32];
+            snprintf(ref, sizeof(ref), "%lld", vals[i]);
+            CHECK_EQ(n, (long long)strlen(ref));
+            CHECK(strcmp(buf, ref) == 0);
+            CHECK(ll(buf, &v) && v == vals[i]);
+        }
+        CHECK_EQ(ll2string(buf, 3, 12345), 0);
+        CHECK_EQ(ll2string(buf, 3, 12), 2);
     }
     TEST("memtoll units") {
         int err;
