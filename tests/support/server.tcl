@@ -507,3 +507,25 @@ proc wait_for_log_messages {level pattern {maxtries 100} {delay 50}} {
     }
     fail "no log line matching '$pattern' in $path"
 }
+
+# run_server_expecting_exit arg ...: start the server binary with these
+# arguments (a config file, --directives) outside start_server, for tests of
+# start-up failures; returns {exited output} where exited is 1 if it exited
+# within 5 s (it is killed otherwise) and output is its stdout and stderr.
+proc run_server_expecting_exit {args} {
+    set out [tmpfile server-exit.out]
+    set pid [exec $::harness(binary) {*}$args >& $out &]
+    set deadline [expr {[clock milliseconds] + 5000}]
+    set exited 0
+    while {[clock milliseconds] < $deadline} {
+        if {![process_is_alive $pid]} { set exited 1; break }
+        after 20
+    }
+    if {!$exited} { catch {exec kill -9 $pid} }
+    catch {exec true}
+    set f [open $out r]
+    set text [read $f]
+    close $f
+    file delete $out
+    return [list $exited $text]
+}

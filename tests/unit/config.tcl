@@ -4,24 +4,6 @@
 # Start the server binary on a config file and wait for it to give up.
 # Returns {exited output}; a server still running after timeout_ms is
 # killed and reported as not exited.
-proc run_server_expecting_exit {conf {timeout_ms 5000}} {
-    set out [tmpfile badconf.out]
-    set pid [exec $::harness(binary) $conf >& $out &]
-    set deadline [expr {[clock milliseconds] + $timeout_ms}]
-    set exited 0
-    while {[clock milliseconds] < $deadline} {
-        if {![process_is_alive $pid]} { set exited 1; break }
-        after 20
-    }
-    if {!$exited} { __kill_pid__ $pid }
-    catch {exec true}
-    set f [open $out r]
-    set text [read $f]
-    close $f
-    file delete $out
-    return [list $exited $text]
-}
-
 start_server {tags {config}} {
     test {CONFIG GET with a glob pattern} {
         set cfg [r config get max*]

@@ -10,23 +10,6 @@ proc lifecycle_file_text {path} {
     return $t
 }
 
-# Starts the binary with plain arguments; returns {exited output}.
-proc lifecycle_run_expecting_exit {args} {
-    set out [tmpfile lifecycle.out]
-    set pid [exec $::harness(binary) {*}$args >& $out &]
-    set deadline [expr {[clock milliseconds] + 5000}]
-    set exited 0
-    while {[clock milliseconds] < $deadline} {
-        if {![process_is_alive $pid]} { set exited 1; break }
-        after 20
-    }
-    if {!$exited} { catch {exec kill -9 $pid} }
-    catch {exec true}
-    set text [lifecycle_file_text $out]
-    file delete $out
-    return [list $exited $text]
-}
-
 start_server {tags {lifecycle}} {
     test {A client over the output buffer hard limit is closed, others are not} {
         r config set client-output-buffer-limit "normal 1mb 0 0"
@@ -125,7 +108,7 @@ tags {mooncake} {
         set f [open $conf w]
         puts $f "port 0\n# a comment\nmaxclients lots"
         close $f
-        lassign [lifecycle_run_expecting_exit $conf] exited out
+        lassign [run_server_expecting_exit $conf] exited out
         file delete $conf
         assert_equal 1 $exited
         assert_match "*$conf*line 3*maxclients lots*integer*" $out
@@ -137,7 +120,7 @@ tags {mooncake} {
             skip "this machine has hugepages reserved ($nr)"
         }
         set port [find_available_port]
-        lassign [lifecycle_run_expecting_exit --port $port --bind 127.0.0.1 \
+        lassign [run_server_expecting_exit --port $port --bind 127.0.0.1 \
                      --segment-hugepages yes --segment-size 16mb] exited out
         assert_equal 1 $exited
         assert_match {*hugepage*} $out
@@ -145,7 +128,7 @@ tags {mooncake} {
 
     test {segment-numa-node beyond the machine's nodes fails with a clear reason} {
         set port [find_available_port]
-        lassign [lifecycle_run_expecting_exit --port $port --bind 127.0.0.1 \
+        lassign [run_server_expecting_exit --port $port --bind 127.0.0.1 \
                      --segment-numa-node 1000 --segment-size 16mb] exited out
         assert_equal 1 $exited
         assert_match {*segment-numa-node 1000*} $out
@@ -154,7 +137,7 @@ tags {mooncake} {
     test {A port that is taken stops start-up with the reason} {
         set port [find_available_port]
         set holder [socket -server {apply {{c a p} {close $c}}} -myaddr 127.0.0.1 $port]
-        lassign [lifecycle_run_expecting_exit --port $port --bind 127.0.0.1 --segment-size 16mb] exited out
+        lassign [run_server_expecting_exit --port $port --bind 127.0.0.1 --segment-size 16mb] exited out
         close $holder
         assert_equal 1 $exited
         assert_match "*$port*" $out
