@@ -103,6 +103,12 @@ mcCommand commandTable[] = {
     CMD("ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", "Returns the expiration time in seconds of a key.", "1.0.0", "O(1)"),
     CMD("pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", "Returns the expiration time in milliseconds of a key.", "2.6.0", "O(1)"),
     CMD("persist", persistCommand, 2, W | F, 1, 1, 1, "generic", "Removes the expiration time of a key.", "2.2.0", "O(1)"),
+    /* segments (Mooncake store) */
+    CMD("mount", mountCommand, -3, W | M, 0, 0, 0, "store", "Mounts a segment of memory a client contributes; returns its id.", "0.1.0", "O(S) where S is the number of segments"),
+    CMD("unmount", unmountCommand, -2, W, 0, 0, 0, "store", "Unmounts a segment, at once or after GRACEFUL ms.", "0.1.0", "O(N) where N is the number of replicas on the segment"),
+    CMD("segments", segmentsCommand, 1, R, 0, 0, 0, "store", "Describes every mounted segment.", "0.1.0", "O(S)"),
+    CMD("segment.info", segmentInfoCommand, 2, R | F, 0, 0, 0, "store", "Describes one segment, by name or id.", "0.1.0", "O(S)"),
+    CMD("heartbeat", heartbeatCommand, 2, F, 0, 0, 0, "store", "Keeps an owner's segments mounted.", "0.1.0", "O(1)"),
     /* strings, in the server's own pool */
     CMDX("set", setCommand, -3, W | M, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "1.0.0", "O(1)", setBigArgProc, NULL),
     CMD("get", getCommand, 2, R | F, 1, 1, 1, "string", "Returns the string value of a key.", "1.0.0", "O(1)"),

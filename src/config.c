@@ -225,6 +225,8 @@ static standardConfig configs[] = {
     DBLC("evict-ratio", 0, &server.evict_ratio, 0.0, 1.0, "0.05"),
     ENUMC("evict-policy", 0, &server.evict_policy, evictPolicyEnum, "lru", NULL),
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
+    /* Segments and owners */
+    INTC("owner-ttl", 0, &server.owner_ttl, 0, LLONG_MAX, "10000", NULL),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
 static standardConfig *lookupConfig(const char *name) {

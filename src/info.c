@@ -14,6 +14,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "owner.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -182,6 +183,20 @@ sds genInfoString(const char *section) {
                          (unsigned long long)st.oom, frag, freefrag, (unsigned long long)st.meta_bytes,
                          st.objects ? (double)st.meta_bytes / (double)st.objects : 0.0,
                          server.evict_policy == EVICT_LRU ? "lru" : "noeviction", server.evict_pending);
+    }
+    if ((w = wantSection(section, "segments", &count))) {
+        s = sectionHeader(s, w, "Segments");
+        s = sdscatprintf(s, "segments:%u\r\nowners:%lu\r\n", segmentCount(), ownerCount());
+        for (uint32_t i = 0; i < segtabLen; i++) {
+            segment *sg = segtab[i];
+            if (!sg) continue;
+            allocStats as;
+            allocGetStats(sg->alloc, &as);
+            s = sdscatprintf(s, "segment_%llu:name=%s,owner=%s,tier=%s,size=%llu,used=%llu,objects=%llu,state=%s\r\n",
+                             (unsigned long long)sg->id, sg->name, sg->owner, segmentTierName(sg->tier),
+                             (unsigned long long)sg->size, (unsigned long long)as.used,
+                             (unsigned long long)sg->objects, sg->state == SEG_DRAINING ? "draining" : "active");
+        }
     }
     if ((w = wantSection(section, "cpu", &count))) {
         struct rusage self;

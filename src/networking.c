@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "owner.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -140,6 +141,7 @@ void freeClient(client *c) {
         c->fd = -1;
     }
     abortBigArg(c);
+    ownerDetachClient(c);
     freeClientArgv(c);
     zfree(c->argv);
     zfree(c->argobj);

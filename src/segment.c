@@ -1,4 +1,15 @@
-/* segment.c -- a segment of the server's own memory (the embedded pool).
+/* segment.c -- segments: the server's own pool and mounted remote memory.
+ *
+ * Every segment, local or remote, is described the same way (SPEC §3: id,
+ * name, owner, size, tier, host, endpoints, base, rkey) and carved by its
+ * own offset allocator (alloc.c), whose metadata lives here, never in the
+ * segment: a remote segment's memory is not even mapped in this process.
+ * Segments sit in a table indexed by slot; an object records its slot, so
+ * finding a replica's segment is one array load. Slots are reused, ids
+ * never are (a 64-bit counter), so a client that cached "segment 7" can
+ * never be sent into a different segment that happens to reuse a slot.
+ *
+ * The server's own pool:
  *
  * The pool is one memfd, mapped once, MAP_SHARED: one mapping for the
  * server's lifetime means no page-table churn per value, and a memfd can be
@@ -22,7 +33,9 @@
 #include <errno.h>
 #include <numa.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -39,11 +52,11 @@ static void *prefaultThread(void *arg) {
     long pagesz = sysconf(_SC_PAGESIZE);
     for (uint64_t off = 0; off < s->size && !s->prefault_stop; off += PREFAULT_STEP) {
         uint64_t len = s->size - off < PREFAULT_STEP ? s->size - off : PREFAULT_STEP;
-        if (madvise(s->base + off, len, MADV_POPULATE_WRITE) == -1) {
+        if (madvise(s->mem + off, len, MADV_POPULATE_WRITE) == -1) {
             /* Older kernels: touch one byte per page. Reading then writing
              * the same byte keeps any value the event loop already stored. */
             for (uint64_t p = 0; p < len; p += (uint64_t)pagesz) {
-                volatile char *c = s->base + off + p;
+                volatile char *c = s->mem + off + p;
                 __atomic_fetch_add(c, 0, __ATOMIC_RELAXED);
             }
         }
@@ -52,14 +65,30 @@ static void *prefaultThread(void *arg) {
     return NULL;
 }
 
-segment *segmentCreateLocal(const char *name, uint64_t id, uint64_t size, int hugepages,
-                            int numa_node, int prefault, char *err, size_t errlen) {
+static segment *segmentNew(const char *name, uint64_t size, const char *owner) {
     segment *s = zcalloc(sizeof(*s));
     s->fd = -1;
-    s->base = MAP_FAILED;
-    s->id = id;
+    s->mem = MAP_FAILED;
     s->name = zstrdup(name);
+    s->owner = zstrdup(owner);
     s->size = size;
+    s->numa_node = -1;
+    return s;
+}
+
+segment *segmentCreateRemote(const char *name, uint64_t size, const char *owner) {
+    segment *s = segmentNew(name, size, owner);
+    s->alloc = allocCreate(size, SEGMENT_ALIGN);
+    if (s->alloc == NULL) {
+        segmentRelease(s);
+        return NULL;
+    }
+    return s;
+}
+
+segment *segmentCreateLocal(const char *name, uint64_t size, int hugepages, int numa_node,
+                            int prefault, char *err, size_t errlen) {
+    segment *s = segmentNew(name, size, "self");
     s->hugepages = hugepages;
     s->numa_node = numa_node;
 
@@ -75,8 +104,8 @@ segment *segmentCreateLocal(const char *name, uint64_t id, uint64_t size, int hu
                  hugepages ? " (size must be a multiple of the hugepage size)" : "");
         goto err;
     }
-    s->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-    if (s->base == MAP_FAILED) {
+    s->mem = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (s->mem == MAP_FAILED) {
         snprintf(err, errlen, "cannot map segment '%s' (%llu bytes): %s%s", name,
                  (unsigned long long)size, strerror(errno),
                  hugepages ? " (are hugepages reserved in /proc/sys/vm/nr_hugepages?)" : "");
@@ -93,7 +122,7 @@ segment *segmentCreateLocal(const char *name, uint64_t id, uint64_t size, int hu
                      numa_node, numa_max_node());
             goto err;
         }
-        numa_tonode_memory(s->base, size, numa_node);
+        numa_tonode_memory(s->mem, size, numa_node);
     }
     s->alloc = allocCreate(size, SEGMENT_ALIGN);
     if (s->alloc == NULL) {
@@ -120,8 +149,82 @@ void segmentRelease(segment *s) {
         pthread_join(s->prefault_thread, NULL);
     }
     if (s->alloc) allocRelease(s->alloc);
-    if (s->base != MAP_FAILED) munmap(s->base, s->size);
+    if (s->mem != MAP_FAILED && s->mem != NULL) munmap(s->mem, s->size);
     if (s->fd != -1) close(s->fd);
     zfree(s->name);
+    zfree(s->owner);
+    zfree(s->host);
+    zfree(s->rkey);
+    for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);
     zfree(s);
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+segment **segtab;
+uint32_t segtabLen;
+static uint32_t segtabCap, segtabUsed;
+static uint64_t nextSegmentId = SEGMENT_SELF_ID;
+
+void segmentTableAdd(segment *s) {
+    uint32_t slot = segtabLen;
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        if (segtab[i] == NULL) {
+            slot = i;
+            break;
+        }
+    }
+    if (slot == segtabLen) {
+        if (segtabLen == segtabCap) {
+            segtabCap = segtabCap ? segtabCap * 2 : 16;
+            segtab = zrealloc(segtab, sizeof(segment *) * segtabCap);
+        }
+        segtabLen++;
+    }
+    s->slot = slot;
+    s->id = nextSegmentId++;
+    segtab[slot] = s;
+    segtabUsed++;
+}
+
+void segmentTableRemove(segment *s) {
+    segtab[s->slot] = NULL;
+    segtabUsed--;
+    while (segtabLen && segtab[segtabLen - 1] == NULL) segtabLen--;
+}
+
+uint32_t segmentCount(void) { return segtabUsed; }
+
+/* Linear: a server has tens to hundreds of segments and these lookups are
+ * for commands that name a segment, never for the data path. */
+segment *segmentLookupName(const char *name) {
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && !strcmp(segtab[i]->name, name)) return segtab[i];
+    return NULL;
+}
+
+segment *segmentLookupId(uint64_t id) {
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->id == id) return segtab[i];
+    return NULL;
+}
+
+segment *segmentLookup(const char *name_or_id) {
+    segment *s = segmentLookupName(name_or_id);
+    if (s) return s;
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(name_or_id, &end, 10);
+    if (*name_or_id >= '0' && *name_or_id <= '9' && *end == '\0' && errno == 0) return segmentLookupId(id);
+    return NULL;
+}
+
+static const char *tierNames[] = {"memory", "disk", "vram"};
+
+const char *segmentTierName(int tier) { return tier >= 0 && tier <= SEG_TIER_VRAM ? tierNames[tier] : "?"; }
+
+int segmentTierFromName(const char *name) {
+    for (int i = 0; i <= SEG_TIER_VRAM; i++)
+        if (!strcasecmp(tierNames[i], name)) return i;
+    return -1;
 }

@@ -1,4 +1,9 @@
-/* segment.h -- memory that holds values, carved by an offset allocator. */
+/* segment.h -- memory that holds values, carved by an offset allocator.
+ *
+ * A segment is either local (the server's own pool, mapped here) or
+ * mounted by a client process that contributes its memory: then the server
+ * only does the bookkeeping (the allocator) and the bytes move between the
+ * clients directly. See segment.c. */
 #ifndef SEGMENT_H
 #define SEGMENT_H
 
@@ -8,27 +13,57 @@
 #include "alloc.h"
 
 #define SEGMENT_ALIGN 16  /* allocation granule: small values waste < 16 bytes */
+#define SEGMENT_SELF_ID 1
+#define SEGMENT_MAX_ENDPOINTS 16
+#define SEGMENT_NAME_MAX 256
+
+enum { SEG_TIER_MEMORY = 0, SEG_TIER_DISK, SEG_TIER_VRAM };
+enum { SEG_ACTIVE = 0, SEG_DRAINING };
 
 typedef struct segment {
-    uint64_t id;
+    uint64_t id;             /* unique for the server's lifetime, never reused */
+    uint32_t slot;           /* index in segtab (slots are reused, ids are not) */
     char *name;
+    char *owner;
     uint64_t size;
-    char *base;              /* mapped address in this process */
+    int tier;
+    char *host;
+    char *endpoints[SEGMENT_MAX_ENDPOINTS];
+    int nendpoints;
+    uint64_t base;           /* remote virtual address for RDMA, 0 if none */
+    char *rkey;
+    int state;
+    long long mounted_ms;
+    long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time */
+    allocator *alloc;
+    uint64_t objects;        /* live extents */
+    /* Local segments only. */
+    char *mem;               /* mapped address in this process, NULL if remote */
     int fd;                  /* memfd, for SHM.ATTACH */
     int hugepages;
     int numa_node;           /* -1: no binding */
-    allocator *alloc;
-    uint64_t objects;        /* live extents */
-    /* Background pre-faulting: see segment.c. */
     pthread_t prefault_thread;
     int prefault_running;
     volatile int prefault_stop;
     volatile uint64_t prefaulted;  /* bytes faulted in so far */
 } segment;
 
-segment *segmentCreateLocal(const char *name, uint64_t id, uint64_t size, int hugepages,
-                            int numa_node, int prefault, char *err, size_t errlen);
+segment *segmentCreateLocal(const char *name, uint64_t size, int hugepages, int numa_node,
+                            int prefault, char *err, size_t errlen);
+segment *segmentCreateRemote(const char *name, uint64_t size, const char *owner);
 void segmentRelease(segment *s);
-static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->base + offset; }
+static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->mem + offset; }
+
+/* The table: slot -> segment, ids assigned on insertion. */
+extern segment **segtab;
+extern uint32_t segtabLen;   /* slots in use or free, the scan bound */
+void segmentTableAdd(segment *s);
+void segmentTableRemove(segment *s);
+segment *segmentLookupName(const char *name);
+segment *segmentLookupId(uint64_t id);
+segment *segmentLookup(const char *name_or_id);  /* a name, else a decimal id */
+uint32_t segmentCount(void);
+const char *segmentTierName(int tier);
+int segmentTierFromName(const char *name);  /* -1 if unknown */
 
 #endif

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "owner.h"
 #include "store.h"
 #include "util.h"
 #include "zmalloc.h"
@@ -197,6 +198,8 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     storeActiveExpireCycle(period_us / 4);
     storeEvictionCron(period_us / 10);
     storeRehashCron(1000);
+    ownerCron();
+    segmentCron();
     return (int)(1000 / server.hz);
 }
 

@@ -141,6 +141,8 @@ typedef struct client {
     size_t reply_bytes;      /* bytes queued in blocks (heap and pool slices) */
     mstime_t obuf_soft_limit_since;
     unsigned long long net_in, net_out;
+    struct owner **owners;  /* owners this connection keeps alive (owner.c) */
+    int nowners;
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -233,6 +235,8 @@ struct mcServer {
     int evict_policy;
     long long evict_samples;
     long long evict_pending;  /* objects still to evict in this round (cron slices) */
+    /* Segments and owners (t_segment.c, owner.c). */
+    long long owner_ttl;
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
@@ -344,6 +348,13 @@ void pexpireCommand(client *c);
 void ttlCommand(client *c);
 void pttlCommand(client *c);
 void persistCommand(client *c);
+void mountCommand(client *c);
+void unmountCommand(client *c);
+void segmentsCommand(client *c);
+void segmentInfoCommand(client *c);
+void heartbeatCommand(client *c);
+uint64_t segmentUnmount(struct segment *s);
+void segmentCron(void);
 char *setBigArgProc(client *c, int argi, size_t len);
 char *msetBigArgProc(client *c, int argi, size_t len);
 

@@ -81,8 +81,6 @@ static inline uint32_t lruClock(void) { return (uint32_t)server.mstime; }
 static int evictOne(void);
 
 char storeEmptyValue[1];
-/* Segments by slot. Slot 0 is the server's own pool. */
-segment *storeSegtab[1];
 
 /* An allocation that fails evicts (policy permitting) until it fits. The
  * loop ends: every round either evicts an object or gives up. A value
@@ -100,7 +98,7 @@ storeObj *storeObjCreate(size_t len) {
             o->handle = h;
             o->refcount = 1;
             o->lru = lruClock();
-            o->segslot = 0;
+            o->segslot = seg->slot;
             if (h != ALLOC_NONE) seg->objects++;
             return o;
         }
@@ -133,11 +131,12 @@ void storeObjDecrRef(storeObj *o) {
 int storeInit(char *err, size_t errlen) {
     server.keys = dictCreate(&keyspaceType);
     server.expires = dictCreate(&expiresType);
-    server.self = segmentCreateLocal("self", 1, (uint64_t)server.segment_size,
-                                     server.segment_hugepages, (int)server.segment_numa_node,
-                                     server.segment_prefault, err, errlen);
-    storeSegtab[0] = server.self;
-    return server.self ? C_OK : C_ERR;
+    server.self = segmentCreateLocal("self", (uint64_t)server.segment_size, server.segment_hugepages,
+                                     (int)server.segment_numa_node, server.segment_prefault, err, errlen);
+    if (server.self == NULL) return C_ERR;
+    server.self->mounted_ms = mstime();
+    segmentTableAdd(server.self); /* the first: id 1, slot 0 */
+    return C_OK;
 }
 
 void storeShutdown(void) {
@@ -146,6 +145,7 @@ void storeShutdown(void) {
     server.expires = server.keys = NULL;
     for (int i = 0; i < st.poolLen; i++) sdsfree(st.pool[i].key);
     st.poolLen = 0;
+    segmentTableRemove(server.self);
     segmentRelease(server.self);
     server.self = NULL;
 }
@@ -237,6 +237,15 @@ void storeFlush(void) {
     for (int i = 0; i < st.poolLen; i++) sdsfree(st.pool[i].key);
     st.poolLen = 0;
     server.evict_pending = 0;
+}
+
+/* Replicas live only in the server's own pool until placement uses mounted
+ * segments (issue 3's PUT.START): a mounted segment holds no replica yet, so
+ * there is nothing to drop. The assertion marks the spot that must walk the
+ * segment's objects once it can hold some. */
+uint64_t storeDropSegmentReplicas(segment *s) {
+    serverAssert(s->objects == 0);
+    return 0;
 }
 
 unsigned long storeSize(void) { return dictSize(server.keys); }

@@ -22,8 +22,7 @@ typedef struct storeObj {
     uint32_t segslot;   /* index in the segment table (32 bytes in all) */
 } storeObj;
 
-extern segment *storeSegtab[];
-static inline segment *storeObjSegment(const storeObj *o) { return storeSegtab[o->segslot]; }
+static inline segment *storeObjSegment(const storeObj *o) { return segtab[o->segslot]; }
 
 typedef struct storeStats {
     uint64_t objects, bytes;
@@ -57,6 +56,7 @@ long long storeGetExpire(sds key);                /* -1: none */
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
+uint64_t storeDropSegmentReplicas(segment *s);
 unsigned long storeSize(void);
 unsigned long storeExpiresSize(void);
 

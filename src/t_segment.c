@@ -1,0 +1,278 @@
+/* t_segment.c -- MOUNT, UNMOUNT, SEGMENTS, SEGMENT.INFO, HEARTBEAT.
+ *
+ * A client process contributes memory by MOUNTing it: the server records
+ * the segment's description (SPEC §3) and from then on hands out places in
+ * it; the client serves the bytes (shm, TCP or RDMA). MOUNT is idempotent
+ * for the same name, owner and size, so a client that lost its connection
+ * simply mounts again and gets the same id; the same name under another
+ * owner is refused (-EXISTS), because two processes claiming one name is a
+ * configuration error that must not silently merge their memory.
+ *
+ * UNMOUNT is immediate (replicas on the segment are dropped; objects left
+ * without a replica disappear) or GRACEFUL ms: the segment stops receiving
+ * new allocations at once, stays readable, and is unmounted when the time
+ * is up (segmentCron).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "owner.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define SEGMENT_MIN_SIZE 4096ULL
+#define SEGMENT_MAX_SIZE (1ULL << 50) /* 1 PiB */
+
+/* Drops the segment's replicas, takes it out of the table and frees it.
+ * Returns the number of replicas dropped. */
+uint64_t segmentUnmount(segment *s) {
+    uint64_t dropped = storeDropSegmentReplicas(s);
+    owner *o = ownerLookup(s->owner);
+    if (o) o->nsegments--;
+    segmentTableRemove(s);
+    segmentRelease(s);
+    return dropped;
+}
+
+static int parseU64(const char *s, uint64_t *out) {
+    if (!*s || *s == '-' || *s == '+' || *s == ' ') return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0); /* decimal or 0x... */
+    if (*end || errno) return 0;
+    *out = v;
+    return 1;
+}
+
+static int validSegmentName(sds name) {
+    if (sdslen(name) == 0 || sdslen(name) > SEGMENT_NAME_MAX) return 0;
+    for (size_t i = 0; i < sdslen(name); i++)
+        if (name[i] <= ' ' || name[i] > '~') return 0;
+    return 1;
+}
+
+static int validEndpoint(sds uri) {
+    if (sdslen(uri) > 1024) return 0;
+    return !strncmp(uri, "tcp://", 6) || !strncmp(uri, "unix://", 7) || !strncmp(uri, "rdma://", 7);
+}
+
+void mountCommand(client *c) {
+    sds name = c->argv[1];
+    uint64_t size;
+    int err;
+    long long ll = memtoll(c->argv[2], &err);
+    if (err || ll <= 0) {
+        addReplyError(c, "ERR invalid segment size");
+        return;
+    }
+    size = (uint64_t)ll;
+    if (size < SEGMENT_MIN_SIZE || size > SEGMENT_MAX_SIZE) {
+        addReplyErrorFormat(c, "ERR segment size must be between %llu and %llu bytes",
+                            SEGMENT_MIN_SIZE, SEGMENT_MAX_SIZE);
+        return;
+    }
+    if (!validSegmentName(name)) {
+        addReplyError(c, "ERR invalid segment name (1..256 printable characters, no spaces)");
+        return;
+    }
+    /* Parse everything before changing anything. */
+    sds endpoints[SEGMENT_MAX_ENDPOINTS];
+    int nendpoints = 0, tier = SEG_TIER_MEMORY;
+    uint64_t base = 0;
+    sds rkey = NULL, host = NULL, ownername = NULL;
+    for (int j = 3; j < c->argc; j++) {
+        const char *opt = c->argv[j];
+        if (j + 1 >= c->argc) {
+            addReplyErrorSyntax(c);
+            return;
+        }
+        sds val = c->argv[++j];
+        if (!strcasecmp(opt, "endpoint")) {
+            if (nendpoints == SEGMENT_MAX_ENDPOINTS) {
+                addReplyErrorFormat(c, "ERR at most %d endpoints", SEGMENT_MAX_ENDPOINTS);
+                return;
+            }
+            if (!validEndpoint(val)) {
+                addReplyError(c, "ERR endpoint must be tcp://host:port, unix:///path or rdma://host:port");
+                return;
+            }
+            endpoints[nendpoints++] = val;
+        } else if (!strcasecmp(opt, "base")) {
+            if (!parseU64(val, &base)) {
+                addReplyError(c, "ERR invalid BASE address");
+                return;
+            }
+        } else if (!strcasecmp(opt, "rkey")) {
+            if (sdslen(val) == 0 || sdslen(val) > 256) {
+                addReplyError(c, "ERR invalid RKEY");
+                return;
+            }
+            rkey = val;
+        } else if (!strcasecmp(opt, "tier")) {
+            if ((tier = segmentTierFromName(val)) < 0) {
+                addReplyError(c, "ERR TIER must be memory, disk or vram");
+                return;
+            }
+        } else if (!strcasecmp(opt, "host")) {
+            if (sdslen(val) == 0 || sdslen(val) > 256) {
+                addReplyError(c, "ERR invalid HOST");
+                return;
+            }
+            host = val;
+        } else if (!strcasecmp(opt, "owner")) {
+            if (!validSegmentName(val)) {
+                addReplyError(c, "ERR invalid OWNER (1..256 printable characters, no spaces)");
+                return;
+            }
+            ownername = val;
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    char defowner[32];
+    if (ownername == NULL) {
+        snprintf(defowner, sizeof(defowner), "client:%llu", (unsigned long long)c->id);
+    }
+    const char *oname = ownername ? ownername : defowner;
+
+    segment *existing = segmentLookupName(name);
+    if (existing) {
+        if (existing->id == SEGMENT_SELF_ID || strcmp(existing->owner, oname) || existing->size != size) {
+            addReplyErrorFormat(c, "-EXISTS segment '%s' is mounted by another owner or with another size",
+                                name);
+            return;
+        }
+        ownerAttachClient(ownerGetOrCreate(oname), c);
+        addReplyLongLong(c, (long long)existing->id);
+        return;
+    }
+    segment *s = segmentCreateRemote(name, size, oname);
+    if (s == NULL) {
+        addReplyError(c, "ERR cannot create the segment's allocator");
+        return;
+    }
+    s->tier = tier;
+    s->base = base;
+    s->rkey = rkey ? zstrdup(rkey) : NULL;
+    s->host = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
+    if (!host && !(c->flags & CLIENT_UNIX_SOCKET)) {
+        char *colon = strrchr(s->host, ':'); /* keep the address, drop the port */
+        if (colon) *colon = '\0';
+    }
+    for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
+    s->nendpoints = nendpoints;
+    s->mounted_ms = mstime();
+    segmentTableAdd(s);
+    owner *o = ownerGetOrCreate(oname);
+    o->nsegments++;
+    ownerAttachClient(o, c);
+    serverLog(LL_NOTICE, "Mounted segment '%s' (id %llu, %llu bytes, owner %s)", s->name,
+              (unsigned long long)s->id, (unsigned long long)s->size, s->owner);
+    addReplyLongLong(c, (long long)s->id);
+}
+
+void unmountCommand(client *c) {
+    segment *s = segmentLookup(c->argv[1]);
+    long long graceful = -1;
+    if (c->argc == 4 && !strcasecmp(c->argv[2], "graceful")) {
+        if (getLongLongFromObjectOrReply(c, c->argv[3], &graceful, NULL) != C_OK) return;
+        if (graceful < 0) {
+            addReplyError(c, "ERR GRACEFUL wants a time in milliseconds >= 0");
+            return;
+        }
+    } else if (c->argc != 2) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    if (s == NULL) {
+        addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[1]);
+        return;
+    }
+    if (s->id == SEGMENT_SELF_ID) {
+        addReplyError(c, "ERR the server's own segment cannot be unmounted");
+        return;
+    }
+    if (graceful >= 0) {
+        /* No new allocations from now on; unmounted at the deadline. */
+        s->state = SEG_DRAINING;
+        s->drain_deadline_ms = mstime() + graceful;
+        addReplyLongLong(c, 0);
+        return;
+    }
+    serverLog(LL_NOTICE, "Unmounting segment '%s' (id %llu)", s->name, (unsigned long long)s->id);
+    addReplyLongLong(c, (long long)segmentUnmount(s));
+}
+
+static void addReplySegment(client *c, segment *s) {
+    allocStats as;
+    allocGetStats(s->alloc, &as);
+    addReplyMapLen(c, 13);
+    addReplyBulkCString(c, "id");
+    addReplyLongLong(c, (long long)s->id);
+    addReplyBulkCString(c, "name");
+    addReplyBulkCString(c, s->name);
+    addReplyBulkCString(c, "owner");
+    addReplyBulkCString(c, s->owner);
+    addReplyBulkCString(c, "size");
+    addReplyLongLong(c, (long long)s->size);
+    addReplyBulkCString(c, "used");
+    addReplyLongLong(c, (long long)as.used);
+    addReplyBulkCString(c, "tier");
+    addReplyBulkCString(c, segmentTierName(s->tier));
+    addReplyBulkCString(c, "host");
+    addReplyBulkCString(c, s->host ? s->host : "");
+    addReplyBulkCString(c, "endpoints");
+    addReplyArrayLen(c, s->nendpoints);
+    for (int i = 0; i < s->nendpoints; i++) addReplyBulkCString(c, s->endpoints[i]);
+    addReplyBulkCString(c, "base");
+    addReplyLongLong(c, (long long)s->base);
+    addReplyBulkCString(c, "rkey");
+    addReplyBulkCString(c, s->rkey ? s->rkey : "");
+    addReplyBulkCString(c, "objects");
+    addReplyLongLong(c, (long long)s->objects);
+    addReplyBulkCString(c, "state");
+    addReplyBulkCString(c, s->state == SEG_DRAINING ? "draining" : "active");
+    addReplyBulkCString(c, "free");
+    addReplyLongLong(c, (long long)as.free);
+}
+
+void segmentsCommand(client *c) {
+    addReplyArrayLen(c, segmentCount());
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i]) addReplySegment(c, segtab[i]);
+}
+
+void segmentInfoCommand(client *c) {
+    segment *s = segmentLookup(c->argv[1]);
+    if (s == NULL) addReplyNull(c);
+    else addReplySegment(c, s);
+}
+
+void heartbeatCommand(client *c) {
+    owner *o = ownerLookup(c->argv[1]);
+    if (o == NULL || !ownerIsAlive(o)) {
+        addReplyError(c, "-NEEDREMOUNT owner is unknown or was declared dead: mount again");
+        return;
+    }
+    ownerAttachClient(o, c);
+    addReplyOk(c);
+}
+
+/* Unmounts draining segments whose time is up. */
+void segmentCron(void) {
+    long long now = mstime();
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        segment *s = segtab[i];
+        if (s && s->state == SEG_DRAINING && now >= s->drain_deadline_ms) {
+            serverLog(LL_NOTICE, "Graceful unmount of segment '%s' (id %llu) done", s->name,
+                      (unsigned long long)s->id);
+            segmentUnmount(s);
+        }
+    }
+}
