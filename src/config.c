@@ -53,6 +53,8 @@ typedef struct standardConfig {
 static const configEnum loglevelEnum[] = {
     {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE}, {"warning", LL_WARNING}, {NULL, 0}};
 static const configEnum evictPolicyEnum[] = {{"lru", EVICT_LRU}, {"noeviction", EVICT_NOEVICTION}, {NULL, 0}};
+static const configEnum placementEnum[] = {
+    {"random", PLACE_RANDOM}, {"free-ratio", PLACE_FREE_RATIO}, {"local-first", PLACE_LOCAL_FIRST}, {NULL, 0}};
 
 /* ---- special directives -------------------------------------------------- */
 
@@ -227,6 +229,13 @@ static standardConfig configs[] = {
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
     /* Segments and owners */
     INTC("owner-ttl", 0, &server.owner_ttl, 0, LLONG_MAX, "10000", NULL),
+    INTC("lease-ttl", 0, &server.lease_ttl, 1, LLONG_MAX, "10000", NULL),
+    INTC("soft-pin-ttl", 0, &server.soft_pin_ttl, 1, LLONG_MAX, "1800000", NULL),
+    INTC("max-soft-pin-ttl", 0, &server.max_soft_pin_ttl, 1, LLONG_MAX, "86400000", NULL),
+    INTC("put-timeout", 0, &server.put_timeout, 0, LLONG_MAX, "30000", NULL),
+    INTC("put-release-timeout", 0, &server.put_release_timeout, 0, LLONG_MAX, "600000", NULL),
+    INTC("default-replicas", 0, &server.default_replicas, 1, STORE_MAX_REPLICAS, "1", NULL),
+    ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
 static standardConfig *lookupConfig(const char *name) {

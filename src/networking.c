@@ -441,8 +441,13 @@ void addReplyBulkLongLong(client *c, long long ll) {
 
 /* A large value is queued by reference; see the top of the file. */
 void addReplyStoreObj(client *c, storeObj *o) {
+    const char *p = storeObjLocalPtr(o);
+    if (p == NULL) {
+        addReplyError(c, "-REMOTE the value is only in mounted segments: read it with GET.REPLICAS");
+        return;
+    }
     if (o->len < PROTO_REPLY_OBJ_MIN) {
-        addReplyBulk(c, storeObjPtr(o), o->len);
+        addReplyBulk(c, p, o->len);
         return;
     }
     addReplyLongLongWithPrefix(c, (long long)o->len, '$');
@@ -450,7 +455,7 @@ void addReplyStoreObj(client *c, storeObj *o) {
     replyBlock *b = zmalloc(sizeof(*b));
     storeObjIncrRef(o);
     b->obj = o;
-    b->ptr = storeObjPtr(o);
+    b->ptr = p;
     b->size = b->used = o->len;
     appendBlock(c, b);
     c->reply_bytes += o->len;

@@ -200,6 +200,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     storeRehashCron(1000);
     ownerCron();
     segmentCron();
+    storeDeferredFreeCron();
     return (int)(1000 / server.hz);
 }
 
@@ -474,12 +475,13 @@ void debugCommand(client *c) {
             addReplyError(c, "ERR no such key");
             return;
         }
+        segment *seg = storeReplicaSegment(&o->r);
         sds s = sdscatprintf(sdsempty(),
                              "Value at:%p refcount:%u encoding:raw serializedlength:%llu "
-                             "lru:%u segment:%llu offset:%llu reserved:%llu",
-                             (void *)storeObjPtr(o), o->refcount, (unsigned long long)o->len, o->lru,
-                             (unsigned long long)storeObjSegment(o)->id, (unsigned long long)o->offset,
-                             (unsigned long long)(o->handle == ALLOC_NONE ? 0 : allocSize(storeObjSegment(o)->alloc, o->handle)));
+                             "lru:%u replicas:%d segment:%llu offset:%llu reserved:%llu",
+                             (void *)storeObjLocalPtr(o), o->refcount, (unsigned long long)o->len, o->lru,
+                             o->nreplicas, (unsigned long long)seg->id, (unsigned long long)o->r.offset,
+                             (unsigned long long)(o->nreplicas ? allocSize(seg->alloc, o->r.handle) : 0));
         addReplyStatus(c, s);
         sdsfree(s);
     } else {

@@ -223,6 +223,7 @@ struct mcServer {
     /* Keyspace and pool (store.c, segment.c). */
     dict *keys;             /* sds key -> storeObj* */
     dict *expires;          /* same sds key -> absolute ms (in the val pointer) */
+    dict *pending;          /* sds key -> storeObj* of a put not yet ended */
     struct segment *self;   /* the server's own pool, segment id 1 */
     long long segment_size;
     int segment_hugepages;
@@ -235,11 +236,17 @@ struct mcServer {
     int evict_policy;
     long long evict_samples;
     long long evict_pending;  /* objects still to evict in this round (cron slices) */
-    /* Segments and owners (t_segment.c, owner.c). */
+    /* Segments, owners, puts and leases (t_segment.c, owner.c, t_store.c). */
     long long owner_ttl;
+    long long lease_ttl;
+    long long soft_pin_ttl, max_soft_pin_ttl;
+    long long put_timeout, put_release_timeout;
+    long long default_replicas;
+    int allocation_strategy;
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
+enum { PLACE_RANDOM = 0, PLACE_FREE_RATIO = 1, PLACE_LOCAL_FIRST = 2 };
 
 extern struct mcServer server;
 extern mcCommand commandTable[];

@@ -13,17 +13,13 @@
  * sent from the pool) goes. So a slow reader can never see torn bytes, and
  * no command waits for a reader.
  *
- * Eviction (approximate LRU, as SPEC §3). Each object carries a 32-bit
- * millisecond clock of its last access; idle time is computed modulo 2^32,
- * so an object idle for more than ~49 days looks young: harmless for a
- * cache. Candidates come from random samples of the keyspace
- * (evict-samples per step) kept in a small pool ordered by idle time, so
- * each step evicts the oldest of what was seen, Redis-style. Two triggers:
- *  - an allocation fails: evict synchronously until it fits or nothing is
- *    left to evict (then the command gets -OOM and nothing changes);
- *  - pool use passes evict-high-watermark: schedule about evict-ratio of
- *    the objects and evict them in time-bounded slices from the event
- *    loop, so no command waits behind a big eviction round.
+ * Leases. A reader that got replica addresses (GET.REPLICAS) holds a lease
+ * on that version; when the last reference goes while a lease is still
+ * running, the object waits on a deferred-free list and its extents are
+ * reused only after the lease ends (storeDeferredFreeCron), so a remote
+ * reader's one-sided read can never see a newer value's bytes.
+ *
+ * Eviction lives in evict.c.
  */
 #include "store.h"
 
@@ -33,20 +29,14 @@
 #include "util.h"
 #include "zmalloc.h"
 
-#define EVPOOL_SIZE 16
 #define EXPIRE_SAMPLE 20
-
-typedef struct evictCandidate {
-    uint32_t idle;
-    sds key;  /* a copy: the key may be deleted before we get to it */
-} evictCandidate;
 
 static struct {
     uint64_t bytes;         /* sum of value lengths in the keyspace */
     uint64_t keybytes;      /* heap held by key strings */
-    uint64_t evictions, expired, oom;
-    evictCandidate pool[EVPOOL_SIZE];
-    int poolLen;
+    uint64_t expired, oom;
+    storeObj **deferred;    /* unlinked, unreferenced, but leased */
+    size_t ndeferred, deferred_cap;
 } st;
 
 /* ---- dict types ---------------------------------------------------------- */
@@ -70,6 +60,9 @@ static void valDestructor(void *val) {
 }
 
 static dictType keyspaceType = {keyHash, keyCompare, keyDestructor, valDestructor};
+static void pendingKeyDestructor(void *key) { sdsfree(key); }
+static void pendingValDestructor(void *val) { storeObjDecrRef(val); }
+static dictType pendingType = {keyHash, keyCompare, pendingKeyDestructor, pendingValDestructor};
 static dictType expiresType = {keyHash, keyCompare, NULL, NULL};
 
 /* ---- objects ------------------------------------------------------------- */
@@ -78,28 +71,55 @@ static dictType expiresType = {keyHash, keyCompare, NULL, NULL};
  * access: a gettimeofday per GET was 4% of a pipelined GET profile. */
 static inline uint32_t lruClock(void) { return (uint32_t)server.mstime; }
 
-static int evictOne(void);
-
 char storeEmptyValue[1];
+
+storeObj *storeObjNew(uint64_t len) {
+    storeObj *o = zmalloc(sizeof(*o));
+    o->len = len;
+    o->r.offset = 0;
+    o->r.handle = ALLOC_NONE;
+    o->r.segslot = 0;
+    o->refcount = 1;
+    o->lru = lruClock();
+    o->state = OBJ_COMPLETE;
+    o->nreplicas = 0;
+    o->flags = 0;
+    o->unused = 0;
+    o->ext = NULL;
+    return o;
+}
+
+storeObjExt *storeObjGetExt(storeObj *o) {
+    if (o->ext == NULL) {
+        o->ext = zcalloc(sizeof(storeObjExt));
+        o->ext->created_ms = server.mstime;
+    }
+    return o->ext;
+}
+
+void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset) {
+    serverAssert(o->nreplicas < STORE_MAX_REPLICAS);
+    if (o->nreplicas > 0) storeObjGetExt(o);
+    storeReplica *r = storeObjReplica(o, o->nreplicas++);
+    r->offset = offset;
+    r->handle = handle;
+    r->segslot = seg->slot;
+    seg->objects++;
+}
 
 /* An allocation that fails evicts (policy permitting) until it fits. The
  * loop ends: every round either evicts an object or gives up. A value
  * larger than the whole segment gives up at once instead of emptying it. */
 storeObj *storeObjCreate(size_t len) {
     segment *seg = server.self;
-    uint64_t offset;
+    uint64_t offset = 0;
+    if (len == 0) return storeObjNew(0); /* SET k "": no extent */
     if (len > seg->size) goto oom;
     for (;;) {
-        uint32_t h = len ? allocAlloc(seg->alloc, len, &offset) : ALLOC_NONE;
-        if (h != ALLOC_NONE || len == 0) {
-            storeObj *o = zmalloc(sizeof(*o));
-            o->offset = h != ALLOC_NONE ? offset : 0;
-            o->len = len;
-            o->handle = h;
-            o->refcount = 1;
-            o->lru = lruClock();
-            o->segslot = seg->slot;
-            if (h != ALLOC_NONE) seg->objects++;
+        uint32_t h = allocAlloc(seg->alloc, len, &offset);
+        if (h != ALLOC_NONE) {
+            storeObj *o = storeObjNew(len);
+            storeObjAddReplica(o, seg, h, offset);
             return o;
         }
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne()) break;
@@ -115,21 +135,63 @@ storeObj *storeObjCreateFrom(const void *p, size_t len) {
     return o;
 }
 
+char *storeObjLocalPtr(storeObj *o) {
+    if (o->len == 0) return storeEmptyValue;
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg->mem) return segmentPtr(seg, r->offset);
+    }
+    return NULL;
+}
+
+int storeObjLeased(const storeObj *o) { return o->ext && o->ext->lease_until_ms > server.mstime; }
+
+static void freeObject(storeObj *o) {
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        allocFree(seg->alloc, r->handle);
+        seg->objects--;
+    }
+    if (o->ext) {
+        sdsfree(o->ext->checksum);
+        zfree(o->ext);
+    }
+    zfree(o);
+}
+
 void storeObjDecrRef(storeObj *o) {
     serverAssert(o->refcount > 0);
     if (--o->refcount) return;
-    if (o->handle != ALLOC_NONE) {
-        segment *seg = storeObjSegment(o);
-        allocFree(seg->alloc, o->handle);
-        seg->objects--;
+    if (storeObjLeased(o)) {
+        /* A remote reader may still be reading these extents. */
+        if (st.ndeferred == st.deferred_cap) {
+            st.deferred_cap = st.deferred_cap ? st.deferred_cap * 2 : 64;
+            st.deferred = zrealloc(st.deferred, sizeof(storeObj *) * st.deferred_cap);
+        }
+        st.deferred[st.ndeferred++] = o;
+        return;
     }
-    zfree(o);
+    freeObject(o);
+}
+
+/* Frees the unlinked objects whose lease has ended. */
+void storeDeferredFreeCron(void) {
+    size_t kept = 0;
+    for (size_t i = 0; i < st.ndeferred; i++) {
+        storeObj *o = st.deferred[i];
+        if (storeObjLeased(o)) st.deferred[kept++] = o;
+        else freeObject(o);
+    }
+    st.ndeferred = kept;
 }
 
 /* ---- keys ---------------------------------------------------------------- */
 
 int storeInit(char *err, size_t errlen) {
     server.keys = dictCreate(&keyspaceType);
+    server.pending = dictCreate(&pendingType);
     server.expires = dictCreate(&expiresType);
     server.self = segmentCreateLocal("self", (uint64_t)server.segment_size, server.segment_hugepages,
                                      (int)server.segment_numa_node, server.segment_prefault, err, errlen);
@@ -141,10 +203,10 @@ int storeInit(char *err, size_t errlen) {
 
 void storeShutdown(void) {
     dictRelease(server.expires);
+    dictRelease(server.pending);
     dictRelease(server.keys);
     server.expires = server.keys = NULL;
-    for (int i = 0; i < st.poolLen; i++) sdsfree(st.pool[i].key);
-    st.poolLen = 0;
+    evictResetPool();
     segmentTableRemove(server.self);
     segmentRelease(server.self);
     server.self = NULL;
@@ -232,21 +294,117 @@ void storeSetExpire(sds key, long long when_ms) {
 int storeRemoveExpire(sds key) { return dictDelete(server.expires, key) == DICT_OK; }
 
 void storeFlush(void) {
+    /* Pending puts go too; their writers may still be writing. */
+    dictIterator *it = dictGetSafeIterator(server.pending);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        storeObj *o = storePendingUnlink(de->key);
+        storePendingAbandon(o);
+    }
+    dictReleaseIterator(it);
     dictEmpty(server.expires, NULL);
     dictEmpty(server.keys, NULL);
-    for (int i = 0; i < st.poolLen; i++) sdsfree(st.pool[i].key);
-    st.poolLen = 0;
+    evictResetPool();
     server.evict_pending = 0;
 }
 
-/* Replicas live only in the server's own pool until placement uses mounted
- * segments (issue 3's PUT.START): a mounted segment holds no replica yet, so
- * there is nothing to drop. The assertion marks the spot that must walk the
- * segment's objects once it can hold some. */
-uint64_t storeDropSegmentReplicas(segment *s) {
-    serverAssert(s->objects == 0);
-    return 0;
+/* Removes every replica on segment s from the objects that reference it,
+ * before s leaves the table (its slot may be reused at once, and a stale
+ * replica would then point into another segment). Objects left without a
+ * replica disappear from the keyspace. Walks the keyspace and the deferred
+ * list: O(keys), done at once.
+ * Not yet split into bounded steps: an owner holding millions of objects
+ * stalls the loop for the walk (issue 3, item 2). */
+static int dropReplicasOn(storeObj *o, segment *s) {
+    int dropped = 0;
+    for (int i = 0; i < o->nreplicas;) {
+        storeReplica *r = storeObjReplica(o, i);
+        if (r->segslot != s->slot) {
+            i++;
+            continue;
+        }
+        allocFree(s->alloc, r->handle);
+        s->objects--;
+        dropped++;
+        *r = *storeObjReplica(o, o->nreplicas - 1);
+        o->nreplicas--;
+    }
+    return dropped;
 }
+
+uint64_t storeDropSegmentReplicas(segment *s) {
+    uint64_t dropped = 0;
+    if (s->objects == 0) return 0;
+    dictIterator *it = dictGetSafeIterator(server.keys);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        storeObj *o = de->val;
+        int d = dropReplicasOn(o, s);
+        dropped += (uint64_t)d;
+        if (d && o->nreplicas == 0) deleteKey(de->key);
+    }
+    dictReleaseIterator(it);
+    for (size_t i = 0; i < st.ndeferred; i++) dropped += (uint64_t)dropReplicasOn(st.deferred[i], s);
+    dropped += storePendingDropSegment(s);
+    return dropped;
+}
+
+int storeDeleteKeyForEviction(sds key) { return deleteKey(key); }
+
+/* ---- pending puts ------------------------------------------------------ */
+
+/* A pending version lives in its own table, not the keyspace: readers never
+ * see it, DBSIZE does not count it, and a key can have a complete version
+ * (still readable) and a pending replacement (PUT.START REPLACE) at once;
+ * PUT.END swaps them in one step. */
+storeObj *storePendingLookup(sds key) {
+    dictEntry *de = dictFind(server.pending, key);
+    return de ? de->val : NULL;
+}
+
+void storePendingAdd(sds key, storeObj *o) {
+    serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
+}
+
+/* Takes the pending version out; the caller gets its reference. */
+storeObj *storePendingUnlink(sds key) {
+    dictEntry *de = dictUnlink(server.pending, key);
+    if (de == NULL) return NULL;
+    storeObj *o = de->val;
+    de->val = NULL;
+    sdsfree(de->key);
+    de->key = NULL;
+    dictFreeUnlinkedEntry(server.pending, de);
+    return o;
+}
+
+/* A writer may still be writing into a pending version that is dropped
+ * (taken over, flushed, its segment's peer gone): its extents are not
+ * reused before put-release-timeout, so a slow writer can never scribble
+ * over bytes that now belong to someone else. */
+void storePendingAbandon(storeObj *o) {
+    storeObjExt *ext = storeObjGetExt(o);
+    long long until = server.mstime + server.put_release_timeout;
+    if (ext->lease_until_ms < until) ext->lease_until_ms = until;
+    storeObjDecrRef(o);
+}
+
+uint64_t storePendingDropSegment(segment *s) {
+    uint64_t dropped = 0;
+    if (!server.pending || dictSize(server.pending) == 0) return 0;
+    dictIterator *it = dictGetSafeIterator(server.pending);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        storeObj *o = de->val;
+        int d = dropReplicasOn(o, s);
+        dropped += (uint64_t)d;
+        if (d && o->nreplicas == 0) dictDelete(server.pending, de->key);
+    }
+    dictReleaseIterator(it);
+    return dropped;
+}
+
+unsigned long storePendingSize(void) { return dictSize(server.pending); }
 
 unsigned long storeSize(void) { return dictSize(server.keys); }
 unsigned long storeExpiresSize(void) { return dictSize(server.expires); }
@@ -279,85 +437,6 @@ void storeActiveExpireCycle(long long budget_us) {
     }
 }
 
-/* ---- eviction ------------------------------------------------------------ */
-
-static void poolInsert(sds key, uint32_t idle) {
-    int i;
-    for (i = 0; i < st.poolLen; i++)
-        if (sdslen(st.pool[i].key) == sdslen(key) && !memcmp(st.pool[i].key, key, sdslen(key)))
-            return; /* already a candidate */
-    /* Keep the pool sorted by idle, ascending: the best victim is last. */
-    for (i = 0; i < st.poolLen && st.pool[i].idle < idle; i++)
-        ;
-    if (st.poolLen == EVPOOL_SIZE) {
-        if (i == 0) return; /* younger than everything we hold */
-        sdsfree(st.pool[0].key);
-        memmove(st.pool, st.pool + 1, sizeof(st.pool[0]) * (size_t)(i - 1));
-        i--;
-    } else {
-        memmove(st.pool + i + 1, st.pool + i, sizeof(st.pool[0]) * (size_t)(st.poolLen - i));
-        st.poolLen++;
-    }
-    st.pool[i].key = sdsdup(key);
-    st.pool[i].idle = idle;
-}
-
-static void poolFill(void) {
-    dictEntry *sample[64];
-    unsigned want = server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
-    unsigned n = dictGetSomeKeys(server.keys, sample, want);
-    uint32_t now = lruClock();
-    for (unsigned i = 0; i < n; i++) {
-        storeObj *o = sample[i]->val;
-        poolInsert(sample[i]->key, now - o->lru);
-    }
-}
-
-/* Evicts the oldest object seen in samples. Returns 0 when nothing is left
- * to evict. Pool entries whose key is gone (or changed) are skipped. */
-static int evictOne(void) {
-    for (int attempts = 0; attempts < 16; attempts++) {
-        if (dictSize(server.keys) == 0) return 0;
-        poolFill();
-        while (st.poolLen > 0) {
-            evictCandidate *c = &st.pool[--st.poolLen];
-            sds key = c->key;
-            int deleted = deleteKey(key);
-            sdsfree(key);
-            if (deleted) {
-                st.evictions++;
-                server.stat_evictedkeys++;
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-void storeEvictionCron(long long budget_us) {
-    segment *seg = server.self;
-    if (server.evict_policy == EVICT_NOEVICTION) {
-        server.evict_pending = 0;
-        return;
-    }
-    if (server.evict_pending == 0) {
-        allocStats as;
-        allocGetStats(seg->alloc, &as);
-        if ((double)as.used <= server.evict_high_watermark * (double)seg->size) return;
-        long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));
-        server.evict_pending = n > 0 ? n : 1;
-    }
-    long long start = ustime();
-    while (server.evict_pending > 0) {
-        if (!evictOne()) {
-            server.evict_pending = 0;
-            break;
-        }
-        server.evict_pending--;
-        if ((server.evict_pending & 15) == 0 && ustime() - start > budget_us) break;
-    }
-}
-
 void storeRehashCron(long long budget_us) {
     if (dictIsRehashing(server.keys)) dictRehashMicroseconds(server.keys, budget_us);
     if (dictIsRehashing(server.expires)) dictRehashMicroseconds(server.expires, budget_us);
@@ -369,7 +448,8 @@ void storeGetStats(storeStats *out) {
     memset(out, 0, sizeof(*out));
     out->objects = dictSize(server.keys);
     out->bytes = st.bytes;
-    out->evictions = st.evictions;
+    out->evictions = evictCount();
+    out->deferred_frees = st.ndeferred;
     out->expired = st.expired;
     out->oom = st.oom;
     out->pool_size = as.capacity;
@@ -383,5 +463,6 @@ void storeGetStats(storeStats *out) {
 }
 
 void storeResetStats(void) {
-    st.evictions = st.expired = st.oom = 0;
+    st.expired = st.oom = 0;
+    evictResetStats();
 }

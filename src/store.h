@@ -8,43 +8,78 @@
 #include "sds.h"
 #include "segment.h"
 
-/* One immutable version of a value: an extent in a segment. Shared by the
- * keyspace and by replies still being written; the extent is freed when the
- * last reference goes, so a SET or DEL never pulls bytes from under a
- * reader. */
-typedef struct storeObj {
-    uint64_t offset;    /* in the segment: kept here so a read never has to
-                         * touch the allocator's node array (a cache miss) */
-    uint64_t len;
-    uint32_t handle;    /* allocator handle in the segment */
-    uint32_t refcount;
-    uint32_t lru;       /* ms clock, truncated: see store.c */
-    uint32_t segslot;   /* index in the segment table (32 bytes in all) */
-} storeObj;
+#define STORE_MAX_REPLICAS 8
 
-static inline segment *storeObjSegment(const storeObj *o) { return segtab[o->segslot]; }
+enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
+#define OBJ_FLAG_HARDPIN (1 << 0)
+
+/* One extent of one segment. */
+typedef struct storeReplica {
+    uint64_t offset;
+    uint32_t handle;    /* allocator handle in the segment; ALLOC_NONE = no extent */
+    uint32_t segslot;   /* index in segtab */
+} storeReplica;
+
+/* What only store-command objects need (leases, pins, the put's owner,
+ * more replicas): a plain SET value never allocates it. */
+typedef struct storeObjExt {
+    storeReplica more[STORE_MAX_REPLICAS - 1];
+    long long created_ms;
+    long long lease_until_ms;    /* space is not reused before this */
+    long long softpin_until_ms;  /* 0 = not soft-pinned */
+    long long put_started_ms;
+    uint64_t put_client;         /* connection that ran PUT.START */
+    sds checksum;                /* given at PUT.END, may be NULL */
+} storeObjExt;
+
+/* One immutable version of a value: one or more replicas in segments.
+ * Shared by the keyspace, by replies still being written and (through the
+ * lease) by remote readers; the extents are freed when the last reference
+ * goes and the lease has ended, so no one ever reads reused bytes. */
+typedef struct storeObj {
+    uint64_t len;
+    storeReplica r;      /* the first replica, inline: the common case */
+    uint32_t refcount;
+    uint32_t lru;        /* ms clock, truncated: see evict.c */
+    uint8_t state;       /* OBJ_COMPLETE | OBJ_PENDING */
+    uint8_t nreplicas;
+    uint8_t flags;       /* OBJ_FLAG_* */
+    uint8_t unused;
+    storeObjExt *ext;    /* NULL for plain SET values */
+} storeObj;
 
 typedef struct storeStats {
     uint64_t objects, bytes;
     uint64_t evictions, expired, oom;
     uint64_t pool_size, pool_used, pool_free, largest_free, free_ranges;
     uint64_t meta_bytes;    /* heap for keys, objects, tables, allocator */
+    uint64_t deferred_frees; /* unlinked objects waiting for their lease to end */
 } storeStats;
 
 int storeInit(char *err, size_t errlen);
 void storeShutdown(void);
 
 /* Objects. */
-storeObj *storeObjCreate(size_t len);          /* NULL: no space, even after eviction */
+storeObj *storeObjCreate(size_t len);          /* in the pool; NULL: no space, even after eviction */
 storeObj *storeObjCreateFrom(const void *p, size_t len);
+storeObj *storeObjNew(uint64_t len);           /* no replica yet: see storeObjAddReplica */
+void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset);
+storeObjExt *storeObjGetExt(storeObj *o);      /* creates it on first use */
+static inline storeReplica *storeObjReplica(storeObj *o, int i) {
+    return i == 0 ? &o->r : &o->ext->more[i - 1];
+}
+static inline segment *storeReplicaSegment(const storeReplica *r) { return segtab[r->segslot]; }
 extern char storeEmptyValue[1];
-/* An empty value (Redis allows SET k "") owns no extent. */
+/* Bytes of the first replica held in this process (the server's pool);
+ * NULL if every replica is in a mounted (remote) segment. */
+char *storeObjLocalPtr(storeObj *o);
 static inline char *storeObjPtr(const storeObj *o) {
-    if (o->handle == ALLOC_NONE) return storeEmptyValue;
-    return segmentPtr(storeObjSegment(o), o->offset);
+    if (o->r.handle == ALLOC_NONE) return storeEmptyValue;
+    return segmentPtr(segtab[o->r.segslot], o->r.offset);
 }
 static inline void storeObjIncrRef(storeObj *o) { o->refcount++; }
 void storeObjDecrRef(storeObj *o);
+int storeObjLeased(const storeObj *o);
 
 /* Keys. Lookups expire lazily; the Read form also counts hits/misses and
  * refreshes the LRU clock. */
@@ -57,14 +92,28 @@ void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
 uint64_t storeDropSegmentReplicas(segment *s);
+uint64_t storePendingDropSegment(segment *s);
+storeObj *storePendingLookup(sds key);
+void storePendingAdd(sds key, storeObj *o);       /* takes o's reference */
+storeObj *storePendingUnlink(sds key);            /* gives the reference back */
+void storePendingAbandon(storeObj *o);            /* drops it, space reused after put-release-timeout */
+unsigned long storePendingSize(void);
 unsigned long storeSize(void);
 unsigned long storeExpiresSize(void);
+int storeDeleteKeyForEviction(sds key);  /* evict.c: delete without expiry checks */
 
 /* Background work, in bounded slices. */
 void storeActiveExpireCycle(long long budget_us);
-void storeEvictionCron(long long budget_us);
+void storeDeferredFreeCron(void);
 void storeRehashCron(long long budget_us);
 void storeGetStats(storeStats *st);
 void storeResetStats(void);
+
+/* evict.c */
+int evictOne(void);
+void storeEvictionCron(long long budget_us);
+void evictResetPool(void);
+uint64_t evictCount(void);
+void evictResetStats(void);
 
 #endif

@@ -39,21 +39,33 @@ uint64_t segmentUnmount(segment *s) {
     return dropped;
 }
 
+/* Decimal, or hexadecimal with 0x: never octal, so "010" is ten. */
 static int parseU64(const char *s, uint64_t *out) {
-    if (!*s || *s == '-' || *s == '+' || *s == ' ') return 0;
+    int hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *digits = hex ? s + 2 : s;
+    if (!*digits || *digits == '-' || *digits == '+' || *digits == ' ') return 0;
     char *end;
     errno = 0;
-    unsigned long long v = strtoull(s, &end, 0); /* decimal or 0x... */
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
     if (*end || errno) return 0;
     *out = v;
     return 1;
 }
 
-static int validSegmentName(sds name) {
+static int validName(sds name) {
     if (sdslen(name) == 0 || sdslen(name) > SEGMENT_NAME_MAX) return 0;
     for (size_t i = 0; i < sdslen(name); i++)
         if (name[i] <= ' ' || name[i] > '~') return 0;
     return 1;
+}
+
+/* Commands take a segment by name or id, so a name made of digits would
+ * shadow the segment with that id. */
+static int validSegmentName(sds name) {
+    if (!validName(name)) return 0;
+    for (size_t i = 0; i < sdslen(name); i++)
+        if (name[i] < '0' || name[i] > '9') return 1;
+    return 0;
 }
 
 static int validEndpoint(sds uri) {
@@ -77,7 +89,7 @@ void mountCommand(client *c) {
         return;
     }
     if (!validSegmentName(name)) {
-        addReplyError(c, "ERR invalid segment name (1..256 printable characters, no spaces)");
+        addReplyError(c, "ERR invalid segment name (1..256 printable characters, no spaces, not all digits)");
         return;
     }
     /* Parse everything before changing anything. */
@@ -125,7 +137,7 @@ void mountCommand(client *c) {
             }
             host = val;
         } else if (!strcasecmp(opt, "owner")) {
-            if (!validSegmentName(val)) {
+            if (!validName(val)) {
                 addReplyError(c, "ERR invalid OWNER (1..256 printable characters, no spaces)");
                 return;
             }
@@ -143,6 +155,11 @@ void mountCommand(client *c) {
 
     segment *existing = segmentLookupName(name);
     if (existing) {
+        if (existing->state == SEG_DRAINING) {
+            addReplyErrorFormat(c, "-EXISTS segment '%s' is being unmounted (GRACEFUL): mount it again once it is gone",
+                                name);
+            return;
+        }
         if (existing->id == SEGMENT_SELF_ID || strcmp(existing->owner, oname) || existing->size != size) {
             addReplyErrorFormat(c, "-EXISTS segment '%s' is mounted by another owner or with another size",
                                 name);

@@ -184,7 +184,12 @@ void getrangeCommand(client *c) {
         addReplyBulk(c, "", 0);
         return;
     }
-    addReplyBulk(c, storeObjPtr(o) + start, (size_t)(end - start + 1));
+    const char *p = storeObjLocalPtr(o);
+    if (p == NULL) {
+        addReplyError(c, "-REMOTE the value is only in mounted segments: read it with GET.REPLICAS");
+        return;
+    }
+    addReplyBulk(c, p + start, (size_t)(end - start + 1));
 }
 
 void strlenCommand(client *c) {

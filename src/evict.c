@@ -1,0 +1,149 @@
+/* evict.c -- approximate LRU eviction over the keyspace (SPEC §3).
+ *
+ * Each object carries a 32-bit millisecond clock of its last access; idle
+ * time is computed modulo 2^32, so an object idle for more than ~49 days
+ * looks young: harmless for a cache. Candidates come from random samples of
+ * the keyspace (evict-samples per step) kept in a small pool ordered by
+ * idle time, so each step evicts the oldest of what was seen, Redis-style.
+ *
+ * What may be evicted, in order (SPEC §3):
+ *  - never: leased objects (a reader is using the bytes), hard-pinned
+ *    objects, pending puts (they are not in the keyspace at all);
+ *  - first: everything else that is not soft-pinned;
+ *  - only when no unpinned candidate turns up in several rounds of samples:
+ *    soft-pinned objects, oldest first.
+ *
+ * Two triggers:
+ *  - an allocation fails: evict synchronously until it fits or nothing is
+ *    left to evict (then the command gets -OOM / -NOSPACE and nothing
+ *    changes);
+ *  - pool use passes evict-high-watermark: schedule about evict-ratio of
+ *    the objects and evict them in time-bounded slices from the event
+ *    loop, so no command waits behind a big eviction round.
+ */
+#include <string.h>
+
+#include "server.h"
+#include "store.h"
+#include "util.h"
+
+#define EVPOOL_SIZE 16
+#define EVICT_SOFTPIN_AFTER 4   /* rounds without an unpinned candidate */
+
+typedef struct evictCandidate {
+    uint32_t idle;
+    sds key;  /* a copy: the key may be deleted before we get to it */
+} evictCandidate;
+
+static evictCandidate pool[EVPOOL_SIZE];
+static int poolLen;
+static uint64_t evictions;
+
+void evictResetPool(void) {
+    for (int i = 0; i < poolLen; i++) sdsfree(pool[i].key);
+    poolLen = 0;
+}
+
+uint64_t evictCount(void) { return evictions; }
+void evictResetStats(void) { evictions = 0; }
+
+static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_until_ms > server.mstime; }
+
+/* 0: never; 1: yes; 2: only when nothing unpinned is left. */
+static int evictable(const storeObj *o) {
+    if ((o->flags & OBJ_FLAG_HARDPIN) || storeObjLeased(o) || o->state != OBJ_COMPLETE) return 0;
+    return softPinned(o) ? 2 : 1;
+}
+
+static void poolInsert(sds key, uint32_t idle) {
+    int i;
+    for (i = 0; i < poolLen; i++)
+        if (sdslen(pool[i].key) == sdslen(key) && !memcmp(pool[i].key, key, sdslen(key)))
+            return; /* already a candidate */
+    /* Keep the pool sorted by idle, ascending: the best victim is last. */
+    for (i = 0; i < poolLen && pool[i].idle < idle; i++)
+        ;
+    if (poolLen == EVPOOL_SIZE) {
+        if (i == 0) return; /* younger than everything we hold */
+        sdsfree(pool[0].key);
+        memmove(pool, pool + 1, sizeof(pool[0]) * (size_t)(i - 1));
+        i--;
+    } else {
+        memmove(pool + i + 1, pool + i, sizeof(pool[0]) * (size_t)(poolLen - i));
+        poolLen++;
+    }
+    pool[i].key = sdsdup(key);
+    pool[i].idle = idle;
+}
+
+/* Samples the keyspace; candidates of the given class go to the pool. */
+static void poolFill(int wanted_class) {
+    dictEntry *sample[64];
+    unsigned want = server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
+    unsigned n = dictGetSomeKeys(server.keys, sample, want);
+    uint32_t now = (uint32_t)server.mstime;
+    for (unsigned i = 0; i < n; i++) {
+        storeObj *o = sample[i]->val;
+        int cls = evictable(o);
+        if (cls == 0 || cls > wanted_class) continue;
+        poolInsert(sample[i]->key, now - o->lru);
+    }
+}
+
+/* Evicts the oldest evictable object seen in samples. Returns 0 when
+ * nothing is left to evict. Pool entries whose key is gone, or whose object
+ * became unevictable since it was sampled, are skipped. */
+int evictOne(void) {
+    for (int attempts = 0; attempts < 16; attempts++) {
+        if (dictSize(server.keys) == 0) return 0;
+        poolFill(attempts < EVICT_SOFTPIN_AFTER ? 1 : 2);
+        while (poolLen > 0) {
+            evictCandidate *c = &pool[--poolLen];
+            sds key = c->key;
+            dictEntry *de = dictFind(server.keys, key);
+            int ok = de && evictable(de->val) != 0 &&
+                     (evictable(de->val) == 1 || attempts >= EVICT_SOFTPIN_AFTER);
+            if (ok) storeDeleteKeyForEviction(key);
+            sdsfree(key);
+            if (ok) {
+                evictions++;
+                server.stat_evictedkeys++;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Eviction rounds triggered by the high watermark, across the server's
+ * own pool (mounted segments are evicted by the same rule once placement
+ * uses them: their used bytes count in the same sum). */
+void storeEvictionCron(long long budget_us) {
+    if (server.evict_policy == EVICT_NOEVICTION) {
+        server.evict_pending = 0;
+        return;
+    }
+    if (server.evict_pending == 0) {
+        uint64_t used = 0, size = 0;
+        for (uint32_t i = 0; i < segtabLen; i++) {
+            segment *s = segtab[i];
+            if (!s || s->tier != SEG_TIER_MEMORY) continue;
+            allocStats as;
+            allocGetStats(s->alloc, &as);
+            used += as.used;
+            size += s->size;
+        }
+        if (size == 0 || (double)used <= server.evict_high_watermark * (double)size) return;
+        long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));
+        server.evict_pending = n > 0 ? n : 1;
+    }
+    long long start = ustime();
+    while (server.evict_pending > 0) {
+        if (!evictOne()) {
+            server.evict_pending = 0;
+            break;
+        }
+        server.evict_pending--;
+        if ((server.evict_pending & 15) == 0 && ustime() - start > budget_us) break;
+    }
+}
