@@ -30,6 +30,7 @@ void resetServerStats(void) {
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_starttime = mstime();
     storeResetStats();
+    storeCommandStatsReset();
     for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
         cmd->calls = cmd->usec = cmd->rejected_calls = cmd->failed_calls = 0;
         for (mcCommand *s = cmd->subcommands; s && s->name; s++)
@@ -183,6 +184,8 @@ sds genInfoString(const char *section) {
                          (unsigned long long)st.oom, frag, freefrag, (unsigned long long)st.meta_bytes,
                          st.objects ? (double)st.meta_bytes / (double)st.objects : 0.0,
                          server.evict_policy == EVICT_LRU ? "lru" : "noeviction", server.evict_pending);
+        s = sdscatprintf(s, "store_deferred_frees:%llu\r\n", (unsigned long long)st.deferred_frees);
+        s = storeCommandStatsInfo(s);
     }
     if ((w = wantSection(section, "segments", &count))) {
         s = sectionHeader(s, w, "Segments");

@@ -61,7 +61,10 @@ static void valDestructor(void *val) {
 
 static dictType keyspaceType = {keyHash, keyCompare, keyDestructor, valDestructor};
 static void pendingKeyDestructor(void *key) { sdsfree(key); }
-static void pendingValDestructor(void *val) { storeObjDecrRef(val); }
+/* NULL when storePendingUnlink took the object out first. */
+static void pendingValDestructor(void *val) {
+    if (val) storeObjDecrRef(val);
+}
 static dictType pendingType = {keyHash, keyCompare, pendingKeyDestructor, pendingValDestructor};
 static dictType expiresType = {keyHash, keyCompare, NULL, NULL};
 

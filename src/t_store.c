@@ -1,0 +1,425 @@
+/* t_store.c -- the Mooncake store commands (SPEC §4.2).
+ *
+ * Two-phase put. PUT.START reserves extents (replicas) and records a
+ * pending version that readers cannot see; the writer moves the bytes
+ * itself (shm, RDMA, TCP data plane) and PUT.END publishes the version in
+ * one step, replacing any previous one. Only the connection that started a
+ * put may end or revoke it (-NOTOWNER otherwise): a slow writer whose put
+ * was taken over cannot publish over the new writer's bytes.
+ *
+ * Abandoned puts. A pending version older than put-timeout may be taken
+ * over by a new PUT.START of the same key. The old extents are not reused
+ * before put-release-timeout, because the old writer may still be writing.
+ *
+ * Reads. GET.REPLICAS hands out the replica list of the complete version
+ * under a lease (lease-ttl, extended by every GET.REPLICAS or LEASE): while
+ * the lease runs, that version's extents are never reused, even if the key
+ * is removed or overwritten meanwhile (store.c defers the free).
+ *
+ * Batch forms answer one element per key, in order: a missing key is a nil
+ * element, a refused key an error element, and the batch itself never
+ * fails as a whole. They are built from the same per-key functions as the
+ * single-key commands, so the two can never disagree.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "placement.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define MAX_LEASE_MS 86400000LL
+
+static struct {
+    long long started, ended, revoked, taken_over, nospace;
+    long long get_hits, get_misses, get_notready, leases_granted;
+} ss;
+
+void storeCommandStatsReset(void) { memset(&ss, 0, sizeof(ss)); }
+
+sds storeCommandStatsInfo(sds s) {
+    return sdscatprintf(s,
+                        "store_puts_started:%lld\r\nstore_puts_ended:%lld\r\nstore_puts_revoked:%lld\r\n"
+                        "store_puts_taken_over:%lld\r\nstore_puts_nospace:%lld\r\nstore_puts_pending:%lu\r\n"
+                        "store_get_replicas_hits:%lld\r\nstore_get_replicas_misses:%lld\r\n"
+                        "store_get_replicas_notready:%lld\r\nstore_leases_granted:%lld\r\n",
+                        ss.started, ss.ended, ss.revoked, ss.taken_over, ss.nospace, storePendingSize(),
+                        ss.get_hits, ss.get_misses, ss.get_notready, ss.leases_granted);
+}
+
+/* ---- option parsing ------------------------------------------------------ */
+
+typedef struct putOptions {
+    int replicas;
+    segment *prefer[STORE_MAX_REPLICAS];
+    int nprefer;
+    long long pin_ms;  /* 0 = none */
+    int hardpin;
+    int replace;
+} putOptions;
+
+/* Parses PUT.START options from argv[start..argc); replies and returns
+ * C_ERR on a bad one. */
+static int parsePutOptions(client *c, int start, putOptions *po) {
+    memset(po, 0, sizeof(*po));
+    po->replicas = (int)server.default_replicas;
+    for (int j = start; j < c->argc; j++) {
+        const char *opt = c->argv[j];
+        int more = j + 1 < c->argc;
+        if (!strcasecmp(opt, "replicas") && more) {
+            long long n;
+            if (getLongLongFromObjectOrReply(c, c->argv[++j], &n, NULL) != C_OK) return C_ERR;
+            if (n < 1 || n > STORE_MAX_REPLICAS) {
+                addReplyErrorFormat(c, "ERR REPLICAS must be between 1 and %d", STORE_MAX_REPLICAS);
+                return C_ERR;
+            }
+            po->replicas = (int)n;
+        } else if (!strcasecmp(opt, "prefer") && more) {
+            segment *s = segmentLookup(c->argv[++j]);
+            if (s == NULL) {
+                addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[j]);
+                return C_ERR;
+            }
+            if (po->nprefer == STORE_MAX_REPLICAS) {
+                addReplyErrorFormat(c, "ERR at most %d PREFER segments", STORE_MAX_REPLICAS);
+                return C_ERR;
+            }
+            po->prefer[po->nprefer++] = s;
+        } else if (!strcasecmp(opt, "pin") && more) {
+            long long ms;
+            if (getLongLongFromObjectOrReply(c, c->argv[++j], &ms, NULL) != C_OK) return C_ERR;
+            if (ms < 1 || ms > server.max_soft_pin_ttl) {
+                addReplyErrorFormat(c, "ERR PIN must be between 1 and max-soft-pin-ttl (%lld) ms",
+                                    server.max_soft_pin_ttl);
+                return C_ERR;
+            }
+            po->pin_ms = ms;
+        } else if (!strcasecmp(opt, "hardpin")) {
+            po->hardpin = 1;
+        } else if (!strcasecmp(opt, "replace")) {
+            po->replace = 1;
+        } else {
+            addReplyErrorSyntax(c);
+            return C_ERR;
+        }
+    }
+    return C_OK;
+}
+
+static int checkKey(client *c, sds key) {
+    if (sdslen(key) == 0 || (long long)sdslen(key) > server.max_key_size) {
+        addReplyErrorFormat(c, "ERR key length must be between 1 and max-key-size (%lld)", server.max_key_size);
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+/* The writer's host as segments record it, for local-first placement. */
+static const char *clientHost(client *c, char *buf, size_t len) {
+    if (c->flags & CLIENT_UNIX_SOCKET) return "localhost";
+    snprintf(buf, len, "%s", c->addr);
+    char *colon = strrchr(buf, ':');
+    if (colon) *colon = '\0';
+    return buf;
+}
+
+static void addReplyReplica(client *c, storeObj *o, int i) {
+    storeReplica *r = storeObjReplica(o, i);
+    addReplyArrayLen(c, 3);
+    addReplyLongLong(c, (long long)storeReplicaSegment(r)->id);
+    addReplyLongLong(c, (long long)r->offset);
+    addReplyLongLong(c, (long long)o->len);
+}
+
+/* ---- PUT.START ----------------------------------------------------------- */
+
+/* One key's PUT.START: replies with the replica array or an error. */
+static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
+    long long size;
+    if (checkKey(c, key) != C_OK) return;
+    if (!string2ll(sizearg, sdslen(sizearg), &size) || size < 1 || size > server.max_object_size) {
+        addReplyErrorFormat(c, "ERR size must be between 1 and max-object-size (%lld)", server.max_object_size);
+        return;
+    }
+    storeObj *pending = storePendingLookup(key);
+    if (pending) {
+        if (server.mstime - pending->ext->put_started_ms < server.put_timeout) {
+            addReplyError(c, "-EXISTS a put of this key is in progress");
+            return;
+        }
+    }
+    if (!po->replace && storeLookupWrite(key)) {
+        addReplyError(c, "-EXISTS the key exists (use REPLACE to write a new version)");
+        return;
+    }
+    storeObj *o = storeObjNew((uint64_t)size);
+    o->state = OBJ_PENDING;
+    char hostbuf[NET_ADDR_STR_LEN];
+    if (placeReplicas(o, (uint64_t)size, po->replicas, (segment **)po->prefer, po->nprefer,
+                      clientHost(c, hostbuf, sizeof(hostbuf))) == 0) {
+        storeObjDecrRef(o);
+        ss.nospace++;
+        addReplyError(c, "-NOSPACE no segment has room for this object");
+        return;
+    }
+    if (pending) {
+        /* Take over an abandoned put: its space waits put-release-timeout. */
+        storePendingAbandon(storePendingUnlink(key));
+        ss.taken_over++;
+    }
+    storeObjExt *ext = storeObjGetExt(o);
+    ext->put_client = c->id;
+    ext->put_started_ms = server.mstime;
+    if (po->pin_ms) ext->softpin_until_ms = server.mstime + po->pin_ms;
+    if (po->hardpin) o->flags |= OBJ_FLAG_HARDPIN;
+    storePendingAdd(key, o);
+    ss.started++;
+    addReplyArrayLen(c, o->nreplicas);
+    for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
+}
+
+void putStartCommand(client *c) {
+    putOptions po;
+    if (parsePutOptions(c, 3, &po) != C_OK) return;
+    putStartOne(c, c->argv[1], c->argv[2], &po);
+}
+
+/* BATCH.PUT.START numkeys key size [key size ...] [options] */
+void batchPutStartCommand(client *c) {
+    long long n;
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &n, NULL) != C_OK) return;
+    if (n < 1 || n > (c->argc - 2) / 2) {
+        addReplyError(c, "ERR numkeys must be at least 1 and cover key size pairs");
+        return;
+    }
+    putOptions po;
+    if (parsePutOptions(c, 2 + 2 * (int)n, &po) != C_OK) return;
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) putStartOne(c, c->argv[2 + 2 * i], c->argv[3 + 2 * i], &po);
+}
+
+/* ---- PUT.END / PUT.REVOKE ------------------------------------------------ */
+
+static void putEndOne(client *c, sds key, sds checksum) {
+    storeObj *p = storePendingLookup(key);
+    if (p == NULL) {
+        storeObj *o = storeLookupWrite(key);
+        if (o == NULL) addReplyError(c, "-NOKEY no such key");
+        else if (o->ext && o->ext->put_client == c->id) addReplyOk(c); /* a repeated PUT.END */
+        else addReplyError(c, "-NOTPENDING the key has no put in progress");
+        return;
+    }
+    if (p->ext->put_client != c->id) {
+        addReplyError(c, "-NOTOWNER the put was started by another connection");
+        return;
+    }
+    storeObj *o = storePendingUnlink(key);
+    o->state = OBJ_COMPLETE;
+    o->lru = (uint32_t)server.mstime;
+    if (checksum) {
+        sdsfree(o->ext->checksum);
+        o->ext->checksum = sdsdup(checksum);
+    }
+    storeSet(key, o, -1, 0);
+    ss.ended++;
+    addReplyOk(c);
+}
+
+void putEndCommand(client *c) {
+    sds checksum = NULL;
+    if (c->argc == 4 && !strcasecmp(c->argv[2], "checksum")) {
+        checksum = c->argv[3];
+    } else if (c->argc != 2) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    putEndOne(c, c->argv[1], checksum);
+}
+
+void batchPutEndCommand(client *c) {
+    addReplyArrayLen(c, c->argc - 1);
+    for (int j = 1; j < c->argc; j++) putEndOne(c, c->argv[j], NULL);
+}
+
+void putRevokeCommand(client *c) {
+    sds key = c->argv[1];
+    storeObj *p = storePendingLookup(key);
+    if (p == NULL) {
+        addReplyError(c, storeLookupWrite(key) ? "-NOTPENDING the key has no put in progress" : "-NOKEY no such key");
+        return;
+    }
+    if (p->ext->put_client != c->id) {
+        addReplyError(c, "-NOTOWNER the put was started by another connection");
+        return;
+    }
+    /* The writer itself says it stopped writing: the space is free now. */
+    storeObjDecrRef(storePendingUnlink(key));
+    ss.revoked++;
+    addReplyOk(c);
+}
+
+/* ---- reads and leases ---------------------------------------------------- */
+
+static void grantLease(storeObj *o, long long ms) {
+    storeObjExt *ext = storeObjGetExt(o);
+    if (ext->lease_until_ms < server.mstime + ms) ext->lease_until_ms = server.mstime + ms;
+    ss.leases_granted++;
+}
+
+static void getReplicasOne(client *c, sds key) {
+    storeObj *o = storeLookupRead(key);
+    if (o == NULL) {
+        if (storePendingLookup(key)) {
+            ss.get_notready++;
+            addReplyError(c, "-NOTREADY the key's put has not ended yet");
+        } else {
+            ss.get_misses++;
+            addReplyNullArray(c);
+        }
+        return;
+    }
+    ss.get_hits++;
+    grantLease(o, server.lease_ttl);
+    addReplyArrayLen(c, 3 + o->nreplicas);
+    addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
+    addReplyLongLong(c, (long long)o->len);
+    if (o->ext->checksum) addReplyBulk(c, o->ext->checksum, sdslen(o->ext->checksum));
+    else addReplyNull(c);
+    for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
+}
+
+void getReplicasCommand(client *c) { getReplicasOne(c, c->argv[1]); }
+
+void batchGetReplicasCommand(client *c) {
+    addReplyArrayLen(c, c->argc - 1);
+    for (int j = 1; j < c->argc; j++) getReplicasOne(c, c->argv[j]);
+}
+
+void leaseCommand(client *c) {
+    long long ms;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &ms, NULL) != C_OK) return;
+    if (ms < 0 || ms > MAX_LEASE_MS) {
+        addReplyErrorFormat(c, "ERR lease must be between 0 and %lld ms", MAX_LEASE_MS);
+        return;
+    }
+    storeObj *o = storeLookupWrite(c->argv[1]);
+    if (o == NULL) {
+        addReplyNull(c);
+        return;
+    }
+    grantLease(o, ms);
+    addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
+}
+
+/* ---- pins ---------------------------------------------------------------- */
+
+/* The complete version if any, else the pending one: a writer may pin what
+ * it is writing. */
+static storeObj *lookupAnyVersion(sds key) {
+    storeObj *o = storeLookupWrite(key);
+    return o ? o : storePendingLookup(key);
+}
+
+void pinCommand(client *c) {
+    long long ms = server.soft_pin_ttl;
+    int hard = 0;
+    if (c->argc == 3) {
+        if (!strcasecmp(c->argv[2], "hard")) {
+            hard = 1;
+        } else {
+            if (getLongLongFromObjectOrReply(c, c->argv[2], &ms, NULL) != C_OK) return;
+            if (ms < 1 || ms > server.max_soft_pin_ttl) {
+                addReplyErrorFormat(c, "ERR pin must be between 1 and max-soft-pin-ttl (%lld) ms",
+                                    server.max_soft_pin_ttl);
+                return;
+            }
+        }
+    } else if (c->argc != 2) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    storeObj *o = lookupAnyVersion(c->argv[1]);
+    if (o == NULL) {
+        addReplyError(c, "-NOKEY no such key");
+        return;
+    }
+    if (hard) o->flags |= OBJ_FLAG_HARDPIN;
+    else storeObjGetExt(o)->softpin_until_ms = server.mstime + ms;
+    addReplyOk(c);
+}
+
+void unpinCommand(client *c) {
+    storeObj *o = lookupAnyVersion(c->argv[1]);
+    if (o == NULL) {
+        addReplyError(c, "-NOKEY no such key");
+        return;
+    }
+    o->flags &= (uint8_t)~OBJ_FLAG_HARDPIN;
+    if (o->ext) o->ext->softpin_until_ms = 0;
+    addReplyOk(c);
+}
+
+/* ---- removal and inspection ---------------------------------------------- */
+
+void removeCommand(client *c) {
+    long long removed = 0;
+    for (int j = 1; j < c->argc; j++) {
+        int any = storeDelete(c->argv[j]);
+        storeObj *p = storePendingUnlink(c->argv[j]);
+        if (p) {
+            storePendingAbandon(p);
+            any = 1;
+        }
+        removed += any;
+    }
+    addReplyLongLong(c, removed);
+}
+
+void removeAllCommand(client *c) {
+    long long n = (long long)(storeSize() + storePendingSize());
+    storeFlush();
+    addReplyLongLong(c, n);
+}
+
+void objectInfoCommand(client *c) {
+    sds key = c->argv[1];
+    storeObj *o = storeLookupWrite(key);
+    storeObj *p = storePendingLookup(key);
+    if (!o) o = p;
+    if (!o) {
+        addReplyNull(c);
+        return;
+    }
+    storeObjExt *ext = o->ext;
+    long long lease = ext && ext->lease_until_ms > server.mstime ? ext->lease_until_ms - server.mstime : 0;
+    const char *pin = (o->flags & OBJ_FLAG_HARDPIN) ? "hard"
+                      : (ext && ext->softpin_until_ms > server.mstime) ? "soft" : "none";
+    addReplyMapLen(c, 11);
+    addReplyBulkCString(c, "state");
+    addReplyBulkCString(c, o->state == OBJ_PENDING ? "pending" : "complete");
+    addReplyBulkCString(c, "size");
+    addReplyLongLong(c, (long long)o->len);
+    addReplyBulkCString(c, "replicas");
+    addReplyArrayLen(c, o->nreplicas);
+    for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
+    addReplyBulkCString(c, "lease-ms");
+    addReplyLongLong(c, lease);
+    addReplyBulkCString(c, "pin");
+    addReplyBulkCString(c, pin);
+    addReplyBulkCString(c, "pin-ms");
+    addReplyLongLong(c, ext && ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms - server.mstime : 0);
+    addReplyBulkCString(c, "created");
+    addReplyLongLong(c, ext ? ext->created_ms : 0);
+    addReplyBulkCString(c, "last-access-ms");
+    addReplyLongLong(c, (long long)(uint32_t)((uint32_t)server.mstime - o->lru));
+    addReplyBulkCString(c, "checksum");
+    if (ext && ext->checksum) addReplyBulk(c, ext->checksum, sdslen(ext->checksum));
+    else addReplyNull(c);
+    addReplyBulkCString(c, "pending");
+    addReplyLongLong(c, p != NULL);
+    addReplyBulkCString(c, "refcount");
+    addReplyLongLong(c, o->refcount);
+}
