@@ -164,6 +164,7 @@ void segmentRelease(segment *s) {
 segment **segtab;
 uint32_t segtabLen;
 static uint32_t segtabCap, segtabUsed;
+static uint16_t *slotGen; /* per slot, survives the segment that used it */
 static uint64_t nextSegmentId = SEGMENT_SELF_ID;
 
 void segmentTableAdd(segment *s) {
@@ -178,10 +179,13 @@ void segmentTableAdd(segment *s) {
         if (segtabLen == segtabCap) {
             segtabCap = segtabCap ? segtabCap * 2 : 16;
             segtab = zrealloc(segtab, sizeof(segment *) * segtabCap);
+            slotGen = zrealloc(slotGen, sizeof(uint16_t) * segtabCap);
+            memset(slotGen + segtabLen, 0, sizeof(uint16_t) * (segtabCap - segtabLen));
         }
         segtabLen++;
     }
     s->slot = slot;
+    s->gen = ++slotGen[slot];
     s->id = nextSegmentId++;
     segtab[slot] = s;
     segtabUsed++;

@@ -16,6 +16,7 @@
 #define SEGMENT_SELF_ID 1
 #define SEGMENT_MAX_ENDPOINTS 16
 #define SEGMENT_NAME_MAX 256
+#define SEGMENT_MAX_SLOTS 65535  /* replicas keep a 16-bit slot */
 
 enum { SEG_TIER_MEMORY = 0, SEG_TIER_DISK, SEG_TIER_VRAM };
 enum { SEG_ACTIVE = 0, SEG_DRAINING };
@@ -23,6 +24,7 @@ enum { SEG_ACTIVE = 0, SEG_DRAINING };
 typedef struct segment {
     uint64_t id;             /* unique for the server's lifetime, never reused */
     uint32_t slot;           /* index in segtab (slots are reused, ids are not) */
+    uint16_t gen;            /* bumped each time the slot is reused: see store.h */
     char *name;
     char *owner;
     uint64_t size;

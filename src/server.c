@@ -201,6 +201,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     ownerCron();
     segmentCron();
     storeDeferredFreeCron();
+    storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);
 }
 
@@ -475,7 +476,8 @@ void debugCommand(client *c) {
             addReplyError(c, "ERR no such key");
             return;
         }
-        segment *seg = storeReplicaSegment(&o->r);
+        storeObjLiveReplicas(o);
+        segment *seg = o->nreplicas ? storeReplicaSegment(&o->r) : server.self;
         sds s = sdscatprintf(sdsempty(),
                              "Value at:%p refcount:%u encoding:raw serializedlength:%llu "
                              "lru:%u replicas:%d segment:%llu offset:%llu reserved:%llu",

@@ -82,6 +82,7 @@ storeObj *storeObjNew(uint64_t len) {
     o->r.offset = 0;
     o->r.handle = ALLOC_NONE;
     o->r.segslot = 0;
+    o->r.seggen = 0;
     o->refcount = 1;
     o->lru = lruClock();
     o->state = OBJ_COMPLETE;
@@ -106,7 +107,8 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     storeReplica *r = storeObjReplica(o, o->nreplicas++);
     r->offset = offset;
     r->handle = handle;
-    r->segslot = seg->slot;
+    r->segslot = (uint16_t)seg->slot;
+    r->seggen = seg->gen;
     seg->objects++;
 }
 
@@ -143,7 +145,7 @@ char *storeObjLocalPtr(storeObj *o) {
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
-        if (seg->mem) return segmentPtr(seg, r->offset);
+        if (seg && seg->mem) return segmentPtr(seg, r->offset);
     }
     return NULL;
 }
@@ -154,6 +156,7 @@ static void freeObject(storeObj *o) {
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
+        if (seg == NULL) continue; /* the segment and its allocator are gone */
         allocFree(seg->alloc, r->handle);
         seg->objects--;
     }
@@ -311,45 +314,75 @@ void storeFlush(void) {
     server.evict_pending = 0;
 }
 
-/* Removes every replica on segment s from the objects that reference it,
- * before s leaves the table (its slot may be reused at once, and a stale
- * replica would then point into another segment). Objects left without a
- * replica disappear from the keyspace. Walks the keyspace and the deferred
- * list: O(keys), done at once.
- * Not yet split into bounded steps: an owner holding millions of objects
- * stalls the loop for the walk (issue 3, item 2). */
-static int dropReplicasOn(storeObj *o, segment *s) {
-    int dropped = 0;
+int storeObjLiveReplicas(storeObj *o) {
     for (int i = 0; i < o->nreplicas;) {
-        storeReplica *r = storeObjReplica(o, i);
-        if (r->segslot != s->slot) {
+        if (storeReplicaSegment(storeObjReplica(o, i))) {
             i++;
             continue;
         }
-        allocFree(s->alloc, r->handle);
-        s->objects--;
-        dropped++;
-        *r = *storeObjReplica(o, o->nreplicas - 1);
+        *storeObjReplica(o, i) = *storeObjReplica(o, o->nreplicas - 1);
         o->nreplicas--;
     }
-    return dropped;
+    return o->nreplicas;
 }
 
-uint64_t storeDropSegmentReplicas(segment *s) {
-    uint64_t dropped = 0;
-    if (s->objects == 0) return 0;
-    dictIterator *it = dictGetSafeIterator(server.keys);
-    dictEntry *de;
-    while ((de = dictNext(it)) != NULL) {
-        storeObj *o = de->val;
-        int d = dropReplicasOn(o, s);
-        dropped += (uint64_t)d;
-        if (d && o->nreplicas == 0) deleteKey(de->key);
+/* The reaper: after a segment goes, walk the keyspace and the pending
+ * table with dictScan in time-bounded slices, dropping stale replicas and
+ * the objects left with none. Lookups skip stale replicas in the meantime,
+ * so correctness never waits for it; memory and DBSIZE catch up within a
+ * few cron ticks even for millions of objects, and no slice blocks the loop
+ * for more than its budget. */
+static struct {
+    int active, restart, phase; /* phase 0: keys, 1: pending */
+    unsigned long cursor;
+    sds *dead;
+    size_t ndead, deadcap;
+} reaper;
+
+void storeReapStaleReplicas(void) {
+    if (reaper.active) reaper.restart = 1; /* another segment went: a full pass again */
+    reaper.active = 1;
+}
+
+static void reapCallback(void *privdata, const dictEntry *de) {
+    (void)privdata;
+    storeObj *o = de->val;
+    if (o->nreplicas == 0 || storeObjLiveReplicas(o) > 0) return;
+    if (reaper.ndead == reaper.deadcap) {
+        reaper.deadcap = reaper.deadcap ? reaper.deadcap * 2 : 64;
+        reaper.dead = zrealloc(reaper.dead, sizeof(sds) * reaper.deadcap);
     }
-    dictReleaseIterator(it);
-    for (size_t i = 0; i < st.ndeferred; i++) dropped += (uint64_t)dropReplicasOn(st.deferred[i], s);
-    dropped += storePendingDropSegment(s);
-    return dropped;
+    reaper.dead[reaper.ndead++] = sdsdup(de->key);
+}
+
+void storeReaperCron(long long budget_us) {
+    if (!reaper.active) return;
+    long long start = ustime();
+    do {
+        dict *d = reaper.phase == 0 ? server.keys : server.pending;
+        for (int i = 0; i < 64; i++) {
+            reaper.cursor = dictScan(d, reaper.cursor, reapCallback, NULL);
+            if (reaper.cursor == 0) break;
+        }
+        for (size_t i = 0; i < reaper.ndead; i++) {
+            if (reaper.phase == 0) deleteKey(reaper.dead[i]);
+            else dictDelete(server.pending, reaper.dead[i]);
+            sdsfree(reaper.dead[i]);
+        }
+        reaper.ndead = 0;
+        if (reaper.cursor == 0) {
+            if (reaper.phase == 0) {
+                reaper.phase = 1;
+            } else if (reaper.restart) {
+                reaper.restart = 0;
+                reaper.phase = 0;
+            } else {
+                reaper.active = 0;
+                reaper.phase = 0;
+                return;
+            }
+        }
+    } while (ustime() - start < budget_us);
 }
 
 int storeDeleteKeyForEviction(sds key) { return deleteKey(key); }
@@ -390,21 +423,6 @@ void storePendingAbandon(storeObj *o) {
     long long until = server.mstime + server.put_release_timeout;
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
     storeObjDecrRef(o);
-}
-
-uint64_t storePendingDropSegment(segment *s) {
-    uint64_t dropped = 0;
-    if (!server.pending || dictSize(server.pending) == 0) return 0;
-    dictIterator *it = dictGetSafeIterator(server.pending);
-    dictEntry *de;
-    while ((de = dictNext(it)) != NULL) {
-        storeObj *o = de->val;
-        int d = dropReplicasOn(o, s);
-        dropped += (uint64_t)d;
-        if (d && o->nreplicas == 0) dictDelete(server.pending, de->key);
-    }
-    dictReleaseIterator(it);
-    return dropped;
 }
 
 unsigned long storePendingSize(void) { return dictSize(server.pending); }

@@ -14,10 +14,16 @@ enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
 #define OBJ_FLAG_HARDPIN (1 << 0)
 
 /* One extent of one segment. */
+/* A replica names its segment by slot and the slot's generation at the
+ * time: once the segment is unmounted (or its owner dies) every replica on
+ * it is stale at once, even if a new segment reuses the slot, with no walk
+ * over the objects. Stale replicas are skipped by every reader and removed
+ * by a background reaper (store.c). */
 typedef struct storeReplica {
     uint64_t offset;
     uint32_t handle;    /* allocator handle in the segment; ALLOC_NONE = no extent */
-    uint32_t segslot;   /* index in segtab */
+    uint16_t segslot;   /* index in segtab */
+    uint16_t seggen;    /* the slot's generation: mismatch = stale */
 } storeReplica;
 
 /* What only store-command objects need (leases, pins, the put's owner,
@@ -68,7 +74,12 @@ storeObjExt *storeObjGetExt(storeObj *o);      /* creates it on first use */
 static inline storeReplica *storeObjReplica(storeObj *o, int i) {
     return i == 0 ? &o->r : &o->ext->more[i - 1];
 }
-static inline segment *storeReplicaSegment(const storeReplica *r) { return segtab[r->segslot]; }
+/* NULL when the replica is stale (its segment is gone). */
+static inline segment *storeReplicaSegment(const storeReplica *r) {
+    segment *s = r->segslot < segtabLen ? segtab[r->segslot] : NULL;
+    return s && s->gen == r->seggen ? s : NULL;
+}
+int storeObjLiveReplicas(storeObj *o);  /* compacts away stale replicas, returns the count */
 extern char storeEmptyValue[1];
 /* Bytes of the first replica held in this process (the server's pool);
  * NULL if every replica is in a mounted (remote) segment. */
@@ -91,8 +102,8 @@ long long storeGetExpire(sds key);                /* -1: none */
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
-uint64_t storeDropSegmentReplicas(segment *s);
-uint64_t storePendingDropSegment(segment *s);
+void storeReapStaleReplicas(void);   /* a segment went away: start the reaper */
+void storeReaperCron(long long budget_us);
 storeObj *storePendingLookup(sds key);
 void storePendingAdd(sds key, storeObj *o);       /* takes o's reference */
 storeObj *storePendingUnlink(sds key);            /* gives the reference back */

@@ -28,10 +28,12 @@
 #define SEGMENT_MIN_SIZE 4096ULL
 #define SEGMENT_MAX_SIZE (1ULL << 50) /* 1 PiB */
 
-/* Drops the segment's replicas, takes it out of the table and frees it.
+/* Takes the segment out of the table and frees it; its replicas become
+ * stale at once (store.h) and the reaper removes them in bounded slices.
  * Returns the number of replicas dropped. */
 uint64_t segmentUnmount(segment *s) {
-    uint64_t dropped = storeDropSegmentReplicas(s);
+    uint64_t dropped = s->objects; /* every live extent is a replica that goes */
+    storeReapStaleReplicas();
     owner *o = ownerLookup(s->owner);
     if (o) o->nsegments--;
     segmentTableRemove(s);
@@ -167,6 +169,10 @@ void mountCommand(client *c) {
         }
         ownerAttachClient(ownerGetOrCreate(oname), c);
         addReplyLongLong(c, (long long)existing->id);
+        return;
+    }
+    if (segmentCount() >= SEGMENT_MAX_SLOTS) {
+        addReplyErrorFormat(c, "ERR at most %d segments can be mounted", SEGMENT_MAX_SLOTS);
         return;
     }
     segment *s = segmentCreateRemote(name, size, oname);

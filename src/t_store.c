@@ -216,6 +216,11 @@ static void putEndOne(client *c, sds key, sds checksum) {
         addReplyError(c, "-NOTOWNER the put was started by another connection");
         return;
     }
+    if (storeObjLiveReplicas(p) == 0) {
+        storeObjDecrRef(storePendingUnlink(key));
+        addReplyError(c, "-NOSPACE every replica of this put was lost with its segment: put it again");
+        return;
+    }
     storeObj *o = storePendingUnlink(key);
     o->state = OBJ_COMPLETE;
     o->lru = (uint32_t)server.mstime;
@@ -269,8 +274,19 @@ static void grantLease(storeObj *o, long long ms) {
     ss.leases_granted++;
 }
 
-static void getReplicasOne(client *c, sds key) {
+/* The complete version with at least one live replica, or NULL; a version
+ * whose every replica went with its segments is removed on the spot. */
+static storeObj *lookupReadable(sds key) {
     storeObj *o = storeLookupRead(key);
+    if (o && o->len > 0 && o->nreplicas > 0 && storeObjLiveReplicas(o) == 0) {
+        storeDelete(key);
+        o = NULL;
+    }
+    return o;
+}
+
+static void getReplicasOne(client *c, sds key) {
+    storeObj *o = lookupReadable(key);
     if (o == NULL) {
         if (storePendingLookup(key)) {
             ss.get_notready++;
@@ -386,8 +402,9 @@ void removeAllCommand(client *c) {
 
 void objectInfoCommand(client *c) {
     sds key = c->argv[1];
-    storeObj *o = storeLookupWrite(key);
+    storeObj *o = lookupReadable(key);
     storeObj *p = storePendingLookup(key);
+    if (p) storeObjLiveReplicas(p);
     if (!o) o = p;
     if (!o) {
         addReplyNull(c);
