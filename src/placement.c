@@ -140,10 +140,18 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
     return o->nreplicas;
 }
 
+/* Whether evicting could ever make room: some active segment is at least
+ * that large. Otherwise evicting would empty the store for nothing. */
+static int couldEverFit(uint64_t size) {
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->state == SEG_ACTIVE && segtab[i]->size >= size) return 1;
+    return 0;
+}
+
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                   const char *writer_host) {
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host) > 0) return o->nreplicas;
-        if (server.evict_policy == EVICT_NOEVICTION || !evictOne()) return 0;
+        if (server.evict_policy == EVICT_NOEVICTION || !couldEverFit(size) || !evictOne()) return 0;
     }
 }

@@ -78,6 +78,7 @@ static segment *segmentNew(const char *name, uint64_t size, const char *owner) {
 
 segment *segmentCreateRemote(const char *name, uint64_t size, const char *owner) {
     segment *s = segmentNew(name, size, owner);
+    s->mem = NULL; /* not mapped here: readers must not mistake it for local */
     s->alloc = allocCreate(size, SEGMENT_ALIGN);
     if (s->alloc == NULL) {
         segmentRelease(s);

@@ -347,7 +347,8 @@ void storeReapStaleReplicas(void) {
 static void reapCallback(void *privdata, const dictEntry *de) {
     (void)privdata;
     storeObj *o = de->val;
-    if (o->nreplicas == 0 || storeObjLiveReplicas(o) > 0) return;
+    /* Only an empty value (SET k "") legitimately has no replica. */
+    if (o->len == 0 || storeObjLiveReplicas(o) > 0) return;
     if (reaper.ndead == reaper.deadcap) {
         reaper.deadcap = reaper.deadcap ? reaper.deadcap * 2 : 64;
         reaper.dead = zrealloc(reaper.dead, sizeof(sds) * reaper.deadcap);

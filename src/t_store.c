@@ -278,7 +278,7 @@ static void grantLease(storeObj *o, long long ms) {
  * whose every replica went with its segments is removed on the spot. */
 static storeObj *lookupReadable(sds key) {
     storeObj *o = storeLookupRead(key);
-    if (o && o->len > 0 && o->nreplicas > 0 && storeObjLiveReplicas(o) == 0) {
+    if (o && o->len > 0 && storeObjLiveReplicas(o) == 0) {
         storeDelete(key);
         o = NULL;
     }
@@ -395,7 +395,14 @@ void removeCommand(client *c) {
 }
 
 void removeAllCommand(client *c) {
-    long long n = (long long)(storeSize() + storePendingSize());
+    /* Keys, counted once whether they have a complete version, a pending
+     * one, or both (as REMOVE counts them). */
+    long long n = (long long)storeSize();
+    dictIterator *it = dictGetSafeIterator(server.pending);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL)
+        if (dictFind(server.keys, de->key) == NULL) n++;
+    dictReleaseIterator(it);
     storeFlush();
     addReplyLongLong(c, n);
 }
@@ -404,7 +411,10 @@ void objectInfoCommand(client *c) {
     sds key = c->argv[1];
     storeObj *o = lookupReadable(key);
     storeObj *p = storePendingLookup(key);
-    if (p) storeObjLiveReplicas(p);
+    if (p && storeObjLiveReplicas(p) == 0) {
+        dictDelete(server.pending, key); /* its segments are gone */
+        p = NULL;
+    }
     if (!o) o = p;
     if (!o) {
         addReplyNull(c);

@@ -417,6 +417,60 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         assert_equal 1 [r remove.all]
     }
 
+    test {Store commands on plain SET values} {
+        r set sv:1 [string repeat x 300]
+        set g [r get.replicas sv:1]
+        assert_equal 4 [llength $g]
+        assert_range [lindex $g 0] 9000 10000
+        assert_equal 300 [lindex $g 1]
+        assert_equal {} [lindex $g 2]
+        assert_equal 1 [lindex $g 3 0]
+        assert_equal 300 [lindex $g 3 2]
+        assert_equal complete [ofield sv:1 state]
+        assert_equal 300 [ofield sv:1 size]
+        assert_range [r lease sv:1 20000] 19000 20000
+        assert_equal OK [r pin sv:1 HARD]
+        assert_equal hard [ofield sv:1 pin]
+        assert_equal OK [r unpin sv:1]
+        # An empty value has no extent and no replica.
+        r set sv:empty ""
+        set g [r get.replicas sv:empty]
+        assert_equal 3 [llength $g]
+        assert_equal 0 [lindex $g 1]
+        assert_equal 0 [ofield sv:empty size]
+        assert_equal {} [ofield sv:empty replicas]
+        assert_equal 2 [r remove sv:1 sv:empty]
+    }
+
+    test {CONFIG SET of the store parameters validates and round-trips} {
+        foreach {name good bad} {
+            lease-ttl 1234 {0 -1 abc}
+            put-timeout 4321 {-1 abc}
+            put-release-timeout 5555 {-1 abc}
+            soft-pin-ttl 60000 {0 -1 abc}
+            max-soft-pin-ttl 7200000 {0 abc}
+            default-replicas 3 {0 9 abc}
+            allocation-strategy local-first {fastest "" 1}
+        } {
+            set old [lindex [r config get $name] 1]
+            assert_equal OK [r config set $name $good]
+            assert_equal [list $name $good] [r config get $name]
+            foreach b $bad {
+                assert_error {ERR*} {r config set $name $b}
+                assert_equal [list $name $good] [r config get $name] "after CONFIG SET $name $b"
+            }
+            r config set $name $old
+            assert_equal [list $name $old] [r config get $name]
+        }
+        assert_equal {allocation-strategy random} [r config get allocation-strategy]
+        # soft-pin-ttl is PIN's default.
+        r config set soft-pin-ttl 3000
+        put sp:1 10
+        r pin sp:1
+        assert_range [ofield sp:1 pin-ms] 2000 3000
+        r config set soft-pin-ttl 1800000
+    }
+
     test {Batch forms: one element per key, errors and nils in place} {
         r remove.all
         set started0 [istore store_puts_started]
@@ -455,6 +509,18 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         assert_equal none [ofield ba:a pin]
         set res [r batch.put.end ba:d ba:p]
         assert_equal {OK OK} $res
+        # The same key twice in one batch: the second is refused.
+        set res [r batch.put.start 2 ba:dup 10 ba:dup 10]
+        assert_equal 10 [lindex $res 0 0 2]
+        assert_match {EXISTS*} [lindex $res 1]
+        # Another connection's pending key is a NOTOWNER element.
+        set c [redis_client]
+        set res [$c batch.put.end ba:dup ba:a ba:none]
+        assert_match {NOTOWNER*} [lindex $res 0]
+        assert_match {NOTPENDING*} [lindex $res 1]
+        assert_match {NOKEY*} [lindex $res 2]
+        $c close
+        assert_equal {OK} [r batch.put.end ba:dup]
     }
 
     test {Batch forms: bad numkeys or options fail the whole batch and change nothing} {
@@ -657,6 +723,31 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         r config set put-release-timeout 600000
     }
 
+    test {REMOVE of a pending put: the key goes at once, its space after put-release-timeout} {
+        r remove.all
+        wait_for_condition 100 50 {[istore store_pool_used] == 0} else {
+            fail "pool not empty: [istore store_pool_used]"
+        }
+        r config set put-release-timeout 400
+        set c [redis_client]
+        $c put.start rp:1 $big
+        assert_equal 1 [r remove rp:1]
+        assert_equal {} [r object.info rp:1]
+        assert_equal 0 [istore store_puts_pending]
+        assert_error {NOKEY*} {$c put.end rp:1}
+        # The writer may still be writing: the extent is not reused yet.
+        assert_equal $big [istore store_pool_used]
+        assert_equal 1 [istore store_deferred_frees]
+        assert_equal 1 [llength [put rp:2 $big]]
+        assert_error {NOSPACE*} {r put.start rp:3 $big}
+        wait_for_condition 40 50 {[istore store_pool_used] == $big} else {
+            fail "removed pending extent not freed: used [istore store_pool_used]"
+        }
+        assert_equal 1 [llength [put rp:3 $big]]
+        $c close
+        r config set put-release-timeout 600000
+    }
+
     test {A leased object: REMOVE unlinks at once, the space waits for the lease} {
         r remove.all
         wait_for_condition 100 50 {[istore store_pool_used] == 0} else {
@@ -748,6 +839,20 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
 start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy lru evict-high-watermark 1.0}} {
     set q [expr {256 * 1024}]
 
+    test {PUT.START of an object larger than every segment does not evict anything} {
+        put big:1 $q
+        put big:2 $q
+        set ev0 [istore store_evictions]
+        assert_error {NOSPACE*} {r put.start big:huge [expr {2 * $::MiB}]}
+        assert_equal 2 [r dbsize]
+        assert_equal $ev0 [istore store_evictions]
+        assert_equal 1 [r exists big:1]
+        assert_equal 1 [r exists big:2]
+        assert_equal {} [r object.info big:huge]
+        r remove.all
+        assert_equal 0 [istore store_pool_used]
+    }
+
     test {Eviction: unpinned objects go first, hard and soft pins survive} {
         put ev:hard $q
         put ev:soft $q
@@ -811,17 +916,6 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy lru
         $c close
     }
 
-    test {PUT.START of an object larger than every segment does not evict anything} {
-        r remove.all
-        put big:1 $q
-        put big:2 $q
-        set ev0 [istore store_evictions]
-        assert_error {NOSPACE*} {r put.start big:huge [expr {2 * $::MiB}]}
-        assert_equal 2 [r dbsize]
-        assert_equal $ev0 [istore store_evictions]
-        assert_equal 1 [r exists big:1]
-        assert_equal 1 [r exists big:2]
-    }
 }
 
 # ---------------------------------------------------------------------------
@@ -896,6 +990,7 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
         r put.end um:2
         r put.end um:3
         # A pending one on m4 counts as well.
+        set pend0 [istore store_puts_pending]
         r put.start um:p 100 PREFER m4
         assert_equal 4 [dict get [r segment.info m4] objects]
         set um3 [r get.replicas um:3]
@@ -916,23 +1011,7 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
             fail "objects without replicas still there: exists [r exists um:1 um:2], pending [r object.info um:p]"
         }
         assert_error {NOKEY*} {r put.end um:p}
-        assert_equal 0 [istore store_puts_pending]
-    }
-
-    test {Plain GET: REMOTE for a value only on a mounted segment, bytes for a self replica} {
-        r put.start gt:remote 1000 PREFER m1
-        r put.end gt:remote
-        assert_error {REMOTE*} {r get gt:remote}
-        r put.start gt:local 1000 PREFER self PREFER m1 REPLICAS 2
-        r put.end gt:local
-        assert_equal 1000 [string length [r get gt:local]]
-        assert_equal 1000 [r strlen gt:local]
-        r put.start gt:local2 1000 PREFER m1 PREFER self REPLICAS 2
-        r put.end gt:local2
-        assert_equal 1000 [string length [r get gt:local2]]
-        # A pending key does not exist for GET.
-        r put.start gt:pending 10
-        assert_equal {} [r get gt:pending]
+        assert_equal $pend0 [istore store_puts_pending]
     }
 
     test {COMMAND INFO of the store commands} {
@@ -950,6 +1029,33 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
         assert_equal {k} [r command getkeys put.start k 100]
         assert_equal {a b} [r command getkeys remove a b]
         assert_equal {a b} [r command getkeys batch.get.replicas a b]
+    }
+
+    test {default-replicas applies when PUT.START names no REPLICAS} {
+        r config set default-replicas 3
+        set reps [r put.start dr:1 100]
+        assert_equal 3 [llength $reps]
+        assert_equal 3 [llength [lsort -unique [rep_segs $reps]]]
+        assert_equal 1 [llength [r put.start dr:2 100 REPLICAS 1]]
+        r config set default-replicas 1
+        assert_equal 1 [llength [r put.start dr:3 100]]
+    }
+
+    test {allocation-strategy local-first: the writer's host first} {
+        # The test client connects from 127.0.0.1.
+        set ml [$owner mount ml 16mb OWNER w1 HOST 127.0.0.1]
+        r config set allocation-strategy local-first
+        for {set i 0} {$i < 20} {incr i} {
+            set reps [r put.start lf:$i 100]
+            assert_equal [list $ml] [rep_segs $reps]
+            set reps [r put.start lf2:$i 100 REPLICAS 2]
+            assert_equal $ml [lindex $reps 0 0]
+            assert_equal 2 [llength [lsort -unique [rep_segs $reps]]]
+        }
+        # PREFER still comes first.
+        assert_equal [list $m3] [rep_segs [r put.start lf:p 100 PREFER m3]]
+        r config set allocation-strategy random
+        r unmount ml
     }
 
     $owner close
@@ -1031,4 +1137,43 @@ start_server {tags {mooncake store} overrides {segment-size 16mb owner-ttl 300}}
         }
         assert_equal 1000 [string length [r get od:both]]
     }
+}
+
+# ---------------------------------------------------------------------------
+# Plain Redis GET of store objects.
+# ---------------------------------------------------------------------------
+
+start_server {tags {mooncake store} overrides {segment-size 16mb}} {
+    set owner [redis_client]
+    $owner mount m1 16mb OWNER w1 HOST h1
+
+    test {Plain GET of a key with a self replica returns its bytes} {
+        r put.start gt:local 1000 PREFER self PREFER m1 REPLICAS 2
+        r put.end gt:local
+        assert_equal 1000 [string length [r get gt:local]]
+        assert_equal 1000 [r strlen gt:local]
+        # The self replica second in the list.
+        set reps [r put.start gt:local2 1000 PREFER m1 PREFER self REPLICAS 2]
+        assert_equal [list [dict get [r segment.info m1] id] 1] [rep_segs $reps]
+        r put.end gt:local2
+        assert_equal 1000 [string length [r get gt:local2]]
+        assert_equal 10 [string length [r getrange gt:local2 0 9]]
+        # A pending key does not exist for GET.
+        r put.start gt:pending 10
+        assert_equal {} [r get gt:pending]
+    }
+
+    test {Plain GET of a key only on a mounted segment is REMOTE} {
+        r put.start gt:remote 1000 PREFER m1
+        r put.end gt:remote
+        assert_error {REMOTE*} {r get gt:remote}
+        assert_error {REMOTE*} {r getrange gt:remote 0 9}
+        assert_equal 1000 [r strlen gt:remote]
+        set m [r mget gt:remote gt:nothing]
+        assert_match {REMOTE*} [lindex $m 0]
+        assert_equal {} [lindex $m 1]
+        assert_equal PONG [r ping]
+    }
+
+    $owner close
 }
