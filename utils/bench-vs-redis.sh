@@ -10,6 +10,7 @@
 #   --runs K           run every case K times and report the median (default 1)
 #   --keys N           keys loaded in the memory case (default 1000000)
 #   --no-memory        skip the memory case
+#   --no-mb            skip the second section (mooncake-benchmark as the client)
 #   --segment-size S   mooncake's pool (default 2gb)
 #   --server PATH      mooncake-server binary (default src/mooncake-server)
 #   --redis PATH       redis-server binary (default /usr/bin/redis-server)
@@ -35,6 +36,7 @@ RUNS=1
 QUICK=0
 KEYS=""
 MEMORY=1
+MB=1
 SEGMENT=2gb
 MC_BIN=$ROOT/src/mooncake-server
 REDIS_BIN=/usr/bin/redis-server
@@ -49,6 +51,7 @@ while [ $# -gt 0 ]; do
     --runs) [ $# -ge 2 ] || die "$1 needs a value"; RUNS=$2; shift ;;
     --keys) [ $# -ge 2 ] || die "$1 needs a value"; KEYS=$2; shift ;;
     --no-memory) MEMORY=0 ;;
+    --no-mb) MB=0 ;;
     --segment-size) [ $# -ge 2 ] || die "$1 needs a value"; SEGMENT=$2; shift ;;
     --server) [ $# -ge 2 ] || die "$1 needs a value"; MC_BIN=$2; shift ;;
     --redis) [ $# -ge 2 ] || die "$1 needs a value"; REDIS_BIN=$2; shift ;;
@@ -221,6 +224,46 @@ for spec in "${CASES[@]}"; do
     done
 done
 
+# ---- the same efficient client against both -------------------------------------
+# redis-benchmark copies every reply and rebuilds every request, so for large
+# values it measures itself (at 16 MiB it manages ~0.2 GB/s against either
+# server). src/mooncake-benchmark sends values from one pre-faulted buffer
+# with writev and reads replies in place, so these rows compare the servers.
+MB_BIN=$ROOT/src/mooncake-benchmark
+MB_CASES=(
+    "64B c50|64|-c 50 -d 64 --duration $(count 3)"
+    "64B c50 P16|64|-c 50 -P 16 -d 64 --duration $(count 3)"
+    "64KiB c4|65536|-c 4 -d 64k --check --duration $(count 3)"
+    "1MiB c4|1048576|-c 4 -d 1m --check --duration $(count 3)"
+    "4MiB c4|4194304|-c 4 -d 4m --check --duration $(count 3)"
+    "16MiB c4|16777216|-c 4 -d 16m --check --duration $(count 4)"
+)
+: >"$WORK/mbresults"
+if [ "$MB" -eq 1 ] && [ -x "$MB_BIN" ]; then
+    for spec in "${MB_CASES[@]}"; do
+        IFS='|' read -r name size args <<<"$spec"
+        for run in $(seq "$RUNS"); do
+            printf '  mb %-12s run %d/%d: ' "$name" "$run" "$RUNS"
+            if [ $((run % 2)) -eq 1 ]; then order="redis mooncake"; else order="mooncake redis"; fi
+            for server in $order; do
+                if [ "$server" = redis ]; then port=$REDIS_PORT; else port=$MC_PORT; fi
+                # shellcheck disable=SC2086
+                if ! "$MB_BIN" -p "$port" -t set,get --csv $args >"$WORK/mb.out" 2>"$WORK/mb.err"; then
+                    tail -5 "$WORK/mb.err" >&2
+                    die "mooncake-benchmark failed against $server ($args)"
+                fi
+                # "test","size","bytes","requests","seconds","ops_per_sec","gb_per_sec","p50_ms","p99_ms",...
+                awk -F, -v s="$server" -v c="$name" 'NR > 1 { gsub(/"/, "", $1)
+                    printf "%s\t%s\t%s\t%s\t%s\t%s\n", s, c, $1, $6, $8, $9 }' "$WORK/mb.out" >>"$WORK/mbresults"
+                printf '%s ' "$server"
+            done
+            echo
+        done
+    done
+elif [ "$MB" -eq 1 ]; then
+    echo "  (no $MB_BIN: build it with make to get the second section)"
+fi
+
 # ---- the memory case -----------------------------------------------------------
 MEM_LINES=()
 if [ "$MEMORY" -eq 1 ]; then
@@ -284,6 +327,28 @@ for spec in "${CASES[@]}"; do
             "$r_p50/$r_p99" "$m_p50/$m_p99" "$r_gbs" "$m_gbs"
     done
 done
+
+if [ -s "$WORK/mbresults" ]; then
+    echo
+    echo "Same client for both servers: src/mooncake-benchmark (values sent from one buffer, replies read in place)"
+    # shellcheck disable=SC2059
+    printf "$fmt" "test" "redis ops/s" "mooncake ops/s" "ratio" "redis p50/p99 ms" "mooncake p50/p99 ms" "redis GB/s" "mooncake GB/s"
+    for spec in "${MB_CASES[@]}"; do
+        IFS='|' read -r name size args <<<"$spec"
+        for t in SET GET; do
+            pickmb() { awk -F'\t' -v s="$1" -v c="$name" -v t="$t" -v k="$2" '$1 == s && $2 == c && $3 == t { print $k }' "$WORK/mbresults" | median; }
+            r_rps=$(pickmb redis 4); m_rps=$(pickmb mooncake 4)
+            [ -n "$r_rps" ] && [ -n "$m_rps" ] || continue
+            read -r ratio r_gbs m_gbs < <(awk -v r="$r_rps" -v m="$m_rps" -v s="$size" 'BEGIN {
+                ratio = r > 0 ? sprintf("%.2f", m / r) : "-"
+                if (s >= 65536) printf "%s %.2f %.2f\n", ratio, r * s / 1e9, m * s / 1e9
+                else printf "%s - -\n", ratio }')
+            # shellcheck disable=SC2059
+            printf "$fmt" "$t $name" "$(printf '%.0f' "$r_rps")" "$(printf '%.0f' "$m_rps")" "$ratio" \
+                "$(pickmb redis 5)/$(pickmb redis 6)" "$(pickmb mooncake 5)/$(pickmb mooncake 6)" "$r_gbs" "$m_gbs"
+        done
+    done
+fi
 
 if [ ${#MEM_LINES[@]} -eq 2 ]; then
     echo
