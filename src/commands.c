@@ -27,8 +27,8 @@
 
 /* name, proc, arity, flags, first, last, step, group, summary, since, complexity, bigarg, subs */
 #define SUB(name, proc, arity, flags, summary) \
-    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0}
-#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0}
+    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
+#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
 
 static mcCommand configSubcommands[] = {
     SUB("get", configCommand, -3, A | L | S, "Returns the effective values of configuration parameters."),
@@ -66,9 +66,9 @@ static mcCommand slowlogSubcommands[] = {
     END};
 
 #define CMD(name, proc, arity, flags, first, last, step, group, summary, since, cx) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
 #define CMDX(name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
 
 mcCommand commandTable[] = {
     /* connection */
@@ -120,7 +120,7 @@ mcCommand commandTable[] = {
     CMD("remove", removeCommand, -2, W, 1, -1, 1, "store", "Removes objects (and pending puts); space is reused when leases end.", "0.1.0", "O(N)"),
     CMD("remove.all", removeAllCommand, 1, W, 0, 0, 0, "store", "Removes every object and pending put.", "0.1.0", "O(N)"),
     CMD("object.info", objectInfoCommand, 2, R | F, 1, 1, 1, "store", "Describes an object: state, replicas, lease, pins.", "0.1.0", "O(1)"),
-    CMD("batch.put.start", batchPutStartCommand, -4, W | M, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)"),
+    {"batch.put.start", batchPutStartCommand, -4, W | M | CMD_MOVABLEKEYS, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 1, 2, 2},
     CMD("batch.put.end", batchPutEndCommand, -2, W, 1, -1, 1, "store", "PUT.END for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("batch.get.replicas", batchGetReplicasCommand, -2, R, 1, -1, 1, "store", "GET.REPLICAS for many keys; one result per key.", "0.1.0", "O(N)"),
     /* strings, in the server's own pool */
@@ -148,7 +148,8 @@ static const struct {
     const char *name;
 } flagNames[] = {{CMD_WRITE, "write"},   {CMD_READONLY, "readonly"}, {CMD_DENYOOM, "denyoom"},
                  {CMD_ADMIN, "admin"},   {CMD_NOAUTH, "no_auth"},    {CMD_LOADING, "loading"},
-                 {CMD_STALE, "stale"},   {CMD_FAST, "fast"},         {0, NULL}};
+                 {CMD_STALE, "stale"},   {CMD_FAST, "fast"},         {CMD_MOVABLEKEYS, "movablekeys"},
+                 {0, NULL}};
 
 static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     int nflags = 0;
@@ -166,7 +167,33 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     addReplySetLen(c, 0);   /* ACL categories: there are no ACLs */
     addReplyArrayLen(c, 0); /* tips */
     /* Key specs, the Redis 7 form of the key positions above. */
-    if (cmd->firstkey) {
+    if (cmd->flags & CMD_MOVABLEKEYS) {
+        addReplyArrayLen(c, 1);
+        addReplyMapLen(c, 3);
+        addReplyBulkCString(c, "flags");
+        addReplySetLen(c, 1);
+        addReplyStatus(c, (cmd->flags & CMD_WRITE) ? "RW" : "RO");
+        addReplyBulkCString(c, "begin_search");
+        addReplyMapLen(c, 2);
+        addReplyBulkCString(c, "type");
+        addReplyBulkCString(c, "index");
+        addReplyBulkCString(c, "spec");
+        addReplyMapLen(c, 1);
+        addReplyBulkCString(c, "index");
+        addReplyLongLong(c, cmd->keynum_idx);
+        addReplyBulkCString(c, "find_keys");
+        addReplyMapLen(c, 2);
+        addReplyBulkCString(c, "type");
+        addReplyBulkCString(c, "keynum");
+        addReplyBulkCString(c, "spec");
+        addReplyMapLen(c, 3);
+        addReplyBulkCString(c, "keynumidx");
+        addReplyLongLong(c, 0);
+        addReplyBulkCString(c, "firstkey");
+        addReplyLongLong(c, cmd->keynum_first - cmd->keynum_idx);
+        addReplyBulkCString(c, "keystep");
+        addReplyLongLong(c, cmd->keynum_step);
+    } else if (cmd->firstkey) {
         addReplyArrayLen(c, 1);
         addReplyMapLen(c, 3);
         addReplyBulkCString(c, "flags");
@@ -241,6 +268,20 @@ static void commandGetKeys(client *c) {
     }
     if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
         addReplyError(c, "ERR Invalid number of arguments specified for command");
+        return;
+    }
+    if (cmd->flags & CMD_MOVABLEKEYS) {
+        long long n;
+        if (cmd->keynum_idx >= argc || !string2ll(argv[cmd->keynum_idx], sdslen(argv[cmd->keynum_idx]), &n) ||
+            n < 0 || cmd->keynum_first + (n - 1) * cmd->keynum_step >= argc) {
+            addReplyError(c, "ERR Invalid arguments specified for command");
+            return;
+        }
+        addReplyArrayLen(c, n);
+        for (long long i = 0; i < n; i++) {
+            sds k = argv[cmd->keynum_first + i * cmd->keynum_step];
+            addReplyBulk(c, k, sdslen(k));
+        }
         return;
     }
     if (cmd->firstkey == 0) {

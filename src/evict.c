@@ -15,8 +15,12 @@
  *
  * Two triggers:
  *  - an allocation fails: evict synchronously until it fits or nothing is
- *    left to evict (then the command gets -OOM / -NOSPACE and nothing
- *    changes);
+ *    left to evict. If it still does not fit the command gets -OOM /
+ *    -NOSPACE and its own effects are nil; the evictions stand (as in Redis:
+ *    evicted objects are cache misses, not state). Placement skips this
+ *    when no segment is large enough for the object at all; it does not
+ *    yet know how much of a segment is pinned, so with most of the space
+ *    pinned it may evict the unpinned rest and still fail;
  *  - pool use passes evict-high-watermark: schedule about evict-ratio of
  *    the objects and evict them in time-bounded slices from the event
  *    loop, so no command waits behind a big eviction round.

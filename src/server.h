@@ -62,6 +62,7 @@
 #define CMD_NOSCRIPT (1 << 8)
 #define CMD_SENTINEL (1 << 9)
 #define CMD_PROTECTED (1 << 10)
+#define CMD_MOVABLEKEYS (1 << 11)  /* keys found from a numkeys argument: see keynum_* */
 
 typedef long long mstime_t;
 
@@ -91,6 +92,9 @@ typedef struct mcCommand {
     struct mcCommand *parent;
     sds fullname;          /* "config|get" */
     long long calls, usec, rejected_calls, failed_calls;
+    /* CMD_MOVABLEKEYS: argv[keynum_idx] counts the keys, the first at
+     * keynum_first, then every keynum_step (BATCH.PUT.START: 1, 2, 2). */
+    int keynum_idx, keynum_first, keynum_step;
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored

@@ -95,8 +95,7 @@ storeObj *storeObjNew(uint64_t len) {
 
 storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
-        o->ext = zcalloc(sizeof(storeObjExt));
-        o->ext->created_ms = server.mstime;
+        o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */
     }
     return o->ext;
 }

@@ -171,6 +171,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         ss.taken_over++;
     }
     storeObjExt *ext = storeObjGetExt(o);
+    ext->created_ms = server.mstime;
     ext->put_client = c->id;
     ext->put_started_ms = server.mstime;
     if (po->pin_ms) ext->softpin_until_ms = server.mstime + po->pin_ms;
