@@ -35,6 +35,7 @@ static struct {
     uint64_t bytes;         /* sum of value lengths in the keyspace */
     uint64_t keybytes;      /* heap held by key strings */
     uint64_t expired, oom;
+    uint64_t lease_expiries;  /* leases that ended while holding back space */
     storeObj **deferred;    /* unlinked, unreferenced, but leased */
     size_t ndeferred, deferred_cap;
 } st;
@@ -186,8 +187,12 @@ void storeDeferredFreeCron(void) {
     size_t kept = 0;
     for (size_t i = 0; i < st.ndeferred; i++) {
         storeObj *o = st.deferred[i];
-        if (storeObjLeased(o)) st.deferred[kept++] = o;
-        else freeObject(o);
+        if (storeObjLeased(o)) {
+            st.deferred[kept++] = o;
+        } else {
+            st.lease_expiries++;
+            freeObject(o);
+        }
     }
     st.ndeferred = kept;
 }
@@ -471,6 +476,7 @@ void storeGetStats(storeStats *out) {
     out->bytes = st.bytes;
     out->evictions = evictCount();
     out->deferred_frees = st.ndeferred;
+    out->lease_expiries = st.lease_expiries;
     out->expired = st.expired;
     out->oom = st.oom;
     out->pool_size = as.capacity;
@@ -484,6 +490,6 @@ void storeGetStats(storeStats *out) {
 }
 
 void storeResetStats(void) {
-    st.expired = st.oom = 0;
+    st.expired = st.oom = st.lease_expiries = 0;
     evictResetStats();
 }

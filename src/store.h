@@ -60,6 +60,7 @@ typedef struct storeStats {
     uint64_t pool_size, pool_used, pool_free, largest_free, free_ranges;
     uint64_t meta_bytes;    /* heap for keys, objects, tables, allocator */
     uint64_t deferred_frees; /* unlinked objects waiting for their lease to end */
+    uint64_t lease_expiries; /* leases (and put-release waits) that ended holding space back */
 } storeStats;
 
 int storeInit(char *err, size_t errlen);

@@ -677,6 +677,7 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         # The old extent is still allocated, on the deferred list.
         assert_equal [expr {2 * $big}] [istore store_pool_used]
         assert_morethan_equal [istore store_deferred_frees] 1
+        set expiries0 [istore store_lease_expiries]
         # The old writer lost the key.
         assert_error {NOTOWNER*} {$c1 put.end to:1}
         assert_error {NOTOWNER*} {$c1 put.revoke to:1}
@@ -686,6 +687,7 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
             fail "taken-over extent not freed after put-release-timeout: used [istore store_pool_used]"
         }
         assert_equal 0 [istore store_deferred_frees]
+        assert_equal [expr {$expiries0 + 1}] [istore store_lease_expiries]
         # Now it fits.
         assert_equal 1 [llength [put to:other $big]]
         assert_equal OK [$c2 put.end to:1]
