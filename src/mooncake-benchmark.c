@@ -56,9 +56,21 @@
  * MGET), and whether it runs once per -d size. Requests are handed out to
  * connections from one atomic counter per phase (or until a deadline with
  * --duration), like redis-benchmark's requests_issued. The libmooncake
- * transports (shm/rdma/tcp data plane) and a metadata mode will be further
- * rows whose requests are issued by another engine; the table, the phase
- * runner, the statistics and the report are shared.
+ * transports (shm/rdma/tcp data plane) will be further rows whose requests
+ * are issued by another engine; the table, the phase runner, the
+ * statistics and the report are shared.
+ *
+ * Metadata mode. The store rows (putpair, getrep, batchput, batchget) drive
+ * mooncake-server's two-phase put and replica lookup through the same
+ * engine: no bytes move, the -d size is only an argument. An "op" of a row
+ * may be two commands (PUT.START then PUT.END of the same keys, on the same
+ * connection, in one writev); its latency runs from the send to the reply
+ * of its last command. Batch rows count one op per key. Their replies nest
+ * (a list of per-key results, each a list of replicas), so the parser keeps
+ * a small stack of open arrays and counts error and nil elements at the
+ * level of a key's result. --segments mounts placeholder segments (metadata
+ * only: they are never written) over one extra connection that stays open,
+ * so their owner stays alive, for as long as the tests run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -89,10 +101,12 @@
 #define BENCH_BIG_PAYLOAD (64 * 1024)        /* payload rest read straight into the sink */
 #define BENCH_KEY_DIGITS 12                  /* key:<size>:NNNNNNNNNNNN */
 #define BENCH_PATTERN_PERIOD (1u << 20)      /* the pattern repeats every 1 MiB */
-#define BENCH_HDR_MAX 96                     /* one pre-built request/key header */
+#define BENCH_HDR_MAX 192                    /* one pre-built request/key header */
 #define BENCH_SINK_DEFAULT (4u << 20)        /* a thread's sink, unless --sink */
 #define BENCH_MAX_EVENTS 64
 #define BENCH_MAX_REPORTED 5                 /* verification failures printed per test */
+#define BENCH_MAX_DEPTH 8                    /* nested arrays in one reply */
+#define BENCH_SEGMENT_SIZE "1gb"             /* each --segments placeholder */
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -116,6 +130,9 @@ static struct benchConfig {
     double duration;          /* seconds; 0: run -n requests */
     long long warmup;
     size_t sink;              /* a thread's sink for big payloads */
+    int sequential;           /* -r keys in order: request i names key i mod keyspace */
+    int replicas;             /* REPLICAS n of PUT.START / BATCH.PUT.START; 0: server default */
+    int segments;             /* placeholder segments mounted before the tests */
 } config = {
     .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
     .pipeline = 1, .threads = 1, .batch = 16, .sink = BENCH_SINK_DEFAULT,
@@ -127,24 +144,39 @@ static struct benchConfig {
 #define WL_WRITE (1 << 1)   /* sends a value per key */
 #define WL_READ (1 << 2)    /* receives a value per key */
 #define WL_BATCH (1 << 3)   /* names --batch keys, the reply is an array */
+#define WL_SIZEARG (1 << 4) /* each key is followed by the size as an argument, then the
+                               put options (REPLICAS, REPLACE) end the command */
+#define WL_NUMKEYS (1 << 5) /* a batch command whose first argument is the key count */
+#define WL_PERKEY (1 << 6)  /* one op per key, not per command */
+#define WL_REPLICAS (1 << 7) /* replies [lease, size, checksum, replica...] or nil per key */
+#define WL_STORE (1 << 8)   /* a mooncake-server store command (metadata mode) */
 
 typedef struct workload {
     const char *name;       /* as given to -t */
     const char *label;      /* as printed */
     const char *cmd;        /* the RESP command */
+    const char *cmd2;       /* a second command on the same keys ending the op, or NULL */
     int keys;               /* keys per command: 0, 1, or (WL_BATCH) --batch */
     int flags;
 } workload;
 
 /* Order matters: tests run in this order whatever the order of -t, so that
- * SET (MSET) has written the keys that GET (MGET) then reads. */
+ * SET (MSET, PUT pairs) has written the keys that GET (MGET, GET.REPLICAS)
+ * then reads. */
 static const workload workloads[] = {
-    {"ping", "PING", "PING", 0, 0},
-    {"set", "SET", "SET", 1, WL_SIZED | WL_WRITE},
-    {"get", "GET", "GET", 1, WL_SIZED | WL_READ},
-    {"mset", "MSET", "MSET", 0, WL_SIZED | WL_WRITE | WL_BATCH},
-    {"mget", "MGET", "MGET", 0, WL_SIZED | WL_READ | WL_BATCH},
+    {"ping", "PING", "PING", NULL, 0, 0},
+    {"set", "SET", "SET", NULL, 1, WL_SIZED | WL_WRITE},
+    {"get", "GET", "GET", NULL, 1, WL_SIZED | WL_READ},
+    {"mset", "MSET", "MSET", NULL, 0, WL_SIZED | WL_WRITE | WL_BATCH},
+    {"mget", "MGET", "MGET", NULL, 0, WL_SIZED | WL_READ | WL_BATCH},
+    {"putpair", "PUT.START+END", "PUT.START", "PUT.END", 1, WL_SIZED | WL_SIZEARG | WL_STORE},
+    {"getrep", "GET.REPLICAS", "GET.REPLICAS", NULL, 1, WL_SIZED | WL_REPLICAS | WL_STORE},
+    {"batchput", "BATCH.PUT", "BATCH.PUT.START", "BATCH.PUT.END", 0,
+     WL_SIZED | WL_BATCH | WL_SIZEARG | WL_NUMKEYS | WL_PERKEY | WL_STORE},
+    {"batchget", "BATCH.GET.REPLICAS", "BATCH.GET.REPLICAS", NULL, 0,
+     WL_SIZED | WL_BATCH | WL_REPLICAS | WL_PERKEY | WL_STORE},
 };
+#define WORKLOAD_NAMES "ping,set,get,mset,mget,putpair,getrep,batchput,batchget"
 #define NWORKLOADS ((int)(sizeof(workloads) / sizeof(workloads[0])))
 
 static int workloadKeys(const workload *w) {
@@ -181,9 +213,16 @@ typedef struct benchStats {
 
 struct benchThread;
 
+/* A key's part of a request. Two-command ops name their key twice: a
+ * single-key pair (PUT.START+PUT.END) is one header holding both commands,
+ * with the key digits at `digits` and `digits2`; a batch pair keeps the
+ * key's argument of the second command right after the first part
+ * (buf[len, len + len2)), to go out as its own iovec. */
 typedef struct khdr {
-    uint16_t len;            /* bytes of buf in use */
+    uint16_t len;            /* bytes of buf that go out for the (first) command */
+    uint16_t len2;           /* bytes after them for the second command of a batch pair */
     uint16_t digits;         /* offset of the 12 key digits in buf */
+    uint16_t digits2;        /* offset of their second copy; 0: none */
     char buf[BENCH_HDR_MAX];
 } khdr;
 
@@ -198,8 +237,12 @@ typedef struct conn {
     int nslots;              /* requests in flight (<= pipeline) */
     uint64_t *keys;          /* [pipeline * maxkeys] key numbers */
     khdr *hdrs;              /* [pipeline * maxkeys] pre-built headers */
-    char prefix[32];         /* "*<argc>\r\n$<n>\r\nCMD\r\n" of batch commands */
+    char prefix[64];         /* "*<argc>\r\n$<n>\r\nCMD\r\n[numkeys]" of batch commands */
     int prefixlen;
+    char prefix2[64];        /* the same for the second command of a batch pair */
+    int prefix2len;
+    char suffix[64];         /* put options after a batch's key/size pairs */
+    int suffixlen;
     struct iovec *iov;       /* the batch being written */
     int iovcnt, iovpos;
     int wantwrite;           /* EPOLLOUT armed */
@@ -211,8 +254,10 @@ typedef struct conn {
     size_t rpos, rlen;
     int rstate;
     int rslot;               /* reply of slot rslot is being parsed */
-    long long arr_left;      /* elements still to come in an array reply; -1: none */
-    int elem;                /* element index inside the array */
+    int rcmd;                /* ... of its command rcmd (0, or 1 for the second of a pair) */
+    int depth;               /* arrays open in the current reply */
+    long long left[BENCH_MAX_DEPTH]; /* elements still to come in each open array */
+    long long idx[BENCH_MAX_DEPTH];  /* index of the element being parsed in each */
     size_t bulk_len, bulk_off;
     int bulk_bad;            /* this bulk already failed verification */
 } conn;
@@ -406,6 +451,28 @@ static int connectOne(char *err, size_t errlen) {
 
 /* ---- building requests ---------------------------------------------------------------- */
 
+/* "$<len>\r\n<s>\r\n" at p; returns its length. */
+static int putArg(char *p, const char *s) {
+    return sprintf(p, "$%zu\r\n%s\r\n", strlen(s), s);
+}
+
+/* The put options every PUT.START / BATCH.PUT.START carries, as RESP
+ * arguments: [REPLICAS n] REPLACE (so a run may write its keys again).
+ * Returns the length; *argc gets how many arguments they are. */
+static int putOptions(char *p, int *argc) {
+    char *q = p;
+    *argc = 1;
+    if (config.replicas) {
+        char n[16];
+        snprintf(n, sizeof(n), "%d", config.replicas);
+        q += putArg(q, "REPLICAS");
+        q += putArg(q, n);
+        *argc += 2;
+    }
+    q += putArg(q, "REPLACE");
+    return (int)(q - p);
+}
+
 /* Formats the headers of every slot and key of connection c for the test
  * about to run. The key digits are filled in for the fixed keyspace and
  * rewritten per request with -r. */
@@ -413,9 +480,29 @@ static void connPrepare(conn *c) {
     const workload *w = test.w;
     int nk = test.nkeys;
     int batchcmd = (w->flags & WL_BATCH) != 0;
-    int argc = 1 + nk * ((w->flags & WL_WRITE) ? 2 : 1);
+    int sizearg = (w->flags & WL_SIZEARG) != 0;
+    char opts[64], sizestr[24];
+    int optargc = 0, optlen = 0;
+    if (sizearg) optlen = putOptions(opts, &optargc);
+    snprintf(sizestr, sizeof(sizestr), "%zu", test.vlen);
+    int argc = 1 + nk * ((w->flags & (WL_WRITE | WL_SIZEARG)) ? 2 : 1) +
+               ((w->flags & WL_NUMKEYS) ? 1 : 0) + optargc;
     c->prefixlen = snprintf(c->prefix, sizeof(c->prefix), "*%d\r\n$%zu\r\n%s\r\n", argc,
                             strlen(w->cmd), w->cmd);
+    if (w->flags & WL_NUMKEYS) {
+        char n[16];
+        snprintf(n, sizeof(n), "%d", nk);
+        c->prefixlen += putArg(c->prefix + c->prefixlen, n);
+    }
+    c->prefix2len = 0;
+    if (w->cmd2)
+        c->prefix2len = snprintf(c->prefix2, sizeof(c->prefix2), "*%d\r\n$%zu\r\n%s\r\n",
+                                 1 + nk, strlen(w->cmd2), w->cmd2);
+    c->suffixlen = 0;
+    if (batchcmd && sizearg) {
+        memcpy(c->suffix, opts, (size_t)optlen);
+        c->suffixlen = optlen;
+    }
     char keyprefix[32];
     int kplen = snprintf(keyprefix, sizeof(keyprefix), "key:%zu:", test.vlen);
     size_t klen = (size_t)kplen + BENCH_KEY_DIGITS;
@@ -434,10 +521,34 @@ static void connPrepare(conn *c) {
             p += BENCH_KEY_DIGITS;
             p += sprintf(p, "\r\n");
             if (w->flags & WL_WRITE) p += sprintf(p, "$%zu\r\n", test.vlen);
+            if (sizearg) p += putArg(p, sizestr);
+            if (sizearg && !batchcmd) {
+                memcpy(p, opts, (size_t)optlen);
+                p += optlen;
+            }
             h->len = (uint16_t)(p - h->buf);
+            h->len2 = 0;
+            h->digits2 = 0;
+            if (w->cmd2) {
+                /* The second command: whole (single key, same iovec) or
+                 * just this key's argument (batch, its own iovec). */
+                char *q = p;
+                if (!batchcmd) {
+                    memcpy(p, c->prefix2, (size_t)c->prefix2len);
+                    p += c->prefix2len;
+                }
+                p += sprintf(p, "$%zu\r\n%s", klen, keyprefix);
+                h->digits2 = (uint16_t)(p - h->buf);
+                p += BENCH_KEY_DIGITS;
+                p += sprintf(p, "\r\n");
+                if (batchcmd) h->len2 = (uint16_t)(p - q);
+                else h->len = (uint16_t)(p - h->buf);
+            }
+            if ((size_t)(p - h->buf) > sizeof(h->buf)) benchFatal("request header overflow");
             uint64_t k = batchcmd ? (uint64_t)c->id * (uint64_t)nk + (uint64_t)i : (uint64_t)c->id;
             c->keys[s * nk + i] = k;
             putDigits(h->buf + h->digits, k);
+            if (h->digits2) putDigits(h->buf + h->digits2, k);
         }
     }
 }
@@ -482,16 +593,22 @@ static int connIssue(conn *c) {
             iov[n++].iov_len = (size_t)c->prefixlen;
             continue;
         }
-        if (w->flags & WL_BATCH) {
+        int batchcmd = (w->flags & WL_BATCH) != 0;
+        if (batchcmd) {
             iov[n].iov_base = c->prefix;
             iov[n++].iov_len = (size_t)c->prefixlen;
         }
         for (int i = 0; i < nk; i++) {
             khdr *h = &c->hdrs[s * nk + i];
             if (config.keyspace) {
-                uint64_t k = xorshift64(&t->rng) % (uint64_t)config.keyspace;
+                uint64_t k;
+                if (config.sequential)
+                    k = ((uint64_t)(first + s) * (uint64_t)nk + (uint64_t)i) % (uint64_t)config.keyspace;
+                else
+                    k = xorshift64(&t->rng) % (uint64_t)config.keyspace;
                 c->keys[s * nk + i] = k;
                 putDigits(h->buf + h->digits, k);
+                if (h->digits2) putDigits(h->buf + h->digits2, k);
             }
             iov[n].iov_base = h->buf;
             iov[n++].iov_len = h->len;
@@ -501,13 +618,26 @@ static int connIssue(conn *c) {
                 iov[n++].iov_len = 2;
             }
         }
+        if (batchcmd && c->suffixlen) {
+            iov[n].iov_base = c->suffix;
+            iov[n++].iov_len = (size_t)c->suffixlen;
+        }
+        if (batchcmd && w->cmd2) {
+            iov[n].iov_base = c->prefix2;
+            iov[n++].iov_len = (size_t)c->prefix2len;
+            for (int i = 0; i < nk; i++) {
+                khdr *h = &c->hdrs[s * nk + i];
+                iov[n].iov_base = h->buf + h->len;
+                iov[n++].iov_len = h->len2;
+            }
+        }
     }
     c->nslots = (int)want;
     c->iovcnt = n;
     c->iovpos = 0;
     c->rslot = 0;
-    c->arr_left = -1;
-    c->elem = 0;
+    c->rcmd = 0;
+    c->depth = 0;
     c->sent_ns = now;
     c->batches++;
     connWrite(c);
@@ -565,14 +695,21 @@ static void reportBadValue(conn *c, uint64_t key, const char *fmt, ...) {
             BENCH_KEY_DIGITS, (unsigned long long)key, msg);
 }
 
+/* The level of a reply at which one key's result lies: the reply itself
+ * for single-key commands, its elements for batch commands. */
+static inline int keyDepth(void) {
+    return (test.w->flags & WL_BATCH) ? 1 : 0;
+}
+
 static inline uint64_t currentKey(conn *c) {
-    int idx = c->rslot * test.nkeys + (c->arr_left >= 0 ? c->elem : 0);
-    return c->keys[idx];
+    long long i = (test.w->flags & WL_BATCH) && c->depth > 0 ? c->idx[0] : 0;
+    if (i >= test.nkeys) i = test.nkeys - 1;
+    return c->keys[c->rslot * test.nkeys + i];
 }
 
 /* n payload bytes of the current bulk at p: verify (with --check), count. */
 static void payloadConsume(conn *c, const unsigned char *p, size_t n) {
-    if (config.check && !c->bulk_bad && test.vlen) {
+    if (!c->bulk_bad) {   /* a value to verify (see connParse) */
         uint64_t k = currentKey(c);
         size_t done = 0, pos = (keyShift(k) + c->bulk_off) % BENCH_PATTERN_PERIOD;
         while (done < n) {
@@ -596,21 +733,28 @@ static void payloadConsume(conn *c, const unsigned char *p, size_t n) {
 
 /* One reply (or array element) is complete. */
 static void connElementDone(conn *c) {
-    if (c->arr_left > 0) {
-        c->elem++;
-        if (--c->arr_left > 0) return;
+    /* Close the arrays this element completes. */
+    while (c->depth > 0) {
+        int d = c->depth - 1;
+        c->idx[d]++;
+        if (--c->left[d] > 0) return;
+        c->depth--;
     }
-    /* The whole reply of slot rslot is in. */
+    /* A whole reply is in; an op of two commands waits for the second. */
+    if (test.w->cmd2 && c->rcmd == 0) {
+        c->rcmd = 1;
+        return;
+    }
+    c->rcmd = 0;
+    /* The op of slot rslot is complete. */
     benchThread *t = c->t;
     if (t->now == 0) t->now = nowNs();
     if (test.record) {
         histRecord(&t->st.lat, t->now - c->sent_ns);
-        t->st.ops++;
+        t->st.ops += (test.w->flags & WL_PERKEY) ? (uint64_t)test.nkeys : 1;
         if (test.w->flags & WL_WRITE) t->st.bytes += (uint64_t)test.nkeys * test.vlen;
     }
     t->last_ns = t->now;
-    c->arr_left = -1;
-    c->elem = 0;
     if (++c->rslot < c->nslots) return;
     if (c->iovpos < c->iovcnt)
         benchFatal("connection %d: all replies arrived before the requests were sent", c->id);
@@ -629,6 +773,17 @@ static void connErrorReply(conn *c, const char *line, size_t len) {
         memcpy(st->firsterr, line, len);
         st->firsterr[len] = '\0';
     }
+}
+
+/* A nil reply or element: a miss where it stands for a key (a nil inside a
+ * key's result, like GET.REPLICAS's checksum, is just a value). */
+static void connNil(conn *c) {
+    if (c->depth == keyDepth()) {
+        if (test.record) c->t->st.misses++;
+        if (config.check && (test.w->flags & (WL_READ | WL_REPLICAS)) && !config.keyspace)
+            reportBadValue(c, currentKey(c), "missing (nil reply)");
+    }
+    connElementDone(c);
 }
 
 static long long parseLen(conn *c, const char *p, const char *end) {
@@ -681,48 +836,74 @@ static void connParse(conn *c) {
         }
         char *end = (nl > line && nl[-1] == '\r') ? nl - 1 : nl;
         c->rpos = (size_t)(nl + 1 - c->rbuf);
+        int kd = keyDepth();
         switch (line[0]) {
-        case '+':
         case ':':
+            /* With --check, GET.REPLICAS must report the size PUT.START gave. */
+            if (config.check && (test.w->flags & WL_REPLICAS) && c->depth == kd + 1 &&
+                c->idx[kd] == 1) {
+                long long v = parseLen(c, line + 1, end);
+                if (v != (long long)test.vlen)
+                    reportBadValue(c, currentKey(c), "size %lld, expected %zu", v, test.vlen);
+            }
+            connElementDone(c);
+            break;
+        case '+':
+        case ',':
+        case '#':
+        case '(':
             connElementDone(c);
             break;
         case '-':
             connErrorReply(c, line + 1, (size_t)(end - line - 1));
             connElementDone(c);
             break;
+        case '_':
+            connNil(c);
+            break;
         case '$': {
             long long n = parseLen(c, line + 1, end);
             if (n < 0) {
-                if (test.record) c->t->st.misses++;
-                if (config.check && (test.w->flags & WL_READ) && !config.keyspace)
-                    reportBadValue(c, currentKey(c), "missing (nil reply)");
-                connElementDone(c);
+                connNil(c);
                 break;
             }
+            int value = (test.w->flags & WL_READ) && c->depth == kd;
             c->bulk_len = (size_t)n;
             c->bulk_off = 0;
-            c->bulk_bad = 0;
-            if ((test.w->flags & WL_READ) && test.record) c->t->st.bytes += (uint64_t)n;
-            if (config.check && test.vlen && (test.w->flags & WL_READ) && c->bulk_len != test.vlen) {
+            /* bulk_bad set: nothing to verify (not a value, or no --check). */
+            c->bulk_bad = !(value && config.check && test.vlen);
+            if (value && test.record) c->t->st.bytes += (uint64_t)n;
+            if (!c->bulk_bad && c->bulk_len != test.vlen) {
                 reportBadValue(c, currentKey(c), "length %zu, expected %zu", c->bulk_len, test.vlen);
                 c->bulk_bad = 1;
             }
             c->rstate = n > 0 ? RS_PAYLOAD : RS_CRLF;
             break;
         }
-        case '*': {
-            if (c->arr_left >= 0)
-                benchFatal("connection %d: nested arrays are not expected", c->id);
+        case '*':
+        case '~':
+        case '%': {
             long long n = parseLen(c, line + 1, end);
-            if (n <= 0) {
+            if (n < 0) {
+                connNil(c);
+                break;
+            }
+            if (line[0] == '%') n *= 2;
+            if (c->depth == 0 && (test.w->flags & WL_BATCH) && n != test.nkeys)
+                benchFatal("connection %d: %s returned %lld elements, expected %d", c->id,
+                           c->rcmd ? test.w->cmd2 : test.w->cmd, n, test.nkeys);
+            if (config.check && (test.w->flags & WL_REPLICAS) && c->depth == kd && n < 4)
+                reportBadValue(c, currentKey(c), "%lld elements, expected lease, size, checksum "
+                               "and at least one replica", n);
+            if (n == 0) {
                 connElementDone(c);
                 break;
             }
-            c->arr_left = n;
-            c->elem = 0;
-            if ((test.w->flags & WL_BATCH) && n != test.nkeys)
-                benchFatal("connection %d: %s returned %lld elements, expected %d", c->id,
-                           test.w->label, n, test.nkeys);
+            if (c->depth == BENCH_MAX_DEPTH)
+                benchFatal("connection %d: protocol error: arrays nested too deep", c->id);
+            c->left[c->depth] = n;
+            c->idx[c->depth] = 0;
+            c->depth++;
             break;
         }
         default:
@@ -896,14 +1077,18 @@ static void report(const workload *w, size_t vlen, uint64_t elapsed) {
         printf("\n");
     } else {
         char ks[64];
-        if (config.keyspace) snprintf(ks, sizeof(ks), "random keys in [0,%lld)", config.keyspace);
+        if (config.keyspace)
+            snprintf(ks, sizeof(ks), "%s keys in [0,%lld)", config.sequential ? "sequential" : "random",
+                     config.keyspace);
         else if (test.nkeys == 0) snprintf(ks, sizeof(ks), "no keys");
         else snprintf(ks, sizeof(ks), "%s per client", (w->flags & WL_BATCH) ? "keys" : "one key");
         printf("====== %s%s%s ======\n", w->label, size[0] ? " " : "", size);
-        printf("  %llu requests in %.3f s, %d clients, pipeline %d, %d thread%s, %s",
-               (unsigned long long)sum.ops, secs, config.clients, config.pipeline, config.threads,
+        printf("  %llu %s in %.3f s, %d clients, pipeline %d, %d thread%s, %s",
+               (unsigned long long)sum.ops,
+               (w->flags & WL_PERKEY) ? "keys" : w->cmd2 ? "command pairs" : "requests", secs, config.clients, config.pipeline, config.threads,
                config.threads == 1 ? "" : "s", ks);
         if (w->flags & WL_BATCH) printf(", %d keys per command", config.batch);
+        if ((w->flags & WL_SIZEARG) && config.replicas) printf(", %d replicas", config.replicas);
         printf("\n  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
         printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
         printf("  errors: %llu", (unsigned long long)sum.errors);
@@ -943,14 +1128,20 @@ static void usage(int code) {
 " -n <requests>      requests per test (default 100000)\n"
 " -d <sizes>         value sizes, comma separated, binary units:\n"
 "                    64,4k,64k,1m,4m,16m,64m (default 64)\n"
-" -t <tests>         comma separated: ping,set,get,mset,mget (default set,get);\n"
-"                    they always run in that order, once per size (ping once)\n"
+" -t <tests>         comma separated: ping,set,get,mset,mget, and the store\n"
+"                    (metadata) tests putpair,getrep,batchput,batchget\n"
+"                    (default set,get); they always run in that order, once per\n"
+"                    size (ping once)\n"
 " -P <pipeline>      requests per connection in flight (default 1)\n"
 " -r <keyspace>      random keys key:<size>:NNNNNNNNNNNN in [0,keyspace)\n"
-"                    (default: one key per client, --batch keys for MSET/MGET)\n"
+"                    (default: one key per client, --batch keys per client for\n"
+"                    batch tests)\n"
 " -q                 quiet: one line per test\n"
 " --threads <n>      client threads, each an epoll loop over its connections (default 1)\n"
-" --batch <n>        keys per MSET/MGET (default 16)\n"
+" --batch <n>        keys per MSET/MGET/BATCH.* command (default 16)\n"
+" --sequential       with -r: request i names key i mod keyspace (batch: keys\n"
+"                    i*batch..), counted over all clients; so -n N -r N writes\n"
+"                    every key once\n"
 " --check            verify every byte of every GET/MGET reply against the\n"
 "                    pattern SET wrote; exit 1 on any mismatch or error reply\n"
 " --csv              CSV output\n"
@@ -961,10 +1152,31 @@ static void usage(int code) {
 "                    through it in pieces, each verified right after its read)\n"
 " --help             this text\n"
 "\n"
+"Store (metadata) tests, mooncake-server only. No value bytes move; -d is the\n"
+"size PUT.START reserves, and keys are reserved with REPLACE, so runs may repeat:\n"
+"  putpair    PUT.START key size [REPLICAS r] REPLACE, then PUT.END key on the\n"
+"             same connection; the pair is one op (-P N: N pairs, 2N commands)\n"
+"  getrep     GET.REPLICAS key (a nil reply counts as nil)\n"
+"  batchput   BATCH.PUT.START n k1 size .. kn size [REPLICAS r] REPLACE, then\n"
+"             BATCH.PUT.END k1 .. kn; one op per key\n"
+"  batchget   BATCH.GET.REPLICAS k1 .. kn; one op per key\n"
+"-n and --warmup count requests (a batch command or a PUT pair is one). With -r,\n"
+"two keys of one batch may collide (an -EXISTS element): --sequential avoids it.\n"
+" --replicas <r>     REPLICAS r on PUT.START/BATCH.PUT.START (default: the\n"
+"                    server's default-replicas)\n"
+" --segments <n>     before the tests, MOUNT n placeholder segments of " BENCH_SEGMENT_SIZE " each\n"
+"                    (bench-seg-<i>, OWNER mooncake-benchmark, HOST bench-host-<i/2>)\n"
+"                    over an extra connection kept open while the tests run,\n"
+"                    and UNMOUNT them at the end. Only works against\n"
+"                    mooncake-server; the segments are metadata only (the\n"
+"                    store tests never write them)\n"
+"\n"
 "Output per test and size: ops/s, GB/s (value bytes, 10^9), latency percentiles\n"
 "p50/p99/p99.9/max in ms (2 significant digits), error replies (the first is\n"
-"printed). Exit status 1 if a connection fails, or with --check if any error\n"
-"reply or verification failure was seen.\n");
+"printed). Error and nil elements inside batch replies are counted one per key.\n"
+"Exit status 1 if a connection fails, or with --check if any error reply or\n"
+"verification failure was seen (for getrep/batchget --check verifies the size\n"
+"and that at least one replica is listed).\n");
     exit(code);
 }
 
@@ -1000,7 +1212,7 @@ static void parseTests(const char *arg) {
         int i;
         for (i = 0; i < NWORKLOADS; i++)
             if (strcasecmp(tok, workloads[i].name) == 0) break;
-        if (i == NWORKLOADS) benchFatal("unknown test '%s' (known: ping,set,get,mset,mget)", tok);
+        if (i == NWORKLOADS) benchFatal("unknown test '%s' (known: " WORKLOAD_NAMES ")", tok);
         config.tests |= 1u << i;
     }
     free(s);
@@ -1015,6 +1227,7 @@ static void parseOptions(int argc, char **argv) {
         if (!strcmp(o, "-q")) { config.quiet = 1; continue; }
         if (!strcmp(o, "--check")) { config.check = 1; continue; }
         if (!strcmp(o, "--csv")) { config.csv = 1; continue; }
+        if (!strcmp(o, "--sequential")) { config.sequential = 1; continue; }
         if (last) {
             fprintf(stderr, "mooncake-benchmark: option %s needs a value (or is unknown)\n\n", o);
             usage(1);
@@ -1033,6 +1246,8 @@ static void parseOptions(int argc, char **argv) {
         else if (!strcmp(o, "--threads")) config.threads = (int)argNum(o, v, 1, 1024);
         else if (!strcmp(o, "--batch")) config.batch = (int)argNum(o, v, 1, 100000);
         else if (!strcmp(o, "--warmup")) config.warmup = argNum(o, v, 0, LLONG_MAX / 4);
+        else if (!strcmp(o, "--replicas")) config.replicas = (int)argNum(o, v, 1, 64);
+        else if (!strcmp(o, "--segments")) config.segments = (int)argNum(o, v, 0, 100000);
         else if (!strcmp(o, "--duration")) {
             char *end;
             config.duration = strtod(v, &end);
@@ -1051,6 +1266,7 @@ static void parseOptions(int argc, char **argv) {
     if (config.threads > config.clients) config.threads = config.clients;
     if (!config.keyspace && (long long)config.clients * config.batch > 999999999999LL)
         benchFatal("too many keys");
+    if (config.sequential && !config.keyspace) benchFatal("--sequential needs -r");
 }
 
 static void setup(void) {
@@ -1103,8 +1319,10 @@ static void setup(void) {
         c->t->conns[c->t->nconns++] = c;
         c->keys = benchAlloc(sizeof(uint64_t) * slots);
         c->hdrs = benchAlloc(sizeof(khdr) * slots);
+        /* Per request: prefix, then per key header + value + CRLF, or for
+         * a batch pair: prefix, headers, options, prefix2, second parts. */
         c->iov = benchAlloc(sizeof(struct iovec) * (size_t)config.pipeline *
-                            (1 + (2 + (size_t)value_iovs) * (size_t)maxkeys));
+                            (4 + (2 + (size_t)value_iovs) * (size_t)maxkeys));
         c->rbuf = benchAlloc(BENCH_RBUF_SIZE);
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(c->t->epfd, EPOLL_CTL_ADD, c->fd, &ev) == -1)
@@ -1112,10 +1330,96 @@ static void setup(void) {
     }
 }
 
+/* ---- --segments: placeholder segments -------------------------------------------------------- */
+
+static int admin_fd = -1;           /* the connection that mounted them, open until exit */
+
+/* Sends one command over the blocking admin connection and reads its
+ * reply, which must be one line (+, -, :): MOUNT and UNMOUNT answer so.
+ * The line, without its type byte and CRLF, goes to rep. Returns the type
+ * byte. */
+static char adminCommand(char *rep, size_t replen, int argc, const char **argv) {
+    char req[1024];
+    size_t n = (size_t)snprintf(req, sizeof(req), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++) {
+        if (n + strlen(argv[i]) + 32 > sizeof(req)) benchFatal("admin command too long");
+        n += (size_t)putArg(req + n, argv[i]);
+    }
+    for (size_t off = 0; off < n;) {
+        ssize_t w = write(admin_fd, req + off, n - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) benchFatal("%s: write: %s", argv[0], strerror(errno));
+        off += (size_t)w;
+    }
+    char line[1024];
+    size_t got = 0;
+    while (got == 0 || line[got - 1] != '\n') {
+        if (got == sizeof(line) - 1) benchFatal("%s: reply line too long", argv[0]);
+        ssize_t r = read(admin_fd, line + got, 1);   /* one line, a few times per run */
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) benchFatal("%s: %s", argv[0], r == 0 ? "server closed the connection" : strerror(errno));
+        got += (size_t)r;
+    }
+    line[got] = '\0';
+    line[strcspn(line, "\r\n")] = '\0';
+    size_t len = strlen(line + 1);
+    if (len >= replen) len = replen - 1;
+    memcpy(rep, line + 1, len);
+    rep[len] = '\0';
+    return line[0];
+}
+
+/* MOUNTs --segments placeholder segments over a connection of their own,
+ * kept open until exit: an owner lives while a connection that mounted for
+ * it is open, so the segments last as long as the run without HEARTBEATs.
+ * HOST cycles over about n/2 names (two segments per host), so placement
+ * that spreads replicas over distinct hosts has choices to make. */
+static void segmentsMount(void) {
+    if (config.segments <= 0) return;
+    char err[256];
+    admin_fd = connectOne(err, sizeof(err));
+    if (admin_fd == -1) benchFatal("could not connect for --segments: %s", err);
+    int flags = fcntl(admin_fd, F_GETFL);
+    if (flags == -1 || fcntl(admin_fd, F_SETFL, flags & ~O_NONBLOCK) == -1)
+        benchFatal("fcntl: %s", strerror(errno));
+    for (int i = 0; i < config.segments; i++) {
+        char name[48], host[48], rep[512];
+        snprintf(name, sizeof(name), "bench-seg-%d", i);
+        snprintf(host, sizeof(host), "bench-host-%d", i / 2);
+        const char *argv[] = {"MOUNT", name, BENCH_SEGMENT_SIZE, "OWNER", "mooncake-benchmark",
+                              "HOST", host};
+        char type = adminCommand(rep, sizeof(rep), 7, argv);
+        if (type != ':')
+            benchFatal("MOUNT %s failed: %c%s (--segments only works against mooncake-server)",
+                       name, type, rep);
+    }
+    if (!config.quiet && !config.csv)
+        printf("mounted %d segments of %s (bench-seg-0..%d on %d hosts)\n", config.segments,
+               BENCH_SEGMENT_SIZE, config.segments - 1, (config.segments + 1) / 2);
+}
+
+static void segmentsUnmount(void) {
+    if (admin_fd == -1) return;
+    long long dropped = 0;
+    for (int i = 0; i < config.segments; i++) {
+        char name[48], rep[512];
+        snprintf(name, sizeof(name), "bench-seg-%d", i);
+        const char *argv[] = {"UNMOUNT", name};
+        char type = adminCommand(rep, sizeof(rep), 2, argv);
+        if (type == ':') dropped += atoll(rep);
+        else fprintf(stderr, "mooncake-benchmark: UNMOUNT %s: %c%s\n", name, type, rep);
+    }
+    if (!config.quiet && !config.csv)
+        printf("unmounted %d segments (%lld replicas dropped)\n", config.segments, dropped);
+    close(admin_fd);
+    admin_fd = -1;
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     parseOptions(argc, argv);
     setup();
+    segmentsMount();
     if (config.csv)
         printf("\"test\",\"size\",\"bytes\",\"requests\",\"seconds\",\"ops_per_sec\",\"gb_per_sec\","
                "\"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\",\"errors\",\"nil\",\"bad_values\"\n");
@@ -1125,5 +1429,6 @@ int main(int argc, char **argv) {
         for (int i = 0; i < NWORKLOADS; i++)
             if ((config.tests & (1u << i)) && (workloads[i].flags & WL_SIZED))
                 runTest(&workloads[i], config.sizes[s]);
+    segmentsUnmount();
     return failed;
 }
