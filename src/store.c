@@ -36,6 +36,7 @@ static struct {
     uint64_t keybytes;      /* heap held by key strings */
     uint64_t expired, oom;
     uint64_t lease_expiries;  /* leases that ended while holding back space */
+    uint64_t exts;            /* objects with an extension */
     storeObj **deferred;    /* unlinked, unreferenced, but leased */
     size_t ndeferred, deferred_cap;
 } st;
@@ -97,13 +98,17 @@ storeObj *storeObjNew(uint64_t len) {
 storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
         o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */
+        st.exts++;
     }
     return o->ext;
 }
 
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset) {
     serverAssert(o->nreplicas < STORE_MAX_REPLICAS);
-    if (o->nreplicas > 0) storeObjGetExt(o);
+    if (o->nreplicas > 0) {
+        storeObjExt *ext = storeObjGetExt(o);
+        ext->more = zrealloc(ext->more, sizeof(storeReplica) * o->nreplicas);
+    }
     storeReplica *r = storeObjReplica(o, o->nreplicas++);
     r->offset = offset;
     r->handle = handle;
@@ -162,7 +167,9 @@ static void freeObject(storeObj *o) {
     }
     if (o->ext) {
         sdsfree(o->ext->checksum);
+        zfree(o->ext->more);
         zfree(o->ext);
+        st.exts--;
     }
     zfree(o);
 }
@@ -484,9 +491,19 @@ void storeGetStats(storeStats *out) {
     out->pool_free = as.free;
     out->largest_free = as.largest_free;
     out->free_ranges = as.free_ranges;
-    out->meta_bytes = dictMemUsage(server.keys) + dictMemUsage(server.expires) + as.metadata_bytes;
-    /* Object headers are one fixed-size allocation each. */
-    out->meta_bytes += st.keybytes + out->objects * sizeof(storeObj);
+    /* Heap that exists because of the objects: tables, keys, headers and
+     * extensions (fixed-size allocations each), and the allocator metadata
+     * of every segment, mounted ones included. Pending keys are counted
+     * by the pending table only roughly (their key strings are not). */
+    out->meta_bytes = dictMemUsage(server.keys) + dictMemUsage(server.expires) + dictMemUsage(server.pending);
+    out->meta_bytes += st.keybytes + (out->objects + dictSize(server.pending)) * sizeof(storeObj);
+    out->meta_bytes += st.exts * sizeof(storeObjExt);
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        if (!segtab[i]) continue;
+        allocStats sas;
+        allocGetStats(segtab[i]->alloc, &sas);
+        out->meta_bytes += sas.metadata_bytes;
+    }
 }
 
 void storeResetStats(void) {

@@ -146,7 +146,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     }
     storeObj *pending = storePendingLookup(key);
     if (pending) {
-        if (server.mstime - pending->ext->put_started_ms < server.put_timeout) {
+        if (server.mstime - pending->ext->created_ms < server.put_timeout) {
             addReplyError(c, "-EXISTS a put of this key is in progress");
             return;
         }
@@ -171,9 +171,8 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         ss.taken_over++;
     }
     storeObjExt *ext = storeObjGetExt(o);
-    ext->created_ms = server.mstime;
+    ext->created_ms = server.mstime; /* also when the put started: see put-timeout */
     ext->put_client = c->id;
-    ext->put_started_ms = server.mstime;
     if (po->pin_ms) ext->softpin_until_ms = server.mstime + po->pin_ms;
     if (po->hardpin) o->flags |= OBJ_FLAG_HARDPIN;
     storePendingAdd(key, o);
