@@ -9,9 +9,9 @@
  * Order of candidates:
  *  - PREFER segments first, in the order given;
  *  - then by allocation-strategy:
- *    random      uniformly shuffled (the default);
- *    free-ratio  "power of two choices": repeatedly take two random
- *                candidates and keep the one with the larger free fraction.
+ *    random      uniformly at random (the default);
+ *    free-ratio  "power of two choices": each draw takes two random
+ *                candidates and keeps the one with the larger free fraction.
  *                Plain least-full-first sends every write to a freshly
  *                mounted empty segment until it catches up (a skew Mooncake
  *                users hit); two choices still favours emptier segments but
@@ -42,101 +42,89 @@ static uint64_t rnd(void) {
     return rngState * 2685821657736338717ULL;
 }
 
-static void shuffle(segment **v, int n) {
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rnd() % (uint64_t)(i + 1));
-        segment *t = v[i];
-        v[i] = v[j];
-        v[j] = t;
-    }
-}
-
 static double freeRatio(segment *s) {
     allocStats as;
     allocGetStats(s->alloc, &as);
     return s->size ? (double)as.free / (double)s->size : 0.0;
 }
 
-/* Reorders v[0..n) by two-choice sampling on the free fraction. */
-static void orderTwoChoices(segment **v, int n) {
-    for (int i = 0; i < n - 1; i++) {
-        int a = i + (int)(rnd() % (uint64_t)(n - i));
-        int b = i + (int)(rnd() % (uint64_t)(n - i));
-        int pick = freeRatio(v[a]) >= freeRatio(v[b]) ? a : b;
-        segment *t = v[i];
-        v[i] = v[pick];
-        v[pick] = t;
-    }
-}
-
 static int hostEq(const char *a, const char *b) { return a && b && !strcmp(a, b); }
 
-/* Fills `order` with every candidate in placement order; returns the count. */
-static int orderCandidates(segment **order, uint64_t size, segment **prefer, int nprefer,
-                           const char *writer_host) {
-    int n = 0;
-    for (int i = 0; i < nprefer; i++) {
-        segment *s = prefer[i];
-        if (s->state != SEG_ACTIVE || allocMaxAllocatable(s->alloc) < size) continue;
-        int dup = 0;
-        for (int k = 0; k < n; k++) dup |= order[k] == s;
-        if (!dup) order[n++] = s;
-    }
-    int first_rest = n;
-    for (uint32_t i = 0; i < segtabLen; i++) {
-        segment *s = segtab[i];
-        if (!s || s->state != SEG_ACTIVE || allocMaxAllocatable(s->alloc) < size) continue;
-        int dup = 0;
-        for (int k = 0; k < first_rest; k++) dup |= order[k] == s;
-        if (!dup) order[n++] = s;
-    }
-    segment **rest = order + first_rest;
-    int nrest = n - first_rest;
-    if (server.allocation_strategy == PLACE_FREE_RATIO) {
-        orderTwoChoices(rest, nrest);
-    } else if (server.allocation_strategy == PLACE_LOCAL_FIRST && writer_host) {
-        int local = 0;
-        for (int i = 0; i < nrest; i++) {
-            if (hostEq(rest[i]->host, writer_host)) {
-                segment *t = rest[local];
-                rest[local++] = rest[i];
-                rest[i] = t;
-            }
-        }
-        shuffle(rest, local);
-        shuffle(rest + local, nrest - local);
-    } else {
-        shuffle(rest, nrest);
-    }
-    return n;
+static int eligible(segment *s, uint64_t size) {
+    return s->state == SEG_ACTIVE && allocMaxAllocatable(s->alloc) >= size;
 }
 
+static int allocateOn(storeObj *o, segment *s, uint64_t size) {
+    uint64_t offset;
+    uint32_t handle = allocAlloc(s->alloc, size, &offset);
+    if (handle == ALLOC_NONE) return 0;
+    storeObjAddReplica(o, s, handle, offset);
+    return 1;
+}
+
+static int hasReplicaOn(storeObj *o, segment *s) {
+    for (int i = 0; i < o->nreplicas; i++)
+        if (storeReplicaSegment(storeObjReplica(o, i)) == s) return 1;
+    return 0;
+}
+
+static int hostUsed(storeObj *o, segment *s) {
+    for (int i = 0; i < o->nreplicas; i++) {
+        segment *r = storeReplicaSegment(storeObjReplica(o, i));
+        if (r && hostEq(r->host, s->host)) return 1;
+    }
+    return 0;
+}
+
+/* Candidates are drawn lazily: the segment table is copied (pointers
+ * only), then a partial Fisher-Yates shuffle draws one segment at a time
+ * and stops once enough replicas are placed. So a put touches the
+ * allocator of only a few segments however many are mounted; an earlier
+ * version shuffled and probed all of them per put, which at 128 segments
+ * halved PUT.START throughput. A segment on a host that already has a
+ * replica is set aside and used only if nothing better turns up. */
 static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                     const char *writer_host) {
-    int cap = (int)segmentCount() + nprefer + 1;
-    segment **order = zmalloc(sizeof(segment *) * (size_t)cap);
-    int n = orderCandidates(order, size, prefer, nprefer, writer_host);
-    const char *hosts[STORE_MAX_REPLICAS];
-    char *used = zcalloc((size_t)(n ? n : 1));
-    for (int pass = 0; pass < 2 && o->nreplicas < want; pass++) {
-        for (int i = 0; i < n && o->nreplicas < want; i++) {
-            if (used[i]) continue;
-            segment *s = order[i];
-            if (pass == 0) {
-                int seen = 0;
-                for (int h = 0; h < o->nreplicas; h++) seen |= hostEq(hosts[h], s->host);
-                if (seen) continue;
+    for (int i = 0; i < nprefer && o->nreplicas < want; i++)
+        if (!hasReplicaOn(o, prefer[i]) && eligible(prefer[i], size)) allocateOn(o, prefer[i], size);
+    if (o->nreplicas >= want) return o->nreplicas;
+
+    int n = 0, nlocal = 0;
+    segment **pool = zmalloc(sizeof(segment *) * (segtabLen + 1));
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->state == SEG_ACTIVE) pool[n++] = segtab[i];
+    if (server.allocation_strategy == PLACE_LOCAL_FIRST && writer_host) {
+        for (int i = 0; i < n; i++) {
+            if (hostEq(pool[i]->host, writer_host)) {
+                segment *t = pool[nlocal];
+                pool[nlocal++] = pool[i];
+                pool[i] = t;
             }
-            uint64_t offset;
-            uint32_t handle = allocAlloc(s->alloc, size, &offset);
-            used[i] = 1;
-            if (handle == ALLOC_NONE) continue;
-            hosts[o->nreplicas] = s->host;
-            storeObjAddReplica(o, s, handle, offset);
         }
     }
-    zfree(used);
-    zfree(order);
+    segment *setaside[STORE_MAX_REPLICAS];
+    int nset = 0;
+    for (int i = 0; i < n && o->nreplicas < want; i++) {
+        /* Draw from [i, end): local ones first under local-first. */
+        int end = i < nlocal ? nlocal : n;
+        int pick = i + (int)(rnd() % (uint64_t)(end - i));
+        if (server.allocation_strategy == PLACE_FREE_RATIO && end - i > 1) {
+            /* Two random choices, keep the emptier one. */
+            int other = i + (int)(rnd() % (uint64_t)(end - i));
+            if (freeRatio(pool[other]) > freeRatio(pool[pick])) pick = other;
+        }
+        segment *s = pool[pick];
+        pool[pick] = pool[i];
+        pool[i] = s;
+        if (hasReplicaOn(o, s) || !eligible(s, size)) continue;
+        if (hostUsed(o, s)) {
+            if (nset < STORE_MAX_REPLICAS) setaside[nset++] = s;
+            continue;
+        }
+        allocateOn(o, s, size);
+    }
+    for (int i = 0; i < nset && o->nreplicas < want; i++) allocateOn(o, setaside[i], size);
+    zfree(pool);
     return o->nreplicas;
 }
 
