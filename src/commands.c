@@ -151,6 +151,51 @@ static const struct {
                  {CMD_STALE, "stale"},   {CMD_FAST, "fast"},         {CMD_MOVABLEKEYS, "movablekeys"},
                  {0, NULL}};
 
+/* Key specs, the Redis 7 form of the key positions: one spec, found by
+ * index, whose keys are either a range (first/last/step) or counted by a
+ * numkeys argument (CMD_MOVABLEKEYS). */
+static void addReplyKeySpecs(client *c, mcCommand *cmd) {
+    int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0;
+    if (!keynum && cmd->firstkey == 0) {
+        addReplyArrayLen(c, 0);
+        return;
+    }
+    addReplyArrayLen(c, 1);
+    addReplyMapLen(c, 3);
+    addReplyBulkCString(c, "flags");
+    addReplySetLen(c, 1);
+    addReplyStatus(c, (cmd->flags & CMD_WRITE) ? "RW" : "RO");
+    addReplyBulkCString(c, "begin_search");
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "type");
+    addReplyBulkCString(c, "index");
+    addReplyBulkCString(c, "spec");
+    addReplyMapLen(c, 1);
+    addReplyBulkCString(c, "index");
+    addReplyLongLong(c, keynum ? cmd->keynum_idx : cmd->firstkey);
+    addReplyBulkCString(c, "find_keys");
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "type");
+    addReplyBulkCString(c, keynum ? "keynum" : "range");
+    addReplyBulkCString(c, "spec");
+    addReplyMapLen(c, 3);
+    if (keynum) {
+        addReplyBulkCString(c, "keynumidx");
+        addReplyLongLong(c, 0);
+        addReplyBulkCString(c, "firstkey");
+        addReplyLongLong(c, cmd->keynum_first - cmd->keynum_idx);
+        addReplyBulkCString(c, "keystep");
+        addReplyLongLong(c, cmd->keynum_step);
+    } else {
+        addReplyBulkCString(c, "lastkey");
+        addReplyLongLong(c, cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - cmd->firstkey);
+        addReplyBulkCString(c, "keystep");
+        addReplyLongLong(c, cmd->keystep);
+        addReplyBulkCString(c, "limit");
+        addReplyLongLong(c, 0);
+    }
+}
+
 static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     int nflags = 0;
     for (int i = 0; flagNames[i].name; i++)
@@ -166,62 +211,7 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     addReplyLongLong(c, cmd->keystep);
     addReplySetLen(c, 0);   /* ACL categories: there are no ACLs */
     addReplyArrayLen(c, 0); /* tips */
-    /* Key specs, the Redis 7 form of the key positions above. */
-    if (cmd->flags & CMD_MOVABLEKEYS) {
-        addReplyArrayLen(c, 1);
-        addReplyMapLen(c, 3);
-        addReplyBulkCString(c, "flags");
-        addReplySetLen(c, 1);
-        addReplyStatus(c, (cmd->flags & CMD_WRITE) ? "RW" : "RO");
-        addReplyBulkCString(c, "begin_search");
-        addReplyMapLen(c, 2);
-        addReplyBulkCString(c, "type");
-        addReplyBulkCString(c, "index");
-        addReplyBulkCString(c, "spec");
-        addReplyMapLen(c, 1);
-        addReplyBulkCString(c, "index");
-        addReplyLongLong(c, cmd->keynum_idx);
-        addReplyBulkCString(c, "find_keys");
-        addReplyMapLen(c, 2);
-        addReplyBulkCString(c, "type");
-        addReplyBulkCString(c, "keynum");
-        addReplyBulkCString(c, "spec");
-        addReplyMapLen(c, 3);
-        addReplyBulkCString(c, "keynumidx");
-        addReplyLongLong(c, 0);
-        addReplyBulkCString(c, "firstkey");
-        addReplyLongLong(c, cmd->keynum_first - cmd->keynum_idx);
-        addReplyBulkCString(c, "keystep");
-        addReplyLongLong(c, cmd->keynum_step);
-    } else if (cmd->firstkey) {
-        addReplyArrayLen(c, 1);
-        addReplyMapLen(c, 3);
-        addReplyBulkCString(c, "flags");
-        addReplySetLen(c, 1);
-        addReplyStatus(c, (cmd->flags & CMD_WRITE) ? "RW" : "RO");
-        addReplyBulkCString(c, "begin_search");
-        addReplyMapLen(c, 2);
-        addReplyBulkCString(c, "type");
-        addReplyBulkCString(c, "index");
-        addReplyBulkCString(c, "spec");
-        addReplyMapLen(c, 1);
-        addReplyBulkCString(c, "index");
-        addReplyLongLong(c, cmd->firstkey);
-        addReplyBulkCString(c, "find_keys");
-        addReplyMapLen(c, 2);
-        addReplyBulkCString(c, "type");
-        addReplyBulkCString(c, "range");
-        addReplyBulkCString(c, "spec");
-        addReplyMapLen(c, 3);
-        addReplyBulkCString(c, "lastkey");
-        addReplyLongLong(c, cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - cmd->firstkey);
-        addReplyBulkCString(c, "keystep");
-        addReplyLongLong(c, cmd->keystep);
-        addReplyBulkCString(c, "limit");
-        addReplyLongLong(c, 0);
-    } else {
-        addReplyArrayLen(c, 0);
-    }
+    addReplyKeySpecs(c, cmd);
     long long nsubs = 0;
     for (mcCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
     addReplyArrayLen(c, nsubs);
