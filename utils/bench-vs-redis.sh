@@ -302,52 +302,41 @@ echo
 
 # ---- the table -------------------------------------------------------------------
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-pick() {  # server case test column(4=rps 5=p50 6=p99)
-    awk -F'\t' -v s="$1" -v c="$2" -v t="$3" -v k="$4" '$1 == s && $2 == c && $3 == t { print $k }' "$WORK/results" | median
+pick() {  # results-file server case test column(4=rps 5=p50 6=p99)
+    awk -F'\t' -v s="$2" -v c="$3" -v t="$4" -v k="$5" '$1 == s && $2 == c && $3 == t { print $k }' "$1" | median
 }
 
 fmt='%-20s %13s %15s %7s %18s %20s %10s %13s\n'
-# shellcheck disable=SC2059
-printf "$fmt" "test" "redis ops/s" "mooncake ops/s" "ratio" "redis p50/p99 ms" "mooncake p50/p99 ms" "redis GB/s" "mooncake GB/s"
-# shellcheck disable=SC2059
-printf "$fmt" "--------------------" "-------------" "---------------" "-------" "------------------" "--------------------" "----------" "------------"
-for spec in "${CASES[@]}"; do
-    IFS='|' read -r name size args <<<"$spec"
-    for t in SET GET; do
-        r_rps=$(pick redis "$name" "$t" 4); m_rps=$(pick mooncake "$name" "$t" 4)
-        r_p50=$(pick redis "$name" "$t" 5); m_p50=$(pick mooncake "$name" "$t" 5)
-        r_p99=$(pick redis "$name" "$t" 6); m_p99=$(pick mooncake "$name" "$t" 6)
-        if [ -z "$r_rps" ] || [ -z "$m_rps" ]; then continue; fi
-        read -r ratio r_gbs m_gbs < <(awk -v r="$r_rps" -v m="$m_rps" -v s="$size" 'BEGIN {
-            ratio = r > 0 ? sprintf("%.2f", m / r) : "-"
-            if (s >= 65536) printf "%s %.2f %.2f\n", ratio, r * s / 1e9, m * s / 1e9
-            else printf "%s - -\n", ratio }')
-        # shellcheck disable=SC2059
-        printf "$fmt" "$t $name" "$(printf '%.0f' "$r_rps")" "$(printf '%.0f' "$m_rps")" "$ratio" \
-            "$r_p50/$r_p99" "$m_p50/$m_p99" "$r_gbs" "$m_gbs"
-    done
-done
-
-if [ -s "$WORK/mbresults" ]; then
-    echo
-    echo "Same client for both servers: src/mooncake-benchmark (values sent from one buffer, replies read in place)"
+# printTable results-file case-spec...: one row per case and test, medians of the runs.
+printTable() {
+    local results=$1 spec name size args t r_rps m_rps ratio r_gbs m_gbs
+    shift
     # shellcheck disable=SC2059
     printf "$fmt" "test" "redis ops/s" "mooncake ops/s" "ratio" "redis p50/p99 ms" "mooncake p50/p99 ms" "redis GB/s" "mooncake GB/s"
-    for spec in "${MB_CASES[@]}"; do
+    # shellcheck disable=SC2059
+    printf "$fmt" "--------------------" "-------------" "---------------" "-------" "------------------" "--------------------" "----------" "------------"
+    for spec in "$@"; do
         IFS='|' read -r name size args <<<"$spec"
         for t in SET GET; do
-            pickmb() { awk -F'\t' -v s="$1" -v c="$name" -v t="$t" -v k="$2" '$1 == s && $2 == c && $3 == t { print $k }' "$WORK/mbresults" | median; }
-            r_rps=$(pickmb redis 4); m_rps=$(pickmb mooncake 4)
-            [ -n "$r_rps" ] && [ -n "$m_rps" ] || continue
+            r_rps=$(pick "$results" redis "$name" "$t" 4); m_rps=$(pick "$results" mooncake "$name" "$t" 4)
+            if [ -z "$r_rps" ] || [ -z "$m_rps" ]; then continue; fi
             read -r ratio r_gbs m_gbs < <(awk -v r="$r_rps" -v m="$m_rps" -v s="$size" 'BEGIN {
                 ratio = r > 0 ? sprintf("%.2f", m / r) : "-"
                 if (s >= 65536) printf "%s %.2f %.2f\n", ratio, r * s / 1e9, m * s / 1e9
                 else printf "%s - -\n", ratio }')
             # shellcheck disable=SC2059
             printf "$fmt" "$t $name" "$(printf '%.0f' "$r_rps")" "$(printf '%.0f' "$m_rps")" "$ratio" \
-                "$(pickmb redis 5)/$(pickmb redis 6)" "$(pickmb mooncake 5)/$(pickmb mooncake 6)" "$r_gbs" "$m_gbs"
+                "$(pick "$results" redis "$name" "$t" 5)/$(pick "$results" redis "$name" "$t" 6)" \
+                "$(pick "$results" mooncake "$name" "$t" 5)/$(pick "$results" mooncake "$name" "$t" 6)" "$r_gbs" "$m_gbs"
         done
     done
+}
+
+printTable "$WORK/results" "${CASES[@]}"
+if [ -s "$WORK/mbresults" ]; then
+    echo
+    echo "Same client for both servers: src/mooncake-benchmark (values sent from one buffer, replies read in place)"
+    printTable "$WORK/mbresults" "${MB_CASES[@]}"
 fi
 
 if [ ${#MEM_LINES[@]} -eq 2 ]; then
