@@ -32,7 +32,6 @@
 #include "util.h"
 
 #define EVPOOL_SIZE 16
-#define EVICT_SOFTPIN_AFTER 4   /* rounds without an unpinned candidate */
 
 typedef struct evictCandidate {
     uint32_t idle;
@@ -41,6 +40,7 @@ typedef struct evictCandidate {
 
 static evictCandidate pool[EVPOOL_SIZE];
 static int poolLen;
+static segment *poolFilter; /* the segment the pool's candidates were sampled for */
 static uint64_t evictions;
 
 void evictResetPool(void) {
@@ -80,8 +80,15 @@ static void poolInsert(sds key, uint32_t idle) {
     pool[i].idle = idle;
 }
 
+static int hasReplicaIn(storeObj *o, segment *only) {
+    if (only == NULL) return 1;
+    for (int i = 0; i < o->nreplicas; i++)
+        if (storeReplicaSegment(storeObjReplica(o, i)) == only) return 1;
+    return 0;
+}
+
 /* Samples the keyspace; candidates of the given class go to the pool. */
-static void poolFill(int wanted_class) {
+static void poolFill(int wanted_class, segment *only) {
     dictEntry *sample[64];
     unsigned want = server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
     unsigned n = dictGetSomeKeys(server.keys, sample, want);
@@ -89,7 +96,7 @@ static void poolFill(int wanted_class) {
     for (unsigned i = 0; i < n; i++) {
         storeObj *o = sample[i]->val;
         int cls = evictable(o);
-        if (cls == 0 || cls > wanted_class) continue;
+        if (cls == 0 || cls > wanted_class || !hasReplicaIn(o, only)) continue;
         poolInsert(sample[i]->key, now - o->lru);
     }
 }
@@ -97,16 +104,23 @@ static void poolFill(int wanted_class) {
 /* Evicts the oldest evictable object seen in samples. Returns 0 when
  * nothing is left to evict. Pool entries whose key is gone, or whose object
  * became unevictable since it was sampled, are skipped. */
-int evictOne(void) {
-    for (int attempts = 0; attempts < 16; attempts++) {
-        if (dictSize(server.keys) == 0) return 0;
-        poolFill(attempts < EVICT_SOFTPIN_AFTER ? 1 : 2);
+int evictOne(segment *only) {
+    if (only != poolFilter) {
+        evictResetPool(); /* candidates sampled for another segment */
+        poolFilter = only;
+    }
+    /* A segment holding few of the keys is hit by few samples: try more. */
+    int rounds = only ? 64 : 16;
+    for (int attempts = 0; attempts < rounds; attempts++) {
+        if (dictSize(server.keys) == 0 || (only && only->objects == 0)) return 0;
+        int softpin_ok = attempts >= rounds / 4;
+        poolFill(softpin_ok ? 2 : 1, only);
         while (poolLen > 0) {
             evictCandidate *c = &pool[--poolLen];
             sds key = c->key;
             dictEntry *de = dictFind(server.keys, key);
-            int ok = de && evictable(de->val) != 0 &&
-                     (evictable(de->val) == 1 || attempts >= EVICT_SOFTPIN_AFTER);
+            int cls = de ? evictable(de->val) : 0;
+            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only);
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {
@@ -143,7 +157,7 @@ void storeEvictionCron(long long budget_us) {
     }
     long long start = ustime();
     while (server.evict_pending > 0) {
-        if (!evictOne()) {
+        if (!evictOne(NULL)) {
             server.evict_pending = 0;
             break;
         }

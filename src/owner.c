@@ -35,9 +35,9 @@ static void ownerFree(void *val) {
 }
 static dictType ownerDictType = {ownerHash, ownerCompare, NULL, ownerFree};
 
-owner *ownerLookup(const char *name) {
+owner *ownerLookup(const char *name, size_t len) {
     if (!owners) return NULL;
-    sds key = sdsnew(name);
+    sds key = sdsnewlen(name, len);
     dictEntry *de = dictFind(owners, key);
     sdsfree(key);
     return de ? de->val : NULL;
@@ -45,7 +45,7 @@ owner *ownerLookup(const char *name) {
 
 owner *ownerGetOrCreate(const char *name) {
     if (!owners) owners = dictCreate(&ownerDictType);
-    owner *o = ownerLookup(name);
+    owner *o = ownerLookup(name, strlen(name));
     if (o) return o;
     o = zcalloc(sizeof(*o));
     o->name = sdsnew(name);

@@ -13,7 +13,7 @@ typedef struct owner {
     int nsegments;
 } owner;
 
-owner *ownerLookup(const char *name);
+owner *ownerLookup(const char *name, size_t len);
 owner *ownerGetOrCreate(const char *name);
 void ownerAttachClient(owner *o, struct client *c);
 void ownerDetachClient(struct client *c);   /* on disconnect */

@@ -128,18 +128,28 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
     return o->nreplicas;
 }
 
-/* Whether evicting could ever make room: some active segment is at least
- * that large. Otherwise evicting would empty the store for nothing. */
-static int couldEverFit(uint64_t size) {
-    for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && segtab[i]->state == SEG_ACTIVE && segtab[i]->size >= size) return 1;
-    return 0;
+/* The segment to make room in when nothing fits: the server's own pool if
+ * the object could fit there, else the largest active segment that could
+ * hold it; NULL if none could (evicting would then empty the store for
+ * nothing). Eviction only takes objects with a replica in that segment:
+ * evicting elsewhere frees nothing where the space is needed. */
+static segment *evictionTarget(uint64_t size) {
+    if (server.self->state == SEG_ACTIVE && segmentCouldHold(server.self, size)) return server.self;
+    segment *best = NULL;
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        segment *s = segtab[i];
+        if (s && s->state == SEG_ACTIVE && segmentCouldHold(s, size) && (!best || s->size > best->size))
+            best = s;
+    }
+    return best;
 }
 
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                   const char *writer_host) {
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host) > 0) return o->nreplicas;
-        if (server.evict_policy == EVICT_NOEVICTION || !couldEverFit(size) || !evictOne()) return 0;
+        if (server.evict_policy == EVICT_NOEVICTION) return 0;
+        segment *target = evictionTarget(size);
+        if (target == NULL || !evictOne(target)) return 0;
     }
 }

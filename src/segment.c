@@ -168,15 +168,18 @@ static uint32_t segtabCap, segtabUsed;
 static uint16_t *slotGen; /* per slot, survives the segment that used it */
 static uint64_t nextSegmentId = SEGMENT_SELF_ID;
 
-void segmentTableAdd(segment *s) {
+int segmentTableAdd(segment *s) {
     uint32_t slot = segtabLen;
+    /* A slot whose 16-bit generation is used up is retired, never reused:
+     * a stale replica anywhere could otherwise match a new segment again. */
     for (uint32_t i = 0; i < segtabLen; i++) {
-        if (segtab[i] == NULL) {
+        if (segtab[i] == NULL && slotGen[i] != UINT16_MAX) {
             slot = i;
             break;
         }
     }
     if (slot == segtabLen) {
+        if (segtabLen >= SEGMENT_MAX_SLOTS) return -1; /* replicas hold a 16-bit slot */
         if (segtabLen == segtabCap) {
             segtabCap = segtabCap ? segtabCap * 2 : 16;
             segtab = zrealloc(segtab, sizeof(segment *) * segtabCap);
@@ -190,12 +193,15 @@ void segmentTableAdd(segment *s) {
     s->id = nextSegmentId++;
     segtab[slot] = s;
     segtabUsed++;
+    return 0;
 }
 
 void segmentTableRemove(segment *s) {
     segtab[s->slot] = NULL;
     segtabUsed--;
-    while (segtabLen && segtab[segtabLen - 1] == NULL) segtabLen--;
+    /* Trailing free slots are forgotten, unless retired (their generation
+     * must stay remembered). */
+    while (segtabLen && segtab[segtabLen - 1] == NULL && slotGen[segtabLen - 1] != UINT16_MAX) segtabLen--;
 }
 
 uint32_t segmentCount(void) { return segtabUsed; }

@@ -59,13 +59,19 @@ static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->me
 /* The table: slot -> segment, ids assigned on insertion. */
 extern segment **segtab;
 extern uint32_t segtabLen;   /* slots in use or free, the scan bound */
-void segmentTableAdd(segment *s);
+int segmentTableAdd(segment *s);  /* -1: no slot left */
 void segmentTableRemove(segment *s);
 segment *segmentLookupName(const char *name);
 segment *segmentLookupId(uint64_t id);
 segment *segmentLookup(const char *name_or_id);  /* a name, else a decimal id */
 uint32_t segmentCount(void);
 const char *segmentTierName(int tier);
+/* Whether an object of `size` bytes could fit in an empty s: its allocator's
+ * capacity (size rounded down to the granule) against size rounded up. */
+static inline int segmentCouldHold(const segment *s, uint64_t size) {
+    uint64_t need = (size + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+    return need >= size && (s->size & ~(uint64_t)(SEGMENT_ALIGN - 1)) >= need;
+}
 int segmentTierFromName(const char *name);  /* -1 if unknown */
 
 #endif

@@ -124,7 +124,7 @@ storeObj *storeObjCreate(size_t len) {
     segment *seg = server.self;
     uint64_t offset = 0;
     if (len == 0) return storeObjNew(0); /* SET k "": no extent */
-    if (len > seg->size) goto oom;
+    if (!segmentCouldHold(seg, len)) goto oom;
     for (;;) {
         uint32_t h = allocAlloc(seg->alloc, len, &offset);
         if (h != ALLOC_NONE) {
@@ -132,7 +132,7 @@ storeObj *storeObjCreate(size_t len) {
             storeObjAddReplica(o, seg, h, offset);
             return o;
         }
-        if (server.evict_policy == EVICT_NOEVICTION || !evictOne()) break;
+        if (server.evict_policy == EVICT_NOEVICTION || !evictOne(seg)) break;
     }
 oom:
     st.oom++;
@@ -214,7 +214,7 @@ int storeInit(char *err, size_t errlen) {
                                      (int)server.segment_numa_node, server.segment_prefault, err, errlen);
     if (server.self == NULL) return C_ERR;
     server.self->mounted_ms = mstime();
-    segmentTableAdd(server.self); /* the first: id 1, slot 0 */
+    serverAssert(segmentTableAdd(server.self) == 0); /* the first: id 1, slot 0 */
     return C_OK;
 }
 
@@ -353,6 +353,9 @@ static struct {
 void storeReapStaleReplicas(void) {
     if (reaper.active) reaper.restart = 1; /* another segment went: a full pass again */
     reaper.active = 1;
+    /* The deferred list is not scanned by the reaper: drop its stale
+     * replicas now (it holds only leased, unlinked versions: few). */
+    for (size_t i = 0; i < st.ndeferred; i++) storeObjLiveReplicas(st.deferred[i]);
 }
 
 static void reapCallback(void *privdata, const dictEntry *de) {
@@ -432,7 +435,7 @@ storeObj *storePendingUnlink(sds key) {
  * over bytes that now belong to someone else. */
 void storePendingAbandon(storeObj *o) {
     storeObjExt *ext = storeObjGetExt(o);
-    long long until = server.mstime + server.put_release_timeout;
+    long long until = addSaturate(server.mstime, server.put_release_timeout);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
     storeObjDecrRef(o);
 }

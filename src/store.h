@@ -122,7 +122,7 @@ void storeGetStats(storeStats *st);
 void storeResetStats(void);
 
 /* evict.c */
-int evictOne(void);
+int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */
 void storeEvictionCron(long long budget_us);
 void evictResetPool(void);
 uint64_t evictCount(void);

@@ -33,11 +33,11 @@
  * Returns the number of replicas dropped. */
 uint64_t segmentUnmount(segment *s) {
     uint64_t dropped = s->objects; /* every live extent is a replica that goes */
-    storeReapStaleReplicas();
-    owner *o = ownerLookup(s->owner);
+    owner *o = ownerLookup(s->owner, strlen(s->owner));
     if (o) o->nsegments--;
     segmentTableRemove(s);
     segmentRelease(s);
+    storeReapStaleReplicas(); /* after the removal: its replicas are stale now */
     return dropped;
 }
 
@@ -191,7 +191,11 @@ void mountCommand(client *c) {
     for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
     s->nendpoints = nendpoints;
     s->mounted_ms = mstime();
-    segmentTableAdd(s);
+    if (segmentTableAdd(s) != 0) {
+        segmentRelease(s);
+        addReplyErrorFormat(c, "ERR no segment slot left (at most %d)", SEGMENT_MAX_SLOTS);
+        return;
+    }
     owner *o = ownerGetOrCreate(oname);
     o->nsegments++;
     ownerAttachClient(o, c);
@@ -223,8 +227,10 @@ void unmountCommand(client *c) {
     }
     if (graceful >= 0) {
         /* No new allocations from now on; unmounted at the deadline. */
+        /* Re-issuing can only bring the deadline closer, never postpone it. */
+        long long deadline = addSaturate(mstime(), graceful);
+        if (s->state != SEG_DRAINING || deadline < s->drain_deadline_ms) s->drain_deadline_ms = deadline;
         s->state = SEG_DRAINING;
-        s->drain_deadline_ms = mstime() + graceful;
         addReplyLongLong(c, 0);
         return;
     }
@@ -278,7 +284,7 @@ void segmentInfoCommand(client *c) {
 }
 
 void heartbeatCommand(client *c) {
-    owner *o = ownerLookup(c->argv[1]);
+    owner *o = ownerLookup(c->argv[1], sdslen(c->argv[1]));
     if (o == NULL || !ownerIsAlive(o)) {
         addReplyError(c, "-NEEDREMOUNT owner is unknown or was declared dead: mount again");
         return;

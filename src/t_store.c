@@ -136,6 +136,17 @@ static void addReplyReplica(client *c, storeObj *o, int i) {
 
 /* ---- PUT.START ----------------------------------------------------------- */
 
+/* The complete version with at least one live replica, or NULL; a version
+ * whose every replica went with its segments is removed on the spot. */
+static storeObj *lookupReadable(sds key) {
+    storeObj *o = storeLookupRead(key);
+    if (o && o->len > 0 && storeObjLiveReplicas(o) == 0) {
+        storeDelete(key);
+        o = NULL;
+    }
+    return o;
+}
+
 /* One key's PUT.START: replies with the replica array or an error. */
 static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     long long size;
@@ -151,7 +162,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
             return;
         }
     }
-    if (!po->replace && storeLookupWrite(key)) {
+    if (!po->replace && lookupReadable(key)) {
         addReplyError(c, "-EXISTS the key exists (use REPLACE to write a new version)");
         return;
     }
@@ -173,7 +184,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     storeObjExt *ext = storeObjGetExt(o);
     ext->created_ms = server.mstime; /* also when the put started: see put-timeout */
     ext->put_client = c->id;
-    if (po->pin_ms) ext->softpin_until_ms = server.mstime + po->pin_ms;
+    if (po->pin_ms) ext->softpin_until_ms = addSaturate(server.mstime, po->pin_ms);
     if (po->hardpin) o->flags |= OBJ_FLAG_HARDPIN;
     storePendingAdd(key, o);
     ss.started++;
@@ -270,19 +281,9 @@ void putRevokeCommand(client *c) {
 
 static void grantLease(storeObj *o, long long ms) {
     storeObjExt *ext = storeObjGetExt(o);
-    if (ext->lease_until_ms < server.mstime + ms) ext->lease_until_ms = server.mstime + ms;
+    long long until = addSaturate(server.mstime, ms);
+    if (ext->lease_until_ms < until) ext->lease_until_ms = until;
     ss.leases_granted++;
-}
-
-/* The complete version with at least one live replica, or NULL; a version
- * whose every replica went with its segments is removed on the spot. */
-static storeObj *lookupReadable(sds key) {
-    storeObj *o = storeLookupRead(key);
-    if (o && o->len > 0 && storeObjLiveReplicas(o) == 0) {
-        storeDelete(key);
-        o = NULL;
-    }
-    return o;
 }
 
 static void getReplicasOne(client *c, sds key) {
@@ -321,7 +322,7 @@ void leaseCommand(client *c) {
         addReplyErrorFormat(c, "ERR lease must be between 0 and %lld ms", MAX_LEASE_MS);
         return;
     }
-    storeObj *o = storeLookupWrite(c->argv[1]);
+    storeObj *o = lookupReadable(c->argv[1]);
     if (o == NULL) {
         addReplyNull(c);
         return;
@@ -363,7 +364,7 @@ void pinCommand(client *c) {
         return;
     }
     if (hard) o->flags |= OBJ_FLAG_HARDPIN;
-    else storeObjGetExt(o)->softpin_until_ms = server.mstime + ms;
+    else storeObjGetExt(o)->softpin_until_ms = addSaturate(server.mstime, ms);
     addReplyOk(c);
 }
 

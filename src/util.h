@@ -14,6 +14,13 @@ long long memtoll(const char *p, int *err);
 void bytesToHuman(char *s, size_t size, unsigned long long n);
 long long ustime(void);
 long long mstime(void);
+/* a + b, clamped to LLONG_MAX / LLONG_MIN: "now + a duration from the
+ * user" must never wrap into the past. */
+static inline long long addSaturate(long long a, long long b) {
+    long long r;
+    if (__builtin_add_overflow(a, b, &r)) return b > 0 ? __LONG_LONG_MAX__ : -__LONG_LONG_MAX__ - 1;
+    return r;
+}
 void getRandomBytes(unsigned char *p, size_t len);
 void getRandomHexChars(char *p, size_t len);
 
