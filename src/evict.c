@@ -87,10 +87,13 @@ static int hasReplicaIn(storeObj *o, segment *only) {
     return 0;
 }
 
-/* Samples the keyspace; candidates of the given class go to the pool. */
+/* Samples the keyspace; candidates of the given class go to the pool. When
+ * only one segment's objects qualify (an allocation there failed) and that
+ * segment holds few of the keys, evict-samples keys rarely contain one, so
+ * such rounds take the largest sample. */
 static void poolFill(int wanted_class, segment *only) {
     dictEntry *sample[64];
-    unsigned want = server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
+    unsigned want = only ? 64 : server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
     unsigned n = dictGetSomeKeys(server.keys, sample, want);
     uint32_t now = (uint32_t)server.mstime;
     for (unsigned i = 0; i < n; i++) {
