@@ -30,6 +30,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 
 #define CFG_IMMUTABLE (1 << 0)
 #define CFG_OCTAL (1 << 1)     /* integer printed and parsed in base 8 */
+#define CFG_ONEARG (1 << 2)    /* special taking one argument that may contain spaces */
 
 typedef struct configEnum {
     const char *name;
@@ -87,6 +88,9 @@ static int setCob(sds *argv, int argc, const char **err) {
         *err = "Wrong number of arguments in buffer limit configuration.";
         return C_ERR;
     }
+    /* Two passes: every group is validated before any is applied, so a
+     * refused value changes nothing. */
+    for (int pass = 0; pass < 2; pass++)
     for (int j = 0; j < argc; j += 4) {
         if (strcasecmp(argv[j], "normal") && strcasecmp(argv[j], "replica") &&
             strcasecmp(argv[j], "slave") && strcasecmp(argv[j], "pubsub")) {
@@ -100,7 +104,7 @@ static int setCob(sds *argv, int argc, const char **err) {
             *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
             return C_ERR;
         }
-        if (!strcasecmp(argv[j], "normal")) {
+        if (pass == 1 && !strcasecmp(argv[j], "normal")) {
             server.cob_normal.hard = (unsigned long long)hard;
             server.cob_normal.soft = (unsigned long long)soft;
             server.cob_normal.soft_seconds = secs;
@@ -208,7 +212,7 @@ static standardConfig configs[] = {
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),
     STRC("logfile", CFG_IMMUTABLE, &server.logfile, ""),
     ENUMC("loglevel", 0, &server.verbosity, loglevelEnum, "notice", applyLoglevel),
-    SPECC("dir", 0, ".", setDir, getDir),
+    SPECC("dir", CFG_ONEARG, ".", setDir, getDir),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
     SPECC("save", 0, "", setSave, getSave),
     SPECC("appendonly", 0, "no", setAppendonly, getAppendonly),
@@ -346,7 +350,7 @@ static sds getConfigValue(standardConfig *c) {
     case CFG_MEM:
         if (c->flags & CFG_OCTAL) return sdscatprintf(sdsempty(), "%llo", *(long long *)c->ptr);
         return sdscatprintf(sdsempty(), "%lld", *(long long *)c->ptr);
-    case CFG_DOUBLE: return sdscatprintf(sdsempty(), "%g", *(double *)c->ptr);
+    case CFG_DOUBLE: return sdscatprintf(sdsempty(), "%.12g", *(double *)c->ptr);
     case CFG_ENUM:
         for (const configEnum *e = c->enums; e->name; e++)
             if (e->value == *(int *)c->ptr) return sdsnew(e->name);
@@ -362,7 +366,7 @@ static sds getConfigValue(standardConfig *c) {
 
 /* Splits a value for a SPECIAL directive given as one CONFIG SET string. */
 static sds *splitValue(standardConfig *c, sds value, int *argc) {
-    if (c->type != CFG_SPECIAL) {
+    if (c->type != CFG_SPECIAL || (c->flags & CFG_ONEARG)) {
         sds *argv = zmalloc(sizeof(sds));
         argv[0] = sdsdup(value);
         *argc = 1;
@@ -597,7 +601,7 @@ static sds formatConfigLine(standardConfig *c) {
     sds v = getConfigValue(c);
     sds line = sdsnew(c->name);
     line = sdscat(line, " ");
-    if (c->type == CFG_SPECIAL) {
+    if (c->type == CFG_SPECIAL && !(c->flags & CFG_ONEARG)) {
         line = sdslen(v) ? sdscatsds(line, v) : sdscat(line, "\"\"");
     } else if (c->type == CFG_MEM) {
         long long ll = *(long long *)c->ptr;
@@ -628,7 +632,7 @@ static int isDefault(standardConfig *c) {
         int e;
         canon = sdscatprintf(sdsempty(), "%lld", memtoll(d, &e));
     } else if (c->type == CFG_DOUBLE) {
-        canon = sdscatprintf(sdsempty(), "%g", strtod(d, NULL));
+        canon = sdscatprintf(sdsempty(), "%.12g", strtod(d, NULL));
     } else if (c->flags & CFG_OCTAL) {
         canon = sdscatprintf(sdsempty(), "%llo", strtoull(d, NULL, 8));
     } else {

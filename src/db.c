@@ -88,7 +88,7 @@ void scanCommand(client *c) {
     scanState s = {NULL, 0, 0};
     /* Bounded work per call even when MATCH filters out almost everything:
      * return a partial page rather than walk the whole table. */
-    long long maxiter = count * 10;
+    long long maxiter = count > LLONG_MAX / 10 ? LLONG_MAX : count * 10;
     do {
         cursor = dictScan(server.keys, (unsigned long)cursor, scanCallback, &s);
     } while (cursor && maxiter-- && s.n < count);
@@ -97,7 +97,7 @@ void scanCommand(client *c) {
     long long kept = 0;
     for (long long i = 0; i < s.n; i++) {
         sds k = s.keys[i];
-        int keep = typeok && (matchall || stringmatchlen(pattern, strlen(pattern), k, sdslen(k), 0)) &&
+        int keep = typeok && (matchall || stringmatchlen(pattern, sdslen((sds)pattern), k, sdslen(k), 0)) &&
                    storeLookupWrite(k) != NULL;
         if (keep) s.keys[kept++] = k;
         else sdsfree(k);

@@ -668,6 +668,10 @@ static void startBigArg(client *c, size_t len) {
         if (c->argobj == NULL) c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
         dst = cmd->bigarg(c, argi, len);
     }
+    if (dst == NULL && c->argerr == NULL && len > SDS_MAX_LEN) {
+        /* The heap holds arguments as sds (< 4 GiB): refuse, discard the bytes. */
+        c->argerr = "ERR argument too large for this command";
+    }
     if (dst == NULL && c->argerr == NULL) {
         c->argv[argi] = sdsnewlen(NULL, len);
         dst = c->argv[argi];
@@ -1129,6 +1133,13 @@ static int passwordMatches(const char *given, size_t glen) {
 
 static int checkAuth(client *c, sds user, sds pass) {
     if (user && strcmp(user, "default")) return C_ERR;
+    if (server.requirepass == NULL || server.requirepass[0] == '\0') {
+        /* No password: like Redis's nopass default user, any password
+         * given with the user name is accepted. */
+        if (!user) return C_ERR;
+        c->authenticated = 1;
+        return C_OK;
+    }
     if (!passwordMatches(pass, sdslen(pass))) return C_ERR;
     c->authenticated = 1;
     return C_OK;

@@ -458,7 +458,7 @@ void debugCommand(client *c) {
     } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
         char *end;
         double secs = strtod(c->argv[2], &end);
-        if (*end || secs < 0 || secs > 3600) {
+        if (*end || !(secs >= 0 && secs <= 3600)) { /* also refuses NaN */
             addReplyError(c, "ERR value is not a valid float");
             return;
         }
