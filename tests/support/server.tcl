@@ -51,7 +51,7 @@ proc srv {args} {
 }
 
 # In a skipped block there is no server: lookups give "" and clients are a
-# stub that answers "" to everything, so the block's own code runs through
+# stand-in client that answers "" to everything, so the block's own code runs through
 # and every test in it is listed as skipped.
 proc __skipped_client__ {args} { return {} }
 
