@@ -51,8 +51,8 @@ proc srv {args} {
 }
 
 # In a skipped block there is no server: lookups give "" and clients are a
-# stand-in client that answers "" to everything, so the block's own code runs through
-# and every test in it is listed as skipped.
+# stand-in that answers "" to everything, so the block's own code runs
+# through and every test in it is listed as skipped.
 proc __skipped_client__ {args} { return {} }
 
 proc __srv_id__ {level} {
