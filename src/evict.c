@@ -41,15 +41,12 @@ typedef struct evictCandidate {
 static evictCandidate pool[EVPOOL_SIZE];
 static int poolLen;
 static segment *poolFilter; /* the segment the pool's candidates were sampled for */
-static uint64_t evictions;
 
 void evictResetPool(void) {
     for (int i = 0; i < poolLen; i++) sdsfree(pool[i].key);
     poolLen = 0;
 }
 
-uint64_t evictCount(void) { return evictions; }
-void evictResetStats(void) { evictions = 0; }
 
 static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_until_ms > server.mstime; }
 
@@ -115,7 +112,7 @@ int evictOne(segment *only) {
     /* A segment holding few of the keys is hit by few samples: try more. */
     int rounds = only ? 64 : 16;
     for (int attempts = 0; attempts < rounds; attempts++) {
-        if (dictSize(server.keys) == 0 || (only && only->objects == 0)) return 0;
+        if (dictSize(server.keys) == 0 || (only && segmentObjects(only) == 0)) return 0;
         int softpin_ok = attempts >= rounds / 4;
         poolFill(softpin_ok ? 2 : 1, only);
         while (poolLen > 0) {
@@ -127,7 +124,6 @@ int evictOne(segment *only) {
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {
-                evictions++;
                 server.stat_evictedkeys++;
                 return 1;
             }

@@ -199,7 +199,7 @@ sds genInfoString(const char *section) {
             s = sdscatprintf(s, "segment_%llu:name=%s,owner=%s,tier=%s,size=%llu,used=%llu,objects=%llu,state=%s\r\n",
                              (unsigned long long)sg->id, sg->name, sg->owner, segmentTierName(sg->tier),
                              (unsigned long long)sg->size, (unsigned long long)as.used,
-                             (unsigned long long)sg->objects, sg->state == SEG_DRAINING ? "draining" : "active");
+                             (unsigned long long)as.allocations, sg->state == SEG_DRAINING ? "draining" : "active");
         }
     }
     if ((w = wantSection(section, "cpu", &count))) {

@@ -443,7 +443,7 @@ void addReplyBulkLongLong(client *c, long long ll) {
 void addReplyStoreObj(client *c, storeObj *o) {
     const char *p = storeObjLocalPtr(o);
     if (p == NULL) {
-        addReplyError(c, "-REMOTE the value is only in mounted segments: read it with GET.REPLICAS");
+        addReplyError(c, STORE_ERR_REMOTE);
         return;
     }
     if (o->len < PROTO_REPLY_OBJ_MIN) {

@@ -38,7 +38,6 @@ typedef struct segment {
     long long mounted_ms;
     long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time */
     allocator *alloc;
-    uint64_t objects;        /* live extents */
     /* Local segments only. */
     char *mem;               /* mapped address in this process, NULL if remote */
     int fd;                  /* memfd, for SHM.ATTACH */
@@ -66,6 +65,12 @@ segment *segmentLookupId(uint64_t id);
 segment *segmentLookup(const char *name_or_id);  /* a name, else a decimal id */
 uint32_t segmentCount(void);
 const char *segmentTierName(int tier);
+/* Live extents: one per replica, counted by the allocator itself. */
+static inline uint64_t segmentObjects(const segment *s) {
+    allocStats st;
+    allocGetStats(s->alloc, &st);
+    return st.allocations;
+}
 /* Whether an object of `size` bytes could fit in an empty s: its allocator's
  * capacity (size rounded down to the granule) against size rounded up. */
 static inline int segmentCouldHold(const segment *s, uint64_t size) {

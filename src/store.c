@@ -34,7 +34,7 @@
 static struct {
     uint64_t bytes;         /* sum of value lengths in the keyspace */
     uint64_t keybytes;      /* heap held by key strings */
-    uint64_t expired, oom;
+    uint64_t oom;
     uint64_t lease_expiries;  /* leases that ended while holding back space */
     uint64_t exts;            /* objects with an extension */
     storeObj **deferred;    /* unlinked, unreferenced, but leased */
@@ -114,7 +114,6 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     r->handle = handle;
     r->segslot = (uint16_t)seg->slot;
     r->seggen = seg->gen;
-    seg->objects++;
 }
 
 /* An allocation that fails evicts (policy permitting) until it fits. The
@@ -163,7 +162,6 @@ static void freeObject(storeObj *o) {
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL) continue; /* the segment and its allocator are gone */
         allocFree(seg->alloc, r->handle);
-        seg->objects--;
     }
     if (o->ext) {
         sdsfree(o->ext->checksum);
@@ -249,15 +247,23 @@ static int expireIfNeeded(sds key) {
     long long when = storeGetExpire(key);
     if (when < 0 || when > server.mstime) return 0;
     deleteKey(key);
-    st.expired++;
     server.stat_expiredkeys++;
     return 1;
 }
 
+/* A version whose every replica went with its segments is gone: it is
+ * removed here, so every command (GET, EXISTS, PUT.START, GET.REPLICAS)
+ * sees a missing key without waiting for the reaper. */
 storeObj *storeLookupWrite(sds key) {
     expireIfNeeded(key);
     dictEntry *de = dictFind(server.keys, key);
-    return de ? de->val : NULL;
+    if (de == NULL) return NULL;
+    storeObj *o = de->val;
+    if (o->len > 0 && storeObjLiveReplicas(o) == 0) {
+        deleteKey(key);
+        return NULL;
+    }
+    return o;
 }
 
 storeObj *storeLookupRead(sds key) {
@@ -465,7 +471,7 @@ void storeActiveExpireCycle(long long budget_us) {
             if ((long long)(intptr_t)sample[i]->val <= now) keys[nexp++] = sdsdup(sample[i]->key);
         for (unsigned i = 0; i < nexp; i++) {
             if (storeGetExpire(keys[i]) >= 0 && storeGetExpire(keys[i]) <= now && deleteKey(keys[i]))
-                st.expired++, server.stat_expiredkeys++;
+                server.stat_expiredkeys++;
             sdsfree(keys[i]);
         }
         if (nexp * 4 < EXPIRE_SAMPLE || n == 0) return;
@@ -484,10 +490,10 @@ void storeGetStats(storeStats *out) {
     memset(out, 0, sizeof(*out));
     out->objects = dictSize(server.keys);
     out->bytes = st.bytes;
-    out->evictions = evictCount();
+    out->evictions = (uint64_t)server.stat_evictedkeys;
     out->deferred_frees = st.ndeferred;
     out->lease_expiries = st.lease_expiries;
-    out->expired = st.expired;
+    out->expired = (uint64_t)server.stat_expiredkeys;
     out->oom = st.oom;
     out->pool_size = as.capacity;
     out->pool_used = as.used;
@@ -510,6 +516,5 @@ void storeGetStats(storeStats *out) {
 }
 
 void storeResetStats(void) {
-    st.expired = st.oom = st.lease_expiries = 0;
-    evictResetStats();
+    st.oom = st.lease_expiries = 0;
 }

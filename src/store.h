@@ -85,6 +85,7 @@ extern char storeEmptyValue[1];
 /* Bytes of the first replica held in this process (the server's pool);
  * NULL if every replica is in a mounted (remote) segment. */
 char *storeObjLocalPtr(storeObj *o);
+#define STORE_ERR_REMOTE "-REMOTE the value is only in mounted segments: read it with GET.REPLICAS"
 static inline char *storeObjPtr(const storeObj *o) {
     if (o->r.handle == ALLOC_NONE) return storeEmptyValue;
     return segmentPtr(segtab[o->r.segslot], o->r.offset);
@@ -125,7 +126,5 @@ void storeResetStats(void);
 int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */
 void storeEvictionCron(long long budget_us);
 void evictResetPool(void);
-uint64_t evictCount(void);
-void evictResetStats(void);
 
 #endif

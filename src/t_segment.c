@@ -32,7 +32,7 @@
  * stale at once (store.h) and the reaper removes them in bounded slices.
  * Returns the number of replicas dropped. */
 uint64_t segmentUnmount(segment *s) {
-    uint64_t dropped = s->objects; /* every live extent is a replica that goes */
+    uint64_t dropped = segmentObjects(s); /* every live extent is a replica that goes */
     owner *o = ownerLookup(s->owner, strlen(s->owner));
     if (o) o->nsegments--;
     segmentTableRemove(s);
@@ -264,7 +264,7 @@ static void addReplySegment(client *c, segment *s) {
     addReplyBulkCString(c, "rkey");
     addReplyBulkCString(c, s->rkey ? s->rkey : "");
     addReplyBulkCString(c, "objects");
-    addReplyLongLong(c, (long long)s->objects);
+    addReplyLongLong(c, (long long)as.allocations);
     addReplyBulkCString(c, "state");
     addReplyBulkCString(c, s->state == SEG_DRAINING ? "draining" : "active");
     addReplyBulkCString(c, "free");

@@ -136,17 +136,6 @@ static void addReplyReplica(client *c, storeObj *o, int i) {
 
 /* ---- PUT.START ----------------------------------------------------------- */
 
-/* The complete version with at least one live replica, or NULL; a version
- * whose every replica went with its segments is removed on the spot. */
-static storeObj *lookupReadable(sds key) {
-    storeObj *o = storeLookupRead(key);
-    if (o && o->len > 0 && storeObjLiveReplicas(o) == 0) {
-        storeDelete(key);
-        o = NULL;
-    }
-    return o;
-}
-
 /* One key's PUT.START: replies with the replica array or an error. */
 static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     long long size;
@@ -162,7 +151,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
             return;
         }
     }
-    if (!po->replace && lookupReadable(key)) {
+    if (!po->replace && storeLookupRead(key)) {
         addReplyError(c, "-EXISTS the key exists (use REPLACE to write a new version)");
         return;
     }
@@ -287,7 +276,7 @@ static void grantLease(storeObj *o, long long ms) {
 }
 
 static void getReplicasOne(client *c, sds key) {
-    storeObj *o = lookupReadable(key);
+    storeObj *o = storeLookupRead(key);
     if (o == NULL) {
         if (storePendingLookup(key)) {
             ss.get_notready++;
@@ -322,7 +311,7 @@ void leaseCommand(client *c) {
         addReplyErrorFormat(c, "ERR lease must be between 0 and %lld ms", MAX_LEASE_MS);
         return;
     }
-    storeObj *o = lookupReadable(c->argv[1]);
+    storeObj *o = storeLookupRead(c->argv[1]);
     if (o == NULL) {
         addReplyNull(c);
         return;
@@ -410,7 +399,7 @@ void removeAllCommand(client *c) {
 
 void objectInfoCommand(client *c) {
     sds key = c->argv[1];
-    storeObj *o = lookupReadable(key);
+    storeObj *o = storeLookupRead(key);
     storeObj *p = storePendingLookup(key);
     if (p && storeObjLiveReplicas(p) == 0) {
         dictDelete(server.pending, key); /* its segments are gone */

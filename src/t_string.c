@@ -186,7 +186,7 @@ void getrangeCommand(client *c) {
     }
     const char *p = storeObjLocalPtr(o);
     if (p == NULL) {
-        addReplyError(c, "-REMOTE the value is only in mounted segments: read it with GET.REPLICAS");
+        addReplyError(c, STORE_ERR_REMOTE);
         return;
     }
     addReplyBulk(c, p + start, (size_t)(end - start + 1));
