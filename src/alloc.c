@@ -114,7 +114,12 @@
 typedef struct allocNode {
     uint64_t offset;              /* units */
     uint64_t size_state;          /* units | state << ALLOC_STATE_SHIFT */
-    uint32_t bin_prev, bin_next;  /* bin list; bin_next also chains unused nodes */
+    union {
+        struct {
+            uint32_t bin_prev, bin_next;  /* bin list; bin_next also chains unused nodes */
+        };
+        void *user;               /* ALLOC_USED: the caller's tag, see allocSetUser() */
+    };
     uint32_t addr_prev, addr_next;
 } allocNode;
 
@@ -132,6 +137,12 @@ struct allocator {
     uint64_t group_bits;          /* bit g: some bin in group g is non-empty */
     uint8_t bin_bits[ALLOC_GROUPS]; /* bit i of [g]: bin g*8+i is non-empty */
     uint32_t bin_head[ALLOC_BINS];
+    /* Optional index by address (allocEnableIndex): per granule, the used
+     * extent covering its first unit, and the lowest used extent starting
+     * inside it. See allocFind(). */
+    unsigned gshift;              /* granule = 1 << gshift units */
+    uint64_t ngranules;
+    uint32_t *cover, *first;
 };
 
 #define allocAbort(...) do { \
@@ -278,6 +289,94 @@ static const allocNode *allocUsedNode(const allocator *a, uint32_t h, const char
     return n;
 }
 
+/* ----------------------------- address index ---------------------------- */
+
+/* Why two tables and not a tree: a lookup must find the extent holding any
+ * byte (a striped transfer writes into the middle of a value), and keeping
+ * a per-granule entry costs O(extent / granule) at alloc and free -- work in
+ * proportion to the bytes the caller is about to move anyway -- with no
+ * node memory per extent. An extent that starts before a granule covers its
+ * first unit (cover[]); one that starts inside it is reached from the
+ * lowest such start (first[]) along the address links, a walk bounded by
+ * the extents that fit in one granule. */
+static void allocIndexAdd(allocator *a, uint32_t idx) {
+    if (a->cover == NULL) return;
+    const allocNode *n = &a->nodes[idx];
+    uint64_t start = n->offset, end = n->offset + nodeSize(n);
+    uint64_t g0 = start >> a->gshift;
+    for (uint64_t g = ((start + ((UINT64_C(1) << a->gshift) - 1)) >> a->gshift); (g << a->gshift) < end; g++)
+        a->cover[g] = idx;
+    uint32_t f = a->first[g0];
+    if (f == ALLOC_NONE || a->nodes[f].offset > start) a->first[g0] = idx;
+}
+
+/* Before idx stops being used (its links still describe its neighbours). */
+static void allocIndexRemove(allocator *a, uint32_t idx) {
+    if (a->cover == NULL) return;
+    const allocNode *n = &a->nodes[idx];
+    uint64_t start = n->offset, end = n->offset + nodeSize(n);
+    uint64_t g0 = start >> a->gshift;
+    for (uint64_t g = ((start + ((UINT64_C(1) << a->gshift) - 1)) >> a->gshift); (g << a->gshift) < end; g++)
+        a->cover[g] = ALLOC_NONE;
+    if (a->first[g0] != idx) return;
+    uint64_t limit = (g0 + 1) << a->gshift;
+    uint32_t next = ALLOC_NONE;
+    for (uint32_t i = n->addr_next; i != ALLOC_NONE && a->nodes[i].offset < limit; i = a->nodes[i].addr_next) {
+        if (nodeState(&a->nodes[i]) == ALLOC_USED) {
+            next = i;
+            break;
+        }
+    }
+    a->first[g0] = next;
+}
+
+int allocEnableIndex(allocator *a, uint64_t granule) {
+    if (a->cover) return 0;
+    if (granule < a->align || (granule & (granule - 1)) != 0) return -1;
+    if (a->allocations) return -1;  /* built empty, kept in step from then on */
+    unsigned gshift = (unsigned)__builtin_ctzll(granule) - a->align_shift;
+    uint64_t ngranules = (a->capacity >> gshift) + 1;
+    if (ngranules > SIZE_MAX / sizeof(uint32_t)) return -1;
+    uint32_t *cover = alloc_malloc((size_t)ngranules * sizeof(uint32_t));
+    uint32_t *first = alloc_malloc((size_t)ngranules * sizeof(uint32_t));
+    if (cover == NULL || first == NULL) {
+        alloc_free(cover);
+        alloc_free(first);
+        return -1;
+    }
+    memset(cover, 0xff, (size_t)ngranules * sizeof(uint32_t)); /* ALLOC_NONE */
+    memset(first, 0xff, (size_t)ngranules * sizeof(uint32_t));
+    a->gshift = gshift;
+    a->ngranules = ngranules;
+    a->cover = cover;
+    a->first = first;
+    return 0;
+}
+
+uint32_t allocFind(const allocator *a, uint64_t offset) {
+    if (a->cover == NULL) return ALLOC_NONE;
+    uint64_t u = offset >> a->align_shift;
+    if (u >= a->capacity) return ALLOC_NONE;
+    uint64_t g = u >> a->gshift;
+    uint32_t h = a->cover[g];
+    if (h != ALLOC_NONE && a->nodes[h].offset <= u && u < a->nodes[h].offset + nodeSize(&a->nodes[h]))
+        return h;
+    for (h = a->first[g]; h != ALLOC_NONE && a->nodes[h].offset <= u; h = a->nodes[h].addr_next) {
+        const allocNode *n = &a->nodes[h];
+        if (nodeState(n) == ALLOC_USED && u < n->offset + nodeSize(n)) return h;
+    }
+    return ALLOC_NONE;
+}
+
+void allocSetUser(allocator *a, uint32_t handle, void *user) {
+    allocUsedNode(a, handle, "allocSetUser");
+    a->nodes[handle].user = user;
+}
+
+void *allocUser(const allocator *a, uint32_t handle) {
+    return allocUsedNode(a, handle, "allocUser")->user;
+}
+
 /* ------------------------------ API ------------------------------------- */
 
 allocator *allocCreate(uint64_t capacity, uint64_t align) {
@@ -310,6 +409,8 @@ allocator *allocCreate(uint64_t capacity, uint64_t align) {
 
 void allocRelease(allocator *a) {
     if (a == NULL) return;
+    alloc_free(a->cover);
+    alloc_free(a->first);
     alloc_free(a->nodes);
     alloc_free(a);
 }
@@ -364,14 +465,17 @@ uint32_t allocAlloc(allocator *a, uint64_t size, uint64_t *offset) {
         allocBinInsert(a, rest);
     }
     nodeSet(n, units, ALLOC_USED);
+    n->user = NULL;
     a->used += units;
     a->allocations++;
+    allocIndexAdd(a, idx);
     *offset = n->offset << a->align_shift;
     return idx;
 }
 
 void allocFree(allocator *a, uint32_t handle) {
     allocUsedNode(a, handle, "allocFree");
+    allocIndexRemove(a, handle);
     allocNode *n = &a->nodes[handle];
     uint64_t size = nodeSize(n);
     a->used -= size;
@@ -432,7 +536,8 @@ void allocGetStats(const allocator *a, allocStats *st) {
     st->largest_free = allocMaxAllocatable(a);
     st->allocations = a->allocations;
     st->free_ranges = a->free_ranges;
-    st->metadata_bytes = sizeof(*a) + (size_t)a->node_cap * sizeof(allocNode);
+    st->metadata_bytes = sizeof(*a) + (size_t)a->node_cap * sizeof(allocNode) +
+                         (a->cover ? 2 * (size_t)a->ngranules * sizeof(uint32_t) : 0);
 }
 
 /* ------------------------------ checking -------------------------------- */
@@ -534,5 +639,32 @@ int allocCheck(const allocator *a, char *err, size_t errlen) {
     }
     if (listed != unused) checkFail("unused list holds %llu of %llu unused nodes",
                                     (unsigned long long)listed, (unsigned long long)unused);
+
+    /* The address index agrees with a walk of the address list. */
+    if (a->cover) {
+        uint64_t gsz = UINT64_C(1) << a->gshift;
+        uint32_t *wc = malloc((size_t)a->ngranules * sizeof(uint32_t));
+        uint32_t *wf = malloc((size_t)a->ngranules * sizeof(uint32_t));
+        if (wc == NULL || wf == NULL) {
+            free(wc);
+            free(wf);
+            checkFail("out of memory checking the index");
+        }
+        memset(wc, 0xff, (size_t)a->ngranules * sizeof(uint32_t));
+        memset(wf, 0xff, (size_t)a->ngranules * sizeof(uint32_t));
+        for (uint32_t i = head; i != ALLOC_NONE; i = nodes[i].addr_next) {
+            const allocNode *n = &nodes[i];
+            if (nodeState(n) != ALLOC_USED) continue;
+            uint64_t g0 = n->offset / gsz;
+            if (wf[g0] == ALLOC_NONE) wf[g0] = i;
+            for (uint64_t g = (n->offset + gsz - 1) / gsz; g * gsz < n->offset + nodeSize(n); g++) wc[g] = i;
+        }
+        int bad = 0;
+        uint64_t g;
+        for (g = 0; g < a->ngranules && !bad; g++) bad = a->cover[g] != wc[g] || a->first[g] != wf[g];
+        free(wc);
+        free(wf);
+        if (bad) checkFail("granule %llu: index disagrees with the address list", (unsigned long long)(g - 1));
+    }
     return 0;
 }

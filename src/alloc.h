@@ -41,6 +41,19 @@ void allocFree(allocator *a, uint32_t handle);
 uint64_t allocOffset(const allocator *a, uint32_t handle);
 uint64_t allocSize(const allocator *a, uint32_t handle); /* aligned size */
 
+/* Index by address, for callers that must map a byte back to its extent
+ * (the data plane checks a SEG.WRITE falls inside one). Costs two 32-bit
+ * entries per `granule` bytes (a power of two >= align) and work in
+ * proportion to the extent at alloc and free. Only on an empty allocator;
+ * 0 or -1. */
+int allocEnableIndex(allocator *a, uint64_t granule);
+/* The allocated extent holding byte `offset`, or ALLOC_NONE (free space,
+ * out of range, or no index). */
+uint32_t allocFind(const allocator *a, uint64_t offset);
+/* One pointer of the caller's per allocation (NULL when allocated). */
+void allocSetUser(allocator *a, uint32_t handle, void *user);
+void *allocUser(const allocator *a, uint32_t handle);
+
 /* O(1). */
 void allocGetStats(const allocator *a, allocStats *st);
 

@@ -27,6 +27,7 @@ void resetServerStats(void) {
     server.stat_net_input_bytes = server.stat_net_output_bytes = 0;
     server.stat_total_error_replies = server.stat_oom_rejections = 0;
     server.stat_bigarg_inplace = server.stat_reply_zero_copy = 0;
+    server.stat_data_write_bytes = server.stat_data_read_bytes = server.stat_shm_attach = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_starttime = mstime();
     storeResetStats();
@@ -143,14 +144,18 @@ sds genInfoString(const char *section) {
                          "client_query_buffer_limit_disconnections:%lld\r\n"
                          "client_output_buffer_limit_disconnections:%lld\r\n"
                          "values_read_in_place:%lld\r\n"
-                         "values_sent_from_pool:%lld\r\n",
+                         "values_sent_from_pool:%lld\r\n"
+                         "data_write_bytes:%lld\r\n"
+                         "data_read_bytes:%lld\r\n"
+                         "shm_attaches:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
                          server.stat_total_error_replies, server.stat_oom_rejections,
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
-                         server.stat_reply_zero_copy);
+                         server.stat_reply_zero_copy, server.stat_data_write_bytes,
+                         server.stat_data_read_bytes, server.stat_shm_attach);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -55,6 +56,7 @@ client *createClient(int fd, int unix) {
     c->resp = 2;
     c->authenticated = server.requirepass == NULL || server.requirepass[0] == '\0';
     c->querybuf = sdsempty();
+    c->pass_fd = -1;
     c->ctime = c->lastinteraction = mstime();
     respReqInit(&c->parser, server.proto_max_bulk_len, PROTO_BIG_ARG);
     c->parser.unauthenticated = !c->authenticated;
@@ -143,6 +145,7 @@ void freeClient(client *c) {
     abortBigArg(c);
     ownerDetachClient(c);
     freeClientArgv(c);
+    if (c->pass_fd >= 0) close(c->pass_fd);
     zfree(c->argv);
     zfree(c->argobj);
     sdsfree(c->querybuf);
@@ -446,19 +449,24 @@ void addReplyStoreObj(client *c, storeObj *o) {
         addReplyError(c, STORE_ERR_REMOTE);
         return;
     }
-    if (o->len < PROTO_REPLY_OBJ_MIN) {
-        addReplyBulk(c, p, o->len);
+    addReplyPoolBytes(c, o, p, o->len);
+}
+
+/* len bytes at p, inside one of o's local extents, as a bulk string. */
+void addReplyPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
+    if (len < PROTO_REPLY_OBJ_MIN) {
+        addReplyBulk(c, p, len);
         return;
     }
-    addReplyLongLongWithPrefix(c, (long long)o->len, '$');
+    addReplyLongLongWithPrefix(c, (long long)len, '$');
     if (prepareClientToWrite(c) != C_OK) return;
     replyBlock *b = zmalloc(sizeof(*b));
     storeObjIncrRef(o);
     b->obj = o;
     b->ptr = p;
-    b->size = b->used = o->len;
+    b->size = b->used = len;
     appendBlock(c, b);
-    c->reply_bytes += o->len;
+    c->reply_bytes += len;
     server.stat_reply_zero_copy++;
     addReplyProto(c, "\r\n", 2);
 }
@@ -525,6 +533,28 @@ int checkClientOutputBufferLimits(client *c) {
 
 static int clientHasPendingReplies(client *c) { return c->bufpos > 0 || c->reply_head != NULL; }
 
+/* writev with one fd attached by SCM_RIGHTS (SHM.ATTACH): the receiver gets
+ * it with the first of these bytes it reads. */
+static ssize_t sendWithFd(int sock, struct iovec *iov, int n, int fd) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    memset(&u, 0, sizeof(u));
+    msg.msg_iov = iov;
+    msg.msg_iovlen = (size_t)n;
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof(u.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    return sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
 /* Sends as much as the socket takes: the static buffer, then blocks, many
  * per writev. Returns C_ERR if the client was freed. */
 static int writeToClient(client *c, int handler_installed) {
@@ -545,7 +575,16 @@ static int writeToClient(client *c, int handler_installed) {
             off = 0;
             if (iov[n].iov_len) n++;
         }
-        ssize_t nw = writev(c->fd, iov, n);
+        ssize_t nw;
+        if (c->pass_fd >= 0) {
+            nw = sendWithFd(c->fd, iov, n, c->pass_fd);
+            if (nw > 0) {
+                close(c->pass_fd);
+                c->pass_fd = -1;
+            }
+        } else {
+            nw = writev(c->fd, iov, n);
+        }
         if (nw <= 0) {
             if (nw == -1 && (errno == EAGAIN || errno == EINTR)) break;
             serverLog(LL_VERBOSE, "Error writing to client: %s", nw == 0 ? "closed" : strerror(errno));

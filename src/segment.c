@@ -131,6 +131,14 @@ segment *segmentCreateLocal(const char *name, uint64_t size, int hugepages, int 
                  (unsigned long long)size);
         goto err;
     }
+    /* The data plane (SEG.READ/SEG.WRITE) maps a byte back to its extent.
+     * Granules of 4 KiB, coarser past 1 GiB: the index stays under 2 MiB. */
+    uint64_t granule = 4096;
+    while (size / granule > (UINT64_C(1) << 18)) granule <<= 1;
+    if (allocEnableIndex(s->alloc, granule) != 0) {
+        snprintf(err, errlen, "segment '%s': out of memory for its index", name);
+        goto err;
+    }
     if (prefault) {
         if (pthread_create(&s->prefault_thread, NULL, prefaultThread, s) == 0)
             s->prefault_running = 1;

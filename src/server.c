@@ -367,6 +367,7 @@ static void initServer(void) {
         serverLog(LL_WARNING, "Cannot create the memory pool: %s", err);
         exit(1);
     }
+    dataPlaneSetSelfEndpoints();
     slowlogInit();
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);

@@ -147,6 +147,7 @@ typedef struct client {
     unsigned long long net_in, net_out;
     struct owner **owners;  /* owners this connection keeps alive (owner.c) */
     int nowners;
+    int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -217,6 +218,7 @@ struct mcServer {
     long long stat_total_error_replies;
     long long stat_oom_rejections;
     long long stat_bigarg_inplace, stat_reply_zero_copy;
+    long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */
@@ -383,5 +385,11 @@ uint64_t segmentUnmount(struct segment *s);
 void segmentCron(void);
 char *setBigArgProc(client *c, int argi, size_t len);
 char *msetBigArgProc(client *c, int argi, size_t len);
+char *segWriteBigArgProc(client *c, int argi, size_t len);
+void segWriteCommand(client *c);
+void segReadCommand(client *c);
+void shmAttachCommand(client *c);
+void dataPlaneSetSelfEndpoints(void);
+void addReplyPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
 
 #endif

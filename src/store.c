@@ -114,6 +114,7 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     r->handle = handle;
     r->segslot = (uint16_t)seg->slot;
     r->seggen = seg->gen;
+    allocSetUser(seg->alloc, handle, o); /* the data plane maps bytes back to o */
 }
 
 /* An allocation that fails evicts (policy permitting) until it fits. The

@@ -524,6 +524,58 @@ int main(void) {
         allocRelease(a);
     }
 
+    TEST("alloc: address index finds the extent holding any byte") {
+        /* 4 MiB in 16-byte units with 1 KiB granules: extents smaller than,
+         * equal to and spanning many granules, checked against a shadow map
+         * of which handle owns each unit, and the index walked by allocCheck. */
+        const uint64_t cap = 4 * MiB, align = 16;
+        allocator *a = allocCreate(cap, align);
+        CHECK(allocEnableIndex(a, 1000) == -1); /* not a power of two */
+        CHECK(allocEnableIndex(a, 1024) == 0);
+        uint32_t *owner = malloc((cap / align) * sizeof(uint32_t));
+        for (uint64_t i = 0; i < cap / align; i++) owner[i] = ALLOC_NONE;
+        uint32_t live[512];
+        int nlive = 0, bad = 0, checks_ok = 1;
+        for (int op = 0; op < 20000 && !bad; op++) {
+            if (nlive < 512 && (nlive == 0 || rnd() % 100 < 55)) {
+                uint64_t sz = rnd() % 4 == 0 ? rndRange(1, 64 * KiB) : rndRange(1, 600);
+                uint32_t h = allocAlloc(a, sz, &off);
+                if (h == ALLOC_NONE) continue;
+                allocSetUser(a, h, &live[nlive]);
+                live[nlive++] = h;
+                for (uint64_t u = off / align; u < (off + allocSize(a, h)) / align; u++) owner[u] = h;
+            } else {
+                int k = (int)(rnd() % (uint64_t)nlive);
+                uint32_t h = live[k];
+                uint64_t o = allocOffset(a, h), z = allocSize(a, h);
+                for (uint64_t u = o / align; u < (o + z) / align; u++) owner[u] = ALLOC_NONE;
+                allocFree(a, h);
+                live[k] = live[--nlive];
+                if (nlive > k) allocSetUser(a, live[k], &live[k]);
+            }
+            for (int probe = 0; probe < 8; probe++) {
+                uint64_t b = rnd() % cap;
+                if (allocFind(a, b) != owner[b / align]) bad = 1;
+            }
+            if (op % 2000 == 0 && !checkOk(a)) checks_ok = 0;
+        }
+        CHECK(!bad);
+        CHECK(checks_ok);
+        CHECK(checkOk(a));
+        for (int k = 0; k < nlive; k++) CHECK(allocUser(a, live[k]) == &live[k]);
+        CHECK(allocFind(a, cap) == ALLOC_NONE);
+        CHECK(allocFind(a, UINT64_MAX) == ALLOC_NONE);
+        allocRelease(a);
+        free(owner);
+
+        allocator *b = allocCreate(1 * MiB, 64);
+        uint32_t h = allocAlloc(b, 100, &off);
+        CHECK(allocEnableIndex(b, 4096) == -1); /* only while empty */
+        CHECK(allocFind(b, 0) == ALLOC_NONE);   /* no index: never found */
+        freeIf(b, h);
+        allocRelease(b);
+    }
+
     TEST("alloc: bad frees abort with a message") {
         CHECK(diesWith(doDoubleFree, "double free"));
         CHECK(diesWith(doBadHandle, "out of range"));

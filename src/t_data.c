@@ -1,0 +1,209 @@
+/* t_data.c -- the data plane of the server's own segments (SPEC §4.3).
+ *
+ * Metadata commands hand out extents; these commands move the bytes of
+ * extents held in this process's memory, for clients that cannot map it:
+ *
+ *   SEG.WRITE seg-id offset payload   into an extent of a *pending* object
+ *   SEG.READ seg-id offset length     out of an extent of a *complete* one
+ *   SHM.ATTACH seg-id                 the segment's memfd, by SCM_RIGHTS
+ *
+ * Every range is mapped back to the extent that holds its first byte (the
+ * allocator's address index) and must end inside the same extent's value
+ * bytes; the extent's object must be in the right state. Anything else is
+ * refused before a byte moves, so a forged or stale request can neither
+ * scribble over a complete value nor read space that is free or being
+ * written. A client that dies mid-write leaves its object pending: readers
+ * never see it until PUT.END, and put-timeout lets another writer take over.
+ *
+ * Zero copy. A large SEG.WRITE payload is read from the socket straight into
+ * the extent (the `bigarg` hook runs as soon as the payload's header is in,
+ * with seg-id and offset already parsed), holding a reference on the object
+ * so its extent cannot be freed under the read. A SEG.READ reply is queued
+ * as a slice of the segment and written from there with writev, again
+ * holding a reference until the bytes are out.
+ *
+ * Segments that client processes host are served by those processes (the
+ * listener libmooncake runs), not here: for them the server knows the
+ * layout but holds no bytes.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define DATA_ERR_WRITE "ERR range is not inside the extent of a pending object"
+#define DATA_ERR_READ "ERR range is not inside the extent of a complete object"
+
+/* The local segment named by a seg-id argument, or NULL with *err set. */
+static segment *dataSegment(sds arg, const char **err) {
+    unsigned long long id;
+    if (!string2ull(arg, sdslen(arg), &id)) {
+        *err = "ERR segment id is not an unsigned integer";
+        return NULL;
+    }
+    segment *s = segmentLookupId(id);
+    if (s == NULL) {
+        *err = "ERR no such segment";
+        return NULL;
+    }
+    if (s->mem == NULL) {
+        *err = "ERR segment is hosted by its owner, not this server: use its endpoints";
+        return NULL;
+    }
+    return s;
+}
+
+/* The object whose extent holds [offset, offset+len) of the segment named by
+ * segarg, in state `state`; NULL with *err set. *ptr gets the bytes. */
+static storeObj *dataRange(sds segarg, sds offarg, unsigned long long len, int state, char **ptr,
+                           const char **err) {
+    const char *range_err = state == OBJ_PENDING ? DATA_ERR_WRITE : DATA_ERR_READ;
+    segment *s = dataSegment(segarg, err);
+    if (s == NULL) return NULL;
+    unsigned long long off;
+    if (!string2ull(offarg, sdslen(offarg), &off)) {
+        *err = "ERR offset is not an unsigned integer";
+        return NULL;
+    }
+    if (len == 0 || off >= s->size || len > s->size - off) {
+        *err = range_err;
+        return NULL;
+    }
+    uint32_t h = allocFind(s->alloc, off);
+    storeObj *o = h == ALLOC_NONE ? NULL : allocUser(s->alloc, h);
+    if (o == NULL || o->state != state) {
+        *err = range_err;
+        return NULL;
+    }
+    uint64_t start = allocOffset(s->alloc, h);
+    /* The value's bytes, not the extent's rounding: nobody writes past len. */
+    if (off + len > start + o->len) {
+        *err = range_err;
+        return NULL;
+    }
+    *ptr = segmentPtr(s, off);
+    return o;
+}
+
+/* The payload's header arrived (argument 3): place it or refuse it. */
+char *segWriteBigArgProc(client *c, int argi, size_t len) {
+    if (argi != 3 || c->argc != 3) return NULL;
+    char *ptr;
+    const char *err;
+    storeObj *o = dataRange(c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);
+    if (o == NULL) {
+        c->argerr = err; /* the payload is read and dropped; the command replies err */
+        return NULL;
+    }
+    storeObjIncrRef(o);
+    c->argobj[argi] = o;
+    server.stat_data_write_bytes += (long long)len;
+    return ptr;
+}
+
+void segWriteCommand(client *c) {
+    if (c->argobj && c->argobj[3]) {
+        /* Already in place (segWriteBigArgProc): freeClientArgv drops the ref. */
+        addReplyOk(c);
+        return;
+    }
+    char *ptr;
+    const char *err;
+    storeObj *o = dataRange(c->argv[1], c->argv[2], sdslen(c->argv[3]), OBJ_PENDING, &ptr, &err);
+    if (o == NULL) {
+        addReplyError(c, err);
+        return;
+    }
+    memcpy(ptr, c->argv[3], sdslen(c->argv[3]));
+    server.stat_data_write_bytes += (long long)sdslen(c->argv[3]);
+    addReplyOk(c);
+}
+
+void segReadCommand(client *c) {
+    long long len;
+    if (getLongLongFromObjectOrReply(c, c->argv[3], &len, "ERR length is not an integer") != C_OK) return;
+    if (len <= 0) {
+        addReplyError(c, DATA_ERR_READ);
+        return;
+    }
+    char *ptr;
+    const char *err;
+    storeObj *o = dataRange(c->argv[1], c->argv[2], (unsigned long long)len, OBJ_COMPLETE, &ptr, &err);
+    if (o == NULL) {
+        addReplyError(c, err);
+        return;
+    }
+    server.stat_data_read_bytes += len;
+    addReplyPoolBytes(c, o, ptr, (size_t)len);
+}
+
+/* The fd goes with the reply's bytes (networking.c sends it with the next
+ * write), so a client that sends SHM.ATTACH alone gets it with the reply. */
+void shmAttachCommand(client *c) {
+    if (!(c->flags & CLIENT_UNIX_SOCKET)) {
+        addReplyError(c, "ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)");
+        return;
+    }
+    const char *err;
+    segment *s = dataSegment(c->argv[1], &err);
+    if (s == NULL) {
+        addReplyError(c, err);
+        return;
+    }
+    if (s->fd < 0) {
+        addReplyError(c, "ERR segment has no shared memory file");
+        return;
+    }
+    if (c->pass_fd >= 0) {
+        addReplyError(c, "ERR an SHM.ATTACH reply is still being sent");
+        return;
+    }
+    int fd = dup(s->fd);
+    if (fd < 0) {
+        addReplyErrorFormat(c, "ERR dup: %s", strerror(errno));
+        return;
+    }
+    c->pass_fd = fd;
+    addReplyArrayLen(c, 2);
+    addReplyLongLong(c, (long long)s->id);
+    addReplyLongLong(c, (long long)s->size);
+    server.stat_shm_attach++;
+}
+
+/* The self segment advertises where its bytes can be reached: every TCP
+ * listener and the unix socket, as a hosted segment lists its own. */
+void dataPlaneSetSelfEndpoints(void) {
+    segment *s = server.self;
+    for (int j = 0; j < server.ipfd_count && s->nendpoints < SEGMENT_MAX_ENDPOINTS; j++) {
+        struct sockaddr_storage sa;
+        socklen_t salen = sizeof(sa);
+        char ip[INET6_ADDRSTRLEN], uri[INET6_ADDRSTRLEN + 32];
+        if (getsockname(server.ipfd[j], (struct sockaddr *)&sa, &salen) != 0) continue;
+        if (sa.ss_family == AF_INET) {
+            struct sockaddr_in *in = (struct sockaddr_in *)&sa;
+            inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+            snprintf(uri, sizeof(uri), "tcp://%s:%d", ip, ntohs(in->sin_port));
+        } else if (sa.ss_family == AF_INET6) {
+            struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&sa;
+            inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+            snprintf(uri, sizeof(uri), "tcp://[%s]:%d", ip, ntohs(in6->sin6_port));
+        } else {
+            continue;
+        }
+        s->endpoints[s->nendpoints++] = zstrdup(uri);
+    }
+    if (server.sofd != -1 && s->nendpoints < SEGMENT_MAX_ENDPOINTS) {
+        char uri[PATH_MAX + 16];
+        snprintf(uri, sizeof(uri), "unix://%s", server.unixsocket);
+        s->endpoints[s->nendpoints++] = zstrdup(uri);
+    }
+}
