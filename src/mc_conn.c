@@ -1,0 +1,569 @@
+/* mc_conn.c -- libmooncake's blocking RESP connection.
+ *
+ * Why blocking: a libmooncake call is one request/response exchange (or a
+ * pipelined batch) made by the caller's thread, which has nothing else to do
+ * meanwhile; blocking sockets with SO_RCVTIMEO/SO_SNDTIMEO give timeouts for
+ * free and cost one syscall per buffer. Connect alone is non-blocking, so
+ * its own timeout holds.
+ *
+ * Why bulk bytes bypass the buffers: values are large. A command's large
+ * arguments (the payload of SEG.WRITE) are referenced, not copied, and go
+ * out with writev from the caller's memory; a bulk reply that the caller
+ * wants in its own buffer (SEG.READ) is read there directly, only the part
+ * that arrived with the header being copied out of the read buffer.
+ *
+ * Unix sockets are read with recvmsg so that a file descriptor sent with a
+ * reply (SHM.ATTACH) is picked up whichever read it arrives with.
+ */
+#include "mc_conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "mooncake.h"
+
+#define MC_CONN_REF_MIN (16 * 1024)   /* args this large are sent in place */
+#define MC_CONN_READ_CHUNK (64 * 1024)
+#define MC_CONN_MAX_DEPTH 8
+#define MC_CONN_MAX_LINE (64 * 1024)
+#define MC_CONN_MAX_ELEMENTS (1 << 24)
+#define MC_CONN_MAX_BULK (512LL * 1024 * 1024) /* into the heap; SEG.READ goes to dst */
+
+static void connFail(mcConn *c, const char *fmt, const char *detail) {
+    c->broken = 1;
+    snprintf(c->err, sizeof(c->err), fmt, detail ? detail : "");
+}
+
+/* Splits "tcp://h:p", "h:p", "[v6]:p" or "unix:///path". 0 or -1. */
+static int parseUri(const char *uri, int *is_unix, char *host, size_t hostlen, int *port) {
+    if (!strncmp(uri, "unix://", 7)) {
+        *is_unix = 1;
+        if (strlen(uri + 7) >= hostlen || uri[7] == '\0') return -1;
+        strcpy(host, uri + 7);
+        return 0;
+    }
+    *is_unix = 0;
+    if (!strncmp(uri, "tcp://", 6)) uri += 6;
+    const char *colon;
+    if (*uri == '[') {
+        const char *end = strchr(uri, ']');
+        if (!end || end[1] != ':') return -1;
+        if ((size_t)(end - uri - 1) >= hostlen) return -1;
+        memcpy(host, uri + 1, (size_t)(end - uri - 1));
+        host[end - uri - 1] = '\0';
+        colon = end + 1;
+    } else {
+        colon = strrchr(uri, ':');
+        if (!colon || colon == uri || (size_t)(colon - uri) >= hostlen) return -1;
+        memcpy(host, uri, (size_t)(colon - uri));
+        host[colon - uri] = '\0';
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || p <= 0 || p > 65535) return -1;
+    *port = (int)p;
+    return 0;
+}
+
+static int waitFd(int fd, short events, int timeout_ms) {
+    struct pollfd pfd = {.fd = fd, .events = events};
+    int rc;
+    do rc = poll(&pfd, 1, timeout_ms > 0 ? timeout_ms : -1);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+/* Non-blocking connect with a deadline; the socket ends up blocking. */
+static int connectWithTimeout(int fd, const struct sockaddr *sa, socklen_t salen, int timeout_ms) {
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -1;
+    int rc = connect(fd, sa, salen);
+    if (rc < 0 && errno == EINPROGRESS) {
+        rc = waitFd(fd, POLLOUT, timeout_ms);
+        if (rc == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        int soerr = 0;
+        socklen_t len = sizeof(soerr);
+        if (rc < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0) return -1;
+        if (soerr) {
+            errno = soerr;
+            return -1;
+        }
+        rc = 0;
+    }
+    if (rc < 0) return -1;
+    return fcntl(fd, F_SETFL, flags);
+}
+
+static void setTimeouts(int fd, int ms) {
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen) {
+    char host[256];
+    int is_unix = 0, port = 0, fd = -1;
+    mcConn *c = NULL;
+    if (parseUri(uri, &is_unix, host, sizeof(host), &port) != 0) {
+        snprintf(err, errlen, "bad address '%s' (want tcp://host:port or unix:///path)", uri);
+        return NULL;
+    }
+    if (is_unix) {
+        struct sockaddr_un sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        if (strlen(host) >= sizeof(sa.sun_path)) {
+            snprintf(err, errlen, "unix socket path too long: %s", host);
+            return NULL;
+        }
+        strcpy(sa.sun_path, host);
+        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connectWithTimeout(fd, (struct sockaddr *)&sa, sizeof(sa), connect_timeout_ms) < 0) {
+            snprintf(err, errlen, "connect %s: %s", uri, strerror(errno));
+            goto err;
+        }
+    } else {
+        struct addrinfo hints, *res = NULL, *ai;
+        char portstr[16];
+        memset(&hints, 0, sizeof(hints));
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        snprintf(portstr, sizeof(portstr), "%d", port);
+        int rc = getaddrinfo(host, portstr, &hints, &res);
+        if (rc != 0) {
+            snprintf(err, errlen, "resolve %s: %s", host, gai_strerror(rc));
+            return NULL;
+        }
+        int saved = ECONNREFUSED;
+        for (ai = res; ai; ai = ai->ai_next) {
+            fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+            if (fd < 0) continue;
+            if (connectWithTimeout(fd, ai->ai_addr, ai->ai_addrlen, connect_timeout_ms) == 0) break;
+            saved = errno;
+            close(fd);
+            fd = -1;
+        }
+        freeaddrinfo(res);
+        if (fd < 0) {
+            snprintf(err, errlen, "connect %s: %s", uri, strerror(saved));
+            return NULL;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (io_timeout_ms > 0) setTimeouts(fd, io_timeout_ms);
+    c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    c->fd = fd;
+    c->is_unix = is_unix;
+    c->recv_fd = -1;
+    c->io_timeout_ms = io_timeout_ms;
+    snprintf(c->uri, sizeof(c->uri), "%s", uri);
+    return c;
+err:
+    if (fd >= 0) close(fd);
+    free(c);
+    return NULL;
+}
+
+void mcConnClose(mcConn *c) {
+    if (c == NULL) return;
+    if (c->fd >= 0) close(c->fd);
+    if (c->recv_fd >= 0) close(c->recv_fd);
+    free(c->rbuf);
+    free(c->obuf);
+    free(c);
+}
+
+/* ---- output -------------------------------------------------------------- */
+
+static int obufReserve(mcConn *c, size_t more) {
+    if (c->olen + more <= c->ocap) return 0;
+    size_t cap = c->ocap ? c->ocap : 4096;
+    while (cap < c->olen + more) cap *= 2;
+    char *p = realloc(c->obuf, cap);
+    if (p == NULL) return -1;
+    c->obuf = p;
+    c->ocap = cap;
+    return 0;
+}
+
+static void obufAdd(mcConn *c, const void *p, size_t len) {
+    if (obufReserve(c, len) != 0) {
+        connFail(c, "out of memory%s", NULL);
+        return;
+    }
+    memcpy(c->obuf + c->olen, p, len);
+    c->olen += len;
+}
+
+void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens) {
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", argc);
+    obufAdd(c, hdr, (size_t)n);
+    for (int i = 0; i < argc; i++) {
+        size_t len = lens ? lens[i] : strlen(argv[i]);
+        n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+        obufAdd(c, hdr, (size_t)n);
+        if (len >= MC_CONN_REF_MIN && c->nrefs < MC_CONN_MAX_IOV) {
+            c->refs[c->nrefs].obuf_off = c->olen;
+            c->refs[c->nrefs].ptr = argv[i];
+            c->refs[c->nrefs].len = len;
+            c->nrefs++;
+            if (c->nrefs == MC_CONN_MAX_IOV) mcConnFlush(c); /* keep the table bounded */
+        } else {
+            obufAdd(c, argv[i], len);
+        }
+        obufAdd(c, "\r\n", 2);
+    }
+}
+
+/* Writes all of iov[0..n), advancing through partial writes. */
+static int writeAll(mcConn *c, struct iovec *iov, int n) {
+    while (n > 0) {
+        ssize_t w = writev(c->fd, iov, n > IOV_MAX ? IOV_MAX : n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+            return MC_ERR_IO;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return MC_OK;
+}
+
+int mcConnFlush(mcConn *c) {
+    if (c->broken) return MC_ERR_IO;
+    struct iovec iov[2 * MC_CONN_MAX_IOV + 1];
+    int n = 0;
+    size_t pos = 0;
+    for (int i = 0; i < c->nrefs; i++) {
+        if (c->refs[i].obuf_off > pos) {
+            iov[n].iov_base = c->obuf + pos;
+            iov[n++].iov_len = c->refs[i].obuf_off - pos;
+            pos = c->refs[i].obuf_off;
+        }
+        iov[n].iov_base = (void *)c->refs[i].ptr;
+        iov[n++].iov_len = c->refs[i].len;
+    }
+    if (c->olen > pos) {
+        iov[n].iov_base = c->obuf + pos;
+        iov[n++].iov_len = c->olen - pos;
+    }
+    c->olen = 0;
+    c->nrefs = 0;
+    return writeAll(c, iov, n);
+}
+
+/* ---- input --------------------------------------------------------------- */
+
+/* One read into dst; keeps any fd that comes along. >0 bytes, or an MC_ERR. */
+static ssize_t readSome(mcConn *c, void *dst, size_t len) {
+    for (;;) {
+        ssize_t r;
+        if (c->is_unix) {
+            union {
+                char buf[CMSG_SPACE(sizeof(int))];
+                struct cmsghdr align;
+            } u;
+            struct iovec iov = {.iov_base = dst, .iov_len = len};
+            struct msghdr msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.msg_iov = &iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = u.buf;
+            msg.msg_controllen = sizeof(u.buf);
+            r = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+            if (r > 0) {
+                for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+                    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+                        if (c->recv_fd >= 0) close(c->recv_fd);
+                        c->recv_fd = fd;
+                    }
+                }
+            }
+        } else {
+            r = read(c->fd, dst, len);
+        }
+        if (r > 0) return r;
+        if (r < 0 && errno == EINTR) continue;
+        connFail(c, "read: %s", r == 0 ? "connection closed" : errno == EAGAIN ? "timed out" : strerror(errno));
+        return MC_ERR_IO;
+    }
+}
+
+/* Makes at least `need` unread bytes available in rbuf. */
+static int fill(mcConn *c, size_t need) {
+    if (c->rlen - c->rpos >= need) return MC_OK;
+    if (c->rpos > 0) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+    while (c->rlen < need) {
+        if (c->rcap - c->rlen < MC_CONN_READ_CHUNK / 2 || c->rcap < need) {
+            size_t cap = c->rcap ? c->rcap * 2 : MC_CONN_READ_CHUNK;
+            while (cap < need) cap *= 2;
+            char *p = realloc(c->rbuf, cap);
+            if (p == NULL) {
+                connFail(c, "out of memory%s", NULL);
+                return MC_ERR_NOMEM;
+            }
+            c->rbuf = p;
+            c->rcap = cap;
+        }
+        ssize_t r = readSome(c, c->rbuf + c->rlen, c->rcap - c->rlen);
+        if (r < 0) return (int)r;
+        c->rlen += (size_t)r;
+    }
+    return MC_OK;
+}
+
+/* The next CRLF-terminated line (without the CRLF), NUL-terminated in place. */
+static char *readLine(mcConn *c, size_t *len) {
+    size_t scanned = 0;
+    for (;;) {
+        char *start = c->rbuf ? c->rbuf + c->rpos : NULL;
+        size_t avail = c->rlen - c->rpos;
+        if (start && avail > scanned) {
+            char *nl = memchr(start + scanned, '\n', avail - scanned);
+            if (nl) {
+                if (nl == start || nl[-1] != '\r') {
+                    connFail(c, "protocol error: line without CR%s", NULL);
+                    return NULL;
+                }
+                nl[-1] = '\0';
+                *len = (size_t)(nl - 1 - start);
+                c->rpos += (size_t)(nl + 1 - start);
+                return start;
+            }
+            scanned = avail;
+        }
+        if (scanned > MC_CONN_MAX_LINE) {
+            connFail(c, "protocol error: line too long%s", NULL);
+            return NULL;
+        }
+        if (fill(c, avail + 1) != MC_OK) return NULL;
+    }
+}
+
+static int parseLL(const char *s, long long *v) {
+    char *end;
+    errno = 0;
+    *v = strtoll(s, &end, 10);
+    return *s != '\0' && *end == '\0' && errno == 0;
+}
+
+static mcReply *readReplyDepth(mcConn *c, int depth) {
+    if (depth > MC_CONN_MAX_DEPTH) {
+        connFail(c, "protocol error: nesting too deep%s", NULL);
+        return NULL;
+    }
+    size_t len;
+    char *line = readLine(c, &len);
+    if (line == NULL) return NULL;
+    mcReply *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        connFail(c, "out of memory%s", NULL);
+        return NULL;
+    }
+    long long n = 0;
+    char t = line[0];
+    switch (t) {
+    case '+':
+    case '-':
+        r->type = t == '+' ? MCR_STATUS : MCR_ERROR;
+        r->str = strdup(line + 1);
+        r->len = len - 1;
+        if (r->str == NULL) goto oom;
+        return r;
+    case ':':
+        r->type = MCR_INT;
+        if (!parseLL(line + 1, &r->integer)) goto proto;
+        return r;
+    case '_':
+        r->type = MCR_NIL;
+        return r;
+    case '#':
+        r->type = MCR_INT;
+        r->integer = line[1] == 't';
+        return r;
+    case ',':
+        r->type = MCR_BULK; /* a double: keep its text */
+        r->str = strdup(line + 1);
+        r->len = len - 1;
+        if (r->str == NULL) goto oom;
+        return r;
+    case '$':
+    case '=':
+        if (!parseLL(line + 1, &n) || n < -1 || n > MC_CONN_MAX_BULK) goto proto;
+        if (n == -1) {
+            r->type = MCR_NIL;
+            return r;
+        }
+        r->type = MCR_BULK;
+        if (fill(c, (size_t)n + 2) != MC_OK) goto fail;
+        r->str = malloc((size_t)n + 1);
+        if (r->str == NULL) goto oom;
+        memcpy(r->str, c->rbuf + c->rpos, (size_t)n);
+        r->str[n] = '\0';
+        r->len = (size_t)n;
+        if (c->rbuf[c->rpos + n] != '\r' || c->rbuf[c->rpos + n + 1] != '\n') goto proto;
+        c->rpos += (size_t)n + 2;
+        return r;
+    case '*':
+    case '%':
+    case '~':
+        if (!parseLL(line + 1, &n) || n < -1 || n > MC_CONN_MAX_ELEMENTS) goto proto;
+        if (n == -1) {
+            r->type = MCR_NIL;
+            return r;
+        }
+        if (t == '%') n *= 2;
+        r->type = MCR_ARRAY;
+        r->element = calloc((size_t)n + 1, sizeof(mcReply *));
+        if (r->element == NULL) goto oom;
+        for (long long i = 0; i < n; i++) {
+            r->element[i] = readReplyDepth(c, depth + 1);
+            if (r->element[i] == NULL) goto fail;
+            r->elements++;
+        }
+        return r;
+    default:
+        goto proto;
+    }
+proto:
+    connFail(c, "protocol error: unexpected reply%s", NULL);
+    goto fail;
+oom:
+    connFail(c, "out of memory%s", NULL);
+fail:
+    mcReplyFree(r);
+    return NULL;
+}
+
+mcReply *mcConnRead(mcConn *c) {
+    if (c->broken) return NULL;
+    return readReplyDepth(c, 0);
+}
+
+long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply) {
+    *err_reply = NULL;
+    if (c->broken) return MC_ERR_IO;
+    if (fill(c, 1) != MC_OK) return MC_ERR_IO;
+    if (c->rbuf[c->rpos] != '$') {
+        mcReply *r = mcConnRead(c);
+        if (r == NULL) return MC_ERR_IO;
+        *err_reply = r;
+        return -1;
+    }
+    size_t len;
+    char *line = readLine(c, &len);
+    long long n;
+    if (line == NULL) return MC_ERR_IO;
+    if (!parseLL(line + 1, &n) || n < -1) {
+        connFail(c, "protocol error: bad bulk length%s", NULL);
+        return MC_ERR_PROTOCOL;
+    }
+    if (n == -1) {
+        *err_reply = calloc(1, sizeof(mcReply));
+        if (*err_reply == NULL) return MC_ERR_NOMEM;
+        (*err_reply)->type = MCR_NIL;
+        return -1;
+    }
+    if ((unsigned long long)n > cap) {
+        connFail(c, "bulk reply larger than the buffer%s", NULL);
+        return MC_ERR_TOO_SMALL;
+    }
+    size_t have = c->rlen - c->rpos;
+    size_t take = have < (size_t)n ? have : (size_t)n;
+    memcpy(dst, c->rbuf + c->rpos, take);
+    c->rpos += take;
+    size_t got = take;
+    while (got < (size_t)n) {
+        ssize_t r = readSome(c, (char *)dst + got, (size_t)n - got);
+        if (r < 0) return MC_ERR_IO;
+        got += (size_t)r;
+    }
+    if (fill(c, 2) != MC_OK) return MC_ERR_IO;
+    if (c->rbuf[c->rpos] != '\r' || c->rbuf[c->rpos + 1] != '\n') {
+        connFail(c, "protocol error: bulk without CRLF%s", NULL);
+        return MC_ERR_PROTOCOL;
+    }
+    c->rpos += 2;
+    return n;
+}
+
+mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens) {
+    mcConnAppend(c, argc, argv, lens);
+    if (mcConnFlush(c) != MC_OK) return NULL;
+    return mcConnRead(c);
+}
+
+int mcConnAuth(mcConn *c, const char *password) {
+    if (password == NULL || password[0] == '\0') return MC_OK;
+    const char *argv[2] = {"AUTH", password};
+    mcReply *r = mcConnCommand(c, 2, argv, NULL);
+    if (r == NULL) return MC_ERR_IO;
+    int rc = MC_OK;
+    if (r->type == MCR_ERROR) {
+        snprintf(c->err, sizeof(c->err), "%s", r->str);
+        rc = MC_ERR_AUTH;
+    }
+    mcReplyFree(r);
+    return rc;
+}
+
+void mcReplyFree(mcReply *r) {
+    if (r == NULL) return;
+    for (size_t i = 0; i < r->elements; i++) mcReplyFree(r->element[i]);
+    free(r->element);
+    free(r->str);
+    free(r);
+}
+
+int mcReplyIsError(const mcReply *r, const char *code) {
+    size_t n = strlen(code);
+    return r && r->type == MCR_ERROR && r->len >= n && !strncmp(r->str, code, n) &&
+           (r->str[n] == ' ' || r->str[n] == '\0');
+}
+
+long long mcReplyInt(const mcReply *r, int *ok) {
+    long long v = 0;
+    *ok = 0;
+    if (r == NULL) return 0;
+    if (r->type == MCR_INT) {
+        *ok = 1;
+        return r->integer;
+    }
+    if ((r->type == MCR_BULK || r->type == MCR_STATUS) && parseLL(r->str, &v)) *ok = 1;
+    return v;
+}

@@ -1,0 +1,65 @@
+/* mc_conn.h -- libmooncake's blocking RESP connection (see mc_conn.c). */
+#ifndef MC_CONN_H
+#define MC_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum { MCR_STATUS = 1, MCR_ERROR, MCR_INT, MCR_BULK, MCR_NIL, MCR_ARRAY };
+
+typedef struct mcReply {
+    int type;
+    long long integer;       /* MCR_INT */
+    char *str;               /* STATUS, ERROR, BULK: NUL-terminated */
+    size_t len;
+    size_t elements;         /* MCR_ARRAY (a RESP3 map comes flattened) */
+    struct mcReply **element;
+} mcReply;
+
+#define MC_CONN_MAX_IOV 64
+
+typedef struct mcConn {
+    int fd;
+    int is_unix;
+    char uri[300];
+    int io_timeout_ms;
+    /* Input. */
+    char *rbuf;
+    size_t rcap, rlen, rpos;
+    int recv_fd;             /* last fd received by SCM_RIGHTS, -1 if none */
+    /* Output: small parts are copied into obuf, large ones referenced. */
+    char *obuf;
+    size_t ocap, olen;
+    struct { size_t obuf_off; const void *ptr; size_t len; } refs[MC_CONN_MAX_IOV];
+    int nrefs;
+    int broken;              /* an I/O error or protocol error: don't reuse */
+    char err[256];
+} mcConn;
+
+/* uri: tcp://host:port, unix:///path or host:port. NULL with err on failure. */
+mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen);
+void mcConnClose(mcConn *c);
+/* AUTH password (no-op if NULL/empty). MC_OK, MC_ERR_AUTH or MC_ERR_IO. */
+int mcConnAuth(mcConn *c, const char *password);
+
+/* Queue one command; arguments of 16 KiB or more are sent from the
+ * caller's memory, which must stay valid until mcConnFlush. */
+void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens);
+int mcConnFlush(mcConn *c);                  /* MC_OK or MC_ERR_IO */
+/* The next reply (caller frees with mcReplyFree); NULL on I/O or protocol error. */
+mcReply *mcConnRead(mcConn *c);
+/* The next reply as a bulk read straight into dst (cap bytes): returns its
+ * length, or -1 with *err_reply set for an error/nil/other reply (caller
+ * frees it), or MC_ERR_IO/MC_ERR_PROTOCOL/MC_ERR_TOO_SMALL (the connection
+ * is then broken). */
+long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply);
+/* One command and its reply. */
+mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens);
+void mcReplyFree(mcReply *r);
+
+/* Integer helpers on replies. */
+int mcReplyIsError(const mcReply *r, const char *code); /* error starting with code */
+long long mcReplyInt(const mcReply *r, int *ok);        /* INT, or BULK/STATUS holding one */
+
+#endif

@@ -1,0 +1,447 @@
+/* mc_host.c -- serving a segment that a client process hosts.
+ *
+ * A process that contributes memory (mc_mount) must let other clients move
+ * bytes in and out of it without the metadata server in the path. This is
+ * the smallest server that does that: a TCP and a unix listener, and one
+ * thread per connection speaking a subset of RESP -- PING, AUTH, QUIT,
+ * SEG.WRITE, SEG.READ and SHM.ATTACH.
+ *
+ * Why a thread per connection and blocking I/O: peers are few (the clients
+ * of one inference cluster, each with a connection or two) and every
+ * request is a bulk transfer, so the cost that matters is syscalls per byte,
+ * not connections per thread. A blocking read straight into segment memory
+ * is one syscall per socket buffer, and the threads let transfers from
+ * several peers proceed in parallel on several cores.
+ *
+ * What is checked: the segment id, that [offset, offset+len) lies inside
+ * the segment (no overflow), argument counts and lengths, and the password.
+ * What is not: whether the range is a live extent -- the host does not see
+ * the metadata. That trust is the same as a registered RDMA region's, and
+ * the password is what keeps strangers out (docs/PROTOCOL.md says so).
+ * Payloads of refused writes are read and dropped so the stream stays in
+ * step, and nothing is written.
+ */
+#include "mc_host.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define HOST_MAX_ARGS 8
+#define HOST_MAX_SMALL_ARG 4096
+#define HOST_BUF (64 * 1024)
+
+typedef struct hostConn {
+    struct mcHost *h;
+    int fd;
+    int is_unix;
+    int authed;
+    pthread_t thread;
+    int done;                /* the thread has finished: join and free it */
+    char buf[HOST_BUF];
+    size_t len, pos;
+    struct hostConn *next;
+} hostConn;
+
+struct mcHost {
+    char *mem;
+    size_t size;
+    int memfd;
+    char *password;
+    uint64_t seg_id;         /* 0 until MOUNT answered */
+    int tcp_fd, unix_fd, wake[2];
+    char tcp_ep[300], unix_path[108];
+    pthread_t accept_thread;
+    pthread_mutex_t lock;    /* conns, stopping */
+    hostConn *conns;
+    int stopping;
+};
+
+void mcHostAddrString(const struct sockaddr_storage *sa, char *buf, size_t len) {
+    if (sa->ss_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, (socklen_t)len);
+    else
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, (socklen_t)len);
+}
+
+/* ---- one connection ------------------------------------------------------ */
+
+static int sendAll(int fd, const void *p, size_t len) {
+    const char *s = p;
+    while (len) {
+        ssize_t w = send(fd, s, len, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        s += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+static int reply(hostConn *c, const char *s) { return sendAll(c->fd, s, strlen(s)); }
+
+/* Reads into dst exactly len bytes, buffered ones first; dst NULL drops them. */
+static int readExact(hostConn *c, char *dst, size_t len) {
+    size_t have = c->len - c->pos, take = have < len ? have : len;
+    if (dst) memcpy(dst, c->buf + c->pos, take);
+    c->pos += take;
+    len -= take;
+    if (dst) dst += take;
+    while (len) {
+        ssize_t r;
+        if (dst) r = read(c->fd, dst, len);
+        else r = read(c->fd, c->buf, len < sizeof(c->buf) ? len : sizeof(c->buf));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        len -= (size_t)r;
+        if (dst) dst += r;
+    }
+    return 0;
+}
+
+/* A CRLF line of at most 64 bytes, NUL-terminated in lbuf. */
+static int readLine(hostConn *c, char *lbuf, size_t cap) {
+    size_t n = 0;
+    for (;;) {
+        if (c->pos == c->len) {
+            ssize_t r = read(c->fd, c->buf, sizeof(c->buf));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) return -1;
+            c->len = (size_t)r;
+            c->pos = 0;
+        }
+        char ch = c->buf[c->pos++];
+        if (ch == '\n') {
+            if (n == 0 || lbuf[n - 1] != '\r') return -1;
+            lbuf[n - 1] = '\0';
+            return 0;
+        }
+        if (n + 1 >= cap) return -1;
+        lbuf[n++] = ch;
+    }
+}
+
+static int parseLen(const char *s, char prefix, long long max, long long *out) {
+    if (s[0] != prefix) return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s + 1, &end, 10);
+    if (s[1] == '\0' || *end || errno || v < 0 || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parseU64(const char *s, uint64_t *out) {
+    if (*s < '0' || *s > '9') return -1;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end || errno) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The range check every transfer passes: id, bounds, no overflow. */
+static const char *checkRange(hostConn *c, const char *idarg, const char *offarg, uint64_t len, char **ptr) {
+    uint64_t id, off;
+    if (c->h->password && !c->authed) return "-NOAUTH Authentication required.\r\n";
+    if (parseU64(idarg, &id) != 0 || parseU64(offarg, &off) != 0)
+        return "-ERR segment id and offset must be unsigned integers\r\n";
+    if (id != __atomic_load_n(&c->h->seg_id, __ATOMIC_ACQUIRE) || id == 0) return "-ERR no such segment\r\n";
+    if (len == 0 || off >= c->h->size || len > c->h->size - off) return "-ERR range is outside the segment\r\n";
+    *ptr = c->h->mem + off;
+    return NULL;
+}
+
+static int sendFd(hostConn *c, const char *msg, int fd) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = strlen(msg)};
+    struct msghdr m;
+    memset(&m, 0, sizeof(m));
+    memset(&u, 0, sizeof(u));
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = u.buf;
+    m.msg_controllen = sizeof(u.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ssize_t w;
+    do w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0) return -1;
+    return (size_t)w == iov.iov_len ? 0 : sendAll(c->fd, msg + w, iov.iov_len - (size_t)w);
+}
+
+/* One request; -1 ends the connection. */
+static int serveOne(hostConn *c) {
+    char line[72], args[HOST_MAX_ARGS][HOST_MAX_SMALL_ARG + 1];
+    long long argc, len;
+    if (readLine(c, line, sizeof(line)) != 0) return -1;
+    if (parseLen(line, '*', HOST_MAX_ARGS, &argc) != 0 || argc == 0) {
+        reply(c, "-ERR Protocol error: expected a multibulk request of at most 8 arguments\r\n");
+        return -1;
+    }
+    for (long long i = 0; i < argc; i++) {
+        if (readLine(c, line, sizeof(line)) != 0) return -1;
+        if (parseLen(line, '$', (long long)1 << 40, &len) != 0) {
+            reply(c, "-ERR Protocol error: invalid bulk length\r\n");
+            return -1;
+        }
+        if (i == 3 && !strcasecmp(args[0], "SEG.WRITE")) {
+            /* The payload: checked, then read straight into the segment. */
+            char *ptr = NULL;
+            const char *err = checkRange(c, args[1], args[2], (uint64_t)len, &ptr);
+            char crlf[2];
+            if (readExact(c, err ? NULL : ptr, (size_t)len) != 0 || readExact(c, crlf, 2) != 0) return -1;
+            if (crlf[0] != '\r' || crlf[1] != '\n') return -1;
+            return reply(c, err ? err : "+OK\r\n");
+        }
+        if (len > HOST_MAX_SMALL_ARG) {
+            reply(c, "-ERR argument too long\r\n");
+            return -1;
+        }
+        char crlf[2];
+        if (readExact(c, args[i], (size_t)len) != 0 || readExact(c, crlf, 2) != 0) return -1;
+        if (crlf[0] != '\r' || crlf[1] != '\n') return -1;
+        args[i][len] = '\0';
+    }
+    const char *cmd = args[0];
+    if (!strcasecmp(cmd, "PING")) return reply(c, "+PONG\r\n");
+    if (!strcasecmp(cmd, "QUIT")) {
+        reply(c, "+OK\r\n");
+        return -1;
+    }
+    if (!strcasecmp(cmd, "AUTH") && (argc == 2 || argc == 3)) {
+        const char *pw = args[argc - 1];
+        if (c->h->password == NULL || (argc == 3 && strcmp(args[1], "default"))) {
+            return reply(c, c->h->password ? "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
+                                           : "-ERR AUTH called without any password configured\r\n");
+        }
+        c->authed = strcmp(pw, c->h->password) == 0;
+        return reply(c, c->authed ? "+OK\r\n" : "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    }
+    if (!strcasecmp(cmd, "SEG.READ") && argc == 4) {
+        uint64_t n;
+        char *ptr = NULL;
+        const char *err = parseU64(args[3], &n) != 0 ? "-ERR length must be an unsigned integer\r\n"
+                                                    : checkRange(c, args[1], args[2], n, &ptr);
+        if (err) return reply(c, err);
+        char hdr[32];
+        int hl = snprintf(hdr, sizeof(hdr), "$%llu\r\n", (unsigned long long)n);
+        if (sendAll(c->fd, hdr, (size_t)hl) != 0 || sendAll(c->fd, ptr, n) != 0) return -1;
+        return sendAll(c->fd, "\r\n", 2);
+    }
+    if (!strcasecmp(cmd, "SEG.WRITE")) return reply(c, "-ERR wrong number of arguments for 'seg.write' command\r\n");
+    if (!strcasecmp(cmd, "SHM.ATTACH") && argc == 2) {
+        uint64_t id;
+        if (c->h->password && !c->authed) return reply(c, "-NOAUTH Authentication required.\r\n");
+        if (!c->is_unix) return reply(c, "-ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)\r\n");
+        if (parseU64(args[1], &id) != 0 || id != __atomic_load_n(&c->h->seg_id, __ATOMIC_ACQUIRE) || id == 0) return reply(c, "-ERR no such segment\r\n");
+        if (c->h->memfd < 0) return reply(c, "-ERR segment has no shared memory file\r\n");
+        char msg[64];
+        snprintf(msg, sizeof(msg), "*2\r\n:%llu\r\n:%llu\r\n", (unsigned long long)id, (unsigned long long)c->h->size);
+        return sendFd(c, msg, c->h->memfd);
+    }
+    return reply(c, "-ERR unknown command for a hosted segment\r\n");
+}
+
+static void *connThread(void *arg) {
+    hostConn *c = arg;
+    while (serveOne(c) == 0) {
+    }
+    pthread_mutex_lock(&c->h->lock);
+    shutdown(c->fd, SHUT_RDWR);
+    c->done = 1;
+    pthread_mutex_unlock(&c->h->lock);
+    return NULL;
+}
+
+/* ---- listeners ----------------------------------------------------------- */
+
+/* Joins and frees finished connections; all of them when stopping. */
+static void reapConns(mcHost *h, int all) {
+    pthread_mutex_lock(&h->lock);
+    hostConn **pp = &h->conns;
+    while (*pp) {
+        hostConn *c = *pp;
+        if (!c->done && !all) {
+            pp = &c->next;
+            continue;
+        }
+        *pp = c->next;
+        if (!c->done) shutdown(c->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&h->lock);
+        pthread_join(c->thread, NULL);
+        close(c->fd);
+        free(c);
+        pthread_mutex_lock(&h->lock);
+    }
+    pthread_mutex_unlock(&h->lock);
+}
+
+static void *acceptThread(void *arg) {
+    mcHost *h = arg;
+    struct pollfd pfd[3] = {{.fd = h->wake[0], .events = POLLIN},
+                            {.fd = h->tcp_fd, .events = POLLIN},
+                            {.fd = h->unix_fd, .events = POLLIN}};
+    for (;;) {
+        int rc = poll(pfd, 3, 1000);
+        if (rc < 0 && errno != EINTR) break;
+        if (pfd[0].revents) break;
+        reapConns(h, 0);
+        for (int i = 1; i < 3; i++) {
+            if (rc <= 0 || !(pfd[i].revents & POLLIN)) continue;
+            int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd < 0) continue;
+            hostConn *c = calloc(1, sizeof(*c));
+            if (c == NULL) {
+                close(fd);
+                continue;
+            }
+            c->h = h;
+            c->fd = fd;
+            c->is_unix = i == 2;
+            if (!c->is_unix) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            }
+            pthread_mutex_lock(&h->lock);
+            if (h->stopping || pthread_create(&c->thread, NULL, connThread, c) != 0) {
+                pthread_mutex_unlock(&h->lock);
+                close(fd);
+                free(c);
+                continue;
+            }
+            c->next = h->conns;
+            h->conns = c;
+            pthread_mutex_unlock(&h->lock);
+        }
+    }
+    return NULL;
+}
+
+mcHost *mcHostStart(void *mem, size_t size, int memfd, const char *bindip, const char *password, char *err,
+                    size_t errlen) {
+    static int counter;
+    mcHost *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->mem = mem;
+    h->size = size;
+    h->memfd = memfd;
+    h->tcp_fd = h->unix_fd = h->wake[0] = h->wake[1] = -1;
+    pthread_mutex_init(&h->lock, NULL);
+    if (password && password[0] && (h->password = strdup(password)) == NULL) goto oom;
+
+    /* TCP on bindip, a port the kernel picks. */
+    struct sockaddr_storage ss;
+    socklen_t sslen;
+    memset(&ss, 0, sizeof(ss));
+    if (strchr(bindip, ':')) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        if (inet_pton(AF_INET6, bindip, &a6->sin6_addr) != 1) goto badip;
+        sslen = sizeof(*a6);
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        if (inet_pton(AF_INET, bindip, &a4->sin_addr) != 1) goto badip;
+        sslen = sizeof(*a4);
+    }
+    h->tcp_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (h->tcp_fd < 0 || bind(h->tcp_fd, (struct sockaddr *)&ss, sslen) != 0 || listen(h->tcp_fd, 64) != 0 ||
+        getsockname(h->tcp_fd, (struct sockaddr *)&ss, &sslen) != 0) {
+        snprintf(err, errlen, "tcp listener on %s: %s", bindip, strerror(errno));
+        goto fail;
+    }
+    int port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    snprintf(h->tcp_ep, sizeof(h->tcp_ep), ss.ss_family == AF_INET6 ? "tcp://[%s]:%d" : "tcp://%s:%d", bindip, port);
+
+    /* The unix socket: same-host peers attach the memfd through it. */
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || strlen(tmp) > 60) tmp = "/tmp";
+    struct sockaddr_un un;
+    memset(&un, 0, sizeof(un));
+    un.sun_family = AF_UNIX;
+    snprintf(h->unix_path, sizeof(h->unix_path), "%s/mooncake-seg-%d-%d.sock", tmp, (int)getpid(),
+             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+    snprintf(un.sun_path, sizeof(un.sun_path), "%s", h->unix_path);
+    unlink(h->unix_path);
+    h->unix_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (h->unix_fd < 0 || bind(h->unix_fd, (struct sockaddr *)&un, sizeof(un)) != 0 || listen(h->unix_fd, 64) != 0) {
+        snprintf(err, errlen, "unix listener %s: %s", h->unix_path, strerror(errno));
+        h->unix_path[0] = '\0';
+        goto fail;
+    }
+    if (pipe2(h->wake, O_CLOEXEC) != 0 || pthread_create(&h->accept_thread, NULL, acceptThread, h) != 0) {
+        snprintf(err, errlen, "listener thread: %s", strerror(errno));
+        goto fail;
+    }
+    return h;
+badip:
+    snprintf(err, errlen, "bad bind address %s", bindip);
+    goto fail;
+oom:
+    snprintf(err, errlen, "out of memory");
+fail:
+    if (h->tcp_fd >= 0) close(h->tcp_fd);
+    if (h->unix_fd >= 0) close(h->unix_fd);
+    if (h->unix_path[0]) unlink(h->unix_path);
+    if (h->wake[0] >= 0) close(h->wake[0]);
+    if (h->wake[1] >= 0) close(h->wake[1]);
+    pthread_mutex_destroy(&h->lock);
+    free(h->password);
+    free(h);
+    return NULL;
+}
+
+void mcHostStop(mcHost *h) {
+    if (h == NULL) return;
+    pthread_mutex_lock(&h->lock);
+    h->stopping = 1;
+    pthread_mutex_unlock(&h->lock);
+    ssize_t w = write(h->wake[1], "x", 1);
+    (void)w;
+    pthread_join(h->accept_thread, NULL);
+    close(h->tcp_fd);
+    close(h->unix_fd);
+    unlink(h->unix_path);
+    reapConns(h, 1);
+    close(h->wake[0]);
+    close(h->wake[1]);
+    pthread_mutex_destroy(&h->lock);
+    free(h->password);
+    free(h);
+}
+
+void mcHostSetSegmentId(mcHost *h, uint64_t id) {
+    pthread_mutex_lock(&h->lock);
+    __atomic_store_n(&h->seg_id, id, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&h->lock);
+}
+
+int mcHostEndpoints(mcHost *h, char (*eps)[300], int max) {
+    int n = 0;
+    if (n < max) snprintf(eps[n++], 300, "%s", h->tcp_ep);
+    if (n < max) snprintf(eps[n++], 300, "unix://%s", h->unix_path);
+    return n;
+}

@@ -1,0 +1,25 @@
+/* mc_host.h -- serving a segment this process hosts (see mc_host.c). */
+#ifndef MC_HOST_H
+#define MC_HOST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+typedef struct mcHost mcHost;
+
+/* Serves [mem, mem+size) on a TCP listener at bindip (any free port) and a
+ * unix socket; memfd (or -1) is what SHM.ATTACH hands out. Connections must
+ * AUTH with password when it is set. NULL with err on failure. */
+mcHost *mcHostStart(void *mem, size_t size, int memfd, const char *bindip, const char *password, char *err,
+                    size_t errlen);
+/* Closes the listeners and every connection, and waits for their threads:
+ * after it returns nothing touches the memory. NULL is a no-op. */
+void mcHostStop(mcHost *h);
+void mcHostSetSegmentId(mcHost *h, uint64_t id);
+/* tcp://ip:port and unix:///path; returns how many were written. */
+int mcHostEndpoints(mcHost *h, char (*eps)[300], int max);
+/* Numeric form of a socket address, IPv6 without brackets. */
+void mcHostAddrString(const struct sockaddr_storage *sa, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,119 @@
+/* mooncake.h -- libmooncake: the client library inference engines link.
+ *
+ * A handle talks RESP to one mooncake-server for metadata (PUT.START,
+ * GET.REPLICAS, ...) and moves the bytes of every replica directly between
+ * the caller's memory and the segment that holds it, by the fastest path it
+ * can open: shared memory on the same host (SHM.ATTACH, one memcpy), RDMA
+ * (one-sided READ/WRITE) or the TCP data plane (SEG.READ/SEG.WRITE). See
+ * docs/PROTOCOL.md for the wire side and mooncake.c for the design.
+ *
+ * Threads: every call on one handle takes the handle's lock, so a handle may
+ * be shared by threads; calls on one handle then run one at a time. For
+ * parallel transfers open one handle per thread (connections are cheap).
+ *
+ * Errors are negative MC_ERR_* values; mc_strerror() names them, and
+ * mc_last_error() gives the server's or the system's own words for the last
+ * failure on a handle. */
+#ifndef MOONCAKE_H
+#define MOONCAKE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The library is built with hidden visibility: only this API is exported. */
+#pragma GCC visibility push(default)
+
+#define MC_VERSION "0.4.0"
+
+typedef struct mc_client mc_client;
+
+typedef struct {
+    int replicas;          /* 0: the server's default (1) */
+    const char *prefer;    /* segment name to try first, or NULL */
+    long long pin_ms;      /* soft pin for this long; 0: none */
+    int hard_pin;          /* never evicted until UNPIN */
+    int replace;           /* overwrite a complete value (atomic swap at PUT.END) */
+} mc_put_opts;
+
+typedef struct {
+    const void *key;
+    size_t keylen;
+    void *buf;             /* put: the value; get: where it goes */
+    size_t len;            /* put: value length; get: capacity of buf */
+} mc_kv;
+
+enum { MC_TRANSPORT_AUTO, MC_TRANSPORT_SHM, MC_TRANSPORT_TCP, MC_TRANSPORT_RDMA };
+enum { MC_MEM_HOST = 1, MC_MEM_CUDA = 2 };
+
+enum {
+    MC_OK = 0,
+    MC_ERR_NOT_FOUND = -1,      /* no such key (or not complete yet: see NOT_READY) */
+    MC_ERR_EXISTS = -2,         /* PUT of a key that exists (use replace) */
+    MC_ERR_NOSPACE = -3,        /* no segment can hold the value */
+    MC_ERR_LEASE_EXPIRED = -4,  /* the read outlived its lease: the bytes are not valid */
+    MC_ERR_TOO_SMALL = -5,      /* get: the buffer is smaller than the value */
+    MC_ERR_INVALID = -6,        /* bad argument */
+    MC_ERR_AUTH = -7,           /* wrong or missing password */
+    MC_ERR_PROTOCOL = -8,       /* the peer said something unexpected */
+    MC_ERR_IO = -9,             /* connection failed, closed or timed out */
+    MC_ERR_UNSUPPORTED = -10,   /* transport or memory kind not available here */
+    MC_ERR_NOT_READY = -11,     /* the key exists but its put has not ended */
+    MC_ERR_SERVER = -12,        /* any other error reply: see mc_last_error() */
+    MC_ERR_NOMEM = -13          /* out of local memory */
+};
+
+/* uri: "tcp://host:port", "unix:///path/to.sock" or "host:port". password
+ * may be NULL. On failure returns NULL with the reason in err. */
+mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen);
+void mc_close(mc_client *c);
+/* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none). */
+int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms);
+int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench */
+int mc_last_transport(mc_client *c);               /* what moved the last replica */
+const char *mc_last_error(mc_client *c);
+
+/* Zero-copy buffers: registered memory is pinned for RDMA (ibv_reg_mr) and
+ * recognised as device memory for CUDA; put_from/get_into require it. */
+int mc_register(mc_client *c, void *addr, size_t len, int mem);
+int mc_unregister(mc_client *c, void *addr);
+
+/* Host a segment of this process's memory: mc_mount allocates it (a memfd,
+ * so same-host peers map it), mc_mount_buffer takes the caller's (reachable
+ * by tcp/rdma only). Either MOUNTs it and serves SEG.READ/SEG.WRITE and
+ * SHM.ATTACH on a listener thread until mc_unmount or mc_close. */
+int mc_mount(mc_client *c, size_t size, const char *name);
+int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name);
+int mc_unmount(mc_client *c);
+long long mc_mount_id(mc_client *c);               /* segment id, or MC_ERR_* */
+
+int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
+           const mc_put_opts *opts);
+/* Bytes read, or MC_ERR_*; MC_ERR_TOO_SMALL if cap < size. */
+long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap);
+int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
+                const mc_put_opts *opts);
+long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap);
+/* Size of a complete value (a probe: grants a lease), or MC_ERR_*. */
+long long mc_size(mc_client *c, const void *key, size_t keylen);
+
+/* Batches pipeline the metadata and overlap the transfers. results[i] is
+ * item i's outcome (put: MC_OK or MC_ERR_*; get: bytes or MC_ERR_*); the
+ * return value is the number of items that succeeded, or MC_ERR_* when the
+ * batch as a whole failed (connection lost). */
+int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results);
+int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
+
+int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
+int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */
+const char *mc_strerror(int err);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
+#endif
