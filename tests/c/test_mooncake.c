@@ -1,0 +1,1689 @@
+/* test_mooncake.c -- libmooncake (src/mooncake.h) against real servers.
+ *
+ * Every group below starts a mooncake-server of its own (testserver.h) with
+ * the settings it needs, listening on a free TCP port and on a unix socket,
+ * and drives it through the library, through hiredis, and through raw
+ * sockets where a misbehaving peer is the point. What is covered, and why:
+ *
+ *  1. Round trips of 1 B .. 64 MiB with the transport forced to shared
+ *     memory (unix connection) and to the TCP data plane (tcp connection),
+ *     byte for byte, with guard bytes after the buffer, and read back over
+ *     the other transport: the two paths must land in the same memory.
+ *  2. Error codes a caller branches on: TOO_SMALL, NOT_FOUND, EXISTS
+ *     (nothing changed), REPLACE, exists/remove.
+ *  3. A process hosting a segment (mc_mount): other clients PREFER it and
+ *     move bytes to and from it over TCP and shm; the server's accounting
+ *     (SEGMENT.INFO used/objects, GET.REPLICAS) shows where they went.
+ *  4. Replica fallback: a helper process hosting one replica is SIGKILLed
+ *     (its segment stays listed for owner-ttl); gets must still return the
+ *     right bytes from the other replica, over tcp and shm, with fresh
+ *     handles and with one whose data connection went dead.
+ *  5. Lease expiry: with lease-ttl 1 ms a 64 MiB read outlives its lease and
+ *     must be reported as MC_ERR_LEASE_EXPIRED, never handed out as valid.
+ *  6. Threads: four handles, and one shared handle, replacing and reading
+ *     the same keys; every value carries a header and checksum, so a torn
+ *     or mixed read is caught.
+ *  7. A writer killed in the middle of a put: the object stays pending
+ *     (NOTREADY, never half visible) until put-timeout, then a new put
+ *     takes the key over.
+ *  8. requirepass: wrong and missing passwords are refused; the data-plane
+ *     commands need AUTH like everything else.
+ *  9. Forged data-plane requests (hiredis): writes outside a pending
+ *     extent, across its ends, into a complete object, with bad segment ids
+ *     and offsets that overflow; reads outside a complete extent; SHM.ATTACH
+ *     over TCP. All refused with -ERR and nothing changed.
+ * 10. Interop with plain Redis clients: mc_put then GET, SET then mc_get.
+ * 11. Batches: 128 values at once, a missing key, a too-small buffer and an
+ *     existing key inside a batch each fail alone.
+ *
+ * Values are pseudo-random (xorshift64*) from a seed derived from the key
+ * and size, so every key holds different bytes and a value read from the
+ * wrong place cannot pass. Each group runs under an alarm() watchdog that
+ * kills the servers and reports the hung test; the whole program takes a
+ * few seconds.
+ *
+ * Usage: test_mooncake [group-substring]   (the server binary: see
+ * testserver.h; MC_SERVER overrides it).
+ * The program re-executes itself as `test_mooncake --host-child ...` for
+ * the helper process that hosts a segment in group 4: a fresh exec rather
+ * than a bare fork, because the parent may already run library threads.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#include "mooncake.h"
+#include "testhelp.h"
+#include "testserver.h"
+
+#define KiB ((size_t)1024)
+#define MiB ((size_t)1024 * 1024)
+#define GROUP_WATCHDOG_S 30
+
+/* ---- watchdog and signals ------------------------------------------------ */
+
+static volatile sig_atomic_t sigpipes;
+
+static void onSigpipe(int sig) {
+    (void)sig;
+    sigpipes++;
+}
+
+/* A hung test must still end the program with a count line the runner
+ * understands, and must not leave servers behind. */
+static void onAlarm(int sig) {
+    (void)sig;
+    tsKillAll();
+    char msg[512];
+    int n = snprintf(msg, sizeof(msg), "[err] %s (watchdog: stuck for %d s)\n%d passed, %d failed\n",
+                     test_cur_name ? test_cur_name : "(between tests)", GROUP_WATCHDOG_S, test_passed,
+                     test_failed + 1);
+    if (n > 0 && write(1, msg, (size_t)n) < 0) {}
+    _exit(1);
+}
+
+static void watchdog(void) { alarm(GROUP_WATCHDOG_S); }
+
+/* ---- pattern data ---------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) {
+    /* splitmix64's finaliser: turns counters into well-spread seeds. */
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t seedOf(const char *tag, uint64_t n) { return mix64(fnv1a(tag, strlen(tag)) ^ mix64(n)); }
+
+/* xorshift64* words from seed; different seeds give unrelated streams. */
+static void fillPattern(void *buf, size_t n, uint64_t seed) {
+    uint64_t s = seed ? seed : 1;
+    unsigned char *p = buf;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        uint64_t w = s * 0x2545F4914F6CDD1DULL;
+        memcpy(p + i, &w, 8);
+    }
+    if (i < n) {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        uint64_t w = s * 0x2545F4914F6CDD1DULL;
+        memcpy(p + i, &w, n - i);
+    }
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "out of memory (%zu bytes)\n", n);
+        tsKillAll();
+        abort();
+    }
+    return p;
+}
+
+/* 1 if got (gotlen bytes, or an MC_ERR_* code) is exactly want[0..n);
+ * otherwise says how it differs. */
+static int sameBytes(const char *what, const void *got, long long gotlen, const void *want, size_t n) {
+    if (gotlen < 0) {
+        fprintf(stderr, "  %s: error %lld (%s) instead of %zu bytes\n", what, gotlen, mc_strerror((int)gotlen), n);
+        return 0;
+    }
+    if ((size_t)gotlen != n) {
+        fprintf(stderr, "  %s: %lld bytes instead of %zu\n", what, gotlen, n);
+        return 0;
+    }
+    if (memcmp(got, want, n) == 0) return 1;
+    const unsigned char *g = got, *w = want;
+    size_t first = 0, last = n - 1, count = 0;
+    while (g[first] == w[first]) first++;
+    while (g[last] == w[last]) last--;
+    for (size_t i = first; i <= last; i++) count += g[i] != w[i];
+    fprintf(stderr, "  %s: %zu of %zu bytes differ, first at %zu (got 0x%02x, want 0x%02x), last at %zu\n", what,
+            count, n, first, g[first], w[first], last);
+    return 0;
+}
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+
+static void setGuard(void *buf, size_t n) { memset((char *)buf + n, GUARD_BYTE, GUARD); }
+
+static int guardIntact(const void *buf, size_t n) {
+    const unsigned char *p = (const unsigned char *)buf + n;
+    for (size_t i = 0; i < GUARD; i++)
+        if (p[i] != GUARD_BYTE) {
+            fprintf(stderr, "  the get wrote past the end of a %zu-byte buffer (guard byte %zu)\n", n, i);
+            return 0;
+        }
+    return 1;
+}
+
+/* ---- libmooncake helpers ---------------------------------------------------- */
+
+static const char *transportName(int t) {
+    switch (t) {
+    case MC_TRANSPORT_AUTO: return "auto";
+    case MC_TRANSPORT_SHM: return "shm";
+    case MC_TRANSPORT_TCP: return "tcp";
+    case MC_TRANSPORT_RDMA: return "rdma";
+    default: return "?";
+    }
+}
+
+static const char *lastErr(mc_client *c) {
+    const char *e = c ? mc_last_error(c) : NULL;
+    return e ? e : "";
+}
+
+/* Connects and forces the transport (AUTO leaves the library's choice). */
+static mc_client *mcOpen(const char *uri, const char *password, int transport) {
+    char err[256] = "";
+    mc_client *c = mc_connect(uri, password, err, sizeof(err));
+    if (!c) {
+        fprintf(stderr, "  mc_connect(%s): %s\n", uri, err[0] ? err : "(no reason given)");
+        return NULL;
+    }
+    if (transport != MC_TRANSPORT_AUTO) {
+        int rc = mc_set_transport(c, transport);
+        if (rc != MC_OK) {
+            fprintf(stderr, "  mc_set_transport(%s) on %s: %d %s (%s)\n", transportName(transport), uri, rc,
+                    mc_strerror(rc), lastErr(c));
+            mc_close(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+static void mcClose(mc_client **c) {
+    if (*c) mc_close(*c);
+    *c = NULL;
+}
+
+static int put(mc_client *c, const char *key, const void *buf, size_t n, const mc_put_opts *opts) {
+    int rc = mc_put(c, key, strlen(key), buf, n, opts);
+    if (rc != MC_OK) fprintf(stderr, "  mc_put(%s, %zu bytes): %d %s (%s)\n", key, n, rc, mc_strerror(rc), lastErr(c));
+    return rc;
+}
+
+static long long get(mc_client *c, const char *key, void *buf, size_t cap) {
+    return mc_get(c, key, strlen(key), buf, cap);
+}
+
+/* Reads key with c and compares it with want; checks the transport that
+ * moved it when want_transport is not AUTO. 1 if all is right. */
+static int getSame(mc_client *c, const char *key, const void *want, size_t n, int want_transport) {
+    if (!c) return 0;
+    char *buf = xmalloc(n + GUARD);
+    setGuard(buf, n);
+    long long got = get(c, key, buf, n);
+    char what[160];
+    snprintf(what, sizeof(what), "mc_get(%s)", key);
+    int ok = sameBytes(what, buf, got, want, n);
+    if (got < 0) fprintf(stderr, "    (%s)\n", lastErr(c));
+    ok &= guardIntact(buf, n);
+    if (want_transport != MC_TRANSPORT_AUTO && mc_last_transport(c) != want_transport) {
+        fprintf(stderr, "  mc_get(%s) moved by %s, not %s\n", key, transportName(mc_last_transport(c)),
+                transportName(want_transport));
+        ok = 0;
+    }
+    free(buf);
+    return ok;
+}
+
+/* ---- hiredis helpers ---------------------------------------------------------- */
+
+static redisContext *rConfigure(redisContext *c, const char *where) {
+    if (c == NULL || c->err) {
+        fprintf(stderr, "  hiredis connect %s: %s\n", where, c ? c->errstr : "out of memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    struct timeval io = {20, 0};
+    redisSetTimeout(c, io);
+    return c;
+}
+
+static redisContext *rTcp(const tsServer *s) {
+    struct timeval tv = {5, 0};
+    return rConfigure(redisConnectWithTimeout("127.0.0.1", s->port, tv), s->tcp_uri);
+}
+
+static redisContext *rUnix(const tsServer *s) {
+    struct timeval tv = {5, 0};
+    return rConfigure(redisConnectUnixWithTimeout(s->sock, tv), s->unix_uri);
+}
+
+static void rClose(redisContext **c) {
+    if (*c) redisFree(*c);
+    *c = NULL;
+}
+
+static redisReply *rcmd(redisContext *c, const char *fmt, ...) {
+    if (!c) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r) fprintf(stderr, "  hiredis: %s\n", c->errstr);
+    return r;
+}
+
+static void showReply(const char *what, const redisReply *r) {
+    if (r == NULL) fprintf(stderr, "  %s: no reply\n", what);
+    else if (r->type == REDIS_REPLY_ERROR) fprintf(stderr, "  %s: error %s\n", what, r->str);
+    else if (r->type == REDIS_REPLY_STATUS) fprintf(stderr, "  %s: status %s\n", what, r->str);
+    else if (r->type == REDIS_REPLY_STRING) fprintf(stderr, "  %s: string of %zu bytes\n", what, (size_t)r->len);
+    else if (r->type == REDIS_REPLY_INTEGER) fprintf(stderr, "  %s: integer %lld\n", what, r->integer);
+    else if (r->type == REDIS_REPLY_NIL) fprintf(stderr, "  %s: nil\n", what);
+    else fprintf(stderr, "  %s: array of %zu\n", what, r->elements);
+}
+
+/* Runs a command and checks that the reply is an error whose text starts
+ * with prefix ("ERR", "NOAUTH", "NOTREADY"); frees it. */
+static int expectError(const char *prefix, redisReply *r, const char *what) {
+    int ok = r && r->type == REDIS_REPLY_ERROR && strncmp(r->str, prefix, strlen(prefix)) == 0;
+    if (!ok) {
+        fprintf(stderr, "  %s: expected -%s...\n", what, prefix);
+        showReply(what, r);
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+static int expectOk(redisReply *r, const char *what) {
+    int ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
+    if (!ok) showReply(what, r);
+    freeReplyObject(r);
+    return ok;
+}
+
+/* The value of a plain GET is exactly want[0..n). */
+static int redisGetSame(redisContext *c, const char *key, const void *want, size_t n) {
+    redisReply *r = rcmd(c, "GET %s", key);
+    int ok = r && r->type == REDIS_REPLY_STRING && (size_t)r->len == n && memcmp(r->str, want, n) == 0;
+    if (!ok) {
+        char what[160];
+        snprintf(what, sizeof(what), "GET %s", key);
+        if (r && r->type == REDIS_REPLY_STRING) sameBytes(what, r->str, (long long)r->len, want, n);
+        else showReply(what, r);
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+static long long replyInt(const redisReply *r) {
+    if (!r) return -1;
+    if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) return strtoll(r->str, NULL, 10);
+    return -1;
+}
+
+/* An integer field of SEGMENT.INFO seg (RESP2: a flat field/value list);
+ * -1 if the segment or the field is missing. */
+static long long segInfoInt(redisContext *c, const char *seg, const char *field) {
+    redisReply *r = rcmd(c, "SEGMENT.INFO %s", seg);
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+            const redisReply *k = r->element[i];
+            if ((k->type == REDIS_REPLY_STRING || k->type == REDIS_REPLY_STATUS) && !strcmp(k->str, field))
+                v = replyInt(r->element[i + 1]);
+        }
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+/* The replicas GET.REPLICAS lists for key: up to max (segment id, offset)
+ * pairs. The count, or -1 for nil or an error (shown). Grants a lease. */
+static int replicaList(redisContext *c, const char *key, long long *segs, long long *offs, int max) {
+    redisReply *r = rcmd(c, "GET.REPLICAS %s", key);
+    int n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3) {
+        n = 0;
+        for (size_t i = 3; i < r->elements && n < max; i++) {
+            const redisReply *rep = r->element[i];
+            if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 3) continue;
+            segs[n] = replyInt(rep->element[0]);
+            offs[n] = replyInt(rep->element[1]);
+            n++;
+        }
+    } else {
+        char what[160];
+        snprintf(what, sizeof(what), "GET.REPLICAS %s", key);
+        showReply(what, r);
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* A PUT.START reply's first replica: 1 and its segment id and offset. */
+static int putStartReplica(redisReply *r, long long *seg, long long *off) {
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->type == REDIS_REPLY_ARRAY &&
+             r->element[0]->elements == 3;
+    if (ok) {
+        *seg = replyInt(r->element[0]->element[0]);
+        *off = replyInt(r->element[0]->element[1]);
+    } else {
+        showReply("PUT.START", r);
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+/* ---- one server per group ---------------------------------------------------- */
+
+/* Reports a server that would not start as a failed test of the group. */
+static int started(int rc, tsServer *s, const char *group) {
+    if (rc == 0) return 1;
+    char name[160];
+    snprintf(name, sizeof(name), "%s: start a mooncake-server", group);
+    TEST(name) CHECK(rc == 0);
+    tsCleanup(s);
+    return 0;
+}
+
+/* Ends a group: the server must have survived everything and exit cleanly
+ * on SIGTERM; its log is shown if anything in the group failed. */
+static void finishServer(tsServer *s, const char *group, int failed_before) {
+    char name[160];
+    snprintf(name, sizeof(name), "%s: the server is still up and exits cleanly on SIGTERM", group);
+    TEST(name) {
+        CHECK(tsAlive(s));
+        int st = tsStop(s);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+            fprintf(stderr, "  wait status %d (signal %d)\n", st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        CHECK(!tsLogHas(s, "AddressSanitizer") && !tsLogHas(s, "runtime error:") && !tsLogHas(s, "LeakSanitizer"));
+    }
+    if (test_failed > failed_before) tsDumpLog(s, 40);
+    tsCleanup(s);
+}
+
+/* ==== 1. round trips over shm and tcp ========================================= */
+
+static const size_t rt_sizes[] = {1, 100, 4 * KiB, 64 * KiB + 3, 1 * MiB, 16 * MiB, 64 * MiB};
+#define RT_NSIZES (sizeof(rt_sizes) / sizeof(rt_sizes[0]))
+#define RT_MAX (64 * MiB)
+
+static void rtKey(char *key, size_t cap, const char *tag, size_t n) { snprintf(key, cap, "rt:%s:%zu", tag, n); }
+
+static void roundTrip(mc_client *c, const char *tag, size_t n, int transport, char *want, char *got) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    char key[64];
+    rtKey(key, sizeof(key), tag, n);
+    fillPattern(want, n, seedOf(key, n));
+    CHECK_EQ(put(c, key, want, n, NULL), MC_OK);
+    CHECK_EQ(mc_last_transport(c), transport);
+    setGuard(got, n);
+    memset(got, 0, n);
+    long long r = get(c, key, got, n);
+    if (r < 0) fprintf(stderr, "    (%s)\n", lastErr(c));
+    CHECK(sameBytes(key, got, r, want, n));
+    CHECK(guardIntact(got, n));
+    CHECK_EQ(mc_last_transport(c), transport);
+}
+
+/* Every value put over one transport, read over the other. */
+static void crossRead(mc_client *reader, const char *written_tag, int reader_transport, char *want) {
+    if (!reader) {
+        CHECK(reader != NULL);
+        return;
+    }
+    for (size_t i = 0; i < RT_NSIZES; i++) {
+        char key[64];
+        rtKey(key, sizeof(key), written_tag, rt_sizes[i]);
+        fillPattern(want, rt_sizes[i], seedOf(key, rt_sizes[i]));
+        CHECK(getSame(reader, key, want, rt_sizes[i], reader_transport));
+    }
+}
+
+static void testRoundTrips(void) {
+    const char *group = "round trips";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
+    char *want = xmalloc(RT_MAX), *got = xmalloc(RT_MAX + GUARD);
+    struct {
+        int transport;
+        const char *uri;
+        const char *tag;
+        mc_client *c;
+    } paths[] = {{MC_TRANSPORT_SHM, s.unix_uri, "shm", NULL}, {MC_TRANSPORT_TCP, s.tcp_uri, "tcp", NULL}};
+    for (int p = 0; p < 2; p++) {
+        char name[160];
+        snprintf(name, sizeof(name), "round trips: connect to %s and force %s", paths[p].uri, paths[p].tag);
+        TEST(name) {
+            paths[p].c = mcOpen(paths[p].uri, NULL, paths[p].transport);
+            CHECK(paths[p].c != NULL);
+        }
+        for (size_t i = 0; i < RT_NSIZES; i++) {
+            snprintf(name, sizeof(name), "round trips: put/get of %zu bytes over %s, byte for byte", rt_sizes[i],
+                     paths[p].tag);
+            TEST(name) roundTrip(paths[p].c, paths[p].tag, rt_sizes[i], paths[p].transport, want, got);
+        }
+    }
+    TEST("round trips: every value put over shm reads back over tcp, and the other way round") {
+        crossRead(paths[1].c, "shm", MC_TRANSPORT_TCP, want);
+        crossRead(paths[0].c, "tcp", MC_TRANSPORT_SHM, want);
+    }
+    mcClose(&paths[0].c);
+    mcClose(&paths[1].c);
+    free(want);
+    free(got);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 2. error codes =========================================================== */
+
+static void errTooSmall(mc_client *c, const char *tag) {
+    char key[64], want[1000], buf[1000 + GUARD];
+    snprintf(key, sizeof(key), "err:%s:small", tag);
+    fillPattern(want, sizeof(want), seedOf(key, 1));
+    CHECK_EQ(put(c, key, want, sizeof(want), NULL), MC_OK);
+    setGuard(buf, 999);
+    CHECK_EQ(get(c, key, buf, 999), MC_ERR_TOO_SMALL);
+    CHECK(guardIntact(buf, 999));
+    CHECK_EQ(get(c, key, buf, 1), MC_ERR_TOO_SMALL);
+    /* A larger buffer than needed is fine: the value's size comes back. */
+    char *big = xmalloc(4096);
+    CHECK(sameBytes("get into a larger buffer", big, get(c, key, big, 4096), want, sizeof(want)));
+    free(big);
+    CHECK(getSame(c, key, want, sizeof(want), MC_TRANSPORT_AUTO));
+}
+
+static void errNotFound(mc_client *c, const char *tag) {
+    char key[64], buf[64];
+    snprintf(key, sizeof(key), "err:%s:never-written", tag);
+    CHECK_EQ(get(c, key, buf, sizeof(buf)), MC_ERR_NOT_FOUND);
+    CHECK_EQ(mc_exists(c, key, strlen(key)), 0);
+    CHECK_EQ(mc_remove(c, key, strlen(key)), 0);
+    CHECK_EQ(get(c, key, buf, sizeof(buf)), MC_ERR_NOT_FOUND);
+}
+
+static void errExistsAndReplace(mc_client *c, const char *tag) {
+    char key[64];
+    snprintf(key, sizeof(key), "err:%s:exists", tag);
+    size_t n1 = 3000, n2 = 70 * KiB + 1;
+    char *v1 = xmalloc(n1), *v2 = xmalloc(n2);
+    fillPattern(v1, n1, seedOf(key, n1));
+    fillPattern(v2, n2, seedOf(key, n2));
+    CHECK_EQ(put(c, key, v1, n1, NULL), MC_OK);
+    /* Without replace: EXISTS, and the value is untouched. */
+    int rc = mc_put(c, key, strlen(key), v2, n2, NULL);
+    CHECK_EQ(rc, MC_ERR_EXISTS);
+    mc_put_opts noreplace = {0};
+    CHECK_EQ(mc_put(c, key, strlen(key), v2, n2, &noreplace), MC_ERR_EXISTS);
+    CHECK(getSame(c, key, v1, n1, MC_TRANSPORT_AUTO));
+    /* With replace: the new value, of another size. */
+    mc_put_opts replace = {0};
+    replace.replace = 1;
+    CHECK_EQ(put(c, key, v2, n2, &replace), MC_OK);
+    CHECK(getSame(c, key, v2, n2, MC_TRANSPORT_AUTO));
+    /* And back to a smaller one. */
+    CHECK_EQ(put(c, key, v1, n1, &replace), MC_OK);
+    CHECK(getSame(c, key, v1, n1, MC_TRANSPORT_AUTO));
+    free(v1);
+    free(v2);
+}
+
+static void errExistsRemove(mc_client *c, const char *tag) {
+    char key[64], v[512], buf[512];
+    snprintf(key, sizeof(key), "err:%s:remove", tag);
+    fillPattern(v, sizeof(v), seedOf(key, sizeof(v)));
+    CHECK_EQ(put(c, key, v, sizeof(v), NULL), MC_OK);
+    CHECK_EQ(mc_exists(c, key, strlen(key)), 1);
+    CHECK_EQ(mc_remove(c, key, strlen(key)), 1);
+    CHECK_EQ(mc_exists(c, key, strlen(key)), 0);
+    CHECK_EQ(get(c, key, buf, sizeof(buf)), MC_ERR_NOT_FOUND);
+    CHECK_EQ(mc_remove(c, key, strlen(key)), 0);
+    /* The key can be written again afterwards, without replace. */
+    CHECK_EQ(put(c, key, v, sizeof(v), NULL), MC_OK);
+    CHECK(getSame(c, key, v, sizeof(v), MC_TRANSPORT_AUTO));
+}
+
+static void testErrors(void) {
+    const char *group = "errors";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, NULL), &s, group)) return;
+    struct {
+        const char *uri;
+        int transport;
+        const char *tag;
+    } paths[] = {{s.unix_uri, MC_TRANSPORT_SHM, "shm"}, {s.tcp_uri, MC_TRANSPORT_TCP, "tcp"}};
+    for (int p = 0; p < 2; p++) {
+        mc_client *c = mcOpen(paths[p].uri, NULL, paths[p].transport);
+        const char *tag = paths[p].tag;
+        char name[160];
+        snprintf(name, sizeof(name), "errors (%s): a buffer one byte short is TOO_SMALL; a larger one works", tag);
+        TEST(name) {
+            CHECK(c != NULL);
+            if (c) errTooSmall(c, tag);
+        }
+        snprintf(name, sizeof(name), "errors (%s): a missing key is NOT_FOUND for get, 0 for exists and remove", tag);
+        TEST(name) {
+            CHECK(c != NULL);
+            if (c) errNotFound(c, tag);
+        }
+        snprintf(name, sizeof(name), "errors (%s): put without replace is EXISTS and changes nothing; replace works",
+                 tag);
+        TEST(name) {
+            CHECK(c != NULL);
+            if (c) errExistsAndReplace(c, tag);
+        }
+        snprintf(name, sizeof(name), "errors (%s): mc_exists and mc_remove", tag);
+        TEST(name) {
+            CHECK(c != NULL);
+            if (c) errExistsRemove(c, tag);
+        }
+        mcClose(&c);
+    }
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 3. a segment hosted by a client =========================================== */
+
+static void hostedPutGet(mc_client *c, redisContext *r, const char *key, size_t n, int transport,
+                         long long host_id) {
+    if (!c || !r) {
+        CHECK(c != NULL && r != NULL);
+        return;
+    }
+    char *v = xmalloc(n);
+    fillPattern(v, n, seedOf(key, n));
+    mc_put_opts o = {0};
+    o.prefer = "host-a";
+    CHECK_EQ(put(c, key, v, n, &o), MC_OK);
+    CHECK_EQ(mc_last_transport(c), transport);
+    long long segs[4], offs[4];
+    int nrep = replicaList(r, key, segs, offs, 4);
+    CHECK_EQ(nrep, 1);
+    if (nrep >= 1) CHECK_EQ(segs[0], host_id);
+    CHECK(getSame(c, key, v, n, transport));
+    free(v);
+}
+
+static void testHostedSegment(void) {
+    const char *group = "hosted segment";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    mc_client *host = NULL, *ctcp = NULL, *cshm = NULL;
+    long long host_id = -1;
+    const size_t n = 1 * MiB + 7;
+
+    TEST("hosted segment: mc_mount 64 MiB \"host-a\" registers it with the server") {
+        host = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(host != NULL);
+        CHECK(r != NULL);
+        if (host) {
+            int rc = mc_mount(host, 64 * MiB, "host-a");
+            if (rc != MC_OK) fprintf(stderr, "  mc_mount: %d %s (%s)\n", rc, mc_strerror(rc), lastErr(host));
+            CHECK_EQ(rc, MC_OK);
+            host_id = mc_mount_id(host);
+            CHECK(host_id > 1);
+        }
+        CHECK_EQ(segInfoInt(r, "host-a", "id"), host_id);
+        CHECK_EQ(segInfoInt(r, "host-a", "size"), (long long)(64 * MiB));
+        CHECK_EQ(segInfoInt(r, "host-a", "used"), 0);
+    }
+    TEST("hosted segment: a put preferring host-a over tcp lands there and reads back") {
+        ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        hostedPutGet(ctcp, r, "ha:tcp", n, MC_TRANSPORT_TCP, host_id);
+    }
+    TEST("hosted segment: a put preferring host-a over shm lands there and reads back") {
+        cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+        hostedPutGet(cshm, r, "ha:shm", n, MC_TRANSPORT_SHM, host_id);
+    }
+    TEST("hosted segment: each value reads back over the other transport") {
+        char *v = xmalloc(n);
+        fillPattern(v, n, seedOf("ha:shm", n));
+        CHECK(getSame(ctcp, "ha:shm", v, n, MC_TRANSPORT_TCP));
+        fillPattern(v, n, seedOf("ha:tcp", n));
+        CHECK(getSame(cshm, "ha:tcp", v, n, MC_TRANSPORT_SHM));
+        free(v);
+    }
+    TEST("hosted segment: SEGMENT.INFO host-a accounts for both objects") {
+        long long used = segInfoInt(r, "host-a", "used");
+        CHECK(used >= (long long)(2 * n));
+        CHECK(used < (long long)(64 * MiB));
+        CHECK_EQ(segInfoInt(r, "host-a", "objects"), 2);
+        if (used < (long long)(2 * n)) fprintf(stderr, "  used %lld\n", used);
+    }
+    TEST("hosted segment: the hosting handle reads its own segment") {
+        char *v = xmalloc(n);
+        fillPattern(v, n, seedOf("ha:tcp", n));
+        CHECK(getSame(host, "ha:tcp", v, n, MC_TRANSPORT_AUTO));
+        free(v);
+    }
+    mcClose(&ctcp);
+    mcClose(&cshm);
+    mcClose(&host);
+    rClose(&r);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 4. replica fallback ========================================================= */
+
+/* The helper process: hosts a segment and sleeps until killed. It reports
+ * "R <segment id>" or "E <reason>" on the inherited pipe fd. */
+static int hostChildMain(int argc, char **argv) {
+    if (argc != 7) return 2;
+    const char *uri = argv[2], *name = argv[3];
+    size_t size = strtoull(argv[4], NULL, 10);
+    int fd = atoi(argv[5]);
+    tsDieWithParent((pid_t)atoi(argv[6]));
+    char err[256] = "";
+    mc_client *c = mc_connect(uri, NULL, err, sizeof(err));
+    if (!c) {
+        dprintf(fd, "E mc_connect: %s\n", err);
+        return 1;
+    }
+    int rc = mc_mount(c, size, name);
+    if (rc != MC_OK) {
+        dprintf(fd, "E mc_mount: %s (%s)\n", mc_strerror(rc), lastErr(c));
+        return 1;
+    }
+    dprintf(fd, "R %lld\n", mc_mount_id(c));
+    close(fd);
+    for (;;) pause();
+}
+
+/* Starts the helper; its pid, or -1 with the reason on stderr. */
+static pid_t spawnHostChild(const char *uri, const char *name, size_t size, long long *segid) {
+    int p[2];
+    if (pipe(p) != 0) return -1;
+    char sizestr[32], fdstr[16], ppid[16];
+    snprintf(sizestr, sizeof(sizestr), "%zu", size);
+    snprintf(fdstr, sizeof(fdstr), "%d", p[1]);
+    snprintf(ppid, sizeof(ppid), "%d", (int)getpid());
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        close(p[0]);
+        execl("/proc/self/exe", "test_mooncake", "--host-child", uri, name, sizestr, fdstr, ppid, (char *)NULL);
+        dprintf(p[1], "E exec: %s\n", strerror(errno));
+        _exit(127);
+    }
+    tsTrack(pid);
+    close(p[1]);
+    char line[512];
+    size_t got = 0;
+    long long deadline = tsNowMs() + 10000;
+    while (got < sizeof(line) - 1 && !memchr(line, '\n', got)) {
+        long long left = deadline - tsNowMs();
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0) break;
+        ssize_t r = read(p[0], line + got, sizeof(line) - 1 - got);
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    close(p[0]);
+    line[got] = '\0';
+    if (line[0] == 'R') {
+        *segid = strtoll(line + 2, NULL, 10);
+        return pid;
+    }
+    fprintf(stderr, "  the hosting helper failed: %s\n", got ? line : "(no word from it)");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    tsUntrack(pid);
+    return -1;
+}
+
+static void testReplicaFallback(void) {
+    const char *group = "replica fallback";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--owner-ttl", "60000", NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    const size_t n = 4 * MiB + 5;
+    char *v = xmalloc(n);
+    fillPattern(v, n, seedOf("fb:key", n));
+    long long child_seg = -1;
+    pid_t child = -1;
+    mc_client *writer = NULL;
+
+    TEST("replica fallback: a helper process hosts segment fb-child") {
+        child = spawnHostChild(s.unix_uri, "fb-child", 16 * MiB, &child_seg);
+        CHECK(child > 0);
+        CHECK(child_seg > 1);
+        CHECK_EQ(segInfoInt(r, "fb-child", "id"), child_seg);
+    }
+    TEST("replica fallback: a put with 2 replicas, preferring fb-child, puts one there and one in self") {
+        writer = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(writer != NULL);
+        if (writer) {
+            mc_put_opts o = {0};
+            o.replicas = 2;
+            o.prefer = "fb-child";
+            CHECK_EQ(put(writer, "fb:key", v, n, &o), MC_OK);
+        }
+        long long segs[4], offs[4];
+        int nrep = replicaList(r, "fb:key", segs, offs, 4);
+        CHECK_EQ(nrep, 2);
+        /* PREFER goes first (placement.c), so a reader tries the helper's
+         * replica first and the fallback is really exercised. */
+        if (nrep == 2) {
+            CHECK_EQ(segs[0], child_seg);
+            CHECK_EQ(segs[1], 1);
+        }
+        CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
+    }
+    TEST("replica fallback: after SIGKILL of the helper its segment is still listed (owner-ttl)") {
+        CHECK(child > 0);
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            tsUntrack(child);
+            child = -1;
+        }
+        tsSleepMs(50); /* the server notices the closed connection */
+        CHECK_EQ(segInfoInt(r, "fb-child", "id"), child_seg);
+    }
+    TEST("replica fallback: a fresh tcp handle gets the right bytes from the surviving replica") {
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(getSame(c, "fb:key", v, n, MC_TRANSPORT_TCP));
+        mcClose(&c);
+    }
+    TEST("replica fallback: a fresh shm handle gets the right bytes from the surviving replica") {
+        mc_client *c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+        CHECK(getSame(c, "fb:key", v, n, MC_TRANSPORT_SHM));
+        mcClose(&c);
+    }
+    TEST("replica fallback: the writer's handle, whose data connection died, falls back too") {
+        CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
+        /* And again: a failed replica must not break the handle for good. */
+        CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
+    }
+    mcClose(&writer);
+    if (child > 0) {
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        tsUntrack(child);
+    }
+    rClose(&r);
+    free(v);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 5. lease expiry ================================================================ */
+
+/* One 64 MiB get with a 1 ms lease: LEASE_EXPIRED is right; bytes are
+ * acceptable only if the read really ended within about the lease. */
+static void leaseExpires(mc_client *c, const char *key, size_t n, char *buf) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    for (int attempt = 0; attempt < 4; attempt++) {
+        double t0 = tsNowSec();
+        long long got = get(c, key, buf, n);
+        double ms = (tsNowSec() - t0) * 1000.0;
+        if (got == MC_ERR_LEASE_EXPIRED) return;
+        if (got == (long long)n) {
+            if (ms > 2.0) {
+                fprintf(stderr, "  mc_get of %zu bytes took %.1f ms with a 1 ms lease, yet returned the bytes\n", n,
+                        ms);
+                CHECK_EQ(got, MC_ERR_LEASE_EXPIRED);
+                return;
+            }
+            continue; /* improbably fast: try again */
+        }
+        fprintf(stderr, "  mc_get: %lld %s (%s) after %.1f ms\n", got, mc_strerror((int)got), lastErr(c), ms);
+        CHECK_EQ(got, MC_ERR_LEASE_EXPIRED);
+        return;
+    }
+}
+
+static void testLeaseExpiry(void) {
+    const char *group = "lease expiry";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--lease-ttl", "1", "--segment-size", "128mb", NULL), &s, group)) return;
+    const size_t n = 64 * MiB;
+    char *v = xmalloc(n), *buf = xmalloc(n);
+    fillPattern(v, n, seedOf("lease:big", n));
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    TEST("lease expiry: put 64 MiB") {
+        CHECK(ctcp != NULL);
+        if (ctcp) CHECK_EQ(put(ctcp, "lease:big", v, n, NULL), MC_OK);
+    }
+    TEST("lease expiry: a 64 MiB get over tcp that outlives a 1 ms lease is LEASE_EXPIRED") {
+        leaseExpires(ctcp, "lease:big", n, buf);
+    }
+    TEST("lease expiry: a 64 MiB get over shm that outlives a 1 ms lease is LEASE_EXPIRED") {
+        leaseExpires(cshm, "lease:big", n, buf);
+    }
+    TEST("lease expiry: with lease-ttl 10000 again the same gets return the bytes") {
+        redisContext *r = rTcp(&s);
+        CHECK(expectOk(rcmd(r, "CONFIG SET lease-ttl 10000"), "CONFIG SET lease-ttl"));
+        rClose(&r);
+        CHECK(getSame(ctcp, "lease:big", v, n, MC_TRANSPORT_TCP));
+        CHECK(getSame(cshm, "lease:big", v, n, MC_TRANSPORT_SHM));
+    }
+    mcClose(&ctcp);
+    mcClose(&cshm);
+    free(v);
+    free(buf);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 6. threads ======================================================================= */
+
+/* A value: this header, then a payload regenerated from (key, version). A
+ * read that mixes two versions, or a stale tail, fails the checksum or the
+ * regeneration. */
+typedef struct {
+    uint32_t magic;
+    uint32_t key;
+    uint64_t version;
+    uint64_t len;        /* whole value, header included */
+    uint64_t sum;        /* fnv1a of the payload */
+} ccHeader;
+
+#define CC_MAGIC 0x4D43763Fu
+#define CC_KEYS 4
+#define CC_MAX (64 * KiB + sizeof(ccHeader))
+#define CC_THREADS 4
+#define CC_ITERS 250
+
+static size_t ccLen(int key, uint64_t version) {
+    return sizeof(ccHeader) + 4 * KiB + (size_t)(mix64(version * 131 + (uint64_t)key) % (60 * KiB));
+}
+
+static uint64_t ccSeed(int key, uint64_t version) { return mix64(version ^ ((uint64_t)key << 56)); }
+
+static size_t ccMake(char *buf, int key, uint64_t version) {
+    size_t len = ccLen(key, version);
+    ccHeader h = {CC_MAGIC, (uint32_t)key, version, len, 0};
+    fillPattern(buf + sizeof(h), len - sizeof(h), ccSeed(key, version));
+    h.sum = fnv1a(buf + sizeof(h), len - sizeof(h));
+    memcpy(buf, &h, sizeof(h));
+    return len;
+}
+
+/* NULL if buf[0..n) is a whole version of key, else what is wrong. */
+static const char *ccCheck(const char *buf, long long n, int key, char *scratch) {
+    ccHeader h;
+    if (n < (long long)sizeof(h)) return "shorter than the header";
+    memcpy(&h, buf, sizeof(h));
+    if (h.magic != CC_MAGIC) return "bad magic";
+    if (h.key != (uint32_t)key) return "the value of another key";
+    if (h.len != (uint64_t)n) return "length differs from the header's";
+    if (h.len != ccLen(key, h.version)) return "length does not match the version";
+    if (fnv1a(buf + sizeof(h), (size_t)n - sizeof(h)) != h.sum) return "checksum mismatch (torn read)";
+    fillPattern(scratch, (size_t)n - sizeof(h), ccSeed(key, h.version));
+    if (memcmp(scratch, buf + sizeof(h), (size_t)n - sizeof(h)) != 0) return "payload differs from its version";
+    return NULL;
+}
+
+typedef struct {
+    mc_client *c;
+    int id;
+    long long deadline_ms;
+    int puts_ok, puts_busy, gets_ok, failures;
+    char first_failure[256];
+} ccWorker;
+
+static void ccFail(ccWorker *w, const char *fmt, ...) {
+    if (w->failures++ == 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->first_failure, sizeof(w->first_failure), fmt, ap);
+        va_end(ap);
+    }
+}
+
+static void *ccThread(void *arg) {
+    ccWorker *w = arg;
+    char *buf = xmalloc(CC_MAX), *scratch = xmalloc(CC_MAX);
+    uint64_t rng = mix64((uint64_t)w->id + 77);
+    mc_put_opts replace = {0};
+    replace.replace = 1;
+    for (int i = 0; i < CC_ITERS && tsNowMs() < w->deadline_ms; i++) {
+        rng = mix64(rng);
+        int key = (int)(rng % CC_KEYS);
+        char k[32];
+        snprintf(k, sizeof(k), "cc:%d", key);
+        if ((rng >> 20) % 3 == 0) {
+            uint64_t version = ((uint64_t)(w->id + 1) << 32) | (uint64_t)(i + 1);
+            size_t len = ccMake(buf, key, version);
+            int rc = mc_put(w->c, k, strlen(k), buf, len, &replace);
+            if (rc == MC_OK) w->puts_ok++;
+            else if (rc == MC_ERR_EXISTS) w->puts_busy++; /* another put of k in flight */
+            else ccFail(w, "thread %d: mc_put(%s): %d %s (%s)", w->id, k, rc, mc_strerror(rc), lastErr(w->c));
+        } else {
+            long long n = mc_get(w->c, k, strlen(k), buf, CC_MAX);
+            if (n < 0) {
+                ccFail(w, "thread %d: mc_get(%s): %lld %s (%s)", w->id, k, n, mc_strerror((int)n), lastErr(w->c));
+                continue;
+            }
+            const char *why = ccCheck(buf, n, key, scratch);
+            if (why) ccFail(w, "thread %d: mc_get(%s) returned %lld bytes: %s", w->id, k, n, why);
+            else w->gets_ok++;
+        }
+    }
+    free(buf);
+    free(scratch);
+    return NULL;
+}
+
+/* Runs the workers on the given handles (one per thread, or one shared). */
+static void ccRun(mc_client **handles, int nhandles) {
+    for (int h = 0; h < nhandles; h++)
+        if (!handles[h]) {
+            CHECK(handles[h] != NULL);
+            return;
+        }
+    ccWorker w[CC_THREADS];
+    pthread_t t[CC_THREADS];
+    long long deadline = tsNowMs() + 10000;
+    for (int i = 0; i < CC_THREADS; i++) {
+        memset(&w[i], 0, sizeof(w[i]));
+        w[i].c = handles[i % nhandles];
+        w[i].id = i;
+        w[i].deadline_ms = deadline;
+        CHECK(pthread_create(&t[i], NULL, ccThread, &w[i]) == 0);
+    }
+    int puts_ok = 0, puts_busy = 0, gets_ok = 0, failures = 0;
+    for (int i = 0; i < CC_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        puts_ok += w[i].puts_ok;
+        puts_busy += w[i].puts_busy;
+        gets_ok += w[i].gets_ok;
+        failures += w[i].failures;
+        if (w[i].failures) fprintf(stderr, "  %d failures, the first: %s\n", w[i].failures, w[i].first_failure);
+    }
+    CHECK_EQ(failures, 0);
+    CHECK(puts_ok > 0);
+    CHECK(gets_ok > 0);
+    if (failures || !puts_ok || !gets_ok)
+        fprintf(stderr, "  puts ok %d, puts refused as in progress %d, whole gets %d\n", puts_ok, puts_busy, gets_ok);
+}
+
+/* Every key gets a first version, so that every later get has one to find. */
+static void ccPopulate(mc_client *c) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    char *buf = xmalloc(CC_MAX);
+    mc_put_opts replace = {0};
+    replace.replace = 1;
+    for (int key = 0; key < CC_KEYS; key++) {
+        char k[32];
+        snprintf(k, sizeof(k), "cc:%d", key);
+        size_t len = ccMake(buf, key, 0);
+        CHECK_EQ(put(c, k, buf, len, &replace), MC_OK);
+    }
+    free(buf);
+}
+
+static void testConcurrency(void) {
+    const char *group = "threads";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, NULL), &s, group)) return;
+    TEST("threads: 4 handles (2 shm, 2 tcp) replace and read 4 keys; every get is one whole version") {
+        mc_client *h[CC_THREADS];
+        for (int i = 0; i < CC_THREADS; i++)
+            h[i] = i % 2 ? mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP) : mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+        ccPopulate(h[0]);
+        ccRun(h, CC_THREADS);
+        for (int i = 0; i < CC_THREADS; i++) mcClose(&h[i]);
+    }
+    TEST("threads: 4 threads share one handle; every get is one whole version") {
+        mc_client *c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        ccPopulate(c);
+        ccRun(&c, 1);
+        mcClose(&c);
+    }
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 7. a writer killed in the middle of a put =========================================== */
+
+static int writeAll(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The child: PUT.START key size on a raw connection, then a SEG.WRITE of
+ * the whole extent whose payload stops after `partial` bytes; says 'R' on
+ * wfd and waits to be killed. Raw syscalls only (it is a bare fork). */
+static void abandonedWriter(pid_t parent, int port, const char *key, size_t size, size_t partial, int wfd) {
+    tsDieWithParent(parent);
+    int fd = tsConnectTcp(port);
+    char req[512], rep[512];
+    int n = snprintf(req, sizeof(req), "*3\r\n$9\r\nPUT.START\r\n$%zu\r\n%s\r\n$%d\r\n%zu\r\n", strlen(key), key,
+                     snprintf(NULL, 0, "%zu", size), size);
+    if (fd < 0 || writeAll(fd, req, (size_t)n) != 0) _exit(1);
+    size_t got = 0;
+    int lines = 0;
+    long long seg = -1, off = -1, len = -1;
+    /* The reply: *1 *3 :seg :offset :length, five lines; or one error line. */
+    while (got < sizeof(rep) - 1) {
+        ssize_t r = read(fd, rep + got, sizeof(rep) - 1 - got);
+        if (r <= 0) break;
+        for (ssize_t i = 0; i < r; i++) lines += rep[got + (size_t)i] == '\n';
+        got += (size_t)r;
+        if ((rep[0] == '-' && lines >= 1) || lines >= 5) break;
+    }
+    rep[got] = '\0';
+    if (rep[0] != '*' || sscanf(rep, "*%*d\r\n*3\r\n:%lld\r\n:%lld\r\n:%lld", &seg, &off, &len) != 3 ||
+        len != (long long)size) {
+        if (writeAll(wfd, "E", 1)) {}
+        _exit(1);
+    }
+    char segs[32], offs[32];
+    int sl = snprintf(segs, sizeof(segs), "%lld", seg), ol = snprintf(offs, sizeof(offs), "%lld", off);
+    n = snprintf(req, sizeof(req), "*4\r\n$9\r\nSEG.WRITE\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%zu\r\n", sl, segs, ol, offs,
+                 size);
+    char *payload = malloc(partial);
+    if (!payload) _exit(1);
+    memset(payload, 'x', partial);
+    if (writeAll(fd, req, (size_t)n) != 0 || writeAll(fd, payload, partial) != 0) _exit(1);
+    if (writeAll(wfd, "R", 1)) {}
+    for (;;) pause();
+}
+
+static void testAbandonedPut(void) {
+    const char *group = "abandoned put";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--put-timeout", "200", NULL), &s, group)) return;
+    const char *key = "ab:key";
+    const size_t n = 1 * MiB;
+    redisContext *r = rTcp(&s);
+    mc_client *c = NULL;
+    pid_t child = -1;
+    long long t_ready = 0;
+
+    TEST("abandoned put: a raw writer does PUT.START of 1 MiB and a partial SEG.WRITE, then is SIGKILLed") {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        pid_t parent = getpid();
+        child = fork();
+        if (child == 0) {
+            close(p[0]);
+            abandonedWriter(parent, s.port, key, n, 300 * KiB, p[1]);
+        }
+        close(p[1]);
+        CHECK(child > 0);
+        if (child > 0) tsTrack(child);
+        struct pollfd pfd = {p[0], POLLIN, 0};
+        char word = 0;
+        if (poll(&pfd, 1, 10000) == 1 && read(p[0], &word, 1) == 1) t_ready = tsNowMs();
+        close(p[0]);
+        CHECK_EQ(word, 'R');
+        /* While the writer lives: pending, not readable. */
+        CHECK(expectError("NOTREADY", rcmd(r, "GET.REPLICAS %s", key), "GET.REPLICAS while the writer lives"));
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            tsUntrack(child);
+        }
+    }
+    TEST("abandoned put: the key stays pending: GET.REPLICAS is NOTREADY, GET nil, EXISTS 0, mc_get NOT_READY") {
+        CHECK(expectError("NOTREADY", rcmd(r, "GET.REPLICAS %s", key), "GET.REPLICAS"));
+        redisReply *g = rcmd(r, "GET %s", key);
+        CHECK(g && g->type == REDIS_REPLY_NIL);
+        if (!(g && g->type == REDIS_REPLY_NIL)) showReply("GET", g);
+        freeReplyObject(g);
+        redisReply *e = rcmd(r, "EXISTS %s", key);
+        CHECK_EQ(replyInt(e), 0);
+        freeReplyObject(e);
+        c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(c != NULL);
+        if (c) {
+            char *buf = xmalloc(n);
+            long long got = get(c, key, buf, n);
+            if (got != MC_ERR_NOT_READY) fprintf(stderr, "  mc_get: %lld %s (%s)\n", got, mc_strerror((int)got), lastErr(c));
+            CHECK_EQ(got, MC_ERR_NOT_READY);
+            free(buf);
+        }
+    }
+    char *v = xmalloc(n);
+    fillPattern(v, n, seedOf(key, n));
+    TEST("abandoned put: within put-timeout a new put of the key is EXISTS") {
+        /* Only meaningful while the pending put is surely younger than
+         * put-timeout (200 ms): skipped on a machine too slow for that. */
+        if (c && t_ready && tsNowMs() - t_ready < 100) {
+            int rc = mc_put(c, key, strlen(key), v, n, NULL);
+            CHECK_EQ(rc, MC_ERR_EXISTS);
+        } else if (!c) {
+            CHECK(c != NULL);
+        }
+    }
+    TEST("abandoned put: after put-timeout a new put takes the key over and reads back") {
+        if (t_ready) {
+            long long wait = t_ready + 300 - tsNowMs();
+            if (wait > 0) tsSleepMs(wait);
+        }
+        CHECK(c != NULL);
+        if (c) {
+            CHECK_EQ(put(c, key, v, n, NULL), MC_OK);
+            CHECK(getSame(c, key, v, n, MC_TRANSPORT_AUTO));
+        }
+        CHECK(redisGetSame(r, key, v, n));
+    }
+    free(v);
+    mcClose(&c);
+    rClose(&r);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 8. requirepass ========================================================================= */
+
+/* A handle with a bad password must not work: NULL from mc_connect with a
+ * reason, or MC_ERR_AUTH from its first call (and nothing stored). */
+static void refused(const char *uri, const char *password, redisContext *admin) {
+    char err[256] = "";
+    mc_client *c = mc_connect(uri, password, err, sizeof(err));
+    if (!c) {
+        CHECK(err[0] != '\0');
+        return;
+    }
+    char v[16] = "should not land";
+    int rc = mc_put(c, "auth:intruder", 13, v, sizeof(v), NULL);
+    CHECK_EQ(rc, MC_ERR_AUTH);
+    char buf[16];
+    CHECK_EQ(mc_get(c, "auth:ok", 7, buf, sizeof(buf)), MC_ERR_AUTH);
+    mc_close(c);
+    redisReply *e = rcmd(admin, "EXISTS auth:intruder");
+    CHECK_EQ(replyInt(e), 0);
+    freeReplyObject(e);
+}
+
+static void testAuth(void) {
+    const char *group = "auth";
+    const char *pw = "s3cret-pw";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--requirepass", pw, NULL), &s, group)) return;
+    redisContext *admin = rTcp(&s);
+    if (admin) freeReplyObject(rcmd(admin, "AUTH %s", pw));
+
+    TEST("auth: a wrong password is refused over tcp and over the unix socket") {
+        refused(s.tcp_uri, "wrong", admin);
+        refused(s.unix_uri, "wrong", admin);
+    }
+    TEST("auth: no password is refused") {
+        refused(s.tcp_uri, NULL, admin);
+        refused(s.unix_uri, NULL, admin);
+    }
+    TEST("auth: the right password works over tcp and over shm") {
+        char v[5000];
+        fillPattern(v, sizeof(v), seedOf("auth:ok", sizeof(v)));
+        mc_client *ctcp = mcOpen(s.tcp_uri, pw, MC_TRANSPORT_TCP);
+        mc_client *cshm = mcOpen(s.unix_uri, pw, MC_TRANSPORT_SHM);
+        CHECK(ctcp != NULL && cshm != NULL);
+        if (ctcp && cshm) {
+            CHECK_EQ(put(ctcp, "auth:ok", v, sizeof(v), NULL), MC_OK);
+            CHECK(getSame(cshm, "auth:ok", v, sizeof(v), MC_TRANSPORT_SHM));
+            CHECK_EQ(put(cshm, "auth:ok2", v, sizeof(v), NULL), MC_OK);
+            CHECK(getSame(ctcp, "auth:ok2", v, sizeof(v), MC_TRANSPORT_TCP));
+        }
+        mcClose(&ctcp);
+        mcClose(&cshm);
+    }
+    TEST("auth: without AUTH, SHM.ATTACH, SEG.READ and SEG.WRITE get -NOAUTH") {
+        redisContext *u = rUnix(&s), *t = rTcp(&s);
+        CHECK(u != NULL && t != NULL);
+        CHECK(expectError("NOAUTH", rcmd(u, "SHM.ATTACH 1"), "SHM.ATTACH (unix, no AUTH)"));
+        CHECK(expectError("NOAUTH", rcmd(t, "SEG.READ 1 0 16"), "SEG.READ (tcp, no AUTH)"));
+        CHECK(expectError("NOAUTH", rcmd(u, "SEG.READ 1 0 16"), "SEG.READ (unix, no AUTH)"));
+        CHECK(expectError("NOAUTH", rcmd(t, "SEG.WRITE 1 0 %b", "0123456789abcdef", (size_t)16),
+                          "SEG.WRITE (tcp, no AUTH)"));
+        rClose(&u);
+        rClose(&t);
+    }
+    TEST("auth: after AUTH, SHM.ATTACH on the unix socket answers [1, size]") {
+        redisContext *u = rUnix(&s);
+        CHECK(u != NULL);
+        if (u) {
+            CHECK(expectOk(rcmd(u, "AUTH %s", pw), "AUTH"));
+            redisReply *a = rcmd(u, "SHM.ATTACH 1");
+            int ok = a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 && replyInt(a->element[0]) == 1 &&
+                     replyInt(a->element[1]) == (long long)(64 * MiB);
+            if (!ok) showReply("SHM.ATTACH 1", a);
+            CHECK(ok);
+            freeReplyObject(a);
+        }
+        rClose(&u);
+    }
+    rClose(&admin);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 9. forged data-plane requests ============================================================ */
+
+#define FG_LEN 4000 /* not a multiple of any allocation unit: extents end mid-unit */
+
+/* SEG.WRITE seg off payload; expect "OK" or an error prefix. */
+static int segWrite(redisContext *r, const char *seg, const char *off, const void *p, size_t n, const char *expect,
+                    const char *what) {
+    redisReply *rep = rcmd(r, "SEG.WRITE %s %s %b", seg, off, p, n);
+    if (!strcmp(expect, "OK")) return expectOk(rep, what);
+    return expectError(expect, rep, what);
+}
+
+static int segReadErr(redisContext *r, const char *seg, const char *off, const char *len, const char *what) {
+    return expectError("ERR", rcmd(r, "SEG.READ %s %s %s", seg, off, len), what);
+}
+
+static void lld(char *buf, size_t cap, long long v) { snprintf(buf, cap, "%lld", v); }
+
+/* An offset in segment 1 at least 64 KiB away from the given extents. */
+static long long farOffset(long long segsize, const long long *offs, int n) {
+    long long cand[] = {segsize - 2 * FG_LEN, segsize / 2, segsize / 4, 0};
+    for (size_t i = 0; i < sizeof(cand) / sizeof(cand[0]); i++) {
+        int clear = 1;
+        for (int j = 0; j < n; j++)
+            if (cand[i] + FG_LEN + 65536 > offs[j] && cand[i] < offs[j] + FG_LEN + 65536) clear = 0;
+        if (clear) return cand[i];
+    }
+    return segsize - 2 * FG_LEN;
+}
+
+static void testForged(void) {
+    const char *group = "forged data plane";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--segment-size", "16mb", NULL), &s, group)) return;
+    const long long segsize = 16 * (long long)MiB;
+    redisContext *r = rTcp(&s);
+    char c_pat[FG_LEN], p_pat[FG_LEN], junk[FG_LEN + 16];
+    fillPattern(c_pat, FG_LEN, seedOf("fg:c", FG_LEN));
+    fillPattern(p_pat, FG_LEN, seedOf("fg:p", FG_LEN));
+    fillPattern(junk, sizeof(junk), seedOf("junk", 1));
+    long long cseg = -1, coff = -1, pseg = -1, poff = -1, qseg = -1, qoff = -1;
+    char o[64];
+
+    TEST("forged: the honest path works: PUT.START, SEG.WRITE (whole and part), PUT.END, SEG.READ, GET") {
+        CHECK(r != NULL);
+        CHECK(putStartReplica(rcmd(r, "PUT.START fg:c %d", FG_LEN), &cseg, &coff));
+        CHECK_EQ(cseg, 1);
+        lld(o, sizeof(o), coff);
+        CHECK(segWrite(r, "1", o, c_pat, FG_LEN, "OK", "SEG.WRITE into the pending extent"));
+        CHECK(expectOk(rcmd(r, "PUT.END fg:c"), "PUT.END fg:c"));
+        CHECK(redisGetSame(r, "fg:c", c_pat, FG_LEN));
+        redisReply *rd = rcmd(r, "SEG.READ 1 %lld %d", coff, FG_LEN);
+        CHECK(rd && rd->type == REDIS_REPLY_STRING && rd->len == FG_LEN && !memcmp(rd->str, c_pat, FG_LEN));
+        if (!(rd && rd->type == REDIS_REPLY_STRING)) showReply("SEG.READ of the whole extent", rd);
+        freeReplyObject(rd);
+        rd = rcmd(r, "SEG.READ 1 %lld 20", coff + 100);
+        CHECK(rd && rd->type == REDIS_REPLY_STRING && rd->len == 20 && !memcmp(rd->str, c_pat + 100, 20));
+        freeReplyObject(rd);
+
+        CHECK(putStartReplica(rcmd(r, "PUT.START fg:p %d", FG_LEN), &pseg, &poff));
+        CHECK_EQ(pseg, 1);
+        lld(o, sizeof(o), poff);
+        CHECK(segWrite(r, "1", o, p_pat, FG_LEN, "OK", "SEG.WRITE of a whole pending extent"));
+        /* A part of the extent may be written on its own, too. */
+        fillPattern(p_pat + 1000, 24, seedOf("fg:p:part", 24));
+        lld(o, sizeof(o), poff + 1000);
+        CHECK(segWrite(r, "1", o, p_pat + 1000, 24, "OK", "SEG.WRITE inside a pending extent"));
+    }
+    TEST("forged: SEG.WRITE outside any extent, across either end, into a complete object: -ERR") {
+        long long exts[] = {coff, poff};
+        long long far = farOffset(segsize, exts, 2);
+        lld(o, sizeof(o), far);
+        CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE outside any extent"));
+        lld(o, sizeof(o), poff + FG_LEN - 8);
+        CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE across the end of a pending extent"));
+        lld(o, sizeof(o), poff + FG_LEN);
+        CHECK(segWrite(r, "1", o, junk, 1, "ERR", "SEG.WRITE just past the end of a pending extent"));
+        if (poff >= 8) {
+            lld(o, sizeof(o), poff - 8);
+            CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE across the start of a pending extent"));
+        }
+        lld(o, sizeof(o), poff);
+        CHECK(segWrite(r, "1", o, junk, FG_LEN + 1, "ERR", "SEG.WRITE one byte longer than the extent"));
+        lld(o, sizeof(o), coff);
+        CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE into a complete object"));
+        lld(o, sizeof(o), coff + FG_LEN - 16);
+        CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE into the tail of a complete object"));
+        lld(o, sizeof(o), segsize - 8);
+        CHECK(segWrite(r, "1", o, junk, 16, "ERR", "SEG.WRITE across the end of the segment"));
+    }
+    TEST("forged: SEG.WRITE with a bad segment id or offset (negative, huge, wrapping): -ERR") {
+        lld(o, sizeof(o), poff);
+        CHECK(segWrite(r, "999999", o, junk, 16, "ERR", "SEG.WRITE to segment 999999"));
+        CHECK(segWrite(r, "0", o, junk, 16, "ERR", "SEG.WRITE to segment 0"));
+        CHECK(segWrite(r, "-1", o, junk, 16, "ERR", "SEG.WRITE to segment -1"));
+        CHECK(segWrite(r, "self", o, junk, 16, "ERR", "SEG.WRITE to segment 'self'"));
+        CHECK(segWrite(r, "1", "-1", junk, 16, "ERR", "SEG.WRITE at offset -1"));
+        char neg[64];
+        lld(neg, sizeof(neg), -(poff + 1));
+        CHECK(segWrite(r, "1", neg, junk, 16, "ERR", "SEG.WRITE at a negative offset"));
+        /* 2^64 - 8: offset + 16 wraps around to 8. */
+        CHECK(segWrite(r, "1", "18446744073709551608", junk, 16, "ERR", "SEG.WRITE at 2^64-8 (wraps)"));
+        CHECK(segWrite(r, "1", "9223372036854775807", junk, 16, "ERR", "SEG.WRITE at 2^63-1"));
+        CHECK(segWrite(r, "1", "9223372036854775800", junk, 16, "ERR", "SEG.WRITE at 2^63-8 (wraps signed)"));
+        CHECK(segWrite(r, "1", "18446744073709551616", junk, 16, "ERR", "SEG.WRITE at 2^64"));
+        CHECK(segWrite(r, "1", "12abc", junk, 16, "ERR", "SEG.WRITE at offset '12abc'"));
+        CHECK(expectError("ERR", rcmd(r, "SEG.WRITE 1 %lld", poff), "SEG.WRITE without a payload"));
+    }
+    TEST("forged: after all that, both values are exactly what the honest writes put there") {
+        CHECK(expectOk(rcmd(r, "PUT.END fg:p"), "PUT.END fg:p"));
+        CHECK(redisGetSame(r, "fg:p", p_pat, FG_LEN));
+        CHECK(redisGetSame(r, "fg:c", c_pat, FG_LEN));
+        mc_client *c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(getSame(c, "fg:p", p_pat, FG_LEN, MC_TRANSPORT_AUTO));
+        CHECK(getSame(c, "fg:c", c_pat, FG_LEN, MC_TRANSPORT_AUTO));
+        mcClose(&c);
+    }
+    TEST("forged: SEG.READ of a pending extent, across an extent's end, elsewhere, bad ids and offsets: -ERR") {
+        CHECK(putStartReplica(rcmd(r, "PUT.START fg:q %d", FG_LEN), &qseg, &qoff));
+        lld(o, sizeof(o), qoff);
+        CHECK(segReadErr(r, "1", o, "16", "SEG.READ of a pending extent"));
+        lld(o, sizeof(o), coff + FG_LEN - 8);
+        CHECK(segReadErr(r, "1", o, "16", "SEG.READ across the end of a complete extent"));
+        lld(o, sizeof(o), coff);
+        CHECK(segReadErr(r, "1", o, "4001", "SEG.READ one byte longer than the extent"));
+        CHECK(segReadErr(r, "1", o, "18446744073709551615", "SEG.READ of length 2^64-1"));
+        CHECK(segReadErr(r, "1", o, "-1", "SEG.READ of length -1"));
+        if (coff >= 8) {
+            lld(o, sizeof(o), coff - 8);
+            CHECK(segReadErr(r, "1", o, "16", "SEG.READ across the start of a complete extent"));
+        }
+        long long exts[] = {coff, poff, qoff};
+        lld(o, sizeof(o), farOffset(segsize, exts, 3));
+        CHECK(segReadErr(r, "1", o, "16", "SEG.READ outside any extent"));
+        lld(o, sizeof(o), coff);
+        CHECK(segReadErr(r, "999999", o, "16", "SEG.READ of segment 999999"));
+        CHECK(segReadErr(r, "1", "-1", "16", "SEG.READ at offset -1"));
+        CHECK(segReadErr(r, "1", "18446744073709551608", "16", "SEG.READ at 2^64-8 (wraps)"));
+        CHECK(segReadErr(r, "1", "9223372036854775800", "16", "SEG.READ at 2^63-8"));
+        /* The pending object is still pending and empty-handed. */
+        CHECK(expectError("NOTREADY", rcmd(r, "GET.REPLICAS fg:q"), "GET.REPLICAS fg:q"));
+        CHECK(expectOk(rcmd(r, "PUT.REVOKE fg:q"), "PUT.REVOKE fg:q"));
+    }
+    TEST("forged: SHM.ATTACH over TCP is -ERR; over the unix socket it answers [1, size]") {
+        CHECK(expectError("ERR", rcmd(r, "SHM.ATTACH 1"), "SHM.ATTACH over tcp"));
+        redisContext *u = rUnix(&s);
+        CHECK(u != NULL);
+        if (u) {
+            redisReply *a = rcmd(u, "SHM.ATTACH 1");
+            int ok = a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 && replyInt(a->element[0]) == 1 &&
+                     replyInt(a->element[1]) == segsize;
+            if (!ok) showReply("SHM.ATTACH 1 over unix", a);
+            CHECK(ok);
+            freeReplyObject(a);
+            CHECK(expectError("ERR", rcmd(u, "SHM.ATTACH 999999"), "SHM.ATTACH of segment 999999"));
+        }
+        rClose(&u);
+        redisReply *p = rcmd(r, "PING");
+        CHECK(p && p->type == REDIS_REPLY_STATUS);
+        freeReplyObject(p);
+    }
+    rClose(&r);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 10. interop with plain Redis clients ======================================================= */
+
+static void testInterop(void) {
+    const char *group = "interop";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    const size_t sizes[] = {10, 1 * MiB};
+    char *v = xmalloc(MiB);
+
+    TEST("interop: mc_put (shm and tcp) of 10 B and 1 MiB, then a plain GET returns the same bytes") {
+        CHECK(r != NULL && cshm != NULL && ctcp != NULL);
+        for (size_t i = 0; i < 2 && r && cshm && ctcp; i++) {
+            char key[64];
+            snprintf(key, sizeof(key), "io:mc:shm:%zu", sizes[i]);
+            fillPattern(v, sizes[i], seedOf(key, sizes[i]));
+            CHECK_EQ(put(cshm, key, v, sizes[i], NULL), MC_OK);
+            CHECK(redisGetSame(r, key, v, sizes[i]));
+            snprintf(key, sizeof(key), "io:mc:tcp:%zu", sizes[i]);
+            fillPattern(v, sizes[i], seedOf(key, sizes[i]));
+            CHECK_EQ(put(ctcp, key, v, sizes[i], NULL), MC_OK);
+            CHECK(redisGetSame(r, key, v, sizes[i]));
+            redisReply *l = rcmd(r, "STRLEN %s", key);
+            CHECK_EQ(replyInt(l), (long long)sizes[i]);
+            freeReplyObject(l);
+        }
+    }
+    TEST("interop: SET of 10 B and 1 MiB, then mc_get over shm and over tcp returns the same bytes") {
+        for (size_t i = 0; i < 2 && r; i++) {
+            char key[64];
+            snprintf(key, sizeof(key), "io:set:%zu", sizes[i]);
+            fillPattern(v, sizes[i], seedOf(key, sizes[i]));
+            CHECK(expectOk(rcmd(r, "SET %s %b", key, v, sizes[i]), "SET"));
+            CHECK(getSame(cshm, key, v, sizes[i], MC_TRANSPORT_SHM));
+            CHECK(getSame(ctcp, key, v, sizes[i], MC_TRANSPORT_TCP));
+        }
+    }
+    TEST("interop: mc_exists and mc_remove see SET keys; DEL is seen by mc_get") {
+        CHECK_EQ(mc_exists(ctcp, "io:set:10", 9), 1);
+        CHECK_EQ(mc_remove(ctcp, "io:set:10", 9), 1);
+        redisReply *e = rcmd(r, "EXISTS io:set:10");
+        CHECK_EQ(replyInt(e), 0);
+        freeReplyObject(e);
+        freeReplyObject(rcmd(r, "DEL io:mc:tcp:10"));
+        char buf[16];
+        CHECK_EQ(get(cshm, "io:mc:tcp:10", buf, sizeof(buf)), MC_ERR_NOT_FOUND);
+    }
+    free(v);
+    mcClose(&cshm);
+    mcClose(&ctcp);
+    rClose(&r);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== 11. batches ================================================================================= */
+
+#define BT_N 128
+#define BT_LEN (4 * KiB)
+
+static void btKey(char *key, size_t cap, int i) { snprintf(key, cap, "bt:%03d", i); }
+
+/* Batch get of all BT_N keys with a missing one inserted at BT_N/2. */
+static void batchGetWithMissing(mc_client *c, char keys[][16], char *vals) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    mc_kv items[BT_N + 1];
+    long long results[BT_N + 1];
+    char *bufs = xmalloc((BT_N + 1) * BT_LEN);
+    memset(bufs, 0, (BT_N + 1) * BT_LEN);
+    for (int i = 0, k = 0; i <= BT_N; i++) {
+        results[i] = 12345;
+        items[i].buf = bufs + (size_t)i * BT_LEN;
+        items[i].len = BT_LEN;
+        if (i == BT_N / 2) {
+            items[i].key = "bt:missing";
+            items[i].keylen = 10;
+        } else {
+            items[i].key = keys[k];
+            items[i].keylen = strlen(keys[k]);
+            k++;
+        }
+    }
+    int ok = mc_batch_get(c, BT_N + 1, items, results);
+    CHECK_EQ(ok, BT_N);
+    CHECK_EQ(results[BT_N / 2], MC_ERR_NOT_FOUND);
+    int bad = 0;
+    for (int i = 0, k = 0; i <= BT_N; i++) {
+        if (i == BT_N / 2) continue;
+        if (!sameBytes(keys[k], items[i].buf, results[i], vals + (size_t)k * BT_LEN, BT_LEN) && bad++ > 3) break;
+        k++;
+    }
+    CHECK_EQ(bad, 0);
+    free(bufs);
+}
+
+static void testBatch(void) {
+    const char *group = "batch";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, NULL), &s, group)) return;
+    static char keys[BT_N][16];
+    char *vals = xmalloc((size_t)BT_N * BT_LEN);
+    for (int i = 0; i < BT_N; i++) {
+        btKey(keys[i], sizeof(keys[i]), i);
+        fillPattern(vals + (size_t)i * BT_LEN, BT_LEN, seedOf(keys[i], BT_LEN));
+    }
+    mc_client *c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+
+    TEST("batch: mc_batch_put of 128 values of 4 KiB, every result OK") {
+        CHECK(c != NULL);
+        if (c) {
+            mc_kv items[BT_N];
+            int results[BT_N];
+            for (int i = 0; i < BT_N; i++) {
+                items[i] = (mc_kv){keys[i], strlen(keys[i]), vals + (size_t)i * BT_LEN, BT_LEN};
+                results[i] = 12345;
+            }
+            int ok = mc_batch_put(c, BT_N, items, NULL, results);
+            CHECK_EQ(ok, BT_N);
+            int bad = 0;
+            for (int i = 0; i < BT_N; i++)
+                if (results[i] != MC_OK && bad++ < 4)
+                    fprintf(stderr, "  item %d: %d %s\n", i, results[i], mc_strerror(results[i]));
+            CHECK_EQ(bad, 0);
+        }
+    }
+    TEST("batch: mc_batch_get over tcp of the 128 keys and a missing one (NOT_FOUND alone)") {
+        batchGetWithMissing(ctcp, keys, vals);
+    }
+    TEST("batch: mc_batch_get over shm of the 128 keys and a missing one (NOT_FOUND alone)") {
+        batchGetWithMissing(cshm, keys, vals);
+    }
+    TEST("batch: a too-small buffer in a batch get is TOO_SMALL for that item alone") {
+        CHECK(c != NULL);
+        if (c) {
+            char b0[BT_LEN], b1[BT_LEN], b2[BT_LEN];
+            mc_kv items[3] = {{keys[0], strlen(keys[0]), b0, BT_LEN},
+                              {keys[1], strlen(keys[1]), b1, BT_LEN - 1},
+                              {keys[2], strlen(keys[2]), b2, BT_LEN}};
+            long long results[3] = {1, 1, 1};
+            CHECK_EQ(mc_batch_get(c, 3, items, results), 2);
+            CHECK_EQ(results[1], MC_ERR_TOO_SMALL);
+            CHECK(sameBytes(keys[0], b0, results[0], vals, BT_LEN));
+            CHECK(sameBytes(keys[2], b2, results[2], vals + 2 * BT_LEN, BT_LEN));
+        }
+    }
+    TEST("batch: an existing key in a batch put is EXISTS for that item alone, and keeps its value") {
+        CHECK(c != NULL);
+        if (c) {
+            char n0[BT_LEN], n1[BT_LEN], n2[BT_LEN];
+            fillPattern(n0, BT_LEN, seedOf("bt:new0", BT_LEN));
+            fillPattern(n1, BT_LEN, seedOf("bt:new1", BT_LEN));
+            fillPattern(n2, BT_LEN, seedOf("bt:new2", BT_LEN));
+            mc_kv items[3] = {{"bt:new0", 7, n0, BT_LEN}, {keys[5], strlen(keys[5]), n1, BT_LEN}, {"bt:new2", 7, n2, BT_LEN}};
+            int results[3] = {1, 1, 1};
+            CHECK_EQ(mc_batch_put(c, 3, items, NULL, results), 2);
+            CHECK_EQ(results[0], MC_OK);
+            CHECK_EQ(results[1], MC_ERR_EXISTS);
+            CHECK_EQ(results[2], MC_OK);
+            CHECK(getSame(c, keys[5], vals + 5 * BT_LEN, BT_LEN, MC_TRANSPORT_AUTO));
+            CHECK(getSame(c, "bt:new0", n0, BT_LEN, MC_TRANSPORT_AUTO));
+            CHECK(getSame(c, "bt:new2", n2, BT_LEN, MC_TRANSPORT_AUTO));
+        }
+    }
+    mcClose(&c);
+    mcClose(&ctcp);
+    mcClose(&cshm);
+    free(vals);
+    finishServer(&s, group, failed0);
+}
+
+/* ==== main ============================================================================================ */
+
+static const struct {
+    const char *name;
+    void (*fn)(void);
+} groups[] = {
+    {"round-trips", testRoundTrips}, {"errors", testErrors},     {"hosted", testHostedSegment},
+    {"fallback", testReplicaFallback}, {"lease", testLeaseExpiry}, {"threads", testConcurrency},
+    {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
+    {"interop", testInterop},          {"batch", testBatch},
+};
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "--host-child")) return hostChildMain(argc, argv);
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = onSigpipe;
+    sigaction(SIGPIPE, &sa, NULL);
+    sa.sa_handler = onAlarm;
+    sigaction(SIGALRM, &sa, NULL);
+
+    const char *only = argc >= 2 ? argv[1] : NULL;
+    const char *bin = tsServerBinary();
+    printf("test_mooncake: libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+           only ? ", groups matching " : "", only ? only : "");
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        if (!only || strstr(groups[i].name, only)) groups[i].fn();
+    alarm(0);
+    TEST("no SIGPIPE reached the process (the library must not raise it)") CHECK_EQ(sigpipes, 0);
+    return testReport();
+}
