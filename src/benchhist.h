@@ -27,4 +27,15 @@ void histMerge(hist *dst, const hist *src);
  * 0 when the histogram is empty. */
 uint64_t histPercentile(const hist *h, double p);
 
+/* What one test measured, summed over threads. */
+typedef struct benchStats {
+    hist lat;                /* ns */
+    uint64_t ops;            /* replies received (or library calls made) */
+    uint64_t bytes;          /* value bytes sent (writes) or received (reads) */
+    uint64_t errors;         /* error replies */
+    uint64_t misses;         /* nil replies */
+    uint64_t badvals;        /* verification failures */
+    char firsterr[256];
+} benchStats;
+
 #endif

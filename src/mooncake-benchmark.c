@@ -96,6 +96,8 @@
 #include <unistd.h>
 
 #include "benchhist.h"
+#include "benchlib.h"
+#include "mooncake.h"
 
 #define BENCH_RBUF_SIZE (64 * 1024)          /* per-connection read buffer */
 #define BENCH_BIG_PAYLOAD (64 * 1024)        /* payload rest read straight into the sink */
@@ -133,6 +135,9 @@ static struct benchConfig {
     int sequential;           /* -r keys in order: request i names key i mod keyspace */
     int replicas;             /* REPLICAS n of PUT.START / BATCH.PUT.START; 0: server default */
     int segments;             /* placeholder segments mounted before the tests */
+    const char *libtests[16]; /* libmooncake rows and baselines (benchlib.c), in -t order */
+    int nlibtests;
+    int transport;            /* --transport for the library rows */
 } config = {
     .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
     .pipeline = 1, .threads = 1, .batch = 16, .sink = BENCH_SINK_DEFAULT,
@@ -177,6 +182,7 @@ static const workload workloads[] = {
      WL_SIZED | WL_BATCH | WL_REPLICAS | WL_PERKEY | WL_STORE},
 };
 #define WORKLOAD_NAMES "ping,set,get,mset,mget,putpair,getrep,batchput,batchget"
+#define LIB_NAMES "memcpy,rawtcp,mcput,mcget,mcbput,mcbget"
 #define NWORKLOADS ((int)(sizeof(workloads) / sizeof(workloads[0])))
 
 static int workloadKeys(const workload *w) {
@@ -200,16 +206,6 @@ static struct benchTest {
     uint64_t deadline;       /* ns, monotonic; 0 without --duration */
     _Atomic long long issued;
 } test;
-
-typedef struct benchStats {
-    hist lat;                /* ns */
-    uint64_t ops;            /* replies received */
-    uint64_t bytes;          /* value bytes sent (writes) or received (reads) */
-    uint64_t errors;         /* error replies */
-    uint64_t misses;         /* nil replies */
-    uint64_t badvals;        /* verification failures */
-    char firsterr[256];
-} benchStats;
 
 struct benchThread;
 
@@ -1037,6 +1033,46 @@ static uint64_t runPhase(long long requests, int record) {
 
 static int failed;
 
+/* One row of output, whichever engine measured it; desc is the detail
+ * line of the long format (what ran, with how many clients). */
+static void printRow(const char *label, size_t vlen, int sized, benchStats *sum, double secs, const char *desc) {
+    if (secs <= 0) secs = 1e-9;
+    double ops = sum->ops / secs, gbs = sum->bytes / secs / 1e9;
+    double p50 = histPercentile(&sum->lat, 50) / 1e6, p99 = histPercentile(&sum->lat, 99) / 1e6;
+    double p999 = histPercentile(&sum->lat, 99.9) / 1e6, max = sum->lat.max / 1e6;
+    char size[32] = "";
+    if (sized) formatSize(size, sizeof(size), vlen);
+    if (config.check && (sum->errors || sum->badvals)) failed = 1;
+
+    if (config.csv) {
+        printf("\"%s\",\"%s\",%zu,%llu,%.3f,%.2f,%.4f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%llu\n",
+               label, size, vlen, (unsigned long long)sum->ops, secs, ops, gbs, p50, p99, p999,
+               max, (unsigned long long)sum->errors, (unsigned long long)sum->misses,
+               (unsigned long long)sum->badvals);
+    } else if (config.quiet) {
+        char name[64];
+        snprintf(name, sizeof(name), "%s%s%s:", label, size[0] ? " " : "", size);
+        printf("%-13s %12.2f ops/s %8.3f GB/s  p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms", name,
+               ops, gbs, p50, p99, p999, max);
+        if (sum->errors) printf("  errors %llu", (unsigned long long)sum->errors);
+        if (sum->misses) printf("  nil %llu", (unsigned long long)sum->misses);
+        if (sum->badvals) printf("  BAD %llu", (unsigned long long)sum->badvals);
+        printf("\n");
+    } else {
+        printf("====== %s%s%s ======\n", label, size[0] ? " " : "", size);
+        printf("  %llu %s\n", (unsigned long long)sum->ops, desc);
+        printf("  elapsed: %.3f s\n", secs);
+        printf("  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
+        printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
+        printf("  errors: %llu", (unsigned long long)sum->errors);
+        if (sum->misses) printf(", nil replies: %llu", (unsigned long long)sum->misses);
+        if (config.check) printf(", verification failures: %llu", (unsigned long long)sum->badvals);
+        printf("\n");
+    }
+    if (sum->firsterr[0]) fprintf(stderr, "  first error (%s): %s\n", label, sum->firsterr);
+    fflush(stdout);
+}
+
 static void report(const workload *w, size_t vlen, uint64_t elapsed) {
     static benchStats sum;
     histReset(&sum.lat);
@@ -1050,54 +1086,48 @@ static void report(const workload *w, size_t vlen, uint64_t elapsed) {
         sum.errors += st->errors;
         sum.misses += st->misses;
         sum.badvals += st->badvals;
-        if (!sum.firsterr[0] && st->firsterr[0]) memcpy(sum.firsterr, st->firsterr, sizeof(sum.firsterr));
+        if (!sum.firsterr[0] && st->firsterr[0]) snprintf(sum.firsterr, sizeof(sum.firsterr), "-%.250s", st->firsterr);
     }
-    double secs = elapsed / 1e9;
-    if (secs <= 0) secs = 1e-9;
-    double ops = sum.ops / secs, gbs = sum.bytes / secs / 1e9;
-    double p50 = histPercentile(&sum.lat, 50) / 1e6, p99 = histPercentile(&sum.lat, 99) / 1e6;
-    double p999 = histPercentile(&sum.lat, 99.9) / 1e6, max = sum.lat.max / 1e6;
-    char size[32] = "";
-    if (w->flags & WL_SIZED) formatSize(size, sizeof(size), vlen);
-    if (config.check && (sum.errors || sum.badvals)) failed = 1;
+    char ks[64], desc[512];
+    if (config.keyspace)
+        snprintf(ks, sizeof(ks), "%s keys in [0,%lld)", config.sequential ? "sequential" : "random",
+                 config.keyspace);
+    else if (test.nkeys == 0) snprintf(ks, sizeof(ks), "no keys");
+    else snprintf(ks, sizeof(ks), "%s per client", (w->flags & WL_BATCH) ? "keys" : "one key");
+    int n = snprintf(desc, sizeof(desc), "%s, %d clients, pipeline %d, %d thread%s, %s",
+                     (w->flags & WL_PERKEY) ? "keys" : w->cmd2 ? "command pairs" : "requests",
+                     config.clients, config.pipeline, config.threads, config.threads == 1 ? "" : "s", ks);
+    if (w->flags & WL_BATCH) n += snprintf(desc + n, sizeof(desc) - (size_t)n, ", %d keys per command", config.batch);
+    if ((w->flags & WL_SIZEARG) && config.replicas)
+        snprintf(desc + n, sizeof(desc) - (size_t)n, ", %d replicas", config.replicas);
+    printRow(w->label, vlen, (w->flags & WL_SIZED) != 0, &sum, elapsed / 1e9, desc);
+}
 
-    if (config.csv) {
-        printf("\"%s\",\"%s\",%zu,%llu,%.3f,%.2f,%.4f,%.3f,%.3f,%.3f,%.3f,%llu,%llu,%llu\n",
-               w->label, size, vlen, (unsigned long long)sum.ops, secs, ops, gbs, p50, p99, p999,
-               max, (unsigned long long)sum.errors, (unsigned long long)sum.misses,
-               (unsigned long long)sum.badvals);
-    } else if (config.quiet) {
-        char name[64];
-        snprintf(name, sizeof(name), "%s%s%s:", w->label, size[0] ? " " : "", size);
-        printf("%-13s %12.2f ops/s %8.3f GB/s  p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms", name,
-               ops, gbs, p50, p99, p999, max);
-        if (sum.errors) printf("  errors %llu", (unsigned long long)sum.errors);
-        if (sum.misses) printf("  nil %llu", (unsigned long long)sum.misses);
-        if (sum.badvals) printf("  BAD %llu", (unsigned long long)sum.badvals);
-        printf("\n");
-    } else {
-        char ks[64];
-        if (config.keyspace)
-            snprintf(ks, sizeof(ks), "%s keys in [0,%lld)", config.sequential ? "sequential" : "random",
-                     config.keyspace);
-        else if (test.nkeys == 0) snprintf(ks, sizeof(ks), "no keys");
-        else snprintf(ks, sizeof(ks), "%s per client", (w->flags & WL_BATCH) ? "keys" : "one key");
-        printf("====== %s%s%s ======\n", w->label, size[0] ? " " : "", size);
-        printf("  %llu %s in %.3f s, %d clients, pipeline %d, %d thread%s, %s",
-               (unsigned long long)sum.ops,
-               (w->flags & WL_PERKEY) ? "keys" : w->cmd2 ? "command pairs" : "requests", secs, config.clients, config.pipeline, config.threads,
-               config.threads == 1 ? "" : "s", ks);
-        if (w->flags & WL_BATCH) printf(", %d keys per command", config.batch);
-        if ((w->flags & WL_SIZEARG) && config.replicas) printf(", %d replicas", config.replicas);
-        printf("\n  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
-        printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
-        printf("  errors: %llu", (unsigned long long)sum.errors);
-        if (sum.misses) printf(", nil replies: %llu", (unsigned long long)sum.misses);
-        if (config.check) printf(", verification failures: %llu", (unsigned long long)sum.badvals);
-        printf("\n");
+/* A libmooncake row or a baseline (benchlib.c). */
+static void runLibTest(const char *name, size_t vlen) {
+    static const char *tnames[] = {"auto", "shm", "tcp", "rdma"};
+    char uri[300], label[64], desc[256];
+    benchLibConfig lc = {.uri = uri, .auth = config.auth, .clients = config.clients,
+                         .requests = config.requests, .duration = config.duration,
+                         .transport = config.transport, .batch = config.batch,
+                         .replicas = config.replicas, .check = config.check};
+    if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
+    else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
+    int baseline = !strcasecmp(name, "memcpy") || !strcasecmp(name, "rawtcp");
+    int batch = !strcasecmp(name, "mcbput") || !strcasecmp(name, "mcbget");
+    if (baseline) snprintf(label, sizeof(label), "%s", benchLibLabel(name));
+    else snprintf(label, sizeof(label), "%s %s", benchLibLabel(name), tnames[config.transport]);
+    if (baseline) snprintf(desc, sizeof(desc), "copies, one thread (baseline)");
+    else snprintf(desc, sizeof(desc), "%s, %d client threads (one handle each), transport %s%s",
+                  batch ? "keys" : "calls", config.clients, tnames[config.transport],
+                  batch ? ", batched" : "");
+    static benchStats st;
+    double secs;
+    if (benchLibRun(name, vlen, &lc, &st, &secs) != 0) {
+        failed = 1;
+        return;
     }
-    if (sum.firsterr[0]) fprintf(stderr, "  first error (%s): -%s\n", w->label, sum.firsterr);
-    fflush(stdout);
+    printRow(label, vlen, 1, &st, secs, desc);
 }
 
 static void runTest(const workload *w, size_t vlen) {
@@ -1150,6 +1180,7 @@ static void usage(int code) {
 " --sink <size>      per-thread buffer that large values are read into, at most\n"
 "                    this much per read() (default 4m; larger values pass\n"
 "                    through it in pieces, each verified right after its read)\n"
+" --transport <t>    library rows: auto, shm, tcp or rdma (default auto)\n"
 " --help             this text\n"
 "\n"
 "Store (metadata) tests, mooncake-server only. No value bytes move; -d is the\n"
@@ -1170,6 +1201,13 @@ static void usage(int code) {
 "                    and UNMOUNT them at the end. Only works against\n"
 "                    mooncake-server; the segments are metadata only (the\n"
 "                    store tests never write them)\n"
+"\n"
+"libmooncake rows (each client a thread with its own handle, one call at a time;\n"
+"-n counts calls, a batch call of --batch keys counts once but reports per key):\n"
+"  mcput mcget      mc_put / mc_get of -d bytes through --transport\n"
+"  mcbput mcbget    mc_batch_put / mc_batch_get of --batch keys\n"
+"  memcpy rawtcp    baselines in the same run: one-thread memcpy, and one\n"
+"                   loopback TCP stream written 4 MiB per call\n"
 "\n"
 "Output per test and size: ops/s, GB/s (value bytes, 10^9), latency percentiles\n"
 "p50/p99/p99.9/max in ms (2 significant digits), error replies (the first is\n"
@@ -1212,11 +1250,16 @@ static void parseTests(const char *arg) {
         int i;
         for (i = 0; i < NWORKLOADS; i++)
             if (strcasecmp(tok, workloads[i].name) == 0) break;
-        if (i == NWORKLOADS) benchFatal("unknown test '%s' (known: " WORKLOAD_NAMES ")", tok);
+        if (i == NWORKLOADS && benchLibLabel(tok)) {
+            if (config.nlibtests == 16) benchFatal("too many tests");
+            config.libtests[config.nlibtests++] = strdup(tok);
+            continue;
+        }
+        if (i == NWORKLOADS) benchFatal("unknown test '%s' (known: " WORKLOAD_NAMES "," LIB_NAMES ")", tok);
         config.tests |= 1u << i;
     }
     free(s);
-    if (!config.tests) benchFatal("-t needs at least one test");
+    if (!config.tests && !config.nlibtests) benchFatal("-t needs at least one test");
 }
 
 static void parseOptions(int argc, char **argv) {
@@ -1248,6 +1291,13 @@ static void parseOptions(int argc, char **argv) {
         else if (!strcmp(o, "--warmup")) config.warmup = argNum(o, v, 0, LLONG_MAX / 4);
         else if (!strcmp(o, "--replicas")) config.replicas = (int)argNum(o, v, 1, 64);
         else if (!strcmp(o, "--segments")) config.segments = (int)argNum(o, v, 0, 100000);
+        else if (!strcmp(o, "--transport")) {
+            if (!strcasecmp(v, "auto")) config.transport = MC_TRANSPORT_AUTO;
+            else if (!strcasecmp(v, "shm")) config.transport = MC_TRANSPORT_SHM;
+            else if (!strcasecmp(v, "tcp")) config.transport = MC_TRANSPORT_TCP;
+            else if (!strcasecmp(v, "rdma")) config.transport = MC_TRANSPORT_RDMA;
+            else benchFatal("invalid value for --transport: '%s' (auto, shm, tcp or rdma)", v);
+        }
         else if (!strcmp(o, "--duration")) {
             char *end;
             config.duration = strtod(v, &end);
@@ -1262,7 +1312,7 @@ static void parseOptions(int argc, char **argv) {
         }
     }
     if (!config.sizes) parseSizes("64");
-    if (!config.tests) parseTests("set,get");
+    if (!config.tests && !config.nlibtests) parseTests("set,get");
     if (config.threads > config.clients) config.threads = config.clients;
     if (!config.keyspace && (long long)config.clients * config.batch > 999999999999LL)
         benchFatal("too many keys");
@@ -1418,17 +1468,21 @@ static void segmentsUnmount(void) {
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     parseOptions(argc, argv);
-    setup();
-    segmentsMount();
+    if (config.tests) {
+        setup();
+        segmentsMount();
+    }
     if (config.csv)
         printf("\"test\",\"size\",\"bytes\",\"requests\",\"seconds\",\"ops_per_sec\",\"gb_per_sec\","
                "\"p50_ms\",\"p99_ms\",\"p999_ms\",\"max_ms\",\"errors\",\"nil\",\"bad_values\"\n");
     for (int i = 0; i < NWORKLOADS; i++)
         if ((config.tests & (1u << i)) && !(workloads[i].flags & WL_SIZED)) runTest(&workloads[i], 0);
-    for (int s = 0; s < config.nsizes; s++)
+    for (int s = 0; s < config.nsizes; s++) {
         for (int i = 0; i < NWORKLOADS; i++)
             if ((config.tests & (1u << i)) && (workloads[i].flags & WL_SIZED))
                 runTest(&workloads[i], config.sizes[s]);
-    segmentsUnmount();
+        for (int i = 0; i < config.nlibtests; i++) runLibTest(config.libtests[i], config.sizes[s]);
+    }
+    if (config.tests) segmentsUnmount();
     return failed;
 }

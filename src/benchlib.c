@@ -1,0 +1,350 @@
+/* benchlib.c -- mooncake-benchmark rows driven through libmooncake, and the
+ * baselines they are judged against.
+ *
+ * The RESP engine in mooncake-benchmark.c measures a server; these rows
+ * measure what an inference engine sees: a put or get through the library,
+ * metadata round trips and the data path (shm, tcp data plane, rdma)
+ * included. Each client is a thread with its own handle doing one call at
+ * a time, as an engine's worker would; --batch N turns a call into
+ * mc_batch_put/mc_batch_get of N keys (one op per key).
+ *
+ * Baselines, measured in the same run so that ratios are fair on a noisy
+ * machine:
+ *  - memcpy: one thread copying the same sizes between two pre-faulted
+ *    buffers -- the ceiling for shm, which is one memcpy per replica.
+ *  - rawtcp: one loopback TCP connection, a writer thread sending the value
+ *    in one write() call per 4 MiB and a reader reading into a buffer --
+ *    the ceiling for the tcp data plane.
+ * Their "ops" are copies (or values sent), so ops/s and GB/s compare
+ * directly with the library rows of the same size.
+ *
+ * Buffers are faulted in before the clock starts (12 us per fresh page on
+ * these machines would otherwise dominate), and every get can be checked
+ * byte for byte (--check) against the pattern the puts wrote.
+ */
+#include "benchlib.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mooncake.h"
+
+static uint64_t nowNs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void *mapFaulted(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+/* Byte j of key k's value: cheap to produce and to check, differs per key. */
+static void fillValue(unsigned char *p, size_t n, uint64_t k) {
+    uint64_t x = k * 0x9e3779b97f4a7c15ULL + n;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        memcpy(p + j, &x, 8);
+    }
+    for (; j < n; j++) p[j] = (unsigned char)(k + j);
+}
+
+typedef struct libThread {
+    const benchLibConfig *cfg;
+    const char *test;
+    size_t vlen;
+    int id;
+    pthread_t tid;
+    mc_client *mc;
+    unsigned char **vals;       /* batch slots: one buffer per key */
+    unsigned char *expect;      /* --check: what a get must return */
+    benchStats st;
+} libThread;
+
+static _Atomic long long issued;
+static _Atomic int stop_flag;
+static uint64_t deadline_ns;
+
+/* The next op's number, or -1 when the phase is over. */
+static long long nextOp(const benchLibConfig *cfg, int per) {
+    if (cfg->duration > 0) {
+        if (atomic_load(&stop_flag) || nowNs() >= deadline_ns) return -1;
+        return atomic_fetch_add(&issued, per);
+    }
+    long long n = atomic_fetch_add(&issued, per);
+    return n < cfg->requests ? n : -1;
+}
+
+static void noteError(libThread *t, const char *what, long long rc) {
+    t->st.errors++;
+    if (!t->st.firsterr[0])
+        snprintf(t->st.firsterr, sizeof(t->st.firsterr), "%s: %s (%s)", what, mc_strerror((int)rc),
+                 mc_last_error(t->mc));
+}
+
+static void *libThreadMain(void *arg) {
+    libThread *t = arg;
+    const benchLibConfig *cfg = t->cfg;
+    int batch = !strcmp(t->test, "mcbput") || !strcmp(t->test, "mcbget") ? cfg->batch : 1;
+    int write = !strcmp(t->test, "mcput") || !strcmp(t->test, "mcbput");
+    mc_put_opts opts = {.replicas = cfg->replicas, .replace = 1};
+    mc_kv *kv = calloc((size_t)batch, sizeof(mc_kv));
+    char (*keys)[64] = calloc((size_t)batch, 64);
+    int *pres = calloc((size_t)batch, sizeof(int));
+    long long *gres = calloc((size_t)batch, sizeof(long long));
+    for (;;) {
+        long long op = nextOp(cfg, 1);
+        if (op < 0) break;
+        /* Keys: per client (like redis-benchmark without -r), batch slots apart. */
+        for (int i = 0; i < batch; i++) {
+            int klen = snprintf(keys[i], 64, "lib:%zu:%d:%d", t->vlen, t->id, i);
+            kv[i].key = keys[i];
+            kv[i].keylen = (size_t)klen;
+            kv[i].buf = t->vals[i];
+            kv[i].len = t->vlen;
+        }
+        uint64_t t0 = nowNs();
+        if (batch == 1 && write) {
+            int rc = mc_put(t->mc, kv[0].key, kv[0].keylen, kv[0].buf, t->vlen, &opts);
+            if (rc != MC_OK) noteError(t, "put", rc);
+            else t->st.bytes += t->vlen;
+        } else if (batch == 1) {
+            long long rc = mc_get(t->mc, kv[0].key, kv[0].keylen, kv[0].buf, t->vlen);
+            if (rc == MC_ERR_NOT_FOUND) t->st.misses++;
+            else if (rc < 0) noteError(t, "get", rc);
+            else {
+                t->st.bytes += (uint64_t)rc;
+                if (cfg->check && ((size_t)rc != t->vlen || memcmp(kv[0].buf, t->expect, t->vlen))) t->st.badvals++;
+            }
+        } else if (write) {
+            int rc = mc_batch_put(t->mc, (size_t)batch, kv, &opts, pres);
+            if (rc < 0) noteError(t, "batch put", rc);
+            for (int i = 0; i < batch && rc >= 0; i++) {
+                if (pres[i] == MC_OK) t->st.bytes += t->vlen;
+                else noteError(t, "batch put item", pres[i]);
+            }
+        } else {
+            int rc = mc_batch_get(t->mc, (size_t)batch, kv, gres);
+            if (rc < 0) noteError(t, "batch get", rc);
+            for (int i = 0; i < batch && rc >= 0; i++) {
+                if (gres[i] == MC_ERR_NOT_FOUND) t->st.misses++;
+                else if (gres[i] < 0) noteError(t, "batch get item", gres[i]);
+                else t->st.bytes += (uint64_t)gres[i];
+            }
+        }
+        uint64_t dt = nowNs() - t0;
+        for (int i = 0; i < batch; i++) histRecord(&t->st.lat, dt);
+        t->st.ops += (uint64_t)batch;
+    }
+    free(kv);
+    free(keys);
+    free(pres);
+    free(gres);
+    return NULL;
+}
+
+static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, benchStats *out, double *secs) {
+    int nthreads = cfg->clients;
+    int batch = !strcmp(test, "mcbput") || !strcmp(test, "mcbget") ? cfg->batch : 1;
+    libThread *th = calloc((size_t)nthreads, sizeof(libThread));
+    int rc = 0;
+    for (int i = 0; i < nthreads; i++) {
+        libThread *t = &th[i];
+        char err[256];
+        t->cfg = cfg;
+        t->test = test;
+        t->vlen = vlen;
+        t->id = i;
+        histReset(&t->st.lat);
+        t->mc = mc_connect(cfg->uri, cfg->auth, err, sizeof(err));
+        if (t->mc == NULL) {
+            fprintf(stderr, "mooncake-benchmark: %s: %s\n", cfg->uri, err);
+            rc = -1;
+            goto out;
+        }
+        mc_set_transport(t->mc, cfg->transport);
+        t->vals = calloc((size_t)batch, sizeof(*t->vals));
+        for (int b = 0; b < batch; b++) {
+            t->vals[b] = mapFaulted(vlen);
+            if (t->vals[b] == NULL) {
+                fprintf(stderr, "mooncake-benchmark: out of memory for %d x %zu bytes\n", batch, vlen);
+                rc = -1;
+                goto out;
+            }
+            fillValue(t->vals[b], vlen, (uint64_t)i);
+        }
+        if (cfg->check) {
+            t->expect = mapFaulted(vlen);
+            fillValue(t->expect, vlen, (uint64_t)i);
+        }
+    }
+    atomic_store(&issued, 0);
+    atomic_store(&stop_flag, 0);
+    uint64_t start = nowNs();
+    deadline_ns = start + (uint64_t)(cfg->duration * 1e9);
+    for (int i = 0; i < nthreads; i++) pthread_create(&th[i].tid, NULL, libThreadMain, &th[i]);
+    for (int i = 0; i < nthreads; i++) pthread_join(th[i].tid, NULL);
+    *secs = (nowNs() - start) / 1e9;
+    for (int i = 0; i < nthreads; i++) {
+        histMerge(&out->lat, &th[i].st.lat);
+        out->ops += th[i].st.ops;
+        out->bytes += th[i].st.bytes;
+        out->errors += th[i].st.errors;
+        out->misses += th[i].st.misses;
+        out->badvals += th[i].st.badvals;
+        if (!out->firsterr[0] && th[i].st.firsterr[0]) memcpy(out->firsterr, th[i].st.firsterr, sizeof(out->firsterr));
+    }
+out:
+    for (int i = 0; i < nthreads; i++) {
+        mc_close(th[i].mc);
+        for (int b = 0; th[i].vals && b < batch; b++)
+            if (th[i].vals[b]) munmap(th[i].vals[b], vlen);
+        free(th[i].vals);
+        if (th[i].expect) munmap(th[i].expect, vlen);
+    }
+    free(th);
+    return rc;
+}
+
+/* ---- baselines ------------------------------------------------------------ */
+
+static long long baselineOps(const benchLibConfig *cfg, size_t vlen) {
+    if (cfg->duration > 0) return -1; /* until the deadline */
+    long long n = cfg->requests;
+    /* Enough bytes to be measurable, not so many the baseline takes longer than the test. */
+    long long min = (long long)((256u << 20) / (vlen ? vlen : 1)) + 1;
+    return n < min ? min : n;
+}
+
+static int runMemcpy(size_t vlen, const benchLibConfig *cfg, benchStats *out, double *secs) {
+    unsigned char *a = mapFaulted(vlen), *b = mapFaulted(vlen);
+    if (!a || !b) return -1;
+    fillValue(a, vlen, 1);
+    long long n = baselineOps(cfg, vlen);
+    uint64_t start = nowNs(), end = start + (uint64_t)(cfg->duration * 1e9);
+    for (long long i = 0; n < 0 || i < n; i++) {
+        uint64_t t0 = nowNs();
+        memcpy(i & 1 ? a : b, i & 1 ? b : a, vlen);
+        uint64_t t1 = nowNs();
+        histRecord(&out->lat, t1 - t0);
+        out->ops++;
+        out->bytes += vlen;
+        if (n < 0 && t1 >= end) break;
+    }
+    *secs = (nowNs() - start) / 1e9;
+    munmap(a, vlen);
+    munmap(b, vlen);
+    return 0;
+}
+
+typedef struct {
+    int fd;
+    size_t vlen;
+    long long count;
+    unsigned char *buf;
+} tcpSide;
+
+static void *rawTcpWriter(void *arg) {
+    tcpSide *s = arg;
+    for (long long i = 0; i < s->count; i++) {
+        size_t off = 0;
+        while (off < s->vlen) {
+            size_t chunk = s->vlen - off < (4u << 20) ? s->vlen - off : (4u << 20);
+            ssize_t w = write(s->fd, s->buf + off, chunk);
+            if (w <= 0) {
+                if (w < 0 && errno == EINTR) continue;
+                return NULL;
+            }
+            off += (size_t)w;
+        }
+    }
+    return NULL;
+}
+
+static int runRawTcp(size_t vlen, const benchLibConfig *cfg, benchStats *out, double *secs) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), wfd = -1, rfd = -1, rc = -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t salen = sizeof(sa);
+    unsigned char *wb = mapFaulted(vlen), *rb = mapFaulted(vlen);
+    if (lfd < 0 || !wb || !rb || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1) ||
+        getsockname(lfd, (struct sockaddr *)&sa, &salen))
+        goto out;
+    wfd = socket(AF_INET, SOCK_STREAM, 0);
+    if (wfd < 0 || connect(wfd, (struct sockaddr *)&sa, sizeof(sa))) goto out;
+    rfd = accept(lfd, NULL, NULL);
+    if (rfd < 0) goto out;
+    int one = 1;
+    setsockopt(wfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    long long n = baselineOps(cfg, vlen);
+    if (n < 0) n = (long long)(cfg->duration * 2e9 / (double)(vlen ? vlen : 1)) + 1; /* ~2 GB/s guess */
+    tcpSide ws = {.fd = wfd, .vlen = vlen, .count = n, .buf = wb};
+    pthread_t tid;
+    uint64_t start = nowNs();
+    pthread_create(&tid, NULL, rawTcpWriter, &ws);
+    for (long long i = 0; i < n; i++) {
+        uint64_t t0 = nowNs();
+        size_t got = 0;
+        while (got < vlen) {
+            ssize_t r = read(rfd, rb + got, vlen - got < (4u << 20) ? vlen - got : (4u << 20));
+            if (r <= 0) {
+                if (r < 0 && errno == EINTR) continue;
+                break;
+            }
+            got += (size_t)r;
+        }
+        if (got < vlen) break;
+        histRecord(&out->lat, nowNs() - t0);
+        out->ops++;
+        out->bytes += vlen;
+    }
+    *secs = (nowNs() - start) / 1e9;
+    shutdown(rfd, SHUT_RDWR);
+    pthread_join(tid, NULL);
+    rc = 0;
+out:
+    if (lfd >= 0) close(lfd);
+    if (wfd >= 0) close(wfd);
+    if (rfd >= 0) close(rfd);
+    if (wb) munmap(wb, vlen);
+    if (rb) munmap(rb, vlen);
+    return rc;
+}
+
+/* ---- entry ---------------------------------------------------------------- */
+
+static const struct {
+    const char *name, *label;
+} libTests[] = {
+    {"memcpy", "memcpy"},      {"rawtcp", "raw TCP"},      {"mcput", "mc_put"},
+    {"mcget", "mc_get"},       {"mcbput", "mc_batch_put"}, {"mcbget", "mc_batch_get"},
+};
+
+const char *benchLibLabel(const char *name) {
+    for (size_t i = 0; i < sizeof(libTests) / sizeof(libTests[0]); i++)
+        if (!strcasecmp(name, libTests[i].name)) return libTests[i].label;
+    return NULL;
+}
+
+int benchLibRun(const char *name, size_t vlen, const benchLibConfig *cfg, benchStats *out, double *secs) {
+    memset(out, 0, sizeof(*out));
+    histReset(&out->lat);
+    *secs = 0;
+    if (!strcasecmp(name, "memcpy")) return runMemcpy(vlen, cfg, out, secs);
+    if (!strcasecmp(name, "rawtcp")) return runRawTcp(vlen, cfg, out, secs);
+    return runLibrary(name, vlen, cfg, out, secs);
+}

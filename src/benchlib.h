@@ -1,0 +1,26 @@
+/* benchlib.h -- mooncake-benchmark's libmooncake rows and baselines (benchlib.c). */
+#ifndef BENCHLIB_H
+#define BENCHLIB_H
+
+#include <stddef.h>
+
+#include "benchhist.h"
+
+typedef struct benchLibConfig {
+    const char *uri;        /* tcp://h:p or unix:///path */
+    const char *auth;
+    int clients;            /* threads, each with its own handle */
+    long long requests;     /* calls per test (a batch call counts once) */
+    double duration;        /* seconds instead of requests, if > 0 */
+    int transport;          /* MC_TRANSPORT_* */
+    int batch;              /* keys per mc_batch_* call */
+    int replicas;
+    int check;
+} benchLibConfig;
+
+/* The printed label of a library test or baseline, NULL if name is not one. */
+const char *benchLibLabel(const char *name);
+/* Runs one test at one size; 0, or -1 if it could not run (message printed). */
+int benchLibRun(const char *name, size_t vlen, const benchLibConfig *cfg, benchStats *out, double *secs);
+
+#endif
