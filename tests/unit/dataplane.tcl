@@ -1,0 +1,137 @@
+# The data plane of the server's own pool (SPEC §4.3): SEG.WRITE into the
+# extent of a pending object, SEG.READ out of a complete one, SHM.ATTACH only
+# on unix sockets. Every refusal is checked to change nothing: the bytes of
+# the values around it, OBJECT.INFO and the data counters are compared
+# before and after. Large payloads take the in-place path (read straight
+# into the extent) and large replies the from-the-pool path, so both sizes
+# are covered. The client side (libmooncake over shm and tcp, hosted
+# segments) is tested by tests/c/test_mooncake.c.
+
+proc stat {field} { get_info_field r stats $field }
+
+# A pending put of size bytes; returns {seg offset len} of its one replica.
+proc pend {key size} {
+    lindex [r put.start $key $size] 0
+}
+
+start_server {tags {mooncake dataplane} overrides {segment-size 4mb evict-policy noeviction}} {
+
+    test {SEG.WRITE fills a pending extent, SEG.READ and GET see it after PUT.END} {
+        lassign [pend dp:1 10] seg off len
+        assert_equal 1 $seg
+        assert_equal 10 $len
+        assert_equal OK [r seg.write $seg $off hello]
+        assert_equal OK [r seg.write $seg [expr {$off + 5}] world]
+        # Pending: not readable through the data plane either.
+        assert_error {*not inside the extent of a complete object*} {r seg.read $seg $off 10}
+        assert_equal OK [r put.end dp:1]
+        assert_equal helloworld [r seg.read $seg $off 10]
+        assert_equal low [r seg.read $seg [expr {$off + 3}] 3]
+        assert_equal helloworld [r get dp:1]
+    }
+
+    test {SEG.WRITE refuses ranges outside a pending extent and writes nothing} {
+        lassign [pend dp:2 8] seg off len
+        r seg.write $seg $off abcdefgh
+        r put.end dp:2
+        lassign [pend dp:3 8] seg3 off3 len3
+        set w0 [stat data_write_bytes]
+        # Into a complete object.
+        assert_error {*not inside the extent of a pending object*} {r seg.write $seg $off XXXXXXXX}
+        # Straddling the end of the pending one (9 bytes into 8).
+        assert_error {*not inside the extent of a pending object*} {r seg.write $seg3 $off3 123456789}
+        # Starting one byte past its end, into the 16-byte rounding.
+        assert_error {*not inside*} {r seg.write $seg3 [expr {$off3 + 8}] Z}
+        # Free space, the segment's end, beyond it, and offsets that overflow.
+        assert_error {*not inside*} {r seg.write 1 [expr {4 * 1048576 - 1}] Z}
+        assert_error {*not inside*} {r seg.write 1 [expr {4 * 1048576}] Z}
+        assert_error {*not inside*} {r seg.write 1 18446744073709551615 Z}
+        assert_error {*unsigned integer*} {r seg.write 1 18446744073709551616 Z}
+        assert_error {*unsigned integer*} {r seg.write 1 -1 Z}
+        assert_error {*not inside*} {r seg.write $seg3 $off3 ""}
+        assert_equal abcdefgh [r get dp:2]
+        assert_equal $w0 [stat data_write_bytes]
+        r put.revoke dp:3
+    }
+
+    test {SEG.READ refuses what is not a complete extent} {
+        lassign [pend dp:4 100] seg off len
+        r seg.write $seg $off [string repeat x 100]
+        r put.end dp:4
+        assert_error {*not inside*} {r seg.read $seg $off 101}
+        assert_error {*not inside*} {r seg.read $seg $off 0}
+        assert_error {*not inside*} {r seg.read $seg $off -5}
+        assert_error {*not an integer*} {r seg.read $seg $off abc}
+        assert_error {*not inside*} {r seg.read 1 [expr {4 * 1048576 - 16}] 16}
+        # Freed space: after DEL (no lease) the extent is gone.
+        r del dp:4
+        assert_error {*not inside*} {r seg.read $seg $off 100}
+    }
+
+    test {A leased object stays readable through the data plane after DEL} {
+        lassign [pend dp:5 6] seg off len
+        r seg.write $seg $off leased
+        r put.end dp:5
+        r get.replicas dp:5
+        r del dp:5
+        assert_equal leased [r seg.read $seg $off 6]
+    }
+
+    test {Unknown and hosted segments are refused} {
+        assert_error {*no such segment*} {r seg.read 999 0 1}
+        assert_error {*no such segment*} {r seg.write 999 0 x}
+        assert_error {*unsigned integer*} {r seg.read self 0 1}
+        set id [r mount dp-remote 1048576]
+        assert_error {*hosted by its owner*} {r seg.read $id 0 1}
+        r unmount dp-remote
+    }
+
+    test {SHM.ATTACH needs a unix socket} {
+        assert_error {*needs a unix socket*} {r shm.attach 1}
+    }
+
+    test {Large payloads are read in place; refused ones are drained, the connection goes on} {
+        set size 300000
+        lassign [pend dp:big $size] seg off len
+        set val [pattern_bytes $size 7]
+        set inplace0 [stat values_read_in_place]
+        assert_equal OK [r seg.write $seg $off $val]
+        assert_equal [expr {$inplace0 + 1}] [stat values_read_in_place]
+        r put.end dp:big
+        # A large forged write into the complete value: refused, payload dropped.
+        assert_error {*not inside the extent of a pending object*} {r seg.write $seg $off [pattern_bytes $size 9]}
+        assert_equal PONG [r ping]
+        set sent0 [stat values_sent_from_pool]
+        set got [r seg.read $seg $off $size]
+        assert_equal [expr {$sent0 + 1}] [stat values_sent_from_pool]
+        assert {$got eq $val}
+        assert {[r get dp:big] eq $val}
+        # A slice from the middle.
+        assert {[r seg.read $seg [expr {$off + 1000}] 50000] eq [string range $val 1000 50999]}
+    }
+
+    test {A client killed mid-SEG.WRITE leaves the object pending, and revoke frees it} {
+        lassign [pend dp:kill 200000] seg off len
+        set fd [raw_connect]
+        puts -nonewline $fd "*4\r\n\$9\r\nSEG.WRITE\r\n\$[string length $seg]\r\n$seg\r\n\$[string length $off]\r\n$off\r\n\$200000\r\n"
+        puts -nonewline $fd [string repeat A 50000]
+        flush $fd
+        close $fd
+        assert_error {*NOTREADY*} {r get.replicas dp:kill}
+        assert_equal pending [dict get [r object.info dp:kill] state]
+        assert_equal OK [r put.revoke dp:kill]
+        assert_equal {} [r get.replicas dp:kill]
+    }
+
+    test {SEGMENT.INFO self lists the server's endpoints} {
+        set eps [dict get [r segment.info self] endpoints]
+        assert {[lsearch -exact $eps "tcp://[srv 0 host]:[srv 0 port]"] >= 0}
+    }
+
+    test {The data commands are in COMMAND} {
+        foreach c {seg.write seg.read shm.attach} {
+            assert_equal 1 [llength [r command info $c]]
+        }
+        assert_equal 4 [lindex [lindex [r command info seg.write] 0] 1]
+    }
+}
