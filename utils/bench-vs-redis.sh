@@ -11,6 +11,8 @@
 #   --keys N           keys loaded in the memory case (default 1000000)
 #   --no-memory        skip the memory case
 #   --no-mb            skip the second section (mooncake-benchmark as the client)
+#   --no-lib           skip the third section (libmooncake against memcpy, raw
+#                      TCP and Redis SET/GET of the same bytes)
 #   --segment-size S   mooncake's pool (default 2gb)
 #   --server PATH      mooncake-server binary (default src/mooncake-server)
 #   --redis PATH       redis-server binary (default /usr/bin/redis-server)
@@ -37,6 +39,7 @@ QUICK=0
 KEYS=""
 MEMORY=1
 MB=1
+LIB=1
 SEGMENT=2gb
 MC_BIN=$ROOT/src/mooncake-server
 REDIS_BIN=/usr/bin/redis-server
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     --keys) [ $# -ge 2 ] || die "$1 needs a value"; KEYS=$2; shift ;;
     --no-memory) MEMORY=0 ;;
     --no-mb) MB=0 ;;
+    --no-lib) LIB=0 ;;
     --segment-size) [ $# -ge 2 ] || die "$1 needs a value"; SEGMENT=$2; shift ;;
     --server) [ $# -ge 2 ] || die "$1 needs a value"; MC_BIN=$2; shift ;;
     --redis) [ $# -ge 2 ] || die "$1 needs a value"; REDIS_BIN=$2; shift ;;
@@ -142,6 +146,7 @@ REDIS_PID=$!
 MC_PORT=$(freePort)
 [ "$MC_PORT" != "$REDIS_PORT" ] || MC_PORT=$(freePort)
 "$MC_BIN" --port "$MC_PORT" --bind 127.0.0.1 --segment-size "$SEGMENT" --protected-mode no \
+    --unixsocket "$WORK/mc.sock" \
     >"$WORK/mooncake.log" 2>&1 &
 MC_PID=$!
 waitReady redis-server "$REDIS_PID" "$REDIS_PORT" "$WORK/redis.log"
@@ -264,6 +269,43 @@ elif [ "$MB" -eq 1 ]; then
     echo "  (no $MB_BIN: build it with make to get the second section)"
 fi
 
+# ---- libmooncake: the data plane against its ceilings and Redis ------------------
+# One client thread everywhere, so the baselines (one-thread memcpy, one
+# loopback TCP stream) are the ceilings of what one caller can get. Redis
+# moves the same bytes with SET/GET through the same client engine.
+: >"$WORK/libresults"
+libRun() {  # tag args...
+    local tag=$1
+    shift
+    if ! "$MB_BIN" --csv -c 1 "$@" >"$WORK/lib.out" 2>"$WORK/lib.err"; then
+        tail -5 "$WORK/lib.err" >&2
+        die "mooncake-benchmark $* failed"
+    fi
+    awk -F, -v t="$tag" 'NR > 1 { gsub(/"/, "", $1); gsub(/"/, "", $2)
+        printf "%s\t%s %s\t%s\t%s\t%s\n", t, $1, $2, $6, $7, $9 }' "$WORK/lib.out" >>"$WORK/libresults"
+}
+if [ "$LIB" -eq 1 ] && [ -x "$MB_BIN" ]; then
+    n1=$(count 2000); n16=$(count 200); nb=$(count 200)
+    for run in $(seq "$RUNS"); do
+        echo "  lib run $run/$RUNS: baselines, redis, shm, tcp, batches"
+        libRun base -t memcpy,rawtcp -d 1m -n "$n1"
+        libRun base -t memcpy,rawtcp -d 16m -n "$n16"
+        libRun redis -p "$REDIS_PORT" -t set,get -d 1m -n "$n1"
+        libRun redis -p "$REDIS_PORT" -t set,get -d 16m -n "$n16"
+        libRun mc -s "$WORK/mc.sock" -t mcput,mcget --transport shm -d 1m -n "$n1"
+        libRun mc -s "$WORK/mc.sock" -t mcput,mcget --transport shm -d 16m -n "$n16"
+        libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp -d 1m -n "$n1"
+        libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp -d 16m -n "$n16"
+        libRun redis -p "$REDIS_PORT" -t mset,mget --batch 128 -d 4k -n "$nb"
+        libRun mc -s "$WORK/mc.sock" -t mcbput,mcbget --batch 128 --transport shm -d 4k -n "$nb"
+        libRun mc -p "$MC_PORT" -t mcbput,mcbget --batch 128 --transport tcp -d 4k -n "$nb"
+        rcli "$MC_PORT" FLUSHALL >/dev/null
+        rcli "$REDIS_PORT" FLUSHALL >/dev/null
+    done
+elif [ "$LIB" -eq 1 ]; then
+    echo "  (no $MB_BIN: build it with make to get the libmooncake section)"
+fi
+
 # ---- the memory case -----------------------------------------------------------
 MEM_LINES=()
 if [ "$MEMORY" -eq 1 ]; then
@@ -337,6 +379,47 @@ if [ -s "$WORK/mbresults" ]; then
     echo
     echo "Same client for both servers: src/mooncake-benchmark (values sent from one buffer, replies read in place)"
     printTable "$WORK/mbresults" "${MB_CASES[@]}"
+fi
+
+if [ -s "$WORK/libresults" ]; then
+    # libresults: tag <TAB> "label size" <TAB> ops/s <TAB> GB/s <TAB> p99 ms
+    lpick() { awk -F'\t' -v r="$1" -v k="$2" '$2 == r { print $k }' "$WORK/libresults" | median; }
+    echo
+    echo "libmooncake, one client thread (GB/s = 1e9 B/s); x = ratio to the baseline named"
+    lfmt='%-20s %9s %9s %13s %13s\n'
+    # shellcheck disable=SC2059
+    printf "$lfmt" "test" "GB/s" "p99 ms" "x baseline" "x redis"
+    for size in 1MiB 16MiB; do
+        mem=$(lpick "memcpy $size" 4); tcp=$(lpick "raw TCP $size" 4)
+        rset=$(lpick "SET $size" 4); rget=$(lpick "GET $size" 4)
+        for row in "memcpy $size|$mem|-" "raw TCP $size|$tcp|-" "SET $size|$rset|-" "GET $size|$rget|-" \
+                   "mc_put shm $size|$mem|$rset" "mc_get shm $size|$mem|$rget" \
+                   "mc_put tcp $size|$tcp|$rset" "mc_get tcp $size|$tcp|$rget"; do
+            IFS='|' read -r label base red <<<"$row"
+            g=$(lpick "$label" 4)
+            [ -n "$g" ] || continue
+            xb="-"; xr="-"
+            case "$label" in mc_*)
+                xb=$(awk -v a="$g" -v b="$base" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+                xr=$(awk -v a="$g" -v b="$red" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }') ;;
+            esac
+            # shellcheck disable=SC2059
+            printf "$lfmt" "$label" "$g" "$(lpick "$label" 5)" "$xb" "$xr"
+        done
+    done
+    echo
+    lfmt2='%-26s %12s %9s\n'
+    # shellcheck disable=SC2059
+    printf "$lfmt2" "4 KiB, batches of 128" "keys/s" "p99 ms"
+    for label in "MSET 4KiB" "MGET 4KiB" "mc_batch_put shm 4KiB" "mc_batch_get shm 4KiB" \
+                 "mc_batch_put tcp 4KiB" "mc_batch_get tcp 4KiB"; do
+        o=$(lpick "$label" 3)
+        [ -n "$o" ] || continue
+        # MSET/MGET count commands (128 keys each); the library rows count keys.
+        case "$label" in M*) o=$(awk -v o="$o" 'BEGIN { print o * 128 }') ;; esac
+        # shellcheck disable=SC2059
+        printf "$lfmt2" "$label" "$(printf '%.0f' "$o")" "$(lpick "$label" 5)"
+    done
 fi
 
 if [ ${#MEM_LINES[@]} -eq 2 ]; then
