@@ -606,7 +606,7 @@ static void putRevoke(mc_client *c, const void *key, size_t keylen) {
 }
 
 static int putLocked(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
-                     const mc_put_opts *opts) {
+                     const mc_put_opts *opts, int device) {
     char sizebuf[24], repbuf[16], pinbuf[24];
     const char *argv[16];
     size_t lens[16];
@@ -636,7 +636,7 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const void *b
     }
     mcReplyFree(r);
     for (size_t i = 0; i < n; i++) {
-        rc = xferReplica(c, &reps[i], (void *)buf, 1, 0);
+        rc = xferReplica(c, &reps[i], (void *)buf, 1, device);
         if (rc != MC_OK) {
             char why[512];
             snprintf(why, sizeof(why), "%s", c->errbuf);
@@ -658,6 +658,8 @@ static int putStaged(mc_client *c, const void *key, size_t keylen, const void *b
                      const mc_put_opts *opts) {
     if (key == NULL || keylen == 0 || buf == NULL || len == 0) return setErr(c, MC_ERR_INVALID, "empty key or value");
     if (mcCudaIsDevicePtr(buf)) {
+        mcRegion *reg = regionOf(c, buf, len);
+        if (reg && reg->rdma) return putLocked(c, key, keylen, buf, len, opts, 1); /* GPUDirect */
         char *st = stageBuffer(c, len);
         char err[256];
         if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %zu bytes", len);
@@ -665,7 +667,7 @@ static int putStaged(mc_client *c, const void *key, size_t keylen, const void *b
         if (rc != MC_OK) return setErr(c, rc, "%s", err);
         buf = st;
     }
-    return putLocked(c, key, keylen, buf, len, opts);
+    return putLocked(c, key, keylen, buf, len, opts, 0);
 }
 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len, const mc_put_opts *opts) {
@@ -709,6 +711,7 @@ static int parseReplicas(mc_client *c, const mcReply *r, long long *lease_ms, ui
 }
 
 /* Reads the first replica that works into buf; lease checked at the end. */
+/* device: buf is GPU memory registered for RDMA, so only RDMA may carry it. */
 static long long readReplicas(mc_client *c, const mcReplica *reps, size_t n, uint64_t size, void *buf,
                               long long deadline_us, int device) {
     if (size == 0) return 0;
@@ -748,6 +751,8 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
     if (buf == NULL && size) return setErr(c, MC_ERR_INVALID, "no buffer");
     long long deadline = t0 + lease_ms * 1000;
     if (mcCudaIsDevicePtr(buf)) {
+        mcRegion *reg = regionOf(c, buf, size);
+        if (reg && reg->rdma) return readReplicas(c, reps, n, size, buf, deadline, 1); /* GPUDirect */
         char *st = stageBuffer(c, size);
         if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)size);
         long long got = readReplicas(c, reps, n, size, st, deadline, 0);
