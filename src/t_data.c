@@ -43,6 +43,13 @@
 #define DATA_ERR_WRITE "ERR range is not inside the extent of a pending object"
 #define DATA_ERR_READ "ERR range is not inside the extent of a complete object"
 
+/* Every refusal is logged (verbose): a forged or stale range is worth
+ * knowing about, and a flood of them costs only the log level. */
+static void dataRefused(client *c, const char *cmd, const char *err) {
+    serverLog(LL_VERBOSE, "%s refused for client id=%llu addr=%s: %s", cmd, (unsigned long long)c->id,
+              c->addr, err);
+}
+
 /* The local segment named by a seg-id argument, or NULL with *err set. */
 static segment *dataSegment(sds arg, const char **err) {
     unsigned long long id;
@@ -102,6 +109,7 @@ char *segWriteBigArgProc(client *c, int argi, size_t len) {
     storeObj *o = dataRange(c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);
     if (o == NULL) {
         c->argerr = err; /* the payload is read and dropped; the command replies err */
+        dataRefused(c, "SEG.WRITE", err);
         return NULL;
     }
     storeObjIncrRef(o);
@@ -120,6 +128,7 @@ void segWriteCommand(client *c) {
     const char *err;
     storeObj *o = dataRange(c->argv[1], c->argv[2], sdslen(c->argv[3]), OBJ_PENDING, &ptr, &err);
     if (o == NULL) {
+        dataRefused(c, "SEG.WRITE", err);
         addReplyError(c, err);
         return;
     }
@@ -139,6 +148,7 @@ void segReadCommand(client *c) {
     const char *err;
     storeObj *o = dataRange(c->argv[1], c->argv[2], (unsigned long long)len, OBJ_COMPLETE, &ptr, &err);
     if (o == NULL) {
+        dataRefused(c, "SEG.READ", err);
         addReplyError(c, err);
         return;
     }
@@ -150,12 +160,14 @@ void segReadCommand(client *c) {
  * write), so a client that sends SHM.ATTACH alone gets it with the reply. */
 void shmAttachCommand(client *c) {
     if (!(c->flags & CLIENT_UNIX_SOCKET)) {
+        dataRefused(c, "SHM.ATTACH", "not a unix socket connection");
         addReplyError(c, "ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)");
         return;
     }
     const char *err;
     segment *s = dataSegment(c->argv[1], &err);
     if (s == NULL) {
+        dataRefused(c, "SHM.ATTACH", err);
         addReplyError(c, err);
         return;
     }
