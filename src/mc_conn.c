@@ -14,6 +14,14 @@
  *
  * Unix sockets are read with recvmsg so that a file descriptor sent with a
  * reply (SHM.ATTACH) is picked up whichever read it arrives with.
+ *
+ * Why a reply is polled for before the thread sleeps: on these machines a
+ * round trip through a sleeping reader costs ~29 us, most of it waking the
+ * thread up, and a put is two round trips around one memcpy (44 us for
+ * 1 MiB). Polling the socket for up to MC_CONN_SPIN_US (50 us; env
+ * MC_SPIN_US, 0 turns it off) before a blocking read cut a 1 MiB shm put
+ * from 86 to 67 us (p50) -- the reply is usually there within that window,
+ * and the CPU spent is bounded by it.
  */
 #include "mc_conn.h"
 
@@ -29,12 +37,14 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mooncake.h"
 
 #define MC_CONN_REF_MIN (16 * 1024)   /* args this large are sent in place */
 #define MC_CONN_READ_CHUNK (64 * 1024)
+#define MC_CONN_SPIN_US 50       /* see readSome; MC_SPIN_US overrides */
 #define MC_CONN_MAX_DEPTH 8
 #define MC_CONN_MAX_LINE (64 * 1024)
 #define MC_CONN_MAX_ELEMENTS (1 << 24)
@@ -175,6 +185,8 @@ mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, c
     c->is_unix = is_unix;
     c->recv_fd = -1;
     c->io_timeout_ms = io_timeout_ms;
+    const char *spin = getenv("MC_SPIN_US");
+    c->spin_us = spin ? atoi(spin) : MC_CONN_SPIN_US;
     snprintf(c->uri, sizeof(c->uri), "%s", uri);
     return c;
 err:
@@ -283,10 +295,18 @@ int mcConnFlush(mcConn *c) {
 
 /* ---- input --------------------------------------------------------------- */
 
+static long long monoUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 /* One read into dst; keeps any fd that comes along. >0 bytes, or an MC_ERR. */
 static ssize_t readSome(mcConn *c, void *dst, size_t len) {
+    long long spin_until = c->spin_us > 0 ? monoUs() + c->spin_us : 0;
     for (;;) {
         ssize_t r;
+        int flags = spin_until ? MSG_DONTWAIT : 0;
         if (c->is_unix) {
             union {
                 char buf[CMSG_SPACE(sizeof(int))];
@@ -299,7 +319,7 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
             msg.msg_iovlen = 1;
             msg.msg_control = u.buf;
             msg.msg_controllen = sizeof(u.buf);
-            r = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC);
+            r = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC | flags);
             if (r > 0) {
                 for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
                     if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
@@ -311,10 +331,15 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
                 }
             }
         } else {
-            r = read(c->fd, dst, len);
+            r = recv(c->fd, dst, len, flags);
         }
         if (r > 0) return r;
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && flags && errno == EAGAIN) {
+            /* Nothing yet: poll a little longer, then sleep in a blocking read. */
+            if (monoUs() >= spin_until) spin_until = 0;
+            continue;
+        }
         connFail(c, "read: %s", r == 0 ? "connection closed" : errno == EAGAIN ? "timed out" : strerror(errno));
         return MC_ERR_IO;
     }

@@ -24,6 +24,7 @@ typedef struct mcConn {
     int is_unix;
     char uri[300];
     int io_timeout_ms;
+    int spin_us;             /* poll this long for a reply before sleeping in read */
     /* Input. */
     char *rbuf;
     size_t rcap, rlen, rpos;

@@ -11,6 +11,9 @@
  * be shared by threads; calls on one handle then run one at a time. For
  * parallel transfers open one handle per thread (connections are cheap).
  *
+ * Latency: a call polls its socket for a reply for up to 50 us before
+ * sleeping in read() (environment MC_SPIN_US sets the window, 0 disables).
+ *
  * Errors are negative MC_ERR_* values; mc_strerror() names them, and
  * mc_last_error() gives the server's or the system's own words for the last
  * failure on a handle. */
