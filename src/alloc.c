@@ -299,13 +299,18 @@ static const allocNode *allocUsedNode(const allocator *a, uint32_t h, const char
  * first unit (cover[]); one that starts inside it is reached from the
  * lowest such start (first[]) along the address links, a walk bounded by
  * the extents that fit in one granule. */
+/* Sets cover[] of every granule whose first unit lies in node n to v. */
+static void allocIndexCover(allocator *a, const allocNode *n, uint32_t v) {
+    uint64_t start = n->offset, end = n->offset + nodeSize(n);
+    for (uint64_t g = (start + ((UINT64_C(1) << a->gshift) - 1)) >> a->gshift; (g << a->gshift) < end; g++)
+        a->cover[g] = v;
+}
+
 static void allocIndexAdd(allocator *a, uint32_t idx) {
     if (a->cover == NULL) return;
     const allocNode *n = &a->nodes[idx];
-    uint64_t start = n->offset, end = n->offset + nodeSize(n);
-    uint64_t g0 = start >> a->gshift;
-    for (uint64_t g = ((start + ((UINT64_C(1) << a->gshift) - 1)) >> a->gshift); (g << a->gshift) < end; g++)
-        a->cover[g] = idx;
+    uint64_t start = n->offset, g0 = start >> a->gshift;
+    allocIndexCover(a, n, idx);
     uint32_t f = a->first[g0];
     if (f == ALLOC_NONE || a->nodes[f].offset > start) a->first[g0] = idx;
 }
@@ -314,10 +319,8 @@ static void allocIndexAdd(allocator *a, uint32_t idx) {
 static void allocIndexRemove(allocator *a, uint32_t idx) {
     if (a->cover == NULL) return;
     const allocNode *n = &a->nodes[idx];
-    uint64_t start = n->offset, end = n->offset + nodeSize(n);
-    uint64_t g0 = start >> a->gshift;
-    for (uint64_t g = ((start + ((UINT64_C(1) << a->gshift) - 1)) >> a->gshift); (g << a->gshift) < end; g++)
-        a->cover[g] = ALLOC_NONE;
+    uint64_t g0 = n->offset >> a->gshift;
+    allocIndexCover(a, n, ALLOC_NONE);
     if (a->first[g0] != idx) return;
     uint64_t limit = (g0 + 1) << a->gshift;
     uint32_t next = ALLOC_NONE;

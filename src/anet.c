@@ -288,3 +288,29 @@ int anetIsLoopback(const char *ip) {
     return !strncmp(ip, "127.", 4) || !strcmp(ip, "::1") || !strncmp(ip, "::ffff:127.", 11) ||
            !strcmp(ip, "/unixsocket");
 }
+
+/* sendmsg of iov with one fd attached by SCM_RIGHTS: the receiver gets the
+ * fd with the first of these bytes it reads. Used by SHM.ATTACH in the
+ * server and in libmooncake's segment host. */
+ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd) {
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    memset(&u, 0, sizeof(u));
+    msg.msg_iov = iov;
+    msg.msg_iovlen = (size_t)iovcnt;
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof(u.buf);
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+    ssize_t w;
+    do w = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (w < 0 && errno == EINTR);
+    return w;
+}

@@ -24,4 +24,8 @@ int anetFdToString(int fd, char *ip, size_t ip_len, int *port, int remote);
 int anetFormatAddr(char *buf, size_t buf_len, const char *ip, int port);
 int anetIsLoopback(const char *ip);
 
+#include <sys/types.h>
+struct iovec;
+ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd);
+
 #endif

@@ -37,6 +37,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "anet.h"
+
 #define HOST_MAX_ARGS 8
 #define HOST_MAX_SMALL_ARG 4096
 #define HOST_BUF (64 * 1024)
@@ -164,26 +166,8 @@ static const char *checkRange(hostConn *c, const char *idarg, const char *offarg
 }
 
 static int sendFd(hostConn *c, const char *msg, int fd) {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
     struct iovec iov = {.iov_base = (void *)msg, .iov_len = strlen(msg)};
-    struct msghdr m;
-    memset(&m, 0, sizeof(m));
-    memset(&u, 0, sizeof(u));
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = u.buf;
-    m.msg_controllen = sizeof(u.buf);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    ssize_t w;
-    do w = sendmsg(c->fd, &m, MSG_NOSIGNAL);
-    while (w < 0 && errno == EINTR);
+    ssize_t w = anetSendWithFd(c->fd, &iov, 1, fd);
     if (w < 0) return -1;
     return (size_t)w == iov.iov_len ? 0 : sendAll(c->fd, msg + w, iov.iov_len - (size_t)w);
 }
@@ -203,7 +187,7 @@ static int serveOne(hostConn *c) {
             reply(c, "-ERR Protocol error: invalid bulk length\r\n");
             return -1;
         }
-        if (i == 3 && !strcasecmp(args[0], "SEG.WRITE")) {
+        if (i == 3 && argc == 4 && !strcasecmp(args[0], "SEG.WRITE")) {
             /* The payload: checked, then read straight into the segment. */
             char *ptr = NULL;
             const char *err = checkRange(c, args[1], args[2], (uint64_t)len, &ptr);

@@ -215,13 +215,11 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     }
     mcReplyFree(r);
     if (!c->meta->is_unix) {
-        int port;
         char tmp[256];
         const char *u = !strncmp(uri, "tcp://", 6) ? uri + 6 : uri;
         snprintf(tmp, sizeof(tmp), "%s", u);
         char *colon = strrchr(tmp, ':');
         if (colon) *colon = '\0';
-        (void)port;
         if (tmp[0] == '[') {
             size_t l = strlen(tmp);
             if (l > 1 && tmp[l - 1] == ']') tmp[l - 1] = '\0';
@@ -477,6 +475,38 @@ static mcRegion *regionOf(mc_client *c, const void *p, size_t len) {
     return NULL;
 }
 
+/* One replica's copy through the segment's shared mapping. */
+static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, void *buf, int write) {
+    if (rep->off > s->size || rep->len > s->size - rep->off)
+        return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
+    if (write) memcpy(s->map + rep->off, buf, rep->len);
+    else memcpy(buf, s->map + rep->off, rep->len);
+    c->last_transport = MC_TRANSPORT_SHM;
+    return MC_OK;
+}
+
+/* Queues the SEG.WRITE (payload sent from buf) or SEG.READ of one replica. */
+static void appendSegCommand(mcConn *conn, const mcSeg *s, const mcReplica *rep, const void *buf, int write) {
+    char segbuf[24], offbuf[24], lenbuf[24];
+    fmtU64(segbuf, sizeof(segbuf), s->id);
+    fmtU64(offbuf, sizeof(offbuf), rep->off);
+    fmtU64(lenbuf, sizeof(lenbuf), rep->len);
+    const char *argv[4] = {write ? "SEG.WRITE" : "SEG.READ", segbuf, offbuf, write ? buf : lenbuf};
+    size_t lens[4] = {strlen(argv[0]), strlen(segbuf), strlen(offbuf), write ? (size_t)rep->len : strlen(lenbuf)};
+    mcConnAppend(conn, 4, argv, lens);
+}
+
+/* The reply to appendSegCommand: 1 if the transfer worked; *r gets an
+ * error reply to report (the caller frees it). */
+static int readSegReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r) {
+    *r = NULL;
+    if (write) {
+        *r = mcConnRead(conn);
+        return *r && (*r)->type == MCR_STATUS;
+    }
+    return mcConnReadBulkInto(conn, buf, len, r) == (long long)len;
+}
+
 static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int write) {
     int rc = MC_ERR_UNSUPPORTED;
     /* tcp:// endpoints first; the same protocol works over a unix one. */
@@ -485,31 +515,16 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
             const char *ep = s->endpoints[i];
             int is_tcp = !strncmp(ep, "tcp://", 6), is_unix = !strncmp(ep, "unix://", 7);
             if (pass == 0 ? !is_tcp : !is_unix) continue;
-            char uri[300], segbuf[24], offbuf[24], lenbuf[24];
+            char uri[300];
             endpointUri(c, ep, uri, sizeof(uri));
             mcConn *conn = dataConn(c, uri);
             if (conn == NULL) {
                 rc = MC_ERR_IO;
                 continue;
             }
-            fmtU64(segbuf, sizeof(segbuf), s->id);
-            fmtU64(offbuf, sizeof(offbuf), rep->off);
             mcReply *r = NULL;
-            if (write) {
-                const char *argv[4] = {"SEG.WRITE", segbuf, offbuf, buf};
-                size_t lens[4] = {9, strlen(segbuf), strlen(offbuf), (size_t)rep->len};
-                r = mcConnCommand(conn, 4, argv, lens);
-                if (r && r->type == MCR_STATUS) rc = MC_OK;
-            } else {
-                fmtU64(lenbuf, sizeof(lenbuf), rep->len);
-                const char *argv[4] = {"SEG.READ", segbuf, offbuf, lenbuf};
-                mcConnAppend(conn, 4, argv, NULL);
-                if (mcConnFlush(conn) == MC_OK) {
-                    long long n = mcConnReadBulkInto(conn, buf, rep->len, &r);
-                    if (n == (long long)rep->len) rc = MC_OK;
-                }
-            }
-            if (rc == MC_OK) {
+            appendSegCommand(conn, s, rep, buf, write);
+            if (mcConnFlush(conn) == MC_OK && readSegReply(conn, buf, rep->len, write, &r)) {
                 mcReplyFree(r);
                 c->last_transport = MC_TRANSPORT_TCP;
                 return MC_OK;
@@ -528,14 +543,8 @@ static int xferReplica(mc_client *c, const mcReplica *rep, void *buf, int write,
     mcSeg *s = segGet(c, rep->seg);
     if (s == NULL) return setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
-    if (!device && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK) {
-        if (rep->off > s->size || rep->len > s->size - rep->off)
-            return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
-        if (write) memcpy(s->map + rep->off, buf, rep->len);
-        else memcpy(buf, s->map + rep->off, rep->len);
-        c->last_transport = MC_TRANSPORT_SHM;
-        return MC_OK;
-    }
+    if (!device && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
+        return shmCopy(c, s, rep, buf, write);
     if (t == MC_TRANSPORT_SHM) return setErr(c, MC_ERR_UNSUPPORTED, "no shared memory path to segment %llu", (unsigned long long)s->id);
     if (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_RDMA) {
         mcRegion *reg = regionOf(c, buf, rep->len);
@@ -789,11 +798,12 @@ long long mc_size(mc_client *c, const void *key, size_t keylen) {
     return rc;
 }
 
-int mc_exists(mc_client *c, const void *key, size_t keylen) {
+/* A one-key command answering an integer: 1 when it is > 0, 0, or MC_ERR_*. */
+static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t keylen) {
     if (c == NULL || key == NULL || keylen == 0) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
-    const char *argv[2] = {"EXISTS", key};
-    size_t lens[2] = {6, keylen};
+    const char *argv[2] = {cmd, key};
+    size_t lens[2] = {strlen(cmd), keylen};
     mcReply *r;
     int rc = metaCommand(c, 2, argv, lens, &r);
     if (rc == MC_OK) {
@@ -804,20 +814,8 @@ int mc_exists(mc_client *c, const void *key, size_t keylen) {
     return rc;
 }
 
-int mc_remove(mc_client *c, const void *key, size_t keylen) {
-    if (c == NULL || key == NULL || keylen == 0) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
-    const char *argv[2] = {"REMOVE", key};
-    size_t lens[2] = {6, keylen};
-    mcReply *r;
-    int rc = metaCommand(c, 2, argv, lens, &r);
-    if (rc == MC_OK) {
-        rc = r->type == MCR_INT ? (r->integer > 0) : replyErr(c, r);
-        mcReplyFree(r);
-    }
-    pthread_mutex_unlock(&c->lock);
-    return rc;
-}
+int mc_exists(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "EXISTS", key, keylen); }
+int mc_remove(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "REMOVE", key, keylen); }
 
 /* ---- batches ------------------------------------------------------------- */
 
@@ -836,31 +834,16 @@ static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, m
     mcSeg *s = segGet(c, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     int t = c->transport;
-    if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK) {
-        if (rep->off > s->size || rep->len > s->size - rep->off) return MC_ERR_PROTOCOL;
-        if (write) memcpy(s->map + rep->off, buf, rep->len);
-        else memcpy(buf, s->map + rep->off, rep->len);
-        c->last_transport = MC_TRANSPORT_SHM;
-        return MC_OK;
-    }
+    if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
+        return shmCopy(c, s, rep, buf, write);
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
     for (int i = 0; i < s->nendpoints; i++) {
         if (strncmp(s->endpoints[i], "tcp://", 6)) continue;
-        char uri[300], segbuf[24], offbuf[24], lenbuf[24];
+        char uri[300];
         endpointUri(c, s->endpoints[i], uri, sizeof(uri));
         mcConn *conn = dataConn(c, uri);
         if (conn == NULL) continue;
-        fmtU64(segbuf, sizeof(segbuf), s->id);
-        fmtU64(offbuf, sizeof(offbuf), rep->off);
-        if (write) {
-            const char *argv[4] = {"SEG.WRITE", segbuf, offbuf, buf};
-            size_t lens[4] = {9, strlen(segbuf), strlen(offbuf), (size_t)rep->len};
-            mcConnAppend(conn, 4, argv, lens);
-        } else {
-            fmtU64(lenbuf, sizeof(lenbuf), rep->len);
-            const char *argv[4] = {"SEG.READ", segbuf, offbuf, lenbuf};
-            mcConnAppend(conn, 4, argv, NULL);
-        }
+        appendSegCommand(conn, s, rep, buf, write);
         p->conn = conn;
         p->buf = buf;
         p->len = rep->len;
@@ -876,15 +859,8 @@ static void finishXfers(mc_client *c, mcPending *p, size_t np, int write, int *o
         if (p[i].conn->olen || p[i].conn->nrefs) mcConnFlush(p[i].conn);
     }
     for (size_t i = 0; i < np; i++) {
-        mcReply *r = NULL;
-        int good = 0;
-        if (write) {
-            r = mcConnRead(p[i].conn);
-            good = r && r->type == MCR_STATUS;
-        } else {
-            good = mcConnReadBulkInto(p[i].conn, p[i].buf, p[i].len, &r) == (long long)p[i].len;
-        }
-        if (!good) {
+        mcReply *r;
+        if (!readSegReply(p[i].conn, p[i].buf, p[i].len, write, &r)) {
             ok[p[i].item] = 0;
             if (r) replyErr(c, r);
         }

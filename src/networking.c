@@ -533,28 +533,6 @@ int checkClientOutputBufferLimits(client *c) {
 
 static int clientHasPendingReplies(client *c) { return c->bufpos > 0 || c->reply_head != NULL; }
 
-/* writev with one fd attached by SCM_RIGHTS (SHM.ATTACH): the receiver gets
- * it with the first of these bytes it reads. */
-static ssize_t sendWithFd(int sock, struct iovec *iov, int n, int fd) {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    memset(&u, 0, sizeof(u));
-    msg.msg_iov = iov;
-    msg.msg_iovlen = (size_t)n;
-    msg.msg_control = u.buf;
-    msg.msg_controllen = sizeof(u.buf);
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-    return sendmsg(sock, &msg, MSG_NOSIGNAL);
-}
-
 /* Sends as much as the socket takes: the static buffer, then blocks, many
  * per writev. Returns C_ERR if the client was freed. */
 static int writeToClient(client *c, int handler_installed) {
@@ -577,7 +555,7 @@ static int writeToClient(client *c, int handler_installed) {
         }
         ssize_t nw;
         if (c->pass_fd >= 0) {
-            nw = sendWithFd(c->fd, iov, n, c->pass_fd);
+            nw = anetSendWithFd(c->fd, iov, n, c->pass_fd);
             if (nw > 0) {
                 close(c->pass_fd);
                 c->pass_fd = -1;

@@ -103,7 +103,9 @@ static storeObj *dataRange(sds segarg, sds offarg, unsigned long long len, int s
 
 /* The payload's header arrived (argument 3): place it or refuse it. */
 char *segWriteBigArgProc(client *c, int argi, size_t len) {
-    if (argi != 3 || c->argc != 3) return NULL;
+    /* Only a well-formed SEG.WRITE may write: one with the wrong argument
+     * count is refused after its bytes arrive, and must not have placed them. */
+    if (argi != 3 || c->argc != 3 || c->expect_argc != 4) return NULL;
     char *ptr;
     const char *err;
     storeObj *o = dataRange(c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);

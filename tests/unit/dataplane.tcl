@@ -110,6 +110,18 @@ start_server {tags {mooncake dataplane} overrides {segment-size 4mb evict-policy
         assert {[r seg.read $seg [expr {$off + 1000}] 50000] eq [string range $val 1000 50999]}
     }
 
+    test {A large SEG.WRITE with a wrong argument count places nothing} {
+        set size 100000
+        lassign [pend dp:arity $size] seg off len
+        set val [pattern_bytes $size 3]
+        r seg.write $seg $off $val
+        # The payload's header arrives before the extra argument: it must not
+        # be read into the extent of a command that will be refused.
+        assert_error {*wrong number of arguments*} {r seg.write $seg $off [pattern_bytes $size 4] extra}
+        r put.end dp:arity
+        assert {[r get dp:arity] eq $val}
+    }
+
     test {A client killed mid-SEG.WRITE leaves the object pending, and revoke frees it} {
         lassign [pend dp:kill 200000] seg off len
         set fd [raw_connect]
