@@ -66,11 +66,15 @@ typedef struct aeEventLoop {
     void *apidata;                /* struct epoll_event array */
     aeBeforeSleepProc *beforesleep;
     aeBeforeSleepProc *aftersleep;
+    long long busy_poll_us;       /* see aeSetBusyPoll */
+    int had_events;               /* the last poll returned events */
 } aeEventLoop;
 
 aeEventLoop *aeCreateEventLoop(int setsize);
 void aeDeleteEventLoop(aeEventLoop *eventLoop);
 void aeStop(aeEventLoop *eventLoop);
+/* Poll without sleeping for up to us microseconds after handling events (0: off). */
+void aeSetBusyPoll(aeEventLoop *eventLoop, long long us);
 int aeCreateFileEvent(aeEventLoop *eventLoop, int fd, int mask, aeFileProc *proc, void *clientData);
 void aeDeleteFileEvent(aeEventLoop *eventLoop, int fd, int mask);
 int aeGetFileEvents(aeEventLoop *eventLoop, int fd);

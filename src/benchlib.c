@@ -216,6 +216,7 @@ static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, 
             goto out;
         }
         mc_set_transport(t->mc, cfg->transport);
+        if (cfg->streams > 0) mc_set_streams(t->mc, cfg->streams);
         t->vals = calloc((size_t)batch, sizeof(*t->vals));
         for (int b = 0; b < batch; b++) {
             t->vals[b] = mapFaulted(vlen);

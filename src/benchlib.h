@@ -13,6 +13,7 @@ typedef struct benchLibConfig {
     long long requests;     /* calls per test (a batch call counts once) */
     double duration;        /* seconds instead of requests, if > 0 */
     int transport;          /* MC_TRANSPORT_* */
+    int streams;            /* tcp connections per transfer (mc_set_streams), 0: default */
     int batch;              /* keys per mc_batch_* call */
     int replicas;
     int check;

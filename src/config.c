@@ -175,6 +175,12 @@ static int applyMaxclients(const char **err) {
     return C_OK;
 }
 
+static int applyBusyPoll(const char **err) {
+    (void)err;
+    if (server.el) aeSetBusyPoll(server.el, server.busy_poll_us);
+    return C_OK;
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -214,6 +220,7 @@ static standardConfig configs[] = {
     ENUMC("loglevel", 0, &server.verbosity, loglevelEnum, "notice", applyLoglevel),
     SPECC("dir", CFG_ONEARG, ".", setDir, getDir),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
+    INTC("busy-poll-us", 0, &server.busy_poll_us, 0, 1000000, "50", applyBusyPoll),
     SPECC("save", 0, "", setSave, getSave),
     SPECC("appendonly", 0, "no", setAppendonly, getAppendonly),
     /* Slow log */

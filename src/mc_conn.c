@@ -8,7 +8,7 @@
  *
  * Why bulk bytes bypass the buffers: values are large. A command's large
  * arguments (the payload of SEG.WRITE) are referenced, not copied, and go
- * out with writev from the caller's memory; a bulk reply that the caller
+ * out with one sendmsg (gathered) from the caller's memory; a bulk reply that the caller
  * wants in its own buffer (SEG.READ) is read there directly, only the part
  * that arrived with the header being copied out of the read buffer.
  *
@@ -248,9 +248,12 @@ void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens) {
 }
 
 /* Writes all of iov[0..n), advancing through partial writes. */
+/* sendmsg, not writev: MSG_NOSIGNAL keeps a peer that went away from
+ * raising SIGPIPE in the caller's process. */
 static int writeAll(mcConn *c, struct iovec *iov, int n) {
     while (n > 0) {
-        ssize_t w = writev(c->fd, iov, n > IOV_MAX ? IOV_MAX : n);
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) continue;
             connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));

@@ -138,6 +138,7 @@ static struct benchConfig {
     const char *libtests[16]; /* libmooncake rows and baselines (benchlib.c), in -t order */
     int nlibtests;
     int transport;            /* --transport for the library rows */
+    int streams;              /* --streams for the library rows */
 } config = {
     .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
     .pipeline = 1, .threads = 1, .batch = 16, .sink = BENCH_SINK_DEFAULT,
@@ -1109,13 +1110,15 @@ static void runLibTest(const char *name, size_t vlen) {
     char uri[300], label[64], desc[256];
     benchLibConfig lc = {.uri = uri, .auth = config.auth, .clients = config.clients,
                          .requests = config.requests, .duration = config.duration,
-                         .transport = config.transport, .batch = config.batch,
+                         .transport = config.transport, .streams = config.streams, .batch = config.batch,
                          .replicas = config.replicas, .check = config.check};
     if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
     else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
     int baseline = !strncasecmp(name, "memcpy", 6) || !strcasecmp(name, "rawtcp");
     int batch = !strcasecmp(name, "mcbput") || !strcasecmp(name, "mcbget");
     if (baseline) snprintf(label, sizeof(label), "%s", benchLibLabel(name));
+    else if (config.streams > 0)
+        snprintf(label, sizeof(label), "%s %s x%d", benchLibLabel(name), tnames[config.transport], config.streams);
     else snprintf(label, sizeof(label), "%s %s", benchLibLabel(name), tnames[config.transport]);
     if (baseline) snprintf(desc, sizeof(desc), "copies, one thread (baseline)");
     else snprintf(desc, sizeof(desc), "%s, %d client threads (one handle each), transport %s%s",
@@ -1181,6 +1184,9 @@ static void usage(int code) {
 "                    this much per read() (default 4m; larger values pass\n"
 "                    through it in pieces, each verified right after its read)\n"
 " --transport <t>    library rows: auto, shm, tcp or rdma (default auto)\n"
+" --streams <n>      library rows: tcp connections one transfer may use at\n"
+"                    once, 1..16 (mc_set_streams; default: the library's,\n"
+"                    one per CPU up to 4)\n"
 " --help             this text\n"
 "\n"
 "Store (metadata) tests, mooncake-server only. No value bytes move; -d is the\n"
@@ -1292,6 +1298,7 @@ static void parseOptions(int argc, char **argv) {
         else if (!strcmp(o, "--warmup")) config.warmup = argNum(o, v, 0, LLONG_MAX / 4);
         else if (!strcmp(o, "--replicas")) config.replicas = (int)argNum(o, v, 1, 64);
         else if (!strcmp(o, "--segments")) config.segments = (int)argNum(o, v, 0, 100000);
+        else if (!strcmp(o, "--streams")) config.streams = (int)argNum(o, v, 1, 16);
         else if (!strcmp(o, "--transport")) {
             if (!strcasecmp(v, "auto")) config.transport = MC_TRANSPORT_AUTO;
             else if (!strcasecmp(v, "shm")) config.transport = MC_TRANSPORT_SHM;

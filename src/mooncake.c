@@ -21,7 +21,9 @@
  *  - rdma: the segment lists rdma:// and the buffer is registered.
  *  - tcp: SEG.WRITE/SEG.READ on a data connection to one of its endpoints
  *    (reusing the metadata connection when that is the endpoint), payload
- *    written from and read into the caller's buffer directly.
+ *    written from and read into the caller's buffer directly; with
+ *    mc_set_streams, a large transfer is striped over several connections
+ *    to the same peer (mc_tcp.c).
  *
  * Batches send one BATCH.* command for the metadata, do every shm copy, and
  * pipeline the tcp transfers of all items before reading any reply, so the
@@ -49,6 +51,7 @@
 #include "mc_cuda.h"
 #include "mc_host.h"
 #include "mc_rdma.h"
+#include "mc_tcp.h"
 
 #define MC_MAX_ENDPOINTS 16
 #define MC_MAX_REPLICAS 8
@@ -86,6 +89,8 @@ struct mc_client {
     char errbuf[512];
     mcSeg *segs;
     mcDataConn *dconns;
+    int streams;                 /* tcp connections per peer for one transfer */
+    mcTcpPool *tcp_pool;         /* their worker threads, made on first use */
     mcRegion *regions;
     mcRdma *rdma;
     int rdma_tried;
@@ -191,6 +196,7 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     c->host_fd = -1;
     c->host_id = MC_ERR_NOT_FOUND;
     c->transport = MC_TRANSPORT_AUTO;
+    c->streams = mcTcpDefaultStreams();
     c->meta = mcConnOpen(uri, c->connect_ms, c->io_ms, err, errlen);
     if (c->meta == NULL) goto err;
     if (password && password[0]) {
@@ -258,6 +264,14 @@ int mc_set_transport(mc_client *c, int transport) {
     return MC_OK;
 }
 
+int mc_set_streams(mc_client *c, int streams) {
+    if (c == NULL || streams < 1 || streams > MC_TCP_MAX_STREAMS) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    c->streams = streams;
+    pthread_mutex_unlock(&c->lock);
+    return MC_OK;
+}
+
 int mc_last_transport(mc_client *c) { return c ? c->last_transport : MC_ERR_INVALID; }
 const char *mc_last_error(mc_client *c) { return c ? c->errbuf : "no handle"; }
 
@@ -293,6 +307,7 @@ void mc_close(mc_client *c) {
         free(r);
     }
     if (c->rdma) mcRdmaClose(c->rdma);
+    mcTcpPoolFree(c->tcp_pool);
     if (c->stage) mcCudaHostFree(c->stage);
     mcConnClose(c->meta);
     free(c->password);
@@ -485,30 +500,18 @@ static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, void *buf
     return MC_OK;
 }
 
-/* Queues the SEG.WRITE (payload sent from buf) or SEG.READ of one replica. */
-static void appendSegCommand(mcConn *conn, const mcSeg *s, const mcReplica *rep, const void *buf, int write) {
-    char segbuf[24], offbuf[24], lenbuf[24];
-    fmtU64(segbuf, sizeof(segbuf), s->id);
-    fmtU64(offbuf, sizeof(offbuf), rep->off);
-    fmtU64(lenbuf, sizeof(lenbuf), rep->len);
-    const char *argv[4] = {write ? "SEG.WRITE" : "SEG.READ", segbuf, offbuf, write ? buf : lenbuf};
-    size_t lens[4] = {strlen(argv[0]), strlen(segbuf), strlen(offbuf), write ? (size_t)rep->len : strlen(lenbuf)};
-    mcConnAppend(conn, 4, argv, lens);
-}
-
-/* The reply to appendSegCommand: 1 if the transfer worked; *r gets an
- * error reply to report (the caller frees it). */
-static int readSegReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r) {
-    *r = NULL;
-    if (write) {
-        *r = mcConnRead(conn);
-        return *r && (*r)->type == MCR_STATUS;
-    }
-    return mcConnReadBulkInto(conn, buf, len, r) == (long long)len;
+/* The worker pool for striped transfers, grown to carry streams at once. */
+static mcTcpPool *tcpPool(mc_client *c, int streams) {
+    if (streams <= 1) return NULL;
+    if (mcTcpPoolWorkers(c->tcp_pool) >= streams - 1) return c->tcp_pool;
+    mcTcpPoolFree(c->tcp_pool);
+    c->tcp_pool = mcTcpPoolCreate(streams - 1, c->password);
+    return c->tcp_pool; /* NULL (no threads): one stream */
 }
 
 static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int write) {
     int rc = MC_ERR_UNSUPPORTED;
+    int streams = mcTcpStreamCount(rep->len, c->streams);
     /* tcp:// endpoints first; the same protocol works over a unix one. */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < s->nendpoints; i++) {
@@ -522,16 +525,14 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
                 rc = MC_ERR_IO;
                 continue;
             }
-            mcReply *r = NULL;
-            appendSegCommand(conn, s, rep, buf, write);
-            if (mcConnFlush(conn) == MC_OK && readSegReply(conn, buf, rep->len, write, &r)) {
-                mcReplyFree(r);
+            mcTcpFailure f;
+            if (mcTcpStriped(tcpPool(c, streams), conn, uri, streams, c->connect_ms, c->io_ms, s->id, rep->off,
+                             rep->len, buf, write, &f)) {
                 c->last_transport = MC_TRANSPORT_TCP;
                 return MC_OK;
             }
-            if (r) rc = replyErr(c, r);
-            else rc = setErr(c, MC_ERR_IO, "%s: %s", uri, conn->err);
-            mcReplyFree(r);
+            rc = f.reply ? replyErr(c, f.reply) : setErr(c, MC_ERR_IO, "%s", f.err);
+            mcReplyFree(f.reply);
             if (conn->broken) dropConn(c, conn);
         }
     }
@@ -843,7 +844,7 @@ static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, m
         endpointUri(c, s->endpoints[i], uri, sizeof(uri));
         mcConn *conn = dataConn(c, uri);
         if (conn == NULL) continue;
-        appendSegCommand(conn, s, rep, buf, write);
+        mcTcpAppend(conn, s->id, rep->off, rep->len, buf, write);
         p->conn = conn;
         p->buf = buf;
         p->len = rep->len;
@@ -860,7 +861,7 @@ static void finishXfers(mc_client *c, mcPending *p, size_t np, int write, int *o
     }
     for (size_t i = 0; i < np; i++) {
         mcReply *r;
-        if (!readSegReply(p[i].conn, p[i].buf, p[i].len, write, &r)) {
+        if (!mcTcpReadReply(p[i].conn, p[i].buf, p[i].len, write, &r)) {
             ok[p[i].item] = 0;
             if (r) replyErr(c, r);
         }

@@ -337,6 +337,7 @@ static void initServer(void) {
         serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
         exit(1);
     }
+    aeSetBusyPoll(server.el, server.busy_poll_us);
     if (server.port != 0 && listenToPort() == C_ERR) {
         serverLog(LL_WARNING, "Failed listening on port %d (tcp), aborting.", server.port);
         exit(1);

@@ -204,6 +204,7 @@ struct mcServer {
     long long client_max_querybuf_len;
     cobLimit cob_normal;
     long long hz;
+    long long busy_poll_us;  /* see aeSetBusyPoll */
     /* Process. */
     int daemonize;
     char *pidfile;

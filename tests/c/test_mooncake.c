@@ -1656,6 +1656,115 @@ static void testBatch(void) {
     finishServer(&s, group, failed0);
 }
 
+/* ==== 12. parallel tcp streams ================================================== */
+
+/* connected_clients from INFO clients, -1 if it cannot be read. */
+static long long connectedClients(redisContext *r) {
+    redisReply *rep = rcmd(r, "INFO clients");
+    long long n = -1;
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(rep->str, "connected_clients:");
+        if (p) n = atoll(p + strlen("connected_clients:"));
+    }
+    freeReplyObject(rep);
+    return n;
+}
+
+static void testStreams(void) {
+    const char *group = "streams";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!started(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    const size_t max = 16 * MiB;
+    char *want = xmalloc(max), *got = xmalloc(max + GUARD);
+    /* Around the slice boundaries: below one slice, exactly two, odd tails. */
+    static const size_t sizes[] = {256 * KiB, 512 * KiB, 512 * KiB + 1, 1 * MiB + 4097, 5 * MiB + 12345, 16 * MiB};
+    mc_client *c = NULL;
+
+    TEST("streams: mc_set_streams refuses 0 and 17, takes 1 and 16") {
+        c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(c != NULL);
+        CHECK_EQ(mc_set_streams(c, 0), MC_ERR_INVALID);
+        CHECK_EQ(mc_set_streams(c, 17), MC_ERR_INVALID);
+        CHECK_EQ(mc_set_streams(c, 16), MC_OK);
+        CHECK_EQ(mc_set_streams(c, 1), MC_OK);
+        CHECK_EQ(mc_set_streams(NULL, 2), MC_ERR_INVALID);
+    }
+    static const int counts[] = {1, 2, 3, 4};
+    for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+        char name[160], tag[16];
+        snprintf(tag, sizeof(tag), "st%d", counts[k]);
+        snprintf(name, sizeof(name), "streams: %d stream(s), put/get of 256 KiB .. 16 MiB byte for byte", counts[k]);
+        TEST(name) {
+            if (c) CHECK_EQ(mc_set_streams(c, counts[k]), MC_OK);
+            for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+                roundTrip(c, tag, sizes[i], MC_TRANSPORT_TCP, want, got);
+        }
+    }
+    TEST("streams: a value written with 4 streams reads back with 1, and the other way round") {
+        if (c) {
+            CHECK_EQ(mc_set_streams(c, 1), MC_OK);
+            char key[64];
+            rtKey(key, sizeof(key), "st4", 5 * MiB + 12345);
+            fillPattern(want, 5 * MiB + 12345, seedOf(key, 5 * MiB + 12345));
+            CHECK(getSame(c, key, want, 5 * MiB + 12345, MC_TRANSPORT_TCP));
+            CHECK_EQ(mc_set_streams(c, 4), MC_OK);
+            rtKey(key, sizeof(key), "st1", 5 * MiB + 12345);
+            fillPattern(want, 5 * MiB + 12345, seedOf(key, 5 * MiB + 12345));
+            CHECK(getSame(c, key, want, 5 * MiB + 12345, MC_TRANSPORT_TCP));
+        }
+    }
+    TEST("streams: 4 streams are 4 connections to the server (metadata one + 3 workers)") {
+        /* this hiredis connection, c's metadata connection, c's 3 workers */
+        long long n = connectedClients(r);
+        CHECK_EQ(n, 5);
+    }
+    TEST("streams: a slice refused (maxclients reached) fails the put, revokes it, leaves no key") {
+        mc_client *d = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(d != NULL);
+        long long now = connectedClients(r);
+        CHECK_EQ(now, 6);
+        redisReply *rep = rcmd(r, "CONFIG SET maxclients %lld", now);
+        CHECK(expectOk(rep, "CONFIG SET maxclients"));
+        if (d) {
+            CHECK_EQ(mc_set_streams(d, 4), MC_OK);
+            fillPattern(want, 4 * MiB, seedOf("st:refused", 4));
+            int rc = put(d, "st:refused", want, 4 * MiB, NULL);
+            CHECK(rc < 0);
+            if (rc >= 0) fprintf(stderr, "  put succeeded although its workers cannot connect\n");
+            CHECK_EQ(mc_exists(d, "st:refused", 10), 0);
+            rep = rcmd(r, "EXISTS st:refused");
+            CHECK_EQ(replyInt(rep), 0);
+            freeReplyObject(rep);
+        }
+        rep = rcmd(r, "CONFIG SET maxclients 10000");
+        CHECK(expectOk(rep, "CONFIG SET maxclients back"));
+        if (d) {
+            CHECK_EQ(put(d, "st:refused", want, 4 * MiB, NULL), MC_OK);
+            CHECK(getSame(d, "st:refused", want, 4 * MiB, MC_TRANSPORT_TCP));
+        }
+        mcClose(&d);
+    }
+    TEST("streams: 4 streams into a segment hosted by a client (thread per connection)") {
+        mc_client *host = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(host != NULL);
+        int rc = host ? mc_mount(host, 64 * MiB, "host-a") : MC_ERR_INVALID;
+        CHECK_EQ(rc, MC_OK);
+        if (c && rc == MC_OK) {
+            CHECK_EQ(mc_set_streams(c, 4), MC_OK);
+            hostedPutGet(c, r, "st:hosted", 8 * MiB + 5, MC_TRANSPORT_TCP, mc_mount_id(host));
+        }
+        mcClose(&host);
+    }
+    mcClose(&c);
+    rClose(&r);
+    free(want);
+    free(got);
+    finishServer(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -1665,7 +1774,7 @@ static const struct {
     {"round-trips", testRoundTrips}, {"errors", testErrors},     {"hosted", testHostedSegment},
     {"fallback", testReplicaFallback}, {"lease", testLeaseExpiry}, {"threads", testConcurrency},
     {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
-    {"interop", testInterop},          {"batch", testBatch},
+    {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
 };
 
 int main(int argc, char **argv) {

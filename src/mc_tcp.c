@@ -1,0 +1,255 @@
+/* mc_tcp.c -- libmooncake's TCP data plane.
+ *
+ * One transfer is one SEG.WRITE (payload sent from the caller's buffer with
+ * writev) or SEG.READ (reply read into the caller's buffer) on a data
+ * connection; batches queue many of them before reading any reply.
+ *
+ * Why several connections per peer: one TCP stream is carried by one core
+ * on each side, and by one flow through the network, so a single large
+ * transfer leaves other cores, NIC queues and ECMP paths idle. A transfer
+ * of a MiB or more is cut into slices of at least MC_TCP_SLICE_MIN, each a
+ * SEG.WRITE/SEG.READ of its own sub-range (the server accepts any range
+ * inside the extent), sent at the same time on different connections. The
+ * caller's thread carries the first slice on its usual connection; worker
+ * threads, each keeping its own connections, carry the rest. Threads and
+ * not one thread with non-blocking sockets, because the costly part of a
+ * stream is the kernel's copy, which runs on the thread that calls
+ * write/read: only more threads spread it over cores. A peer that serves a
+ * connection per thread (a segment hosted by libmooncake) then copies the
+ * slices in parallel too. Even a single-threaded server gains: on loopback
+ * half of a stream's kernel work (the sender's copy and the receive path)
+ * runs on the sending thread. Measured here (2 vCPUs, mooncake-server):
+ * 1 MiB put 2.7 -> 3.3-4.4 GB/s with 2 streams, 4 MiB 3.2-3.5 -> 4.1-4.3,
+ * raw single-stream TCP being 4.0-4.4. More streams than cores lose (4
+ * streams: 2.3-2.5 GB/s at 1 MiB), hence one per CPU, at most 4, by default.
+ *
+ * A pool belongs to one handle, whose mutex already serialises calls, so it
+ * runs one striped transfer at a time and its job list needs no queue.
+ */
+#include "mc_tcp.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mooncake.h"
+
+#define MC_TCP_WORKER_CONNS 8   /* peers a worker keeps a connection to */
+
+/* ---- one transfer --------------------------------------------------------- */
+
+static void fmtU64(char *buf, size_t len, uint64_t v) { snprintf(buf, len, "%llu", (unsigned long long)v); }
+
+void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const void *buf, int write) {
+    char segbuf[24], offbuf[24], lenbuf[24];
+    fmtU64(segbuf, sizeof(segbuf), seg);
+    fmtU64(offbuf, sizeof(offbuf), off);
+    fmtU64(lenbuf, sizeof(lenbuf), len);
+    const char *argv[4] = {write ? "SEG.WRITE" : "SEG.READ", segbuf, offbuf, write ? buf : lenbuf};
+    size_t lens[4] = {strlen(argv[0]), strlen(segbuf), strlen(offbuf), write ? (size_t)len : strlen(lenbuf)};
+    mcConnAppend(conn, 4, argv, lens);
+}
+
+int mcTcpReadReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r) {
+    *r = NULL;
+    if (write) {
+        *r = mcConnRead(conn);
+        return *r && (*r)->type == MCR_STATUS;
+    }
+    return mcConnReadBulkInto(conn, buf, len, r) == (long long)len;
+}
+
+/* Sends one slice and reads its reply; on failure fills *f. */
+static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, char *buf, int write,
+                    mcTcpFailure *f) {
+    mcReply *r = NULL;
+    mcTcpAppend(conn, seg, off, len, buf, write);
+    if (mcConnFlush(conn) == MC_OK && mcTcpReadReply(conn, buf, len, write, &r)) {
+        mcReplyFree(r);
+        return 1;
+    }
+    f->reply = r;
+    snprintf(f->err, sizeof(f->err), "%.250s: %.250s", conn->uri, conn->err[0] ? conn->err : "transfer failed");
+    return 0;
+}
+
+/* ---- the worker pool -------------------------------------------------------- */
+
+typedef struct {
+    const char *uri;
+    int connect_ms, io_ms;
+    uint64_t seg, off, len;
+    char *buf;
+    int write;
+    int ok;
+    mcTcpFailure f;
+} mcTcpJob;
+
+typedef struct {
+    struct mcTcpPool *pool;
+    mcConn *conns[MC_TCP_WORKER_CONNS];
+    int nconns;
+} mcTcpWorker;
+
+struct mcTcpPool {
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    mcTcpJob *jobs;              /* the current transfer's worker slices */
+    int njobs, next, pending;    /* next: first unclaimed; pending: not finished */
+    int stop;
+    int nworkers;
+    pthread_t tids[MC_TCP_MAX_STREAMS];
+    mcTcpWorker workers[MC_TCP_MAX_STREAMS];
+    char *password;
+};
+
+/* The worker's connection to uri, opened (and authenticated) on first use. */
+static mcConn *workerConn(mcTcpWorker *w, const mcTcpJob *j, mcTcpFailure *f) {
+    for (int i = 0; i < w->nconns; i++)
+        if (!strcmp(w->conns[i]->uri, j->uri)) return w->conns[i];
+    mcConn *c = mcConnOpen(j->uri, j->connect_ms, j->io_ms, f->err, sizeof(f->err));
+    if (c == NULL) return NULL;
+    if (mcConnAuth(c, w->pool->password) != MC_OK) {
+        snprintf(f->err, sizeof(f->err), "%.250s: %.250s", j->uri, c->err);
+        mcConnClose(c);
+        return NULL;
+    }
+    if (w->nconns == MC_TCP_WORKER_CONNS) { /* forget the oldest peer */
+        mcConnClose(w->conns[0]);
+        memmove(w->conns, w->conns + 1, sizeof(w->conns[0]) * (MC_TCP_WORKER_CONNS - 1));
+        w->nconns--;
+    }
+    w->conns[w->nconns++] = c;
+    return c;
+}
+
+static void workerDrop(mcTcpWorker *w, mcConn *c) {
+    for (int i = 0; i < w->nconns; i++) {
+        if (w->conns[i] != c) continue;
+        mcConnClose(c);
+        memmove(w->conns + i, w->conns + i + 1, sizeof(w->conns[0]) * (size_t)(w->nconns - i - 1));
+        w->nconns--;
+        return;
+    }
+}
+
+static void *workerMain(void *arg) {
+    mcTcpWorker *w = arg;
+    mcTcpPool *p = w->pool;
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stop && (p->jobs == NULL || p->next >= p->njobs)) pthread_cond_wait(&p->work, &p->lock);
+        if (p->stop) break;
+        mcTcpJob *j = &p->jobs[p->next++];
+        pthread_mutex_unlock(&p->lock);
+        mcConn *c = workerConn(w, j, &j->f);
+        j->ok = c && runSlice(c, j->seg, j->off, j->len, j->buf, j->write, &j->f);
+        if (c && c->broken) workerDrop(w, c);
+        pthread_mutex_lock(&p->lock);
+        if (--p->pending == 0) pthread_cond_signal(&p->done);
+    }
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < w->nconns; i++) mcConnClose(w->conns[i]);
+    w->nconns = 0;
+    return NULL;
+}
+
+mcTcpPool *mcTcpPoolCreate(int nworkers, const char *password) {
+    if (nworkers < 1 || nworkers > MC_TCP_MAX_STREAMS) return NULL;
+    mcTcpPool *p = calloc(1, sizeof(*p));
+    if (p == NULL) return NULL;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->work, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (password && password[0] && (p->password = strdup(password)) == NULL) goto err;
+    for (int i = 0; i < nworkers; i++) {
+        p->workers[i].pool = p;
+        if (pthread_create(&p->tids[i], NULL, workerMain, &p->workers[i]) != 0) goto err;
+        p->nworkers++;
+    }
+    return p;
+err:
+    mcTcpPoolFree(p);
+    return NULL;
+}
+
+void mcTcpPoolFree(mcTcpPool *p) {
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->work);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->tids[i], NULL);
+    pthread_cond_destroy(&p->work);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->lock);
+    free(p->password);
+    free(p);
+}
+
+int mcTcpPoolWorkers(const mcTcpPool *p) { return p ? p->nworkers : 0; }
+
+int mcTcpStreamCount(uint64_t len, int want) {
+    if (want <= 1) return 1;
+    if (want > MC_TCP_MAX_STREAMS) want = MC_TCP_MAX_STREAMS;
+    uint64_t k = len / MC_TCP_SLICE_MIN;
+    return k < 2 ? 1 : (k > (uint64_t)want ? want : (int)k);
+}
+
+int mcTcpDefaultStreams(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 4 ? 4 : (int)n;
+}
+
+int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
+                 uint64_t seg, uint64_t off, uint64_t len, void *buf, int write, mcTcpFailure *f) {
+    memset(f, 0, sizeof(*f));
+    if (streams > mcTcpPoolWorkers(p) + 1) streams = mcTcpPoolWorkers(p) + 1;
+    if (streams < 1) streams = 1;
+    /* Page-aligned slices, the last one taking the remainder. */
+    uint64_t slice = ((len + (uint64_t)streams - 1) / (uint64_t)streams + 4095) & ~(uint64_t)4095;
+    mcTcpJob jobs[MC_TCP_MAX_STREAMS];
+    int nworker_jobs = 0;
+    for (int i = 1; i < streams && (uint64_t)i * slice < len; i++) {
+        uint64_t start = (uint64_t)i * slice;
+        mcTcpJob *j = &jobs[nworker_jobs++];
+        memset(j, 0, sizeof(*j));
+        j->uri = uri;
+        j->connect_ms = connect_ms;
+        j->io_ms = io_ms;
+        j->seg = seg;
+        j->off = off + start;
+        j->len = i == streams - 1 || len - start < slice ? len - start : slice;
+        j->buf = (char *)buf + start;
+        j->write = write;
+    }
+    if (nworker_jobs) {
+        pthread_mutex_lock(&p->lock);
+        p->jobs = jobs;
+        p->njobs = nworker_jobs;
+        p->next = 0;
+        p->pending = nworker_jobs;
+        pthread_cond_broadcast(&p->work);
+        pthread_mutex_unlock(&p->lock);
+    }
+    uint64_t first = nworker_jobs ? slice : len;
+    int ok = runSlice(own, seg, off, first, buf, write, f);
+    if (nworker_jobs) {
+        pthread_mutex_lock(&p->lock);
+        while (p->pending) pthread_cond_wait(&p->done, &p->lock);
+        p->jobs = NULL;
+        pthread_mutex_unlock(&p->lock);
+    }
+    for (int i = 0; i < nworker_jobs; i++) {
+        if (jobs[i].ok) continue;
+        if (ok) {
+            *f = jobs[i].f;
+            ok = 0;
+        } else {
+            mcReplyFree(jobs[i].f.reply);
+        }
+    }
+    return ok;
+}

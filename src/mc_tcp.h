@@ -1,0 +1,48 @@
+/* mc_tcp.h -- libmooncake's TCP data plane: SEG.WRITE/SEG.READ over one
+ * connection, or a large transfer striped over several (see mc_tcp.c). */
+#ifndef MC_TCP_H
+#define MC_TCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mc_conn.h"
+
+#define MC_TCP_SLICE_MIN (256 * 1024) /* no stream carries less than this */
+#define MC_TCP_MAX_STREAMS 16
+
+/* Queues the SEG.WRITE (payload sent from buf) or SEG.READ of len bytes at
+ * seg:off. */
+void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const void *buf, int write);
+/* The reply to mcTcpAppend: 1 if the transfer worked. *r gets an error
+ * reply to report (the caller frees it), NULL on an I/O failure. */
+int mcTcpReadReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r);
+
+/* Worker threads, each with its own connections, that carry the slices of
+ * one striped transfer in parallel with the caller's thread. */
+typedef struct mcTcpPool mcTcpPool;
+
+mcTcpPool *mcTcpPoolCreate(int nworkers, const char *password);
+void mcTcpPoolFree(mcTcpPool *p);
+int mcTcpPoolWorkers(const mcTcpPool *p);
+
+/* What failed in a striped transfer: the server's error reply (caller
+ * frees) or, when that is NULL, the I/O error in err. */
+typedef struct {
+    mcReply *reply;
+    char err[512];
+} mcTcpFailure;
+
+/* Moves len bytes at seg:off in up to streams slices: the first over own
+ * (the caller's connection to uri), the others over the workers' own
+ * connections to uri, all at once. Returns 1 if every slice worked, else 0
+ * with the first failure in *f. streams must not exceed workers + 1. */
+int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
+                 uint64_t seg, uint64_t off, uint64_t len, void *buf, int write, mcTcpFailure *f);
+
+/* How many streams a transfer of len bytes uses when up to want are allowed. */
+int mcTcpStreamCount(uint64_t len, int want);
+/* The default number of streams: one per online CPU, at most 4. */
+int mcTcpDefaultStreams(void);
+
+#endif
