@@ -21,8 +21,9 @@
  * sleeps. On a VM a sleeping thread's wake-up costs 10-20 us, which is half
  * of a loopback round trip; a data-plane client that answers PUT.START with
  * a memcpy and then PUT.END arrives inside that window and finds the loop
- * awake. An idle server never spins (the window opens only after events),
- * and beforesleep still runs once per iteration.
+ * awake. An idle server never spins (the window opens only after I/O
+ * events), timers still run on time, and beforesleep still runs once per
+ * iteration.
  */
 #include "ae.h"
 #include "zmalloc.h"
@@ -57,7 +58,10 @@ aeEventLoop *aeCreateEventLoop(int setsize) {
 
 int aeGetSetSize(aeEventLoop *el) { return el->setsize; }
 
-void aeSetBusyPoll(aeEventLoop *el, long long us) { el->busy_poll_us = us > 0 ? us : 0; }
+void aeSetBusyPoll(aeEventLoop *el, long long us) {
+    el->busy_poll_us = us > 0 ? us : 0;
+    el->poll_until_us = 0; /* a window opened under the old setting ends */
+}
 
 /* Refused when an fd at or above the new size is still registered, so a
  * CONFIG SET maxclients can never orphan a live connection's events. */
@@ -222,8 +226,9 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
 
     struct epoll_event *events = el->apidata;
     int numevents = 0;
-    if (el->busy_poll_us > 0 && el->had_events && timeout_ms != 0) {
-        long long start = aeMonotonicUs(), until = start + el->busy_poll_us;
+    long long start = el->busy_poll_us > 0 && timeout_ms != 0 ? aeMonotonicUs() : 0;
+    if (start && start < el->poll_until_us) {
+        long long until = el->poll_until_us;
         if (timeout_ms > 0 && until > start + (long long)timeout_ms * 1000) until = start + (long long)timeout_ms * 1000;
         while ((numevents = epoll_wait(el->epfd, events, el->setsize, 0)) == 0 && aeMonotonicUs() < until) {
         }
@@ -233,7 +238,6 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
         }
     }
     if (numevents == 0) numevents = epoll_wait(el->epfd, events, el->setsize, timeout_ms);
-    el->had_events = numevents > 0;
     if (el->aftersleep && (flags & AE_CALL_BEFORE_SLEEP)) el->aftersleep(el);
     for (int j = 0; j < numevents; j++) {
         int mask = 0;
@@ -263,6 +267,9 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
         }
         processed++;
     }
+    /* The polling window runs from the end of the last iteration that had
+     * I/O, across timer-only iterations (a cron tick must not close it). */
+    if (numevents > 0 && el->busy_poll_us > 0) el->poll_until_us = aeMonotonicUs() + el->busy_poll_us;
     if (flags & AE_TIME_EVENTS) processed += processTimeEvents(el);
     return processed;
 }

@@ -67,7 +67,7 @@ typedef struct aeEventLoop {
     aeBeforeSleepProc *beforesleep;
     aeBeforeSleepProc *aftersleep;
     long long busy_poll_us;       /* see aeSetBusyPoll */
-    int had_events;               /* the last poll returned events */
+    long long poll_until_us;      /* poll, don't sleep, until then (monotonic) */
 } aeEventLoop;
 
 aeEventLoop *aeCreateEventLoop(int setsize);

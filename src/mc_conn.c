@@ -256,6 +256,7 @@ static int writeAll(mcConn *c, struct iovec *iov, int n) {
         ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (w < 0) {
             if (errno == EINTR) continue;
+            c->timed_out = errno == EAGAIN;
             connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
             return MC_ERR_IO;
         }
@@ -343,6 +344,7 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
             if (monoUs() >= spin_until) spin_until = 0;
             continue;
         }
+        c->timed_out = r < 0 && errno == EAGAIN;
         connFail(c, "read: %s", r == 0 ? "connection closed" : errno == EAGAIN ? "timed out" : strerror(errno));
         return MC_ERR_IO;
     }

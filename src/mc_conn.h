@@ -35,6 +35,7 @@ typedef struct mcConn {
     struct { size_t obuf_off; const void *ptr; size_t len; } refs[MC_CONN_MAX_IOV];
     int nrefs;
     int broken;              /* an I/O error or protocol error: don't reuse */
+    int timed_out;           /* ... and it was the I/O timeout */
     char err[256];
 } mcConn;
 

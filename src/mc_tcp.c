@@ -71,6 +71,7 @@ static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, char
         return 1;
     }
     f->reply = r;
+    f->timed_out = conn->timed_out;
     snprintf(f->err, sizeof(f->err), "%.250s: %.250s", conn->uri, conn->err[0] ? conn->err : "transfer failed");
     return 0;
 }

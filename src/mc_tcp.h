@@ -30,6 +30,7 @@ int mcTcpPoolWorkers(const mcTcpPool *p);
  * frees) or, when that is NULL, the I/O error in err. */
 typedef struct {
     mcReply *reply;
+    int timed_out;               /* the I/O timeout ran out (not worth a retry) */
     char err[512];
 } mcTcpFailure;
 

@@ -103,6 +103,13 @@ struct mc_client {
     int host_fd, host_owned;
     char *host_name;
     long long host_id;
+    char *mount_argv[32];        /* the MOUNT command, kept to mount again */
+    int mount_argc;
+    /* The heartbeat thread of a hosting handle (see heartbeatMain). */
+    pthread_t hb_thread;
+    int hb_running, hb_stop;
+    pthread_mutex_t hb_lock;
+    pthread_cond_t hb_cond;
 };
 
 typedef struct { uint64_t seg, off, len; } mcReplica;
@@ -155,23 +162,31 @@ static int parseReplica(const mcReply *r, mcReplica *out) {
     return 0;
 }
 
-/* The metadata connection broke: reconnect once (a hosted segment's owner
- * goes with the old connection, so a handle that hosts one does not). */
+static void heartbeatLocked(mc_client *c);
+
+/* Replaces a broken metadata connection; 0 or -1. A hosting handle then
+ * sends HEARTBEAT at once, so its owner lives on in the new connection. */
+static int metaReconnect(mc_client *c) {
+    char err[256], uri[300];
+    snprintf(uri, sizeof(uri), "%s", c->meta->uri);
+    mcConn *n = mcConnOpen(uri, c->connect_ms, c->io_ms, err, sizeof(err));
+    if (n == NULL || mcConnAuth(n, c->password) != MC_OK) {
+        mcConnClose(n);
+        return -1;
+    }
+    mcConnClose(c->meta);
+    c->meta = n;
+    if (c->host) heartbeatLocked(c);
+    return 0;
+}
+
+/* One command on the metadata connection; a broken one is reconnected once. */
 static int metaCommand(mc_client *c, int argc, const char **argv, const size_t *lens, mcReply **out) {
     for (int attempt = 0; attempt < 2; attempt++) {
         if (c->meta == NULL) return setErr(c, MC_ERR_IO, "not connected");
         *out = mcConnCommand(c->meta, argc, argv, lens);
         if (*out) return MC_OK;
-        if (attempt == 1 || c->host || !c->meta->broken) break;
-        char err[256], uri[300];
-        snprintf(uri, sizeof(uri), "%s", c->meta->uri);
-        mcConn *n = mcConnOpen(uri, c->connect_ms, c->io_ms, err, sizeof(err));
-        if (n == NULL || mcConnAuth(n, c->password) != MC_OK) {
-            mcConnClose(n);
-            break;
-        }
-        mcConnClose(c->meta);
-        c->meta = n;
+        if (attempt == 1 || !c->meta->broken || metaReconnect(c) != 0) break;
     }
     return setErr(c, MC_ERR_IO, "%s", c->meta ? c->meta->err : "connection lost");
 }
@@ -191,6 +206,8 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
         return NULL;
     }
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->hb_lock, NULL);
+    pthread_cond_init(&c->hb_cond, NULL);
     c->connect_ms = 5000;
     c->io_ms = 30000;
     c->host_fd = -1;
@@ -240,6 +257,8 @@ err:
     mcConnClose(c->meta);
     free(c->password);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->hb_lock);
+    pthread_cond_destroy(&c->hb_cond);
     free(c);
     return NULL;
 }
@@ -313,6 +332,8 @@ void mc_close(mc_client *c) {
     free(c->password);
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->hb_lock);
+    pthread_cond_destroy(&c->hb_cond);
     free(c);
 }
 
@@ -525,15 +546,23 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
                 rc = MC_ERR_IO;
                 continue;
             }
-            mcTcpFailure f;
-            if (mcTcpStriped(tcpPool(c, streams), conn, uri, streams, c->connect_ms, c->io_ms, s->id, rep->off,
-                             rep->len, buf, write, &f)) {
-                c->last_transport = MC_TRANSPORT_TCP;
-                return MC_OK;
+            /* A cached connection the peer closed meanwhile (its idle
+             * timeout) fails at once: a second try on fresh connections.
+             * SEG.WRITE/SEG.READ of the same range are safe to repeat. */
+            for (int attempt = 0; attempt < 2; attempt++) {
+                mcTcpFailure f;
+                if (attempt && (conn = dataConn(c, uri)) == NULL) break;
+                if (mcTcpStriped(tcpPool(c, streams), conn, uri, streams, c->connect_ms, c->io_ms, s->id,
+                                 rep->off, rep->len, buf, write, &f)) {
+                    c->last_transport = MC_TRANSPORT_TCP;
+                    return MC_OK;
+                }
+                rc = f.reply ? replyErr(c, f.reply) : setErr(c, MC_ERR_IO, "%s", f.err);
+                int again = f.reply == NULL && !f.timed_out;
+                mcReplyFree(f.reply);
+                if (conn->broken) dropConn(c, conn);
+                if (!again) break;
             }
-            rc = f.reply ? replyErr(c, f.reply) : setErr(c, MC_ERR_IO, "%s", f.err);
-            mcReplyFree(f.reply);
-            if (conn->broken) dropConn(c, conn);
         }
     }
     return rc;
@@ -1150,7 +1179,82 @@ int mc_unregister(mc_client *c, void *addr) {
 
 /* ---- hosting a segment --------------------------------------------------- */
 
+/* Sends the stored MOUNT; MC_OK with host_id set, or MC_ERR_*. Used by the
+ * first mount and by a remount after the server said -NEEDREMOUNT. */
+static int sendMount(mc_client *c) {
+    mcReply *r;
+    int rc = metaCommand(c, c->mount_argc, (const char **)c->mount_argv, NULL, &r);
+    if (rc != MC_OK) return rc;
+    if (r->type != MCR_INT) {
+        rc = replyErr(c, r);
+        mcReplyFree(r);
+        return rc;
+    }
+    c->host_id = r->integer;
+    mcHostSetSegmentId(c->host, (uint64_t)r->integer);
+    mcReplyFree(r);
+    return MC_OK;
+}
+
+/* Keeps the hosted segment's owner alive: HEARTBEAT on the metadata
+ * connection (reconnecting it if it broke), and MOUNT again if the server
+ * already let the owner go (-NEEDREMOUNT: the old segment and its objects
+ * are gone, the new one gets a new id). Errors are left for the next beat. */
+static void heartbeatLocked(mc_client *c) {
+    if (c->host == NULL || c->mount_argc < 2) return;
+    if (c->meta->broken) {
+        metaReconnect(c); /* which beats once itself */
+        return;
+    }
+    const char *argv[2] = {"HEARTBEAT", c->mount_argv[c->mount_argc - 1]}; /* OWNER is last */
+    mcReply *r = mcConnCommand(c->meta, 2, argv, NULL);
+    int remount = r && mcReplyIsError(r, "NEEDREMOUNT");
+    mcReplyFree(r);
+    if (remount) sendMount(c);
+}
+
+#define MC_HEARTBEAT_MS 1000
+
+/* A beat every MC_HEARTBEAT_MS. The handle's lock is only tried: a call in
+ * progress is traffic on the handle already, and the thread must never wait
+ * on the lock that unmountLocked holds while it joins the thread. */
+static void *heartbeatMain(void *arg) {
+    mc_client *c = arg;
+    pthread_mutex_lock(&c->hb_lock);
+    while (!c->hb_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)(MC_HEARTBEAT_MS % 1000) * 1000000L;
+        ts.tv_sec += MC_HEARTBEAT_MS / 1000 + ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&c->hb_cond, &c->hb_lock, &ts);
+        if (c->hb_stop) break;
+        pthread_mutex_unlock(&c->hb_lock);
+        if (pthread_mutex_trylock(&c->lock) == 0) {
+            heartbeatLocked(c);
+            pthread_mutex_unlock(&c->lock);
+        }
+        pthread_mutex_lock(&c->hb_lock);
+    }
+    pthread_mutex_unlock(&c->hb_lock);
+    return NULL;
+}
+
+static void heartbeatStop(mc_client *c) {
+    if (!c->hb_running) return;
+    pthread_mutex_lock(&c->hb_lock);
+    c->hb_stop = 1;
+    pthread_cond_signal(&c->hb_cond);
+    pthread_mutex_unlock(&c->hb_lock);
+    pthread_join(c->hb_thread, NULL);
+    c->hb_running = 0;
+    c->hb_stop = 0;
+}
+
 static void unmountLocked(mc_client *c) {
+    heartbeatStop(c);
+    for (int i = 0; i < c->mount_argc; i++) free(c->mount_argv[i]);
+    c->mount_argc = 0;
     if (c->host == NULL && c->host_mem == NULL) return;
     if (c->host_name && c->meta && !c->meta->broken) {
         const char *argv[2] = {"UNMOUNT", c->host_name};
@@ -1233,22 +1337,26 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
             argv[argc++] = rkeys;
         }
     }
-    char hostname[256];
+    char hostname[256] = "localhost", owner[400];
     if (gethostname(hostname, sizeof(hostname)) == 0) {
         hostname[sizeof(hostname) - 1] = '\0';
         argv[argc++] = "HOST";
         argv[argc++] = hostname;
     }
-    mcReply *r;
-    if ((rc = metaCommand(c, argc, argv, NULL, &r)) != MC_OK) goto err;
-    if (r->type != MCR_INT) {
-        rc = replyErr(c, r);
-        mcReplyFree(r);
-        goto err;
+    /* A named owner, not the connection: it outlives a reconnect (within
+     * owner-ttl) and the heartbeat thread speaks for it. Kept last. */
+    snprintf(owner, sizeof(owner), "mc:%s:%ld:%s", hostname, (long)getpid(), name);
+    argv[argc++] = "OWNER";
+    argv[argc++] = owner;
+    for (int i = 0; i < argc; i++) {
+        if ((c->mount_argv[i] = strdup(argv[i])) == NULL) {
+            rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+            goto err;
+        }
+        c->mount_argc = i + 1;
     }
-    c->host_id = r->integer;
-    mcHostSetSegmentId(c->host, (uint64_t)r->integer);
-    mcReplyFree(r);
+    if ((rc = sendMount(c)) != MC_OK) goto err;
+    if (pthread_create(&c->hb_thread, NULL, heartbeatMain, c) == 0) c->hb_running = 1;
     return MC_OK;
 err:
     free(c->host_name);

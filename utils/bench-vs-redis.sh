@@ -296,6 +296,9 @@ if [ "$LIB" -eq 1 ] && [ -x "$MB_BIN" ]; then
         libRun mc -s "$WORK/mc.sock" -t mcput,mcget --transport shm -d 16m -n "$n16"
         libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp -d 1m -n "$n1"
         libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp -d 16m -n "$n16"
+        # One connection per transfer (the default stripes over one per CPU).
+        libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp --streams 1 -d 1m -n "$n1"
+        libRun mc -p "$MC_PORT" -t mcput,mcget --transport tcp --streams 1 -d 16m -n "$n16"
         libRun redis -p "$REDIS_PORT" -t mset,mget --batch 128 -d 4k -n "$nb"
         libRun mc -s "$WORK/mc.sock" -t mcbput,mcbget --batch 128 --transport shm -d 4k -n "$nb"
         libRun mc -p "$MC_PORT" -t mcbput,mcbget --batch 128 --transport tcp -d 4k -n "$nb"
@@ -394,7 +397,8 @@ if [ -s "$WORK/libresults" ]; then
         rset=$(lpick "SET $size" 4); rget=$(lpick "GET $size" 4)
         for row in "memcpy $size|$mem|-" "raw TCP $size|$tcp|-" "SET $size|$rset|-" "GET $size|$rget|-" \
                    "mc_put shm $size|$mem|$rset" "mc_get shm $size|$mem|$rget" \
-                   "mc_put tcp $size|$tcp|$rset" "mc_get tcp $size|$tcp|$rget"; do
+                   "mc_put tcp $size|$tcp|$rset" "mc_get tcp $size|$tcp|$rget" \
+                   "mc_put tcp x1 $size|$tcp|$rset" "mc_get tcp x1 $size|$tcp|$rget"; do
             IFS='|' read -r label base red <<<"$row"
             g=$(lpick "$label" 4)
             [ -n "$g" ] || continue

@@ -1765,6 +1765,107 @@ static void testStreams(void) {
     finishServer(&s, group, failed0);
 }
 
+/* ==== 13. keeping a hosted segment alive, replacing idle connections ========== */
+
+/* A put preferring segment name, read back byte for byte. */
+static void putPreferring(mc_client *c, const char *name, const char *key, size_t n, int transport) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    char *v = xmalloc(n);
+    fillPattern(v, n, seedOf(key, n));
+    mc_put_opts o = {0};
+    o.prefer = name;
+    o.replace = 1;
+    CHECK_EQ(put(c, key, v, n, &o), MC_OK);
+    CHECK(getSame(c, key, v, n, transport));
+    free(v);
+}
+
+static void testKeepalive(void) {
+    const char *group = "keepalive";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    /* Idle connections are closed after 1 s; an owner with no connection
+     * dies 500 ms later. */
+    if (!started(tsStart(&s, "--timeout", "1", "--owner-ttl", "500", NULL), &s, group)) return;
+    mc_client *host = NULL;
+    long long id = -1;
+
+    TEST("keepalive: a hosting handle idle for 3 s (timeout 1, owner-ttl 500) keeps its segment") {
+        host = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(host != NULL);
+        CHECK_EQ(host ? mc_mount(host, 16 * MiB, "host-k") : MC_ERR_INVALID, MC_OK);
+        id = host ? mc_mount_id(host) : -1;
+        CHECK(id > 1);
+        tsSleepMs(3000);
+        redisContext *r = rTcp(&s);
+        CHECK_EQ(segInfoInt(r, "host-k", "id"), id);
+        rClose(&r);
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        putPreferring(c, "host-k", "ka:idle", 1 * MiB + 3, MC_TRANSPORT_TCP);
+        mcClose(&c);
+    }
+    TEST("keepalive: its metadata connection killed, the heartbeat reconnects and the owner lives on") {
+        redisContext *r = rTcp(&s);
+        CHECK(expectOk(rcmd(r, "CONFIG SET owner-ttl 5000"), "CONFIG SET owner-ttl"));
+        redisReply *k = rcmd(r, "CLIENT KILL TYPE normal SKIPME yes");
+        CHECK(replyInt(k) >= 1);
+        freeReplyObject(k);
+        rClose(&r);
+        tsSleepMs(2500); /* > one heartbeat; r would be idle-closed meanwhile */
+        r = rTcp(&s);
+        CHECK_EQ(segInfoInt(r, "host-k", "id"), id);
+        CHECK_EQ(host ? mc_mount_id(host) : -1, id);
+        CHECK(!tsLogHas(&s, "is gone: unmounting segment 'host-k'"));
+        rClose(&r);
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        putPreferring(c, "host-k", "ka:killed", 1 * MiB + 3, MC_TRANSPORT_TCP);
+        mcClose(&c);
+    }
+    TEST("keepalive: an owner the server let go mounts again (-NEEDREMOUNT) and serves") {
+        redisContext *r = rTcp(&s);
+        CHECK(expectOk(rcmd(r, "CONFIG SET owner-ttl 0"), "CONFIG SET owner-ttl"));
+        redisReply *k = rcmd(r, "CLIENT KILL TYPE normal SKIPME yes");
+        CHECK(replyInt(k) >= 1);
+        freeReplyObject(k);
+        rClose(&r);
+        tsSleepMs(2500);
+        r = rTcp(&s);
+        long long now = segInfoInt(r, "host-k", "id");
+        CHECK(now > 1);
+        CHECK_EQ(host ? mc_mount_id(host) : -1, now);
+        /* The usual path: the owner was reaped before the next beat, so the
+         * segment came back under a new id. */
+        if (tsLogHas(&s, "is gone: unmounting segment 'host-k'")) CHECK(now != id);
+        CHECK(expectOk(rcmd(r, "CONFIG SET owner-ttl 500"), "CONFIG SET owner-ttl back"));
+        rClose(&r);
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        putPreferring(c, "host-k", "ka:remounted", 1 * MiB + 3, MC_TRANSPORT_TCP);
+        mcClose(&c);
+    }
+    mcClose(&host);
+    finishServer(&s, group, failed0);
+
+    /* A server with no unix socket: its pool's only endpoint is tcp, so no
+     * other path can hide a stale connection. */
+    if (!started(tsStart(&s, "--timeout", "1", "--unixsocket", "", NULL), &s, group)) return;
+    failed0 = test_failed;
+    TEST("keepalive: data connections the server closed while idle are replaced without a failed call") {
+        /* 2 streams: the metadata connection (which also carries a slice)
+         * and a worker's, both closed by the server's idle timeout. */
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        if (c) CHECK_EQ(mc_set_streams(c, 2), MC_OK);
+        putPreferring(c, "self", "ka:self", 4 * MiB, MC_TRANSPORT_TCP);
+        tsSleepMs(2500);
+        putPreferring(c, "self", "ka:self", 4 * MiB, MC_TRANSPORT_TCP);
+        mcClose(&c);
+    }
+    finishServer(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -1775,6 +1876,7 @@ static const struct {
     {"fallback", testReplicaFallback}, {"lease", testLeaseExpiry}, {"threads", testConcurrency},
     {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
+    {"keepalive", testKeepalive},
 };
 
 int main(int argc, char **argv) {

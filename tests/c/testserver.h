@@ -255,11 +255,13 @@ __attribute__((sentinel)) static inline int tsStart(tsServer *s, ...) {
     snprintf(s->unix_uri, sizeof(s->unix_uri), "unix://%s", s->sock);
 
     const char *extra[TS_MAX_ARGS];
-    int nextra = 0, has_segsize = 0;
+    int nextra = 0, has_segsize = 0, no_unix = 0;
     va_list ap;
     va_start(ap, s);
     for (const char *a; (a = va_arg(ap, const char *)) != NULL && nextra < TS_MAX_ARGS;) {
         if (!strcmp(a, "--segment-size")) has_segsize = 1;
+        /* "--unixsocket" "" (after ours) turns the unix socket off. */
+        if (nextra > 0 && !strcmp(extra[nextra - 1], "--unixsocket") && !a[0]) no_unix = 1;
         extra[nextra++] = a;
     }
     va_end(ap);
@@ -315,7 +317,7 @@ __attribute__((sentinel)) static inline int tsStart(tsServer *s, ...) {
         long long deadline = tsNowMs() + 15000;
         while (tsNowMs() < deadline) {
             if (!tsAlive(s)) break; /* died: perhaps the port was taken meanwhile; retry */
-            if (tsPing(s->port) && access(s->sock, F_OK) == 0) return 0;
+            if (tsPing(s->port) && (no_unix || access(s->sock, F_OK) == 0)) return 0;
             tsSleepMs(10);
         }
         if (s->pid) { /* alive but never answered: no point in retrying */
