@@ -41,6 +41,7 @@
 
 #include "testhelp.h"
 #include "testserver.h"
+#include "testgroup.h"
 
 #define MiB ((size_t)1024 * 1024)
 #define GROUP_WATCHDOG_S 60
@@ -190,21 +191,8 @@ static void workdirCleanup(void) {
 
 static const char *cliBinary(void) {
     static char path[PATH_MAX + 64];
-    const char *v = getenv("MC_CLI");
-    if (v && *v) return access(v, X_OK) == 0 ? v : NULL;
-    if (access("src/mooncake-cli", X_OK) == 0) return "src/mooncake-cli";
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(path, sizeof(path), "%s/../../src/mooncake-cli", exe);
-            if (access(path, X_OK) == 0) return path;
-        }
-    }
-    return NULL;
+    static const char *const env[] = {"MC_CLI"};
+    return tsFindBinary("mooncake-cli", env, 1, path, sizeof(path));
 }
 
 typedef struct cliRun {
@@ -329,29 +317,6 @@ done:
 
 /* ---- groups ------------------------------------------------------------------------ */
 
-static int started(int rc, tsServer *s, const char *group) {
-    if (rc == 0) return 1;
-    char name[160];
-    snprintf(name, sizeof(name), "%s: start a mooncake-server", group);
-    TEST(name) CHECK(rc == 0);
-    tsCleanup(s);
-    return 0;
-}
-
-/* The server must have survived every run and exit cleanly; its log is
- * shown if anything in the group failed. */
-static void finishServer(tsServer *s, const char *group, int failed_before) {
-    char name[160];
-    snprintf(name, sizeof(name), "%s: the server is still up and exits cleanly on SIGTERM", group);
-    TEST(name) {
-        CHECK(tsAlive(s));
-        int st = tsStop(s);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    }
-    if (test_failed > failed_before) tsDumpLog(s, 40);
-    tsCleanup(s);
-}
-
 /* 1. Misuse is exit 2 and a message, before any connection is tried: the
  * port given (1) has no server, so a run that went on to connect would
  * exit 1 instead. */
@@ -420,7 +385,7 @@ static void groupData(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     char port[16];
     snprintf(port, sizeof(port), "%d", s.port);
     const size_t n = 3 * MiB;
@@ -551,7 +516,7 @@ static void groupData(void) {
     runFree(&r);
     free(a);
     free(b);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* Puts a value of len bytes under key; 0 on success. */
@@ -577,7 +542,7 @@ static void groupList(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     cliRun r = {0};
 
     TEST("ls: an empty server lists nothing and exits 0") {
@@ -636,7 +601,7 @@ static void groupList(void) {
         CHECK_HAS(r.err, "not found");
     }
     runFree(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* 4. A server with a password. */
@@ -645,7 +610,7 @@ static void groupAuth(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--requirepass", "s3cret", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--requirepass", "s3cret", NULL), &s, group)) return;
     cliRun r = {0};
     WPATH(f, "auth.txt");
     WPATH(out, "auth.out");
@@ -680,7 +645,7 @@ static void groupAuth(void) {
         CHECK(fileIs(out, "guarded", 7));
     }
     runFree(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 int main(void) {

@@ -68,6 +68,7 @@
 #include "mooncake.h"
 #include "testhelp.h"
 #include "testserver.h"
+#include "testgroup.h"
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
@@ -398,35 +399,6 @@ static int putStartReplica(redisReply *r, long long *seg, long long *off) {
     return ok;
 }
 
-/* ---- one server per group ---------------------------------------------------- */
-
-/* Reports a server that would not start as a failed test of the group. */
-static int started(int rc, tsServer *s, const char *group) {
-    if (rc == 0) return 1;
-    char name[160];
-    snprintf(name, sizeof(name), "%s: start a mooncake-server", group);
-    TEST(name) CHECK(rc == 0);
-    tsCleanup(s);
-    return 0;
-}
-
-/* Ends a group: the server must have survived everything and exit cleanly
- * on SIGTERM; its log is shown if anything in the group failed. */
-static void finishServer(tsServer *s, const char *group, int failed_before) {
-    char name[160];
-    snprintf(name, sizeof(name), "%s: the server is still up and exits cleanly on SIGTERM", group);
-    TEST(name) {
-        CHECK(tsAlive(s));
-        int st = tsStop(s);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-            fprintf(stderr, "  wait status %d (signal %d)\n", st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-        CHECK(!tsLogHas(s, "AddressSanitizer") && !tsLogHas(s, "runtime error:") && !tsLogHas(s, "LeakSanitizer"));
-    }
-    if (test_failed > failed_before) tsDumpLog(s, 40);
-    tsCleanup(s);
-}
-
 /* ==== 1. round trips over shm and tcp ========================================= */
 
 static const size_t rt_sizes[] = {1, 100, 4 * KiB, 64 * KiB + 3, 1 * MiB, 16 * MiB, 64 * MiB};
@@ -473,7 +445,7 @@ static void testRoundTrips(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
     char *want = xmalloc(RT_MAX), *got = xmalloc(RT_MAX + GUARD);
     struct {
         int transport;
@@ -502,7 +474,7 @@ static void testRoundTrips(void) {
     mcClose(&paths[1].c);
     free(want);
     free(got);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 2. error codes =========================================================== */
@@ -578,7 +550,7 @@ static void testErrors(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     struct {
         const char *uri;
         int transport;
@@ -611,7 +583,7 @@ static void testErrors(void) {
         }
         mcClose(&c);
     }
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 3. a segment hosted by a client =========================================== */
@@ -641,7 +613,7 @@ static void testHostedSegment(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     redisContext *r = rTcp(&s);
     mc_client *host = NULL, *ctcp = NULL, *cshm = NULL;
     long long host_id = -1;
@@ -695,7 +667,7 @@ static void testHostedSegment(void) {
     mcClose(&cshm);
     mcClose(&host);
     rClose(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 4. replica fallback ========================================================= */
@@ -771,7 +743,7 @@ static void testReplicaFallback(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--owner-ttl", "60000", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--owner-ttl", "60000", NULL), &s, group)) return;
     redisContext *r = rTcp(&s);
     const size_t n = 4 * MiB + 5;
     char *v = xmalloc(n);
@@ -840,7 +812,7 @@ static void testReplicaFallback(void) {
     }
     rClose(&r);
     free(v);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 5. lease expiry ================================================================ */
@@ -877,7 +849,7 @@ static void testLeaseExpiry(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--lease-ttl", "1", "--segment-size", "128mb", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--lease-ttl", "1", "--segment-size", "128mb", NULL), &s, group)) return;
     const size_t n = 64 * MiB;
     char *v = xmalloc(n), *buf = xmalloc(n);
     fillPattern(v, n, seedOf("lease:big", n));
@@ -904,7 +876,7 @@ static void testLeaseExpiry(void) {
     mcClose(&cshm);
     free(v);
     free(buf);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 6. threads ======================================================================= */
@@ -1063,7 +1035,7 @@ static void testConcurrency(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     TEST("threads: 4 handles (2 shm, 2 tcp) replace and read 4 keys; every get is one whole version") {
         mc_client *h[CC_THREADS];
         for (int i = 0; i < CC_THREADS; i++)
@@ -1078,7 +1050,7 @@ static void testConcurrency(void) {
         ccRun(&c, 1);
         mcClose(&c);
     }
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 7. a writer killed in the middle of a put =========================================== */
@@ -1141,7 +1113,7 @@ static void testAbandonedPut(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--put-timeout", "200", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--put-timeout", "200", NULL), &s, group)) return;
     const char *key = "ab:key";
     const size_t n = 1 * MiB;
     redisContext *r = rTcp(&s);
@@ -1222,7 +1194,7 @@ static void testAbandonedPut(void) {
     free(v);
     mcClose(&c);
     rClose(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 8. requirepass ========================================================================= */
@@ -1253,7 +1225,7 @@ static void testAuth(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--requirepass", pw, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--requirepass", pw, NULL), &s, group)) return;
     redisContext *admin = rTcp(&s);
     if (admin) freeReplyObject(rcmd(admin, "AUTH %s", pw));
 
@@ -1306,7 +1278,7 @@ static void testAuth(void) {
         rClose(&u);
     }
     rClose(&admin);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 9. forged data-plane requests ============================================================ */
@@ -1344,7 +1316,7 @@ static void testForged(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--segment-size", "16mb", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--segment-size", "16mb", NULL), &s, group)) return;
     const long long segsize = 16 * (long long)MiB;
     redisContext *r = rTcp(&s);
     char c_pat[FG_LEN], p_pat[FG_LEN], junk[FG_LEN + 16];
@@ -1473,7 +1445,7 @@ static void testForged(void) {
         freeReplyObject(p);
     }
     rClose(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 10. interop with plain Redis clients ======================================================= */
@@ -1483,7 +1455,7 @@ static void testInterop(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     redisContext *r = rTcp(&s);
     mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
     mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
@@ -1531,7 +1503,7 @@ static void testInterop(void) {
     mcClose(&cshm);
     mcClose(&ctcp);
     rClose(&r);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 11. batches ================================================================================= */
@@ -1582,7 +1554,7 @@ static void testBatch(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
     static char keys[BT_N][16];
     char *vals = xmalloc((size_t)BT_N * BT_LEN);
     for (int i = 0; i < BT_N; i++) {
@@ -1653,7 +1625,7 @@ static void testBatch(void) {
     mcClose(&ctcp);
     mcClose(&cshm);
     free(vals);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 12. parallel tcp streams ================================================== */
@@ -1675,7 +1647,7 @@ static void testStreams(void) {
     int failed0 = test_failed;
     tsServer s;
     watchdog();
-    if (!started(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
     redisContext *r = rTcp(&s);
     const size_t max = 16 * MiB;
     char *want = xmalloc(max), *got = xmalloc(max + GUARD);
@@ -1762,7 +1734,7 @@ static void testStreams(void) {
     rClose(&r);
     free(want);
     free(got);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== 13. keeping a hosted segment alive, replacing idle connections ========== */
@@ -1790,7 +1762,7 @@ static void testKeepalive(void) {
     watchdog();
     /* Idle connections are closed after 1 s; an owner with no connection
      * dies 500 ms later. */
-    if (!started(tsStart(&s, "--timeout", "1", "--owner-ttl", "500", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--timeout", "1", "--owner-ttl", "500", NULL), &s, group)) return;
     mc_client *host = NULL;
     long long id = -1;
 
@@ -1847,11 +1819,11 @@ static void testKeepalive(void) {
         mcClose(&c);
     }
     mcClose(&host);
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 
     /* A server with no unix socket: its pool's only endpoint is tcp, so no
      * other path can hide a stale connection. */
-    if (!started(tsStart(&s, "--timeout", "1", "--unixsocket", "", NULL), &s, group)) return;
+    if (!tsGroupStarted(tsStart(&s, "--timeout", "1", "--unixsocket", "", NULL), &s, group)) return;
     failed0 = test_failed;
     TEST("keepalive: data connections the server closed while idle are replaced without a failed call") {
         /* 2 streams: the metadata connection (which also carries a slice)
@@ -1863,7 +1835,7 @@ static void testKeepalive(void) {
         putPreferring(c, "self", "ka:self", 4 * MiB, MC_TRANSPORT_TCP);
         mcClose(&c);
     }
-    finishServer(&s, group, failed0);
+    tsGroupFinish(&s, group, failed0);
 }
 
 /* ==== main ============================================================================================ */

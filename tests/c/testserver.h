@@ -112,14 +112,16 @@ static inline void tsDieWithParent(pid_t parent) {
 }
 
 /* The server binary (see the header comment); NULL if none is executable. */
-static inline const char *tsServerBinary(void) {
-    static char path[PATH_MAX + 64];
-    const char *env[] = {"MC_SERVER", "MC_TEST_SERVER"};
-    for (size_t i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
-        const char *v = getenv(env[i]);
+/* The executable src/<name>: $ENV (the first of envs that is set), else
+ * relative to the working directory, else to this test binary (build/tests). */
+static inline const char *tsFindBinary(const char *name, const char *const *envs, size_t nenvs, char *path,
+                                       size_t pathlen) {
+    for (size_t i = 0; i < nenvs; i++) {
+        const char *v = getenv(envs[i]);
         if (v && *v) return access(v, X_OK) == 0 ? v : NULL;
     }
-    if (access("src/mooncake-server", X_OK) == 0) return "src/mooncake-server";
+    snprintf(path, pathlen, "src/%s", name);
+    if (access(path, X_OK) == 0) return path;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
@@ -127,11 +129,17 @@ static inline const char *tsServerBinary(void) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = '\0';
-            snprintf(path, sizeof(path), "%s/../../src/mooncake-server", exe);
+            snprintf(path, pathlen, "%s/../../src/%s", exe, name);
             if (access(path, X_OK) == 0) return path;
         }
     }
     return NULL;
+}
+
+static inline const char *tsServerBinary(void) {
+    static char path[PATH_MAX + 64];
+    static const char *const env[] = {"MC_SERVER", "MC_TEST_SERVER"};
+    return tsFindBinary("mooncake-server", env, 2, path, sizeof(path));
 }
 
 static inline int tsFreePort(void) {

@@ -1,0 +1,40 @@
+/* testgroup.h -- one server per test group, for the C tests that use both
+ * testhelp.h (TEST/CHECK) and testserver.h (tsStart/tsStop).
+ *
+ * A group starts its own server so a crash or a leak is pinned to the group
+ * that caused it: the server that would not start is a failed test, and the
+ * group ends by checking that the server survived everything, exits cleanly
+ * on SIGTERM and logged no sanitizer report, showing its log if anything in
+ * the group failed.
+ *
+ * Include after testhelp.h and testserver.h.
+ */
+#ifndef TESTGROUP_H
+#define TESTGROUP_H
+
+/* 1 if tsStart returned rc == 0, else a failed test named after the group. */
+static inline int tsGroupStarted(int rc, tsServer *s, const char *group) {
+    if (rc == 0) return 1;
+    char name[160];
+    snprintf(name, sizeof(name), "%s: start a mooncake-server", group);
+    TEST(name) CHECK(rc == 0);
+    tsCleanup(s);
+    return 0;
+}
+
+static inline void tsGroupFinish(tsServer *s, const char *group, int failed_before) {
+    char name[160];
+    snprintf(name, sizeof(name), "%s: the server is still up and exits cleanly on SIGTERM", group);
+    TEST(name) {
+        CHECK(tsAlive(s));
+        int st = tsStop(s);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+            fprintf(stderr, "  wait status %d (signal %d)\n", st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+        CHECK(!tsLogHas(s, "AddressSanitizer") && !tsLogHas(s, "runtime error:") && !tsLogHas(s, "LeakSanitizer"));
+    }
+    if (test_failed > failed_before) tsDumpLog(s, 40);
+    tsCleanup(s);
+}
+
+#endif
