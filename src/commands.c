@@ -126,6 +126,8 @@ mcCommand commandTable[] = {
     /* strings, in the server's own pool */
     CMDX("seg.write", segWriteCommand, 4, W | M, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),
     CMD("seg.read", segReadCommand, 4, R, 0, 0, 0, "data", "Reads bytes from the extent of a complete object in a segment this server holds.", "0.4.0", "O(N)"),
+    CMD("seg.writev", segWritevCommand, -4, W | M, 0, 0, 0, "data", "Writes several ranges, each inside the extent of a pending object, in one segment this server holds; all or none.", "0.4.0", "O(N)"),
+    CMD("seg.readv", segReadvCommand, -4, R, 0, 0, 0, "data", "Reads several ranges, each inside the extent of a complete object, from one segment this server holds; all or none.", "0.4.0", "O(N)"),
     CMD("shm.attach", shmAttachCommand, 2, R, 0, 0, 0, "data", "Sends the segment's memory file by SCM_RIGHTS (unix socket only).", "0.4.0", "O(1)"),
     CMDX("set", setCommand, -3, W | M, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "1.0.0", "O(1)", setBigArgProc, NULL),
     CMD("get", getCommand, 2, R | F, 1, 1, 1, "string", "Returns the string value of a key.", "1.0.0", "O(1)"),

@@ -552,6 +552,27 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
     return n;
 }
 
+long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply) {
+    *err_reply = NULL;
+    if (c->broken) return MC_ERR_IO;
+    if (fill(c, 1) != MC_OK) return MC_ERR_IO;
+    if (c->rbuf[c->rpos] != '*') {
+        mcReply *r = mcConnRead(c);
+        if (r == NULL) return MC_ERR_IO;
+        *err_reply = r;
+        return -1;
+    }
+    size_t len;
+    char *line = readLine(c, &len);
+    long long n;
+    if (line == NULL) return MC_ERR_IO;
+    if (!parseLL(line + 1, &n) || n < 0 || n > MC_CONN_MAX_ELEMENTS) {
+        connFail(c, "protocol error: bad array length%s", NULL);
+        return MC_ERR_PROTOCOL;
+    }
+    return n;
+}
+
 mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens) {
     mcConnAppend(c, argc, argv, lens);
     if (mcConnFlush(c) != MC_OK) return NULL;

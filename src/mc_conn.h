@@ -56,6 +56,10 @@ mcReply *mcConnRead(mcConn *c);
  * frees it), or MC_ERR_IO/MC_ERR_PROTOCOL/MC_ERR_TOO_SMALL (the connection
  * is then broken). */
 long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply);
+/* The header of an array reply: its length, or -1 with *err_reply set to
+ * whatever came instead (an error, say), or MC_ERR_* on I/O failure. The
+ * elements follow (mcConnReadBulkInto each). */
+long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply);
 /* One command and its reply. */
 mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens);
 void mcReplyFree(mcReply *r);

@@ -4,7 +4,8 @@
  * bytes in and out of it without the metadata server in the path. This is
  * the smallest server that does that: a TCP and a unix listener, and one
  * thread per connection speaking a subset of RESP -- PING, AUTH, QUIT,
- * SEG.WRITE, SEG.READ and SHM.ATTACH.
+ * SEG.WRITE, SEG.READ, their vector forms SEG.WRITEV/SEG.READV (batches of
+ * small values) and SHM.ATTACH.
  *
  * Why a thread per connection and blocking I/O: peers are few (the clients
  * of one inference cluster, each with a connection or two) and every
@@ -19,13 +20,16 @@
  * the metadata. That trust is the same as a registered RDMA region's, and
  * the password is what keeps strangers out (docs/PROTOCOL.md says so).
  * Payloads of refused writes are read and dropped so the stream stays in
- * step, and nothing is written.
+ * step, and nothing is written. A SEG.WRITEV is buffered whole (at most
+ * HOST_MAX_VEC_BYTES) and every range checked before any is written, so a
+ * refused vector writes nothing either.
  */
 #include "mc_host.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -34,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -41,6 +46,9 @@
 
 #define HOST_MAX_ARGS 8
 #define HOST_MAX_SMALL_ARG 4096
+#define HOST_MAX_VEC_RANGES 1024               /* per SEG.WRITEV/SEG.READV */
+#define HOST_MAX_VEC_BYTES (64 * 1024 * 1024)  /* payload one SEG.WRITEV may buffer */
+#define HOST_NUM_ARG 32                        /* ids, offsets, lengths */
 #define HOST_BUF (64 * 1024)
 
 typedef struct hostConn {
@@ -172,19 +180,137 @@ static int sendFd(hostConn *c, const char *msg, int fd) {
     return (size_t)w == iov.iov_len ? 0 : sendAll(c->fd, msg + w, iov.iov_len - (size_t)w);
 }
 
+/* Gathered send of every iovec, partial writes resumed; 0 or -1. */
+static int sendIov(int fd, struct iovec *iov, int n) {
+    while (n > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* SEG.WRITEV seg-id off payload [off payload ...] and SEG.READV seg-id off
+ * len [off len ...], argument 0 and the header of argument 1 (len1) already
+ * read: reads the rest, checks every range, then moves all or none. -1 ends
+ * the connection (protocol error). */
+static int serveVector(hostConn *c, long long argc, int write, long long len1) {
+    const char *name = write ? "seg.writev" : "seg.readv";
+    long long nranges = (argc - 2) / 2;
+    char (*num)[HOST_NUM_ARG] = calloc((size_t)argc, sizeof(*num));
+    uint64_t *plen = calloc((size_t)(nranges + 1), sizeof(*plen)), *poff = calloc((size_t)(nranges + 1), sizeof(*poff));
+    char **ptrs = calloc((size_t)(nranges + 1), sizeof(*ptrs));
+    char *vbuf = NULL, errbuf[160];
+    struct iovec *iov = NULL;
+    size_t vlen = 0;
+    const char *err = NULL;
+    int rc = -1;
+    if (!num || !plen || !poff || !ptrs) goto end;
+    for (long long i = 1; i < argc; i++) {
+        char line[72], crlf[2];
+        long long len = len1;
+        if (i > 1 && (readLine(c, line, sizeof(line)) != 0 || parseLen(line, '$', (long long)1 << 40, &len) != 0))
+            goto end;
+        if (write && i >= 3 && i % 2 == 1) { /* a payload: buffered */
+            if (len > HOST_MAX_VEC_BYTES - (long long)vlen) {
+                reply(c, "-ERR SEG.WRITEV payloads too large for a hosted segment\r\n");
+                goto end;
+            }
+            char *nb = realloc(vbuf, vlen + (size_t)len + 1);
+            if (nb == NULL) goto end;
+            vbuf = nb;
+            if (readExact(c, vbuf + vlen, (size_t)len) != 0) goto end;
+            plen[(i - 3) / 2] = (uint64_t)len;
+            poff[(i - 3) / 2] = vlen;
+            vlen += (size_t)len;
+        } else {
+            if (len >= HOST_NUM_ARG) {
+                reply(c, "-ERR argument too long\r\n");
+                goto end;
+            }
+            if (readExact(c, num[i], (size_t)len) != 0) goto end;
+            num[i][len] = '\0';
+        }
+        if (readExact(c, crlf, 2) != 0 || crlf[0] != '\r' || crlf[1] != '\n') goto end;
+    }
+    rc = 0; /* in step with the stream from here on */
+    if (argc < 4 || argc % 2) {
+        snprintf(errbuf, sizeof(errbuf), "-ERR wrong number of arguments for '%s' command\r\n", name);
+        rc = reply(c, errbuf);
+        goto end;
+    }
+    for (long long k = 0; k < nranges; k++) {
+        if (!write && parseU64(num[3 + 2 * k], &plen[k]) != 0) err = "-ERR length must be an unsigned integer\r\n";
+        else err = checkRange(c, num[1], num[2 + 2 * k], plen[k], &ptrs[k]);
+        if (err) {
+            rc = reply(c, err);
+            goto end;
+        }
+    }
+    if (write) {
+        for (long long k = 0; k < nranges; k++) memcpy(ptrs[k], vbuf + poff[k], plen[k]);
+        rc = reply(c, "+OK\r\n");
+        goto end;
+    }
+    /* The reply: "*n", then "$len", bytes, CRLF per range, gathered. */
+    char *hdrs = vbuf = malloc((size_t)(nranges + 1) * 32);
+    iov = malloc(sizeof(*iov) * (size_t)(3 * nranges + 1));
+    if (hdrs == NULL || iov == NULL) {
+        rc = -1;
+        goto end;
+    }
+    int niov = 0;
+    size_t hl = (size_t)snprintf(hdrs, 32, "*%lld\r\n", nranges);
+    iov[niov++] = (struct iovec){hdrs, hl};
+    for (long long k = 0; k < nranges; k++) {
+        char *h = hdrs + 32 * (k + 1);
+        iov[niov++] = (struct iovec){h, (size_t)snprintf(h, 32, "$%llu\r\n", (unsigned long long)plen[k])};
+        iov[niov++] = (struct iovec){ptrs[k], plen[k]};
+        iov[niov++] = (struct iovec){(void *)"\r\n", 2};
+    }
+    rc = sendIov(c->fd, iov, niov);
+end:
+    free(num);
+    free(plen);
+    free(poff);
+    free(ptrs);
+    free(vbuf);
+    free(iov);
+    return rc;
+}
+
 /* One request; -1 ends the connection. */
 static int serveOne(hostConn *c) {
     char line[72], args[HOST_MAX_ARGS][HOST_MAX_SMALL_ARG + 1];
     long long argc, len;
     if (readLine(c, line, sizeof(line)) != 0) return -1;
-    if (parseLen(line, '*', HOST_MAX_ARGS, &argc) != 0 || argc == 0) {
-        reply(c, "-ERR Protocol error: expected a multibulk request of at most 8 arguments\r\n");
+    if (parseLen(line, '*', 2 + 2 * HOST_MAX_VEC_RANGES, &argc) != 0 || argc == 0) {
+        reply(c, "-ERR Protocol error: expected a multibulk request of at most 8 arguments (2050 for SEG.WRITEV/READV)\r\n");
         return -1;
     }
     for (long long i = 0; i < argc; i++) {
         if (readLine(c, line, sizeof(line)) != 0) return -1;
         if (parseLen(line, '$', (long long)1 << 40, &len) != 0) {
             reply(c, "-ERR Protocol error: invalid bulk length\r\n");
+            return -1;
+        }
+        if (i == 1 && (!strcasecmp(args[0], "SEG.WRITEV") || !strcasecmp(args[0], "SEG.READV"))) {
+            /* The vector forms read the rest of their arguments themselves. */
+            return serveVector(c, argc, !strcasecmp(args[0], "SEG.WRITEV"), len);
+        }
+        if (i == 1 && argc > HOST_MAX_ARGS) {
+            reply(c, "-ERR Protocol error: expected a multibulk request of at most 8 arguments\r\n");
             return -1;
         }
         if (i == 3 && argc == 4 && !strcasecmp(args[0], "SEG.WRITE")) {

@@ -18,6 +18,25 @@ void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const v
  * reply to report (the caller frees it), NULL on an I/O failure. */
 int mcTcpReadReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r);
 
+/* One transfer of a batch. */
+typedef struct {
+    mcConn *conn;
+    uint64_t seg, off, len;
+    void *buf;
+    size_t item;                 /* the caller's index */
+    int ok;                      /* set by mcTcpBatch */
+} mcTcpItem;
+
+#define MC_TCP_VEC_MAX (64 * 1024)        /* values this small may share a command */
+#define MC_TCP_VEC_RANGES 1024            /* ranges per SEG.WRITEV/SEG.READV */
+#define MC_TCP_VEC_BYTES (4 * 1024 * 1024) /* payload per SEG.WRITEV/SEG.READV */
+
+/* Sends every transfer (runs of small ones to the same connection and
+ * segment as one SEG.WRITEV/SEG.READV), flushes each connection once, then
+ * reads the replies: items[i].ok says which worked. *err gets the last error
+ * reply, if any (the caller frees it). */
+void mcTcpBatch(mcTcpItem *items, size_t n, int write, mcReply **err);
+
 /* Worker threads, each with its own connections, that carry the slices of
  * one striped transfer in parallel with the caller's thread. */
 typedef struct mcTcpPool mcTcpPool;

@@ -849,18 +849,10 @@ int mc_remove(mc_client *c, const void *key, size_t keylen) { return keyIntComma
 
 /* ---- batches ------------------------------------------------------------- */
 
-/* A tcp transfer sent but not yet answered. */
-typedef struct {
-    mcConn *conn;
-    size_t item;
-    void *buf;
-    uint64_t len;
-} mcPending;
-
 /* Starts one replica's transfer: shm copies now (returns MC_OK), tcp to a
- * known connection is queued in *p (returns 1); anything else is left to
- * the sequential path (returns MC_ERR_UNSUPPORTED). */
-static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, mcPending *p) {
+ * known connection is queued in *p (returns 1) for finishXfers; anything
+ * else is left to the sequential path (returns MC_ERR_UNSUPPORTED). */
+static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, mcTcpItem *p) {
     mcSeg *s = segGet(c, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     int t = c->transport;
@@ -873,29 +865,26 @@ static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, m
         endpointUri(c, s->endpoints[i], uri, sizeof(uri));
         mcConn *conn = dataConn(c, uri);
         if (conn == NULL) continue;
-        mcTcpAppend(conn, s->id, rep->off, rep->len, buf, write);
         p->conn = conn;
-        p->buf = buf;
+        p->seg = s->id;
+        p->off = rep->off;
         p->len = rep->len;
+        p->buf = buf;
         return 1;
     }
     return MC_ERR_UNSUPPORTED;
 }
 
-/* Flushes every connection with queued transfers, then reads the replies in
- * order; ok[item] is cleared for a transfer that failed. */
-static void finishXfers(mc_client *c, mcPending *p, size_t np, int write, int *ok) {
-    for (size_t i = 0; i < np; i++) {
-        if (p[i].conn->olen || p[i].conn->nrefs) mcConnFlush(p[i].conn);
-    }
-    for (size_t i = 0; i < np; i++) {
-        mcReply *r;
-        if (!mcTcpReadReply(p[i].conn, p[i].buf, p[i].len, write, &r)) {
-            ok[p[i].item] = 0;
-            if (r) replyErr(c, r);
-        }
-        mcReplyFree(r);
-    }
+/* Sends the queued tcp transfers (mc_tcp.c: small ones share vector
+ * commands) and reads the replies; ok[item] is cleared for a transfer that
+ * failed. */
+static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok) {
+    mcReply *err;
+    mcTcpBatch(p, np, write, &err);
+    if (err) replyErr(c, err);
+    mcReplyFree(err);
+    for (size_t i = 0; i < np; i++)
+        if (!p[i].ok) ok[p[i].item] = 0;
     for (size_t i = 0; i < np; i++)
         if (p[i].conn->broken) dropConn(c, p[i].conn);
 }
@@ -909,7 +898,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
     size_t *nreps = calloc(n, sizeof(size_t));
     int *ok = calloc(n, sizeof(int));
     int *started = calloc(n, sizeof(int));
-    mcPending *pend = malloc(n * MC_MAX_REPLICAS * sizeof(mcPending));
+    mcTcpItem *pend = malloc(n * MC_MAX_REPLICAS * sizeof(mcTcpItem));
     int done = 0, rc = MC_OK;
     char nbuf[24], repbuf[16], pinbuf[24];
     mcReply *r = NULL;
@@ -974,31 +963,53 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
         }
     }
     finishXfers(c, pend, np, 1, ok);
-    /* Publish what was written, revoke the rest: pipelined on the meta
-     * connection. started[i]: PUT.START gave item i its extents. */
-    size_t nend = 0;
+    /* Publish what was written (one BATCH.PUT.END), revoke the rest (a
+     * PUT.REVOKE each: rare), pipelined on the meta connection.
+     * started[i]: PUT.START gave item i its extents. */
+    size_t nend = 0, nrevoke = 0;
+    argv[0] = "BATCH.PUT.END";
+    lens[0] = 13;
     for (size_t i = 0; i < n; i++) {
         if (!started[i]) continue;
-        const char *a[2] = {ok[i] ? "PUT.END" : "PUT.REVOKE", items[i].key};
-        size_t l[2] = {strlen(a[0]), items[i].keylen};
-        mcConnAppend(c->meta, 2, a, l);
-        nend++;
+        if (ok[i]) {
+            argv[1 + nend] = items[i].key;
+            lens[1 + nend++] = items[i].keylen;
+        } else {
+            const char *a[2] = {"PUT.REVOKE", items[i].key};
+            size_t l[2] = {10, items[i].keylen};
+            mcConnAppend(c->meta, 2, a, l);
+            nrevoke++;
+            if (results[i] == MC_ERR_INVALID) results[i] = MC_ERR_IO;
+        }
     }
-    if (nend && mcConnFlush(c->meta) != MC_OK) {
+    if (nend) mcConnAppend(c->meta, (int)(1 + nend), argv, lens);
+    if ((nend || nrevoke) && mcConnFlush(c->meta) != MC_OK) {
         rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
         goto end;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!started[i]) continue;
+    for (size_t k = 0; k < nrevoke; k++) {
         mcReply *e = mcConnRead(c->meta);
         if (e == NULL) {
             rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
             goto end;
         }
-        if (ok[i]) results[i] = e->type == MCR_STATUS ? MC_OK : replyErr(c, e);
-        else if (results[i] == MC_ERR_INVALID) results[i] = MC_ERR_IO;
-        if (results[i] == MC_OK) done++;
         mcReplyFree(e);
+    }
+    if (nend) {
+        if ((r = mcConnRead(c->meta)) == NULL) {
+            rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
+            goto end;
+        }
+        if (r->type != MCR_ARRAY || r->elements != nend) {
+            rc = r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad BATCH.PUT.END reply");
+            goto end;
+        }
+        for (size_t i = 0, k = 0; i < n; i++) {
+            if (!started[i] || !ok[i]) continue;
+            const mcReply *e = r->element[k++];
+            results[i] = e->type == MCR_STATUS ? MC_OK : replyErr(c, e);
+            if (results[i] == MC_OK) done++;
+        }
     }
     rc = done;
 end:
@@ -1032,7 +1043,7 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
     long long *deadline = calloc(n, sizeof(long long));
     int *ok = calloc(n, sizeof(int));
-    mcPending *pend = malloc(n * sizeof(mcPending));
+    mcTcpItem *pend = malloc(n * sizeof(mcTcpItem));
     int rc = MC_OK, done = 0;
     mcReply *r = NULL;
     if (!argv || !lens || !reps || !nreps || !sizes || !deadline || !ok || !pend) {

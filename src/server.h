@@ -389,6 +389,8 @@ char *msetBigArgProc(client *c, int argi, size_t len);
 char *segWriteBigArgProc(client *c, int argi, size_t len);
 void segWriteCommand(client *c);
 void segReadCommand(client *c);
+void segWritevCommand(client *c);
+void segReadvCommand(client *c);
 void shmAttachCommand(client *c);
 void dataPlaneSetSelfEndpoints(void);
 void addReplyPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);

@@ -804,6 +804,37 @@ static void testReplicaFallback(void) {
         /* And again: a failed replica must not break the handle for good. */
         CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
     }
+    TEST("replica fallback: a batch put with items on the dead helper revokes those, publishes the rest") {
+        /* Items preferring fb-child fail their transfer (SEG.WRITEV to a
+         * dead listener) and must be revoked: no key, no pending put. */
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        char a[4096], b[4096];
+        fillPattern(a, sizeof(a), seedOf("fb:b0", sizeof(a)));
+        fillPattern(b, sizeof(b), seedOf("fb:b1", sizeof(b)));
+        mc_kv items[2] = {{"fb:b0", 5, a, sizeof(a)}, {"fb:b1", 5, b, sizeof(b)}};
+        int results[2] = {1, 1};
+        mc_put_opts o = {0};
+        o.prefer = "fb-child";
+        if (c) {
+            CHECK_EQ(mc_batch_put(c, 2, items, &o, results), 0);
+            CHECK(results[0] < 0 && results[1] < 0);
+            CHECK_EQ(mc_exists(c, "fb:b0", 5), 0);
+            CHECK_EQ(mc_exists(c, "fb:b1", 5), 0);
+            redisReply *rep = rcmd(r, "OBJECT.INFO fb:b0");
+            CHECK(rep && rep->type == REDIS_REPLY_NIL);
+            freeReplyObject(rep);
+            /* Placed in self, the same batch goes through (no stale pending
+             * put is left to refuse it with EXISTS). */
+            o.prefer = "self";
+            CHECK_EQ(mc_batch_put(c, 2, items, &o, results), 2);
+            for (int i = 0; i < 2; i++)
+                if (results[i] != MC_OK) fprintf(stderr, "  item %d: %s (%s)\n", i, mc_strerror(results[i]), lastErr(c));
+            CHECK(getSame(c, "fb:b1", b, sizeof(b), MC_TRANSPORT_TCP));
+        } else {
+            CHECK(c != NULL);
+        }
+        mcClose(&c);
+    }
     mcClose(&writer);
     if (child > 0) {
         kill(child, SIGKILL);
@@ -1549,6 +1580,83 @@ static void batchGetWithMissing(mc_client *c, char keys[][16], char *vals) {
     free(bufs);
 }
 
+/* calls=N of INFO commandstats for cmd (lower case), -1 if absent. */
+static long long commandCalls(const tsServer *s, const char *cmd) {
+    redisContext *r = rTcp(s);
+    redisReply *rep = r ? rcmd(r, "INFO commandstats") : NULL;
+    long long n = -1;
+    char needle[64];
+    snprintf(needle, sizeof(needle), "cmdstat_%s:calls=", cmd);
+    if (rep && rep->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(rep->str, needle);
+        if (p) n = atoll(p + strlen(needle));
+    }
+    freeReplyObject(rep);
+    rClose(&r);
+    return n;
+}
+
+/* 96 values, every third 100 KiB (its own SEG.WRITE, in place) and the
+ * rest 4 KiB + i (vector commands), put over tcp (into segment prefer if
+ * given), read back over tcp and over shm byte for byte. */
+static void batchMixedTcp(const tsServer *s, mc_client *ctcp, mc_client *cshm, const char *prefer, const char *tag) {
+    enum { N = 96 };
+    if (!ctcp || !cshm) {
+        CHECK(ctcp != NULL && cshm != NULL);
+        return;
+    }
+    static char keys[N][32];
+    size_t lens[N], total = 0, offs[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "%s:%d", tag, i);
+        lens[i] = i % 3 == 0 ? 100 * KiB : 4 * KiB + (size_t)i;
+        offs[i] = total;
+        total += lens[i];
+    }
+    char *want = xmalloc(total), *got = xmalloc(total), *got2 = xmalloc(total);
+    mc_kv items[N];
+    int results[N];
+    long long gres[N];
+    for (int i = 0; i < N; i++) {
+        fillPattern(want + offs[i], lens[i], seedOf(keys[i], lens[i]));
+        items[i] = (mc_kv){keys[i], strlen(keys[i]), want + offs[i], lens[i]};
+    }
+    long long wv0 = commandCalls(s, "seg.writev"), rv0 = commandCalls(s, "seg.readv");
+    mc_put_opts o = {0};
+    o.prefer = prefer;
+    CHECK_EQ(mc_batch_put(ctcp, N, items, prefer ? &o : NULL, results), N);
+    for (int i = 0; i < N; i++) items[i].buf = got + offs[i];
+    memset(got, 0, total);
+    CHECK_EQ(mc_batch_get(ctcp, N, items, gres), N);
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        if (!sameBytes(keys[i], got + offs[i], gres[i], want + offs[i], lens[i])) bad++;
+    CHECK_EQ(bad, 0);
+    for (int i = 0; i < N; i++) items[i].buf = got2 + offs[i];
+    CHECK_EQ(mc_batch_get(cshm, N, items, gres), N);
+    bad = 0;
+    for (int i = 0; i < N; i++)
+        if (!sameBytes(keys[i], got2 + offs[i], gres[i], want + offs[i], lens[i])) bad++;
+    CHECK_EQ(bad, 0);
+    if (prefer == NULL) {
+        /* The server's own pool: the vectors went through it. */
+        CHECK(commandCalls(s, "seg.writev") > (wv0 < 0 ? 0 : wv0));
+        CHECK(commandCalls(s, "seg.readv") > (rv0 < 0 ? 0 : rv0));
+    } else {
+        /* The hosted segment's own listener served them, not the server. */
+        CHECK_EQ(commandCalls(s, "seg.writev"), wv0);
+        CHECK_EQ(commandCalls(s, "seg.readv"), rv0);
+        redisContext *r = rTcp(s);
+        long long segs[4], offs2[4];
+        CHECK_EQ(replicaList(r, keys[1], segs, offs2, 4), 1);
+        CHECK_EQ(segs[0], segInfoInt(r, prefer, "id"));
+        rClose(&r);
+    }
+    free(want);
+    free(got);
+    free(got2);
+}
+
 static void testBatch(void) {
     const char *group = "batch";
     int failed0 = test_failed;
@@ -1620,6 +1728,17 @@ static void testBatch(void) {
             CHECK(getSame(c, "bt:new0", n0, BT_LEN, MC_TRANSPORT_AUTO));
             CHECK(getSame(c, "bt:new2", n2, BT_LEN, MC_TRANSPORT_AUTO));
         }
+    }
+    TEST("batch: over tcp, 96 values of 4..100 KiB: small ones share SEG.WRITEV/SEG.READV, byte for byte") {
+        batchMixedTcp(&s, ctcp, cshm, NULL, "bm");
+    }
+    TEST("batch: over tcp into a segment hosted by a client: the host serves the vector commands") {
+        mc_client *host = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(host != NULL);
+        int rc = host ? mc_mount(host, 32 * MiB, "host-b") : MC_ERR_INVALID;
+        CHECK_EQ(rc, MC_OK);
+        if (rc == MC_OK) batchMixedTcp(&s, ctcp, cshm, "host-b", "bh");
+        mcClose(&host);
     }
     mcClose(&c);
     mcClose(&ctcp);

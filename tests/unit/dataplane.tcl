@@ -54,6 +54,65 @@ start_server {tags {mooncake dataplane} overrides {segment-size 4mb evict-policy
         r put.revoke dp:3
     }
 
+    test {SEG.WRITEV fills several pending extents, SEG.READV reads them back in order} {
+        lassign [pend dpv:1 5] seg o1 l1
+        lassign [pend dpv:2 7] seg2 o2 l2
+        assert_equal $seg $seg2
+        set w0 [stat data_write_bytes]
+        assert_equal OK [r seg.writev $seg $o1 hello $o2 goodbye]
+        assert_equal [expr {$w0 + 12}] [stat data_write_bytes]
+        r put.end dpv:1
+        r put.end dpv:2
+        set r0 [stat data_read_bytes]
+        assert_equal {goodbye hello} [r seg.readv $seg $o2 7 $o1 5]
+        assert_equal [expr {$r0 + 12}] [stat data_read_bytes]
+        # Sub-ranges, like SEG.READ.
+        assert_equal {ell odb} [r seg.readv $seg [expr {$o1 + 1}] 3 [expr {$o2 + 2}] 3]
+        list [r get dpv:1] [r get dpv:2]
+    } {hello goodbye}
+
+    test {A SEG.WRITEV with one bad range writes none of its ranges} {
+        lassign [pend dpv:3 4] seg o3 l3
+        lassign [pend dpv:4 4] seg o4 l4
+        r seg.write $seg $o3 AAAA
+        r seg.write $seg $o4 BBBB
+        lassign [r put.start dpv:5 4] rep5
+        r seg.write 1 [lindex $rep5 1] CCCC
+        r put.end dpv:5
+        set w0 [stat data_write_bytes]
+        # The second range straddles dpv:4's end.
+        assert_error {*not inside the extent of a pending object*(range 1)*} {r seg.writev $seg $o3 xxxx $o4 yyyyy}
+        # The second range is a complete object's.
+        assert_error {*(range 1)*} {r seg.writev $seg $o3 xxxx [lindex $rep5 1] zzzz}
+        assert_equal $w0 [stat data_write_bytes]
+        r put.end dpv:3
+        r put.end dpv:4
+        list [r get dpv:3] [r get dpv:4] [r get dpv:5]
+    } {AAAA BBBB CCCC}
+
+    test {A SEG.READV with one bad range sends nothing but the error} {
+        lassign [pend dpv:6 4] seg o6 l6
+        r seg.write $seg $o6 DDDD
+        set r0 [stat data_read_bytes]
+        lassign [lindex [r get.replicas dpv:3] 3] _ o3 _
+        # dpv:6 is still pending.
+        assert_error {*not inside the extent of a complete object*(range 1)*} {r seg.readv $seg $o3 4 $o6 4}
+        assert_error {*bad length*} {r seg.readv $seg $o3 0}
+        assert_error {*bad length*} {r seg.readv $seg $o3 -4}
+        assert_error {*bad length*} {r seg.readv $seg $o3 four}
+        assert_equal $r0 [stat data_read_bytes]
+        r put.revoke dpv:6
+        r ping
+    } {PONG}
+
+    test {SEG.WRITEV and SEG.READV want pairs of arguments} {
+        assert_error {*wrong number of arguments*} {r seg.writev 1 0}
+        assert_error {*wrong number of arguments*} {r seg.writev 1 0 x 16}
+        assert_error {*wrong number of arguments*} {r seg.readv 1 0 4 16}
+        assert_error {*no such segment*} {r seg.readv 99 0 4}
+        r ping
+    } {PONG}
+
     test {SEG.READ refuses what is not a complete extent} {
         lassign [pend dp:4 100] seg off len
         r seg.write $seg $off [string repeat x 100]
