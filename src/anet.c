@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -313,4 +314,27 @@ ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd) {
     do w = sendmsg(sock, &msg, MSG_NOSIGNAL);
     while (w < 0 && errno == EINTR);
     return w;
+}
+
+int anetSendAll(int sock, struct iovec *iov, int iovcnt) {
+    while (iovcnt > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > IOV_MAX ? IOV_MAX : iovcnt)};
+        ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EPIPE;
+            return -1;
+        }
+        size_t left = (size_t)w;
+        while (iovcnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
 }

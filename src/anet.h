@@ -27,5 +27,10 @@ int anetIsLoopback(const char *ip);
 #include <sys/types.h>
 struct iovec;
 ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd);
+/* Every byte of iov on a blocking socket: sendmsg with MSG_NOSIGNAL (a
+ * vanished peer must not raise SIGPIPE), partial writes resumed, EINTR
+ * retried. 0, or -1 with errno (EAGAIN: the socket's send timeout). iov is
+ * consumed. */
+int anetSendAll(int sock, struct iovec *iov, int iovcnt);
 
 #endif

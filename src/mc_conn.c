@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "anet.h"
 #include "mooncake.h"
 
 #define MC_CONN_REF_MIN (16 * 1024)   /* args this large are sent in place */
@@ -248,30 +249,11 @@ void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens) {
 }
 
 /* Writes all of iov[0..n), advancing through partial writes. */
-/* sendmsg, not writev: MSG_NOSIGNAL keeps a peer that went away from
- * raising SIGPIPE in the caller's process. */
 static int writeAll(mcConn *c, struct iovec *iov, int n) {
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
-        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            c->timed_out = errno == EAGAIN;
-            connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
-            return MC_ERR_IO;
-        }
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return MC_OK;
+    if (anetSendAll(c->fd, iov, n) == 0) return MC_OK;
+    c->timed_out = errno == EAGAIN;
+    connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+    return MC_ERR_IO;
 }
 
 int mcConnFlush(mcConn *c) {
@@ -505,11 +487,14 @@ mcReply *mcConnRead(mcConn *c) {
     return readReplyDepth(c, 0);
 }
 
-long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply) {
+/* The header of a reply expected to start with type (`$` or `*`): its
+ * length (>= -1), or -1 with *err_reply set to the whole reply that came
+ * instead, or MC_ERR_* on I/O or protocol failure. */
+static long long readHeader(mcConn *c, char type, mcReply **err_reply) {
     *err_reply = NULL;
     if (c->broken) return MC_ERR_IO;
     if (fill(c, 1) != MC_OK) return MC_ERR_IO;
-    if (c->rbuf[c->rpos] != '$') {
+    if (c->rbuf[c->rpos] != type) {
         mcReply *r = mcConnRead(c);
         if (r == NULL) return MC_ERR_IO;
         *err_reply = r;
@@ -519,10 +504,16 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
     char *line = readLine(c, &len);
     long long n;
     if (line == NULL) return MC_ERR_IO;
-    if (!parseLL(line + 1, &n) || n < -1) {
-        connFail(c, "protocol error: bad bulk length%s", NULL);
+    if (!parseLL(line + 1, &n) || n < -1 || (type == '*' && n > MC_CONN_MAX_ELEMENTS)) {
+        connFail(c, type == '$' ? "protocol error: bad bulk length%s" : "protocol error: bad array length%s", NULL);
         return MC_ERR_PROTOCOL;
     }
+    return n;
+}
+
+long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply) {
+    long long n = readHeader(c, '$', err_reply);
+    if (n < -1 || *err_reply) return n;
     if (n == -1) {
         *err_reply = calloc(1, sizeof(mcReply));
         if (*err_reply == NULL) return MC_ERR_NOMEM;
@@ -553,21 +544,9 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
 }
 
 long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply) {
-    *err_reply = NULL;
-    if (c->broken) return MC_ERR_IO;
-    if (fill(c, 1) != MC_OK) return MC_ERR_IO;
-    if (c->rbuf[c->rpos] != '*') {
-        mcReply *r = mcConnRead(c);
-        if (r == NULL) return MC_ERR_IO;
-        *err_reply = r;
-        return -1;
-    }
-    size_t len;
-    char *line = readLine(c, &len);
-    long long n;
-    if (line == NULL) return MC_ERR_IO;
-    if (!parseLL(line + 1, &n) || n < 0 || n > MC_CONN_MAX_ELEMENTS) {
-        connFail(c, "protocol error: bad array length%s", NULL);
+    long long n = readHeader(c, '*', err_reply);
+    if (n == -1 && *err_reply == NULL) { /* a nil array: not what was asked */
+        connFail(c, "protocol error: nil array%s", NULL);
         return MC_ERR_PROTOCOL;
     }
     return n;

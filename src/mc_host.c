@@ -87,15 +87,8 @@ void mcHostAddrString(const struct sockaddr_storage *sa, char *buf, size_t len) 
 /* ---- one connection ------------------------------------------------------ */
 
 static int sendAll(int fd, const void *p, size_t len) {
-    const char *s = p;
-    while (len) {
-        ssize_t w = send(fd, s, len, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        s += w;
-        len -= (size_t)w;
-    }
-    return 0;
+    struct iovec iov = {.iov_base = (void *)p, .iov_len = len};
+    return anetSendAll(fd, &iov, 1);
 }
 
 static int reply(hostConn *c, const char *s) { return sendAll(c->fd, s, strlen(s)); }
@@ -180,27 +173,6 @@ static int sendFd(hostConn *c, const char *msg, int fd) {
     return (size_t)w == iov.iov_len ? 0 : sendAll(c->fd, msg + w, iov.iov_len - (size_t)w);
 }
 
-/* Gathered send of every iovec, partial writes resumed; 0 or -1. */
-static int sendIov(int fd, struct iovec *iov, int n) {
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
-
 /* SEG.WRITEV seg-id off payload [off payload ...] and SEG.READV seg-id off
  * len [off len ...], argument 0 and the header of argument 1 (len1) already
  * read: reads the rest, checks every range, then moves all or none. -1 ends
@@ -279,7 +251,7 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
         iov[niov++] = (struct iovec){ptrs[k], plen[k]};
         iov[niov++] = (struct iovec){(void *)"\r\n", 2};
     }
-    rc = sendIov(c->fd, iov, niov);
+    rc = anetSendAll(c->fd, iov, niov);
 end:
     free(num);
     free(plen);

@@ -190,50 +190,38 @@ static int dataRanges(client *c, const char *cmd, int write, storeObj **objs, ch
     return 1;
 }
 
-/* SEG.WRITEV seg-id offset payload [offset payload ...] */
-void segWritevCommand(client *c) {
+/* SEG.WRITEV seg-id offset payload [offset payload ...] and SEG.READV
+ * seg-id offset length [offset length ...]: every range checked, then all
+ * written (+OK) or all read (an array, each element from the pool). */
+static void segVectorCommand(client *c, int write) {
     if (c->argc % 2) {
-        addReplyError(c, "ERR wrong number of arguments for 'seg.writev' command");
+        addReplyErrorFormat(c, "ERR wrong number of arguments for '%s' command", write ? "seg.writev" : "seg.readv");
         return;
     }
     int n = (c->argc - 2) / 2;
     storeObj **objs = zmalloc(sizeof(*objs) * (size_t)n);
     char **ptrs = zmalloc(sizeof(*ptrs) * (size_t)n);
     size_t *lens = zmalloc(sizeof(*lens) * (size_t)n);
-    if (dataRanges(c, "SEG.WRITEV", 1, objs, ptrs, lens)) {
+    if (dataRanges(c, write ? "SEG.WRITEV" : "SEG.READV", write, objs, ptrs, lens)) {
+        if (!write) addReplyArrayLen(c, n);
         for (int i = 0; i < n; i++) {
-            memcpy(ptrs[i], c->argv[3 + 2 * i], lens[i]);
-            server.stat_data_write_bytes += (long long)lens[i];
+            if (write) {
+                memcpy(ptrs[i], c->argv[3 + 2 * i], lens[i]);
+                server.stat_data_write_bytes += (long long)lens[i];
+            } else {
+                server.stat_data_read_bytes += (long long)lens[i];
+                addReplyPoolBytes(c, objs[i], ptrs[i], lens[i]);
+            }
         }
-        addReplyOk(c);
+        if (write) addReplyOk(c);
     }
     zfree(objs);
     zfree(ptrs);
     zfree(lens);
 }
 
-/* SEG.READV seg-id offset length [offset length ...]: an array of the
- * ranges' bytes, each written from the pool like a SEG.READ reply. */
-void segReadvCommand(client *c) {
-    if (c->argc % 2) {
-        addReplyError(c, "ERR wrong number of arguments for 'seg.readv' command");
-        return;
-    }
-    int n = (c->argc - 2) / 2;
-    storeObj **objs = zmalloc(sizeof(*objs) * (size_t)n);
-    char **ptrs = zmalloc(sizeof(*ptrs) * (size_t)n);
-    size_t *lens = zmalloc(sizeof(*lens) * (size_t)n);
-    if (dataRanges(c, "SEG.READV", 0, objs, ptrs, lens)) {
-        addReplyArrayLen(c, n);
-        for (int i = 0; i < n; i++) {
-            server.stat_data_read_bytes += (long long)lens[i];
-            addReplyPoolBytes(c, objs[i], ptrs[i], lens[i]);
-        }
-    }
-    zfree(objs);
-    zfree(ptrs);
-    zfree(lens);
-}
+void segWritevCommand(client *c) { segVectorCommand(c, 1); }
+void segReadvCommand(client *c) { segVectorCommand(c, 0); }
 
 /* The fd goes with the reply's bytes (networking.c sends it with the next
  * write), so a client that sends SHM.ATTACH alone gets it with the reply. */

@@ -41,28 +41,11 @@
 
 #include "testhelp.h"
 #include "testserver.h"
+#define GROUP_WATCHDOG_S 60 /* seconds a group may take (testgroup.h) */
 #include "testgroup.h"
 
 #define MiB ((size_t)1024 * 1024)
-#define GROUP_WATCHDOG_S 60
 #define CLI_MAX_ARGS 32
-
-/* ---- watchdog ---------------------------------------------------------------- */
-
-/* A hung run must still end the program with a count line the runner
- * understands, and must not leave servers or children behind. */
-static void onAlarm(int sig) {
-    (void)sig;
-    tsKillAll();
-    char msg[512];
-    int n = snprintf(msg, sizeof(msg), "[err] %s (watchdog: stuck for %d s)\n%d passed, %d failed\n",
-                     test_cur_name ? test_cur_name : "(between tests)", GROUP_WATCHDOG_S, test_passed,
-                     test_failed + 1);
-    if (n > 0 && write(1, msg, (size_t)n) < 0) {}
-    _exit(1);
-}
-
-static void watchdog(void) { alarm(GROUP_WATCHDOG_S); }
 
 /* ---- files ------------------------------------------------------------------- */
 
@@ -73,15 +56,6 @@ static char workdir[64];
     char var[sizeof(workdir) + 64]; \
     snprintf(var, sizeof(var), "%s/%s", workdir, (name))
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        tsKillAll();
-        abort();
-    }
-    return p;
-}
 
 /* The whole file in a malloc'd buffer (NUL-terminated), or NULL. */
 static char *readFile(const char *path, size_t *len) {
@@ -653,7 +627,7 @@ int main(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
     sigemptyset(&sa.sa_mask);
-    sa.sa_handler = onAlarm;
+    sa.sa_handler = tsOnAlarm;
     sigaction(SIGALRM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
 

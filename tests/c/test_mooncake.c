@@ -68,13 +68,13 @@
 #include "mooncake.h"
 #include "testhelp.h"
 #include "testserver.h"
+#define GROUP_WATCHDOG_S 30 /* seconds a group may take (testgroup.h) */
 #include "testgroup.h"
 
 #define KiB ((size_t)1024)
 #define MiB ((size_t)1024 * 1024)
-#define GROUP_WATCHDOG_S 30
 
-/* ---- watchdog and signals ------------------------------------------------ */
+/* ---- signals ------------------------------------------------------------------ */
 
 static volatile sig_atomic_t sigpipes;
 
@@ -82,21 +82,6 @@ static void onSigpipe(int sig) {
     (void)sig;
     sigpipes++;
 }
-
-/* A hung test must still end the program with a count line the runner
- * understands, and must not leave servers behind. */
-static void onAlarm(int sig) {
-    (void)sig;
-    tsKillAll();
-    char msg[512];
-    int n = snprintf(msg, sizeof(msg), "[err] %s (watchdog: stuck for %d s)\n%d passed, %d failed\n",
-                     test_cur_name ? test_cur_name : "(between tests)", GROUP_WATCHDOG_S, test_passed,
-                     test_failed + 1);
-    if (n > 0 && write(1, msg, (size_t)n) < 0) {}
-    _exit(1);
-}
-
-static void watchdog(void) { alarm(GROUP_WATCHDOG_S); }
 
 /* ---- pattern data ---------------------------------------------------------- */
 
@@ -138,15 +123,6 @@ static void fillPattern(void *buf, size_t n, uint64_t seed) {
     }
 }
 
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) {
-        fprintf(stderr, "out of memory (%zu bytes)\n", n);
-        tsKillAll();
-        abort();
-    }
-    return p;
-}
 
 /* 1 if got (gotlen bytes, or an MC_ERR_* code) is exactly want[0..n);
  * otherwise says how it differs. */
@@ -1978,7 +1954,7 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sa.sa_handler = onSigpipe;
     sigaction(SIGPIPE, &sa, NULL);
-    sa.sa_handler = onAlarm;
+    sa.sa_handler = tsOnAlarm;
     sigaction(SIGALRM, &sa, NULL);
 
     const char *only = argc >= 2 ? argv[1] : NULL;
