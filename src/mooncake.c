@@ -26,8 +26,12 @@
  *    to the same peer (mc_tcp.c).
  *
  * Batches send one BATCH.* command for the metadata, do every shm copy, and
- * pipeline the tcp transfers of all items before reading any reply, so the
- * round trips overlap.
+ * pipeline the tcp transfers of all items before reading any reply (runs of
+ * small values as one SEG.WRITEV/SEG.READV, mc_tcp.c), so the round trips
+ * overlap; one BATCH.PUT.END publishes what was written.
+ *
+ * A handle that hosts a segment names its owner and runs a heartbeat thread
+ * (HEARTBEAT, reconnect, MOUNT again after -NEEDREMOUNT): see heartbeatMain.
  *
  * Device memory (CUDA) is staged through a pinned host buffer for shm and
  * tcp; a registered device buffer goes over RDMA directly (GPUDirect).
