@@ -185,7 +185,7 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
     char **ptrs = calloc((size_t)(nranges + 1), sizeof(*ptrs));
     char *vbuf = NULL, errbuf[160];
     struct iovec *iov = NULL;
-    size_t vlen = 0;
+    size_t vlen = 0, vcap = 0;
     const char *err = NULL;
     int rc = -1;
     if (!num || !plen || !poff || !ptrs) goto end;
@@ -199,9 +199,14 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
                 reply(c, "-ERR SEG.WRITEV payloads too large for a hosted segment\r\n");
                 goto end;
             }
-            char *nb = realloc(vbuf, vlen + (size_t)len + 1);
-            if (nb == NULL) goto end;
-            vbuf = nb;
+            if (vlen + (size_t)len + 1 > vcap) { /* doubling: no copy per payload */
+                size_t ncap = vcap ? vcap : 64 * 1024;
+                while (ncap < vlen + (size_t)len + 1) ncap *= 2;
+                char *nb = realloc(vbuf, ncap);
+                if (nb == NULL) goto end;
+                vbuf = nb;
+                vcap = ncap;
+            }
             if (readExact(c, vbuf + vlen, (size_t)len) != 0) goto end;
             plen[(i - 3) / 2] = (uint64_t)len;
             poff[(i - 3) / 2] = vlen;

@@ -112,6 +112,7 @@ struct mc_client {
     /* The heartbeat thread of a hosting handle (see heartbeatMain). */
     pthread_t hb_thread;
     int hb_running, hb_stop;
+    int hb_active;               /* inside heartbeatLocked (guards recursion) */
     pthread_mutex_t hb_lock;
     pthread_cond_t hb_cond;
 };
@@ -180,7 +181,7 @@ static int metaReconnect(mc_client *c) {
     }
     mcConnClose(c->meta);
     c->meta = n;
-    if (c->host) heartbeatLocked(c);
+    if (c->host && !c->hb_active) heartbeatLocked(c); /* not from within a beat */
     return 0;
 }
 
@@ -1217,15 +1218,15 @@ static int sendMount(mc_client *c) {
  * are gone, the new one gets a new id). Errors are left for the next beat. */
 static void heartbeatLocked(mc_client *c) {
     if (c->host == NULL || c->mount_argc < 2) return;
-    if (c->meta->broken) {
-        metaReconnect(c); /* which beats once itself */
-        return;
-    }
+    c->hb_active = 1; /* a reconnect from within does not beat again */
+    if (c->meta->broken && metaReconnect(c) != 0) goto end;
     const char *argv[2] = {"HEARTBEAT", c->mount_argv[c->mount_argc - 1]}; /* OWNER is last */
     mcReply *r = mcConnCommand(c->meta, 2, argv, NULL);
     int remount = r && mcReplyIsError(r, "NEEDREMOUNT");
     mcReplyFree(r);
     if (remount) sendMount(c);
+end:
+    c->hb_active = 0;
 }
 
 #define MC_HEARTBEAT_MS 1000

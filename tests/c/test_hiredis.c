@@ -12,9 +12,8 @@
  * end.
  *
  * Usage: test_hiredis [[host] port]   (or MC_HOST / MC_PORT)
- * With neither, it starts its own server: $MC_SERVER (default
- * src/mooncake-server, relative to the current directory, the repository
- * root under the test runner) on a free port of 127.0.0.1 with a 64 MiB
+ * With neither, it starts its own server through testserver.h: $MC_SERVER
+ * (default src/mooncake-server) on a free port of 127.0.0.1 with a 64 MiB
  * pool, and stops it with SIGTERM at the end. The random data is seeded
  * from MC_SEED if set (the seed is printed, so a failure can be replayed).
  *
@@ -46,14 +45,14 @@
 #include <hiredis.h>
 
 #include "testhelp.h"
+#include "testserver.h"
 
 #define KiB 1024
 #define MiB (1024 * 1024)
 
 static const char *host = "127.0.0.1";
 static int port;
-static pid_t server_pid;          /* 0: an external server */
-static char server_log[64];
+static tsServer srv;              /* our own server (srv.pid 0: an external one) */
 static redisContext *rc;          /* the main connection */
 
 /* ---- small utilities ------------------------------------------------------ */
@@ -81,16 +80,7 @@ static char *randomValue(size_t n) {
     return p;
 }
 
-static long long nowMs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
-static void sleepMs(long ms) {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static int isOk(const redisReply *r) {
     return r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0;
@@ -175,12 +165,12 @@ static long long poolUsed(void) {
 
 /* Polls until store_pool_used <= target (or == target); returns the last value. */
 static long long waitPoolUsed(long long target, int exact, long long timeout_ms) {
-    long long deadline = nowMs() + timeout_ms, v;
+    long long deadline = tsNowMs() + timeout_ms, v;
     for (;;) {
         v = poolUsed();
         if (v >= 0 && (exact ? v == target : v <= target)) return v;
-        if (nowMs() > deadline) return v;
-        sleepMs(10);
+        if (tsNowMs() > deadline) return v;
+        tsSleepMs(10);
     }
 }
 
@@ -229,27 +219,14 @@ static int rawConnect(void) {
     return fd;
 }
 
-static int writeAll(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* Reads exactly n bytes within timeout_ms; returns bytes read. */
 static size_t readFull(int fd, void *p, size_t n, int timeout_ms) {
     char *d = p;
     size_t got = 0;
-    long long deadline = nowMs() + timeout_ms;
+    long long deadline = tsNowMs() + timeout_ms;
     while (got < n) {
-        long long left = deadline - nowMs();
+        long long left = deadline - tsNowMs();
         if (left <= 0) break;
         struct pollfd pfd = {fd, POLLIN, 0};
         if (poll(&pfd, 1, (int)left) <= 0) continue;
@@ -405,7 +382,7 @@ static r3 *r3command(r3conn *c, int argc, const char **argv) {
     size_t lens[16];
     for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
     size_t n = respHeader(buf, sizeof(buf), argc, argv, lens);
-    if (writeAll(c->fd, buf, n) != 0) return NULL;
+    if (tsWriteAll(c->fd, buf, n) != 0) return NULL;
     return r3read(c);
 }
 
@@ -419,124 +396,10 @@ static r3 *r3mapGet(r3 *m, const char *key) {
     return NULL;
 }
 
-/* ---- our own server ------------------------------------------------------- */
 
-static int freePort(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa;
-    socklen_t len = sizeof(sa);
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 ||
-        getsockname(fd, (struct sockaddr *)&sa, &len) == -1) {
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    close(fd);
-    return ntohs(sa.sin_port);
-}
 
-static void dumpServerLog(void) {
-    if (!server_log[0]) return;
-    FILE *f = fopen(server_log, "r");
-    if (!f) return;
-    fprintf(stderr, "---- server log %s (tail) ----\n", server_log);
-    char line[1024];
-    char ring[40][1024];
-    int n = 0;
-    while (fgets(line, sizeof(line), f)) snprintf(ring[n++ % 40], sizeof(ring[0]), "%s", line);
-    for (int i = n > 40 ? n - 40 : 0; i < n; i++) fputs(ring[i % 40], stderr);
-    fclose(f);
-}
 
-/* Starts the server on a free port and waits for PING; 0 on success. */
-static int startServer(void) {
-    const char *bin = getenv("MC_SERVER");
-    if (!bin || !*bin) bin = "src/mooncake-server";
-    if (access(bin, X_OK) != 0) {
-        fprintf(stderr, "cannot execute %s (build it with `make`, or set MC_SERVER / MC_HOST+MC_PORT)\n", bin);
-        return -1;
-    }
-    snprintf(server_log, sizeof(server_log), "/tmp/test_hiredis.%d.log", (int)getpid());
-    for (int attempt = 0; attempt < 3; attempt++) {
-        port = freePort();
-        if (port <= 0) return -1;
-        char portstr[16];
-        snprintf(portstr, sizeof(portstr), "%d", port);
-        pid_t pid = fork();
-        if (pid < 0) return -1;
-        if (pid == 0) {
-            int fd = open(server_log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-                close(fd);
-            }
-            execl(bin, bin, "--port", portstr, "--bind", "127.0.0.1", "--segment-size", "64mb",
-                  "--protected-mode", "no", "--loglevel", "verbose", (char *)NULL);
-            fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-            _exit(127);
-        }
-        server_pid = pid;
-        long long deadline = nowMs() + 15000;
-        while (nowMs() < deadline) {
-            int status;
-            if (waitpid(pid, &status, WNOHANG) == pid) {
-                server_pid = 0;
-                break; /* died: maybe the port was taken meanwhile; retry */
-            }
-            redisContext *c = connectMain();
-            if (c) {
-                redisReply *r = redisCommand(c, "PING");
-                int ok = r && r->type == REDIS_REPLY_STATUS;
-                freeReplyObject(r);
-                redisFree(c);
-                if (ok) return 0;
-            }
-            sleepMs(20);
-        }
-        if (server_pid) {
-            kill(server_pid, SIGKILL);
-            waitpid(server_pid, NULL, 0);
-            server_pid = 0;
-            break;
-        }
-    }
-    fprintf(stderr, "the server did not start\n");
-    dumpServerLog();
-    return -1;
-}
 
-/* SIGTERM, then up to 10 s for a clean exit; returns the wait status. */
-static int stopServer(void) {
-    int status = -1;
-    if (!server_pid) return 0;
-    kill(server_pid, SIGTERM);
-    long long deadline = nowMs() + 10000;
-    while (nowMs() < deadline) {
-        if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
-            server_pid = 0;
-            return status;
-        }
-        sleepMs(20);
-    }
-    fprintf(stderr, "  the server ignored SIGTERM for 10 s: SIGKILL\n");
-    kill(server_pid, SIGKILL);
-    waitpid(server_pid, &status, 0);
-    server_pid = 0;
-    return -1;
-}
-
-static int logHas(const char *needle) {
-    FILE *f = fopen(server_log, "r");
-    if (!f) return 0;
-    char line[4096];
-    int found = 0;
-    while (!found && fgets(line, sizeof(line), f)) found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
 
 /* ---- the tests ------------------------------------------------------------- */
 
@@ -729,8 +592,8 @@ static void testTrickle(void) {
             /* The header one byte at a time. */
             int wok = 1;
             for (size_t i = 0; i < hlen && wok; i++) {
-                wok = writeAll(fd, hdr + i, 1) == 0;
-                if (i % 7 == 0) sleepMs(1);
+                wok = tsWriteAll(fd, hdr + i, 1) == 0;
+                if (i % 7 == 0) tsSleepMs(1);
             }
             /* The payload in pieces of 1 B .. 96 KiB. */
             size_t off = 0;
@@ -739,9 +602,9 @@ static void testTrickle(void) {
                 size_t piece = 1 + (size_t)(rnd() % (96 * KiB));
                 if (pieces % 5 == 0) piece = 1 + (size_t)(rnd() % 16);
                 if (piece > n - off) piece = n - off;
-                wok = writeAll(fd, v + off, piece) == 0;
+                wok = tsWriteAll(fd, v + off, piece) == 0;
                 off += piece;
-                if (++pieces % 3 == 0) sleepMs(2);
+                if (++pieces % 3 == 0) tsSleepMs(2);
             }
             /* CR alone, then LF together with a whole GET. */
             char get[64];
@@ -749,9 +612,9 @@ static void testTrickle(void) {
             size_t glens[2] = {3, sizeof(key) - 1};
             size_t glen = respHeader(get + 1, sizeof(get) - 1, 2, gargv, glens);
             get[0] = '\n';
-            if (wok) wok = writeAll(fd, "\r", 1) == 0;
-            sleepMs(5);
-            if (wok) wok = writeAll(fd, get, glen + 1) == 0;
+            if (wok) wok = tsWriteAll(fd, "\r", 1) == 0;
+            tsSleepMs(5);
+            if (wok) wok = tsWriteAll(fd, get, glen + 1) == 0;
             CHECK(wok);
             char ok[5];
             CHECK_EQ(readFull(fd, ok, 5, 10000), 5);
@@ -791,9 +654,9 @@ static void testAbandonedSet(void) {
             const char *argv[3] = {"SET", key, NULL};
             size_t lens[3] = {3, sizeof(key) - 1, n};
             size_t hlen = respHeader(hdr, sizeof(hdr), 3, argv, lens);
-            CHECK(writeAll(fd, hdr, hlen) == 0);
-            CHECK(writeAll(fd, v, n / 2) == 0);
-            sleepMs(50);
+            CHECK(tsWriteAll(fd, hdr, hlen) == 0);
+            CHECK(tsWriteAll(fd, v, n / 2) == 0);
+            tsSleepMs(50);
             long long during = poolUsed();
             fprintf(stderr, "  (store_pool_used before %lld, while half-sent %lld)\n", before, during);
             close(fd);
@@ -813,13 +676,13 @@ static void testAbandonedSet(void) {
             char *v = randomValue(n);
             char hdr[128];
             size_t hlen = (size_t)snprintf(hdr, sizeof(hdr), "*5\r\n$4\r\nMSET\r\n$7\r\nht:ms:a\r\n$%zu\r\n", n);
-            CHECK(writeAll(fd, hdr, hlen) == 0);
-            CHECK(writeAll(fd, v, n) == 0);
+            CHECK(tsWriteAll(fd, hdr, hlen) == 0);
+            CHECK(tsWriteAll(fd, v, n) == 0);
             char mid[64];
             size_t mlen = (size_t)snprintf(mid, sizeof(mid), "\r\n$7\r\nht:ms:b\r\n$%zu\r\n", n);
-            CHECK(writeAll(fd, mid, mlen) == 0);
-            CHECK(writeAll(fd, v, n / 3) == 0);
-            sleepMs(50);
+            CHECK(tsWriteAll(fd, mid, mlen) == 0);
+            CHECK(tsWriteAll(fd, v, n / 3) == 0);
+            tsSleepMs(50);
             close(fd);
             free(v);
         }
@@ -846,8 +709,8 @@ static void testUnreadReply(void) {
                 if (fd < 0) continue;
                 const char get[] = "*2\r\n$3\r\nGET\r\n$9\r\nht:unread\r\n";
                 /* Several GETs: the replies queue up behind the socket. */
-                for (int j = 0; j < 4; j++) CHECK(writeAll(fd, get, sizeof(get) - 1) == 0);
-                sleepMs(30);
+                for (int j = 0; j < 4; j++) CHECK(tsWriteAll(fd, get, sizeof(get) - 1) == 0);
+                tsSleepMs(30);
                 if (rst) {
                     struct linger lg = {1, 0};
                     setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
@@ -855,7 +718,7 @@ static void testUnreadReply(void) {
                 close(fd);
             }
         }
-        sleepMs(50);
+        tsSleepMs(50);
         CHECK(pingOk());
         redisReply *r = cmd("GET %s", key);
         CHECK(sameBytes(r, v, n));
@@ -1002,7 +865,7 @@ static void testOverwriteRace(void) {
                 int done = 0;
                 redisBufferWrite(reader, &done);
                 while (!done && redisBufferWrite(reader, &done) == REDIS_OK) {}
-                sleepMs(10);
+                tsSleepMs(10);
                 if (i + 1 < VERSIONS) CHECK(setValue(key, sizeof(key) - 1, ver[i + 1], n));
             }
             /* Delete it and fill the pool so that freed space is reused
@@ -1168,12 +1031,12 @@ int main(int argc, char **argv) {
         port = atoi(ep);
     }
     if (port == 0) {
-        if (startServer() != 0) {
+        if (tsStart(&srv, NULL) != 0) {
             TEST("start the server") CHECK(0);
             return testReport();
         }
-        printf("started %s on port %d (pid %d, log %s)\n", getenv("MC_SERVER") ? getenv("MC_SERVER") : "src/mooncake-server",
-               port, (int)server_pid, server_log);
+        port = srv.port;
+        printf("started %s on port %d (pid %d, log %s)\n", tsServerBinary(), port, (int)srv.pid, srv.log);
     } else {
         printf("testing the server at %s:%d\n", host, port);
     }
@@ -1209,16 +1072,17 @@ int main(int argc, char **argv) {
     if (rc) redisFree(rc);
     rc = NULL;
 
-    if (server_pid) {
+    if (srv.pid) {
         TEST("the server exits cleanly on SIGTERM, with no sanitizer report") {
-            int st = stopServer();
+            int st = tsStop(&srv);
             CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
             if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
                 fprintf(stderr, "  wait status %d (signal %d)\n", st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-            CHECK(!logHas("AddressSanitizer") && !logHas("runtime error:") && !logHas("LeakSanitizer"));
+            CHECK(!tsLogHas(&srv, "AddressSanitizer") && !tsLogHas(&srv, "runtime error:") &&
+                  !tsLogHas(&srv, "LeakSanitizer"));
         }
     }
-    if (test_failed || (test_cur_name && test_cur_failed)) dumpServerLog();
-    else if (server_log[0]) unlink(server_log);
+    if (test_failed || (test_cur_name && test_cur_failed)) tsDumpLog(&srv, 40);
+    tsCleanup(&srv);
     return testReport();
 }

@@ -1062,19 +1062,6 @@ static void testConcurrency(void) {
 
 /* ==== 7. a writer killed in the middle of a put =========================================== */
 
-static int writeAll(int fd, const void *p, size_t n) {
-    const char *s = p;
-    while (n) {
-        ssize_t w = write(fd, s, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        s += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
 
 /* The child: PUT.START key size on a raw connection, then a SEG.WRITE of
  * the whole extent whose payload stops after `partial` bytes; says 'R' on
@@ -1085,7 +1072,7 @@ static void abandonedWriter(pid_t parent, int port, const char *key, size_t size
     char req[512], rep[512];
     int n = snprintf(req, sizeof(req), "*3\r\n$9\r\nPUT.START\r\n$%zu\r\n%s\r\n$%d\r\n%zu\r\n", strlen(key), key,
                      snprintf(NULL, 0, "%zu", size), size);
-    if (fd < 0 || writeAll(fd, req, (size_t)n) != 0) _exit(1);
+    if (fd < 0 || tsWriteAll(fd, req, (size_t)n) != 0) _exit(1);
     size_t got = 0;
     int lines = 0;
     long long seg = -1, off = -1, len = -1;
@@ -1100,7 +1087,7 @@ static void abandonedWriter(pid_t parent, int port, const char *key, size_t size
     rep[got] = '\0';
     if (rep[0] != '*' || sscanf(rep, "*%*d\r\n*3\r\n:%lld\r\n:%lld\r\n:%lld", &seg, &off, &len) != 3 ||
         len != (long long)size) {
-        if (writeAll(wfd, "E", 1)) {}
+        if (tsWriteAll(wfd, "E", 1)) {}
         _exit(1);
     }
     char segs[32], offs[32];
@@ -1110,8 +1097,8 @@ static void abandonedWriter(pid_t parent, int port, const char *key, size_t size
     char *payload = malloc(partial);
     if (!payload) _exit(1);
     memset(payload, 'x', partial);
-    if (writeAll(fd, req, (size_t)n) != 0 || writeAll(fd, payload, partial) != 0) _exit(1);
-    if (writeAll(wfd, "R", 1)) {}
+    if (tsWriteAll(fd, req, (size_t)n) != 0 || tsWriteAll(fd, payload, partial) != 0) _exit(1);
+    if (tsWriteAll(wfd, "R", 1)) {}
     for (;;) pause();
 }
 

@@ -200,6 +200,21 @@ static inline int tsPing(int port) {
     return ok;
 }
 
+/* Writes all n bytes to a blocking fd (EINTR retried); 0 or -1. */
+static inline int tsWriteAll(int fd, const void *p, size_t n) {
+    const char *s = p;
+    while (n) {
+        ssize_t w = write(fd, s, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
 /* Prints the last `lines` lines of the server's log to stderr. */
 static inline void tsDumpLog(const tsServer *s, int lines) {
     if (!s->log[0]) return;

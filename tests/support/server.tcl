@@ -529,3 +529,15 @@ proc run_server_expecting_exit {args} {
     file delete $out
     return [list $exited $text]
 }
+
+# run_conf_expecting_exit text: run_server_expecting_exit on a config file
+# holding text (removed afterwards); returns {exited output path}.
+proc run_conf_expecting_exit {text} {
+    set conf [tmpfile bad.conf]
+    set f [open $conf w]
+    puts $f $text
+    close $f
+    lassign [run_server_expecting_exit $conf] exited out
+    file delete $conf
+    return [list $exited $out $conf]
+}

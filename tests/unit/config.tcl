@@ -139,23 +139,13 @@ start_server {tags {config} overrides {tcp-keepalive 60}} {
 
 start_server {tags {config}} {
     test {A config file with an unknown directive is refused at startup} {
-        set conf [tmpfile bad.conf]
-        set f [open $conf w]
-        puts $f "port [find_available_port]\nbind 127.0.0.1\nno-such-directive 1"
-        close $f
-        lassign [run_server_expecting_exit $conf] exited out
-        file delete $conf
+        lassign [run_conf_expecting_exit "port [find_available_port]\nbind 127.0.0.1\nno-such-directive 1"] exited out
         assert_equal 1 $exited "server exited?"
         assert_match *no-such-directive* $out
     }
 
     test {A config file with a bad value is refused at startup} {
-        set conf [tmpfile bad.conf]
-        set f [open $conf w]
-        puts $f "port [find_available_port]\nbind 127.0.0.1\nmaxclients notanumber"
-        close $f
-        lassign [run_server_expecting_exit $conf] exited out
-        file delete $conf
+        lassign [run_conf_expecting_exit "port [find_available_port]\nbind 127.0.0.1\nmaxclients notanumber"] exited out
         assert_equal 1 $exited "server exited?"
         assert_match *maxclients* $out
     }

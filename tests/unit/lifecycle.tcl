@@ -10,21 +10,26 @@ proc lifecycle_file_text {path} {
     return $t
 }
 
+# A client asks for the 4 MiB value cob:big eight times and reads nothing;
+# the server must close it for its output buffer (fails with why otherwise).
+proc flood_until_closed {why} {
+    set before [get_info_field r stats client_output_buffer_limit_disconnections]
+    set c [redis_deferring_client]
+    for {set i 0} {$i < 8} {incr i} { $c write [::redis::format_command get cob:big] }
+    $c flush
+    wait_for_condition 100 50 {
+        [get_info_field r stats client_output_buffer_limit_disconnections] > $before
+    } else {
+        fail $why
+    }
+    catch {$c close}
+}
+
 start_server {tags {lifecycle}} {
     test {A client over the output buffer hard limit is closed, others are not} {
         r config set client-output-buffer-limit "normal 1mb 0 0"
         r set cob:big [string repeat x [expr {4*1024*1024}]]
-        set before [get_info_field r stats client_output_buffer_limit_disconnections]
-        set c [redis_deferring_client]
-        # Ask for the 4 MiB value several times and read nothing.
-        for {set i 0} {$i < 8} {incr i} { $c write [::redis::format_command get cob:big] }
-        $c flush
-        wait_for_condition 100 50 {
-            [get_info_field r stats client_output_buffer_limit_disconnections] > $before
-        } else {
-            fail "the client was not closed for its output buffer"
-        }
-        catch {$c close}
+        flood_until_closed "the client was not closed for its output buffer"
         r config set client-output-buffer-limit "normal 0 0 0"
         # The server and other clients carry on.
         assert_equal [expr {4*1024*1024}] [r strlen cob:big]
@@ -33,16 +38,7 @@ start_server {tags {lifecycle}} {
 
     test {A client over the soft limit for longer than soft-seconds is closed} {
         r config set client-output-buffer-limit "normal 0 1mb 1"
-        set before [get_info_field r stats client_output_buffer_limit_disconnections]
-        set c [redis_deferring_client]
-        for {set i 0} {$i < 8} {incr i} { $c write [::redis::format_command get cob:big] }
-        $c flush
-        wait_for_condition 100 50 {
-            [get_info_field r stats client_output_buffer_limit_disconnections] > $before
-        } else {
-            fail "the client was not closed after soft-seconds over the soft limit"
-        }
-        catch {$c close}
+        flood_until_closed "the client was not closed after soft-seconds over the soft limit"
         r config set client-output-buffer-limit "normal 0 0 0"
         r ping
     } {PONG}
@@ -104,12 +100,7 @@ tags {mooncake} {
     }
 
     test {A config file error names the file, the line and the reason} {
-        set conf [tmpfile bad.conf]
-        set f [open $conf w]
-        puts $f "port 0\n# a comment\nmaxclients lots"
-        close $f
-        lassign [run_server_expecting_exit $conf] exited out
-        file delete $conf
+        lassign [run_conf_expecting_exit "port 0\n# a comment\nmaxclients lots"] exited out conf
         assert_equal 1 $exited
         assert_match "*$conf*line 3*maxclients lots*integer*" $out
     }
