@@ -20,9 +20,25 @@ int anetCloexec(int fd);
 int anetEnableTcpNoDelay(char *err, int fd);
 int anetKeepAlive(char *err, int fd, int interval);
 int anetSetSendBuffer(char *err, int fd, int buffsize);
+int anetSetNotSentLowat(char *err, int fd, int bytes);
 int anetFdToString(int fd, char *ip, size_t ip_len, int *port, int remote);
 int anetFormatAddr(char *buf, size_t buf_len, const char *ip, int port);
 int anetIsLoopback(const char *ip);
+
+/* Congestion control (see anet.c for why same-host peers get their own). */
+int anetSetCongestion(char *err, int fd, const char *algo);
+int anetGetCongestion(int fd, char *buf, size_t len);
+/* ANET_OK when this process may set algo on a socket (a probe socket). */
+int anetCongestionAvailable(char *err, const char *algo);
+/* The window-only algorithm for same-host peers when the system default
+ * paces (BBR), else NULL. Resolved once per process; MC_TCP_CONGESTION=system
+ * in the environment keeps the default everywhere. */
+const char *anetLocalCongestion(void);
+/* A peer on this host: a loopback address, or our own address. */
+int anetPeerIsLocal(const char *peer_ip, const char *local_ip);
+/* anetLocalCongestion() on fd when its peer is on this host. 1 when the
+ * peer is on this host and the socket is (now) unpaced, else 0. */
+int anetTuneLocalCongestion(int fd);
 
 #include <sys/types.h>
 struct iovec;

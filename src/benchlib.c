@@ -24,6 +24,7 @@
  * these machines would otherwise dominate), and every get can be checked
  * byte for byte (--check) against the pattern the puts wrote.
  */
+#include "anet.h"
 #include "benchlib.h"
 
 #include <errno.h>
@@ -341,6 +342,11 @@ static int runRawTcp(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
     if (rfd < 0) goto out;
     int one = 1;
     setsockopt(wfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* The same congestion control the library's connections get, so the
+     * baseline is the best this path can do (MC_TCP_CONGESTION=system: the
+     * system default for both). */
+    anetTuneLocalCongestion(wfd);
+    anetTuneLocalCongestion(rfd);
     long long n = baselineOps(cfg, vlen);
     if (n < 0) n = (long long)(cfg->duration * 2e9 / (double)(vlen ? vlen : 1)) + 1; /* ~2 GB/s guess */
     tcpSide ws = {.fd = wfd, .vlen = vlen, .count = n, .buf = wb};

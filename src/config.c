@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "anet.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -138,6 +139,34 @@ static int setAppendonly(sds *argv, int argc, const char **err) {
 
 static sds getAppendonly(void) { return sdsnew("no"); }
 
+/* "auto": same-host clients get a window-only algorithm when the system
+ * default paces (anet.c says why); "system": the default for everyone; a
+ * name: that algorithm for every TCP client, refused unless this process may
+ * set it. */
+static int setTcpCongestion(sds *argv, int argc, const char **err) {
+    static char msg[ANET_ERR_LEN + 64];
+    if (argc != 1 || sdslen(argv[0]) == 0) {
+        *err = "argument must be 'auto', 'system' or an algorithm name";
+        return C_ERR;
+    }
+    if (strcasecmp(argv[0], "auto") && strcasecmp(argv[0], "system")) {
+        char aerr[ANET_ERR_LEN];
+        if (sdslen(argv[0]) >= sizeof(server.tcp_congestion) ||
+            anetCongestionAvailable(aerr, argv[0]) != ANET_OK) {
+            snprintf(msg, sizeof(msg), "congestion control '%.32s' can't be used here (see "
+                     "net.ipv4.tcp_available_congestion_control)", argv[0]);
+            *err = msg;
+            return C_ERR;
+        }
+    }
+    snprintf(server.tcp_congestion, sizeof(server.tcp_congestion), "%s", argv[0]);
+    for (char *p = server.tcp_congestion; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    return C_OK;
+}
+
+static sds getTcpCongestion(void) { return sdsnew(server.tcp_congestion); }
+
 static int setDir(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -210,6 +239,8 @@ static standardConfig configs[] = {
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
     INTC("timeout", 0, &server.maxidletime, 0, INT_MAX, "0", NULL),
     INTC("tcp-keepalive", 0, &server.tcpkeepalive, 0, INT_MAX, "300", NULL),
+    SPECC("tcp-congestion", 0, "auto", setTcpCongestion, getTcpCongestion),
+    MEMC("tcp-notsent-lowat", 0, &server.tcp_notsent_lowat, 0, INT_MAX, "16kb"),
     MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
     SPECC("client-output-buffer-limit", 0, "normal 0 0 0", setCob, getCob),

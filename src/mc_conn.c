@@ -127,7 +127,7 @@ static void setTimeouts(int fd, int ms) {
 
 mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen) {
     char host[256];
-    int is_unix = 0, port = 0, fd = -1;
+    int is_unix = 0, port = 0, fd = -1, local_unpaced = 0;
     mcConn *c = NULL;
     if (parseUri(uri, &is_unix, host, sizeof(host), &port) != 0) {
         snprintf(err, errlen, "bad address '%s' (want tcp://host:port or unix:///path)", uri);
@@ -175,6 +175,7 @@ mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, c
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        local_unpaced = anetTuneLocalCongestion(fd); /* no pacing toward a same-host peer */
     }
     if (io_timeout_ms > 0) setTimeouts(fd, io_timeout_ms);
     c = calloc(1, sizeof(*c));
@@ -184,6 +185,7 @@ mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, c
     }
     c->fd = fd;
     c->is_unix = is_unix;
+    c->local_unpaced = local_unpaced;
     c->recv_fd = -1;
     c->io_timeout_ms = io_timeout_ms;
     const char *spin = getenv("MC_SPIN_US");

@@ -36,6 +36,7 @@ typedef struct mcConn {
     int nrefs;
     int broken;              /* an I/O error or protocol error: don't reuse */
     int timed_out;           /* ... and it was the I/O timeout */
+    int local_unpaced;       /* TCP to this host, not paced (anetTuneLocalCongestion) */
     char err[256];
 } mcConn;
 

@@ -407,6 +407,7 @@ static void *acceptThread(void *arg) {
             if (!c->is_unix) {
                 int one = 1;
                 setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                anetTuneLocalCongestion(fd);
             }
             pthread_mutex_lock(&h->lock);
             if (h->stopping || pthread_create(&c->thread, NULL, connThread, c) != 0) {

@@ -218,7 +218,7 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     c->host_fd = -1;
     c->host_id = MC_ERR_NOT_FOUND;
     c->transport = MC_TRANSPORT_AUTO;
-    c->streams = mcTcpDefaultStreams();
+    c->streams = 0; /* per peer: see tcpXfer */
     c->meta = mcConnOpen(uri, c->connect_ms, c->io_ms, err, errlen);
     if (c->meta == NULL) goto err;
     if (password && password[0]) {
@@ -537,7 +537,6 @@ static mcTcpPool *tcpPool(mc_client *c, int streams) {
 
 static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int write) {
     int rc = MC_ERR_UNSUPPORTED;
-    int streams = mcTcpStreamCount(rep->len, c->streams);
     /* tcp:// endpoints first; the same protocol works over a unix one. */
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < s->nendpoints; i++) {
@@ -551,6 +550,12 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
                 rc = MC_ERR_IO;
                 continue;
             }
+            /* Unless set: one stream to an unpaced peer on this host, whose
+             * single stream already keeps both sides' copies busy (two
+             * streams measured 3.8 GB/s against one's 6.3 at 1 MiB); one
+             * per CPU elsewhere. */
+            int want = c->streams ? c->streams : conn->local_unpaced ? 1 : mcTcpDefaultStreams();
+            int streams = mcTcpStreamCount(rep->len, want);
             /* A cached connection the peer closed meanwhile (its idle
              * timeout) fails at once: a second try on fresh connections.
              * SEG.WRITE/SEG.READ of the same range are safe to repeat. */

@@ -76,10 +76,12 @@ void mc_close(mc_client *c);
 /* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none). */
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms);
 int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench */
-/* TCP connections per peer that one transfer may use at once (1..16;
- * default one per CPU, at most 4): a transfer of n x 256 KiB is cut into
- * min(streams, n) slices sent in parallel, each on its own connection and
- * thread (the extra threads start at the first such transfer). */
+/* TCP connections per peer that one transfer may use at once (1..16): a
+ * transfer of n x 256 KiB is cut into min(streams, n) slices sent in
+ * parallel, each on its own connection and thread (the extra threads start
+ * at the first such transfer). Unset: one to a peer on this host over an
+ * unpaced connection (one stream already keeps both sides copying), one
+ * per CPU, at most 4, to others. */
 int mc_set_streams(mc_client *c, int streams);
 int mc_last_transport(mc_client *c);               /* what moved the last replica */
 const char *mc_last_error(mc_client *c);

@@ -49,6 +49,19 @@ static void writeHandler(aeEventLoop *el, int fd, void *privdata, int mask);
 
 /* ---- creation and destruction -------------------------------------------- */
 
+/* tcp-congestion (config.c): "system" leaves the socket alone, "auto" gives
+ * same-host clients the window-only algorithm anet picks, a name applies to
+ * every TCP client. A refusal is not fatal: the default still works. */
+static void setClientCongestion(int fd, const char *peer_ip, const char *local_ip) {
+    const char *want = server.tcp_congestion;
+    if (!strcmp(want, "system")) return;
+    if (!strcmp(want, "auto")) {
+        want = anetLocalCongestion();
+        if (want == NULL || !anetPeerIsLocal(peer_ip, local_ip)) return;
+    }
+    anetSetCongestion(NULL, fd, want);
+}
+
 client *createClient(int fd, int unix) {
     client *c = zcalloc(sizeof(*c));
     c->fd = fd;
@@ -65,14 +78,16 @@ client *createClient(int fd, int unix) {
         snprintf(c->addr, sizeof(c->addr), "%s:0", server.unixsocket ? server.unixsocket : "");
         snprintf(c->laddr, sizeof(c->laddr), "%s:0", server.unixsocket ? server.unixsocket : "");
     } else {
-        char ip[NET_IP_STR_LEN];
+        char ip[NET_IP_STR_LEN], lip[NET_IP_STR_LEN];
         int port;
         anetFdToString(fd, ip, sizeof(ip), &port, 1);
         anetFormatAddr(c->addr, sizeof(c->addr), ip, port);
-        anetFdToString(fd, ip, sizeof(ip), &port, 0);
-        anetFormatAddr(c->laddr, sizeof(c->laddr), ip, port);
+        anetFdToString(fd, lip, sizeof(lip), &port, 0);
+        anetFormatAddr(c->laddr, sizeof(c->laddr), lip, port);
         anetEnableTcpNoDelay(NULL, fd);
+        setClientCongestion(fd, ip, lip);
         if (server.tcpkeepalive) anetKeepAlive(NULL, fd, (int)server.tcpkeepalive);
+        if (server.tcp_notsent_lowat) anetSetNotSentLowat(NULL, fd, (int)server.tcp_notsent_lowat);
     }
     if (aeCreateFileEvent(server.el, fd, AE_READABLE, readQueryFromClient, c) == AE_ERR) {
         sdsfree(c->querybuf);
@@ -553,6 +568,8 @@ static int writeToClient(client *c, int handler_installed) {
             off = 0;
             if (iov[n].iov_len) n++;
         }
+        size_t want = 0;
+        for (int i = 0; i < n; i++) want += iov[i].iov_len;
         ssize_t nw;
         if (c->pass_fd >= 0) {
             nw = anetSendWithFd(c->fd, iov, n, c->pass_fd);
@@ -599,6 +616,9 @@ static int writeToClient(client *c, int handler_installed) {
             }
         }
         if (total > NET_MAX_WRITES_PER_EVENT) break;
+        /* A short write means the socket is full (or at tcp-notsent-lowat):
+         * the next writev would only say EAGAIN. */
+        if ((size_t)nw < want) break;
     }
     if (!clientHasPendingReplies(c)) {
         c->sentlen = 0;

@@ -200,6 +200,8 @@ struct mcServer {
     long long maxclients;
     long long maxidletime;   /* seconds, 0 = never */
     long long tcpkeepalive;
+    long long tcp_notsent_lowat; /* 0: the kernel's (unbounded) */
+    char tcp_congestion[16]; /* "auto", "system" or an algorithm (config.c) */
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
     cobLimit cob_normal;

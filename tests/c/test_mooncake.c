@@ -1746,6 +1746,15 @@ static void testStreams(void) {
         CHECK_EQ(mc_set_streams(c, 1), MC_OK);
         CHECK_EQ(mc_set_streams(NULL, 2), MC_ERR_INVALID);
     }
+    TEST("streams: by default one stream to an unpaced same-host server (no worker connections)") {
+        mc_client *e = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(e != NULL);
+        long long before = connectedClients(r); /* r, c, e */
+        CHECK_EQ(before, 3);
+        if (e) roundTrip(e, "stdef", 16 * MiB, MC_TRANSPORT_TCP, want, got);
+        CHECK_EQ(connectedClients(r), before);
+        mcClose(&e);
+    }
     static const int counts[] = {1, 2, 3, 4};
     for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
         char name[160], tag[16];

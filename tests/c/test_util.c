@@ -1,7 +1,16 @@
-/* test_util.c -- strict number parsing, memory units, glob matching. */
+/* test_util.c -- strict number parsing, memory units, glob matching, and the
+ * socket tuning in anet (congestion control for same-host peers,
+ * TCP_NOTSENT_LOWAT). */
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "anet.h"
 #include "testhelp.h"
@@ -90,6 +99,87 @@ int main(void) {
         CHECK(!anetIsLoopback("::2"));
         CHECK(!anetIsLoopback("::ffff:10.0.0.1"));
         CHECK(!anetIsLoopback("1270.0.0.1"));
+    }
+    TEST("same-host peers: loopback or our own address") {
+        CHECK(anetPeerIsLocal("127.0.0.1", "127.0.0.1"));
+        CHECK(anetPeerIsLocal("::1", "::1"));
+        CHECK(anetPeerIsLocal("10.1.2.3", "10.1.2.3"));
+        CHECK(!anetPeerIsLocal("10.1.2.4", "10.1.2.3"));
+        CHECK(!anetPeerIsLocal("192.168.0.1", "127.0.0.1"));
+    }
+    TEST("congestion control: set, read back, and refuse what the kernel lacks") {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        char name[64], err[ANET_ERR_LEN] = "";
+        /* Reno is built in and allowed to every process. */
+        CHECK_EQ(anetSetCongestion(err, fd, "reno"), ANET_OK);
+        CHECK_EQ(anetGetCongestion(fd, name, sizeof(name)), ANET_OK);
+        CHECK(strcmp(name, "reno") == 0);
+        CHECK_EQ(anetSetCongestion(err, fd, "no-such-cc"), ANET_ERR);
+        CHECK(strstr(err, "no-such-cc") != NULL);
+        CHECK_EQ(anetGetCongestion(fd, name, sizeof(name)), ANET_OK);
+        CHECK(strcmp(name, "reno") == 0); /* a refusal changes nothing */
+        close(fd);
+        CHECK_EQ(anetCongestionAvailable(NULL, "reno"), ANET_OK);
+        CHECK_EQ(anetCongestionAvailable(err, "no-such-cc"), ANET_ERR);
+    }
+    TEST("MC_TCP_CONGESTION=system keeps the system default") {
+        /* In a child: the choice is made once per process, and this process
+         * has not made it yet. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("MC_TCP_CONGESTION", "system", 1);
+            _exit(anetLocalCongestion() == NULL ? 0 : 1);
+        }
+        int st = 0;
+        CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    TEST("same-host connections get a window-only algorithm when the default paces") {
+        char def[64] = "";
+        int probe = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(probe >= 0 && anetGetCongestion(probe, def, sizeof(def)) == ANET_OK);
+        close(probe);
+        const char *local = anetLocalCongestion();
+        if (strncmp(def, "bbr", 3) == 0) {
+            CHECK(local != NULL && (strcmp(local, "cubic") == 0 || strcmp(local, "reno") == 0));
+        } else {
+            CHECK(local == NULL);
+        }
+        /* A real loopback pair: both ends tuned, as the library does. */
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t salen = sizeof(sa);
+        int lfd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 1) == 0 &&
+              getsockname(lfd, (struct sockaddr *)&sa, &salen) == 0);
+        int cfd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(cfd >= 0 && connect(cfd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+        int afd = accept(lfd, NULL, NULL);
+        CHECK(afd >= 0);
+        CHECK_EQ(anetTuneLocalCongestion(cfd), local != NULL);
+        CHECK_EQ(anetTuneLocalCongestion(afd), local != NULL);
+        char got[64];
+        CHECK(anetGetCongestion(cfd, got, sizeof(got)) == ANET_OK && strcmp(got, local ? local : def) == 0);
+        CHECK(anetGetCongestion(afd, got, sizeof(got)) == ANET_OK && strcmp(got, local ? local : def) == 0);
+        /* A unix socket is not TCP: nothing to tune, nothing breaks. */
+        int sv[2];
+        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        CHECK_EQ(anetTuneLocalCongestion(sv[0]), 0);
+        close(sv[0]);
+        close(sv[1]);
+        close(cfd);
+        close(afd);
+        close(lfd);
+    }
+    TEST("TCP_NOTSENT_LOWAT is set as asked") {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        CHECK_EQ(anetSetNotSentLowat(NULL, fd, 16384), ANET_OK);
+        int v = 0;
+        socklen_t vl = sizeof(v);
+        CHECK(getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &vl) == 0);
+        CHECK_EQ(v, 16384);
+        close(fd);
     }
     return testReport();
 }
