@@ -178,6 +178,36 @@ start_server {tags {protocol}} {
         assert {[r get pieces] eq $v}
     }
 
+    # Large arguments (read in place from PROTO_BIG_ARG, 32 KiB) back to back
+    # with small commands in one pipeline: each payload starts inside a read
+    # that also holds the previous request's tail.
+    test {Pipelined SETs of 1 B .. 200 KiB between ECHOs, then GETs} {
+        set sizes {65536 32768 65536 131071 131072 1 204800 40000 65536 70000}
+        set buf {}
+        set i 0
+        foreach n $sizes {
+            append buf [::redis::format_command SET hint:$i [pattern_bytes $n $i]]
+            append buf [::redis::format_command ECHO hint$i]
+            incr i
+        }
+        set rd [redis_deferring_client]
+        $rd write $buf
+        $rd flush
+        set i 0
+        foreach n $sizes {
+            assert_equal OK [$rd read]
+            assert_equal hint$i [$rd read]
+            incr i
+        }
+        $rd close
+        set i 0
+        foreach n $sizes {
+            assert {[r get hint:$i] eq [pattern_bytes $n $i]}
+            incr i
+        }
+        r strlen hint:6
+    } {204800}
+
     test {A client that disconnects in the middle of a bulk} {
         r del halfway
         set fd [raw_connect]
