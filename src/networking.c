@@ -811,6 +811,26 @@ static void processInputBuffer(client *c) {
     }
 }
 
+/* While a payload of PROTO_LOWAT_ARG or more is read in place, the socket
+ * reports readable only once PROTO_LOWAT bytes (or all that is left) are
+ * queued. Without it the loop, busy or not, wakes for every few segments and
+ * each small read sends the client a window update; on loopback each of those
+ * makes the sender's kernel run its transmit path (and BBR's pacing timer) once
+ * more. Measured with redis-benchmark SET of 4 MiB values: ~14 reads per
+ * value, 805 -> 920 SET/s (Redis: 655); 1 MiB unchanged. Back to 1 the moment
+ * the payload is in, so the next small command is not held back; EOF and
+ * errors wake the loop whatever the low-water mark. */
+static void setBigArgLowat(client *c) {
+    if (c->flags & (CLIENT_UNIX_SOCKET | CLIENT_CLOSE_ASAP)) return;
+    int want = 1;
+    if (c->big.len >= PROTO_LOWAT_ARG) {
+        size_t left = c->big.len - c->big.got + (size_t)(2 - c->big.crlf_got);
+        want = left < PROTO_LOWAT ? (int)left : PROTO_LOWAT;
+    }
+    if (want == (c->rcvlowat ? c->rcvlowat : 1)) return;
+    if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof(want)) == 0) c->rcvlowat = want;
+}
+
 void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
     (void)el, (void)mask;
     client *c = privdata;
@@ -897,6 +917,7 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
     server.current_client = c;
     processInputBuffer(c);
     server.current_client = NULL;
+    setBigArgLowat(c);
 }
 
 /* ---- idle clients and buffers -------------------------------------------- */

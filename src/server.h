@@ -34,6 +34,8 @@
 #define PROTO_IOBUF_LEN (16 * 1024)     /* read size for the query buffer */
 #define PROTO_REPLY_CHUNK (16 * 1024)   /* static reply buffer, reply block size */
 #define PROTO_BIG_ARG (32 * 1024)       /* args this long are read in place */
+#define PROTO_LOWAT_ARG (1024 * 1024)   /* args this long are read in ... */
+#define PROTO_LOWAT (256 * 1024)        /* ... chunks of at least this (SO_RCVLOWAT) */
 #define PROTO_REPLY_OBJ_MIN (16 * 1024) /* values this long are sent from the pool */
 #define LOG_MAX_LEN 1024
 
@@ -137,6 +139,7 @@ typedef struct client {
         int crlf_got;
         int argi;
     } big;
+    int rcvlowat;           /* SO_RCVLOWAT now set on fd; 0 = the default, 1 */
     struct mcCommand *cmd, *lastcmd;
     /* Output. */
     char buf[PROTO_REPLY_CHUNK];

@@ -208,6 +208,42 @@ start_server {tags {protocol}} {
         r strlen hint:6
     } {204800}
 
+    # Payloads of 1 MiB or more are read with SO_RCVLOWAT raised (networking.c):
+    # it must drop back the moment the payload is in, and a peer that goes
+    # away must still wake the server.
+    test {After a 2 MiB SET, a small command in its own write is answered at once} {
+        set fd [raw_connect]
+        puts -nonewline $fd [::redis::format_command SET lowat [pattern_bytes 2097152 3]]
+        flush $fd
+        lassign [raw_read $fd 5000] data
+        assert_equal "+OK\r\n" $data
+        set t0 [clock milliseconds]
+        puts -nonewline $fd "PING\r\n"
+        flush $fd
+        lassign [raw_read $fd 3000 20] data
+        set took [expr {[clock milliseconds] - $t0}]
+        close $fd
+        assert_equal "+PONG\r\n" $data
+        assert_lessthan $took 1000
+        r strlen lowat
+    } {2097152}
+
+    test {A client that disconnects in the middle of a 4 MiB bulk is let go at once} {
+        r del halfway4m
+        set before [s connected_clients]
+        set fd [raw_connect]
+        puts -nonewline $fd "*3\r\n\$3\r\nSET\r\n\$9\r\nhalfway4m\r\n\$4194304\r\n[string repeat x 1500000]"
+        flush $fd
+        wait_for_condition 50 20 {[s connected_clients] == $before + 1} else {
+            fail "the client never showed up"
+        }
+        close $fd
+        wait_for_condition 50 20 {[s connected_clients] == $before} else {
+            fail "the server did not notice the half-sent 4 MiB SET's client leave"
+        }
+        r exists halfway4m
+    } {0}
+
     test {A client that disconnects in the middle of a bulk} {
         r del halfway
         set fd [raw_connect]
