@@ -346,6 +346,9 @@ int anetCongestionAvailable(char *err, const char *algo) {
     return rc;
 }
 
+/* Of the algorithms Linux ships, only BBR (bbr, bbr2, bbr3) asks for pacing. */
+static int congestionPaces(const char *name) { return strncmp(name, "bbr", 3) == 0; }
+
 static char local_cc[16];
 static pthread_once_t local_cc_once = PTHREAD_ONCE_INIT;
 
@@ -355,8 +358,7 @@ static void resolveLocalCongestion(void) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd == -1) return;
     char def[64];
-    /* Of the algorithms Linux ships, only BBR asks for pacing. */
-    if (anetGetCongestion(fd, def, sizeof(def)) == ANET_OK && !strncmp(def, "bbr", 3)) {
+    if (anetGetCongestion(fd, def, sizeof(def)) == ANET_OK && congestionPaces(def)) {
         /* CUBIC needs CAP_NET_ADMIN unless the administrator allowed it;
          * Reno is always allowed. Either is fine on loopback. */
         static const char *const prefer[] = {"cubic", "reno"};
@@ -387,7 +389,7 @@ int anetTuneLocalCongestion(int fd) {
         return 0;
     const char *cc = anetLocalCongestion();
     if (cc) anetSetCongestion(NULL, fd, cc);
-    return anetGetCongestion(fd, now, sizeof(now)) == ANET_OK && strncmp(now, "bbr", 3) != 0;
+    return anetGetCongestion(fd, now, sizeof(now)) == ANET_OK && !congestionPaces(now);
 }
 
 /* sendmsg of iov with one fd attached by SCM_RIGHTS: the receiver gets the

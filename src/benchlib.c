@@ -29,7 +29,6 @@
 
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -340,8 +339,7 @@ static int runRawTcp(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
     if (wfd < 0 || connect(wfd, (struct sockaddr *)&sa, sizeof(sa))) goto out;
     rfd = accept(lfd, NULL, NULL);
     if (rfd < 0) goto out;
-    int one = 1;
-    setsockopt(wfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    anetEnableTcpNoDelay(NULL, wfd);
     /* The same congestion control the library's connections get, so the
      * baseline is the best this path can do (MC_TCP_CONGESTION=system: the
      * system default for both). */

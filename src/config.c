@@ -159,9 +159,8 @@ static int setTcpCongestion(sds *argv, int argc, const char **err) {
             return C_ERR;
         }
     }
-    snprintf(server.tcp_congestion, sizeof(server.tcp_congestion), "%s", argv[0]);
-    for (char *p = server.tcp_congestion; *p; p++)
-        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    const char *v = !strcasecmp(argv[0], "auto") ? "auto" : !strcasecmp(argv[0], "system") ? "system" : argv[0];
+    snprintf(server.tcp_congestion, sizeof(server.tcp_congestion), "%s", v);
     return C_OK;
 }
 

@@ -30,7 +30,6 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,8 +172,7 @@ mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, c
             snprintf(err, errlen, "connect %s: %s", uri, strerror(saved));
             return NULL;
         }
-        int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        anetEnableTcpNoDelay(NULL, fd);
         local_unpaced = anetTuneLocalCongestion(fd); /* no pacing toward a same-host peer */
     }
     if (io_timeout_ms > 0) setTimeouts(fd, io_timeout_ms);

@@ -31,7 +31,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -405,8 +404,7 @@ static void *acceptThread(void *arg) {
             c->fd = fd;
             c->is_unix = i == 2;
             if (!c->is_unix) {
-                int one = 1;
-                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                anetEnableTcpNoDelay(NULL, fd);
                 anetTuneLocalCongestion(fd);
             }
             pthread_mutex_lock(&h->lock);

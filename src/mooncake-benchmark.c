@@ -77,7 +77,6 @@
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -411,8 +410,7 @@ static int connectOne(char *err, size_t errlen) {
         }
         freeaddrinfo(res);
         if (fd == -1) return -1;
-        int yes = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
+        anetEnableTcpNoDelay(NULL, fd);
         /* A same-host server gets requests from an unpaced socket, as the
          * library sends them (anet.c): the client's pacing would otherwise
          * be most of a large SET's cost, equally against any server. */

@@ -555,21 +555,19 @@ static int writeToClient(client *c, int handler_installed) {
     while (clientHasPendingReplies(c)) {
         struct iovec iov[IOV_BATCH];
         int n = 0;
-        size_t off = c->sentlen;
+        size_t off = c->sentlen, want = 0;
         if (c->bufpos > 0) {
             iov[n].iov_base = c->buf + off;
             iov[n].iov_len = c->bufpos - off;
-            n++;
+            want += iov[n++].iov_len;
             off = 0;
         }
         for (replyBlock *b = c->reply_head; b && n < IOV_BATCH; b = b->next) {
             iov[n].iov_base = (char *)b->ptr + off;
             iov[n].iov_len = b->used - off;
             off = 0;
-            if (iov[n].iov_len) n++;
+            if (iov[n].iov_len) want += iov[n++].iov_len;
         }
-        size_t want = 0;
-        for (int i = 0; i < n; i++) want += iov[i].iov_len;
         ssize_t nw;
         if (c->pass_fd >= 0) {
             nw = anetSendWithFd(c->fd, iov, n, c->pass_fd);

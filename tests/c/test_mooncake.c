@@ -1846,6 +1846,21 @@ static void putPreferring(mc_client *c, const char *name, const char *key, size_
     free(v);
 }
 
+/* Sets owner-ttl, kills every normal client but the one asking (the
+ * hosting handle's metadata connection among them), then waits 2.5 s: more
+ * than one heartbeat. The asking connection is closed first, or the server's
+ * idle timeout would close it meanwhile. */
+static void killClientsThenWait(tsServer *s, int owner_ttl_ms) {
+    redisContext *r = rTcp(s);
+    redisReply *rep = rcmd(r, "CONFIG SET owner-ttl %d", owner_ttl_ms);
+    CHECK(expectOk(rep, "CONFIG SET owner-ttl"));
+    rep = rcmd(r, "CLIENT KILL TYPE normal SKIPME yes");
+    CHECK(replyInt(rep) >= 1);
+    freeReplyObject(rep);
+    rClose(&r);
+    tsSleepMs(2500);
+}
+
 static void testKeepalive(void) {
     const char *group = "keepalive";
     int failed0 = test_failed;
@@ -1872,14 +1887,8 @@ static void testKeepalive(void) {
         mcClose(&c);
     }
     TEST("keepalive: its metadata connection killed, the heartbeat reconnects and the owner lives on") {
+        killClientsThenWait(&s, 5000);
         redisContext *r = rTcp(&s);
-        CHECK(expectOk(rcmd(r, "CONFIG SET owner-ttl 5000"), "CONFIG SET owner-ttl"));
-        redisReply *k = rcmd(r, "CLIENT KILL TYPE normal SKIPME yes");
-        CHECK(replyInt(k) >= 1);
-        freeReplyObject(k);
-        rClose(&r);
-        tsSleepMs(2500); /* > one heartbeat; r would be idle-closed meanwhile */
-        r = rTcp(&s);
         CHECK_EQ(segInfoInt(r, "host-k", "id"), id);
         CHECK_EQ(host ? mc_mount_id(host) : -1, id);
         CHECK(!tsLogHas(&s, "is gone: unmounting segment 'host-k'"));
@@ -1889,14 +1898,8 @@ static void testKeepalive(void) {
         mcClose(&c);
     }
     TEST("keepalive: an owner the server let go mounts again (-NEEDREMOUNT) and serves") {
+        killClientsThenWait(&s, 0);
         redisContext *r = rTcp(&s);
-        CHECK(expectOk(rcmd(r, "CONFIG SET owner-ttl 0"), "CONFIG SET owner-ttl"));
-        redisReply *k = rcmd(r, "CLIENT KILL TYPE normal SKIPME yes");
-        CHECK(replyInt(k) >= 1);
-        freeReplyObject(k);
-        rClose(&r);
-        tsSleepMs(2500);
-        r = rTcp(&s);
         long long now = segInfoInt(r, "host-k", "id");
         CHECK(now > 1);
         CHECK_EQ(host ? mc_mount_id(host) : -1, now);

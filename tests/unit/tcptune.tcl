@@ -2,15 +2,8 @@
 # its TCP clients. The server's side of a connection is read with ss
 # (iproute2), which names each socket's congestion control.
 
-proc read_proc_line {path} {
-    set f [open $path r]
-    set v [string trim [read $f]]
-    close $f
-    return $v
-}
-
-proc available_cc {} { read_proc_line /proc/sys/net/ipv4/tcp_available_congestion_control }
-proc system_cc {} { read_proc_line /proc/sys/net/ipv4/tcp_congestion_control }
+proc available_cc {} { string trim [__read_from__ /proc/sys/net/ipv4/tcp_available_congestion_control 0] }
+proc system_cc {} { string trim [__read_from__ /proc/sys/net/ipv4/tcp_congestion_control 0] }
 
 # The congestion control of the server's end of the connection fd.
 proc server_side_cc {fd} {
