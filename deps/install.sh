@@ -2,17 +2,17 @@
 # deps/install.sh -- install the Debian packages Mooncake-C builds and tests with.
 #
 #   deps/install.sh build    what `make` needs (compiler, pkg-config, jemalloc, libnuma, RDMA headers)
-#   deps/install.sh test     plus what `make test` needs (tcl, hiredis, redis-tools, redis-server, python3-redis, iproute2)
-#   deps/install.sh all      everything, including etcd-server and curl for the cluster work
+#   deps/install.sh test     plus what `make test` needs (tcl, hiredis, redis-tools, redis-server, python3-redis, iproute2, etcd-server)
+#   deps/install.sh all      everything (today the same as test)
 #
 # Idempotent: it asks dpkg first and runs apt-get only for what is missing,
 # and says what it installs. Nothing is vendored; every dependency is a
 # Debian package found later through pkg-config.
 set -e
 what=${1:-build}
-build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev"
-test_pkgs="tcl libhiredis-dev redis-tools redis-server python3-redis clang libclang-rt-14-dev iproute2"
-all_pkgs="etcd-server"
+build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev libjansson-dev"
+test_pkgs="tcl libhiredis-dev redis-tools redis-server python3-redis clang libclang-rt-14-dev iproute2 etcd-server python3-pytest"
+all_pkgs=""
 case "$what" in
   build) pkgs="$build_pkgs" ;;
   test)  pkgs="$build_pkgs $test_pkgs" ;;

@@ -65,6 +65,36 @@ static mcCommand slowlogSubcommands[] = {
     SUB("help", slowlogCommand, 2, L | S, "Show helpful text about the different subcommands."),
     END};
 
+static mcCommand clusterSubcommands[] = {
+    SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
+    SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
+    SUB("myshardid", clusterCommand, 2, S, "Returns the shard ID of a node."),
+    SUB("nodes", clusterCommand, 2, S, "Returns the cluster configuration for a node."),
+    SUB("slots", clusterCommand, 2, S, "Returns the mapping of cluster slots to nodes."),
+    SUB("shards", clusterCommand, 2, S, "Returns the mapping of cluster slots to shards."),
+    SUB("keyslot", clusterCommand, 3, S, "Returns the hash slot for a key."),
+    SUB("countkeysinslot", clusterCommand, 3, S, "Returns the number of keys in a hash slot."),
+    SUB("getkeysinslot", clusterCommand, 4, S, "Returns the key names in a hash slot."),
+    SUB("addslots", clusterCommand, -3, A | S, "Assigns new hash slots to a node."),
+    SUB("addslotsrange", clusterCommand, -4, A | S, "Assigns new hash slot ranges to a node."),
+    SUB("delslots", clusterCommand, -3, A | S, "Sets hash slots as unbound for a node."),
+    SUB("delslotsrange", clusterCommand, -4, A | S, "Sets hash slot ranges as unbound for a node."),
+    SUB("setslot", clusterCommand, -4, A | S, "Binds a hash slot to a node."),
+    SUB("meet", clusterCommand, -4, A | S, "Forces a node to handshake with another node."),
+    SUB("forget", clusterCommand, 3, A | S, "Removes a node from the nodes table."),
+    SUB("reset", clusterCommand, -2, A | S, "Resets a node."),
+    SUB("set-config-epoch", clusterCommand, 3, A | S, "Sets the configuration epoch for a new node."),
+    SUB("bumpepoch", clusterCommand, 2, A | S, "Advances the cluster config epoch."),
+    SUB("saveconfig", clusterCommand, 2, A | S, "Forces a node to save the cluster configuration to disk."),
+    SUB("replicate", clusterCommand, 3, A | S, "Configure a node as replica of a primary node."),
+    SUB("replicas", clusterCommand, 3, A | S, "Lists the replica nodes of a primary node."),
+    SUB("slaves", clusterCommand, 3, A | S, "Lists the replica nodes of a primary node."),
+    SUB("count-failure-reports", clusterCommand, 3, A | S, "Returns the number of active failure reports active for a node."),
+    SUB("failover", clusterCommand, -2, A | S, "Forces a replica to perform a manual failover of its primary."),
+    SUB("links", clusterCommand, 2, S, "Returns a list of all TCP links to and from peer nodes."),
+    SUB("help", clusterCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
 #define CMD(name, proc, arity, flags, first, last, step, group, summary, since, cx) \
     {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
 #define CMDX(name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs) \
@@ -91,6 +121,16 @@ mcCommand commandTable[] = {
     CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
+    /* cluster (cluster.c) */
+    CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
+    CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
+    CMD("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", "3.0.0", "O(1)"),
+    CMD("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-write queries for a connection to a Reids Cluster replica node.", "3.0.0", "O(1)"),
+    /* migration (migrate.c) */
+    CMD("dump", dumpCommand, 2, R, 1, 1, 1, "generic", "Returns a serialized representation of the value stored at a key.", "2.6.0", "O(1) to access the key and additional O(N*M) to serialize it"),
+    CMD("restore", restoreCommand, -4, W | M, 1, 1, 1, "generic", "Creates a key from the serialized representation of a value.", "2.6.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
+    CMD("restore-asking", restoreCommand, -4, W | M | CMD_ASKING, 1, 1, 1, "server", "An internal command for migrating keys in a cluster.", "3.0.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
+    {"migrate", migrateCommand, -6, W | CMD_MOVABLEKEYS, 3, 3, 1, "generic", "Atomically transfers keys from one instance to another.", "2.6.0", "O(N) where N is the number of keys", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0},
     /* keyspace */
     CMD("del", delCommand, -2, W, 1, -1, 1, "generic", "Deletes one or more keys.", "1.0.0", "O(N) where N is the number of keys that will be removed"),
     CMD("unlink", delCommand, -2, W | F, 1, -1, 1, "generic", "Deletes one or more keys (space is reclaimed when no reader holds it).", "4.0.0", "O(1) for each key removed"),

@@ -51,6 +51,9 @@
 #define CLIENT_UNIX_SOCKET (1 << 2)
 #define CLIENT_PENDING_WRITE (1 << 3)     /* in server.clients_pending_write */
 #define CLIENT_PROTECTED (1 << 4)         /* executing a command: don't free yet */
+#define CLIENT_ASKING (1 << 5)            /* ASKING: the next command may use an importing slot */
+#define CLIENT_READONLY (1 << 6)          /* READONLY: reads may be served by a replica */
+#define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
 
 /* Command flags (bits) and their COMMAND INFO names. */
 #define CMD_WRITE (1 << 0)
@@ -65,6 +68,7 @@
 #define CMD_SENTINEL (1 << 9)
 #define CMD_PROTECTED (1 << 10)
 #define CMD_MOVABLEKEYS (1 << 11)  /* keys found from a numkeys argument: see keynum_* */
+#define CMD_ASKING (1 << 12)       /* served in an importing slot without ASKING (RESTORE-ASKING) */
 
 typedef long long mstime_t;
 
@@ -151,6 +155,7 @@ typedef struct client {
     struct owner **owners;  /* owners this connection keeps alive (owner.c) */
     int nowners;
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
+    struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -255,6 +260,17 @@ struct mcServer {
     long long put_timeout, put_release_timeout;
     long long default_replicas;
     int allocation_strategy;
+    /* Cluster (cluster.c, etcd.c). */
+    int cluster_enabled;
+    char *cluster_etcd_endpoints;   /* space-separated URLs */
+    char *cluster_name;             /* the etcd namespace */
+    char *cluster_config_file;      /* holds this node's id, in dir */
+    long long cluster_node_timeout; /* ms */
+    char *cluster_announce_ip;
+    long long cluster_announce_port, cluster_announce_bus_port;
+    int cluster_require_full_coverage;
+    long long cluster_migrate_timeout_ms;
+    struct clusterState *cluster;
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
@@ -399,5 +415,17 @@ void segReadvCommand(client *c);
 void shmAttachCommand(client *c);
 void dataPlaneSetSelfEndpoints(void);
 void addReplyPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
+/* cluster.c */
+void clusterCommand(client *c);
+void askingCommand(client *c);
+void readonlyCommand(client *c);
+void readwriteCommand(client *c);
+/* migrate.c */
+void dumpCommand(client *c);
+void restoreCommand(client *c);
+void migrateCommand(client *c);
+/* networking.c: blocked clients (cluster topology changes wait for etcd) */
+void blockClient(client *c, struct clusterOp *op);
+void unblockClient(client *c);
 
 #endif

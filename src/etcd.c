@@ -1,0 +1,2 @@
+/* etcd.c -- placeholder: being written (see etcd.h). */
+#include "etcd.h"
