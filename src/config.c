@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "cluster.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -209,6 +210,12 @@ static int applyBusyPoll(const char **err) {
     return C_OK;
 }
 
+static int applyFullCoverage(const char **err) {
+    (void)err;
+    if (server.cluster) clusterRebuild();
+    return C_OK;
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -217,6 +224,7 @@ static int applyLoglevel(const char **err) {
 /* ---- the table ----------------------------------------------------------- */
 
 #define BOOLC(n, f, p, d) {n, CFG_BOOL, f, p, 0, 1, 0, 0, d, NULL, NULL, NULL, NULL}
+#define BOOLCA(n, f, p, d, ap) {n, CFG_BOOL, f, p, 0, 1, 0, 0, d, NULL, ap, NULL, NULL}
 #define INTC(n, f, p, lo, hi, d, ap) {n, CFG_INT, f, p, lo, hi, 0, 0, d, NULL, ap, NULL, NULL}
 #define MEMC(n, f, p, lo, hi, d) {n, CFG_MEM, f, p, lo, hi, 0, 0, d, NULL, NULL, NULL, NULL}
 #define DBLC(n, f, p, lo, hi, d) {n, CFG_DOUBLE, f, p, 0, 0, lo, hi, d, NULL, NULL, NULL, NULL}
@@ -277,6 +285,16 @@ static standardConfig configs[] = {
     INTC("put-release-timeout", 0, &server.put_release_timeout, 0, LLONG_MAX, "600000", NULL),
     INTC("default-replicas", 0, &server.default_replicas, 1, STORE_MAX_REPLICAS, "1", NULL),
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),
+    /* Cluster (cluster.c, cluster_sync.c) */
+    BOOLC("cluster-enabled", CFG_IMMUTABLE, &server.cluster_enabled, "no"),
+    STRC("cluster-etcd-endpoints", CFG_IMMUTABLE, &server.cluster_etcd_endpoints, "http://127.0.0.1:2379"),
+    STRC("cluster-name", CFG_IMMUTABLE, &server.cluster_name, "mooncake"),
+    STRC("cluster-config-file", CFG_IMMUTABLE, &server.cluster_config_file, ""),
+    INTC("cluster-node-timeout", CFG_IMMUTABLE, &server.cluster_node_timeout, 1000, LLONG_MAX / 2, "15000", NULL),
+    STRC("cluster-announce-ip", CFG_IMMUTABLE, &server.cluster_announce_ip, ""),
+    INTC("cluster-announce-port", CFG_IMMUTABLE, &server.cluster_announce_port, 0, 65535, "0", NULL),
+    INTC("cluster-announce-bus-port", CFG_IMMUTABLE, &server.cluster_announce_bus_port, 0, 65535, "0", NULL),
+    BOOLCA("cluster-require-full-coverage", 0, &server.cluster_require_full_coverage, "yes", applyFullCoverage),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
 static standardConfig *lookupConfig(const char *name) {

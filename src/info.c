@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "owner.h"
+#include "cluster.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -218,6 +219,10 @@ sds genInfoString(const char *section) {
     if (!strcasecmp(section, "commandstats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
         s = sectionHeader(s, count++ ? 2 : 1, "Commandstats");
         for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catCommandStats(s, cmd);
+    }
+    if ((w = wantSection(section, "cluster", &count))) {
+        s = sectionHeader(s, w, "Cluster");
+        s = clusterGenInfoSection(s);
     }
     if ((w = wantSection(section, "keyspace", &count))) {
         s = sectionHeader(s, w, "Keyspace");

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "cluster.h"
 #include "owner.h"
 #include "server.h"
 #include "store.h"
@@ -159,6 +160,7 @@ void freeClient(client *c) {
     }
     abortBigArg(c);
     ownerDetachClient(c);
+    if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
     freeClientArgv(c);
     if (c->pass_fd >= 0) close(c->pass_fd);
     zfree(c->argv);
@@ -747,7 +749,7 @@ static int finishBigArg(client *c) {
 }
 
 static void processInputBuffer(client *c) {
-    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+    while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_BLOCKED))) {
         if (c->big.len) {
             if (c->big.got < c->big.len || c->big.crlf_got < 2) break;
             if (finishBigArg(c) != C_OK) break;
@@ -916,6 +918,28 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
     processInputBuffer(c);
     server.current_client = NULL;
     setBigArgLowat(c);
+}
+
+/* ---- blocked clients ------------------------------------------------------ */
+
+/* A command that must wait (a topology change waits for etcd's commit)
+ * blocks its client: the reply comes later, and until then the client's
+ * further requests stay in its query buffer, so a pipeline's replies keep
+ * their order. Reading goes on; the query buffer limit still applies. */
+void blockClient(client *c, struct clusterOp *op) {
+    c->flags |= CLIENT_BLOCKED;
+    c->blocked_op = op;
+}
+
+/* The wait is over and the reply is queued: run what was pipelined. */
+void unblockClient(client *c) {
+    c->flags &= ~CLIENT_BLOCKED;
+    c->blocked_op = NULL;
+    if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)) return;
+    client *prev = server.current_client;
+    server.current_client = c;
+    processInputBuffer(c);
+    server.current_client = prev;
 }
 
 /* ---- idle clients and buffers -------------------------------------------- */

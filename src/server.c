@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "anet.h"
+#include "cluster.h"
 #include "owner.h"
 #include "store.h"
 #include "util.h"
@@ -173,6 +174,11 @@ int processCommand(client *c) {
         rejectCommand(c, "-NOAUTH Authentication required.");
         return C_OK;
     }
+    if (server.cluster_enabled && clusterRedirect(c)) {
+        c->cmd->rejected_calls++;
+        clusterResetAsking(c);
+        return C_OK;
+    }
     if (c->argerr) {
         if (!strncmp(c->argerr, "-OOM", 4)) server.stat_oom_rejections++;
         rejectCommand(c, c->argerr);
@@ -180,6 +186,7 @@ int processCommand(client *c) {
     }
     server.current_client = c;
     call(c);
+    if (server.cluster_enabled) clusterResetAsking(c);
     return C_OK;
 }
 
@@ -200,6 +207,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     storeRehashCron(1000);
     ownerCron();
     segmentCron();
+    clusterCron();
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);
@@ -370,6 +378,7 @@ static void initServer(void) {
     }
     dataPlaneSetSelfEndpoints();
     slowlogInit();
+    clusterInit();
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);
     aeSetAfterSleepProc(server.el, afterSleep);

@@ -269,7 +269,6 @@ struct mcServer {
     char *cluster_announce_ip;
     long long cluster_announce_port, cluster_announce_bus_port;
     int cluster_require_full_coverage;
-    long long cluster_migrate_timeout_ms;
     struct clusterState *cluster;
 };
 

@@ -22,6 +22,7 @@
  * Eviction lives in evict.c.
  */
 #include "store.h"
+#include "cluster.h"
 
 #include <string.h>
 
@@ -236,6 +237,10 @@ long long storeGetExpire(sds key) {
 /* Deletes through the expires dict first: it borrows the key sds that the
  * keyspace dict owns and frees. */
 static int deleteKey(sds key) {
+    if (server.cluster) {
+        dictEntry *de = dictFind(server.keys, key);
+        if (de) clusterSlotKeyDel(de->key);
+    }
     dictDelete(server.expires, key);
     return dictDelete(server.keys, key) == DICT_OK;
 }
@@ -286,6 +291,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         de->key = sdsdup(key);
         st.keybytes += sdsAllocSize(de->key);
         de->val = o;
+        if (server.cluster) clusterSlotKeyAdd(de->key);
     } else {
         storeObj *old = existing->val;
         existing->val = o;
@@ -327,6 +333,7 @@ void storeFlush(void) {
     }
     dictReleaseIterator(it);
     dictEmpty(server.expires, NULL);
+    if (server.cluster) clusterSlotKeysFlush();
     dictEmpty(server.keys, NULL);
     evictResetPool();
     server.evict_pending = 0;

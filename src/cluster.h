@@ -1,0 +1,99 @@
+/* cluster.h -- Redis Cluster's contract (16384 slots, MOVED/ASK, the
+ * CLUSTER command family) with etcd holding the topology instead of a
+ * gossip bus. See cluster.c for the design. */
+#ifndef CLUSTER_H
+#define CLUSTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "crc.h"
+#include "sds.h"
+
+#define CLUSTER_NAMELEN 40
+
+/* Node flags, as CLUSTER NODES shows them. */
+#define CNODE_MYSELF (1 << 0)
+#define CNODE_FAIL (1 << 1)     /* its etcd lease is gone: dead for cluster-node-timeout */
+
+struct client;
+struct mcCommand;
+
+typedef struct clusterSlotState {
+    int slot;
+    char node[CLUSTER_NAMELEN + 1];
+} clusterSlotState;
+
+/* One node: its etcd record (nodes/<id>), parsed. */
+typedef struct clusterNode {
+    char id[CLUSTER_NAMELEN + 1];
+    char group[CLUSTER_NAMELEN + 1]; /* nodes with one group know each other */
+    char ip[64];
+    int port, cport;
+    long long config_epoch;
+    char role[16];                   /* "primary" (replicas: a later issue) */
+    char primary[CLUSTER_NAMELEN + 1];
+    int nranges;
+    int (*ranges)[2];                /* slots owned, as inclusive ranges */
+    int nmigrating, nimporting;      /* open slots, this node's own */
+    clusterSlotState *migrating, *importing;
+    long long mod_rev;               /* of the record in etcd; 0 = not there yet */
+    int alive;                       /* its alive/<id> key exists */
+    int flags;                       /* CNODE_* derived from the above */
+    int numslots;                    /* slots it serves in the map (derived) */
+} clusterNode;
+
+typedef struct clusterState {
+    clusterNode *myself;
+    struct dict *nodes;              /* id -> clusterNode*, every record under the prefix */
+    clusterNode *slots[CLUSTER_SLOTS];
+    clusterNode *migrating_to[CLUSTER_SLOTS];
+    clusterNode *importing_from[CLUSTER_SLOTS];
+    int state_ok;
+    int size;                        /* primaries serving at least one slot */
+    int known;                       /* nodes in my group */
+    long long current_epoch;
+    long long slots_assigned, slots_ok, slots_fail;
+    /* Keys by slot, for COUNTKEYSINSLOT/GETKEYSINSLOT and migration. */
+    struct dict *slot_keys[CLUSTER_SLOTS];
+    /* etcd (cluster_sync.c). */
+    struct etcdClient *etcd;
+    sds prefix;                      /* "/mooncake/<cluster-name>/" */
+    int synced;                      /* the first full read of the prefix is in */
+    long long revision;              /* last etcd revision applied */
+    long long lease_id;
+    int lease_inflight, registered;
+    long long next_keepalive_ms;
+    long long etcd_down_since;       /* 0: reachable */
+    long long stat_etcd_errors, stat_txn_retries;
+} clusterState;
+
+/* cluster.c */
+void clusterInit(void);
+void clusterCron(void);
+void clusterBeforeSleep(void);
+void clusterRebuild(void);           /* derive the slot map and flags from the records */
+int clusterRedirect(struct client *c); /* 1: a redirection or error was sent */
+void clusterResetAsking(struct client *c);
+void clusterSlotKeyAdd(sds key);
+void clusterSlotKeyDel(sds key);
+void clusterSlotKeysFlush(void);
+unsigned long clusterCountKeysInSlot(int slot);
+sds clusterGenInfoSection(sds s);
+clusterNode *clusterLookupNode(const char *id, size_t len);
+clusterNode *clusterNodeCreate(const char *id);
+void clusterNodeFree(clusterNode *n);
+int clusterNodeInMyGroup(const clusterNode *n);
+int clusterNodeOwnsSlot(const clusterNode *n, int slot);
+int clusterSaveNodeId(const char *id, char *err, size_t errlen);
+int clusterCommandKeys(struct mcCommand *cmd, sds *argv, int argc, int *keys, int max);
+
+/* cluster_sync.c: the etcd side. */
+int clusterSyncInit(char *err, size_t errlen);
+void clusterSyncCron(void);
+sds clusterNodeToJson(const clusterNode *n);
+clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t errlen);
+void clusterOpClientGone(struct client *c);
+void clusterTopologyCommand(struct client *c, const char *sub);
+
+#endif

@@ -1,0 +1,1069 @@
+/* cluster_sync.c -- the cluster's topology in etcd: records, leases, the
+ * watch, and topology changes as compare-and-swap transactions.
+ *
+ * Schema, under "/mooncake/<cluster-name>/":
+ *   nodes/<id>  one JSON record per node, no lease (it outlives the node):
+ *               {"id","group","ip","port","cport","epoch","role","primary",
+ *                "slots":[[start,end],...],
+ *                "migrating":[[slot,"dst-id"],...],"importing":[[slot,"src-id"],...]}
+ *               role/primary leave room for replicas (next issue).
+ *   alive/<id>  "ip:port" under the node's lease (TTL = cluster-node-timeout):
+ *               present while the node lives.
+ *
+ * Every node holds a mirror of the prefix (server.cluster->nodes), loaded
+ * by one range at start and kept current by a watch; cluster.c derives the
+ * slot map from it. Keys are applied only if their mod revision is newer
+ * than what the mirror has, so our own writes (applied when the
+ * transaction commits) and the watch's echo of them do not fight.
+ *
+ * A topology command (ADDSLOTS, SETSLOT, MEET, ...) is planned against the
+ * mirror: it clones the records it changes, edits the clones, and sends one
+ * transaction that puts them if every record still has the mod revision
+ * the plan read. The client is blocked meanwhile (its pipeline waits). On
+ * success the clones replace the records and the client gets its reply; on
+ * a conflict the failure branch returns the whole prefix, the mirror is
+ * refreshed and the plan runs again (a few times); if etcd cannot be
+ * reached the client gets -TRYAGAIN and nothing changed. Requests run on
+ * etcd.c's worker thread, so the event loop never waits for etcd: a slow or
+ * dead etcd delays topology changes, never a GET.
+ */
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cluster.h"
+#include "etcd.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define OP_MAX_ATTEMPTS 8
+
+typedef struct clusterOp {
+    client *c;        /* NULL once the client is gone: the change still lands */
+    int argc;
+    sds *argv;        /* the CLUSTER command, copied: a retry plans again */
+    int attempts;
+    int nclones;
+    clusterNode **clones;  /* the records as they will be after the txn */
+    sds *deleted;          /* ids whose record the txn deletes (RESET HARD) */
+    int ndeleted;
+    sds reply;             /* status reply on success; NULL = +OK */
+    char new_id[CLUSTER_NAMELEN + 1]; /* RESET HARD: the id myself takes */
+} clusterOp;
+
+static dict *aliveIds;  /* ids with an alive/<id> key */
+static int initInflight, registerInflight, watchStarted;
+static long long nextInitTry;
+
+static uint64_t idHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+static int idCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
+static void idFree(void *k) { sdsfree(k); }
+static dictType aliveType = {idHash, idCompare, idFree, NULL};
+
+static void clusterOpRun(clusterOp *op);
+
+/* ---- records <-> JSON ---------------------------------------------------------- */
+
+static int validId(const char *s) {
+    if (!s || strlen(s) != CLUSTER_NAMELEN) return 0;
+    for (const char *p = s; *p; p++)
+        if (!strchr("0123456789abcdef", *p)) return 0;
+    return 1;
+}
+
+sds clusterNodeToJson(const clusterNode *n) {
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(n->id));
+    json_object_set_new(o, "group", json_string(n->group));
+    json_object_set_new(o, "ip", json_string(n->ip));
+    json_object_set_new(o, "port", json_integer(n->port));
+    json_object_set_new(o, "cport", json_integer(n->cport));
+    json_object_set_new(o, "epoch", json_integer(n->config_epoch));
+    json_object_set_new(o, "role", json_string(n->role));
+    json_object_set_new(o, "primary", json_string(n->primary));
+    json_t *slots = json_array();
+    for (int i = 0; i < n->nranges; i++) json_array_append_new(slots, json_pack("[ii]", n->ranges[i][0], n->ranges[i][1]));
+    json_object_set_new(o, "slots", slots);
+    json_t *mig = json_array(), *imp = json_array();
+    for (int i = 0; i < n->nmigrating; i++)
+        json_array_append_new(mig, json_pack("[is]", n->migrating[i].slot, n->migrating[i].node));
+    for (int i = 0; i < n->nimporting; i++)
+        json_array_append_new(imp, json_pack("[is]", n->importing[i].slot, n->importing[i].node));
+    json_object_set_new(o, "migrating", mig);
+    json_object_set_new(o, "importing", imp);
+    char *txt = json_dumps(o, JSON_COMPACT);
+    sds s = sdsnew(txt);
+    free(txt);
+    json_decref(o);
+    return s;
+}
+
+static int parseOpenSlots(json_t *arr, clusterSlotState **out, int *count) {
+    if (!arr) return 0;
+    if (!json_is_array(arr) || json_array_size(arr) > CLUSTER_SLOTS) return -1;
+    size_t n = json_array_size(arr);
+    *out = n ? zcalloc(sizeof(clusterSlotState) * n) : NULL;
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(arr, i);
+        json_t *s = json_array_get(e, 0), *id = json_array_get(e, 1);
+        if (!json_is_array(e) || json_array_size(e) != 2 || !json_is_integer(s) || !json_is_string(id)) return -1;
+        long long slot = json_integer_value(s);
+        if (slot < 0 || slot >= CLUSTER_SLOTS || !validId(json_string_value(id))) return -1;
+        (*out)[i].slot = (int)slot;
+        memcpy((*out)[i].node, json_string_value(id), CLUSTER_NAMELEN + 1);
+        (*count)++;
+    }
+    return 0;
+}
+
+/* Records come off the wire (etcd): every field is checked, and a record
+ * that fails any check is ignored whole, with a log line saying why. */
+clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t errlen) {
+    json_error_t jerr;
+    json_t *o = json_loadb(buf, len, 0, &jerr);
+    clusterNode *n = NULL;
+    if (!o || !json_is_object(o)) {
+        snprintf(err, errlen, "not a JSON object (%s)", o ? "wrong type" : jerr.text);
+        goto err;
+    }
+    json_t *id = json_object_get(o, "id"), *group = json_object_get(o, "group"), *ip = json_object_get(o, "ip");
+    json_t *port = json_object_get(o, "port"), *cport = json_object_get(o, "cport"), *epoch = json_object_get(o, "epoch");
+    json_t *role = json_object_get(o, "role"), *primary = json_object_get(o, "primary");
+    if (!json_is_string(id) || !validId(json_string_value(id)) || !json_is_string(group) ||
+        !validId(json_string_value(group))) {
+        snprintf(err, errlen, "bad id or group");
+        goto err;
+    }
+    if (!json_is_string(ip) || strlen(json_string_value(ip)) == 0 || strlen(json_string_value(ip)) >= 64 ||
+        !json_is_integer(port) || json_integer_value(port) < 0 || json_integer_value(port) > 65535 ||
+        !json_is_integer(cport) || json_integer_value(cport) < 0 || json_integer_value(cport) > 65535) {
+        snprintf(err, errlen, "bad address");
+        goto err;
+    }
+    if (!json_is_integer(epoch) || json_integer_value(epoch) < 0) {
+        snprintf(err, errlen, "bad epoch");
+        goto err;
+    }
+    n = clusterNodeCreate(json_string_value(id));
+    snprintf(n->group, sizeof(n->group), "%s", json_string_value(group));
+    snprintf(n->ip, sizeof(n->ip), "%s", json_string_value(ip));
+    n->port = (int)json_integer_value(port);
+    n->cport = (int)json_integer_value(cport);
+    n->config_epoch = json_integer_value(epoch);
+    if (json_is_string(role) && strlen(json_string_value(role)) < sizeof(n->role))
+        snprintf(n->role, sizeof(n->role), "%s", json_string_value(role));
+    if (json_is_string(primary) && (json_string_value(primary)[0] == '\0' || validId(json_string_value(primary))))
+        snprintf(n->primary, sizeof(n->primary), "%s", json_string_value(primary));
+    json_t *slots = json_object_get(o, "slots");
+    if (slots) {
+        if (!json_is_array(slots) || json_array_size(slots) > CLUSTER_SLOTS) {
+            snprintf(err, errlen, "bad slots");
+            goto err;
+        }
+        size_t nr = json_array_size(slots);
+        n->ranges = nr ? zmalloc(sizeof(int[2]) * nr) : NULL;
+        for (size_t i = 0; i < nr; i++) {
+            json_t *r = json_array_get(slots, i);
+            json_t *a = json_array_get(r, 0), *b = json_array_get(r, 1);
+            if (!json_is_array(r) || json_array_size(r) != 2 || !json_is_integer(a) || !json_is_integer(b) ||
+                json_integer_value(a) < 0 || json_integer_value(b) >= CLUSTER_SLOTS ||
+                json_integer_value(a) > json_integer_value(b)) {
+                snprintf(err, errlen, "bad slot range");
+                goto err;
+            }
+            n->ranges[i][0] = (int)json_integer_value(a);
+            n->ranges[i][1] = (int)json_integer_value(b);
+            n->nranges++;
+        }
+    }
+    if (parseOpenSlots(json_object_get(o, "migrating"), &n->migrating, &n->nmigrating) != 0 ||
+        parseOpenSlots(json_object_get(o, "importing"), &n->importing, &n->nimporting) != 0) {
+        snprintf(err, errlen, "bad migrating/importing");
+        goto err;
+    }
+    json_decref(o);
+    return n;
+err:
+    clusterNodeFree(n);
+    if (o) json_decref(o);
+    return NULL;
+}
+
+static clusterNode *cloneNode(const clusterNode *n) {
+    clusterNode *c = zmalloc(sizeof(*c));
+    *c = *n;
+    c->ranges = n->nranges ? zmalloc(sizeof(int[2]) * (size_t)n->nranges) : NULL;
+    if (n->nranges) memcpy(c->ranges, n->ranges, sizeof(int[2]) * (size_t)n->nranges);
+    c->migrating = n->nmigrating ? zmalloc(sizeof(clusterSlotState) * (size_t)n->nmigrating) : NULL;
+    if (n->nmigrating) memcpy(c->migrating, n->migrating, sizeof(clusterSlotState) * (size_t)n->nmigrating);
+    c->importing = n->nimporting ? zmalloc(sizeof(clusterSlotState) * (size_t)n->nimporting) : NULL;
+    if (n->nimporting) memcpy(c->importing, n->importing, sizeof(clusterSlotState) * (size_t)n->nimporting);
+    return c;
+}
+
+/* Moves src's record fields into dst, keeping dst's identity as a pointer
+ * (the slot map and open-slot tables point at it). */
+static void replaceNodeFields(clusterNode *dst, clusterNode *src) {
+    int alive = dst->alive, flags = dst->flags;
+    zfree(dst->ranges);
+    zfree(dst->migrating);
+    zfree(dst->importing);
+    *dst = *src;
+    dst->alive = alive;
+    dst->flags = flags;
+    zfree(src);
+}
+
+/* ---- the mirror ---------------------------------------------------------------- */
+
+static sds keyFor(const char *kind, const char *id) {
+    return sdscatprintf(sdsdup(server.cluster->prefix), "%s/%s", kind, id);
+}
+
+/* Which record a key names: returns "nodes" or "alive" kind and the id. */
+static const char *parseKey(const sds key, const char **id) {
+    clusterState *cs = server.cluster;
+    size_t pl = sdslen(cs->prefix);
+    if (sdslen(key) <= pl || memcmp(key, cs->prefix, pl)) return NULL;
+    const char *rest = key + pl;
+    size_t rl = sdslen(key) - pl;
+    if (rl == 6 + CLUSTER_NAMELEN && !memcmp(rest, "nodes/", 6)) {
+        *id = rest + 6;
+        return "nodes";
+    }
+    if (rl == 6 + CLUSTER_NAMELEN && !memcmp(rest, "alive/", 6)) {
+        *id = rest + 6;
+        return "alive";
+    }
+    return NULL;
+}
+
+static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
+    clusterState *cs = server.cluster;
+    const char *id;
+    const char *kind = parseKey(kv->key, &id);
+    if (!kind) return;
+    char idbuf[CLUSTER_NAMELEN + 1];
+    memcpy(idbuf, id, CLUSTER_NAMELEN);
+    idbuf[CLUSTER_NAMELEN] = '\0';
+    if (!validId(idbuf)) return;
+    clusterNode *n = dictFetchValue(cs->nodes, idbuf);
+    if (!strcmp(kind, "alive")) {
+        if (deleted) {
+            dictDelete(aliveIds, idbuf);
+            if (n && n != cs->myself) n->alive = 0;
+        } else {
+            if (!dictFind(aliveIds, idbuf)) dictAdd(aliveIds, sdsnew(idbuf), NULL);
+            if (n) n->alive = 1;
+        }
+        return;
+    }
+    if (n && n->mod_rev >= mod_rev) return; /* we already have this one or newer */
+    if (deleted) {
+        if (!n) return;
+        if (n == cs->myself) {
+            /* Someone removed our record: we write it back (registration). */
+            n->mod_rev = 0;
+            cs->registered = 0;
+            return;
+        }
+        for (int s = 0; s < CLUSTER_SLOTS; s++) {
+            if (cs->slots[s] == n) cs->slots[s] = NULL;
+            if (cs->migrating_to[s] == n) cs->migrating_to[s] = NULL;
+            if (cs->importing_from[s] == n) cs->importing_from[s] = NULL;
+        }
+        dictDelete(cs->nodes, n->id);
+        clusterNodeFree(n);
+        return;
+    }
+    char err[128];
+    clusterNode *rec = clusterNodeFromJson(kv->value, sdslen(kv->value), err, sizeof(err));
+    if (!rec || strcmp(rec->id, idbuf)) {
+        serverLog(LL_WARNING, "Cluster: ignoring etcd record %s: %s", kv->key, rec ? "id does not match key" : err);
+        clusterNodeFree(rec);
+        return;
+    }
+    rec->mod_rev = mod_rev;
+    if (n) {
+        replaceNodeFields(n, rec);
+    } else {
+        rec->alive = dictFind(aliveIds, idbuf) != NULL;
+        dictAdd(cs->nodes, rec->id, rec);
+    }
+}
+
+/* A full read of the prefix: the mirror becomes exactly that. */
+static void applyFullState(const etcdKV *kvs, int n, long long revision) {
+    clusterState *cs = server.cluster;
+    dictEmpty(aliveIds, NULL);
+    dict *seen = dictCreate(&aliveType);
+    for (int i = 0; i < n; i++) {
+        const char *id;
+        const char *kind = parseKey(kvs[i].key, &id);
+        if (kind && !strcmp(kind, "nodes")) dictAdd(seen, sdsnewlen(id, CLUSTER_NAMELEN), NULL);
+        applyKV(&kvs[i], 0, kvs[i].mod_rev);
+    }
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        clusterNode *node = dictGetVal(de);
+        sds id = sdsnew(node->id);
+        if (node != cs->myself && !dictFind(seen, id) && node->mod_rev < revision) {
+            etcdKV kv = {keyFor("nodes", node->id), NULL, 0, revision, 0, 0};
+            applyKV(&kv, 1, revision);
+            sdsfree(kv.key);
+        } else {
+            node->alive = node == cs->myself || dictFind(aliveIds, id) != NULL;
+        }
+        sdsfree(id);
+    }
+    dictReleaseIterator(it);
+    dictRelease(seen);
+    if (revision > cs->revision) cs->revision = revision;
+}
+
+static void etcdReachable(int yes, const char *why) {
+    clusterState *cs = server.cluster;
+    if (yes && cs->etcd_down_since) {
+        serverLog(LL_NOTICE, "Cluster: etcd reachable again after %lld ms", server.mstime - cs->etcd_down_since);
+        cs->etcd_down_since = 0;
+    } else if (!yes) {
+        cs->stat_etcd_errors++;
+        if (!cs->etcd_down_since) {
+            cs->etcd_down_since = server.mstime ? server.mstime : mstime();
+            serverLog(LL_WARNING, "Cluster: etcd unreachable (%s); serving the slots as last known, "
+                      "topology changes wait", why ? why : "?");
+        }
+    }
+}
+
+/* ---- watch ---------------------------------------------------------------------- */
+
+static void startInitialSync(void);
+
+static void watchCallback(int status, const etcdEvent *evs, int n, long long revision, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    if (status == ETCD_WATCH_DOWN) {
+        etcdReachable(0, "watch stream broke");
+        return;
+    }
+    if (status == ETCD_WATCH_UP) {
+        etcdReachable(1, NULL);
+        return;
+    }
+    if (status == ETCD_WATCH_COMPACTED) {
+        /* Missed history: read everything again, then watch from there. */
+        cs->synced = 0;
+        startInitialSync();
+        return;
+    }
+    for (int i = 0; i < n; i++) applyKV(&evs[i].kv, evs[i].deleted, evs[i].kv.mod_rev);
+    if (revision > cs->revision) cs->revision = revision;
+    clusterRebuild();
+}
+
+/* ---- registration and the lease ---------------------------------------------- */
+
+static void leaseGranted(const etcdResult *r, void *privdata);
+
+static void alivePut(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    cs->lease_inflight = 0;
+    if (!r->ok) {
+        etcdReachable(r->http_status != 0, r->err);
+        if (r->http_status) cs->lease_id = 0; /* the lease died meanwhile: grant anew */
+        return;
+    }
+    etcdReachable(1, NULL);
+}
+
+static void putAlive(void) {
+    clusterState *cs = server.cluster;
+    sds key = keyFor("alive", cs->myself->id);
+    sds val = sdscatprintf(sdsempty(), "%s:%d", cs->myself->ip, cs->myself->port);
+    cs->lease_inflight = 1;
+    etcdPut(cs->etcd, key, sdslen(key), val, sdslen(val), cs->lease_id, alivePut, NULL);
+    sdsfree(key);
+    sdsfree(val);
+}
+
+static long long leaseTTL(void) {
+    long long ttl = server.cluster_node_timeout / 1000;
+    return ttl < 1 ? 1 : ttl;
+}
+
+static void leaseGranted(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    cs->lease_inflight = 0;
+    if (!r->ok || r->lease_id == 0) {
+        etcdReachable(r->http_status != 0, r->err ? r->err : "lease grant refused");
+        return;
+    }
+    etcdReachable(1, NULL);
+    cs->lease_id = r->lease_id;
+    cs->next_keepalive_ms = mstime() + leaseTTL() * 1000 / 3;
+    putAlive();
+}
+
+static void keepaliveDone(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    cs->lease_inflight = 0;
+    if (!r->ok) {
+        etcdReachable(0, r->err);
+        return;
+    }
+    etcdReachable(1, NULL);
+    if (r->ttl <= 0) {
+        /* Expired while etcd could not hear us (or was restarted without
+         * it): take a new lease and say we are alive again. */
+        serverLog(LL_WARNING, "Cluster: our etcd lease expired; taking a new one");
+        cs->lease_id = 0;
+    }
+}
+
+static void registered(const etcdResult *r, void *privdata) {
+    clusterNode *rec = privdata;
+    clusterState *cs = server.cluster;
+    registerInflight = 0;
+    if (!r->ok) {
+        etcdReachable(r->http_status != 0, r->err);
+        clusterNodeFree(rec);
+        return;
+    }
+    if (!r->succeeded) {
+        /* Changed under us: the failure branch read it back. */
+        applyFullState(r->kvs, r->nkvs, r->revision);
+        clusterNodeFree(rec);
+        clusterRebuild();
+        return;
+    }
+    rec->mod_rev = r->revision;
+    replaceNodeFields(cs->myself, rec);
+    cs->myself->alive = 1;
+    cs->registered = 1;
+    clusterRebuild();
+    serverLog(LL_NOTICE, "Cluster: registered in etcd at revision %lld (%d slot ranges, epoch %lld)", r->revision,
+              cs->myself->nranges, cs->myself->config_epoch);
+}
+
+/* Our record must exist and carry our current address. The record in etcd
+ * wins for everything else (slots, epoch, group): that is how a restarted
+ * node gets its slots back. */
+static void registerMyself(void) {
+    clusterState *cs = server.cluster;
+    clusterNode *rec = cloneNode(cs->myself);
+    sds key = keyFor("nodes", rec->id);
+    sds val = clusterNodeToJson(rec);
+    sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
+    etcdTxn *t = etcdTxnCreate();
+    etcdTxnCompareModRev(t, key, sdslen(key), cs->myself->mod_rev);
+    etcdTxnPut(t, 1, key, sdslen(key), val, sdslen(val), 0);
+    etcdTxnRange(t, 0, cs->prefix, sdslen(cs->prefix), end, sdslen(end));
+    registerInflight = 1;
+    etcdTxnSubmit(cs->etcd, t, registered, rec);
+    sdsfree(end);
+    sdsfree(key);
+    sdsfree(val);
+}
+
+static void initialRange(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    initInflight = 0;
+    if (!r->ok) {
+        etcdReachable(r->http_status != 0, r->err);
+        nextInitTry = mstime() + 500;
+        return;
+    }
+    etcdReachable(1, NULL);
+    char myip[64];
+    int myport = cs->myself->port, mycport = cs->myself->cport;
+    snprintf(myip, sizeof(myip), "%s", cs->myself->ip);
+    applyFullState(r->kvs, r->nkvs, r->revision);
+    /* The address is ours to say, whatever the record remembers. */
+    int moved = strcmp(myip, cs->myself->ip) || myport != cs->myself->port || mycport != cs->myself->cport;
+    snprintf(cs->myself->ip, sizeof(cs->myself->ip), "%s", myip);
+    cs->myself->port = myport;
+    cs->myself->cport = mycport;
+    cs->myself->alive = 1;
+    int first = !cs->synced;
+    cs->synced = 1;
+    cs->revision = r->revision;
+    if (cs->myself->mod_rev == 0 || moved) cs->registered = 0;
+    else cs->registered = 1;
+    clusterRebuild();
+    if (first) serverLog(LL_NOTICE, "Cluster: read %d keys from etcd at revision %lld", r->nkvs, r->revision);
+    /* Watch from just after what we read: nothing is missed in between. */
+    if (!watchStarted) {
+        if (etcdWatchPrefix(cs->etcd, cs->prefix, sdslen(cs->prefix), r->revision + 1, watchCallback, NULL) == 0)
+            watchStarted = 1;
+    } else {
+        etcdWatchRestart(cs->etcd, r->revision + 1);
+    }
+}
+
+static void startInitialSync(void) {
+    clusterState *cs = server.cluster;
+    if (initInflight) return;
+    sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
+    initInflight = 1;
+    etcdRange(cs->etcd, cs->prefix, sdslen(cs->prefix), end, sdslen(end), initialRange, NULL);
+    sdsfree(end);
+}
+
+int clusterSyncInit(char *err, size_t errlen) {
+    clusterState *cs = server.cluster;
+    int n = 0;
+    sds eps = sdsnew(server.cluster_etcd_endpoints ? server.cluster_etcd_endpoints : "");
+    for (char *p = eps; *p; p++)
+        if (*p == ',') *p = ' ';
+    sds *v = sdssplitargs(eps, &n);
+    sdsfree(eps);
+    if (!v || n == 0) {
+        snprintf(err, errlen, "cluster-enabled yes needs cluster-etcd-endpoints (e.g. http://127.0.0.1:2379)");
+        if (v) sdsfreesplitres(v, n);
+        return C_ERR;
+    }
+    cs->etcd = etcdCreate(server.el, v, n, err, errlen);
+    sdsfreesplitres(v, n);
+    if (!cs->etcd) return C_ERR;
+    long long t = server.cluster_node_timeout < 5000 ? 5000 : server.cluster_node_timeout;
+    etcdSetRequestTimeout(cs->etcd, t);
+    cs->prefix = sdscatprintf(sdsempty(), "/mooncake/%s/", server.cluster_name);
+    aliveIds = dictCreate(&aliveType);
+    startInitialSync();
+    /* Start-up waits (bounded) for etcd, so a node that says "Ready" is
+     * registered and has its slots back; if etcd is not there it starts
+     * anyway, answers CLUSTERDOWN, and keeps trying. */
+    long long deadline = mstime() + 5000;
+    while (mstime() < deadline) {
+        server.mstime = mstime();
+        clusterSyncCron();
+        if (cs->synced && cs->registered && cs->lease_id) break;
+        aeProcessEvents(server.el, AE_FILE_EVENTS | AE_TIME_EVENTS);
+    }
+    if (!(cs->synced && cs->registered))
+        serverLog(LL_WARNING, "Cluster: etcd at %s did not answer in time; starting without the topology "
+                  "and retrying", server.cluster_etcd_endpoints);
+    return C_OK;
+}
+
+void clusterSyncCron(void) {
+    clusterState *cs = server.cluster;
+    long long now = mstime();
+    if (!cs->synced) {
+        if (!initInflight && now >= nextInitTry) startInitialSync();
+        return;
+    }
+    if (!cs->registered) {
+        if (!registerInflight) registerMyself();
+        return;
+    }
+    if (cs->lease_inflight) return;
+    if (cs->lease_id == 0) {
+        cs->lease_inflight = 1;
+        etcdLeaseGrant(cs->etcd, leaseTTL(), leaseGranted, NULL);
+    } else if (now >= cs->next_keepalive_ms) {
+        cs->lease_inflight = 1;
+        cs->next_keepalive_ms = now + leaseTTL() * 1000 / 3;
+        etcdLeaseKeepalive(cs->etcd, cs->lease_id, keepaliveDone, NULL);
+    }
+}
+
+/* ---- topology changes ------------------------------------------------------------ */
+
+static void nodeSlotsBitmap(const clusterNode *n, unsigned char *bm) {
+    memset(bm, 0, CLUSTER_SLOTS / 8);
+    for (int i = 0; i < n->nranges; i++)
+        for (int s = n->ranges[i][0]; s <= n->ranges[i][1]; s++) bm[s >> 3] |= (unsigned char)(1 << (s & 7));
+}
+
+static void nodeSetSlots(clusterNode *n, const unsigned char *bm) {
+    zfree(n->ranges);
+    n->ranges = NULL;
+    n->nranges = 0;
+    int cap = 0;
+    for (int s = 0; s < CLUSTER_SLOTS;) {
+        if (!(bm[s >> 3] & (1 << (s & 7)))) {
+            s++;
+            continue;
+        }
+        int e = s;
+        while (e + 1 < CLUSTER_SLOTS && (bm[(e + 1) >> 3] & (1 << ((e + 1) & 7)))) e++;
+        if (n->nranges == cap) {
+            cap = cap ? cap * 2 : 4;
+            n->ranges = zrealloc(n->ranges, sizeof(int[2]) * (size_t)cap);
+        }
+        n->ranges[n->nranges][0] = s;
+        n->ranges[n->nranges][1] = e;
+        n->nranges++;
+        s = e + 1;
+    }
+}
+
+static void setOpenSlot(clusterSlotState **v, int *n, int slot, const char *node) {
+    for (int i = 0; i < *n; i++)
+        if ((*v)[i].slot == slot) {
+            if (node) {
+                snprintf((*v)[i].node, sizeof((*v)[i].node), "%s", node);
+            } else {
+                (*v)[i] = (*v)[*n - 1];
+                (*n)--;
+            }
+            return;
+        }
+    if (!node) return;
+    *v = zrealloc(*v, sizeof(clusterSlotState) * (size_t)(*n + 1));
+    (*v)[*n].slot = slot;
+    snprintf((*v)[*n].node, sizeof((*v)[*n].node), "%s", node);
+    (*n)++;
+}
+
+/* The clone of a node in this plan, made on first use. */
+static clusterNode *planNode(clusterOp *op, clusterNode *n) {
+    for (int i = 0; i < op->nclones; i++)
+        if (!strcmp(op->clones[i]->id, n->id)) return op->clones[i];
+    op->clones = zrealloc(op->clones, sizeof(clusterNode *) * (size_t)(op->nclones + 1));
+    op->clones[op->nclones] = cloneNode(n);
+    return op->clones[op->nclones++];
+}
+
+static void planReset(clusterOp *op) {
+    for (int i = 0; i < op->nclones; i++) clusterNodeFree(op->clones[i]);
+    zfree(op->clones);
+    op->clones = NULL;
+    op->nclones = 0;
+    for (int i = 0; i < op->ndeleted; i++) sdsfree(op->deleted[i]);
+    zfree(op->deleted);
+    op->deleted = NULL;
+    op->ndeleted = 0;
+    sdsfree(op->reply);
+    op->reply = NULL;
+}
+
+static int parseSlot(const char *arg, int *slot) {
+    long long v;
+    if (!string2ll(arg, strlen(arg), &v) || v < 0 || v >= CLUSTER_SLOTS) return 0;
+    *slot = (int)v;
+    return 1;
+}
+
+static void freshGroup(char *group) {
+    getRandomHexChars(group, CLUSTER_NAMELEN);
+    group[CLUSTER_NAMELEN] = '\0';
+}
+
+static int groupSize(const char *group) {
+    int n = 0;
+    dictIterator *it = dictGetSafeIterator(server.cluster->nodes);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL)
+        if (!strcmp(((clusterNode *)dictGetVal(de))->group, group)) n++;
+    dictReleaseIterator(it);
+    return n;
+}
+
+/* Plans the change against the mirror. Returns NULL when there is
+ * something to send (op->clones), or an error to reply; "" means nothing
+ * to change (reply at once). The error is a static or op-owned string. */
+static const char *planOp(clusterOp *op) {
+    static char msg[256];
+    clusterState *cs = server.cluster;
+    clusterNode *me = cs->myself;
+    const char *sub = op->argv[1];
+    planReset(op);
+    if (!strcasecmp(sub, "addslots") || !strcasecmp(sub, "delslots") || !strcasecmp(sub, "addslotsrange") ||
+        !strcasecmp(sub, "delslotsrange")) {
+        int add = !strncasecmp(sub, "add", 3), range = strlen(sub) > 8;
+        unsigned char want[CLUSTER_SLOTS / 8];
+        memset(want, 0, sizeof(want));
+        if (range && (op->argc - 2) % 2) return "ERR wrong number of arguments for 'cluster' command";
+        for (int j = 2; j < op->argc; j += range ? 2 : 1) {
+            int a, b;
+            if (!parseSlot(op->argv[j], &a) || (range && !parseSlot(op->argv[j + 1], &b)))
+                return "ERR Invalid or out of range slot";
+            if (!range) b = a;
+            if (a > b) {
+                snprintf(msg, sizeof(msg), "ERR start slot number %d is greater than end slot number %d", a, b);
+                return msg;
+            }
+            for (int s = a; s <= b; s++) {
+                if (want[s >> 3] & (1 << (s & 7))) {
+                    snprintf(msg, sizeof(msg), "ERR Slot %d specified multiple times", s);
+                    return msg;
+                }
+                want[s >> 3] |= (unsigned char)(1 << (s & 7));
+                if (add && cs->slots[s]) {
+                    snprintf(msg, sizeof(msg), "ERR Slot %d is already busy", s);
+                    return msg;
+                }
+                if (!add && !cs->slots[s]) {
+                    snprintf(msg, sizeof(msg), "ERR Slot %d is already unassigned", s);
+                    return msg;
+                }
+            }
+        }
+        unsigned char bm[CLUSTER_SLOTS / 8];
+        for (int s = 0; s < CLUSTER_SLOTS; s++) {
+            if (!(want[s >> 3] & (1 << (s & 7)))) continue;
+            clusterNode *owner = add ? me : cs->slots[s];
+            clusterNode *p = planNode(op, owner);
+            nodeSlotsBitmap(p, bm);
+            if (add) bm[s >> 3] |= (unsigned char)(1 << (s & 7));
+            else bm[s >> 3] &= (unsigned char)~(1 << (s & 7));
+            nodeSetSlots(p, bm);
+            if (add) setOpenSlot(&p->importing, &p->nimporting, s, NULL);
+            else setOpenSlot(&p->migrating, &p->nmigrating, s, NULL);
+        }
+        return NULL;
+    }
+    if (!strcasecmp(sub, "setslot")) {
+        int slot;
+        if (!parseSlot(op->argv[2], &slot)) return "ERR Invalid or out of range slot";
+        const char *how = op->argv[3];
+        clusterNode *node = NULL;
+        if (op->argc >= 5) {
+            node = clusterLookupNode(op->argv[4], sdslen(op->argv[4]));
+            if (node && !clusterNodeInMyGroup(node)) node = NULL;
+        }
+        if (!strcasecmp(how, "migrating") && op->argc == 5) {
+            if (cs->slots[slot] != me) {
+                snprintf(msg, sizeof(msg), "ERR I'm not the owner of hash slot %d", slot);
+                return msg;
+            }
+            if (!node) {
+                snprintf(msg, sizeof(msg), "ERR I don't know about node %s", op->argv[4]);
+                return msg;
+            }
+            if (node == me) return "ERR Can't MIGRATE to myself";
+            clusterNode *p = planNode(op, me);
+            setOpenSlot(&p->migrating, &p->nmigrating, slot, node->id);
+            return NULL;
+        }
+        if (!strcasecmp(how, "importing") && op->argc == 5) {
+            if (cs->slots[slot] == me) {
+                snprintf(msg, sizeof(msg), "ERR I'm already the owner of hash slot %d", slot);
+                return msg;
+            }
+            if (!node) {
+                snprintf(msg, sizeof(msg), "ERR I don't know about node %s", op->argv[4]);
+                return msg;
+            }
+            if (node == me) return "ERR Can't IMPORT from myself";
+            clusterNode *p = planNode(op, me);
+            setOpenSlot(&p->importing, &p->nimporting, slot, node->id);
+            return NULL;
+        }
+        if (!strcasecmp(how, "stable") && op->argc == 4) {
+            clusterNode *p = planNode(op, me);
+            setOpenSlot(&p->migrating, &p->nmigrating, slot, NULL);
+            setOpenSlot(&p->importing, &p->nimporting, slot, NULL);
+            return NULL;
+        }
+        if (!strcasecmp(how, "node") && op->argc == 5) {
+            if (!node) {
+                snprintf(msg, sizeof(msg), "ERR Unknown node %s", op->argv[4]);
+                return msg;
+            }
+            clusterNode *owner = cs->slots[slot];
+            if (owner == me && node != me && clusterCountKeysInSlot(slot) != 0) {
+                snprintf(msg, sizeof(msg), "ERR Can't assign hashslot %d to a different node while I still hold "
+                         "keys for this hash slot.", slot);
+                return msg;
+            }
+            unsigned char bm[CLUSTER_SLOTS / 8];
+            if (owner != node) {
+                if (owner) {
+                    clusterNode *p = planNode(op, owner);
+                    nodeSlotsBitmap(p, bm);
+                    bm[slot >> 3] &= (unsigned char)~(1 << (slot & 7));
+                    nodeSetSlots(p, bm);
+                }
+                clusterNode *p = planNode(op, node);
+                nodeSlotsBitmap(p, bm);
+                bm[slot >> 3] |= (unsigned char)(1 << (slot & 7));
+                nodeSetSlots(p, bm);
+                /* The new owner must win the slot on every node: a config
+                 * epoch above all others (Redis bumps it the same way when
+                 * an import ends). */
+                p->config_epoch = cs->current_epoch + 1;
+            }
+            /* The slot is settled: its open states go, on every node. */
+            dictIterator *it = dictGetSafeIterator(cs->nodes);
+            dictEntry *de;
+            while ((de = dictNext(it)) != NULL) {
+                clusterNode *n = dictGetVal(de);
+                int open = 0;
+                for (int i = 0; i < n->nmigrating; i++) open |= n->migrating[i].slot == slot;
+                for (int i = 0; i < n->nimporting; i++) open |= n->importing[i].slot == slot;
+                if (!open) continue;
+                clusterNode *p = planNode(op, n);
+                setOpenSlot(&p->migrating, &p->nmigrating, slot, NULL);
+                setOpenSlot(&p->importing, &p->nimporting, slot, NULL);
+            }
+            dictReleaseIterator(it);
+            return op->nclones ? NULL : "";
+        }
+        return "ERR Invalid CLUSTER SETSLOT action or number of arguments. Try CLUSTER HELP";
+    }
+    if (!strcasecmp(sub, "meet")) {
+        long long port;
+        if (op->argc > 5) return "ERR wrong number of arguments for 'cluster|meet' command";
+        if (!string2ll(op->argv[3], sdslen(op->argv[3]), &port) || port < 0 || port > 65535) {
+            snprintf(msg, sizeof(msg), "ERR Invalid base port specified: %s", op->argv[3]);
+            return msg;
+        }
+        clusterNode *target = NULL;
+        dictIterator *it = dictGetSafeIterator(cs->nodes);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            clusterNode *n = dictGetVal(de);
+            if (n->port == port && (!strcmp(n->ip, op->argv[2]) || (!strcmp(op->argv[2], "localhost") &&
+                                                                     !strcmp(n->ip, "127.0.0.1")))) {
+                /* A live node at that address beats a stale record of one. */
+                if (!target || (n->alive && !target->alive)) target = n;
+            }
+        }
+        dictReleaseIterator(it);
+        if (!target) {
+            snprintf(msg, sizeof(msg), "ERR No node at %.64s:%lld is registered in cluster '%.64s' on etcd",
+                     op->argv[2], port, server.cluster_name);
+            return msg;
+        }
+        if (clusterNodeInMyGroup(target)) return "";
+        /* Merge the smaller group into the larger, so adding one node to a
+         * big cluster rewrites one record, not all of them. */
+        char from[CLUSTER_NAMELEN + 1], to[CLUSTER_NAMELEN + 1];
+        int mine = groupSize(me->group), theirs = groupSize(target->group);
+        snprintf(from, sizeof(from), "%s", mine < theirs ? me->group : target->group);
+        snprintf(to, sizeof(to), "%s", mine < theirs ? target->group : me->group);
+        it = dictGetSafeIterator(cs->nodes);
+        while ((de = dictNext(it)) != NULL) {
+            clusterNode *n = dictGetVal(de);
+            if (strcmp(n->group, from)) continue;
+            clusterNode *p = planNode(op, n);
+            snprintf(p->group, sizeof(p->group), "%s", to);
+        }
+        dictReleaseIterator(it);
+        return NULL;
+    }
+    if (!strcasecmp(sub, "forget")) {
+        clusterNode *n = clusterLookupNode(op->argv[2], sdslen(op->argv[2]));
+        if (!n) {
+            snprintf(msg, sizeof(msg), "ERR Unknown node %.64s", op->argv[2]);
+            return msg;
+        }
+        if (n == me) return "ERR I tried hard but I can't forget myself...";
+        /* Another node's FORGET may have taken it out already: that is
+         * what redis-cli del-node expects to be fine. */
+        if (!clusterNodeInMyGroup(n)) return "";
+        clusterNode *p = planNode(op, n);
+        freshGroup(p->group);
+        return NULL;
+    }
+    if (!strcasecmp(sub, "reset")) {
+        int hard = 0;
+        if (op->argc == 3) {
+            if (!strcasecmp(op->argv[2], "hard")) hard = 1;
+            else if (strcasecmp(op->argv[2], "soft")) return "ERR Syntax error.";
+        } else if (op->argc > 3) {
+            return "ERR Syntax error.";
+        }
+        if (storeSize() != 0) return "ERR CLUSTER RESET can't be called with master nodes containing keys";
+        clusterNode *p = planNode(op, me);
+        freshGroup(p->group);
+        unsigned char bm[CLUSTER_SLOTS / 8];
+        memset(bm, 0, sizeof(bm));
+        nodeSetSlots(p, bm);
+        p->nmigrating = p->nimporting = 0;
+        if (hard) {
+            p->config_epoch = 0;
+            getRandomHexChars(op->new_id, CLUSTER_NAMELEN);
+            op->new_id[CLUSTER_NAMELEN] = '\0';
+            op->deleted = zmalloc(sizeof(sds));
+            op->deleted[op->ndeleted++] = sdsnew(me->id);
+            snprintf(p->id, sizeof(p->id), "%s", op->new_id);
+            snprintf(p->group, sizeof(p->group), "%s", op->new_id);
+            p->mod_rev = 0;
+        }
+        return NULL;
+    }
+    if (!strcasecmp(sub, "set-config-epoch")) {
+        long long epoch;
+        if (!string2ll(op->argv[2], sdslen(op->argv[2]), &epoch) || epoch < 0) {
+            snprintf(msg, sizeof(msg), "ERR Invalid config epoch specified: %.64s", op->argv[2]);
+            return msg;
+        }
+        if (cs->known > 1) return "ERR The user can assign a config epoch only when the node does not know any other node.";
+        if (me->config_epoch != 0) return "ERR Node config epoch is already non-zero";
+        clusterNode *p = planNode(op, me);
+        p->config_epoch = epoch;
+        return NULL;
+    }
+    if (!strcasecmp(sub, "bumpepoch")) {
+        int unique = me->config_epoch != 0;
+        dictIterator *it = dictGetSafeIterator(cs->nodes);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            clusterNode *n = dictGetVal(de);
+            if (n != me && clusterNodeInMyGroup(n) && n->config_epoch >= me->config_epoch) unique = 0;
+        }
+        dictReleaseIterator(it);
+        if (unique) {
+            op->reply = sdscatprintf(sdsempty(), "STILL %lld", me->config_epoch);
+            return "";
+        }
+        clusterNode *p = planNode(op, me);
+        p->config_epoch = cs->current_epoch + 1;
+        op->reply = sdscatprintf(sdsempty(), "BUMPED %lld", p->config_epoch);
+        return NULL;
+    }
+    return "ERR Unknown subcommand";
+}
+
+static void opFree(clusterOp *op) {
+    planReset(op);
+    for (int i = 0; i < op->argc; i++) sdsfree(op->argv[i]);
+    zfree(op->argv);
+    zfree(op);
+}
+
+static void opReply(clusterOp *op, const char *err) {
+    client *c = op->c;
+    if (c) {
+        if (err && err[0]) addReplyError(c, err);
+        else if (op->reply) addReplyStatus(c, op->reply);
+        else addReplyOk(c);
+        if (c->flags & CLIENT_BLOCKED) unblockClient(c);
+    }
+    opFree(op);
+}
+
+static void opDone(const etcdResult *r, void *privdata) {
+    clusterOp *op = privdata;
+    clusterState *cs = server.cluster;
+    if (!r->ok) {
+        etcdReachable(r->http_status != 0, r->err);
+        char msg[300];
+        snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not take the topology change (%s); nothing changed",
+                 r->err ? r->err : "error");
+        opReply(op, msg);
+        return;
+    }
+    etcdReachable(1, NULL);
+    if (!r->succeeded) {
+        /* Someone changed a record we read: reread all, plan again. */
+        cs->stat_txn_retries++;
+        applyFullState(r->kvs, r->nkvs, r->revision);
+        clusterRebuild();
+        if (++op->attempts >= OP_MAX_ATTEMPTS) {
+            opReply(op, "-TRYAGAIN the topology kept changing under this command; try again");
+            return;
+        }
+        clusterOpRun(op);
+        return;
+    }
+    for (int i = 0; i < op->ndeleted; i++) {
+        sds key = keyFor("nodes", op->deleted[i]);
+        etcdKV kv = {key, NULL, 0, r->revision, 0, 0};
+        if (strcmp(op->deleted[i], cs->myself->id)) applyKV(&kv, 1, r->revision);
+        sdsfree(key);
+    }
+    for (int i = 0; i < op->nclones; i++) {
+        clusterNode *p = op->clones[i];
+        op->clones[i] = NULL;
+        p->mod_rev = r->revision;
+        if (op->new_id[0] && !strcmp(p->id, op->new_id)) {
+            /* RESET HARD: myself takes the new identity. */
+            char err[256];
+            dictDelete(cs->nodes, cs->myself->id);
+            replaceNodeFields(cs->myself, p);
+            dictAdd(cs->nodes, cs->myself->id, cs->myself);
+            if (clusterSaveNodeId(cs->myself->id, err, sizeof(err)) != C_OK)
+                serverLog(LL_WARNING, "Cluster: %s", err);
+            cs->lease_id = 0; /* a new alive key under the new id */
+            continue;
+        }
+        clusterNode *n = dictFetchValue(cs->nodes, p->id);
+        if (n) replaceNodeFields(n, p);
+        else clusterNodeFree(p);
+    }
+    op->nclones = 0;
+    if (r->revision > cs->revision) cs->revision = r->revision;
+    clusterRebuild();
+    opReply(op, NULL);
+}
+
+static void clusterOpRun(clusterOp *op) {
+    clusterState *cs = server.cluster;
+    const char *err = planOp(op);
+    if (err) {
+        opReply(op, err);
+        return;
+    }
+    etcdTxn *t = etcdTxnCreate();
+    for (int i = 0; i < op->nclones; i++) {
+        clusterNode *p = op->clones[i];
+        sds key = keyFor("nodes", p->id);
+        sds val = clusterNodeToJson(p);
+        etcdTxnCompareModRev(t, key, sdslen(key), p->mod_rev);
+        etcdTxnPut(t, 1, key, sdslen(key), val, sdslen(val), 0);
+        sdsfree(key);
+        sdsfree(val);
+    }
+    for (int i = 0; i < op->ndeleted; i++) {
+        clusterNode *n = dictFetchValue(cs->nodes, op->deleted[i]);
+        sds key = keyFor("nodes", op->deleted[i]);
+        etcdTxnCompareModRev(t, key, sdslen(key), n ? n->mod_rev : 0);
+        etcdTxnDelete(t, 1, key, sdslen(key));
+        sdsfree(key);
+        key = keyFor("alive", op->deleted[i]);
+        etcdTxnDelete(t, 1, key, sdslen(key));
+        sdsfree(key);
+    }
+    sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
+    etcdTxnRange(t, 0, cs->prefix, sdslen(cs->prefix), end, sdslen(end));
+    sdsfree(end);
+    etcdTxnSubmit(cs->etcd, t, opDone, op);
+}
+
+void clusterOpClientGone(client *c) {
+    if (c->blocked_op) c->blocked_op->c = NULL;
+    c->blocked_op = NULL;
+    c->flags &= ~CLIENT_BLOCKED;
+}
+
+/* The CLUSTER subcommands that change the topology. They wait for etcd:
+ * the reply says the change is committed, as a Redis user expects an OK
+ * to mean it happened. */
+void clusterTopologyCommand(client *c, const char *sub) {
+    (void)sub;
+    clusterState *cs = server.cluster;
+    if (!cs->synced || !cs->registered) {
+        addReplyError(c, "-TRYAGAIN this node has not read the topology from etcd yet");
+        return;
+    }
+    clusterOp *op = zcalloc(sizeof(*op));
+    op->c = c;
+    op->argc = c->argc;
+    op->argv = zmalloc(sizeof(sds) * (size_t)c->argc);
+    for (int i = 0; i < c->argc; i++) op->argv[i] = sdsdup(c->argv[i]);
+    const char *err = planOp(op);
+    if (err) {
+        opReply(op, err);
+        return;
+    }
+    blockClient(c, op);
+    planReset(op);
+    clusterOpRun(op);
+}
