@@ -38,6 +38,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "segment.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -201,6 +202,9 @@ void clusterInit(void) {
     dictAdd(cs->nodes, cs->myself->id, cs->myself);
     serverLog(LL_NOTICE, "Cluster: node id %s, announced as %s:%d@%d, cluster '%s'", id, cs->myself->ip,
               cs->myself->port, cs->myself->cport, server.cluster_name);
+    uint64_t base;
+    getRandomBytes((unsigned char *)&base, sizeof(base));
+    segmentSetNextId(((base & 0x7fffffffULL) + 1) << 32);
     clusterRebuild();
     if (clusterSyncInit(err, sizeof(err)) != C_OK) {
         serverLog(LL_WARNING, "Cluster: %s", err);
@@ -209,6 +213,43 @@ void clusterInit(void) {
 }
 
 /* ---- the view --------------------------------------------------------------- */
+
+/* A put still pending in a slot that just left this node can never be
+ * published here (its PUT.END now gets MOVED, and the writer redoes the put
+ * on the new owner), so it is abandoned: its space comes back after
+ * put-release-timeout, so a writer still writing never scribbles on a new
+ * owner's bytes. Complete keys moved already (MIGRATE) before the slot
+ * could be given away. */
+static void abandonPutsInLostSlots(void) {
+    static unsigned char mine[CLUSTER_SLOTS / 8];
+    clusterState *cs = server.cluster;
+    int lost = 0;
+    unsigned char lostmap[CLUSTER_SLOTS / 8];
+    memset(lostmap, 0, sizeof(lostmap));
+    for (int s = 0; s < CLUSTER_SLOTS; s++) {
+        int was = (mine[s >> 3] >> (s & 7)) & 1, is = cs->slots[s] == cs->myself;
+        if (was && !is) {
+            lostmap[s >> 3] |= (unsigned char)(1 << (s & 7));
+            lost = 1;
+        }
+        if (is) mine[s >> 3] |= (unsigned char)(1 << (s & 7));
+        else mine[s >> 3] &= (unsigned char)~(1 << (s & 7));
+    }
+    if (!lost || storePendingSize() == 0) return;
+    dictIterator *it = dictGetSafeIterator(server.pending);
+    dictEntry *de;
+    long long n = 0;
+    while ((de = dictNext(it)) != NULL) {
+        sds key = dictGetKey(de);
+        int s = (int)keyHashSlot(key, sdslen(key));
+        if (!(lostmap[s >> 3] & (1 << (s & 7)))) continue;
+        storeObj *o = storePendingUnlink(key);
+        if (o) storePendingAbandon(o);
+        n++;
+    }
+    dictReleaseIterator(it);
+    if (n) serverLog(LL_NOTICE, "Cluster: abandoned %lld pending puts in slots that moved away", n);
+}
 
 void clusterRebuild(void) {
     clusterState *cs = server.cluster;
@@ -257,6 +298,7 @@ void clusterRebuild(void) {
         if (n->flags & CNODE_FAIL) cs->slots_fail++;
         else cs->slots_ok++;
     }
+    abandonPutsInLostSlots();
     int ok = server.cluster_require_full_coverage ? cs->slots_ok == CLUSTER_SLOTS : 1;
     if (ok != cs->state_ok)
         serverLog(LL_NOTICE, "Cluster state changed: %s", ok ? "ok" : "fail");

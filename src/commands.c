@@ -15,6 +15,8 @@
 
 #include "server.h"
 #include "util.h"
+#include "zmalloc.h"
+#include "cluster.h"
 
 #define W CMD_WRITE
 #define R CMD_READONLY
@@ -200,7 +202,9 @@ static const struct {
  * index, whose keys are either a range (first/last/step) or counted by a
  * numkeys argument (CMD_MOVABLEKEYS). */
 static void addReplyKeySpecs(client *c, mcCommand *cmd) {
-    int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0;
+    /* MIGRATE's keys are argv[3] or follow KEYS: a range spec plus
+     * movablekeys (COMMAND GETKEYS), as Redis describes it. */
+    int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0 && cmd->proc != migrateCommand;
     if (!keynum && cmd->firstkey == 0) {
         addReplyArrayLen(c, 0);
         return;
@@ -292,7 +296,9 @@ static long long commandCount(void) {
     return n;
 }
 
-/* COMMAND GETKEYS: key positions of the command given as arguments. */
+/* COMMAND GETKEYS: key positions of the command given as arguments, as
+ * cluster routing finds them (cluster.c), so a client that asks routes
+ * exactly as the server will. */
 static void commandGetKeys(client *c) {
     sds *argv = c->argv + 2;
     int argc = c->argc - 2;
@@ -305,7 +311,7 @@ static void commandGetKeys(client *c) {
         addReplyError(c, "ERR Invalid number of arguments specified for command");
         return;
     }
-    if (cmd->flags & CMD_MOVABLEKEYS) {
+    if (cmd->flags & CMD_MOVABLEKEYS && cmd->proc != migrateCommand) {
         long long n;
         /* n is bounded by the arguments present before any arithmetic. */
         if (cmd->keynum_idx >= argc || !string2ll(argv[cmd->keynum_idx], sdslen(argv[cmd->keynum_idx]), &n) ||
@@ -313,23 +319,17 @@ static void commandGetKeys(client *c) {
             addReplyError(c, "ERR Invalid arguments specified for command");
             return;
         }
-        addReplyArrayLen(c, n);
-        for (long long i = 0; i < n; i++) {
-            sds k = argv[cmd->keynum_first + i * cmd->keynum_step];
-            addReplyBulk(c, k, sdslen(k));
-        }
-        return;
     }
-    if (cmd->firstkey == 0) {
+    int *keys = zmalloc(sizeof(int) * (size_t)argc);
+    int n = clusterCommandKeys(cmd, argv, argc, keys, argc);
+    if (n == 0) {
+        zfree(keys);
         addReplyError(c, "ERR The command has no key arguments");
         return;
     }
-    int last = cmd->lastkey < 0 ? argc + cmd->lastkey : cmd->lastkey;
-    long long n = 0;
-    for (int j = cmd->firstkey; j <= last && j < argc; j += cmd->keystep) n++;
     addReplyArrayLen(c, n);
-    for (int j = cmd->firstkey; j <= last && j < argc; j += cmd->keystep)
-        addReplyBulk(c, argv[j], sdslen(argv[j]));
+    for (int j = 0; j < n; j++) addReplyBulk(c, argv[keys[j]], sdslen(argv[keys[j]]));
+    zfree(keys);
 }
 
 void commandCommand(client *c) {

@@ -176,6 +176,15 @@ static uint32_t segtabCap, segtabUsed;
 static uint16_t *slotGen; /* per slot, survives the segment that used it */
 static uint64_t nextSegmentId = SEGMENT_SELF_ID;
 
+/* In a cluster, a client process mounts one slice of its memory on every
+ * shard and serves them all from one listener, which tells them apart by
+ * segment id: so each node numbers mounted segments from a random base of
+ * its own (the pool keeps id 1 everywhere), and ids from two shards do not
+ * collide. */
+void segmentSetNextId(uint64_t id) {
+    if (id > nextSegmentId) nextSegmentId = id;
+}
+
 int segmentTableAdd(segment *s) {
     uint32_t slot = segtabLen;
     /* A slot whose 16-bit generation is used up is retired, never reused:

@@ -79,4 +79,6 @@ static inline int segmentCouldHold(const segment *s, uint64_t size) {
 }
 int segmentTierFromName(const char *name);  /* -1 if unknown */
 
+void segmentSetNextId(uint64_t id);
+
 #endif
