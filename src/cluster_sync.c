@@ -60,7 +60,7 @@ static dict *aliveIds;  /* ids with an alive/<id> key */
 static int initInflight, registerInflight, watchStarted;
 static long long nextInitTry;
 
-static uint64_t idHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+static uint64_t idHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
 static int idCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
 static void idFree(void *k) { sdsfree(k); }
 static dictType aliveType = {idHash, idCompare, idFree, NULL};
