@@ -1,5 +1,958 @@
-/* migrate.c -- placeholder: DUMP, RESTORE, MIGRATE are being written. */
+/* migrate.c -- DUMP, RESTORE, RESTORE-ASKING and MIGRATE, and reading a
+ * value's bytes from the process that hosts a mounted segment.
+ *
+ * Payloads. DUMP returns, and RESTORE takes, the payload of dump.c: the
+ * value's bytes plus the store metadata that must survive a move (the
+ * writer's checksum, hard pin, soft pin time left, creation time), behind
+ * Redis's version+CRC64 trailer. RESTORE checks the whole payload before it
+ * touches anything, then builds the new object completely (in the pool,
+ * like SET) before the keyspace changes, so a refused RESTORE changes
+ * nothing; REPLACE goes through storeSet, which defers freeing a leased old
+ * version's space exactly as SET does.
+ *
+ * MIGRATE is Redis's: synchronous. The event loop blocks while the keys go
+ * out and the target answers, at most `timeout` ms without progress per
+ * operation (connect, send, each reply), which is what makes it atomic for
+ * the keys it moves: nothing else runs between sending a key and deleting
+ * it here. The RESTOREs (RESTORE-ASKING in cluster mode, so the target
+ * accepts them for a slot it is importing) are pipelined for all keys and
+ * sent with gathered writes: small pieces are framed in one heap buffer,
+ * and a large value goes out straight from segment memory between its
+ * framing and its trailer, its CRC chained over the pieces (dump.c). A
+ * 64 MiB value is then a handful of sendmsg calls and no copy in user space.
+ * Connections to targets are cached for reuse (64 at most, closed after
+ * 10 s idle: migrateCloseTimedoutSockets), and as in Redis a failure on a
+ * cached connection before any reply is retried once on a fresh one: the
+ * target may simply have closed it.
+ *
+ * Remote bytes. A store object may live only in segments that client
+ * processes mount; the server holds the layout but not the bytes. DUMP and
+ * MIGRATE then fetch them over the data plane, as any client would: SEG.READ
+ * on the segment's tcp:// (else unix://) endpoint, through the same cached
+ * blocking connections. storeObjRead is that fetch, reusable by plain GET.
+ *
+ * Everything read from a peer is checked before it is used: reply lines are
+ * bounded (a longer one is a protocol error and the connection is
+ * dropped), a bulk header must announce exactly the length asked for, and
+ * its bytes must end with CRLF. A connection that saw any error or timeout
+ * is closed, never reused out of step.
+ */
+#include "migrate.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "crc.h"
+#include "dump.h"
 #include "server.h"
-void dumpCommand(client *c) { addReplyError(c, "ERR not implemented yet"); }
-void restoreCommand(client *c) { addReplyError(c, "ERR not implemented yet"); }
-void migrateCommand(client *c) { addReplyError(c, "ERR not implemented yet"); }
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+#define MIGRATE_SOCKET_CACHE_ITEMS 64
+#define MIGRATE_SOCKET_CACHE_TTL_MS 10000
+#define DUMP_REMOTE_TIMEOUT_MS 5000     /* DUMP of a value in a mounted segment */
+#define SYNC_LINE_MAX 1024              /* longest reply line accepted from a peer */
+#define SYNC_RBUF (16 * 1024)
+#define MIGRATE_INLINE_MAX (16 * 1024)  /* smaller values are copied into the request */
+#define OOM_ERR "-OOM not enough space in the pool for this value"
+#define BUSYKEY_ERR "-BUSYKEY Target key name already exists."
+#define IOERR_CONNECT "-IOERR error or timeout connecting to the client"
+
+/* ---- blocking I/O with deadlines ----------------------------------------- */
+
+/* One cached connection: to a MIGRATE target ("host:port") or to a
+ * segment's endpoint ("seg:<uri>"). Its fd stays non-blocking; every wait
+ * is a poll bounded by the operation's deadline. */
+typedef struct syncConn {
+    sds name;
+    int fd;
+    mstime_t last_use;
+    sds auth;           /* the password this connection authenticated with */
+    size_t rpos, rlen;
+    char rbuf[SYNC_RBUF];
+} syncConn;
+
+static syncConn *connCache[MIGRATE_SOCKET_CACHE_ITEMS];
+static int connCacheLen;
+
+/* Waits for fd to become ready, until deadline. 0, or -1 with errno
+ * (ETIMEDOUT when the deadline passed). */
+static int syncWait(int fd, short events, mstime_t deadline) {
+    for (;;) {
+        long long left = deadline - mstime();
+        if (left <= 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = events};
+        int r = poll(&p, 1, left > INT_MAX ? INT_MAX : (int)left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) return -1;
+        if (r == 0) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        return 0; /* readable, writable, or an error the next call reports */
+    }
+}
+
+/* A non-blocking connect finished within the deadline? */
+static int syncConnectWait(int fd, mstime_t deadline) {
+    if (syncWait(fd, POLLOUT, deadline) != 0) return -1;
+    int soerr = 0;
+    socklen_t sl = sizeof(soerr);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0) return -1;
+    if (soerr) {
+        errno = soerr;
+        return -1;
+    }
+    return 0;
+}
+
+/* A connected non-blocking TCP socket, or -1 with err set. Every address
+ * the name resolves to is tried, within one deadline. (The resolution
+ * itself blocks, as in Redis; targets are normally given as addresses.) */
+static int syncTcpConnect(const char *host, int port, long long timeout_ms, char *err, size_t errlen) {
+    char portstr[16];
+    struct addrinfo hints, *res, *p;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int rv = getaddrinfo(host, portstr, &hints, &res);
+    if (rv != 0) {
+        snprintf(err, errlen, "%s: %s", host, gai_strerror(rv));
+        return -1;
+    }
+    mstime_t deadline = mstime() + timeout_ms;
+    int fd = -1;
+    snprintf(err, errlen, "%s:%d: no usable address", host, port);
+    for (p = res; p; p = p->ai_next) {
+        fd = socket(p->ai_family, p->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, p->ai_protocol);
+        if (fd < 0) continue;
+        if (connect(fd, p->ai_addr, p->ai_addrlen) == 0 ||
+            (errno == EINPROGRESS && syncConnectWait(fd, deadline) == 0))
+            break;
+        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    if (fd < 0) return -1;
+    anetEnableTcpNoDelay(NULL, fd);
+    /* Same-host peers unpaced, as the server's own clients (tcp-congestion). */
+    if (strcmp(server.tcp_congestion, "system") != 0) anetTuneLocalCongestion(fd);
+    return fd;
+}
+
+static int syncUnixConnect(const char *path, long long timeout_ms, char *err, size_t errlen) {
+    struct sockaddr_un sa;
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        snprintf(err, errlen, "unix socket path too long");
+        return -1;
+    }
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path, path, strlen(path));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+        !((errno == EINPROGRESS || errno == EAGAIN) && syncConnectWait(fd, mstime() + timeout_ms) == 0)) {
+        snprintf(err, errlen, "connect %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends every byte of iov (consumed). The deadline is a progress bound:
+ * timeout_ms may pass without a byte moving, not for the whole transfer,
+ * so a large value on a slow link is not cut off (Redis bounds each 64 KiB
+ * chunk the same way). 0, or -1 with errno. */
+static int syncSendv(int fd, struct iovec *iov, int iovcnt, long long timeout_ms) {
+    while (iovcnt > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > IOV_MAX ? IOV_MAX : iovcnt)};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+            if (syncWait(fd, POLLOUT, mstime() + timeout_ms) != 0) return -1;
+            continue;
+        }
+        size_t left = (size_t)w;
+        while (iovcnt > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            iovcnt--;
+        }
+        if (iovcnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+/* Some bytes into dst (at most cap), waiting up to timeout_ms for them.
+ * >0, or -1 with errno (ECONNRESET for an orderly close). */
+static ssize_t syncReadSome(int fd, char *dst, size_t cap, long long timeout_ms) {
+    for (;;) {
+        ssize_t r = read(fd, dst, cap);
+        if (r > 0) return r;
+        if (r == 0) {
+            errno = ECONNRESET;
+            return -1;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+        if (syncWait(fd, POLLIN, mstime() + timeout_ms) != 0) return -1;
+    }
+}
+
+/* One CRLF-terminated line, without the CRLF, NUL-terminated in line
+ * (cap bytes). A line that does not fit is a protocol error (EPROTO): the
+ * peer is not answering what we asked. Returns its length or -1. */
+static ssize_t syncReadLine(syncConn *sc, char *line, size_t cap, long long timeout_ms) {
+    size_t n = 0;
+    for (;;) {
+        while (sc->rpos < sc->rlen) {
+            char ch = sc->rbuf[sc->rpos++];
+            if (ch == '\n') {
+                if (n == 0 || line[n - 1] != '\r') goto proto;
+                line[--n] = '\0';
+                return (ssize_t)n;
+            }
+            if (n + 1 >= cap) goto proto;
+            line[n++] = ch;
+        }
+        ssize_t r = syncReadSome(sc->fd, sc->rbuf, sizeof(sc->rbuf), timeout_ms);
+        if (r < 0) return -1;
+        sc->rpos = 0;
+        sc->rlen = (size_t)r;
+    }
+proto:
+    errno = EPROTO;
+    return -1;
+}
+
+/* Exactly len bytes into dst: buffered ones first, then straight from the
+ * socket (a large bulk is not staged through rbuf). */
+static int syncReadExact(syncConn *sc, char *dst, size_t len, long long timeout_ms) {
+    size_t take = sc->rlen - sc->rpos < len ? sc->rlen - sc->rpos : len;
+    memcpy(dst, sc->rbuf + sc->rpos, take);
+    sc->rpos += take;
+    dst += take;
+    len -= take;
+    while (len) {
+        ssize_t r = syncReadSome(sc->fd, dst, len, timeout_ms);
+        if (r < 0) return -1;
+        dst += r;
+        len -= (size_t)r;
+    }
+    return 0;
+}
+
+/* ---- the connection cache ------------------------------------------------ */
+
+static void connFree(syncConn *sc) {
+    close(sc->fd);
+    sdsfree(sc->name);
+    sdsfree(sc->auth);
+    zfree(sc);
+}
+
+static void connCacheRemoveAt(int i) {
+    connFree(connCache[i]);
+    connCache[i] = connCache[--connCacheLen];
+}
+
+static syncConn *connCacheFind(const char *name) {
+    for (int i = 0; i < connCacheLen; i++)
+        if (!strcmp(connCache[i]->name, name)) return connCache[i];
+    return NULL;
+}
+
+/* Any error or timeout on a connection ends it: a reply may be half read. */
+static void connCacheClose(syncConn *sc) {
+    for (int i = 0; i < connCacheLen; i++) {
+        if (connCache[i] == sc) {
+            connCacheRemoveAt(i);
+            return;
+        }
+    }
+    connFree(sc);
+}
+
+/* Caches a fresh connection; when full, the least recently used goes. */
+static syncConn *connCacheAdd(const char *name, int fd) {
+    if (connCacheLen == MIGRATE_SOCKET_CACHE_ITEMS) {
+        int lru = 0;
+        for (int i = 1; i < connCacheLen; i++)
+            if (connCache[i]->last_use < connCache[lru]->last_use) lru = i;
+        connCacheRemoveAt(lru);
+    }
+    syncConn *sc = zmalloc(sizeof(*sc));
+    sc->name = sdsnew(name);
+    sc->fd = fd;
+    sc->last_use = mstime();
+    sc->auth = NULL;
+    sc->rpos = sc->rlen = 0;
+    connCache[connCacheLen++] = sc;
+    return sc;
+}
+
+void migrateCloseTimedoutSockets(void) {
+    mstime_t now = mstime();
+    for (int i = 0; i < connCacheLen;) {
+        if (now - connCache[i]->last_use > MIGRATE_SOCKET_CACHE_TTL_MS) connCacheRemoveAt(i);
+        else i++;
+    }
+}
+
+/* ---- framing requests ---------------------------------------------------- */
+
+/* A request being framed: small pieces are copied into one heap buffer,
+ * large ones referenced where they lie. Pieces record buffer offsets, not
+ * pointers, since the buffer moves as it grows; reqIov resolves them. */
+typedef struct reqPiece {
+    const char *ref;    /* NULL: bytes [off, off+len) of the heap buffer */
+    size_t off, len;
+} reqPiece;
+
+typedef struct reqBuf {
+    sds buf;
+    reqPiece *pieces;
+    int n, cap;
+} reqBuf;
+
+static void reqInit(reqBuf *rb) {
+    rb->buf = sdsempty();
+    rb->pieces = NULL;
+    rb->n = rb->cap = 0;
+}
+
+static void reqFree(reqBuf *rb) {
+    sdsfree(rb->buf);
+    zfree(rb->pieces);
+}
+
+static void reqPush(reqBuf *rb, const char *ref, size_t off, size_t len) {
+    if (rb->n == rb->cap) {
+        rb->cap = rb->cap ? rb->cap * 2 : 16;
+        rb->pieces = zrealloc(rb->pieces, sizeof(reqPiece) * (size_t)rb->cap);
+    }
+    rb->pieces[rb->n++] = (reqPiece){ref, off, len};
+}
+
+static void reqCopy(reqBuf *rb, const void *p, size_t len) {
+    size_t off = sdslen(rb->buf);
+    rb->buf = sdscatlen(rb->buf, p, len);
+    reqPiece *last = rb->n ? &rb->pieces[rb->n - 1] : NULL;
+    if (last && last->ref == NULL && last->off + last->len == off) last->len += len;
+    else reqPush(rb, NULL, off, len);
+}
+
+static void reqRef(reqBuf *rb, const char *p, size_t len) {
+    if (len < MIGRATE_INLINE_MAX) reqCopy(rb, p, len);
+    else reqPush(rb, p, 0, len);
+}
+
+static void reqHeader(reqBuf *rb, char type, unsigned long long n) {
+    char hdr[32];
+    int hl = snprintf(hdr, sizeof(hdr), "%c%llu\r\n", type, n);
+    reqCopy(rb, hdr, (size_t)hl);
+}
+
+static void reqBulk(reqBuf *rb, const char *p, size_t len) {
+    reqHeader(rb, '$', len);
+    reqCopy(rb, p, len);
+    reqCopy(rb, "\r\n", 2);
+}
+
+static void reqBulkLL(reqBuf *rb, long long v) {
+    char num[32];
+    int n = ll2string(num, sizeof(num), v);
+    reqBulk(rb, num, (size_t)n);
+}
+
+/* The pieces as an iovec array (caller frees); *cnt gets its length. */
+static struct iovec *reqIov(reqBuf *rb, int *cnt) {
+    struct iovec *iov = zmalloc(sizeof(*iov) * (size_t)(rb->n ? rb->n : 1));
+    for (int i = 0; i < rb->n; i++) {
+        reqPiece *p = &rb->pieces[i];
+        iov[i].iov_base = (void *)(p->ref ? p->ref : rb->buf + p->off);
+        iov[i].iov_len = p->len;
+    }
+    *cnt = rb->n;
+    return iov;
+}
+
+static int reqSend(reqBuf *rb, int fd, long long timeout_ms) {
+    int cnt;
+    struct iovec *iov = reqIov(rb, &cnt);
+    int rc = syncSendv(fd, iov, cnt, timeout_ms);
+    zfree(iov);
+    return rc;
+}
+
+/* ---- reading a value's bytes from a mounted segment ----------------------- */
+
+/* An endpoint URI as a connection: tcp://host:port, tcp://[v6]:port or
+ * unix:///path. "tcp://0.0.0.0:p" (the host's "wherever you reached me")
+ * means the segment's host. 0, or -1 if the URI is not one we can use. */
+static int parseEndpoint(const char *uri, const char *seghost, char *host, size_t hostlen, int *port, int *is_unix) {
+    if (!strncmp(uri, "unix://", 7)) {
+        if (uri[7] != '/' || strlen(uri + 7) >= hostlen) return -1;
+        snprintf(host, hostlen, "%s", uri + 7);
+        *is_unix = 1;
+        return 0;
+    }
+    if (strncmp(uri, "tcp://", 6)) return -1;
+    const char *h = uri + 6, *colon;
+    size_t hl;
+    if (*h == '[') {
+        const char *close = strchr(h, ']');
+        if (!close || close[1] != ':') return -1;
+        h++;
+        hl = (size_t)(close - h);
+        colon = close + 1;
+    } else {
+        colon = strrchr(h, ':');
+        if (!colon) return -1;
+        hl = (size_t)(colon - h);
+    }
+    long long p;
+    if (hl == 0 || hl >= hostlen || !string2ll(colon + 1, strlen(colon + 1), &p) || p < 1 || p > 65535) return -1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    if ((!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) && seghost && *seghost) {
+        if (strlen(seghost) >= hostlen) return -1;
+        snprintf(host, hostlen, "%s", seghost);
+    }
+    *port = (int)p;
+    *is_unix = 0;
+    return 0;
+}
+
+/* One SEG.READ of [offset, offset+len) of segment `segid` through the
+ * endpoint `uri` into dst. On failure *why says what happened. A cached
+ * connection that fails before answering is retried once on a fresh one. */
+static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost, uint64_t offset, uint64_t len,
+                           char *dst, long long timeout_ms, sds *why) {
+    char host[256], line[SYNC_LINE_MAX], err[ANET_ERR_LEN];
+    int port = 0, is_unix = 0;
+    if (parseEndpoint(uri, seghost, host, sizeof(host), &port, &is_unix) != 0) {
+        *why = sdscatprintf(sdsempty(), "unusable endpoint %s", uri);
+        return C_ERR;
+    }
+    sds name = sdscatprintf(sdsempty(), "seg:%s", uri);
+    const char *pw = server.requirepass && server.requirepass[0] ? server.requirepass : NULL;
+    int rc = C_ERR;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        syncConn *sc = connCacheFind(name);
+        int fresh = sc == NULL;
+        if (fresh) {
+            int fd = is_unix ? syncUnixConnect(host, timeout_ms, err, sizeof(err))
+                             : syncTcpConnect(host, port, timeout_ms, err, sizeof(err));
+            if (fd < 0) {
+                *why = sdscatprintf(sdsempty(), "%s: %s", uri, err);
+                break;
+            }
+            sc = connCacheAdd(name, fd);
+        }
+        sc->last_use = mstime();
+        /* The host wants the password its owner connected with: ours. */
+        int send_auth = pw && (sc->auth == NULL || strcmp(sc->auth, pw));
+        reqBuf rb;
+        reqInit(&rb);
+        if (send_auth) {
+            reqHeader(&rb, '*', 2);
+            reqBulk(&rb, "AUTH", 4);
+            reqBulk(&rb, pw, strlen(pw));
+        }
+        reqHeader(&rb, '*', 4);
+        reqBulk(&rb, "SEG.READ", 8);
+        reqBulkLL(&rb, (long long)segid);
+        reqBulkLL(&rb, (long long)offset);
+        reqBulkLL(&rb, (long long)len);
+        int sent = reqSend(&rb, sc->fd, timeout_ms);
+        reqFree(&rb);
+        sds autherr = NULL;
+        ssize_t ll = 0;
+        if (sent == 0 && send_auth) {
+            ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
+            /* A host without a password says so; that is not a refusal. */
+            if (ll >= 0 && line[0] == '-' && !strstr(line, "without any password")) autherr = sdsnew(line + 1);
+        }
+        if (sent == 0 && ll >= 0) ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
+        if (sent != 0 || ll < 0) {
+            int e = errno;
+            connCacheClose(sc);
+            sdsfree(autherr);
+            if (!fresh && e != ETIMEDOUT) continue; /* a stale cached connection */
+            *why = sdscatprintf(sdsempty(), "%s: %s", uri,
+                                e == EPROTO ? "protocol error" : e == ETIMEDOUT ? "timeout" : strerror(e));
+            break;
+        }
+        if (line[0] == '-') {
+            /* Refused in step with the stream: the connection stays good. */
+            *why = sdscatprintf(sdsempty(), "%s: %s", uri, autherr ? autherr : line + 1);
+            sdsfree(autherr);
+            break;
+        }
+        sdsfree(autherr);
+        if (send_auth) {
+            sdsfree(sc->auth);
+            sc->auth = sdsnew(pw);
+        }
+        long long blen;
+        char crlf[2];
+        if (line[0] != '$' || !string2ll(line + 1, (size_t)ll - 1, &blen) || blen != (long long)len) {
+            connCacheClose(sc);
+            *why = sdscatprintf(sdsempty(), "%s: unexpected reply to SEG.READ", uri);
+            break;
+        }
+        if (syncReadExact(sc, dst, len, timeout_ms) != 0 || syncReadExact(sc, crlf, 2, timeout_ms) != 0 ||
+            crlf[0] != '\r' || crlf[1] != '\n') {
+            int e = errno;
+            connCacheClose(sc);
+            *why = sdscatprintf(sdsempty(), "%s: %s while reading the bytes", uri,
+                                e == ETIMEDOUT ? "timeout" : "connection error");
+            break;
+        }
+        sc->last_use = mstime();
+        rc = C_OK;
+        break;
+    }
+    sdsfree(name);
+    return rc;
+}
+
+int storeObjRead(storeObj *o, uint64_t off, uint64_t len, char *dst, long long timeout_ms, sds *err) {
+    *err = NULL;
+    if (off > o->len || len > o->len - off) {
+        *err = sdsnew("-ERR range is outside the value");
+        return C_ERR;
+    }
+    if (len == 0) return C_OK;
+    const char *local = storeObjLocalPtr(o);
+    if (local) {
+        memcpy(dst, local + off, len);
+        return C_OK;
+    }
+    migrateCloseTimedoutSockets();
+    /* The loop is blocked while we read, so nothing here can unlink and
+     * reuse the extents under the transfer; the reference says so anyway,
+     * and keeps it true if this is ever made asynchronous. */
+    storeObjIncrRef(o);
+    sds why = NULL;
+    int rc = C_ERR, tried = 0;
+    for (int i = 0; i < o->nreplicas && rc != C_OK; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg == NULL || seg->mem) continue;
+        /* tcp:// first (it works from anywhere), then unix:// (same host). */
+        for (int pass = 0; pass < 2 && rc != C_OK; pass++) {
+            for (int e = 0; e < seg->nendpoints && rc != C_OK; e++) {
+                const char *ep = seg->endpoints[e];
+                if (strncmp(ep, pass == 0 ? "tcp://" : "unix://", pass == 0 ? 6 : 7)) continue;
+                sdsfree(why);
+                why = NULL;
+                tried++;
+                rc = segmentReadFrom(seg->id, ep, seg->host, r->offset + off, len, dst, timeout_ms, &why);
+            }
+        }
+    }
+    storeObjDecrRef(o);
+    if (rc != C_OK) {
+        *err = sdscatprintf(sdsempty(), "-REMOTE cannot read the value from its mounted segment: %s",
+                            tried ? why : "no replica has a tcp:// or unix:// endpoint");
+        serverLog(LL_VERBOSE, "Reading a value from a mounted segment failed: %s", *err + 1);
+    }
+    sdsfree(why);
+    return rc;
+}
+
+/* ---- DUMP ---------------------------------------------------------------- */
+
+/* What of o goes into a payload. A value with no store metadata (SET's) is
+ * a plain STRING; anything with a checksum, a pin or a creation time is an
+ * OBJECT, so a pin put on a SET value moves with it too. */
+static void dumpInfoFromObj(storeObj *o, dumpInfo *d) {
+    memset(d, 0, sizeof(*d));
+    d->value_len = o->len;
+    storeObjExt *ext = o->ext;
+    long long pin_left = ext && ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms - server.mstime : 0;
+    int hard = (o->flags & OBJ_FLAG_HARDPIN) != 0;
+    if (!hard && !pin_left && !(ext && (ext->created_ms || ext->checksum))) {
+        d->type = DUMP_TYPE_STRING;
+        return;
+    }
+    d->type = DUMP_TYPE_OBJECT;
+    d->flags = hard ? DUMP_F_HARDPIN : 0;
+    d->created_ms = ext && ext->created_ms > 0 ? ext->created_ms : 0;
+    d->softpin_ms = pin_left;
+    if (ext && ext->checksum) {
+        d->flags |= DUMP_F_CHECKSUM;
+        d->checksum = ext->checksum;
+        d->checksum_len = sdslen(ext->checksum);
+    }
+}
+
+void dumpCommand(client *c) {
+    storeObj *o = storeLookupRead(c->argv[1]);
+    if (o == NULL) {
+        addReplyNull(c);
+        return;
+    }
+    dumpInfo d;
+    dumpInfoFromObj(o, &d);
+    size_t plen = dumpPrefixLen(&d);
+    if (o->len > SDS_MAX_LEN - plen - DUMP_TRAILER_LEN) {
+        addReplyError(c, "ERR value too large to DUMP (use MIGRATE)");
+        return;
+    }
+    size_t vlen = (size_t)o->len;
+    sds payload = sdsnewlen(NULL, plen + vlen + DUMP_TRAILER_LEN);
+    unsigned char *p = (unsigned char *)payload;
+    dumpWritePrefix(&d, p);
+    sds err;
+    if (storeObjRead(o, 0, vlen, payload + plen, DUMP_REMOTE_TIMEOUT_MS, &err) != C_OK) {
+        addReplyError(c, err);
+        sdsfree(err);
+        sdsfree(payload);
+        return;
+    }
+    dumpWriteTrailer(crc64(0, p, plen + vlen), p + plen + vlen);
+    addReplyBulkSds(c, payload);
+}
+
+/* ---- RESTORE / RESTORE-ASKING -------------------------------------------- */
+
+/* RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: the
+ * checks in Redis 7's order, so the same bad request gets the same error;
+ * nothing changes until every one has passed and the object is built. */
+void restoreCommand(client *c) {
+    sds key = c->argv[1];
+    int replace = 0, absttl = 0;
+    long long ttl, idle = -1, freq = -1;
+    for (int j = 4; j < c->argc; j++) {
+        const char *opt = c->argv[j];
+        int more = c->argc - j - 1;
+        if (!strcasecmp(opt, "replace")) {
+            replace = 1;
+        } else if (!strcasecmp(opt, "absttl")) {
+            absttl = 1;
+        } else if (!strcasecmp(opt, "idletime") && more >= 1 && freq == -1) {
+            if (getLongLongFromObjectOrReply(c, c->argv[++j], &idle, NULL) != C_OK) return;
+            if (idle < 0) {
+                addReplyError(c, "ERR Invalid IDLETIME value, must be >= 0");
+                return;
+            }
+        } else if (!strcasecmp(opt, "freq") && more >= 1 && idle == -1) {
+            /* Accepted for Redis's sake; eviction here is LRU only. */
+            if (getLongLongFromObjectOrReply(c, c->argv[++j], &freq, NULL) != C_OK) return;
+            if (freq < 0 || freq > 255) {
+                addReplyError(c, "ERR Invalid FREQ value, must be >= 0 and <= 255");
+                return;
+            }
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    if ((long long)sdslen(key) > server.max_key_size) {
+        addReplyErrorFormat(c, "ERR key is too long (%zu bytes, max-key-size is %lld)", sdslen(key),
+                            server.max_key_size);
+        return;
+    }
+    if (!replace && storeLookupWrite(key) != NULL) {
+        addReplyError(c, BUSYKEY_ERR);
+        return;
+    }
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &ttl, NULL) != C_OK) return;
+    if (ttl < 0) {
+        addReplyError(c, "ERR Invalid TTL value, must be >= 0");
+        return;
+    }
+    dumpInfo d;
+    int prc = dumpParse(c->argv[3], sdslen(c->argv[3]), &d);
+    if (prc != DUMP_OK) {
+        addReplyError(c, prc == DUMP_ERR_CHECKSUM ? DUMP_ERR_CHECKSUM_MSG : DUMP_ERR_FORMAT_MSG);
+        return;
+    }
+    if (d.value_len > (uint64_t)server.max_object_size) {
+        addReplyError(c, "ERR value is too large (max-object-size)");
+        return;
+    }
+    long long expire = -1;
+    if (ttl) {
+        expire = absttl ? ttl : addSaturate(server.mstime, ttl);
+        if (expire <= server.mstime) {
+            /* Already expired: restored and expired at once, as Redis does
+             * (the old value goes with REPLACE). */
+            if (replace) storeDelete(key);
+            addReplyOk(c);
+            return;
+        }
+    }
+    storeObj *o = storeObjCreateFrom(d.value, (size_t)d.value_len);
+    if (o == NULL) {
+        server.stat_oom_rejections++;
+        addReplyError(c, OOM_ERR);
+        return;
+    }
+    if (d.type == DUMP_TYPE_OBJECT) {
+        storeObjExt *ext = storeObjGetExt(o);
+        ext->created_ms = d.created_ms;
+        if (d.flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d.checksum, d.checksum_len);
+        if (d.softpin_ms > 0) {
+            long long ms = d.softpin_ms < server.max_soft_pin_ttl ? d.softpin_ms : server.max_soft_pin_ttl;
+            ext->softpin_until_ms = addSaturate(server.mstime, ms);
+        }
+        if (d.flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
+    }
+    if (idle >= 0) {
+        /* The LRU clock is 32 bits of ms (evict.c): idle times beyond it saturate. */
+        long long idle_ms = idle > (long long)UINT32_MAX / 1000 ? (long long)UINT32_MAX : idle * 1000;
+        o->lru = (uint32_t)((uint32_t)server.mstime - (uint32_t)idle_ms);
+    }
+    storeSet(key, o, expire, 0);
+    addReplyOk(c);
+}
+
+/* ---- MIGRATE ------------------------------------------------------------- */
+
+/* The cached connection to host:port, or a new one; NULL (and the IOERR
+ * reply Redis gives) if it cannot be made within the timeout. */
+static syncConn *migrateGetSocket(client *c, sds host, long long port, long long timeout, int *fresh) {
+    sds name = sdscatprintf(sdsempty(), "%s:%lld", host, port);
+    syncConn *sc = connCacheFind(name);
+    *fresh = sc == NULL;
+    if (sc == NULL) {
+        char err[ANET_ERR_LEN];
+        int fd = syncTcpConnect(host, (int)port, timeout, err, sizeof(err));
+        if (fd < 0) {
+            serverLog(LL_VERBOSE, "MIGRATE: cannot connect to %s: %s", name, err);
+            addReplyError(c, IOERR_CONNECT);
+            sdsfree(name);
+            return NULL;
+        }
+        sc = connCacheAdd(name, fd);
+    }
+    sc->last_use = mstime();
+    sdsfree(name);
+    return sc;
+}
+
+/* One key on its way: the object (referenced), its bytes (in the pool, or
+ * fetched from a mounted segment into `fetched`), and its TTL. */
+typedef struct migrateKey {
+    sds key;
+    storeObj *o;
+    const char *bytes;
+    char *fetched;
+    long long ttl;
+} migrateKey;
+
+/* RESTORE[-ASKING] key ttl payload [REPLACE], the payload framed around the
+ * value bytes, which are referenced where they lie. */
+static void migrateFrameKey(reqBuf *rb, migrateKey *k, int replace) {
+    dumpInfo d;
+    unsigned char prefix[64], trailer[DUMP_TRAILER_LEN];
+    dumpInfoFromObj(k->o, &d);
+    size_t plen = dumpPrefixLen(&d);
+    unsigned char *pp = plen <= sizeof(prefix) ? prefix : zmalloc(plen); /* a long checksum */
+    dumpWritePrefix(&d, pp);
+    uint64_t crc = crc64(crc64(0, pp, plen), (const unsigned char *)k->bytes, k->o->len);
+    dumpWriteTrailer(crc, trailer);
+    reqHeader(rb, '*', replace ? 5 : 4);
+    if (server.cluster_enabled) reqBulk(rb, "RESTORE-ASKING", 14);
+    else reqBulk(rb, "RESTORE", 7);
+    reqBulk(rb, k->key, sdslen(k->key));
+    reqBulkLL(rb, k->ttl);
+    reqHeader(rb, '$', plen + k->o->len + DUMP_TRAILER_LEN);
+    reqCopy(rb, pp, plen);
+    reqRef(rb, k->bytes, (size_t)k->o->len);
+    reqCopy(rb, trailer, sizeof(trailer));
+    reqCopy(rb, "\r\n", 2);
+    if (replace) reqBulk(rb, "REPLACE", 7);
+    if (pp != prefix) zfree(pp);
+}
+
+/* MIGRATE host port key|"" destination-db timeout [COPY] [REPLACE]
+ *         [AUTH password] [AUTH2 username password] [KEYS key ...] */
+void migrateCommand(client *c) {
+    int copy = 0, replace = 0, first_key = 3, num_keys = 1;
+    sds username = NULL, password = NULL;
+    long long port, dbid, timeout;
+    for (int j = 6; j < c->argc; j++) {
+        const char *opt = c->argv[j];
+        int more = c->argc - j - 1;
+        if (!strcasecmp(opt, "copy")) {
+            copy = 1;
+        } else if (!strcasecmp(opt, "replace")) {
+            replace = 1;
+        } else if (!strcasecmp(opt, "auth") && more >= 1) {
+            password = c->argv[++j];
+        } else if (!strcasecmp(opt, "auth2") && more >= 2) {
+            username = c->argv[++j];
+            password = c->argv[++j];
+        } else if (!strcasecmp(opt, "keys")) {
+            if (sdslen(c->argv[3]) != 0) {
+                addReplyError(c, "ERR When using MIGRATE KEYS option, the key argument must be set to the empty string");
+                return;
+            }
+            first_key = j + 1;
+            num_keys = c->argc - j - 1;
+            break; /* the rest are keys */
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    if (getLongLongFromObjectOrReply(c, c->argv[5], &timeout, NULL) != C_OK ||
+        getLongLongFromObjectOrReply(c, c->argv[4], &dbid, NULL) != C_OK)
+        return;
+    if (dbid != 0) {
+        addReplyError(c, "ERR destination-db must be 0 (Mooncake has one database)");
+        return;
+    }
+    if (!string2ll(c->argv[2], sdslen(c->argv[2]), &port) || port < 1 || port > 65535) {
+        addReplyError(c, "ERR Invalid port");
+        return;
+    }
+    if (timeout <= 0) timeout = 1000;
+
+    /* The keys that exist; none at all is +NOKEY, not an error (they may
+     * simply have expired meanwhile). */
+    migrateKey *keys = zcalloc(sizeof(*keys) * (size_t)(num_keys ? num_keys : 1));
+    int n = 0;
+    for (int j = 0; j < num_keys; j++) {
+        sds key = c->argv[first_key + j];
+        storeObj *o = storeLookupRead(key);
+        if (o == NULL) continue;
+        long long when = storeGetExpire(key);
+        long long ttl = 0;
+        if (when >= 0) {
+            ttl = when - server.mstime;
+            if (ttl < 1) ttl = 1; /* looked up, so not expired: keep it alive there */
+        }
+        storeObjIncrRef(o);
+        keys[n++] = (migrateKey){key, o, NULL, NULL, ttl};
+    }
+    reqBuf rb;
+    reqInit(&rb);
+    if (n == 0) {
+        addReplyStatus(c, "NOKEY");
+        goto done;
+    }
+
+    /* Values only in mounted segments are fetched first: a failure there
+     * is reported before anything goes to the target. */
+    for (int j = 0; j < n; j++) {
+        migrateKey *k = &keys[j];
+        k->bytes = storeObjLocalPtr(k->o);
+        if (k->bytes) continue;
+        sds err;
+        k->fetched = zmalloc(k->o->len ? (size_t)k->o->len : 1);
+        if (storeObjRead(k->o, 0, k->o->len, k->fetched, timeout, &err) != C_OK) {
+            addReplyError(c, err);
+            sdsfree(err);
+            goto done;
+        }
+        k->bytes = k->fetched;
+    }
+
+    if (password) {
+        reqHeader(&rb, '*', username ? 3 : 2);
+        reqBulk(&rb, "AUTH", 4);
+        if (username) reqBulk(&rb, username, sdslen(username));
+        reqBulk(&rb, password, sdslen(password));
+    }
+    for (int j = 0; j < n; j++) migrateFrameKey(&rb, &keys[j], replace);
+
+    migrateCloseTimedoutSockets();
+    int may_retry = 1;
+    for (;;) {
+        int fresh, write_error = 0, socket_error = 0, timed_out = 0, error_from_target = 0;
+        char line[SYNC_LINE_MAX], autherr[SYNC_LINE_MAX];
+        syncConn *sc = migrateGetSocket(c, c->argv[1], port, timeout, &fresh);
+        if (sc == NULL) goto done; /* replied */
+        int j = 0;
+        if (reqSend(&rb, sc->fd, timeout) != 0) {
+            write_error = socket_error = 1;
+            timed_out = errno == ETIMEDOUT;
+        }
+        autherr[0] = '\0';
+        if (!socket_error && password) {
+            if (syncReadLine(sc, line, sizeof(line), timeout) < 0) {
+                socket_error = 1;
+                timed_out = errno == ETIMEDOUT;
+            } else if (line[0] == '-') {
+                memcpy(autherr, line, sizeof(line));
+            }
+        }
+        for (j = 0; !socket_error && j < n; j++) {
+            if (syncReadLine(sc, line, sizeof(line), timeout) < 0) {
+                socket_error = 1;
+                timed_out = errno == ETIMEDOUT;
+                break;
+            }
+            if (line[0] != '+' && line[0] != '-') {
+                /* Not an answer to RESTORE: out of step, drop the connection. */
+                socket_error = 1;
+                break;
+            }
+            if (autherr[0] || line[0] == '-') {
+                if (!error_from_target) {
+                    error_from_target = 1;
+                    addReplyErrorFormat(c, "ERR Target instance replied with error: %s",
+                                        (autherr[0] ? autherr : line) + 1);
+                }
+            } else if (!copy) {
+                storeDelete(keys[j].key);
+            }
+        }
+        if (socket_error) {
+            connCacheClose(sc);
+            /* Retried once, only if the target cannot have acted on
+             * anything we sent: nothing answered yet, no timeout, and the
+             * connection was a cached one that may have gone stale. */
+            if (!error_from_target && j == 0 && may_retry && !timed_out && !fresh) {
+                may_retry = 0;
+                continue;
+            }
+            if (!error_from_target)
+                addReplyErrorFormat(c, "-IOERR error or timeout %s to target instance",
+                                    write_error ? "writing" : "reading");
+            goto done;
+        }
+        sc->last_use = mstime();
+        if (!error_from_target) addReplyOk(c);
+        break;
+    }
+
+done:
+    reqFree(&rb);
+    for (int j = 0; j < n; j++) {
+        storeObjDecrRef(keys[j].o);
+        zfree(keys[j].fetched);
+    }
+    zfree(keys);
+}

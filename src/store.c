@@ -177,8 +177,13 @@ static void freeObject(storeObj *o) {
 void storeObjDecrRef(storeObj *o) {
     serverAssert(o->refcount > 0);
     if (--o->refcount) return;
+    /* Already waiting for its lease: a data-plane read (SEG.READ from the
+     * pool) referenced it again after it was unlinked. Adding it twice
+     * would free it twice; the cron frees it. */
+    if (o->flags & OBJ_FLAG_DEFERRED) return;
     if (storeObjLeased(o)) {
         /* A remote reader may still be reading these extents. */
+        o->flags |= OBJ_FLAG_DEFERRED;
         if (st.ndeferred == st.deferred_cap) {
             st.deferred_cap = st.deferred_cap ? st.deferred_cap * 2 : 64;
             st.deferred = zrealloc(st.deferred, sizeof(storeObj *) * st.deferred_cap);
@@ -189,12 +194,14 @@ void storeObjDecrRef(storeObj *o) {
     freeObject(o);
 }
 
-/* Frees the unlinked objects whose lease has ended. */
+/* Frees the unlinked objects whose lease has ended and that no reply is
+ * still being written from (a SEG.READ of a leased, unlinked version holds
+ * a reference until its bytes are out). */
 void storeDeferredFreeCron(void) {
     size_t kept = 0;
     for (size_t i = 0; i < st.ndeferred; i++) {
         storeObj *o = st.deferred[i];
-        if (storeObjLeased(o)) {
+        if (storeObjLeased(o) || o->refcount > 0) {
             st.deferred[kept++] = o;
         } else {
             st.lease_expiries++;

@@ -12,6 +12,7 @@
 
 enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
 #define OBJ_FLAG_HARDPIN (1 << 0)
+#define OBJ_FLAG_DEFERRED (1 << 1) /* on store.c's deferred-free list */
 
 /* One extent of one segment. */
 /* A replica names its segment by slot and the slot's generation at the
