@@ -14,8 +14,19 @@
  * is one syscall per socket buffer, and the threads let transfers from
  * several peers proceed in parallel on several cores.
  *
+ * Slices: against a cluster the memory is mounted as one segment per
+ * primary (mooncake.c), each a slice [off, off+len) of the one allocation
+ * with its own segment id, because every shard allocates in the segments
+ * it knows. A request names the slice by its id and its offset counts from
+ * the slice's start, so each shard's allocator sees an ordinary segment.
+ * SHM.ATTACH of a slice hands out the whole memfd with the slice's offset
+ * as a third reply element ([id, size, offset]); the reader maps just that
+ * range. One memfd, one allocation, one RDMA registration; nothing to keep
+ * per slice but three numbers. A lone slice covering all the memory
+ * answers [id, size] exactly as a non-cluster mount always did.
+ *
  * What is checked: the segment id, that [offset, offset+len) lies inside
- * the segment (no overflow), argument counts and lengths, and the password.
+ * its slice (no overflow), argument counts and lengths, and the password.
  * What is not: whether the range is a live extent -- the host does not see
  * the metadata. That trust is the same as a registered RDMA region's, and
  * the password is what keeps strangers out (docs/PROTOCOL.md says so).
@@ -62,12 +73,18 @@ typedef struct hostConn {
     struct hostConn *next;
 } hostConn;
 
+typedef struct hostSlice {
+    uint64_t id;             /* 0 until MOUNT answered; changed by a remount (atomic) */
+    size_t off, size;        /* fixed at start */
+} hostSlice;
+
 struct mcHost {
     char *mem;
     size_t size;
     int memfd;
     char *password;
-    uint64_t seg_id;         /* 0 until MOUNT answered */
+    int nslices;
+    hostSlice *slices;
     int tcp_fd, unix_fd, wake[2];
     char tcp_ep[300], unix_path[108];
     pthread_t accept_thread;
@@ -153,15 +170,24 @@ static int parseU64(const char *s, uint64_t *out) {
     return 0;
 }
 
+/* The slice mounted as segment id, or NULL. */
+static const hostSlice *sliceOf(mcHost *h, uint64_t id) {
+    if (id == 0) return NULL;
+    for (int i = 0; i < h->nslices; i++)
+        if (__atomic_load_n(&h->slices[i].id, __ATOMIC_ACQUIRE) == id) return &h->slices[i];
+    return NULL;
+}
+
 /* The range check every transfer passes: id, bounds, no overflow. */
 static const char *checkRange(hostConn *c, const char *idarg, const char *offarg, uint64_t len, char **ptr) {
     uint64_t id, off;
     if (c->h->password && !c->authed) return "-NOAUTH Authentication required.\r\n";
     if (parseU64(idarg, &id) != 0 || parseU64(offarg, &off) != 0)
         return "-ERR segment id and offset must be unsigned integers\r\n";
-    if (id != __atomic_load_n(&c->h->seg_id, __ATOMIC_ACQUIRE) || id == 0) return "-ERR no such segment\r\n";
-    if (len == 0 || off >= c->h->size || len > c->h->size - off) return "-ERR range is outside the segment\r\n";
-    *ptr = c->h->mem + off;
+    const hostSlice *sl = sliceOf(c->h, id);
+    if (sl == NULL) return "-ERR no such segment\r\n";
+    if (len == 0 || off >= sl->size || len > sl->size - off) return "-ERR range is outside the segment\r\n";
+    *ptr = c->h->mem + sl->off + off;
     return NULL;
 }
 
@@ -338,10 +364,15 @@ static int serveOne(hostConn *c) {
         uint64_t id;
         if (c->h->password && !c->authed) return reply(c, "-NOAUTH Authentication required.\r\n");
         if (!c->is_unix) return reply(c, "-ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)\r\n");
-        if (parseU64(args[1], &id) != 0 || id != __atomic_load_n(&c->h->seg_id, __ATOMIC_ACQUIRE) || id == 0) return reply(c, "-ERR no such segment\r\n");
+        const hostSlice *sl = parseU64(args[1], &id) == 0 ? sliceOf(c->h, id) : NULL;
+        if (sl == NULL) return reply(c, "-ERR no such segment\r\n");
         if (c->h->memfd < 0) return reply(c, "-ERR segment has no shared memory file\r\n");
-        char msg[64];
-        snprintf(msg, sizeof(msg), "*2\r\n:%llu\r\n:%llu\r\n", (unsigned long long)id, (unsigned long long)c->h->size);
+        char msg[96];
+        if (sl->off == 0 && sl->size == c->h->size)
+            snprintf(msg, sizeof(msg), "*2\r\n:%llu\r\n:%llu\r\n", (unsigned long long)id, (unsigned long long)sl->size);
+        else
+            snprintf(msg, sizeof(msg), "*3\r\n:%llu\r\n:%llu\r\n:%llu\r\n", (unsigned long long)id,
+                     (unsigned long long)sl->size, (unsigned long long)sl->off);
         return sendFd(c, msg, c->h->memfd);
     }
     return reply(c, "-ERR unknown command for a hosted segment\r\n");
@@ -422,9 +453,19 @@ static void *acceptThread(void *arg) {
     return NULL;
 }
 
-mcHost *mcHostStart(void *mem, size_t size, int memfd, const char *bindip, const char *password, char *err,
-                    size_t errlen) {
+mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
+                    const char *bindip, const char *password, char *err, size_t errlen) {
     static int counter;
+    if (nslices < 0 || nslices > MC_HOST_MAX_SLICES) {
+        snprintf(err, errlen, "%d slices (at most %d)", nslices, MC_HOST_MAX_SLICES);
+        return NULL;
+    }
+    for (int i = 0; i < nslices; i++) {
+        if (len[i] == 0 || off[i] > size || len[i] > size - off[i]) {
+            snprintf(err, errlen, "slice %d is not inside the memory", i);
+            return NULL;
+        }
+    }
     mcHost *h = calloc(1, sizeof(*h));
     if (h == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -435,6 +476,13 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, const char *bindip, const
     h->memfd = memfd;
     h->tcp_fd = h->unix_fd = h->wake[0] = h->wake[1] = -1;
     pthread_mutex_init(&h->lock, NULL);
+    h->nslices = nslices ? nslices : 1;
+    if ((h->slices = calloc((size_t)h->nslices, sizeof(*h->slices))) == NULL) goto oom;
+    for (int i = 0; i < nslices; i++) {
+        h->slices[i].off = off[i];
+        h->slices[i].size = len[i];
+    }
+    if (nslices == 0) h->slices[0].size = size;
     if (password && password[0] && (h->password = strdup(password)) == NULL) goto oom;
 
     /* TCP on bindip, a port the kernel picks. */
@@ -496,6 +544,7 @@ fail:
     if (h->wake[1] >= 0) close(h->wake[1]);
     pthread_mutex_destroy(&h->lock);
     free(h->password);
+    free(h->slices);
     free(h);
     return NULL;
 }
@@ -516,13 +565,13 @@ void mcHostStop(mcHost *h) {
     close(h->wake[1]);
     pthread_mutex_destroy(&h->lock);
     free(h->password);
+    free(h->slices);
     free(h);
 }
 
-void mcHostSetSegmentId(mcHost *h, uint64_t id) {
-    pthread_mutex_lock(&h->lock);
-    __atomic_store_n(&h->seg_id, id, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&h->lock);
+void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id) {
+    if (slice < 0 || slice >= h->nslices) return;
+    __atomic_store_n(&h->slices[slice].id, id, __ATOMIC_RELEASE);
 }
 
 int mcHostEndpoints(mcHost *h, char (*eps)[300], int max) {

@@ -8,15 +8,22 @@
 
 typedef struct mcHost mcHost;
 
+#define MC_HOST_MAX_SLICES 1024
+
 /* Serves [mem, mem+size) on a TCP listener at bindip (any free port) and a
- * unix socket; memfd (or -1) is what SHM.ATTACH hands out. Connections must
- * AUTH with password when it is set. NULL with err on failure. */
-mcHost *mcHostStart(void *mem, size_t size, int memfd, const char *bindip, const char *password, char *err,
-                    size_t errlen);
+ * unix socket; memfd (or -1) is what SHM.ATTACH hands out. The memory is
+ * served as nslices segments, slice i being [off[i], off[i]+len[i]) (one
+ * slice of the whole memory when nslices is 0; a cluster mounts one slice
+ * per primary): a request names a slice by its segment id and its offsets
+ * count from the slice's start. Connections must AUTH with password when it
+ * is set. NULL with err on failure. */
+mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
+                    const char *bindip, const char *password, char *err, size_t errlen);
 /* Closes the listeners and every connection, and waits for their threads:
  * after it returns nothing touches the memory. NULL is a no-op. */
 void mcHostStop(mcHost *h);
-void mcHostSetSegmentId(mcHost *h, uint64_t id);
+/* The segment id slice i was mounted under (0: none, refused). */
+void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id);
 /* tcp://ip:port and unix:///path; returns how many were written. */
 int mcHostEndpoints(mcHost *h, char (*eps)[300], int max);
 /* Numeric form of a socket address, IPv6 without brackets. */

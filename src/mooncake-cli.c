@@ -38,7 +38,11 @@
  *    lease, so listing delays the reuse of replaced versions by lease-ttl.
  *    SCAN only names keys with a complete version; a key removed and put
  *    again between the SCAN and its probe answers NOTREADY and is listed as
- *    "pending", one removed outright is left out.
+ *    "pending", one removed outright is left out. SCAN sees one node's
+ *    keys: against a cluster (CLUSTER SLOTS answers a map) every primary
+ *    is walked, and a key found on both ends of a slot migration is listed
+ *    once. That is the tool's only raw RESP; every keyed command goes
+ *    through libmooncake, which follows -MOVED/-ASK as `redis-cli -c` does.
  *
  *  - rm: REMOVE per key; a missing key counts 0 and is no error, as DEL.
  *
@@ -380,63 +384,135 @@ static int keyCompare(const void *a, const void *b) {
     return d ? d : (x->len > y->len) - (x->len < y->len);
 }
 
-static int lsCommand(mc_client *c, int argc, char **argv) {
-    const char *pattern = argc ? argv[0] : "*";
-    char err[256], cursor[32] = "0";
-    cliKey *keys = NULL;
-    size_t nkeys = 0, cap = 0;
-    mcReply *r = NULL;
-    int ret = 1;
-    mcConn *conn = mcConnOpen(config.uri, CLI_CONNECT_MS, CLI_IO_MS, err, sizeof(err));
-    if (conn == NULL) {
-        fprintf(stderr, CLI_NAME ": ls: %s\n", err);
-        goto err;
-    }
-    if (mcConnAuth(conn, config.password) != MC_OK) {
-        fprintf(stderr, CLI_NAME ": ls: auth: %s\n", conn->err);
-        goto err;
-    }
+/* A growing list of key names (taken from SCAN replies). */
+typedef struct cliKeys {
+    cliKey *v;
+    size_t n, cap;
+} cliKeys;
+
+/* Walks SCAN MATCH pattern on one connection to the end, adding every
+ * name to keys. 0, or 1 after the message. */
+static int scanNode(mcConn *conn, const char *pattern, cliKeys *keys) {
+    char cursor[32] = "0";
     do {
         const char *cmd[6] = {"SCAN", cursor, "MATCH", pattern, "COUNT", CLI_SCAN_COUNT};
-        r = mcConnCommand(conn, 6, cmd, NULL);
+        mcReply *r = mcConnCommand(conn, 6, cmd, NULL);
         if (r == NULL) {
-            fprintf(stderr, CLI_NAME ": ls: SCAN: io: %s\n", conn->err);
-            goto err;
+            fprintf(stderr, CLI_NAME ": ls: SCAN %s: io: %s\n", conn->uri, conn->err);
+            return 1;
         }
         if (r->type == MCR_ERROR) {
-            fprintf(stderr, CLI_NAME ": ls: SCAN: %s\n", r->str);
-            goto err;
+            fprintf(stderr, CLI_NAME ": ls: SCAN %s: %s\n", conn->uri, r->str);
+            mcReplyFree(r);
+            return 1;
         }
         if (r->type != MCR_ARRAY || r->elements != 2 || r->element[0]->type != MCR_BULK ||
             r->element[0]->len >= sizeof(cursor) || r->element[1]->type != MCR_ARRAY) {
             fprintf(stderr, CLI_NAME ": ls: SCAN: protocol: unexpected reply\n");
-            goto err;
+            mcReplyFree(r);
+            return 1;
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             mcReply *k = r->element[1]->element[i];
             /* An empty name is a legal Redis key but no libmooncake key. */
             if (k->type != MCR_BULK || k->len == 0) continue;
-            if (nkeys == cap) {
-                size_t ncap = cap ? cap * 2 : 64;
-                cliKey *p = realloc(keys, ncap * sizeof(*keys));
+            if (keys->n == keys->cap) {
+                size_t ncap = keys->cap ? keys->cap * 2 : 64;
+                cliKey *p = realloc(keys->v, ncap * sizeof(*p));
                 if (p == NULL) {
                     fprintf(stderr, CLI_NAME ": ls: out of memory\n");
-                    goto err;
+                    mcReplyFree(r);
+                    return 1;
                 }
-                keys = p;
-                cap = ncap;
+                keys->v = p;
+                keys->cap = ncap;
             }
             /* Take the reply's string rather than copy it. */
-            keys[nkeys].name = k->str;
-            keys[nkeys].len = k->len;
+            keys->v[keys->n].name = k->str;
+            keys->v[keys->n].len = k->len;
             k->str = NULL;
-            nkeys++;
+            keys->n++;
         }
         mcReplyFree(r);
-        r = NULL;
     } while (strcmp(cursor, "0") != 0);
+    return 0;
+}
 
+static mcConn *cliOpen(const char *uri) {
+    char err[256];
+    mcConn *conn = mcConnOpen(uri, CLI_CONNECT_MS, CLI_IO_MS, err, sizeof(err));
+    if (conn == NULL) {
+        fprintf(stderr, CLI_NAME ": ls: %s\n", err);
+        return NULL;
+    }
+    if (mcConnAuth(conn, config.password) != MC_OK) {
+        fprintf(stderr, CLI_NAME ": ls: auth %s: %s\n", uri, conn->err);
+        mcConnClose(conn);
+        return NULL;
+    }
+    return conn;
+}
+
+/* SCAN walks one node's keys. Against a cluster every primary that serves
+ * slots is walked (the one we are connected to on this connection); a key
+ * met twice (on both ends of a migration) is listed once after the sort.
+ * 0, or 1 after the message. */
+static int scanAll(mcConn *conn, const char *pattern, cliKeys *keys) {
+    const char *slots[2] = {"CLUSTER", "SLOTS"}, *myid[2] = {"CLUSTER", "MYID"};
+    mcReply *map = mcConnCommand(conn, 2, slots, NULL);
+    if (map == NULL) {
+        fprintf(stderr, CLI_NAME ": ls: io: %s\n", conn->err);
+        return 1;
+    }
+    if (map->type != MCR_ARRAY) { /* no cluster support: one node */
+        mcReplyFree(map);
+        return scanNode(conn, pattern, keys);
+    }
+    mcReply *me = mcConnCommand(conn, 2, myid, NULL);
+    int ret = 0, self_done = 0;
+    char (*seen)[300] = calloc(map->elements + 1, sizeof(*seen));
+    size_t nseen = 0;
+    for (size_t i = 0; seen && ret == 0 && i < map->elements; i++) {
+        const mcReply *e = map->element[i], *nd = e->elements >= 3 ? e->element[2] : NULL;
+        if (e->type != MCR_ARRAY || nd == NULL || nd->type != MCR_ARRAY || nd->elements < 2 ||
+            nd->element[0]->type != MCR_BULK || nd->element[1]->type != MCR_INT)
+            continue;
+        if (me && me->type == MCR_BULK && nd->elements >= 3 && nd->element[2]->type == MCR_BULK &&
+            !strcmp(nd->element[2]->str, me->str)) {
+            if (!self_done) ret = scanNode(conn, pattern, keys);
+            self_done = 1;
+            continue;
+        }
+        char uri[300];
+        int v6 = strchr(nd->element[0]->str, ':') != NULL;
+        snprintf(uri, sizeof(uri), v6 ? "tcp://[%s]:%lld" : "tcp://%s:%lld", nd->element[0]->str, nd->element[1]->integer);
+        int dup = 0;
+        for (size_t j = 0; j < nseen && !dup; j++) dup = !strcmp(seen[j], uri);
+        if (dup) continue;
+        snprintf(seen[nseen++], sizeof(seen[0]), "%s", uri);
+        mcConn *other = cliOpen(uri);
+        ret = other ? scanNode(other, pattern, keys) : 1;
+        mcConnClose(other);
+    }
+    if (seen == NULL) {
+        fprintf(stderr, CLI_NAME ": ls: out of memory\n");
+        ret = 1;
+    }
+    free(seen);
+    mcReplyFree(me);
+    mcReplyFree(map);
+    return ret;
+}
+
+static int lsCommand(mc_client *c, int argc, char **argv) {
+    const char *pattern = argc ? argv[0] : "*";
+    cliKeys all = {NULL, 0, 0};
+    int ret = 1;
+    mcConn *conn = cliOpen(config.uri);
+    if (conn == NULL || scanAll(conn, pattern, &all) != 0) goto err;
+    cliKey *keys = all.v;
+    size_t nkeys = all.n;
     if (nkeys) qsort(keys, nkeys, sizeof(*keys), keyCompare);
     for (size_t i = 0; i < nkeys; i++) {
         if (i && keyCompare(&keys[i - 1], &keys[i]) == 0) continue;
@@ -458,9 +534,8 @@ static int lsCommand(mc_client *c, int argc, char **argv) {
     ret = 0;
 
 err:
-    mcReplyFree(r);
-    for (size_t i = 0; i < nkeys; i++) free(keys[i].name);
-    free(keys);
+    for (size_t i = 0; i < all.n; i++) free(all.v[i].name);
+    free(all.v);
     mcConnClose(conn);
     return ret;
 }

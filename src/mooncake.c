@@ -1,9 +1,10 @@
 /* mooncake.c -- libmooncake: put/get of KVCache objects (SPEC §5).
  *
- * A handle holds one RESP connection to the metadata server and caches what
- * it learns about segments. Segment ids are never reused by a server, so a
- * cached segment description never goes stale: a segment that went away
- * simply fails its transfer, and the caller falls back to another replica.
+ * A handle holds RESP connections to the metadata server -- to every node
+ * of a cluster, see below -- and caches what it learns about segments.
+ * Segment ids are never reused by a server, so a cached segment description
+ * never goes stale: a segment that went away simply fails its transfer, and
+ * the caller falls back to another replica.
  *
  * Put: PUT.START hands out one extent per replica; every replica is written
  * by the fastest path the segment offers (transfer below); PUT.END publishes
@@ -20,23 +21,62 @@
  *    its memfd (SHM.ATTACH); mapped once per segment, then one memcpy.
  *  - rdma: the segment lists rdma:// and the buffer is registered.
  *  - tcp: SEG.WRITE/SEG.READ on a data connection to one of its endpoints
- *    (reusing the metadata connection when that is the endpoint), payload
+ *    (reusing a metadata connection when that is the endpoint), payload
  *    written from and read into the caller's buffer directly; with
  *    mc_set_streams, a large transfer is striped over several connections
  *    to the same peer (mc_tcp.c).
  *
- * Batches send one BATCH.* command for the metadata, do every shm copy, and
- * pipeline the tcp transfers of all items before reading any reply (runs of
- * small values as one SEG.WRITEV/SEG.READV, mc_tcp.c), so the round trips
- * overlap; one BATCH.PUT.END publishes what was written.
+ * Batches send one BATCH.* command for the metadata (per node and slot in a
+ * cluster), do every shm copy, and pipeline the tcp transfers of all items
+ * before reading any reply (runs of small values as one SEG.WRITEV/
+ * SEG.READV, mc_tcp.c), so the round trips overlap; BATCH.PUT.END publishes
+ * what was written.
+ *
+ * Clusters. mc_connect sends CLUSTER SLOTS where it used to send PING (the
+ * same one round trip): a server without cluster support answers an error
+ * and the handle is the single-node client it always was -- one metadata
+ * connection, node 0, no slot hashing, the exact same commands. A cluster
+ * node answers the slot map, and from then on (mc_cluster.c holds the map):
+ *  - keyed commands go to the owner of the key's slot (keyCommand), on a
+ *    connection per node opened on first use with the handle's password;
+ *    -MOVED patches that slot and refreshes the whole map (at most every
+ *    MC_MAP_REFRESH_MS), -ASK resends to the target behind ASKING (good for
+ *    one command), -TRYAGAIN waits a little, -CLUSTERDOWN refreshes the map
+ *    and retries a few times; all bounded by the I/O timeout.
+ *  - a put's PUT.END (and PUT.REVOKE) go to the node that answered its
+ *    PUT.START, behind ASKING if that node was reached by -ASK: the extents
+ *    are that node's. If the slot moved meanwhile, the node abandoned the
+ *    pending put and its PUT.END answers -MOVED: the whole put is redone on
+ *    the new owner (the bytes written before are never published).
+ *  - batches (runPhase) group keys by (node, ASKING, slot): a node refuses
+ *    a multi-key command whose keys hash to different slots (-CROSSSLOT,
+ *    as Redis does even when it owns both), so one command per slot. The
+ *    commands for all nodes are written before any reply is read --
+ *    pipelining, not threads: every node works on its share at once, a
+ *    phase costs one round trip however many nodes and slots it touches,
+ *    and the handle's single lock and blocking connections stay as they
+ *    are. Redirected groups are resent in the next round; a group refused
+ *    with -TRYAGAIN (a slot migrating, some of its keys moved already) is
+ *    split into single keys, which the nodes then redirect one by one.
+ *  - segment ids are per node (every node's own pool is id 1), so cached
+ *    segments are keyed by (node, id), and a replica's bytes are moved
+ *    with the segment table of the node that named it.
+ *  - mc_mount cuts the memory into one slice per primary and MOUNTs slice
+ *    i on primary i (same listener, same endpoints, the slice's BASE), so
+ *    every shard can place replicas in this process's memory: a writer's
+ *    replicas can stay on its own host whichever shard owns the key. The
+ *    host (mc_host.c) serves each slice under its own segment id. Primaries
+ *    that join after the mount get no slice until the next mount.
  *
  * A handle that hosts a segment names its owner and runs a heartbeat thread
- * (HEARTBEAT, reconnect, MOUNT again after -NEEDREMOUNT): see heartbeatMain.
+ * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
+ * -NEEDREMOUNT): see heartbeatMain.
  *
  * Device memory (CUDA) is staged through a pinned host buffer for shm and
  * tcp; a registered device buffer goes over RDMA directly (GPUDirect).
  *
- * Locking: one mutex per handle around every public call (mooncake.h).
+ * Locking: one mutex per handle around every public call (mooncake.h); the
+ * connections to all nodes are used under it.
  */
 #include "mooncake.h"
 
@@ -51,6 +91,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_cluster.h"
 #include "mc_conn.h"
 #include "mc_cuda.h"
 #include "mc_host.h"
@@ -60,7 +101,14 @@
 #define MC_MAX_ENDPOINTS 16
 #define MC_MAX_REPLICAS 8
 
+/* Cluster retry policy (see the design comment). */
+#define MC_MAP_REFRESH_MS 250        /* at most one CLUSTER SLOTS per this, after a MOVED */
+#define MC_MAX_HOPS 32               /* redirections and retries of one command or batch */
+#define MC_DOWN_RETRIES 5            /* -CLUSTERDOWN answers before giving up */
+#define MC_MAX_REDO 3                /* puts redone after their slot moved */
+
 typedef struct mcSeg {
+    int node;                    /* the metadata server that named it: ids are per node */
     uint64_t id, size, base;
     char *name, *rkey;
     char *endpoints[MC_MAX_ENDPOINTS];
@@ -83,11 +131,26 @@ typedef struct mcRegion {
     struct mcRegion *next;
 } mcRegion;
 
+/* One slice of a hosted segment, mounted on one node. */
+typedef struct mcSlice {
+    int node;
+    size_t off, size;            /* in host_mem */
+    long long id;                /* its segment id on that node; 0 until mounted */
+    char *argv[32];              /* its MOUNT, kept to mount again */
+    int argc;
+} mcSlice;
+
+/* Where a keyed command was answered: a put ends where it started. */
+typedef struct {
+    int node, asking;
+} mcRoute;
+
 struct mc_client {
     pthread_mutex_t lock;
-    mcConn *meta;
+    mcMap map;                   /* nodes[0]: the server mc_connect was given */
+    int cluster;                 /* it is a cluster node: route by slot */
+    long long map_at_us;         /* last CLUSTER SLOTS */
     char *password;
-    char meta_host[256];         /* replaces a wildcard host in endpoints */
     int connect_ms, io_ms;
     int transport, last_transport;
     char errbuf[512];
@@ -100,19 +163,19 @@ struct mc_client {
     int rdma_tried;
     char *stage;                 /* pinned staging for device memory */
     size_t stage_len;
-    /* A hosted segment (mc_mount). */
+    /* A hosted segment (mc_mount): one slice per node it is mounted on. */
     mcHost *host;
     char *host_mem;
     size_t host_size;
     int host_fd, host_owned;
     char *host_name;
-    long long host_id;
-    char *mount_argv[32];        /* the MOUNT command, kept to mount again */
-    int mount_argc;
+    long long host_id;           /* the slice on nodes[0] (else the first): mc_mount_id */
+    mcSlice *slices;
+    int nslices;
     /* The heartbeat thread of a hosting handle (see heartbeatMain). */
     pthread_t hb_thread;
     int hb_running, hb_stop;
-    int hb_active;               /* inside heartbeatLocked (guards recursion) */
+    int hb_active;               /* inside a beat (guards recursion) */
     pthread_mutex_t hb_lock;
     pthread_cond_t hb_cond;
 };
@@ -125,6 +188,12 @@ static long long nowUs(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void sleepMs(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+    }
 }
 
 static int setErr(mc_client *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -143,7 +212,7 @@ static int replyErr(mc_client *c, const mcReply *r) {
         {"NOTREADY", MC_ERR_NOT_READY}, {"NOKEY", MC_ERR_NOT_FOUND}, {"NOAUTH", MC_ERR_AUTH},
         {"WRONGPASS", MC_ERR_AUTH},    {"NOTPENDING", MC_ERR_NOT_FOUND},
     };
-    if (r == NULL) return setErr(c, MC_ERR_IO, "%s", c->meta ? c->meta->err : "no connection");
+    if (r == NULL) return setErr(c, MC_ERR_IO, "no reply");
     if (r->type != MCR_ERROR) return setErr(c, MC_ERR_PROTOCOL, "unexpected reply type %d", r->type);
     snprintf(c->errbuf, sizeof(c->errbuf), "%s", r->str);
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
@@ -167,36 +236,238 @@ static int parseReplica(const mcReply *r, mcReplica *out) {
     return 0;
 }
 
-static void heartbeatLocked(mc_client *c);
+/* ---- node connections ---------------------------------------------------- */
 
-/* Replaces a broken metadata connection; 0 or -1. A hosting handle then
- * sends HEARTBEAT at once, so its owner lives on in the new connection. */
-static int metaReconnect(mc_client *c) {
+static void heartbeatNode(mc_client *c, int node);
+
+/* (Re)opens node i's metadata connection; 0, or -1 with errbuf set. A
+ * hosting handle then beats at once on that node, so its owner lives on in
+ * the new connection. */
+static int nodeReconnect(mc_client *c, int i) {
     char err[256], uri[300];
-    snprintf(uri, sizeof(uri), "%s", c->meta->uri);
+    snprintf(uri, sizeof(uri), "%s", c->map.nodes[i].uri);
     mcConn *n = mcConnOpen(uri, c->connect_ms, c->io_ms, err, sizeof(err));
-    if (n == NULL || mcConnAuth(n, c->password) != MC_OK) {
+    if (n == NULL) return setErr(c, -1, "%s", err);
+    if (mcConnAuth(n, c->password) != MC_OK) {
+        setErr(c, -1, "%s: %s", uri, n->err);
         mcConnClose(n);
         return -1;
     }
-    mcConnClose(c->meta);
-    c->meta = n;
-    if (c->host && !c->hb_active) heartbeatLocked(c); /* not from within a beat */
+    mcConnClose(c->map.nodes[i].conn);
+    c->map.nodes[i].conn = n;
+    if (c->host && !c->hb_active) heartbeatNode(c, i); /* not from within a beat */
     return 0;
 }
 
-/* One command on the metadata connection; a broken one is reconnected once. */
-static int metaCommand(mc_client *c, int argc, const char **argv, const size_t *lens, mcReply **out) {
+/* Node i's metadata connection, opened if it is not (or broke). */
+static mcConn *nodeConn(mc_client *c, int i) {
+    mcConn *conn = c->map.nodes[i].conn;
+    if (conn && !conn->broken) return conn;
+    return nodeReconnect(c, i) == 0 ? c->map.nodes[i].conn : NULL;
+}
+
+/* One command on node i's connection, behind ASKING when asking; a broken
+ * connection is reopened once. MC_OK with *out, or MC_ERR_IO. */
+static int nodeCommand(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens,
+                       mcReply **out) {
+    *out = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
-        if (c->meta == NULL) return setErr(c, MC_ERR_IO, "not connected");
-        *out = mcConnCommand(c->meta, argc, argv, lens);
-        if (*out) return MC_OK;
-        if (attempt == 1 || !c->meta->broken || metaReconnect(c) != 0) break;
+        mcConn *conn = nodeConn(c, i);
+        if (conn == NULL) return MC_ERR_IO; /* errbuf says why */
+        if (asking) {
+            const char *a[1] = {"ASKING"};
+            mcConnAppend(conn, 1, a, NULL);
+        }
+        mcConnAppend(conn, argc, argv, lens);
+        if (mcConnFlush(conn) == MC_OK) {
+            mcReply *ask = asking ? mcConnRead(conn) : NULL;
+            if (!asking || ask) *out = mcConnRead(conn);
+            mcReplyFree(ask);
+            if (*out) return MC_OK;
+        }
+        setErr(c, MC_ERR_IO, "%s", conn->err);
+        if (!conn->broken) break;
     }
-    return setErr(c, MC_ERR_IO, "%s", c->meta ? c->meta->err : "connection lost");
+    return MC_ERR_IO;
+}
+
+/* ---- the slot map -------------------------------------------------------- */
+
+static int routeSlot(mc_client *c, unsigned slot) {
+    if (!c->cluster || c->map.slots == NULL) return 0;
+    uint16_t n = c->map.slots[slot];
+    return n == MC_NO_NODE ? 0 : n;
+}
+
+static unsigned keySlot(mc_client *c, const void *key, size_t keylen) {
+    return c->cluster ? mcKeySlot(key, keylen) : 0;
+}
+
+/* Reloads the slot map from CLUSTER SLOTS, asking node hint first, then
+ * nodes[0], then the others; at most once per MC_MAP_REFRESH_MS unless
+ * forced. Best effort: the old map stays if no node answers. Must not run
+ * while replies are pending on any connection (a node that moved has its
+ * connection closed). */
+static void mapRefresh(mc_client *c, int hint, int force) {
+    long long now = nowUs();
+    if (!c->cluster || (!force && now - c->map_at_us < MC_MAP_REFRESH_MS * 1000LL)) return;
+    c->map_at_us = now;
+    char saved[sizeof(c->errbuf)];
+    memcpy(saved, c->errbuf, sizeof(saved));
+    const char *argv[2] = {"CLUSTER", "SLOTS"};
+    for (int k = -2; k < c->map.nnodes; k++) {
+        int i = k == -2 ? hint : k == -1 ? 0 : k;
+        if (i < 0 || i >= c->map.nnodes || (k >= 0 && (i == hint || i == 0)) || (k == -1 && hint == 0)) continue;
+        mcReply *r;
+        if (nodeCommand(c, i, 0, 2, argv, NULL, &r) != MC_OK) continue;
+        char err[256];
+        int ok = mcMapApplySlots(&c->map, r, err, sizeof(err)) == 0;
+        mcReplyFree(r);
+        if (ok) break;
+    }
+    memcpy(c->errbuf, saved, sizeof(saved));
+}
+
+/* The node a redirection names, added to the table if new (`from` when the
+ * table is full). */
+static int redirectNode(mc_client *c, int from, const mcRedirect *rd) {
+    char ip[256];
+    snprintf(ip, sizeof(ip), "%s", rd->ip[0] ? rd->ip : c->map.nodes[from].host);
+    int i = mcMapNode(&c->map, NULL, ip, rd->port);
+    return i < 0 ? from : i;
+}
+
+/* How long to wait before retry number `tries` of something the cluster
+ * asked us to retry: 1 ms doubling, at most 100 ms, never past deadline. */
+static void backoff(int tries, long long deadline) {
+    long ms = tries >= 7 ? 100 : 1L << tries;
+    if (ms > 100) ms = 100;
+    if (deadline) {
+        long long left = (deadline - nowUs()) / 1000;
+        if (left <= 0) return;
+        if (ms > left) ms = (long)left;
+    }
+    sleepMs(ms);
+}
+
+static long long callDeadline(mc_client *c) { return c->io_ms > 0 ? nowUs() + (long long)c->io_ms * 1000 : 0; }
+
+/* A keyed command, sent to the owner of the key's slot and redirected as
+ * the cluster says. MC_OK with *out (which may be any reply, errors
+ * included: the cluster's own words when it never settled) and *rt, where
+ * it was answered; or MC_ERR_* when no node could be reached. */
+static int keyCommand(mc_client *c, const void *key, size_t keylen, int argc, const char **argv, const size_t *lens,
+                      mcReply **out, mcRoute *rt) {
+    rt->node = 0;
+    rt->asking = 0;
+    if (!c->cluster) return nodeCommand(c, 0, 0, argc, argv, lens, out);
+    unsigned slot = mcKeySlot(key, keylen);
+    long long deadline = callDeadline(c);
+    int downs = 0, waits = 0;
+    rt->node = routeSlot(c, slot);
+    for (int hop = 0;; hop++) {
+        int rc = nodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
+        if (rc != MC_OK) return rc;
+        mcRedirect rd;
+        int kind = mcRedirectParse(*out, &rd);
+        if (kind == MC_REDIR_NONE || hop >= MC_MAX_HOPS || (deadline && nowUs() > deadline)) return MC_OK;
+        if (kind == MC_REDIR_CLUSTERDOWN && ++downs > MC_DOWN_RETRIES) return MC_OK;
+        mcReplyFree(*out);
+        *out = NULL;
+        if (kind == MC_REDIR_MOVED) {
+            int to = redirectNode(c, rt->node, &rd);
+            if (c->map.slots) c->map.slots[rd.slot] = (uint16_t)to;
+            mapRefresh(c, to, 0);
+            rt->node = routeSlot(c, slot);
+            rt->asking = 0;
+            if (hop >= 2) backoff(waits++, deadline); /* two nodes disagreeing for a moment */
+        } else if (kind == MC_REDIR_ASK) {
+            rt->node = redirectNode(c, rt->node, &rd);
+            rt->asking = 1;
+        } else if (kind == MC_REDIR_TRYAGAIN) {
+            backoff(waits++, deadline);
+            rt->node = routeSlot(c, slot);
+            rt->asking = 0;
+        } else { /* CLUSTERDOWN: the map may be what is wrong */
+            backoff(5 + downs, deadline);
+            mapRefresh(c, rt->node, 1);
+            rt->node = routeSlot(c, slot);
+            rt->asking = 0;
+        }
+    }
+}
+
+/* A command for the node that answered an earlier one (PUT.END after
+ * PUT.START), behind ASKING if that one was: -TRYAGAIN and -CLUSTERDOWN are
+ * waited out there; a redirection is returned to the caller (*redirected
+ * set, the map patched) -- the node gave the slot away. */
+static int routeCommand(mc_client *c, const mcRoute *rt, int argc, const char **argv, const size_t *lens,
+                        mcReply **out, int *redirected) {
+    long long deadline = callDeadline(c);
+    *redirected = 0;
+    for (int tries = 0;; tries++) {
+        int rc = nodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
+        if (rc != MC_OK || !c->cluster) return rc;
+        mcRedirect rd;
+        int kind = mcRedirectParse(*out, &rd);
+        if (kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK) {
+            if (kind == MC_REDIR_MOVED && c->map.slots) c->map.slots[rd.slot] = (uint16_t)redirectNode(c, rt->node, &rd);
+            *redirected = 1;
+            return MC_OK;
+        }
+        if (kind == MC_REDIR_NONE || tries >= MC_MAX_HOPS || (deadline && nowUs() > deadline)) return MC_OK;
+        mcReplyFree(*out);
+        *out = NULL;
+        backoff(kind == MC_REDIR_CLUSTERDOWN ? 5 + tries : tries, deadline);
+    }
 }
 
 /* ---- connect ------------------------------------------------------------- */
+
+/* The host part of a tcp URI (brackets of an IPv6 literal removed). */
+static void uriHost(const char *uri, char *out, size_t len) {
+    char tmp[256];
+    const char *u = !strncmp(uri, "tcp://", 6) ? uri + 6 : uri;
+    snprintf(tmp, sizeof(tmp), "%s", u);
+    char *colon = strrchr(tmp, ':');
+    if (colon) *colon = '\0';
+    if (tmp[0] == '[') {
+        size_t l = strlen(tmp);
+        if (l > 1 && tmp[l - 1] == ']') tmp[l - 1] = '\0';
+        memmove(tmp, tmp + 1, strlen(tmp));
+    }
+    snprintf(out, len, "%s", tmp);
+}
+
+/* The probe that mc_connect makes anyway (a server that wants a password
+ * says so now, not at the first put) doubles as cluster detection: CLUSTER
+ * SLOTS is an error on a server without cluster support. 0, or -1 with
+ * err. */
+static int probeServer(mc_client *c, char *err, size_t errlen) {
+    mcConn *conn = c->map.nodes[0].conn;
+    const char *slots[2] = {"CLUSTER", "SLOTS"};
+    mcReply *r = mcConnCommand(conn, 2, slots, NULL);
+    if (r == NULL) {
+        snprintf(err, errlen, "%s", conn->err);
+        return -1;
+    }
+    if (r->type == MCR_ERROR) {
+        int noauth = mcReplyIsError(r, "NOAUTH");
+        if (noauth) snprintf(err, errlen, "authentication required: %s", r->str);
+        mcReplyFree(r);
+        return noauth ? -1 : 0; /* "cluster support disabled" (or no CLUSTER at all): one node */
+    }
+    c->cluster = 1;
+    /* Which entry of the map is the node we hold a connection to. */
+    const char *myid[2] = {"CLUSTER", "MYID"};
+    mcReply *id = mcConnCommand(conn, 2, myid, NULL);
+    if (id && id->type == MCR_BULK) snprintf(c->map.nodes[0].id, sizeof(c->map.nodes[0].id), "%s", id->str);
+    mcReplyFree(id);
+    int rc = mcMapApplySlots(&c->map, r, err, errlen);
+    mcReplyFree(r);
+    c->map_at_us = nowUs();
+    return rc;
+}
 
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen) {
     char dummy[8];
@@ -219,47 +490,32 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     c->host_id = MC_ERR_NOT_FOUND;
     c->transport = MC_TRANSPORT_AUTO;
     c->streams = 0; /* per peer: see tcpXfer */
-    c->meta = mcConnOpen(uri, c->connect_ms, c->io_ms, err, errlen);
-    if (c->meta == NULL) goto err;
+    c->map.nodes = calloc(1, sizeof(mcNode));
+    if (c->map.nodes == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    c->map.nnodes = c->map.cap = 1;
+    mcNode *seed = &c->map.nodes[0];
+    seed->first_slot = -1;
+    snprintf(seed->uri, sizeof(seed->uri), "%s", uri);
+    seed->conn = mcConnOpen(uri, c->connect_ms, c->io_ms, err, errlen);
+    if (seed->conn == NULL) goto err;
     if (password && password[0]) {
         c->password = strdup(password);
-        int rc = mcConnAuth(c->meta, password);
+        int rc = mcConnAuth(seed->conn, password);
         if (rc != MC_OK) {
-            snprintf(err, errlen, "authentication failed: %s", c->meta->err);
+            snprintf(err, errlen, "authentication failed: %s", seed->conn->err);
             goto err;
         }
     }
-    /* Probe: a server that wants a password says so now, not at the first put. */
-    const char *ping[1] = {"PING"};
-    mcReply *r = mcConnCommand(c->meta, 1, ping, NULL);
-    if (r == NULL) {
-        snprintf(err, errlen, "%s", c->meta->err);
-        goto err;
-    }
-    if (r->type == MCR_ERROR) {
-        snprintf(err, errlen, "%s%s", mcReplyIsError(r, "NOAUTH") ? "authentication required: " : "", r->str);
-        mcReplyFree(r);
-        goto err;
-    }
-    mcReplyFree(r);
-    if (!c->meta->is_unix) {
-        char tmp[256];
-        const char *u = !strncmp(uri, "tcp://", 6) ? uri + 6 : uri;
-        snprintf(tmp, sizeof(tmp), "%s", u);
-        char *colon = strrchr(tmp, ':');
-        if (colon) *colon = '\0';
-        if (tmp[0] == '[') {
-            size_t l = strlen(tmp);
-            if (l > 1 && tmp[l - 1] == ']') tmp[l - 1] = '\0';
-            memmove(tmp, tmp + 1, strlen(tmp));
-        }
-        snprintf(c->meta_host, sizeof(c->meta_host), "%s", tmp);
-    } else {
-        snprintf(c->meta_host, sizeof(c->meta_host), "127.0.0.1");
-    }
+    /* Wildcard endpoints of the seed's segments mean where we reached it. */
+    if (!seed->conn->is_unix) uriHost(uri, seed->host, sizeof(seed->host));
+    else snprintf(seed->host, sizeof(seed->host), "127.0.0.1");
+    if (probeServer(c, err, errlen) != 0) goto err;
     return c;
 err:
-    mcConnClose(c->meta);
+    mcMapFree(&c->map);
     free(c->password);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->hb_lock);
@@ -274,8 +530,12 @@ int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
     c->connect_ms = connect_ms;
     c->io_ms = io_ms;
     struct timeval tv = {.tv_sec = io_ms / 1000, .tv_usec = (io_ms % 1000) * 1000};
-    setsockopt(c->meta->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(c->meta->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    for (int i = 0; i < c->map.nnodes; i++) {
+        mcConn *conn = c->map.nodes[i].conn;
+        if (conn == NULL) continue;
+        setsockopt(conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    }
     pthread_mutex_unlock(&c->lock);
     return MC_OK;
 }
@@ -333,7 +593,7 @@ void mc_close(mc_client *c) {
     if (c->rdma) mcRdmaClose(c->rdma);
     mcTcpPoolFree(c->tcp_pool);
     if (c->stage) mcCudaHostFree(c->stage);
-    mcConnClose(c->meta);
+    mcMapFree(&c->map);
     free(c->password);
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_destroy(&c->lock);
@@ -364,14 +624,15 @@ const char *mc_strerror(int err) {
 
 /* ---- segments and paths -------------------------------------------------- */
 
-static mcSeg *segGet(mc_client *c, uint64_t id) {
+/* Segment id of node `node` (ids are per node: every node's pool is 1). */
+static mcSeg *segGet(mc_client *c, int node, uint64_t id) {
     for (mcSeg *s = c->segs; s; s = s->next)
-        if (s->id == id) return s;
+        if (s->id == id && s->node == node) return s;
     char idbuf[24];
     fmtU64(idbuf, sizeof(idbuf), id);
     const char *argv[2] = {"SEGMENT.INFO", idbuf};
     mcReply *r;
-    if (metaCommand(c, 2, argv, NULL, &r) != MC_OK) return NULL;
+    if (nodeCommand(c, node, 0, 2, argv, NULL, &r) != MC_OK) return NULL;
     if (r->type != MCR_ARRAY || r->elements % 2) {
         replyErr(c, r);
         mcReplyFree(r);
@@ -382,6 +643,7 @@ static mcSeg *segGet(mc_client *c, uint64_t id) {
         mcReplyFree(r);
         return NULL;
     }
+    s->node = node;
     s->id = id;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const mcReply *k = r->element[i], *v = r->element[i + 1];
@@ -402,17 +664,21 @@ static mcSeg *segGet(mc_client *c, uint64_t id) {
     return s;
 }
 
-/* "tcp://0.0.0.0:p" means "wherever you reached the server". */
-static void endpointUri(mc_client *c, const char *ep, char *out, size_t len) {
-    if (!strncmp(ep, "tcp://0.0.0.0:", 14)) snprintf(out, len, "tcp://%s:%s", c->meta_host, ep + 14);
-    else if (!strncmp(ep, "tcp://[::]:", 11)) snprintf(out, len, "tcp://[%s]:%s", c->meta_host, ep + 11);
+/* "tcp://0.0.0.0:p" means "wherever you reached the node that named it". */
+static void endpointUri(mc_client *c, const mcSeg *s, const char *ep, char *out, size_t len) {
+    const char *host = c->map.nodes[s->node].host;
+    if (!strncmp(ep, "tcp://0.0.0.0:", 14)) snprintf(out, len, "tcp://%s:%s", host, ep + 14);
+    else if (!strncmp(ep, "tcp://[::]:", 11)) snprintf(out, len, "tcp://[%s]:%s", host, ep + 11);
     else snprintf(out, len, "%s", ep);
 }
 
-/* A connection to uri: the metadata one if that is where it goes, else a
+/* A connection to uri: a metadata one if that is where it goes, else a
  * cached data connection, else a new one (authenticated). */
 static mcConn *dataConn(mc_client *c, const char *uri) {
-    if (c->meta && !c->meta->broken && !strcmp(c->meta->uri, uri)) return c->meta;
+    for (int i = 0; i < c->map.nnodes; i++) {
+        mcConn *m = c->map.nodes[i].conn;
+        if (m && !m->broken && !strcmp(m->uri, uri)) return m;
+    }
     for (mcDataConn **pp = &c->dconns; *pp; pp = &(*pp)->next) {
         mcDataConn *d = *pp;
         if (strcmp(d->conn->uri, uri)) continue;
@@ -445,7 +711,8 @@ static mcConn *dataConn(mc_client *c, const char *uri) {
 }
 
 static void dropConn(mc_client *c, mcConn *conn) {
-    if (conn == c->meta) return; /* metaCommand reconnects it */
+    for (int i = 0; i < c->map.nnodes; i++)
+        if (conn == c->map.nodes[i].conn) return; /* nodeConn reopens it */
     for (mcDataConn **pp = &c->dconns; *pp; pp = &(*pp)->next) {
         if ((*pp)->conn == conn) {
             mcDataConn *d = *pp;
@@ -457,7 +724,9 @@ static void dropConn(mc_client *c, mcConn *conn) {
     }
 }
 
-/* Maps the segment's memory through one of its unix endpoints. */
+/* Maps the segment's memory through one of its unix endpoints. The reply
+ * is [seg-id, size], or [seg-id, size, offset] for a slice of a larger
+ * memfd (a segment hosted by a libmooncake process in a cluster). */
 static int shmAttach(mc_client *c, mcSeg *s) {
     if (s->shm_state) return s->shm_state > 0 ? MC_OK : MC_ERR_UNSUPPORTED;
     s->shm_state = -1;
@@ -473,19 +742,23 @@ static int shmAttach(mc_client *c, mcSeg *s) {
             conn->recv_fd = -1;
         }
         mcReply *r = mcConnCommand(conn, 2, argv, NULL);
-        int ok = 0;
-        long long size = 0;
-        if (r && r->type == MCR_ARRAY && r->elements == 2) size = mcReplyInt(r->element[1], &ok);
-        else if (r) replyErr(c, r);
+        int ok = 0, ok_off = 1;
+        long long size = 0, off = 0;
+        if (r && r->type == MCR_ARRAY && (r->elements == 2 || r->elements == 3)) {
+            size = mcReplyInt(r->element[1], &ok);
+            if (r->elements == 3) off = mcReplyInt(r->element[2], &ok_off);
+        } else if (r) {
+            replyErr(c, r);
+        }
         mcReplyFree(r);
         int fd = conn->recv_fd;
         conn->recv_fd = -1;
-        if (!ok || fd < 0 || size <= 0) {
+        if (!ok || !ok_off || fd < 0 || size <= 0 || off < 0) {
             if (fd >= 0) close(fd);
             if (r == NULL) dropConn(c, conn);
             continue;
         }
-        void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+        void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)off);
         close(fd);
         if (map == MAP_FAILED) {
             setErr(c, MC_ERR_IO, "mmap of segment %llu: %s", (unsigned long long)s->id, strerror(errno));
@@ -544,7 +817,7 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
             int is_tcp = !strncmp(ep, "tcp://", 6), is_unix = !strncmp(ep, "unix://", 7);
             if (pass == 0 ? !is_tcp : !is_unix) continue;
             char uri[300];
-            endpointUri(c, ep, uri, sizeof(uri));
+            endpointUri(c, s, ep, uri, sizeof(uri));
             mcConn *conn = dataConn(c, uri);
             if (conn == NULL) {
                 rc = MC_ERR_IO;
@@ -578,9 +851,10 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
     return rc;
 }
 
-/* Moves one replica's bytes by the fastest path allowed; MC_OK or MC_ERR_*. */
-static int xferReplica(mc_client *c, const mcReplica *rep, void *buf, int write, int device) {
-    mcSeg *s = segGet(c, rep->seg);
+/* Moves one replica's bytes (a segment of node `node`) by the fastest path
+ * allowed; MC_OK or MC_ERR_*. */
+static int xferReplica(mc_client *c, int node, const mcReplica *rep, void *buf, int write, int device) {
+    mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
     if (!device && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
@@ -647,11 +921,14 @@ static int putOptArgs(const mc_put_opts *o, const char **argv, char *repbuf, cha
     return n;
 }
 
-static void putRevoke(mc_client *c, const void *key, size_t keylen) {
+/* PUT.REVOKE where the put started; best effort (a node that gave the
+ * slot away abandoned the put already). */
+static void putRevoke(mc_client *c, const mcRoute *rt, const void *key, size_t keylen) {
     const char *argv[2] = {"PUT.REVOKE", key};
     size_t lens[2] = {10, keylen};
     mcReply *r;
-    if (metaCommand(c, 2, argv, lens, &r) == MC_OK) mcReplyFree(r);
+    int redirected;
+    if (routeCommand(c, rt, 2, argv, lens, &r, &redirected) == MC_OK) mcReplyFree(r);
 }
 
 static int putLocked(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
@@ -666,40 +943,47 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const void *b
     argv[2] = sizebuf;
     int argc = 3 + putOptArgs(opts, argv + 3, repbuf, pinbuf);
     for (int i = 0; i < argc; i++) lens[i] = i == 1 ? keylen : strlen(argv[i]);
-    mcReply *r;
-    int rc = metaCommand(c, argc, argv, lens, &r);
-    if (rc != MC_OK) return rc;
-    if (r->type != MCR_ARRAY) {
-        rc = replyErr(c, r);
-        mcReplyFree(r);
-        return rc;
-    }
-    mcReplica reps[MC_MAX_REPLICAS];
-    size_t n = r->elements < MC_MAX_REPLICAS ? r->elements : MC_MAX_REPLICAS;
-    for (size_t i = 0; i < n; i++) {
-        if (parseReplica(r->element[i], &reps[i]) != 0 || reps[i].len != len) {
+    for (int redo = 0;; redo++) {
+        mcReply *r;
+        mcRoute rt;
+        int rc = keyCommand(c, key, keylen, argc, argv, lens, &r, &rt);
+        if (rc != MC_OK) return rc;
+        if (r->type != MCR_ARRAY) {
+            rc = replyErr(c, r);
             mcReplyFree(r);
-            putRevoke(c, key, keylen);
-            return setErr(c, MC_ERR_PROTOCOL, "bad replica in PUT.START reply");
-        }
-    }
-    mcReplyFree(r);
-    for (size_t i = 0; i < n; i++) {
-        rc = xferReplica(c, &reps[i], (void *)buf, 1, device);
-        if (rc != MC_OK) {
-            char why[512];
-            snprintf(why, sizeof(why), "%s", c->errbuf);
-            putRevoke(c, key, keylen);
-            snprintf(c->errbuf, sizeof(c->errbuf), "replica %zu: %.400s (put revoked)", i, why);
             return rc;
         }
+        mcReplica reps[MC_MAX_REPLICAS];
+        size_t n = r->elements < MC_MAX_REPLICAS ? r->elements : MC_MAX_REPLICAS;
+        for (size_t i = 0; i < n; i++) {
+            if (parseReplica(r->element[i], &reps[i]) != 0 || reps[i].len != len) {
+                mcReplyFree(r);
+                putRevoke(c, &rt, key, keylen);
+                return setErr(c, MC_ERR_PROTOCOL, "bad replica in PUT.START reply");
+            }
+        }
+        mcReplyFree(r);
+        for (size_t i = 0; i < n; i++) {
+            rc = xferReplica(c, rt.node, &reps[i], (void *)buf, 1, device);
+            if (rc != MC_OK) {
+                char why[512];
+                snprintf(why, sizeof(why), "%s", c->errbuf);
+                putRevoke(c, &rt, key, keylen);
+                snprintf(c->errbuf, sizeof(c->errbuf), "replica %zu: %.400s (put revoked)", i, why);
+                return rc;
+            }
+        }
+        const char *end[2] = {"PUT.END", key};
+        size_t endlens[2] = {7, keylen};
+        int redirected;
+        if ((rc = routeCommand(c, &rt, 2, end, endlens, &r, &redirected)) != MC_OK) return rc;
+        rc = r->type == MCR_STATUS ? MC_OK : replyErr(c, r);
+        mcReplyFree(r);
+        /* The slot moved between PUT.START and PUT.END: the node abandoned
+         * the put (those bytes are never published); do it all again on
+         * the new owner. */
+        if (!redirected || redo >= MC_MAX_REDO) return rc;
     }
-    argv[0] = "PUT.END";
-    lens[0] = 7;
-    if ((rc = metaCommand(c, 2, argv, lens, &r)) != MC_OK) return rc;
-    rc = r->type == MCR_STATUS ? MC_OK : replyErr(c, r);
-    mcReplyFree(r);
-    return rc;
 }
 
 /* Device pointers are staged unless registered for RDMA (GPUDirect). */
@@ -759,16 +1043,16 @@ static int parseReplicas(mc_client *c, const mcReply *r, long long *lease_ms, ui
     return MC_OK;
 }
 
-/* Reads the first replica that works into buf; lease checked at the end. */
-/* device: buf is GPU memory registered for RDMA, so only RDMA may carry it. */
-static long long readReplicas(mc_client *c, const mcReplica *reps, size_t n, uint64_t size, void *buf,
+/* Reads the first replica that works into buf; lease checked at the end.
+ * device: buf is GPU memory registered for RDMA, so only RDMA may carry it. */
+static long long readReplicas(mc_client *c, int node, const mcReplica *reps, size_t n, uint64_t size, void *buf,
                               long long deadline_us, int device) {
     if (size == 0) return 0;
     if (n == 0) return setErr(c, MC_ERR_NOT_FOUND, "the value has no live replica");
     int rc = MC_ERR_IO;
     char first_err[512] = "";
     for (size_t i = 0; i < n; i++) {
-        rc = xferReplica(c, &reps[i], buf, 0, device);
+        rc = xferReplica(c, node, &reps[i], buf, 0, device);
         if (rc == MC_OK) {
             if (nowUs() > deadline_us) return setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
             return (long long)size;
@@ -786,7 +1070,8 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
     size_t lens[2] = {12, keylen};
     long long t0 = nowUs();
     mcReply *r;
-    int rc = metaCommand(c, 2, argv, lens, &r);
+    mcRoute rt;
+    int rc = keyCommand(c, key, keylen, 2, argv, lens, &r, &rt);
     if (rc != MC_OK) return rc;
     long long lease_ms;
     uint64_t size;
@@ -801,16 +1086,16 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
     long long deadline = t0 + lease_ms * 1000;
     if (mcCudaIsDevicePtr(buf)) {
         mcRegion *reg = regionOf(c, buf, size);
-        if (reg && reg->rdma) return readReplicas(c, reps, n, size, buf, deadline, 1); /* GPUDirect */
+        if (reg && reg->rdma) return readReplicas(c, rt.node, reps, n, size, buf, deadline, 1); /* GPUDirect */
         char *st = stageBuffer(c, size);
         if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)size);
-        long long got = readReplicas(c, reps, n, size, st, deadline, 0);
+        long long got = readReplicas(c, rt.node, reps, n, size, st, deadline, 0);
         if (got < 0) return got;
         char err[256];
         rc = mcCudaCopy(buf, st, (size_t)size, err, sizeof(err));
         return rc == MC_OK ? got : setErr(c, rc, "%s", err);
     }
-    return readReplicas(c, reps, n, size, buf, deadline, 0);
+    return readReplicas(c, rt.node, reps, n, size, buf, deadline, 0);
 }
 
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
@@ -845,7 +1130,8 @@ static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t 
     const char *argv[2] = {cmd, key};
     size_t lens[2] = {strlen(cmd), keylen};
     mcReply *r;
-    int rc = metaCommand(c, 2, argv, lens, &r);
+    mcRoute rt;
+    int rc = keyCommand(c, key, keylen, 2, argv, lens, &r, &rt);
     if (rc == MC_OK) {
         rc = r->type == MCR_INT ? (r->integer > 0) : replyErr(c, r);
         mcReplyFree(r);
@@ -857,13 +1143,265 @@ static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t 
 int mc_exists(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "EXISTS", key, keylen); }
 int mc_remove(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "REMOVE", key, keylen); }
 
+/* ---- batch metadata: one phase over many keys ---------------------------- */
+
+/* One key of a batch phase. */
+typedef struct mcBKey {
+    const void *key;
+    size_t keylen;
+    const char *arg;             /* BATCH.PUT.START: the size after the key */
+    unsigned slot;
+    int node, asking;            /* where it is sent; afterwards where it was answered */
+    int pinned;                  /* only that node may answer (PUT.END, PUT.REVOKE) */
+    int alone;                   /* in a command of its own (after -TRYAGAIN) */
+    int done;
+    int rc;                      /* MC_OK with res set, or MC_ERR_* */
+    int moved;                   /* pinned, and its node redirected it */
+    int ioerr;                   /* I/O failures so far */
+    mcReply *res;                /* its answer (the caller frees) */
+} mcBKey;
+
+/* What a phase sends. */
+typedef struct mcPhase {
+    const char *cmd;             /* BATCH.PUT.START, BATCH.PUT.END, BATCH.GET.REPLICAS, PUT.REVOKE */
+    int numkeys;                 /* the keys are preceded by their count */
+    int single;                  /* one key per command, whose reply is the key's */
+    const char **tail;           /* arguments after the keys */
+    int ntail;
+} mcPhase;
+
+typedef struct mcGroup {
+    size_t first, count;         /* a run of order[] */
+    int node, asking;
+    mcConn *conn;                /* NULL: could not be sent */
+} mcGroup;
+
+static int bkeyCompare(const void *a, const void *b, void *arg) {
+    const mcBKey *k = arg;
+    const mcBKey *x = &k[*(const size_t *)a], *y = &k[*(const size_t *)b];
+    if (x->node != y->node) return x->node < y->node ? -1 : 1;
+    if (x->asking != y->asking) return x->asking - y->asking;
+    if (x->slot != y->slot) return x->slot < y->slot ? -1 : 1;
+    return *(const size_t *)a < *(const size_t *)b ? -1 : *(const size_t *)a > *(const size_t *)b;
+}
+
+/* What a group's reply means for its keys; sets *wait_ms when the next
+ * round should wait, *refresh when the map should be reloaded first. */
+static void phaseReply(mc_client *c, const mcPhase *ph, mcBKey *k, const size_t *idx, size_t count, int node,
+                       mcReply *r, int *downs, int *wait_tries, int *refresh, mcReply **last_redirect) {
+    mcRedirect rd;
+    int kind = c->cluster ? mcRedirectParse(r, &rd) : MC_REDIR_NONE;
+    if (kind == MC_REDIR_NONE) {
+        if (ph->single) {
+            k[idx[0]].res = r;
+            k[idx[0]].done = 1;
+            return;
+        }
+        if (r->type == MCR_ARRAY && r->elements == count) {
+            for (size_t j = 0; j < count; j++) {
+                k[idx[j]].res = r->element[j];
+                r->element[j] = NULL;
+                k[idx[j]].done = 1;
+            }
+        } else {
+            int code = r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad %s reply", ph->cmd);
+            for (size_t j = 0; j < count; j++) {
+                k[idx[j]].rc = code;
+                k[idx[j]].done = 1;
+            }
+        }
+        mcReplyFree(r);
+        return;
+    }
+    int to = kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK ? redirectNode(c, node, &rd) : node;
+    if (kind == MC_REDIR_MOVED && c->map.slots) {
+        c->map.slots[rd.slot] = (uint16_t)to;
+        *refresh = *refresh ? *refresh : 1;
+    }
+    if (kind == MC_REDIR_CLUSTERDOWN && ++*downs > MC_DOWN_RETRIES) kind = MC_REDIR_NONE; /* give up: the error stands */
+    for (size_t j = 0; j < count; j++) {
+        mcBKey *b = &k[idx[j]];
+        if (kind == MC_REDIR_NONE || (b->pinned && (kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK))) {
+            b->rc = replyErr(c, r);
+            b->moved = kind != MC_REDIR_NONE;
+            b->done = 1;
+        } else if (kind == MC_REDIR_MOVED) {
+            b->node = routeSlot(c, b->slot);
+            b->asking = 0;
+        } else if (kind == MC_REDIR_ASK) {
+            b->node = to;
+            b->asking = 1;
+        } else if (kind == MC_REDIR_TRYAGAIN && count > 1) {
+            b->alone = 1; /* keys of a migrating slot: each goes its own way */
+        }
+    }
+    if (kind == MC_REDIR_TRYAGAIN && count == 1) ++*wait_tries;
+    if (kind == MC_REDIR_CLUSTERDOWN) {
+        ++*wait_tries;
+        *refresh = 2;
+    }
+    mcReplyFree(*last_redirect);
+    *last_redirect = r;
+}
+
+/* Runs one metadata phase of a batch over n keys: groups them by (node,
+ * ASKING, slot) -- one group in all for a non-cluster server --, writes
+ * every group's command to every node before reading any reply, and
+ * resends what the cluster redirected, round after round. Each key ends
+ * with rc and res (the caller frees res). Returns MC_OK when some key got
+ * an answer of its own, else the failure every key shares (MC_ERR_IO when
+ * no node could be reached, a refused command's code): the batch as a
+ * whole failed. */
+static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
+    size_t *order = malloc((n ? n : 1) * sizeof(*order));
+    mcGroup *groups = malloc((n ? n : 1) * sizeof(*groups));
+    size_t maxargs = 2 + 2 * n + (size_t)ph->ntail;
+    const char **argv = malloc(maxargs * sizeof(*argv));
+    size_t *lens = malloc(maxargs * sizeof(*lens));
+    mcReply *last_redirect = NULL;
+    int rc = MC_OK;
+    if (!order || !groups || !argv || !lens) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++) {
+        k[i].done = k[i].moved = k[i].ioerr = 0;
+        k[i].rc = MC_OK;
+        k[i].res = NULL;
+        k[i].alone = ph->single;
+        if (!k[i].pinned) {
+            k[i].node = routeSlot(c, k[i].slot);
+            k[i].asking = 0;
+        }
+    }
+    long long deadline = callDeadline(c);
+    int downs = 0, wait_tries = 0;
+    for (int round = 0;; round++) {
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (!k[i].done) order[m++] = i;
+        if (m == 0) break;
+        if (round >= MC_MAX_HOPS || (round && deadline && nowUs() > deadline)) {
+            int code = last_redirect ? replyErr(c, last_redirect)
+                                     : setErr(c, MC_ERR_IO, "%s: no answer after %d rounds", ph->cmd, round);
+            for (size_t j = 0; j < m; j++) {
+                k[order[j]].rc = code;
+                k[order[j]].done = 1;
+            }
+            break;
+        }
+        qsort_r(order, m, sizeof(*order), bkeyCompare, k);
+        /* Groups: runs of one node, ASKING state and slot. */
+        size_t ng = 0;
+        for (size_t j = 0; j < m; j++) {
+            const mcBKey *b = &k[order[j]];
+            mcGroup *g = ng ? &groups[ng - 1] : NULL;
+            if (g == NULL || b->alone || k[order[g->first]].alone || b->node != g->node || b->asking != g->asking ||
+                b->slot != k[order[g->first]].slot) {
+                g = &groups[ng++];
+                g->first = j;
+                g->count = 0;
+                g->node = b->node;
+                g->asking = b->asking;
+                g->conn = NULL;
+            }
+            g->count++;
+        }
+        /* Send every group, then flush each node's connection once. */
+        for (size_t gi = 0; gi < ng; gi++) {
+            mcGroup *g = &groups[gi];
+            g->conn = gi && groups[gi - 1].node == g->node ? groups[gi - 1].conn : nodeConn(c, g->node);
+            if (g->conn == NULL) continue;
+            if (g->asking) {
+                const char *a[1] = {"ASKING"};
+                mcConnAppend(g->conn, 1, a, NULL);
+            }
+            char nbuf[24];
+            size_t argc = 0;
+            argv[argc++] = ph->cmd;
+            if (ph->numkeys) {
+                fmtU64(nbuf, sizeof(nbuf), g->count);
+                argv[argc++] = nbuf;
+            }
+            for (size_t j = 0; j < g->count; j++) {
+                const mcBKey *b = &k[order[g->first + j]];
+                lens[argc] = b->keylen;
+                argv[argc++] = b->key;
+                if (b->arg) {
+                    lens[argc] = strlen(b->arg);
+                    argv[argc++] = b->arg;
+                }
+            }
+            for (int t = 0; t < ph->ntail; t++) {
+                lens[argc] = strlen(ph->tail[t]);
+                argv[argc++] = ph->tail[t];
+            }
+            lens[0] = strlen(ph->cmd);
+            if (ph->numkeys) lens[1] = strlen(nbuf);
+            mcConnAppend(g->conn, (int)argc, argv, lens); /* small arguments are copied now */
+        }
+        for (size_t gi = 0; gi < ng; gi++) {
+            mcGroup *g = &groups[gi];
+            if (g->conn == NULL || (gi && groups[gi - 1].conn == g->conn)) continue;
+            if (mcConnFlush(g->conn) != MC_OK) setErr(c, MC_ERR_IO, "%s", g->conn->err);
+        }
+        /* Read the replies in the order they were sent. */
+        int refresh = 0, had_wait = wait_tries;
+        for (size_t gi = 0; gi < ng; gi++) {
+            mcGroup *g = &groups[gi];
+            mcReply *r = NULL;
+            if (g->conn && !g->conn->broken) {
+                mcReply *ask = g->asking ? mcConnRead(g->conn) : NULL;
+                if (!g->asking || ask) r = mcConnRead(g->conn);
+                mcReplyFree(ask);
+                if (r == NULL) setErr(c, MC_ERR_IO, "%s", g->conn->err);
+            }
+            if (r == NULL) { /* not sent, or the connection broke: once more on a new one */
+                for (size_t j = 0; j < g->count; j++) {
+                    mcBKey *b = &k[order[g->first + j]];
+                    if (++b->ioerr < 2) continue;
+                    b->rc = MC_ERR_IO;
+                    b->done = 1;
+                }
+                continue;
+            }
+            phaseReply(c, ph, k, &order[g->first], g->count, g->node, r, &downs, &wait_tries, &refresh,
+                       &last_redirect);
+        }
+        /* Between rounds, with no reply outstanding: waits and map reloads. */
+        if (wait_tries > had_wait) backoff(refresh == 2 ? 5 + downs : wait_tries, deadline);
+        if (refresh) {
+            mapRefresh(c, 0, refresh == 2);
+            for (size_t i = 0; i < n; i++)
+                if (!k[i].done && !k[i].pinned && !k[i].asking) k[i].node = routeSlot(c, k[i].slot);
+        }
+    }
+    /* The batch failed as a whole if no key got an answer of its own. */
+    rc = n ? k[0].rc : MC_OK;
+    for (size_t i = 0; i < n && rc != MC_OK; i++)
+        if (k[i].rc == MC_OK || k[i].rc != rc) rc = MC_OK;
+end:
+    mcReplyFree(last_redirect);
+    free(order);
+    free(groups);
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+static void freeBKeys(mcBKey *k, size_t n) {
+    for (size_t i = 0; k && i < n; i++) mcReplyFree(k[i].res);
+    free(k);
+}
+
 /* ---- batches ------------------------------------------------------------- */
 
-/* Starts one replica's transfer: shm copies now (returns MC_OK), tcp to a
- * known connection is queued in *p (returns 1) for finishXfers; anything
- * else is left to the sequential path (returns MC_ERR_UNSUPPORTED). */
-static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, mcTcpItem *p) {
-    mcSeg *s = segGet(c, rep->seg);
+/* Starts one replica's transfer (a segment of node `node`): shm copies now
+ * (returns MC_OK), tcp to a known connection is queued in *p (returns 1)
+ * for finishXfers; anything else is left to the sequential path (returns
+ * MC_ERR_UNSUPPORTED). */
+static int startXfer(mc_client *c, int node, const mcReplica *rep, void *buf, int write, mcTcpItem *p) {
+    mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     int t = c->transport;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
@@ -872,7 +1410,7 @@ static int startXfer(mc_client *c, const mcReplica *rep, void *buf, int write, m
     for (int i = 0; i < s->nendpoints; i++) {
         if (strncmp(s->endpoints[i], "tcp://", 6)) continue;
         char uri[300];
-        endpointUri(c, s->endpoints[i], uri, sizeof(uri));
+        endpointUri(c, s, s->endpoints[i], uri, sizeof(uri));
         mcConn *conn = dataConn(c, uri);
         if (conn == NULL) continue;
         p->conn = conn;
@@ -899,54 +1437,48 @@ static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *o
         if (p[i].conn->broken) dropConn(c, p[i].conn);
 }
 
-static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results) {
-    size_t argc = 2 + 2 * n + 10;
-    const char **argv = malloc(argc * sizeof(char *));
-    size_t *lens = malloc(argc * sizeof(size_t));
+static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results,
+                          int depth) {
+    const char *tail[10];
     char (*sizes)[24] = malloc(n * sizeof(*sizes));
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
     size_t *nreps = calloc(n, sizeof(size_t));
     int *ok = calloc(n, sizeof(int));
     int *started = calloc(n, sizeof(int));
     mcTcpItem *pend = malloc(n * MC_MAX_REPLICAS * sizeof(mcTcpItem));
+    mcBKey *k = calloc(n, sizeof(*k)), *fin = calloc(n, sizeof(*fin));
+    size_t *fin_item = malloc(n * sizeof(size_t));
+    mc_kv *redo = NULL;
+    size_t *redo_item = NULL;
+    int *redo_res = NULL;
     int done = 0, rc = MC_OK;
-    char nbuf[24], repbuf[16], pinbuf[24];
-    mcReply *r = NULL;
-    if (!argv || !lens || !sizes || !reps || !nreps || !ok || !started || !pend) {
+    char repbuf[16], pinbuf[24];
+    if (!sizes || !reps || !nreps || !ok || !started || !pend || !k || !fin || !fin_item) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
+    for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
     for (size_t i = 0; i < n; i++) {
-        results[i] = MC_ERR_INVALID;
         if (items[i].key == NULL || items[i].keylen == 0 || items[i].buf == NULL || items[i].len == 0 ||
             mcCudaIsDevicePtr(items[i].buf)) {
             rc = setErr(c, MC_ERR_INVALID, "item %zu: empty key/value or device memory (use mc_put)", i);
             goto end;
         }
     }
-    /* BATCH.PUT.START numkeys key size ... [options] */
-    size_t k = 0;
-    fmtU64(nbuf, sizeof(nbuf), n);
-    argv[k++] = "BATCH.PUT.START";
-    argv[k++] = nbuf;
+    /* BATCH.PUT.START numkeys key size ... [options], per node and slot. */
     for (size_t i = 0; i < n; i++) {
         fmtU64(sizes[i], sizeof(sizes[i]), items[i].len);
-        lens[k] = items[i].keylen;
-        argv[k++] = items[i].key;
-        argv[k++] = sizes[i];
+        k[i].key = items[i].key;
+        k[i].keylen = items[i].keylen;
+        k[i].arg = sizes[i];
+        k[i].slot = keySlot(c, items[i].key, items[i].keylen);
     }
-    k += (size_t)putOptArgs(opts, argv + k, repbuf, pinbuf);
-    for (size_t i = 0; i < k; i++)
-        if (i < 2 || i >= 2 + 2 * n || (i - 2) % 2 == 1) lens[i] = strlen(argv[i]);
-    if ((rc = metaCommand(c, (int)k, argv, lens, &r)) != MC_OK) goto end;
-    if (r->type != MCR_ARRAY || r->elements != n) {
-        rc = r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad BATCH.PUT.START reply");
-        goto end;
-    }
+    mcPhase start = {"BATCH.PUT.START", 1, 0, tail, putOptArgs(opts, tail, repbuf, pinbuf)};
+    if ((rc = runPhase(c, &start, k, n)) != MC_OK) goto end;
     for (size_t i = 0; i < n; i++) {
-        const mcReply *e = r->element[i];
-        if (e->type != MCR_ARRAY) {
-            results[i] = replyErr(c, e);
+        const mcReply *e = k[i].res;
+        if (k[i].rc != MC_OK || e->type != MCR_ARRAY) {
+            results[i] = k[i].rc != MC_OK ? k[i].rc : replyErr(c, e);
             continue;
         }
         ok[i] = started[i] = 1;
@@ -960,78 +1492,98 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
             nreps[i]++;
         }
     }
-    mcReplyFree(r);
-    r = NULL;
-    /* Transfers: shm now, tcp pipelined, anything else one by one. */
+    /* Transfers: shm now, tcp pipelined, anything else one by one; each
+     * replica is a segment of the node that placed it. */
     size_t np = 0;
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
             const mcReplica *rep = &reps[i * MC_MAX_REPLICAS + j];
-            int s = startXfer(c, rep, items[i].buf, 1, &pend[np]);
+            int s = startXfer(c, k[i].node, rep, items[i].buf, 1, &pend[np]);
             if (s == 1) pend[np++].item = i;
-            else if (s != MC_OK && xferReplica(c, rep, items[i].buf, 1, 0) != MC_OK) ok[i] = 0;
+            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].buf, 1, 0) != MC_OK) ok[i] = 0;
         }
     }
     finishXfers(c, pend, np, 1, ok);
-    /* Publish what was written (one BATCH.PUT.END), revoke the rest (a
-     * PUT.REVOKE each: rare), pipelined on the meta connection.
-     * started[i]: PUT.START gave item i its extents. */
-    size_t nend = 0, nrevoke = 0;
-    argv[0] = "BATCH.PUT.END";
-    lens[0] = 13;
+    /* Revoke what could not be written (a PUT.REVOKE each: rare), then
+     * publish the rest; both where each put started. */
+    size_t nfin = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!started[i]) continue;
-        if (ok[i]) {
-            argv[1 + nend] = items[i].key;
-            lens[1 + nend++] = items[i].keylen;
-        } else {
-            const char *a[2] = {"PUT.REVOKE", items[i].key};
-            size_t l[2] = {10, items[i].keylen};
-            mcConnAppend(c->meta, 2, a, l);
-            nrevoke++;
-            if (results[i] == MC_ERR_INVALID) results[i] = MC_ERR_IO;
+        if (!started[i] || ok[i]) continue;
+        fin[nfin] = k[i];
+        fin[nfin].res = NULL;
+        fin[nfin].pinned = 1;
+        fin[nfin].arg = NULL;
+        nfin++;
+        if (results[i] == MC_ERR_INVALID) results[i] = MC_ERR_IO;
+    }
+    if (nfin) {
+        mcPhase revoke = {"PUT.REVOKE", 0, 1, NULL, 0};
+        runPhase(c, &revoke, fin, nfin); /* best effort */
+        for (size_t j = 0; j < nfin; j++) {
+            mcReplyFree(fin[j].res);
+            fin[j].res = NULL;
         }
     }
-    if (nend) mcConnAppend(c->meta, (int)(1 + nend), argv, lens);
-    if ((nend || nrevoke) && mcConnFlush(c->meta) != MC_OK) {
-        rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
-        goto end;
+    nfin = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!started[i] || !ok[i]) continue;
+        fin[nfin] = k[i];
+        fin[nfin].res = NULL;
+        fin[nfin].pinned = 1;
+        fin[nfin].arg = NULL;
+        fin_item[nfin++] = i;
     }
-    for (size_t k = 0; k < nrevoke; k++) {
-        mcReply *e = mcConnRead(c->meta);
-        if (e == NULL) {
-            rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
+    size_t nredo = 0;
+    if (nfin) {
+        mcPhase end = {"BATCH.PUT.END", 0, 0, NULL, 0};
+        if ((rc = runPhase(c, &end, fin, nfin)) != MC_OK) goto end;
+        for (size_t j = 0; j < nfin; j++) {
+            size_t i = fin_item[j];
+            if (fin[j].moved) {
+                fin[j].done = -1; /* redone below */
+                nredo++;
+            }
+            results[i] = fin[j].rc != MC_OK ? fin[j].rc : fin[j].res->type == MCR_STATUS ? MC_OK : replyErr(c, fin[j].res);
+        }
+    }
+    /* Puts whose slot moved before PUT.END were abandoned by that node:
+     * again, from PUT.START, on the new owner. */
+    if (nredo && depth < MC_MAX_REDO) {
+        redo = malloc(nredo * sizeof(*redo));
+        redo_item = malloc(nredo * sizeof(*redo_item));
+        redo_res = malloc(nredo * sizeof(*redo_res));
+        if (!redo || !redo_item || !redo_res) {
+            rc = setErr(c, MC_ERR_NOMEM, "out of memory");
             goto end;
         }
-        mcReplyFree(e);
+        size_t m = 0;
+        for (size_t j = 0; j < nfin; j++) {
+            if (fin[j].done != -1) continue;
+            redo_item[m] = fin_item[j];
+            redo[m++] = items[fin_item[j]];
+        }
+        int sub = batchPutLocked(c, m, redo, opts, redo_res, depth + 1);
+        for (size_t j = 0; j < m; j++) results[redo_item[j]] = sub < 0 ? sub : redo_res[j];
     }
-    if (nend) {
-        if ((r = mcConnRead(c->meta)) == NULL) {
-            rc = setErr(c, MC_ERR_IO, "%s", c->meta->err);
-            goto end;
-        }
-        if (r->type != MCR_ARRAY || r->elements != nend) {
-            rc = r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad BATCH.PUT.END reply");
-            goto end;
-        }
-        for (size_t i = 0, k = 0; i < n; i++) {
-            if (!started[i] || !ok[i]) continue;
-            const mcReply *e = r->element[k++];
-            results[i] = e->type == MCR_STATUS ? MC_OK : replyErr(c, e);
-            if (results[i] == MC_OK) done++;
-        }
-    }
+    for (size_t i = 0; i < n; i++)
+        if (results[i] == MC_OK) done++;
     rc = done;
 end:
-    mcReplyFree(r);
-    free(argv);
-    free(lens);
+    if (rc < 0 && results)
+        for (size_t i = 0; i < n; i++)
+            if (results[i] == MC_ERR_INVALID) results[i] = rc;
+    freeBKeys(k, n);
+    freeBKeys(fin, n);
+    free(fin_item);
     free(sizes);
     free(reps);
     free(nreps);
     free(ok);
     free(started);
     free(pend);
+    free(redo);
+    free(redo_item);
+    free(redo_res);
     return rc;
 }
 
@@ -1040,45 +1592,43 @@ int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *
     if (n == 0) return 0;
     pthread_mutex_lock(&c->lock);
     c->errbuf[0] = '\0';
-    int rc = batchPutLocked(c, n, items, opts, results);
+    int rc = batchPutLocked(c, n, items, opts, results, 0);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
 
 static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *results) {
-    const char **argv = malloc((n + 1) * sizeof(char *));
-    size_t *lens = malloc((n + 1) * sizeof(size_t));
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
     size_t *nreps = calloc(n, sizeof(size_t));
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
     long long *deadline = calloc(n, sizeof(long long));
-    int *ok = calloc(n, sizeof(int));
+    int *ok = calloc(n, sizeof(int)), *found = calloc(n, sizeof(int)), *started = calloc(n, sizeof(int));
     mcTcpItem *pend = malloc(n * sizeof(mcTcpItem));
+    mcBKey *k = calloc(n, sizeof(*k));
     int rc = MC_OK, done = 0;
-    mcReply *r = NULL;
-    if (!argv || !lens || !reps || !nreps || !sizes || !deadline || !ok || !pend) {
+    if (!reps || !nreps || !sizes || !deadline || !ok || !found || !started || !pend || !k) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
-    argv[0] = "BATCH.GET.REPLICAS";
-    lens[0] = 18;
     for (size_t i = 0; i < n; i++) {
         if (items[i].key == NULL || items[i].keylen == 0 || mcCudaIsDevicePtr(items[i].buf)) {
             rc = setErr(c, MC_ERR_INVALID, "item %zu: empty key or device memory (use mc_get)", i);
             goto end;
         }
-        argv[i + 1] = items[i].key;
-        lens[i + 1] = items[i].keylen;
+        k[i].key = items[i].key;
+        k[i].keylen = items[i].keylen;
+        k[i].slot = keySlot(c, items[i].key, items[i].keylen);
     }
     long long t0 = nowUs();
-    if ((rc = metaCommand(c, (int)n + 1, argv, lens, &r)) != MC_OK) goto end;
-    if (r->type != MCR_ARRAY || r->elements != n) {
-        rc = r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad BATCH.GET.REPLICAS reply");
+    mcPhase get = {"BATCH.GET.REPLICAS", 0, 0, NULL, 0};
+    if ((rc = runPhase(c, &get, k, n)) != MC_OK) {
+        for (size_t i = 0; i < n; i++) results[i] = rc;
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
         long long lease_ms;
-        int prc = parseReplicas(c, r->element[i], &lease_ms, &sizes[i], &reps[i * MC_MAX_REPLICAS], &nreps[i]);
+        int prc = k[i].rc != MC_OK ? k[i].rc
+                                   : parseReplicas(c, k[i].res, &lease_ms, &sizes[i], &reps[i * MC_MAX_REPLICAS], &nreps[i]);
         if (prc != MC_OK) {
             results[i] = prc;
             continue;
@@ -1090,22 +1640,13 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
         deadline[i] = t0 + lease_ms * 1000;
         ok[i] = 1;
     }
-    mcReplyFree(r);
-    r = NULL;
     /* found[i]: the server listed item i and it fits; ok[i] then says
      * whether its pipelined transfer worked. */
     size_t np = 0;
-    int *found = calloc(n, sizeof(int)), *started = calloc(n, sizeof(int));
-    if (found == NULL || started == NULL) {
-        free(found);
-        free(started);
-        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
-        goto end;
-    }
     for (size_t i = 0; i < n; i++) {
         found[i] = ok[i];
         if (!ok[i] || nreps[i] == 0 || sizes[i] == 0) continue;
-        int s = startXfer(c, &reps[i * MC_MAX_REPLICAS], items[i].buf, 0, &pend[np]);
+        int s = startXfer(c, k[i].node, &reps[i * MC_MAX_REPLICAS], items[i].buf, 0, &pend[np]);
         if (s == 1) pend[np++].item = i;
         started[i] = s == 1 || s == MC_OK;
     }
@@ -1118,23 +1659,22 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
             if (nowUs() > deadline[i]) got = setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
         } else {
             /* Not started or failed: the one-by-one path tries every replica. */
-            got = readReplicas(c, &reps[i * MC_MAX_REPLICAS], nreps[i], sizes[i], items[i].buf, deadline[i], 0);
+            got = readReplicas(c, k[i].node, &reps[i * MC_MAX_REPLICAS], nreps[i], sizes[i], items[i].buf,
+                               deadline[i], 0);
         }
         results[i] = got;
         if (got >= 0) done++;
     }
-    free(found);
-    free(started);
     rc = done;
 end:
-    mcReplyFree(r);
-    free(argv);
-    free(lens);
+    freeBKeys(k, n);
     free(reps);
     free(nreps);
     free(sizes);
     free(deadline);
     free(ok);
+    free(found);
+    free(started);
     free(pend);
     return rc;
 }
@@ -1200,37 +1740,67 @@ int mc_unregister(mc_client *c, void *addr) {
 
 /* ---- hosting a segment --------------------------------------------------- */
 
-/* Sends the stored MOUNT; MC_OK with host_id set, or MC_ERR_*. Used by the
- * first mount and by a remount after the server said -NEEDREMOUNT. */
-static int sendMount(mc_client *c) {
+/* Sends slice i's stored MOUNT to its node; MC_OK with its id set, or
+ * MC_ERR_*. Used by the first mount and by a remount after the node said
+ * -NEEDREMOUNT. */
+static int sendMount(mc_client *c, int i) {
+    mcSlice *sl = &c->slices[i];
     mcReply *r;
-    int rc = metaCommand(c, c->mount_argc, (const char **)c->mount_argv, NULL, &r);
+    int rc = nodeCommand(c, sl->node, 0, sl->argc, (const char **)sl->argv, NULL, &r);
     if (rc != MC_OK) return rc;
-    if (r->type != MCR_INT) {
-        rc = replyErr(c, r);
+    if (r->type != MCR_INT || r->integer <= 0) {
+        rc = r->type == MCR_INT ? setErr(c, MC_ERR_PROTOCOL, "MOUNT answered %lld", r->integer) : replyErr(c, r);
         mcReplyFree(r);
         return rc;
     }
-    c->host_id = r->integer;
-    mcHostSetSegmentId(c->host, (uint64_t)r->integer);
+    long long id = r->integer;
     mcReplyFree(r);
+    /* The host tells slices apart by id; ids from different nodes are
+     * drawn from per-node random bases, so a clash is a broken server. */
+    for (int j = 0; j < c->nslices; j++)
+        if (j != i && c->slices[j].id == id)
+            return setErr(c, MC_ERR_PROTOCOL, "two nodes gave segment id %lld to slices of one mount", id);
+    sl->id = id;
+    mcHostSetSegmentId(c->host, i, (uint64_t)id);
+    /* mc_mount_id: the slice on the node the handle was given, else the first. */
+    c->host_id = MC_ERR_NOT_FOUND;
+    for (int j = 0; j < c->nslices; j++) {
+        if (c->slices[j].id <= 0) continue;
+        if (c->host_id <= 0 || c->slices[j].node == 0) c->host_id = c->slices[j].id;
+        if (c->slices[j].node == 0) break;
+    }
     return MC_OK;
 }
 
-/* Keeps the hosted segment's owner alive: HEARTBEAT on the metadata
- * connection (reconnecting it if it broke), and MOUNT again if the server
- * already let the owner go (-NEEDREMOUNT: the old segment and its objects
- * are gone, the new one gets a new id). Errors are left for the next beat. */
-static void heartbeatLocked(mc_client *c) {
-    if (c->host == NULL || c->mount_argc < 2) return;
-    c->hb_active = 1; /* a reconnect from within does not beat again */
-    if (c->meta->broken && metaReconnect(c) != 0) goto end;
-    const char *argv[2] = {"HEARTBEAT", c->mount_argv[c->mount_argc - 1]}; /* OWNER is last */
-    mcReply *r = mcConnCommand(c->meta, 2, argv, NULL);
+/* A beat for slice i on its node: HEARTBEAT (reconnecting if the
+ * connection broke), and MOUNT again if the node already let the owner go
+ * (-NEEDREMOUNT: the old segment and its objects are gone, the new one gets
+ * a new id). Errors are left for the next beat. */
+static void heartbeatSlice(mc_client *c, int i) {
+    mcSlice *sl = &c->slices[i];
+    if (sl->argc < 2) return;
+    mcConn *conn = c->map.nodes[sl->node].conn;
+    if ((conn == NULL || conn->broken) && nodeReconnect(c, sl->node) != 0) return;
+    conn = c->map.nodes[sl->node].conn;
+    const char *argv[2] = {"HEARTBEAT", sl->argv[sl->argc - 1]}; /* OWNER is last */
+    mcReply *r = mcConnCommand(conn, 2, argv, NULL);
     int remount = r && mcReplyIsError(r, "NEEDREMOUNT");
     mcReplyFree(r);
-    if (remount) sendMount(c);
-end:
+    if (remount) sendMount(c, i);
+}
+
+/* Every slice mounted on node (called after its connection was reopened). */
+static void heartbeatNode(mc_client *c, int node) {
+    c->hb_active = 1; /* a reconnect from within does not beat again */
+    for (int i = 0; i < c->nslices; i++)
+        if (c->slices[i].node == node) heartbeatSlice(c, i);
+    c->hb_active = 0;
+}
+
+static void heartbeatLocked(mc_client *c) {
+    if (c->host == NULL) return;
+    c->hb_active = 1;
+    for (int i = 0; i < c->nslices; i++) heartbeatSlice(c, i);
     c->hb_active = 0;
 }
 
@@ -1274,14 +1844,21 @@ static void heartbeatStop(mc_client *c) {
 
 static void unmountLocked(mc_client *c) {
     heartbeatStop(c);
-    for (int i = 0; i < c->mount_argc; i++) free(c->mount_argv[i]);
-    c->mount_argc = 0;
-    if (c->host == NULL && c->host_mem == NULL) return;
-    if (c->host_name && c->meta && !c->meta->broken) {
-        const char *argv[2] = {"UNMOUNT", c->host_name};
-        mcReply *r = mcConnCommand(c->meta, 2, argv, NULL);
-        mcReplyFree(r);
+    for (int i = 0; i < c->nslices; i++) {
+        mcSlice *sl = &c->slices[i];
+        mcConn *conn = c->map.nodes[sl->node].conn;
+        /* Only what this handle mounted: a name another owner holds
+         * (-EXISTS) is not ours to unmount. */
+        if (sl->id > 0 && c->host_name && conn && !conn->broken) {
+            const char *argv[2] = {"UNMOUNT", c->host_name};
+            mcReply *r = mcConnCommand(conn, 2, argv, NULL);
+            mcReplyFree(r);
+        }
+        for (int j = 0; j < sl->argc; j++) free(sl->argv[j]);
     }
+    free(c->slices);
+    c->slices = NULL;
+    c->nslices = 0;
     /* The listener stops (and its threads finish) before the memory goes. */
     mcHostStop(c->host);
     c->host = NULL;
@@ -1295,11 +1872,63 @@ static void unmountLocked(mc_client *c) {
     c->host_id = MC_ERR_NOT_FOUND;
 }
 
+static int firstSlotCompare(const void *a, const void *b, void *arg) {
+    const mcMap *m = arg;
+    int x = m->nodes[*(const int *)a].first_slot, y = m->nodes[*(const int *)b].first_slot;
+    return (x > y) - (x < y);
+}
+
+/* The nodes that get a slice: the one server, or every primary of the
+ * cluster in slot order. Their count, or MC_ERR_*. */
+static int mountNodes(mc_client *c, int *nodes) {
+    if (!c->cluster) {
+        nodes[0] = 0;
+        return 1;
+    }
+    mapRefresh(c, 0, 1);
+    int n = 0;
+    for (int i = 0; i < c->map.nnodes && n < MC_HOST_MAX_SLICES; i++)
+        if (c->map.nodes[i].primary) nodes[n++] = i;
+    if (n == 0) return setErr(c, MC_ERR_SERVER, "the cluster serves no slots yet: no node to mount on");
+    qsort_r(nodes, (size_t)n, sizeof(*nodes), firstSlotCompare, &c->map);
+    return n;
+}
+
 static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     char err[256];
     int rc;
     if (size == 0 || name == NULL || name[0] == '\0') return setErr(c, MC_ERR_INVALID, "mount needs a size and a name");
     if (c->host) return setErr(c, MC_ERR_EXISTS, "this handle already hosts segment '%s'", c->host_name);
+    int *nodes = malloc(MC_HOST_MAX_SLICES * sizeof(*nodes));
+    size_t *off = malloc(MC_HOST_MAX_SLICES * sizeof(*off)), *len = malloc(MC_HOST_MAX_SLICES * sizeof(*len));
+    if (!nodes || !off || !len) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int n = mountNodes(c, nodes);
+    if (n < 0) {
+        rc = n;
+        goto out;
+    }
+    /* One slice per node: equal, aligned, each at least the 4 KiB a
+     * segment must have. */
+    if (n == 1) {
+        off[0] = 0;
+        len[0] = size;
+    } else if (mcSlicePlan(size, n, mcSliceAlign(size / (size_t)n), 4096, off, len) != 0) {
+        rc = setErr(c, MC_ERR_INVALID, "%zu bytes cannot be cut into %d aligned slices of at least 4 KiB", size, n);
+        goto out;
+    }
+    if ((c->slices = calloc((size_t)n, sizeof(*c->slices))) == NULL) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    c->nslices = n;
+    for (int i = 0; i < n; i++) {
+        c->slices[i].node = nodes[i];
+        c->slices[i].off = off[i];
+        c->slices[i].size = len[i];
+    }
     c->host_size = size;
     if (buf == NULL) {
         c->host_fd = memfd_create("mooncake-segment", MFD_CLOEXEC);
@@ -1319,37 +1948,48 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
         c->host_owned = 0;
     }
     c->host_name = strdup(name);
-    /* Listen where the server sees us: our end of the metadata connection. */
+    /* Listen where the server sees us: our end of the connection to
+     * nodes[0] (every node of a cluster is told the same endpoints). */
     char bindip[64] = "127.0.0.1";
-    if (!c->meta->is_unix) {
+    mcConn *seed = nodeConn(c, 0);
+    if (seed && !seed->is_unix) {
         struct sockaddr_storage sa;
         socklen_t salen = sizeof(sa);
-        if (getsockname(c->meta->fd, (struct sockaddr *)&sa, &salen) == 0)
-            mcHostAddrString(&sa, bindip, sizeof(bindip));
+        if (getsockname(seed->fd, (struct sockaddr *)&sa, &salen) == 0) mcHostAddrString(&sa, bindip, sizeof(bindip));
     }
-    c->host = mcHostStart(c->host_mem, size, c->host_fd, bindip, c->password, err, sizeof(err));
+    c->host = mcHostStart(c->host_mem, size, c->host_fd, n, off, len, bindip, c->password, err, sizeof(err));
     if (c->host == NULL) {
         rc = setErr(c, MC_ERR_IO, "segment listener: %s", err);
         goto err;
     }
-    char sizebuf[24], basebuf[24], rkeys[512], rdmaep[300];
-    fmtU64(sizebuf, sizeof(sizebuf), size);
-    const char *argv[32];
-    int argc = 0;
-    argv[argc++] = "MOUNT";
-    argv[argc++] = name;
-    argv[argc++] = sizebuf;
-    char eps[4][300];
+    char eps[4][300], rkeys[512], rdmaep[300] = "";
     int neps = mcHostEndpoints(c->host, eps, 4);
-    for (int i = 0; i < neps; i++) {
-        argv[argc++] = "ENDPOINT";
-        argv[argc++] = eps[i];
-    }
     if (rdmaEngine(c) && mcRdmaRegister(c->rdma, c->host_mem, size, rkeys, sizeof(rkeys)) == MC_OK) {
         int port = 0;
-        if (mcRdmaListen(c->rdma, bindip, &port, err, sizeof(err)) == MC_OK) {
+        if (mcRdmaListen(c->rdma, bindip, &port, err, sizeof(err)) == MC_OK)
             snprintf(rdmaep, sizeof(rdmaep), "rdma://%s:%d", bindip, port);
-            fmtU64(basebuf, sizeof(basebuf), (uint64_t)(uintptr_t)c->host_mem);
+    }
+    char hostname[256] = "localhost", owner[400];
+    int have_hostname = gethostname(hostname, sizeof(hostname)) == 0;
+    hostname[sizeof(hostname) - 1] = '\0';
+    /* A named owner, not the connection: it outlives a reconnect (within
+     * owner-ttl) and the heartbeat thread speaks for it. Kept last. */
+    snprintf(owner, sizeof(owner), "mc:%s:%ld:%s", hostname, (long)getpid(), name);
+    for (int i = 0; i < n; i++) {
+        mcSlice *sl = &c->slices[i];
+        char sizebuf[24], basebuf[24];
+        const char *argv[32];
+        int argc = 0;
+        fmtU64(sizebuf, sizeof(sizebuf), sl->size);
+        argv[argc++] = "MOUNT";
+        argv[argc++] = name;
+        argv[argc++] = sizebuf;
+        for (int e = 0; e < neps; e++) {
+            argv[argc++] = "ENDPOINT";
+            argv[argc++] = eps[e];
+        }
+        if (rdmaep[0]) { /* one registration; each slice's own BASE */
+            fmtU64(basebuf, sizeof(basebuf), (uint64_t)(uintptr_t)(c->host_mem + sl->off));
             argv[argc++] = "ENDPOINT";
             argv[argc++] = rdmaep;
             argv[argc++] = "BASE";
@@ -1357,32 +1997,30 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
             argv[argc++] = "RKEY";
             argv[argc++] = rkeys;
         }
-    }
-    char hostname[256] = "localhost", owner[400];
-    if (gethostname(hostname, sizeof(hostname)) == 0) {
-        hostname[sizeof(hostname) - 1] = '\0';
-        argv[argc++] = "HOST";
-        argv[argc++] = hostname;
-    }
-    /* A named owner, not the connection: it outlives a reconnect (within
-     * owner-ttl) and the heartbeat thread speaks for it. Kept last. */
-    snprintf(owner, sizeof(owner), "mc:%s:%ld:%s", hostname, (long)getpid(), name);
-    argv[argc++] = "OWNER";
-    argv[argc++] = owner;
-    for (int i = 0; i < argc; i++) {
-        if ((c->mount_argv[i] = strdup(argv[i])) == NULL) {
-            rc = setErr(c, MC_ERR_NOMEM, "out of memory");
-            goto err;
+        if (have_hostname) {
+            argv[argc++] = "HOST";
+            argv[argc++] = hostname;
         }
-        c->mount_argc = i + 1;
+        argv[argc++] = "OWNER";
+        argv[argc++] = owner;
+        for (int a = 0; a < argc; a++) {
+            if ((sl->argv[a] = strdup(argv[a])) == NULL) {
+                rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+                goto err;
+            }
+            sl->argc = a + 1;
+        }
+        if ((rc = sendMount(c, i)) != MC_OK) goto err;
     }
-    if ((rc = sendMount(c)) != MC_OK) goto err;
     if (pthread_create(&c->hb_thread, NULL, heartbeatMain, c) == 0) c->hb_running = 1;
-    return MC_OK;
+    rc = MC_OK;
+    goto out;
 err:
-    free(c->host_name);
-    c->host_name = NULL; /* not mounted: unmountLocked must not UNMOUNT a name we don't own */
-    unmountLocked(c);
+    unmountLocked(c); /* UNMOUNTs only the slices that were mounted */
+out:
+    free(nodes);
+    free(off);
+    free(len);
     return rc;
 }
 
