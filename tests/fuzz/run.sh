@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh -- a short libFuzzer run of the RESP parser, as a test.
+# tests/fuzz/run.sh -- short libFuzzer runs of the RESP parser and the DUMP
+# payload parser, as a test.
 #
-# Builds build/fuzz/fuzz_resp when it is missing or older than its sources,
-# fuzzes for ${FUZZ_SECONDS:-20} seconds on a scratch copy of tests/fuzz/seeds
-# (inputs up to 4096 bytes), prints libFuzzer's summary and ends with the
-# line the test runner sums: "1 passed, 0 failed" or "0 passed, 1 failed".
-# Without clang's libFuzzer runtime (Debian: clang libclang-rt-14-dev) it
-# says so and ends with "0 passed, 0 failed".
+# Builds build/fuzz/fuzz_resp and build/fuzz/fuzz_dump when missing or older
+# than their sources, fuzzes them for ${FUZZ_SECONDS:-20} seconds in all
+# (two thirds for the RESP parser, which has more state to explore, the rest
+# for the payload parser), each on a scratch copy of its seeds
+# (tests/fuzz/seeds, tests/fuzz/seeds_dump; inputs up to 4096 bytes), prints
+# libFuzzer's summary for each and ends with the line the test runner sums:
+# one pass or failure per target, e.g. "2 passed, 0 failed". Without clang's
+# libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so and ends
+# with "0 passed, 0 failed".
 #
 # A crash leaves its input in build/fuzz/ (crash-*, printed in hex here);
-# replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...
+# replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or fuzz_dump)
 #
 # It may be run from anywhere, or through a symlink such as
 # build/tests/test_fuzz_resp: the repository is found from the script's own
@@ -40,12 +44,8 @@ else
     [ -f "$ROOT/tests/fuzz/fuzz_resp.c" ] || ROOT=$(pwd)
 fi
 SRC=$ROOT/src
-FUZZ_SRC=$ROOT/tests/fuzz/fuzz_resp.c
-SEEDS=$ROOT/tests/fuzz/seeds
 OUTDIR=$ROOT/build/fuzz
-BIN=$OUTDIR/fuzz_resp
-[ -f "$FUZZ_SRC" ] || failed "cannot find tests/fuzz/fuzz_resp.c (set MC_ROOT to the repository)"
-[ -d "$SEEDS" ] || failed "cannot find $SEEDS"
+[ -f "$ROOT/tests/fuzz/fuzz_resp.c" ] || failed "cannot find tests/fuzz/fuzz_resp.c (set MC_ROOT to the repository)"
 
 # ---- is there a libFuzzer to link with? -------------------------------------
 command -v "$CLANG" >/dev/null 2>&1 || skip "clang not found (Debian: apt-get install clang libclang-rt-14-dev)"
@@ -61,54 +61,68 @@ if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.c" -o "$prob
 fi
 rm -rf "$probe_dir"
 
-# ---- build if needed --------------------------------------------------------
-# The parser and what it calls, with coverage and sanitizers: the same
-# line as the fuzz target in src/Makefile.
-DEPS="$FUZZ_SRC $SRC/resp.c $SRC/resp.h $SRC/util.c $SRC/util.h $SRC/sds.c $SRC/sds.h $SRC/zmalloc.c $SRC/zmalloc.h"
-need_build=0
-[ -x "$BIN" ] || need_build=1
-# A change of FUZZ_CFLAGS (e.g. -DFUZZ_RESP_NO_LEFTOVER_CHECK) rebuilds too.
-[ "$(cat "$BIN.flags" 2>/dev/null)" = "${FUZZ_CFLAGS:-}" ] || need_build=1
-if [ $need_build -eq 0 ]; then
-    for f in $DEPS; do
-        if [ "$f" -nt "$BIN" ]; then need_build=1; break; fi
-    done
-fi
-if [ $need_build -eq 1 ]; then
-    mkdir -p "$OUTDIR" || failed "cannot create $OUTDIR"
-    echo "building $BIN"
-    # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
-    (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-        ${FUZZ_CFLAGS:-} -I. "$FUZZ_SRC" resp.c util.c sds.c zmalloc.c -o "$BIN") ||
-        failed "building the fuzz target"
-    printf '%s\n' "${FUZZ_CFLAGS:-}" >"$BIN.flags"
-fi
-
-# ---- fuzz -------------------------------------------------------------------
-work=$(mktemp -d "${TMPDIR:-/tmp}/fuzzresp.XXXXXX") || failed "mktemp"
+work=$(mktemp -d "${TMPDIR:-/tmp}/fuzzrun.XXXXXX") || failed "mktemp"
 trap 'rm -rf "$work"' EXIT INT TERM
-mkdir -p "$work/corpus" "$work/artifacts"
-cp "$SEEDS"/* "$work/corpus/" || failed "copying seeds"
 
-echo "fuzzing the RESP parser for ${FUZZ_SECONDS}s ($(find "$work/corpus" -type f | wc -l) seeds)"
-"$BIN" -max_total_time="$FUZZ_SECONDS" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$work/artifacts/" "$work/corpus" >"$work/log" 2>&1
-rc=$?
-
-# libFuzzer's own summary: the last status line, the totals and the stats.
-grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$work/log" | tail -1
-grep -E '^Done [0-9]+ runs|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$work/log"
-
-if [ $rc -ne 0 ]; then
-    # The report: the sanitizer's lines and the frames in our code.
-    grep -E 'ERROR:|SUMMARY:|#[0-9]+ .* in (LLVMFuzzerTestOneInput|parse|feed|run|feedBigArg|argDone|inlineRequest|respReq|headerLine|sds|string2ll)' "$work/log" | head -20
-    # A trap is a broken invariant: show which one.
-    line=$(grep -o 'fuzz_resp\.c:[0-9]*' "$work/log" | head -1 | cut -d: -f2)
-    if [ -n "$line" ]; then
-        echo "first frame in fuzz_resp.c, line $line:"
-        sed -n "$((line > 3 ? line - 3 : 1)),${line}p" "$FUZZ_SRC" | sed 's/^/  | /'
+# ---- one target ---------------------------------------------------------------
+# fuzz_one NAME SECONDS SEEDS "WHAT" "FRAMES" SOURCES...: builds the target if
+# needed (the same line as the fuzz rule in src/Makefile), fuzzes it, prints
+# the summary, and on a crash the report and the reproducer. SOURCES are in
+# src/ and, with their headers, decide when to rebuild. FRAMES is a regexp of
+# function names worth showing from the sanitizer's stack. Returns 0 if the
+# run was clean.
+fuzz_one() {
+    local name=$1 secs=$2 seeds=$3 what=$4 frames=$5
+    shift 5
+    local fuzz_src=$ROOT/tests/fuzz/$name.c bin=$OUTDIR/$name dir=$work/$name
+    [ -f "$fuzz_src" ] || { echo "FAIL: cannot find $fuzz_src"; return 1; }
+    [ -d "$seeds" ] || { echo "FAIL: cannot find $seeds"; return 1; }
+    local deps="$fuzz_src" f need_build=0
+    for f in "$@"; do
+        deps="$deps $SRC/$f"
+        [ -f "$SRC/${f%.c}.h" ] && deps="$deps $SRC/${f%.c}.h"
+    done
+    [ -x "$bin" ] || need_build=1
+    # A change of FUZZ_CFLAGS (e.g. -DFUZZ_RESP_NO_LEFTOVER_CHECK) rebuilds too.
+    [ "$(cat "$bin.flags" 2>/dev/null)" = "${FUZZ_CFLAGS:-}" ] || need_build=1
+    if [ $need_build -eq 0 ]; then
+        for f in $deps; do
+            if [ "$f" -nt "$bin" ]; then need_build=1; break; fi
+        done
     fi
-    for a in "$work"/artifacts/*; do
+    if [ $need_build -eq 1 ]; then
+        mkdir -p "$OUTDIR" || { echo "FAIL: cannot create $OUTDIR"; return 1; }
+        echo "building $bin"
+        # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
+        (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+            ${FUZZ_CFLAGS:-} -I. "$fuzz_src" "$@" -pthread -o "$bin") ||
+            { echo "FAIL: building $name"; return 1; }
+        printf '%s\n' "${FUZZ_CFLAGS:-}" >"$bin.flags"
+    fi
+
+    mkdir -p "$dir/corpus" "$dir/artifacts"
+    cp "$seeds"/* "$dir/corpus/" || { echo "FAIL: copying seeds"; return 1; }
+    echo "fuzzing $what for ${secs}s ($(find "$dir/corpus" -type f | wc -l) seeds)"
+    "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+        -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" >"$dir/log" 2>&1
+    local rc=$?
+
+    # libFuzzer's own summary: the last status line, the totals and the stats.
+    grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$dir/log" | tail -1
+    grep -E '^Done [0-9]+ runs|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$dir/log"
+    [ $rc -eq 0 ] && return 0
+
+    # The report: the sanitizer's lines and the frames in our code.
+    grep -E "ERROR:|SUMMARY:|#[0-9]+ .* in (LLVMFuzzerTestOneInput|$frames)" "$dir/log" | head -20
+    # A trap is a broken invariant: show which one.
+    local line
+    line=$(grep -o "$name\.c:[0-9]*" "$dir/log" | head -1 | cut -d: -f2)
+    if [ -n "$line" ]; then
+        echo "first frame in $name.c, line $line:"
+        sed -n "$((line > 3 ? line - 3 : 1)),${line}p" "$fuzz_src" | sed 's/^/  | /'
+    fi
+    local a keep
+    for a in "$dir"/artifacts/*; do
         [ -f "$a" ] || continue
         mkdir -p "$OUTDIR"
         keep="$OUTDIR/$(basename "$a")"
@@ -117,7 +131,32 @@ if [ $rc -ne 0 ]; then
         od -An -tx1 -v "$a" | tr -d ' \n' | fold -w 96
         echo
     done
-    failed "fuzz_resp exited with status $rc"
+    echo "FAIL: $name exited with status $rc"
+    return 1
+}
+
+# ---- fuzz ---------------------------------------------------------------------
+# The budget is shared; each target gets at least a second.
+dump_secs=$((FUZZ_SECONDS / 3))
+[ $dump_secs -ge 1 ] || dump_secs=1
+resp_secs=$((FUZZ_SECONDS - dump_secs))
+[ $resp_secs -ge 1 ] || resp_secs=1
+
+passed=0
+nfailed=0
+if fuzz_one fuzz_resp "$resp_secs" "$ROOT/tests/fuzz/seeds" "the RESP parser" \
+        'parse|feed|run|feedBigArg|argDone|inlineRequest|respReq|headerLine|sds|string2ll' \
+        resp.c util.c sds.c zmalloc.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
 fi
-echo "1 passed, 0 failed"
-exit 0
+if fuzz_one fuzz_dump "$dump_secs" "$ROOT/tests/fuzz/seeds_dump" "the DUMP payload parser" \
+        'dump[A-Za-z]*|crc64|sds[A-Za-z]*' \
+        dump.c crc.c sds.c zmalloc.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+echo "$passed passed, $nfailed failed"
+[ $nfailed -eq 0 ]
