@@ -33,7 +33,9 @@
 #
 # Procs:
 #   cluster_block kind options body   options: nodes N (3), timeout MS (2000),
-#                                     tags {..}, args {extra server args}
+#                                     tags {..}, args {extra server args};
+#                                     its tests get the tags cluster and
+#                                     cluster-KIND (and mooncake for ours)
 #   cluster_start_nodes n             n more nodes; returns their indexes
 #   cluster_kill_node i               kill -9 (the others should notice)
 #   cluster_stop_node i               SIGTERM and wait
@@ -43,9 +45,11 @@
 #   cluster_port i / cluster_addr i / cluster_pid i / cluster_dir i / cluster_log i
 #   R i cmd arg...                    a command to node i (one client each)
 #   cluster_client i                  a new client of node i (close it)
+#   cluster_reconnect i               a fresh default client for node i
 #   cluster_cli arg...                redis-cli, output without colours;
 #                                     fails the test on a non-zero exit
 #   cluster_cli_rc arg...             the same, returns {exitcode output}
+#   cluster_cut_output text           first and last lines of a long output
 #   cluster_create ?indexes? ?extra?  redis-cli --cluster create ... --cluster-yes,
 #                                     then cluster_wait_ok
 #   cluster_wait_ok ?indexes? ?ms?    --cluster check passes and every node
@@ -59,7 +63,9 @@
 #   cluster_info i / cluster_info_field i field
 #   cluster_nodes i                   CLUSTER NODES parsed: a list of dicts
 #                                     (id host port cport flags master ping
-#                                     pong epoch link slots line)
+#                                     pong epoch link slots line); the
+#                                     parser alone: cluster_parse_nodes text
+#   cluster_ranges_of slotfields      {{lo hi} ...} of a line's slot fields
 #   cluster_myself i / cluster_node_id i
 #   cluster_slot_ranges i             node i's own slots: {{lo hi} ...}
 #   cluster_slot_count i
@@ -806,8 +812,9 @@ proc __cluster_unsupported__ {detail} {
 # and options' nodes started (not yet joined: fresh nodes know only
 # themselves); everything is stopped when the body ends, error or not.
 # Options: nodes N (default 3), timeout MS (cluster-node-timeout, default
-# 2000), tags {...} (the kind is added as a tag, and mooncake blocks get
-# the tag mooncake), args {...} (more server arguments).
+# 2000), tags {...} (cluster and cluster-KIND are added, and mooncake
+# blocks get the tag mooncake), args {...} (more server arguments).  Use
+# the procs above inside the block: they work on its nodes.
 proc cluster_block {kind options code} {
     set nodes 3
     set timeout 2000
@@ -823,7 +830,7 @@ proc cluster_block {kind options code} {
         }
     }
     if {[llength $::cluster(nodes)]} { error "cluster_block: blocks do not nest" }
-    lappend tags cluster-$kind
+    lappend tags cluster cluster-$kind
     if {$kind eq "mooncake"} { lappend tags mooncake }
     set saved_tags $::tags
     lappend ::tags {*}$tags
