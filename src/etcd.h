@@ -58,6 +58,8 @@ enum {
     ETCD_WATCH_DOWN,         /* the stream broke; the library reconnects with backoff */
     ETCD_WATCH_UP            /* (re)connected and the watch was created */
 };
+/* revision: EVENTS and UP, the message's header revision; COMPACTED, the
+ * compact revision; DOWN, 0. Events of one txn come in one call. */
 typedef void etcdWatchCallback(int status, const etcdEvent *evs, int n, long long revision, void *privdata);
 
 /* endpoints: "http://127.0.0.1:2379" and so on; requests go to the first
