@@ -560,7 +560,7 @@ int storeObjRead(storeObj *o, uint64_t off, uint64_t len, char *dst, long long t
      * reuse the extents under the transfer; the reference says so anyway,
      * and keeps it true if this is ever made asynchronous. */
     storeObjIncrRef(o);
-    sds why = NULL;
+    sds why = NULL, whyall = sdsempty(); /* every endpoint's failure, for the reply */
     int rc = C_ERR, tried = 0;
     for (int i = 0; i < o->nreplicas && rc != C_OK; i++) {
         storeReplica *r = storeObjReplica(o, i);
@@ -571,20 +571,21 @@ int storeObjRead(storeObj *o, uint64_t off, uint64_t len, char *dst, long long t
             for (int e = 0; e < seg->nendpoints && rc != C_OK; e++) {
                 const char *ep = seg->endpoints[e];
                 if (strncmp(ep, pass == 0 ? "tcp://" : "unix://", pass == 0 ? 6 : 7)) continue;
-                sdsfree(why);
-                why = NULL;
                 tried++;
                 rc = segmentReadFrom(seg->id, ep, seg->host, r->offset + off, len, dst, timeout_ms, &why);
+                if (rc != C_OK) whyall = sdscatprintf(whyall, "%s%s", sdslen(whyall) ? "; " : "", why ? why : ep);
+                sdsfree(why);
+                why = NULL;
             }
         }
     }
     storeObjDecrRef(o);
     if (rc != C_OK) {
         *err = sdscatprintf(sdsempty(), "-REMOTE cannot read the value from its mounted segment: %s",
-                            tried ? why : "no replica has a tcp:// or unix:// endpoint");
+                            tried ? whyall : "no replica has a tcp:// or unix:// endpoint");
         serverLog(LL_VERBOSE, "Reading a value from a mounted segment failed: %s", *err + 1);
     }
-    sdsfree(why);
+    sdsfree(whyall);
     return rc;
 }
 
