@@ -7,6 +7,13 @@
  * (one-sided READ/WRITE) or the TCP data plane (SEG.READ/SEG.WRITE). See
  * docs/PROTOCOL.md for the wire side and mooncake.c for the design.
  *
+ * Clusters: given any node of a cluster (cluster-enabled servers, Redis
+ * Cluster's slots), a handle learns the slot map, keeps a connection per
+ * node and sends each key to its slot's owner, following -MOVED/-ASK as a
+ * Redis Cluster client does; batches are split per node and slot and sent
+ * to all nodes at once. Nothing changes for a single server. See
+ * docs/PROTOCOL.md ("libmooncake in a cluster").
+ *
  * Threads: every call on one handle takes the handle's lock, so a handle may
  * be shared by threads; calls on one handle then run one at a time. For
  * parallel transfers open one handle per thread (connections are cheap).
@@ -69,8 +76,9 @@ enum {
     MC_ERR_NOMEM = -13          /* out of local memory */
 };
 
-/* uri: "tcp://host:port", "unix:///path/to.sock" or "host:port". password
- * may be NULL. On failure returns NULL with the reason in err. */
+/* uri: "tcp://host:port", "unix:///path/to.sock" or "host:port" (of any
+ * node, for a cluster). password may be NULL (it is used for every node).
+ * On failure returns NULL with the reason in err. */
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen);
 void mc_close(mc_client *c);
 /* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none). */
@@ -94,7 +102,11 @@ int mc_unregister(mc_client *c, void *addr);
 /* Host a segment of this process's memory: mc_mount allocates it (a memfd,
  * so same-host peers map it), mc_mount_buffer takes the caller's (reachable
  * by tcp/rdma only). Either MOUNTs it and serves SEG.READ/SEG.WRITE and
- * SHM.ATTACH on a listener thread until mc_unmount or mc_close. */
+ * SHM.ATTACH on a listener thread until mc_unmount or mc_close. Against a
+ * cluster the memory is cut into one equal slice per primary, each mounted
+ * under `name` on its primary (a primary that joins later gets none until
+ * the next mount); mc_mount_id is then the id of the slice on the node the
+ * handle was given. */
 int mc_mount(mc_client *c, size_t size, const char *name);
 int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name);
 int mc_unmount(mc_client *c);
