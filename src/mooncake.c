@@ -1376,10 +1376,11 @@ static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
                 if (!k[i].done && !k[i].pinned && !k[i].asking) k[i].node = routeSlot(c, k[i].slot);
         }
     }
-    /* The batch failed as a whole if no key got an answer of its own. */
+    /* The batch failed as a whole if no key got an answer of its own (a
+     * pinned key redirected got one: its put is to be redone). */
     rc = n ? k[0].rc : MC_OK;
     for (size_t i = 0; i < n && rc != MC_OK; i++)
-        if (k[i].rc == MC_OK || k[i].rc != rc) rc = MC_OK;
+        if (k[i].rc == MC_OK || k[i].moved || k[i].rc != rc) rc = MC_OK;
 end:
     mcReplyFree(last_redirect);
     free(order);

@@ -44,7 +44,8 @@
  *  6. put-moved: a value whose slot moves between PUT.START and PUT.END (a
  *     fake segment host moves the slot while it holds the SEG.WRITE) is put
  *     again on the new owner: one write into each node's segment, the key
- *     on the new owner with the new replica, the bytes right.
+ *     on the new owner with the new replica, the bytes right; and the same
+ *     for a batch (BATCH.PUT.END redirected: the batch redone, in order).
  *  7. cli: mooncake-cli put/get/ls/rm through different nodes.
  *  8. single node: against a server without cluster support the handle
  *     sends exactly what it always did (one CLUSTER probe instead of PING,
@@ -1194,7 +1195,7 @@ static void fhStop(void) {
 /* The move the hook makes: slot pm_slot from pm_src to pm_dst, on
  * connections of its own, then waits until the source redirects. */
 static int pm_slot, pm_src, pm_dst, pm_ok;
-static char pm_key[32];
+static char pm_key[64];
 
 static void pmMoveSlot(void) {
     redisContext *c[NNODES];
@@ -1275,6 +1276,46 @@ static void testPutMoved(void) {
         free(want);
     }
     mc_remove(c, pm_key, strlen(pm_key));
+    /* The same for a batch, the other way round: a slot of the target
+     * (holding 'mid' as ids[1]) moves to the source (ids[0]) while the
+     * first value is written; values of 100 KiB go as one SEG.WRITE each. */
+    TEST("put-moved: a batch whose slot moves before BATCH.PUT.END is redone on the new owner, results in order") {
+        enum { NB = 3 };
+        static char keys[NB][48];
+        int old_owner = pm_dst, new_owner = pm_src, found = 0;
+        for (int t = 0; t < 64 && !found; t++) {
+            for (int k = 0; k < NB; k++) snprintf(keys[k], sizeof(keys[k]), "{cl:pmb:%d:%d}:%d", (int)getpid(), t, k);
+            found = ownerOf(keys[0]) == old_owner;
+        }
+        CHECK(found);
+        snprintf(pm_key, sizeof(pm_key), "%s", keys[0]);
+        pm_slot = keySlot(keys[0]);
+        pm_src = old_owner;
+        pm_dst = new_owner;
+        pm_ok = 0;
+        fh.hooked = 0;
+        fh.hook_id = fh.ids[1];
+        fh.writes[0] = fh.writes[1] = 0;
+        mc_kv items[NB];
+        int res[NB];
+        char *vals[NB];
+        for (int k = 0; k < NB; k++) {
+            vals[k] = xmalloc(100 * KiB);
+            fillFor(vals[k], 100 * KiB, keys[k]);
+            items[k] = (mc_kv){keys[k], strlen(keys[k]), vals[k], 100 * KiB};
+        }
+        CHECK_EQ(c && found ? mc_batch_put(c, NB, items, &o, res) : -1, NB);
+        CHECK(pm_ok);
+        CHECK_EQ(fh.writes[1], NB); /* the first time, on the old owner's 'mid' */
+        CHECK_EQ(fh.writes[0], NB); /* redone on the new owner's */
+        for (int k = 0; k < NB; k++) {
+            CHECK_EQ(res[k], MC_OK);
+            CHECK_EQ(firstReplica(new_owner, keys[k], NULL), fh.ids[0]);
+            CHECK(getKey(c, keys[k], 100 * KiB, MC_TRANSPORT_TCP));
+            mc_remove(c, keys[k], strlen(keys[k]));
+            free(vals[k]);
+        }
+    }
     mcClose(&c);
     for (int k = 0; k < 2; k++) {
         redisReply *r = rcmd(k ? pm_dst : pm_src, "UNMOUNT mid");
