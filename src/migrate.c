@@ -171,13 +171,18 @@ static int syncUnixConnect(const char *path, long long timeout_ms, char *err, si
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
     memcpy(sa.sun_path, path, strlen(path));
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
-        !((errno == EINPROGRESS || errno == EAGAIN) && syncConnectWait(fd, mstime() + timeout_ms) == 0)) {
-        snprintf(err, errlen, "connect %s: %s", path, strerror(errno));
-        close(fd);
-        return -1;
+    mstime_t deadline = mstime() + timeout_ms;
+    for (;;) {
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) return fd;
+        if (errno == EINPROGRESS && syncConnectWait(fd, deadline) == 0) return fd;
+        /* EAGAIN on a unix socket is a full backlog, not a connect in
+         * progress: nothing is pending, so try again until the deadline. */
+        if (errno != EAGAIN || mstime() >= deadline) break;
+        poll(NULL, 0, 1);
     }
-    return fd;
+    snprintf(err, errlen, "connect %s: %s", path, strerror(errno));
+    close(fd);
+    return -1;
 }
 
 /* Sends every byte of iov (consumed). The deadline is a progress bound:
