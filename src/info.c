@@ -190,8 +190,9 @@ sds genInfoString(const char *section) {
                          (unsigned long long)st.oom, frag, freefrag, (unsigned long long)st.meta_bytes,
                          st.objects ? (double)st.meta_bytes / (double)st.objects : 0.0,
                          server.evict_policy == EVICT_LRU ? "lru" : "noeviction", server.evict_pending);
-        s = sdscatprintf(s, "store_deferred_frees:%llu\r\nstore_lease_expiries:%llu\r\n",
-                         (unsigned long long)st.deferred_frees, (unsigned long long)st.lease_expiries);
+        s = sdscatprintf(s, "store_deferred_frees:%llu\r\nstore_lease_expiries:%llu\r\nstore_pending_puts:%lu\r\n",
+                         (unsigned long long)st.deferred_frees, (unsigned long long)st.lease_expiries,
+                         storePendingSize());
         s = storeCommandStatsInfo(s);
     }
     if ((w = wantSection(section, "segments", &count))) {

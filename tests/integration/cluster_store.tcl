@@ -1,0 +1,223 @@
+# Cluster mode and the store: what only our nodes have to get right.
+#
+# Store objects (PUT.START / SEG.WRITE / PUT.END) resharded by redis-cli
+# --cluster reshard must arrive byte-exact with their metadata; a put
+# pending while its slot moves must never be published half-written on
+# either side; a read lease taken before a move keeps the old bytes
+# readable; topology changes wait for etcd and say so when it is gone;
+# what etcd holds is input like any other (a malformed record is ignored);
+# the CLUSTER errors are Redis's. Needs etcd (skipped with the reason if
+# missing) and runs against one 3-node cluster (support/cluster.tcl).
+
+source [file join $::harness(testsdir) support cluster.tcl]
+
+proc cs_err {script} {
+    if {[catch {uplevel 1 $script} e]} { return $e }
+    return ""
+}
+
+# Deterministic bytes of a given length, different per seed.
+proc cs_bytes {seed len} {
+    set unit [binary format I* [list $seed [expr {$seed * 7919}] 0xdeadbeef [expr {$seed ^ 0x5a5a5a5a}]]]
+    set s [string repeat $unit [expr {$len / 16 + 1}]]
+    return [string range $s 0 [expr {$len - 1}]]
+}
+
+# A store put on node i: every replica written, then published with a
+# checksum the test can find again.
+proc cs_put {i key data {opts {}}} {
+    set reps [R $i put.start $key [string length $data] {*}$opts]
+    foreach rep $reps {
+        lassign $rep seg off len
+        assert_equal OK [R $i seg.write $seg $off $data]
+    }
+    assert_equal OK [R $i put.end $key checksum "sum-[string length $data]"]
+}
+
+# The bytes of key as node i's first replica holds them.
+proc cs_read {i key} {
+    set gr [R $i get.replicas $key]
+    if {$gr eq ""} { return "<missing>" }
+    lassign [lindex $gr 3] seg off len
+    return [R $i seg.read $seg $off $len]
+}
+
+proc cs_etcd_put {key value} {
+    set body [format {{"key":"%s","value":"%s"}} [binary encode base64 $key] [binary encode base64 $value]]
+    exec curl -s -X POST [etcd_endpoint]/v3/kv/put -d $body
+}
+
+cluster_block mooncake {nodes 3 timeout 2000} {
+
+    test "store objects move byte-exact, with checksum and pins, when redis-cli reshards their slots" {
+        cluster_create
+        # Objects in the first slots of node 0, which a reshard of 64 slots
+        # from it moves (checked below, so a different choice fails here).
+        set first [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        set objs {}
+        set sizes {1 100 4096 65537 1048576}
+        for {set n 0} {$n < 20} {incr n} {
+            set slot [expr {$first + $n % 10}]
+            set key [cluster_key_in_slot $slot obj$n]
+            set data [cs_bytes $n [lindex $sizes [expr {$n % [llength $sizes]}]]]
+            set opts [expr {$n % 3 == 0 ? {hardpin} : {}}]
+            cs_put 0 $key $data $opts
+            if {$n % 3 == 1} { assert_equal OK [R 0 pin $key 600000] }
+            lappend objs $key $data
+        }
+        set before [R 1 dbsize]
+        cluster_cli --cluster reshard [cluster_addr 0] --cluster-from [cluster_node_id 0] \
+            --cluster-to [cluster_node_id 1] --cluster-slots 64 --cluster-yes
+        cluster_wait_ok
+        assert_equal [expr {$before + 20}] [R 1 dbsize]
+        set n 0
+        foreach {key data} $objs {
+            assert_equal 1 [cluster_slot_owner [key_hash_slot $key]]
+            assert_match "MOVED *:[cluster_port 1]" [cs_err {R 0 get.replicas $key}]
+            set got [cs_read 1 $key]
+            if {$got ne $data} { fail "$key: [string length $got] bytes back, want [string length $data], or different bytes" }
+            set info [R 1 object.info $key]
+            assert_equal complete [dict get $info state]
+            assert_equal "sum-[string length $data]" [dict get $info checksum]
+            if {$n % 3 == 0} { assert_equal hard [dict get $info pin] }
+            if {$n % 3 == 1} { assert_equal soft [dict get $info pin] }
+            incr n
+        }
+    }
+
+    test "a put pending while its slot moves away is never published there: PUT.END gets MOVED, redone on the new owner" {
+        cluster_settle {0 1 2}
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        set key [cluster_key_in_slot $slot pending]
+        set data [cs_bytes 42 5000]
+        set reps [R 0 put.start $key 5000]
+        lassign [lindex $reps 0] seg off len
+        assert_equal OK [R 0 seg.write $seg $off [string range $data 0 2499]]
+        # Move the slot by hand, as redis-cli does, while the put is open.
+        set src [cluster_node_id 0]
+        set dst [cluster_node_id 1]
+        assert_equal OK [R 1 cluster setslot $slot importing $src]
+        assert_equal OK [R 0 cluster setslot $slot migrating $dst]
+        # The source still serves the put it holds (it is "here").
+        assert_equal 0 [R 0 cluster countkeysinslot $slot]
+        assert_equal OK [R 1 cluster setslot $slot node $dst]
+        assert_equal OK [R 0 cluster setslot $slot node $dst]
+        assert_equal OK [R 2 cluster setslot $slot node $dst]
+        wait_for_condition 50 100 {
+            [cluster_slot_owner $slot 0] == 1 && [cluster_slot_owner $slot 2] == 1
+        } else { fail "slot $slot did not move" }
+        assert_match "MOVED $slot *:[cluster_port 1]" [cs_err {R 0 put.end $key}]
+        assert_equal {} [R 1 get.replicas $key]
+        # Nothing of it stayed pending on the source.
+        assert_match "*store_pending_puts:0\r*" [R 0 info store]
+        # The writer redoes the put on the new owner.
+        cs_put 1 $key $data
+        assert_equal $data [cs_read 1 $key]
+    }
+
+    test "a lease taken before a move keeps the old bytes readable on the source" {
+        cluster_settle {0 1 2}
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        set key [cluster_key_in_slot $slot leased]
+        set data [cs_bytes 7 70000]
+        cs_put 0 $key $data
+        set gr [R 0 get.replicas $key]
+        assert {[lindex $gr 0] > 0}
+        lassign [lindex $gr 3] seg off len
+        cluster_cli --cluster reshard [cluster_addr 0] --cluster-from [cluster_node_id 0] \
+            --cluster-to [cluster_node_id 1] --cluster-slots 1 --cluster-yes
+        cluster_wait_ok
+        assert_equal 1 [cluster_slot_owner $slot]
+        assert_match "MOVED*" [cs_err {R 0 get.replicas $key}]
+        # The lease holder's read of the old place still gives its bytes.
+        assert_equal $data [R 0 seg.read $seg $off $len]
+        assert_equal $data [cs_read 1 $key]
+    }
+
+    test "topology changes wait for etcd: TRYAGAIN and nothing changed while it is down, done once it is back" {
+        cluster_settle {0 1 2}
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        set dst [cluster_node_id 1]
+        etcd_stop
+        set t0 [clock milliseconds]
+        set e [cs_err {R 0 cluster setslot $slot migrating $dst}]
+        set took [expr {[clock milliseconds] - $t0}]
+        assert_match "TRYAGAIN*etcd*nothing changed*" $e
+        # Bounded by max(5 s, cluster-node-timeout) plus slack for a loaded machine.
+        assert {$took < 15000}
+        assert_no_match "*\[$slot->-*" [R 0 cluster nodes]
+        # Keys are still served meanwhile.
+        set k [cluster_key_for_node 0 duringdown]
+        assert_equal OK [R 0 set $k v]
+        assert_equal v [R 0 get $k]
+        etcd_restart
+        wait_for_condition 100 100 {
+            [cluster_info_field 0 cluster_etcd_reachable] == 1
+        } else { fail "node 0 did not see etcd come back" }
+        assert_equal OK [R 0 cluster setslot $slot migrating $dst]
+        assert_match "*\[$slot->-$dst\]*" [R 0 cluster nodes]
+        assert_equal OK [R 0 cluster setslot $slot stable]
+        assert_no_match "*\[$slot->-*" [R 0 cluster nodes]
+    }
+
+    test "a malformed record in etcd is ignored with a log line; the cluster keeps working" {
+        cluster_settle {0 1 2}
+        set prefix "/mooncake/$::cluster(name)/nodes/"
+        set bad [string repeat a 40]
+        foreach value [list "not json" {{"id":"aaaa"}} \
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":99999,"cport":1,"epoch":1}} $bad $bad] \
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":7,"cport":1,"epoch":1,"slots":[[5,2]]}} $bad $bad]] {
+            cs_etcd_put $prefix$bad $value
+        }
+        wait_for_condition 50 100 {
+            [string match "*ignoring etcd record*" [exec cat [cluster_log 0]]]
+        } else { fail "no log line about the bad record" }
+        assert_no_match "*$bad*" [R 0 cluster nodes]
+        assert_equal ok [cluster_info_field 0 cluster_state]
+        assert_equal 3 [cluster_info_field 0 cluster_known_nodes]
+        set k [cluster_key_for_node 2 afterbad]
+        assert_equal OK [R 2 set $k v]
+    }
+
+    test "CLUSTER errors are Redis's" {
+        cluster_settle {0 1 2}
+        set me [cluster_node_id 0]
+        assert_equal "ERR I tried hard but I can't forget myself..." [cs_err {R 0 cluster forget $me}]
+        assert_match "ERR Unknown node*" [cs_err {R 0 cluster forget [string repeat b 40]}]
+        assert_equal "ERR The user can assign a config epoch only when the node does not know any other node." \
+            [cs_err {R 0 cluster set-config-epoch 9}]
+        set theirs [lindex [lindex [cluster_slot_ranges 1] 0] 0]
+        assert_equal "ERR I'm not the owner of hash slot $theirs" \
+            [cs_err {R 0 cluster setslot $theirs migrating [cluster_node_id 1]}]
+        set mine [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        assert_equal "ERR I'm already the owner of hash slot $mine" \
+            [cs_err {R 0 cluster setslot $mine importing [cluster_node_id 1]}]
+        assert_equal "ERR Slot $mine is already busy" [cs_err {R 1 cluster addslots $mine}]
+        assert_equal "ERR Slot 3 specified multiple times" [cs_err {R 1 cluster delslots 3 3}]
+        assert_equal "ERR Invalid or out of range slot" [cs_err {R 1 cluster addslots 16384}]
+        assert_equal "ERR Invalid or out of range slot" [cs_err {R 1 cluster delslots -1}]
+        assert_match "ERR No node at 127.0.0.1:1 *" [cs_err {R 0 cluster meet 127.0.0.1 1}]
+        assert_match "ERR CLUSTER RESET can't be called with master nodes containing keys" \
+            [cs_err {R 0 cluster reset soft}]
+        assert_match "ERR Invalid CLUSTER SETSLOT action*" [cs_err {R 0 cluster setslot 1 sideways}]
+        # Nothing above changed the map.
+        cluster_wait_ok {0 1 2}
+    }
+
+    test "a node whose id file is unreadable refuses to start, saying why" {
+        cluster_settle {0 1 2}
+        cluster_stop_node 2
+        set f [file join [cluster_dir 2] nodes-[cluster_port 2].conf]
+        assert {[file exists $f]}
+        set fd [open $f r]; set good [read $fd]; close $fd
+        set fd [open $f w]; puts $fd "id not-a-node-id"; close $fd
+        set rc [catch {cluster_restart_node 2} err]
+        assert {$rc != 0}
+        wait_for_condition 50 100 {
+            [string match "*has no valid 'id <40 hex chars>' line*" [exec cat [cluster_log 2]]]
+        } else { fail "no clear message in the log" }
+        set fd [open $f w]; puts -nonewline $fd $good; close $fd
+        cluster_restart_node 2
+        cluster_wait_ok {0 1 2}
+    }
+}
