@@ -26,11 +26,12 @@
  *     distinct slots it owns among the keys (no -CROSSSLOT, no retries).
  *  3. exists/remove/size on keys of every shard.
  *  4. mount: mc_mount over the cluster makes one slice per primary (SEGMENTS
- *     on each node: name, owner, 16 MiB); puts preferring it from another
- *     handle put each replica in the slice on the key's owner (GET.REPLICAS
- *     there); reads come back byte-exact over shm (another handle) and
- *     tcp; the first value of every slice sits at offset 0 of its slice, so
- *     slices mapped onto the same memory would clobber each other. A node
+ *     on each node: name, owner, 16 MiB); puts preferring it, from another
+ *     handle and from the hosting one, put each replica in the slice on the
+ *     key's owner (GET.REPLICAS there); reads come back byte-exact over shm
+ *     (another handle) and tcp; the first value of every slice sits at
+ *     offset 0 of its slice, so slices mapped onto the same memory would
+ *     clobber each other. A node
  *     that lets the owner go (owner-ttl, connections killed) gets the slice
  *     mounted again by the heartbeat under a new id, and serves puts there.
  *  5. migrate: a slot moved by hand (SETSLOT IMPORTING/MIGRATING, MIGRATE,
@@ -887,6 +888,20 @@ static void testMount(void) {
             mtKey(key, sizeof(key), 0, i);
             CHECK(getKey(h, key, mtSize(i), MC_TRANSPORT_AUTO));
         }
+    }
+    TEST("mount: the hosting handle's own puts, on every shard, land in its own slices and read back") {
+        int per[NNODES] = {0};
+        for (int i = 0; i < 64; i++) {
+            char key[32];
+            mtKey(key, sizeof(key), 2, i);
+            int own = ownerOf(key);
+            if (own < 0 || per[own] >= 2) continue;
+            per[own]++;
+            CHECK_EQ(putKey(h, key, 300 * KiB + (size_t)i, &o), MC_OK);
+            CHECK_EQ(firstReplica(own, key, NULL), ids[own]);
+            CHECK(getKey(r, key, 300 * KiB + (size_t)i, MC_TRANSPORT_SHM));
+        }
+        for (int i = 0; i < NNODES; i++) CHECK_EQ(per[i], 2);
     }
     /* Node 3 lets the owner go: owner-ttl 0 and every connection cut, then
      * more than one heartbeat. Usually the owner is reaped before the next
