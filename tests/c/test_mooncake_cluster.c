@@ -53,7 +53,8 @@
  *     no ASKING, one PUT.START/PUT.END/GET.REPLICAS per call).
  *
  * Usage: test_mooncake_cluster [group-substring]. The whole run takes
- * about ten seconds.
+ * about ten seconds. MC_SERVER picks the server (testserver.h), MC_ETCD the
+ * etcd binary, MC_CLI the mooncake-cli.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -503,8 +504,11 @@ static const char *skip_reason;
 
 static void clusterStart(void) {
     char etcd_bin[512], cli_bin[512];
-    if (access("/usr/bin/etcd", X_OK) == 0) snprintf(etcd_bin, sizeof(etcd_bin), "/usr/bin/etcd");
-    else if (!findInPath("etcd", etcd_bin, sizeof(etcd_bin))) {
+    const char *env_etcd = getenv("MC_ETCD"); /* another etcd, or a missing one to see the SKIP */
+    if (env_etcd && *env_etcd) snprintf(etcd_bin, sizeof(etcd_bin), "%s", env_etcd);
+    else if (access("/usr/bin/etcd", X_OK) == 0) snprintf(etcd_bin, sizeof(etcd_bin), "/usr/bin/etcd");
+    else if (!findInPath("etcd", etcd_bin, sizeof(etcd_bin))) etcd_bin[0] = '\0';
+    if (!etcd_bin[0] || access(etcd_bin, X_OK) != 0) {
         skip_reason = "no etcd binary (Debian package etcd-server)";
         return;
     }
