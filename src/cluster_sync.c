@@ -141,6 +141,8 @@ clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t 
         goto err;
     }
     if (!json_is_string(ip) || strlen(json_string_value(ip)) == 0 || strlen(json_string_value(ip)) >= 64 ||
+        strspn(json_string_value(ip), "0123456789abcdefABCDEF.:-_ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ") !=
+            strlen(json_string_value(ip)) ||
         !json_is_integer(port) || json_integer_value(port) < 0 || json_integer_value(port) > 65535 ||
         !json_is_integer(cport) || json_integer_value(cport) < 0 || json_integer_value(cport) > 65535) {
         snprintf(err, errlen, "bad address");

@@ -8,9 +8,14 @@
 #include "crc.h"
 
 #include <pthread.h>
+#include <string.h>
 
 static uint16_t crc16tab[256];
-static uint64_t crc64tab[256];
+/* crc64tab[k][b]: the CRC of byte b followed by k zero bytes, so eight
+ * bytes are folded with eight lookups and no dependency between them
+ * ("slicing by 8"): ~4x the byte-at-a-time speed, which MIGRATE of large
+ * values pays twice (source and target). */
+static uint64_t crc64tab[8][256];
 static pthread_once_t crcOnce = PTHREAD_ONCE_INIT;
 
 static void crcInitTables(void) {
@@ -22,8 +27,11 @@ static void crcInitTables(void) {
         /* CRC64/Jones: reflected, LSB first. */
         uint64_t d = i;
         for (int b = 0; b < 8; b++) d = (d & 1) ? (d >> 1) ^ 0x95ac9329ac4bc9b5ULL : (d >> 1);
-        crc64tab[i] = d;
+        crc64tab[0][i] = d;
     }
+    for (unsigned i = 0; i < 256; i++)
+        for (int k = 1; k < 8; k++)
+            crc64tab[k][i] = (crc64tab[k - 1][i] >> 8) ^ crc64tab[0][crc64tab[k - 1][i] & 0xff];
 }
 
 uint16_t crc16(const char *buf, size_t len) {
@@ -36,7 +44,20 @@ uint16_t crc16(const char *buf, size_t len) {
 
 uint64_t crc64(uint64_t crc, const unsigned char *buf, size_t len) {
     pthread_once(&crcOnce, crcInitTables);
-    for (size_t i = 0; i < len; i++) crc = crc64tab[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, buf, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+#endif
+        crc ^= w;
+        crc = crc64tab[7][crc & 0xff] ^ crc64tab[6][(crc >> 8) & 0xff] ^ crc64tab[5][(crc >> 16) & 0xff] ^
+              crc64tab[4][(crc >> 24) & 0xff] ^ crc64tab[3][(crc >> 32) & 0xff] ^
+              crc64tab[2][(crc >> 40) & 0xff] ^ crc64tab[1][(crc >> 48) & 0xff] ^ crc64tab[0][crc >> 56];
+        buf += 8;
+        len -= 8;
+    }
+    for (size_t i = 0; i < len; i++) crc = crc64tab[0][(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
     return crc;
 }
 

@@ -33,6 +33,7 @@
 
 #include "anet.h"
 #include "cluster.h"
+#include "migrate.h"
 #include "owner.h"
 #include "store.h"
 #include "util.h"
@@ -208,6 +209,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     ownerCron();
     segmentCron();
     clusterCron();
+    migrateCloseTimedoutSockets();
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);

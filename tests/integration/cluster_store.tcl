@@ -42,6 +42,17 @@ proc cs_read {i key} {
     return [R $i seg.read $seg $off $len]
 }
 
+# The group of node i's record, read from etcd: records written into it
+# would be part of the cluster if they were accepted.
+proc cs_group_of {i} {
+    set key "/mooncake/$::cluster(name)/nodes/[cluster_node_id $i]"
+    set body [format {{"key":"%s"}} [binary encode base64 $key]]
+    set out [exec curl -s -X POST [etcd_endpoint]/v3/kv/range -d $body]
+    if {![regexp {"value":"([^"]+)"} $out -> v]} { fail "no record for node $i in etcd: $out" }
+    if {![regexp {"group":"([0-9a-f]{40})"} [binary decode base64 $v] -> g]} { fail "no group in record" }
+    return $g
+}
+
 proc cs_etcd_put {key value} {
     set body [format {{"key":"%s","value":"%s"}} [binary encode base64 $key] [binary encode base64 $value]]
     exec curl -s -X POST [etcd_endpoint]/v3/kv/put -d $body
@@ -164,14 +175,18 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         cluster_settle {0 1 2}
         set prefix "/mooncake/$::cluster(name)/nodes/"
         set bad [string repeat a 40]
+        set group [cs_group_of 0]
         foreach value [list "not json" {{"id":"aaaa"}} \
-                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":99999,"cport":1,"epoch":1}} $bad $bad] \
-                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":7,"cport":1,"epoch":1,"slots":[[5,2]]}} $bad $bad]] {
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":99999,"cport":1,"epoch":1}} $bad $group] \
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":7,"cport":1,"epoch":1,"slots":[[5,2]]}} $bad $group] \
+                [format {{"id":"%s","group":"%s","ip":"1.2.3.4 myself,master","port":7,"cport":1,"epoch":1}} $bad $group] \
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":7,"cport":1,"epoch":1,"slots":[[0,16384]]}} $bad $group] \
+                [format {{"id":"%s","group":"%s","ip":"127.0.0.1","port":7,"cport":1,"epoch":99,"slots":[[0,9]]}} [string repeat c 40] $group]] {
             cs_etcd_put $prefix$bad $value
         }
         wait_for_condition 50 100 {
-            [string match "*ignoring etcd record*" [exec cat [cluster_log 0]]]
-        } else { fail "no log line about the bad record" }
+            [regexp -all {ignoring etcd record} [exec cat [cluster_log 0]]] >= 5
+        } else { fail "no log line for each bad record" }
         assert_no_match "*$bad*" [R 0 cluster nodes]
         assert_equal ok [cluster_info_field 0 cluster_state]
         assert_equal 3 [cluster_info_field 0 cluster_known_nodes]
