@@ -1368,8 +1368,10 @@ static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
             phaseReply(c, ph, k, &order[g->first], g->count, g->node, r, &downs, &wait_tries, &refresh,
                        &last_redirect);
         }
-        /* Between rounds, with no reply outstanding: waits and map reloads. */
+        /* Between rounds, with no reply outstanding: waits and map reloads
+         * (redirected again and again: two nodes disagreeing for a moment). */
         if (wait_tries > had_wait) backoff(refresh == 2 ? 5 + downs : wait_tries, deadline);
+        else if (refresh && round >= 2) backoff(round - 2, deadline);
         if (refresh) {
             mapRefresh(c, 0, refresh == 2);
             for (size_t i = 0; i < n; i++)
