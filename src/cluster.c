@@ -181,7 +181,10 @@ static void myAddress(char *ip, size_t iplen, int *port, int *cport) {
     }
     snprintf(ip, iplen, "%s", addr ? addr : "127.0.0.1");
     *port = server.cluster_announce_port ? (int)server.cluster_announce_port : server.port;
+    /* There is no bus (etcd is it), but CLUSTER NODES shows one: Redis's
+     * port+10000, or the port itself where that would not fit. */
     *cport = server.cluster_announce_bus_port ? (int)server.cluster_announce_bus_port : *port + 10000;
+    if (*cport > 65535) *cport = *port;
 }
 
 void clusterInit(void) {
@@ -303,6 +306,8 @@ void clusterRebuild(void) {
     if (ok != cs->state_ok)
         serverLog(LL_NOTICE, "Cluster state changed: %s", ok ? "ok" : "fail");
     cs->state_ok = ok;
+    for (int s = 0; s < CLUSTER_SLOTS; s++)
+        cs->slot_local[s] = ok && cs->slots[s] == cs->myself && !cs->migrating_to[s] && !cs->importing_from[s];
 }
 
 /* ---- keys by slot ------------------------------------------------------------ */
@@ -399,6 +404,13 @@ int clusterRedirect(client *c) {
     int nkeys = clusterCommandKeys(cmd, c->argv, c->argc, keys, max);
     int replied = 0;
     if (nkeys == 0) goto done;
+    /* The common case: every key in one slot that is ours and settled. */
+    int first = (int)keyHashSlot(c->argv[keys[0]], sdslen(c->argv[keys[0]]));
+    if (cs->slot_local[first]) {
+        int i = 1;
+        while (i < nkeys && (int)keyHashSlot(c->argv[keys[i]], sdslen(c->argv[keys[i]])) == first) i++;
+        if (i == nkeys) goto done;
+    }
     int slot = -1, missing = 0, existing = 0;
     clusterNode *n = NULL;
     int migrating = 0, importing = 0;
