@@ -139,29 +139,13 @@ done:
 
 int clusterSaveNodeId(const char *id, char *err, size_t errlen) {
     sds path = configFilePath();
-    sds tmp = sdscatprintf(sdsempty(), "%s.tmp-%d", path, (int)getpid());
-    int rc = C_ERR;
-    FILE *fp = fopen(tmp, "w");
-    if (!fp) {
-        snprintf(err, errlen, "cannot write cluster config file '%s': %s", tmp, strerror(errno));
-        goto done;
+    sds body = sdscatprintf(sdsempty(), "# Mooncake cluster node identity. The topology lives in etcd.\nid %s\n", id);
+    int rc = C_OK;
+    if (writeFileAtomic(path, body, sdslen(body)) == -1) {
+        snprintf(err, errlen, "cannot write cluster config file '%s': %s", path, strerror(errno));
+        rc = C_ERR;
     }
-    fprintf(fp, "# Mooncake cluster node identity. The topology lives in etcd.\nid %s\n", id);
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        snprintf(err, errlen, "cannot write cluster config file '%s': %s", tmp, strerror(errno));
-        fclose(fp);
-        unlink(tmp);
-        goto done;
-    }
-    fclose(fp);
-    if (rename(tmp, path) != 0) {
-        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-    rc = C_OK;
-done:
-    sdsfree(tmp);
+    sdsfree(body);
     sdsfree(path);
     return rc;
 }

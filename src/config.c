@@ -759,28 +759,11 @@ static int rewriteConfig(const char *path, const char **err) {
     }
     sdsfreesplitres(lines, nlines);
     zfree(written);
-    sds tmp = sdscatprintf(sdsempty(), "%s.tmp-%d", path, (int)getpid());
-    int rc = C_ERR;
-    fp = fopen(tmp, "w");
-    if (fp == NULL) {
+    int rc = C_OK;
+    if (writeFileAtomic(path, out, sdslen(out)) == -1) {
         *err = strerror(errno);
-        goto done;
+        rc = C_ERR;
     }
-    if (fwrite(out, 1, sdslen(out), fp) != sdslen(out) || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        *err = strerror(errno);
-        fclose(fp);
-        unlink(tmp);
-        goto done;
-    }
-    fclose(fp);
-    if (rename(tmp, path) == -1) {
-        *err = strerror(errno);
-        unlink(tmp);
-        goto done;
-    }
-    rc = C_OK;
-done:
-    sdsfree(tmp);
     sdsfree(out);
     return rc;
 }

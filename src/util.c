@@ -276,3 +276,31 @@ void getRandomHexChars(char *p, size_t len) {
     getRandomBytes((unsigned char *)p, len);
     for (size_t j = 0; j < len; j++) p[j] = charset[(unsigned char)p[j] & 0x0F];
 }
+
+/* Writes the file whole or not at all: a temporary file beside it, synced,
+ * then renamed over it, so a crash leaves the old or the new contents and
+ * never a torn one. -1 with errno set on failure (nothing changed). */
+int writeFileAtomic(const char *path, const void *buf, size_t len) {
+    char tmp[PATH_MAX];
+    if (snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid()) >= (int)sizeof(tmp)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *fp = fopen(tmp, "w");
+    if (fp == NULL) return -1;
+    if (fwrite(buf, 1, len, fp) != len || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+        int saved = errno;
+        fclose(fp);
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    fclose(fp);
+    if (rename(tmp, path) == -1) {
+        int saved = errno;
+        unlink(tmp);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}

@@ -24,4 +24,6 @@ static inline long long addSaturate(long long a, long long b) {
 void getRandomBytes(unsigned char *p, size_t len);
 void getRandomHexChars(char *p, size_t len);
 
+int writeFileAtomic(const char *path, const void *buf, size_t len);
+
 #endif

@@ -20,6 +20,7 @@
 #                    i.e. on the disk: every topology change is an fsync)
 #   --no-reshard     skip the resharding section
 #   --no-throughput  skip the first two sections
+#   --mc-args "ARGS" extra directives for every mooncake node (e.g. "--busy-poll-us 0")
 #
 # Everything listens on free ports of 127.0.0.1 and is stopped on exit.
 # Clusters are loaded one at a time, alternating which goes first in each
@@ -39,6 +40,7 @@ REDIS_BIN=/usr/bin/redis-server
 ETCD_PARENT=""
 RESHARD=1
 THROUGHPUT=1
+MC_ARGS=""
 
 die() { echo "bench-cluster: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
@@ -55,6 +57,7 @@ while [ $# -gt 0 ]; do
     --etcd-dir) [ $# -ge 2 ] || die "$1 needs a value"; ETCD_PARENT=$2; shift ;;
     --no-reshard) RESHARD=0 ;;
     --no-throughput) THROUGHPUT=0 ;;
+    --mc-args) [ $# -ge 2 ] || die "$1 needs a value"; MC_ARGS=$2; shift ;;
     -h|--help) usage 0 ;;
     *) echo "bench-cluster: unknown option $1" >&2; usage 2 ;;
     esac
@@ -131,7 +134,7 @@ startMc() { # port [extra args...]
     local port=$1; shift
     mkdir -p "$WORK/mc$port"
     "$MC_BIN" --port "$port" --bind 127.0.0.1 --dir "$WORK/mc$port" --logfile "$WORK/mc$port/log" \
-        --segment-size 1gb --save "" "$@" &
+        --segment-size 1gb --save "" $MC_ARGS "$@" &
     PIDS+=($!)
     LAST_PID=$!
     waitPing "$port"

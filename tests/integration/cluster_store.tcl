@@ -194,6 +194,23 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         assert_equal OK [R 2 set $k v]
     }
 
+    test "redis-cli --cluster info counts keys per node, --cluster fix closes a slot left open" {
+        cluster_settle {0 1 2}
+        set out [cluster_cli --cluster info [cluster_addr 0]]
+        foreach i {0 1 2} {
+            assert_match "*[cluster_addr $i] ([string range [cluster_node_id $i] 0 7]...) -> [R $i dbsize] keys*" $out
+        }
+        # A reshard that died after MIGRATING: the slot stays open until fix.
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        assert_equal OK [R 0 cluster setslot $slot migrating [cluster_node_id 1]]
+        set rc [cluster_cli_rc --cluster check [cluster_addr 0]]
+        assert {[lindex $rc 0] != 0}
+        assert_match "*open slot*" [string tolower [lindex $rc 1]]
+        cluster_cli --cluster fix [cluster_addr 0]
+        cluster_wait_ok {0 1 2}
+        assert_no_match "*\[$slot->-*" [R 0 cluster nodes]
+    }
+
     test "CLUSTER errors are Redis's" {
         cluster_settle {0 1 2}
         set me [cluster_node_id 0]
