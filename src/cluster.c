@@ -50,22 +50,6 @@ static uint64_t nodeIdHash(const void *key) { return dictGenHashFunction(key, st
 static int nodeIdCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
 static dictType nodesDictType = {nodeIdHash, nodeIdCompare, NULL, NULL};
 
-clusterNode *clusterNodeCreate(const char *id) {
-    clusterNode *n = zcalloc(sizeof(*n));
-    snprintf(n->id, sizeof(n->id), "%s", id);
-    snprintf(n->group, sizeof(n->group), "%s", id);
-    snprintf(n->role, sizeof(n->role), "primary");
-    return n;
-}
-
-void clusterNodeFree(clusterNode *n) {
-    if (!n) return;
-    zfree(n->ranges);
-    zfree(n->migrating);
-    zfree(n->importing);
-    zfree(n);
-}
-
 clusterNode *clusterLookupNode(const char *id, size_t len) {
     if (!server.cluster || len != CLUSTER_NAMELEN) return NULL;
     char buf[CLUSTER_NAMELEN + 1];

@@ -84,8 +84,13 @@ void clusterSlotKeysFlush(void);
 unsigned long clusterCountKeysInSlot(int slot);
 sds clusterGenInfoSection(sds s);
 clusterNode *clusterLookupNode(const char *id, size_t len);
+/* cluster_node.c: the record, no server state. */
 clusterNode *clusterNodeCreate(const char *id);
 void clusterNodeFree(clusterNode *n);
+clusterNode *clusterNodeClone(const clusterNode *n);
+int clusterValidId(const char *s);
+sds clusterNodeToJson(const clusterNode *n);
+clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t errlen);
 int clusterNodeInMyGroup(const clusterNode *n);
 int clusterNodeOwnsSlot(const clusterNode *n, int slot);
 int clusterSaveNodeId(const char *id, char *err, size_t errlen);
@@ -94,8 +99,6 @@ int clusterCommandKeys(struct mcCommand *cmd, sds *argv, int argc, int *keys, in
 /* cluster_sync.c: the etcd side. */
 int clusterSyncInit(char *err, size_t errlen);
 void clusterSyncCron(void);
-sds clusterNodeToJson(const clusterNode *n);
-clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t errlen);
 void clusterOpClientGone(struct client *c);
 void clusterTopologyCommand(struct client *c, const char *sub);
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh -- short libFuzzer runs of the RESP parser and the DUMP
-# payload parser, as a test.
+# tests/fuzz/run.sh -- short libFuzzer runs of the RESP parser, the DUMP
+# payload parser and what cluster mode reads from etcd, as a test.
 #
-# Builds build/fuzz/fuzz_resp and build/fuzz/fuzz_dump when missing or older
+# Builds build/fuzz/fuzz_resp, fuzz_dump and fuzz_etcd when missing or older
 # than their sources, fuzzes them for ${FUZZ_SECONDS:-20} seconds in all
-# (two thirds for the RESP parser, which has more state to explore, the rest
-# for the payload parser), each on a scratch copy of its seeds
-# (tests/fuzz/seeds, tests/fuzz/seeds_dump; inputs up to 4096 bytes), prints
+# (half for the RESP parser, which has more state to explore, a quarter each
+# for the others), each on a scratch copy of its seeds (tests/fuzz/seeds,
+# seeds_dump, seeds_etcd; inputs up to 4096 bytes), prints
 # libFuzzer's summary for each and ends with the line the test runner sums:
-# one pass or failure per target, e.g. "2 passed, 0 failed". Without clang's
+# one pass or failure per target, e.g. "3 passed, 0 failed". Without clang's
 # libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so and ends
 # with "0 passed, 0 failed".
 #
@@ -70,14 +70,15 @@ trap 'rm -rf "$work"' EXIT INT TERM
 # the summary, and on a crash the report and the reproducer. SOURCES are in
 # src/ and, with their headers, decide when to rebuild. FRAMES is a regexp of
 # function names worth showing from the sanitizer's stack. Returns 0 if the
-# run was clean.
+# run was clean. LIBS (libraries to link) and EXTRA_DEPS (files that also
+# decide a rebuild, e.g. a source the target #includes) may be set per call.
 fuzz_one() {
     local name=$1 secs=$2 seeds=$3 what=$4 frames=$5
     shift 5
     local fuzz_src=$ROOT/tests/fuzz/$name.c bin=$OUTDIR/$name dir=$work/$name
     [ -f "$fuzz_src" ] || { echo "FAIL: cannot find $fuzz_src"; return 1; }
     [ -d "$seeds" ] || { echo "FAIL: cannot find $seeds"; return 1; }
-    local deps="$fuzz_src" f need_build=0
+    local deps="$fuzz_src ${EXTRA_DEPS:-}" f need_build=0
     for f in "$@"; do
         deps="$deps $SRC/$f"
         [ -f "$SRC/${f%.c}.h" ] && deps="$deps $SRC/${f%.c}.h"
@@ -95,7 +96,7 @@ fuzz_one() {
         echo "building $bin"
         # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
         (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-            ${FUZZ_CFLAGS:-} -I. "$fuzz_src" "$@" -pthread -o "$bin") ||
+            ${FUZZ_CFLAGS:-} -I. "$fuzz_src" "$@" -pthread ${LIBS:-} -o "$bin") ||
             { echo "FAIL: building $name"; return 1; }
         printf '%s\n' "${FUZZ_CFLAGS:-}" >"$bin.flags"
     fi
@@ -137,9 +138,10 @@ fuzz_one() {
 
 # ---- fuzz ---------------------------------------------------------------------
 # The budget is shared; each target gets at least a second.
-dump_secs=$((FUZZ_SECONDS / 3))
+dump_secs=$((FUZZ_SECONDS / 4))
 [ $dump_secs -ge 1 ] || dump_secs=1
-resp_secs=$((FUZZ_SECONDS - dump_secs))
+etcd_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -154,6 +156,15 @@ fi
 if fuzz_one fuzz_dump "$dump_secs" "$ROOT/tests/fuzz/seeds_dump" "the DUMP payload parser" \
         'dump[A-Za-z]*|crc64|sds[A-Za-z]*' \
         dump.c crc.c sds.c zmalloc.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+if LIBS="-lcurl -ljansson" EXTRA_DEPS="$SRC/etcd.c $SRC/etcd.h $SRC/cluster.h" \
+        fuzz_one fuzz_etcd "$etcd_secs" "$ROOT/tests/fuzz/seeds_etcd" \
+        "what cluster mode reads from etcd (replies, watch lines, node records)" \
+        'etcd[A-Za-z]*|cluster[A-Za-z]*|sds[A-Za-z]*' \
+        cluster_node.c ae.c sds.c zmalloc.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))
