@@ -253,3 +253,39 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         cluster_wait_ok {0 1 2}
     }
 }
+
+# Membership without redis-cli: MEET merges groups, FORGET splits them (and
+# is fine when another node's FORGET already did), RESET HARD takes a new
+# identity that a restart keeps.
+cluster_block mooncake {nodes 2 timeout 2000} {
+    test "MEET, FORGET, SET-CONFIG-EPOCH, BUMPEPOCH and RESET HARD go through etcd" {
+        assert_equal 1 [cluster_info_field 0 cluster_known_nodes]
+        assert_equal 1 [cluster_info_field 1 cluster_known_nodes]
+        assert_equal OK [R 0 cluster set-config-epoch 5]
+        assert_equal "ERR Node config epoch is already non-zero" [cs_err {R 0 cluster set-config-epoch 6}]
+        assert_equal OK [R 0 cluster meet 127.0.0.1 [cluster_port 1]]
+        wait_for_condition 50 100 {
+            [cluster_info_field 0 cluster_known_nodes] == 2 && [cluster_info_field 1 cluster_known_nodes] == 2
+        } else { fail "MEET did not join the two nodes" }
+        # Node 1 (epoch 0) is not unique: bumped past node 0's 5.
+        assert_equal "BUMPED 6" [R 1 cluster bumpepoch]
+        assert_equal "STILL 6" [R 1 cluster bumpepoch]
+        set id1 [cluster_node_id 1]
+        assert_equal OK [R 0 cluster forget $id1]
+        assert_equal OK [R 1 cluster forget [cluster_node_id 0]]
+        wait_for_condition 50 100 {
+            [cluster_info_field 0 cluster_known_nodes] == 1 && [cluster_info_field 1 cluster_known_nodes] == 1
+        } else { fail "FORGET did not split the two nodes" }
+        assert_equal OK [R 1 cluster addslotsrange 0 100]
+        assert_equal 101 [cluster_info_field 1 cluster_slots_assigned]
+        assert_equal OK [R 1 cluster reset hard]
+        set new [cluster_node_id 1]
+        assert {$new ne $id1}
+        assert_equal 0 [cluster_info_field 1 cluster_slots_assigned]
+        assert_equal 0 [cluster_info_field 1 cluster_my_epoch]
+        cluster_stop_node 1
+        cluster_restart_node 1
+        assert_equal $new [cluster_node_id 1]
+        assert_equal 0 [cluster_info_field 1 cluster_slots_assigned]
+    }
+}
