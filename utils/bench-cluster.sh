@@ -10,7 +10,7 @@
 #
 #   --runs K         rounds of every throughput case, median reported (default 3)
 #   -n REQUESTS      requests per throughput case (default 200000)
-#   --keys N         keys loaded before resharding (default 20000)
+#   --keys N         keys loaded before resharding, spread over all slots (default 20000)
 #   --value BYTES    their value size (default 4096)
 #   --server PATH    mooncake-server (default src/mooncake-server)
 #   --baseline PATH  an older mooncake-server without cluster support, run
@@ -260,8 +260,14 @@ fi
 # report keys/s and MB/s moved and the readers' latency before and during.
 reshardCase() {
     local name=$1 from_port=$2 to_port=$3 pipe_port=$4
+    # Keys spread over every slot (redis-benchmark --cluster would put each
+    # node's keys in one slot, under one hash tag), loaded with redis-cli -c.
     say "$name: loading $KEYS keys of $VALUE bytes..."
-    redis-benchmark -p "$pipe_port" --cluster -c 20 -n "$KEYS" -r "$KEYS" -d "$VALUE" -t set -q >/dev/null 2>&1 || true
+    if [ ! -f "$WORK/load.txt" ]; then
+        awk -v n="$KEYS" -v v="$VALUE" 'BEGIN { s = sprintf("%*s", v, ""); gsub(/ /, "x", s)
+            for (i = 0; i < n; i++) printf "SET key:%d %s\n", i, s }' >"$WORK/load.txt"
+    fi
+    redis-cli -c -p "$pipe_port" <"$WORK/load.txt" >/dev/null 2>&1 || true
     local from_id to_id nslots keys_from i
     from_id=$(redis-cli -p "$from_port" cluster myid)
     to_id=$(redis-cli -p "$to_port" cluster myid)
