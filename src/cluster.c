@@ -26,7 +26,8 @@
  * change: 16384 slots and a handful of nodes cost microseconds), the
  * per-slot key index, redirection on the hot path (one CRC16 and an array
  * load per key), and the read-only CLUSTER subcommands. Everything that
- * writes to etcd is in cluster_sync.c.
+ * talks to etcd is in cluster_sync.c; the record's JSON form, which comes
+ * off the wire and is fuzzed, in cluster_node.c.
  */
 #include "cluster.h"
 

@@ -2,7 +2,7 @@
  * watch, and topology changes as compare-and-swap transactions.
  *
  * Schema, under "/mooncake/<cluster-name>/":
- *   nodes/<id>  one JSON record per node, no lease (it outlives the node):
+ *   nodes/<id>  one JSON record per node (cluster_node.c), no lease (it outlives the node):
  *               {"id","group","ip","port","cport","epoch","role","primary",
  *                "slots":[[start,end],...],
  *                "migrating":[[slot,"dst-id"],...],"importing":[[slot,"src-id"],...]}
