@@ -157,6 +157,18 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         # Bounded by max(5 s, cluster-node-timeout) plus slack for a loaded machine.
         assert {$took < 15000}
         assert_no_match "*\[$slot->-*" [R 0 cluster nodes]
+        # A client that leaves while its change waits: the change ends
+        # without it, the node goes on (and pipelined commands of a waiting
+        # client wait with it, in order).
+        set gone [cluster_client 0 1]
+        $gone cluster setslot $slot migrating $dst
+        $gone close
+        set waiter [cluster_client 0 1]
+        $waiter cluster setslot $slot migrating $dst
+        $waiter ping
+        assert_match "TRYAGAIN*" [cs_err {$waiter read}]
+        assert_equal PONG [$waiter read]
+        $waiter close
         # Keys are still served meanwhile.
         set k [cluster_key_for_node 0 duringdown]
         assert_equal OK [R 0 set $k v]
