@@ -285,6 +285,8 @@ static standardConfig configs[] = {
     INTC("put-release-timeout", 0, &server.put_release_timeout, 0, LLONG_MAX, "600000", NULL),
     INTC("default-replicas", 0, &server.default_replicas, 1, STORE_MAX_REPLICAS, "1", NULL),
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),
+    MEMC("remote-get-max-size", 0, &server.remote_get_max_size, 0, LLONG_MAX, "64mb"),
+    INTC("remote-get-timeout", 0, &server.remote_get_timeout, 1, 3600000, "2000", NULL),
     /* Cluster (cluster.c, cluster_sync.c) */
     BOOLC("cluster-enabled", CFG_IMMUTABLE, &server.cluster_enabled, "no"),
     STRC("cluster-etcd-endpoints", CFG_IMMUTABLE, &server.cluster_etcd_endpoints, "http://127.0.0.1:2379"),

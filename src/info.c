@@ -29,6 +29,7 @@ void resetServerStats(void) {
     server.stat_total_error_replies = server.stat_oom_rejections = 0;
     server.stat_bigarg_inplace = server.stat_reply_zero_copy = 0;
     server.stat_data_write_bytes = server.stat_data_read_bytes = server.stat_shm_attach = 0;
+    server.stat_remote_get_bytes = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_starttime = mstime();
     storeResetStats();
@@ -148,7 +149,8 @@ sds genInfoString(const char *section) {
                          "values_sent_from_pool:%lld\r\n"
                          "data_write_bytes:%lld\r\n"
                          "data_read_bytes:%lld\r\n"
-                         "shm_attaches:%lld\r\n",
+                         "shm_attaches:%lld\r\n"
+                         "remote_get_bytes:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
@@ -156,7 +158,7 @@ sds genInfoString(const char *section) {
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
-                         server.stat_data_read_bytes, server.stat_shm_attach);
+                         server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

@@ -962,3 +962,32 @@ done:
     }
     zfree(keys);
 }
+
+/* GET, GETRANGE, MGET and GET's option of SET of a value held only in a
+ * client-hosted segment: any Redis client can read any complete object.
+ * The bytes are fetched over the data plane (storeObjRead) under a read
+ * lease, bounded in size (remote-get-max-size: past it the client is told
+ * to use GET.REPLICAS) and in time (remote-get-timeout, without progress).
+ * The fetch blocks the loop like MIGRATE does, so both bounds are small by
+ * default. */
+void addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
+    if (len > (uint64_t)server.remote_get_max_size) {
+        addReplyErrorFormat(c, "-REMOTE the value (%llu bytes) is held in a mounted segment and is larger than "
+                            "remote-get-max-size: read it with GET.REPLICAS",
+                            (unsigned long long)len);
+        return;
+    }
+    storeObjExt *x = storeObjGetExt(o);
+    long long until = server.mstime + server.lease_ttl;
+    if (x->lease_until_ms < until) x->lease_until_ms = until;
+    sds buf = sdsnewlen(NULL, len);
+    sds err = NULL;
+    if (storeObjRead(o, off, len, buf, server.remote_get_timeout, &err) != C_OK) {
+        addReplyError(c, err ? err : "-REMOTE cannot read the value from its mounted segment");
+        sdsfree(err);
+        sdsfree(buf);
+        return;
+    }
+    server.stat_remote_get_bytes += (long long)len;
+    addReplyBulkSds(c, buf);
+}

@@ -463,7 +463,7 @@ void addReplyBulkLongLong(client *c, long long ll) {
 void addReplyStoreObj(client *c, storeObj *o) {
     const char *p = storeObjLocalPtr(o);
     if (p == NULL) {
-        addReplyError(c, STORE_ERR_REMOTE);
+        addReplyRemoteBytes(c, o, 0, o->len);
         return;
     }
     addReplyPoolBytes(c, o, p, o->len);

@@ -230,6 +230,7 @@ struct mcServer {
     long long stat_oom_rejections;
     long long stat_bigarg_inplace, stat_reply_zero_copy;
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
+    long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */
@@ -260,6 +261,8 @@ struct mcServer {
     long long put_timeout, put_release_timeout;
     long long default_replicas;
     int allocation_strategy;
+    long long remote_get_max_size;  /* GET of a value in a mounted segment: relay up to this */
+    long long remote_get_timeout;   /* ms without progress */
     /* Cluster (cluster.c, etcd.c). */
     int cluster_enabled;
     char *cluster_etcd_endpoints;   /* space-separated URLs */
@@ -414,6 +417,7 @@ void segReadvCommand(client *c);
 void shmAttachCommand(client *c);
 void dataPlaneSetSelfEndpoints(void);
 void addReplyPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
+void addReplyRemoteBytes(client *c, struct storeObj *o, uint64_t off, uint64_t len); /* migrate.c */
 /* cluster.c */
 void clusterCommand(client *c);
 void askingCommand(client *c);

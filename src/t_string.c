@@ -186,7 +186,7 @@ void getrangeCommand(client *c) {
     }
     const char *p = storeObjLocalPtr(o);
     if (p == NULL) {
-        addReplyError(c, STORE_ERR_REMOTE);
+        addReplyRemoteBytes(c, o, (uint64_t)start, (uint64_t)(end - start + 1));
         return;
     }
     addReplyBulk(c, p + start, (size_t)(end - start + 1));

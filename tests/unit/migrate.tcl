@@ -62,6 +62,10 @@ proc flip_byte {s i} {
 }
 
 proc istore {field {client r}} { get_info_field $client store $field }
+proc istore_stat {field} {
+    if {![regexp -line "^$field:(.*)\r?$" [r -1 info stats] -> v]} { fail "no $field in INFO stats" }
+    return [string trim $v]
+}
 
 # ---- stand-ins in this process ----------------------------------------------
 
@@ -685,6 +689,34 @@ start_server {overrides {segment-size 16mb}} {
         $d close
         assert_equal 0 [r -1 exists rm:2]
         assert {[r get rm:2] eq [string range $::fakehost(mem) $off [expr {$off + 69999}]]}
+    }
+
+    test {GET, GETRANGE and MGET of a value in a mounted segment relay its bytes (issue 12)} {
+        set rep [lindex [r -1 put.start rg:1 70000 PREFER fake] 0]
+        lassign $rep seg off len
+        r -1 put.end rg:1
+        set want [string range $::fakehost(mem) $off [expr {$off + 69999}]]
+        set before [istore_stat remote_get_bytes]
+        foreach {cmd wanted} [list [list get rg:1] $want \
+                                   [list getrange rg:1 100 199] [string range $want 100 199] \
+                                   [list mget rg:1 rg:none] [list $want {}]] {
+            set d [redis_deferring_client -1]
+            set served $::fakehost(served)
+            $d {*}$cmd
+            wait_var ::fakehost(served) [expr {$served + 1}]
+            set got [$d read]
+            $d close
+            if {$got ne $wanted} { fail "$cmd: [string length $got] bytes, not the host's" }
+        }
+        assert_equal [expr {$before + 70000 + 100 + 70000}] [istore_stat remote_get_bytes]
+        # The relay holds a read lease, as GET.REPLICAS does.
+        assert {[dict get [r -1 object.info rg:1] lease-ms] > 0}
+        # Past remote-get-max-size the client is sent to GET.REPLICAS, the host untouched.
+        r -1 config set remote-get-max-size 1000
+        set served $::fakehost(served)
+        assert_error {REMOTE*remote-get-max-size*GET.REPLICAS*} {r -1 get rg:1}
+        assert_equal $served $::fakehost(served)
+        assert_equal OK [r -1 config set remote-get-max-size 64mb]
     }
 
     test {A host that refuses the read: -REMOTE with its reason, nothing moves} {

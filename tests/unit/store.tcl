@@ -1173,7 +1173,7 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
         assert_equal {} [r get gt:pending]
     }
 
-    test {Plain GET of a key only on a mounted segment is REMOTE} {
+    test {Plain GET of a key only on a mounted segment that has no endpoint is REMOTE} {
         r put.start gt:remote 1000 PREFER m1
         r put.end gt:remote
         assert_error {REMOTE*} {r get gt:remote}
