@@ -165,6 +165,17 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         addReplyError(c, "-NOSPACE no segment has room for this object");
         return;
     }
+    /* A reader must never see bytes this object's writer did not write: a
+     * pool extent may hold an earlier object's bytes, and a writer may end
+     * the put having written part of it or none (over shared memory the
+     * server cannot even tell). So pool extents are handed out zeroed,
+     * at memset speed on this thread (BENCHMARKS.md: issue 12, stale bytes).
+     * Mounted segments are their owners' memory, written by their owners. */
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg && seg->mem) memset(segmentPtr(seg, r->offset), 0, (size_t)size);
+    }
     if (pending) {
         /* Take over an abandoned put: its space waits put-release-timeout. */
         storePendingAbandon(storePendingUnlink(key));

@@ -64,6 +64,30 @@ proc gr_replicas {reply} {
 
 start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noeviction}} {
 
+    test {No stale bytes: a put ended unwritten reads as zeros, even in space an earlier value used (issue 12)} {
+        # Fill the pool's first extents with a pattern, free them, then
+        # publish objects of the same sizes without writing a byte.
+        set pattern [string repeat "secret!!" 8192]
+        foreach k {st:a st:b st:c} { r set $k $pattern }
+        r del st:a st:b st:c
+        foreach {k size} {st:x 65536 st:y 4096 st:z 100} {
+            r put.start $k $size
+            assert_equal OK [r put.end $k]
+            set v [r get $k]
+            assert_equal $size [string length $v]
+            if {$v ne [string repeat "\x00" $size]} {
+                fail "$k: [regexp -all -inline {secret} [string range $v 0 64]] stale bytes published"
+            }
+        }
+        # Half written: the other half is zeros, not the old value.
+        set rep [lindex [r put.start st:half 1000] 0]
+        lassign $rep seg off len
+        r seg.write $seg $off [string repeat A 500]
+        r put.end st:half
+        assert_equal "[string repeat A 500][string repeat "\x00" 500]" [r get st:half]
+        r del st:x st:y st:z st:half
+    }
+
     test {PUT.START / PUT.END / GET.REPLICAS round trip} {
         set started0 [istore store_puts_started]
         set ended0 [istore store_puts_ended]
