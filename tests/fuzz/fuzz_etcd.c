@@ -14,11 +14,17 @@
  *   2  watch stream lines, split on '\n', into one stream
  *
  * Inputs sit in buffers of exactly their size so AddressSanitizer sees any
- * read past the end; a broken invariant is __builtin_trap().
+ * read past the end; a broken invariant is FUZZ_CHECK's __builtin_trap().
  */
 #include "../../src/etcd.c"
 
 #include "../../src/cluster.h"
+
+/* A broken invariant stops the run with the input saved (libFuzzer). */
+#define FUZZ_CHECK(cond) \
+    do { \
+        if (!(cond)) __builtin_trap(); \
+    } while (0)
 
 static int sameNode(const clusterNode *a, const clusterNode *b) {
     if (strcmp(a->id, b->id) || strcmp(a->group, b->group) || strcmp(a->ip, b->ip) || a->port != b->port ||
@@ -42,11 +48,10 @@ static void fuzzRecord(const uint8_t *data, size_t size) {
     clusterNode *n = clusterNodeFromJson((const char *)data, size, err, sizeof(err));
     if (!n) return;
     for (int i = 0; i < n->nranges; i++)
-        if (n->ranges[i][0] < 0 || n->ranges[i][1] >= CLUSTER_SLOTS || n->ranges[i][0] > n->ranges[i][1])
-            __builtin_trap();
+        FUZZ_CHECK(n->ranges[i][0] >= 0 && n->ranges[i][1] < CLUSTER_SLOTS && n->ranges[i][0] <= n->ranges[i][1]);
     sds again = clusterNodeToJson(n);
     clusterNode *m = clusterNodeFromJson(again, sdslen(again), err, sizeof(err));
-    if (!m || !sameNode(n, m)) __builtin_trap();
+    FUZZ_CHECK(m != NULL && sameNode(n, m));
     clusterNodeFree(m);
     clusterNodeFree(n);
     sdsfree(again);
@@ -61,9 +66,8 @@ static void fuzzReply(const uint8_t *data, size_t size) {
     memcpy(body, data + 2, size - 2);
     etcdParseReply(op, status, body, size - 2);
     /* Either a result or an error, never both missing for a bad body. */
-    if (op->r.nkvs < 0 || (op->r.nkvs > 0 && op->r.kvs == NULL)) __builtin_trap();
-    for (int i = 0; i < op->r.nkvs; i++)
-        if (op->r.kvs[i].key == NULL) __builtin_trap();
+    FUZZ_CHECK(op->r.nkvs >= 0 && (op->r.nkvs == 0 || op->r.kvs != NULL));
+    for (int i = 0; i < op->r.nkvs; i++) FUZZ_CHECK(op->r.kvs[i].key != NULL);
     free(body);
     etcdOpFree(op);
 }
