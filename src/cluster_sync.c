@@ -58,6 +58,10 @@ typedef struct clusterOp {
 
 static dict *aliveIds;  /* ids with an alive/<id> key */
 static int initInflight, registerInflight, watchStarted;
+/* A RESET HARD in flight: the watch may show our old record deleted and
+ * the new one before the transaction's reply does. Neither is a stranger
+ * nor a reason to register the old id again. */
+static char resetHardNewId[CLUSTER_NAMELEN + 1];
 static long long nextInitTry;
 
 static uint64_t idHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
@@ -128,6 +132,7 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
     if (deleted) {
         if (!n) return;
         if (n == cs->myself) {
+            if (resetHardNewId[0]) return; /* our own RESET HARD: opDone takes over */
             /* Someone removed our record: we write it back (registration). */
             n->mod_rev = 0;
             cs->registered = 0;
@@ -142,6 +147,7 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
         clusterNodeFree(n);
         return;
     }
+    if (!n && resetHardNewId[0] && !strcmp(idbuf, resetHardNewId)) return; /* ours, see opDone */
     char err[128];
     clusterNode *rec = clusterNodeFromJson(kv->value, sdslen(kv->value), err, sizeof(err));
     if (!rec || strcmp(rec->id, idbuf)) {
@@ -812,6 +818,7 @@ static void opReply(clusterOp *op, const char *err) {
 static void opDone(const etcdResult *r, void *privdata) {
     clusterOp *op = privdata;
     clusterState *cs = server.cluster;
+    resetHardNewId[0] = '\0';
     if (!r->ok) {
         etcdReachable(r->http_status != 0, r->err);
         char msg[300];
@@ -848,7 +855,8 @@ static void opDone(const etcdResult *r, void *privdata) {
             char err[256];
             dictDelete(cs->nodes, cs->myself->id);
             replaceNodeFields(cs->myself, p);
-            dictAdd(cs->nodes, cs->myself->id, cs->myself);
+            serverAssert(dictAdd(cs->nodes, cs->myself->id, cs->myself) == DICT_OK);
+            cs->registered = 1;
             if (clusterSaveNodeId(cs->myself->id, err, sizeof(err)) != C_OK)
                 serverLog(LL_WARNING, "Cluster: %s", err);
             cs->lease_id = 0; /* a new alive key under the new id */
@@ -894,6 +902,7 @@ static void clusterOpRun(clusterOp *op) {
     sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
     etcdTxnRange(t, 0, cs->prefix, sdslen(cs->prefix), end, sdslen(end));
     sdsfree(end);
+    if (op->new_id[0]) memcpy(resetHardNewId, op->new_id, sizeof(resetHardNewId));
     etcdTxnSubmit(cs->etcd, t, opDone, op);
 }
 
