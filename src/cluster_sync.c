@@ -906,6 +906,21 @@ static void clusterOpRun(clusterOp *op) {
     etcdTxnSubmit(cs->etcd, t, opDone, op);
 }
 
+static void meetReread(const etcdResult *r, void *privdata) {
+    clusterOp *op = privdata;
+    if (!r->ok) {
+        etcdReachable(r->http_status != 0, r->err);
+        char msg[300];
+        snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not answer (%s); nothing changed", r->err ? r->err : "error");
+        opReply(op, msg);
+        return;
+    }
+    etcdReachable(1, NULL);
+    applyFullState(r->kvs, r->nkvs, r->revision);
+    clusterRebuild();
+    clusterOpRun(op); /* plans again: a node still missing is reported then */
+}
+
 void clusterOpClientGone(client *c) {
     if (c->blocked_op) c->blocked_op->c = NULL;
     c->blocked_op = NULL;
@@ -928,6 +943,17 @@ void clusterTopologyCommand(client *c, const char *sub) {
     op->argv = zmalloc(sizeof(sds) * (size_t)c->argc);
     for (int i = 0; i < c->argc; i++) op->argv[i] = sdsdup(c->argv[i]);
     const char *err = planOp(op);
+    if (err && !strncmp(err, "ERR No node at ", 15)) {
+        /* The node may have registered a moment ago and its record not be
+         * in our mirror yet (redis-cli MEETs right after start-up): read
+         * etcd once before saying it is not there. */
+        blockClient(c, op);
+        planReset(op);
+        sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
+        etcdRange(cs->etcd, cs->prefix, sdslen(cs->prefix), end, sdslen(end), meetReread, op);
+        sdsfree(end);
+        return;
+    }
     if (err) {
         opReply(op, err);
         return;
