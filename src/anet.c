@@ -418,6 +418,19 @@ ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd) {
     return w;
 }
 
+/* Drops the first n bytes of an iovec array after a short write. */
+void anetIovAdvance(struct iovec **iov, int *iovcnt, size_t n) {
+    while (*iovcnt > 0 && n >= (*iov)->iov_len) {
+        n -= (*iov)->iov_len;
+        (*iov)++;
+        (*iovcnt)--;
+    }
+    if (*iovcnt > 0) {
+        (*iov)->iov_base = (char *)(*iov)->iov_base + n;
+        (*iov)->iov_len -= n;
+    }
+}
+
 int anetSendAll(int sock, struct iovec *iov, int iovcnt) {
     while (iovcnt > 0) {
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(iovcnt > IOV_MAX ? IOV_MAX : iovcnt)};
@@ -427,16 +440,7 @@ int anetSendAll(int sock, struct iovec *iov, int iovcnt) {
             if (w == 0) errno = EPIPE;
             return -1;
         }
-        size_t left = (size_t)w;
-        while (iovcnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
+        anetIovAdvance(&iov, &iovcnt, (size_t)w);
     }
     return 0;
 }

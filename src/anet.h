@@ -48,5 +48,6 @@ ssize_t anetSendWithFd(int sock, struct iovec *iov, int iovcnt, int fd);
  * retried. 0, or -1 with errno (EAGAIN: the socket's send timeout). iov is
  * consumed. */
 int anetSendAll(int sock, struct iovec *iov, int iovcnt);
+void anetIovAdvance(struct iovec **iov, int *iovcnt, size_t n);
 
 #endif

@@ -440,29 +440,26 @@ void clusterResetAsking(client *c) {
     c->flags &= ~CLIENT_ASKING;
 }
 
+static int clusterEnabledOrReply(client *c) {
+    if (server.cluster_enabled) return 1;
+    addReplyError(c, "ERR This instance has cluster support disabled");
+    return 0;
+}
+
 void askingCommand(client *c) {
-    if (!server.cluster_enabled) {
-        addReplyError(c, "ERR This instance has cluster support disabled");
-        return;
-    }
+    if (!clusterEnabledOrReply(c)) return;
     c->flags |= CLIENT_ASKING;
     addReplyOk(c);
 }
 
 void readonlyCommand(client *c) {
-    if (!server.cluster_enabled) {
-        addReplyError(c, "ERR This instance has cluster support disabled");
-        return;
-    }
+    if (!clusterEnabledOrReply(c)) return;
     c->flags |= CLIENT_READONLY;
     addReplyOk(c);
 }
 
 void readwriteCommand(client *c) {
-    if (!server.cluster_enabled) {
-        addReplyError(c, "ERR This instance has cluster support disabled");
-        return;
-    }
+    if (!clusterEnabledOrReply(c)) return;
     c->flags &= ~CLIENT_READONLY;
     addReplyOk(c);
 }
@@ -647,10 +644,7 @@ sds clusterGenInfoSection(sds s) {
 
 void clusterCommand(client *c) {
     const char *sub = c->argv[1];
-    if (!server.cluster_enabled) {
-        addReplyError(c, "ERR This instance has cluster support disabled");
-        return;
-    }
+    if (!clusterEnabledOrReply(c)) return;
     clusterState *cs = server.cluster;
     if (!strcasecmp(sub, "help")) {
         static const char *help[] = {

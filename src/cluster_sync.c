@@ -602,32 +602,22 @@ static const char *planOp(clusterOp *op) {
             node = clusterLookupNode(op->argv[4], sdslen(op->argv[4]));
             if (node && !clusterNodeInMyGroup(node)) node = NULL;
         }
-        if (!strcasecmp(how, "migrating") && op->argc == 5) {
-            if (cs->slots[slot] != me) {
-                snprintf(msg, sizeof(msg), "ERR I'm not the owner of hash slot %d", slot);
+        int migrating = !strcasecmp(how, "migrating"), importing = !strcasecmp(how, "importing");
+        if ((migrating || importing) && op->argc == 5) {
+            /* MIGRATING needs the slot to be mine, IMPORTING not to be. */
+            if ((cs->slots[slot] == me) != migrating) {
+                snprintf(msg, sizeof(msg), migrating ? "ERR I'm not the owner of hash slot %d"
+                                                     : "ERR I'm already the owner of hash slot %d", slot);
                 return msg;
             }
             if (!node) {
-                snprintf(msg, sizeof(msg), "ERR I don't know about node %s", op->argv[4]);
+                snprintf(msg, sizeof(msg), "ERR I don't know about node %.64s", op->argv[4]);
                 return msg;
             }
-            if (node == me) return "ERR Can't MIGRATE to myself";
+            if (node == me) return migrating ? "ERR Can't MIGRATE to myself" : "ERR Can't IMPORT from myself";
             clusterNode *p = planNode(op, me);
-            setOpenSlot(&p->migrating, &p->nmigrating, slot, node->id);
-            return NULL;
-        }
-        if (!strcasecmp(how, "importing") && op->argc == 5) {
-            if (cs->slots[slot] == me) {
-                snprintf(msg, sizeof(msg), "ERR I'm already the owner of hash slot %d", slot);
-                return msg;
-            }
-            if (!node) {
-                snprintf(msg, sizeof(msg), "ERR I don't know about node %s", op->argv[4]);
-                return msg;
-            }
-            if (node == me) return "ERR Can't IMPORT from myself";
-            clusterNode *p = planNode(op, me);
-            setOpenSlot(&p->importing, &p->nimporting, slot, node->id);
+            if (migrating) setOpenSlot(&p->migrating, &p->nmigrating, slot, node->id);
+            else setOpenSlot(&p->importing, &p->nimporting, slot, node->id);
             return NULL;
         }
         if (!strcasecmp(how, "stable") && op->argc == 4) {
@@ -815,16 +805,22 @@ static void opReply(clusterOp *op, const char *err) {
     opFree(op);
 }
 
+/* etcd did not answer or refused: the client hears why, and that nothing
+ * changed (a reply lost after a commit shows up through the watch). */
+static void opReplyEtcdFailed(clusterOp *op, const etcdResult *r) {
+    char msg[300];
+    etcdReachable(r->http_status != 0, r->err);
+    snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not take the topology change (%s); nothing changed",
+             r->err ? r->err : "error");
+    opReply(op, msg);
+}
+
 static void opDone(const etcdResult *r, void *privdata) {
     clusterOp *op = privdata;
     clusterState *cs = server.cluster;
     resetHardNewId[0] = '\0';
     if (!r->ok) {
-        etcdReachable(r->http_status != 0, r->err);
-        char msg[300];
-        snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not take the topology change (%s); nothing changed",
-                 r->err ? r->err : "error");
-        opReply(op, msg);
+        opReplyEtcdFailed(op, r);
         return;
     }
     etcdReachable(1, NULL);
@@ -909,10 +905,7 @@ static void clusterOpRun(clusterOp *op) {
 static void meetReread(const etcdResult *r, void *privdata) {
     clusterOp *op = privdata;
     if (!r->ok) {
-        etcdReachable(r->http_status != 0, r->err);
-        char msg[300];
-        snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not answer (%s); nothing changed", r->err ? r->err : "error");
-        opReply(op, msg);
+        opReplyEtcdFailed(op, r);
         return;
     }
     etcdReachable(1, NULL);

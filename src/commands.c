@@ -127,7 +127,7 @@ mcCommand commandTable[] = {
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
     CMD("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", "3.0.0", "O(1)"),
-    CMD("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-write queries for a connection to a Reids Cluster replica node.", "3.0.0", "O(1)"),
+    CMD("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-write queries for a connection to a Redis Cluster replica node.", "3.0.0", "O(1)"),
     /* migration (migrate.c) */
     CMD("dump", dumpCommand, 2, R, 1, 1, 1, "generic", "Returns a serialized representation of the value stored at a key.", "2.6.0", "O(1) to access the key and additional O(N*M) to serialize it"),
     CMD("restore", restoreCommand, -4, W | M, 1, 1, 1, "generic", "Creates a key from the serialized representation of a value.", "2.6.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),

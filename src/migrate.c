@@ -199,16 +199,7 @@ static int syncSendv(int fd, struct iovec *iov, int iovcnt, long long timeout_ms
             if (syncWait(fd, POLLOUT, mstime() + timeout_ms) != 0) return -1;
             continue;
         }
-        size_t left = (size_t)w;
-        while (iovcnt > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            iovcnt--;
-        }
-        if (iovcnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
+        anetIovAdvance(&iov, &iovcnt, (size_t)w);
     }
     return 0;
 }
