@@ -2,7 +2,9 @@
 #
 #   make                 build src/mooncake-server (installs missing Debian packages first)
 #   make test            build, then run every test; ends with "N passed, N failed"
-#   make run             build and start the server with ./mooncake.conf
+#   make run [ARGS="--port 7000 ..."]
+#                        build and start the server with a copy of ./mooncake.conf
+#                        (build/mooncake.conf, which CONFIG REWRITE writes), plus ARGS
 #   make SANITIZER=address test   the same suite against an ASan+UBSan build
 #   make fuzz            a short libFuzzer run of the RESP parser
 #   make deps            install the Debian packages (idempotent)
@@ -27,8 +29,17 @@ test: deps-test
 	$(MAKE) -C src all unit-tests
 	./tests/runtest $(TEST_ARGS)
 
-run: all
-	./src/mooncake-server mooncake.conf
+# The server runs from a copy so that CONFIG REWRITE never edits the tracked
+# file; the copy is refreshed (dropping earlier rewrites) when mooncake.conf changes.
+RUN_CONF = build/mooncake.conf
+
+$(RUN_CONF): mooncake.conf
+	@mkdir -p build
+	@if [ -f $@ ]; then echo "mooncake.conf changed: refreshing $@ from it (earlier CONFIG REWRITEs there are replaced)"; fi
+	@cp mooncake.conf $@
+
+run: all $(RUN_CONF)
+	./src/mooncake-server $(RUN_CONF) $(ARGS)
 
 fuzz: deps-test
 	$(MAKE) -C src fuzz

@@ -155,6 +155,41 @@ int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
     return s == -1 ? ANET_ERR : s;
 }
 
+/* Make path free for bind(). A socket left by a server that died is removed;
+ * a path where a server still answers is refused (removing it would cut that
+ * server off from new clients without a word), and so is anything that is not
+ * a socket (a mistyped --unixsocket must not delete a file). */
+static int anetUnixClaimPath(char *err, const char *path, const struct sockaddr_un *sa) {
+    struct stat st;
+    if (lstat(path, &st) == -1) {
+        if (errno == ENOENT) return ANET_OK;
+        anetSetError(err, "unix socket %s: %s", path, strerror(errno));
+        return ANET_ERR;
+    }
+    if (!S_ISSOCK(st.st_mode)) {
+        anetSetError(err, "unix socket %s: the path exists and is not a socket; not removing it", path);
+        return ANET_ERR;
+    }
+    int probe = socket(AF_LOCAL, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe == -1) {
+        anetSetError(err, "socket: %s", strerror(errno));
+        return ANET_ERR;
+    }
+    int rc = connect(probe, (const struct sockaddr *)sa, sizeof(*sa));
+    int connect_errno = errno;
+    close(probe);
+    if (rc == 0 || connect_errno == EAGAIN) {
+        anetSetError(err, "unix socket %s: another server is listening there (give this one its own "
+                     "--unixsocket, or --unixsocket \"\" for none)", path);
+        return ANET_ERR;
+    }
+    if (unlink(path) == -1 && errno != ENOENT) {
+        anetSetError(err, "unix socket %s: stale socket cannot be removed: %s", path, strerror(errno));
+        return ANET_ERR;
+    }
+    return ANET_OK;
+}
+
 int anetUnixServer(char *err, const char *path, unsigned int perm, int backlog) {
     struct sockaddr_un sa;
     if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -170,16 +205,28 @@ int anetUnixServer(char *err, const char *path, unsigned int perm, int backlog) 
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_LOCAL;
     strcpy(sa.sun_path, path);
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
-        anetSetError(err, "bind %s: %s", path, strerror(errno));
+    if (anetUnixClaimPath(err, path, &sa) == ANET_ERR) goto err;
+    /* Create the socket with its final permissions: a chmod after bind would
+     * leave a window in which anyone the umask allows could connect (and a
+     * unix-socket client can SHM.ATTACH the pool). umask is process-wide, but
+     * listeners are opened at start-up, before any thread creates files. */
+    mode_t old_umask = perm ? umask((mode_t)(~perm & 0777)) : 0;
+    int rc = bind(s, (struct sockaddr *)&sa, sizeof(sa));
+    int bind_errno = errno;
+    if (perm) umask(old_umask);
+    if (rc == -1) {
+        anetSetError(err, "bind %s: %s", path, strerror(bind_errno));
         goto err;
     }
     if (listen(s, backlog) == -1) {
         anetSetError(err, "listen: %s", strerror(errno));
         goto err;
     }
-    if (perm) chmod(path, perm);
+    if (perm && chmod(path, perm) == -1) {
+        anetSetError(err, "chmod %s: %s", path, strerror(errno));
+        unlink(path);
+        goto err;
+    }
     return s;
 err:
     close(s);

@@ -555,7 +555,8 @@ int main(int argc, char **argv) {
         serverLog(LL_WARNING, "Warning: no config file specified, using the default config. In "
                               "order to specify a config file use %s /path/to/mooncake.conf", argv[0]);
     else
-        serverLog(LL_WARNING, "Configuration loaded");
+        serverLog(LL_WARNING, "Configuration loaded from %s (CONFIG REWRITE writes there)",
+                  server.configfile ? server.configfile : configfile);
     initServer();
     createPidFile();
     char sz[32];

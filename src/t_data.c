@@ -281,8 +281,12 @@ void dataPlaneSetSelfEndpoints(void) {
         s->endpoints[s->nendpoints++] = zstrdup(uri);
     }
     if (server.sofd != -1 && s->nendpoints < SEGMENT_MAX_ENDPOINTS) {
-        char uri[PATH_MAX + 16];
-        snprintf(uri, sizeof(uri), "unix://%s", server.unixsocket);
+        /* A relative unixsocket is relative to dir, our cwd; clients run elsewhere. */
+        char uri[2 * PATH_MAX + 16], cwd[PATH_MAX];
+        if (server.unixsocket[0] != '/' && getcwd(cwd, sizeof(cwd)))
+            snprintf(uri, sizeof(uri), "unix://%s/%s", cwd, server.unixsocket);
+        else
+            snprintf(uri, sizeof(uri), "unix://%s", server.unixsocket);
         s->endpoints[s->nendpoints++] = zstrdup(uri);
     }
 }
