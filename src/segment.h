@@ -52,6 +52,7 @@ typedef struct segment {
 segment *segmentCreateLocal(const char *name, uint64_t size, int hugepages, int numa_node,
                             int prefault, char *err, size_t errlen);
 segment *segmentCreateRemote(const char *name, uint64_t size, const char *owner);
+void segmentDescribePages(const segment *s, char *buf, size_t len);
 void segmentRelease(segment *s);
 static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->mem + offset; }
 

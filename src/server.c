@@ -561,7 +561,9 @@ int main(int argc, char **argv) {
     createPidFile();
     char sz[32];
     bytesToHuman(sz, sizeof(sz), (unsigned long long)server.segment_size);
-    serverLog(LL_NOTICE, "Pool: segment 'self' of %s%s%s", sz, server.segment_hugepages ? ", hugepages" : "",
+    char pages[256] = "";
+    if (server.self) segmentDescribePages(server.self, pages, sizeof(pages));
+    serverLog(LL_NOTICE, "Pool: segment 'self' of %s, %s%s", sz, pages,
               server.segment_prefault ? ", pre-faulting in the background" : "");
     serverLog(LL_NOTICE, "Server initialized, listening on port %d%s%s", server.port,
               server.sofd != -1 ? " and unix socket " : "", server.sofd != -1 ? server.unixsocket : "");
