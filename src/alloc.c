@@ -127,6 +127,7 @@ struct allocator {
     uint64_t align;
     unsigned align_shift;
     uint64_t capacity;            /* units */
+    uint64_t limit;               /* units: allocations stop at used == limit (<= capacity) */
     uint64_t used;                /* units */
     uint64_t allocations;
     uint64_t free_ranges;
@@ -391,6 +392,7 @@ allocator *allocCreate(uint64_t capacity, uint64_t align) {
     a->align = align;
     a->align_shift = (unsigned)__builtin_ctzll(align);
     a->capacity = capacity >> a->align_shift;
+    a->limit = a->capacity;
     a->node_free = ALLOC_NONE;
     for (unsigned i = 0; i < ALLOC_BINS; i++) a->bin_head[i] = ALLOC_NONE;
 
@@ -433,7 +435,7 @@ uint32_t allocAlloc(allocator *a, uint64_t size, uint64_t *offset) {
     if (size == 0) return ALLOC_NONE;
     /* Round up without computing size + align - 1, which could wrap. */
     uint64_t units = (size >> a->align_shift) + ((size & (a->align - 1)) != 0);
-    if (units > a->capacity - a->used) return ALLOC_NONE;
+    if (a->used >= a->limit || units > a->limit - a->used) return ALLOC_NONE;
 
     uint32_t idx = ALLOC_NONE;
     unsigned want = allocCeilBin(units);
@@ -529,11 +531,23 @@ uint64_t allocMaxAllocatable(const allocator *a) {
         if (s > best) best = s;
         idx = a->nodes[idx].bin_next;
     }
-    return best << a->align_shift;
+    uint64_t room = a->used >= a->limit ? 0 : a->limit - a->used;
+    return (best < room ? best : room) << a->align_shift;
+}
+
+/* A cap on the bytes in use below the capacity (maxmemory on the server's
+ * pool). Lowering it under what is in use frees nothing: allocations fail
+ * until frees bring `used` under it, which is the caller's cue to evict. */
+uint64_t allocLimit(const allocator *a) { return a->limit << a->align_shift; }
+
+void allocSetLimit(allocator *a, uint64_t bytes) {
+    uint64_t units = bytes >> a->align_shift;
+    a->limit = units == 0 || units > a->capacity ? a->capacity : units;
 }
 
 void allocGetStats(const allocator *a, allocStats *st) {
     st->capacity = a->capacity << a->align_shift;
+    st->limit = a->limit << a->align_shift;
     st->used = a->used << a->align_shift;
     st->free = (a->capacity - a->used) << a->align_shift;
     st->largest_free = allocMaxAllocatable(a);

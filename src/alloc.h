@@ -19,6 +19,7 @@ typedef struct allocator allocator;
 typedef struct {
     uint64_t capacity, used, free;      /* bytes; capacity is the usable part,
                                          * i.e. rounded down to `align` */
+    uint64_t limit;                     /* allocSetLimit(), else capacity */
     uint64_t largest_free;              /* == allocMaxAllocatable() */
     uint64_t allocations, free_ranges;  /* counts */
     size_t metadata_bytes;              /* heap used by the allocator itself */
@@ -53,6 +54,11 @@ uint32_t allocFind(const allocator *a, uint64_t offset);
 /* One pointer of the caller's per allocation (NULL when allocated). */
 void allocSetUser(allocator *a, uint32_t handle, void *user);
 void *allocUser(const allocator *a, uint32_t handle);
+
+/* Stop allocating once `bytes` are in use (0, or more than the capacity:
+ * no cap). Takes effect for the next allocAlloc(); frees nothing. */
+void allocSetLimit(allocator *a, uint64_t bytes);
+uint64_t allocLimit(const allocator *a); /* bytes: the cap, else the capacity */
 
 /* O(1). */
 void allocGetStats(const allocator *a, allocStats *st);

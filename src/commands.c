@@ -67,6 +67,12 @@ static mcCommand slowlogSubcommands[] = {
     SUB("help", slowlogCommand, 2, L | S, "Show helpful text about the different subcommands."),
     END};
 
+static mcCommand memorySubcommands[] = {
+    {"usage", memoryCommand, -3, R, 2, 2, 1, NULL, "Estimates the memory usage of a key.", "4.0.0",
+     "O(N) where N is the number of samples.", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0},
+    SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
 static mcCommand clusterSubcommands[] = {
     SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
     SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
@@ -115,6 +121,7 @@ mcCommand commandTable[] = {
     /* server */
     CMDX("command", commandCommand, -1, S | L, 0, 0, 0, "server", "Returns detailed information about all commands.", "2.8.13", "O(N) where N is the total number of commands", NULL, commandSubcommands),
     CMD("info", infoCommand, -1, S | L, 0, 0, 0, "server", "Returns information and statistics about the server.", "1.0.0", "O(1)"),
+    CMDX("memory", memoryCommand, -2, 0, 0, 0, 0, "server", "A container for memory diagnostics commands.", "4.0.0", "Depends on subcommand.", NULL, memorySubcommands),
     CMDX("config", configCommand, -2, 0, 0, 0, 0, "server", "A container for server configuration commands.", "2.0.0", "Depends on subcommand.", NULL, configSubcommands),
     CMD("time", timeCommand, 1, F | S | L, 0, 0, 0, "server", "Returns the server time.", "2.6.0", "O(1)"),
     CMD("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "Returns the number of keys in the database.", "1.0.0", "O(1)"),

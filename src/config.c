@@ -23,6 +23,7 @@
 
 #include "anet.h"
 #include "cluster.h"
+#include "segment.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -167,6 +168,28 @@ static int setTcpCongestion(sds *argv, int argc, const char **err) {
 
 static sds getTcpCongestion(void) { return sdsnew(server.tcp_congestion); }
 
+/* maxmemory-policy is Redis's name for evict-policy, so redis.conf files
+ * and tools that set it work: allkeys-lru is our lru (approximate LRU over
+ * all keys, honouring leases and pins); the volatile and LFU policies have
+ * no counterpart here and are refused rather than quietly mapped. */
+static int setMaxmemoryPolicy(sds *argv, int argc, const char **err) {
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    if (!strcasecmp(argv[0], "allkeys-lru")) server.evict_policy = EVICT_LRU;
+    else if (!strcasecmp(argv[0], "noeviction")) server.evict_policy = EVICT_NOEVICTION;
+    else {
+        *err = "supported policies are allkeys-lru and noeviction (evict-policy lru|noeviction)";
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+static sds getMaxmemoryPolicy(void) {
+    return sdsnew(server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction");
+}
+
 static int setDir(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -216,6 +239,19 @@ static int applyFullCoverage(const char **err) {
     return C_OK;
 }
 
+/* maxmemory caps the bytes of values in the pool (0: the whole pool). The
+ * pool is mapped once at start, so the cap can only be at most its size. */
+static int applyMaxmemory(const char **err) {
+    if (server.self == NULL) return C_OK; /* start-up: storeInit applies it */
+    if (server.maxmemory > server.segment_size) {
+        *err = "maxmemory must not exceed segment-size (the pool is sized at start: restart with a larger "
+               "--segment-size)";
+        return C_ERR;
+    }
+    allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
+    return C_OK;
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -227,6 +263,7 @@ static int applyLoglevel(const char **err) {
 #define BOOLCA(n, f, p, d, ap) {n, CFG_BOOL, f, p, 0, 1, 0, 0, d, NULL, ap, NULL, NULL}
 #define INTC(n, f, p, lo, hi, d, ap) {n, CFG_INT, f, p, lo, hi, 0, 0, d, NULL, ap, NULL, NULL}
 #define MEMC(n, f, p, lo, hi, d) {n, CFG_MEM, f, p, lo, hi, 0, 0, d, NULL, NULL, NULL, NULL}
+#define MEMCA(n, f, p, lo, hi, d, ap) {n, CFG_MEM, f, p, lo, hi, 0, 0, d, NULL, ap, NULL, NULL}
 #define DBLC(n, f, p, lo, hi, d) {n, CFG_DOUBLE, f, p, 0, 0, lo, hi, d, NULL, NULL, NULL, NULL}
 #define ENUMC(n, f, p, e, d, ap) {n, CFG_ENUM, f, p, 0, 0, 0, 0, d, e, ap, NULL, NULL}
 #define STRC(n, f, p, d) {n, CFG_STRING, f, p, 0, 0, 0, 0, d, NULL, NULL, NULL, NULL}
@@ -275,6 +312,8 @@ static standardConfig configs[] = {
     DBLC("evict-high-watermark", 0, &server.evict_high_watermark, 0.01, 1.0, "0.90"),
     DBLC("evict-ratio", 0, &server.evict_ratio, 0.0, 1.0, "0.05"),
     ENUMC("evict-policy", 0, &server.evict_policy, evictPolicyEnum, "lru", NULL),
+    SPECC("maxmemory-policy", 0, "allkeys-lru", setMaxmemoryPolicy, getMaxmemoryPolicy),
+    MEMCA("maxmemory", 0, &server.maxmemory, 0, LLONG_MAX, "0", applyMaxmemory),
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
     /* Segments and owners */
     INTC("owner-ttl", 0, &server.owner_ttl, 0, LLONG_MAX, "10000", NULL),

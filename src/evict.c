@@ -148,7 +148,7 @@ void storeEvictionCron(long long budget_us) {
             allocStats as;
             allocGetStats(s->alloc, &as);
             used += as.used;
-            size += s->size;
+            size += as.limit; /* the pool's maxmemory, else the segment's size */
         }
         if (size == 0 || (double)used <= server.evict_high_watermark * (double)size) return;
         long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));

@@ -4,8 +4,9 @@
  * tools and client libraries parse them (used_memory, connected_clients,
  * keyspace_hits, db0:keys=...). What Redis has no word for lives in the
  * `store` section: the pool, its allocator and eviction. `used_memory` is
- * the heap (keys and metadata); value bytes are in the pool and reported
- * there, so the per-key overhead is visible on its own.
+ * the heap (keys and metadata) plus the pool's bytes in use (values), with
+ * both parts reported on their own (used_memory_heap, used_memory_pool), so
+ * the per-key overhead stays visible.
  */
 #include <stdio.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 
 #include "owner.h"
 #include "cluster.h"
+#include "segment.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -113,20 +115,40 @@ sds genInfoString(const char *section) {
                          server.nclients, server.maxclients, maxin, maxout);
     }
     if ((w = wantSection(section, "memory", &count))) {
-        size_t used = zmalloc_used_memory(), rss = zmalloc_get_rss();
-        char hu[32], hr[32];
-        snprintf(hu, sizeof(hu), "%.2fM", (double)used / (1024 * 1024));
-        snprintf(hr, sizeof(hr), "%.2fM", (double)rss / (1024 * 1024));
+        /* used_memory counts the pool's bytes in use with the heap, so
+         * redis-cli --stat, exporters and used/maxmemory ratios see the
+         * values; the two parts are reported on their own too. */
+        size_t heap = zmalloc_used_memory(), rss = zmalloc_get_rss();
+        allocStats ps;
+        allocGetStats(server.self->alloc, &ps);
+        char what[64];
+        uint64_t machine = segmentMachineMemory(what, sizeof(what));
+        unsigned long long used = (unsigned long long)heap + ps.used;
+        char hu[32], hr[32], hp[32], hm[32], hs[32];
+        bytesToHuman(hu, sizeof(hu), used);
+        bytesToHuman(hr, sizeof(hr), rss);
+        bytesToHuman(hp, sizeof(hp), (unsigned long long)server.segment_size);
+        bytesToHuman(hm, sizeof(hm), (unsigned long long)server.maxmemory);
+        bytesToHuman(hs, sizeof(hs), machine);
         s = sectionHeader(s, w, "Memory");
         s = sdscatprintf(s,
-                         "used_memory:%zu\r\n"
+                         "used_memory:%llu\r\n"
                          "used_memory_human:%s\r\n"
+                         "used_memory_heap:%zu\r\n"
+                         "used_memory_pool:%llu\r\n"
                          "used_memory_rss:%zu\r\n"
                          "used_memory_rss_human:%s\r\n"
+                         "total_system_memory:%llu\r\n"
+                         "total_system_memory_human:%s\r\n"
+                         "pool_size:%lld\r\n"
+                         "pool_size_human:%s\r\n"
+                         "pool_limit:%llu\r\n"
                          "maxmemory:%lld\r\n"
+                         "maxmemory_human:%s\r\n"
                          "maxmemory_policy:%s\r\n"
                          "mem_allocator:%s\r\n",
-                         used, hu, rss, hr, server.segment_size,
+                         used, hu, heap, (unsigned long long)ps.used, rss, hr, (unsigned long long)machine, hs,
+                         server.segment_size, hp, (unsigned long long)ps.limit, server.maxmemory, hm,
                          server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib());
     }
     if ((w = wantSection(section, "stats", &count))) {

@@ -156,6 +156,35 @@ err:
     return NULL;
 }
 
+/* The memory a pool on this machine can have: physical memory, or less
+ * where a cgroup (a container, a systemd slice) caps this process. */
+static uint64_t readCgroupLimit(const char *path) {
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return 0;
+    char buf[64] = "";
+    int ok = fgets(buf, sizeof(buf), fp) != NULL;
+    fclose(fp);
+    if (!ok || !strncmp(buf, "max", 3)) return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(buf, &end, 10);
+    if (errno || end == buf) return 0;
+    return (uint64_t)v;
+}
+
+uint64_t segmentMachineMemory(char *desc, size_t desclen) {
+    long pages = sysconf(_SC_PHYS_PAGES), pagesz = sysconf(_SC_PAGESIZE);
+    uint64_t phys = pages > 0 && pagesz > 0 ? (uint64_t)pages * (uint64_t)pagesz : 0;
+    uint64_t cg = readCgroupLimit("/sys/fs/cgroup/memory.max"); /* cgroup v2 */
+    if (cg == 0) cg = readCgroupLimit("/sys/fs/cgroup/memory/memory.limit_in_bytes"); /* v1 */
+    if (cg && (phys == 0 || cg < phys)) {
+        snprintf(desc, desclen, "the cgroup memory limit");
+        return cg;
+    }
+    snprintf(desc, desclen, "physical memory");
+    return phys;
+}
+
 /* How the pool's pages are backed, for the start-up log: transparent huge
  * pages for shared memory depend on a system setting the server cannot change. */
 void segmentDescribePages(const segment *s, char *buf, size_t len) {

@@ -52,6 +52,7 @@ typedef struct segment {
 segment *segmentCreateLocal(const char *name, uint64_t size, int hugepages, int numa_node,
                             int prefault, char *err, size_t errlen);
 segment *segmentCreateRemote(const char *name, uint64_t size, const char *owner);
+uint64_t segmentMachineMemory(char *desc, size_t desclen); /* bytes, 0 if unknown */
 void segmentDescribePages(const segment *s, char *buf, size_t len);
 void segmentRelease(segment *s);
 static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->mem + offset; }
@@ -76,7 +77,7 @@ static inline uint64_t segmentObjects(const segment *s) {
  * capacity (size rounded down to the granule) against size rounded up. */
 static inline int segmentCouldHold(const segment *s, uint64_t size) {
     uint64_t need = (size + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
-    return need >= size && (s->size & ~(uint64_t)(SEGMENT_ALIGN - 1)) >= need;
+    return need >= size && allocLimit(s->alloc) >= need; /* maxmemory caps the pool */
 }
 int segmentTierFromName(const char *name);  /* -1 if unknown */
 

@@ -244,6 +244,7 @@ struct mcServer {
     dict *pending;          /* sds key -> storeObj* of a put not yet ended */
     struct segment *self;   /* the server's own pool, segment id 1 */
     long long segment_size;
+    long long maxmemory;    /* bytes of values the pool may hold; 0 = all of it */
     int segment_hugepages;
     long long segment_numa_node;
     int segment_prefault;
@@ -376,6 +377,7 @@ void msetCommand(client *c);
 void delCommand(client *c);
 void existsCommand(client *c);
 void typeCommand(client *c);
+void memoryCommand(client *c);
 void scanCommand(client *c);
 void keysCommand(client *c);
 void dbsizeCommand(client *c);

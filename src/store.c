@@ -24,6 +24,7 @@
 #include "store.h"
 #include "cluster.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "server.h"
@@ -217,9 +218,28 @@ int storeInit(char *err, size_t errlen) {
     server.keys = dictCreate(&keyspaceType);
     server.pending = dictCreate(&pendingType);
     server.expires = dictCreate(&expiresType);
+    /* A pool the machine cannot hold is refused: pre-faulting it (or just
+     * filling it) would end with the OOM killer, not with a clear error.
+     * Hugetlb pools are exempt: their reservation fails cleanly by itself. */
+    char what[64], have[32], want[32];
+    uint64_t machine = segmentMachineMemory(what, sizeof(what));
+    if (!server.segment_hugepages && machine && (uint64_t)server.segment_size > machine) {
+        bytesToHuman(have, sizeof(have), machine);
+        bytesToHuman(want, sizeof(want), (unsigned long long)server.segment_size);
+        snprintf(err, errlen, "segment-size %s is more than this machine's %s (%s): the pool would not fit. "
+                 "Give a smaller --segment-size (the pool should leave room for the rest of the host)",
+                 want, what, have);
+        return C_ERR;
+    }
+    if (server.maxmemory > server.segment_size) {
+        serverLog(LL_WARNING, "maxmemory %lld is more than segment-size %lld: values may use the whole pool",
+                  server.maxmemory, server.segment_size);
+        server.maxmemory = 0;
+    }
     server.self = segmentCreateLocal("self", (uint64_t)server.segment_size, server.segment_hugepages,
                                      (int)server.segment_numa_node, server.segment_prefault, err, errlen);
     if (server.self == NULL) return C_ERR;
+    allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
     server.self->mounted_ms = mstime();
     serverAssert(segmentTableAdd(server.self) == 0); /* the first: id 1, slot 0 */
     return C_OK;

@@ -576,6 +576,36 @@ int main(void) {
         allocRelease(b);
     }
 
+    TEST("alloc: a limit caps the bytes in use below the capacity; lowering it frees nothing") {
+        allocator *b = allocCreate(1 * MiB, 64);
+        allocSetLimit(b, 256 * 1024);
+        allocGetStats(b, &st);
+        CHECK_EQ(st.limit, 256 * 1024);
+        CHECK(allocMaxAllocatable(b) <= 256 * 1024);
+        uint32_t h1 = allocAlloc(b, 200 * 1024, &off);
+        CHECK(h1 != ALLOC_NONE);
+        CHECK(allocAlloc(b, 100 * 1024, &off) == ALLOC_NONE); /* 300 KiB > 256 KiB */
+        uint32_t h2 = allocAlloc(b, 56 * 1024, &off);           /* exactly to the limit */
+        CHECK(h2 != ALLOC_NONE);
+        CHECK(allocAlloc(b, 64, &off) == ALLOC_NONE);
+        CHECK_EQ(allocMaxAllocatable(b), 0);
+        allocSetLimit(b, 64 * 1024);                            /* under what is in use */
+        allocGetStats(b, &st);
+        CHECK_EQ(st.used, 256 * 1024);
+        freeIf(b, h2);
+        CHECK(allocAlloc(b, 64, &off) == ALLOC_NONE);           /* still over: 200 KiB > 64 KiB */
+        freeIf(b, h1);
+        uint32_t h3 = allocAlloc(b, 64 * 1024, &off);
+        CHECK(h3 != ALLOC_NONE);
+        freeIf(b, h3);
+        allocSetLimit(b, 0);                                    /* no cap: the whole capacity */
+        uint32_t h4 = allocAlloc(b, 1 * MiB, &off);
+        CHECK(h4 != ALLOC_NONE);
+        freeIf(b, h4);
+        CHECK(allocCheck(b, NULL, 0) == 0);
+        allocRelease(b);
+    }
+
     TEST("alloc: bad frees abort with a message") {
         CHECK(diesWith(doDoubleFree, "double free"));
         CHECK(diesWith(doBadHandle, "out of range"));
