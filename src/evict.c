@@ -135,7 +135,30 @@ int evictOne(segment *only) {
 /* Eviction rounds triggered by the high watermark, across the server's
  * own pool (mounted segments are evicted by the same rule once placement
  * uses them: their used bytes count in the same sum). */
+/* Evictions are summed into one log line per EVICT_LOG_PERIOD_MS, so an
+ * operator can tell a cache under pressure from keys that vanish. */
+#define EVICT_LOG_PERIOD_MS 10000
+
+static void evictLogCron(void) {
+    static long long last_ms, last_count;
+    if (server.mstime - last_ms < EVICT_LOG_PERIOD_MS) return;
+    long long n = server.stat_evictedkeys - last_count;
+    if (n > 0 && last_ms) {
+        allocStats ps;
+        allocGetStats(server.self->alloc, &ps);
+        char hused[32], hlimit[32];
+        bytesToHuman(hused, sizeof(hused), ps.used);
+        bytesToHuman(hlimit, sizeof(hlimit), ps.limit);
+        serverLog(LL_NOTICE, "Evicted %lld objects in the last %lld s to make room (pool %s used of %s, "
+                  "evict-high-watermark %.2f)", n, (server.mstime - last_ms) / 1000, hused, hlimit,
+                  server.evict_high_watermark);
+    }
+    last_ms = server.mstime;
+    last_count = server.stat_evictedkeys;
+}
+
 void storeEvictionCron(long long budget_us) {
+    evictLogCron();
     if (server.evict_policy == EVICT_NOEVICTION) {
         server.evict_pending = 0;
         return;

@@ -482,9 +482,29 @@ fail:
     return NULL;
 }
 
+/* Drops the replies of commands sent with mcConnSendNoReply, which come
+ * before any reply a caller waits for. */
+static int skipDiscarded(mcConn *c) {
+    while (c->discard > 0 && !c->broken) {
+        c->discard--;
+        mcReply *r = readReplyDepth(c, 0);
+        if (r == NULL) return MC_ERR_IO;
+        mcReplyFree(r);
+    }
+    return c->broken ? MC_ERR_IO : MC_OK;
+}
+
 mcReply *mcConnRead(mcConn *c) {
-    if (c->broken) return NULL;
+    if (c->broken || skipDiscarded(c) != MC_OK) return NULL;
     return readReplyDepth(c, 0);
+}
+
+int mcConnSendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens) {
+    if (c->broken) return MC_ERR_IO;
+    mcConnAppend(c, argc, argv, lens);
+    if (mcConnFlush(c) != MC_OK) return MC_ERR_IO;
+    c->discard++;
+    return MC_OK;
 }
 
 /* The header of a reply expected to start with type (`$` or `*`): its
@@ -492,7 +512,7 @@ mcReply *mcConnRead(mcConn *c) {
  * instead, or MC_ERR_* on I/O or protocol failure. */
 static long long readHeader(mcConn *c, char type, mcReply **err_reply) {
     *err_reply = NULL;
-    if (c->broken) return MC_ERR_IO;
+    if (c->broken || skipDiscarded(c) != MC_OK) return MC_ERR_IO;
     if (fill(c, 1) != MC_OK) return MC_ERR_IO;
     if (c->rbuf[c->rpos] != type) {
         mcReply *r = mcConnRead(c);

@@ -34,6 +34,7 @@ typedef struct mcConn {
     size_t ocap, olen;
     struct { size_t obuf_off; const void *ptr; size_t len; } refs[MC_CONN_MAX_IOV];
     int nrefs;
+    int discard;             /* replies still to come for commands sent without waiting */
     int broken;              /* an I/O error or protocol error: don't reuse */
     int timed_out;           /* ... and it was the I/O timeout */
     int local_unpaced;       /* TCP to this host, not paced (anetTuneLocalCongestion) */
@@ -61,6 +62,9 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
  * whatever came instead (an error, say), or MC_ERR_* on I/O failure. The
  * elements follow (mcConnReadBulkInto each). */
 long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply);
+/* Send one command whose reply nobody waits for (LEASE.RELEASE after a
+ * get): it is read and dropped before the next reply is read. */
+int mcConnSendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens);
 /* One command and its reply. */
 mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens);
 void mcReplyFree(mcReply *r);

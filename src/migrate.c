@@ -968,9 +968,7 @@ void addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
                             (unsigned long long)len);
         return;
     }
-    storeObjExt *x = storeObjGetExt(o);
-    long long until = server.mstime + server.lease_ttl;
-    if (x->lease_until_ms < until) x->lease_until_ms = until;
+    storeLeaseGrant(o, server.lease_ttl, 0); /* the server reads it: not released early */
     sds buf = sdsnewlen(NULL, len);
     sds err = NULL;
     if (storeObjRead(o, off, len, buf, server.remote_get_timeout, &err) != C_OK) {

@@ -183,6 +183,9 @@ struct mc_client {
     int hb_active;               /* inside a beat (guards recursion) */
     pthread_mutex_t hb_lock;
     pthread_cond_t hb_cond;
+    /* Leases: ended after each get (LEASE.RELEASE) unless turned off. */
+    int lease_release;
+    int leased_node, leased_asking; /* where the last single get was granted one, -1: none */
 };
 
 typedef struct { uint64_t seg, off, len; } mcReplica;
@@ -495,6 +498,8 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     c->host_id = MC_ERR_NOT_FOUND;
     c->transport = MC_TRANSPORT_AUTO;
     c->streams = 0; /* per peer: see tcpXfer */
+    c->lease_release = 1;
+    c->leased_node = -1;
     c->map.nodes = calloc(1, sizeof(mcNode));
     if (c->map.nodes == NULL) {
         snprintf(err, errlen, "out of memory");
@@ -1071,6 +1076,46 @@ static long long readReplicas(mc_client *c, int node, const mcReplica *reps, siz
     return rc;
 }
 
+/* The reader is done with these keys: end its leases now rather than at
+ * their deadline, so the space of a version overwritten or removed while
+ * it was read comes back at once, and a store full of recently read
+ * objects can evict them. Sent without waiting for the reply (it is
+ * dropped before the next one), on the connection the leases came from;
+ * keys reached through ASKING keep their lease to its end. */
+static void releaseLeases(mc_client *c, int node, int asking, size_t n, const void *const *keys,
+                          const size_t *keylens) {
+    if (!c->lease_release || asking || n == 0) return;
+    mcConn *conn = c->map.nodes[node].conn;
+    if (conn == NULL || conn->broken) return;
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[2] = {"LEASE.RELEASE", keys[i]};
+        size_t lens[2] = {13, keylens[i]};
+        mcConnAppend(conn, 2, argv, lens);
+        conn->discard++;
+    }
+    if (mcConnFlush(conn) != MC_OK) conn->discard = 0; /* broken: nothing more is read from it */
+}
+
+int mc_set_lease_release(mc_client *c, int on) {
+    if (c == NULL) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    c->lease_release = on != 0;
+    pthread_mutex_unlock(&c->lock);
+    return MC_OK;
+}
+
+static long long getLocked(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe);
+
+static long long getAndRelease(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe) {
+    c->leased_node = -1;
+    long long got = getLocked(c, key, keylen, buf, cap, probe);
+    if (c->leased_node >= 0) {
+        const void *keys[1] = {key};
+        releaseLeases(c, c->leased_node, c->leased_asking, 1, keys, &keylen);
+    }
+    return got;
+}
+
 static long long getLocked(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe) {
     if (key == NULL || keylen == 0) return setErr(c, MC_ERR_INVALID, "empty key");
     c->errbuf[0] = '\0';
@@ -1088,6 +1133,8 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
     rc = parseReplicas(c, r, &lease_ms, &size, reps, &n);
     mcReplyFree(r);
     if (rc != MC_OK) return rc;
+    c->leased_node = rt.node; /* a lease was granted: getAndRelease ends it */
+    c->leased_asking = rt.asking;
     if (probe) return (long long)size;
     if (size > cap) return setErr(c, MC_ERR_TOO_SMALL, "value is %llu bytes, buffer %zu", (unsigned long long)size, cap);
     if (buf == NULL && size) return setErr(c, MC_ERR_INVALID, "no buffer");
@@ -1109,7 +1156,7 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
-    long long rc = getLocked(c, key, keylen, buf, cap, 0);
+    long long rc = getAndRelease(c, key, keylen, buf, cap, 0);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -1117,7 +1164,7 @@ long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t
 long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
-    long long rc = regionOf(c, buf, cap) ? getLocked(c, key, keylen, buf, cap, 0)
+    long long rc = regionOf(c, buf, cap) ? getAndRelease(c, key, keylen, buf, cap, 0)
                                          : setErr(c, MC_ERR_INVALID, "buffer is not inside a registered region");
     pthread_mutex_unlock(&c->lock);
     return rc;
@@ -1126,7 +1173,7 @@ long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, s
 long long mc_size(mc_client *c, const void *key, size_t keylen) {
     if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
-    long long rc = getLocked(c, key, keylen, NULL, 0, 1);
+    long long rc = getAndRelease(c, key, keylen, NULL, 0, 1);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -1167,6 +1214,7 @@ typedef struct mcBKey {
     int moved;                   /* pinned, and its node redirected it */
     int ioerr;                   /* I/O failures so far */
     mcReply *res;                /* its answer (the caller frees) */
+    int leased;                  /* BATCH.GET.REPLICAS granted it a lease */
 } mcBKey;
 
 /* What a phase sends. */
@@ -1608,6 +1656,26 @@ int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *
     return rc;
 }
 
+/* Every key the batch was granted a lease on, released with one write per
+ * node (a single server: one write for the whole batch). */
+static void releaseBatchLeases(mc_client *c, mcBKey *k, size_t n) {
+    if (!c->lease_release) return;
+    for (int node = 0; node < c->map.nnodes; node++) {
+        mcConn *conn = c->map.nodes[node].conn;
+        if (conn == NULL || conn->broken) continue;
+        int queued = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (!k[i].leased || k[i].asking || k[i].node != node) continue;
+            const char *argv[2] = {"LEASE.RELEASE", k[i].key};
+            size_t lens[2] = {13, k[i].keylen};
+            mcConnAppend(conn, 2, argv, lens);
+            conn->discard++;
+            queued++;
+        }
+        if (queued && mcConnFlush(conn) != MC_OK) conn->discard = 0;
+    }
+}
+
 static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *results) {
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
     size_t *nreps = calloc(n, sizeof(size_t));
@@ -1644,6 +1712,7 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
             results[i] = prc;
             continue;
         }
+        k[i].leased = 1;
         if (sizes[i] > items[i].len) {
             results[i] = MC_ERR_TOO_SMALL;
             continue;
@@ -1677,6 +1746,7 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
         if (got >= 0) done++;
     }
     rc = done;
+    releaseBatchLeases(c, k, n);
 end:
     freeBKeys(k, n);
     free(reps);

@@ -156,6 +156,8 @@ typedef struct client {
     int nowners;
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
+    struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    int nleases, leases_cap;
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -378,6 +380,8 @@ void delCommand(client *c);
 void existsCommand(client *c);
 void typeCommand(client *c);
 void memoryCommand(client *c);
+void leaseReleaseCommand(client *c);
+void clientLeasesPrune(client *c, int all); /* all: on disconnect, without releasing */
 void scanCommand(client *c);
 void keysCommand(client *c);
 void dbsizeCommand(client *c);

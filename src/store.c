@@ -138,6 +138,7 @@ storeObj *storeObjCreate(size_t len) {
     }
 oom:
     st.oom++;
+    storeLogNoSpace(len, "a value");
     return NULL;
 }
 
@@ -157,6 +158,89 @@ char *storeObjLocalPtr(storeObj *o) {
     return NULL;
 }
 
+/* An operator should see why puts fail or objects vanish, without a log
+ * line per put: one line per STORE_LOG_PERIOD_MS at most, counting what
+ * it stood for. */
+#define STORE_LOG_PERIOD_MS 10000
+
+static struct {
+    long long last_ms;
+    long long suppressed;
+} nospaceLog;
+
+void storeLogNoSpace(uint64_t size, const char *what) {
+    if (nospaceLog.last_ms && server.mstime - nospaceLog.last_ms < STORE_LOG_PERIOD_MS) {
+        nospaceLog.suppressed++;
+        return;
+    }
+    allocStats ps;
+    allocGetStats(server.self->alloc, &ps);
+    uint64_t deferred_bytes = 0;
+    for (size_t i = 0; i < st.ndeferred; i++) deferred_bytes += st.deferred[i]->len;
+    char hsize[32], hused[32], hlimit[32], hdef[32];
+    bytesToHuman(hsize, sizeof(hsize), size);
+    bytesToHuman(hused, sizeof(hused), ps.used);
+    bytesToHuman(hlimit, sizeof(hlimit), ps.limit);
+    bytesToHuman(hdef, sizeof(hdef), deferred_bytes);
+    serverLog(LL_WARNING,
+              "No space for %s of %s (%lld more since the last such line): pool %s used of %s; %zu removed "
+              "versions (%s) wait for readers' leases; evict-policy %s, which never takes leased, pending or "
+              "hard-pinned objects. Readers end leases with LEASE.RELEASE (libmooncake does after each get); "
+              "lease-ttl bounds the rest",
+              what, hsize, nospaceLog.suppressed, hused, hlimit, st.ndeferred, hdef,
+              server.evict_policy == EVICT_LRU ? "lru" : "noeviction");
+    nospaceLog.last_ms = server.mstime;
+    nospaceLog.suppressed = 0;
+}
+
+static uint64_t leaseEpochs; /* server-wide, so an epoch is never reused by another version */
+
+uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
+    storeObjExt *ext = storeObjGetExt(o);
+    if (ext->lease_until_ms <= server.mstime) { /* no lease running: a new period */
+        ext->lease_epoch = ++leaseEpochs;
+        ext->lease_holders = 0;
+    }
+    if (!releasable) ext->lease_holders = STORE_LEASE_HELD;
+    else if (ext->lease_holders != STORE_LEASE_HELD) ext->lease_holders++;
+    long long until = addSaturate(server.mstime, ms);
+    if (ext->lease_until_ms < until) ext->lease_until_ms = until;
+    return ext->lease_epoch;
+}
+
+int storeLeaseRelease(storeObj *o, uint64_t epoch) {
+    storeObjExt *ext = o->ext;
+    if (ext == NULL || ext->lease_epoch != epoch || ext->lease_until_ms <= server.mstime ||
+        ext->lease_holders == STORE_LEASE_HELD || ext->lease_holders == 0)
+        return 0; /* a later period, or one that must run its course */
+    if (--ext->lease_holders) return 0;
+    ext->lease_until_ms = server.mstime; /* ended: storeObjLeased() is false from now */
+    return 1;
+}
+
+static void freeObject(storeObj *o);
+
+void storeLeaseEntryAdd(storeObj *o) { storeObjGetExt(o)->lease_entries++; }
+
+void storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
+    if (release && storeLeaseRelease(o, epoch) && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
+        /* Unlinked and waiting for exactly this lease: free it now, not at
+         * the next cron. The list is short (versions removed while read). */
+        for (size_t i = 0; i < st.ndeferred; i++) {
+            if (st.deferred[i] != o) continue;
+            st.deferred[i] = st.deferred[--st.ndeferred];
+            st.lease_expiries++;
+            freeObject(o); /* retired: this record still points here */
+            break;
+        }
+    }
+    serverAssert(o->ext && o->ext->lease_entries > 0);
+    if (--o->ext->lease_entries == 0 && (o->flags & OBJ_FLAG_RETIRED)) {
+        o->flags &= (uint8_t)~OBJ_FLAG_RETIRED;
+        freeObject(o); /* no extents left: frees the header */
+    }
+}
+
 int storeObjLeased(const storeObj *o) { return o->ext && o->ext->lease_until_ms > server.mstime; }
 
 static void freeObject(storeObj *o) {
@@ -165,6 +249,12 @@ static void freeObject(storeObj *o) {
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL) continue; /* the segment and its allocator are gone */
         allocFree(seg->alloc, r->handle);
+    }
+    if (o->ext && o->ext->lease_entries) {
+        /* The space is back; connections' lease records still point here. */
+        o->nreplicas = 0;
+        o->flags |= OBJ_FLAG_RETIRED;
+        return;
     }
     if (o->ext) {
         sdsfree(o->ext->checksum);
@@ -478,6 +568,7 @@ void storePendingAbandon(storeObj *o) {
     storeObjExt *ext = storeObjGetExt(o);
     long long until = addSaturate(server.mstime, server.put_release_timeout);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
+    ext->lease_holders = STORE_LEASE_HELD; /* no reader's release may end this wait */
     storeObjDecrRef(o);
 }
 

@@ -13,6 +13,7 @@
 enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
 #define OBJ_FLAG_HARDPIN (1 << 0)
 #define OBJ_FLAG_DEFERRED (1 << 1) /* on store.c's deferred-free list */
+#define OBJ_FLAG_RETIRED (1 << 2)  /* extents freed; the header waits for its lease entries */
 
 /* One extent of one segment. */
 /* A replica names its segment by slot and the slot's generation at the
@@ -37,7 +38,13 @@ typedef struct storeObjExt {
     uint64_t put_client;         /* connection that ran PUT.START */
     sds checksum;                /* given at PUT.END, may be NULL */
     storeReplica *more;          /* replicas 2..n, sized to fit */
+    uint64_t lease_epoch;        /* one continuous lease period, numbered server-wide */
+    uint32_t lease_holders;      /* grants of this period that may be released early;
+                                  * STORE_LEASE_HELD: one of them cannot be */
+    uint32_t lease_entries;      /* connections' records of grants (t_store.c) pointing here */
 } storeObjExt;
+
+#define STORE_LEASE_HELD UINT32_MAX
 
 /* One immutable version of a value: one or more replicas in segments.
  * Shared by the keyspace, by replies still being written and (through the
@@ -63,6 +70,27 @@ typedef struct storeStats {
     uint64_t deferred_frees; /* unlinked objects waiting for their lease to end */
     uint64_t lease_expiries; /* leases (and put-release waits) that ended holding space back */
 } storeStats;
+
+/* Read leases. A grant starts a new lease period if none is running, else
+ * extends it. A releasable grant is counted: when every counted grant of
+ * the period is released (storeLeaseRelease with that period's epoch), the
+ * lease ends at once instead of at its deadline, and the space of an
+ * unlinked version comes back. A grant that can't be released (LEASE key
+ * ms, a server-side read) holds the period to its deadline. Returns the
+ * period's epoch. */
+uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable);
+/* 1 if that released the last counted grant and ended the lease. */
+int storeLeaseRelease(storeObj *o, uint64_t epoch);
+/* A connection's record of a grant keeps the object's header (not its
+ * extents, nor its place on the deferred list) alive, so the record can
+ * be checked and released whatever happened to the key meanwhile. Drop
+ * releases the grant first if asked; a version whose last lease that ends
+ * and that nothing references gives its space back right there. */
+void storeLeaseEntryAdd(storeObj *o);
+void storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release);
+
+/* Says (rate-limited) why an allocation of size bytes failed. */
+void storeLogNoSpace(uint64_t size, const char *what);
 
 int storeInit(char *err, size_t errlen);
 void storeShutdown(void);

@@ -35,7 +35,7 @@
 
 static struct {
     long long started, ended, revoked, taken_over, nospace;
-    long long get_hits, get_misses, get_notready, leases_granted;
+    long long get_hits, get_misses, get_notready, leases_granted, leases_released_early;
 } ss;
 
 void storeCommandStatsReset(void) { memset(&ss, 0, sizeof(ss)); }
@@ -45,9 +45,11 @@ sds storeCommandStatsInfo(sds s) {
                         "store_puts_started:%lld\r\nstore_puts_ended:%lld\r\nstore_puts_revoked:%lld\r\n"
                         "store_puts_taken_over:%lld\r\nstore_puts_nospace:%lld\r\nstore_puts_pending:%lu\r\n"
                         "store_get_replicas_hits:%lld\r\nstore_get_replicas_misses:%lld\r\n"
-                        "store_get_replicas_notready:%lld\r\nstore_leases_granted:%lld\r\n",
+                        "store_get_replicas_notready:%lld\r\nstore_leases_granted:%lld\r\n"
+                        "store_leases_released_early:%lld\r\n",
                         ss.started, ss.ended, ss.revoked, ss.taken_over, ss.nospace, storePendingSize(),
-                        ss.get_hits, ss.get_misses, ss.get_notready, ss.leases_granted);
+                        ss.get_hits, ss.get_misses, ss.get_notready, ss.leases_granted,
+                        ss.leases_released_early);
 }
 
 /* ---- option parsing ------------------------------------------------------ */
@@ -162,6 +164,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
                       clientHost(c, hostbuf, sizeof(hostbuf))) == 0) {
         storeObjDecrRef(o);
         ss.nospace++;
+        storeLogNoSpace((uint64_t)size, "a put");
         addReplyError(c, "-NOSPACE no segment has room for this object");
         return;
     }
@@ -279,11 +282,85 @@ void putRevokeCommand(client *c) {
 
 /* ---- reads and leases ---------------------------------------------------- */
 
-static void grantLease(storeObj *o, long long ms) {
-    storeObjExt *ext = storeObjGetExt(o);
-    long long until = addSaturate(server.mstime, ms);
-    if (ext->lease_until_ms < until) ext->lease_until_ms = until;
+/* A connection's releasable grants: the version it was given (its header
+ * kept alive by storeLeaseEntryAdd, so the pointer stays good), under which key, in which lease
+ * period, until when. LEASE.RELEASE finds them by key, so a reader can end
+ * its lease on a version that was overwritten or removed while it read --
+ * the space that would otherwise stay held to the deadline. Bounded per
+ * connection; past the bound a grant simply runs to its deadline. */
+#define CLIENT_MAX_LEASES 4096
+
+typedef struct clientLease {
+    sds key;
+    storeObj *o;
+    uint64_t epoch;
+    long long until;
+} clientLease;
+
+static void clientLeaseDrop(client *c, int i, int release) {
+    clientLease *l = &c->leases[i];
+    if (release && l->o->ext && l->o->ext->lease_epoch == l->epoch && l->o->ext->lease_holders == 1 &&
+        l->o->ext->lease_until_ms > server.mstime)
+        ss.leases_released_early++;
+    storeLeaseEntryDrop(l->o, l->epoch, release);
+    sdsfree(l->key);
+    c->leases[i] = c->leases[--c->nleases];
+}
+
+/* Grants whose own deadline passed are released (the reader no longer
+ * relies on them; another reader's grant of the same period still
+ * counts). all: every grant, on disconnect, without ending any lease -- a
+ * reader whose control connection broke may still be copying. */
+void clientLeasesPrune(client *c, int all) {
+    for (int i = c->nleases - 1; i >= 0; i--)
+        if (all || c->leases[i].until <= server.mstime) clientLeaseDrop(c, i, !all);
+    if (all || c->nleases == 0) {
+        zfree(c->leases);
+        c->leases = NULL;
+        c->nleases = c->leases_cap = 0;
+    }
+}
+
+static int clientLeaseAdd(client *c, sds key, storeObj *o) {
+    if (c->nleases == CLIENT_MAX_LEASES) clientLeasesPrune(c, 0);
+    if (c->nleases == CLIENT_MAX_LEASES) return 0;
+    if (c->nleases == c->leases_cap) {
+        c->leases_cap = c->leases_cap ? c->leases_cap * 2 : 16;
+        c->leases = zrealloc(c->leases, sizeof(clientLease) * (size_t)c->leases_cap);
+    }
+    clientLease *l = &c->leases[c->nleases++];
+    l->key = sdsdup(key);
+    l->o = o;
+    storeLeaseEntryAdd(o);
+    return 1;
+}
+
+static void grantLease(client *c, sds key, storeObj *o, long long ms) {
+    int releasable = c && clientLeaseAdd(c, key, o);
+    uint64_t epoch = storeLeaseGrant(o, ms, releasable);
+    if (releasable) {
+        c->leases[c->nleases - 1].epoch = epoch;
+        c->leases[c->nleases - 1].until = addSaturate(server.mstime, ms);
+    }
     ss.leases_granted++;
+}
+
+/* LEASE.RELEASE key [key ...]: this connection is done reading these keys
+ * (one grant each, the oldest first). The number of grants released. */
+void leaseReleaseCommand(client *c) {
+    long long released = 0;
+    for (int j = 1; j < c->argc; j++) {
+        int found = -1;
+        for (int i = 0; i < c->nleases; i++)
+            if (sdslen(c->leases[i].key) == sdslen(c->argv[j]) && !memcmp(c->leases[i].key, c->argv[j], sdslen(c->argv[j])) &&
+                (found < 0 || c->leases[i].until < c->leases[found].until))
+                found = i;
+        if (found < 0) continue;
+        clientLeaseDrop(c, found, 1);
+        released++;
+    }
+    if (c->nleases == 0) clientLeasesPrune(c, 0);
+    addReplyLongLong(c, released);
 }
 
 static void getReplicasOne(client *c, sds key) {
@@ -299,7 +376,7 @@ static void getReplicasOne(client *c, sds key) {
         return;
     }
     ss.get_hits++;
-    grantLease(o, server.lease_ttl);
+    grantLease(c, key, o, server.lease_ttl);
     addReplyArrayLen(c, 3 + o->nreplicas);
     addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
     addReplyLongLong(c, (long long)o->len);
@@ -327,7 +404,7 @@ void leaseCommand(client *c) {
         addReplyNull(c);
         return;
     }
-    grantLease(o, ms);
+    grantLease(NULL, c->argv[1], o, ms); /* asked for a duration: held to its end */
     addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
 }
 

@@ -1974,6 +1974,81 @@ static void testFirstTouch(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== lease release: a get ends its read lease when it is done ================================== */
+
+/* OBJECT.INFO's lease-ms of key (RESP2: a flat field/value array); -1 if absent. */
+static long long leaseMs(redisContext *r, const char *key) {
+    redisReply *i = rcmd(r, "OBJECT.INFO %s", key);
+    long long ms = -1;
+    for (size_t j = 0; i && i->type == REDIS_REPLY_ARRAY && j + 1 < i->elements; j += 2)
+        if (i->element[j]->type == REDIS_REPLY_STRING && !strcmp(i->element[j]->str, "lease-ms"))
+            ms = i->element[j + 1]->integer;
+    freeReplyObject(i);
+    return ms;
+}
+
+/* The release is sent without waiting for its reply, so another connection
+ * sees it a moment later: poll. */
+static int leaseEndsWithin(redisContext *r, const char *key, int ms) {
+    for (int t = 0; t < ms; t += 10) {
+        if (leaseMs(r, key) == 0) return 1;
+        tsSleepMs(10);
+    }
+    return 0;
+}
+
+static void testLeaseRelease(void) {
+    const char *group = "lease-release";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, "--lease-ttl", "10000", NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    char *v = xmalloc(MiB), *got = xmalloc(MiB);
+    fillPattern(v, MiB, 11);
+    TEST("lease release: after mc_get (shm and tcp) the object's lease has ended") {
+        CHECK(r && cshm && ctcp);
+        CHECK_EQ(put(cshm, "lr:a", v, MiB, NULL), MC_OK);
+        CHECK_EQ(mc_get(cshm, "lr:a", 4, got, MiB), (long long)MiB);
+        CHECK(leaseEndsWithin(r, "lr:a", 2000));
+        CHECK_EQ(mc_get(ctcp, "lr:a", 4, got, MiB), (long long)MiB);
+        CHECK(leaseEndsWithin(r, "lr:a", 2000));
+        CHECK(memcmp(got, v, MiB) == 0);
+        /* The discarded replies do not confuse the next command's. */
+        CHECK_EQ(mc_size(ctcp, "lr:a", 4), (long long)MiB);
+        CHECK_EQ(mc_exists(ctcp, "lr:a", 4), 1);
+    }
+    TEST("lease release: a batch get ends every lease it was granted") {
+        mc_kv items[8];
+        long long res[8];
+        char keys[8][16], *bufs = xmalloc(8 * 4096);
+        for (int i = 0; i < 8; i++) {
+            snprintf(keys[i], sizeof(keys[i]), "lr:b%d", i);
+            CHECK_EQ(put(ctcp, keys[i], v, 4096, NULL), MC_OK);
+            items[i] = (mc_kv){keys[i], strlen(keys[i]), bufs + i * 4096, 4096};
+        }
+        CHECK_EQ(mc_batch_get(cshm, 8, items, res), 8);
+        for (int i = 0; i < 8; i++) CHECK(leaseEndsWithin(r, keys[i], 2000));
+        free(bufs);
+    }
+    TEST("lease release: mc_set_lease_release(c, 0) keeps the lease to lease-ttl") {
+        CHECK_EQ(mc_set_lease_release(ctcp, 0), MC_OK);
+        CHECK_EQ(mc_get(ctcp, "lr:a", 4, got, MiB), (long long)MiB);
+        CHECK(mc_exists(ctcp, "lr:a", 4) == 1); /* a round trip after the get */
+        long long ms = leaseMs(r, "lr:a");
+        CHECK(ms > 9000 && ms <= 10000);
+        CHECK_EQ(mc_set_lease_release(ctcp, 1), MC_OK);
+    }
+    free(v);
+    free(got);
+    mcClose(&cshm);
+    mcClose(&ctcp);
+    rClose(&r);
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -1985,6 +2060,7 @@ static const struct {
     {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
+    {"lease-release", testLeaseRelease},
 };
 
 int main(int argc, char **argv) {
