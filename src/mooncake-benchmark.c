@@ -1124,9 +1124,9 @@ static uint64_t runPhase(long long requests, int record) {
     }
     for (int i = 0; i < config.clients; i++) connPrepare(&conns[i]);
     atomic_store(&badvals_reported, 0);
-    char label[80];
-    testName(label, sizeof(label), test.w->label, test.vlen, (test.w->flags & WL_SIZED) != 0);
-    if (!record) strcat(label, " warm-up");
+    char name[80], label[96];
+    testName(name, sizeof(name), test.w->label, test.vlen, (test.w->flags & WL_SIZED) != 0);
+    snprintf(label, sizeof(label), "%s%s", name, record ? "" : " warm-up");
     uint64_t start = nowNs();
     test.deadline = phaseDeadline(start, timed);
     progressStart(label, timed ? -1 : test.limit, start, test.deadline, phaseDone, NULL);
@@ -1162,9 +1162,9 @@ static void printRow(const char *label, size_t vlen, int sized, benchStats *sum,
     double ops = sum->ops / secs, gbs = sum->bytes / secs / 1e9;
     double p50 = histPercentile(&sum->lat, 50) / 1e6, p99 = histPercentile(&sum->lat, 99) / 1e6;
     double p999 = histPercentile(&sum->lat, 99.9) / 1e6, max = sum->lat.max / 1e6;
-    char size[32] = "", name[64];
+    char size[32] = "", name[80];
     if (sized) formatSize(size, sizeof(size), vlen);
-    testName(name, sizeof(name), label, vlen, sized);
+    testName(name, sizeof(name) - 1, label, vlen, sized);   /* room for the ':' of -q */
     if (config.check && (sum->errors || sum->badvals)) failed = 1;
 
     if (config.csv) {
