@@ -35,6 +35,8 @@ typedef struct benchStats {
     uint64_t errors;         /* error replies */
     uint64_t misses;         /* nil replies */
     uint64_t badvals;        /* verification failures */
+    uint64_t requests;       /* requests completed (a batch command or call counts once) */
+    int capped;              /* the --max-time cap stopped it before all its requests */
     char firsterr[256];
 } benchStats;
 

@@ -23,6 +23,12 @@
  * Buffers are faulted in before the clock starts (12 us per fresh page on
  * these machines would otherwise dominate), and every get can be checked
  * byte for byte (--check) against the pattern the puts wrote.
+ *
+ * Every row stops at the deadline (--duration, or the --max-time cap) and
+ * counts the calls done in lib_done, which benchprogress.c's thread reads
+ * for the progress line: one relaxed atomic add per call on the library
+ * threads (a call is microseconds at least), a plain relaxed store in the
+ * single-threaded baselines, whose copies can be nanoseconds.
  */
 #include "anet.h"
 #include "benchlib.h"
@@ -40,6 +46,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchprogress.h"
 #include "mooncake.h"
 
 static uint64_t nowNs(void) {
@@ -79,17 +86,36 @@ typedef struct libThread {
 } libThread;
 
 static _Atomic long long issued;
-static _Atomic int stop_flag;
-static uint64_t deadline_ns;
+static _Atomic uint64_t lib_done;   /* calls (or copies) done in the running row */
+static uint64_t deadline_ns;        /* 0: none */
+
+/* When a row that starts at `start` stops: the end of --duration or the
+ * --max-time cap, whichever comes first; 0 for neither. */
+static uint64_t rowDeadline(const benchLibConfig *cfg, uint64_t start) {
+    uint64_t dl = cfg->duration > 0 ? start + (uint64_t)(cfg->duration * 1e9) : 0;
+    if (cfg->maxtime > 0) {
+        uint64_t cap = start + (uint64_t)(cfg->maxtime * 1e9);
+        if (!dl || cap < dl) dl = cap;
+    }
+    return dl;
+}
+
+static uint64_t libDone(void *arg) {
+    (void)arg;
+    return atomic_load_explicit(&lib_done, memory_order_relaxed);
+}
+
+/* Progress for the calls of one row; total <= 0 if it runs until its deadline. */
+static void rowProgress(const benchLibConfig *cfg, long long total, uint64_t start) {
+    atomic_store(&lib_done, 0);
+    progressStart(cfg->label ? cfg->label : "", total, start, deadline_ns, libDone, NULL);
+}
 
 /* The next op's number, or -1 when the phase is over. */
 static long long nextOp(const benchLibConfig *cfg, int per) {
-    if (cfg->duration > 0) {
-        if (atomic_load(&stop_flag) || nowNs() >= deadline_ns) return -1;
-        return atomic_fetch_add(&issued, per);
-    }
+    if (deadline_ns && nowNs() >= deadline_ns) return -1;
     long long n = atomic_fetch_add(&issued, per);
-    return n < cfg->requests ? n : -1;
+    return cfg->duration > 0 || n < cfg->requests ? n : -1;
 }
 
 static void noteError(libThread *t, const char *what, long long rc) {
@@ -191,7 +217,10 @@ static void *libThreadMain(void *arg) {
     libThread *t = arg;
     libOp o;
     libOpInit(t, &o);
-    while (nextOp(t->cfg, 1) >= 0) libOpRun(t, &o, 1);
+    while (nextOp(t->cfg, 1) >= 0) {
+        libOpRun(t, &o, 1);
+        atomic_fetch_add_explicit(&lib_done, 1, memory_order_relaxed);
+    }
     libOpFree(&o);
     return NULL;
 }
@@ -239,12 +268,15 @@ static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, 
         libOpFree(&o);
     }
     atomic_store(&issued, 0);
-    atomic_store(&stop_flag, 0);
     uint64_t start = nowNs();
-    deadline_ns = start + (uint64_t)(cfg->duration * 1e9);
+    deadline_ns = rowDeadline(cfg, start);
+    rowProgress(cfg, cfg->duration > 0 ? -1 : cfg->requests, start);
     for (int i = 0; i < nthreads; i++) pthread_create(&th[i].tid, NULL, libThreadMain, &th[i]);
     for (int i = 0; i < nthreads; i++) pthread_join(th[i].tid, NULL);
     *secs = (nowNs() - start) / 1e9;
+    progressStop();
+    out->requests = libDone(NULL);
+    out->capped = cfg->duration <= 0 && (long long)out->requests < cfg->requests;
     for (int i = 0; i < nthreads; i++) {
         histMerge(&out->lat, &th[i].st.lat);
         out->ops += th[i].st.ops;
@@ -287,7 +319,9 @@ static int runMemcpy(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
     fillValue(src, vlen, 1);
     size_t slots = arena / vlen;
     long long n = baselineOps(cfg, vlen);
-    uint64_t start = nowNs(), end = start + (uint64_t)(cfg->duration * 1e9);
+    uint64_t start = nowNs();
+    deadline_ns = rowDeadline(cfg, start);
+    rowProgress(cfg, n, start);
     for (long long i = 0; n < 0 || i < n; i++) {
         uint64_t t0 = nowNs();
         memcpy(dst + (size_t)(i % (long long)slots) * vlen, src, vlen);
@@ -295,9 +329,13 @@ static int runMemcpy(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
         histRecord(&out->lat, t1 - t0);
         out->ops++;
         out->bytes += vlen;
-        if (n < 0 && t1 >= end) break;
+        atomic_store_explicit(&lib_done, out->ops, memory_order_relaxed);
+        if (deadline_ns && t1 >= deadline_ns) break;
     }
     *secs = (nowNs() - start) / 1e9;
+    progressStop();
+    out->requests = out->ops;
+    out->capped = n >= 0 && (long long)out->ops < n;
     munmap(src, vlen);
     munmap(dst, arena);
     return 0;
@@ -350,9 +388,12 @@ static int runRawTcp(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
     tcpSide ws = {.fd = wfd, .vlen = vlen, .count = n, .buf = wb};
     pthread_t tid;
     uint64_t start = nowNs();
+    deadline_ns = rowDeadline(cfg, start);
+    rowProgress(cfg, cfg->duration > 0 ? -1 : n, start);
     pthread_create(&tid, NULL, rawTcpWriter, &ws);
     for (long long i = 0; i < n; i++) {
         uint64_t t0 = nowNs();
+        if (deadline_ns && t0 >= deadline_ns) break;
         size_t got = 0;
         while (got < vlen) {
             ssize_t r = read(rfd, rb + got, vlen - got < (4u << 20) ? vlen - got : (4u << 20));
@@ -366,9 +407,21 @@ static int runRawTcp(size_t vlen, const benchLibConfig *cfg, benchStats *out, do
         histRecord(&out->lat, nowNs() - t0);
         out->ops++;
         out->bytes += vlen;
+        atomic_store_explicit(&lib_done, out->ops, memory_order_relaxed);
     }
     *secs = (nowNs() - start) / 1e9;
-    shutdown(rfd, SHUT_RDWR);
+    progressStop();
+    out->requests = out->ops;
+    out->capped = cfg->duration <= 0 && (long long)out->ops < n;
+    if ((long long)out->ops < n) {
+        /* Stopped early: the writer may be blocked on a full socket, and
+         * only a reset wakes it (close with unread data sends one; a
+         * shutdown does not). */
+        close(rfd);
+        rfd = -1;
+    } else {
+        shutdown(rfd, SHUT_RDWR);
+    }
     pthread_join(tid, NULL);
     rc = 0;
 out:

@@ -12,6 +12,8 @@ typedef struct benchLibConfig {
     int clients;            /* threads, each with its own handle */
     long long requests;     /* calls per test (a batch call counts once) */
     double duration;        /* seconds instead of requests, if > 0 */
+    double maxtime;         /* stop issuing after this many seconds, if > 0 */
+    const char *label;      /* the test as its progress line names it */
     int transport;          /* MC_TRANSPORT_* */
     int streams;            /* tcp connections per transfer (mc_set_streams), 0: default */
     int batch;              /* keys per mc_batch_* call */

@@ -71,6 +71,24 @@
  * level of a key's result. --segments mounts placeholder segments (metadata
  * only: they are never written) over one extra connection that stays open,
  * so their owner stays alive, for as long as the tests run.
+ *
+ * Sizing. redis-benchmark's 100,000 requests and 50 clients are made for
+ * 64-byte values; at 16 MiB they are 1.6 TB and 800 MiB in flight, and the
+ * README's first example ran for a quarter of an hour. So without -n a test
+ * is sized by what it moves: BENCH_TEST_BYTES of values (1 GiB, a second or
+ * so on a laptop), at least BENCH_MIN_REQUESTS and at most the classic
+ * 100,000 requests, with a cap of --max-time seconds per test as a last
+ * guard against a slow server; an explicit -n means what it always meant,
+ * exactly that many requests and no cap unless --max-time. Tests that move
+ * no values (PING, the store rows) keep 100,000. Without -c, the RESP tests
+ * keep at most BENCH_INFLIGHT_BYTES of values in flight (fewer than 50
+ * clients for values over 5 MiB), and the library rows run one client.
+ *
+ * Progress. On a terminal (or with --progress) a line shows the running
+ * test's requests done, rate, elapsed time and ETA, rewritten in place
+ * about 4 times a second by benchprogress.c's thread and erased before the
+ * result; the engines only keep a counter it can read (benchThread.done,
+ * benchlib.c's lib_done). Not on a terminal, nothing but results is written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -97,6 +115,7 @@
 #include "anet.h"
 #include "benchhist.h"
 #include "benchlib.h"
+#include "benchprogress.h"
 #include "mooncake.h"
 
 #define BENCH_RBUF_SIZE (64 * 1024)          /* per-connection read buffer */
@@ -109,6 +128,13 @@
 #define BENCH_MAX_REPORTED 5                 /* verification failures printed per test */
 #define BENCH_MAX_DEPTH 8                    /* nested arrays in one reply */
 #define BENCH_SEGMENT_SIZE "1gb"             /* each --segments placeholder */
+/* Sizing without -n (see the top of the file). */
+#define BENCH_DEFAULT_REQUESTS 100000LL      /* redis-benchmark's; tests that move no values */
+#define BENCH_MIN_REQUESTS 32LL              /* enough to be more than a warm-up */
+#define BENCH_TEST_BYTES (1ULL << 30)        /* values moved per test */
+#define BENCH_DEFAULT_CLIENTS 50
+#define BENCH_INFLIGHT_BYTES (256ULL << 20)  /* values in flight at once (clients x request) */
+#define BENCH_DEFAULT_MAX_TIME 10.0          /* seconds per test */
 
 /* ---- configuration --------------------------------------------------------- */
 
@@ -117,8 +143,9 @@ static struct benchConfig {
     int port;
     const char *unixsock;
     const char *auth;
-    int clients;
-    long long requests;
+    int clients;              /* 0 until parsed: -c, or planned (planClients) */
+    int libclients;           /* library rows: -c, or 1 (see parseOptions) */
+    long long requests;       /* -n; 0: sized per test (planRequests) */
     size_t *sizes;
     int nsizes;
     unsigned tests;           /* bit i: workloads[i] selected */
@@ -130,6 +157,8 @@ static struct benchConfig {
     int csv;
     int quiet;
     double duration;          /* seconds; 0: run -n requests */
+    double maxtime;           /* --max-time: cap per test in seconds, 0: none; -1: not given */
+    int progress;             /* live progress line: 1 on, 0 off, -1: on a terminal */
     long long warmup;
     size_t sink;              /* a thread's sink for big payloads */
     int sequential;           /* -r keys in order: request i names key i mod keyspace */
@@ -140,8 +169,8 @@ static struct benchConfig {
     int transport;            /* --transport for the library rows */
     int streams;              /* --streams for the library rows */
 } config = {
-    .host = "127.0.0.1", .port = 6379, .clients = 50, .requests = 100000,
-    .pipeline = 1, .threads = 1, .batch = 16, .sink = BENCH_SINK_DEFAULT,
+    .host = "127.0.0.1", .port = 6379, .pipeline = 1, .threads = 1, .batch = 16,
+    .sink = BENCH_SINK_DEFAULT, .maxtime = -1, .progress = -1,
 };
 
 /* ---- the workload table ------------------------------------------------------ */
@@ -189,6 +218,56 @@ static const workload workloads[] = {
 static int workloadKeys(const workload *w) {
     return (w->flags & WL_BATCH) ? config.batch : w->keys;
 }
+
+/* Value bytes one request of w moves at size vlen; 0 for those that move
+ * none (PING, and the store rows, whose -d is only an argument). */
+static uint64_t workloadBytes(const workload *w, size_t vlen) {
+    if (!(w->flags & (WL_WRITE | WL_READ))) return 0;
+    return (uint64_t)vlen * (uint64_t)workloadKeys(w);
+}
+
+/* Keys per call of a library row (benchlib.c): --batch for the batch rows. */
+static int libBatch(const char *name) {
+    return !strcasecmp(name, "mcbput") || !strcasecmp(name, "mcbget") ? config.batch : 1;
+}
+
+static int libBaseline(const char *name) {
+    return !strncasecmp(name, "memcpy", 6) || !strcasecmp(name, "rawtcp");
+}
+
+/* Requests of one test that moves reqbytes of values per request: -n if
+ * given, else what moves BENCH_TEST_BYTES, within [BENCH_MIN_REQUESTS,
+ * BENCH_DEFAULT_REQUESTS] (a 16 MiB test: 64 requests, 64 B: 100000). */
+static long long planRequests(uint64_t reqbytes) {
+    if (config.requests) return config.requests;
+    if (reqbytes == 0) return BENCH_DEFAULT_REQUESTS;
+    uint64_t n = BENCH_TEST_BYTES / reqbytes;
+    if (n < (uint64_t)BENCH_MIN_REQUESTS) return BENCH_MIN_REQUESTS;
+    if (n > (uint64_t)BENCH_DEFAULT_REQUESTS) return BENCH_DEFAULT_REQUESTS;
+    return (long long)n;
+}
+
+/* RESP connections when -c is not given: 50, but no more than keep
+ * BENCH_INFLIGHT_BYTES of values in flight in the largest test of the run
+ * (the connections are opened once for all tests): 16 at 16 MiB, 4 at 64
+ * MiB. Memory, not speed, is the point: the server's pool must hold every
+ * client's key and every value in flight. */
+static int planClients(void) {
+    uint64_t most = 0;
+    for (int s = 0; s < config.nsizes; s++) {
+        for (int i = 0; i < NWORKLOADS; i++) {
+            if (!(config.tests & (1u << i))) continue;
+            uint64_t b = workloadBytes(&workloads[i], config.sizes[s]);
+            if (b > most) most = b;
+        }
+    }
+    most *= (uint64_t)config.pipeline;
+    if (most == 0 || BENCH_INFLIGHT_BYTES / most >= BENCH_DEFAULT_CLIENTS) return BENCH_DEFAULT_CLIENTS;
+    return BENCH_INFLIGHT_BYTES / most ? (int)(BENCH_INFLIGHT_BYTES / most) : 1;
+}
+
+/* "SET 16MiB", "PING": a test as the progress line and the report name it. */
+static void testName(char *buf, size_t len, const char *label, size_t vlen, int sized);
 
 /* ---- shared state of a test ---------------------------------------------------- */
 
@@ -272,6 +351,9 @@ typedef struct benchThread {
     unsigned char *sink;     /* where big payloads are read to (see connRead) */
     size_t sinkcap;
     benchStats st;
+    /* Requests completed in this phase, for the progress thread: written
+     * only by this thread (a plain store, no locked instruction). */
+    _Atomic uint64_t done;
 } benchThread;
 
 static benchThread *threads;
@@ -748,6 +830,8 @@ static void connElementDone(conn *c) {
     c->rcmd = 0;
     /* The op of slot rslot is complete. */
     benchThread *t = c->t;
+    atomic_store_explicit(&t->done, atomic_load_explicit(&t->done, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     if (t->now == 0) t->now = nowNs();
     if (test.record) {
         histRecord(&t->st.lat, t->now - c->sent_ns);
@@ -1003,10 +1087,32 @@ static void *threadMain(void *arg) {
     return NULL;
 }
 
+/* Requests completed so far in the running phase (progress thread). */
+static uint64_t phaseDone(void *arg) {
+    (void)arg;
+    uint64_t n = 0;
+    for (int i = 0; i < config.threads; i++)
+        n += atomic_load_explicit(&threads[i].done, memory_order_relaxed);
+    return n;
+}
+
+/* When a phase that started at `start` stops issuing: the end of
+ * --duration (timed phases), or the --max-time cap, whichever is sooner;
+ * 0 for neither. */
+static uint64_t phaseDeadline(uint64_t start, int timed) {
+    uint64_t dl = timed ? start + (uint64_t)(config.duration * 1e9) : 0;
+    if (config.maxtime > 0) {
+        uint64_t cap = start + (uint64_t)(config.maxtime * 1e9);
+        if (!dl || cap < dl) dl = cap;
+    }
+    return dl;
+}
+
 /* Runs one phase of the current test on all threads; returns its length in ns. */
 static uint64_t runPhase(long long requests, int record) {
+    int timed = config.duration > 0 && record;
     test.record = record;
-    test.limit = config.duration > 0 && record ? LLONG_MAX : requests;
+    test.limit = timed ? LLONG_MAX : requests;
     atomic_store(&test.issued, 0);
     for (int i = 0; i < config.threads; i++) {
         benchThread *t = &threads[i];
@@ -1014,11 +1120,16 @@ static uint64_t runPhase(long long requests, int record) {
         t->st.ops = t->st.bytes = t->st.errors = t->st.misses = t->st.badvals = 0;
         t->st.firsterr[0] = '\0';
         t->last_ns = 0;
+        atomic_store(&t->done, 0);
     }
     for (int i = 0; i < config.clients; i++) connPrepare(&conns[i]);
     atomic_store(&badvals_reported, 0);
+    char name[80], label[96];
+    testName(name, sizeof(name), test.w->label, test.vlen, (test.w->flags & WL_SIZED) != 0);
+    snprintf(label, sizeof(label), "%s%s", name, record ? "" : " warm-up");
     uint64_t start = nowNs();
-    test.deadline = config.duration > 0 && record ? start + (uint64_t)(config.duration * 1e9) : 0;
+    test.deadline = phaseDeadline(start, timed);
+    progressStart(label, timed ? -1 : test.limit, start, test.deadline, phaseDone, NULL);
     if (config.threads == 1) {
         threadMain(&threads[0]);
     } else {
@@ -1027,6 +1138,7 @@ static uint64_t runPhase(long long requests, int record) {
                 benchFatal("pthread_create failed");
         for (int i = 0; i < config.threads; i++) pthread_join(threads[i].tid, NULL);
     }
+    progressStop();
     uint64_t end = start;
     for (int i = 0; i < config.threads; i++)
         if (threads[i].last_ns > end) end = threads[i].last_ns;
@@ -1037,6 +1149,12 @@ static uint64_t runPhase(long long requests, int record) {
 
 static int failed;
 
+static void testName(char *buf, size_t len, const char *label, size_t vlen, int sized) {
+    char size[32] = "";
+    if (sized) formatSize(size, sizeof(size), vlen);
+    snprintf(buf, len, "%s%s%s", label, size[0] ? " " : "", size);
+}
+
 /* One row of output, whichever engine measured it; desc is the detail
  * line of the long format (what ran, with how many clients). */
 static void printRow(const char *label, size_t vlen, int sized, benchStats *sum, double secs, const char *desc) {
@@ -1044,8 +1162,9 @@ static void printRow(const char *label, size_t vlen, int sized, benchStats *sum,
     double ops = sum->ops / secs, gbs = sum->bytes / secs / 1e9;
     double p50 = histPercentile(&sum->lat, 50) / 1e6, p99 = histPercentile(&sum->lat, 99) / 1e6;
     double p999 = histPercentile(&sum->lat, 99.9) / 1e6, max = sum->lat.max / 1e6;
-    char size[32] = "";
+    char size[32] = "", name[80];
     if (sized) formatSize(size, sizeof(size), vlen);
+    testName(name, sizeof(name) - 1, label, vlen, sized);   /* room for the ':' of -q */
     if (config.check && (sum->errors || sum->badvals)) failed = 1;
 
     if (config.csv) {
@@ -1054,18 +1173,21 @@ static void printRow(const char *label, size_t vlen, int sized, benchStats *sum,
                max, (unsigned long long)sum->errors, (unsigned long long)sum->misses,
                (unsigned long long)sum->badvals);
     } else if (config.quiet) {
-        char name[64];
-        snprintf(name, sizeof(name), "%s%s%s:", label, size[0] ? " " : "", size);
+        strcat(name, ":");
         printf("%-13s %12.2f ops/s %8.3f GB/s  p50 %.3f p99 %.3f p99.9 %.3f max %.3f ms", name,
                ops, gbs, p50, p99, p999, max);
         if (sum->errors) printf("  errors %llu", (unsigned long long)sum->errors);
         if (sum->misses) printf("  nil %llu", (unsigned long long)sum->misses);
         if (sum->badvals) printf("  BAD %llu", (unsigned long long)sum->badvals);
+        if (sum->capped) printf("  (max-time %g s)", config.maxtime);
         printf("\n");
     } else {
-        printf("====== %s%s%s ======\n", label, size[0] ? " " : "", size);
+        printf("====== %s ======\n", name);
         printf("  %llu %s\n", (unsigned long long)sum->ops, desc);
         printf("  elapsed: %.3f s\n", secs);
+        if (sum->capped)
+            printf("  stopped by --max-time %g s after %llu requests (-n or --max-time 0: run them all)\n",
+                   config.maxtime, (unsigned long long)sum->requests);
         printf("  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
         printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
         printf("  errors: %llu", (unsigned long long)sum->errors);
@@ -1082,6 +1204,8 @@ static void report(const workload *w, size_t vlen, uint64_t elapsed) {
     histReset(&sum.lat);
     sum.ops = sum.bytes = sum.errors = sum.misses = sum.badvals = 0;
     sum.firsterr[0] = '\0';
+    sum.requests = phaseDone(NULL);
+    sum.capped = test.limit != LLONG_MAX && sum.requests < (uint64_t)test.limit;
     for (int i = 0; i < config.threads; i++) {
         benchStats *st = &threads[i].st;
         histMerge(&sum.lat, &st->lat);
@@ -1110,22 +1234,24 @@ static void report(const workload *w, size_t vlen, uint64_t elapsed) {
 /* A libmooncake row or a baseline (benchlib.c). */
 static void runLibTest(const char *name, size_t vlen) {
     static const char *tnames[] = {"auto", "shm", "tcp", "rdma"};
-    char uri[300], label[64], desc[256];
-    benchLibConfig lc = {.uri = uri, .auth = config.auth, .clients = config.clients,
-                         .requests = config.requests, .duration = config.duration,
+    char uri[300], label[64], desc[256], progresslabel[80];
+    benchLibConfig lc = {.uri = uri, .auth = config.auth, .clients = config.libclients,
+                         .requests = planRequests((uint64_t)vlen * (uint64_t)libBatch(name)),
+                         .duration = config.duration, .maxtime = config.maxtime,
                          .transport = config.transport, .streams = config.streams, .batch = config.batch,
-                         .replicas = config.replicas, .check = config.check};
+                         .replicas = config.replicas, .check = config.check, .label = progresslabel};
     if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
     else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
-    int baseline = !strncasecmp(name, "memcpy", 6) || !strcasecmp(name, "rawtcp");
+    int baseline = libBaseline(name);
     int batch = !strcasecmp(name, "mcbput") || !strcasecmp(name, "mcbget");
     if (baseline) snprintf(label, sizeof(label), "%s", benchLibLabel(name));
     else if (config.streams > 0)
         snprintf(label, sizeof(label), "%s %s x%d", benchLibLabel(name), tnames[config.transport], config.streams);
     else snprintf(label, sizeof(label), "%s %s", benchLibLabel(name), tnames[config.transport]);
+    testName(progresslabel, sizeof(progresslabel), label, vlen, 1);
     if (baseline) snprintf(desc, sizeof(desc), "copies, one thread (baseline)");
     else snprintf(desc, sizeof(desc), "%s, %d client threads (one handle each), transport %s%s",
-                  batch ? "keys" : "calls", config.clients, tnames[config.transport],
+                  batch ? "keys" : "calls", config.libclients, tnames[config.transport],
                   batch ? ", batched" : "");
     static benchStats st;
     double secs;
@@ -1141,7 +1267,7 @@ static void runTest(const workload *w, size_t vlen) {
     test.vlen = vlen;
     test.nkeys = workloadKeys(w);
     if (config.warmup > 0) runPhase(config.warmup, 0);
-    uint64_t elapsed = runPhase(config.requests, 1);
+    uint64_t elapsed = runPhase(planRequests(workloadBytes(w, vlen)), 1);
     report(w, vlen, elapsed);
 }
 
@@ -1160,8 +1286,13 @@ static void usage(int code) {
 " -p <port>          server port (default 6379)\n"
 " -s <socket>        server unix socket (overrides host and port)\n"
 " -a <password>      AUTH with this password on every connection\n"
-" -c <clients>       parallel connections (default 50)\n"
-" -n <requests>      requests per test (default 100000)\n"
+" -c <clients>       parallel connections (default 50, fewer when values are\n"
+"                    large: at most 256 MiB of values in flight, 16 clients\n"
+"                    at 16m, 4 at 64m; library rows: 1)\n"
+" -n <requests>      requests per test, exactly (default: sized per test to\n"
+"                    move 1 GiB of values, 32 to 100000 requests: 16m -> 64,\n"
+"                    1m -> 1024, 8k and smaller -> 100000; tests that move no\n"
+"                    values, ping and the store tests, 100000)\n"
 " -d <sizes>         value sizes, comma separated, binary units:\n"
 "                    64,4k,64k,1m,4m,16m,64m (default 64)\n"
 " -t <tests>         comma separated: ping,set,get,mset,mget, and the store\n"
@@ -1182,6 +1313,14 @@ static void usage(int code) {
 "                    pattern SET wrote; exit 1 on any mismatch or error reply\n"
 " --csv              CSV output\n"
 " --duration <s>     run each test for s seconds instead of -n requests\n"
+" --max-time <s>     stop issuing a test's requests after s seconds and report\n"
+"                    what ran (default 10 without -n or --duration, else\n"
+"                    none; 0: none)\n"
+" --progress         show the running test's progress (requests done, rate,\n"
+"                    elapsed, ETA), rewritten in place with '\\r' about 4\n"
+"                    times a second and erased before its result (default: on\n"
+"                    when stdout is a terminal, without --csv)\n"
+" --no-progress      never show it\n"
 " --warmup <n>       n unmeasured requests before each test\n"
 " --sink <size>      per-thread buffer that large values are read into, at most\n"
 "                    this much per read() (default 4m; larger values pass\n"
@@ -1200,7 +1339,8 @@ static void usage(int code) {
 "  batchput   BATCH.PUT.START n k1 size .. kn size [REPLICAS r] REPLACE, then\n"
 "             BATCH.PUT.END k1 .. kn; one op per key\n"
 "  batchget   BATCH.GET.REPLICAS k1 .. kn; one op per key\n"
-"-n and --warmup count requests (a batch command or a PUT pair is one). With -r,\n"
+"-n, --warmup and the sizing count requests (a batch command or a PUT pair is\n"
+"one; the sizing counts --batch values per batch command). With -r,\n"
 "two keys of one batch may collide (an -EXISTS element): --sequential avoids it.\n"
 " --replicas <r>     REPLICAS r on PUT.START/BATCH.PUT.START (default: the\n"
 "                    server's default-replicas)\n"
@@ -1211,8 +1351,10 @@ static void usage(int code) {
 "                    mooncake-server; the segments are metadata only (the\n"
 "                    store tests never write them)\n"
 "\n"
-"libmooncake rows (each client a thread with its own handle, one call at a time;\n"
-"-n counts calls, a batch call of --batch keys counts once but reports per key):\n"
+"libmooncake rows (each client a thread with its own handle, one call at a time,\n"
+"one client unless -c; -n counts calls, a batch call of --batch keys counts once\n"
+"but reports per key; without -n they are sized like the RESP tests, by the\n"
+"values a call moves):\n"
 "  mcput mcget      mc_put / mc_get of -d bytes through --transport\n"
 "  mcbput mcbget    mc_batch_put / mc_batch_get of --batch keys\n"
 "  memcpy rawtcp    baselines in the same run: one-thread memcpy into a 512 MiB\n"
@@ -1281,6 +1423,8 @@ static void parseOptions(int argc, char **argv) {
         if (!strcmp(o, "--check")) { config.check = 1; continue; }
         if (!strcmp(o, "--csv")) { config.csv = 1; continue; }
         if (!strcmp(o, "--sequential")) { config.sequential = 1; continue; }
+        if (!strcmp(o, "--progress")) { config.progress = 1; continue; }
+        if (!strcmp(o, "--no-progress")) { config.progress = 0; continue; }
         if (last) {
             fprintf(stderr, "mooncake-benchmark: option %s needs a value (or is unknown)\n\n", o);
             usage(1);
@@ -1314,6 +1458,11 @@ static void parseOptions(int argc, char **argv) {
             config.duration = strtod(v, &end);
             if (*end || !(config.duration > 0) || config.duration > 1e6)
                 benchFatal("invalid value for --duration: '%s'", v);
+        } else if (!strcmp(o, "--max-time")) {
+            char *end;
+            config.maxtime = strtod(v, &end);
+            if (end == v || *end || !(config.maxtime >= 0) || config.maxtime > 1e6)
+                benchFatal("invalid value for --max-time: '%s'", v);
         } else if (!strcmp(o, "--sink")) {
             if (parseSize(v, &config.sink) == -1 || config.sink < BENCH_BIG_PAYLOAD)
                 benchFatal("invalid value for --sink: '%s' (at least 64k)", v);
@@ -1324,6 +1473,15 @@ static void parseOptions(int argc, char **argv) {
     }
     if (!config.sizes) parseSizes("64");
     if (!config.tests && !config.nlibtests) parseTests("set,get");
+    /* Library rows default to one client, like the baselines they are
+     * compared with: each client is a thread with its own handle, and a
+     * handle maps every segment (MAP_POPULATE), ~0.1 s per GiB of pool
+     * before the first call -- 50 of them were most of a run. */
+    config.libclients = config.clients ? config.clients : 1;
+    if (!config.clients) config.clients = planClients();
+    if (config.maxtime < 0)
+        config.maxtime = config.requests || config.duration > 0 ? 0 : BENCH_DEFAULT_MAX_TIME;
+    if (config.progress < 0) config.progress = isatty(STDOUT_FILENO) && !config.csv;
     if (config.threads > config.clients) config.threads = config.clients;
     if (!config.keyspace && (long long)config.clients * config.batch > 999999999999LL)
         benchFatal("too many keys");
@@ -1479,6 +1637,7 @@ static void segmentsUnmount(void) {
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN);
     parseOptions(argc, argv);
+    progressInit(stdout, config.progress);
     if (config.tests) {
         setup();
         segmentsMount();

@@ -27,6 +27,10 @@
 # round, so they compete only with redis-benchmark for the 2 cores. CPU is
 # the servers' own (utime+stime from /proc, all three nodes), reported per
 # request beside the throughput.
+#
+# On a terminal a status line says what runs (start-up, each run of a case,
+# loading, resharding) with the seconds it has taken so far (utils/tick.sh),
+# and is erased before the results; a redirected run prints only results.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -42,7 +46,9 @@ RESHARD=1
 THROUGHPUT=1
 MC_ARGS=""
 
-die() { echo "bench-cluster: $*" >&2; exit 1; }
+# shellcheck source=utils/tick.sh
+. "$ROOT/utils/tick.sh"
+die() { tick_stop; echo "bench-cluster: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [ $# -gt 0 ]; do
@@ -73,6 +79,7 @@ done
 WORK=$(mktemp -d "${ETCD_PARENT:-/tmp}/bench-cluster.XXXXXX")
 PIDS=()
 cleanup() {
+    tick_stop
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
     sleep 0.3
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
@@ -80,8 +87,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-say() { if [ -t 1 ]; then printf '\r\033[K%s' "$*"; else :; fi; }
-done_say() { if [ -t 1 ]; then printf '\r\033[K'; fi; }
+# A transient status line with its running time; nothing when not a terminal.
+say() { tick_start "$*"; }
+done_say() { tick_stop; }
 
 # A port p with p and p+10000 free (Redis Cluster's bus), never reused here;
 # both below the kernel's ephemeral range, which outgoing connections use.
@@ -163,7 +171,7 @@ createCluster() {
     local args=() p
     for p in "$@"; do args+=("127.0.0.1:$p"); done
     redis-cli --cluster create "${args[@]}" --cluster-yes >"$WORK/create.log" 2>&1 ||
-        { cat "$WORK/create.log" >&2; die "cluster create failed"; }
+        { done_say; cat "$WORK/create.log" >&2; die "cluster create failed"; }
     for p in "$@"; do
         for i in $(seq 1 100); do
             redis-cli -p "$p" cluster info | grep -q cluster_state:ok && break

@@ -30,6 +30,10 @@
 # Redis's figure is INFO used_memory; ours is INFO used_memory (the heap:
 # keys and object headers) plus INFO store's store_pool_used (the values),
 # each measured from an empty server.
+#
+# On a terminal every step that runs for more than a second shows the
+# seconds it has taken so far after its line (utils/tick.sh); the output of
+# a redirected run is unchanged.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
@@ -44,7 +48,9 @@ SEGMENT=2gb
 MC_BIN=$ROOT/src/mooncake-server
 REDIS_BIN=/usr/bin/redis-server
 
-die() { echo "bench-vs-redis: $*" >&2; exit 1; }
+# shellcheck source=utils/tick.sh
+. "$ROOT/utils/tick.sh"
+die() { tick_stop; echo "bench-vs-redis: $*" >&2; exit 1; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
 
 while [ $# -gt 0 ]; do
@@ -96,6 +102,7 @@ stopServer() {  # pid
 }
 
 cleanup() {
+    tick_stop
     stopServer "$MC_PID"
     stopServer "$REDIS_PID"
     MC_PID="" REDIS_PID=""
@@ -158,9 +165,13 @@ for i in $(seq 600); do
     size=$(infoField "$MC_PORT" store store_pool_size)
     done_b=$(infoField "$MC_PORT" store store_pool_prefaulted)
     [ -z "$size" ] || [ -z "$done_b" ] || [ "$done_b" -ge "$size" ] && break
-    [ "$i" -eq 1 ] && echo "waiting for mooncake's pool ($SEGMENT) to be pre-faulted..."
+    if [ "$i" -eq 1 ]; then
+        echo "waiting for mooncake's pool ($SEGMENT) to be pre-faulted..."
+        tick_start "  "
+    fi
     sleep 0.2
 done
+tick_stop
 
 REDIS_VER=$("$REDIS_BIN" --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')
 MC_VER=$(infoField "$MC_PORT" server mooncake_version)
@@ -178,6 +189,7 @@ benchOnce() {  # server port case args...
     local server=$1 port=$2 case=$3
     shift 3
     if ! redis-benchmark -h 127.0.0.1 -p "$port" --csv "$@" >"$WORK/bench.out" 2>"$WORK/bench.err"; then
+        tick_stop
         echo "redis-benchmark failed against $server ($*):" >&2
         grep -v 'Could not fetch server CONFIG' "$WORK/bench.err" | tail -5 >&2
         exit 1
@@ -189,6 +201,7 @@ benchOnce() {  # server port case args...
             printf "%s\t%s\t%s\t%s\t%s\t%s\n", s, c, $1, $2, $5, $7
         }' "$WORK/bench.out")
     if [ -z "$lines" ]; then
+        tick_stop
         echo "no CSV results from redis-benchmark against $server ($*):" >&2
         cat "$WORK/bench.out" >&2
         grep -v 'Could not fetch server CONFIG' "$WORK/bench.err" | tail -5 >&2
@@ -198,6 +211,7 @@ benchOnce() {  # server port case args...
     # A server that died under load is a result too, but not a table.
     kill -0 "$REDIS_PID" 2>/dev/null || die "redis-server died (log: $(tail -3 "$WORK/redis.log"))"
     if ! kill -0 "$MC_PID" 2>/dev/null; then
+        tick_stop
         tail -20 "$WORK/mooncake.log" >&2
         die "mooncake-server died during: redis-benchmark $*"
     fi
@@ -221,8 +235,10 @@ for spec in "${CASES[@]}"; do
         if [ $((run % 2)) -eq 1 ]; then order="redis mooncake"; else order="mooncake redis"; fi
         for server in $order; do
             if [ "$server" = redis ]; then port=$REDIS_PORT; else port=$MC_PORT; fi
+            tick_start
             # shellcheck disable=SC2086
             benchOnce "$server" "$port" "$name" $args
+            tick_stop
             printf '%s ' "$server"
         done
         echo
@@ -252,14 +268,17 @@ if [ "$MB" -eq 1 ] && [ -x "$MB_BIN" ]; then
             if [ $((run % 2)) -eq 1 ]; then order="redis mooncake"; else order="mooncake redis"; fi
             for server in $order; do
                 if [ "$server" = redis ]; then port=$REDIS_PORT; else port=$MC_PORT; fi
+                tick_start
                 # shellcheck disable=SC2086
                 if ! "$MB_BIN" -p "$port" -t set,get --csv $args >"$WORK/mb.out" 2>"$WORK/mb.err"; then
+                    tick_stop
                     tail -5 "$WORK/mb.err" >&2
                     die "mooncake-benchmark failed against $server ($args)"
                 fi
                 # "test","size","bytes","requests","seconds","ops_per_sec","gb_per_sec","p50_ms","p99_ms",...
                 awk -F, -v s="$server" -v c="$name" 'NR > 1 { gsub(/"/, "", $1)
                     printf "%s\t%s\t%s\t%s\t%s\t%s\n", s, c, $1, $6, $8, $9 }' "$WORK/mb.out" >>"$WORK/mbresults"
+                tick_stop
                 printf '%s ' "$server"
             done
             echo
@@ -278,6 +297,7 @@ libRun() {  # tag args...
     local tag=$1
     shift
     if ! "$MB_BIN" --csv -c 1 "$@" >"$WORK/lib.out" 2>"$WORK/lib.err"; then
+        tick_stop
         tail -5 "$WORK/lib.err" >&2
         die "mooncake-benchmark $* failed"
     fi
@@ -287,7 +307,8 @@ libRun() {  # tag args...
 if [ "$LIB" -eq 1 ] && [ -x "$MB_BIN" ]; then
     n1=$(count 2000); n16=$(count 200); nb=$(count 200)
     for run in $(seq "$RUNS"); do
-        echo "  lib run $run/$RUNS: baselines, redis, shm, tcp, batches"
+        printf '  lib run %d/%d: baselines, redis, shm, tcp, batches' "$run" "$RUNS"
+        tick_start
         libRun base -t memcpy,rawtcp -d 1m -n "$n1"
         libRun base -t memcpy,rawtcp -d 16m -n "$n16"
         libRun redis -p "$REDIS_PORT" -t set,get -d 1m -n "$n1"
@@ -304,6 +325,8 @@ if [ "$LIB" -eq 1 ] && [ -x "$MB_BIN" ]; then
         libRun mc -p "$MC_PORT" -t mcbput,mcbget --batch 128 --transport tcp -d 4k -n "$nb"
         rcli "$MC_PORT" FLUSHALL >/dev/null
         rcli "$REDIS_PORT" FLUSHALL >/dev/null
+        tick_stop
+        echo
     done
 elif [ "$LIB" -eq 1 ]; then
     echo "  (no $MB_BIN: build it with make to get the libmooncake section)"
@@ -312,12 +335,15 @@ fi
 # ---- the memory case -----------------------------------------------------------
 MEM_LINES=()
 if [ "$MEMORY" -eq 1 ]; then
-    echo "  memory: generating $KEYS SETs of 64-byte values"
+    printf '  memory: generating %s SETs of 64-byte values' "$KEYS"
+    tick_start
     awk -v n="$KEYS" 'BEGIN {
         v = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
         for (i = 0; i < n; i++)
             printf "*3\r\n$3\r\nSET\r\n$16\r\nkey:%012d\r\n$64\r\n%s\r\n", i, v
     }' >"$WORK/load.resp"
+    tick_stop
+    echo
     for server in redis mooncake; do
         if [ "$server" = redis ]; then port=$REDIS_PORT; else port=$MC_PORT; fi
         rcli "$port" FLUSHALL >/dev/null
@@ -325,10 +351,12 @@ if [ "$MEMORY" -eq 1 ]; then
         heap0=$(infoField "$port" memory used_memory)
         pool0=0
         [ "$server" = mooncake ] && pool0=$(infoField "$port" store store_pool_used)
+        tick_start "  memory: loading $server"
         t0=$(date +%s.%N)
         rcli "$port" --pipe <"$WORK/load.resp" >"$WORK/pipe.out" 2>&1 ||
-            { cat "$WORK/pipe.out" >&2; die "redis-cli --pipe failed against $server"; }
+            { tick_stop; cat "$WORK/pipe.out" >&2; die "redis-cli --pipe failed against $server"; }
         t1=$(date +%s.%N)
+        tick_stop
         grep -q "errors: 0, replies: $KEYS" "$WORK/pipe.out" ||
             { cat "$WORK/pipe.out" >&2; die "loading $server: not $KEYS clean replies"; }
         n=$(rcli "$port" DBSIZE)
