@@ -37,6 +37,8 @@ typedef struct benchStats {
     uint64_t badvals;        /* verification failures */
     uint64_t requests;       /* requests completed (a batch command or call counts once) */
     int capped;              /* the --max-time cap stopped it before all its requests */
+    uint64_t first_ns;       /* library rows: the first call of a fresh handle (ns), off the
+                              * clock -- it attaches and maps segments, opens data connections */
     char firsterr[256];
 } benchStats;
 

@@ -1180,6 +1180,7 @@ static void printRow(const char *label, size_t vlen, int sized, benchStats *sum,
         if (sum->misses) printf("  nil %llu", (unsigned long long)sum->misses);
         if (sum->badvals) printf("  BAD %llu", (unsigned long long)sum->badvals);
         if (sum->capped) printf("  (max-time %g s)", config.maxtime);
+        if (sum->first_ns) printf("  first %.3f ms", sum->first_ns / 1e6);
         printf("\n");
     } else {
         printf("====== %s ======\n", name);
@@ -1190,6 +1191,8 @@ static void printRow(const char *label, size_t vlen, int sized, benchStats *sum,
                    config.maxtime, (unsigned long long)sum->requests);
         printf("  throughput: %.2f ops/s, %.3f GB/s\n", ops, gbs);
         printf("  latency (ms): p50 %.3f  p99 %.3f  p99.9 %.3f  max %.3f\n", p50, p99, p999, max);
+        if (sum->first_ns)
+            printf("  first call of a fresh handle (not in the figures above): %.3f ms\n", sum->first_ns / 1e6);
         printf("  errors: %llu", (unsigned long long)sum->errors);
         if (sum->misses) printf(", nil replies: %llu", (unsigned long long)sum->misses);
         if (config.check) printf(", verification failures: %llu", (unsigned long long)sum->badvals);

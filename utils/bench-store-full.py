@@ -73,7 +73,7 @@ def main():
     log = open(os.path.join(tmp, "server.log"), "w")
     srv = subprocess.Popen([a.server, "--port", str(port), "--bind", "127.0.0.1", "--dir", tmp,
                             "--segment-size", f"{a.pool_mb}mb", "--lease-ttl", str(a.lease_ttl_ms),
-                            "--busy-poll-us", "0"], stdout=log, stderr=subprocess.STDOUT)
+                            "--busy-poll-us", "0", "--evict-high-watermark", "1.0"], stdout=log, stderr=subprocess.STDOUT)
     try:
         r = redis.Redis(port=port)
         reader = redis.Redis(port=port)
@@ -87,14 +87,11 @@ def main():
               f"lease-ttl {a.lease_ttl_ms} ms")
         for state in ("held", "released", "expired"):
             r.flushall()
-            n = 0
-            while True:
-                try:
-                    r.execute_command("PUT.START", f"fill:{n}", size)
-                    r.execute_command("PUT.END", f"fill:{n}")
-                    n += 1
-                except redis.ResponseError:
-                    break
+            # Exactly as many as fit (eviction would make room for more).
+            n = (a.pool_mb * 1024) // a.value_kb
+            for i in range(n):
+                r.execute_command("PUT.START", f"fill:{i}", size)
+                r.execute_command("PUT.END", f"fill:{i}")
             keys = [f"fill:{i}" for i in range(n)]
             for k in keys:
                 reader.execute_command("GET.REPLICAS", k)
@@ -106,6 +103,8 @@ def main():
             t0 = time.perf_counter()
             ok, nospace, lat = put_round(r, f"new-{state}", a.puts, size)
             secs = time.perf_counter() - t0
+            for k in keys:  # let the next state start from an empty pool
+                reader.execute_command("LEASE.RELEASE", k)
             print(f"{state:9s} objects {n:4d}  puts ok {ok:4d}  NOSPACE {nospace:4d}  "
                   f"p50 {pct(lat, 50):7.1f} us  p99 {pct(lat, 99):7.1f} us  {a.puts / secs:8.0f} puts/s")
     finally:
