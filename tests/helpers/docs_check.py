@@ -1,0 +1,285 @@
+#!/usr/bin/python3
+"""docs_check.py -- run every code block of README.md and docs/*.md as written.
+
+Used by tests/unit/docs.tcl, which starts nothing itself: this script starts
+the servers it needs (mooncake-server on free 127.0.0.1 ports, in a scratch
+directory that it removes) and prints one line per block:
+
+    [ok] README.md:73 c            [err] FILE:LINE KIND: why        [skip] FILE:LINE: why
+
+A block's kind comes from its fence (```c, ```sh, ```redis-session, ```text)
+or, for an indented block, is `sh`. A comment right above a block may say
+otherwise: <!-- docs-test: server --> (starts a server in the foreground:
+run it in the background, check it answers, stop it; `make run` runs from
+the checkout with ARGS for this run's port and socket), <!-- docs-test:
+c-api --> (a C API listing: every mc_ function it names is declared in
+src/mooncake.h) or
+<!-- docs-test: skip because ... --> (printed as a skip with the reason).
+A fenced block with no language is an error: every block says what it is.
+
+What runs, against a fresh server per block:
+  sh             each line, with bash -e, in a scratch directory where src/,
+                 utils/ and mooncake.conf are links into the checkout; the
+                 server's address is substituted (port 6379 and
+                 /tmp/mooncake.sock -> this run's), nothing else.
+  c              compiled against src/mooncake.h and src/libmooncake.a, then
+                 run with /tmp/mooncake.sock pointing at this run's server.
+  redis-session  a redis-cli transcript: every "127.0.0.1:6379> command" is
+                 sent on ONE connection (redis-cli --no-raw) and its reply must
+                 read exactly as the lines under it.
+  text           a syntax reference: each command it names must exist (COMMAND
+                 INFO), so a renamed or removed command cannot stay documented.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = os.environ.get("MC_SERVER_BINARY", os.path.join(ROOT, "src", "mooncake-server"))
+PROMPT = "127.0.0.1:6379> "
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """A mooncake-server from mooncake.conf on a free port and its own socket."""
+
+    def __init__(self, scratch, extra=()):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="srv-", dir=scratch)
+        self.sock = os.path.join(self.dir, "mooncake.sock")
+        self.log = os.path.join(self.dir, "log")
+        args = [SERVER, os.path.join(ROOT, "mooncake.conf"), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--unixsocket", self.sock, "--dir", self.dir, "--segment-size", "256mb", *extra]
+        self.proc = subprocess.Popen(args, stdout=open(self.log, "w"), stderr=subprocess.STDOUT)
+        for _ in range(200):
+            if self.ping():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError("server did not start: " + open(self.log).read()[-2000:])
+
+    def ping(self):
+        r = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True)
+        return r.stdout.strip() == "PONG"
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def blocks(path):
+    """(line, kind, mode, text) for each code block of a markdown file."""
+    lines = open(path).read().split("\n")
+    out, i, mode = [], 0, None
+    while i < len(lines):
+        line = lines[i]
+        m = re.match(r"<!-- docs-test: (.*) -->\s*$", line)
+        if m:
+            mode = m.group(1)
+            i += 1
+            continue
+        if line.startswith("```"):
+            kind, start, body = line[3:].strip(), i + 1, []
+            i += 1
+            while i < len(lines) and not lines[i].startswith("```"):
+                body.append(lines[i])
+                i += 1
+            out.append((start, kind or "(none)", mode, "\n".join(body)))
+            mode = None
+        elif line.startswith("    ") and line.strip() and (i == 0 or not lines[i - 1].strip()):
+            start, body = i + 1, []
+            while i < len(lines) and (lines[i].startswith("    ") or not lines[i].strip()):
+                if lines[i].strip():
+                    body.append(lines[i][4:])
+                elif i + 1 < len(lines) and not lines[i + 1].startswith("    "):
+                    break
+                i += 1
+            out.append((start, "sh", mode, "\n".join(body)))
+            mode = None
+            continue
+        elif line.strip():
+            mode = None
+        i += 1
+    return out
+
+
+def substitute(text, srv):
+    text = text.replace("/tmp/mooncake.sock", srv.sock)
+    return re.sub(r"(-p |--port |:)6379\b", lambda m: m.group(1) + str(srv.port), text)
+
+
+def scratch_dir(scratch):
+    d = tempfile.mkdtemp(prefix="run-", dir=scratch)
+    for name in ("src", "utils", "mooncake.conf", "build"):
+        os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
+    return d
+
+
+def run_sh(text, srv, scratch):
+    d = scratch_dir(scratch)
+    script = "set -e\n" + substitute(text, srv)
+    r = subprocess.run(["bash", "-c", script], cwd=d, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-600:]}"
+    return None
+
+
+def run_server_block(text, scratch):
+    """A server command line: run it with a free port and a scratch socket."""
+    port, d = free_port(), scratch_dir(scratch)
+    sock = os.path.join(d, "s.sock")
+    cmd = text.strip()
+    if cmd == "make run":  # from the checkout, on this run's port and socket
+        cmd, d = f'make -s run ARGS="--port {port} --unixsocket {sock} --segment-size 256mb"', ROOT
+    cmd = re.sub(r"--port \d+", f"--port {port}", cmd)
+    cmd = re.sub(r"--unixsocket \S+", f"--unixsocket {sock}", cmd)
+    if "--port" not in cmd:
+        cmd += f" --port {port}"
+    if "--unixsocket" not in cmd:
+        cmd += f" --unixsocket {sock}"
+    proc = subprocess.Popen(["bash", "-c", "exec " + cmd], cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            r = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+            if r.stdout.strip() == "PONG":
+                return None
+            if proc.poll() is not None:
+                return "exited: " + proc.stdout.read().decode(errors="replace")[-600:]
+            time.sleep(0.05)
+        return "did not answer PING"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def run_c(text, srv, scratch):
+    d = scratch_dir(scratch)
+    src = os.path.join(d, "example.c")
+    open(src, "w").write(substitute(text, srv))
+    exe = os.path.join(d, "example")
+    libs = subprocess.run(["pkg-config", "--libs", "libibverbs", "librdmacm"], capture_output=True, text=True).stdout.split()
+    cmd = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "src"), src,
+           os.path.join(ROOT, "src", "libmooncake.a"), "-lnuma", "-pthread", *libs]
+    cuda = "/usr/local/cuda/lib64"
+    if os.path.isdir(cuda):
+        cmd += ["-L" + cuda, "-Wl,-rpath," + cuda, "-lcudart"]
+    sanitize = os.environ.get("SANITIZER")
+    if sanitize == "address":
+        cmd += ["-fsanitize=address,undefined"]
+    r = subprocess.run(cmd + ["-o", exe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "does not compile: " + r.stderr.strip()[-800:]
+    r = subprocess.run([exe], cwd=d, capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-600:]}"
+    return None
+
+
+def run_c_api(text):
+    """An API listing: every mc_ function it declares is in mooncake.h."""
+    header = open(os.path.join(ROOT, "src", "mooncake.h")).read()
+    missing = [n for n in sorted(set(re.findall(r"\b(mc_\w+)\(", text))) if not re.search(rf"\b{n}\(", header)]
+    return "not in src/mooncake.h: " + ", ".join(missing) if missing else None
+
+
+def run_session(text, srv):
+    cmds, expected = [], []
+    for line in text.split("\n"):
+        if line.startswith(PROMPT):
+            cmds.append(line[len(PROMPT):])
+            expected.append([])
+        elif cmds:
+            expected[-1].append(line)
+        elif line.strip():
+            return f"text before the first prompt: {line!r}"
+    marker = "docs-check-marker"
+    stdin = "".join(f"{c}\nECHO {marker}\n" for c in cmds)
+    r = subprocess.run(["redis-cli", "-p", str(srv.port), "--no-raw"], input=stdin, capture_output=True, text=True,
+                       timeout=60)
+    got = r.stdout.split(f'"{marker}"\n')
+    for i, c in enumerate(cmds):
+        want = "\n".join(expected[i]).rstrip("\n")
+        have = got[i].rstrip("\n") if i < len(got) else "(no reply)"
+        if want != have:
+            return f"{PROMPT}{c}\n    shown:\n{want}\n    got:\n{have}"
+    return None
+
+
+def run_text(text, srv):
+    names = set()
+    for line in text.split("\n"):
+        if line.startswith(PROMPT):
+            line = line[len(PROMPT):]
+        m = re.match(r"([A-Z][A-Z0-9.\-]+)(?=\s|$)", line)
+        if m:
+            names.add(m.group(1))
+    missing = []
+    for name in sorted(names):
+        r = subprocess.run(["redis-cli", "-p", str(srv.port), "COMMAND", "INFO", name], capture_output=True, text=True)
+        if not r.stdout.strip():
+            missing.append(name)
+    return "not a command: " + ", ".join(missing) if missing else None
+
+
+def main():
+    files = [os.path.join(ROOT, "README.md")] + sorted(
+        os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
+    scratch = tempfile.mkdtemp(prefix="mc-docs-")
+    failed = 0
+    try:
+        for path in files:
+            rel = os.path.relpath(path, ROOT)
+            for line, kind, mode, text in blocks(path):
+                where = f"{rel}:{line} {kind}"
+                if mode and mode.startswith("skip"):
+                    print(f"[skip] {where}: {mode[4:].strip() or 'no reason given'}")
+                    continue
+                err = None
+                srv = None
+                try:
+                    if mode == "server":
+                        err = run_server_block(text, scratch)
+                    elif mode == "c-api":
+                        err = run_c_api(text)
+                    elif kind in ("sh", "c", "redis-session", "text"):
+                        srv = Server(scratch)
+                        err = {"sh": lambda: run_sh(text, srv, scratch),
+                               "c": lambda: run_c(text, srv, scratch),
+                               "redis-session": lambda: run_session(text, srv),
+                               "text": lambda: run_text(text, srv)}[kind]()
+                    else:
+                        err = f"unknown block kind '{kind}' (use c, sh, redis-session or text)"
+                except Exception as e:  # a server that did not start, a timeout
+                    err = f"{type(e).__name__}: {e}"
+                finally:
+                    if srv:
+                        srv.stop()
+                if err:
+                    failed += 1
+                    print(f"[err] {where}: " + err.replace("\n", "\n    "))
+                else:
+                    print(f"[ok] {where}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
