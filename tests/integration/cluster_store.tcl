@@ -145,6 +145,20 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         assert_equal $data [cs_read 1 $key]
     }
 
+    test "LEASE.RELEASE and MEMORY USAGE are routed like every keyed command" {
+        cluster_settle {0 1 2}
+        set range [lindex [cluster_slot_ranges 0] 0]
+        set k1 [cluster_key_in_slot [lindex $range 0] rel]
+        set k2 [cluster_key_in_slot [expr {[lindex $range 0] + 1}] rel]
+        cs_put 0 $k1 [cs_bytes 9 1000]
+        R 0 get.replicas $k1
+        assert_match "MOVED*" [cs_err {R 1 lease.release $k1}]
+        assert_match "CROSSSLOT*" [cs_err {R 0 lease.release $k1 $k2}]
+        assert_equal 1 [R 0 lease.release $k1]
+        assert_range [R 0 memory usage $k1] 1000 5096
+        assert_match "MOVED*" [cs_err {R 1 memory usage $k1}]
+    }
+
     test "topology changes wait for etcd: TRYAGAIN and nothing changed while it is down, done once it is back" {
         cluster_settle {0 1 2}
         set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
