@@ -110,6 +110,7 @@ static void usage(FILE *f) {
 "  -a <password>        AUTH with this password\n"
 "  --transport <t>      force the data path: auto (default), shm or tcp\n"
 "  --help               this text\n"
+"  -v, --version        print the version and exit\n"
 "  --                   the arguments after it are not options\n"
 "\n"
 "Exit status: 0 success, 1 failure (reason on stderr), 2 bad usage.\n");
@@ -596,6 +597,10 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
         }
         if (!strcmp(o, "--help")) {
             usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(o, "-v") || !strcmp(o, "--version")) {
+            printf(CLI_NAME " %s\n", mc_version());
             exit(0);
         }
         if (!strcmp(o, "--replace")) {

@@ -37,7 +37,12 @@ extern "C" {
 /* The library is built with hidden visibility: only this API is exported. */
 #pragma GCC visibility push(default)
 
-#define MC_VERSION "0.4.0"
+/* The version of this header. The build passes MOONCAKE_VERSION from the
+ * top-level VERSION file and `make install` writes the number in here, so
+ * the installed header needs nothing passed. mc_version() gives the version
+ * of the library actually loaded, which is what to log or compare when the
+ * program may run against another libmooncake.so than it was built with. */
+#define MC_VERSION MOONCAKE_VERSION
 
 typedef struct mc_client mc_client;
 
@@ -132,6 +137,7 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
 int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
 int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */
 const char *mc_strerror(int err);
+const char *mc_version(void);  /* "MAJOR.MINOR.PATCH" of the loaded library */
 
 #pragma GCC visibility pop
 
