@@ -81,8 +81,9 @@ enum {
     MC_ERR_NOMEM = -13          /* out of local memory */
 };
 
-/* uri: "tcp://host:port", "unix:///path/to.sock" or "host:port" (of any
- * node, for a cluster). password may be NULL (it is used for every node).
+/* uri: "tcp://host:port", "unix:///path/to.sock" ("unix://@name": an
+ * abstract socket) or "host:port" (of any node, for a cluster). password
+ * may be NULL (it is used for every node).
  * On failure returns NULL with the reason in err. */
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen);
 void mc_close(mc_client *c);
