@@ -49,7 +49,7 @@
 
 /* ---- files ------------------------------------------------------------------- */
 
-static char workdir[64];
+static char workdir[96];
 
 /* Declares char var[] holding workdir/name. */
 #define WPATH(var, name) \
@@ -633,9 +633,7 @@ int main(void) {
 
     const char *bin = cliBinary(), *server = tsServerBinary();
     printf("test_cli: %s, server %s\n", bin ? bin : "(no mooncake-cli found)", server ? server : "(none found)");
-    snprintf(workdir, sizeof(workdir), "/tmp/mccli.XXXXXX");
-    if (!mkdtemp(workdir)) {
-        workdir[0] = '\0';
+    if (testMkdtemp(workdir, sizeof(workdir), "mccli") != 0) {
         TEST("make a temporary directory") CHECK(0);
         return testReport();
     }
