@@ -337,6 +337,13 @@ static int putCommand(mc_client *c, int argc, char **argv) {
     opts.replicas = config.replicas;
     opts.replace = config.replace;
     int rc = mc_put(c, key, strlen(key), in.data, in.len, &opts);
+    if (rc == MC_ERR_EXISTS) {
+        /* The server's words name its protocol option ("use REPLACE"); a
+         * shell user's is the flag, so the advice names the flag. */
+        fprintf(stderr, CLI_NAME ": put %s: %s: the key has a value (use --replace to write a new version)\n",
+                key, errName(rc));
+        goto err;
+    }
     if (rc != MC_OK) {
         mcFail(c, rc, "put %s", key);
         goto err;
