@@ -100,6 +100,7 @@ static void populateCommandTable(void) {
             sdstolower(sub->fullname);
         }
     }
+    populateCommandDocs();
 }
 
 static mcCommand *lookupBySds(sds name) {

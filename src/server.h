@@ -118,6 +118,10 @@ typedef struct mcCommand {
     /* CMD_MOVABLEKEYS: argv[keynum_idx] counts the keys, the first at
      * keynum_first, then every keynum_step (BATCH.PUT.START: 1, 2, 2). */
     int keynum_idx, keynum_first, keynum_step;
+    /* COMMAND DOCS "arguments", parsed at start-up from the command's
+     * synopsis (commands.c, commandSynopses). */
+    struct cmdArg *args;
+    int nargs;
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored
@@ -306,6 +310,9 @@ void serverLogRaw(int level, const char *msg);
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
 mcCommand *lookupCommand(sds *argv, int argc);
 mcCommand *lookupCommandByName(const char *name);
+/* Parses every synopsis into its command's args; aborts, saying which and
+ * why, on a synopsis that is malformed or disagrees with the table. */
+void populateCommandDocs(void);
 void call(client *c);
 int processCommand(client *c);
 int listenToPort(void);
