@@ -9,6 +9,11 @@
  *
  * `bigarg` names the hook that places a large argument before its bytes
  * arrive (networking.c): SET and MSET read values straight into the pool.
+ *
+ * The arguments COMMAND DOCS lists (what redis-cli shows as help and hints)
+ * come from commandSynopses, one synopsis per command beside the table,
+ * parsed and checked against the table's arity and key specs when the
+ * server starts (populateCommandDocs).
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,6 +11,9 @@
 # servers are killed (their pids sit in tests/tmp/server.<worker>.*/pid),
 # and the run goes on with the next file.
 #
+# The run gets a TMPDIR of its own, which must be empty at the end: the
+# last result is "no files left in TMPDIR" (see tmpdir_open).
+#
 # Worker protocol: the worker prints the test lines ([ok] / [err] / [skip])
 # as they happen and, last, "@@counts PASSED FAILED SKIPPED".
 
