@@ -363,7 +363,15 @@ proc tmpdir_open {} {
     if {[info exists ::env(TMPDIR)] && [file isdirectory $::env(TMPDIR)]} { set base $::env(TMPDIR) }
     # Short, so that unix sockets inside still fit in sun_path.
     if {[string length $base] > 40} { set base /tmp }
-    set ::harness(runtmp) [exec mktemp -d [file join $base mooncake-tests.XXXXXX]]
+    # A run that was interrupted (Ctrl-C, a closed pipe) could not remove
+    # its directory; the name carries the runner's pid, so a later run
+    # removes those whose runner is gone.
+    foreach d [glob -nocomplain -types d -directory $base mooncake-tests.*] {
+        if {[regexp {mooncake-tests\.(\d+)\.} [file tail $d] -> rpid] && ![process_is_alive $rpid]} {
+            catch {file delete -force $d}
+        }
+    }
+    set ::harness(runtmp) [exec mktemp -d [file join $base mooncake-tests.[pid].XXXXXX]]
     set ::env(TMPDIR) $::harness(runtmp)
 }
 
