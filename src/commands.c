@@ -375,6 +375,14 @@ static sds synWord(synParser *ps) {
 
 static cmdArg *synNew(void) { return zcalloc(sizeof(cmdArg)); }
 
+/* What one argument owns, its children's included (not the struct). */
+static void synFreeFields(cmdArg *a) {
+    for (int i = 0; i < a->nargs; i++) synFreeFields(&a->args[i]);
+    zfree(a->args);
+    sdsfree(a->name);
+    sdsfree(a->token);
+}
+
 static void synAppend(cmdArg *parent, cmdArg *child) {
     parent->args = zrealloc(parent->args, sizeof(cmdArg) * (size_t)(parent->nargs + 1));
     parent->args[parent->nargs++] = *child;
@@ -466,9 +474,7 @@ static cmdArg *synSeq(synParser *ps, char close) {
                 a = next;
             } else {
                 /* Not this token's value: a word of its own, parsed again. */
-                sdsfree(next->name);
-                sdsfree(next->token);
-                zfree(next->args);
+                synFreeFields(next);
                 zfree(next);
                 ps->p = save;
             }
