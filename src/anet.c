@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -295,10 +296,30 @@ int anetTcpConnect(char *err, const char *addr, int port) {
     return s == -1 ? ANET_ERR : s;
 }
 
+/* An abstract name is the bytes after a leading NUL, exactly as many as the
+ * address length says (no terminator: "x" and "x\0" are two names), so the
+ * length is computed, never sizeof(sa). A path gets its NUL terminator. */
+int anetUnixAddress(struct sockaddr_un *sa, unsigned int *len, const char *path) {
+    size_t n = strlen(path);
+    if (n == 0 || n >= sizeof(sa->sun_path)) return ANET_ERR;
+    memset(sa, 0, sizeof(*sa));
+    sa->sun_family = AF_LOCAL;
+    memcpy(sa->sun_path, path, n);
+    if (path[0] == '@') {
+        if (n == 1) return ANET_ERR;
+        sa->sun_path[0] = '\0';
+        *len = (unsigned int)(offsetof(struct sockaddr_un, sun_path) + n);
+    } else {
+        *len = (unsigned int)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+    }
+    return ANET_OK;
+}
+
 int anetUnixConnect(char *err, const char *path) {
     struct sockaddr_un sa;
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        anetSetError(err, "unix socket path too long");
+    unsigned int salen;
+    if (anetUnixAddress(&sa, &salen, path) != ANET_OK) {
+        anetSetError(err, "bad unix socket name (empty or too long): %s", path);
         return ANET_ERR;
     }
     int s = socket(AF_LOCAL, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -306,10 +327,7 @@ int anetUnixConnect(char *err, const char *path) {
         anetSetError(err, "socket: %s", strerror(errno));
         return ANET_ERR;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_LOCAL;
-    strcpy(sa.sun_path, path);
-    if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) == -1) {
+    if (connect(s, (struct sockaddr *)&sa, salen) == -1) {
         anetSetError(err, "connect %s: %s", path, strerror(errno));
         close(s);
         return ANET_ERR;

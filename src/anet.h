@@ -14,6 +14,12 @@ int anetTcpAccept(char *err, int serversock, char *ip, size_t ip_len, int *port)
 int anetUnixAccept(char *err, int serversock);
 int anetTcpConnect(char *err, const char *addr, int port);
 int anetUnixConnect(char *err, const char *path);
+/* The address of a unix socket named path: a file system path, or "@name"
+ * for Linux's abstract namespace (a socket with no file, gone with the last
+ * descriptor; libmooncake's hosted segments use one). *len is the length to
+ * pass to bind/connect. ANET_ERR if the name does not fit. */
+struct sockaddr_un;
+int anetUnixAddress(struct sockaddr_un *sa, unsigned int *len, const char *path);
 int anetNonBlock(char *err, int fd);
 int anetBlock(char *err, int fd);
 int anetCloexec(int fd);

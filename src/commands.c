@@ -9,7 +9,14 @@
  *
  * `bigarg` names the hook that places a large argument before its bytes
  * arrive (networking.c): SET and MSET read values straight into the pool.
+ *
+ * The arguments COMMAND DOCS lists (what redis-cli shows as help and hints)
+ * come from commandSynopses, one synopsis per command beside the table,
+ * parsed and checked against the table's arity and key specs when the
+ * server starts (populateCommandDocs).
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -29,8 +36,11 @@
 
 /* name, proc, arity, flags, first, last, step, group, summary, since, complexity, bigarg, subs */
 #define SUB(name, proc, arity, flags, summary) \
-    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
-#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
+    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+/* A subcommand that takes keys (MEMORY USAGE key): routed and ACL-checked by them. */
+#define SUBK(name, proc, arity, flags, first, last, step, summary, since, cx) \
+    {name, proc, arity, flags, first, last, step, NULL, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 static mcCommand configSubcommands[] = {
     SUB("get", configCommand, -3, A | L | S, "Returns the effective values of configuration parameters."),
@@ -68,8 +78,8 @@ static mcCommand slowlogSubcommands[] = {
     END};
 
 static mcCommand memorySubcommands[] = {
-    {"usage", memoryCommand, -3, R, 2, 2, 1, NULL, "Estimates the memory usage of a key.", "4.0.0",
-     "O(N) where N is the number of samples.", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0},
+    SUBK("usage", memoryCommand, -3, R, 2, 2, 1, "Estimates the memory usage of a key.", "4.0.0",
+         "O(N) where N is the number of samples."),
     SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
@@ -104,9 +114,9 @@ static mcCommand clusterSubcommands[] = {
     END};
 
 #define CMD(name, proc, arity, flags, first, last, step, group, summary, since, cx) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
 #define CMDX(name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0, 0, 0, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
 
 mcCommand commandTable[] = {
     /* connection */
@@ -139,7 +149,7 @@ mcCommand commandTable[] = {
     CMD("dump", dumpCommand, 2, R, 1, 1, 1, "generic", "Returns a serialized representation of the value stored at a key.", "2.6.0", "O(1) to access the key and additional O(N*M) to serialize it"),
     CMD("restore", restoreCommand, -4, W | M, 1, 1, 1, "generic", "Creates a key from the serialized representation of a value.", "2.6.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
     CMD("restore-asking", restoreCommand, -4, W | M | CMD_ASKING, 1, 1, 1, "server", "An internal command for migrating keys in a cluster.", "3.0.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
-    {"migrate", migrateCommand, -6, W | CMD_MOVABLEKEYS, 3, 3, 1, "generic", "Atomically transfers keys from one instance to another.", "2.6.0", "O(N) where N is the number of keys", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0},
+    {"migrate", migrateCommand, -6, W | CMD_MOVABLEKEYS, 3, 3, 1, "generic", "Atomically transfers keys from one instance to another.", "2.6.0", "O(N) where N is the number of keys", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0},
     /* keyspace */
     CMD("del", delCommand, -2, W, 1, -1, 1, "generic", "Deletes one or more keys.", "1.0.0", "O(N) where N is the number of keys that will be removed"),
     CMD("unlink", delCommand, -2, W | F, 1, -1, 1, "generic", "Deletes one or more keys (space is reclaimed when no reader holds it).", "4.0.0", "O(1) for each key removed"),
@@ -170,7 +180,7 @@ mcCommand commandTable[] = {
     CMD("remove", removeCommand, -2, W, 1, -1, 1, "store", "Removes objects (and pending puts); space is reused when leases end.", "0.1.0", "O(N)"),
     CMD("remove.all", removeAllCommand, 1, W, 0, 0, 0, "store", "Removes every object and pending put.", "0.1.0", "O(N)"),
     CMD("object.info", objectInfoCommand, 2, R | F, 1, 1, 1, "store", "Describes an object: state, replicas, lease, pins.", "0.1.0", "O(1)"),
-    {"batch.put.start", batchPutStartCommand, -4, W | M | CMD_MOVABLEKEYS, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 1, 2, 2},
+    {"batch.put.start", batchPutStartCommand, -4, W | M | CMD_MOVABLEKEYS, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 1, 2, 2, NULL, 0},
     CMD("batch.put.end", batchPutEndCommand, -2, W, 1, -1, 1, "store", "PUT.END for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("batch.get.replicas", batchGetReplicasCommand, -2, R, 1, -1, 1, "store", "GET.REPLICAS for many keys; one result per key.", "0.1.0", "O(N)"),
     /* strings, in the server's own pool */
@@ -195,6 +205,420 @@ mcCommand commandTable[] = {
 #undef F
 #undef L
 #undef S
+
+/* ---- synopses: the arguments COMMAND DOCS lists --------------------------- */
+
+/* Each command's arguments, written as a synopsis in the shape of Redis's
+ * documentation and parsed at start-up into the "arguments" of COMMAND DOCS,
+ * which redis-cli 7 turns into its `help` lines and its as-you-type hints.
+ * A table of its own rather than a column of commandTable because a
+ * synopsis is long and the rows are wide already; the start-up check ties
+ * the two together (populateCommandDocs): a name here must be a command,
+ * a command that takes arguments must be here, and the words a synopsis
+ * requires must agree with the command's arity, so neither can drift.
+ *
+ * The notation:
+ *   name:type          an argument; type is key, string, integer, double,
+ *                      pattern or unix-time; name is up to the last ':'
+ *                      (so "ip:port:string" is the argument "ip:port")
+ *   TOKEN              a literal word (pure-token; "" is the empty string)
+ *   TOKEN name:type    an argument introduced by a token (EX seconds)
+ *   TOKEN ( ... )      a group introduced by a token (AUTH2 user pass)
+ *   [ ... ]            optional
+ *   ( ... )            a group: a block of several, or a oneof
+ *   a | b              one of (inside [ ] or ( ))
+ *   x...               one or more; after a token's [ ] or ( ), the token
+ *                      repeats too ([ENDPOINT uri:string]...)
+ *   label=             names the group or argument that follows
+ * Keys are the key spec COMMAND INFO lists (key_spec_index 0); a command
+ * without one writes its key-like arguments as strings, as Redis does for
+ * CLUSTER KEYSLOT. An empty synopsis says the command takes no arguments. */
+static const struct {
+    const char *command;
+    const char *synopsis;
+} commandSynopses[] = {
+    /* connection */
+    {"ping", "[message:string]"},
+    {"echo", "message:string"},
+    {"hello", "arguments=[protover:integer [AUTH username_password=(username:string password:string)] "
+              "[SETNAME clientname:string]]"},
+    {"auth", "[username:string] password:string"},
+    {"select", "index:integer"},
+    {"quit", ""},
+    {"client|setname", "connection-name:string"},
+    {"client|list", "[TYPE client-type=(NORMAL)] [ID client-id:integer...]"},
+    {"client|kill", "filter=(ip:port:string|new-format=(ID client-id:integer|TYPE client-type=(NORMAL)|"
+                    "USER username:string|ADDR ip:port:string|LADDR ip:port:string|SKIPME yes/no:string)...)"},
+    {"client|setinfo", "attr=(LIB-NAME libname:string|LIB-VER libver:string)"},
+    /* server */
+    {"command|info", "[command-name:string...]"},
+    {"command|docs", "[command-name:string...]"},
+    {"command|list", "[FILTERBY filterby=(PATTERN pattern:pattern)]"},
+    {"command|getkeys", "command:string [arg:string...]"},
+    {"info", "[section:string...]"},
+    {"config|get", "parameter:string..."},
+    {"config|set", "parameter_value=(parameter:string value:string)..."},
+    {"flushall", "async=[ASYNC|SYNC]"},
+    {"flushdb", "async=[ASYNC|SYNC]"},
+    {"shutdown", "[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]"},
+    {"slowlog|get", "[count:integer]"},
+    {"memory|usage", "key:key [SAMPLES count:integer]"},
+    {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK)"},
+    /* cluster */
+    {"cluster|keyslot", "key:string"},
+    {"cluster|countkeysinslot", "slot:integer"},
+    {"cluster|getkeysinslot", "slot:integer count:integer"},
+    {"cluster|addslots", "slot:integer..."},
+    {"cluster|addslotsrange", "range=(start-slot:integer end-slot:integer)..."},
+    {"cluster|delslots", "slot:integer..."},
+    {"cluster|delslotsrange", "range=(start-slot:integer end-slot:integer)..."},
+    {"cluster|setslot", "slot:integer subcommand=(IMPORTING node-id:string|MIGRATING node-id:string|"
+                        "NODE node-id:string|STABLE)"},
+    {"cluster|meet", "ip:string port:integer [cluster-bus-port:integer]"},
+    {"cluster|forget", "node-id:string"},
+    {"cluster|reset", "reset-type=[HARD|SOFT]"},
+    {"cluster|set-config-epoch", "config-epoch:integer"},
+    {"cluster|replicate", "node-id:string"},
+    {"cluster|replicas", "node-id:string"},
+    {"cluster|slaves", "node-id:string"},
+    {"cluster|count-failure-reports", "node-id:string"},
+    {"cluster|failover", "options=[FORCE|TAKEOVER]"},
+    /* migration */
+    {"dump", "key:key"},
+    {"restore", "key:key ttl:integer serialized-value:string [REPLACE] [ABSTTL] [IDLETIME seconds:integer] "
+                "[FREQ frequency:integer]"},
+    {"restore-asking", "key:key ttl:integer serialized-value:string [REPLACE] [ABSTTL] [IDLETIME seconds:integer] "
+                       "[FREQ frequency:integer]"},
+    {"migrate", "host:string port:integer key_or_empty_string=(key:key|empty_string=\"\") destination-db:integer "
+                "timeout:integer [COPY] [REPLACE] authentication=[[AUTH password:string]|"
+                "[AUTH2 username_password=(username:string password:string)]] [KEYS key:key...]"},
+    /* keyspace */
+    {"del", "key:key..."},
+    {"unlink", "key:key..."},
+    {"exists", "key:key..."},
+    {"type", "key:key"},
+    {"scan", "cursor:integer [MATCH pattern:pattern] [COUNT count:integer] [TYPE type:string]"},
+    {"keys", "pattern:pattern"},
+    {"expire", "key:key seconds:integer condition=[NX|XX|GT|LT]"},
+    {"pexpire", "key:key milliseconds:integer condition=[NX|XX|GT|LT]"},
+    {"ttl", "key:key"},
+    {"pttl", "key:key"},
+    {"persist", "key:key"},
+    /* segments */
+    {"mount", "name:string size:string [ENDPOINT uri:string]... [BASE address:string] [RKEY rkey:string] "
+              "[TIER tier=(MEMORY|DISK|VRAM)] [HOST host:string] [OWNER owner:string]"},
+    {"unmount", "segment:string [GRACEFUL milliseconds:integer]"},
+    {"segment.info", "segment:string"},
+    {"heartbeat", "owner:string"},
+    /* objects */
+    {"put.start", "key:key size:integer [REPLICAS count:integer] [PREFER segment:string]... "
+                  "[PIN milliseconds:integer] [HARDPIN] [REPLACE]"},
+    {"put.end", "key:key [CHECKSUM checksum:string]"},
+    {"put.revoke", "key:key"},
+    {"get.replicas", "key:key"},
+    {"lease", "key:key milliseconds:integer"},
+    {"lease.release", "key:key..."},
+    {"pin", "key:key duration=[milliseconds:integer|HARD]"},
+    {"unpin", "key:key"},
+    {"remove", "key:key..."},
+    {"object.info", "key:key"},
+    {"batch.put.start", "numkeys:integer key_size=(key:key size:integer)... [REPLICAS count:integer] "
+                        "[PREFER segment:string]... [PIN milliseconds:integer] [HARDPIN] [REPLACE]"},
+    {"batch.put.end", "key:key..."},
+    {"batch.get.replicas", "key:key..."},
+    /* data plane */
+    {"seg.write", "segment-id:integer offset:integer payload:string"},
+    {"seg.read", "segment-id:integer offset:integer length:integer"},
+    {"seg.writev", "segment-id:integer range=(offset:integer payload:string)..."},
+    {"seg.readv", "segment-id:integer range=(offset:integer length:integer)..."},
+    {"shm.attach", "segment-id:integer"},
+    /* strings */
+    {"set", "key:key value:string condition=[NX|XX] [GET] expiration=[EX seconds:integer|PX milliseconds:integer|"
+            "EXAT unix-time-seconds:unix-time|PXAT unix-time-milliseconds:unix-time|KEEPTTL]"},
+    {"get", "key:key"},
+    {"getrange", "key:key start:integer end:integer"},
+    {"strlen", "key:key"},
+    {"mget", "key:key..."},
+    {"mset", "key_value=(key:key value:string)..."},
+    {NULL, NULL}};
+
+#define ARG_OPTIONAL (1 << 0)
+#define ARG_MULTIPLE (1 << 1)
+#define ARG_MULTIPLE_TOKEN (1 << 2) /* the token repeats with each value */
+
+/* One argument of COMMAND DOCS: a leaf (type key, string, ...), a literal
+ * (pure-token), or a container (block: all of args in order; oneof: one
+ * of them). Built once at start-up and never freed. */
+typedef struct cmdArg {
+    sds name;
+    const char *type;
+    sds token; /* NULL: none */
+    int flags;
+    struct cmdArg *args;
+    int nargs;
+} cmdArg;
+
+typedef struct synParser {
+    const char *cmd;   /* for the message */
+    const char *start; /* the synopsis */
+    const char *p;
+} synParser;
+
+/* A broken synopsis is a bug in this file, found by every server start (so
+ * by every test run): say where, and stop. */
+static void synFail(synParser *ps, const char *why) __attribute__((noreturn));
+static void synFail(synParser *ps, const char *why) {
+    fprintf(stderr, "commands.c: synopsis of '%s': %s at offset %d: \"%s\"\n", ps->cmd, why,
+            (int)(ps->p - ps->start), ps->start);
+    abort();
+}
+
+static void synSpaces(synParser *ps) {
+    while (*ps->p == ' ') ps->p++;
+}
+
+static int synAtEllipsis(const char *p) { return p[0] == '.' && p[1] == '.' && p[2] == '.'; }
+
+/* A word ends at a space, a bracket, '|', '=' or "...". */
+static sds synWord(synParser *ps) {
+    const char *b = ps->p;
+    while (*ps->p && !strchr(" []()|=", *ps->p) && !synAtEllipsis(ps->p)) ps->p++;
+    return sdsnewlen(b, (size_t)(ps->p - b));
+}
+
+static cmdArg *synNew(void) { return zcalloc(sizeof(cmdArg)); }
+
+/* What one argument owns, its children's included (not the struct). */
+static void synFreeFields(cmdArg *a) {
+    for (int i = 0; i < a->nargs; i++) synFreeFields(&a->args[i]);
+    zfree(a->args);
+    sdsfree(a->name);
+    sdsfree(a->token);
+}
+
+static void synAppend(cmdArg *parent, cmdArg *child) {
+    parent->args = zrealloc(parent->args, sizeof(cmdArg) * (size_t)(parent->nargs + 1));
+    parent->args[parent->nargs++] = *child;
+    zfree(child);
+}
+
+/* "a_b_c" from the children's names, for a group nobody labelled (Redis
+ * names its groups so: nosave_save). */
+static sds synGroupName(cmdArg *g) {
+    sds n = sdsempty();
+    for (int i = 0; i < g->nargs; i++) n = sdscatprintf(n, "%s%s", i ? "_" : "", g->args[i].name);
+    return n;
+}
+
+static cmdArg *synGroup(synParser *ps, char close, int *from_paren);
+
+/* One item: [label=] ( [..] | (..) | word ) [...]. */
+static cmdArg *synItem(synParser *ps, int *from_paren) {
+    synSpaces(ps);
+    *from_paren = 0;
+    sds label = NULL;
+    const char *save = ps->p;
+    sds w = synWord(ps);
+    if (*ps->p == '=' && sdslen(w)) {
+        label = w;
+        ps->p++;
+    } else {
+        sdsfree(w);
+        ps->p = save;
+    }
+    cmdArg *a;
+    if (*ps->p == '[' || *ps->p == '(') {
+        char open = *ps->p++;
+        a = synGroup(ps, open == '[' ? ']' : ')', from_paren);
+        if (open == '[') a->flags |= ARG_OPTIONAL;
+    } else {
+        w = synWord(ps);
+        if (sdslen(w) == 0) synFail(ps, "expected an argument");
+        a = synNew();
+        char *colon = strrchr(w, ':');
+        if (colon) {
+            static const char *const leafTypes[] = {"key", "string", "integer", "double", "pattern", "unix-time", NULL};
+            for (int i = 0; leafTypes[i]; i++)
+                if (!strcmp(colon + 1, leafTypes[i])) a->type = leafTypes[i];
+            if (a->type == NULL) synFail(ps, "unknown argument type");
+            a->name = sdsnewlen(w, (size_t)(colon - w));
+        } else {
+            a->type = "pure-token";
+            a->token = strcmp(w, "\"\"") ? sdsdup(w) : sdsempty();
+            a->name = sdsdup(a->token);
+            sdstolower(a->name);
+        }
+        sdsfree(w);
+    }
+    if (label) {
+        sdsfree(a->name);
+        a->name = label;
+    }
+    if (synAtEllipsis(ps->p)) {
+        ps->p += 3;
+        a->flags |= ARG_MULTIPLE | (a->token ? ARG_MULTIPLE_TOKEN : 0);
+    }
+    return a;
+}
+
+/* Items up to '|', the closing bracket or the end, as a block; a token
+ * followed by an argument or a ( ) group becomes that one's token. */
+static cmdArg *synSeq(synParser *ps, char close) {
+    cmdArg *seq = synNew();
+    seq->type = "block";
+    for (;;) {
+        synSpaces(ps);
+        if (*ps->p == '\0' || *ps->p == '|' || *ps->p == close) break;
+        int paren;
+        cmdArg *a = synItem(ps, &paren);
+        synSpaces(ps);
+        int literal = !strcmp(a->type, "pure-token") && !(a->flags & ARG_MULTIPLE);
+        if (literal && *ps->p && *ps->p != '|' && *ps->p != close && *ps->p != '[') {
+            const char *save = ps->p;
+            int next_paren;
+            cmdArg *next = synItem(ps, &next_paren);
+            int leaf = strcmp(next->type, "pure-token") && strcmp(next->type, "block") && strcmp(next->type, "oneof");
+            if (!next->token && (leaf || next_paren)) {
+                next->token = a->token;
+                a->token = NULL;
+                if (next->flags & ARG_MULTIPLE && next_paren) next->flags |= ARG_MULTIPLE_TOKEN;
+                sdsfree(a->name);
+                zfree(a);
+                a = next;
+            } else {
+                /* Not this token's value: a word of its own, parsed again. */
+                synFreeFields(next);
+                zfree(next);
+                ps->p = save;
+            }
+        }
+        synAppend(seq, a);
+    }
+    return seq;
+}
+
+/* The inside of [ ] or ( ), up to close: one item as itself (but a single
+ * word in ( ) is a oneof of one, as Redis shapes TYPE NORMAL), several as a
+ * block, alternatives as a oneof. */
+static cmdArg *synGroup(synParser *ps, char close, int *from_paren) {
+    cmdArg *alts = synNew();
+    alts->type = "oneof";
+    for (;;) {
+        cmdArg *seq = synSeq(ps, close);
+        if (seq->nargs == 0) synFail(ps, "empty group or alternative");
+        if (seq->nargs == 1) {
+            cmdArg *only = synNew();
+            *only = seq->args[0];
+            zfree(seq->args);
+            zfree(seq);
+            seq = only;
+        } else {
+            seq->name = synGroupName(seq);
+        }
+        synAppend(alts, seq);
+        if (*ps->p != '|') break;
+        ps->p++;
+    }
+    if (close && *ps->p != close) synFail(ps, close == ']' ? "expected ']'" : "expected ')'");
+    if (close) ps->p++;
+    *from_paren = close == ')';
+    if (alts->nargs == 1 && (close != ')' || !strcmp(alts->args[0].type, "block"))) {
+        cmdArg *only = synNew();
+        *only = alts->args[0];
+        zfree(alts->args);
+        zfree(alts);
+        return only;
+    }
+    alts->name = synGroupName(alts);
+    return alts;
+}
+
+/* Fewest and most words an argument takes (most: -1 for unbounded). */
+static void synWords(const cmdArg *a, int *min, int *max) {
+    int t = a->token ? 1 : 0, lo = 0, hi = 0;
+    if (!strcmp(a->type, "pure-token")) {
+        lo = hi = t;
+    } else if (!strcmp(a->type, "block")) {
+        lo = hi = t;
+        for (int i = 0; i < a->nargs; i++) {
+            int l, h;
+            synWords(&a->args[i], &l, &h);
+            lo += l;
+            hi = hi < 0 || h < 0 ? -1 : hi + h;
+        }
+    } else if (!strcmp(a->type, "oneof")) {
+        lo = -1;
+        for (int i = 0; i < a->nargs; i++) {
+            int l, h;
+            synWords(&a->args[i], &l, &h);
+            if (lo < 0 || l < lo) lo = l;
+            if (hi >= 0 && (h < 0 || h > hi)) hi = h;
+        }
+        lo += t;
+        if (hi >= 0) hi += t;
+    } else {
+        lo = hi = t + 1;
+    }
+    if (a->flags & ARG_MULTIPLE) hi = -1;
+    if (a->flags & ARG_OPTIONAL) lo = 0;
+    *min = lo;
+    *max = hi;
+}
+
+/* Keys must point at a key spec the command has (COMMAND INFO lists one
+ * when firstkey is set or the keys are counted). */
+static void synCheckKeys(synParser *ps, const mcCommand *cmd, const cmdArg *a) {
+    int has_spec = cmd->firstkey != 0 || (cmd->flags & CMD_MOVABLEKEYS);
+    if (!strcmp(a->type, "key") && !has_spec) synFail(ps, "a key argument, but the command has no key spec");
+    for (int i = 0; i < a->nargs; i++) synCheckKeys(ps, cmd, &a->args[i]);
+}
+
+static void parseSynopsis(mcCommand *cmd, const char *synopsis) {
+    synParser ps = {cmd->fullname, synopsis, synopsis};
+    cmdArg *top = synSeq(&ps, '\0');
+    if (*ps.p) synFail(&ps, "unexpected character");
+    synCheckKeys(&ps, cmd, top);
+    int min, max, depth = cmd->parent ? 2 : 1;
+    synWords(top, &min, &max);
+    int want = (cmd->arity < 0 ? -cmd->arity : cmd->arity) - depth;
+    if (min != want) synFail(&ps, "the words it requires disagree with the arity");
+    if (cmd->arity > 0 && max != want) synFail(&ps, "optional words, but the arity is fixed");
+    cmd->args = top->args;
+    cmd->nargs = top->nargs;
+    zfree(top);
+}
+
+static void synopsisFor(mcCommand *cmd, int *used) {
+    for (int i = 0; commandSynopses[i].command; i++)
+        if (!strcmp(commandSynopses[i].command, cmd->fullname)) {
+            parseSynopsis(cmd, commandSynopses[i].synopsis);
+            used[i] = 1;
+            return;
+        }
+    /* None: right only for a command that takes no arguments, or a
+     * container, whose docs are its subcommands'. */
+    int depth = cmd->parent ? 2 : 1;
+    if (cmd->arity != depth && !cmd->subcommands) {
+        synParser ps = {cmd->fullname, "", ""};
+        synFail(&ps, "missing: the command takes arguments (add it to commandSynopses)");
+    }
+}
+
+void populateCommandDocs(void) {
+    int n = 0;
+    while (commandSynopses[n].command) n++;
+    int *used = zcalloc(sizeof(int) * (size_t)(n + 1));
+    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+        synopsisFor(cmd, used);
+        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) synopsisFor(sub, used);
+    }
+    for (int i = 0; i < n; i++)
+        if (!used[i]) {
+            synParser ps = {commandSynopses[i].command, "", ""};
+            synFail(&ps, "no such command in commandTable");
+        }
+    zfree(used);
+}
 
 /* ---- COMMAND: the table rendered for clients ----------------------------- */
 
@@ -275,11 +699,47 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     for (mcCommand *s = cmd->subcommands; s && s->name; s++) addReplyCommandInfo(c, s);
 }
 
+/* Each argument as Redis 7 sends it (and redis-cli reads it for hints):
+ * name, type, key_spec_index, token, flags (a set of status strings),
+ * arguments (of a block or oneof), the optional fields only when set. */
+static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs) {
+    addReplyArrayLen(c, nargs);
+    for (int i = 0; i < nargs; i++) {
+        const cmdArg *a = &args[i];
+        int key = !strcmp(a->type, "key");
+        int nflags = !!(a->flags & ARG_OPTIONAL) + !!(a->flags & ARG_MULTIPLE) + !!(a->flags & ARG_MULTIPLE_TOKEN);
+        addReplyMapLen(c, 2 + key + (a->token != NULL) + (nflags > 0) + (a->nargs > 0));
+        addReplyBulkCString(c, "name");
+        addReplyBulkCString(c, a->name);
+        addReplyBulkCString(c, "type");
+        addReplyBulkCString(c, a->type);
+        if (key) {
+            addReplyBulkCString(c, "key_spec_index");
+            addReplyLongLong(c, 0);
+        }
+        if (a->token) {
+            addReplyBulkCString(c, "token");
+            addReplyBulk(c, a->token, sdslen(a->token));
+        }
+        if (nflags) {
+            addReplyBulkCString(c, "flags");
+            addReplySetLen(c, nflags);
+            if (a->flags & ARG_OPTIONAL) addReplyStatus(c, "optional");
+            if (a->flags & ARG_MULTIPLE) addReplyStatus(c, "multiple");
+            if (a->flags & ARG_MULTIPLE_TOKEN) addReplyStatus(c, "multiple_token");
+        }
+        if (a->nargs) {
+            addReplyBulkCString(c, "arguments");
+            addReplyCommandArgs(c, a->args, a->nargs);
+        }
+    }
+}
+
 static void addReplyCommandDocs(client *c, mcCommand *cmd) {
     long long nsubs = 0;
     for (mcCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
     const char *group = cmd->group ? cmd->group : (cmd->parent ? cmd->parent->group : "server");
-    addReplyMapLen(c, nsubs ? 5 : 4);
+    addReplyMapLen(c, 4 + (cmd->nargs > 0) + (nsubs > 0));
     addReplyBulkCString(c, "summary");
     addReplyBulkCString(c, cmd->summary);
     addReplyBulkCString(c, "since");
@@ -288,6 +748,10 @@ static void addReplyCommandDocs(client *c, mcCommand *cmd) {
     addReplyBulkCString(c, group);
     addReplyBulkCString(c, "complexity");
     addReplyBulkCString(c, cmd->complexity);
+    if (cmd->nargs) {
+        addReplyBulkCString(c, "arguments");
+        addReplyCommandArgs(c, cmd->args, cmd->nargs);
+    }
     if (nsubs) {
         addReplyBulkCString(c, "subcommands");
         addReplyMapLen(c, nsubs);

@@ -55,7 +55,7 @@ static void connFail(mcConn *c, const char *fmt, const char *detail) {
     snprintf(c->err, sizeof(c->err), fmt, detail ? detail : "");
 }
 
-/* Splits "tcp://h:p", "h:p", "[v6]:p" or "unix:///path". 0 or -1. */
+/* Splits "tcp://h:p", "h:p", "[v6]:p", "unix:///path" or "unix://@name". 0 or -1. */
 static int parseUri(const char *uri, int *is_unix, char *host, size_t hostlen, int *port) {
     if (!strncmp(uri, "unix://", 7)) {
         *is_unix = 1;
@@ -133,16 +133,15 @@ mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, c
         return NULL;
     }
     if (is_unix) {
+        /* A path, or "@name" in the abstract namespace (hosted segments). */
         struct sockaddr_un sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sun_family = AF_UNIX;
-        if (strlen(host) >= sizeof(sa.sun_path)) {
+        unsigned int salen;
+        if (anetUnixAddress(&sa, &salen, host) != ANET_OK) {
             snprintf(err, errlen, "unix socket path too long: %s", host);
             return NULL;
         }
-        strcpy(sa.sun_path, host);
         fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0 || connectWithTimeout(fd, (struct sockaddr *)&sa, sizeof(sa), connect_timeout_ms) < 0) {
+        if (fd < 0 || connectWithTimeout(fd, (struct sockaddr *)&sa, salen, connect_timeout_ms) < 0) {
             snprintf(err, errlen, "connect %s: %s", uri, strerror(errno));
             goto err;
         }

@@ -34,6 +34,18 @@
  * step, and nothing is written. A SEG.WRITEV is buffered whole (at most
  * HOST_MAX_VEC_BYTES) and every range checked before any is written, so a
  * refused vector writes nothing either.
+ *
+ * The unix listener is an abstract socket (unix://@mooncake-seg-PID-N-RAND):
+ * Linux's namespace of socket names that are not files. A file in /tmp
+ * outlived every host that died without mcHostStop -- a SIGKILLed inference
+ * worker, a crash, a test killing its helper -- one stale socket per death,
+ * and nothing could tell a stale one from a live one but trying it. An
+ * abstract name is released by the kernel with the last descriptor, however
+ * the process ends. The random part keeps names apart across pid namespaces
+ * that share a network namespace (containers of one pod). Peers that only
+ * know paths (older libmooncake) fail to connect to "@..." and use tcp://,
+ * as they would for any unreachable unix endpoint; paths from older hosts
+ * keep working here. Who may connect: see unixPeerAllowed.
  */
 #include "mc_host.h"
 
@@ -48,6 +60,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -412,6 +426,17 @@ static void reapConns(mcHost *h, int all) {
     pthread_mutex_unlock(&h->lock);
 }
 
+/* An abstract socket has no file, hence no mode bits: anyone in the network
+ * namespace may connect. The path in /tmp it replaced was created under the
+ * usual umask 022, and connecting needs write permission, so only its owner
+ * (and root) could. The peer's credentials keep that rule. */
+static int unixPeerAllowed(int fd) {
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0) return 0;
+    return cr.uid == geteuid() || cr.uid == 0;
+}
+
 static void *acceptThread(void *arg) {
     mcHost *h = arg;
     struct pollfd pfd[3] = {{.fd = h->wake[0], .events = POLLIN},
@@ -434,6 +459,14 @@ static void *acceptThread(void *arg) {
             c->h = h;
             c->fd = fd;
             c->is_unix = i == 2;
+            if (c->is_unix && !unixPeerAllowed(fd)) {
+                static const char no[] = "-ERR unix socket peers must run as the hosting process's user "
+                                         "(or root); use the tcp:// endpoint\r\n";
+                sendAll(fd, no, sizeof(no) - 1);
+                close(fd);
+                free(c);
+                continue;
+            }
             if (!c->is_unix) {
                 anetEnableTcpNoDelay(NULL, fd);
                 anetTuneLocalCongestion(fd);
@@ -510,21 +543,30 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
                                               : ((struct sockaddr_in *)&ss)->sin_port);
     snprintf(h->tcp_ep, sizeof(h->tcp_ep), ss.ss_family == AF_INET6 ? "tcp://[%s]:%d" : "tcp://%s:%d", bindip, port);
 
-    /* The unix socket: same-host peers attach the memfd through it. */
-    const char *tmp = getenv("TMPDIR");
-    if (tmp == NULL || strlen(tmp) > 60) tmp = "/tmp";
-    struct sockaddr_un un;
-    memset(&un, 0, sizeof(un));
-    un.sun_family = AF_UNIX;
-    snprintf(h->unix_path, sizeof(h->unix_path), "%s/mooncake-seg-%d-%d.sock", tmp, (int)getpid(),
-             __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-    snprintf(un.sun_path, sizeof(un.sun_path), "%s", h->unix_path);
-    unlink(h->unix_path);
+    /* The unix socket: same-host peers attach the memfd through it. It is
+     * an abstract one (unix://@name; see the top of the file for why). */
+    int counter_now = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
     h->unix_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (h->unix_fd < 0 || bind(h->unix_fd, (struct sockaddr *)&un, sizeof(un)) != 0 || listen(h->unix_fd, 64) != 0) {
-        snprintf(err, errlen, "unix listener %s: %s", h->unix_path, strerror(errno));
-        h->unix_path[0] = '\0';
+    if (h->unix_fd < 0) {
+        snprintf(err, errlen, "unix listener: %s", strerror(errno));
         goto fail;
+    }
+    for (int attempt = 0;; attempt++) {
+        uint64_t nonce = 0;
+        if (getrandom(&nonce, sizeof(nonce), GRND_NONBLOCK) != (ssize_t)sizeof(nonce))
+            nonce = (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)(uintptr_t)h ^ (uint64_t)attempt;
+        snprintf(h->unix_path, sizeof(h->unix_path), "@mooncake-seg-%d-%d-%016llx", (int)getpid(), counter_now,
+                 (unsigned long long)nonce);
+        struct sockaddr_un un;
+        unsigned int unlen;
+        anetUnixAddress(&un, &unlen, h->unix_path);
+        if (bind(h->unix_fd, (struct sockaddr *)&un, unlen) == 0 && listen(h->unix_fd, 64) == 0) break;
+        /* Taken: another process drew the same name (a shared network
+         * namespace); draw again. Anything else is a real failure. */
+        if (errno != EADDRINUSE || attempt == 8) {
+            snprintf(err, errlen, "unix listener %s: %s", h->unix_path, strerror(errno));
+            goto fail;
+        }
     }
     if (pipe2(h->wake, O_CLOEXEC) != 0 || pthread_create(&h->accept_thread, NULL, acceptThread, h) != 0) {
         snprintf(err, errlen, "listener thread: %s", strerror(errno));
@@ -539,7 +581,6 @@ oom:
 fail:
     if (h->tcp_fd >= 0) close(h->tcp_fd);
     if (h->unix_fd >= 0) close(h->unix_fd);
-    if (h->unix_path[0]) unlink(h->unix_path);
     if (h->wake[0] >= 0) close(h->wake[0]);
     if (h->wake[1] >= 0) close(h->wake[1]);
     pthread_mutex_destroy(&h->lock);
@@ -558,8 +599,7 @@ void mcHostStop(mcHost *h) {
     (void)w;
     pthread_join(h->accept_thread, NULL);
     close(h->tcp_fd);
-    close(h->unix_fd);
-    unlink(h->unix_path);
+    close(h->unix_fd); /* the abstract name goes with it */
     reapConns(h, 1);
     close(h->wake[0]);
     close(h->wake[1]);

@@ -24,7 +24,7 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
 void mcHostStop(mcHost *h);
 /* The segment id slice i was mounted under (0: none, refused). */
 void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id);
-/* tcp://ip:port and unix:///path; returns how many were written. */
+/* tcp://ip:port and unix://@name (abstract); returns how many were written. */
 int mcHostEndpoints(mcHost *h, char (*eps)[300], int max);
 /* Numeric form of a socket address, IPv6 without brackets. */
 void mcHostAddrString(const struct sockaddr_storage *sa, char *buf, size_t len);

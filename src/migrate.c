@@ -159,7 +159,8 @@ static int syncTcpConnect(const char *host, int port, long long timeout_ms, char
 
 static int syncUnixConnect(const char *path, long long timeout_ms, char *err, size_t errlen) {
     struct sockaddr_un sa;
-    if (strlen(path) >= sizeof(sa.sun_path)) {
+    unsigned int salen;
+    if (anetUnixAddress(&sa, &salen, path) != ANET_OK) {
         snprintf(err, errlen, "unix socket path too long");
         return -1;
     }
@@ -168,19 +169,16 @@ static int syncUnixConnect(const char *path, long long timeout_ms, char *err, si
         snprintf(err, errlen, "socket: %s", strerror(errno));
         return -1;
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path));
     mstime_t deadline = mstime() + timeout_ms;
     for (;;) {
-        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0) return fd;
+        if (connect(fd, (struct sockaddr *)&sa, salen) == 0) return fd;
         if (errno == EINPROGRESS && syncConnectWait(fd, deadline) == 0) return fd;
         /* EAGAIN on a unix socket is a full backlog, not a connect in
          * progress: nothing is pending, so try again until the deadline. */
         if (errno != EAGAIN || mstime() >= deadline) break;
         poll(NULL, 0, 1);
     }
-    snprintf(err, errlen, "connect %s: %s", path, strerror(errno));
+    snprintf(err, errlen, "connect %.108s: %s", path, strerror(errno)); /* sun_path fits 108 */
     close(fd);
     return -1;
 }
@@ -408,12 +406,13 @@ static int reqSend(reqBuf *rb, int fd, long long timeout_ms) {
 
 /* ---- reading a value's bytes from a mounted segment ----------------------- */
 
-/* An endpoint URI as a connection: tcp://host:port, tcp://[v6]:port or
- * unix:///path. "tcp://0.0.0.0:p" (the host's "wherever you reached me")
+/* An endpoint URI as a connection: tcp://host:port, tcp://[v6]:port,
+ * unix:///path or unix://@name (an abstract socket: libmooncake's hosted
+ * segments). "tcp://0.0.0.0:p" (the host's "wherever you reached me")
  * means the segment's host. 0, or -1 if the URI is not one we can use. */
 static int parseEndpoint(const char *uri, const char *seghost, char *host, size_t hostlen, int *port, int *is_unix) {
     if (!strncmp(uri, "unix://", 7)) {
-        if (uri[7] != '/' || strlen(uri + 7) >= hostlen) return -1;
+        if ((uri[7] != '/' && uri[7] != '@') || strlen(uri + 7) >= hostlen) return -1;
         snprintf(host, hostlen, "%s", uri + 7);
         *is_unix = 1;
         return 0;

@@ -1333,6 +1333,7 @@ static void usage(int code) {
 "                    once, 1..16 (mc_set_streams; default: the library's,\n"
 "                    1 to a same-host peer, else one per CPU up to 4)\n"
 " --help             this text\n"
+" --version          print the version (the top-level VERSION file's)\n"
 "\n"
 "Store (metadata) tests, mooncake-server only. No value bytes move; -d is the\n"
 "size PUT.START reserves, and keys are reserved with REPLACE, so runs may repeat:\n"
@@ -1422,6 +1423,10 @@ static void parseOptions(int argc, char **argv) {
         const char *o = argv[i];
         int last = i == argc - 1;
         if (!strcmp(o, "--help")) usage(0);
+        if (!strcmp(o, "--version")) {
+            printf("mooncake-benchmark %s\n", MOONCAKE_VERSION);
+            exit(0);
+        }
         if (!strcmp(o, "-q")) { config.quiet = 1; continue; }
         if (!strcmp(o, "--check")) { config.check = 1; continue; }
         if (!strcmp(o, "--csv")) { config.csv = 1; continue; }

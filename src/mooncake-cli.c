@@ -110,6 +110,7 @@ static void usage(FILE *f) {
 "  -a <password>        AUTH with this password\n"
 "  --transport <t>      force the data path: auto (default), shm or tcp\n"
 "  --help               this text\n"
+"  -v, --version        print the version and exit\n"
 "  --                   the arguments after it are not options\n"
 "\n"
 "Exit status: 0 success, 1 failure (reason on stderr), 2 bad usage.\n");
@@ -336,6 +337,13 @@ static int putCommand(mc_client *c, int argc, char **argv) {
     opts.replicas = config.replicas;
     opts.replace = config.replace;
     int rc = mc_put(c, key, strlen(key), in.data, in.len, &opts);
+    if (rc == MC_ERR_EXISTS) {
+        /* The server's words name its protocol option ("use REPLACE"); a
+         * shell user's is the flag, so the advice names the flag. */
+        fprintf(stderr, CLI_NAME ": put %s: %s: the key has a value (use --replace to write a new version)\n",
+                key, errName(rc));
+        goto err;
+    }
     if (rc != MC_OK) {
         mcFail(c, rc, "put %s", key);
         goto err;
@@ -596,6 +604,10 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
         }
         if (!strcmp(o, "--help")) {
             usage(stdout);
+            exit(0);
+        }
+        if (!strcmp(o, "-v") || !strcmp(o, "--version")) {
+            printf(CLI_NAME " %s\n", mc_version());
             exit(0);
         }
         if (!strcmp(o, "--replace")) {

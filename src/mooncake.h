@@ -37,7 +37,12 @@ extern "C" {
 /* The library is built with hidden visibility: only this API is exported. */
 #pragma GCC visibility push(default)
 
-#define MC_VERSION "0.4.0"
+/* The version of this header. The build passes MOONCAKE_VERSION from the
+ * top-level VERSION file and `make install` writes the number in here, so
+ * the installed header needs nothing passed. mc_version() gives the version
+ * of the library actually loaded, which is what to log or compare when the
+ * program may run against another libmooncake.so than it was built with. */
+#define MC_VERSION MOONCAKE_VERSION
 
 typedef struct mc_client mc_client;
 
@@ -76,8 +81,9 @@ enum {
     MC_ERR_NOMEM = -13          /* out of local memory */
 };
 
-/* uri: "tcp://host:port", "unix:///path/to.sock" or "host:port" (of any
- * node, for a cluster). password may be NULL (it is used for every node).
+/* uri: "tcp://host:port", "unix:///path/to.sock" ("unix://@name": an
+ * abstract socket) or "host:port" (of any node, for a cluster). password
+ * may be NULL (it is used for every node).
  * On failure returns NULL with the reason in err. */
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen);
 void mc_close(mc_client *c);
@@ -138,6 +144,7 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
 int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
 int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */
 const char *mc_strerror(int err);
+const char *mc_version(void);  /* "MAJOR.MINOR.PATCH" of the loaded library */
 
 #pragma GCC visibility pop
 

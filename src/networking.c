@@ -1282,11 +1282,14 @@ void helloCommand(client *c) {
     }
     if (setname && clientSetName(c, setname) != C_OK) return;
     if (ver) c->resp = (int)ver;
-    addReplyMapLen(c, 7);
+    /* "version" is the Redis release whose protocol we follow, since that
+     * is what clients compare (server.h says which); ours is in
+     * "mooncake_version", last, where a client that knows us looks. */
+    addReplyMapLen(c, 8);
     addReplyBulkCString(c, "server");
     addReplyBulkCString(c, "mooncake");
     addReplyBulkCString(c, "version");
-    addReplyBulkCString(c, MOONCAKE_VERSION);
+    addReplyBulkCString(c, REDIS_COMPAT_VERSION);
     addReplyBulkCString(c, "proto");
     addReplyLongLong(c, c->resp);
     addReplyBulkCString(c, "id");
@@ -1297,4 +1300,6 @@ void helloCommand(client *c) {
     addReplyBulkCString(c, "master");
     addReplyBulkCString(c, "modules");
     addReplyArrayLen(c, 0);
+    addReplyBulkCString(c, "mooncake_version");
+    addReplyBulkCString(c, MOONCAKE_VERSION);
 }

@@ -100,6 +100,7 @@ static void populateCommandTable(void) {
             sdstolower(sub->fullname);
         }
     }
+    populateCommandDocs();
 }
 
 static mcCommand *lookupBySds(sds name) {
@@ -506,17 +507,48 @@ void debugCommand(client *c) {
 
 /* ---- main ---------------------------------------------------------------- */
 
+/* The sample configuration that goes with this binary, found from where the
+ * binary is rather than from a path compiled in: `make install` puts it in
+ * PREFIX/etc/mooncake/ beside PREFIX/bin/, and in the source tree it sits one
+ * level above src/. So the help names the file that exists, whatever PREFIX
+ * the install used and wherever the tree was moved. NULL if neither is. */
+static const char *sampleConfigPath(char *buf, size_t len) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    for (int up = 0; up < 2; up++) { /* .../bin/mooncake-server -> ... */
+        char *slash = strrchr(exe, '/');
+        if (slash == NULL) return NULL;
+        *slash = '\0';
+    }
+    static const char *const rel[] = {"/etc/mooncake/mooncake.conf", "/mooncake.conf"};
+    for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+        snprintf(buf, len, "%s%s", exe, rel[i]); /* exe "" for /bin: "/etc/..." */
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    return NULL;
+}
+
 static void usage(void) {
+    char buf[PATH_MAX + 64];
+    const char *sample = sampleConfigPath(buf, sizeof(buf));
     fprintf(stderr,
-            "Usage: ./mooncake-server [/path/to/mooncake.conf] [options] [-]\n"
-            "       ./mooncake-server - (read config from stdin)\n"
-            "       ./mooncake-server -v or --version\n"
-            "       ./mooncake-server -h or --help\n\n"
+            "Usage: mooncake-server [/path/to/mooncake.conf] [options] [-]\n"
+            "       mooncake-server - (read config from stdin)\n"
+            "       mooncake-server -v or --version\n"
+            "       mooncake-server -h or --help\n\n"
             "Examples:\n"
-            "       ./mooncake-server (run the server with default config)\n"
-            "       ./mooncake-server /etc/mooncake/6379.conf\n"
-            "       ./mooncake-server --port 7777\n"
-            "       ./mooncake-server mooncake.conf --segment-size 4gb --loglevel verbose\n");
+            "       mooncake-server (run the server with default config)\n"
+            "       mooncake-server %s\n"
+            "       mooncake-server --port 7777\n"
+            "       mooncake-server %s --segment-size 4gb --loglevel verbose\n\n",
+            sample ? sample : "/path/to/mooncake.conf", sample ? sample : "/path/to/mooncake.conf");
+    if (sample)
+        fprintf(stderr, "The sample configuration, every directive with its default: %s\n", sample);
+    else
+        fprintf(stderr, "The sample configuration, every directive with its default, is mooncake.conf in\n"
+                        "the source tree; `make install` puts it in PREFIX/etc/mooncake/mooncake.conf.\n");
     exit(1);
 }
 

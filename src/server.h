@@ -18,9 +18,26 @@
 #include "resp.h"
 #include "sds.h"
 
-#define MOONCAKE_VERSION "0.1.0"
-/* What INFO reports as redis_version: the Redis feature level we mimic, so
- * tools that gate behaviour on the version (redis-cli, redis-py) work. */
+/* Two versions, on purpose:
+ *
+ * MOONCAKE_VERSION is ours. It comes from the top-level VERSION file
+ * (src/Makefile passes -DMOONCAKE_VERSION), the one place it is written;
+ * --version, INFO's mooncake_version, HELLO's mooncake_version, libmooncake's
+ * mc_version() and the pkg-config file all print it.
+ *
+ * REDIS_COMPAT_VERSION is the Redis release whose protocol and command
+ * behaviour we follow. It is what INFO calls redis_version and what HELLO
+ * calls version, because those two fields are where Redis clients read a
+ * server's version to decide what it can do: redis-cli 7.2+ reads INFO's
+ * redis_version to pick which of its built-in command docs apply, Lettuce
+ * parses HELLO's version after every handshake and compares it with the
+ * release that brought a command (CLIENT SETINFO: 7.2). Our own 0.x there
+ * would make them treat us as a Redis older than RESP3. Dragonfly made the
+ * same choice (HELLO version = a Redis release, dragonfly_version beside
+ * it), and clients already look for such a <name>_version field. */
+#ifndef MOONCAKE_VERSION
+#error "MOONCAKE_VERSION is not defined: build with src/Makefile (it reads ../VERSION)"
+#endif
 #define REDIS_COMPAT_VERSION "7.0.0"
 
 #define C_OK 0
@@ -101,6 +118,10 @@ typedef struct mcCommand {
     /* CMD_MOVABLEKEYS: argv[keynum_idx] counts the keys, the first at
      * keynum_first, then every keynum_step (BATCH.PUT.START: 1, 2, 2). */
     int keynum_idx, keynum_first, keynum_step;
+    /* COMMAND DOCS "arguments", parsed at start-up from the command's
+     * synopsis (commands.c, commandSynopses). */
+    struct cmdArg *args;
+    int nargs;
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored
@@ -292,6 +313,9 @@ void serverLogRaw(int level, const char *msg);
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
 mcCommand *lookupCommand(sds *argv, int argc);
 mcCommand *lookupCommandByName(const char *name);
+/* Parses every synopsis into its command's args; aborts, saying which and
+ * why, on a synopsis that is malformed or disagrees with the table. */
+void populateCommandDocs(void);
 void call(client *c);
 int processCommand(client *c);
 int listenToPort(void);

@@ -11,6 +11,9 @@
 # servers are killed (their pids sit in tests/tmp/server.<worker>.*/pid),
 # and the run goes on with the next file.
 #
+# The run gets a TMPDIR of its own, which must be empty at the end: the
+# last result is "no files left in TMPDIR" (see tmpdir_open).
+#
 # Worker protocol: the worker prints the test lines ([ok] / [err] / [skip])
 # as they happen and, last, "@@counts PASSED FAILED SKIPPED".
 
@@ -343,6 +346,53 @@ if {[llength $::harness(single)]} {
     if {!$::harness(ctests_given)} { set ::harness(skip_ctests) 1 }
 }
 
+# ------------------------------------------------------ temporary files
+#
+# The run gets a temporary directory of its own, and every process it
+# starts inherits it as TMPDIR: the C tests make their directories there
+# (testMkdtemp), and so do the fuzz run, clang, etcd and anything else
+# that honours TMPDIR. When the run ends the directory must be empty. What
+# is left is a test that forgot its files, or something that would have
+# stayed in /tmp after a process was killed, and it is one failure, "no
+# files left in TMPDIR", naming each. Since nothing but this run writes
+# there, files of other programs on the machine (another engineer's run
+# included) can never be blamed on it, as a before/after look at /tmp
+# would. The directory is removed afterwards, or kept with --dont-clean.
+proc tmpdir_open {} {
+    set base /tmp
+    if {[info exists ::env(TMPDIR)] && [file isdirectory $::env(TMPDIR)]} { set base $::env(TMPDIR) }
+    # Short, so that unix sockets inside still fit in sun_path.
+    if {[string length $base] > 40} { set base /tmp }
+    # A run that was interrupted (Ctrl-C, a closed pipe) could not remove
+    # its directory; the name carries the runner's pid, so a later run
+    # removes those whose runner is gone.
+    foreach d [glob -nocomplain -types d -directory $base mooncake-tests.*] {
+        if {[regexp {mooncake-tests\.(\d+)\.} [file tail $d] -> rpid] && ![process_is_alive $rpid]} {
+            catch {file delete -force $d}
+        }
+    }
+    set ::harness(runtmp) [exec mktemp -d [file join $base mooncake-tests.[pid].XXXXXX]]
+    set ::env(TMPDIR) $::harness(runtmp)
+}
+
+proc tmpdir_close {} {
+    set ::harness(file) {}
+    set dir $::harness(runtmp)
+    set left [lsort [glob -nocomplain -tails -directory $dir * .*]]
+    set left [lsearch -all -inline -not -regexp $left {^\.\.?$}]
+    if {[llength $left]} {
+        set name "no files left in TMPDIR (a run's temporary files would stay in /tmp)"
+        set detail "left in $dir: [join $left {, }]"
+        if {!$::harness(dontclean)} { append detail " (removed; --dont-clean keeps them)" }
+        __report__ err $name $detail
+        lappend ::failed_lines "\[err\] $name"
+    } else {
+        __report__ ok "no files left in TMPDIR"
+    }
+    if {!$::harness(dontclean)} { catch {file delete -force $dir} }
+}
+
+tmpdir_open
 fconfigure stdout -buffering line
 if {$::harness(redis_mode)} {
     puts "Development mode: testing [exec $::harness(binary) --version]"
@@ -361,6 +411,7 @@ if {!$::harness(skip_ctests)} {
     }
 }
 set secs [format %.1f [expr {([clock milliseconds] - $t0) / 1000.0}]]
+tmpdir_close
 
 if {[llength $::failed_lines]} {
     puts ""

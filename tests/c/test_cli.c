@@ -49,7 +49,7 @@
 
 /* ---- files ------------------------------------------------------------------- */
 
-static char workdir[64];
+static char workdir[96];
 
 /* Declares char var[] holding workdir/name. */
 #define WPATH(var, name) \
@@ -289,6 +289,43 @@ done:
     return val;
 }
 
+/* Every option a message names ("--word", or "-x" as a word of its own) is
+ * one the tool has: listed in its --help. A message that advised a flag the
+ * tool lacks ("use REPLACE", "-f") sent its reader nowhere. The help text
+ * is read once, from the tool itself. */
+static char *help_text;
+
+static int isFlagChar(char ch) { return (ch >= 'a' && ch <= 'z') || ch == '-'; }
+
+static int namesOnlyRealFlags(const char *msg, const char *quoted) {
+    int ok = 1;
+    for (size_t i = 0; msg[i]; i++) {
+        if (msg[i] != '-' || (i > 0 && !strchr(" '(\n", msg[i - 1]))) continue;
+        size_t n;
+        if (msg[i + 1] == '-' && msg[i + 2] >= 'a' && msg[i + 2] <= 'z') {
+            for (n = 2; isFlagChar(msg[i + n]); n++) {}
+        } else if (msg[i + 1] >= 'a' && msg[i + 1] <= 'z' && !isFlagChar(msg[i + 2])) {
+            n = 2;
+        } else {
+            continue;
+        }
+        /* The whole flag in the help: "--replica" must not pass on "--replicas".
+         * quoted is the user's own bad option, which the message repeats. */
+        int found = quoted && strlen(quoted) == n && !strncmp(quoted, msg + i, n);
+        for (const char *h = help_text; h && (h = strstr(h, "-")) != NULL; h++)
+            if (!strncmp(h, msg + i, n) && !isFlagChar(h[n]) && (h == help_text || !isFlagChar(h[-1]))) {
+                found = 1;
+                break;
+            }
+        if (!found) {
+            fprintf(stderr, "  the message names %.*s, which --help does not list: %s\n", (int)n, msg + i, msg);
+            ok = 0;
+        }
+        i += n - 1;
+    }
+    return ok;
+}
+
 /* ---- groups ------------------------------------------------------------------------ */
 
 /* 1. Misuse is exit 2 and a message, before any connection is tried: the
@@ -305,6 +342,19 @@ static void groupUsage(void) {
                                "--replace", "--replicas", "--transport"};
         for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) CHECK_HAS(r.out, words[i]);
         CHECK_EQ(strlen(r.err), 0);
+        free(help_text);
+        help_text = strdup(r.out);
+    }
+    TEST("usage: --version and -v print the version and exit 0") {
+        cli(&r, NULL, "--version", NULL);
+        CHECK_EXIT(r, 0);
+        CHECK_HAS(r.out, "mooncake-cli ");
+        CHECK(strchr(r.out, '.') != NULL);
+        cliRun r2 = {0};
+        cli(&r2, NULL, "-v", NULL);
+        CHECK_EXIT(r2, 0);
+        CHECK(r.out && r2.out && !strcmp(r.out, r2.out));
+        runFree(&r2);
     }
     TEST("usage: no command exits 2 with a message on stderr") {
         cli(&r, NULL, "-p", "1", NULL);
@@ -341,6 +391,7 @@ static void groupUsage(void) {
             CHECK_EXIT(r, 2);
             CHECK_HAS(r.err, bad[i].says);
             CHECK_EQ(r.outlen, 0);
+            CHECK(namesOnlyRealFlags(r.err, !strcmp(a[2], "--bogus") ? a[2] : NULL));
         }
     }
     TEST("usage: a server that is not there is exit 1 (a failure, not misuse)") {
@@ -466,6 +517,10 @@ static void groupData(void) {
         cli(&r, NULL, "-s", s.sock, "put", "ver", f2, NULL);
         CHECK_EXIT(r, 1);
         CHECK_HAS(r.err, "mooncake-cli: put ver: exists");
+        /* The advice names the tool's flag, not the protocol's REPLACE. */
+        CHECK_HAS(r.err, "use --replace");
+        CHECK(strstr(r.err, "REPLACE") == NULL);
+        CHECK(namesOnlyRealFlags(r.err, NULL));
         cli(&r, NULL, "-s", s.sock, "get", "ver", out, NULL);
         CHECK_EXIT(r, 0);
         CHECK(fileIs(out, "version one", 11));
@@ -633,9 +688,7 @@ int main(void) {
 
     const char *bin = cliBinary(), *server = tsServerBinary();
     printf("test_cli: %s, server %s\n", bin ? bin : "(no mooncake-cli found)", server ? server : "(none found)");
-    snprintf(workdir, sizeof(workdir), "/tmp/mccli.XXXXXX");
-    if (!mkdtemp(workdir)) {
-        workdir[0] = '\0';
+    if (testMkdtemp(workdir, sizeof(workdir), "mccli") != 0) {
         TEST("make a temporary directory") CHECK(0);
         return testReport();
     }

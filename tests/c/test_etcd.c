@@ -42,7 +42,7 @@ static aeEventLoop *el;
 static struct {
     pid_t pid;
     int port, peer;
-    char dir[64], data[128], log[128], url[64];
+    char dir[96], data[128], log[128], url[64];
 } etcd;
 
 static void removeDir(const char *dir) {
@@ -139,11 +139,7 @@ static int etcdStart(void) {
 
 /* First start: fresh ports (another process may take one meanwhile: retry). */
 static int etcdSetup(void) {
-    snprintf(etcd.dir, sizeof(etcd.dir), "/tmp/etcdtest.XXXXXX");
-    if (!mkdtemp(etcd.dir)) {
-        etcd.dir[0] = '\0';
-        return -1;
-    }
+    if (testMkdtemp(etcd.dir, sizeof(etcd.dir), "etcdtest") != 0) return -1;
     snprintf(etcd.data, sizeof(etcd.data), "%s/data", etcd.dir);
     snprintf(etcd.log, sizeof(etcd.log), "%s/etcd.log", etcd.dir);
     for (int attempt = 0; attempt < 3; attempt++) {

@@ -58,8 +58,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -337,6 +340,40 @@ static long long segInfoInt(redisContext *c, const char *seg, const char *field)
     }
     freeReplyObject(r);
     return v;
+}
+
+/* The first of seg's SEGMENT.INFO endpoints that starts with prefix, copied
+ * into out ("" if none). */
+static void segEndpoint(redisContext *c, const char *seg, const char *prefix, char *out, size_t outlen) {
+    redisReply *r = rcmd(c, "SEGMENT.INFO %s", seg);
+    out[0] = '\0';
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i + 1 < r->elements; i += 2) {
+            const redisReply *k = r->element[i], *v = r->element[i + 1];
+            if (k->type != REDIS_REPLY_STRING || strcmp(k->str, "endpoints") || v->type != REDIS_REPLY_ARRAY) continue;
+            for (size_t j = 0; j < v->elements; j++)
+                if (v->element[j]->type == REDIS_REPLY_STRING && !strncmp(v->element[j]->str, prefix, strlen(prefix))) {
+                    snprintf(out, outlen, "%s", v->element[j]->str);
+                    break;
+                }
+        }
+    }
+    freeReplyObject(r);
+}
+
+/* Whether the kernel lists an abstract unix socket named name (no '@'). */
+static int abstractSocketListed(const char *name) {
+    FILE *f = fopen("/proc/net/unix", "r");
+    if (f == NULL) return -1;
+    char line[512];
+    int found = 0;
+    size_t n = strlen(name);
+    while (!found && fgets(line, sizeof(line), f)) {
+        char *at = strchr(line, '@');
+        if (at && !strncmp(at + 1, name, n) && (at[1 + n] == '\n' || at[1 + n] == '\0')) found = 1;
+    }
+    fclose(f);
+    return found;
 }
 
 /* The replicas GET.REPLICAS lists for key: up to max (segment id, offset)
@@ -640,6 +677,37 @@ static void testHostedSegment(void) {
         CHECK(getSame(host, "ha:tcp", v, n, MC_TRANSPORT_AUTO));
         free(v);
     }
+    TEST("hosted segment: its abstract unix socket admits only the host's user (as a 0755 file did)") {
+        /* Run as root, a child turns into nobody and must be refused; run
+         * as anyone else, the same user is admitted (PING answers). */
+        char ep[300];
+        segEndpoint(r, "host-a", "unix://@", ep, sizeof(ep));
+        CHECK(ep[0] != '\0');
+        int as_root = geteuid() == 0;
+        pid_t pid = ep[0] ? fork() : -1;
+        if (pid == 0) {
+            if (as_root && setuid(65534) != 0) _exit(3);
+            struct sockaddr_un sa;
+            memset(&sa, 0, sizeof(sa));
+            sa.sun_family = AF_UNIX;
+            size_t nl = strlen(ep + 8);
+            memcpy(sa.sun_path + 1, ep + 8, nl); /* sun_path[0] = 0: abstract */
+            int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)))
+                _exit(4);
+            if (write(fd, "PING\r\n", 6) != 6) _exit(5);
+            char buf[256];
+            ssize_t got = read(fd, buf, sizeof(buf) - 1);
+            buf[got > 0 ? got : 0] = '\0';
+            const char *want = as_root ? "-ERR unix socket peers must run as the hosting process's user" : "+PONG";
+            _exit(strncmp(buf, want, strlen(want)) ? 6 : 0);
+        }
+        int status = -1;
+        if (pid > 0) waitpid(pid, &status, 0);
+        CHECK(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        if (pid > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+            fprintf(stderr, "  child (%s) status %d\n", as_root ? "nobody" : "same user", status);
+    }
     mcClose(&ctcp);
     mcClose(&cshm);
     mcClose(&host);
@@ -755,6 +823,13 @@ static void testReplicaFallback(void) {
         }
         CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
     }
+    char child_unix[300] = "";
+    TEST("replica fallback: the helper's unix endpoint is an abstract socket (no file)") {
+        segEndpoint(r, "fb-child", "unix://", child_unix, sizeof(child_unix));
+        CHECK(!strncmp(child_unix, "unix://@mooncake-seg-", 21));
+        if (strncmp(child_unix, "unix://@", 8)) fprintf(stderr, "  endpoint: '%s'\n", child_unix);
+        else CHECK_EQ(abstractSocketListed(child_unix + 8), 1);
+    }
     TEST("replica fallback: after SIGKILL of the helper its segment is still listed (owner-ttl)") {
         CHECK(child > 0);
         if (child > 0) {
@@ -765,6 +840,12 @@ static void testReplicaFallback(void) {
         }
         tsSleepMs(50); /* the server notices the closed connection */
         CHECK_EQ(segInfoInt(r, "fb-child", "id"), child_seg);
+    }
+    TEST("replica fallback: the SIGKILLed helper's unix socket is gone with it, nothing left on disk") {
+        /* The kernel drops an abstract name with its last descriptor: no
+         * stale /tmp/mooncake-seg-*.sock per killed host, as a path left. */
+        if (!strncmp(child_unix, "unix://@", 8)) CHECK_EQ(abstractSocketListed(child_unix + 8), 0);
+        else CHECK(0);
     }
     TEST("replica fallback: a fresh tcp handle gets the right bytes from the surviving replica") {
         mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);

@@ -135,7 +135,7 @@ static int sameBytes(const char *what, const void *got, long long gotlen, const 
 static tsServer node[NNODES];
 static char node_id[NNODES][48];
 static pid_t etcd_pid;
-static char etcd_dir[64] = "";
+static char etcd_dir[96] = "";
 static char etcd_url[64];
 static int cluster_up;
 
@@ -218,11 +218,7 @@ static int etcdHealthy(int port) {
 }
 
 static int etcdStart(const char *bin) {
-    snprintf(etcd_dir, sizeof(etcd_dir), "/tmp/mcetcd.XXXXXX");
-    if (!mkdtemp(etcd_dir)) {
-        etcd_dir[0] = '\0';
-        return -1;
-    }
+    if (testMkdtemp(etcd_dir, sizeof(etcd_dir), "mcetcd") != 0) return -1;
     for (int attempt = 0; attempt < 3; attempt++) {
         int cport = tsFreePort(), pport = tsFreePort();
         if (cport <= 0 || pport <= 0 || cport == pport) continue;
@@ -1353,10 +1349,10 @@ static const char *cliBinary(void) {
 
 static void testCli(void) {
     const char *cli = cliBinary();
-    char dir[64] = "/tmp/mccli.XXXXXX";
+    char dir[96] = "";
     TEST("cli: mooncake-cli puts through node 1, gets through node 3's socket, ls and rm through node 2") {
         CHECK(cli != NULL);
-        CHECK(mkdtemp(dir) != NULL);
+        CHECK(testMkdtemp(dir, sizeof(dir), "mccli") == 0);
         if (!cli) break;
         char log[128], in[128], out[128], p1[16], p2[16];
         snprintf(log, sizeof(log), "%s/cli.log", dir);

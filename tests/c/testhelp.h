@@ -17,6 +17,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int test_passed, test_failed, test_cur_failed;
 static const char *test_cur_name;
@@ -49,6 +50,22 @@ static inline void testEnd(void) {
         test_cur_failed = 1; \
     } \
 } while (0)
+
+/* A fresh directory $TMPDIR/<prefix>.XXXXXX (or under /tmp) into buf; 0,
+ * or -1 with buf "". Every temporary file of a test goes under one of
+ * these, and the runner points TMPDIR at a directory of its own that must
+ * be empty when the run ends: a test that forgets its files fails there
+ * instead of littering /tmp. A TMPDIR over 60 bytes is not used, so a unix
+ * socket inside still fits sun_path's 108. */
+static inline int testMkdtemp(char *buf, size_t len, const char *prefix) {
+    const char *tmp = getenv("TMPDIR");
+    if (tmp == NULL || tmp[0] == '\0' || strlen(tmp) > 60) tmp = "/tmp";
+    if ((size_t)snprintf(buf, len, "%s/%s.XXXXXX", tmp, prefix) >= len || !mkdtemp(buf)) {
+        buf[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
 
 static inline int testReport(void) {
     testEnd();

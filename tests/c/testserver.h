@@ -4,8 +4,9 @@
  * lease of 1 ms, a password, a short put-timeout, a long owner-ttl), so
  * they cannot share the one server the Tcl runner starts. This header
  * starts a mooncake-server child on 127.0.0.1 with a free TCP port *and* a
- * unix socket, both in a fresh temporary directory (mkdtemp under /tmp, so
- * the socket path stays well under the 108 bytes sun_path allows), waits
+ * unix socket, both in a fresh temporary directory (testMkdtemp: under
+ * $TMPDIR or /tmp, so the socket path stays under the 108 bytes sun_path
+ * allows), waits
  * until it answers PING, and stops it again.
  *
  * Which binary: $MC_SERVER if set, else $MC_TEST_SERVER (the runner sets it
@@ -59,11 +60,11 @@
 typedef struct tsServer {
     pid_t pid;              /* 0: not running */
     int port;
-    char dir[64];           /* the temporary directory holding what follows */
+    char dir[96];           /* the temporary directory holding what follows */
     char sock[128];         /* unix socket path */
     char log[128];          /* stdout+stderr of the server */
     char tcp_uri[64];       /* tcp://127.0.0.1:port */
-    char unix_uri[160];     /* unix:///tmp/.../mc.sock */
+    char unix_uri[160];     /* unix://$TMPDIR/mctest.../mc.sock */
 } tsServer;
 
 /* Processes to SIGKILL when the watchdog fires: servers and forked helpers. */
@@ -267,10 +268,8 @@ __attribute__((sentinel)) static inline int tsStart(tsServer *s, ...) {
         fprintf(stderr, "  no executable mooncake-server (build it with `make`, or set MC_SERVER)\n");
         return -1;
     }
-    snprintf(s->dir, sizeof(s->dir), "/tmp/mctest.XXXXXX");
-    if (!mkdtemp(s->dir)) {
+    if (testMkdtemp(s->dir, sizeof(s->dir), "mctest") != 0) {
         fprintf(stderr, "  mkdtemp: %s\n", strerror(errno));
-        s->dir[0] = '\0';
         return -1;
     }
     snprintf(s->sock, sizeof(s->sock), "%s/mc.sock", s->dir);

@@ -69,6 +69,33 @@ start_server {tags {cli}} {
         split [string trim $out] "\n"
     } {PONG PONG PONG PONG PONG}
 
+    # redis-cli 7 builds its `help` lines and its as-you-type hints from
+    # COMMAND DOCS "arguments"; a line with only the name means it found none.
+    proc cli_help_line {cmd} {
+        set out [run_tool [list $::cli -p [srv 0 port] help {*}$cmd]]
+        regsub -all {\x1b\[[0-9;]*m} $out {} out
+        return [string trim [lindex [split [string trim $out] "\n"] 0]]
+    }
+
+    test {redis-cli help shows the arguments COMMAND DOCS lists (its hints use the same)} {
+        need $::cli redis-cli
+        assert_equal {SET key value [NX|XX] [GET] [EX seconds|PX milliseconds|EXAT unix-time-seconds|PXAT unix-time-milliseconds|KEEPTTL]} \
+            [cli_help_line set]
+        assert_equal {MSET key value [key value ...]} [cli_help_line mset]
+        assert_equal {CONFIG SET parameter value [parameter value ...]} [cli_help_line {config set}]
+    }
+
+    tags {mooncake} {
+        test {redis-cli help for the store commands} {
+            need $::cli redis-cli
+            assert_equal {MOUNT name size [ENDPOINT uri [ENDPOINT uri ...]] [BASE address] [RKEY rkey] [TIER MEMORY|DISK|VRAM] [HOST host] [OWNER owner]} \
+                [cli_help_line mount]
+            assert_equal {PUT.START key size [REPLICAS count] [PREFER segment [PREFER segment ...]] [PIN milliseconds] [HARDPIN] [REPLACE]} \
+                [cli_help_line put.start]
+            assert_equal {SEG.READV segment-id offset length [offset length ...]} [cli_help_line seg.readv]
+        }
+    }
+
     test {redis-cli reports error replies} {
         need $::cli redis-cli
         set out [run_tool [list $::cli -p [srv 0 port] no-such-command x]]

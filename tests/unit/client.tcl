@@ -263,6 +263,77 @@ start_server {tags {client}} {
         assert_not_equal {} [dict get $d summary]
     }
 
+    # An argument of COMMAND DOCS reduced to what redis-cli reads for its
+    # help and hints: name, type, token, key_spec_index, flags (sorted),
+    # arguments (since, summary, display_text dropped: Redis has them,
+    # redis-cli's hints do not use them).
+    proc docs_shape {args} {
+        set out {}
+        foreach a $args {
+            set d {}
+            foreach f {name type token key_spec_index} {
+                if {[dict exists $a $f]} { lappend d $f [dict get $a $f] }
+            }
+            if {[dict exists $a flags]} { lappend d flags [lsort [dict get $a flags]] }
+            if {[dict exists $a arguments]} { lappend d arguments [docs_shape {*}[dict get $a arguments]] }
+            lappend out $d
+        }
+        return $out
+    }
+
+    # Redis 7's own answers (redis-server 7.0), as docs_shape reduces them.
+    test {COMMAND DOCS get: its argument as Redis 7 describes it} {
+        set d [dict get [r command docs get] get]
+        docs_shape {*}[dict get $d arguments]
+    } {{name key type key key_spec_index 0}}
+
+    test {COMMAND DOCS set: tokens, oneof groups and optional flags as Redis 7} {
+        set d [dict get [r command docs set] set]
+        docs_shape {*}[dict get $d arguments]
+    } {{name key type key key_spec_index 0} {name value type string} {name condition type oneof flags optional arguments {{name nx type pure-token token NX} {name xx type pure-token token XX}}} {name get type pure-token token GET flags optional} {name expiration type oneof flags optional arguments {{name seconds type integer token EX} {name milliseconds type integer token PX} {name unix-time-seconds type unix-time token EXAT} {name unix-time-milliseconds type unix-time token PXAT} {name keepttl type pure-token token KEEPTTL}}}}
+
+    test {COMMAND DOCS mset: a repeated block} {
+        set d [dict get [r command docs mset] mset]
+        docs_shape {*}[dict get $d arguments]
+    } {{name key_value type block flags multiple arguments {{name key type key key_spec_index 0} {name value type string}}}}
+
+    test {COMMAND DOCS config: subcommands carry their own arguments} {
+        set d [dict get [r command docs config] config]
+        set set [dict get [dict get $d subcommands] config|set]
+        docs_shape {*}[dict get $set arguments]
+    } {{name parameter_value type block flags multiple arguments {{name parameter type string} {name value type string}}}}
+
+    tags {mooncake} {
+        test {COMMAND DOCS: every command that takes arguments lists them} {
+            # Arity 1 (2 for a subcommand) takes none; a container's docs
+            # are its subcommands'.
+            set missing {}
+            foreach info [r command] {
+                lassign $info name arity
+                set subs [lindex $info 9]
+                set d [dict get [r command docs $name] $name]
+                if {![llength $subs] && $arity != 1 && ![dict exists $d arguments] && $name ne "quit"} {
+                    lappend missing $name
+                }
+                foreach sub $subs {
+                    lassign $sub sname sarity
+                    set sd [dict get [dict get $d subcommands] $sname]
+                    if {$sarity != 2 && ![dict exists $sd arguments]} { lappend missing $sname }
+                }
+            }
+            assert_equal {} $missing
+        }
+
+        test {COMMAND DOCS: store commands, a token that repeats (MOUNT ENDPOINT)} {
+            set d [dict get [r command docs mount] mount]
+            set args [docs_shape {*}[dict get $d arguments]]
+            assert_equal {name uri type string token ENDPOINT flags {multiple multiple_token optional}} [lindex $args 2]
+            set d [dict get [r command docs batch.put.start] batch.put.start]
+            assert_equal {name key_size type block flags multiple arguments {{name key type key key_spec_index 0} {name size type integer}}} \
+                [lindex [docs_shape {*}[dict get $d arguments]] 1]
+        }
+    }
+
     test {COMMAND GETKEYS} {
         assert_equal {a} [r command getkeys set a b]
         assert_equal {a} [r command getkeys get a]

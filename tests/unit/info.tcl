@@ -131,6 +131,18 @@ start_server {tags {info}} {
     } {}
 
     tags {mooncake} {
+        test {INFO server: mooncake_version is ours, redis_version the protocol followed} {
+            # One version everywhere: the top-level VERSION file.
+            set f [open [file join $::harness(root) VERSION] r]
+            set version [string trim [read $f]]
+            close $f
+            assert_equal $version [get_info_field r server mooncake_version]
+            assert_match "*v=$version *" [exec $::harness(binary) --version]
+            # redis_version is a Redis release (7.x: the protocol level whose
+            # commands and replies we follow), never our own number.
+            assert_match {7.*.*} [get_info_field r server redis_version]
+        }
+
         test {INFO store: the server's own pool} {
             set text [r info store]
             assert_equal {store} [info_sections $text]

@@ -324,6 +324,19 @@ start_server {tags {protocol}} {
         $c close
     }
 
+    tags {mooncake} {
+        test {HELLO: version is INFO's redis_version, mooncake_version ours} {
+            # Clients compare HELLO's version with Redis releases
+            # (server.h): it must say the same as INFO's redis_version.
+            set c [redis_client]
+            set reply [$c hello 3]
+            assert_equal [get_info_field r server redis_version] [dict get $reply version]
+            assert_equal [get_info_field r server mooncake_version] [dict get $reply mooncake_version]
+            assert_equal mooncake [dict get $reply server]
+            $c close
+        }
+    }
+
     test {HELLO without a version reports the current protocol} {
         set c [redis_client]
         set reply [$c hello]
