@@ -498,12 +498,9 @@ mcReply *mcConnRead(mcConn *c) {
     return readReplyDepth(c, 0);
 }
 
-int mcConnSendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens) {
-    if (c->broken) return MC_ERR_IO;
+void mcConnAppendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens) {
     mcConnAppend(c, argc, argv, lens);
-    if (mcConnFlush(c) != MC_OK) return MC_ERR_IO;
     c->discard++;
-    return MC_OK;
 }
 
 /* The header of a reply expected to start with type (`$` or `*`): its

@@ -62,9 +62,9 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
  * whatever came instead (an error, say), or MC_ERR_* on I/O failure. The
  * elements follow (mcConnReadBulkInto each). */
 long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply);
-/* Send one command whose reply nobody waits for (LEASE.RELEASE after a
+/* Queue one command whose reply nobody waits for (LEASE.RELEASE after a
  * get): it is read and dropped before the next reply is read. */
-int mcConnSendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens);
+void mcConnAppendNoReply(mcConn *c, int argc, const char **argv, const size_t *lens);
 /* One command and its reply. */
 mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens);
 void mcReplyFree(mcReply *r);

@@ -1080,23 +1080,19 @@ static long long readReplicas(mc_client *c, int node, const mcReplica *reps, siz
     return rc;
 }
 
-/* The reader is done with these keys: end its leases now rather than at
- * their deadline, so the space of a version overwritten or removed while
- * it was read comes back at once, and a store full of recently read
- * objects can evict them. Sent without waiting for the reply (it is
- * dropped before the next one), on the connection the leases came from;
- * keys reached through ASKING keep their lease to its end. */
-static void releaseLeases(mc_client *c, int node, int asking, size_t n, const void *const *keys,
-                          const size_t *keylens) {
-    if (!c->lease_release || asking || n == 0) return;
-    mcConn *conn = c->map.nodes[node].conn;
-    if (conn == NULL || conn->broken) return;
-    for (size_t i = 0; i < n; i++) {
-        const char *argv[2] = {"LEASE.RELEASE", keys[i]};
-        size_t lens[2] = {13, keylens[i]};
-        mcConnAppend(conn, 2, argv, lens);
-        conn->discard++;
-    }
+/* The reader is done with a key: end its lease now rather than at its
+ * deadline, so the space of a version overwritten or removed while it was
+ * read comes back at once, and a store full of recently read objects can
+ * evict them. Queued on the connection the lease came from and sent with
+ * the caller's flush, without waiting for the reply (mc_conn drops it
+ * before the next one). Keys reached through ASKING keep their lease. */
+static void queueLeaseRelease(mcConn *conn, const void *key, size_t keylen) {
+    const char *argv[2] = {"LEASE.RELEASE", key};
+    size_t lens[2] = {13, keylen};
+    mcConnAppendNoReply(conn, 2, argv, lens);
+}
+
+static void flushLeaseReleases(mcConn *conn) {
     if (mcConnFlush(conn) != MC_OK) conn->discard = 0; /* broken: nothing more is read from it */
 }
 
@@ -1113,9 +1109,10 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
 static long long getAndRelease(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe) {
     c->leased_node = -1;
     long long got = getLocked(c, key, keylen, buf, cap, probe);
-    if (c->leased_node >= 0) {
-        const void *keys[1] = {key};
-        releaseLeases(c, c->leased_node, c->leased_asking, 1, keys, &keylen);
+    mcConn *conn = c->leased_node >= 0 ? c->map.nodes[c->leased_node].conn : NULL;
+    if (c->lease_release && !c->leased_asking && conn && !conn->broken) {
+        queueLeaseRelease(conn, key, keylen);
+        flushLeaseReleases(conn);
     }
     return got;
 }
@@ -1670,13 +1667,10 @@ static void releaseBatchLeases(mc_client *c, mcBKey *k, size_t n) {
         int queued = 0;
         for (size_t i = 0; i < n; i++) {
             if (!k[i].leased || k[i].asking || k[i].node != node) continue;
-            const char *argv[2] = {"LEASE.RELEASE", k[i].key};
-            size_t lens[2] = {13, k[i].keylen};
-            mcConnAppend(conn, 2, argv, lens);
-            conn->discard++;
+            queueLeaseRelease(conn, k[i].key, k[i].keylen);
             queued++;
         }
-        if (queued && mcConnFlush(conn) != MC_OK) conn->discard = 0;
+        if (queued) flushLeaseReleases(conn);
     }
 }
 

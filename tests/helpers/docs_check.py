@@ -121,7 +121,7 @@ def blocks(path):
 
 
 def substitute(text, srv):
-    text = text.replace("/tmp/mooncake.sock", srv.sock)
+    text = text.replace("/tmp/mooncake.sock", srv.sock)  # tmpfiles: not a file, the path the docs show
     return re.sub(r"(-p |--port |:)6379\b", lambda m: m.group(1) + str(srv.port), text)
 
 

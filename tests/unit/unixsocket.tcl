@@ -37,7 +37,7 @@ proc lifecycle_text {path} {
 }
 
 test {The shipped mooncake.conf turns the unix socket on, owner-only} {
-    assert_equal /tmp/mooncake.sock [usock_conf_value unixsocket]
+    assert_equal /tmp/mooncake.sock [usock_conf_value unixsocket] ;# tmpfiles: not a file, the shipped setting
     assert_equal 700 [usock_conf_value unixsocketperm]
 }
 
