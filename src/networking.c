@@ -161,7 +161,7 @@ void freeClient(client *c) {
     abortBigArg(c);
     ownerDetachClient(c);
     if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
-    if (c->nleases) clientLeasesPrune(c, 1);
+    if (c->leases_live) clientLeasesPrune(c, 1);
     freeClientArgv(c);
     if (c->pass_fd >= 0) close(c->pass_fd);
     zfree(c->argv);
@@ -970,7 +970,7 @@ void clientsCron(void) {
             continue;
         }
         if (c->reply_bytes) checkClientOutputBufferLimits(c);
-        if (c->nleases) clientLeasesPrune(c, 0);
+        if (c->leases_live) clientLeasesPrune(c, 0);
         /* Give back a query buffer that grew for a burst and is idle now. */
         if (sdslen(c->querybuf) == 0 && sdsAllocSize(c->querybuf) > 64 * 1024 &&
             now - c->lastinteraction > 2000) {

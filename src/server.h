@@ -178,7 +178,7 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
-    int nleases, leases_cap;
+    int nleases, leases_cap, leases_head, leases_live;
     struct client *prev, *next;               /* server.clients */
 } client;
 

@@ -222,8 +222,9 @@ static void freeObject(storeObj *o);
 
 void storeLeaseEntryAdd(storeObj *o) { storeObjGetExt(o)->lease_entries++; }
 
-void storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
-    if (release && storeLeaseRelease(o, epoch) && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
+int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
+    int ended = release && storeLeaseRelease(o, epoch);
+    if (ended && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
         /* Unlinked and waiting for exactly this lease: free it now, not at
          * the next cron. The list is short (versions removed while read). */
         for (size_t i = 0; i < st.ndeferred; i++) {
@@ -239,6 +240,7 @@ void storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
         o->flags &= (uint8_t)~OBJ_FLAG_RETIRED;
         freeObject(o); /* no extents left: frees the header */
     }
+    return ended;
 }
 
 int storeObjLeased(const storeObj *o) { return o->ext && o->ext->lease_until_ms > server.mstime; }

@@ -87,7 +87,7 @@ int storeLeaseRelease(storeObj *o, uint64_t epoch);
  * releases the grant first if asked; a version whose last lease that ends
  * and that nothing references gives its space back right there. */
 void storeLeaseEntryAdd(storeObj *o);
-void storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release);
+int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release); /* 1: the release ended the lease */
 
 /* Says (rate-limited) why an allocation of size bytes failed. */
 void storeLogNoSpace(uint64_t size, const char *what);

@@ -283,15 +283,22 @@ void putRevokeCommand(client *c) {
 /* ---- reads and leases ---------------------------------------------------- */
 
 /* A connection's releasable grants: the version it was given (its header
- * kept alive by storeLeaseEntryAdd, so the pointer stays good), under which key, in which lease
- * period, until when. LEASE.RELEASE finds them by key, so a reader can end
- * its lease on a version that was overwritten or removed while it read --
- * the space that would otherwise stay held to the deadline. Bounded per
- * connection; past the bound a grant simply runs to its deadline. */
+ * kept alive by storeLeaseEntryAdd, so the pointer stays good), under which
+ * key, in which lease period, until when. LEASE.RELEASE finds them by key,
+ * so a reader can end its lease on a version that was overwritten or
+ * removed while it read -- space that would otherwise stay held to the
+ * deadline.
+ *
+ * Kept in grant order, a queue with holes: a reader releases in about the
+ * order it read (libmooncake right after each get, a batch in its order),
+ * so the grant a release looks for is at the head and the search is O(1);
+ * one released out of order leaves a hole, squeezed out when the array
+ * must grow. Bounded per connection; past the bound a grant simply runs to
+ * its deadline. */
 #define CLIENT_MAX_LEASES 4096
 
 typedef struct clientLease {
-    sds key;
+    sds key;         /* NULL: released (a hole) */
     storeObj *o;
     uint64_t epoch;
     long long until;
@@ -299,12 +306,12 @@ typedef struct clientLease {
 
 static void clientLeaseDrop(client *c, int i, int release) {
     clientLease *l = &c->leases[i];
-    if (release && l->o->ext && l->o->ext->lease_epoch == l->epoch && l->o->ext->lease_holders == 1 &&
-        l->o->ext->lease_until_ms > server.mstime)
-        ss.leases_released_early++;
-    storeLeaseEntryDrop(l->o, l->epoch, release);
+    if (storeLeaseEntryDrop(l->o, l->epoch, release)) ss.leases_released_early++;
     sdsfree(l->key);
-    c->leases[i] = c->leases[--c->nleases];
+    l->key = NULL;
+    c->leases_live--;
+    while (c->leases_head < c->nleases && c->leases[c->leases_head].key == NULL) c->leases_head++;
+    if (c->leases_head == c->nleases) c->leases_head = c->nleases = 0;
 }
 
 /* Grants whose own deadline passed are released (the reader no longer
@@ -312,35 +319,43 @@ static void clientLeaseDrop(client *c, int i, int release) {
  * counts). all: every grant, on disconnect, without ending any lease -- a
  * reader whose control connection broke may still be copying. */
 void clientLeasesPrune(client *c, int all) {
-    for (int i = c->nleases - 1; i >= 0; i--)
-        if (all || c->leases[i].until <= server.mstime) clientLeaseDrop(c, i, !all);
-    if (all || c->nleases == 0) {
+    for (int i = c->leases_head; i < c->nleases; i++)
+        if (c->leases[i].key && (all || c->leases[i].until <= server.mstime)) clientLeaseDrop(c, i, !all);
+    if (c->leases_live == 0) {
         zfree(c->leases);
         c->leases = NULL;
-        c->nleases = c->leases_cap = 0;
+        c->nleases = c->leases_cap = c->leases_head = 0;
     }
 }
 
-static int clientLeaseAdd(client *c, sds key, storeObj *o) {
-    if (c->nleases == CLIENT_MAX_LEASES) clientLeasesPrune(c, 0);
-    if (c->nleases == CLIENT_MAX_LEASES) return 0;
+static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o) {
+    if (c->leases_live == CLIENT_MAX_LEASES) clientLeasesPrune(c, 0);
+    if (c->leases_live == CLIENT_MAX_LEASES) return NULL;
     if (c->nleases == c->leases_cap) {
-        c->leases_cap = c->leases_cap ? c->leases_cap * 2 : 16;
-        c->leases = zrealloc(c->leases, sizeof(clientLease) * (size_t)c->leases_cap);
+        int n = 0; /* squeeze out the holes first */
+        for (int i = c->leases_head; i < c->nleases; i++)
+            if (c->leases[i].key) c->leases[n++] = c->leases[i];
+        c->leases_head = 0;
+        c->nleases = n;
+        if (c->leases_cap == 0 || n * 2 > c->leases_cap) {
+            c->leases_cap = c->leases_cap ? c->leases_cap * 2 : 16;
+            c->leases = zrealloc(c->leases, sizeof(clientLease) * (size_t)c->leases_cap);
+        }
     }
     clientLease *l = &c->leases[c->nleases++];
     l->key = sdsdup(key);
     l->o = o;
+    c->leases_live++;
     storeLeaseEntryAdd(o);
-    return 1;
+    return l;
 }
 
 static void grantLease(client *c, sds key, storeObj *o, long long ms) {
-    int releasable = c && clientLeaseAdd(c, key, o);
-    uint64_t epoch = storeLeaseGrant(o, ms, releasable);
-    if (releasable) {
-        c->leases[c->nleases - 1].epoch = epoch;
-        c->leases[c->nleases - 1].until = addSaturate(server.mstime, ms);
+    clientLease *l = c ? clientLeaseAdd(c, key, o) : NULL;
+    uint64_t epoch = storeLeaseGrant(o, ms, l != NULL);
+    if (l) {
+        l->epoch = epoch;
+        l->until = addSaturate(server.mstime, ms);
     }
     ss.leases_granted++;
 }
@@ -350,16 +365,17 @@ static void grantLease(client *c, sds key, storeObj *o, long long ms) {
 void leaseReleaseCommand(client *c) {
     long long released = 0;
     for (int j = 1; j < c->argc; j++) {
-        int found = -1;
-        for (int i = 0; i < c->nleases; i++)
-            if (sdslen(c->leases[i].key) == sdslen(c->argv[j]) && !memcmp(c->leases[i].key, c->argv[j], sdslen(c->argv[j])) &&
-                (found < 0 || c->leases[i].until < c->leases[found].until))
-                found = i;
-        if (found < 0) continue;
-        clientLeaseDrop(c, found, 1);
-        released++;
+        size_t len = sdslen(c->argv[j]);
+        for (int i = c->leases_head; i < c->nleases; i++) {
+            sds k = c->leases[i].key;
+            if (k && sdslen(k) == len && !memcmp(k, c->argv[j], len)) {
+                clientLeaseDrop(c, i, 1);
+                released++;
+                break;
+            }
+        }
     }
-    if (c->nleases == 0) clientLeasesPrune(c, 0);
+    if (c->leases_live == 0) clientLeasesPrune(c, 0);
     addReplyLongLong(c, released);
 }
 

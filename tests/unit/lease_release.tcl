@@ -80,6 +80,30 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         $c close
     }
 
+    test {Releases in any order find their grants; a connection's grants are bounded} {
+        r flushall
+        for {set i 0} {$i < 100} {incr i} { r set ord:$i x }
+        for {set i 0} {$i < 100} {incr i} { r get.replicas ord:$i }
+        # Reverse order, then every other one twice: 100 released, no more.
+        set n 0
+        for {set i 99} {$i >= 0} {incr i -2} { incr n [r lease.release ord:$i] }
+        for {set i 98} {$i >= 0} {incr i -2} { incr n [r lease.release ord:$i ord:$i] }
+        assert_equal 100 $n
+        for {set i 0} {$i < 100} {incr i} { assert_equal 0 [lr_lease ord:$i] }
+        # Past 4096 live grants a grant is not recorded: it holds its period.
+        set c [redis_deferring_client]
+        for {set i 0} {$i < 4100} {incr i} { $c get.replicas ord:0 }
+        $c flush
+        for {set i 0} {$i < 4100} {incr i} { $c read }
+        for {set i 0} {$i < 4100} {incr i} { $c lease.release ord:0 }
+        $c flush
+        set n 0
+        for {set i 0} {$i < 4100} {incr i} { incr n [$c read] }
+        assert_equal 4096 $n
+        assert_range [lr_lease ord:0] 9000 10000
+        $c close
+    }
+
     test {Store full of just-read objects: puts fail (NOSPACE, logged) while leased, succeed once released} {
         r flushall
         r config set evict-policy lru
