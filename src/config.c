@@ -190,6 +190,20 @@ static sds getMaxmemoryPolicy(void) {
     return sdsnew(server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction");
 }
 
+/* The password is binary-safe: kept as an sds, so "abc\0def" is seven
+ * bytes and AUTH abc is refused (a C string would end at the zero). */
+static int setRequirepass(sds *argv, int argc, const char **err) {
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    sdsfree(server.requirepass);
+    server.requirepass = sdslen(argv[0]) ? sdsdup(argv[0]) : NULL;
+    return C_OK;
+}
+
+static sds getRequirepass(void) { return server.requirepass ? sdsdup(server.requirepass) : sdsempty(); }
+
 static int setDir(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -279,7 +293,7 @@ static standardConfig configs[] = {
     INTC("unixsocketperm", CFG_IMMUTABLE | CFG_OCTAL, &cfg_unixsocketperm, 0, 0777, "0", NULL),
     INTC("tcp-backlog", CFG_IMMUTABLE, &cfg_tcp_backlog, 0, INT_MAX, "511", NULL),
     BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
-    STRC("requirepass", 0, &server.requirepass, ""),
+    SPECC("requirepass", CFG_ONEARG, "", setRequirepass, getRequirepass),
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
     INTC("timeout", 0, &server.maxidletime, 0, INT_MAX, "0", NULL),
     INTC("tcp-keepalive", 0, &server.tcpkeepalive, 0, INT_MAX, "300", NULL),

@@ -456,7 +456,7 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         return C_ERR;
     }
     sds name = sdscatprintf(sdsempty(), "seg:%s", uri);
-    const char *pw = server.requirepass && server.requirepass[0] ? server.requirepass : NULL;
+    sds pw = server.requirepass; /* NULL: none */
     int rc = C_ERR;
     for (int attempt = 0; attempt < 2; attempt++) {
         syncConn *sc = connCacheFind(name);
@@ -472,13 +472,13 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         }
         sc->last_use = mstime();
         /* The host wants the password its owner connected with: ours. */
-        int send_auth = pw && (sc->auth == NULL || strcmp(sc->auth, pw));
+        int send_auth = pw && (sc->auth == NULL || sdscmp(sc->auth, pw));
         reqBuf rb;
         reqInit(&rb);
         if (send_auth) {
             reqHeader(&rb, '*', 2);
             reqBulk(&rb, "AUTH", 4);
-            reqBulk(&rb, pw, strlen(pw));
+            reqBulk(&rb, pw, sdslen(pw));
         }
         reqHeader(&rb, '*', 4);
         reqBulk(&rb, "SEG.READ", 8);
@@ -513,7 +513,7 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         sdsfree(autherr);
         if (send_auth) {
             sdsfree(sc->auth);
-            sc->auth = sdsnew(pw);
+            sc->auth = sdsdup(pw);
         }
         long long blen;
         char crlf[2];

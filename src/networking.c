@@ -68,7 +68,7 @@ client *createClient(int fd, int unix) {
     c->fd = fd;
     c->id = ++server.next_client_id;
     c->resp = 2;
-    c->authenticated = server.requirepass == NULL || server.requirepass[0] == '\0';
+    c->authenticated = server.requirepass == NULL;
     c->querybuf = sdsempty();
     c->pass_fd = -1;
     c->ctime = c->lastinteraction = mstime();
@@ -223,7 +223,7 @@ static void acceptCommonHandler(int fd, int unix, const char *ip) {
         return;
     }
     if (!unix && server.protected_mode &&
-        (server.requirepass == NULL || server.requirepass[0] == '\0') && !anetIsLoopback(ip)) {
+        (server.requirepass == NULL) && !anetIsLoopback(ip)) {
         const char *err =
             "-DENIED Mooncake is running in protected mode because protected mode is enabled and "
             "no password is set for the default user. In this mode connections are only accepted "
@@ -1207,7 +1207,7 @@ void clientCommand(client *c) {
  * attacker how many leading bytes were right. */
 static int passwordMatches(const char *given, size_t glen) {
     const char *pass = server.requirepass ? server.requirepass : "";
-    size_t plen = strlen(pass);
+    size_t plen = server.requirepass ? sdslen(server.requirepass) : 0;
     unsigned char diff = (unsigned char)(glen != plen);
     for (size_t i = 0; i < glen; i++) diff |= (unsigned char)(given[i] ^ pass[i % (plen ? plen : 1)]);
     return diff == 0 && plen > 0;
@@ -1215,7 +1215,7 @@ static int passwordMatches(const char *given, size_t glen) {
 
 static int checkAuth(client *c, sds user, sds pass) {
     if (user && strcmp(user, "default")) return C_ERR;
-    if (server.requirepass == NULL || server.requirepass[0] == '\0') {
+    if (server.requirepass == NULL) {
         /* No password: like Redis's nopass default user, any password
          * given with the user name is accepted. */
         if (!user) return C_ERR;
@@ -1232,7 +1232,7 @@ void authCommand(client *c) {
         addReplyErrorSyntax(c);
         return;
     }
-    if (c->argc == 2 && (server.requirepass == NULL || server.requirepass[0] == '\0')) {
+    if (c->argc == 2 && (server.requirepass == NULL)) {
         addReplyError(c, "ERR AUTH <password> called without any password configured for the "
                          "default user. Are you sure your configuration is correct?");
         return;

@@ -428,7 +428,7 @@ void resetCommand(client *c) {
     c->resp = 2;
     sdsfree(c->name);
     c->name = NULL;
-    c->authenticated = server.requirepass == NULL || server.requirepass[0] == '\0';
+    c->authenticated = server.requirepass == NULL;
     addReplyStatus(c, "RESET");
 }
 

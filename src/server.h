@@ -226,7 +226,7 @@ struct mcServer {
     size_t clients_to_close_len, clients_to_close_cap;
     client *current_client;
     uint64_t next_client_id;
-    char *requirepass;
+    sds requirepass;        /* NULL: none; binary-safe */
     int protected_mode;
     long long maxclients;
     long long maxidletime;   /* seconds, 0 = never */

@@ -103,6 +103,31 @@ start_server {tags {auth} overrides {requirepass foobar}} {
     } {PONG}
 }
 
+start_server {tags {auth}} {
+    test {A password with a zero byte is the whole password, not what comes before it} {
+        set pass "abc\x00def"
+        assert_equal OK [r config set requirepass $pass]
+        assert_equal [list requirepass $pass] [r config get requirepass]
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth abc}
+        assert_error {NOAUTH*} {$c ping}
+        assert_error {WRONGPASS*} {$c auth "abc\x00de"}
+        assert_equal OK [$c auth $pass]
+        assert_equal PONG [$c ping]
+        $c close
+    }
+
+    test {... and survives CONFIG REWRITE and a restart} {
+        assert_equal OK [r config rewrite]
+        restart_server
+        assert_error {NOAUTH*} {r ping}
+        assert_error {WRONGPASS*} {r auth abc}
+        assert_equal OK [r auth "abc\x00def"]
+        assert_equal PONG [r ping]
+        r config set requirepass ""
+    }
+}
+
 start_server {tags {auth} overrides {requirepass "with space"}} {
     test {A password with a space, quoted in the config file} {
         assert_error {NOAUTH*} {r ping}
