@@ -832,13 +832,6 @@ void commandCommand(client *c) {
         addReplyArrayLen(c, c->argc - 2);
         for (int j = 2; j < c->argc; j++) {
             mcCommand *cmd = lookupCommandByName(c->argv[j]);
-            if (!cmd && strchr(c->argv[j], '|')) {
-                sds *parts;
-                int n;
-                parts = sdssplitlen(c->argv[j], sdslen(c->argv[j]), "|", 1, &n);
-                if (n == 2) cmd = lookupCommand(parts, 2);
-                sdsfreesplitres(parts, n);
-            }
             if (cmd) addReplyCommandInfo(c, cmd);
             else addReplyNullArray(c);
         }

@@ -108,17 +108,22 @@ static mcCommand *lookupBySds(sds name) {
     return de ? de->val : NULL;
 }
 
-mcCommand *lookupCommandByName(const char *name) {
-    sds key = sdsnew(name);
-    mcCommand *cmd = lookupBySds(key);
-    sdsfree(key);
-    return cmd;
-}
-
 static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
     for (mcCommand *sub = container->subcommands; sub && sub->name; sub++)
         if (!strcasecmp(sub->name, name)) return sub;
     return NULL;
+}
+
+/* By full name, as COMMAND INFO/DOCS take it: "get", or "config|get" for a
+ * subcommand. "get|key" is no command (GET has no subcommands), nor is
+ * "config" with an unknown subcommand. */
+mcCommand *lookupCommandByName(const char *name) {
+    const char *bar = strchr(name, '|');
+    sds key = sdsnewlen(name, bar ? (size_t)(bar - name) : strlen(name));
+    mcCommand *cmd = lookupBySds(key);
+    sdsfree(key);
+    if (cmd == NULL || bar == NULL) return cmd;
+    return cmd->subcommands && !strchr(bar + 1, '|') ? lookupSubcommand(cmd, bar + 1) : NULL;
 }
 
 /* The container itself when argc == 1 (so its arity error is reported),

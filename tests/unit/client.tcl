@@ -255,6 +255,17 @@ start_server {tags {client}} {
         lindex $info 3
     } {}
 
+    test {COMMAND INFO and DOCS by full name: a subcommand, or nothing for one that is not} {
+        set info [r command info get|key config|get config|nope config|get|x Config|GET]
+        assert_equal 5 [llength $info]
+        assert_equal {} [lindex $info 0]
+        assert_equal config|get [lindex $info 1 0]
+        assert_equal {} [lindex $info 2]
+        assert_equal {} [lindex $info 3]
+        assert_equal config|get [lindex $info 4 0]
+        assert_equal {config|get} [dict keys [r command docs config|get get|key]]
+    }
+
     test {COMMAND DOCS get} {
         set docs [r command docs get]
         assert {[dict exists $docs get]}
