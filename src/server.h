@@ -49,7 +49,8 @@
 #define NET_ADDR_STR_LEN (NET_IP_STR_LEN + 32)
 #define CONFIG_MIN_RESERVED_FDS 32
 #define PROTO_IOBUF_LEN (16 * 1024)     /* read size for the query buffer */
-#define PROTO_REPLY_CHUNK (16 * 1024)   /* static reply buffer, reply block size */
+#define PROTO_REPLY_CHUNK (16 * 1024)   /* a client's reply buffer, reply block size */
+#define CLIENT_IDLE_SHRINK_MS 2000      /* idle this long: buffers are given back */
 #define PROTO_BIG_ARG (32 * 1024)       /* args this long are read in place */
 #define PROTO_LOWAT_ARG (1024 * 1024)   /* args this long are read in ... */
 #define PROTO_LOWAT (256 * 1024)        /* ... chunks of at least this (SO_RCVLOWAT) */
@@ -167,8 +168,10 @@ typedef struct client {
     int rcvlowat;           /* SO_RCVLOWAT now set on fd; 0 = the default, 1 */
     struct mcCommand *cmd, *lastcmd;
     /* Output. */
-    char buf[PROTO_REPLY_CHUNK];
+    char *buf;               /* PROTO_REPLY_CHUNK bytes, allocated at the first reply and
+                              * given back while the client idles (clientsCron) */
     size_t bufpos, sentlen;  /* sentlen: of buf, or of the head block once buf is out */
+    size_t buf_peak;         /* most of buf used since it was last given back (CLIENT LIST rbp) */
     replyBlock *reply_head, *reply_tail;
     size_t reply_bytes;      /* bytes queued in blocks (heap and pool slices) */
     mstime_t obuf_soft_limit_since;
@@ -405,7 +408,9 @@ void existsCommand(client *c);
 void typeCommand(client *c);
 void memoryCommand(client *c);
 void leaseReleaseCommand(client *c);
-void clientLeasesPrune(client *c, int all); /* all: on disconnect, without releasing */
+void clientLeasesPrune(client *c, int all);
+void clientShrinkIdleBuffers(client *c);
+size_t clientMemoryUsage(client *c); /* all: on disconnect, without releasing */
 void scanCommand(client *c);
 void keysCommand(client *c);
 void dbsizeCommand(client *c);
