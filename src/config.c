@@ -204,6 +204,35 @@ static int setRequirepass(sds *argv, int argc, const char **err) {
 
 static sds getRequirepass(void) { return server.requirepass ? sdsdup(server.requirepass) : sdsempty(); }
 
+/* latency-tracking-info-percentiles "50 99 99.9": what INFO latencystats
+ * reports, each 0..100, at most 16. */
+static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
+    double v[16];
+    if (argc == 1 && sdslen(argv[0]) == 0) argc = 0;
+    if (argc > 16) {
+        *err = "at most 16 percentiles";
+        return C_ERR;
+    }
+    for (int i = 0; i < argc; i++) {
+        char *end;
+        v[i] = strtod(argv[i], &end);
+        if (end == argv[i] || *end || !(v[i] >= 0.0 && v[i] <= 100.0)) {
+            *err = "percentiles must be numbers between 0 and 100";
+            return C_ERR;
+        }
+    }
+    memcpy(server.latency_percentiles, v, sizeof(double) * (size_t)argc);
+    server.latency_npercentiles = argc;
+    return C_OK;
+}
+
+static sds getLatencyPercentiles(void) {
+    sds s = sdsempty();
+    for (int i = 0; i < server.latency_npercentiles; i++)
+        s = sdscatprintf(s, "%s%g", i ? " " : "", server.latency_percentiles[i]);
+    return s;
+}
+
 static int setDir(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -327,6 +356,8 @@ static standardConfig configs[] = {
     DBLC("evict-ratio", 0, &server.evict_ratio, 0.0, 1.0, "0.05"),
     ENUMC("evict-policy", 0, &server.evict_policy, evictPolicyEnum, "lru", NULL),
     SPECC("maxmemory-policy", 0, "allkeys-lru", setMaxmemoryPolicy, getMaxmemoryPolicy),
+    BOOLC("latency-tracking", 0, &server.latency_tracking, "yes"),
+    SPECC("latency-tracking-info-percentiles", 0, "50 99 99.9", setLatencyPercentiles, getLatencyPercentiles),
     MEMCA("maxmemory", 0, &server.maxmemory, 0, LLONG_MAX, "0", applyMaxmemory),
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
     /* Segments and owners */

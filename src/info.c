@@ -17,11 +17,24 @@
 
 #include "owner.h"
 #include "cluster.h"
+#include "latency.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
 #include "zmalloc.h"
+
+/* Error replies by their first word (ERR, WRONGTYPE, NOSPACE, ...), as
+ * Redis's errorstats. A client can make up error words only through
+ * commands that echo them, but the table is bounded anyway: past
+ * ERRORSTATS_MAX words, new ones are counted together as OTHER. */
+#define ERRORSTATS_MAX 128
+
+static struct {
+    char code[32];
+    long long count;
+} errorStats[ERRORSTATS_MAX];
+static int nerrorStats;
 
 void resetServerStats(void) {
     server.stat_numcommands = server.stat_numconnections = server.stat_rejected_conn = 0;
@@ -36,11 +49,56 @@ void resetServerStats(void) {
     server.stat_starttime = mstime();
     storeResetStats();
     storeCommandStatsReset();
+    nerrorStats = 0;
     for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
         cmd->calls = cmd->usec = cmd->rejected_calls = cmd->failed_calls = 0;
-        for (mcCommand *s = cmd->subcommands; s && s->name; s++)
+        latencyReset(&cmd->latency);
+        for (mcCommand *s = cmd->subcommands; s && s->name; s++) {
             s->calls = s->usec = s->rejected_calls = s->failed_calls = 0;
+            latencyReset(&s->latency);
+        }
     }
+}
+
+
+void statsRecordError(const char *reply, size_t len) {
+    if (len && reply[0] == '-') reply++, len--;
+    size_t n = 0;
+    while (n < len && n < sizeof(errorStats[0].code) - 1 && reply[n] != ' ') n++;
+    char code[sizeof(errorStats[0].code)];
+    memcpy(code, reply, n);
+    code[n] = '\0';
+    if (n == 0) snprintf(code, sizeof(code), "ERR");
+    for (int i = 0; i < nerrorStats; i++) {
+        if (!strcmp(errorStats[i].code, code)) {
+            errorStats[i].count++;
+            return;
+        }
+    }
+    if (nerrorStats == ERRORSTATS_MAX - 1 && strcmp(code, "OTHER")) snprintf(code, sizeof(code), "OTHER");
+    for (int i = 0; i < nerrorStats; i++) {
+        if (!strcmp(errorStats[i].code, code)) {
+            errorStats[i].count++;
+            return;
+        }
+    }
+    snprintf(errorStats[nerrorStats].code, sizeof(errorStats[0].code), "%s", code);
+    errorStats[nerrorStats++].count = 1;
+}
+
+/* latency_percentiles_usec_<cmd>:p50=...,p99=...,p99.9=... for the
+ * percentiles latency-tracking-info-percentiles names. */
+static sds catLatencyStats(sds s, mcCommand *cmd) {
+    if (latencyCount(cmd->latency)) {
+        s = sdscatprintf(s, "latency_percentiles_usec_%s:", cmd->fullname);
+        for (int i = 0; i < server.latency_npercentiles; i++) {
+            double p = server.latency_percentiles[i];
+            s = sdscatprintf(s, "%sp%g=%.3f", i ? "," : "", p, latencyPercentile(cmd->latency, p));
+        }
+        s = sdscat(s, "\r\n");
+    }
+    for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catLatencyStats(s, sub);
+    return s;
 }
 
 static int wantSection(const char *section, const char *name, int *count) {
@@ -233,6 +291,41 @@ sds genInfoString(const char *section) {
                              (unsigned long long)as.allocations, sg->state == SEG_DRAINING ? "draining" : "active");
         }
     }
+    if ((w = wantSection(section, "persistence", &count))) {
+        /* Nothing is persisted yet (the pool is a cache); tools that poll these
+         * fields (redis-cli --stat, exporters, Sentinel-minded scripts) read a
+         * server that is not loading and has nothing to save. */
+        s = sectionHeader(s, w, "Persistence");
+        s = sdscatprintf(s,
+                         "loading:0\r\n"
+                         "async_loading:0\r\n"
+                         "rdb_changes_since_last_save:0\r\n"
+                         "rdb_bgsave_in_progress:0\r\n"
+                         "rdb_last_save_time:%lld\r\n"
+                         "rdb_last_bgsave_status:ok\r\n"
+                         "aof_enabled:0\r\n"
+                         "aof_rewrite_in_progress:0\r\n"
+                         "aof_rewrite_scheduled:0\r\n"
+                         "aof_last_write_status:ok\r\n",
+                         (long long)(server.starttime_ms / 1000));
+    }
+    if ((w = wantSection(section, "replication", &count))) {
+        /* A primary with no replicas, until replicas exist. */
+        s = sectionHeader(s, w, "Replication");
+        s = sdscatprintf(s,
+                         "role:master\r\n"
+                         "connected_slaves:0\r\n"
+                         "master_failover_state:no-failover\r\n"
+                         "master_replid:%s\r\n"
+                         "master_replid2:0000000000000000000000000000000000000000\r\n"
+                         "master_repl_offset:0\r\n"
+                         "second_repl_offset:-1\r\n"
+                         "repl_backlog_active:0\r\n"
+                         "repl_backlog_size:0\r\n"
+                         "repl_backlog_first_byte_offset:0\r\n"
+                         "repl_backlog_histlen:0\r\n",
+                         server.runid);
+    }
     if ((w = wantSection(section, "cpu", &count))) {
         struct rusage self;
         getrusage(RUSAGE_SELF, &self);
@@ -244,6 +337,16 @@ sds genInfoString(const char *section) {
     if (!strcasecmp(section, "commandstats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
         s = sectionHeader(s, count++ ? 2 : 1, "Commandstats");
         for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catCommandStats(s, cmd);
+    }
+    /* latencystats, like commandstats, only when asked for or with all. */
+    if (!strcasecmp(section, "latencystats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
+        s = sectionHeader(s, count++ ? 2 : 1, "Latencystats");
+        for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catLatencyStats(s, cmd);
+    }
+    if ((w = wantSection(section, "errorstats", &count))) {
+        s = sectionHeader(s, w, "Errorstats");
+        for (int i = 0; i < nerrorStats; i++)
+            s = sdscatprintf(s, "errorstat_%s:count=%lld\r\n", errorStats[i].code, errorStats[i].count);
     }
     if ((w = wantSection(section, "cluster", &count))) {
         s = sectionHeader(s, w, "Cluster");

@@ -370,6 +370,7 @@ void addReplyError(client *c, const char *err) {
     buf[n++] = '\n';
     addReplyProto(c, buf, n);
     server.stat_total_error_replies++;
+    statsRecordError(buf, n - 2);
     if (c->cmd) c->cmd->failed_calls++;
 }
 

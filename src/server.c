@@ -12,6 +12,7 @@
  * budget, so a client never waits behind housekeeping for more than a few
  * milliseconds.
  */
+#include "latency.h"
 #include "server.h"
 
 #include <ctype.h>
@@ -149,6 +150,7 @@ void call(client *c) {
     long long duration = ustime() - start;
     cmd->calls++;
     cmd->usec += duration;
+    if (server.latency_tracking) latencyRecord(&cmd->latency, duration > 0 ? (uint64_t)duration : 0);
     server.stat_numcommands++;
     slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
 }

@@ -123,6 +123,7 @@ typedef struct mcCommand {
      * synopsis (commands.c, commandSynopses). */
     struct cmdArg *args;
     int nargs;
+    struct latencyHist *latency; /* INFO latencystats (latency.c), made at the first call */
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored
@@ -271,6 +272,9 @@ struct mcServer {
     struct segment *self;   /* the server's own pool, segment id 1 */
     long long segment_size;
     long long maxmemory;    /* bytes of values the pool may hold; 0 = all of it */
+    int latency_tracking;   /* per-command latency histograms (INFO latencystats) */
+    double latency_percentiles[16];
+    int latency_npercentiles;
     int segment_hugepages;
     long long segment_numa_node;
     int segment_prefault;
@@ -410,6 +414,7 @@ void memoryCommand(client *c);
 void leaseReleaseCommand(client *c);
 void clientLeasesPrune(client *c, int all);
 void clientShrinkIdleBuffers(client *c);
+void statsRecordError(const char *reply, size_t len); /* info.c: INFO errorstats */
 size_t clientMemoryUsage(client *c); /* all: on disconnect, without releasing */
 void scanCommand(client *c);
 void keysCommand(client *c);

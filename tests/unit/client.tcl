@@ -266,6 +266,16 @@ start_server {tags {client}} {
         assert_equal {config|get} [dict keys [r command docs config|get get|key]]
     }
 
+    test {COMMAND LIST names subcommands too; FILTERBY PATTERN matches full names, MODULE none loaded} {
+        set names [r command list]
+        assert {[lsearch -exact $names config|get] >= 0}
+        assert {[lsearch -exact $names get] >= 0}
+        assert_equal [lsort {config config|get config|set config|resetstat config|rewrite config|help}] \
+            [lsort [r command list filterby pattern config*]]
+        assert_equal {} [r command list filterby module nosuchmodule]
+        assert_error {*syntax*} {r command list filterby nosuchfilter x}
+    }
+
     test {COMMAND DOCS get} {
         set docs [r command docs get]
         assert {[dict exists $docs get]}

@@ -170,3 +170,60 @@ start_server {tags {info}} {
         }
     }
 }
+
+start_server {tags {info}} {
+    test {INFO persistence and replication: nothing loading or saving, a primary without replicas} {
+        assert_equal 0 [get_info_field r persistence loading]
+        assert_equal 0 [get_info_field r persistence rdb_bgsave_in_progress]
+        assert_equal 0 [get_info_field r persistence aof_enabled]
+        assert_equal master [get_info_field r replication role]
+        assert_equal 0 [get_info_field r replication connected_slaves]
+        set sections [info_sections [r info]]
+        foreach s {persistence replication errorstats} {
+            assert {[lsearch -exact $sections $s] >= 0}
+        }
+        # As Redis: latencystats and commandstats only when asked for.
+        assert_equal -1 [lsearch -exact $sections latencystats]
+        assert {[lsearch -exact [info_sections [r info everything]] latencystats] >= 0}
+    }
+
+    test {INFO errorstats counts error replies by their first word; CONFIG RESETSTAT clears them} {
+        r config resetstat
+        catch {r nosuchcommand}
+        catch {r nosuchcommand}
+        catch {r get}
+        set info [r info errorstats]
+        assert_match "*errorstat_ERR:count=3*" $info
+        r config resetstat
+        assert_no_match "*errorstat_ERR*" [r info errorstats]
+    }
+
+    test {INFO latencystats: p50, p99 and p99.9 per command; the percentiles and tracking are configurable} {
+        r config resetstat
+        r set lat:k v
+        r get lat:k
+        set info [r info latencystats]
+        assert_match "*latency_percentiles_usec_set:p50=*,p99=*,p99.9=*" $info
+        assert {[regexp {latency_percentiles_usec_get:p50=([0-9.]+),p99=([0-9.]+),p99.9=([0-9.]+)} $info -> p50 p99 p999]}
+        assert {$p50 <= $p99 && $p99 <= $p999}
+        r config set latency-tracking-info-percentiles "50 90"
+        assert_match "*latency_percentiles_usec_get:p50=*,p90=*" [r info latencystats]
+        assert_no_match "*p99*" [r info latencystats]
+        r config set latency-tracking-info-percentiles "50 99 99.9"
+        assert_error {*} {r config set latency-tracking-info-percentiles "101"}
+        r config resetstat
+        r config set latency-tracking no
+        r get lat:k
+        assert_no_match "*usec_get*" [r info latencystats]
+        r config set latency-tracking yes
+    }
+}
+
+start_server {tags {info mooncake}} {
+    test {INFO errorstats counts the store's own error words} {
+        r config resetstat
+        catch {r put.end no-such-key}
+        catch {r put.revoke no-such-key}
+        assert_match "*errorstat_NOKEY:count=2*" [r info errorstats]
+    }
+}
