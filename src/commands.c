@@ -62,6 +62,8 @@ static mcCommand clientSubcommands[] = {
     SUB("info", clientCommand, 2, L | S, "Returns information about the connection."),
     SUB("kill", clientCommand, -3, A | L | S, "Terminates open connections."),
     SUB("setinfo", clientCommand, 4, L | S, "Sets information specific to the client or connection."),
+    SUB("no-touch", clientCommand, 3, L | S, "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
+    SUB("no-evict", clientCommand, 3, A | L | S, "Sets the client eviction mode of the connection."),
     SUB("help", clientCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
@@ -257,6 +259,8 @@ static const struct {
     {"client|list", "[TYPE client-type=(NORMAL)] [ID client-id:integer...]"},
     {"client|kill", "filter=(ip:port:string|new-format=(ID client-id:integer|TYPE client-type=(NORMAL)|"
                     "USER username:string|ADDR ip:port:string|LADDR ip:port:string|SKIPME yes/no:string)...)"},
+    {"client|no-touch", "enabled=(ON|OFF)"},
+    {"client|no-evict", "enabled=(ON|OFF)"},
     {"client|setinfo", "attr=(LIB-NAME libname:string|LIB-VER libver:string)"},
     /* server */
     {"command|info", "[command-name:string...]"},

@@ -999,10 +999,12 @@ void clientsCron(void) {
 /* ---- client introspection ------------------------------------------------ */
 
 sds catClientInfoString(sds s, client *c) {
-    char flags[8], *p = flags;
+    char flags[16], *p = flags;
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY) *p++ = 'c';
     if (c->flags & CLIENT_UNIX_SOCKET) *p++ = 'U';
     if (c->flags & CLIENT_CLOSE_ASAP) *p++ = 'A';
+    if (c->flags & CLIENT_NO_EVICT) *p++ = 'e';
+    if (c->flags & CLIENT_NO_TOUCH) *p++ = 'T';
     if (p == flags) *p++ = 'N';
     *p = '\0';
     int ev = c->fd == -1 ? 0 : aeGetFileEvents(server.el, c->fd);
@@ -1165,6 +1167,8 @@ void clientCommand(client *c) {
             "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
+            "NO-TOUCH (ON|OFF)", "    Reads of this connection do not change the LRU of the keys they read.",
+            "NO-EVICT (ON|OFF)", "    Protect this connection from client eviction (none is done yet).",
             NULL};
         addReplyHelp(c, help);
     } else if (c->argc == 2 && !strcasecmp(sub, "id")) {
@@ -1211,6 +1215,15 @@ void clientCommand(client *c) {
         addReplyBulkCString(c, c->name);
     } else if (!strcasecmp(sub, "kill") && c->argc >= 3) {
         clientKill(c);
+    } else if (c->argc == 3 && (!strcasecmp(sub, "no-touch") || !strcasecmp(sub, "no-evict"))) {
+        int flag = !strcasecmp(sub, "no-touch") ? CLIENT_NO_TOUCH : CLIENT_NO_EVICT;
+        if (!strcasecmp(c->argv[2], "on")) c->flags |= flag;
+        else if (!strcasecmp(c->argv[2], "off")) c->flags &= ~flag;
+        else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+        addReplyOk(c);
     } else if (c->argc == 4 && !strcasecmp(sub, "setinfo")) {
         if (strcasecmp(c->argv[2], "lib-name") && strcasecmp(c->argv[2], "lib-ver")) {
             addReplyErrorFormat(c, "ERR Unrecognized option '%s'", c->argv[2]);

@@ -72,6 +72,8 @@
 #define CLIENT_ASKING (1 << 5)            /* ASKING: the next command may use an importing slot */
 #define CLIENT_READONLY (1 << 6)          /* READONLY: reads may be served by a replica */
 #define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
+#define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
+#define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
 
 /* Command flags (bits) and their COMMAND INFO names. */
 #define CMD_WRITE (1 << 0)

@@ -391,10 +391,18 @@ storeObj *storeLookupWrite(sds key) {
     return o;
 }
 
+/* A read by a CLIENT NO-TOUCH connection (a monitoring or scanning tool)
+ * leaves the LRU clock alone, so it doesn't keep cold objects from
+ * eviction; TOUCH still touches, as in Redis. */
+static int readTouches(void) {
+    client *c = server.current_client;
+    return c == NULL || !(c->flags & CLIENT_NO_TOUCH) || (c->cmd && !strcmp(c->cmd->name, "touch"));
+}
+
 storeObj *storeLookupRead(sds key) {
     storeObj *o = storeLookupWrite(key);
     if (o) {
-        o->lru = lruClock();
+        if (readTouches()) o->lru = lruClock();
         server.stat_keyspace_hits++;
     } else {
         server.stat_keyspace_misses++;

@@ -503,7 +503,7 @@ void removeAllCommand(client *c) {
 
 void objectInfoCommand(client *c) {
     sds key = c->argv[1];
-    storeObj *o = storeLookupRead(key);
+    storeObj *o = storeLookupWrite(key); /* looking must not touch: last-access-ms is what it reports */
     storeObj *p = storePendingLookup(key);
     if (p && storeObjLiveReplicas(p) == 0) {
         dictDelete(server.pending, key); /* its segments are gone */

@@ -405,3 +405,22 @@ start_server {tags {client}} {
         assert_equal 1 [server_exited]
     }
 }
+
+start_server {tags {client mooncake}} {
+    test {CLIENT NO-TOUCH: this connection's reads leave the LRU alone; NO-EVICT is accepted} {
+        r set nt:k v
+        after 1100
+        set c [redis_client]
+        assert_equal OK [$c client no-touch on]
+        assert_match "*flags=*T*" [$c client info]
+        assert_equal v [$c get nt:k]
+        assert_morethan_equal [dict get [r object.info nt:k] last-access-ms] 1000
+        assert_equal OK [$c client no-touch off]
+        assert_equal v [$c get nt:k]
+        assert_lessthan [dict get [r object.info nt:k] last-access-ms] 1000
+        assert_equal OK [$c client no-evict on]
+        assert_match "*flags=*e*" [$c client info]
+        assert_error {*syntax*} {$c client no-touch maybe}
+        $c close
+    }
+}
