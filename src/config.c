@@ -208,21 +208,29 @@ static sds getRequirepass(void) { return server.requirepass ? sdsdup(server.requ
  * reports, each 0..100, at most 16. */
 static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
     double v[16];
-    if (argc == 1 && sdslen(argv[0]) == 0) argc = 0;
-    if (argc > 16) {
-        *err = "at most 16 percentiles";
-        return C_ERR;
-    }
+    int n = 0;
+    /* Given as one quoted word ("50 99 99.9", the config file) or several. */
     for (int i = 0; i < argc; i++) {
-        char *end;
-        v[i] = strtod(argv[i], &end);
-        if (end == argv[i] || *end || !(v[i] >= 0.0 && v[i] <= 100.0)) {
-            *err = "percentiles must be numbers between 0 and 100";
-            return C_ERR;
+        const char *p = argv[i];
+        while (*p) {
+            while (*p == ' ' || *p == '\t') p++;
+            if (!*p) break;
+            char *end;
+            double d = strtod(p, &end);
+            if (end == p || (*end && *end != ' ' && *end != '\t') || !(d >= 0.0 && d <= 100.0)) {
+                *err = "percentiles must be numbers between 0 and 100";
+                return C_ERR;
+            }
+            if (n == 16) {
+                *err = "at most 16 percentiles";
+                return C_ERR;
+            }
+            v[n++] = d;
+            p = end;
         }
     }
-    memcpy(server.latency_percentiles, v, sizeof(double) * (size_t)argc);
-    server.latency_npercentiles = argc;
+    memcpy(server.latency_percentiles, v, sizeof(double) * (size_t)n);
+    server.latency_npercentiles = n;
     return C_OK;
 }
 

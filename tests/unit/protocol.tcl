@@ -445,3 +445,15 @@ start_server {tags {protocol}} {
         close $fd
     }
 }
+
+start_server {tags {protocol mooncake}} {
+    test {Out-of-scope Redis families answer Redis's unknown-command error, and COMMAND lists none} {
+        foreach {cmd args} {lpush {l a} sadd {s a} zadd {z 1 a} hset {h f v} xadd {x * f v}
+                            eval {{return 1} 0} function {list} geoadd {g 1 1 a} pfadd {p a}} {
+            set e [catch {r $cmd {*}$args} err]
+            assert_equal 1 $e
+            assert_match "ERR unknown command '$cmd', with args beginning with: *" $err
+            assert_equal {{}} [r command info $cmd]
+        }
+    }
+}
