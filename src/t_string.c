@@ -567,7 +567,7 @@ void decrbyCommand(client *c) {
 #define LONG_DOUBLE_STR_MAX (5 * 1024)
 
 /* A float as Redis reads one: strtold over the whole string, no leading
- * space, nothing left over, no overflow to infinity or underflow to zero,
+ * space, nothing left over (a NUL inside included), no overflow to infinity or underflow to zero,
  * no NaN. ("inf" itself parses; the sum is refused later.) */
 static int parseLongDouble(const char *s, size_t len, long double *out) {
     char buf[LONG_DOUBLE_STR_MAX];
@@ -577,7 +577,7 @@ static int parseLongDouble(const char *s, size_t len, long double *out) {
     errno = 0;
     char *end;
     long double v = strtold(buf, &end);
-    if (isspace((unsigned char)buf[0]) || *end != '\0' ||
+    if (isspace((unsigned char)buf[0]) || *end != '\0' || (size_t)(end - buf) != len ||
         (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) || errno == EINVAL ||
         isnan(v))
         return 0;
