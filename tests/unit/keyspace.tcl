@@ -542,3 +542,90 @@ start_server {tags {keyspace}} {
         } {PONG}
     }
 }
+
+# ---------------------------------------------------------------------------
+# RENAME and COPY of store objects (PUT.START/PUT.END): RENAME moves the
+# version itself; COPY writes its bytes into a new object in the pool.
+# ---------------------------------------------------------------------------
+
+start_server {tags {keyspace mooncake} overrides {segment-size 16mb}} {
+    set owner [redis_client]
+    $owner mount km1 4mb OWNER kw1
+
+    proc put_bytes {key bytes args} {
+        set rep [lindex [r put.start $key [string length $bytes] {*}$args] 0]
+        lassign $rep seg off len
+        r seg.write $seg $off $bytes
+        assert_equal OK [r put.end $key CHECKSUM sum:$key]
+    }
+
+    test {RENAME of a store object moves the version: replicas, checksum, pin} {
+        put_bytes ko:1 hello PREFER self PIN 60000
+        set before [r object.info ko:1]
+        assert_equal OK [r rename ko:1 ko:2]
+        assert_equal 0 [r exists ko:1]
+        set after [r object.info ko:2]
+        foreach f {size replicas checksum created pin} {
+            assert_equal [dict get $before $f] [dict get $after $f] $f
+        }
+        assert_equal hello [r get ko:2]
+        assert_equal raw [r object encoding ko:2]
+        assert_error {WRONGTYPE*} {r append ko:2 x}
+    }
+
+    test {RENAME leaves a put in progress under the name it was started with} {
+        put_bytes ko:3 old PREFER self
+        set rep [lindex [r put.start ko:3 3 PREFER self REPLACE] 0]
+        assert_equal OK [r rename ko:3 ko:4]
+        lassign $rep seg off len
+        r seg.write $seg $off new
+        assert_equal OK [r put.end ko:3]
+        list [r get ko:3] [r get ko:4]
+    } {new old}
+
+    test {COPY of a store object: a new version in the pool, same bytes and checksum, no pin} {
+        put_bytes ko:5 world PREFER self HARDPIN
+        assert_equal 1 [r copy ko:5 ko:6]
+        set src [r object.info ko:5]
+        set dst [r object.info ko:6]
+        assert_equal world [r get ko:6]
+        assert_equal sum:ko:5 [dict get $dst checksum]
+        assert_equal none [dict get $dst pin]
+        assert_equal hard [dict get $src pin]
+        assert_morethan [dict get $dst created] 0
+        assert_equal 1 [lindex [lindex [dict get $dst replicas] 0] 0] ;# segment self
+        assert_not_equal [dict get $src replicas] [dict get $dst replicas]
+        assert_error {WRONGTYPE*} {r incr ko:6}
+        # Changing one leaves the other.
+        r set ko:5 replaced
+        r get ko:6
+    } {world}
+
+    test {COPY of a plain value stays a plain value} {
+        r set kv:1 12
+        r copy kv:1 kv:2
+        assert_equal 0 [dict get [r object.info kv:2] created]
+        r append kv:2 3
+    } {3}
+
+    test {COPY of a store object only in a mounted segment without endpoints is REMOTE} {
+        r put.start ko:7 100 PREFER km1
+        r put.end ko:7
+        assert_error {REMOTE*} {r copy ko:7 ko:8}
+        assert_equal 0 [r exists ko:8]
+        # RENAME needs no bytes.
+        assert_equal OK [r rename ko:7 ko:9]
+        r strlen ko:9
+    } {100}
+
+    test {RENAME and COPY to a name past max-key-size} {
+        r set kv:3 v
+        r config set max-key-size 8
+        assert_error {ERR key is too long*} {r rename kv:3 kv:toolong}
+        assert_error {ERR key is too long*} {r copy kv:3 kv:toolong}
+        r config set max-key-size 4096
+        list [r get kv:3] [r exists kv:toolong]
+    } {v 0}
+
+    $owner close
+}
