@@ -162,6 +162,25 @@ start_server {tags {string}} {
         r get mx3
     } {d}
 
+    test {SETNX, SETEX, PSETEX, GETSET and MSETNX of large values} {
+        r del lv1 lv2 lv3 lv4 lv5
+        set v [pattern_bytes 200000 5]
+        set w [pattern_bytes 100000 6]
+        assert_equal 1 [r setnx lv1 $v]
+        assert_equal 0 [r setnx lv1 $w]
+        assert_equal OK [r setex lv2 100 $v]
+        assert_equal OK [r psetex lv3 100000 $v]
+        assert_equal {} [r getset lv4 $v]
+        assert_equal $v [r getset lv4 $w]
+        assert_equal 1 [r msetnx lv5 $v lv6 $w]
+        assert_equal 0 [r msetnx lv7 $v lv5 $w]
+        assert_equal 0 [r exists lv7]
+        foreach {k want} [list lv1 $v lv2 $v lv3 $v lv4 $w lv5 $v lv6 $w] {
+            assert {[r get $k] eq $want}
+        }
+        r del lv1 lv2 lv3 lv4 lv5 lv6
+    }
+
     test {MSETNX arity} {
         assert_error {ERR wrong number of arguments for 'msetnx' command*} {r msetnx a}
         assert_error {ERR wrong number of arguments for 'msetnx' command*} {r msetnx a b c}
@@ -772,6 +791,22 @@ start_server {tags {string mooncake} overrides {segment-size 16mb}} {
         r flushall
         r config set evict-policy lru
     }
+
+    test {Large values of SETNX, SETEX, GETSET and MSETNX are read straight into the pool} {
+        set before [get_info_field r stats values_read_in_place]
+        set v [pattern_bytes 100000 3]
+        r setnx ip:1 $v
+        r setex ip:2 100 $v
+        r psetex ip:3 100000 $v
+        r getset ip:4 $v
+        r msetnx ip:5 $v ip:6 $v
+        assert_equal [expr {$before + 6}] [get_info_field r stats values_read_in_place]
+        # A refused SETNX drops its placed value: the space comes back.
+        set used [get_info_field r store store_pool_used]
+        for {set i 0} {$i < 50} {incr i} { assert_equal 0 [r setnx ip:1 $v] }
+        assert_equal $used [get_info_field r store store_pool_used]
+        r get ip:6
+    } [pattern_bytes 100000 3]
 
     test {Many INCRs of one key leave one object} {
         r flushall
