@@ -1,8 +1,24 @@
-/* db.c -- keyspace commands: DEL, EXISTS, SCAN, KEYS, expiry, FLUSHALL.
+/* db.c -- keyspace commands: DEL, EXISTS, SCAN, KEYS, RENAME, COPY,
+ * RANDOMKEY, TOUCH, OBJECT, expiry, FLUSHALL.
  *
- * There is one database (SELECT 0). Every key holds a string, so TYPE is
- * "string" or "none". Expired keys are invisible to every command here even
- * before the active cycle removes them (the lookups expire lazily).
+ * There is one database (SELECT 0; COPY ... DB accepts 0 only). Every key
+ * holds a string, so TYPE is "string" or "none". Expired keys are invisible
+ * to every command here even before the active cycle removes them (the
+ * lookups expire lazily). Every change goes through storeSet, storeDelete
+ * and storeSetExpire, where the keyspace's watchers hook in.
+ *
+ * Store objects move and copy like any value, with these choices:
+ * - RENAME moves the object itself: the same version under the new name,
+ *   with its replicas, checksum, pins and leases (a reader's LEASE.RELEASE
+ *   still finds its grant). A put in progress under the old name stays
+ *   there: PUT.END publishes it under the name it was started with.
+ * - COPY copies the bytes into a new object in the server's pool (read
+ *   from the segment's host if no replica is here, within
+ *   remote-get-max-size, as GET reads). The copy is a store object too,
+ *   created now, with the source's checksum (the same bytes) but not its
+ *   pins or leases: those protect one version, not its bytes. Sharing the
+ *   object between two keys instead would make a PIN or a lease on one key
+ *   act on the other.
  */
 #include <limits.h>
 #include <string.h>
@@ -27,7 +43,184 @@ void existsCommand(client *c) {
 }
 
 void typeCommand(client *c) {
-    addReplyStatus(c, storeLookupWrite(c->argv[1]) ? "string" : "none");
+    addReplyStatus(c, storeLookupNoTouch(c->argv[1]) ? "string" : "none");
+}
+
+/* Counts the keys that exist, making each young for eviction. */
+void touchCommand(client *c) {
+    long long touched = 0;
+    for (int j = 1; j < c->argc; j++)
+        if (storeLookupRead(c->argv[j])) touched++;
+    addReplyLongLong(c, touched);
+}
+
+/* An expired (or lost) key drawn is deleted by the lookup and another is
+ * drawn, as Redis does; each failed draw removes a key, so this ends. */
+void randomkeyCommand(client *c) {
+    while (dictSize(server.keys) > 0) {
+        sds key = sdsdup(dictGetRandomKey(server.keys)->key);
+        if (storeLookupWrite(key)) {
+            addReplyBulkSds(c, key);
+            return;
+        }
+        sdsfree(key);
+    }
+    addReplyNull(c);
+}
+
+/* ---- RENAME and COPY ----------------------------------------------------- */
+
+static int sameKey(sds a, sds b) { return sdslen(a) == sdslen(b) && memcmp(a, b, sdslen(a)) == 0; }
+
+/* The source's TTL goes with it; the destination's old value and TTL go. */
+static void renameGeneric(client *c, int nx) {
+    sds src = c->argv[1], dst = c->argv[2];
+    storeObj *o = storeLookupWrite(src);
+    if (o == NULL) {
+        addReplyError(c, "ERR no such key");
+        return;
+    }
+    if (sameKey(src, dst)) {
+        if (nx) addReplyLongLong(c, 0);
+        else addReplyOk(c);
+        return;
+    }
+    if (storeLookupWrite(dst) && nx) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    if (checkKeyLength(c, dst) != C_OK) return;
+    long long when = storeGetExpire(src);
+    storeObjIncrRef(o); /* the keyspace's reference goes with the old name */
+    storeDelete(src);
+    o->lru = (uint32_t)server.mstime; /* Redis's write lookup touches it too */
+    storeSet(dst, o, when, 0);
+    if (nx) addReplyLongLong(c, 1);
+    else addReplyOk(c);
+}
+
+void renameCommand(client *c) { renameGeneric(c, 0); }
+void renamenxCommand(client *c) { renameGeneric(c, 1); }
+
+/* A new object holding o's bytes (see the top of the file for what a
+ * store object's copy keeps). NULL: the client got the error. */
+static storeObj *copyObject(client *c, storeObj *o) {
+    sds fetched = NULL;
+    const char *p = storeObjLocalPtr(o);
+    if (p == NULL && (p = fetched = storeObjFetch(c, o, 0, o->len)) == NULL) return NULL;
+    /* Making room may evict the source: its bytes must outlive that. */
+    storeObjIncrRef(o);
+    storeObj *n = storeObjCreate((size_t)o->len);
+    if (n) {
+        if (o->len) memcpy(storeObjPtr(n), p, (size_t)o->len);
+        n->flags |= o->flags & (OBJ_FLAG_ENC_RAW | OBJ_FLAG_ENC_NOINT);
+        if (storeObjIsStore(o)) {
+            storeObjExt *ext = storeObjGetExt(n);
+            ext->created_ms = server.mstime;
+            if (o->ext->checksum) ext->checksum = sdsdup(o->ext->checksum);
+        }
+    } else {
+        server.stat_oom_rejections++;
+        addReplyError(c, "-OOM not enough space in the pool for this value");
+    }
+    storeObjDecrRef(o);
+    sdsfree(fetched);
+    return n;
+}
+
+/* COPY source destination [DB destination-db] [REPLACE], with Redis's
+ * checks in Redis's order. */
+void copyCommand(client *c) {
+    sds src = c->argv[1], dst = c->argv[2];
+    int replace = 0;
+    for (int j = 3; j < c->argc; j++) {
+        if (!strcasecmp(c->argv[j], "replace")) {
+            replace = 1;
+        } else if (!strcasecmp(c->argv[j], "db") && j + 1 < c->argc) {
+            long long db;
+            if (getLongLongFromObjectOrReply(c, c->argv[j + 1], &db, NULL) != C_OK) return;
+            if (db < INT_MIN || db > INT_MAX) {
+                addReplyErrorFormat(c, "ERR value is out of range, value must between %d and %d", INT_MIN, INT_MAX);
+                return;
+            }
+            if (db != 0) {
+                addReplyError(c, "ERR DB index is out of range");
+                return;
+            }
+            j++;
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    if (sameKey(src, dst)) {
+        addReplyError(c, "ERR source and destination objects are the same");
+        return;
+    }
+    storeObj *o = storeLookupRead(src);
+    if (o == NULL) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    if (storeLookupWrite(dst) && !replace) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    if (checkKeyLength(c, dst) != C_OK) return;
+    long long when = storeGetExpire(src);
+    storeObj *n = copyObject(c, o);
+    if (n == NULL) return;
+    storeSet(dst, n, when, 0);
+    addReplyLongLong(c, 1);
+}
+
+/* ---- OBJECT -------------------------------------------------------------- */
+
+/* OBJECT ENCODING|IDLETIME|FREQ|REFCOUNT key: nil for a missing key, as
+ * Redis. IDLETIME is the LRU clock evict.c uses (ms, in seconds here);
+ * FREQ is refused as Redis refuses it without an LFU policy (there is
+ * none). REFCOUNT counts the keyspace and the replies still being sent
+ * from the pool: 1 for a value at rest. */
+void objectCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (c->argc == 2 && !strcasecmp(sub, "help")) {
+        static const char *help[] = {
+            "ENCODING <key>",
+            "    Return the kind of internal representation used in order to store the value",
+            "    associated with a <key>.",
+            "FREQ <key>",
+            "    Return the access frequency index of the <key>. The returned integer is",
+            "    proportional to the logarithm of the recent access frequency of the key.",
+            "IDLETIME <key>",
+            "    Return the idle time of the <key>, that is the approximated number of",
+            "    seconds elapsed since the last access to the key.",
+            "REFCOUNT <key>",
+            "    Return the number of references of the value associated with the specified",
+            "    <key>.",
+            NULL};
+        addReplyHelp(c, help);
+        return;
+    }
+    int encoding = !strcasecmp(sub, "encoding"), idletime = !strcasecmp(sub, "idletime");
+    int freq = !strcasecmp(sub, "freq"), refcount = !strcasecmp(sub, "refcount");
+    if (c->argc != 3 || !(encoding || idletime || freq || refcount)) {
+        addReplySubcommandSyntaxError(c);
+        return;
+    }
+    storeObj *o = storeLookupNoTouch(c->argv[2]);
+    if (o == NULL) {
+        addReplyNull(c);
+    } else if (encoding) {
+        addReplyBulkCString(c, storeObjEncoding(o));
+    } else if (idletime) {
+        addReplyLongLong(c, (long long)(uint32_t)((uint32_t)server.mstime - o->lru) / 1000);
+    } else if (freq) {
+        addReplyError(c, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
+                         "that when switching between policies at runtime LRU and LFU data will take some time to "
+                         "adjust.");
+    } else {
+        addReplyLongLong(c, o->refcount);
+    }
 }
 
 void dbsizeCommand(client *c) { addReplyLongLong(c, (long long)storeSize()); }
@@ -136,11 +329,13 @@ void keysCommand(client *c) {
 #define EXPIRE_GT (1 << 2)
 #define EXPIRE_LT (1 << 3)
 
-static void expireGeneric(client *c, long long unit) {
+/* EXPIRE, PEXPIRE (relative: base is now), EXPIREAT, PEXPIREAT (base 0).
+ * Redis's order: the options, then the time, then the key. A time already
+ * past deletes the key. */
+static void expireGeneric(client *c, int relative, long long unit) {
     sds key = c->argv[1];
     long long when;
     int flags = 0;
-    if (getLongLongFromObjectOrReply(c, c->argv[2], &when, NULL) != C_OK) return;
     for (int j = 3; j < c->argc; j++) {
         const char *o = c->argv[j];
         if (!strcasecmp(o, "nx")) flags |= EXPIRE_NX;
@@ -160,12 +355,13 @@ static void expireGeneric(client *c, long long unit) {
         addReplyError(c, "ERR GT and LT options at the same time are not compatible");
         return;
     }
-    long long now = mstime();
-    if (when > LLONG_MAX / unit || when < LLONG_MIN / unit || (when *= unit) > LLONG_MAX - now) {
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &when, NULL) != C_OK) return;
+    long long now = mstime(), base = relative ? now : 0;
+    if (when > LLONG_MAX / unit || when < LLONG_MIN / unit || (when *= unit) > LLONG_MAX - base) {
         addReplyErrorFormat(c, "ERR invalid expire time in '%s' command", c->cmd->fullname);
         return;
     }
-    when += now;
+    when += base;
     if (storeLookupWrite(key) == NULL) {
         addReplyLongLong(c, 0);
         return;
@@ -188,11 +384,16 @@ no:
     addReplyLongLong(c, 0);
 }
 
-void expireCommand(client *c) { expireGeneric(c, 1000); }
-void pexpireCommand(client *c) { expireGeneric(c, 1); }
+void expireCommand(client *c) { expireGeneric(c, 1, 1000); }
+void pexpireCommand(client *c) { expireGeneric(c, 1, 1); }
+void expireatCommand(client *c) { expireGeneric(c, 0, 1000); }
+void pexpireatCommand(client *c) { expireGeneric(c, 0, 1); }
 
-static void ttlGeneric(client *c, int ms) {
-    if (storeLookupRead(c->argv[1]) == NULL) {
+/* TTL, PTTL (time left), EXPIRETIME, PEXPIRETIME (the absolute time):
+ * -2 for a missing key, -1 without a TTL; seconds are rounded. Looking
+ * does not make the key young. */
+static void ttlGeneric(client *c, int ms, int absolute) {
+    if (storeLookupNoTouch(c->argv[1]) == NULL) {
         addReplyLongLong(c, -2);
         return;
     }
@@ -201,13 +402,15 @@ static void ttlGeneric(client *c, int ms) {
         addReplyLongLong(c, -1);
         return;
     }
-    long long left = when - mstime();
-    if (left < 0) left = 0;
-    addReplyLongLong(c, ms ? left : (left + 500) / 1000);
+    long long t = absolute ? when : when - mstime();
+    if (t < 0) t = 0;
+    addReplyLongLong(c, ms ? t : (t + 500) / 1000);
 }
 
-void ttlCommand(client *c) { ttlGeneric(c, 0); }
-void pttlCommand(client *c) { ttlGeneric(c, 1); }
+void ttlCommand(client *c) { ttlGeneric(c, 0, 0); }
+void pttlCommand(client *c) { ttlGeneric(c, 1, 0); }
+void expiretimeCommand(client *c) { ttlGeneric(c, 0, 1); }
+void pexpiretimeCommand(client *c) { ttlGeneric(c, 1, 1); }
 
 void persistCommand(client *c) {
     if (storeLookupWrite(c->argv[1]) == NULL) {

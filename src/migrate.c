@@ -954,18 +954,19 @@ done:
 }
 
 /* GET, GETRANGE, MGET and GET's option of SET of a value held only in a
- * client-hosted segment: any Redis client can read any complete object.
+ * client-hosted segment: any Redis client can read any complete object
+ * (GETBIT, BITCOUNT, LCS and COPY read through storeObjFetch the same way).
  * The bytes are fetched over the data plane (storeObjRead) under a read
  * lease, bounded in size (remote-get-max-size: past it the client is told
  * to use GET.REPLICAS) and in time (remote-get-timeout, without progress).
  * The fetch blocks the loop like MIGRATE does, so both bounds are small by
  * default. */
-void addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
+sds storeObjFetch(client *c, storeObj *o, uint64_t off, uint64_t len) {
     if (len > (uint64_t)server.remote_get_max_size) {
         addReplyErrorFormat(c, "-REMOTE the value (%llu bytes) is held in a mounted segment and is larger than "
                             "remote-get-max-size: read it with GET.REPLICAS",
                             (unsigned long long)len);
-        return;
+        return NULL;
     }
     storeLeaseGrant(o, server.lease_ttl, 0); /* the server reads it: not released early */
     sds buf = sdsnewlen(NULL, len);
@@ -974,8 +975,15 @@ void addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
         addReplyError(c, err ? err : "-REMOTE cannot read the value from its mounted segment");
         sdsfree(err);
         sdsfree(buf);
-        return;
+        return NULL;
     }
     server.stat_remote_get_bytes += (long long)len;
+    return buf;
+}
+
+int addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
+    sds buf = storeObjFetch(c, o, off, len);
+    if (buf == NULL) return C_ERR;
     addReplyBulkSds(c, buf);
+    return C_OK;
 }

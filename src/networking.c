@@ -509,13 +509,13 @@ void addReplyHelp(client *c, const char **help) {
     sdstoupper(cmd);
     long long n = 0;
     while (help[n]) n++;
-    addReplyArrayLen(c, n + 2);
+    addReplyArrayLen(c, n + 3); /* the first line, the lines, HELP and its line */
     sds first = sdscatprintf(sdsempty(), "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", cmd);
     addReplyStatus(c, first);
     sdsfree(first);
     for (long long i = 0; i < n; i++) addReplyStatus(c, help[i]);
     addReplyStatus(c, "HELP");
-    addReplyStatus(c, "    Print this help.");
+    addReplyStatus(c, "    Prints this help.");
     sdsfree(cmd);
 }
 

@@ -500,9 +500,9 @@ void debugCommand(client *c) {
         storeObjLiveReplicas(o);
         segment *seg = o->nreplicas ? storeReplicaSegment(&o->r) : server.self;
         sds s = sdscatprintf(sdsempty(),
-                             "Value at:%p refcount:%u encoding:raw serializedlength:%llu "
+                             "Value at:%p refcount:%u encoding:%s serializedlength:%llu "
                              "lru:%u replicas:%d segment:%llu offset:%llu reserved:%llu",
-                             (void *)storeObjLocalPtr(o), o->refcount, (unsigned long long)o->len, o->lru,
+                             (void *)storeObjLocalPtr(o), o->refcount, storeObjEncoding(o), (unsigned long long)o->len, o->lru,
                              o->nreplicas, (unsigned long long)seg->id, (unsigned long long)o->r.offset,
                              (unsigned long long)(o->nreplicas ? allocSize(seg->alloc, o->r.handle) : 0));
         addReplyStatus(c, s);

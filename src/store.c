@@ -148,6 +148,20 @@ storeObj *storeObjCreateFrom(const void *p, size_t len) {
     return o;
 }
 
+/* Redis decides at write time (an integer of up to 20 characters that fits
+ * a long is "int", up to 44 bytes "embstr"); the bytes here are immutable,
+ * so the same test at read time gives the same answer, and the two flags
+ * cover the values Redis built otherwise. */
+const char *storeObjEncoding(storeObj *o) {
+    if (storeObjIsStore(o) || (o->flags & OBJ_FLAG_ENC_RAW)) return "raw";
+    if (!(o->flags & OBJ_FLAG_ENC_NOINT) && o->len <= 20) {
+        const char *p = storeObjLocalPtr(o);
+        long long v;
+        if (p && string2ll(p, (size_t)o->len, &v)) return "int";
+    }
+    return o->len <= 44 ? "embstr" : "raw";
+}
+
 char *storeObjLocalPtr(storeObj *o) {
     if (o->len == 0) return storeEmptyValue;
     for (int i = 0; i < o->nreplicas; i++) {
@@ -397,6 +411,13 @@ storeObj *storeLookupWrite(sds key) {
 static int readTouches(void) {
     client *c = server.current_client;
     return c == NULL || !(c->flags & CLIENT_NO_TOUCH) || (c->cmd && !strcmp(c->cmd->name, "touch"));
+}
+
+storeObj *storeLookupNoTouch(sds key) {
+    storeObj *o = storeLookupWrite(key);
+    if (o) server.stat_keyspace_hits++;
+    else server.stat_keyspace_misses++;
+    return o;
 }
 
 storeObj *storeLookupRead(sds key) {

@@ -14,6 +14,11 @@ enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
 #define OBJ_FLAG_HARDPIN (1 << 0)
 #define OBJ_FLAG_DEFERRED (1 << 1) /* on store.c's deferred-free list */
 #define OBJ_FLAG_RETIRED (1 << 2)  /* extents freed; the header waits for its lease entries */
+/* What OBJECT ENCODING says where the bytes alone would mislead: Redis
+ * holds a value it changed in place (APPEND, SETRANGE, SETBIT) "raw" and
+ * INCRBYFLOAT's result "embstr" even when it looks like an integer. */
+#define OBJ_FLAG_ENC_RAW (1 << 3)
+#define OBJ_FLAG_ENC_NOINT (1 << 4)
 
 /* One extent of one segment. */
 /* A replica names its segment by slot and the slot's generation at the
@@ -30,7 +35,12 @@ typedef struct storeReplica {
 
 /* What only store-command objects need (leases, pins, the put's owner,
  * more replicas): a plain SET value never allocates it. 48 bytes, a
- * jemalloc size class: at 10M objects every 16 bytes here is 160 MB. */
+ * jemalloc size class: at 10M objects every 16 bytes here is 160 MB.
+ *
+ * created_ms is also what tells a store object (made by PUT.START, or
+ * RESTOREd from one's DUMP) from a SET value: see storeObjIsStore. A SET
+ * value can have an extension too (a PIN, a lease from GET.REPLICAS) but
+ * its created_ms stays 0. */
 typedef struct storeObjExt {
     long long created_ms;        /* PUT.START time (0: unknown, a SET value) */
     long long lease_until_ms;    /* space is not reused before this */
@@ -120,6 +130,16 @@ static inline char *storeObjPtr(const storeObj *o) {
     return segmentPtr(segtab[o->r.segslot], o->r.offset);
 }
 static inline void storeObjIncrRef(storeObj *o) { o->refcount++; }
+/* A store object (PUT.START/PUT.END), as opposed to a SET value. String
+ * commands read both, but the ones that would change a value in place by
+ * Redis's semantics (APPEND, SETRANGE, SETBIT, the INCR family) answer
+ * WRONGTYPE for a store object, as Redis does across types: its bytes
+ * were placed by a writer with replicas, checksum and pins that an edit
+ * here would silently contradict. */
+static inline int storeObjIsStore(const storeObj *o) { return o->ext && o->ext->created_ms != 0; }
+/* OBJECT ENCODING's answer, as Redis 7 would give it for the same value:
+ * "int", "embstr" (up to 44 bytes) or "raw"; store objects are "raw". */
+const char *storeObjEncoding(storeObj *o);
 void storeObjDecrRef(storeObj *o);
 int storeObjLeased(const storeObj *o);
 
@@ -127,6 +147,9 @@ int storeObjLeased(const storeObj *o);
  * refreshes the LRU clock. */
 storeObj *storeLookupRead(sds key);
 storeObj *storeLookupWrite(sds key);
+/* Counts a hit or miss but leaves the LRU clock alone (Redis's
+ * LOOKUP_NOTOUCH): TTL, TYPE and OBJECT look without making a key young. */
+storeObj *storeLookupNoTouch(sds key);
 void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl); /* takes o's reference */
 int storeDelete(sds key);
 long long storeGetExpire(sds key);                /* -1: none */

@@ -1,4 +1,4 @@
-/* t_string.c -- SET, GET and friends over the server's own pool.
+/* t_string.c -- the string commands (and the bitmap ones) over the pool.
  *
  * Values are immutable objects in segment memory (store.c). SET builds the
  * new object completely before touching the keyspace, so a SET that fails
@@ -9,8 +9,34 @@
  * A large value usually arrives already in the pool: setBigArgProc gets
  * the payload length before the payload and allocates its final extent, and
  * networking.c reads the socket straight into it.
+ *
+ * Changes are new versions. Redis changes a string in place for APPEND,
+ * SETRANGE, SETBIT and the INCR family; here a reply still being written
+ * from the pool, or a remote reader under a lease, may be reading the old
+ * bytes, so each of them builds the whole next value as a new object
+ * (writeNewVersion) and swaps it in with storeSet, keeping the key's TTL
+ * as Redis does across an in-place change. The price is a copy of the value
+ * per change: APPEND to a large value is O(N) where Redis amortises it to
+ * O(1). The counters and small strings these commands are used for cost a
+ * few bytes; large values belong in store objects anyway.
+ *
+ * Store objects and SET values. Every command here reads a store object
+ * (PUT.START/PUT.END) as a string, its bytes fetched from the host of a
+ * mounted segment if no replica is in the pool (storeObjFetch, bounded by
+ * remote-get-max-size). The SET family replaces one as SET does. The
+ * commands that change a value in place by Redis's semantics answer
+ * WRONGTYPE, as Redis does across types: see storeObjIsStore.
+ *
+ * Errors, their order and the replies follow Redis 7.0 word for word:
+ * clients and tests match on them (tests/unit/string.tcl runs against
+ * both servers).
  */
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -20,6 +46,7 @@
 #include "zmalloc.h"
 
 #define OOM_ERR "-OOM not enough space in the pool for this value"
+#define WRONGTYPE_ERR "-WRONGTYPE Operation against a key holding the wrong kind of value"
 #define SET_NX (1 << 0)
 #define SET_XX (1 << 1)
 #define SET_EX (1 << 2)
@@ -28,9 +55,10 @@
 #define SET_PXAT (1 << 5)
 #define SET_KEEPTTL (1 << 6)
 #define SET_GET (1 << 7)
-#define SET_EXPIRE_ANY (SET_EX | SET_PX | SET_EXAT | SET_PXAT | SET_KEEPTTL)
+#define SET_PERSIST (1 << 8) /* GETEX only */
+#define SET_EXPIRE_ANY (SET_EX | SET_PX | SET_EXAT | SET_PXAT)
 
-static int checkKeyLen(client *c, sds key) {
+int checkKeyLength(client *c, sds key) {
     if ((long long)sdslen(key) > server.max_key_size) {
         addReplyErrorFormat(c, "ERR key is too long (%zu bytes, max-key-size is %lld)", sdslen(key),
                             server.max_key_size);
@@ -59,10 +87,17 @@ static char *placeValueArg(client *c, int argi, size_t len) {
     return storeObjPtr(o);
 }
 
+/* SET, SETNX, GETSET: the value is argv[2]. */
 char *setBigArgProc(client *c, int argi, size_t len) {
     return argi == 2 ? placeValueArg(c, argi, len) : NULL;
 }
 
+/* SETEX, PSETEX: the value is argv[3]. */
+char *setexBigArgProc(client *c, int argi, size_t len) {
+    return argi == 3 ? placeValueArg(c, argi, len) : NULL;
+}
+
+/* MSET, MSETNX. */
 char *msetBigArgProc(client *c, int argi, size_t len) {
     return argi >= 2 && argi % 2 == 0 ? placeValueArg(c, argi, len) : NULL;
 }
@@ -78,91 +113,200 @@ static storeObj *valueObject(client *c, int i) {
     return storeObjCreateFrom(c->argv[i], sdslen(c->argv[i]));
 }
 
-/* Parses SET's options; on error replies and returns C_ERR. */
-static int parseSetOptions(client *c, int *flags, long long *expire_ms) {
+static void addReplyOom(client *c) {
+    server.stat_oom_rejections++;
+    addReplyError(c, OOM_ERR);
+}
+
+/* o as a bulk reply. C_ERR when o is only in a mounted segment and its
+ * host could not be read: the client got that error instead. */
+static int addReplyValue(client *c, storeObj *o) {
+    const char *p = storeObjLocalPtr(o);
+    if (p == NULL) return addReplyRemoteBytes(c, o, 0, o->len);
+    addReplyPoolBytes(c, o, p, o->len);
+    return C_OK;
+}
+
+/* Bytes [off, off+len) of o to compute on: in the pool, or fetched from
+ * the host of its mounted segment into *tmp (the caller frees it). NULL:
+ * the client got the error. */
+static const char *valueBytes(client *c, storeObj *o, uint64_t off, uint64_t len, sds *tmp) {
+    *tmp = NULL;
+    const char *p = storeObjLocalPtr(o);
+    if (p) return p + off;
+    *tmp = storeObjFetch(c, o, off, len);
+    return *tmp;
+}
+
+/* ---- SET and its older forms --------------------------------------------- */
+
+/* SET's options (from argv[3]) and GETEX's (from argv[2]), by Redis's
+ * rules: a word may repeat (the last expire value wins) but not conflict
+ * with another, and the expire value is only read once every word is
+ * known good, so `SET k v EX abc FOO` is a syntax error as in Redis. */
+static int parseStringOptions(client *c, int first, int getex, int *flags, sds *expire) {
     *flags = 0;
-    *expire_ms = -1;
-    for (int j = 3; j < c->argc; j++) {
+    *expire = NULL;
+    for (int j = first; j < c->argc; j++) {
         const char *o = c->argv[j];
-        int next = j + 1 < c->argc;
-        int f = 0;
-        if (!strcasecmp(o, "nx")) f = SET_NX;
-        else if (!strcasecmp(o, "xx")) f = SET_XX;
-        else if (!strcasecmp(o, "get")) f = SET_GET;
-        else if (!strcasecmp(o, "keepttl")) f = SET_KEEPTTL;
-        else if (!strcasecmp(o, "ex") && next) f = SET_EX;
-        else if (!strcasecmp(o, "px") && next) f = SET_PX;
-        else if (!strcasecmp(o, "exat") && next) f = SET_EXAT;
-        else if (!strcasecmp(o, "pxat") && next) f = SET_PXAT;
-        else goto syntax;
-        if ((f & (SET_NX | SET_XX)) && (*flags & (SET_NX | SET_XX))) goto syntax;
-        if ((f & SET_EXPIRE_ANY) && (*flags & SET_EXPIRE_ANY)) goto syntax;
-        *flags |= f;
-        if (f & (SET_EX | SET_PX | SET_EXAT | SET_PXAT)) {
-            long long v;
-            sds arg = c->argv[++j];
-            if (!string2ll(arg, sdslen(arg), &v)) {
-                addReplyError(c, "ERR value is not an integer or out of range");
+        int f = *flags;
+        if (!getex && !strcasecmp(o, "nx") && !(f & SET_XX)) {
+            *flags |= SET_NX;
+        } else if (!getex && !strcasecmp(o, "xx") && !(f & SET_NX)) {
+            *flags |= SET_XX;
+        } else if (!getex && !strcasecmp(o, "get")) {
+            *flags |= SET_GET;
+        } else if (!getex && !strcasecmp(o, "keepttl") && !(f & SET_EXPIRE_ANY)) {
+            *flags |= SET_KEEPTTL;
+        } else if (getex && !strcasecmp(o, "persist") && !(f & SET_EXPIRE_ANY)) {
+            *flags |= SET_PERSIST;
+        } else {
+            int e = !strcasecmp(o, "ex")     ? SET_EX
+                    : !strcasecmp(o, "px")   ? SET_PX
+                    : !strcasecmp(o, "exat") ? SET_EXAT
+                    : !strcasecmp(o, "pxat") ? SET_PXAT
+                                             : 0;
+            if (!e || j + 1 >= c->argc || (f & (SET_KEEPTTL | SET_PERSIST | (SET_EXPIRE_ANY & ~e)))) {
+                addReplyErrorSyntax(c);
                 return C_ERR;
             }
-            long long unit = (f & (SET_EX | SET_EXAT)) ? 1000 : 1;
-            long long base = (f & (SET_EX | SET_PX)) ? mstime() : 0;
-            if (v <= 0 || v > LLONG_MAX / unit || v * unit > LLONG_MAX - base) {
-                addReplyError(c, "ERR invalid expire time in 'set' command");
-                return C_ERR;
-            }
-            *expire_ms = base + v * unit;
+            *flags |= e;
+            *expire = c->argv[++j];
         }
     }
     return C_OK;
-syntax:
-    addReplyErrorSyntax(c);
+}
+
+/* The absolute expiry (ms) an EX/PX/EXAT/PXAT value stands for; C_ERR and
+ * Redis's error for a non-positive one or one that would overflow. */
+static int expireFromArg(client *c, sds arg, int flags, long long *when) {
+    long long v;
+    if (getLongLongFromObjectOrReply(c, arg, &v, NULL) != C_OK) return C_ERR;
+    int secs = (flags & (SET_EX | SET_EXAT)) != 0;
+    long long base = (flags & (SET_EX | SET_PX)) ? mstime() : 0;
+    if (v <= 0 || (secs && v > LLONG_MAX / 1000)) goto bad;
+    if (secs) v *= 1000;
+    if (v > LLONG_MAX - base) goto bad;
+    *when = v + base;
+    return C_OK;
+bad:
+    addReplyErrorFormat(c, "ERR invalid expire time in '%s' command", c->cmd->fullname);
     return C_ERR;
 }
 
-void setCommand(client *c) {
-    int flags;
-    long long expire_ms;
+/* The old value SET GET and GETSET reply with must be known readable
+ * before anything changes: one only in a mounted segment is fetched now
+ * (a failed fetch changes nothing); one in the pool is referenced, so the
+ * reply comes from its bytes after the key moved on. */
+static int holdValue(client *c, storeObj *o, sds *fetched) {
+    *fetched = NULL;
+    if (storeObjLocalPtr(o)) {
+        storeObjIncrRef(o);
+        return C_OK;
+    }
+    *fetched = storeObjFetch(c, o, 0, o->len);
+    return *fetched ? C_OK : C_ERR;
+}
+
+static void releaseHeldValue(storeObj *o, sds fetched) {
+    if (fetched) sdsfree(fetched);
+    else storeObjDecrRef(o);
+}
+
+static void addReplyHeldValue(client *c, storeObj *o, sds fetched) {
+    if (o == NULL) {
+        addReplyNull(c);
+    } else if (fetched) {
+        addReplyBulkSds(c, fetched);
+    } else {
+        addReplyStoreObj(c, o);
+        storeObjDecrRef(o);
+    }
+}
+
+/* SET and the commands that are SET with options fixed (SETNX, SETEX,
+ * PSETEX, GETSET): one path, so they cannot disagree on TTLs, limits or
+ * store objects. The value is argv[vali]; intreply: SETNX's :1/:0 rather
+ * than +OK/nil. */
+static void setGeneric(client *c, int flags, int vali, sds expire, int intreply) {
     sds key = c->argv[1];
-    if (parseSetOptions(c, &flags, &expire_ms) != C_OK || checkKeyLen(c, key) != C_OK) return;
-    const char *toobig = valueTooBig(sdslen(c->argv[2]));
+    long long when = -1;
+    if (expire && expireFromArg(c, expire, flags, &when) != C_OK) return;
+    if (checkKeyLength(c, key) != C_OK) return;
+    const char *toobig = valueTooBig(sdslen(c->argv[vali]));
     if (toobig) {
         addReplyError(c, toobig);
         return;
     }
-    storeObj *old = storeLookupWrite(key);
+    storeObj *old = (flags & SET_GET) ? storeLookupRead(key) : storeLookupWrite(key);
+    sds fetched = NULL;
+    if ((flags & SET_GET) && old && holdValue(c, old, &fetched) != C_OK) return;
     if (((flags & SET_NX) && old) || ((flags & SET_XX) && !old)) {
-        if (flags & SET_GET) {
-            if (old) addReplyStoreObj(c, old);
-            else addReplyNull(c);
-        } else {
-            addReplyNull(c);
-        }
-        return;
-    }
-    /* Keep the old version alive for the GET reply across eviction. */
-    if (old) storeObjIncrRef(old);
-    storeObj *o = valueObject(c, 2);
-    if (o == NULL) {
-        server.stat_oom_rejections++;
-        addReplyError(c, OOM_ERR);
-        if (old) storeObjDecrRef(old);
-        return;
-    }
-    storeSet(key, o, expire_ms, flags & SET_KEEPTTL);
-    if (flags & SET_GET) {
-        if (old) addReplyStoreObj(c, old);
+        if (flags & SET_GET) addReplyHeldValue(c, old, fetched);
+        else if (intreply) addReplyLongLong(c, 0);
         else addReplyNull(c);
-    } else {
-        addReplyOk(c);
+        return;
     }
-    if (old) storeObjDecrRef(old);
+    storeObj *o = valueObject(c, vali);
+    if (o == NULL) {
+        addReplyOom(c);
+        if ((flags & SET_GET) && old) releaseHeldValue(old, fetched);
+        return;
+    }
+    storeSet(key, o, when, flags & SET_KEEPTTL);
+    if (flags & SET_GET) addReplyHeldValue(c, old, fetched);
+    else if (intreply) addReplyLongLong(c, 1);
+    else addReplyOk(c);
 }
+
+void setCommand(client *c) {
+    int flags;
+    sds expire;
+    if (parseStringOptions(c, 3, 0, &flags, &expire) != C_OK) return;
+    setGeneric(c, flags, 2, expire, 0);
+}
+
+void setnxCommand(client *c) { setGeneric(c, SET_NX, 2, NULL, 1); }
+void setexCommand(client *c) { setGeneric(c, SET_EX, 3, c->argv[2], 0); }
+void psetexCommand(client *c) { setGeneric(c, SET_PX, 3, c->argv[2], 0); }
+void getsetCommand(client *c) { setGeneric(c, SET_GET, 2, NULL, 0); }
+
+/* ---- reads --------------------------------------------------------------- */
 
 void getCommand(client *c) {
     storeObj *o = storeLookupRead(c->argv[1]);
     if (o) addReplyStoreObj(c, o);
     else addReplyNull(c);
+}
+
+/* Redis's order: a missing key is nil whatever the options say; the
+ * expire value is checked before the reply; the value is sent, then the
+ * TTL changes (an EXAT/PXAT already past deletes the key). */
+void getexCommand(client *c) {
+    int flags;
+    sds expire, key = c->argv[1];
+    if (parseStringOptions(c, 2, 1, &flags, &expire) != C_OK) return;
+    storeObj *o = storeLookupRead(key);
+    if (o == NULL) {
+        addReplyNull(c);
+        return;
+    }
+    long long when = -1;
+    if (expire && expireFromArg(c, expire, flags, &when) != C_OK) return;
+    if (addReplyValue(c, o) != C_OK) return;
+    if (expire && (flags & (SET_EXAT | SET_PXAT)) && when <= mstime()) storeDelete(key);
+    else if (expire) storeSetExpire(key, when);
+    else if (flags & SET_PERSIST) storeRemoveExpire(key);
+}
+
+void getdelCommand(client *c) {
+    storeObj *o = storeLookupRead(c->argv[1]);
+    if (o == NULL) {
+        addReplyNull(c);
+        return;
+    }
+    /* A reply sent from the pool holds its own reference: deleting now is safe. */
+    if (addReplyValue(c, o) == C_OK) storeDelete(c->argv[1]);
 }
 
 void getrangeCommand(client *c) {
@@ -206,14 +350,25 @@ void mgetCommand(client *c) {
     }
 }
 
-/* All values are placed before any key changes: MSET is all or nothing. */
-void msetCommand(client *c) {
+/* ---- MSET, MSETNX -------------------------------------------------------- */
+
+/* All values are placed before any key changes: MSET is all or nothing.
+ * MSETNX first answers 0 if any key exists, as Redis. */
+static void msetGeneric(client *c, int nx) {
     if (c->argc % 2 == 0) {
         addReplyErrorArity(c);
         return;
     }
+    if (nx) {
+        for (int j = 1; j < c->argc; j += 2) {
+            if (storeLookupWrite(c->argv[j])) {
+                addReplyLongLong(c, 0);
+                return;
+            }
+        }
+    }
     for (int j = 1; j < c->argc; j += 2) {
-        if (checkKeyLen(c, c->argv[j]) != C_OK) return;
+        if (checkKeyLength(c, c->argv[j]) != C_OK) return;
         const char *toobig = valueTooBig(sdslen(c->argv[j + 1]));
         if (toobig) {
             addReplyError(c, toobig);
@@ -227,12 +382,549 @@ void msetCommand(client *c) {
         if (objs[i] == NULL) {
             for (int k = 0; k < i; k++) storeObjDecrRef(objs[k]);
             zfree(objs);
-            server.stat_oom_rejections++;
-            addReplyError(c, OOM_ERR);
+            addReplyOom(c);
             return;
         }
     }
     for (int i = 0; i < npairs; i++) storeSet(c->argv[1 + 2 * i], objs[i], -1, 0);
     zfree(objs);
-    addReplyOk(c);
+    if (nx) addReplyLongLong(c, 1);
+    else addReplyOk(c);
+}
+
+void msetCommand(client *c) { msetGeneric(c, 0); }
+void msetnxCommand(client *c) { msetGeneric(c, 1); }
+
+/* ---- changes: new versions ----------------------------------------------- */
+
+/* The value a command is about to change (APPEND, SETRANGE, SETBIT, the
+ * INCR family): *o NULL for a missing key, else *p its bytes. A store
+ * object is WRONGTYPE. A SET value is always in the pool (storeObjCreate
+ * puts it there); the REMOTE answer is only a guard. */
+static int lookupForUpdate(client *c, sds key, storeObj **o, const char **p) {
+    *p = NULL;
+    *o = storeLookupWrite(key);
+    if (*o == NULL) return C_OK;
+    if (storeObjIsStore(*o)) {
+        addReplyError(c, WRONGTYPE_ERR);
+        return C_ERR;
+    }
+    *p = storeObjLocalPtr(*o);
+    if (*p == NULL) {
+        addReplyError(c, STORE_ERR_REMOTE);
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+/* Redis's limit on a string grown by APPEND or SETRANGE (same words), then
+ * ours on any value. */
+static int checkStringLength(client *c, long long size, long long append) {
+    long long total = (long long)((uint64_t)size + (uint64_t)append);
+    if (total > server.proto_max_bulk_len || total < size || total < append) {
+        addReplyError(c, "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        return C_ERR;
+    }
+    const char *toobig = valueTooBig((size_t)total);
+    if (toobig) {
+        addReplyError(c, toobig);
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+/* Builds and swaps in the next version of key's value: newlen bytes, the
+ * old value's first (o may be NULL: a new key), zeros past them as Redis
+ * grows a string, then plen bytes of patch at off; off + plen <= newlen,
+ * and newlen is never shorter than the old value. The key keeps its TTL.
+ * NULL (and -OOM) if the pool has no room even after eviction. */
+static storeObj *writeNewVersion(client *c, sds key, storeObj *o, const char *p, uint64_t newlen, uint64_t off,
+                                 const void *patch, size_t plen) {
+    long long when = o ? storeGetExpire(key) : -1;
+    /* Making room may evict this very key: its bytes must outlive that. */
+    if (o) storeObjIncrRef(o);
+    storeObj *n = storeObjCreate(newlen);
+    if (n == NULL) {
+        if (o) storeObjDecrRef(o);
+        addReplyOom(c);
+        return NULL;
+    }
+    char *dst = storeObjPtr(n);
+    uint64_t keep = o ? o->len : 0;
+    if (keep) memcpy(dst, p, keep);
+    if (off > keep) memset(dst + keep, 0, off - keep);
+    if (plen) memcpy(dst + off, patch, plen);
+    n->flags |= OBJ_FLAG_ENC_RAW;
+    storeSet(key, n, when, 1);
+    if (o) storeObjDecrRef(o);
+    return n;
+}
+
+void appendCommand(client *c) {
+    sds key = c->argv[1], add = c->argv[2];
+    storeObj *o;
+    const char *p;
+    if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
+    if (o == NULL) {
+        /* A new key holds the argument as SET would (so "int" may be its encoding). */
+        const char *toobig = valueTooBig(sdslen(add));
+        if (toobig) {
+            addReplyError(c, toobig);
+            return;
+        }
+        if (checkKeyLength(c, key) != C_OK) return;
+        storeObj *n = storeObjCreateFrom(add, sdslen(add));
+        if (n == NULL) {
+            addReplyOom(c);
+            return;
+        }
+        storeSet(key, n, -1, 0);
+        addReplyLongLong(c, (long long)sdslen(add));
+        return;
+    }
+    if (checkStringLength(c, (long long)o->len, (long long)sdslen(add)) != C_OK) return;
+    uint64_t newlen = o->len + sdslen(add);
+    if (writeNewVersion(c, key, o, p, newlen, o->len, add, sdslen(add)) == NULL) return;
+    addReplyLongLong(c, (long long)newlen);
+}
+
+void setrangeCommand(client *c) {
+    sds key = c->argv[1], value = c->argv[3];
+    long long offset;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &offset, NULL) != C_OK) return;
+    if (offset < 0) {
+        addReplyError(c, "ERR offset is out of range");
+        return;
+    }
+    storeObj *o;
+    const char *p;
+    if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
+    size_t vlen = sdslen(value);
+    if (vlen == 0) {
+        /* Nothing to write: the length, and no key is created. */
+        addReplyLongLong(c, o ? (long long)o->len : 0);
+        return;
+    }
+    if (checkStringLength(c, offset, (long long)vlen) != C_OK) return;
+    if (o == NULL && checkKeyLength(c, key) != C_OK) return;
+    uint64_t end = (uint64_t)offset + vlen;
+    uint64_t newlen = o && o->len > end ? o->len : end;
+    if (writeNewVersion(c, key, o, p, newlen, (uint64_t)offset, value, vlen) == NULL) return;
+    addReplyLongLong(c, (long long)newlen);
+}
+
+/* ---- the INCR family ----------------------------------------------------- */
+
+static void incrDecr(client *c, long long incr) {
+    sds key = c->argv[1];
+    storeObj *o;
+    const char *p;
+    if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
+    long long v = 0;
+    if (o && !string2ll(p, (size_t)o->len, &v)) {
+        addReplyError(c, "ERR value is not an integer or out of range");
+        return;
+    }
+    if ((incr < 0 && v < 0 && incr < LLONG_MIN - v) || (incr > 0 && v > 0 && incr > LLONG_MAX - v)) {
+        addReplyError(c, "ERR increment or decrement would overflow");
+        return;
+    }
+    v += incr;
+    if (o == NULL && checkKeyLength(c, key) != C_OK) return;
+    char buf[32];
+    int len = ll2string(buf, sizeof(buf), v);
+    long long when = o ? storeGetExpire(key) : -1;
+    /* o is not read past here, so eviction may take it while making room. */
+    storeObj *n = storeObjCreateFrom(buf, (size_t)len);
+    if (n == NULL) {
+        addReplyOom(c);
+        return;
+    }
+    storeSet(key, n, when, 1);
+    addReplyLongLong(c, v);
+}
+
+void incrCommand(client *c) { incrDecr(c, 1); }
+void decrCommand(client *c) { incrDecr(c, -1); }
+
+void incrbyCommand(client *c) {
+    long long incr;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &incr, NULL) != C_OK) return;
+    incrDecr(c, incr);
+}
+
+void decrbyCommand(client *c) {
+    long long decr;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &decr, NULL) != C_OK) return;
+    if (decr == LLONG_MIN) { /* -decr would overflow */
+        addReplyError(c, "ERR decrement would overflow");
+        return;
+    }
+    incrDecr(c, -decr);
+}
+
+/* Long doubles printed with %.17Lf fit: LDBL_MAX has 4933 digits. */
+#define LONG_DOUBLE_STR_MAX (5 * 1024)
+
+/* A float as Redis reads one: strtold over the whole string, no leading
+ * space, nothing left over (a NUL inside included), no overflow to infinity or underflow to zero,
+ * no NaN. ("inf" itself parses; the sum is refused later.) */
+static int parseLongDouble(const char *s, size_t len, long double *out) {
+    char buf[LONG_DOUBLE_STR_MAX];
+    if (len == 0 || len >= sizeof(buf)) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    errno = 0;
+    char *end;
+    long double v = strtold(buf, &end);
+    if (isspace((unsigned char)buf[0]) || *end != '\0' || (size_t)(end - buf) != len ||
+        (errno == ERANGE && (v == HUGE_VALL || v == -HUGE_VALL || fpclassify(v) == FP_ZERO)) || errno == EINVAL ||
+        isnan(v))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* INCRBYFLOAT's result as Redis prints it: 17 decimals, then the trailing
+ * zeros (and a bare point) dropped, so 10.5 + 0.1 reads "10.6"; "-0" is
+ * "0". Returns the length; buf must hold LONG_DOUBLE_STR_MAX. */
+static int formatLongDouble(char *buf, size_t size, long double v) {
+    int l = snprintf(buf, size, "%.17Lf", v);
+    if (l < 0 || (size_t)l >= size) return 0;
+    if (strchr(buf, '.')) {
+        while (buf[l - 1] == '0') l--;
+        if (buf[l - 1] == '.') l--;
+    }
+    if (l == 2 && buf[0] == '-' && buf[1] == '0') {
+        buf[0] = '0';
+        l = 1;
+    }
+    buf[l] = '\0';
+    return l;
+}
+
+void incrbyfloatCommand(client *c) {
+    sds key = c->argv[1];
+    storeObj *o;
+    const char *p;
+    if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
+    long double v = 0, incr = 0;
+    if ((o && !parseLongDouble(p, (size_t)o->len, &v)) || !parseLongDouble(c->argv[2], sdslen(c->argv[2]), &incr)) {
+        addReplyError(c, "ERR value is not a valid float");
+        return;
+    }
+    v += incr;
+    if (isnan(v) || isinf(v)) {
+        addReplyError(c, "ERR increment would produce NaN or Infinity");
+        return;
+    }
+    if (o == NULL && checkKeyLength(c, key) != C_OK) return;
+    char buf[LONG_DOUBLE_STR_MAX];
+    int len = formatLongDouble(buf, sizeof(buf), v);
+    long long when = o ? storeGetExpire(key) : -1;
+    storeObj *n = storeObjCreateFrom(buf, (size_t)len);
+    if (n == NULL) {
+        addReplyOom(c);
+        return;
+    }
+    n->flags |= OBJ_FLAG_ENC_NOINT; /* Redis keeps it a string, never "int" */
+    storeSet(key, n, when, 1);
+    addReplyBulk(c, buf, (size_t)len);
+}
+
+/* ---- bits ---------------------------------------------------------------- */
+
+/* A bit offset as Redis bounds it: at most proto-max-bulk-len bytes in. */
+static int getBitOffset(client *c, sds arg, uint64_t *offset) {
+    long long v;
+    if (!string2ll(arg, sdslen(arg), &v) || v < 0 || (v >> 3) >= server.proto_max_bulk_len) {
+        addReplyError(c, "ERR bit offset is not an integer or out of range");
+        return C_ERR;
+    }
+    *offset = (uint64_t)v;
+    return C_OK;
+}
+
+/* Replies with the bit's old value. A SETBIT that changes nothing writes
+ * no new version (the key is untouched, as for Redis's WATCH); OBJECT
+ * ENCODING still says raw afterwards, as Redis's unsharing makes it. */
+void setbitCommand(client *c) {
+    sds key = c->argv[1];
+    uint64_t bitoffset;
+    long long on;
+    if (getBitOffset(c, c->argv[2], &bitoffset) != C_OK) return;
+    if (getLongLongFromObjectOrReply(c, c->argv[3], &on, "ERR bit is not an integer or out of range") != C_OK)
+        return;
+    if (on & ~1LL) {
+        addReplyError(c, "ERR bit is not an integer or out of range");
+        return;
+    }
+    storeObj *o;
+    const char *p;
+    if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
+    uint64_t byte = bitoffset >> 3;
+    int shift = 7 - (int)(bitoffset & 7);
+    int inside = o && byte < o->len;
+    unsigned char cur = inside ? (unsigned char)p[byte] : 0;
+    int old = (cur >> shift) & 1;
+    if (!inside) {
+        const char *toobig = valueTooBig((size_t)(byte + 1));
+        if (toobig) {
+            addReplyError(c, toobig);
+            return;
+        }
+        if (o == NULL && checkKeyLength(c, key) != C_OK) return;
+    }
+    if (!inside || old != on) {
+        unsigned char b = (unsigned char)((cur & ~(1u << shift)) | ((unsigned)on << shift));
+        uint64_t newlen = inside ? o->len : byte + 1;
+        if (writeNewVersion(c, key, o, p, newlen, byte, &b, 1) == NULL) return;
+    } else {
+        o->flags |= OBJ_FLAG_ENC_RAW; /* metadata only: the bytes are untouched */
+    }
+    addReplyLongLong(c, old);
+}
+
+void getbitCommand(client *c) {
+    uint64_t bitoffset;
+    if (getBitOffset(c, c->argv[2], &bitoffset) != C_OK) return;
+    storeObj *o = storeLookupRead(c->argv[1]);
+    uint64_t byte = bitoffset >> 3;
+    int bit = 0;
+    if (o && byte < o->len) {
+        sds tmp;
+        const char *p = valueBytes(c, o, byte, 1, &tmp);
+        if (p == NULL) return;
+        bit = ((unsigned char)p[0] >> (7 - (bitoffset & 7))) & 1;
+        sdsfree(tmp);
+    }
+    addReplyLongLong(c, bit);
+}
+
+static long long popcount(const unsigned char *p, size_t n) {
+    long long count = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        count += __builtin_popcountll(w);
+    }
+    for (; i < n; i++) count += __builtin_popcount(p[i]);
+    return count;
+}
+
+/* Redis 7.0's order: a missing key is 0 before the arguments are even
+ * read; a range wholly before the start (both negative, start > end) is 0
+ * before BYTE|BIT is read. Only the bytes of the range are fetched from a
+ * mounted segment. */
+void bitcountCommand(client *c) {
+    storeObj *o = storeLookupRead(c->argv[1]);
+    if (o == NULL) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    long long len = (long long)o->len, start, end;
+    unsigned first_mask = 0, last_mask = 0;
+    if (c->argc == 4 || c->argc == 5) {
+        int isbit = 0;
+        if (getLongLongFromObjectOrReply(c, c->argv[2], &start, NULL) != C_OK) return;
+        if (getLongLongFromObjectOrReply(c, c->argv[3], &end, NULL) != C_OK) return;
+        if (start < 0 && end < 0 && start > end) {
+            addReplyLongLong(c, 0);
+            return;
+        }
+        if (c->argc == 5) {
+            if (!strcasecmp(c->argv[4], "bit")) {
+                isbit = 1;
+            } else if (strcasecmp(c->argv[4], "byte")) {
+                addReplyErrorSyntax(c);
+                return;
+            }
+        }
+        long long total = isbit ? len * 8 : len;
+        if (start < 0) start = total + start;
+        if (end < 0) end = total + end;
+        if (start < 0) start = 0;
+        if (end < 0) end = 0;
+        if (end >= total) end = total - 1;
+        if (isbit && start <= end) {
+            /* Bits of the edge bytes outside the range, to subtract. */
+            first_mask = ~((1u << (8 - (start & 7))) - 1) & 0xFF;
+            last_mask = (1u << (7 - (end & 7))) - 1;
+            start >>= 3;
+            end >>= 3;
+        }
+    } else if (c->argc == 2) {
+        start = 0;
+        end = len - 1;
+    } else {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    if (start > end) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    size_t n = (size_t)(end - start + 1);
+    sds tmp;
+    const unsigned char *p = (const unsigned char *)valueBytes(c, o, (uint64_t)start, n, &tmp);
+    if (p == NULL) return;
+    long long count = popcount(p, n);
+    if (first_mask) count -= __builtin_popcount(p[0] & first_mask);
+    if (last_mask) count -= __builtin_popcount(p[n - 1] & last_mask);
+    sdsfree(tmp);
+    addReplyLongLong(c, count);
+}
+
+/* ---- LCS ----------------------------------------------------------------- */
+
+/* One matched range of LCS IDX: a[a0..a1] is b[b0..b1]. */
+typedef struct lcsRange {
+    uint32_t a0, a1, b0, b1;
+} lcsRange;
+
+/* The classic dynamic-programming table (LCS length of every pair of
+ * prefixes), then one walk back from its corner that yields the common
+ * subsequence and, as it goes, the ranges in which it is contiguous in
+ * both strings, last range first. The walk's tie-breaking (on equal
+ * lengths go left in b) is Redis's, so the string and the ranges are the
+ * ones Redis returns. The table is (|a|+1)*(|b|+1) 32-bit cells, bounded
+ * by proto-max-bulk-len as in Redis. */
+void lcsCommand(client *c) {
+    int getlen = 0, getidx = 0, withmatchlen = 0;
+    long long minmatchlen = 0;
+    storeObj *oa = storeLookupRead(c->argv[1]);
+    storeObj *ob = storeLookupRead(c->argv[2]);
+    for (int j = 3; j < c->argc; j++) {
+        const char *opt = c->argv[j];
+        if (!strcasecmp(opt, "idx")) {
+            getidx = 1;
+        } else if (!strcasecmp(opt, "len")) {
+            getlen = 1;
+        } else if (!strcasecmp(opt, "withmatchlen")) {
+            withmatchlen = 1;
+        } else if (!strcasecmp(opt, "minmatchlen") && j + 1 < c->argc) {
+            if (getLongLongFromObjectOrReply(c, c->argv[++j], &minmatchlen, NULL) != C_OK) return;
+            if (minmatchlen < 0) minmatchlen = 0;
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    if (getidx && getlen) {
+        addReplyError(c, "ERR If you want both the length and indexes, please just use IDX.");
+        return;
+    }
+    uint64_t alen64 = oa ? oa->len : 0, blen64 = ob ? ob->len : 0;
+    if (alen64 >= UINT32_MAX - 1 || blen64 >= UINT32_MAX - 1) {
+        addReplyError(c, "ERR String too long for LCS");
+        return;
+    }
+    uint32_t alen = (uint32_t)alen64, blen = (uint32_t)blen64;
+    unsigned long long cells = (unsigned long long)(alen + 1ULL) * (blen + 1ULL);
+    if (cells > SIZE_MAX / sizeof(uint32_t)) {
+        addReplyError(c, "ERR Insufficient memory, failed allocating transient memory for LCS");
+        return;
+    }
+    if (cells * sizeof(uint32_t) > (unsigned long long)server.proto_max_bulk_len) {
+        addReplyError(c, "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
+        return;
+    }
+    sds tmpa = NULL, tmpb = NULL;
+    const char *a = oa ? valueBytes(c, oa, 0, alen, &tmpa) : "";
+    if (a == NULL) return;
+    const char *b = ob ? valueBytes(c, ob, 0, blen, &tmpb) : "";
+    if (b == NULL) {
+        sdsfree(tmpa);
+        return;
+    }
+    uint32_t *t = ztrymalloc((size_t)cells * sizeof(uint32_t));
+    if (t == NULL) {
+        addReplyError(c, "ERR Insufficient memory, failed allocating transient memory for LCS");
+        sdsfree(tmpa);
+        sdsfree(tmpb);
+        return;
+    }
+#define CELL(i, j) t[(size_t)(i) * (blen + 1) + (j)]
+    for (uint32_t j = 0; j <= blen; j++) CELL(0, j) = 0;
+    for (uint32_t i = 1; i <= alen; i++) {
+        CELL(i, 0) = 0;
+        for (uint32_t j = 1; j <= blen; j++) {
+            if (a[i - 1] == b[j - 1]) {
+                CELL(i, j) = CELL(i - 1, j - 1) + 1;
+            } else {
+                uint32_t up = CELL(i - 1, j), left = CELL(i, j - 1);
+                CELL(i, j) = up > left ? up : left;
+            }
+        }
+    }
+    uint32_t total = CELL(alen, blen);
+    int walk = getidx || !getlen;
+    sds str = walk ? sdsnewlen(NULL, total) : NULL;
+    lcsRange *ranges = NULL, cur = {0, 0, 0, 0};
+    size_t nranges = 0, cap = 0;
+    int open = 0;
+    uint32_t i = alen, j = blen, k = total;
+    while (walk && i > 0 && j > 0) {
+        int emit = 0;
+        if (a[i - 1] == b[j - 1]) {
+            str[k - 1] = a[i - 1];
+            if (!open) {
+                open = 1;
+                cur.a0 = cur.a1 = i - 1;
+                cur.b0 = cur.b1 = j - 1;
+            } else if (cur.a0 == i && cur.b0 == j) {
+                cur.a0--; /* contiguous with the range: extend it backwards */
+                cur.b0--;
+            } else {
+                emit = 1;
+            }
+            if (cur.a0 == 0 || cur.b0 == 0) emit = 1; /* the walk ends here */
+            k--;
+            i--;
+            j--;
+        } else {
+            if (CELL(i - 1, j) > CELL(i, j - 1)) i--;
+            else j--;
+            if (open) emit = 1;
+        }
+        if (emit) {
+            uint32_t mlen = cur.a1 - cur.a0 + 1;
+            if (getidx && (minmatchlen == 0 || mlen >= minmatchlen)) {
+                if (nranges == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    ranges = zrealloc(ranges, sizeof(lcsRange) * cap);
+                }
+                ranges[nranges++] = cur;
+            }
+            open = 0;
+        }
+    }
+#undef CELL
+    zfree(t);
+    sdsfree(tmpa);
+    sdsfree(tmpb);
+    if (getidx) {
+        addReplyMapLen(c, 2);
+        addReplyBulkCString(c, "matches");
+        addReplyArrayLen(c, (long long)nranges);
+        for (size_t r = 0; r < nranges; r++) {
+            addReplyArrayLen(c, 2 + withmatchlen);
+            addReplyArrayLen(c, 2);
+            addReplyLongLong(c, ranges[r].a0);
+            addReplyLongLong(c, ranges[r].a1);
+            addReplyArrayLen(c, 2);
+            addReplyLongLong(c, ranges[r].b0);
+            addReplyLongLong(c, ranges[r].b1);
+            if (withmatchlen) addReplyLongLong(c, ranges[r].a1 - ranges[r].a0 + 1);
+        }
+        addReplyBulkCString(c, "len");
+        addReplyLongLong(c, total);
+        sdsfree(str);
+    } else if (getlen) {
+        addReplyLongLong(c, total);
+    } else {
+        addReplyBulkSds(c, str);
+    }
+    zfree(ranges);
 }

@@ -37,6 +37,14 @@ void *zmalloc(size_t size) {
     return p;
 }
 
+/* For a large transient buffer a command can do without (LCS's table):
+ * NULL, and the command says so, rather than aborting the server. */
+void *ztrymalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (p) atomic_fetch_add_explicit(&used_memory, malloc_usable_size(p), memory_order_relaxed);
+    return p;
+}
+
 void *zcalloc(size_t size) {
     void *p = calloc(1, size ? size : 1);
     if (!p) zmalloc_oom_handler(size);

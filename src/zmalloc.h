@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 void *zmalloc(size_t size);
+void *ztrymalloc(size_t size); /* NULL on failure instead of the OOM handler */
 void *zcalloc(size_t size);
 void *zrealloc(void *ptr, size_t size);
 void zfree(void *ptr);

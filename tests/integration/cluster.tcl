@@ -414,13 +414,20 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
         set b "cross:b"
         assert_not_equal [key_hash_slot $a] [key_hash_slot $b]
         set o [cluster_slot_owner [key_hash_slot $a]]
-        foreach cmd [list [list mset $a 1 $b 2] [list mget $a $b] [list del $a $b] [list exists $a $b]] {
+        foreach cmd [list [list mset $a 1 $b 2] [list mget $a $b] [list del $a $b] [list exists $a $b] \
+                         [list msetnx $a 1 $b 2] [list rename $a $b] [list renamenx $a $b] [list copy $a $b] \
+                         [list lcs $a $b] [list touch $a $b]] {
             assert_match "CROSSSLOT*" [err_of {R $o {*}$cmd}] "$cmd"
         }
         set t [cluster_slot_owner [key_hash_slot "{tag}"]]
         assert_equal OK [R $t mset "{tag}a" 1 "{tag}b" 2 "{tag}c" 3]
         assert_equal {1 2 3 {}} [R $t mget "{tag}a" "{tag}b" "{tag}c" "{tag}d"]
         assert_equal 2 [R $t exists "{tag}a" "{tag}b"]
+        R $t del "{tag}e" "{tag}f"
+        assert_equal 1 [R $t copy "{tag}c" "{tag}e"]
+        assert_equal OK [R $t rename "{tag}e" "{tag}f"]
+        assert_equal 3 [R $t lcs "{tag}c" "{tag}f"]
+        assert_equal 2 [R $t touch "{tag}a" "{tag}f"]
         assert_equal 2 [R $t del "{tag}a" "{tag}b"]
         set other [expr {($t + 1) % 3}]
         assert_match "MOVED [key_hash_slot tag] *" [err_of {R $other mget "{tag}a" "{tag}c"}]

@@ -500,3 +500,21 @@ proc find_program {name} {
     set p [auto_execok $name]
     return [lindex $p 0]
 }
+
+# An argument of COMMAND DOCS reduced to what redis-cli reads for its
+# help and hints: name, type, token, key_spec_index, flags (sorted),
+# arguments (since, summary, display_text dropped: Redis has them,
+# redis-cli's hints do not use them).
+proc docs_shape {args} {
+    set out {}
+    foreach a $args {
+        set d {}
+        foreach f {name type token key_spec_index} {
+            if {[dict exists $a $f]} { lappend d $f [dict get $a $f] }
+        }
+        if {[dict exists $a flags]} { lappend d flags [lsort [dict get $a flags]] }
+        if {[dict exists $a arguments]} { lappend d arguments [docs_shape {*}[dict get $a arguments]] }
+        lappend out $d
+    }
+    return $out
+}

@@ -1,5 +1,7 @@
-# Key expiry: EXPIRE/PEXPIRE/TTL/PTTL/PERSIST, SET EX/PX, lazy expiry on
-# access and active expiry of keys nobody touches.
+# Key expiry: EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT and their NX|XX|GT|LT,
+# TTL/PTTL/EXPIRETIME/PEXPIRETIME/PERSIST, SET EX/PX, which commands keep a
+# key's TTL, lazy expiry on access and active expiry of keys nobody
+# touches.
 
 start_server {tags {expire}} {
     test {TTL and PTTL of a missing key are -2} {
@@ -144,6 +146,143 @@ start_server {tags {expire}} {
         assert_equal 1 [r del k]
         r ttl k
     } {-2}
+
+    test {EXPIREAT and PEXPIREAT set an absolute time} {
+        set at [expr {[clock seconds] + 1000}]
+        r set k v
+        assert_equal 1 [r expireat k $at]
+        assert_equal $at [r expiretime k]
+        assert_equal [expr {$at * 1000}] [r pexpiretime k]
+        assert_range [r ttl k] 998 1000
+        assert_equal 1 [r pexpireat k [expr {$at * 1000 + 123}]]
+        assert_equal [expr {$at * 1000 + 123}] [r pexpiretime k]
+        r expiretime k
+    } [expr {[clock seconds] + 1000}]
+
+    test {EXPIREAT and PEXPIREAT in the past delete the key} {
+        r set k v
+        assert_equal 1 [r expireat k 1]
+        assert_equal 0 [r exists k]
+        r set k v
+        assert_equal 1 [r pexpireat k [expr {[clock milliseconds] - 1000}]]
+        assert_equal 0 [r exists k]
+        assert_equal 0 [r expireat k 1]
+        assert_equal 0 [r pexpireat k 4102444800000]
+    }
+
+    test {EXPIRETIME and PEXPIRETIME of a missing key and of a key without expiry} {
+        r del nokey
+        r set k v
+        list [r expiretime nokey] [r pexpiretime nokey] [r expiretime k] [r pexpiretime k]
+    } {-2 -2 -1 -1}
+
+    test {EXPIRETIME rounds to the nearest second} {
+        r set k v
+        r pexpireat k 4102444800499
+        assert_equal 4102444800 [r expiretime k]
+        r pexpireat k 4102444800500
+        r expiretime k
+    } {4102444801}
+
+    test {EXPIREAT NX, XX, GT and LT} {
+        r set k v
+        assert_equal 0 [r expireat k 4102444800 XX]
+        assert_equal 0 [r expireat k 4102444800 GT]
+        assert_equal 1 [r expireat k 4102444800 LT]
+        assert_equal 0 [r expireat k 4102444900 NX]
+        assert_equal 1 [r expireat k 4102444900 XX]
+        assert_equal 0 [r expireat k 4102444800 GT]
+        assert_equal 0 [r expireat k 4102444900 GT]
+        assert_equal 1 [r expireat k 4102445000 gt]
+        assert_equal 0 [r expireat k 4102445000 LT]
+        assert_equal 1 [r pexpireat k 4102444999999 lt]
+        assert_equal 0 [r pexpireat k 4102444999999 XX GT] ;# XX and GT go together
+        assert_equal 1 [r pexpireat k 4102445000000 XX GT]
+        r pexpiretime k
+    } {4102445000000}
+
+    test {EXPIRE NX on a key without expiry, GT never on one} {
+        r set k v
+        assert_equal 0 [r expire k 100 GT]
+        assert_equal 1 [r expire k 100 NX]
+        assert_equal 0 [r expire k 200 NX]
+        r set k v
+        assert_equal 1 [r pexpire k 100000 LT]
+        assert_range [r ttl k] 99 100
+    }
+
+    test {Expire options: errors, checked before the time} {
+        r set k v
+        foreach cmd {expire pexpire expireat pexpireat} {
+            assert_error {ERR NX and XX, GT or LT options at the same time are not compatible*} {r $cmd k 100 NX XX}
+            assert_error {ERR NX and XX, GT or LT options at the same time are not compatible*} {r $cmd k 100 NX GT}
+            assert_error {ERR GT and LT options at the same time are not compatible*} {r $cmd k 100 GT LT}
+            assert_error {ERR Unsupported option FOO*} {r $cmd k 100 FOO}
+            assert_error {ERR Unsupported option foo*} {r $cmd k abc foo}
+            assert_error {ERR value is not an integer or out of range*} {r $cmd k abc}
+            assert_error {ERR value is not an integer or out of range*} {r $cmd k abc NX}
+        }
+        assert_error {ERR invalid expire time in 'expireat' command*} {r expireat k 9223372036854775807}
+        assert_error {ERR invalid expire time in 'expire' command*} {r expire k 9223372036854775807}
+        assert_error {ERR invalid expire time in 'pexpire' command*} {r pexpire k 9223372036854775807}
+        assert_equal 1 [r pexpireat k 9223372036854775807]
+        r pexpiretime k
+    } {9223372036854775807}
+
+    test {Which commands keep the time to live} {
+        set keep {}
+        foreach {setup cmd} {
+            {set k 1} {incr k}
+            {set k 1} {decrby k 2}
+            {set k 1} {incrbyfloat k 0.5}
+            {set k a} {append k b}
+            {set k a} {setrange k 0 b}
+            {set k a} {setbit k 0 1}
+            {set k a} {getex k}
+            {set k a} {set k b KEEPTTL}
+            {set k a} {set k b}
+            {set k a} {getset k b}
+            {set k a} {mset k b}
+            {set k a} {setex k 200 b}
+            {set k a} {getex k PERSIST}
+        } {
+            r {*}$setup
+            r expire k 100
+            r {*}$cmd
+            lappend keep [lindex $cmd 0] [expr {[r ttl k] == 100 ? "kept" : [r ttl k]}]
+        }
+        set keep
+    } {incr kept decrby kept incrbyfloat kept append kept setrange kept setbit kept getex kept set kept set -1 getset -1 mset -1 setex 200 getex -1}
+
+    test {RENAME moves the time to live; COPY copies it} {
+        r del k2 k3
+        r set k v EX 100
+        r set k2 w EX 1000
+        r rename k k2
+        assert_range [r ttl k2] 99 100
+        r set k v
+        r rename k k2
+        assert_equal -1 [r ttl k2]
+        r set k v EX 100
+        assert_equal 1 [r copy k k3]
+        assert_range [r ttl k3] 99 100
+        assert_range [r ttl k] 99 100
+        r set k v
+        assert_equal 1 [r copy k k3 REPLACE]
+        r ttl k3
+    } {-1}
+
+    test {TTL, EXPIRETIME and TYPE do not count as an access} {
+        r set idle v
+        after 1100
+        r ttl idle
+        r pttl idle
+        r expiretime idle
+        r type idle
+        assert_morethan_equal [r object idletime idle] 1
+        r get idle
+        r object idletime idle
+    } {0}
 
     test {Active expiry removes keys nobody touches} {
         r flushall
