@@ -24,6 +24,7 @@
 #include "util.h"
 #include "zmalloc.h"
 #include "cluster.h"
+#include "acl.h"
 
 #define W CMD_WRITE
 #define R CMD_READONLY
@@ -36,11 +37,11 @@
 
 /* name, proc, arity, flags, first, last, step, group, summary, since, complexity, bigarg, subs */
 #define SUB(name, proc, arity, flags, summary) \
-    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+    {name, proc, arity, flags, 0, 0, 0, NULL, summary, "1.0.0", "O(1)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 /* A subcommand that takes keys (MEMORY USAGE key): routed and ACL-checked by them. */
 #define SUBK(name, proc, arity, flags, first, last, step, summary, since, cx) \
-    {name, proc, arity, flags, first, last, step, NULL, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
-#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+    {name, proc, arity, flags, first, last, step, NULL, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
+#define END {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 
 static mcCommand configSubcommands[] = {
     SUB("get", configCommand, -3, A | L | S, "Returns the effective values of configuration parameters."),
@@ -83,6 +84,24 @@ static mcCommand memorySubcommands[] = {
     SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
+/* ACL (acl.c): admin subcommands are @admin @dangerous, as Redis's; CAT,
+ * WHOAMI and GENPASS are open to anyone who may run ACL at all. */
+static mcCommand aclSubcommands[] = {
+    SUB("cat", aclCommand, -2, L | S, "Lists the ACL categories, or the commands inside a category."),
+    SUB("deluser", aclCommand, -3, A | L | S, "Deletes ACL users, and terminates their connections."),
+    SUB("dryrun", aclCommand, -4, A | L | S, "Simulates the execution of a command by a user, without executing the command."),
+    SUB("genpass", aclCommand, -2, L | S, "Generates a pseudorandom, secure password that can be used to identify ACL users."),
+    SUB("getuser", aclCommand, 3, A | L | S, "Lists the ACL rules of a user."),
+    SUB("list", aclCommand, 2, A | L | S, "Dumps the effective rules in ACL file format."),
+    SUB("load", aclCommand, 2, A | L | S, "Reloads the rules from the configured ACL file."),
+    SUB("log", aclCommand, -2, A | L | S, "Lists recent security events generated due to ACL rules."),
+    SUB("save", aclCommand, 2, A | L | S, "Saves the effective ACL rules in the configured ACL file."),
+    SUB("setuser", aclCommand, -3, A | L | S, "Creates and modifies an ACL user and its rules."),
+    SUB("users", aclCommand, 2, A | L | S, "Lists all ACL users."),
+    SUB("whoami", aclCommand, 2, L | S, "Returns the authenticated username of the current connection."),
+    SUB("help", aclCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
 static mcCommand clusterSubcommands[] = {
     SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
     SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
@@ -114,9 +133,9 @@ static mcCommand clusterSubcommands[] = {
     END};
 
 #define CMD(name, proc, arity, flags, first, last, step, group, summary, since, cx) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 #define CMDX(name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs) \
-    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0}
+    {name, proc, arity, flags, first, last, step, group, summary, since, cx, bigarg, subs, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0}
 
 mcCommand commandTable[] = {
     /* connection */
@@ -140,6 +159,7 @@ mcCommand commandTable[] = {
     CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
+    CMDX("acl", aclCommand, -2, S | L, 0, 0, 0, "server", "A container for Access List Control commands.", "6.0.0", "Depends on subcommand.", NULL, aclSubcommands),
     /* cluster (cluster.c) */
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
@@ -149,7 +169,7 @@ mcCommand commandTable[] = {
     CMD("dump", dumpCommand, 2, R, 1, 1, 1, "generic", "Returns a serialized representation of the value stored at a key.", "2.6.0", "O(1) to access the key and additional O(N*M) to serialize it"),
     CMD("restore", restoreCommand, -4, W | M, 1, 1, 1, "generic", "Creates a key from the serialized representation of a value.", "2.6.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
     CMD("restore-asking", restoreCommand, -4, W | M | CMD_ASKING, 1, 1, 1, "server", "An internal command for migrating keys in a cluster.", "3.0.0", "O(1) to create the new key and additional O(N*M) to reconstruct the serialized value"),
-    {"migrate", migrateCommand, -6, W | CMD_MOVABLEKEYS, 3, 3, 1, "generic", "Atomically transfers keys from one instance to another.", "2.6.0", "O(N) where N is the number of keys", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0},
+    {"migrate", migrateCommand, -6, W | CMD_MOVABLEKEYS, 3, 3, 1, "generic", "Atomically transfers keys from one instance to another.", "2.6.0", "O(N) where N is the number of keys", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, NULL, 0, 0, 0},
     /* keyspace */
     CMD("del", delCommand, -2, W, 1, -1, 1, "generic", "Deletes one or more keys.", "1.0.0", "O(N) where N is the number of keys that will be removed"),
     CMD("unlink", delCommand, -2, W | F, 1, -1, 1, "generic", "Deletes one or more keys (space is reclaimed when no reader holds it).", "4.0.0", "O(1) for each key removed"),
@@ -180,7 +200,7 @@ mcCommand commandTable[] = {
     CMD("remove", removeCommand, -2, W, 1, -1, 1, "store", "Removes objects (and pending puts); space is reused when leases end.", "0.1.0", "O(N)"),
     CMD("remove.all", removeAllCommand, 1, W, 0, 0, 0, "store", "Removes every object and pending put.", "0.1.0", "O(N)"),
     CMD("object.info", objectInfoCommand, 2, R | F, 1, 1, 1, "store", "Describes an object: state, replicas, lease, pins.", "0.1.0", "O(1)"),
-    {"batch.put.start", batchPutStartCommand, -4, W | M | CMD_MOVABLEKEYS, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 1, 2, 2, NULL, 0},
+    {"batch.put.start", batchPutStartCommand, -4, W | M | CMD_MOVABLEKEYS, 0, 0, 0, "store", "PUT.START for many keys; one result per key.", "0.1.0", "O(N)", NULL, NULL, NULL, NULL, 0, 0, 0, 0, 1, 2, 2, NULL, 0, 0, 0},
     CMD("batch.put.end", batchPutEndCommand, -2, W, 1, -1, 1, "store", "PUT.END for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("batch.get.replicas", batchGetReplicasCommand, -2, R, 1, -1, 1, "store", "GET.REPLICAS for many keys; one result per key.", "0.1.0", "O(N)"),
     /* strings, in the server's own pool */
@@ -253,7 +273,7 @@ static const struct {
     /* server */
     {"command|info", "[command-name:string...]"},
     {"command|docs", "[command-name:string...]"},
-    {"command|list", "[FILTERBY filterby=(PATTERN pattern:pattern)]"},
+    {"command|list", "[FILTERBY filterby=(PATTERN pattern:pattern|ACLCAT category:string)]"},
     {"command|getkeys", "command:string [arg:string...]"},
     {"info", "[section:string...]"},
     {"config|get", "parameter:string..."},
@@ -264,6 +284,13 @@ static const struct {
     {"slowlog|get", "[count:integer]"},
     {"memory|usage", "key:key [SAMPLES count:integer]"},
     {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK)"},
+    {"acl|cat", "[category:string]"},
+    {"acl|deluser", "username:string..."},
+    {"acl|dryrun", "username:string command:string [arg:string...]"},
+    {"acl|genpass", "[bits:integer]"},
+    {"acl|getuser", "username:string"},
+    {"acl|log", "[operation=(count:integer|RESET)]"},
+    {"acl|setuser", "username:string [rule:string...]"},
     /* cluster */
     {"cluster|keyslot", "key:string"},
     {"cluster|countkeysinslot", "slot:integer"},
@@ -690,7 +717,15 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     addReplyLongLong(c, cmd->firstkey);
     addReplyLongLong(c, cmd->lastkey);
     addReplyLongLong(c, cmd->keystep);
-    addReplySetLen(c, 0);   /* ACL categories: there are no ACLs */
+    addReplySetLen(c, aclCategoryCount(cmd->acl_categories));
+    uint64_t flag;
+    const char *cat;
+    for (int i = 0; (cat = aclCategoryName(i, &flag)) != NULL; i++)
+        if (cmd->acl_categories & flag) {
+            sds s = sdscatprintf(sdsempty(), "@%s", cat);
+            addReplyStatus(c, s);
+            sdsfree(s);
+        }
     addReplyArrayLen(c, 0); /* tips */
     addReplyKeySpecs(c, cmd);
     long long nsubs = 0;
@@ -815,7 +850,7 @@ void commandCommand(client *c) {
         static const char *help[] = {
             "(no subcommand)", "    Return details about all commands.",
             "COUNT", "    Return the total number of commands in this server.",
-            "LIST [FILTERBY PATTERN <pattern>]", "    Return a list of all commands in this server.",
+            "LIST [FILTERBY (PATTERN <pattern>|ACLCAT <category>)]", "    Return a list of all commands in this server.",
             "INFO [<command-name> ...]", "    Return details about the named commands, or all of them.",
             "DOCS [<command-name> ...]", "    Return documentation details about the named commands, or all of them.",
             "GETKEYS <full-command>", "    Return the keys from a full command.",
@@ -856,19 +891,25 @@ void commandCommand(client *c) {
         }
     } else if (!strcasecmp(sub, "list")) {
         const char *pattern = NULL;
+        uint64_t aclcat = 0; /* an unknown category matches nothing, as in Redis */
+        int byaclcat = c->argc == 5 && !strcasecmp(c->argv[2], "filterby") && !strcasecmp(c->argv[3], "aclcat");
         if (c->argc == 5 && !strcasecmp(c->argv[2], "filterby") && !strcasecmp(c->argv[3], "pattern")) {
             pattern = c->argv[4];
+        } else if (byaclcat) {
+            aclcat = aclCategoryFlag(c->argv[4]);
         } else if (c->argc != 2) {
             addReplyErrorSyntax(c);
             return;
         }
+#define LISTED(cmd) ((!pattern || stringmatchlen(pattern, strlen(pattern), (cmd)->fullname, sdslen((cmd)->fullname), 1)) && \
+                     (!byaclcat || ((cmd)->acl_categories & aclcat)))
         long long n = 0;
         for (mcCommand *cmd = commandTable; cmd->name; cmd++)
-            if (!pattern || stringmatchlen(pattern, strlen(pattern), cmd->fullname, sdslen(cmd->fullname), 1)) n++;
+            if (LISTED(cmd)) n++;
         addReplyArrayLen(c, n);
         for (mcCommand *cmd = commandTable; cmd->name; cmd++)
-            if (!pattern || stringmatchlen(pattern, strlen(pattern), cmd->fullname, sdslen(cmd->fullname), 1))
-                addReplyBulkCString(c, cmd->fullname);
+            if (LISTED(cmd)) addReplyBulkCString(c, cmd->fullname);
+#undef LISTED
     } else if (!strcasecmp(sub, "getkeys") && c->argc >= 3) {
         commandGetKeys(c);
     } else {

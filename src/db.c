@@ -3,11 +3,17 @@
  * There is one database (SELECT 0). Every key holds a string, so TYPE is
  * "string" or "none". Expired keys are invisible to every command here even
  * before the active cycle removes them (the lookups expire lazily).
+ *
+ * SCAN and KEYS show a user restricted by ACL key patterns only the keys it
+ * could access (any permission): key names are what one tenant must not
+ * learn of another's (acl.c, "Tenancy"). Redis lists every key; a user
+ * with allkeys sees exactly that here too.
  */
 #include <limits.h>
 #include <string.h>
 #include <strings.h>
 
+#include "acl.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -98,7 +104,7 @@ void scanCommand(client *c) {
     for (long long i = 0; i < s.n; i++) {
         sds k = s.keys[i];
         int keep = typeok && (matchall || stringmatchlen(pattern, sdslen((sds)pattern), k, sdslen(k), 0)) &&
-                   storeLookupWrite(k) != NULL;
+                   aclUserCanAccessKey(c->user, k, sdslen(k), 0) && storeLookupWrite(k) != NULL;
         if (keep) s.keys[kept++] = k;
         else sdsfree(k);
     }
@@ -119,6 +125,7 @@ void keysCommand(client *c) {
     while ((de = dictNext(it)) != NULL) {
         sds k = de->key;
         if (!all && !stringmatchlen(pattern, sdslen(pattern), k, sdslen(k), 0)) continue;
+        if (!aclUserCanAccessKey(c->user, k, sdslen(k), 0)) continue;
         long long when = storeGetExpire(k);
         if (when >= 0 && when <= now) continue;
         scanCallback(&s, de);

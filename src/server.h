@@ -122,6 +122,10 @@ typedef struct mcCommand {
      * synopsis (commands.c, commandSynopses). */
     struct cmdArg *args;
     int nargs;
+    /* ACL (acl.c, set at start-up): the bit of this command in a user's
+     * bitmap, and its categories (ACL_CAT_*). */
+    int id;
+    uint64_t acl_categories;
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored
@@ -140,6 +144,7 @@ typedef struct client {
     int flags;
     int resp;               /* 2 or 3 */
     int authenticated;
+    struct user *user;      /* acl.c: default until AUTH; never NULL */
     sds name;
     char addr[NET_ADDR_STR_LEN];
     char laddr[NET_ADDR_STR_LEN];
@@ -226,7 +231,9 @@ struct mcServer {
     size_t clients_to_close_len, clients_to_close_cap;
     client *current_client;
     uint64_t next_client_id;
-    sds requirepass;        /* NULL: none; binary-safe */
+    sds requirepass;        /* NULL: none; binary-safe; the default user's password (acl.c) */
+    char *acl_filename;     /* aclfile: users loaded at start-up and by ACL LOAD */
+    long long acllog_max_len;
     int protected_mode;
     long long maxclients;
     long long maxidletime;   /* seconds, 0 = never */
