@@ -795,7 +795,8 @@ int aclAuthenticate(client *c, sds name, sds pass) {
     }
     const char *un = name ? name : "default";
     size_t ulen = name ? sdslen(name) : 7;
-    aclLogAdd(c, ACL_DENIED_AUTH, "AUTH", 4, un, ulen);
+    /* The object is the command as sent (AUTH, auth, HELLO), as in Redis. */
+    aclLogAdd(c, ACL_DENIED_AUTH, c->argv[0], sdslen(c->argv[0]), un, ulen);
     return C_ERR;
 }
 
@@ -944,8 +945,8 @@ static int parseAclFile(const char *path, user ***out, int *nout, sds *err) {
                 int errop;
                 const char *why;
                 if (applyRules(u, argv + 2, argc - 2, &errop, &why) != C_OK) {
-                    errors = sdscatprintf(errors, "%s:%d: Error in user declaration '%s': %s. ", path, i + 1,
-                                          argv[2 + errop], why);
+                    errors = sdscatprintf(errors, "%s:%d: Error in user declaration '%s', rule '%s': %s. ", path,
+                                          i + 1, argv[1], argv[2 + errop], why);
                     userFree(u);
                 } else {
                     users = zrealloc(users, sizeof(user *) * (size_t)(nusers + 1));

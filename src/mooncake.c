@@ -219,7 +219,7 @@ static int replyErr(mc_client *c, const mcReply *r) {
     static const struct { const char *word; int code; } map[] = {
         {"EXISTS", MC_ERR_EXISTS},     {"NOSPACE", MC_ERR_NOSPACE},   {"OOM", MC_ERR_NOSPACE},
         {"NOTREADY", MC_ERR_NOT_READY}, {"NOKEY", MC_ERR_NOT_FOUND}, {"NOAUTH", MC_ERR_AUTH},
-        {"WRONGPASS", MC_ERR_AUTH},    {"NOTPENDING", MC_ERR_NOT_FOUND},
+        {"WRONGPASS", MC_ERR_AUTH},    {"NOTPENDING", MC_ERR_NOT_FOUND}, {"NOPERM", MC_ERR_AUTH},
     };
     if (r == NULL) return setErr(c, MC_ERR_IO, "no reply");
     if (r->type != MCR_ERROR) return setErr(c, MC_ERR_PROTOCOL, "unexpected reply type %d", r->type);
@@ -635,7 +635,7 @@ const char *mc_strerror(int err) {
     case MC_ERR_LEASE_EXPIRED: return "read lease expired before the transfer ended";
     case MC_ERR_TOO_SMALL: return "buffer smaller than the value";
     case MC_ERR_INVALID: return "invalid argument";
-    case MC_ERR_AUTH: return "authentication failed";
+    case MC_ERR_AUTH: return "authentication failed or not permitted";
     case MC_ERR_PROTOCOL: return "protocol error";
     case MC_ERR_IO: return "I/O error or timeout";
     case MC_ERR_UNSUPPORTED: return "not supported here";
