@@ -702,6 +702,10 @@ static void aclLogReset(void) {
 
 static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, const char *username,
                       size_t ulen) {
+    /* INFO stats counts every refusal, logged or not (as Redis 7). */
+    if (reason == ACL_DENIED_AUTH) server.stat_acl_denied_auth++;
+    else if (reason == ACL_DENIED_CMD) server.stat_acl_denied_cmd++;
+    else server.stat_acl_denied_key++;
     if (server.acllog_max_len == 0) return;
     mstime_t now = mstime();
     sds cinfo = catClientInfoString(sdsempty(), c);

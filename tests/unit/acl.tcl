@@ -333,6 +333,23 @@ start_server {tags {acl}} {
         r config set acllog-max-len 128
     }
 
+    # Redis 7.2's fields (7.0 has none).
+    tags {mooncake} {
+    test {INFO stats counts refusals by kind} {
+        set a0 [s acl_access_denied_auth]
+        set c0 [s acl_access_denied_cmd]
+        set k0 [s acl_access_denied_key]
+        set c [acl_client alice p1]
+        catch {$c del tenantA:1}
+        catch {$c get other}
+        catch {$c get other}
+        catch {$c auth alice wrong}
+        $c close
+        list [expr {[s acl_access_denied_auth] - $a0}] [expr {[s acl_access_denied_cmd] - $c0}] \
+            [expr {[s acl_access_denied_key] - $k0}]
+    } {1 1 2}
+    }
+
     test {A wrong AUTH of the default user is logged as default} {
         r config set requirepass p1
         set c [redis_client]
