@@ -44,8 +44,8 @@
  * Tenancy. A user without allkeys is "restricted", a tenant: key patterns
  * keep it inside its prefix (~tenantA:*), and because the store and the data
  * plane reach bytes by other routes than keys, they apply the patterns
- * there too (the brief for this is vLLM's cache_salt, CVE-2025-46570: one
- * tenant probing another's cached prefixes):
+ * there too (the case in point is vLLM's cache_salt, CVE-2025-46570: one
+ * tenant probing whether another's prompt prefixes are cached):
  *  - PUT.*, GET.REPLICAS, LEASE, REMOVE, OBJECT.INFO, BATCH.* are keyed
  *    commands and checked like any other.
  *  - SEG.READ/SEG.WRITE and their vector forms name (segment, offset), not a
@@ -61,7 +61,9 @@
  *    tenant). Tenant segments hold only their tenant's objects (the hosting
  *    process can read all of its memory); a restricted user sees (SEGMENTS,
  *    SEGMENT.INFO), unmounts and places puts in only its own segments and
- *    shared ones (the pool, segments mounted by unrestricted users).
+ *    shared ones (the pool, segments mounted by unrestricted users). A
+ *    segment records its tenant's name, not a pointer: it outlives a
+ *    DELUSER, and a user made again under that name is the same tenant.
  *
  * ACL LOG keeps the last acllog-max-len refusals -- commands, keys, failed
  * AUTHs, data-plane ranges -- newest first; the same refusal repeated within
