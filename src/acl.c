@@ -503,7 +503,12 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
             return C_ERR;
         }
         if (!validPattern(op + start, len - start)) return C_ERR;
-        addKeyPattern(u, op + start, len - start, perm);
+        if (perm == (ACL_READ | ACL_WRITE) && len - start == 1 && op[start] == '*') {
+            resetKeys(u); /* %RW~* is ~*: allkeys, so not a tenant */
+            u->flags |= USER_ALLKEYS;
+        } else {
+            addKeyPattern(u, op + start, len - start, perm);
+        }
     } else if (op[0] == '&') {
         if (u->flags & USER_ALLCHANNELS) {
             *err = "Adding a pattern after the * pattern (or the 'allchannels' flag) is not valid and does not "

@@ -117,6 +117,8 @@ start_server {tags {acl}} {
         assert_error {ERR*Adding a pattern after the * pattern*} {r acl setuser kp allkeys ~foo}
         assert_equal OK [r acl setuser kp allkeys resetkeys ~foo]
         assert_equal ~foo [dict get [r acl getuser kp] keys]
+        assert_equal OK [r acl setuser kp resetkeys %RW~*]
+        assert_equal ~* [dict get [r acl getuser kp] keys]
     }
 }
 
