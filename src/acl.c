@@ -894,18 +894,18 @@ int aclSegmentVisible(const client *c, const segment *s) {
 /* The connections of a user that is going away are closed: the current one
  * after its reply, the others at the next beforeSleep. Until then they are
  * pointed at default, unauthenticated, so nothing reads a freed user. */
-void aclKillClientsOfUser(user *u, client *except) {
+static void killClientsOfUser(user *u) {
     for (client *cl = server.clients_head; cl; cl = cl->next) {
         if (cl->user != u) continue;
         cl->user = DefaultUser;
         cl->authenticated = 0;
         if (cl == server.current_client) cl->flags |= CLIENT_CLOSE_AFTER_REPLY;
-        else if (cl != except) freeClientAsync(cl);
+        else freeClientAsync(cl);
     }
 }
 
 static void deleteUser(user *u) {
-    aclKillClientsOfUser(u, NULL);
+    killClientsOfUser(u);
     userRemove(u);
     userFree(u);
 }

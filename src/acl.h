@@ -121,7 +121,6 @@ uint64_t aclCategoryFlag(const char *name);
 void aclApplyLogMaxLen(void); /* CONFIG SET acllog-max-len: trim */
 
 void aclCommand(struct client *c);
-void aclKillClientsOfUser(user *u, struct client *except);
 
 #define ACL_ERR_DATA_PLANE "-NOPERM No permissions to access the object that holds this range"
 #define ACL_ERR_SHM_ATTACH                                                                       \

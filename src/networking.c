@@ -1128,7 +1128,8 @@ static void clientKill(client *c) {
         if (id && t->id != id) continue;
         if (addr && strcmp(t->addr, addr)) continue;
         if (laddr && strcmp(t->laddr, laddr)) continue;
-        if (username && (sdslen(t->user->name) != sdslen(username) || memcmp(t->user->name, username, sdslen(username))))
+        if (username && (sdslen(t->user->name) != sdslen(username) ||
+                         memcmp(t->user->name, username, sdslen(username))))
             continue;
         if (t == c && skipme) continue;
         if (t == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
