@@ -56,7 +56,8 @@
  *    is refused: GET reads those.
  *  - SHM.ATTACH hands over the memory file of the whole pool, after which no
  *    check is possible: a restricted user is refused it.
- *  - KEYS and SCAN list only the keys the user could access.
+ *  - KEYS, SCAN and CLUSTER GETKEYSINSLOT list only the keys the user could
+ *    access.
  *  - Segments: a segment mounted by a restricted user belongs to it (its
  *    tenant). Tenant segments hold only their tenant's objects (the hosting
  *    process can read all of its memory); a restricted user sees (SEGMENTS,
