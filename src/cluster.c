@@ -39,6 +39,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -702,20 +703,24 @@ void clusterCommand(client *c) {
             addReplyError(c, "ERR Invalid slot or number of keys");
             return;
         }
+        /* Collected first: a user restricted by ACL key patterns is shown
+         * only the keys it could access, as KEYS and SCAN do (acl.c). */
         dict *d = cs->slot_keys[slot];
-        long long n = d ? (long long)dictSize(d) : 0;
-        if (n > max) n = max;
-        addReplyArrayLen(c, n);
-        if (n == 0) return;
-        dictIterator *it = dictGetSafeIterator(d);
-        dictEntry *de;
-        long long sent = 0;
-        while (sent < n && (de = dictNext(it)) != NULL) {
-            sds k = dictGetKey(de);
-            addReplyBulk(c, k, sdslen(k));
-            sent++;
+        long long cap = d ? (long long)dictSize(d) : 0, n = 0;
+        if (cap > max) cap = max;
+        sds *keys = cap ? zmalloc(sizeof(sds) * (size_t)cap) : NULL;
+        if (cap) {
+            dictIterator *it = dictGetSafeIterator(d);
+            dictEntry *de;
+            while (n < cap && (de = dictNext(it)) != NULL) {
+                sds k = dictGetKey(de);
+                if (aclUserCanAccessKey(c->user, k, sdslen(k), 0)) keys[n++] = k;
+            }
+            dictReleaseIterator(it);
         }
-        dictReleaseIterator(it);
+        addReplyArrayLen(c, n);
+        for (long long i = 0; i < n; i++) addReplyBulk(c, keys[i], sdslen(keys[i]));
+        zfree(keys);
     } else if (!strcasecmp(sub, "count-failure-reports") && c->argc == 3) {
         clusterNode *n = clusterLookupNode(c->argv[2], sdslen(c->argv[2]));
         if (!n) {

@@ -24,6 +24,7 @@
 #include "util.h"
 #include "zmalloc.h"
 #include "cluster.h"
+#include "acl.h"
 
 #define W CMD_WRITE
 #define R CMD_READONLY
@@ -97,6 +98,24 @@ static mcCommand objectSubcommands[] = {
     SUB("help", objectCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
+/* ACL (acl.c): admin subcommands are @admin @dangerous, as Redis's; CAT,
+ * WHOAMI and GENPASS are open to anyone who may run ACL at all. */
+static mcCommand aclSubcommands[] = {
+    SUB("cat", aclCommand, -2, L | S, "Lists the ACL categories, or the commands inside a category."),
+    SUB("deluser", aclCommand, -3, A | L | S, "Deletes ACL users, and terminates their connections."),
+    SUB("dryrun", aclCommand, -4, A | L | S, "Simulates the execution of a command by a user, without executing the command."),
+    SUB("genpass", aclCommand, -2, L | S, "Generates a pseudorandom, secure password that can be used to identify ACL users."),
+    SUB("getuser", aclCommand, 3, A | L | S, "Lists the ACL rules of a user."),
+    SUB("list", aclCommand, 2, A | L | S, "Dumps the effective rules in ACL file format."),
+    SUB("load", aclCommand, 2, A | L | S, "Reloads the rules from the configured ACL file."),
+    SUB("log", aclCommand, -2, A | L | S, "Lists recent security events generated due to ACL rules."),
+    SUB("save", aclCommand, 2, A | L | S, "Saves the effective ACL rules in the configured ACL file."),
+    SUB("setuser", aclCommand, -3, A | L | S, "Creates and modifies an ACL user and its rules."),
+    SUB("users", aclCommand, 2, A | L | S, "Lists all ACL users."),
+    SUB("whoami", aclCommand, 2, L | S, "Returns the authenticated username of the current connection."),
+    SUB("help", aclCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
 static mcCommand clusterSubcommands[] = {
     SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
     SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
@@ -156,6 +175,7 @@ mcCommand commandTable[] = {
     CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
+    CMDX("acl", aclCommand, -2, S | L, 0, 0, 0, "server", "A container for Access List Control commands.", "6.0.0", "Depends on subcommand.", NULL, aclSubcommands),
     /* cluster (cluster.c) */
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
@@ -313,6 +333,13 @@ static const struct {
     {"slowlog|get", "[count:integer]"},
     {"memory|usage", "key:key [SAMPLES count:integer]"},
     {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK)"},
+    {"acl|cat", "[category:string]"},
+    {"acl|deluser", "username:string..."},
+    {"acl|dryrun", "username:string command:string [arg:string...]"},
+    {"acl|genpass", "[bits:integer]"},
+    {"acl|getuser", "username:string"},
+    {"acl|log", "[operation=(count:integer|RESET)]"},
+    {"acl|setuser", "username:string [rule:string...]"},
     /* cluster */
     {"cluster|keyslot", "key:string"},
     {"cluster|countkeysinslot", "slot:integer"},
@@ -771,7 +798,15 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     addReplyLongLong(c, cmd->firstkey);
     addReplyLongLong(c, cmd->lastkey);
     addReplyLongLong(c, cmd->keystep);
-    addReplySetLen(c, 0);   /* ACL categories: there are no ACLs */
+    addReplySetLen(c, aclCategoryCount(cmd->acl_categories));
+    uint64_t flag;
+    const char *cat;
+    for (int i = 0; (cat = aclCategoryName(i, &flag)) != NULL; i++)
+        if (cmd->acl_categories & flag) {
+            sds s = sdscatprintf(sdsempty(), "@%s", cat);
+            addReplyStatus(c, s);
+            sdsfree(s);
+        }
     addReplyArrayLen(c, 0); /* tips */
     addReplyKeySpecs(c, cmd);
     long long nsubs = 0;
@@ -888,32 +923,43 @@ static void commandGetKeys(client *c) {
 /* COMMAND LIST [FILTERBY MODULE name | ACLCAT category | PATTERN pattern]:
  * every command and subcommand by full name ("config|get"), as Redis 7.
  * No module is loaded yet, so FILTERBY MODULE lists nothing. */
-static int commandListMatches(mcCommand *cmd, const char *pattern, int module) {
-    if (module) return 0;
-    return !pattern || stringmatchlen(pattern, strlen(pattern), cmd->fullname, sdslen(cmd->fullname), 1);
+typedef struct commandFilter {
+    const char *pattern; /* FILTERBY PATTERN, else NULL */
+    int byaclcat;        /* FILTERBY ACLCAT: categories must meet aclcat (an unknown one: 0, nothing) */
+    uint64_t aclcat;
+    int module;          /* FILTERBY MODULE: no module is loaded, nothing matches */
+} commandFilter;
+
+static int commandListMatches(mcCommand *cmd, const commandFilter *f) {
+    if (f->module) return 0;
+    if (f->byaclcat && !(cmd->acl_categories & f->aclcat)) return 0;
+    return !f->pattern || stringmatchlen(f->pattern, strlen(f->pattern), cmd->fullname, sdslen(cmd->fullname), 1);
 }
 
 static void commandListCommand(client *c) {
-    const char *pattern = NULL;
-    int module = 0;
-    if (c->argc == 5 && !strcasecmp(c->argv[2], "filterby") && !strcasecmp(c->argv[3], "pattern")) {
-        pattern = c->argv[4];
-    } else if (c->argc == 5 && !strcasecmp(c->argv[2], "filterby") && !strcasecmp(c->argv[3], "module")) {
-        module = 1;
+    commandFilter f = {0};
+    int by = c->argc == 5 && !strcasecmp(c->argv[2], "filterby");
+    if (by && !strcasecmp(c->argv[3], "pattern")) {
+        f.pattern = c->argv[4];
+    } else if (by && !strcasecmp(c->argv[3], "aclcat")) {
+        f.byaclcat = 1;
+        f.aclcat = aclCategoryFlag(c->argv[4]);
+    } else if (by && !strcasecmp(c->argv[3], "module")) {
+        f.module = 1;
     } else if (c->argc != 2) {
         addReplyErrorSyntax(c);
         return;
     }
     long long n = 0;
     for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
-        n += commandListMatches(cmd, pattern, module);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) n += commandListMatches(sub, pattern, module);
+        n += commandListMatches(cmd, &f);
+        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) n += commandListMatches(sub, &f);
     }
     addReplyArrayLen(c, n);
     for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
-        if (commandListMatches(cmd, pattern, module)) addReplyBulkCString(c, cmd->fullname);
+        if (commandListMatches(cmd, &f)) addReplyBulkCString(c, cmd->fullname);
         for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++)
-            if (commandListMatches(sub, pattern, module)) addReplyBulkCString(c, sub->fullname);
+            if (commandListMatches(sub, &f)) addReplyBulkCString(c, sub->fullname);
     }
 }
 
@@ -928,7 +974,7 @@ void commandCommand(client *c) {
         static const char *help[] = {
             "(no subcommand)", "    Return details about all commands.",
             "COUNT", "    Return the total number of commands in this server.",
-            "LIST [FILTERBY PATTERN <pattern>]", "    Return a list of all commands in this server.",
+            "LIST [FILTERBY (PATTERN <pattern>|ACLCAT <category>)]", "    Return a list of all commands in this server.",
             "INFO [<command-name> ...]", "    Return details about the named commands, or all of them.",
             "DOCS [<command-name> ...]", "    Return documentation details about the named commands, or all of them.",
             "GETKEYS <full-command>", "    Return the keys from a full command.",

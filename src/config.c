@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "anet.h"
 #include "cluster.h"
 #include "segment.h"
@@ -191,7 +192,11 @@ static sds getMaxmemoryPolicy(void) {
 }
 
 /* The password is binary-safe: kept as an sds, so "abc\0def" is seven
- * bytes and AUTH abc is refused (a C string would end at the zero). */
+ * bytes and AUTH abc is refused (a C string would end at the zero). It is
+ * the default user's password, as in Redis 7: setting it is
+ * ACL SETUSER default resetpass >pass (nopass when empty). The value here
+ * is what CONFIG GET and REWRITE show; ACL SETUSER default does not change
+ * it, as in Redis. */
 static int setRequirepass(sds *argv, int argc, const char **err) {
     if (argc != 1) {
         *err = "wrong number of arguments";
@@ -199,6 +204,7 @@ static int setRequirepass(sds *argv, int argc, const char **err) {
     }
     sdsfree(server.requirepass);
     server.requirepass = sdslen(argv[0]) ? sdsdup(argv[0]) : NULL;
+    aclUpdateDefaultUserPassword(server.requirepass);
     return C_OK;
 }
 
@@ -303,6 +309,12 @@ static int applyMaxmemory(const char **err) {
     return C_OK;
 }
 
+static int applyAclLogMaxLen(const char **err) {
+    (void)err;
+    aclApplyLogMaxLen();
+    return C_OK;
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -331,6 +343,8 @@ static standardConfig configs[] = {
     INTC("tcp-backlog", CFG_IMMUTABLE, &cfg_tcp_backlog, 0, INT_MAX, "511", NULL),
     BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
     SPECC("requirepass", CFG_ONEARG, "", setRequirepass, getRequirepass),
+    STRC("aclfile", CFG_IMMUTABLE, &server.acl_filename, ""),
+    INTC("acllog-max-len", 0, &server.acllog_max_len, 0, LONG_MAX, "128", applyAclLogMaxLen),
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
     INTC("timeout", 0, &server.maxidletime, 0, INT_MAX, "0", NULL),
     INTC("tcp-keepalive", 0, &server.tcpkeepalive, 0, INT_MAX, "300", NULL),

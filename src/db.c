@@ -19,11 +19,17 @@
  *   pins or leases: those protect one version, not its bytes. Sharing the
  *   object between two keys instead would make a PIN or a lease on one key
  *   act on the other.
+ *
+ * SCAN and KEYS show a user restricted by ACL key patterns only the keys it
+ * could access (any permission): key names are what one tenant must not
+ * learn of another's (acl.c, "Tenancy"). Redis lists every key; a user
+ * with allkeys sees exactly that here too.
  */
 #include <limits.h>
 #include <string.h>
 #include <strings.h>
 
+#include "acl.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -291,7 +297,7 @@ void scanCommand(client *c) {
     for (long long i = 0; i < s.n; i++) {
         sds k = s.keys[i];
         int keep = typeok && (matchall || stringmatchlen(pattern, sdslen((sds)pattern), k, sdslen(k), 0)) &&
-                   storeLookupWrite(k) != NULL;
+                   aclUserCanAccessKey(c->user, k, sdslen(k), 0) && storeLookupWrite(k) != NULL;
         if (keep) s.keys[kept++] = k;
         else sdsfree(k);
     }
@@ -312,6 +318,7 @@ void keysCommand(client *c) {
     while ((de = dictNext(it)) != NULL) {
         sds k = de->key;
         if (!all && !stringmatchlen(pattern, sdslen(pattern), k, sdslen(k), 0)) continue;
+        if (!aclUserCanAccessKey(c->user, k, sdslen(k), 0)) continue;
         long long when = storeGetExpire(k);
         if (when >= 0 && when <= now) continue;
         scanCallback(&s, de);

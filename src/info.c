@@ -46,6 +46,7 @@ void resetServerStats(void) {
     server.stat_data_write_bytes = server.stat_data_read_bytes = server.stat_shm_attach = 0;
     server.stat_remote_get_bytes = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
+    server.stat_acl_denied_auth = server.stat_acl_denied_cmd = server.stat_acl_denied_key = 0;
     server.stat_starttime = mstime();
     storeResetStats();
     storeCommandStatsReset();
@@ -230,7 +231,11 @@ sds genInfoString(const char *section) {
                          "data_write_bytes:%lld\r\n"
                          "data_read_bytes:%lld\r\n"
                          "shm_attaches:%lld\r\n"
-                         "remote_get_bytes:%lld\r\n",
+                         "remote_get_bytes:%lld\r\n"
+                         "acl_access_denied_auth:%lld\r\n"
+                         "acl_access_denied_cmd:%lld\r\n"
+                         "acl_access_denied_key:%lld\r\n"
+                         "acl_access_denied_channel:0\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
@@ -238,7 +243,8 @@ sds genInfoString(const char *section) {
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
-                         server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes);
+                         server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
+                         server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

@@ -574,10 +574,13 @@ mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *len
     return mcConnRead(c);
 }
 
-int mcConnAuth(mcConn *c, const char *password) {
-    if (password == NULL || password[0] == '\0') return MC_OK;
-    const char *argv[2] = {"AUTH", password};
-    mcReply *r = mcConnCommand(c, 2, argv, NULL);
+int mcConnAuth(mcConn *c, const char *user, const char *password) {
+    int has_user = user && user[0], has_pass = password && password[0];
+    if (!has_user && !has_pass) return MC_OK;
+    /* AUTH user pass, or AUTH pass (user default). A user without a
+     * password still authenticates: a nopass user takes any. */
+    const char *argv[3] = {"AUTH", has_user ? user : password, has_pass ? password : ""};
+    mcReply *r = mcConnCommand(c, has_user ? 3 : 2, argv, NULL);
     if (r == NULL) return MC_ERR_IO;
     int rc = MC_OK;
     if (r->type == MCR_ERROR) {

@@ -44,8 +44,9 @@ typedef struct mcConn {
 /* uri: tcp://host:port, unix:///path or host:port. NULL with err on failure. */
 mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen);
 void mcConnClose(mcConn *c);
-/* AUTH password (no-op if NULL/empty). MC_OK, MC_ERR_AUTH or MC_ERR_IO. */
-int mcConnAuth(mcConn *c, const char *password);
+/* AUTH user password, or AUTH password without a user (NULL/empty), or
+ * nothing when neither is given. MC_OK, MC_ERR_AUTH or MC_ERR_IO. */
+int mcConnAuth(mcConn *c, const char *user, const char *password);
 
 /* Queue one command; arguments of 16 KiB or more are sent from the
  * caller's memory, which must stay valid until mcConnFlush. */

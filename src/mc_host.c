@@ -26,10 +26,13 @@
  * answers [id, size] exactly as a non-cluster mount always did.
  *
  * What is checked: the segment id, that [offset, offset+len) lies inside
- * its slice (no overflow), argument counts and lengths, and the password.
+ * its slice (no overflow), argument counts and lengths, and the credentials.
  * What is not: whether the range is a live extent -- the host does not see
  * the metadata. That trust is the same as a registered RDMA region's, and
- * the password is what keeps strangers out (docs/PROTOCOL.md says so).
+ * the credentials are what keep strangers out (docs/PROTOCOL.md says so):
+ * the host's own user and password, those it connected to the server with,
+ * so with ACL users only peers of the same user reach a tenant's memory --
+ * and the server places only that tenant's objects there (acl.c).
  * Payloads of refused writes are read and dropped so the stream stays in
  * step, and nothing is written. A SEG.WRITEV is buffered whole (at most
  * HOST_MAX_VEC_BYTES) and every range checked before any is written, so a
@@ -96,6 +99,7 @@ struct mcHost {
     char *mem;
     size_t size;
     int memfd;
+    char *user;              /* NULL: "default" */
     char *password;
     int nslices;
     hostSlice *slices;
@@ -190,6 +194,15 @@ static const hostSlice *sliceOf(mcHost *h, uint64_t id) {
     for (int i = 0; i < h->nslices; i++)
         if (__atomic_load_n(&h->slices[i].id, __ATOMIC_ACQUIRE) == id) return &h->slices[i];
     return NULL;
+}
+
+/* 1 if a and b are the same string, in time that depends on their lengths
+ * only (not on where they differ). */
+static int sameSecret(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < la; i++) diff |= (unsigned char)(a[i] ^ b[lb ? i % lb : 0]);
+    return diff == 0;
 }
 
 /* The range check every transfer passes: id, bounds, no overflow. */
@@ -355,11 +368,11 @@ static int serveOne(hostConn *c) {
     }
     if (!strcasecmp(cmd, "AUTH") && (argc == 2 || argc == 3)) {
         const char *pw = args[argc - 1];
-        if (c->h->password == NULL || (argc == 3 && strcmp(args[1], "default"))) {
-            return reply(c, c->h->password ? "-WRONGPASS invalid username-password pair or user is disabled.\r\n"
-                                           : "-ERR AUTH called without any password configured\r\n");
-        }
-        c->authed = strcmp(pw, c->h->password) == 0;
+        const char *want = c->h->user ? c->h->user : "default";
+        if (c->h->password == NULL)
+            return reply(c, "-ERR AUTH called without any password configured\r\n");
+        /* Both compared whole, without stopping at the first difference. */
+        c->authed = sameSecret(argc == 3 ? args[1] : "default", want) & sameSecret(pw, c->h->password);
         return reply(c, c->authed ? "+OK\r\n" : "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
     }
     if (!strcasecmp(cmd, "SEG.READ") && argc == 4) {
@@ -487,7 +500,7 @@ static void *acceptThread(void *arg) {
 }
 
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
-                    const char *bindip, const char *password, char *err, size_t errlen) {
+                    const char *bindip, const char *user, const char *password, char *err, size_t errlen) {
     static int counter;
     if (nslices < 0 || nslices > MC_HOST_MAX_SLICES) {
         snprintf(err, errlen, "%d slices (at most %d)", nslices, MC_HOST_MAX_SLICES);
@@ -517,6 +530,7 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
     }
     if (nslices == 0) h->slices[0].size = size;
     if (password && password[0] && (h->password = strdup(password)) == NULL) goto oom;
+    if (user && user[0] && (h->user = strdup(user)) == NULL) goto oom;
 
     /* TCP on bindip, a port the kernel picks. */
     struct sockaddr_storage ss;
@@ -585,6 +599,7 @@ fail:
     if (h->wake[1] >= 0) close(h->wake[1]);
     pthread_mutex_destroy(&h->lock);
     free(h->password);
+    free(h->user);
     free(h->slices);
     free(h);
     return NULL;
@@ -605,6 +620,7 @@ void mcHostStop(mcHost *h) {
     close(h->wake[1]);
     pthread_mutex_destroy(&h->lock);
     free(h->password);
+    free(h->user);
     free(h->slices);
     free(h);
 }

@@ -15,10 +15,11 @@ typedef struct mcHost mcHost;
  * served as nslices segments, slice i being [off[i], off[i]+len[i]) (one
  * slice of the whole memory when nslices is 0; a cluster mounts one slice
  * per primary): a request names a slice by its segment id and its offsets
- * count from the slice's start. Connections must AUTH with password when it
- * is set. NULL with err on failure. */
+ * count from the slice's start. When password is set, connections must
+ * AUTH with it and with user (NULL: "default"; AUTH <password> alone means
+ * default), the credentials the host itself uses. NULL with err on failure. */
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
-                    const char *bindip, const char *password, char *err, size_t errlen);
+                    const char *bindip, const char *user, const char *password, char *err, size_t errlen);
 /* Closes the listeners and every connection, and waits for their threads:
  * after it returns nothing touches the memory. NULL is a no-op. */
 void mcHostStop(mcHost *h);

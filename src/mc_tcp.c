@@ -231,7 +231,7 @@ struct mcTcpPool {
     int nworkers;
     pthread_t tids[MC_TCP_MAX_STREAMS];
     mcTcpWorker workers[MC_TCP_MAX_STREAMS];
-    char *password;
+    char *user, *password;
 };
 
 /* The worker's connection to uri, opened (and authenticated) on first use. */
@@ -240,7 +240,7 @@ static mcConn *workerConn(mcTcpWorker *w, const mcTcpJob *j, mcTcpFailure *f) {
         if (!strcmp(w->conns[i]->uri, j->uri)) return w->conns[i];
     mcConn *c = mcConnOpen(j->uri, j->connect_ms, j->io_ms, f->err, sizeof(f->err));
     if (c == NULL) return NULL;
-    if (mcConnAuth(c, w->pool->password) != MC_OK) {
+    if (mcConnAuth(c, w->pool->user, w->pool->password) != MC_OK) {
         snprintf(f->err, sizeof(f->err), "%.250s: %.250s", j->uri, c->err);
         mcConnClose(c);
         return NULL;
@@ -285,7 +285,7 @@ static void *workerMain(void *arg) {
     return NULL;
 }
 
-mcTcpPool *mcTcpPoolCreate(int nworkers, const char *password) {
+mcTcpPool *mcTcpPoolCreate(int nworkers, const char *user, const char *password) {
     if (nworkers < 1 || nworkers > MC_TCP_MAX_STREAMS) return NULL;
     mcTcpPool *p = calloc(1, sizeof(*p));
     if (p == NULL) return NULL;
@@ -293,6 +293,7 @@ mcTcpPool *mcTcpPoolCreate(int nworkers, const char *password) {
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
     if (password && password[0] && (p->password = strdup(password)) == NULL) goto err;
+    if (user && user[0] && (p->user = strdup(user)) == NULL) goto err;
     for (int i = 0; i < nworkers; i++) {
         p->workers[i].pool = p;
         if (pthread_create(&p->tids[i], NULL, workerMain, &p->workers[i]) != 0) goto err;
@@ -315,6 +316,7 @@ void mcTcpPoolFree(mcTcpPool *p) {
     pthread_cond_destroy(&p->done);
     pthread_mutex_destroy(&p->lock);
     free(p->password);
+    free(p->user);
     free(p);
 }
 

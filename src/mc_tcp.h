@@ -41,7 +41,7 @@ void mcTcpBatch(mcTcpItem *items, size_t n, int write, mcReply **err);
  * one striped transfer in parallel with the caller's thread. */
 typedef struct mcTcpPool mcTcpPool;
 
-mcTcpPool *mcTcpPoolCreate(int nworkers, const char *password);
+mcTcpPool *mcTcpPoolCreate(int nworkers, const char *user, const char *password);
 void mcTcpPoolFree(mcTcpPool *p);
 int mcTcpPoolWorkers(const mcTcpPool *p);
 

@@ -716,6 +716,7 @@ void restoreCommand(client *c) {
     if (d.type == DUMP_TYPE_OBJECT) {
         storeObjExt *ext = storeObjGetExt(o);
         ext->created_ms = d.created_ms;
+        storeObjSetKey(o, key); /* the data plane checks it (store.h) */
         if (d.flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d.checksum, d.checksum_len);
         if (d.softpin_ms > 0) {
             long long ms = d.softpin_ms < server.max_soft_pin_ttl ? d.softpin_ms : server.max_soft_pin_ttl;

@@ -75,18 +75,19 @@ static struct {
     const char *host;
     int port;
     const char *sock;
+    const char *user;           /* ACL user, NULL: default */
     const char *password;
     int transport;
     int replace;
     int replicas;               /* 0: the server's default */
     char uri[PATH_MAX + 16];
-} config = {"127.0.0.1", 6379, NULL, NULL, MC_TRANSPORT_AUTO, 0, 0, ""};
+} config = {"127.0.0.1", 6379, NULL, NULL, NULL, MC_TRANSPORT_AUTO, 0, 0, ""};
 
 /* ---- messages ------------------------------------------------------------ */
 
 static void usage(FILE *f) {
     fprintf(f,
-"Usage: " CLI_NAME " [-h host] [-p port] [-s unixsocket] [-a password]\n"
+"Usage: " CLI_NAME " [-h host] [-p port] [-s unixsocket] [--user name] [-a password]\n"
 "                    [--transport auto|shm|tcp] <command> ...\n"
 "\n"
 "Stores and reads KVCache objects through libmooncake, as an inference engine\n"
@@ -107,6 +108,7 @@ static void usage(FILE *f) {
 "  -p <port>            server port (default 6379)\n"
 "  -s <unixsocket>      connect by unix socket (overrides -h/-p; needed for\n"
 "                       shared memory)\n"
+"  --user <name>        AUTH as this ACL user (with -a; redis-cli's option)\n"
 "  -a <password>        AUTH with this password\n"
 "  --transport <t>      force the data path: auto (default), shm or tcp\n"
 "  --help               this text\n"
@@ -454,7 +456,7 @@ static mcConn *cliOpen(const char *uri) {
         fprintf(stderr, CLI_NAME ": ls: %s\n", err);
         return NULL;
     }
-    if (mcConnAuth(conn, config.password) != MC_OK) {
+    if (mcConnAuth(conn, config.user, config.password) != MC_OK) {
         fprintf(stderr, CLI_NAME ": ls: auth %s: %s\n", uri, conn->err);
         mcConnClose(conn);
         return NULL;
@@ -616,7 +618,7 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
             continue;
         }
         int known = !strcmp(o, "-h") || !strcmp(o, "-p") || !strcmp(o, "-s") || !strcmp(o, "-a") ||
-                    !strcmp(o, "--transport") || !strcmp(o, "--replicas");
+                    !strcmp(o, "--user") || !strcmp(o, "--transport") || !strcmp(o, "--replicas");
         if (!known) usageError("unknown option %s", o);
         if (i == argc - 1) usageError("option %s needs a value", o);
         const char *v = argv[++i];
@@ -624,6 +626,7 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
         else if (!strcmp(o, "-p")) config.port = argInt(o, v, 1, 65535);
         else if (!strcmp(o, "-s")) config.sock = v;
         else if (!strcmp(o, "-a")) config.password = v;
+        else if (!strcmp(o, "--user")) config.user = v;
         else if (!strcmp(o, "--replicas")) {
             config.replicas = argInt(o, v, 1, 8);
             (*put_opts)++;
@@ -667,7 +670,7 @@ int main(int argc, char **argv) {
                  config.port);
     }
     char err[512];
-    c = mc_connect(config.uri, config.password, err, sizeof(err));
+    c = mc_connect_user(config.uri, config.user, config.password, err, sizeof(err));
     if (c == NULL) {
         fprintf(stderr, CLI_NAME ": %s: %s\n", cmd->name, err);
         goto err;

@@ -155,6 +155,7 @@ struct mc_client {
     mcMap map;                   /* nodes[0]: the server mc_connect was given */
     int cluster;                 /* it is a cluster node: route by slot */
     long long map_at_us;         /* last CLUSTER SLOTS */
+    char *user;                  /* ACL user, NULL: default */
     char *password;
     int connect_ms, io_ms;
     int transport, last_transport;
@@ -218,7 +219,7 @@ static int replyErr(mc_client *c, const mcReply *r) {
     static const struct { const char *word; int code; } map[] = {
         {"EXISTS", MC_ERR_EXISTS},     {"NOSPACE", MC_ERR_NOSPACE},   {"OOM", MC_ERR_NOSPACE},
         {"NOTREADY", MC_ERR_NOT_READY}, {"NOKEY", MC_ERR_NOT_FOUND}, {"NOAUTH", MC_ERR_AUTH},
-        {"WRONGPASS", MC_ERR_AUTH},    {"NOTPENDING", MC_ERR_NOT_FOUND},
+        {"WRONGPASS", MC_ERR_AUTH},    {"NOTPENDING", MC_ERR_NOT_FOUND}, {"NOPERM", MC_ERR_AUTH},
     };
     if (r == NULL) return setErr(c, MC_ERR_IO, "no reply");
     if (r->type != MCR_ERROR) return setErr(c, MC_ERR_PROTOCOL, "unexpected reply type %d", r->type);
@@ -256,7 +257,7 @@ static int nodeReconnect(mc_client *c, int i) {
     snprintf(uri, sizeof(uri), "%s", c->map.nodes[i].uri);
     mcConn *n = mcConnOpen(uri, c->connect_ms, c->io_ms, err, sizeof(err));
     if (n == NULL) return setErr(c, -1, "%s", err);
-    if (mcConnAuth(n, c->password) != MC_OK) {
+    if (mcConnAuth(n, c->user, c->password) != MC_OK) {
         setErr(c, -1, "%s: %s", uri, n->err);
         mcConnClose(n);
         return -1;
@@ -478,6 +479,10 @@ static int probeServer(mc_client *c, char *err, size_t errlen) {
 }
 
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen) {
+    return mc_connect_user(uri, NULL, password, err, errlen);
+}
+
+mc_client *mc_connect_user(const char *uri, const char *user, const char *password, char *err, size_t errlen) {
     char dummy[8];
     if (err == NULL) err = dummy, errlen = sizeof(dummy);
     if (uri == NULL) {
@@ -511,9 +516,12 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     snprintf(seed->uri, sizeof(seed->uri), "%s", uri);
     seed->conn = mcConnOpen(uri, c->connect_ms, c->io_ms, err, errlen);
     if (seed->conn == NULL) goto err;
-    if (password && password[0]) {
-        c->password = strdup(password);
-        int rc = mcConnAuth(seed->conn, password);
+    /* Every connection the handle opens (other nodes, data connections, the
+     * tcp stream workers) and its hosted segment's listener use these. */
+    if ((password && password[0]) || (user && user[0])) {
+        c->password = password && password[0] ? strdup(password) : NULL;
+        c->user = user && user[0] ? strdup(user) : NULL;
+        int rc = mcConnAuth(seed->conn, c->user, c->password);
         if (rc != MC_OK) {
             snprintf(err, errlen, "authentication failed: %s", seed->conn->err);
             goto err;
@@ -527,6 +535,7 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
 err:
     mcMapFree(&c->map);
     free(c->password);
+    free(c->user);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->hb_lock);
     pthread_cond_destroy(&c->hb_cond);
@@ -605,6 +614,7 @@ void mc_close(mc_client *c) {
     if (c->stage) mcCudaHostFree(c->stage);
     mcMapFree(&c->map);
     free(c->password);
+    free(c->user);
     pthread_mutex_unlock(&c->lock);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->hb_lock);
@@ -625,7 +635,7 @@ const char *mc_strerror(int err) {
     case MC_ERR_LEASE_EXPIRED: return "read lease expired before the transfer ended";
     case MC_ERR_TOO_SMALL: return "buffer smaller than the value";
     case MC_ERR_INVALID: return "invalid argument";
-    case MC_ERR_AUTH: return "authentication failed";
+    case MC_ERR_AUTH: return "authentication failed or not permitted";
     case MC_ERR_PROTOCOL: return "protocol error";
     case MC_ERR_IO: return "I/O error or timeout";
     case MC_ERR_UNSUPPORTED: return "not supported here";
@@ -708,7 +718,7 @@ static mcConn *dataConn(mc_client *c, const char *uri) {
         setErr(c, MC_ERR_IO, "%s", err);
         return NULL;
     }
-    if (mcConnAuth(n, c->password) != MC_OK) {
+    if (mcConnAuth(n, c->user, c->password) != MC_OK) {
         setErr(c, MC_ERR_AUTH, "%s: %s", uri, n->err);
         mcConnClose(n);
         return NULL;
@@ -821,7 +831,7 @@ static mcTcpPool *tcpPool(mc_client *c, int streams) {
     if (streams <= 1) return NULL;
     if (mcTcpPoolWorkers(c->tcp_pool) >= streams - 1) return c->tcp_pool;
     mcTcpPoolFree(c->tcp_pool);
-    c->tcp_pool = mcTcpPoolCreate(streams - 1, c->password);
+    c->tcp_pool = mcTcpPoolCreate(streams - 1, c->user, c->password);
     return c->tcp_pool; /* NULL (no threads): one stream */
 }
 
@@ -2041,7 +2051,7 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
         socklen_t salen = sizeof(sa);
         if (getsockname(seed->fd, (struct sockaddr *)&sa, &salen) == 0) mcHostAddrString(&sa, bindip, sizeof(bindip));
     }
-    c->host = mcHostStart(c->host_mem, size, c->host_fd, n, off, len, bindip, c->password, err, sizeof(err));
+    c->host = mcHostStart(c->host_mem, size, c->host_fd, n, off, len, bindip, c->user, c->password, err, sizeof(err));
     if (c->host == NULL) {
         rc = setErr(c, MC_ERR_IO, "segment listener: %s", err);
         goto err;

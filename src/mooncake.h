@@ -72,7 +72,7 @@ enum {
     MC_ERR_LEASE_EXPIRED = -4,  /* the read outlived its lease: the bytes are not valid */
     MC_ERR_TOO_SMALL = -5,      /* get: the buffer is smaller than the value */
     MC_ERR_INVALID = -6,        /* bad argument */
-    MC_ERR_AUTH = -7,           /* wrong or missing password */
+    MC_ERR_AUTH = -7,           /* wrong or missing password, or the ACL user may not (NOPERM) */
     MC_ERR_PROTOCOL = -8,       /* the peer said something unexpected */
     MC_ERR_IO = -9,             /* connection failed, closed or timed out */
     MC_ERR_UNSUPPORTED = -10,   /* transport or memory kind not available here */
@@ -86,6 +86,17 @@ enum {
  * may be NULL (it is used for every node).
  * On failure returns NULL with the reason in err. */
 mc_client *mc_connect(const char *uri, const char *password, char *err, size_t errlen);
+/* mc_connect as an ACL user (AUTH user password; docs/PROTOCOL.md "ACL"):
+ * user NULL or "" is mc_connect, the default user. Every connection the
+ * handle opens -- to each cluster node, the data connections of the TCP
+ * data plane, their parallel streams -- authenticates as this user, and a
+ * segment the handle hosts (mc_mount) admits peers with these credentials
+ * only. A user restricted to key patterns (~tenantA:*) is refused shared
+ * memory (SHM.ATTACH maps the whole pool): with MC_TRANSPORT_AUTO its
+ * transfers over the server's pool use TCP instead. The password is a C
+ * string here (the server's passwords may hold zero bytes; give such a one
+ * with AUTH over your own connection). */
+mc_client *mc_connect_user(const char *uri, const char *user, const char *password, char *err, size_t errlen);
 void mc_close(mc_client *c);
 /* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none). */
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms);

@@ -34,6 +34,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "anet.h"
 #include "cluster.h"
 #include "owner.h"
@@ -68,7 +69,8 @@ client *createClient(int fd, int unix) {
     c->fd = fd;
     c->id = ++server.next_client_id;
     c->resp = 2;
-    c->authenticated = server.requirepass == NULL;
+    c->user = DefaultUser;
+    c->authenticated = aclUserOpensWithoutAuth(DefaultUser);
     c->querybuf = sdsempty();
     c->pass_fd = -1;
     c->ctime = c->lastinteraction = mstime();
@@ -224,7 +226,7 @@ static void acceptCommonHandler(int fd, int unix, const char *ip) {
         return;
     }
     if (!unix && server.protected_mode &&
-        (server.requirepass == NULL) && !anetIsLoopback(ip)) {
+        !aclDefaultUserHasPassword() && !anetIsLoopback(ip)) {
         const char *err =
             "-DENIED Mooncake is running in protected mode because protected mode is enabled and "
             "no password is set for the default user. In this mode connections are only accepted "
@@ -705,7 +707,9 @@ static void startBigArg(client *c, size_t len) {
     mcCommand *cmd = argi > 0 ? lookupCommand(c->argv, argi) : NULL;
     ensureArgvRoom(c, argi + 1);
     c->argv[argi] = NULL;
-    if (cmd && cmd->bigarg && c->authenticated) {
+    /* Placed only for a command this user may run: SEG.WRITE's hook writes
+     * into an existing object (and checks its key itself, t_data.c). */
+    if (cmd && cmd->bigarg && c->authenticated && aclUserCanRun(c->user, cmd)) {
         if (c->argobj == NULL) c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
         dst = cmd->bigarg(c, argi, len);
     }
@@ -1019,12 +1023,12 @@ sds catClientInfoString(sds s, client *c) {
     return sdscatprintf(s,
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=0 psub=0 "
         "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=%zu "
-        "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=default redir=-1 resp=%d",
+        "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
         qbuf, sdsavail(c->querybuf), c->argv_bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak,
         obl, oll, c->reply_bytes, clientMemoryUsage(c),
-        events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->resp);
+        events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name, c->resp);
 }
 
 /* What a client costs: its struct, buffers, argv and queued replies. */
@@ -1089,6 +1093,7 @@ static void clientKill(client *c) {
     int skipme = 1;
     uint64_t id = 0;
     const char *addr = NULL, *laddr = NULL;
+    sds username = NULL;
     if (c->argc == 3) {
         /* Old form: CLIENT KILL addr:port, replies +OK or an error. */
         for (client *t = server.clients_head; t; t = t->next) {
@@ -1125,10 +1130,11 @@ static void clientKill(client *c) {
                 return;
             }
         } else if (!strcasecmp(opt, "user")) {
-            if (strcmp(val, "default")) {
+            if (!aclUserExists(val)) {
                 addReplyErrorFormat(c, "ERR No such user '%s'", val);
                 return;
             }
+            username = val;
         } else if (!strcasecmp(opt, "skipme")) {
             if (!strcasecmp(val, "yes")) skipme = 1;
             else if (!strcasecmp(val, "no")) skipme = 0;
@@ -1145,6 +1151,9 @@ static void clientKill(client *c) {
         if (id && t->id != id) continue;
         if (addr && strcmp(t->addr, addr)) continue;
         if (laddr && strcmp(t->laddr, laddr)) continue;
+        if (username && (sdslen(t->user->name) != sdslen(username) ||
+                         memcmp(t->user->name, username, sdslen(username))))
+            continue;
         if (t == c && skipme) continue;
         if (t == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
         else freeClientAsync(t);
@@ -1163,7 +1172,7 @@ void clientCommand(client *c) {
             "KILL <ip:port>", "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
             "    Kill connections. Options are: ID <id>, ADDR <ip:port>, LADDR <ip:port>,",
-            "    TYPE normal, USER default, SKIPME (YES|NO).",
+            "    TYPE normal, USER <username>, SKIPME (YES|NO).",
             "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
@@ -1237,36 +1246,16 @@ void clientCommand(client *c) {
 
 /* ---- authentication ------------------------------------------------------ */
 
-/* Constant-time comparison: the time to reject a password must not tell an
- * attacker how many leading bytes were right. */
-static int passwordMatches(const char *given, size_t glen) {
-    const char *pass = server.requirepass ? server.requirepass : "";
-    size_t plen = server.requirepass ? sdslen(server.requirepass) : 0;
-    unsigned char diff = (unsigned char)(glen != plen);
-    for (size_t i = 0; i < glen; i++) diff |= (unsigned char)(given[i] ^ pass[i % (plen ? plen : 1)]);
-    return diff == 0 && plen > 0;
-}
-
-static int checkAuth(client *c, sds user, sds pass) {
-    if (user && strcmp(user, "default")) return C_ERR;
-    if (server.requirepass == NULL) {
-        /* No password: like Redis's nopass default user, any password
-         * given with the user name is accepted. */
-        if (!user) return C_ERR;
-        c->authenticated = 1;
-        return C_OK;
-    }
-    if (!passwordMatches(pass, sdslen(pass))) return C_ERR;
-    c->authenticated = 1;
-    return C_OK;
-}
+/* AUTH and HELLO AUTH: the ACL (acl.c) checks the user and password and
+ * logs a failure in ACL LOG. name NULL: the one-argument form, user default. */
+static int checkAuth(client *c, sds user, sds pass) { return aclAuthenticate(c, user, pass); }
 
 void authCommand(client *c) {
     if (c->argc > 3) {
         addReplyErrorSyntax(c);
         return;
     }
-    if (c->argc == 2 && (server.requirepass == NULL)) {
+    if (c->argc == 2 && !aclDefaultUserHasPassword()) {
         addReplyError(c, "ERR AUTH <password> called without any password configured for the "
                          "default user. Are you sure your configuration is correct?");
         return;

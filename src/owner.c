@@ -31,6 +31,7 @@ static int ownerCompare(const void *a, const void *b) {
 static void ownerFree(void *val) {
     owner *o = val;
     sdsfree(o->name);
+    sdsfree(o->tenant);
     zfree(o);
 }
 static dictType ownerDictType = {ownerHash, ownerCompare, NULL, ownerFree};

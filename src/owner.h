@@ -11,6 +11,7 @@ typedef struct owner {
     int nconns;              /* connections that mounted or sent HEARTBEAT */
     long long last_seen_ms;  /* last heartbeat, or when the last connection closed */
     int nsegments;
+    sds tenant;              /* the restricted ACL user that created it, NULL: shared (acl.c) */
 } owner;
 
 owner *ownerLookup(const char *name, size_t len);

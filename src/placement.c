@@ -19,6 +19,11 @@
  *    local-first segments on the writer's host first (shuffled), then the
  *                rest (shuffled).
  *
+ * Tenancy (acl.c): a segment mounted by a user restricted by ACL key
+ * patterns belongs to that user, and only that user's puts go there -- the
+ * process hosting a segment can read all of it. Everyone's puts may use
+ * the shared segments (the pool, segments mounted by unrestricted users).
+ *
  * If no extent can be had anywhere, eviction (policy permitting) frees
  * objects and placement is retried; then the put fails with -NOSPACE.
  */
@@ -50,8 +55,13 @@ static double freeRatio(segment *s) {
 
 static int hostEq(const char *a, const char *b) { return a && b && !strcmp(a, b); }
 
-static int eligible(segment *s, uint64_t size) {
-    return s->state == SEG_ACTIVE && allocMaxAllocatable(s->alloc) >= size;
+/* tenant: the writer's user name if it is restricted, else NULL. */
+static int tenantMayUse(const segment *s, const char *tenant) {
+    return s->tenant == NULL || (tenant && !strcmp(s->tenant, tenant));
+}
+
+static int eligible(segment *s, uint64_t size, const char *tenant) {
+    return s->state == SEG_ACTIVE && tenantMayUse(s, tenant) && allocMaxAllocatable(s->alloc) >= size;
 }
 
 static int allocateOn(storeObj *o, segment *s, uint64_t size) {
@@ -84,9 +94,9 @@ static int hostUsed(storeObj *o, segment *s) {
  * halved PUT.START throughput. A segment on a host that already has a
  * replica is set aside and used only if nothing better turns up. */
 static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
-                    const char *writer_host) {
+                    const char *writer_host, const char *tenant) {
     for (int i = 0; i < nprefer && o->nreplicas < want; i++)
-        if (!hasReplicaOn(o, prefer[i]) && eligible(prefer[i], size)) allocateOn(o, prefer[i], size);
+        if (!hasReplicaOn(o, prefer[i]) && eligible(prefer[i], size, tenant)) allocateOn(o, prefer[i], size);
     if (o->nreplicas >= want) return o->nreplicas;
 
     int n = 0, nlocal = 0;
@@ -116,7 +126,7 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
         segment *s = pool[pick];
         pool[pick] = pool[i];
         pool[i] = s;
-        if (hasReplicaOn(o, s) || !eligible(s, size)) continue;
+        if (hasReplicaOn(o, s) || !eligible(s, size, tenant)) continue;
         if (hostUsed(o, s)) {
             if (nset < STORE_MAX_REPLICAS) setaside[nset++] = s;
             continue;
@@ -133,23 +143,24 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
  * hold it; NULL if none could (evicting would then empty the store for
  * nothing). Eviction only takes objects with a replica in that segment:
  * evicting elsewhere frees nothing where the space is needed. */
-static segment *evictionTarget(uint64_t size) {
+static segment *evictionTarget(uint64_t size, const char *tenant) {
     if (server.self->state == SEG_ACTIVE && segmentCouldHold(server.self, size)) return server.self;
     segment *best = NULL;
     for (uint32_t i = 0; i < segtabLen; i++) {
         segment *s = segtab[i];
-        if (s && s->state == SEG_ACTIVE && segmentCouldHold(s, size) && (!best || s->size > best->size))
+        if (s && s->state == SEG_ACTIVE && tenantMayUse(s, tenant) && segmentCouldHold(s, size) &&
+            (!best || s->size > best->size))
             best = s;
     }
     return best;
 }
 
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
-                  const char *writer_host) {
+                  const char *writer_host, const char *tenant) {
     for (;;) {
-        if (tryPlace(o, size, want, prefer, nprefer, writer_host) > 0) return o->nreplicas;
+        if (tryPlace(o, size, want, prefer, nprefer, writer_host, tenant) > 0) return o->nreplicas;
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
-        segment *target = evictionTarget(size);
+        segment *target = evictionTarget(size, tenant);
         if (target == NULL || !evictOne(target)) return 0;
     }
 }

@@ -222,6 +222,7 @@ void segmentRelease(segment *s) {
     if (s->fd != -1) close(s->fd);
     zfree(s->name);
     zfree(s->owner);
+    zfree(s->tenant);
     zfree(s->host);
     zfree(s->rkey);
     for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);

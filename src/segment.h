@@ -27,6 +27,7 @@ typedef struct segment {
     uint16_t gen;            /* bumped each time the slot is reused: see store.h */
     char *name;
     char *owner;
+    char *tenant;            /* the restricted ACL user that mounted it, NULL: shared (acl.c) */
     uint64_t size;
     int tier;
     char *host;

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "anet.h"
 #include "cluster.h"
 #include "migrate.h"
@@ -181,6 +182,11 @@ int processCommand(client *c) {
     }
     if (!c->authenticated && !(c->cmd->flags & CMD_NOAUTH)) {
         rejectCommand(c, "-NOAUTH Authentication required.");
+        return C_OK;
+    }
+    int keypos, acl = aclCheckCommand(c, &keypos);
+    if (acl != ACL_OK) {
+        aclDenyCommand(c, acl, keypos);
         return C_OK;
     }
     if (server.cluster_enabled && clusterRedirect(c)) {
@@ -435,7 +441,8 @@ void resetCommand(client *c) {
     c->resp = 2;
     sdsfree(c->name);
     c->name = NULL;
-    c->authenticated = server.requirepass == NULL;
+    c->user = DefaultUser;
+    c->authenticated = aclUserOpensWithoutAuth(DefaultUser);
     addReplyStatus(c, "RESET");
 }
 
@@ -564,8 +571,11 @@ int main(int argc, char **argv) {
     uint8_t seed[16];
     getRandomBytes(seed, sizeof(seed));
     dictSetHashSeed(seed);
-    initConfigValues();
+    /* The command table first: the default user's permissions cover every
+     * command, and requirepass (a config) is the default user's password. */
     populateCommandTable();
+    aclInit();
+    initConfigValues();
 
     const char *configfile = NULL;
     int j = 1;
@@ -584,6 +594,10 @@ int main(int argc, char **argv) {
     server.executable = argv[0];
     if (loadServerConfig(configfile, argc - j, argv + j, err, sizeof(err)) != C_OK) {
         fprintf(stderr, "\n*** FATAL CONFIG FILE ERROR (Mooncake %s) ***\n%s\n", MOONCAKE_VERSION, err);
+        return 1;
+    }
+    if (aclLoadConfiguredFile(err, sizeof(err)) != C_OK) {
+        fprintf(stderr, "\n*** FATAL ACL FILE ERROR (Mooncake %s) ***\n%s\n", MOONCAKE_VERSION, err);
         return 1;
     }
     if (server.daemonize) daemonize();

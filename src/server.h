@@ -126,6 +126,10 @@ typedef struct mcCommand {
     struct cmdArg *args;
     int nargs;
     struct latencyHist *latency; /* INFO latencystats (latency.c), made at the first call */
+    /* ACL (acl.c, set at start-up): the bit of this command in a user's
+     * bitmap, and its categories (ACL_CAT_*). */
+    int id;
+    uint64_t acl_categories;
 } mcCommand;
 
 /* One node of the reply chain: either heap bytes or a slice of a stored
@@ -144,6 +148,7 @@ typedef struct client {
     int flags;
     int resp;               /* 2 or 3 */
     int authenticated;
+    struct user *user;      /* acl.c: default until AUTH; never NULL */
     sds name;
     char addr[NET_ADDR_STR_LEN];
     char laddr[NET_ADDR_STR_LEN];
@@ -232,7 +237,9 @@ struct mcServer {
     size_t clients_to_close_len, clients_to_close_cap;
     client *current_client;
     uint64_t next_client_id;
-    sds requirepass;        /* NULL: none; binary-safe */
+    sds requirepass;        /* NULL: none; binary-safe; the default user's password (acl.c) */
+    char *acl_filename;     /* aclfile: users loaded at start-up and by ACL LOAD */
+    long long acllog_max_len;
     int protected_mode;
     long long maxclients;
     long long maxidletime;   /* seconds, 0 = never */
@@ -261,6 +268,7 @@ struct mcServer {
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
+    long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key; /* acl.c */
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */
     long long slowlog_len, slowlog_cap;

@@ -39,6 +39,7 @@ static struct {
     uint64_t oom;
     uint64_t lease_expiries;  /* leases that ended while holding back space */
     uint64_t exts;            /* objects with an extension */
+    uint64_t extkeybytes;     /* heap held by their recorded keys (store.h) */
     storeObj **deferred;    /* unlinked, unreferenced, but leased */
     size_t ndeferred, deferred_cap;
 } st;
@@ -103,6 +104,14 @@ storeObjExt *storeObjGetExt(storeObj *o) {
         st.exts++;
     }
     return o->ext;
+}
+
+void storeObjSetKey(storeObj *o, sds key) {
+    storeObjExt *ext = storeObjGetExt(o);
+    if (ext->key) st.extkeybytes -= sdsAllocSize(ext->key);
+    sdsfree(ext->key);
+    ext->key = sdsdup(key);
+    st.extkeybytes += sdsAllocSize(ext->key);
 }
 
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset) {
@@ -274,6 +283,8 @@ static void freeObject(storeObj *o) {
     }
     if (o->ext) {
         sdsfree(o->ext->checksum);
+        if (o->ext->key) st.extkeybytes -= sdsAllocSize(o->ext->key);
+        sdsfree(o->ext->key);
         zfree(o->ext->more);
         zfree(o->ext);
         st.exts--;
@@ -663,7 +674,7 @@ void storeGetStats(storeStats *out) {
      * by the pending table only roughly (their key strings are not). */
     out->meta_bytes = dictMemUsage(server.keys) + dictMemUsage(server.expires) + dictMemUsage(server.pending);
     out->meta_bytes += st.keybytes + (out->objects + dictSize(server.pending)) * sizeof(storeObj);
-    out->meta_bytes += st.exts * sizeof(storeObjExt);
+    out->meta_bytes += st.exts * sizeof(storeObjExt) + st.extkeybytes;
     for (uint32_t i = 0; i < segtabLen; i++) {
         if (!segtab[i]) continue;
         allocStats sas;

@@ -34,18 +34,29 @@ typedef struct storeReplica {
 } storeReplica;
 
 /* What only store-command objects need (leases, pins, the put's owner,
- * more replicas): a plain SET value never allocates it. 48 bytes, a
- * jemalloc size class: at 10M objects every 16 bytes here is 160 MB.
+ * more replicas): a plain SET value never allocates it. 72 bytes (the 80
+ * byte jemalloc class): at 10M objects every 16 bytes here is 160 MB.
  *
  * created_ms is also what tells a store object (made by PUT.START, or
  * RESTOREd from one's DUMP) from a SET value: see storeObjIsStore. A SET
  * value can have an extension too (a PIN, a lease from GET.REPLICAS) but
- * its created_ms stays 0. */
+ * its created_ms stays 0.
+ *
+ * `key` is the object's key, recorded when its put starts (PUT.START,
+ * RESTORE of an object): the data plane addresses bytes by (segment,
+ * offset) and maps them back to the object, and a user restricted by ACL
+ * key patterns may only touch objects whose key it may access (acl.c,
+ * "Tenancy"). The key cannot be borrowed from the keyspace: a version
+ * outlives its dict entry (replaced or removed while a reader's lease
+ * runs) and stays readable until the lease ends. So it is a copy: the
+ * key's bytes plus an sds header per object, which beside values of
+ * kilobytes to megabytes (KV-cache blocks) is under a percent. */
 typedef struct storeObjExt {
     long long created_ms;        /* PUT.START time (0: unknown, a SET value) */
     long long lease_until_ms;    /* space is not reused before this */
     long long softpin_until_ms;  /* 0 = not soft-pinned */
     uint64_t put_client;         /* connection that ran PUT.START */
+    sds key;                     /* the object's key (see above), NULL for SET values */
     sds checksum;                /* given at PUT.END, may be NULL */
     storeReplica *more;          /* replicas 2..n, sized to fit */
     uint64_t lease_epoch;        /* one continuous lease period, numbered server-wide */
@@ -111,6 +122,7 @@ storeObj *storeObjCreateFrom(const void *p, size_t len);
 storeObj *storeObjNew(uint64_t len);           /* no replica yet: see storeObjAddReplica */
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset);
 storeObjExt *storeObjGetExt(storeObj *o);      /* creates it on first use */
+void storeObjSetKey(storeObj *o, sds key);     /* records the key in ext (see storeObjExt) */
 static inline storeReplica *storeObjReplica(storeObj *o, int i) {
     return i == 0 ? &o->r : &o->ext->more[i - 1];  /* ext exists once nreplicas > 1 */
 }

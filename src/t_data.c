@@ -29,6 +29,14 @@
  * moves, so a refused vector changes nothing; their payloads are ordinary
  * arguments (the library sends large values with SEG.WRITE, in place).
  *
+ * Tenancy. A user restricted by ACL key patterns (acl.c) may only move the
+ * bytes of objects whose key it may access: every range's object is checked
+ * against the user's patterns -- read for SEG.READ, write for SEG.WRITE --
+ * by the key the object recorded when its put started (store.h), before
+ * the state check, so a tenant learns nothing about another's objects but
+ * that it may not touch them. SHM.ATTACH would hand over the whole pool,
+ * so a restricted user is refused it and uses these commands instead.
+ *
  * Segments that client processes host are served by those processes (the
  * listener libmooncake runs), not here: for them the server knows the
  * layout but holds no bytes.
@@ -42,6 +50,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "acl.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -77,8 +86,9 @@ static segment *dataSegment(sds arg, const char **err) {
 }
 
 /* The object whose extent holds [offset, offset+len) of the segment named by
- * segarg, in state `state`; NULL with *err set. *ptr gets the bytes. */
-static storeObj *dataRange(sds segarg, sds offarg, unsigned long long len, int state, char **ptr,
+ * segarg, in state `state`, that c's user may access; NULL with *err set.
+ * *ptr gets the bytes. */
+static storeObj *dataRange(client *c, sds segarg, sds offarg, unsigned long long len, int state, char **ptr,
                            const char **err) {
     const char *range_err = state == OBJ_PENDING ? DATA_ERR_WRITE : DATA_ERR_READ;
     segment *s = dataSegment(segarg, err);
@@ -94,6 +104,15 @@ static storeObj *dataRange(sds segarg, sds offarg, unsigned long long len, int s
     }
     uint32_t h = allocFind(s->alloc, off);
     storeObj *o = h == ALLOC_NONE ? NULL : allocUser(s->alloc, h);
+    if (o && aclUserRestricted(c->user)) {
+        sds key = o->ext ? o->ext->key : NULL; /* NULL: a SET value, read with GET */
+        if (key == NULL ||
+            !aclUserCanAccessKey(c->user, key, sdslen(key), state == OBJ_PENDING ? ACL_WRITE : ACL_READ)) {
+            aclLogDenial(c, ACL_DENIED_KEY, key, key ? sdslen(key) : 0);
+            *err = ACL_ERR_DATA_PLANE;
+            return NULL;
+        }
+    }
     if (o == NULL || o->state != state) {
         *err = range_err;
         return NULL;
@@ -115,7 +134,7 @@ char *segWriteBigArgProc(client *c, int argi, size_t len) {
     if (argi != 3 || c->argc != 3 || c->expect_argc != 4) return NULL;
     char *ptr;
     const char *err;
-    storeObj *o = dataRange(c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);
+    storeObj *o = dataRange(c, c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);
     if (o == NULL) {
         c->argerr = err; /* the payload is read and dropped; the command replies err */
         dataRefused(c, "SEG.WRITE", err);
@@ -135,7 +154,7 @@ void segWriteCommand(client *c) {
     }
     char *ptr;
     const char *err;
-    storeObj *o = dataRange(c->argv[1], c->argv[2], sdslen(c->argv[3]), OBJ_PENDING, &ptr, &err);
+    storeObj *o = dataRange(c, c->argv[1], c->argv[2], sdslen(c->argv[3]), OBJ_PENDING, &ptr, &err);
     if (o == NULL) {
         dataRefused(c, "SEG.WRITE", err);
         addReplyError(c, err);
@@ -155,7 +174,7 @@ void segReadCommand(client *c) {
     }
     char *ptr;
     const char *err;
-    storeObj *o = dataRange(c->argv[1], c->argv[2], (unsigned long long)len, OBJ_COMPLETE, &ptr, &err);
+    storeObj *o = dataRange(c, c->argv[1], c->argv[2], (unsigned long long)len, OBJ_COMPLETE, &ptr, &err);
     if (o == NULL) {
         dataRefused(c, "SEG.READ", err);
         addReplyError(c, err);
@@ -178,7 +197,7 @@ static int dataRanges(client *c, const char *cmd, int write, storeObj **objs, ch
             addReplyErrorFormat(c, "%s (range %d: bad length)", DATA_ERR_READ, i);
             return 0;
         }
-        objs[i] = dataRange(c->argv[1], off, (unsigned long long)len, write ? OBJ_PENDING : OBJ_COMPLETE, &ptrs[i],
+        objs[i] = dataRange(c, c->argv[1], off, (unsigned long long)len, write ? OBJ_PENDING : OBJ_COMPLETE, &ptrs[i],
                             &err);
         if (objs[i] == NULL) {
             dataRefused(c, cmd, err);
@@ -229,6 +248,12 @@ void shmAttachCommand(client *c) {
     if (!(c->flags & CLIENT_UNIX_SOCKET)) {
         dataRefused(c, "SHM.ATTACH", "not a unix socket connection");
         addReplyError(c, "ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)");
+        return;
+    }
+    if (aclUserRestricted(c->user)) {
+        dataRefused(c, "SHM.ATTACH", "the user is restricted by key patterns");
+        aclLogDenial(c, ACL_DENIED_CMD, "shm.attach", 10);
+        addReplyError(c, ACL_ERR_SHM_ATTACH);
         return;
     }
     const char *err;

@@ -12,6 +12,14 @@
  * without a replica disappear) or GRACEFUL ms: the segment stops receiving
  * new allocations at once, stays readable, and is unmounted when the time
  * is up (segmentCron).
+ *
+ * Tenants (acl.c). A segment or an owner created by a user restricted by ACL
+ * key patterns belongs to that user. Such a user sees (SEGMENTS,
+ * SEGMENT.INFO) only its own segments and the shared ones (the pool,
+ * segments of unrestricted users), unmounts only its own, and can neither
+ * mount under nor heartbeat for another user's owner; others' segments
+ * look to it as if they did not exist. Unrestricted users see and manage
+ * everything, as before.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -19,6 +27,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "acl.h"
 #include "owner.h"
 #include "server.h"
 #include "store.h"
@@ -73,6 +82,15 @@ static int validSegmentName(sds name) {
 static int validEndpoint(sds uri) {
     if (sdslen(uri) > 1024) return 0;
     return !strncmp(uri, "tcp://", 6) || !strncmp(uri, "unix://", 7) || !strncmp(uri, "rdma://", 7);
+}
+
+/* The owner named, created for tenant if new (a tenant's owner is its own). */
+static owner *mountOwner(const char *oname, const char *tenant) {
+    owner *o = ownerLookup(oname, strlen(oname));
+    if (o) return o;
+    o = ownerGetOrCreate(oname);
+    if (tenant) o->tenant = sdsnew(tenant);
+    return o;
 }
 
 void mountCommand(client *c) {
@@ -154,6 +172,12 @@ void mountCommand(client *c) {
         snprintf(defowner, sizeof(defowner), "client:%llu", (unsigned long long)c->id);
     }
     const char *oname = ownername ? ownername : defowner;
+    const char *tenant = aclSegmentTenantFor(c);
+    owner *known = ownerLookup(oname, strlen(oname));
+    if (tenant && known && (known->tenant == NULL || strcmp(known->tenant, tenant))) {
+        addReplyErrorFormat(c, "-EXISTS owner '%s' belongs to another user", oname);
+        return;
+    }
 
     segment *existing = segmentLookupName(name);
     if (existing) {
@@ -162,12 +186,13 @@ void mountCommand(client *c) {
                                 name);
             return;
         }
-        if (existing->id == SEGMENT_SELF_ID || strcmp(existing->owner, oname) || existing->size != size) {
+        if (existing->id == SEGMENT_SELF_ID || strcmp(existing->owner, oname) || existing->size != size ||
+            (tenant && (existing->tenant == NULL || strcmp(existing->tenant, tenant)))) {
             addReplyErrorFormat(c, "-EXISTS segment '%s' is mounted by another owner or with another size",
                                 name);
             return;
         }
-        ownerAttachClient(ownerGetOrCreate(oname), c);
+        ownerAttachClient(mountOwner(oname, tenant), c);
         addReplyLongLong(c, (long long)existing->id);
         return;
     }
@@ -181,6 +206,7 @@ void mountCommand(client *c) {
         return;
     }
     s->tier = tier;
+    s->tenant = tenant ? zstrdup(tenant) : NULL;
     s->base = base;
     s->rkey = rkey ? zstrdup(rkey) : NULL;
     s->host = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
@@ -196,7 +222,7 @@ void mountCommand(client *c) {
         addReplyErrorFormat(c, "ERR no segment slot left (at most %d)", SEGMENT_MAX_SLOTS);
         return;
     }
-    owner *o = ownerGetOrCreate(oname);
+    owner *o = mountOwner(oname, tenant);
     o->nsegments++;
     ownerAttachClient(o, c);
     serverLog(LL_NOTICE, "Mounted segment '%s' (id %llu, %llu bytes, owner %s)", s->name,
@@ -217,8 +243,12 @@ void unmountCommand(client *c) {
         addReplyErrorSyntax(c);
         return;
     }
-    if (s == NULL) {
+    if (s == NULL || !aclSegmentVisible(c, s)) {
         addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[1]);
+        return;
+    }
+    if (s->id != SEGMENT_SELF_ID && aclSegmentTenantFor(c) && s->tenant == NULL) {
+        addReplyError(c, "-NOPERM the segment is shared: only a user with allkeys may unmount it");
         return;
     }
     if (s->id == SEGMENT_SELF_ID) {
@@ -272,19 +302,24 @@ static void addReplySegment(client *c, segment *s) {
 }
 
 void segmentsCommand(client *c) {
-    addReplyArrayLen(c, segmentCount());
+    long long n = 0;
     for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i]) addReplySegment(c, segtab[i]);
+        if (segtab[i] && aclSegmentVisible(c, segtab[i])) n++;
+    addReplyArrayLen(c, n);
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && aclSegmentVisible(c, segtab[i])) addReplySegment(c, segtab[i]);
 }
 
 void segmentInfoCommand(client *c) {
     segment *s = segmentLookup(c->argv[1]);
-    if (s == NULL) addReplyNull(c);
+    if (s == NULL || !aclSegmentVisible(c, s)) addReplyNull(c);
     else addReplySegment(c, s);
 }
 
 void heartbeatCommand(client *c) {
     owner *o = ownerLookup(c->argv[1], sdslen(c->argv[1]));
+    const char *tenant = aclSegmentTenantFor(c);
+    if (o && tenant && (o->tenant == NULL || strcmp(o->tenant, tenant))) o = NULL; /* not its owner */
     if (o == NULL || !ownerIsAlive(o)) {
         addReplyError(c, "-NEEDREMOUNT owner is unknown or was declared dead: mount again");
         return;

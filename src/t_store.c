@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "acl.h"
 #include "placement.h"
 #include "server.h"
 #include "store.h"
@@ -81,7 +82,7 @@ static int parsePutOptions(client *c, int start, putOptions *po) {
             po->replicas = (int)n;
         } else if (!strcasecmp(opt, "prefer") && more) {
             segment *s = segmentLookup(c->argv[++j]);
-            if (s == NULL) {
+            if (s == NULL || !aclSegmentVisible(c, s)) {
                 addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[j]);
                 return C_ERR;
             }
@@ -161,7 +162,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     o->state = OBJ_PENDING;
     char hostbuf[NET_ADDR_STR_LEN];
     if (placeReplicas(o, (uint64_t)size, po->replicas, (segment **)po->prefer, po->nprefer,
-                      clientHost(c, hostbuf, sizeof(hostbuf))) == 0) {
+                      clientHost(c, hostbuf, sizeof(hostbuf)), aclSegmentTenantFor(c)) == 0) {
         storeObjDecrRef(o);
         ss.nospace++;
         storeLogNoSpace((uint64_t)size, "a put");
@@ -187,6 +188,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     storeObjExt *ext = storeObjGetExt(o);
     ext->created_ms = server.mstime; /* also when the put started: see put-timeout */
     ext->put_client = c->id;
+    storeObjSetKey(o, key); /* the data plane checks it (store.h) */
     if (po->pin_ms) ext->softpin_until_ms = addSaturate(server.mstime, po->pin_ms);
     if (po->hardpin) o->flags |= OBJ_FLAG_HARDPIN;
     storePendingAdd(key, o);

@@ -677,6 +677,53 @@ static void groupAuth(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* 5. ACL users (--user): a tenant restricted to a:* from an aclfile. */
+static void groupAcl(void) {
+    const char *group = "acl";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    WPATH(acl, "users.acl");
+    const char *users = "user alice on >pa ~a:* +@all\nuser default on nopass ~* &* +@all\n";
+    CHECK(writeFile(acl, users, strlen(users)) == 0);
+    if (!tsGroupStarted(tsStart(&s, "--aclfile", acl, NULL), &s, group)) return;
+    cliRun r = {0};
+    WPATH(f, "acl.txt");
+    WPATH(out, "acl.out");
+    CHECK(writeFile(f, "tenant!", 7) == 0);
+    char port[16];
+    snprintf(port, sizeof(port), "%d", s.port);
+
+    TEST("acl: --user alice -a pa puts, lists and gets her keys, over tcp and the unix socket") {
+        cli(&r, NULL, "-p", port, "--user", "alice", "-a", "pa", "put", "a:1", f, NULL);
+        CHECK_EXIT(r, 0);
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "pa", "put", "a:2", f, NULL);
+        CHECK_EXIT(r, 0);
+        cli(&r, NULL, "-s", s.sock, "put", "b:1", f, NULL); /* the default user's */
+        CHECK_EXIT(r, 0);
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "pa", "ls", NULL);
+        CHECK_EXIT(r, 0);
+        CHECK_OUT(r, "a:1\t7\na:2\t7\n"); /* SCAN shows a tenant its keys only */
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "pa", "get", "a:1", out, NULL);
+        CHECK_EXIT(r, 0);
+        CHECK(fileIs(out, "tenant!", 7));
+    }
+    TEST("acl: another prefix is refused (NOPERM), a wrong password too") {
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "pa", "get", "b:1", out, NULL);
+        CHECK_EXIT(r, 1);
+        CHECK_HAS(r.err, "NOPERM");
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "pa", "put", "b:2", f, NULL);
+        CHECK_EXIT(r, 1);
+        cli(&r, NULL, "-s", s.sock, "--user", "alice", "-a", "wrong", "ls", NULL);
+        CHECK_EXIT(r, 1);
+        CHECK_HAS(r.err, "WRONGPASS");
+        cli(&r, NULL, "-s", s.sock, "ls", "--user", NULL); /* no name */
+        CHECK_EXIT(r, 2);
+    }
+    runFree(&r);
+    tsGroupFinish(&s, group, failed0);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     struct sigaction sa;
@@ -698,6 +745,7 @@ int main(void) {
         groupData();
         groupList();
         groupAuth();
+        groupAcl();
     }
     alarm(0);
     workdirCleanup();

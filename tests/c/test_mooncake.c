@@ -35,6 +35,11 @@
  * 10. Interop with plain Redis clients: mc_put then GET, SET then mc_get.
  * 11. Batches: 128 values at once, a missing key, a too-small buffer and an
  *     existing key inside a batch each fail alone.
+ * 12. ACL users (mc_connect_user): tenants restricted to a key prefix put
+ *     and get over TCP -- shared memory is refused them, AUTO falls back --
+ *     and cannot read or replace each other's keys; every connection the
+ *     handle opens is its user's; a tenant's hosted segment takes only its
+ *     own puts and serves only its own peers.
  *
  * Values are pseudo-random (xorshift64*) from a seed derived from the key
  * and size, so every key holds different bytes and a value read from the
@@ -2130,6 +2135,154 @@ static void testLeaseRelease(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== 12. ACL users and tenants ================================================================== */
+
+static mc_client *mcOpenUser(const char *uri, const char *user, const char *password, int transport) {
+    char err[256] = "";
+    mc_client *c = mc_connect_user(uri, user, password, err, sizeof(err));
+    if (!c) {
+        fprintf(stderr, "  mc_connect_user(%s, %s): %s\n", uri, user ? user : "(null)", err[0] ? err : "(no reason)");
+        return NULL;
+    }
+    if (transport != MC_TRANSPORT_AUTO) mc_set_transport(c, transport);
+    return c;
+}
+
+/* Connections of user in CLIENT LIST. */
+static int clientsOf(redisContext *r, const char *user) {
+    redisReply *l = rcmd(r, "CLIENT LIST");
+    int n = 0;
+    char needle[64];
+    snprintf(needle, sizeof(needle), " user=%s ", user);
+    if (l && l->type == REDIS_REPLY_STRING) /* RESP2: CLIENT LIST is a bulk string */
+        for (const char *p = l->str; (p = strstr(p, needle)) != NULL; p++) n++;
+    freeReplyObject(l);
+    return n;
+}
+
+static void testAcl(void) {
+    const char *group = "acl";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    CHECK(expectOk(rcmd(r, "ACL SETUSER alice on >pa ~acl:a:* +@all"), "ACL SETUSER alice"));
+    CHECK(expectOk(rcmd(r, "ACL SETUSER bob on >pb ~acl:b:* +@all"), "ACL SETUSER bob"));
+    mc_client *atcp = NULL, *aunix = NULL, *btcp = NULL, *ahost = NULL;
+    const size_t n = 1 * MiB + 5;
+    char *v = xmalloc(n), *w = xmalloc(n);
+
+    TEST("acl: mc_connect_user with a wrong password, an unknown user or no password is refused") {
+        char err[256] = "";
+        mc_client *c = mc_connect_user(s.tcp_uri, "alice", "wrong", err, sizeof(err));
+        CHECK(c == NULL && strstr(err, "WRONGPASS") != NULL);
+        c = mc_connect_user(s.tcp_uri, "nobody", "pa", err, sizeof(err));
+        CHECK(c == NULL);
+        c = mc_connect_user(s.tcp_uri, "alice", NULL, err, sizeof(err));
+        CHECK(c == NULL);
+        if (c) mc_close(c);
+    }
+    TEST("acl: a tenant puts and gets over the TCP data plane; the data connections are its user's") {
+        atcp = mcOpenUser(s.tcp_uri, "alice", "pa", MC_TRANSPORT_TCP);
+        CHECK(atcp != NULL);
+        fillPattern(v, n, seedOf("acl:a:1", n));
+        if (atcp) {
+            CHECK_EQ(mc_set_streams(atcp, 4), MC_OK); /* the stream workers open connections of their own */
+            CHECK_EQ(put(atcp, "acl:a:1", v, n, NULL), MC_OK);
+            CHECK(getSame(atcp, "acl:a:1", v, n, MC_TRANSPORT_TCP));
+        }
+        /* The metadata connection (which also carries the first stream) and the workers'. */
+        CHECK(clientsOf(r, "alice") >= 3);
+        CHECK_EQ(clientsOf(r, "bob"), 0);
+    }
+    TEST("acl: over the unix socket AUTO falls back to TCP: a tenant is refused SHM.ATTACH") {
+        aunix = mcOpenUser(s.unix_uri, "alice", "pa", MC_TRANSPORT_AUTO);
+        CHECK(aunix != NULL);
+        if (aunix) {
+            CHECK(getSame(aunix, "acl:a:1", v, n, MC_TRANSPORT_TCP));
+            fillPattern(w, n, seedOf("acl:a:2", n));
+            CHECK_EQ(put(aunix, "acl:a:2", w, n, NULL), MC_OK);
+            CHECK_EQ(mc_last_transport(aunix), MC_TRANSPORT_TCP);
+            CHECK(getSame(atcp, "acl:a:2", w, n, MC_TRANSPORT_TCP));
+            mc_set_transport(aunix, MC_TRANSPORT_SHM);
+            char small[8];
+            CHECK(mc_get(aunix, "acl:a:1", 7, small, sizeof(small)) < 0);
+        }
+    }
+    TEST("acl: a tenant cannot read, replace or remove another's key (MC_ERR_AUTH), which stays intact") {
+        btcp = mcOpenUser(s.tcp_uri, "bob", "pb", MC_TRANSPORT_TCP);
+        CHECK(btcp != NULL);
+        if (btcp) {
+            fillPattern(w, n, seedOf("acl:b:1", n));
+            CHECK_EQ(put(btcp, "acl:b:1", w, n, NULL), MC_OK);
+            CHECK_EQ(mc_get(atcp, "acl:b:1", 7, v, n), MC_ERR_AUTH);
+            CHECK(strstr(lastErr(atcp), "NOPERM") != NULL);
+            mc_put_opts o = {0};
+            o.replace = 1;
+            CHECK_EQ(mc_put(atcp, "acl:b:1", 7, v, n, &o), MC_ERR_AUTH);
+            CHECK(mc_remove(atcp, "acl:b:1", 7) < 0);
+            CHECK(getSame(btcp, "acl:b:1", w, n, MC_TRANSPORT_TCP));
+        }
+    }
+    TEST("acl: a tenant's hosted segment takes only its own puts and admits only its own peers") {
+        ahost = mcOpenUser(s.unix_uri, "alice", "pa", MC_TRANSPORT_AUTO);
+        CHECK(ahost != NULL);
+        int rc = ahost ? mc_mount(ahost, 16 * MiB, "acl-a-host") : MC_ERR_IO;
+        if (rc != MC_OK) fprintf(stderr, "  mc_mount: %d %s (%s)\n", rc, mc_strerror(rc), lastErr(ahost));
+        CHECK_EQ(rc, MC_OK);
+        long long hid = ahost ? mc_mount_id(ahost) : -1;
+        mc_put_opts o = {0};
+        o.prefer = "acl-a-host";
+        fillPattern(v, n, seedOf("acl:a:hosted", n));
+        if (atcp && rc == MC_OK) {
+            /* alice's put lands in her segment; another alice handle reads it
+             * from the host's listener, which admits alice. */
+            CHECK_EQ(put(atcp, "acl:a:hosted", v, n, &o), MC_OK);
+            long long segs[4], offs[4];
+            CHECK_EQ(replicaList(r, "acl:a:hosted", segs, offs, 4), 1);
+            CHECK_EQ(segs[0], hid);
+            CHECK(getSame(atcp, "acl:a:hosted", v, n, MC_TRANSPORT_TCP));
+        }
+        if (btcp && rc == MC_OK) {
+            /* bob cannot name it, and his puts never land there. */
+            CHECK(mc_put(btcp, "acl:b:pref", 10, v, n, &o) < 0);
+            CHECK(strstr(lastErr(btcp), "no such segment") != NULL);
+            o.prefer = NULL;
+            o.replicas = 8;
+            CHECK_EQ(put(btcp, "acl:b:spread", v, n, &o), MC_OK);
+            long long segs[8], offs[8];
+            int nrep = replicaList(r, "acl:b:spread", segs, offs, 8);
+            CHECK(nrep >= 1);
+            for (int i = 0; i < nrep; i++) CHECK(segs[i] != hid);
+        }
+        /* A raw peer with bob's credentials is refused by alice's listener. */
+        char ep[300] = "";
+        segEndpoint(r, "acl-a-host", "tcp://", ep, sizeof(ep));
+        CHECK(ep[0] != '\0');
+        char *colon = strrchr(ep, ':');
+        if (colon) {
+            *colon = '\0';
+            struct timeval tv = {5, 0};
+            redisContext *peer = rConfigure(redisConnectWithTimeout(ep + 6, atoi(colon + 1), tv), "alice's listener");
+            CHECK(peer != NULL);
+            CHECK(expectError("WRONGPASS", rcmd(peer, "AUTH bob pb"), "AUTH bob at alice's listener"));
+            CHECK(expectError("WRONGPASS", rcmd(peer, "AUTH pa"), "AUTH (default) at alice's listener"));
+            CHECK(expectError("NOAUTH", rcmd(peer, "SEG.READ %lld 0 16", hid), "SEG.READ unauthenticated"));
+            CHECK(expectOk(rcmd(peer, "AUTH alice pa"), "AUTH alice at alice's listener"));
+            rClose(&peer);
+        }
+    }
+    free(v);
+    free(w);
+    mcClose(&ahost);
+    mcClose(&btcp);
+    mcClose(&aunix);
+    mcClose(&atcp);
+    rClose(&r);
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -2141,7 +2294,7 @@ static const struct {
     {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
-    {"lease-release", testLeaseRelease},
+    {"lease-release", testLeaseRelease}, {"acl", testAcl},
 };
 
 int main(int argc, char **argv) {

@@ -453,6 +453,16 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
         assert_match "ERR*" [err_of {R $o cluster countkeysinslot 16384}]
         assert_match "ERR*" [err_of {R $o cluster getkeysinslot $slot -1}]
         assert_match "ERR*" [err_of {R $o cluster getkeysinslot 16384 1}]
+        if {$kind eq "mooncake"} {
+            # A user restricted by key patterns is shown only its keys (Redis shows all).
+            R $o acl setuser gk on >p "~$base:1" "~$base:2" +@all
+            set c [cluster_client $o]
+            $c auth gk p
+            assert_equal [lsort [list $base:1 $base:2]] [lsort [$c cluster getkeysinslot $slot 100]]
+            assert_equal 1 [llength [$c cluster getkeysinslot $slot 1]]
+            $c close
+            R $o acl deluser gk
+        }
         R $o del {*}$keys
     }
 

@@ -1,0 +1,649 @@
+# ACL: users, passwords, command and key permissions, ACL LOG, the aclfile,
+# and tenancy on the store and the data plane (acl.c).
+#
+# The tests without the mooncake tag are Redis 7 behaviour and pass against
+# redis-server as well (./tests/runtest --server-binary /usr/bin/redis-server
+# --single unit/acl): their errors are matched by the error word (NOPERM),
+# since Redis 7.0 and 7.2 word the rest differently. The mooncake-tagged
+# ones check what only this server has: @store, the data plane checked per
+# object, SHM.ATTACH refused to tenants, tenant segments.
+
+# sha256("p1"), as ACL GETUSER and ACL LIST show the password p1.
+set ::p1hash f64551fcd6f07823cb87971cfb91446425da18286b3ab1ef935e0cbd7a69f68a
+
+# A new connection authenticated as user.
+proc acl_client {user pass {unix 0}} {
+    set c [expr {$unix ? [redis_client_unix] : [redis_client]}]
+    $c auth $user $pass
+    return $c
+}
+
+proc acl_log_field {entry field} { dict get $entry $field }
+
+start_server {tags {acl}} {
+    test {The default user: on, nopass, every key and command} {
+        assert_equal default [r acl whoami]
+        assert_equal {default} [r acl users]
+        assert_equal {{user default on nopass ~* &* +@all}} [r acl list]
+        set u [r acl getuser default]
+        assert_equal {nopass on} [lsort [dict get $u flags]]
+        assert_equal {} [dict get $u passwords]
+        assert_equal +@all [dict get $u commands]
+        assert_equal ~* [dict get $u keys]
+    }
+
+    test {A new user is off, with no password, no key and no command} {
+        assert_equal OK [r acl setuser newbie]
+        assert_equal {user newbie off resetchannels -@all} [lindex [r acl list] 1]
+        set u [r acl getuser newbie]
+        assert_equal off [dict get $u flags]
+        assert_equal -@all [dict get $u commands]
+        assert_equal {} [dict get $u keys]
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth newbie anything}
+        $c close
+        r acl deluser newbie
+    } {1}
+
+    test {AUTH user pass: the right password, a wrong one, an unknown user, a user that is off} {
+        r acl setuser alice on >p1 ~* +@all
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth alice wrong}
+        assert_error {WRONGPASS*} {$c auth nosuchuser p1}
+        assert_equal OK [$c auth alice p1]
+        assert_equal alice [$c acl whoami]
+        r acl setuser alice off
+        set d [redis_client]
+        assert_error {WRONGPASS*} {$d auth alice p1}
+        $d close
+        $c close
+        r acl setuser alice on
+    } {OK}
+
+    test {Passwords are stored as SHA-256: >pass shows its hash, #hash sets it, <pass and !hash remove it} {
+        r acl setuser pw reset on >p1 +@all ~*
+        assert_equal [list $::p1hash] [dict get [r acl getuser pw] passwords]
+        assert_match "*#$::p1hash*" [lindex [r acl list] [lsearch [r acl users] pw]]
+        r acl setuser pw <p1
+        assert_equal {} [dict get [r acl getuser pw] passwords]
+        r acl setuser pw #$::p1hash
+        set c [redis_client]
+        assert_equal OK [$c auth pw p1]
+        $c close
+        r acl setuser pw !$::p1hash
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth pw p1}
+        $c close
+        assert_error {ERR*password you are trying to remove*} {r acl setuser pw <p1}
+        assert_error {ERR*hash must be exactly 64 characters*} {r acl setuser pw #abc}
+        assert_error {ERR*hash must be exactly 64 characters*} {r acl setuser pw #[string toupper $::p1hash]}
+    }
+
+    test {A password is all its bytes: a zero byte is part of it} {
+        r acl setuser bin reset on ">abc\x00def" +@all ~*
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth bin abc}
+        assert_error {WRONGPASS*} {$c auth bin "abc\x00de"}
+        assert_equal OK [$c auth bin "abc\x00def"]
+        assert_equal bin [$c acl whoami]
+        $c close
+    }
+
+    test {nopass accepts any password; resetpass forgets them all} {
+        r acl setuser np reset on nopass +@all ~*
+        set c [redis_client]
+        assert_equal OK [$c auth np whatever]
+        $c close
+        r acl setuser np >p1 resetpass
+        assert_equal {} [dict get [r acl getuser np] passwords]
+        set c [redis_client]
+        assert_error {WRONGPASS*} {$c auth np whatever}
+        assert_error {WRONGPASS*} {$c auth np p1}
+        $c close
+    }
+
+    test {SETUSER is all or nothing: a bad rule leaves the user as it was (or not created)} {
+        assert_error {ERR*nosuchrule*} {r acl setuser ghost on >p1 +get nosuchrule}
+        assert_equal {} [r acl getuser ghost]
+        r acl setuser solid reset on >p1 +get ~s:*
+        set before [r acl getuser solid]
+        assert_error {ERR*} {r acl setuser solid >p2 -get +nosuchcommand}
+        assert_error {ERR*} {r acl setuser solid +@nosuchcategory}
+        assert_equal $before [r acl getuser solid]
+        assert_error {ERR*Usernames can't contain spaces*} {r acl setuser "a b" on}
+    }
+
+    test {Adding a key pattern after allkeys is refused} {
+        assert_error {ERR*Adding a pattern after the * pattern*} {r acl setuser kp allkeys ~foo}
+        assert_equal OK [r acl setuser kp allkeys resetkeys ~foo]
+        assert_equal ~foo [dict get [r acl getuser kp] keys]
+        assert_equal OK [r acl setuser kp resetkeys %RW~*]
+        assert_equal ~* [dict get [r acl getuser kp] keys]
+    }
+}
+
+start_server {tags {acl}} {
+    r acl setuser getter on >p1 ~* +get +acl|whoami
+    r acl setuser safe on >p1 ~* +@all -@dangerous
+    r acl setuser cfg on >p1 ~* +config|get
+    r acl setuser ta on >p1 ~tenantA:* %R~ro:* %W~wo:* +@all
+
+    test {A command the user may not run: -NOPERM, and nothing happens} {
+        set c [acl_client getter p1]
+        assert_equal {} [$c get k]
+        assert_error {NOPERM*} {$c set k v}
+        assert_error {NOPERM*} {$c del k}
+        assert_equal 0 [r exists k]
+        assert_equal getter [$c acl whoami]
+        $c close
+    }
+
+    test {Categories: +@all -@dangerous refuses FLUSHALL, KEYS, CONFIG, DEBUG and allows the rest} {
+        set c [acl_client safe p1]
+        assert_equal OK [$c set k v]
+        assert_equal v [$c get k]
+        assert_error {NOPERM*} {$c flushall}
+        assert_error {NOPERM*} {$c keys *}
+        assert_error {NOPERM*} {$c config get maxmemory}
+        assert_error {NOPERM*} {$c debug sleep 0}
+        assert_equal 1 [r dbsize]
+        $c close
+    }
+
+    test {A subcommand may be allowed alone: +config|get, not config|set} {
+        set c [acl_client cfg p1]
+        assert_equal 2 [llength [$c config get maxmemory]]
+        assert_error {NOPERM*} {$c config set maxmemory 0}
+        $c close
+    }
+
+    test {Key patterns: only the user's keys, every key of a command checked} {
+        set c [acl_client ta p1]
+        assert_equal OK [$c set tenantA:1 a]
+        assert_equal a [$c get tenantA:1]
+        assert_error {NOPERM*} {$c get tenantB:1}
+        assert_error {NOPERM*} {$c set tenantB:1 x}
+        assert_error {NOPERM*} {$c mget tenantA:1 tenantB:1}
+        assert_error {NOPERM*} {$c del tenantA:1 other}
+        assert_equal 0 [r exists tenantB:1]
+        $c close
+    }
+
+    test {%R~ patterns allow reading only, %W~ patterns writing only} {
+        r set ro:1 r
+        set c [acl_client ta p1]
+        assert_equal r [$c get ro:1]
+        assert_error {NOPERM*} {$c set ro:1 x}
+        assert_equal OK [$c set wo:1 w]
+        assert_error {NOPERM*} {$c get wo:1}
+        # SET ... GET reads the old value: it needs both.
+        assert_error {NOPERM*} {$c set wo:1 x get}
+        $c close
+        assert_equal r [r get ro:1]
+        assert_equal w [r get wo:1]
+    }
+
+    test {ACL DRYRUN says what a user could run, without running it} {
+        assert_equal OK [r acl dryrun ta get tenantA:1]
+        assert_match {*no permissions*} [r acl dryrun ta get tenantB:1]
+        assert_match {*no permissions*} [r acl dryrun getter set k v]
+        assert_error {ERR*} {r acl dryrun nosuchuser get k}
+    }
+
+    test {Commands allowed before AUTH stay allowed to any user} {
+        set c [acl_client getter p1]
+        assert_equal OK [$c auth getter p1]
+        set reply [$c hello 2]
+        assert_equal 2 [dict get $reply proto]
+        $c close
+    }
+
+    test {HELLO 3 AUTH user pass} {
+        set c [redis_client]
+        set reply [$c hello 3 AUTH ta p1]
+        assert_equal 3 [dict get $reply proto]
+        assert_equal ta [$c acl whoami]
+        assert_error {WRONGPASS*} {$c hello 3 AUTH ta wrong}
+        $c close
+    } {}
+
+    test {CLIENT LIST shows the user; CLIENT KILL USER closes its connections} {
+        set c [acl_client getter p1]
+        assert_match "*user=getter*" [r client list]
+        assert_equal 1 [r client kill user getter]
+        assert_error {*} {$c get k}
+        catch {$c close}
+        assert_error {ERR No such user*} {r client kill user nosuchuser}
+    }
+
+    test {RESET makes the connection the default user again} {
+        set c [acl_client ta p1]
+        assert_equal RESET [$c reset]
+        assert_equal default [$c acl whoami]
+        $c close
+    }
+
+    test {DELUSER removes users and closes their connections; default cannot be removed} {
+        r acl setuser doomed on >p1 +@all ~*
+        set c [acl_client doomed p1]
+        assert_equal 1 [r acl deluser doomed nosuchuser]
+        assert_error {*} {$c ping}
+        catch {$c close}
+        assert_equal {} [r acl getuser doomed]
+        assert_error {ERR*default*} {r acl deluser default}
+    }
+
+    test {requirepass is the default user's password} {
+        r config set requirepass p1
+        assert_equal [list $::p1hash] [dict get [r acl getuser default] passwords]
+        set c [redis_client]
+        assert_error {NOAUTH*} {$c ping}
+        assert_equal OK [$c auth default p1]
+        $c close
+        r config set requirepass ""
+        assert_match {*nopass*} [dict get [r acl getuser default] flags]
+        set c [redis_client]
+        set p [$c ping]
+        $c close
+        set p
+    } {PONG}
+
+    test {ACL GENPASS: 256 bits by default, as many hex digits as bits / 4, rounded up} {
+        assert_equal 64 [string length [r acl genpass]]
+        assert_equal 8 [string length [r acl genpass 32]]
+        assert_equal 2 [string length [r acl genpass 5]]
+        assert {[regexp {^[0-9a-f]+$} [r acl genpass]]}
+        assert_not_equal [r acl genpass] [r acl genpass]
+        assert_error {ERR*} {r acl genpass 0}
+        assert_error {ERR*} {r acl genpass 5000}
+    }
+
+    test {ACL CAT lists the categories, and the commands of one} {
+        set cats [r acl cat]
+        foreach cat {keyspace read write string admin dangerous fast slow connection} {
+            assert {[lsearch -exact $cats $cat] >= 0}
+        }
+        set strings [r acl cat string]
+        assert {[lsearch -exact $strings get] >= 0}
+        assert {[lsearch -exact $strings set] >= 0}
+        set dangerous [r acl cat dangerous]
+        foreach cmd {flushall keys config|set debug} {
+            assert {[lsearch -exact $dangerous $cmd] >= 0}
+        }
+        assert {[lsearch -exact [r acl cat read] set] < 0}
+        assert_error {ERR*Unknown category*} {r acl cat nosuchcategory}
+    }
+
+    test {COMMAND INFO shows the categories, COMMAND LIST filters by them} {
+        assert_equal {@read @string @fast} [lindex [r command info get] 0 6]
+        assert_equal {@write @string @slow} [lindex [r command info set] 0 6]
+        set strings [r command list filterby aclcat string]
+        assert {[lsearch -exact $strings get] >= 0}
+        assert {[lsearch -exact $strings del] < 0}
+        assert_equal {} [r command list filterby aclcat nosuchcategory]
+    }
+}
+
+start_server {tags {acl}} {
+    r acl setuser alice on >p1 ~tenantA:* +get +set
+
+    test {ACL LOG records refused commands, keys and AUTHs, newest first} {
+        r acl log reset
+        set c [acl_client alice p1]
+        catch {$c del tenantA:1}
+        catch {$c get tenantB:secret}
+        catch {$c auth alice wrong}
+        $c close
+        set log [r acl log]
+        assert_equal 3 [llength $log]
+        lassign $log auth key cmd
+        assert_equal auth [dict get $auth reason]
+        assert_equal auth [string tolower [dict get $auth object]] ;# the command, as sent
+        assert_equal alice [dict get $auth username]
+        assert_equal key [dict get $key reason]
+        assert_equal tenantB:secret [dict get $key object]
+        assert_equal toplevel [dict get $key context]
+        assert_equal command [dict get $cmd reason]
+        assert_equal del [dict get $cmd object]
+        assert_equal 1 [dict get $cmd count]
+        assert_match {*user=alice*} [dict get $cmd client-info]
+        assert_match {*cmd=del*} [dict get $cmd client-info]
+        assert {[dict get $cmd age-seconds] < 60}
+    }
+
+    test {ACL LOG: the same refusal again counts instead of adding an entry} {
+        set c [acl_client alice p1]
+        catch {$c get tenantB:secret}
+        catch {$c get tenantB:secret}
+        $c close
+        set log [r acl log]
+        assert_equal 3 [llength $log]
+        assert_equal tenantB:secret [dict get [lindex $log 0] object]
+        assert_equal 3 [dict get [lindex $log 0] count]
+    }
+
+    test {ACL LOG count, ACL LOG RESET and acllog-max-len} {
+        assert_equal 1 [llength [r acl log 1]]
+        r config set acllog-max-len 2
+        set c [acl_client alice p1]
+        for {set i 0} {$i < 5} {incr i} { catch {$c get other:$i} }
+        $c close
+        assert_equal 2 [llength [r acl log]]
+        assert_equal other:4 [dict get [lindex [r acl log] 0] object]
+        assert_equal OK [r acl log reset]
+        assert_equal {} [r acl log]
+        r config set acllog-max-len 128
+    }
+
+    # Redis 7.2's fields (7.0 has none).
+    tags {mooncake} {
+    test {INFO stats counts refusals by kind} {
+        set a0 [s acl_access_denied_auth]
+        set c0 [s acl_access_denied_cmd]
+        set k0 [s acl_access_denied_key]
+        set c [acl_client alice p1]
+        catch {$c del tenantA:1}
+        catch {$c get other}
+        catch {$c get other}
+        catch {$c auth alice wrong}
+        $c close
+        list [expr {[s acl_access_denied_auth] - $a0}] [expr {[s acl_access_denied_cmd] - $c0}] \
+            [expr {[s acl_access_denied_key] - $k0}]
+    } {1 1 2}
+    }
+
+    test {A wrong AUTH of the default user is logged as default} {
+        r config set requirepass p1
+        set c [redis_client]
+        catch {$c auth wrong}
+        $c close
+        r auth p1
+        set e [lindex [r acl log] 0]
+        r config set requirepass ""
+        list [dict get $e reason] [dict get $e username]
+    } {auth default}
+}
+
+# ---- aclfile -------------------------------------------------------------
+
+proc acl_write_file {path text} {
+    set f [open $path w]
+    puts -nonewline $f $text
+    close $f
+}
+
+proc acl_read_lines {path} {
+    set f [open $path r]
+    set text [read $f]
+    close $f
+    return [split [string trim $text "\n"] "\n"]
+}
+
+set ::aclfile [tmpfile users.acl]
+acl_write_file $::aclfile "user alice on #$::p1hash ~a:* +get\nuser default on nopass ~* &* +@all\n"
+
+start_server [list tags {acl} overrides [list aclfile $::aclfile]] {
+    test {The aclfile is loaded at start-up} {
+        assert_equal {alice default} [r acl users]
+        set c [acl_client alice p1]
+        assert_equal {} [$c get a:1]
+        assert_error {NOPERM*} {$c set a:1 x}
+        $c close
+        assert_equal $::aclfile [lindex [r config get aclfile] 1]
+    }
+
+    test {ACL SAVE writes the users as ACL LIST shows them, ACL LOAD reads them back} {
+        r acl setuser bob on >p1 ~b:* %R~shared:* +set +get
+        assert_equal OK [r acl save]
+        assert_equal [r acl list] [acl_read_lines $::aclfile]
+        set before [r acl list]
+        r acl deluser bob
+        r acl setuser alice +del
+        assert_equal OK [r acl load]
+        assert_equal $before [r acl list]
+        set c [acl_client bob p1]
+        assert_equal OK [$c set b:1 x]
+        $c close
+    }
+
+    test {ACL LOAD replaces the users with the file's} {
+        acl_write_file $::aclfile "user carol on #$::p1hash ~c:* +@all\nuser default on nopass ~* &* +@all\n"
+        assert_equal OK [r acl load]
+        assert_equal {carol default} [r acl users]
+    }
+
+    test {ACL LOAD of a bad file is refused and changes nothing} {
+        set before [r acl list]
+        acl_write_file $::aclfile "user dave on >p1 +@all\nuser erin on +nosuchcommand\n"
+        assert_error {ERR*} {r acl load}
+        acl_write_file $::aclfile "this is not a user line\n"
+        assert_error {ERR*} {r acl load}
+        assert_equal $before [r acl list]
+    }
+}
+file delete $::aclfile
+
+start_server {tags {acl}} {
+    test {ACL LOAD and ACL SAVE need an aclfile} {
+        assert_error {ERR*} {r acl load}
+        assert_error {ERR*} {r acl save}
+    }
+}
+
+# ---- what only this server has -------------------------------------------
+
+tags {acl mooncake} {
+    test {A bad aclfile stops the start, naming the line} {
+        set path [tmpfile bad.acl]
+        acl_write_file $path "user ok on nopass +@all ~*\nuser broken on +nosuchcommand\n"
+        lassign [run_server_expecting_exit --port [find_available_port] --aclfile $path] exited out
+        file delete $path
+        assert_equal 1 $exited
+        assert_match "*FATAL ACL FILE ERROR*bad.acl*:2:*broken*nosuchcommand*" $out
+    }
+
+    test {ACL LOG wants a positive count} {
+        start_server {} {
+            assert_error {ERR*} {r acl log -1}
+            assert_error {ERR*} {r acl log x}
+        }
+    }
+
+    test {Comments and blank lines in the aclfile are skipped} {
+        set path [tmpfile comments.acl]
+        acl_write_file $path "# tenants\n\n  user c on nopass +@all ~*\n"
+        start_server [list overrides [list aclfile $path]] {
+            assert_equal {c default} [r acl users]
+        }
+        file delete $path
+    }
+
+    test {A missing aclfile stops the start} {
+        set path [tmpfile missing.acl]
+        lassign [run_server_expecting_exit --port [find_available_port] --aclfile $path] exited out
+        assert_equal 1 $exited
+        assert_match "*missing.acl*" $out
+    }
+}
+
+set ::aclfile [tmpfile keep.acl]
+acl_write_file $::aclfile "user default on nopass ~* &* +@all\n"
+start_server [list tags {acl mooncake} overrides [list aclfile $::aclfile]] {
+    test {ACL LOAD keeps the connections of users that stay (with their new rules)} {
+        r acl setuser stay on >p1 ~* +@all
+        r acl save
+        set c [acl_client stay p1]
+        r acl setuser stay -get
+        assert_error {NOPERM*} {$c get k}
+        assert_equal OK [r acl load]
+        assert_equal {} [$c get k]
+        $c close
+    }
+
+    test {A file without the default user leaves default as it is} {
+        r config set requirepass p1
+        acl_write_file $::aclfile "user stay on >p1 ~* +@all\n"
+        assert_equal OK [r acl load]
+        assert_equal [list $::p1hash] [dict get [r acl getuser default] passwords]
+        r config set requirepass ""
+    }
+}
+file delete $::aclfile
+
+start_server {tags {acl mooncake}} {
+    test {The store commands are @store; SHM.ATTACH and REMOVE.ALL are @dangerous} {
+        set store [r acl cat store]
+        foreach cmd {put.start put.end get.replicas lease remove object.info batch.put.start mount segments
+                     seg.read seg.write seg.readv seg.writev shm.attach} {
+            assert {[lsearch -exact $store $cmd] >= 0}
+        }
+        set dangerous [r acl cat dangerous]
+        assert {[lsearch -exact $dangerous shm.attach] >= 0}
+        assert {[lsearch -exact $dangerous remove.all] >= 0}
+        assert {[lsearch -exact $dangerous put.start] < 0}
+        assert_equal {@read @slow @store} [lindex [r command info seg.read] 0 6]
+    }
+
+    test {ACL appears in COMMAND DOCS with its subcommands} {
+        set docs [r command docs acl]
+        assert_match {*acl|setuser*} $docs
+    }
+}
+
+# Two tenants on one server: every route to bytes -- keyed commands, the
+# data plane by (segment, offset), shared memory, segments -- keeps each
+# inside its own prefix.
+start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noeviction}} {
+    r acl setuser alice on >pa ~tenantA:* +@all
+    r acl setuser bob on >pb ~tenantB:* +@all
+    set ::ca [acl_client alice pa]
+    set ::cb [acl_client bob pb]
+
+    # A complete object of B's: {seg off len}.
+    proc b_object {key value} {
+        lassign [lindex [$::cb put.start $key [string length $value]] 0] seg off len
+        $::cb seg.write $seg $off $value
+        $::cb put.end $key
+        return [list $seg $off $len]
+    }
+
+    test {A tenant cannot PUT.START, GET.REPLICAS, REMOVE or describe another's keys} {
+        b_object tenantB:obj secretsecret
+        assert_error {NOPERM*} {$::ca put.start tenantB:obj 10 REPLACE}
+        assert_error {NOPERM*} {$::ca put.start tenantB:new 10}
+        assert_error {NOPERM*} {$::ca get.replicas tenantB:obj}
+        assert_error {NOPERM*} {$::ca object.info tenantB:obj}
+        assert_error {NOPERM*} {$::ca remove tenantB:obj}
+        assert_error {NOPERM*} {$::ca lease tenantB:obj 1000}
+        assert_error {NOPERM*} {$::ca batch.get.replicas tenantA:x tenantB:obj}
+        assert_error {NOPERM*} {$::ca batch.put.start 2 tenantA:x 10 tenantB:y 10}
+        assert_error {NOPERM*} {$::ca get tenantB:obj}
+        assert_equal 0 [r exists tenantA:x]
+        assert_equal 0 [r exists tenantB:new]
+        assert_equal secretsecret [r get tenantB:obj]
+    }
+
+    test {A tenant cannot SEG.READ another's object, even knowing its segment and offset} {
+        lassign [lindex [r get.replicas tenantB:obj] 3] seg off len
+        assert_equal secretsecret [$::cb seg.read $seg $off $len]
+        assert_error {NOPERM*} {$::ca seg.read $seg $off $len}
+        assert_error {NOPERM*} {$::ca seg.read $seg [expr {$off + 3}] 2}
+        assert_error {NOPERM*} {$::ca seg.readv $seg $off $len}
+        set e [lindex [r acl log] 0]
+        list [dict get $e reason] [dict get $e object] [dict get $e username]
+    } {key tenantB:obj alice}
+
+    test {A tenant cannot SEG.WRITE into another's pending put (small and in-place payloads)} {
+        set big [string repeat B 40000]
+        lassign [lindex [$::cb put.start tenantB:pending 40000] 0] seg off len
+        assert_equal OK [$::cb seg.write $seg $off $big]
+        set w0 [get_info_field r stats data_write_bytes]
+        assert_error {NOPERM*} {$::ca seg.write $seg $off XXXX}
+        assert_error {NOPERM*} {$::ca seg.write $seg $off [string repeat X 40000]}
+        assert_error {NOPERM*} {$::ca seg.writev $seg $off XXXX}
+        assert_equal $w0 [get_info_field r stats data_write_bytes]
+        assert_equal OK [$::cb put.end tenantB:pending]
+        assert_equal $big [$::cb seg.read $seg $off 40000]
+    }
+
+    test {A tenant's own put and get over the TCP data plane work} {
+        set v [string repeat "a tenant's bytes " 3000]
+        set n [string length $v]
+        lassign [lindex [$::ca put.start tenantA:own $n] 0] seg off len
+        assert_equal OK [$::ca seg.write $seg $off $v]
+        assert_equal OK [$::ca put.end tenantA:own]
+        lassign [lindex [$::ca get.replicas tenantA:own] 3] seg2 off2 len2
+        assert_equal $v [$::ca seg.read $seg2 $off2 $len2]
+        assert_equal [list [string range $v 0 9] [string range $v 100 104]] \
+            [$::ca seg.readv $seg2 $off2 10 [expr {$off2 + 100}] 5]
+        assert_error {NOPERM*} {$::cb get tenantA:own}
+    }
+
+    test {A value stored with SET (no recorded key) is read with GET, not the data plane} {
+        r set tenantA:plain [string repeat p 100]
+        regexp {segment:(\d+) offset:(\d+)} [r debug object tenantA:plain] -> seg off
+        assert_error {NOPERM*} {$::ca seg.read $seg $off 100}
+        assert_equal [string repeat p 100] [$::ca get tenantA:plain]
+    }
+
+    test {A tenant is refused SHM.ATTACH (the whole pool); allkeys users are not} {
+        set u [acl_client alice pa 1]
+        assert_error {NOPERM*SHM.ATTACH*} {$u shm.attach 1}
+        $u close
+        set d [redis_client_unix]
+        assert_equal 2 [llength [$d shm.attach 1]]
+        $d close
+        assert_equal shm.attach [dict get [lindex [r acl log] 0] object]
+    }
+
+    test {SCAN and KEYS show a tenant only its keys} {
+        assert_equal {} [lsearch -all -inline -not [$::ca keys *] tenantA:*]
+        assert {[llength [$::ca keys *]] >= 2}
+        set all {}
+        set cursor 0
+        while 1 {
+            lassign [$::ca scan $cursor count 100] cursor keys
+            lappend all {*}$keys
+            if {$cursor == 0} break
+        }
+        assert_equal [lsort [$::ca keys *]] [lsort $all]
+        assert {[llength [r keys *]] > [llength $all]}
+    }
+
+    test {Segments: a tenant's segment is its own; others do not see, use or unmount it} {
+        set ida [$::ca mount tenA-seg 1mb OWNER ownerA]
+        set idb [$::cb mount tenB-seg 1mb OWNER ownerB]
+        set ids [r mount shared-seg 1mb OWNER admin]
+        set names {}
+        foreach s [$::cb segments] { lappend names [dict get $s name] }
+        assert_equal {self shared-seg tenB-seg} [lsort $names]
+        assert_equal {} [$::cb segment.info tenA-seg]
+        assert_equal $ida [dict get [$::ca segment.info tenA-seg] id]
+        assert_equal 4 [llength [r segments]]
+        assert_error {ERR no such segment*} {$::cb unmount tenA-seg}
+        assert_error {NOPERM*shared*} {$::ca unmount shared-seg}
+        assert_error {ERR*own segment*} {$::ca unmount self}
+        assert_error {EXISTS*} {$::cb mount tenA-seg 1mb OWNER ownerA}
+        assert_error {EXISTS*another user*} {$::ca mount tenA-seg2 1mb OWNER ownerB}
+        assert_error {NEEDREMOUNT*} {$::ca heartbeat ownerB}
+        assert_equal OK [$::cb heartbeat ownerB]
+    }
+
+    test {Placement: a tenant segment takes only its tenant's replicas} {
+        set ida [dict get [r segment.info tenA-seg] id]
+        # Bob and the default user, asking for every segment, never get tenA-seg.
+        foreach rep [$::cb put.start tenantB:spread 1000 REPLICAS 8] {
+            assert_not_equal $ida [lindex $rep 0]
+        }
+        foreach rep [r put.start spread 1000 REPLICAS 8] {
+            assert_not_equal $ida [lindex $rep 0]
+        }
+        assert_error {ERR no such segment*} {$::cb put.start tenantB:pref 1000 PREFER tenA-seg}
+        # Alice may put there.
+        assert_equal $ida [lindex [$::ca put.start tenantA:pref 1000 PREFER tenA-seg] 0 0]
+        assert_equal 1 [$::ca unmount tenA-seg]
+    }
+
+    $::ca close
+    $::cb close
+}
