@@ -36,6 +36,8 @@
 
 #include "anet.h"
 #include "cluster.h"
+#include "monitor.h"
+#include "multi.h"
 #include "owner.h"
 #include "server.h"
 #include "store.h"
@@ -159,6 +161,9 @@ void freeClient(client *c) {
         c->fd = -1;
     }
     abortBigArg(c);
+    monitorRemove(c);
+    discardTransaction(c); /* the queued arguments, and the WATCHes */
+    zfree(c->watched);
     ownerDetachClient(c);
     if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
     if (c->leases_live) clientLeasesPrune(c, 1);
@@ -166,6 +171,7 @@ void freeClient(client *c) {
     if (c->pass_fd >= 0) close(c->pass_fd);
     zfree(c->argv);
     zfree(c->argobj);
+    zfree(c->arglen);
     sdsfree(c->querybuf);
     sdsfree(c->name);
     while (c->reply_head) {
@@ -278,8 +284,10 @@ void acceptUnixHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
 
 /* ---- replies ------------------------------------------------------------- */
 
+/* CLIENT REPLY OFF and SKIP drop replies here, the one place every reply
+ * passes, MONITOR lines included (as in Redis). */
 static int prepareClientToWrite(client *c) {
-    if (c->fd == -1 || (c->flags & CLIENT_CLOSE_ASAP)) return C_ERR;
+    if (c->fd == -1 || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP))) return C_ERR;
     if (!(c->flags & CLIENT_PENDING_WRITE)) {
         c->flags |= CLIENT_PENDING_WRITE;
         arrayPush(&server.pending_writes, &server.pending_writes_len,
@@ -521,7 +529,7 @@ void addReplyHelp(client *c, const char **help) {
 /* Returns 1 (and schedules the close) when the client went over its output
  * limit: the hard limit at once, the soft one after soft_seconds above it. */
 int checkClientOutputBufferLimits(client *c) {
-    cobLimit *l = &server.cob_normal;
+    cobLimit *l = &server.cob[(c->flags & CLIENT_MONITOR) ? COB_PUBSUB : COB_NORMAL]; /* monitor.c: why */
     unsigned long long used = c->reply_bytes;
     int hard = l->hard && used >= l->hard;
     int soft = l->soft && used >= l->soft;
@@ -660,6 +668,12 @@ void resetClient(client *c) {
     freeClientArgv(c);
     c->expect_argc = 0;
     c->argerr = NULL;
+    /* CLIENT REPLY SKIP silences the command after it: it set SKIP_NEXT,
+     * which becomes SKIP for one command. */
+    if (c->flags & (CLIENT_REPLY_SKIP | CLIENT_REPLY_SKIP_NEXT)) {
+        c->flags &= ~CLIENT_REPLY_SKIP;
+        if (c->flags & CLIENT_REPLY_SKIP_NEXT) c->flags = (c->flags & ~CLIENT_REPLY_SKIP_NEXT) | CLIENT_REPLY_SKIP;
+    }
 }
 
 static void ensureArgvRoom(client *c, int need) {
@@ -670,6 +684,7 @@ static void ensureArgvRoom(client *c, int need) {
     if (c->argobj) {
         c->argobj = zrealloc(c->argobj, sizeof(storeObj *) * (size_t)cap);
         memset(c->argobj + c->argv_cap, 0, sizeof(storeObj *) * (size_t)(cap - c->argv_cap));
+        c->arglen = zrealloc(c->arglen, sizeof(size_t) * (size_t)cap);
     }
     c->argv_cap = cap;
 }
@@ -703,7 +718,11 @@ static void startBigArg(client *c, size_t len) {
     ensureArgvRoom(c, argi + 1);
     c->argv[argi] = NULL;
     if (cmd && cmd->bigarg && c->authenticated) {
-        if (c->argobj == NULL) c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
+        if (c->argobj == NULL) {
+            c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
+            c->arglen = zcalloc(sizeof(size_t) * (size_t)c->argv_cap);
+        }
+        c->arglen[argi] = len;
         dst = cmd->bigarg(c, argi, len);
     }
     if (dst == NULL && c->argerr == NULL && len > SDS_MAX_LEN) {
@@ -984,7 +1003,11 @@ void clientsCron(void) {
 /* ---- client introspection ------------------------------------------------ */
 
 sds catClientInfoString(sds s, client *c) {
-    char flags[8], *p = flags;
+    char flags[16], *p = flags;
+    if (c->flags & CLIENT_MONITOR) *p++ = 'O';
+    if (c->flags & CLIENT_MULTI) *p++ = 'x';
+    if (c->flags & CLIENT_BLOCKED) *p++ = 'b';
+    if (c->flags & CLIENT_DIRTY_CAS) *p++ = 'd';
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY) *p++ = 'c';
     if (c->flags & CLIENT_UNIX_SOCKET) *p++ = 'U';
     if (c->flags & CLIENT_CLOSE_ASAP) *p++ = 'A';
@@ -1001,12 +1024,13 @@ sds catClientInfoString(sds s, client *c) {
     size_t qbuf = sdslen(c->querybuf);
     return sdscatprintf(s,
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=0 psub=0 "
-        "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=%zu "
+        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu "
         "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=default redir=-1 resp=%d",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
-        qbuf, sdsavail(c->querybuf), c->argv_bytes, sdsAllocSize(c->querybuf), c->querybuf_peak,
-        obl, oll, c->reply_bytes, sizeof(client) + sdsAllocSize(c->querybuf) + c->reply_bytes,
+        (c->flags & CLIENT_MULTI) ? c->mstate.count : -1, qbuf, sdsavail(c->querybuf), c->argv_bytes,
+        c->mstate.bytes, sdsAllocSize(c->querybuf), c->querybuf_peak, obl, oll, c->reply_bytes,
+        sizeof(client) + sdsAllocSize(c->querybuf) + c->reply_bytes + c->mstate.bytes,
         events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->resp);
 }
 
@@ -1143,6 +1167,7 @@ void clientCommand(client *c) {
             "    TYPE normal, USER default, SKIPME (YES|NO).",
             "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
+            "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
             NULL};
         addReplyHelp(c, help);
@@ -1190,6 +1215,20 @@ void clientCommand(client *c) {
         addReplyBulkCString(c, c->name);
     } else if (!strcasecmp(sub, "kill") && c->argc >= 3) {
         clientKill(c);
+    } else if (c->argc == 3 && !strcasecmp(sub, "reply")) {
+        /* OFF and SKIP are not answered: their own reply would be the
+         * first one dropped. */
+        const char *mode = c->argv[2];
+        if (!strcasecmp(mode, "on")) {
+            c->flags &= ~(CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP);
+            addReplyOk(c);
+        } else if (!strcasecmp(mode, "off")) {
+            c->flags |= CLIENT_REPLY_OFF;
+        } else if (!strcasecmp(mode, "skip")) {
+            if (!(c->flags & CLIENT_REPLY_OFF)) c->flags |= CLIENT_REPLY_SKIP_NEXT;
+        } else {
+            addReplyErrorSyntax(c);
+        }
     } else if (c->argc == 4 && !strcasecmp(sub, "setinfo")) {
         if (strcasecmp(c->argv[2], "lib-name") && strcasecmp(c->argv[2], "lib-ver")) {
             addReplyErrorFormat(c, "ERR Unrecognized option '%s'", c->argv[2]);
