@@ -150,7 +150,7 @@ mcCommand commandTable[] = {
     CMD("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "Returns the number of keys in the database.", "1.0.0", "O(1)"),
     CMD("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys.", "1.0.0", "O(N) where N is the total number of keys"),
     CMD("flushdb", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys (there is one database).", "1.0.0", "O(N) where N is the number of keys"),
-    CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
+    CMD("shutdown", shutdownCommand, -1, A | L | S | X, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
     CMD("monitor", monitorCommand, 1, A | L | S, 0, 0, 0, "server", "Listens for all requests received by the server in real-time.", "1.0.0", NULL),

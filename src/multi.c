@@ -32,6 +32,7 @@
  *   - SHM.ATTACH: its file descriptor rides on the write that carries its
  *     reply, which inside EXEC is the whole array: the client could not
  *     tell which reply it belongs to.
+ *   - SHUTDOWN, as in Redis: the process would end halfway through EXEC.
  * A command that would subscribe the connection to a stream (SUBSCRIBE,
  * when pub/sub comes) gets the same flag. MONITOR inside EXEC is refused
  * when it runs, as Redis does (CLIENT_IN_EXEC). MIGRATE is allowed: it is

@@ -531,6 +531,12 @@ start_server {tags {multi mooncake} overrides {segment-size 16mb}} {
         assert_match {*no_multi*} [lindex [r command info shm.attach] 0 2]
     }
 
+    test {SHUTDOWN is refused inside MULTI, as in Redis} {
+        r multi
+        assert_error {ERR Command not allowed inside a transaction} {r shutdown}
+        assert_error {EXECABORT*} {r exec}
+    }
+
     test {CLUSTER topology changes are refused inside MULTI} {
         r multi
         assert_error {ERR Command not allowed inside a transaction} {r cluster addslots 1}
