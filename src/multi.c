@@ -31,7 +31,7 @@
  *     etcd's commit (a blocked client), and EXEC must finish in one call;
  *   - SHM.ATTACH: its file descriptor rides on the write that carries its
  *     reply, which inside EXEC is the whole array: the client could not
- *     tell which reply it belongs to.
+ *     tell which reply it belongs to;
  *   - SHUTDOWN, as in Redis: the process would end halfway through EXEC.
  * A command that would subscribe the connection to a stream (SUBSCRIBE,
  * when pub/sub comes) gets the same flag. MONITOR inside EXEC is refused
@@ -48,8 +48,9 @@
  * reaped) and signalFlushedDb before FLUSHALL; those mark the watchers
  * CLIENT_DIRTY_CAS and EXEC replies a nil array. Hooking the store rather
  * than the commands means a new command that writes through storeSet or
- * storeDelete is covered without knowing WATCH exists. While no client
- * WATCHes (server.watching == 0) a key write costs one branch.
+ * storeDelete is covered without knowing WATCH exists. PIN, UNPIN and
+ * LEASE change neither a value nor its TTL and do not count. While no
+ * client WATCHes (server.watching == 0) a key write costs one branch.
  *
  * Expiry follows Redis 7.0: a watched key that expires before EXEC fails
  * the transaction even if nothing deleted it yet (EXEC checks); a key that
