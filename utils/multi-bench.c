@@ -10,8 +10,8 @@
  * sends a transaction. Each connection keeps PIPELINE ops in flight, like
  * redis-benchmark -P; one thread, epoll. Every reply is checked against
  * the expected bytes (+OK +QUEUED *1 +OK), so an error stops the run.
- * Works against mooncake-server and redis-server alike; run the two in
- * turn, several times, and compare medians (see the issue 13 notes).
+ * Works against mooncake-server and redis-server alike; on a shared
+ * machine run the two in turn, several times, and compare medians.
  */
 #include <arpa/inet.h>
 #include <errno.h>
