@@ -362,49 +362,70 @@ static void addReplyRedirect(client *c, const char *word, int slot, clusterNode 
 }
 
 /* Redis's getNodeByQuery, with the same order of checks so clients see
- * the same errors in the same situations. Returns 1 if it replied. */
+ * the same errors in the same situations. For EXEC the keys are those of
+ * every queued command: a transaction runs on one node, so they must all
+ * be in one slot (each was already routed alone when it was queued).
+ * Returns 1 if it replied. */
 int clusterRedirect(client *c) {
     clusterState *cs = server.cluster;
     mcCommand *cmd = c->cmd;
-    if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->firstkey == 0 && cmd->proc != migrateCommand) return 0;
-    int stackkeys[64];
-    int *keys = stackkeys;
-    int max = c->argc < 64 ? 64 : c->argc;
-    if (max > 64) keys = zmalloc(sizeof(int) * (size_t)max);
-    int nkeys = clusterCommandKeys(cmd, c->argv, c->argc, keys, max);
-    int replied = 0;
-    if (nkeys == 0) goto done;
-    /* The common case: every key in one slot that is ours and settled. */
-    int first = (int)keyHashSlot(c->argv[keys[0]], sdslen(c->argv[keys[0]]));
-    if (cs->slot_local[first]) {
-        int i = 1;
-        while (i < nkeys && (int)keyHashSlot(c->argv[keys[i]], sdslen(c->argv[keys[i]])) == first) i++;
-        if (i == nkeys) goto done;
+    multiCmd one = {cmd, c->argc, c->argv, NULL, NULL};
+    multiCmd *cmds = &one;
+    int ncmds = 1;
+    if (cmd->proc == execCommand) {
+        if (!(c->flags & CLIENT_MULTI)) return 0; /* EXEC will just say "without MULTI" */
+        cmds = c->mstate.cmds;
+        ncmds = c->mstate.count;
+    } else if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->firstkey == 0 && cmd->proc != migrateCommand) {
+        return 0;
     }
+    int stackkeys[64];
+    int *keys = stackkeys, keyscap = 64;
+    int replied = 0;
     int slot = -1, missing = 0, existing = 0;
     clusterNode *n = NULL;
     int migrating = 0, importing = 0;
-    for (int i = 0; i < nkeys; i++) {
-        sds k = c->argv[keys[i]];
-        int s = (int)keyHashSlot(k, sdslen(k));
-        if (slot == -1) {
-            slot = s;
-            n = cs->slots[s];
-            if (n == NULL) {
-                addReplyError(c, "-CLUSTERDOWN Hash slot not served");
+    for (int m = 0; m < ncmds; m++) {
+        multiCmd *mc = &cmds[m];
+        if (mc->argc > keyscap) {
+            if (keys != stackkeys) zfree(keys);
+            keyscap = mc->argc;
+            keys = zmalloc(sizeof(int) * (size_t)keyscap);
+        }
+        int nkeys = clusterCommandKeys(mc->cmd, mc->argv, mc->argc, keys, keyscap);
+        /* The common case: one command, every key in one slot that is ours
+         * and settled. */
+        if (ncmds == 1 && nkeys > 0) {
+            int first = (int)keyHashSlot(mc->argv[keys[0]], sdslen(mc->argv[keys[0]]));
+            if (cs->slot_local[first]) {
+                int i = 1;
+                while (i < nkeys && (int)keyHashSlot(mc->argv[keys[i]], sdslen(mc->argv[keys[i]])) == first) i++;
+                if (i == nkeys) goto done;
+            }
+        }
+        for (int i = 0; i < nkeys; i++) {
+            sds k = mc->argv[keys[i]];
+            int s = (int)keyHashSlot(k, sdslen(k));
+            if (slot == -1) {
+                slot = s;
+                n = cs->slots[s];
+                if (n == NULL) {
+                    addReplyError(c, "-CLUSTERDOWN Hash slot not served");
+                    replied = 1;
+                    goto done;
+                }
+                if (n == cs->myself && cs->migrating_to[s]) migrating = 1;
+                else if (cs->importing_from[s]) importing = 1;
+            } else if (s != slot) {
+                addReplyError(c, "-CROSSSLOT Keys in request don't hash to the same slot");
                 replied = 1;
                 goto done;
             }
-            if (n == cs->myself && cs->migrating_to[s]) migrating = 1;
-            else if (cs->importing_from[s]) importing = 1;
-        } else if (s != slot) {
-            addReplyError(c, "-CROSSSLOT Keys in request don't hash to the same slot");
-            replied = 1;
-            goto done;
+            if ((migrating || importing) && keyIsHere(k)) existing++;
+            else if (migrating || importing) missing++;
         }
-        if ((migrating || importing) && keyIsHere(k)) existing++;
-        else if (migrating || importing) missing++;
     }
+    if (slot == -1) goto done; /* no key at all */
     if (!cs->state_ok) {
         addReplyError(c, "-CLUSTERDOWN The cluster is down");
         replied = 1;
@@ -420,7 +441,7 @@ int clusterRedirect(client *c) {
         goto done;
     }
     if (importing && ((c->flags & CLIENT_ASKING) || (cmd->flags & CMD_ASKING))) {
-        if (nkeys > 1 && missing) {
+        if (existing + missing > 1 && missing) {
             addReplyError(c, "-TRYAGAIN Multiple keys request during rehashing of slot");
             replied = 1;
         }
@@ -435,9 +456,11 @@ done:
     return replied;
 }
 
-/* ASKING is good for one command, as in Redis. */
+/* ASKING is good for one command, as in Redis, or for a whole transaction
+ * when it comes before MULTI. */
 void clusterResetAsking(client *c) {
     if (c->cmd && c->cmd->proc == askingCommand) return;
+    if (c->flags & CLIENT_MULTI) return;
     c->flags &= ~CLIENT_ASKING;
 }
 

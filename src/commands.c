@@ -10,6 +10,11 @@
  * `bigarg` names the hook that places a large argument before its bytes
  * arrive (networking.c): SET and MSET read values straight into the pool.
  *
+ * CMD_NO_MULTI (X below) marks the commands refused between MULTI and
+ * EXEC because they cannot finish inside EXEC; multi.c lists them and why.
+ * A command that turns the connection into a stream (SUBSCRIBE) belongs
+ * there too.
+ *
  * The arguments COMMAND DOCS lists (what redis-cli shows as help and hints)
  * come from commandSynopses, one synopsis per command beside the table,
  * parsed and checked against the table's arity and key specs when the
@@ -34,6 +39,7 @@
 #define F CMD_FAST
 #define L CMD_LOADING
 #define S CMD_STALE
+#define X CMD_NO_MULTI
 
 /* name, proc, arity, flags, first, last, step, group, summary, since, complexity, bigarg, subs */
 /* Designated initializers: the fields filled at start-up (stats, docs,
@@ -65,6 +71,8 @@ static mcCommand clientSubcommands[] = {
     SUB("setinfo", clientCommand, 4, L | S, "Sets information specific to the client or connection."),
     SUB("no-touch", clientCommand, 3, L | S, "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
     SUB("no-evict", clientCommand, 3, A | L | S, "Sets the client eviction mode of the connection."),
+    {.name = "reply", .proc = clientCommand, .arity = 3, .flags = L | S,
+     .summary = "Instructs the server whether to reply to commands.", .since = "3.2.0", .complexity = "O(1)"},
     SUB("help", clientCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
@@ -126,16 +134,16 @@ static mcCommand clusterSubcommands[] = {
     SUB("keyslot", clusterCommand, 3, S, "Returns the hash slot for a key."),
     SUB("countkeysinslot", clusterCommand, 3, S, "Returns the number of keys in a hash slot."),
     SUB("getkeysinslot", clusterCommand, 4, S, "Returns the key names in a hash slot."),
-    SUB("addslots", clusterCommand, -3, A | S, "Assigns new hash slots to a node."),
-    SUB("addslotsrange", clusterCommand, -4, A | S, "Assigns new hash slot ranges to a node."),
-    SUB("delslots", clusterCommand, -3, A | S, "Sets hash slots as unbound for a node."),
-    SUB("delslotsrange", clusterCommand, -4, A | S, "Sets hash slot ranges as unbound for a node."),
-    SUB("setslot", clusterCommand, -4, A | S, "Binds a hash slot to a node."),
-    SUB("meet", clusterCommand, -4, A | S, "Forces a node to handshake with another node."),
-    SUB("forget", clusterCommand, 3, A | S, "Removes a node from the nodes table."),
-    SUB("reset", clusterCommand, -2, A | S, "Resets a node."),
-    SUB("set-config-epoch", clusterCommand, 3, A | S, "Sets the configuration epoch for a new node."),
-    SUB("bumpepoch", clusterCommand, 2, A | S, "Advances the cluster config epoch."),
+    SUB("addslots", clusterCommand, -3, A | S | X, "Assigns new hash slots to a node."),
+    SUB("addslotsrange", clusterCommand, -4, A | S | X, "Assigns new hash slot ranges to a node."),
+    SUB("delslots", clusterCommand, -3, A | S | X, "Sets hash slots as unbound for a node."),
+    SUB("delslotsrange", clusterCommand, -4, A | S | X, "Sets hash slot ranges as unbound for a node."),
+    SUB("setslot", clusterCommand, -4, A | S | X, "Binds a hash slot to a node."),
+    SUB("meet", clusterCommand, -4, A | S | X, "Forces a node to handshake with another node."),
+    SUB("forget", clusterCommand, 3, A | S | X, "Removes a node from the nodes table."),
+    SUB("reset", clusterCommand, -2, A | S | X, "Resets a node."),
+    SUB("set-config-epoch", clusterCommand, 3, A | S | X, "Sets the configuration epoch for a new node."),
+    SUB("bumpepoch", clusterCommand, 2, A | S | X, "Advances the cluster config epoch."),
     SUB("saveconfig", clusterCommand, 2, A | S, "Forces a node to save the cluster configuration to disk."),
     SUB("replicate", clusterCommand, 3, A | S, "Configure a node as replica of a primary node."),
     SUB("replicas", clusterCommand, 3, A | S, "Lists the replica nodes of a primary node."),
@@ -163,6 +171,12 @@ mcCommand commandTable[] = {
     CMD("quit", quitCommand, -1, N | F | S | L, 0, 0, 0, "connection", "Closes the connection.", "1.0.0", "O(1)"),
     CMD("reset", resetCommand, 1, N | F | S | L, 0, 0, 0, "connection", "Resets the connection.", "6.2.0", "O(1)"),
     CMDX("client", clientCommand, -2, S | L, 0, 0, 0, "connection", "A container for client connection commands.", "2.4.0", "Depends on subcommand.", NULL, clientSubcommands),
+    /* transactions (multi.c) */
+    CMD("multi", multiCommand, 1, F | L | S, 0, 0, 0, "transactions", "Starts a transaction.", "1.2.0", "O(1)"),
+    CMD("exec", execCommand, 1, L | S | CMD_SKIP_SLOWLOG, 0, 0, 0, "transactions", "Executes all commands in a transaction.", "1.2.0", "Depends on commands in the transaction"),
+    CMD("discard", discardCommand, 1, F | L | S, 0, 0, 0, "transactions", "Discards a transaction.", "2.0.0", "O(N), when N is the number of queued commands"),
+    CMD("watch", watchCommand, -2, F | L | S, 1, -1, 1, "transactions", "Monitors changes to keys to determine the execution of a transaction.", "2.2.0", "O(1) for every key."),
+    CMD("unwatch", unwatchCommand, 1, F | L | S, 0, 0, 0, "transactions", "Forgets about watched keys of a transaction.", "2.2.0", "O(1)"),
     /* server */
     CMDX("command", commandCommand, -1, S | L, 0, 0, 0, "server", "Returns detailed information about all commands.", "2.8.13", "O(N) where N is the total number of commands", NULL, commandSubcommands),
     CMD("info", infoCommand, -1, S | L, 0, 0, 0, "server", "Returns information and statistics about the server.", "1.0.0", "O(1)"),
@@ -172,10 +186,11 @@ mcCommand commandTable[] = {
     CMD("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "Returns the number of keys in the database.", "1.0.0", "O(1)"),
     CMD("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys.", "1.0.0", "O(N) where N is the total number of keys"),
     CMD("flushdb", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys (there is one database).", "1.0.0", "O(N) where N is the number of keys"),
-    CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
+    CMD("shutdown", shutdownCommand, -1, A | L | S | X, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
     CMDX("acl", aclCommand, -2, S | L, 0, 0, 0, "server", "A container for Access List Control commands.", "6.0.0", "Depends on subcommand.", NULL, aclSubcommands),
+    CMD("monitor", monitorCommand, 1, A | L | S, 0, 0, 0, "server", "Listens for all requests received by the server in real-time.", "1.0.0", NULL),
     /* cluster (cluster.c) */
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
@@ -236,7 +251,7 @@ mcCommand commandTable[] = {
     CMD("seg.read", segReadCommand, 4, R, 0, 0, 0, "data", "Reads bytes from the extent of a complete object in a segment this server holds.", "0.4.0", "O(N)"),
     CMD("seg.writev", segWritevCommand, -4, W | M, 0, 0, 0, "data", "Writes several ranges, each inside the extent of a pending object, in one segment this server holds; all or none.", "0.4.0", "O(N)"),
     CMD("seg.readv", segReadvCommand, -4, R, 0, 0, 0, "data", "Reads several ranges, each inside the extent of a complete object, from one segment this server holds; all or none.", "0.4.0", "O(N)"),
-    CMD("shm.attach", shmAttachCommand, 2, R, 0, 0, 0, "data", "Sends the segment's memory file by SCM_RIGHTS (unix socket only).", "0.4.0", "O(1)"),
+    CMD("shm.attach", shmAttachCommand, 2, R | X, 0, 0, 0, "data", "Sends the segment's memory file by SCM_RIGHTS (unix socket only).", "0.4.0", "O(1)"),
     CMDX("set", setCommand, -3, W | M, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "1.0.0", "O(1)", setBigArgProc, NULL),
     CMD("get", getCommand, 2, R | F, 1, 1, 1, "string", "Returns the string value of a key.", "1.0.0", "O(1)"),
     CMD("getrange", getrangeCommand, 4, R, 1, 1, 1, "string", "Returns a substring of the string stored at a key.", "2.4.0", "O(N) where N is the length of the returned string"),
@@ -272,6 +287,7 @@ mcCommand commandTable[] = {
 #undef F
 #undef L
 #undef S
+#undef X
 
 /* ---- synopses: the arguments COMMAND DOCS lists --------------------------- */
 
@@ -319,6 +335,9 @@ static const struct {
     {"client|no-touch", "enabled=(ON|OFF)"},
     {"client|no-evict", "enabled=(ON|OFF)"},
     {"client|setinfo", "attr=(LIB-NAME libname:string|LIB-VER libver:string)"},
+    {"client|reply", "on_off_skip=(ON|OFF|SKIP)"},
+    /* transactions */
+    {"watch", "key:key..."},
     /* server */
     {"command|info", "[command-name:string...]"},
     {"command|docs", "[command-name:string...]"},
@@ -735,7 +754,8 @@ static const struct {
     const char *name;
 } flagNames[] = {{CMD_WRITE, "write"},   {CMD_READONLY, "readonly"}, {CMD_DENYOOM, "denyoom"},
                  {CMD_ADMIN, "admin"},   {CMD_NOAUTH, "no_auth"},    {CMD_LOADING, "loading"},
-                 {CMD_STALE, "stale"},   {CMD_FAST, "fast"},         {CMD_MOVABLEKEYS, "movablekeys"},
+                 {CMD_STALE, "stale"},   {CMD_SKIP_MONITOR, "skip_monitor"}, {CMD_SKIP_SLOWLOG, "skip_slowlog"},
+                 {CMD_FAST, "fast"},     {CMD_NO_MULTI, "no_multi"}, {CMD_MOVABLEKEYS, "movablekeys"},
                  {0, NULL}};
 
 /* Key specs, the Redis 7 form of the key positions: one spec, found by
@@ -855,15 +875,19 @@ static void addReplyCommandDocs(client *c, mcCommand *cmd) {
     long long nsubs = 0;
     for (mcCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
     const char *group = cmd->group ? cmd->group : (cmd->parent ? cmd->parent->group : "server");
-    addReplyMapLen(c, 4 + (cmd->nargs > 0) + (nsubs > 0));
+    /* No complexity is given for a command whose cost is not per call
+     * (MONITOR), as in Redis. */
+    addReplyMapLen(c, 3 + (cmd->complexity != NULL) + (cmd->nargs > 0) + (nsubs > 0));
     addReplyBulkCString(c, "summary");
     addReplyBulkCString(c, cmd->summary);
     addReplyBulkCString(c, "since");
     addReplyBulkCString(c, cmd->since);
     addReplyBulkCString(c, "group");
     addReplyBulkCString(c, group);
-    addReplyBulkCString(c, "complexity");
-    addReplyBulkCString(c, cmd->complexity);
+    if (cmd->complexity) {
+        addReplyBulkCString(c, "complexity");
+        addReplyBulkCString(c, cmd->complexity);
+    }
     if (cmd->nargs) {
         addReplyBulkCString(c, "arguments");
         addReplyCommandArgs(c, cmd->args, cmd->nargs);

@@ -85,9 +85,18 @@ static sds getBind(void) {
     return s;
 }
 
+/* "<class> <hard> <soft> <seconds>" groups, as Redis writes them. The
+ * classes are Redis's: normal, replica (alias slave: there are no replicas
+ * yet, the values are kept for CONFIG GET and REWRITE) and pubsub, which
+ * also bounds MONITOR clients (monitor.c says why). */
+static int cobClass(const char *name) {
+    if (!strcasecmp(name, "normal")) return COB_NORMAL;
+    if (!strcasecmp(name, "replica") || !strcasecmp(name, "slave")) return COB_REPLICA;
+    if (!strcasecmp(name, "pubsub")) return COB_PUBSUB;
+    return -1;
+}
+
 static int setCob(sds *argv, int argc, const char **err) {
-    /* "normal <hard> <soft> <seconds>"; replica/pubsub classes are accepted
-     * for compatibility with redis.conf files and ignored (no such clients). */
     if (argc % 4 != 0) {
         *err = "Wrong number of arguments in buffer limit configuration.";
         return C_ERR;
@@ -96,8 +105,8 @@ static int setCob(sds *argv, int argc, const char **err) {
      * refused value changes nothing. */
     for (int pass = 0; pass < 2; pass++)
     for (int j = 0; j < argc; j += 4) {
-        if (strcasecmp(argv[j], "normal") && strcasecmp(argv[j], "replica") &&
-            strcasecmp(argv[j], "slave") && strcasecmp(argv[j], "pubsub")) {
+        int class = cobClass(argv[j]);
+        if (class < 0) {
             *err = "Invalid client class specified in buffer limit configuration.";
             return C_ERR;
         }
@@ -108,18 +117,22 @@ static int setCob(sds *argv, int argc, const char **err) {
             *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
             return C_ERR;
         }
-        if (pass == 1 && !strcasecmp(argv[j], "normal")) {
-            server.cob_normal.hard = (unsigned long long)hard;
-            server.cob_normal.soft = (unsigned long long)soft;
-            server.cob_normal.soft_seconds = secs;
+        if (pass == 1) {
+            server.cob[class].hard = (unsigned long long)hard;
+            server.cob[class].soft = (unsigned long long)soft;
+            server.cob[class].soft_seconds = secs;
         }
     }
     return C_OK;
 }
 
 static sds getCob(void) {
-    return sdscatprintf(sdsempty(), "normal %llu %llu %lld", server.cob_normal.hard,
-                        server.cob_normal.soft, server.cob_normal.soft_seconds);
+    static const char *names[COB_CLASSES] = {"normal", "slave", "pubsub"};
+    sds s = sdsempty();
+    for (int i = 0; i < COB_CLASSES; i++)
+        s = sdscatprintf(s, "%s%s %llu %llu %lld", i ? " " : "", names[i], server.cob[i].hard, server.cob[i].soft,
+                         server.cob[i].soft_seconds);
+    return s;
 }
 
 /* Persistence directives from redis.conf are accepted so redis.conf-shaped
@@ -352,7 +365,7 @@ static standardConfig configs[] = {
     MEMC("tcp-notsent-lowat", 0, &server.tcp_notsent_lowat, 0, INT_MAX, "16kb"),
     MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
-    SPECC("client-output-buffer-limit", 0, "normal 0 0 0", setCob, getCob),
+    SPECC("client-output-buffer-limit", 0, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", setCob, getCob),
     /* Process */
     BOOLC("daemonize", CFG_IMMUTABLE, &server.daemonize, "no"),
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),

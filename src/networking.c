@@ -37,6 +37,8 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "monitor.h"
+#include "multi.h"
 #include "owner.h"
 #include "server.h"
 #include "store.h"
@@ -161,6 +163,9 @@ void freeClient(client *c) {
         c->fd = -1;
     }
     abortBigArg(c);
+    monitorRemove(c);
+    discardTransaction(c); /* the queued arguments, and the WATCHes */
+    zfree(c->watched);
     ownerDetachClient(c);
     if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
     if (c->leases_live) clientLeasesPrune(c, 1);
@@ -169,6 +174,7 @@ void freeClient(client *c) {
     zfree(c->argv);
     zfree(c->argobj);
     zfree(c->buf);
+    zfree(c->arglen);
     sdsfree(c->querybuf);
     sdsfree(c->name);
     while (c->reply_head) {
@@ -281,8 +287,10 @@ void acceptUnixHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
 
 /* ---- replies ------------------------------------------------------------- */
 
+/* CLIENT REPLY OFF and SKIP drop replies here, the one place every reply
+ * passes, MONITOR lines included (as in Redis). */
 static int prepareClientToWrite(client *c) {
-    if (c->fd == -1 || (c->flags & CLIENT_CLOSE_ASAP)) return C_ERR;
+    if (c->fd == -1 || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP))) return C_ERR;
     if (!(c->flags & CLIENT_PENDING_WRITE)) {
         c->flags |= CLIENT_PENDING_WRITE;
         arrayPush(&server.pending_writes, &server.pending_writes_len,
@@ -526,7 +534,7 @@ void addReplyHelp(client *c, const char **help) {
 /* Returns 1 (and schedules the close) when the client went over its output
  * limit: the hard limit at once, the soft one after soft_seconds above it. */
 int checkClientOutputBufferLimits(client *c) {
-    cobLimit *l = &server.cob_normal;
+    cobLimit *l = &server.cob[(c->flags & CLIENT_MONITOR) ? COB_PUBSUB : COB_NORMAL]; /* monitor.c: why */
     unsigned long long used = c->reply_bytes;
     int hard = l->hard && used >= l->hard;
     int soft = l->soft && used >= l->soft;
@@ -665,6 +673,12 @@ void resetClient(client *c) {
     freeClientArgv(c);
     c->expect_argc = 0;
     c->argerr = NULL;
+    /* CLIENT REPLY SKIP silences the command after it: it set SKIP_NEXT,
+     * which becomes SKIP for one command. */
+    if (c->flags & (CLIENT_REPLY_SKIP | CLIENT_REPLY_SKIP_NEXT)) {
+        c->flags &= ~CLIENT_REPLY_SKIP;
+        if (c->flags & CLIENT_REPLY_SKIP_NEXT) c->flags = (c->flags & ~CLIENT_REPLY_SKIP_NEXT) | CLIENT_REPLY_SKIP;
+    }
 }
 
 static void ensureArgvRoom(client *c, int need) {
@@ -675,6 +689,7 @@ static void ensureArgvRoom(client *c, int need) {
     if (c->argobj) {
         c->argobj = zrealloc(c->argobj, sizeof(storeObj *) * (size_t)cap);
         memset(c->argobj + c->argv_cap, 0, sizeof(storeObj *) * (size_t)(cap - c->argv_cap));
+        c->arglen = zrealloc(c->arglen, sizeof(size_t) * (size_t)cap);
     }
     c->argv_cap = cap;
 }
@@ -710,7 +725,11 @@ static void startBigArg(client *c, size_t len) {
     /* Placed only for a command this user may run: SEG.WRITE's hook writes
      * into an existing object (and checks its key itself, t_data.c). */
     if (cmd && cmd->bigarg && c->authenticated && aclUserCanRun(c->user, cmd)) {
-        if (c->argobj == NULL) c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
+        if (c->argobj == NULL) {
+            c->argobj = zcalloc(sizeof(storeObj *) * (size_t)c->argv_cap);
+            c->arglen = zcalloc(sizeof(size_t) * (size_t)c->argv_cap);
+        }
+        c->arglen[argi] = len;
         dst = cmd->bigarg(c, argi, len);
     }
     if (dst == NULL && c->argerr == NULL && len > SDS_MAX_LEN) {
@@ -1004,6 +1023,10 @@ void clientsCron(void) {
 
 sds catClientInfoString(sds s, client *c) {
     char flags[16], *p = flags;
+    if (c->flags & CLIENT_MONITOR) *p++ = 'O';
+    if (c->flags & CLIENT_MULTI) *p++ = 'x';
+    if (c->flags & CLIENT_BLOCKED) *p++ = 'b';
+    if (c->flags & CLIENT_DIRTY_CAS) *p++ = 'd';
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY) *p++ = 'c';
     if (c->flags & CLIENT_UNIX_SOCKET) *p++ = 'U';
     if (c->flags & CLIENT_CLOSE_ASAP) *p++ = 'A';
@@ -1022,19 +1045,19 @@ sds catClientInfoString(sds s, client *c) {
     size_t qbuf = sdslen(c->querybuf);
     return sdscatprintf(s,
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=0 psub=0 "
-        "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=%zu "
+        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu "
         "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
-        qbuf, sdsavail(c->querybuf), c->argv_bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak,
-        obl, oll, c->reply_bytes, clientMemoryUsage(c),
-        events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name, c->resp);
+        (c->flags & CLIENT_MULTI) ? c->mstate.count : -1, qbuf, sdsavail(c->querybuf), c->argv_bytes,
+        c->mstate.bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak, obl, oll, c->reply_bytes,
+        clientMemoryUsage(c), events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name, c->resp);
 }
 
-/* What a client costs: its struct, buffers, argv and queued replies. */
+/* What a client costs: its struct, buffers, argv, queued transaction and replies. */
 size_t clientMemoryUsage(client *c) {
     return sizeof(client) + (c->buf ? PROTO_REPLY_CHUNK : 0) + sdsAllocSize(c->querybuf) + c->argv_bytes +
-           c->reply_bytes;
+           c->mstate.bytes + c->reply_bytes;
 }
 
 static sds getAllClientsInfoString(void) {
@@ -1175,6 +1198,7 @@ void clientCommand(client *c) {
             "    TYPE normal, USER <username>, SKIPME (YES|NO).",
             "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
+            "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
             "NO-TOUCH (ON|OFF)", "    Reads of this connection do not change the LRU of the keys they read.",
             "NO-EVICT (ON|OFF)", "    Protect this connection from client eviction (none is done yet).",
@@ -1233,6 +1257,20 @@ void clientCommand(client *c) {
             return;
         }
         addReplyOk(c);
+    } else if (c->argc == 3 && !strcasecmp(sub, "reply")) {
+        /* OFF and SKIP are not answered: their own reply would be the
+         * first one dropped. */
+        const char *mode = c->argv[2];
+        if (!strcasecmp(mode, "on")) {
+            c->flags &= ~(CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP);
+            addReplyOk(c);
+        } else if (!strcasecmp(mode, "off")) {
+            c->flags |= CLIENT_REPLY_OFF;
+        } else if (!strcasecmp(mode, "skip")) {
+            if (!(c->flags & CLIENT_REPLY_OFF)) c->flags |= CLIENT_REPLY_SKIP_NEXT;
+        } else {
+            addReplyErrorSyntax(c);
+        }
     } else if (c->argc == 4 && !strcasecmp(sub, "setinfo")) {
         if (strcasecmp(c->argv[2], "lib-name") && strcasecmp(c->argv[2], "lib-ver")) {
             addReplyErrorFormat(c, "ERR Unrecognized option '%s'", c->argv[2]);

@@ -5,7 +5,9 @@
  * arity and authentication, and call() runs it, timing it for INFO
  * commandstats and SLOWLOG. Nothing is executed before all arguments are
  * present and every check has passed, which is what makes a refused
- * command leave no state behind.
+ * command leave no state behind. After MULTI a command that passed the
+ * checks is queued instead (multi.c), and one that failed them dooms the
+ * transaction (flagTransaction), as in Redis.
  *
  * Background work (active expiry, eviction slices, incremental rehashing,
  * idle clients) runs from serverCron, hz times a second, each with a time
@@ -36,6 +38,8 @@
 #include "anet.h"
 #include "cluster.h"
 #include "migrate.h"
+#include "monitor.h"
+#include "multi.h"
 #include "owner.h"
 #include "store.h"
 #include "util.h"
@@ -136,48 +140,61 @@ mcCommand *lookupCommand(sds *argv, int argc) {
     return lookupSubcommand(cmd, argv[1]);
 }
 
+/* A command refused before it ran. Inside MULTI that dooms the transaction;
+ * a refused EXEC ends it there and then (multi.c). */
 static void rejectCommand(client *c, const char *err) {
+    flagTransaction(c);
     if (c->cmd) c->cmd->rejected_calls++;
-    addReplyError(c, err);
+    if (c->cmd && c->cmd->proc == execCommand) execCommandAbort(c, err);
+    else addReplyError(c, err);
 }
 
+/* Runs c->cmd on c->argv. Also how EXEC runs each queued command, so it
+ * may nest: the outer call keeps the client protected. */
 void call(client *c) {
     mcCommand *cmd = c->cmd;
+    sds monitor_line = monitorLineFor(c);
     c->lastcmd = cmd;
     long long start = ustime();
+    int nested = c->flags & CLIENT_PROTECTED;
     c->flags |= CLIENT_PROTECTED;
     cmd->proc(c);
-    c->flags &= ~CLIENT_PROTECTED;
+    if (!nested) c->flags &= ~CLIENT_PROTECTED;
     long long duration = ustime() - start;
     cmd->calls++;
     cmd->usec += duration;
     if (server.latency_tracking) latencyRecord(&cmd->latency, duration > 0 ? (uint64_t)duration : 0);
     server.stat_numcommands++;
-    slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
+    if (!(cmd->flags & CMD_SKIP_SLOWLOG)) slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
+    if (monitor_line) monitorFeed(monitor_line);
 }
 
 int processCommand(client *c) {
     c->cmd = lookupCommand(c->argv, c->argc);
     if (!c->cmd) {
         mcCommand *container = lookupBySds(c->argv[0]);
+        sds err;
         if (container && container->subcommands) {
             sds upper = sdsnew(container->name);
             sdstoupper(upper);
-            addReplyErrorFormat(c, "ERR unknown subcommand '%.128s'. Try %s HELP.", c->argv[1], upper);
+            err = sdscatprintf(sdsempty(), "ERR unknown subcommand '%.128s'. Try %s HELP.", c->argv[1], upper);
             sdsfree(upper);
         } else {
             sds args = sdsempty();
             for (int i = 1; i < c->argc && sdslen(args) < 128; i++)
                 args = sdscatprintf(args, "'%.*s' ", 128 - (int)sdslen(args), c->argv[i]);
-            addReplyErrorFormat(c, "ERR unknown command '%.128s', with args beginning with: %s",
-                                c->argv[0], args);
+            err = sdscatprintf(sdsempty(), "ERR unknown command '%.128s', with args beginning with: %s",
+                               c->argv[0], args);
             sdsfree(args);
         }
+        rejectCommand(c, err);
+        sdsfree(err);
         return C_OK;
     }
     if ((c->cmd->arity > 0 && c->cmd->arity != c->argc) || c->argc < -c->cmd->arity) {
-        c->cmd->rejected_calls++;
-        addReplyErrorArity(c);
+        sds err = sdscatprintf(sdsempty(), "ERR wrong number of arguments for '%s' command", c->cmd->fullname);
+        rejectCommand(c, err);
+        sdsfree(err);
         return C_OK;
     }
     if (!c->authenticated && !(c->cmd->flags & CMD_NOAUTH)) {
@@ -186,10 +203,19 @@ int processCommand(client *c) {
     }
     int keypos, acl = aclCheckCommand(c, &keypos);
     if (acl != ACL_OK) {
+        flagTransaction(c); /* refused while queueing: EXEC aborts, as in Redis */
         aclDenyCommand(c, acl, keypos);
         return C_OK;
     }
+    if ((c->flags & CLIENT_MULTI) && (c->cmd->flags & CMD_NO_MULTI)) {
+        rejectCommand(c, "ERR Command not allowed inside a transaction");
+        return C_OK;
+    }
     if (server.cluster_enabled && clusterRedirect(c)) {
+        /* A transaction must run where all its keys are: EXEC redirected
+         * is EXEC refused (the reply is the redirection, as in Redis). */
+        if (c->cmd->proc == execCommand) discardTransaction(c);
+        else flagTransaction(c);
         c->cmd->rejected_calls++;
         clusterResetAsking(c);
         return C_OK;
@@ -197,6 +223,17 @@ int processCommand(client *c) {
     if (c->argerr) {
         if (!strncmp(c->argerr, "-OOM", 4)) server.stat_oom_rejections++;
         rejectCommand(c, c->argerr);
+        return C_OK;
+    }
+    /* A monitor's connection carries its stream; Redis keeps the keyspace
+     * out of it (the replies would be lost among the lines). */
+    if ((c->flags & CLIENT_MONITOR) && (c->cmd->flags & (CMD_READONLY | CMD_WRITE))) {
+        rejectCommand(c, "ERR Replica can't interact with the keyspace");
+        return C_OK;
+    }
+    if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
+        queueMultiCommand(c);
+        addReplyProto(c, "+QUEUED\r\n", 9);
         return C_OK;
     }
     server.current_client = c;
@@ -388,6 +425,7 @@ static void initServer(void) {
         serverLog(LL_WARNING, "Unrecoverable error creating server.sofd file event.");
         exit(1);
     }
+    multiInit();
     if (storeInit(err, sizeof(err)) != C_OK) {
         serverLog(LL_WARNING, "Cannot create the memory pool: %s", err);
         exit(1);
@@ -437,7 +475,11 @@ void quitCommand(client *c) {
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
 }
 
+/* The connection as a new one would be (Redis 7's clearClientConnectionState). */
 void resetCommand(client *c) {
+    monitorRemove(c);
+    discardTransaction(c);
+    c->flags &= ~(CLIENT_ASKING | CLIENT_READONLY | CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP_NEXT);
     c->resp = 2;
     sdsfree(c->name);
     c->name = NULL;

@@ -74,6 +74,14 @@
 #define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
+#define CLIENT_MULTI (1 << 8)             /* after MULTI: commands are queued (multi.c) */
+#define CLIENT_DIRTY_CAS (1 << 9)         /* a WATCHed key changed: EXEC replies nil */
+#define CLIENT_DIRTY_EXEC (1 << 10)       /* a command was refused while queueing: EXECABORT */
+#define CLIENT_IN_EXEC (1 << 11)          /* running EXEC's queue: nothing may block (MONITOR, etcd) */
+#define CLIENT_MONITOR (1 << 12)          /* in server.monitors (monitor.c) */
+#define CLIENT_REPLY_OFF (1 << 13)        /* CLIENT REPLY OFF */
+#define CLIENT_REPLY_SKIP (1 << 14)       /* this command's reply is dropped (CLIENT REPLY SKIP) */
+#define CLIENT_REPLY_SKIP_NEXT (1 << 15)  /* ... and the next one's: set by SKIP itself */
 
 /* Command flags (bits) and their COMMAND INFO names. */
 #define CMD_WRITE (1 << 0)
@@ -89,6 +97,9 @@
 #define CMD_PROTECTED (1 << 10)
 #define CMD_MOVABLEKEYS (1 << 11)  /* keys found from a numkeys argument: see keynum_* */
 #define CMD_ASKING (1 << 12)       /* served in an importing slot without ASKING (RESTORE-ASKING) */
+#define CMD_SKIP_MONITOR (1 << 13) /* not shown to MONITOR (ADMIN commands never are) */
+#define CMD_SKIP_SLOWLOG (1 << 14) /* not in SLOWLOG (EXEC: its commands are, one by one) */
+#define CMD_NO_MULTI (1 << 15)     /* refused inside MULTI: see multi.c for which and why */
 
 typedef long long mstime_t;
 
@@ -132,6 +143,23 @@ typedef struct mcCommand {
     uint64_t acl_categories;
 } mcCommand;
 
+/* A command queued between MULTI and EXEC (multi.c): its arguments, taken
+ * over from the client. argobj and arglen are NULL unless an argument was
+ * read in place (networking.c), as they are in the client. */
+typedef struct multiCmd {
+    struct mcCommand *cmd;
+    int argc;
+    sds *argv;
+    struct storeObj **argobj;
+    size_t *arglen;
+} multiCmd;
+
+typedef struct multiState {
+    multiCmd *cmds;
+    int count, cap;
+    size_t bytes;   /* arguments held, for CLIENT LIST multi-mem */
+} multiState;
+
 /* One node of the reply chain: either heap bytes or a slice of a stored
  * value that is written to the socket straight from segment memory. */
 typedef struct replyBlock {
@@ -162,6 +190,8 @@ typedef struct client {
     long long expect_argc;  /* of the request being parsed, 0 = none */
     sds *argv;
     struct storeObj **argobj; /* argobj[i]: value arg i already in a segment */
+    size_t *arglen;         /* with argobj: the length of an argument read in place
+                             * (its argv[i] is empty); MONITOR shows it */
     const char *argerr;     /* a large arg was refused before its bytes came
                              * (no space, too big): the command replies this */
     size_t argv_bytes;
@@ -190,6 +220,10 @@ typedef struct client {
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
     int nleases, leases_cap, leases_head, leases_live;
+    /* Transactions (multi.c). */
+    multiState mstate;      /* commands queued since MULTI */
+    struct watchedKey **watched; /* this client's WATCHes */
+    int nwatched, watched_cap;
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -201,6 +235,9 @@ typedef struct slowlogEntry {
     time_t time;
     sds cname, peerid;
 } slowlogEntry;
+
+/* client-output-buffer-limit classes. */
+enum { COB_NORMAL = 0, COB_REPLICA = 1, COB_PUBSUB = 2, COB_CLASSES = 3 };
 
 typedef struct cobLimit {
     unsigned long long hard, soft;
@@ -248,7 +285,7 @@ struct mcServer {
     char tcp_congestion[16]; /* "auto", "system" or an algorithm (config.c) */
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
-    cobLimit cob_normal;
+    cobLimit cob[COB_CLASSES];  /* normal, replica (no such clients yet), pubsub (and MONITOR) */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
     /* Process. */
@@ -314,6 +351,11 @@ struct mcServer {
     long long cluster_announce_port, cluster_announce_bus_port;
     int cluster_require_full_coverage;
     struct clusterState *cluster;
+    /* Transactions and MONITOR (multi.c, monitor.c). */
+    dict *watched_keys;     /* sds key -> the WATCHes on it (a list) */
+    long long watching;     /* WATCHes held by all clients: 0 lets key writes skip the dict */
+    client **monitors;
+    size_t nmonitors, monitors_cap;
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
@@ -511,6 +553,14 @@ void readwriteCommand(client *c);
 void dumpCommand(client *c);
 void restoreCommand(client *c);
 void migrateCommand(client *c);
+/* multi.c */
+void multiCommand(client *c);
+void execCommand(client *c);
+void discardCommand(client *c);
+void watchCommand(client *c);
+void unwatchCommand(client *c);
+/* monitor.c */
+void monitorCommand(client *c);
 /* networking.c: blocked clients (cluster topology changes wait for etcd) */
 void blockClient(client *c, struct clusterOp *op);
 void unblockClient(client *c);

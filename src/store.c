@@ -19,6 +19,11 @@
  * reused only after the lease ends (storeDeferredFreeCron), so a remote
  * reader's one-sided read can never see a newer value's bytes.
  *
+ * Changes. Every change of a key (a write, a delete for any reason, a TTL
+ * set or removed, a flush) is signalled from here to WATCH (multi.c), so
+ * the commands above need not know about transactions. The signal is one
+ * branch while nobody WATCHes.
+ *
  * Eviction lives in evict.c.
  */
 #include "store.h"
@@ -27,6 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "multi.h"
 #include "server.h"
 #include "util.h"
 #include "zmalloc.h"
@@ -379,14 +385,26 @@ long long storeGetExpire(sds key) {
 }
 
 /* Deletes through the expires dict first: it borrows the key sds that the
- * keyspace dict owns and frees. */
+ * keyspace dict owns and frees. Every deletion comes here (DEL, expiry,
+ * eviction, the reaper), so this is where WATCH hears of them. */
 static int deleteKey(sds key) {
     if (server.cluster) {
         dictEntry *de = dictFind(server.keys, key);
         if (de) clusterSlotKeyDel(de->key);
     }
     dictDelete(server.expires, key);
-    return dictDelete(server.keys, key) == DICT_OK;
+    if (dictDelete(server.keys, key) != DICT_OK) return 0;
+    signalModifiedKey(key);
+    return 1;
+}
+
+int storeKeyPresent(sds key) { return dictFind(server.keys, key) != NULL; }
+
+/* Logically expired (its TTL passed), whether or not it was deleted yet;
+ * by the loop's clock, as the lookups. */
+int storeKeyIsExpired(sds key) {
+    long long when = storeGetExpire(key);
+    return when >= 0 && when <= server.mstime;
 }
 
 /* Uses the loop's cached clock, as Redis does: every command of one
@@ -464,6 +482,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         if (ee) ee->val = (void *)(intptr_t)expire_ms;
         else existing->val = (void *)(intptr_t)expire_ms;
     }
+    signalModifiedKey(key);
 }
 
 int storeDelete(sds key) {
@@ -478,11 +497,17 @@ void storeSetExpire(sds key, long long when_ms) {
     dictEntry *de = dictAddRaw(server.expires, kde->key, &existing);
     if (de) de->val = (void *)(intptr_t)when_ms;
     else existing->val = (void *)(intptr_t)when_ms;
+    signalModifiedKey(key);
 }
 
-int storeRemoveExpire(sds key) { return dictDelete(server.expires, key) == DICT_OK; }
+int storeRemoveExpire(sds key) {
+    if (dictDelete(server.expires, key) != DICT_OK) return 0;
+    signalModifiedKey(key);
+    return 1;
+}
 
 void storeFlush(void) {
+    signalFlushedDb(); /* before: only keys that exist count as changed */
     /* Pending puts go too; their writers may still be writing. */
     dictIterator *it = dictGetSafeIterator(server.pending);
     dictEntry *de;

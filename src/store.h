@@ -165,6 +165,8 @@ storeObj *storeLookupNoTouch(sds key);
 void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl); /* takes o's reference */
 int storeDelete(sds key);
 long long storeGetExpire(sds key);                /* -1: none */
+int storeKeyPresent(sds key);    /* in the keyspace, expired or not; no side effect */
+int storeKeyIsExpired(sds key);  /* has a TTL that has passed (deleted yet or not) */
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);

@@ -132,6 +132,9 @@ char *segWriteBigArgProc(client *c, int argi, size_t len) {
     /* Only a well-formed SEG.WRITE may write: one with the wrong argument
      * count is refused after its bytes arrive, and must not have placed them. */
     if (argi != 3 || c->argc != 3 || c->expect_argc != 4) return NULL;
+    /* Queued after MULTI: writing now would write before EXEC, or despite
+     * a DISCARD. The payload goes to the heap and is copied when EXEC runs. */
+    if (c->flags & CLIENT_MULTI) return NULL;
     char *ptr;
     const char *err;
     storeObj *o = dataRange(c, c->argv[1], c->argv[2], len, OBJ_PENDING, &ptr, &err);

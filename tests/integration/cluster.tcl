@@ -433,6 +433,35 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
         assert_match "MOVED [key_hash_slot tag] *" [err_of {R $other mget "{tag}a" "{tag}c"}]
     }
 
+    test "$kind: transactions: MOVED while queueing aborts, CROSSSLOT at EXEC, one slot runs" {
+        set r [lindex [cluster_slot_ranges 0] 0]
+        set k1 [cluster_key_in_slot [lindex $r 0] txc]
+        set k2 [cluster_key_in_slot [expr {[lindex $r 0] + 1}] txc]
+        # Each key alone is served by node 0; together they are two slots.
+        R 0 del $k1
+        assert_equal OK [R 0 multi]
+        assert_equal QUEUED [R 0 set $k1 1]
+        assert_equal QUEUED [R 0 set $k2 2]
+        assert_match "CROSSSLOT*" [err_of {R 0 exec}]
+        assert_match "*EXEC without MULTI*" [err_of {R 0 exec}]
+        assert_equal 0 [R 0 exists $k1]
+        # A key of another node is redirected while queueing: EXECABORT.
+        set far [cluster_key_for_node 1 txc]
+        R 0 multi
+        R 0 set $k1 1
+        assert_match "MOVED *" [err_of {R 0 set $far 1}]
+        assert_match "EXECABORT*" [err_of {R 0 exec}]
+        assert_equal 0 [R 0 exists $k1]
+        # Keys of one slot (a hash tag) run.
+        set t [cluster_slot_owner [key_hash_slot "{txtag}"]]
+        R $t multi
+        R $t set "{txtag}a" 1
+        R $t set "{txtag}b" 2
+        R $t mget "{txtag}a" "{txtag}b"
+        assert_equal {OK OK {1 2}} [R $t exec]
+        R $t del "{txtag}a" "{txtag}b"
+    }
+
     test "$kind: COUNTKEYSINSLOT and GETKEYSINSLOT" {
         set slot 4242
         set o [cluster_slot_owner $slot]
