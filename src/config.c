@@ -23,6 +23,7 @@
 
 #include "anet.h"
 #include "cluster.h"
+#include "notify.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -84,9 +85,10 @@ static sds getBind(void) {
     return s;
 }
 
+/* "<class> <hard> <soft> <seconds>" groups. normal and pubsub (subscribed
+ * clients) apply; replica (or slave) is kept and shown for redis.conf files
+ * but binds nobody, there being no replicas yet. */
 static int setCob(sds *argv, int argc, const char **err) {
-    /* "normal <hard> <soft> <seconds>"; replica/pubsub classes are accepted
-     * for compatibility with redis.conf files and ignored (no such clients). */
     if (argc % 4 != 0) {
         *err = "Wrong number of arguments in buffer limit configuration.";
         return C_ERR;
@@ -107,19 +109,38 @@ static int setCob(sds *argv, int argc, const char **err) {
             *err = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
             return C_ERR;
         }
-        if (pass == 1 && !strcasecmp(argv[j], "normal")) {
-            server.cob_normal.hard = (unsigned long long)hard;
-            server.cob_normal.soft = (unsigned long long)soft;
-            server.cob_normal.soft_seconds = secs;
+        if (pass == 1) {
+            cobLimit *l = !strcasecmp(argv[j], "normal")   ? &server.cob_normal
+                          : !strcasecmp(argv[j], "pubsub") ? &server.cob_pubsub
+                                                           : &server.cob_replica;
+            l->hard = (unsigned long long)hard;
+            l->soft = (unsigned long long)soft;
+            l->soft_seconds = secs;
         }
     }
     return C_OK;
 }
 
+/* As Redis 7.0 shows it, bytes and the class name "slave" included. */
 static sds getCob(void) {
-    return sdscatprintf(sdsempty(), "normal %llu %llu %lld", server.cob_normal.hard,
-                        server.cob_normal.soft, server.cob_normal.soft_seconds);
+    return sdscatprintf(sdsempty(), "normal %llu %llu %lld slave %llu %llu %lld pubsub %llu %llu %lld",
+                        server.cob_normal.hard, server.cob_normal.soft, server.cob_normal.soft_seconds,
+                        server.cob_replica.hard, server.cob_replica.soft, server.cob_replica.soft_seconds,
+                        server.cob_pubsub.hard, server.cob_pubsub.soft, server.cob_pubsub.soft_seconds);
 }
+
+/* notify-keyspace-events: Redis's letters and S (notify.c). */
+static int setNotify(sds *argv, int argc, const char **err) {
+    int flags = argc == 1 ? notifyFlagsFromString(argv[0]) : -1;
+    if (flags == -1) {
+        *err = "Invalid event class character. Use 'Ag$lshzxeKEtmdnS'.";
+        return C_ERR;
+    }
+    notifySetFlags(flags);
+    return C_OK;
+}
+
+static sds getNotify(void) { return notifyFlagsToString(server.notify_keyspace_events); }
 
 /* Persistence directives from redis.conf are accepted so redis.conf-shaped
  * files and tools that probe them (redis-benchmark reads `save` and
@@ -338,7 +359,9 @@ static standardConfig configs[] = {
     MEMC("tcp-notsent-lowat", 0, &server.tcp_notsent_lowat, 0, INT_MAX, "16kb"),
     MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
-    SPECC("client-output-buffer-limit", 0, "normal 0 0 0", setCob, getCob),
+    SPECC("client-output-buffer-limit", 0,
+          "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", setCob, getCob),
+    SPECC("notify-keyspace-events", CFG_ONEARG, "", setNotify, getNotify),
     /* Process */
     BOOLC("daemonize", CFG_IMMUTABLE, &server.daemonize, "no"),
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),

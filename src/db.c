@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "notify.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -15,19 +16,27 @@
 
 void delCommand(client *c) {
     long long deleted = 0;
-    for (int j = 1; j < c->argc; j++) deleted += storeDelete(c->argv[j]);
+    for (int j = 1; j < c->argc; j++) {
+        if (!storeDelete(c->argv[j])) continue;
+        deleted++;
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[j]);
+    }
     addReplyLongLong(c, deleted);
 }
 
 void existsCommand(client *c) {
     long long count = 0;
-    for (int j = 1; j < c->argc; j++)
+    for (int j = 1; j < c->argc; j++) {
         if (storeLookupWrite(c->argv[j])) count++;
+        else notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[j]);
+    }
     addReplyLongLong(c, count);
 }
 
 void typeCommand(client *c) {
-    addReplyStatus(c, storeLookupWrite(c->argv[1]) ? "string" : "none");
+    int found = storeLookupWrite(c->argv[1]) != NULL;
+    if (!found) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[1]);
+    addReplyStatus(c, found ? "string" : "none");
 }
 
 void dbsizeCommand(client *c) { addReplyLongLong(c, (long long)storeSize()); }
@@ -179,8 +188,10 @@ static void expireGeneric(client *c, long long unit) {
     if (when <= now) {
         storeDelete(key);
         server.stat_expiredkeys++;
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
     } else {
         storeSetExpire(key, when);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
     }
     addReplyLongLong(c, 1);
     return;
@@ -214,7 +225,9 @@ void persistCommand(client *c) {
         addReplyLongLong(c, 0);
         return;
     }
-    addReplyLongLong(c, storeRemoveExpire(c->argv[1]));
+    int removed = storeRemoveExpire(c->argv[1]);
+    if (removed) notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", c->argv[1]);
+    addReplyLongLong(c, removed);
 }
 
 /* ---- MEMORY -------------------------------------------------------------- */

@@ -36,6 +36,7 @@
 #include "cluster.h"
 #include "migrate.h"
 #include "owner.h"
+#include "pubsub.h"
 #include "store.h"
 #include "util.h"
 #include "zmalloc.h"
@@ -193,6 +194,8 @@ int processCommand(client *c) {
         rejectCommand(c, c->argerr);
         return C_OK;
     }
+    /* A RESP2 subscriber's replies must look like its messages. */
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && pubsubRejectCommand(c)) return C_OK;
     server.current_client = c;
     call(c);
     if (server.cluster_enabled) clusterResetAsking(c);
@@ -410,6 +413,14 @@ void pingCommand(client *c) {
         addReplyErrorArity(c);
         return;
     }
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2) {
+        /* Shaped like a message, so a RESP2 subscriber can read it among them. */
+        addReplyArrayLen(c, 2);
+        addReplyBulk(c, "pong", 4);
+        if (c->argc == 1) addReplyBulk(c, "", 0);
+        else addReplyBulk(c, c->argv[1], sdslen(c->argv[1]));
+        return;
+    }
     if (c->argc == 1) addReplyStatus(c, "PONG");
     else addReplyBulk(c, c->argv[1], sdslen(c->argv[1]));
 }
@@ -432,6 +443,7 @@ void quitCommand(client *c) {
 }
 
 void resetCommand(client *c) {
+    pubsubUnsubscribeAll(c, 0); /* silently, as Redis */
     c->resp = 2;
     sdsfree(c->name);
     c->name = NULL;

@@ -72,6 +72,7 @@
 #define CLIENT_ASKING (1 << 5)            /* ASKING: the next command may use an importing slot */
 #define CLIENT_READONLY (1 << 6)          /* READONLY: reads may be served by a replica */
 #define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
+#define CLIENT_PUBSUB (1 << 18)           /* subscribed to something (pubsub.c) */
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
 
@@ -89,6 +90,7 @@
 #define CMD_PROTECTED (1 << 10)
 #define CMD_MOVABLEKEYS (1 << 11)  /* keys found from a numkeys argument: see keynum_* */
 #define CMD_ASKING (1 << 12)       /* served in an importing slot without ASKING (RESTORE-ASKING) */
+#define CMD_PUBSUB (1 << 16)       /* Pub/Sub; its key positions (SSUBSCRIBE, SPUBLISH) name channels */
 
 typedef long long mstime_t;
 
@@ -184,6 +186,7 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     int nleases, leases_cap, leases_head, leases_live;
     struct client *prev, *next;               /* server.clients */
 } client;
@@ -241,7 +244,9 @@ struct mcServer {
     char tcp_congestion[16]; /* "auto", "system" or an algorithm (config.c) */
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
-    cobLimit cob_normal;
+    cobLimit cob_normal, cob_replica, cob_pubsub; /* client-output-buffer-limit classes */
+    int notify_keyspace_events; /* NOTIFY_* classes configured (notify.h) */
+    int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
     /* Process. */
@@ -362,6 +367,7 @@ void addReplyStoreObj(client *c, struct storeObj *o);
 void addReplyNull(client *c);
 void addReplyNullArray(client *c);
 void addReplyArrayLen(client *c, long long len);
+void addReplyPushLen(client *c, long long len); /* RESP3 push ('>'); an array under RESP2 */
 void addReplyMapLen(client *c, long long len);
 void addReplySetLen(client *c, long long len);
 void addReplyBool(client *c, int b);
@@ -469,6 +475,16 @@ void readwriteCommand(client *c);
 void dumpCommand(client *c);
 void restoreCommand(client *c);
 void migrateCommand(client *c);
+/* pubsub.c */
+void subscribeCommand(client *c);
+void unsubscribeCommand(client *c);
+void psubscribeCommand(client *c);
+void punsubscribeCommand(client *c);
+void ssubscribeCommand(client *c);
+void sunsubscribeCommand(client *c);
+void publishCommand(client *c);
+void spublishCommand(client *c);
+void pubsubCommand(client *c);
 /* networking.c: blocked clients (cluster topology changes wait for etcd) */
 void blockClient(client *c, struct clusterOp *op);
 void unblockClient(client *c);

@@ -126,6 +126,8 @@ int storeObjLeased(const storeObj *o);
 /* Keys. Lookups expire lazily; the Read form also counts hits/misses and
  * refreshes the LRU clock. */
 storeObj *storeLookupRead(sds key);
+#define STORE_LOOKUP_NONOTIFY (1 << 0) /* a miss is no keymiss event (a write's existence check) */
+storeObj *storeLookupReadFlags(sds key, int flags);
 storeObj *storeLookupWrite(sds key);
 void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl); /* takes o's reference */
 int storeDelete(sds key);

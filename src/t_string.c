@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "notify.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -131,6 +132,8 @@ void setCommand(client *c) {
         return;
     }
     storeObj *old = storeLookupWrite(key);
+    /* SET ... GET reads the key, so a miss is a keymiss, as in Redis. */
+    if ((flags & SET_GET) && !old) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", key);
     if (((flags & SET_NX) && old) || ((flags & SET_XX) && !old)) {
         if (flags & SET_GET) {
             if (old) addReplyStoreObj(c, old);
@@ -150,6 +153,8 @@ void setCommand(client *c) {
         return;
     }
     storeSet(key, o, expire_ms, flags & SET_KEEPTTL);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", key);
+    if (expire_ms >= 0) notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
     if (flags & SET_GET) {
         if (old) addReplyStoreObj(c, old);
         else addReplyNull(c);
@@ -232,7 +237,10 @@ void msetCommand(client *c) {
             return;
         }
     }
-    for (int i = 0; i < npairs; i++) storeSet(c->argv[1 + 2 * i], objs[i], -1, 0);
+    for (int i = 0; i < npairs; i++) {
+        storeSet(c->argv[1 + 2 * i], objs[i], -1, 0);
+        notifyKeyspaceEvent(NOTIFY_STRING, "set", c->argv[1 + 2 * i]);
+    }
     zfree(objs);
     addReplyOk(c);
 }
