@@ -515,7 +515,7 @@ void addReplyHelp(client *c, const char **help) {
     sdstoupper(cmd);
     long long n = 0;
     while (help[n]) n++;
-    addReplyArrayLen(c, n + 2);
+    addReplyArrayLen(c, n + 3); /* the first line, the help, HELP and its line */
     sds first = sdscatprintf(sdsempty(), "%s <subcommand> [<arg> [value] [opt] ...]. Subcommands are:", cmd);
     addReplyStatus(c, first);
     sdsfree(first);
