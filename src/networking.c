@@ -537,7 +537,10 @@ int checkClientOutputBufferLimits(client *c) {
     unsigned long long used = c->reply_bytes;
     int hard = l->hard && used >= l->hard;
     int soft = l->soft && used >= l->soft;
-    mstime_t now = mstime();
+    /* The loop's cached clock: this runs for every reply queued behind a
+     * full buffer (every message to a subscriber that lags), and soft
+     * limits are counted in seconds. */
+    mstime_t now = server.mstime;
     if (soft) {
         if (c->obuf_soft_limit_since == 0) {
             c->obuf_soft_limit_since = now;

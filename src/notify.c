@@ -147,6 +147,25 @@ void notifySetFlags(int flags) {
     server.notify_mask |= flags & NOTIFY_STORE;
 }
 
+/* Channel names and payloads are built in two buffers kept from one event
+ * to the next: an event costs no allocation once they have grown to fit. */
+static sds chanbuf, msgbuf;
+
+static sds bufReset(sds *buf, const char *prefix, size_t len) {
+    if (*buf == NULL) *buf = sdsempty();
+    sdsclear(*buf);
+    *buf = sdscatlen(*buf, prefix, len);
+    return *buf;
+}
+
+/* A huge key (max-key-size allows 512mb) must not pin its size here. */
+static void bufTrim(sds *buf) {
+    if (*buf && sdsalloc(*buf) > 64 * 1024) {
+        sdsfree(*buf);
+        *buf = NULL;
+    }
+}
+
 /* ---- Redis's keyspace notifications --------------------------------------- */
 
 void notifyKeyspaceEventPublish(int type, const char *event, sds key) {
@@ -154,15 +173,14 @@ void notifyKeyspaceEventPublish(int type, const char *event, sds key) {
     if (!pubsubHasSubscribers()) return;
     size_t elen = strlen(event);
     if (server.notify_keyspace_events & NOTIFY_KEYSPACE) {
-        sds chan = sdscatlen(sdsnewlen("__keyspace@0__:", 15), key, sdslen(key));
+        sds chan = chanbuf = sdscatlen(bufReset(&chanbuf, "__keyspace@0__:", 15), key, sdslen(key));
         pubsubPublishMessage(chan, event, elen);
-        sdsfree(chan);
     }
     if (server.notify_keyspace_events & NOTIFY_KEYEVENT) {
-        sds chan = sdscatlen(sdsnewlen("__keyevent@0__:", 15), event, elen);
+        sds chan = chanbuf = sdscatlen(bufReset(&chanbuf, "__keyevent@0__:", 15), event, elen);
         pubsubPublishMessage(chan, key, sdslen(key));
-        sdsfree(chan);
     }
+    bufTrim(&chanbuf);
 }
 
 /* ---- store events --------------------------------------------------------- */
@@ -171,14 +189,12 @@ static const char *nodeId(void) {
     return server.cluster && server.cluster->myself ? server.cluster->myself->id : server.runid;
 }
 
-static sds storeChannel(const char *event) { return sdscat(sdsnewlen("__store@0__:", 12), event); }
+static sds storeChannel(const char *event) { return chanbuf = sdscat(bufReset(&chanbuf, "__store@0__:", 12), event); }
 
 void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
     if (!pubsubHasSubscribers()) return;
     char num[32];
-    sds msg = sdsnewlen(NULL, 96 + sdslen(key));
-    sdsclear(msg);
-    msg = sdscat(msg, "node=");
+    sds msg = bufReset(&msgbuf, "node=", 5);
     msg = sdscat(msg, nodeId());
     msg = sdscatlen(msg, " size=", 6);
     msg = sdscatlen(msg, num, (size_t)ll2string(num, sizeof(num), (long long)o->len));
@@ -192,18 +208,14 @@ void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
         msg = sdscatlen(msg, num, (size_t)ll2string(num, sizeof(num), (long long)seg->id));
     }
     msg = sdscatlen(msg, " key=", 5);
-    msg = sdscatlen(msg, key, sdslen(key));
-    sds chan = storeChannel(event);
-    pubsubPublishMessage(chan, msg, sdslen(msg));
-    sdsfree(chan);
-    sdsfree(msg);
+    msgbuf = msg = sdscatlen(msg, key, sdslen(key));
+    pubsubPublishMessage(storeChannel(event), msg, sdslen(msg));
+    bufTrim(&msgbuf);
 }
 
 void notifyStoreFlushPublish(unsigned long keys) {
     if (!(server.notify_mask & NOTIFY_STORE) || !pubsubHasSubscribers()) return;
     sds msg = sdscatprintf(sdsempty(), "node=%s keys=%lu", nodeId(), keys);
-    sds chan = storeChannel("flush");
-    pubsubPublishMessage(chan, msg, sdslen(msg));
-    sdsfree(chan);
+    pubsubPublishMessage(storeChannel("flush"), msg, sdslen(msg));
     sdsfree(msg);
 }

@@ -6,18 +6,26 @@
  * shard channels (exact names, a namespace of their own, keyed by slot in
  * cluster mode). Each kind has two indexes that always agree:
  *
- *   server side   name -> the set of clients subscribed to it, so PUBLISH
- *                 finds the receivers of a channel with one lookup;
- *   client side   the names the client subscribes to, so UNSUBSCRIBE
- *                 without arguments, RESET and a disconnect can drop every
- *                 subscription of the client without scanning the server.
+ *   server side   name -> the clients subscribed to it, in subscription
+ *                 order, so PUBLISH finds the receivers of a channel with
+ *                 one lookup and walks an array;
+ *   client side   the names the client subscribes to (a dict), so
+ *                 UNSUBSCRIBE without arguments, RESET and a disconnect can
+ *                 drop every subscription of the client without scanning
+ *                 the server.
  *
- * Both are dicts, so subscribing and unsubscribing are O(1) whatever the
- * number of subscribers (a channel with 10k clients costs nothing to leave).
- * A name leaves the server index with its last subscriber, so PUBSUB
- * CHANNELS and NUMPAT count only names someone listens to. A client that
- * never subscribed carries one NULL pointer; its index is allocated at the
- * first subscription and given back with the last.
+ * Publishing is the hot path (a store event per PUT.END), subscribing the
+ * rare one: the receivers are an array, walked without allocating, and a
+ * client leaving a channel is found by a linear search (Redis 7.0 searches
+ * a list the same way). Patterns are also kept as an array, since every
+ * PUBLISH tries each. A message's header is encoded once per PUBLISH and
+ * copied to each receiver with the payload (under RESP3 only its first
+ * byte differs); a store event with one subscriber, the case to keep
+ * cheap, costs three appends to its output buffer. A name leaves the
+ * server index with its last subscriber, so PUBSUB CHANNELS and NUMPAT
+ * count only names someone listens to. A client that never subscribed
+ * carries one NULL pointer; its index is allocated at the first
+ * subscription and given back with the last.
  *
  * Messages are queued like any reply (networking.c): RESP2 arrays, or RESP3
  * push frames ('>'), which a RESP3 client can receive between the replies
@@ -55,6 +63,36 @@ typedef struct clientPubsub {
     dict *names[PS_KINDS];
 } clientPubsub;
 
+/* The clients subscribed to one name, in the order they subscribed. */
+typedef struct subscriberList {
+    client **clients;
+    int n, cap;
+} subscriberList;
+
+/* Every pattern someone subscribes to, for PUBLISH to try in turn; the
+ * name is the server index's own key. A pattern that is a literal prefix
+ * and a final '*' (__store@0__:*, the router's) is matched by comparing
+ * the prefix: it is tried on every message. */
+typedef struct patternEntry {
+    sds pattern;
+    subscriberList *subs;
+    int prefix_len; /* -1: a general glob */
+} patternEntry;
+
+static int literalPrefixLen(sds p) {
+    size_t len = sdslen(p);
+    if (len == 0 || p[len - 1] != '*') return -1;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (p[i] == '*' || p[i] == '?' || p[i] == '[' || p[i] == '\\') return -1;
+    return (int)len - 1;
+}
+
+static int patternMatches(const patternEntry *e, sds channel) {
+    if (e->prefix_len >= 0)
+        return sdslen(channel) >= (size_t)e->prefix_len && memcmp(channel, e->pattern, (size_t)e->prefix_len) == 0;
+    return stringmatchlen(e->pattern, sdslen(e->pattern), channel, sdslen(channel), 0);
+}
+
 /* ---- dict types ---------------------------------------------------------- */
 
 static uint64_t nameHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
@@ -62,17 +100,19 @@ static int nameCompare(const void *a, const void *b) {
     return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
 }
 static void nameFree(void *key) { sdsfree(key); }
-static void clientSetFree(void *val) { dictRelease(val); }
-/* Clients are hashed by address: a set of pointers. */
-static uint64_t clientHash(const void *key) { return dictGenHashFunction(&key, sizeof(key)); }
-static int clientCompare(const void *a, const void *b) { return a == b; }
+static void subscriberListFree(void *val) {
+    subscriberList *l = val;
+    zfree(l->clients);
+    zfree(l);
+}
 
-static dictType serverNamesType = {nameHash, nameCompare, nameFree, clientSetFree};
-static dictType clientSetType = {clientHash, clientCompare, NULL, NULL};
+static dictType serverNamesType = {nameHash, nameCompare, nameFree, subscriberListFree};
 static dictType clientNamesType = {nameHash, nameCompare, nameFree, NULL};
 
-/* name -> set of clients, per kind; created at the first subscription. */
+/* name -> subscriberList, per kind; created at the first subscription. */
 static dict *subscribers[PS_KINDS];
+static patternEntry *patterns;
+static int npatterns, patterns_cap;
 
 static dict *serverIndex(int kind) {
     if (subscribers[kind] == NULL) subscribers[kind] = dictCreate(&serverNamesType);
@@ -123,22 +163,66 @@ static void addReplySubscription(client *c, const char *what, sds name, long lon
     addReplyLongLong(c, count);
 }
 
+static subscriberList *indexAdd(int kind, sds name) {
+    dict *index = serverIndex(kind);
+    dictEntry *de = dictFind(index, name);
+    if (de) return de->val;
+    subscriberList *l = zcalloc(sizeof(*l));
+    sds key = sdsdup(name);
+    dictAdd(index, key, l);
+    if (kind == PS_PATTERN) {
+        if (npatterns == patterns_cap) {
+            patterns_cap = patterns_cap ? patterns_cap * 2 : 8;
+            patterns = zrealloc(patterns, sizeof(patternEntry) * (size_t)patterns_cap);
+        }
+        patterns[npatterns].pattern = key;
+        patterns[npatterns].prefix_len = literalPrefixLen(key);
+        patterns[npatterns++].subs = l;
+    }
+    return l;
+}
+
+static void listAppend(subscriberList *l, client *c) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 4;
+        l->clients = zrealloc(l->clients, sizeof(client *) * (size_t)l->cap);
+    }
+    l->clients[l->n++] = c;
+}
+
+/* Order is kept: messages reach a channel's subscribers in the order they
+ * subscribed, as in Redis. */
+static void listRemove(subscriberList *l, client *c) {
+    for (int i = 0; i < l->n; i++) {
+        if (l->clients[i] != c) continue;
+        memmove(l->clients + i, l->clients + i + 1, sizeof(client *) * (size_t)(l->n - i - 1));
+        l->n--;
+        return;
+    }
+    serverAssert(0 && "a subscriber missing from its channel's list");
+}
+
+/* The last subscriber left: the name goes (and its pattern entry). */
+static void indexDrop(int kind, sds name) {
+    if (kind == PS_PATTERN) {
+        for (int i = 0; i < npatterns; i++) {
+            if (sdslen(patterns[i].pattern) != sdslen(name) || memcmp(patterns[i].pattern, name, sdslen(name)))
+                continue;
+            memmove(patterns + i, patterns + i + 1, sizeof(patternEntry) * (size_t)(npatterns - i - 1));
+            npatterns--;
+            break;
+        }
+    }
+    dictDelete(subscribers[kind], name);
+}
+
 static void subscribe(client *c, int kind, sds name) {
     if (c->pubsub == NULL) c->pubsub = zcalloc(sizeof(clientPubsub));
     dict **mine = &c->pubsub->names[kind];
     if (*mine == NULL) *mine = dictCreate(&clientNamesType);
     sds copy = sdsdup(name);
     if (dictAdd(*mine, copy, NULL) == DICT_OK) {
-        dict *index = serverIndex(kind);
-        dictEntry *de = dictFind(index, name);
-        dict *set;
-        if (de) {
-            set = de->val;
-        } else {
-            set = dictCreate(&clientSetType);
-            dictAdd(index, sdsdup(name), set);
-        }
-        dictAdd(set, c, NULL);
+        listAppend(indexAdd(kind, name), c);
     } else {
         sdsfree(copy); /* already subscribed: confirmed again, as Redis does */
     }
@@ -152,12 +236,11 @@ static void unsubscribe(client *c, int kind, sds name, int notify) {
     dict *mine = c->pubsub ? c->pubsub->names[kind] : NULL;
     int was = mine && dictFind(mine, name) != NULL;
     if (was) {
-        dict *index = subscribers[kind];
-        dictEntry *de = dictFind(index, name);
+        dictEntry *de = dictFind(subscribers[kind], name);
         serverAssert(de != NULL);
-        dict *set = de->val;
-        dictDelete(set, c);
-        if (dictSize(set) == 0) dictDelete(index, name); /* the last one: the name goes */
+        subscriberList *l = de->val;
+        listRemove(l, c);
+        if (l->n == 0) indexDrop(kind, name);
     }
     if (notify) addReplySubscription(c, unsubscribeName[kind], name, confirmCount(c, kind) - was);
     if (was) dictDelete(mine, name);
@@ -213,51 +296,84 @@ void sunsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_SHARD); }
 
 /* ---- publishing ---------------------------------------------------------- */
 
-/* [message, channel, payload] or [pmessage, pattern, channel, payload]. The
- * fixed parts are written as protocol once rather than formatted each time:
- * a store event with one subscriber is the common case to keep cheap. */
-static void addReplyMessage(client *c, int kind, sds pattern, sds channel, const char *msg, size_t len) {
+/* The head of the frame being sent, kept from one PUBLISH to the next so a
+ * message costs no allocation once it has grown to fit. */
+static sds frame;
+
+static void frameBulk(const char *p, size_t len) {
+    char hdr[32];
+    hdr[0] = '$';
+    int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    frame = sdscatlen(frame, hdr, (size_t)n);
+    frame = sdscatlen(frame, p, len);
+    frame = sdscatlen(frame, "\r\n", 2);
+}
+
+/* [message, channel, payload], [smessage, ...] or [pmessage, pattern,
+ * channel, payload], as a RESP2 array (a RESP3 push differs only in its
+ * first byte), up to the payload's bytes: those are copied from where
+ * they are straight to each receiver. */
+static void frameBuild(int kind, sds pattern, sds channel, size_t len) {
+    if (frame == NULL) frame = sdsempty();
+    sdsclear(frame);
     if (pattern) {
-        addReplyPushLen(c, 4);
-        addReplyProto(c, "$8\r\npmessage\r\n", 14);
-        addReplyBulk(c, pattern, sdslen(pattern));
+        frame = sdscatlen(frame, "*4\r\n$8\r\npmessage\r\n", 18);
+        frameBulk(pattern, sdslen(pattern));
+    } else if (kind == PS_SHARD) {
+        frame = sdscatlen(frame, "*3\r\n$8\r\nsmessage\r\n", 18);
     } else {
-        addReplyPushLen(c, 3);
-        if (kind == PS_SHARD) addReplyProto(c, "$8\r\nsmessage\r\n", 14);
-        else addReplyProto(c, "$7\r\nmessage\r\n", 13);
+        frame = sdscatlen(frame, "*3\r\n$7\r\nmessage\r\n", 17);
     }
-    addReplyBulk(c, channel, sdslen(channel));
-    addReplyBulk(c, msg, len);
+    frameBulk(channel, sdslen(channel));
+    char hdr[32];
+    hdr[0] = '$';
+    int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    frame = sdscatlen(frame, hdr, (size_t)n);
 }
 
 /* Queuing a message never frees a client (one over its limit is only
- * marked for closing, and gets nothing more), so the sets cannot change
- * while they are walked. */
-static long long deliver(dict *set, int kind, sds pattern, sds channel, const char *msg, size_t len) {
-    long long n = 0;
-    dictIterator *it = dictGetSafeIterator(set);
-    dictEntry *de;
-    while ((de = dictNext(it)) != NULL) {
-        addReplyMessage(de->key, kind, pattern, channel, msg, len);
-        n++;
+ * marked for closing, and gets nothing more), so the list cannot change
+ * while it is walked. */
+static long long deliver(subscriberList *l, const char *msg, size_t len) {
+    for (int i = 0; i < l->n; i++) {
+        client *c = l->clients[i];
+        if (c->resp == 2) {
+            addReplyProto(c, frame, sdslen(frame));
+        } else {
+            addReplyProto(c, ">", 1);
+            addReplyProto(c, frame + 1, sdslen(frame) - 1);
+        }
+        addReplyProto(c, msg, len);
+        addReplyProto(c, "\r\n", 2);
     }
-    dictReleaseIterator(it);
-    return n;
+    return l->n;
+}
+
+/* A huge pattern or channel name must not stay allocated after it was sent. */
+static void frameTrim(void) {
+    if (frame && sdsalloc(frame) > 64 * 1024) {
+        sdsfree(frame);
+        frame = NULL;
+    }
 }
 
 long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
     long long receivers = 0;
     dictEntry *de = subscribers[PS_CHANNEL] ? dictFind(subscribers[PS_CHANNEL], channel) : NULL;
-    if (de) receivers += deliver(de->val, PS_CHANNEL, NULL, channel, msg, len);
-    if (sizeOf(subscribers[PS_PATTERN])) {
-        dictIterator *it = dictGetSafeIterator(subscribers[PS_PATTERN]);
-        while ((de = dictNext(it)) != NULL) {
-            sds pattern = de->key;
-            if (stringmatchlen(pattern, sdslen(pattern), channel, sdslen(channel), 0))
-                receivers += deliver(de->val, PS_PATTERN, pattern, channel, msg, len);
-        }
-        dictReleaseIterator(it);
+    if (de) {
+        frameBuild(PS_CHANNEL, NULL, channel, len);
+        receivers += deliver(de->val, msg, len);
     }
+    for (int i = 0; i < npatterns; i++) {
+        if (!patternMatches(&patterns[i], channel)) continue;
+        frameBuild(PS_PATTERN, patterns[i].pattern, channel, len);
+        receivers += deliver(patterns[i].subs, msg, len);
+    }
+    frameTrim();
     return receivers;
 }
 
@@ -267,7 +383,12 @@ void publishCommand(client *c) {
 
 void spublishCommand(client *c) {
     dictEntry *de = subscribers[PS_SHARD] ? dictFind(subscribers[PS_SHARD], c->argv[1]) : NULL;
-    long long n = de ? deliver(de->val, PS_SHARD, NULL, c->argv[1], c->argv[2], sdslen(c->argv[2])) : 0;
+    long long n = 0;
+    if (de) {
+        frameBuild(PS_SHARD, NULL, c->argv[1], sdslen(c->argv[2]));
+        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]));
+        frameTrim();
+    }
     addReplyLongLong(c, n);
 }
 
@@ -298,7 +419,7 @@ static void addReplyNumsub(client *c, int kind) {
     for (int j = 2; j < c->argc; j++) {
         dictEntry *de = subscribers[kind] ? dictFind(subscribers[kind], c->argv[j]) : NULL;
         addReplyBulk(c, c->argv[j], sdslen(c->argv[j]));
-        addReplyLongLong(c, de ? (long long)dictSize((dict *)de->val) : 0);
+        addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->n : 0);
     }
 }
 
