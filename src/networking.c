@@ -995,8 +995,10 @@ void clientsCron(void) {
             c->next = NULL;
             server.clients_tail = c;
         }
+        /* A subscriber only listens: silence is its normal state (Redis
+         * exempts it from `timeout` too). */
         if (server.maxidletime && (now - c->lastinteraction) / 1000 > server.maxidletime &&
-            !(c->flags & CLIENT_CLOSE_ASAP)) {
+            !(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PUBSUB))) {
             serverLog(LL_VERBOSE, "Closing idle client id=%llu addr=%s",
                       (unsigned long long)c->id, c->addr);
             freeClientAsync(c);

@@ -352,6 +352,25 @@ start_server {tags {pubsub}} {
     }
 }
 
+start_server {tags {pubsub} overrides {timeout 1}} {
+    test {timeout closes idle clients but not subscribers, which only listen} {
+        set idle [redis_deferring_client]
+        $idle ping
+        read_with_timeout $idle
+        set c [subscribed_client subscribe quiet]
+        set ps [subscribed_client psubscribe quiet*]
+        after 3000
+        assert_error {*} {$idle ping; read_with_timeout $idle}
+        reconnect ;# the default client was idle too
+        assert_equal 2 [r publish quiet still]
+        assert_equal {message quiet still} [read_with_timeout $c]
+        assert_equal {pmessage quiet* quiet still} [read_with_timeout $ps]
+        $c close
+        $ps close
+        catch {$idle close}
+    }
+}
+
 start_server {tags {pubsub}} {
     test {client-output-buffer-limit shows all three classes, as Redis 7.0} {
         lindex [r config get client-output-buffer-limit] 1
