@@ -42,11 +42,14 @@
  * wants every node's messages -- keyspace notifications and store events
  * are per node anyway -- subscribes on every node. Shard channels behave as
  * in Redis Cluster: SSUBSCRIBE and SPUBLISH are routed to the node owning
- * the channel's slot (MOVED otherwise), where they meet.
+ * the channel's slot (MOVED otherwise), where they meet; when the slot
+ * moves away, its channels' subscribers get `sunsubscribe` and subscribe
+ * again, to be redirected to the new owner.
  */
 #include <string.h>
 #include <strings.h>
 
+#include "crc.h"
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
@@ -390,6 +393,30 @@ void spublishCommand(client *c) {
         frameTrim();
     }
     addReplyLongLong(c, n);
+}
+
+/* The slots set in lost (a bitmap by slot) left this node: so did the shard
+ * channels hashing there. Their subscribers are told, one sunsubscribe
+ * each, as Redis 7.0 tells them. */
+void pubsubShardSlotsLost(const unsigned char *lost) {
+    if (!sizeOf(subscribers[PS_SHARD])) return;
+    dictIterator *it = dictGetSafeIterator(subscribers[PS_SHARD]);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        sds name = de->key;
+        unsigned slot = keyHashSlot(name, sdslen(name));
+        if (!(lost[slot >> 3] & (1 << (slot & 7)))) continue;
+        /* The last one out deletes the entry (and name): work on a copy. */
+        sds copy = sdsdup(name);
+        subscriberList *l = de->val;
+        for (int left = l->n; left > 0; left--) {
+            client *c = l->clients[left - 1];
+            unsubscribe(c, PS_SHARD, copy, 1);
+            releaseIfUnsubscribed(c);
+        }
+        sdsfree(copy);
+    }
+    dictReleaseIterator(it);
 }
 
 /* ---- PUBSUB -------------------------------------------------------------- */

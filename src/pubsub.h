@@ -24,6 +24,9 @@ void pubsubClientCounts(struct client *c, long long *sub, long long *psub, long 
  * command is not one a subscribed connection may run. */
 int pubsubRejectCommand(struct client *c);
 
+/* Cluster mode: the slots set in the bitmap lost left this node. */
+void pubsubShardSlotsLost(const unsigned char *lost);
+
 /* INFO stats. */
 unsigned long pubsubNumChannels(void);
 unsigned long pubsubNumPatterns(void);
