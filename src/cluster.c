@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "pubsub.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -187,7 +188,8 @@ void clusterInit(void) {
 
 /* ---- the view --------------------------------------------------------------- */
 
-/* A put still pending in a slot that just left this node can never be
+/* Shard channels of a slot that just left this node are dropped, their
+ * subscribers told (pubsub.c). A put still pending in such a slot can never be
  * published here (its PUT.END now gets MOVED, and the writer redoes the put
  * on the new owner), so it is abandoned: its space comes back after
  * put-release-timeout, so a writer still writing never scribbles on a new
@@ -208,7 +210,9 @@ static void abandonPutsInLostSlots(void) {
         if (is) mine[s >> 3] |= (unsigned char)(1 << (s & 7));
         else mine[s >> 3] &= (unsigned char)~(1 << (s & 7));
     }
-    if (!lost || storePendingSize() == 0) return;
+    if (!lost) return;
+    pubsubShardSlotsLost(lostmap);
+    if (storePendingSize() == 0) return;
     dictIterator *it = dictGetSafeIterator(server.pending);
     dictEntry *de;
     long long n = 0;

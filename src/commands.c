@@ -40,6 +40,8 @@
 #define L CMD_LOADING
 #define S CMD_STALE
 #define X CMD_NO_MULTI
+#define P CMD_PUBSUB
+#define NS CMD_NOSCRIPT
 
 /* name, proc, arity, flags, first, last, step, group, summary, since, complexity, bigarg, subs */
 /* Designated initializers: the fields filled at start-up (stats, docs,
@@ -124,6 +126,27 @@ static mcCommand aclSubcommands[] = {
     SUB("help", aclCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
+static mcCommand pubsubSubcommands[] = {
+    {.name = "channels", .proc = pubsubCommand, .arity = -2, .flags = P | L | S, .since = "2.8.0",
+     .summary = "Returns the active channels.",
+     .complexity = "O(N) where N is the number of active channels, and assuming constant time pattern matching "
+                   "(relatively short channels and patterns)"},
+    {.name = "numsub", .proc = pubsubCommand, .arity = -2, .flags = P | L | S, .since = "2.8.0",
+     .summary = "Returns a count of subscribers to channels.",
+     .complexity = "O(N) for the NUMSUB subcommand, where N is the number of requested channels"},
+    {.name = "numpat", .proc = pubsubCommand, .arity = 2, .flags = P | L | S, .since = "2.8.0",
+     .summary = "Returns a count of unique pattern subscriptions.", .complexity = "O(1)"},
+    {.name = "shardchannels", .proc = pubsubCommand, .arity = -2, .flags = P | L | S, .since = "7.0.0",
+     .summary = "Returns the active shard channels.",
+     .complexity = "O(N) where N is the number of active shard channels, and assuming constant time pattern "
+                   "matching (relatively short shard channels)."},
+    {.name = "shardnumsub", .proc = pubsubCommand, .arity = -2, .flags = P | L | S, .since = "7.0.0",
+     .summary = "Returns the count of subscribers of shard channels.",
+     .complexity = "O(N) for the SHARDNUMSUB subcommand, where N is the number of requested shard channels"},
+    {.name = "help", .proc = pubsubCommand, .arity = 2, .flags = L | S, .since = "6.2.0",
+     .summary = "Returns helpful text about the different subcommands.", .complexity = "O(1)"},
+    END};
+
 static mcCommand clusterSubcommands[] = {
     SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
     SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
@@ -191,6 +214,17 @@ mcCommand commandTable[] = {
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
     CMDX("acl", aclCommand, -2, S | L, 0, 0, 0, "server", "A container for Access List Control commands.", "6.0.0", "Depends on subcommand.", NULL, aclSubcommands),
     CMD("monitor", monitorCommand, 1, A | L | S, 0, 0, 0, "server", "Listens for all requests received by the server in real-time.", "1.0.0", NULL),
+    /* pubsub (pubsub.c). SSUBSCRIBE, SUNSUBSCRIBE and SPUBLISH name shard
+     * channels where keys go, so cluster mode routes them by slot. */
+    CMD("subscribe", subscribeCommand, -2, P | NS | L | S, 0, 0, 0, "pubsub", "Listens for messages published to channels.", "2.0.0", "O(N) where N is the number of channels to subscribe to."),
+    CMD("psubscribe", psubscribeCommand, -2, P | NS | L | S, 0, 0, 0, "pubsub", "Listens for messages published to channels that match one or more patterns.", "2.0.0", "O(N) where N is the number of patterns to subscribe to."),
+    CMD("ssubscribe", ssubscribeCommand, -2, P | NS | L | S, 1, -1, 1, "pubsub", "Listens for messages published to shard channels.", "7.0.0", "O(N) where N is the number of shard channels to subscribe to."),
+    CMD("unsubscribe", unsubscribeCommand, -1, P | NS | L | S, 0, 0, 0, "pubsub", "Stops listening to messages posted to channels.", "2.0.0", "O(N) where N is the number of channels to unsubscribe."),
+    CMD("punsubscribe", punsubscribeCommand, -1, P | NS | L | S, 0, 0, 0, "pubsub", "Stops listening to messages published to channels that match one or more patterns.", "2.0.0", "O(N) where N is the number of patterns to unsubscribe."),
+    CMD("sunsubscribe", sunsubscribeCommand, -1, P | NS | L | S, 1, -1, 1, "pubsub", "Stops listening to messages posted to shard channels.", "7.0.0", "O(N) where N is the number of shard channels to unsubscribe."),
+    CMD("publish", publishCommand, 3, P | L | S | F, 0, 0, 0, "pubsub", "Posts a message to a channel (this node's subscribers).", "2.0.0", "O(N+M) where N is the number of clients subscribed to the receiving channel and M is the total number of subscribed patterns (by any client)."),
+    CMD("spublish", spublishCommand, 3, P | L | S | F, 1, 1, 1, "pubsub", "Posts a message to a shard channel.", "7.0.0", "O(N) where N is the number of clients subscribed to the receiving shard channel."),
+    CMDX("pubsub", pubsubCommand, -2, 0, 0, 0, 0, "pubsub", "A container for Pub/Sub commands.", "2.8.0", "Depends on subcommand.", NULL, pubsubSubcommands),
     /* cluster (cluster.c) */
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
@@ -288,6 +322,8 @@ mcCommand commandTable[] = {
 #undef L
 #undef S
 #undef X
+#undef P
+#undef NS
 
 /* ---- synopses: the arguments COMMAND DOCS lists --------------------------- */
 
@@ -329,8 +365,8 @@ static const struct {
     {"select", "index:integer"},
     {"quit", ""},
     {"client|setname", "connection-name:string"},
-    {"client|list", "[TYPE client-type=(NORMAL)] [ID client-id:integer...]"},
-    {"client|kill", "filter=(ip:port:string|new-format=(ID client-id:integer|TYPE client-type=(NORMAL)|"
+    {"client|list", "[TYPE client-type=(NORMAL|MASTER|REPLICA|PUBSUB)] [ID client-id:integer...]"},
+    {"client|kill", "filter=(ip:port:string|new-format=(ID client-id:integer|TYPE client-type=(NORMAL|MASTER|SLAVE|REPLICA|PUBSUB)|"
                     "USER username:string|ADDR ip:port:string|LADDR ip:port:string|SKIPME yes/no:string)...)"},
     {"client|no-touch", "enabled=(ON|OFF)"},
     {"client|no-evict", "enabled=(ON|OFF)"},
@@ -359,6 +395,20 @@ static const struct {
     {"acl|getuser", "username:string"},
     {"acl|log", "[operation=(count:integer|RESET)]"},
     {"acl|setuser", "username:string [rule:string...]"},
+    /* pubsub: PSUBSCRIBE's patterns are one argument of type pattern, as in
+     * Redis 7.2 (7.0 wraps each in a block of one) */
+    {"subscribe", "channel:string..."},
+    {"psubscribe", "pattern:pattern..."},
+    {"ssubscribe", "shardchannel:string..."},
+    {"unsubscribe", "[channel:string...]"},
+    {"punsubscribe", "[pattern:pattern...]"},
+    {"sunsubscribe", "[shardchannel:string...]"},
+    {"publish", "channel:string message:string"},
+    {"spublish", "shardchannel:string message:string"},
+    {"pubsub|channels", "[pattern:pattern]"},
+    {"pubsub|numsub", "[channel:string...]"},
+    {"pubsub|shardchannels", "[pattern:pattern]"},
+    {"pubsub|shardnumsub", "[shardchannel:string...]"},
     /* cluster */
     {"cluster|keyslot", "key:string"},
     {"cluster|countkeysinslot", "slot:integer"},
@@ -753,7 +803,8 @@ static const struct {
     int flag;
     const char *name;
 } flagNames[] = {{CMD_WRITE, "write"},   {CMD_READONLY, "readonly"}, {CMD_DENYOOM, "denyoom"},
-                 {CMD_ADMIN, "admin"},   {CMD_NOAUTH, "no_auth"},    {CMD_LOADING, "loading"},
+                 {CMD_ADMIN, "admin"},   {CMD_PUBSUB, "pubsub"},     {CMD_NOSCRIPT, "noscript"},
+                 {CMD_NOAUTH, "no_auth"},    {CMD_LOADING, "loading"},
                  {CMD_STALE, "stale"},   {CMD_SKIP_MONITOR, "skip_monitor"}, {CMD_SKIP_SLOWLOG, "skip_slowlog"},
                  {CMD_FAST, "fast"},     {CMD_NO_MULTI, "no_multi"}, {CMD_MOVABLEKEYS, "movablekeys"},
                  {0, NULL}};
@@ -773,7 +824,8 @@ static void addReplyKeySpecs(client *c, mcCommand *cmd) {
     addReplyMapLen(c, 3);
     addReplyBulkCString(c, "flags");
     addReplySetLen(c, 1);
-    addReplyStatus(c, (cmd->flags & CMD_WRITE) ? "RW" : "RO");
+    /* A shard channel is routed like a key but is none (Redis: not_key). */
+    addReplyStatus(c, (cmd->flags & CMD_PUBSUB) ? "not_key" : (cmd->flags & CMD_WRITE) ? "RW" : "RO");
     addReplyBulkCString(c, "begin_search");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");

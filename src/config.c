@@ -24,6 +24,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "notify.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -126,6 +127,7 @@ static int setCob(sds *argv, int argc, const char **err) {
     return C_OK;
 }
 
+/* As Redis 7.0 shows it, bytes and the class name "slave" included. */
 static sds getCob(void) {
     static const char *names[COB_CLASSES] = {"normal", "slave", "pubsub"};
     sds s = sdsempty();
@@ -134,6 +136,19 @@ static sds getCob(void) {
                          server.cob[i].soft_seconds);
     return s;
 }
+
+/* notify-keyspace-events: Redis's letters and S (notify.c). */
+static int setNotify(sds *argv, int argc, const char **err) {
+    int flags = argc == 1 ? notifyFlagsFromString(argv[0]) : -1;
+    if (flags == -1) {
+        *err = "Invalid event class character. Use 'Ag$lshzxeKEtmdnS'.";
+        return C_ERR;
+    }
+    notifySetFlags(flags);
+    return C_OK;
+}
+
+static sds getNotify(void) { return notifyFlagsToString(server.notify_keyspace_events); }
 
 /* Persistence directives from redis.conf are accepted so redis.conf-shaped
  * files and tools that probe them (redis-benchmark reads `save` and
@@ -366,6 +381,7 @@ static standardConfig configs[] = {
     MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
     SPECC("client-output-buffer-limit", 0, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", setCob, getCob),
+    SPECC("notify-keyspace-events", CFG_ONEARG, "", setNotify, getNotify),
     /* Process */
     BOOLC("daemonize", CFG_IMMUTABLE, &server.daemonize, "no"),
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),

@@ -30,6 +30,7 @@
 #include <strings.h>
 
 #include "acl.h"
+#include "notify.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -37,19 +38,27 @@
 
 void delCommand(client *c) {
     long long deleted = 0;
-    for (int j = 1; j < c->argc; j++) deleted += storeDelete(c->argv[j]);
+    for (int j = 1; j < c->argc; j++) {
+        if (!storeDelete(c->argv[j])) continue;
+        deleted++;
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[j]);
+    }
     addReplyLongLong(c, deleted);
 }
 
 void existsCommand(client *c) {
     long long count = 0;
-    for (int j = 1; j < c->argc; j++)
+    for (int j = 1; j < c->argc; j++) {
         if (storeLookupWrite(c->argv[j])) count++;
+        else notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[j]);
+    }
     addReplyLongLong(c, count);
 }
 
 void typeCommand(client *c) {
-    addReplyStatus(c, storeLookupNoTouch(c->argv[1]) ? "string" : "none");
+    int found = storeLookupNoTouch(c->argv[1]) != NULL;
+    if (!found) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[1]);
+    addReplyStatus(c, found ? "string" : "none");
 }
 
 /* Counts the keys that exist, making each young for eviction. */
@@ -101,6 +110,8 @@ static void renameGeneric(client *c, int nx) {
     storeDelete(src);
     o->lru = (uint32_t)server.mstime; /* Redis's write lookup touches it too */
     storeSet(dst, o, when, 0);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst);
     if (nx) addReplyLongLong(c, 1);
     else addReplyOk(c);
 }
@@ -177,6 +188,7 @@ void copyCommand(client *c) {
     storeObj *n = copyObject(c, o);
     if (n == NULL) return;
     storeSet(dst, n, when, 0);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", dst);
     addReplyLongLong(c, 1);
 }
 
@@ -382,8 +394,10 @@ static void expireGeneric(client *c, int relative, long long unit) {
     if (when <= now) {
         storeDelete(key);
         server.stat_expiredkeys++;
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
     } else {
         storeSetExpire(key, when);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
     }
     addReplyLongLong(c, 1);
     return;
@@ -424,7 +438,9 @@ void persistCommand(client *c) {
         addReplyLongLong(c, 0);
         return;
     }
-    addReplyLongLong(c, storeRemoveExpire(c->argv[1]));
+    int removed = storeRemoveExpire(c->argv[1]);
+    if (removed) notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", c->argv[1]);
+    addReplyLongLong(c, removed);
 }
 
 /* ---- MEMORY -------------------------------------------------------------- */

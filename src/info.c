@@ -18,6 +18,7 @@
 #include "owner.h"
 #include "cluster.h"
 #include "latency.h"
+#include "pubsub.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -222,6 +223,9 @@ sds genInfoString(const char *section) {
                          "evicted_keys:%lld\r\n"
                          "keyspace_hits:%lld\r\n"
                          "keyspace_misses:%lld\r\n"
+                         "pubsub_channels:%lu\r\n"
+                         "pubsub_patterns:%lu\r\n"
+                         "pubsubshard_channels:%lu\r\n"
                          "total_error_replies:%lld\r\n"
                          "oom_rejections:%lld\r\n"
                          "client_query_buffer_limit_disconnections:%lld\r\n"
@@ -239,6 +243,7 @@ sds genInfoString(const char *section) {
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
+                         pubsubNumChannels(), pubsubNumPatterns(), pubsubNumShardChannels(),
                          server.stat_total_error_replies, server.stat_oom_rejections,
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,

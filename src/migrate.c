@@ -55,6 +55,7 @@
 #include "anet.h"
 #include "crc.h"
 #include "dump.h"
+#include "notify.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -702,7 +703,7 @@ void restoreCommand(client *c) {
         if (expire <= server.mstime) {
             /* Already expired: restored and expired at once, as Redis does
              * (the old value goes with REPLACE). */
-            if (replace) storeDelete(key);
+            if (replace && storeDelete(key)) notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
             addReplyOk(c);
             return;
         }
@@ -729,7 +730,12 @@ void restoreCommand(client *c) {
         long long idle_ms = idle > (long long)UINT32_MAX / 1000 ? (long long)UINT32_MAX : idle * 1000;
         o->lru = (uint32_t)((uint32_t)server.mstime - (uint32_t)idle_ms);
     }
+    /* Redis removes a replaced key before adding the new one, so even then
+     * the key is announced as new; storeSet only announces keys it adds. */
+    if (replace && (server.notify_mask & NOTIFY_NEW) && storeLookupWrite(key))
+        notifyKeyspaceEvent(NOTIFY_NEW, "new", key);
     storeSet(key, o, expire, 0);
+    notifyKeyspaceEvent(NOTIFY_GENERIC, "restore", key);
     addReplyOk(c);
 }
 
@@ -923,7 +929,7 @@ void migrateCommand(client *c) {
                                         (autherr[0] ? autherr : line) + 1);
                 }
             } else if (!copy) {
-                storeDelete(keys[j].key);
+                if (storeDelete(keys[j].key)) notifyKeyspaceEvent(NOTIFY_GENERIC, "del", keys[j].key);
             }
         }
         if (socket_error) {

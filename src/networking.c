@@ -40,6 +40,7 @@
 #include "monitor.h"
 #include "multi.h"
 #include "owner.h"
+#include "pubsub.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -169,6 +170,7 @@ void freeClient(client *c) {
     ownerDetachClient(c);
     if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
     if (c->leases_live) clientLeasesPrune(c, 1);
+    pubsubUnsubscribeAll(c, 0);
     freeClientArgv(c);
     if (c->pass_fd >= 0) close(c->pass_fd);
     zfree(c->argv);
@@ -405,7 +407,7 @@ void addReplySubcommandSyntaxError(client *c) {
     sdstoupper(cmd);
     char sub[128];
     snprintf(sub, sizeof(sub), "%.100s", c->argv[1]);
-    addReplyErrorFormat(c, "ERR unknown subcommand '%s'. Try %s HELP.", sub, cmd);
+    addReplyErrorFormat(c, "ERR unknown subcommand or wrong number of arguments for '%s'. Try %s HELP.", sub, cmd);
     sdsfree(cmd);
 }
 
@@ -416,6 +418,10 @@ void addReplyLongLong(client *c, long long ll) {
 }
 
 void addReplyArrayLen(client *c, long long len) { addReplyLongLongWithPrefix(c, len, '*'); }
+/* Pub/Sub messages: out of band under RESP3, so a client can tell them
+ * from replies; under RESP2 they are arrays (and the subscribed context
+ * allows only commands whose replies look alike, pubsub.c). */
+void addReplyPushLen(client *c, long long len) { addReplyLongLongWithPrefix(c, len, c->resp == 2 ? '*' : '>'); }
 void addReplyMapLen(client *c, long long len) {
     if (c->resp == 2) addReplyLongLongWithPrefix(c, len * 2, '*');
     else addReplyLongLongWithPrefix(c, len, '%');
@@ -532,13 +538,19 @@ void addReplyHelp(client *c, const char **help) {
 /* ---- output limits ------------------------------------------------------- */
 
 /* Returns 1 (and schedules the close) when the client went over its output
- * limit: the hard limit at once, the soft one after soft_seconds above it. */
+ * limit: the hard limit at once, the soft one after soft_seconds above it.
+ * A subscribed client is held to the pubsub class (32mb, or 8mb for 60 s,
+ * by default): messages arrive whether it reads or not, and this is what
+ * bounds the memory a subscriber that stopped reading can make us hold. */
 int checkClientOutputBufferLimits(client *c) {
-    cobLimit *l = &server.cob[(c->flags & CLIENT_MONITOR) ? COB_PUBSUB : COB_NORMAL]; /* monitor.c: why */
+    cobLimit *l = &server.cob[(c->flags & (CLIENT_MONITOR | CLIENT_PUBSUB)) ? COB_PUBSUB : COB_NORMAL]; /* monitor.c: why */
     unsigned long long used = c->reply_bytes;
     int hard = l->hard && used >= l->hard;
     int soft = l->soft && used >= l->soft;
-    mstime_t now = mstime();
+    /* The loop's cached clock: this runs for every reply queued behind a
+     * full buffer (every message to a subscriber that lags), and soft
+     * limits are counted in seconds. */
+    mstime_t now = server.mstime;
     if (soft) {
         if (c->obuf_soft_limit_since == 0) {
             c->obuf_soft_limit_since = now;
@@ -1006,8 +1018,10 @@ void clientsCron(void) {
             c->next = NULL;
             server.clients_tail = c;
         }
+        /* A subscriber only listens: silence is its normal state (Redis
+         * exempts it from `timeout` too). */
         if (server.maxidletime && (now - c->lastinteraction) / 1000 > server.maxidletime &&
-            !(c->flags & CLIENT_CLOSE_ASAP)) {
+            !(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PUBSUB))) {
             serverLog(LL_VERBOSE, "Closing idle client id=%llu addr=%s",
                       (unsigned long long)c->id, c->addr);
             freeClientAsync(c);
@@ -1027,6 +1041,7 @@ sds catClientInfoString(sds s, client *c) {
     if (c->flags & CLIENT_MULTI) *p++ = 'x';
     if (c->flags & CLIENT_BLOCKED) *p++ = 'b';
     if (c->flags & CLIENT_DIRTY_CAS) *p++ = 'd';
+    if (c->flags & CLIENT_PUBSUB) *p++ = 'P';
     if (c->flags & CLIENT_CLOSE_AFTER_REPLY) *p++ = 'c';
     if (c->flags & CLIENT_UNIX_SOCKET) *p++ = 'U';
     if (c->flags & CLIENT_CLOSE_ASAP) *p++ = 'A';
@@ -1043,15 +1058,18 @@ sds catClientInfoString(sds s, client *c) {
     size_t obl = c->bufpos, oll = 0;
     for (replyBlock *b = c->reply_head; b; b = b->next) oll++;
     size_t qbuf = sdslen(c->querybuf);
+    long long sub, psub, ssub;
+    pubsubClientCounts(c, &sub, &psub, &ssub);
     return sdscatprintf(s,
-        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=0 psub=0 "
-        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu "
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=%lld psub=%lld "
+        "ssub=%lld multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu "
         "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
-        (c->flags & CLIENT_MULTI) ? c->mstate.count : -1, qbuf, sdsavail(c->querybuf), c->argv_bytes,
-        c->mstate.bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak, obl, oll, c->reply_bytes,
-        clientMemoryUsage(c), events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name, c->resp);
+        sub, psub, ssub, (c->flags & CLIENT_MULTI) ? c->mstate.count : -1, qbuf, sdsavail(c->querybuf),
+        c->argv_bytes, c->mstate.bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak, obl, oll,
+        c->reply_bytes, clientMemoryUsage(c), events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name,
+        c->resp);
 }
 
 /* What a client costs: its struct, buffers, argv, queued transaction and replies. */
@@ -1060,9 +1078,26 @@ size_t clientMemoryUsage(client *c) {
            c->mstate.bytes + c->reply_bytes;
 }
 
-static sds getAllClientsInfoString(void) {
+/* The classes CLIENT LIST/KILL TYPE name, as Redis: a subscribed client is
+ * pubsub, every other one normal (there are no replicas or masters yet,
+ * so those types match nobody). */
+enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_MASTER };
+
+static int clientTypeByName(const char *name) {
+    if (!strcasecmp(name, "normal")) return CLIENT_TYPE_NORMAL;
+    if (!strcasecmp(name, "replica") || !strcasecmp(name, "slave")) return CLIENT_TYPE_REPLICA;
+    if (!strcasecmp(name, "pubsub")) return CLIENT_TYPE_PUBSUB;
+    if (!strcasecmp(name, "master")) return CLIENT_TYPE_MASTER;
+    return -1;
+}
+
+static int clientType(client *c) { return (c->flags & CLIENT_PUBSUB) ? CLIENT_TYPE_PUBSUB : CLIENT_TYPE_NORMAL; }
+
+/* type -1: every client. */
+static sds getAllClientsInfoString(int type) {
     sds s = sdsempty();
     for (client *c = server.clients_head; c; c = c->next) {
+        if (type != -1 && clientType(c) != type) continue;
         s = catClientInfoString(s, c);
         s = sdscatlen(s, "\n", 1);
     }
@@ -1113,7 +1148,7 @@ static client *lookupClientByID(uint64_t id) {
 
 static void clientKill(client *c) {
     long long killed = 0;
-    int skipme = 1;
+    int skipme = 1, type = -1;
     uint64_t id = 0;
     const char *addr = NULL, *laddr = NULL;
     sds username = NULL;
@@ -1148,7 +1183,8 @@ static void clientKill(client *c) {
         } else if (!strcasecmp(opt, "laddr")) {
             laddr = val;
         } else if (!strcasecmp(opt, "type")) {
-            if (strcasecmp(val, "normal")) {
+            type = clientTypeByName(val);
+            if (type == -1) {
                 addReplyErrorFormat(c, "ERR Unknown client type '%s'", val);
                 return;
             }
@@ -1174,6 +1210,7 @@ static void clientKill(client *c) {
         if (id && t->id != id) continue;
         if (addr && strcmp(t->addr, addr)) continue;
         if (laddr && strcmp(t->laddr, laddr)) continue;
+        if (type != -1 && clientType(t) != type) continue;
         if (username && (sdslen(t->user->name) != sdslen(username) ||
                          memcmp(t->user->name, username, sdslen(username))))
             continue;
@@ -1195,8 +1232,8 @@ void clientCommand(client *c) {
             "KILL <ip:port>", "    Kill connection made from <ip:port>.",
             "KILL <option> <value> [<option> <value> [...]]",
             "    Kill connections. Options are: ID <id>, ADDR <ip:port>, LADDR <ip:port>,",
-            "    TYPE normal, USER <username>, SKIPME (YES|NO).",
-            "LIST [TYPE normal] [ID <id> [<id> ...]]", "    Return information about client connections.",
+            "    TYPE (NORMAL|PUBSUB), USER <username>, SKIPME (YES|NO).",
+            "LIST [TYPE (NORMAL|PUBSUB)] [ID <id> [<id> ...]]", "    Return information about client connections.",
             "SETNAME <name>", "    Assign the name <name> to the current connection.",
             "REPLY (ON|OFF|SKIP)", "    Control the replies sent to the current connection.",
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
@@ -1214,13 +1251,14 @@ void clientCommand(client *c) {
     } else if (!strcasecmp(sub, "list")) {
         sds s;
         if (c->argc == 2) {
-            s = getAllClientsInfoString();
+            s = getAllClientsInfoString(-1);
         } else if (c->argc == 4 && !strcasecmp(c->argv[2], "type")) {
-            if (strcasecmp(c->argv[3], "normal")) {
+            int type = clientTypeByName(c->argv[3]);
+            if (type == -1) {
                 addReplyErrorFormat(c, "ERR Unknown client type '%s'", c->argv[3]);
                 return;
             }
-            s = getAllClientsInfoString();
+            s = getAllClientsInfoString(type);
         } else if (c->argc > 3 && !strcasecmp(c->argv[2], "id")) {
             s = sdsempty();
             for (int j = 3; j < c->argc; j++) {

@@ -41,6 +41,7 @@
 #include "monitor.h"
 #include "multi.h"
 #include "owner.h"
+#include "pubsub.h"
 #include "store.h"
 #include "util.h"
 #include "zmalloc.h"
@@ -225,6 +226,8 @@ int processCommand(client *c) {
         rejectCommand(c, c->argerr);
         return C_OK;
     }
+    /* A RESP2 subscriber's replies must look like its messages. */
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && pubsubRejectCommand(c)) return C_OK;
     /* A monitor's connection carries its stream; Redis keeps the keyspace
      * out of it (the replies would be lost among the lines). */
     if ((c->flags & CLIENT_MONITOR) && (c->cmd->flags & (CMD_READONLY | CMD_WRITE))) {
@@ -454,6 +457,14 @@ void pingCommand(client *c) {
         addReplyErrorArity(c);
         return;
     }
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2) {
+        /* Shaped like a message, so a RESP2 subscriber can read it among them. */
+        addReplyArrayLen(c, 2);
+        addReplyBulk(c, "pong", 4);
+        if (c->argc == 1) addReplyBulk(c, "", 0);
+        else addReplyBulk(c, c->argv[1], sdslen(c->argv[1]));
+        return;
+    }
     if (c->argc == 1) addReplyStatus(c, "PONG");
     else addReplyBulk(c, c->argv[1], sdslen(c->argv[1]));
 }
@@ -479,7 +490,9 @@ void quitCommand(client *c) {
 void resetCommand(client *c) {
     monitorRemove(c);
     discardTransaction(c);
-    c->flags &= ~(CLIENT_ASKING | CLIENT_READONLY | CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP_NEXT);
+    pubsubUnsubscribeAll(c, 0); /* silently, as Redis */
+    c->flags &= ~(CLIENT_ASKING | CLIENT_READONLY | CLIENT_REPLY_OFF | CLIENT_REPLY_SKIP_NEXT | CLIENT_NO_TOUCH |
+                  CLIENT_NO_EVICT);
     c->resp = 2;
     sdsfree(c->name);
     c->name = NULL;

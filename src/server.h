@@ -72,6 +72,7 @@
 #define CLIENT_ASKING (1 << 5)            /* ASKING: the next command may use an importing slot */
 #define CLIENT_READONLY (1 << 6)          /* READONLY: reads may be served by a replica */
 #define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
+#define CLIENT_PUBSUB (1 << 18)           /* subscribed to something (pubsub.c) */
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
 #define CLIENT_MULTI (1 << 8)             /* after MULTI: commands are queued (multi.c) */
@@ -100,6 +101,7 @@
 #define CMD_SKIP_MONITOR (1 << 13) /* not shown to MONITOR (ADMIN commands never are) */
 #define CMD_SKIP_SLOWLOG (1 << 14) /* not in SLOWLOG (EXEC: its commands are, one by one) */
 #define CMD_NO_MULTI (1 << 15)     /* refused inside MULTI: see multi.c for which and why */
+#define CMD_PUBSUB (1 << 16)       /* Pub/Sub; its key positions (SSUBSCRIBE, SPUBLISH) name channels */
 
 typedef long long mstime_t;
 
@@ -219,6 +221,7 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     int nleases, leases_cap, leases_head, leases_live;
     /* Transactions (multi.c). */
     multiState mstate;      /* commands queued since MULTI */
@@ -286,6 +289,8 @@ struct mcServer {
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
     cobLimit cob[COB_CLASSES];  /* normal, replica (no such clients yet), pubsub (and MONITOR) */
+    int notify_keyspace_events; /* NOTIFY_* classes configured (notify.h) */
+    int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
     /* Process. */
@@ -412,6 +417,7 @@ void addReplyStoreObj(client *c, struct storeObj *o);
 void addReplyNull(client *c);
 void addReplyNullArray(client *c);
 void addReplyArrayLen(client *c, long long len);
+void addReplyPushLen(client *c, long long len); /* RESP3 push ('>'); an array under RESP2 */
 void addReplyMapLen(client *c, long long len);
 void addReplySetLen(client *c, long long len);
 void addReplyBool(client *c, int b);
@@ -561,6 +567,16 @@ void watchCommand(client *c);
 void unwatchCommand(client *c);
 /* monitor.c */
 void monitorCommand(client *c);
+/* pubsub.c */
+void subscribeCommand(client *c);
+void unsubscribeCommand(client *c);
+void psubscribeCommand(client *c);
+void punsubscribeCommand(client *c);
+void ssubscribeCommand(client *c);
+void sunsubscribeCommand(client *c);
+void publishCommand(client *c);
+void spublishCommand(client *c);
+void pubsubCommand(client *c);
 /* networking.c: blocked clients (cluster topology changes wait for etcd) */
 void blockClient(client *c, struct clusterOp *op);
 void unblockClient(client *c);

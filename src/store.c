@@ -24,10 +24,17 @@
  * the commands above need not know about transactions. The signal is one
  * branch while nobody WATCHes.
  *
+ * Events. Every change of the keyspace passes through storeSet or
+ * deleteKey, so that is where the store's events (notify.c: put, remove,
+ * expired, evicted, lost, flush) and Redis's expired, evicted, new and
+ * keymiss notifications are emitted: whatever command, cron or eviction
+ * caused the change, a subscriber hears of it. Off, each costs one test.
+ *
  * Eviction lives in evict.c.
  */
 #include "store.h"
 #include "cluster.h"
+#include "notify.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -384,13 +391,37 @@ long long storeGetExpire(sds key) {
     return de ? (long long)(intptr_t)de->val : -1;
 }
 
+/* Why a key goes; each reason is an event of its own (notify.c). */
+enum { DEL_REMOVED, DEL_EXPIRED, DEL_EVICTED, DEL_LOST };
+
+#define DEL_NOTIFY_MASK (NOTIFY_STORE | NOTIFY_EXPIRED | NOTIFY_EVICTED)
+
+/* Told while the object is still there: the store event describes it. The
+ * key is the caller's, never the dict's (which the delete frees). */
+static void notifyDelete(sds key, storeObj *o, int why) {
+    switch (why) {
+    case DEL_REMOVED: notifyStoreEvent("remove", key, o); break;
+    case DEL_EXPIRED:
+        notifyKeyspaceEvent(NOTIFY_EXPIRED, "expired", key);
+        notifyStoreEvent("expired", key, o);
+        break;
+    case DEL_EVICTED:
+        notifyKeyspaceEvent(NOTIFY_EVICTED, "evicted", key);
+        notifyStoreEvent("evicted", key, o);
+        break;
+    case DEL_LOST: notifyStoreEvent("lost", key, o); break;
+    }
+}
+
 /* Deletes through the expires dict first: it borrows the key sds that the
  * keyspace dict owns and frees. Every deletion comes here (DEL, expiry,
- * eviction, the reaper), so this is where WATCH hears of them. */
-static int deleteKey(sds key) {
-    if (server.cluster) {
+ * eviction, the reaper), so this is where WATCH and subscribers hear of them. */
+static int deleteKey(sds key, int why) {
+    if (server.cluster || (server.notify_mask & DEL_NOTIFY_MASK)) {
         dictEntry *de = dictFind(server.keys, key);
-        if (de) clusterSlotKeyDel(de->key);
+        if (de == NULL) return 0;
+        if (server.cluster) clusterSlotKeyDel(de->key);
+        if (server.notify_mask & DEL_NOTIFY_MASK) notifyDelete(key, de->val, why);
     }
     dictDelete(server.expires, key);
     if (dictDelete(server.keys, key) != DICT_OK) return 0;
@@ -414,7 +445,7 @@ static int expireIfNeeded(sds key) {
     if (dictSize(server.expires) == 0) return 0; /* skip the second hash */
     long long when = storeGetExpire(key);
     if (when < 0 || when > server.mstime) return 0;
-    deleteKey(key);
+    deleteKey(key, DEL_EXPIRED);
     server.stat_expiredkeys++;
     return 1;
 }
@@ -428,7 +459,7 @@ storeObj *storeLookupWrite(sds key) {
     if (de == NULL) return NULL;
     storeObj *o = de->val;
     if (o->len > 0 && storeObjLiveReplicas(o) == 0) {
-        deleteKey(key);
+        deleteKey(key, DEL_LOST);
         return NULL;
     }
     return o;
@@ -449,20 +480,24 @@ storeObj *storeLookupNoTouch(sds key) {
     return o;
 }
 
-storeObj *storeLookupRead(sds key) {
+storeObj *storeLookupReadFlags(sds key, int flags) {
     storeObj *o = storeLookupWrite(key);
     if (o) {
         if (readTouches()) o->lru = lruClock();
         server.stat_keyspace_hits++;
     } else {
         server.stat_keyspace_misses++;
+        if (!(flags & STORE_LOOKUP_NONOTIFY)) notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", key);
     }
     return o;
 }
 
+storeObj *storeLookupRead(sds key) { return storeLookupReadFlags(key, 0); }
+
 void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
     dictEntry *existing;
     dictEntry *de = dictAddRaw(server.keys, key, &existing);
+    int created = de != NULL;
     st.bytes += o->len;
     if (de) {
         de->key = sdsdup(key);
@@ -483,11 +518,13 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         else existing->val = (void *)(intptr_t)expire_ms;
     }
     signalModifiedKey(key);
+    if (created) notifyKeyspaceEvent(NOTIFY_NEW, "new", key);
+    notifyStoreEvent("put", key, o);
 }
 
 int storeDelete(sds key) {
     if (expireIfNeeded(key)) return 0;
-    return deleteKey(key);
+    return deleteKey(key, DEL_REMOVED);
 }
 
 void storeSetExpire(sds key, long long when_ms) {
@@ -506,8 +543,10 @@ int storeRemoveExpire(sds key) {
     return 1;
 }
 
+/* One flush event for all the keys: a router drops the node's whole index. */
 void storeFlush(void) {
     signalFlushedDb(); /* before: only keys that exist count as changed */
+    unsigned long keys = dictSize(server.keys);
     /* Pending puts go too; their writers may still be writing. */
     dictIterator *it = dictGetSafeIterator(server.pending);
     dictEntry *de;
@@ -521,6 +560,7 @@ void storeFlush(void) {
     dictEmpty(server.keys, NULL);
     evictResetPool();
     server.evict_pending = 0;
+    notifyStoreFlushPublish(keys);
 }
 
 int storeObjLiveReplicas(storeObj *o) {
@@ -578,7 +618,7 @@ void storeReaperCron(long long budget_us) {
             if (reaper.cursor == 0) break;
         }
         for (size_t i = 0; i < reaper.ndead; i++) {
-            if (reaper.phase == 0) deleteKey(reaper.dead[i]);
+            if (reaper.phase == 0) deleteKey(reaper.dead[i], DEL_LOST);
             else dictDelete(server.pending, reaper.dead[i]);
             sdsfree(reaper.dead[i]);
         }
@@ -598,7 +638,7 @@ void storeReaperCron(long long budget_us) {
     } while (ustime() - start < budget_us);
 }
 
-int storeDeleteKeyForEviction(sds key) { return deleteKey(key); }
+int storeDeleteKeyForEviction(sds key) { return deleteKey(key, DEL_EVICTED); }
 
 /* ---- pending puts ------------------------------------------------------ */
 
@@ -663,7 +703,7 @@ void storeActiveExpireCycle(long long budget_us) {
         for (unsigned i = 0; i < n; i++)
             if ((long long)(intptr_t)sample[i]->val <= now) keys[nexp++] = sdsdup(sample[i]->key);
         for (unsigned i = 0; i < nexp; i++) {
-            if (storeGetExpire(keys[i]) >= 0 && storeGetExpire(keys[i]) <= now && deleteKey(keys[i]))
+            if (storeGetExpire(keys[i]) >= 0 && storeGetExpire(keys[i]) <= now && deleteKey(keys[i], DEL_EXPIRED))
                 server.stat_expiredkeys++;
             sdsfree(keys[i]);
         }

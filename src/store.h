@@ -158,6 +158,8 @@ int storeObjLeased(const storeObj *o);
 /* Keys. Lookups expire lazily; the Read form also counts hits/misses and
  * refreshes the LRU clock. */
 storeObj *storeLookupRead(sds key);
+#define STORE_LOOKUP_NONOTIFY (1 << 0) /* a miss is no keymiss event (a write's existence check) */
+storeObj *storeLookupReadFlags(sds key, int flags);
 storeObj *storeLookupWrite(sds key);
 /* Counts a hit or miss but leaves the LRU clock alone (Redis's
  * LOOKUP_NOTOUCH): TTL, TYPE and OBJECT look without making a key young. */

@@ -26,6 +26,7 @@
 #include <strings.h>
 
 #include "acl.h"
+#include "notify.h"
 #include "placement.h"
 #include "server.h"
 #include "store.h"
@@ -154,7 +155,8 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
             return;
         }
     }
-    if (!po->replace && storeLookupRead(key)) {
+    /* An existence check, not a read: a miss is no keymiss event. */
+    if (!po->replace && storeLookupReadFlags(key, STORE_LOOKUP_NONOTIFY)) {
         addReplyError(c, "-EXISTS the key exists (use REPLACE to write a new version)");
         return;
     }
@@ -245,6 +247,8 @@ static void putEndOne(client *c, sds key, sds checksum) {
         o->ext->checksum = sdsdup(checksum);
     }
     storeSet(key, o, -1, 0);
+    /* PUT.END stores a string value, readable by GET: the store's SET. */
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", key);
     ss.ended++;
     addReplyOk(c);
 }
@@ -480,6 +484,7 @@ void removeCommand(client *c) {
     long long removed = 0;
     for (int j = 1; j < c->argc; j++) {
         int any = storeDelete(c->argv[j]);
+        if (any) notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[j]);
         storeObj *p = storePendingUnlink(c->argv[j]);
         if (p) {
             storePendingAbandon(p);

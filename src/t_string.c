@@ -40,6 +40,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "notify.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -254,6 +255,8 @@ static void setGeneric(client *c, int flags, int vali, sds expire, int intreply)
         return;
     }
     storeSet(key, o, when, flags & SET_KEEPTTL);
+    notifyKeyspaceEvent(NOTIFY_STRING, "set", key);
+    if (when >= 0) notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
     if (flags & SET_GET) addReplyHeldValue(c, old, fetched);
     else if (intreply) addReplyLongLong(c, 1);
     else addReplyOk(c);
@@ -294,9 +297,15 @@ void getexCommand(client *c) {
     long long when = -1;
     if (expire && expireFromArg(c, expire, flags, &when) != C_OK) return;
     if (addReplyValue(c, o) != C_OK) return;
-    if (expire && (flags & (SET_EXAT | SET_PXAT)) && when <= mstime()) storeDelete(key);
-    else if (expire) storeSetExpire(key, when);
-    else if (flags & SET_PERSIST) storeRemoveExpire(key);
+    if (expire && (flags & (SET_EXAT | SET_PXAT)) && when <= mstime()) {
+        storeDelete(key);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
+    } else if (expire) {
+        storeSetExpire(key, when);
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
+    } else if ((flags & SET_PERSIST) && storeRemoveExpire(key)) {
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "persist", key);
+    }
 }
 
 void getdelCommand(client *c) {
@@ -306,7 +315,8 @@ void getdelCommand(client *c) {
         return;
     }
     /* A reply sent from the pool holds its own reference: deleting now is safe. */
-    if (addReplyValue(c, o) == C_OK) storeDelete(c->argv[1]);
+    if (addReplyValue(c, o) == C_OK && storeDelete(c->argv[1]))
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", c->argv[1]);
 }
 
 void getrangeCommand(client *c) {
@@ -386,7 +396,10 @@ static void msetGeneric(client *c, int nx) {
             return;
         }
     }
-    for (int i = 0; i < npairs; i++) storeSet(c->argv[1 + 2 * i], objs[i], -1, 0);
+    for (int i = 0; i < npairs; i++) {
+        storeSet(c->argv[1 + 2 * i], objs[i], -1, 0);
+        notifyKeyspaceEvent(NOTIFY_STRING, "set", c->argv[1 + 2 * i]);
+    }
     zfree(objs);
     if (nx) addReplyLongLong(c, 1);
     else addReplyOk(c);
@@ -479,12 +492,14 @@ void appendCommand(client *c) {
             return;
         }
         storeSet(key, n, -1, 0);
+        notifyKeyspaceEvent(NOTIFY_STRING, "append", key);
         addReplyLongLong(c, (long long)sdslen(add));
         return;
     }
     if (checkStringLength(c, (long long)o->len, (long long)sdslen(add)) != C_OK) return;
     uint64_t newlen = o->len + sdslen(add);
     if (writeNewVersion(c, key, o, p, newlen, o->len, add, sdslen(add)) == NULL) return;
+    notifyKeyspaceEvent(NOTIFY_STRING, "append", key);
     addReplyLongLong(c, (long long)newlen);
 }
 
@@ -510,6 +525,7 @@ void setrangeCommand(client *c) {
     uint64_t end = (uint64_t)offset + vlen;
     uint64_t newlen = o && o->len > end ? o->len : end;
     if (writeNewVersion(c, key, o, p, newlen, (uint64_t)offset, value, vlen) == NULL) return;
+    notifyKeyspaceEvent(NOTIFY_STRING, "setrange", key);
     addReplyLongLong(c, (long long)newlen);
 }
 
@@ -541,6 +557,7 @@ static void incrDecr(client *c, long long incr) {
         return;
     }
     storeSet(key, n, when, 1);
+    notifyKeyspaceEvent(NOTIFY_STRING, "incrby", key);
     addReplyLongLong(c, v);
 }
 
@@ -629,6 +646,7 @@ void incrbyfloatCommand(client *c) {
     }
     n->flags |= OBJ_FLAG_ENC_NOINT; /* Redis keeps it a string, never "int" */
     storeSet(key, n, when, 1);
+    notifyKeyspaceEvent(NOTIFY_STRING, "incrbyfloat", key);
     addReplyBulk(c, buf, (size_t)len);
 }
 
@@ -682,6 +700,7 @@ void setbitCommand(client *c) {
     } else {
         o->flags |= OBJ_FLAG_ENC_RAW; /* metadata only: the bytes are untouched */
     }
+    notifyKeyspaceEvent(NOTIFY_STRING, "setbit", key); /* changed or not, as Redis */
     addReplyLongLong(c, old);
 }
 

@@ -6,7 +6,8 @@
 # either side; a read lease taken before a move keeps the old bytes
 # readable; topology changes wait for etcd and say so when it is gone;
 # what etcd holds is input like any other (a malformed record is ignored);
-# the CLUSTER errors are Redis's. Needs etcd (skipped with the reason if
+# the CLUSTER errors are Redis's; PUBLISH stays on its node while shard
+# channels follow their slot. Needs etcd (skipped with the reason if
 # missing) and runs against one 3-node cluster (support/cluster.tcl).
 
 source [file join $::harness(testsdir) support cluster.tcl]
@@ -157,6 +158,42 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         assert_equal 1 [R 0 lease.release $k1]
         assert_range [R 0 memory usage $k1] 1000 5096
         assert_match "MOVED*" [cs_err {R 1 memory usage $k1}]
+    }
+
+    test "Pub/Sub: PUBLISH is node-local; shard channels are routed by slot and dropped when their slot moves" {
+        cluster_settle {0 1 2}
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        set ch [cluster_key_in_slot $slot shard]
+        # SUBSCRIBE and PUBLISH act on the node they are sent to.
+        set sub1 [cluster_client 1 1]
+        $sub1 subscribe news
+        assert_equal {subscribe news 1} [read_with_timeout $sub1]
+        assert_equal 0 [R 0 publish news x]
+        assert_equal 1 [R 1 publish news y]
+        assert_equal {message news y} [read_with_timeout $sub1]
+        $sub1 close
+        # Shard channels are keyed: MOVED elsewhere, delivered on the owner.
+        assert_match "MOVED $slot *:[cluster_port 0]" [cs_err {R 1 spublish $ch m}]
+        set sub0 [cluster_client 0 1]
+        $sub0 ssubscribe $ch
+        assert_equal [list ssubscribe $ch 1] [read_with_timeout $sub0]
+        assert_equal 1 [R 0 spublish $ch m1]
+        assert_equal [list smessage $ch m1] [read_with_timeout $sub0]
+        assert_equal [list $ch 1] [R 0 pubsub shardnumsub $ch]
+        # The slot moves to node 1: the subscriber is told, as Redis does.
+        set src [cluster_node_id 0]
+        set dst [cluster_node_id 1]
+        assert_equal OK [R 1 cluster setslot $slot importing $src]
+        assert_equal OK [R 0 cluster setslot $slot migrating $dst]
+        foreach i {1 0 2} { assert_equal OK [R $i cluster setslot $slot node $dst] }
+        wait_for_condition 50 100 {
+            [cluster_slot_owner $slot 0] == 1 && [cluster_slot_owner $slot 2] == 1
+        } else { fail "slot $slot did not move" }
+        assert_equal [list sunsubscribe $ch 0] [read_with_timeout $sub0]
+        assert_equal [list $ch 0] [R 0 pubsub shardnumsub $ch]
+        $sub0 ssubscribe $ch
+        assert_match "MOVED $slot *:[cluster_port 1]" [cs_err {read_with_timeout $sub0}]
+        $sub0 close
     }
 
     test "topology changes wait for etcd: TRYAGAIN and nothing changed while it is down, done once it is back" {

@@ -329,6 +329,41 @@ proc wait_for_condition {maxtries delay condition elseword elsescript} {
     uplevel 1 $elsescript
 }
 
+# ------------------------------------------------------------ pub/sub
+
+# read_with_timeout client ?ms?: the next reply or message of a deferring
+# client, failing the test (not hanging the file) if none comes in time.
+# Tcl reports a channel readable while its buffer holds bytes, so a message
+# already read into the buffer is seen at once.
+proc read_with_timeout {client {ms 5000}} {
+    set chan [$client channel]
+    set ::__rwt 0
+    fileevent $chan readable {set ::__rwt 1}
+    set timer [after $ms {set ::__rwt 2}]
+    vwait ::__rwt
+    after cancel $timer
+    fileevent $chan readable {}
+    if {$::__rwt == 2} { fail "no reply or message within $ms ms" }
+    return [$client read]
+}
+
+# messages_until client sentinel ?publisher?: publishes "end" to the channel
+# sentinel (which client must subscribe to) and returns every message the
+# client got before it, as {kind channel payload} or {pmessage pattern
+# channel payload}. Messages arrive in the order they were published, so
+# everything an action caused is in the list, and a missing event is seen
+# without waiting for a timeout.
+proc messages_until {client sentinel {publisher r}} {
+    $publisher publish $sentinel end
+    set got {}
+    while 1 {
+        set m [read_with_timeout $client]
+        if {[lindex $m 0] eq "message" && [lindex $m 1] eq $sentinel} break
+        lappend got $m
+    }
+    return $got
+}
+
 # --------------------------------------------------------------- values
 
 # randstring min max ?alpha|binary|compr?: a random byte string.

@@ -1,0 +1,498 @@
+/* pubsub.c -- Pub/Sub: SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE, their UNSUBSCRIBEs,
+ * PUBLISH, SPUBLISH and PUBSUB, with Redis 7.0's replies byte for byte.
+ *
+ * Three kinds of subscription share one implementation: channels (exact
+ * names), patterns (glob, matched against every published channel) and
+ * shard channels (exact names, a namespace of their own, keyed by slot in
+ * cluster mode). Each kind has two indexes that always agree:
+ *
+ *   server side   name -> the clients subscribed to it, in subscription
+ *                 order, so PUBLISH finds the receivers of a channel with
+ *                 one lookup and walks an array;
+ *   client side   the names the client subscribes to (a dict), so
+ *                 UNSUBSCRIBE without arguments, RESET and a disconnect can
+ *                 drop every subscription of the client without scanning
+ *                 the server.
+ *
+ * Publishing is the hot path (a store event per PUT.END), subscribing the
+ * rare one: the receivers are an array, walked without allocating, and a
+ * client leaving a channel is found by a linear search (Redis 7.0 searches
+ * a list the same way). Patterns are also kept as an array, since every
+ * PUBLISH tries each. A message's header is encoded once per PUBLISH and
+ * copied to each receiver with the payload (under RESP3 only its first
+ * byte differs); a store event with one subscriber, the case to keep
+ * cheap, costs three appends to its output buffer. A name leaves the
+ * server index with its last subscriber, so PUBSUB CHANNELS and NUMPAT
+ * count only names someone listens to. A client that never subscribed
+ * carries one NULL pointer; its index is allocated at the first
+ * subscription and given back with the last.
+ *
+ * Messages are queued like any reply (networking.c): RESP2 arrays, or RESP3
+ * push frames ('>'), which a RESP3 client can receive between the replies
+ * of its ordinary commands. Under RESP2 a subscribed connection can only
+ * (un)subscribe, PING, QUIT and RESET, since a message and a reply could
+ * not be told apart; processCommand asks pubsubRejectCommand. A subscriber
+ * that does not read is bounded by `client-output-buffer-limit pubsub`
+ * (32mb hard, 8mb for 60 s by default): past it the connection is closed,
+ * and the server never holds more than that for it.
+ *
+ * Scope. PUBLISH reaches this node's subscribers only. Redis Cluster
+ * forwards every PUBLISH over its bus to all nodes; there is no bus here
+ * (etcd holds the topology and is no message bus), so a subscriber that
+ * wants every node's messages -- keyspace notifications and store events
+ * are per node anyway -- subscribes on every node. Shard channels behave as
+ * in Redis Cluster: SSUBSCRIBE and SPUBLISH are routed to the node owning
+ * the channel's slot (MOVED otherwise), where they meet; when the slot
+ * moves away, its channels' subscribers get `sunsubscribe` and subscribe
+ * again, to be redirected to the new owner.
+ */
+#include <string.h>
+#include <strings.h>
+
+#include "crc.h"
+#include "pubsub.h"
+#include "server.h"
+#include "util.h"
+#include "zmalloc.h"
+
+enum { PS_CHANNEL = 0, PS_PATTERN = 1, PS_SHARD = 2, PS_KINDS = 3 };
+
+/* What each kind's confirmations are called. */
+static const char *const subscribeName[PS_KINDS] = {"subscribe", "psubscribe", "ssubscribe"};
+static const char *const unsubscribeName[PS_KINDS] = {"unsubscribe", "punsubscribe", "sunsubscribe"};
+
+/* A client's subscriptions, one name set per kind (NULL until used). */
+typedef struct clientPubsub {
+    dict *names[PS_KINDS];
+} clientPubsub;
+
+/* The clients subscribed to one name, in the order they subscribed. */
+typedef struct subscriberList {
+    client **clients;
+    int n, cap;
+} subscriberList;
+
+/* Every pattern someone subscribes to, for PUBLISH to try in turn; the
+ * name is the server index's own key. A pattern that is a literal prefix
+ * and a final '*' (__store@0__:*, the router's) is matched by comparing
+ * the prefix: it is tried on every message. */
+typedef struct patternEntry {
+    sds pattern;
+    subscriberList *subs;
+    int prefix_len; /* -1: a general glob */
+} patternEntry;
+
+static int literalPrefixLen(sds p) {
+    size_t len = sdslen(p);
+    if (len == 0 || p[len - 1] != '*') return -1;
+    for (size_t i = 0; i + 1 < len; i++)
+        if (p[i] == '*' || p[i] == '?' || p[i] == '[' || p[i] == '\\') return -1;
+    return (int)len - 1;
+}
+
+static int patternMatches(const patternEntry *e, sds channel) {
+    if (e->prefix_len >= 0)
+        return sdslen(channel) >= (size_t)e->prefix_len && memcmp(channel, e->pattern, (size_t)e->prefix_len) == 0;
+    return stringmatchlen(e->pattern, sdslen(e->pattern), channel, sdslen(channel), 0);
+}
+
+/* ---- dict types ---------------------------------------------------------- */
+
+static uint64_t nameHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+static int nameCompare(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
+}
+static void nameFree(void *key) { sdsfree(key); }
+static void subscriberListFree(void *val) {
+    subscriberList *l = val;
+    zfree(l->clients);
+    zfree(l);
+}
+
+static dictType serverNamesType = {nameHash, nameCompare, nameFree, subscriberListFree};
+static dictType clientNamesType = {nameHash, nameCompare, nameFree, NULL};
+
+/* name -> subscriberList, per kind; created at the first subscription. */
+static dict *subscribers[PS_KINDS];
+static patternEntry *patterns;
+static int npatterns, patterns_cap;
+
+static dict *serverIndex(int kind) {
+    if (subscribers[kind] == NULL) subscribers[kind] = dictCreate(&serverNamesType);
+    return subscribers[kind];
+}
+
+static unsigned long sizeOf(dict *d) { return d ? (unsigned long)dictSize(d) : 0; }
+
+/* ---- counts -------------------------------------------------------------- */
+
+static unsigned long clientNames(client *c, int kind) {
+    return c->pubsub ? sizeOf(c->pubsub->names[kind]) : 0;
+}
+
+/* The count a confirmation carries: channels and patterns together, shard
+ * channels on their own (as Redis 7.0 counts them). */
+static long long confirmCount(client *c, int kind) {
+    if (kind == PS_SHARD) return (long long)clientNames(c, PS_SHARD);
+    return (long long)(clientNames(c, PS_CHANNEL) + clientNames(c, PS_PATTERN));
+}
+
+static unsigned long clientTotal(client *c) {
+    return clientNames(c, PS_CHANNEL) + clientNames(c, PS_PATTERN) + clientNames(c, PS_SHARD);
+}
+
+void pubsubClientCounts(client *c, long long *sub, long long *psub, long long *ssub) {
+    *sub = (long long)clientNames(c, PS_CHANNEL);
+    *psub = (long long)clientNames(c, PS_PATTERN);
+    *ssub = (long long)clientNames(c, PS_SHARD);
+}
+
+unsigned long pubsubNumChannels(void) { return sizeOf(subscribers[PS_CHANNEL]); }
+unsigned long pubsubNumPatterns(void) { return sizeOf(subscribers[PS_PATTERN]); }
+unsigned long pubsubNumShardChannels(void) { return sizeOf(subscribers[PS_SHARD]); }
+
+int pubsubHasSubscribers(void) {
+    return sizeOf(subscribers[PS_CHANNEL]) != 0 || sizeOf(subscribers[PS_PATTERN]) != 0;
+}
+
+/* ---- subscribing --------------------------------------------------------- */
+
+/* [subscribe|unsubscribe|..., name or nil, count]: a push under RESP3. */
+static void addReplySubscription(client *c, const char *what, sds name, long long count) {
+    addReplyPushLen(c, 3);
+    addReplyBulkCString(c, what);
+    if (name) addReplyBulk(c, name, sdslen(name));
+    else addReplyNull(c);
+    addReplyLongLong(c, count);
+}
+
+static subscriberList *indexAdd(int kind, sds name) {
+    dict *index = serverIndex(kind);
+    dictEntry *de = dictFind(index, name);
+    if (de) return de->val;
+    subscriberList *l = zcalloc(sizeof(*l));
+    sds key = sdsdup(name);
+    dictAdd(index, key, l);
+    if (kind == PS_PATTERN) {
+        if (npatterns == patterns_cap) {
+            patterns_cap = patterns_cap ? patterns_cap * 2 : 8;
+            patterns = zrealloc(patterns, sizeof(patternEntry) * (size_t)patterns_cap);
+        }
+        patterns[npatterns].pattern = key;
+        patterns[npatterns].prefix_len = literalPrefixLen(key);
+        patterns[npatterns++].subs = l;
+    }
+    return l;
+}
+
+static void listAppend(subscriberList *l, client *c) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 4;
+        l->clients = zrealloc(l->clients, sizeof(client *) * (size_t)l->cap);
+    }
+    l->clients[l->n++] = c;
+}
+
+/* Order is kept: messages reach a channel's subscribers in the order they
+ * subscribed, as in Redis. */
+static void listRemove(subscriberList *l, client *c) {
+    for (int i = 0; i < l->n; i++) {
+        if (l->clients[i] != c) continue;
+        memmove(l->clients + i, l->clients + i + 1, sizeof(client *) * (size_t)(l->n - i - 1));
+        l->n--;
+        return;
+    }
+    serverAssert(0 && "a subscriber missing from its channel's list");
+}
+
+/* The last subscriber left: the name goes (and its pattern entry). */
+static void indexDrop(int kind, sds name) {
+    if (kind == PS_PATTERN) {
+        for (int i = 0; i < npatterns; i++) {
+            if (sdslen(patterns[i].pattern) != sdslen(name) || memcmp(patterns[i].pattern, name, sdslen(name)))
+                continue;
+            memmove(patterns + i, patterns + i + 1, sizeof(patternEntry) * (size_t)(npatterns - i - 1));
+            npatterns--;
+            break;
+        }
+    }
+    dictDelete(subscribers[kind], name);
+}
+
+static void subscribe(client *c, int kind, sds name) {
+    if (c->pubsub == NULL) c->pubsub = zcalloc(sizeof(clientPubsub));
+    dict **mine = &c->pubsub->names[kind];
+    if (*mine == NULL) *mine = dictCreate(&clientNamesType);
+    sds copy = sdsdup(name);
+    if (dictAdd(*mine, copy, NULL) == DICT_OK) {
+        listAppend(indexAdd(kind, name), c);
+    } else {
+        sdsfree(copy); /* already subscribed: confirmed again, as Redis does */
+    }
+    c->flags |= CLIENT_PUBSUB;
+    addReplySubscription(c, subscribeName[kind], name, confirmCount(c, kind));
+}
+
+/* name may be the client's own copy (unsubscribing from everything walks
+ * that set): it is used before it is deleted, never after. */
+static void unsubscribe(client *c, int kind, sds name, int notify) {
+    dict *mine = c->pubsub ? c->pubsub->names[kind] : NULL;
+    int was = mine && dictFind(mine, name) != NULL;
+    if (was) {
+        dictEntry *de = dictFind(subscribers[kind], name);
+        serverAssert(de != NULL);
+        subscriberList *l = de->val;
+        listRemove(l, c);
+        if (l->n == 0) indexDrop(kind, name);
+    }
+    if (notify) addReplySubscription(c, unsubscribeName[kind], name, confirmCount(c, kind) - was);
+    if (was) dictDelete(mine, name);
+}
+
+static void unsubscribeAllOfKind(client *c, int kind, int notify) {
+    dict *mine = c->pubsub ? c->pubsub->names[kind] : NULL;
+    if (mine && dictSize(mine)) {
+        dictIterator *it = dictGetSafeIterator(mine);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) unsubscribe(c, kind, de->key, notify);
+        dictReleaseIterator(it);
+    } else if (notify) {
+        /* Nothing to leave: one confirmation with a nil name, as Redis. */
+        addReplySubscription(c, unsubscribeName[kind], NULL, confirmCount(c, kind));
+    }
+}
+
+/* A client left with no subscription is an ordinary client again: its
+ * RESP2 commands are unrestricted and its index is given back. */
+static void releaseIfUnsubscribed(client *c) {
+    if (c->pubsub == NULL || clientTotal(c) != 0) return;
+    for (int k = 0; k < PS_KINDS; k++)
+        if (c->pubsub->names[k]) dictRelease(c->pubsub->names[k]);
+    zfree(c->pubsub);
+    c->pubsub = NULL;
+    c->flags &= ~CLIENT_PUBSUB;
+}
+
+void pubsubUnsubscribeAll(client *c, int notify) {
+    if (c->pubsub == NULL) return;
+    for (int k = 0; k < PS_KINDS; k++) unsubscribeAllOfKind(c, k, notify);
+    releaseIfUnsubscribed(c);
+}
+
+static void subscribeGeneric(client *c, int kind) {
+    for (int j = 1; j < c->argc; j++) subscribe(c, kind, c->argv[j]);
+}
+
+static void unsubscribeGeneric(client *c, int kind) {
+    if (c->argc == 1) unsubscribeAllOfKind(c, kind, 1);
+    else
+        for (int j = 1; j < c->argc; j++) unsubscribe(c, kind, c->argv[j], 1);
+    releaseIfUnsubscribed(c);
+}
+
+void subscribeCommand(client *c) { subscribeGeneric(c, PS_CHANNEL); }
+void psubscribeCommand(client *c) { subscribeGeneric(c, PS_PATTERN); }
+void ssubscribeCommand(client *c) { subscribeGeneric(c, PS_SHARD); }
+void unsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_CHANNEL); }
+void punsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_PATTERN); }
+void sunsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_SHARD); }
+
+/* ---- publishing ---------------------------------------------------------- */
+
+/* The head of the frame being sent, kept from one PUBLISH to the next so a
+ * message costs no allocation once it has grown to fit. */
+static sds frame;
+
+static void frameBulk(const char *p, size_t len) {
+    char hdr[32];
+    hdr[0] = '$';
+    int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    frame = sdscatlen(frame, hdr, (size_t)n);
+    frame = sdscatlen(frame, p, len);
+    frame = sdscatlen(frame, "\r\n", 2);
+}
+
+/* [message, channel, payload], [smessage, ...] or [pmessage, pattern,
+ * channel, payload], as a RESP2 array (a RESP3 push differs only in its
+ * first byte), up to the payload's bytes: those are copied from where
+ * they are straight to each receiver. */
+static void frameBuild(int kind, sds pattern, sds channel, size_t len) {
+    if (frame == NULL) frame = sdsempty();
+    sdsclear(frame);
+    if (pattern) {
+        frame = sdscatlen(frame, "*4\r\n$8\r\npmessage\r\n", 18);
+        frameBulk(pattern, sdslen(pattern));
+    } else if (kind == PS_SHARD) {
+        frame = sdscatlen(frame, "*3\r\n$8\r\nsmessage\r\n", 18);
+    } else {
+        frame = sdscatlen(frame, "*3\r\n$7\r\nmessage\r\n", 17);
+    }
+    frameBulk(channel, sdslen(channel));
+    char hdr[32];
+    hdr[0] = '$';
+    int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
+    hdr[n++] = '\r';
+    hdr[n++] = '\n';
+    frame = sdscatlen(frame, hdr, (size_t)n);
+}
+
+/* Queuing a message never frees a client (one over its limit is only
+ * marked for closing, and gets nothing more), so the list cannot change
+ * while it is walked. */
+static long long deliver(subscriberList *l, const char *msg, size_t len) {
+    for (int i = 0; i < l->n; i++) {
+        client *c = l->clients[i];
+        if (c->resp == 2) {
+            addReplyProto(c, frame, sdslen(frame));
+        } else {
+            addReplyProto(c, ">", 1);
+            addReplyProto(c, frame + 1, sdslen(frame) - 1);
+        }
+        addReplyProto(c, msg, len);
+        addReplyProto(c, "\r\n", 2);
+    }
+    return l->n;
+}
+
+/* A huge pattern or channel name must not stay allocated after it was sent. */
+static void frameTrim(void) {
+    if (frame && sdsalloc(frame) > 64 * 1024) {
+        sdsfree(frame);
+        frame = NULL;
+    }
+}
+
+long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
+    long long receivers = 0;
+    dictEntry *de = subscribers[PS_CHANNEL] ? dictFind(subscribers[PS_CHANNEL], channel) : NULL;
+    if (de) {
+        frameBuild(PS_CHANNEL, NULL, channel, len);
+        receivers += deliver(de->val, msg, len);
+    }
+    for (int i = 0; i < npatterns; i++) {
+        if (!patternMatches(&patterns[i], channel)) continue;
+        frameBuild(PS_PATTERN, patterns[i].pattern, channel, len);
+        receivers += deliver(patterns[i].subs, msg, len);
+    }
+    frameTrim();
+    return receivers;
+}
+
+void publishCommand(client *c) {
+    addReplyLongLong(c, pubsubPublishMessage(c->argv[1], c->argv[2], sdslen(c->argv[2])));
+}
+
+void spublishCommand(client *c) {
+    dictEntry *de = subscribers[PS_SHARD] ? dictFind(subscribers[PS_SHARD], c->argv[1]) : NULL;
+    long long n = 0;
+    if (de) {
+        frameBuild(PS_SHARD, NULL, c->argv[1], sdslen(c->argv[2]));
+        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]));
+        frameTrim();
+    }
+    addReplyLongLong(c, n);
+}
+
+/* The slots set in lost (a bitmap by slot) left this node: so did the shard
+ * channels hashing there. Their subscribers are told, one sunsubscribe
+ * each, as Redis 7.0 tells them. */
+void pubsubShardSlotsLost(const unsigned char *lost) {
+    if (!sizeOf(subscribers[PS_SHARD])) return;
+    dictIterator *it = dictGetSafeIterator(subscribers[PS_SHARD]);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        sds name = de->key;
+        unsigned slot = keyHashSlot(name, sdslen(name));
+        if (!(lost[slot >> 3] & (1 << (slot & 7)))) continue;
+        /* The last one out deletes the entry (and name): work on a copy. */
+        sds copy = sdsdup(name);
+        subscriberList *l = de->val;
+        for (int left = l->n; left > 0; left--) {
+            client *c = l->clients[left - 1];
+            unsubscribe(c, PS_SHARD, copy, 1);
+            releaseIfUnsubscribed(c);
+        }
+        sdsfree(copy);
+    }
+    dictReleaseIterator(it);
+}
+
+/* ---- PUBSUB -------------------------------------------------------------- */
+
+static void addReplyNames(client *c, int kind, sds pattern) {
+    dict *index = subscribers[kind];
+    long long n = 0;
+    sds *names = NULL;
+    if (sizeOf(index)) {
+        names = zmalloc(sizeof(sds) * dictSize(index));
+        dictIterator *it = dictGetSafeIterator(index);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds name = de->key;
+            if (!pattern || stringmatchlen(pattern, sdslen(pattern), name, sdslen(name), 0)) names[n++] = name;
+        }
+        dictReleaseIterator(it);
+    }
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) addReplyBulk(c, names[i], sdslen(names[i]));
+    zfree(names);
+}
+
+/* An array of name, count pairs even under RESP3, as Redis 7.0 replies. */
+static void addReplyNumsub(client *c, int kind) {
+    addReplyArrayLen(c, (long long)(c->argc - 2) * 2);
+    for (int j = 2; j < c->argc; j++) {
+        dictEntry *de = subscribers[kind] ? dictFind(subscribers[kind], c->argv[j]) : NULL;
+        addReplyBulk(c, c->argv[j], sdslen(c->argv[j]));
+        addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->n : 0);
+    }
+}
+
+void pubsubCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (c->argc == 2 && !strcasecmp(sub, "help")) {
+        static const char *help[] = {
+            "CHANNELS [<pattern>]",
+            "    Return the currently active channels matching a <pattern> (default: '*').",
+            "NUMPAT",
+            "    Return number of subscriptions to patterns.",
+            "NUMSUB [<channel> ...]",
+            "    Return the number of subscribers for the specified channels, excluding",
+            "    pattern subscriptions(default: no channels).",
+            "SHARDCHANNELS [<pattern>]",
+            "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+            "SHARDNUMSUB [<shardchannel> ...]",
+            "    Return the number of subscribers for the specified shard level channel(s)",
+            NULL};
+        addReplyHelp(c, help);
+    } else if (!strcasecmp(sub, "channels") && (c->argc == 2 || c->argc == 3)) {
+        addReplyNames(c, PS_CHANNEL, c->argc == 3 ? c->argv[2] : NULL);
+    } else if (!strcasecmp(sub, "shardchannels") && (c->argc == 2 || c->argc == 3)) {
+        addReplyNames(c, PS_SHARD, c->argc == 3 ? c->argv[2] : NULL);
+    } else if (!strcasecmp(sub, "numsub") && c->argc >= 2) {
+        addReplyNumsub(c, PS_CHANNEL);
+    } else if (!strcasecmp(sub, "shardnumsub") && c->argc >= 2) {
+        addReplyNumsub(c, PS_SHARD);
+    } else if (!strcasecmp(sub, "numpat") && c->argc == 2) {
+        /* Distinct patterns, whatever the number of clients per pattern. */
+        addReplyLongLong(c, (long long)pubsubNumPatterns());
+    } else {
+        addReplySubcommandSyntaxError(c);
+    }
+}
+
+/* ---- the RESP2 subscribed context ----------------------------------------- */
+
+int pubsubRejectCommand(client *c) {
+    commandProc *p = c->cmd->proc;
+    if (p == pingCommand || p == subscribeCommand || p == ssubscribeCommand || p == unsubscribeCommand ||
+        p == sunsubscribeCommand || p == psubscribeCommand || p == punsubscribeCommand || p == quitCommand ||
+        p == resetCommand)
+        return 0;
+    c->cmd->rejected_calls++;
+    addReplyErrorFormat(c, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
+                           "are allowed in this context", c->cmd->fullname);
+    return 1;
+}
