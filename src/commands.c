@@ -84,6 +84,9 @@ static mcCommand commandSubcommands[] = {
     SUB("docs", commandCommand, -2, L | S, "Returns documentary information about one, multiple or all commands."),
     SUB("list", commandCommand, -2, L | S, "Returns a list of command names."),
     SUB("getkeys", commandCommand, -3, L | S, "Extracts the key names from an arbitrary command."),
+    {.name = "getkeysandflags", .proc = commandCommand, .arity = -3, .flags = L | S, .since = "7.0.0",
+     .summary = "Extracts the key names and access flags for an arbitrary command.",
+     .complexity = "O(N) where N is the number of arguments to the command"},
     SUB("help", commandCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
@@ -379,6 +382,7 @@ static const struct {
     {"command|docs", "[command-name:string...]"},
     {"command|list", "[FILTERBY filterby=(MODULE module-name:string|ACLCAT category:string|PATTERN pattern:pattern)]"},
     {"command|getkeys", "command:string [arg:string...]"},
+    {"command|getkeysandflags", "command:string [arg:string...]"},
     {"info", "[section:string...]"},
     {"config|get", "parameter:string..."},
     {"config|set", "parameter_value=(parameter:string value:string)..."},
@@ -963,7 +967,55 @@ static long long commandCount(void) {
 /* COMMAND GETKEYS: key positions of the command given as arguments, as
  * cluster routing finds them (cluster.c), so a client that asks routes
  * exactly as the server will. */
-static void commandGetKeys(client *c) {
+/* Key flags as Redis 7's key specs name them (RW/RO/OW/RM and access,
+ * update, insert, delete), for COMMAND GETKEYSANDFLAGS. Most follow from
+ * the command's flags; the rest are listed, with a second entry where
+ * later keys differ (RENAME's destination). */
+static const struct {
+    const char *cmd;
+    const char *first, *rest;
+} keyFlagsTable[] = {
+    {"del", "RM delete", NULL},           {"unlink", "RM delete", NULL},
+    {"getdel", "RW access delete", NULL}, {"remove", "RM delete", NULL},
+    {"set", "OW update", NULL},           {"mset", "OW update", NULL},
+    {"msetnx", "OW insert", NULL},        {"setnx", "OW insert", NULL},
+    {"setex", "OW update", NULL},         {"psetex", "OW update", NULL},
+    {"restore", "OW update", NULL},       {"restore-asking", "OW update", NULL},
+    {"append", "RW insert", NULL},        {"setrange", "RW update", NULL},
+    {"expire", "RW update", NULL},        {"pexpire", "RW update", NULL},
+    {"expireat", "RW update", NULL},      {"pexpireat", "RW update", NULL},
+    {"persist", "RW update", NULL},       {"rename", "RW access delete", "OW update"},
+    {"renamenx", "RW access delete", "OW insert"},
+    {"copy", "RO access", "OW update"},
+    {NULL, NULL, NULL}};
+
+static const char *keyFlags(const mcCommand *cmd, int ordinal) {
+    for (int i = 0; keyFlagsTable[i].cmd; i++)
+        if (!strcmp(keyFlagsTable[i].cmd, cmd->fullname))
+            return ordinal > 0 && keyFlagsTable[i].rest ? keyFlagsTable[i].rest : keyFlagsTable[i].first;
+    if (cmd->flags & CMD_PUBSUB) return "not_key";
+    if (cmd->flags & CMD_WRITE) return "RW access update";
+    if (cmd->flags & CMD_READONLY) return "RO access";
+    return "RO";
+}
+
+static void addReplyKeyFlags(client *c, const char *flags) {
+    int n = 1;
+    for (const char *p = flags; *p; p++) n += *p == ' ';
+    addReplySetLen(c, n);
+    while (*flags) {
+        const char *sp = strchr(flags, ' ');
+        size_t len = sp ? (size_t)(sp - flags) : strlen(flags);
+        char word[32];
+        snprintf(word, sizeof(word), "%.*s", (int)len, flags);
+        addReplyStatus(c, word);
+        flags += len + (sp != NULL);
+    }
+}
+
+/* COMMAND GETKEYS / GETKEYSANDFLAGS cmd args...: the keys, each with its
+ * flags when asked. */
+static void commandGetKeys(client *c, int withflags) {
     sds *argv = c->argv + 2;
     int argc = c->argc - 2;
     mcCommand *cmd = lookupCommand(argv, argc);
@@ -992,7 +1044,11 @@ static void commandGetKeys(client *c) {
         return;
     }
     addReplyArrayLen(c, n);
-    for (int j = 0; j < n; j++) addReplyBulk(c, argv[keys[j]], sdslen(argv[keys[j]]));
+    for (int j = 0; j < n; j++) {
+        if (withflags) addReplyArrayLen(c, 2);
+        addReplyBulk(c, argv[keys[j]], sdslen(argv[keys[j]]));
+        if (withflags) addReplyKeyFlags(c, keyFlags(cmd, j));
+    }
     zfree(keys);
 }
 
@@ -1054,6 +1110,7 @@ void commandCommand(client *c) {
             "INFO [<command-name> ...]", "    Return details about the named commands, or all of them.",
             "DOCS [<command-name> ...]", "    Return documentation details about the named commands, or all of them.",
             "GETKEYS <full-command>", "    Return the keys from a full command.",
+            "GETKEYSANDFLAGS <full-command>", "    Return the keys and the access flags from a full command.",
             NULL};
         addReplyHelp(c, help);
     } else if (!strcasecmp(sub, "count") && c->argc == 2) {
@@ -1092,7 +1149,9 @@ void commandCommand(client *c) {
     } else if (!strcasecmp(sub, "list")) {
         commandListCommand(c);
     } else if (!strcasecmp(sub, "getkeys") && c->argc >= 3) {
-        commandGetKeys(c);
+        commandGetKeys(c, 0);
+    } else if (!strcasecmp(sub, "getkeysandflags") && c->argc >= 3) {
+        commandGetKeys(c, 1);
     } else {
         addReplySubcommandSyntaxError(c);
     }

@@ -344,6 +344,16 @@ start_server {tags {client}} {
         assert_equal {a b c} [r command getkeys del a b c]
         assert_equal {x y} [r command getkeys mget x y]
     }
+
+    test {COMMAND GETKEYSANDFLAGS: each key with its access flags, as Redis 7} {
+        assert_equal {{a {OW update}}} [r command getkeysandflags set a b]
+        assert_equal {{a {RO access}}} [r command getkeysandflags get a]
+        assert_equal {{a {RM delete}} {b {RM delete}}} [r command getkeysandflags del a b]
+        assert_equal {{a {RW access delete}}} [r command getkeysandflags getdel a]
+        assert_equal {{a {OW update}} {c {OW update}}} [r command getkeysandflags mset a b c d]
+        assert_equal {{a {RW update}}} [r command getkeysandflags expire a 10]
+        assert_error {*Invalid command*} {r command getkeysandflags nosuchcmd a}
+    }
 }
 
 start_server {tags {client slow}} {
