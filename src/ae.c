@@ -24,6 +24,16 @@
  * awake. An idle server never spins (the window opens only after I/O
  * events), timers still run on time, and beforesleep still runs once per
  * iteration.
+ *
+ * The spin only pays when the next request comes within the window. When
+ * traffic is sparse (a request every few hundred microseconds: KV-cache
+ * saves and loads between an engine's steps) every window ends empty and
+ * the spin is pure waste -- CPU the inference engine on the same host
+ * needs. So the loop backs off: after AE_SPIN_MISS_LIMIT empty windows in
+ * a row it skips the next 1, 2, 4 ... 256 windows (sleeping at once), and
+ * an event that arrives while a skipped window would still have been open
+ * (or one a spin catches) ends the back-off. Steady traffic keeps the
+ * spin; sparse traffic pays at most one window in 256.
  */
 #include "ae.h"
 #include "zmalloc.h"
@@ -58,9 +68,25 @@ aeEventLoop *aeCreateEventLoop(int setsize) {
 
 int aeGetSetSize(aeEventLoop *el) { return el->setsize; }
 
+#define AE_SPIN_MISS_LIMIT 4
+#define AE_SPIN_MAX_BACKOFF 8
+
 void aeSetBusyPoll(aeEventLoop *el, long long us) {
     el->busy_poll_us = us > 0 ? us : 0;
     el->poll_until_us = 0; /* a window opened under the old setting ends */
+    el->spin_misses = el->spin_backoff = el->spin_skip = 0;
+}
+
+/* A window ended: did an event come inside it? */
+static void spinOutcome(aeEventLoop *el, int caught) {
+    if (caught) {
+        el->spin_misses = el->spin_backoff = el->spin_skip = 0;
+        return;
+    }
+    if (++el->spin_misses < AE_SPIN_MISS_LIMIT) return;
+    el->spin_misses = 0;
+    el->spin_skip = 1 << el->spin_backoff;
+    if (el->spin_backoff < AE_SPIN_MAX_BACKOFF) el->spin_backoff++;
 }
 
 /* Refused when an fd at or above the new size is still registered, so a
@@ -227,17 +253,32 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
     struct epoll_event *events = el->apidata;
     int numevents = 0;
     long long start = el->busy_poll_us > 0 && timeout_ms != 0 ? aeMonotonicUs() : 0;
-    if (start && start < el->poll_until_us) {
+    int skipped = 0; /* a window was open but backed off: see the top */
+    if (start && start < el->poll_until_us && el->spin_skip > 0) {
+        el->spin_skip--;
+        skipped = 1;
+    } else if (start && start < el->poll_until_us) {
         long long until = el->poll_until_us;
         if (timeout_ms > 0 && until > start + (long long)timeout_ms * 1000) until = start + (long long)timeout_ms * 1000;
         while ((numevents = epoll_wait(el->epfd, events, el->setsize, 0)) == 0 && aeMonotonicUs() < until) {
         }
+        if (numevents > 0) {
+            el->spin_caught++;
+        } else {
+            el->spin_wasted_us += until - start;
+        }
+        /* Only a window that ran its course counts (not one cut short by a timer). */
+        if (numevents > 0 || until == el->poll_until_us) spinOutcome(el, numevents > 0);
         if (numevents == 0 && timeout_ms > 0) {
             long long left_us = start + (long long)timeout_ms * 1000 - aeMonotonicUs();
             timeout_ms = left_us > 0 ? (int)((left_us + 999) / 1000) : 0;
         }
     }
-    if (numevents == 0) numevents = epoll_wait(el->epfd, events, el->setsize, timeout_ms);
+    if (numevents == 0) {
+        numevents = epoll_wait(el->epfd, events, el->setsize, timeout_ms);
+        /* Slept through a skipped window and woke inside it: the spin would have paid. */
+        if (skipped && numevents > 0 && aeMonotonicUs() < el->poll_until_us) spinOutcome(el, 1);
+    }
     if (el->aftersleep && (flags & AE_CALL_BEFORE_SLEEP)) el->aftersleep(el);
     for (int j = 0; j < numevents; j++) {
         int mask = 0;

@@ -68,6 +68,10 @@ typedef struct aeEventLoop {
     aeBeforeSleepProc *aftersleep;
     long long busy_poll_us;       /* see aeSetBusyPoll */
     long long poll_until_us;      /* poll, don't sleep, until then (monotonic) */
+    int spin_misses;              /* polling windows in a row that ended with no event */
+    int spin_backoff;             /* windows now skipped after a run of misses: 2^backoff */
+    int spin_skip;                /* windows still to skip (sleep at once) */
+    long long spin_wasted_us, spin_caught; /* stats: polling that found nothing; events it caught */
 } aeEventLoop;
 
 aeEventLoop *aeCreateEventLoop(int setsize);

@@ -239,7 +239,9 @@ sds genInfoString(const char *section) {
                          "acl_access_denied_auth:%lld\r\n"
                          "acl_access_denied_cmd:%lld\r\n"
                          "acl_access_denied_key:%lld\r\n"
-                         "acl_access_denied_channel:0\r\n",
+                         "acl_access_denied_channel:0\r\n"
+                         "busy_poll_caught:%lld\r\n"
+                         "busy_poll_wasted_usec:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
@@ -249,7 +251,8 @@ sds genInfoString(const char *section) {
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
-                         server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key);
+                         server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key,
+                         server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

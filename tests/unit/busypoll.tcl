@@ -62,6 +62,32 @@ start_server {tags {busypoll} overrides {segment-size 16mb segment-prefault no}}
         r exists bp:key
     } {0}
 
+    test {Sparse traffic: the loop backs off from windows that keep ending empty} {
+        # Requests 15 ms apart, 5 ms windows: every window ends empty. A
+        # fixed spin would poll all 40 (200 ms); backing off skips about
+        # half of the first 40 and, later, all but one in 256.
+        r config set busy-poll-us 5000
+        set w0 [get_info_field r stats busy_poll_wasted_usec]
+        for {set i 0} {$i < 40} {incr i} {
+            r ping
+            after 15
+        }
+        set wasted [expr {[get_info_field r stats busy_poll_wasted_usec] - $w0}]
+        assert_morethan $wasted 0
+        assert_lessthan $wasted 150000
+        # Back-to-back requests are caught by the spin again at once.
+        set c0 [get_info_field r stats busy_poll_caught]
+        set rd [redis_deferring_client]
+        for {set i 0} {$i < 200} {incr i} {
+            $rd ping
+            $rd flush
+            $rd read
+        }
+        $rd close
+        assert_morethan [get_info_field r stats busy_poll_caught] $c0
+        r config set busy-poll-us 50
+    }
+
     test {busy-poll-us 0 still serves requests} {
         r config set busy-poll-us 0
         r set bp:a 1
