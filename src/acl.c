@@ -921,10 +921,7 @@ static int parseAclFile(const char *path, user ***out, int *nout, sds *err) {
         *err = sdscatprintf(sdsempty(), "Error loading ACLs, opening file '%s': %s", path, strerror(errno));
         return C_ERR;
     }
-    sds content = sdsempty();
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) content = sdscatlen(content, buf, n);
+    sds content = readFileSds(fp);
     fclose(fp);
     int nlines;
     sds *lines = sdssplitlen(content, sdslen(content), "\n", 1, &nlines);

@@ -649,9 +649,9 @@ int loadServerConfig(const char *filename, int argc, char **argv, char *err, siz
             sdsfree(config);
             return C_ERR;
         }
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) config = sdscatlen(config, buf, n);
+        sds text = readFileSds(fp);
+        config = sdscatsds(config, text);
+        sdsfree(text);
         if (fp != stdin) fclose(fp);
         if (strcmp(filename, "-")) {
             char *abs = realpath(filename, NULL);
@@ -843,14 +843,9 @@ static int isDefault(standardConfig *c) {
  * non-default directives not in the file are appended. Written to a
  * temporary file and renamed, so a crash never leaves half a config. */
 static int rewriteConfig(const char *path, const char **err) {
-    sds content = sdsempty();
     FILE *fp = fopen(path, "r");
-    if (fp) {
-        char buf[4096];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) content = sdscatlen(content, buf, n);
-        fclose(fp);
-    }
+    sds content = fp ? readFileSds(fp) : sdsempty();
+    if (fp) fclose(fp);
     int nlines;
     sds *lines = sdssplitlen(content, sdslen(content), "\n", 1, &nlines);
     sdsfree(content);

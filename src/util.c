@@ -280,6 +280,16 @@ void getRandomHexChars(char *p, size_t len) {
 /* Writes the file whole or not at all: a temporary file beside it, synced,
  * then renamed over it, so a crash leaves the old or the new contents and
  * never a torn one. -1 with errno set on failure (nothing changed). */
+/* The rest of fp as one sds (config files, the aclfile: read whole, then
+ * split into lines, so a parse error can name its line). */
+sds readFileSds(FILE *fp) {
+    sds content = sdsempty();
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) content = sdscatlen(content, buf, n);
+    return content;
+}
+
 int writeFileAtomic(const char *path, const void *buf, size_t len) {
     char tmp[PATH_MAX];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid()) >= (int)sizeof(tmp)) {

@@ -3,7 +3,10 @@
 #define UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
+
+#include "sds.h"
 
 int string2ll(const char *s, size_t slen, long long *value);
 int string2ull(const char *s, size_t slen, unsigned long long *value);
@@ -24,6 +27,7 @@ static inline long long addSaturate(long long a, long long b) {
 void getRandomBytes(unsigned char *p, size_t len);
 void getRandomHexChars(char *p, size_t len);
 
+sds readFileSds(FILE *fp);
 int writeFileAtomic(const char *path, const void *buf, size_t len);
 
 #endif

@@ -31,22 +31,6 @@ proc read_n {c n} {
     return $out
 }
 
-# An argument of COMMAND DOCS reduced to what redis-cli reads (as in
-# unit/client.tcl): name, type, token, key_spec_index, flags, arguments.
-proc pubsub_docs_shape {args} {
-    set out {}
-    foreach a $args {
-        set d {}
-        foreach f {name type token key_spec_index} {
-            if {[dict exists $a $f]} { lappend d $f [dict get $a $f] }
-        }
-        if {[dict exists $a flags]} { lappend d flags [lsort [dict get $a flags]] }
-        if {[dict exists $a arguments]} { lappend d arguments [pubsub_docs_shape {*}[dict get $a arguments]] }
-        lappend out $d
-    }
-    return $out
-}
-
 start_server {tags {pubsub}} {
     test {SUBSCRIBE confirms each channel with the running count} {
         set c [redis_deferring_client]
@@ -335,11 +319,11 @@ start_server {tags {pubsub}} {
         set out {}
         foreach cmd {subscribe unsubscribe punsubscribe publish ssubscribe spublish} {
             set d [dict get [r command docs $cmd] $cmd]
-            lappend out $cmd [dict get $d group] [pubsub_docs_shape {*}[dict get $d arguments]]
+            lappend out $cmd [dict get $d group] [docs_shape {*}[dict get $d arguments]]
         }
         set subs [dict get [dict get [r command docs pubsub] pubsub] subcommands]
         foreach sub {pubsub|channels pubsub|numsub pubsub|shardchannels pubsub|shardnumsub} {
-            lappend out $sub [pubsub_docs_shape {*}[dict get [dict get $subs $sub] arguments]]
+            lappend out $sub [docs_shape {*}[dict get [dict get $subs $sub] arguments]]
         }
         set out
     } {subscribe pubsub {{name channel type string flags multiple}} unsubscribe pubsub {{name channel type string flags {multiple optional}}} punsubscribe pubsub {{name pattern type pattern flags {multiple optional}}} publish pubsub {{name channel type string} {name message type string}} ssubscribe pubsub {{name shardchannel type string flags multiple}} spublish pubsub {{name shardchannel type string} {name message type string}} pubsub|channels {{name pattern type pattern flags optional}} pubsub|numsub {{name channel type string flags {multiple optional}}} pubsub|shardchannels {{name pattern type pattern flags optional}} pubsub|shardnumsub {{name shardchannel type string flags {multiple optional}}}}
@@ -347,7 +331,7 @@ start_server {tags {pubsub}} {
     tags {mooncake} {
         test {COMMAND DOCS psubscribe: one repeated argument of type pattern (Redis 7.2's shape)} {
             set d [dict get [r command docs psubscribe] psubscribe]
-            pubsub_docs_shape {*}[dict get $d arguments]
+            docs_shape {*}[dict get $d arguments]
         } {{name pattern type pattern flags multiple}}
     }
 }
