@@ -38,7 +38,7 @@
 
 /* Marks in r[] the arguments that carry a password. Follows each command's
  * own parsing (networking.c, migrate.c) far enough to find them. */
-static int markRedacted(client *c, char *r) {
+int commandRedactedArgs(client *c, char *r) {
     mcCommand *cmd = c->cmd;
     int n = 0;
     if (cmd->proc == authCommand) {
@@ -85,7 +85,7 @@ sds monitorFormatCommand(client *c) {
     char small[16], *redact = small;
     if (c->argc > (int)sizeof(small)) redact = zmalloc((size_t)c->argc);
     memset(redact, 0, (size_t)c->argc);
-    markRedacted(c, redact);
+    commandRedactedArgs(c, redact);
     for (int j = 0; j < c->argc; j++) {
         /* Read in place: the bytes are in a segment, argv[j] is empty. */
         int inplace = c->argobj && c->argobj[j];

@@ -5,6 +5,10 @@
 #include "server.h"
 
 sds monitorFormatCommand(client *c);
+/* Marks r[j] for each argument of c's command that is a password (AUTH,
+ * HELLO AUTH, MIGRATE AUTH/AUTH2): MONITOR and SLOWLOG show "(redacted)".
+ * r has c->argc zeroed bytes; returns how many were marked. */
+int commandRedactedArgs(client *c, char *r);
 
 /* The line for c's current command, or NULL when no monitor would get it.
  * call() builds it before the command runs (a value read into the pool

@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "monitor.h"
 #include "server.h"
 #include "zmalloc.h"
 
@@ -36,8 +37,19 @@ static slowlogEntry *slowlogCreateEntry(client *c, sds *argv, int argc, long lon
     int sargc = argc > SLOWLOG_ENTRY_MAX_ARGC ? SLOWLOG_ENTRY_MAX_ARGC : argc;
     se->argc = sargc;
     se->argv = zmalloc(sizeof(sds) * (size_t)sargc);
+    /* Passwords are not kept, as in Redis (and as MONITOR shows them). */
+    char *redact = NULL;
+    if (argv == c->argv && c->cmd) {
+        redact = zcalloc((size_t)argc);
+        if (commandRedactedArgs(c, redact) == 0) {
+            zfree(redact);
+            redact = NULL;
+        }
+    }
     for (int j = 0; j < sargc; j++) {
-        if (sargc != argc && j == sargc - 1) {
+        if (redact && redact[j]) {
+            se->argv[j] = sdsnew("(redacted)");
+        } else if (sargc != argc && j == sargc - 1) {
             se->argv[j] = sdscatprintf(sdsempty(), "... (%d more arguments)", argc - sargc + 1);
         } else if (sdslen(argv[j]) > SLOWLOG_ENTRY_MAX_STRING) {
             se->argv[j] = sdsnewlen(argv[j], SLOWLOG_ENTRY_MAX_STRING);
@@ -46,6 +58,7 @@ static slowlogEntry *slowlogCreateEntry(client *c, sds *argv, int argc, long lon
             se->argv[j] = sdsdup(argv[j]);
         }
     }
+    zfree(redact);
     se->time = time(NULL);
     se->duration = duration;
     se->id = server.slowlog_entry_id++;

@@ -282,3 +282,21 @@ start_server {tags {monitor client}} {
         assert_equal {ON OFF SKIP} $tokens
     }
 }
+
+start_server {tags {monitor mooncake} overrides {requirepass secret}} {
+    test {SLOWLOG keeps no passwords: AUTH and HELLO AUTH arguments are "(redacted)", as MONITOR shows them} {
+        r auth secret
+        r config set slowlog-log-slower-than 0
+        r slowlog reset
+        r auth default secret
+        r hello 2 auth default secret
+        set log [r slowlog get 10]
+        r config set slowlog-log-slower-than 10000
+        assert_no_match "*secret*" $log
+        set auth {}
+        foreach e $log {
+            if {[string equal -nocase [lindex $e 3 0] auth]} { set auth [lindex $e 3] }
+        }
+        assert_equal {AUTH (redacted) (redacted)} $auth
+    }
+}
