@@ -713,6 +713,7 @@ static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, 
     /* INFO stats counts every refusal, logged or not (as Redis 7). */
     if (reason == ACL_DENIED_AUTH) server.stat_acl_denied_auth++;
     else if (reason == ACL_DENIED_CMD) server.stat_acl_denied_cmd++;
+    else if (reason == ACL_DENIED_CHANNEL) server.stat_acl_denied_channel++;
     else server.stat_acl_denied_key++;
     if (server.acllog_max_len == 0) return;
     mstime_t now = mstime();
@@ -751,7 +752,7 @@ static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, 
 void aclApplyLogMaxLen(void) { aclLogTrim(); }
 
 static void aclLogReply(client *c, long long count) {
-    static const char *reasons[] = {"", "command", "key", "auth"};
+    static const char *reasons[] = {"", "command", "key", "auth", "channel"};
     if (count > aclLogLen) count = aclLogLen;
     mstime_t now = mstime();
     addReplyArrayLen(c, count);
@@ -839,8 +840,41 @@ static int keyPermNeeded(const mcCommand *cmd, sds *argv, int argc) {
     return perm;
 }
 
+/* Channels, as Redis 7: a channel (SUBSCRIBE, SSUBSCRIBE, PUBLISH,
+ * SPUBLISH) must match one of the user's &patterns; a pattern PSUBSCRIBE
+ * asks for must be one of them literally, since it stands for every
+ * channel it matches. Leaving (the UNSUBSCRIBEs) and PUBSUB's counts are
+ * not checked. *pos: the argument refused. */
+static int channelAllowed(const user *u, sds ch, int literal) {
+    if (u->flags & USER_ALLCHANNELS) return 1;
+    for (int i = 0; i < u->nchannels; i++) {
+        sds p = u->channels[i];
+        if (literal ? sdslen(p) == sdslen(ch) && !memcmp(p, ch, sdslen(ch))
+                    : stringmatchlen(p, sdslen(p), ch, sdslen(ch), 0))
+            return 1;
+    }
+    return 0;
+}
+
+static int checkChannels(const user *u, mcCommand *cmd, sds *argv, int argc, int *pos) {
+    int first = 1, last;
+    if (cmd->proc == publishCommand || cmd->proc == spublishCommand) last = 1;
+    else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand || cmd->proc == psubscribeCommand)
+        last = argc - 1;
+    else return ACL_OK;
+    for (int j = first; j <= last && j < argc; j++) {
+        if (!channelAllowed(u, argv[j], cmd->proc == psubscribeCommand)) {
+            *pos = j;
+            return ACL_DENIED_CHANNEL;
+        }
+    }
+    return ACL_OK;
+}
+
 static int checkUser(const user *u, mcCommand *cmd, sds *argv, int argc, int *keypos) {
     if (!aclUserCanRun(u, cmd)) return ACL_DENIED_CMD;
+    /* Shard channels sit where keys would (cluster routing): channels, not keys. */
+    if (cmd->flags & CMD_PUBSUB) return checkChannels(u, cmd, argv, argc, keypos);
     if (u->flags & USER_ALLKEYS) return ACL_OK;
     if (!(cmd->flags & CMD_MOVABLEKEYS) && cmd->firstkey == 0 && cmd->proc != migrateCommand) return ACL_OK;
     int stackkeys[32];
@@ -860,7 +894,8 @@ static int checkUser(const user *u, mcCommand *cmd, sds *argv, int argc, int *ke
 
 int aclCheckCommand(client *c, int *keypos) {
     const user *u = c->user;
-    if ((u->flags & (USER_ALLCOMMANDS | USER_ALLKEYS)) == (USER_ALLCOMMANDS | USER_ALLKEYS)) return ACL_OK;
+    const int all = USER_ALLCOMMANDS | USER_ALLKEYS | USER_ALLCHANNELS;
+    if ((u->flags & all) == all) return ACL_OK;
     return checkUser(u, c->cmd, c->argv, c->argc, keypos);
 }
 
@@ -872,9 +907,10 @@ void aclDenyCommand(client *c, int reason, int keypos) {
         addReplyErrorFormat(c, "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,
                             c->cmd->fullname);
     } else {
-        sds key = c->argv[keypos];
-        aclLogAdd(c, reason, key, sdslen(key), c->user->name, sdslen(c->user->name));
-        addReplyError(c, "-NOPERM No permissions to access a key");
+        sds object = c->argv[keypos];
+        aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
+        addReplyError(c, reason == ACL_DENIED_CHANNEL ? "-NOPERM No permissions to access a channel"
+                                                      : "-NOPERM No permissions to access a key");
     }
 }
 

@@ -27,7 +27,7 @@ struct segment;
 #define ACL_WRITE (1 << 1)
 
 /* Why a check failed (ACL LOG "reason"). */
-enum { ACL_OK = 0, ACL_DENIED_CMD, ACL_DENIED_KEY, ACL_DENIED_AUTH };
+enum { ACL_OK = 0, ACL_DENIED_CMD, ACL_DENIED_KEY, ACL_DENIED_AUTH, ACL_DENIED_CHANNEL };
 
 /* Categories: bits of mcCommand.acl_categories, named in acl.c. */
 #define ACL_CAT_KEYSPACE (1ULL << 0)

@@ -48,6 +48,7 @@ void resetServerStats(void) {
     server.stat_remote_get_bytes = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_acl_denied_auth = server.stat_acl_denied_cmd = server.stat_acl_denied_key = 0;
+    server.stat_acl_denied_channel = 0;
     server.stat_starttime = mstime();
     storeResetStats();
     storeCommandStatsReset();
@@ -239,7 +240,7 @@ sds genInfoString(const char *section) {
                          "acl_access_denied_auth:%lld\r\n"
                          "acl_access_denied_cmd:%lld\r\n"
                          "acl_access_denied_key:%lld\r\n"
-                         "acl_access_denied_channel:0\r\n"
+                         "acl_access_denied_channel:%lld\r\n"
                          "busy_poll_caught:%lld\r\n"
                          "busy_poll_wasted_usec:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
@@ -252,7 +253,7 @@ sds genInfoString(const char *section) {
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
                          server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key,
-                         server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL);
+                         server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

@@ -310,7 +310,7 @@ struct mcServer {
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
-    long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key; /* acl.c */
+    long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key, stat_acl_denied_channel; /* acl.c */
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */
     long long slowlog_len, slowlog_cap;

@@ -647,3 +647,35 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
     $::ca close
     $::cb close
 }
+
+start_server {tags {acl pubsub}} {
+    test {Channels: &patterns let a user subscribe and publish; others are NOPERM and logged} {
+        r acl log reset
+        r acl setuser news on >pw ~* +@all resetchannels &news:*
+        set c [redis_client]
+        $c auth news pw
+        assert_equal 0 [$c publish news:1 hello]
+        assert_error {NOPERM*} {$c publish sports:1 hello}
+        assert_error {NOPERM*} {$c spublish sports:1 hello}
+        set sub [redis_deferring_client]
+        $sub auth news pw
+        $sub read
+        $sub subscribe news:a
+        assert_equal {subscribe news:a 1} [$sub read]
+        $sub subscribe sports:a
+        assert_match {*NOPERM*} [catch {$sub read} e; set e]
+        # A pattern must be granted literally: it stands for every channel it matches.
+        $sub psubscribe news:*
+        assert_equal {psubscribe news:* 2} [$sub read]
+        $sub psubscribe n*
+        assert_match {*NOPERM*} [catch {$sub read} e; set e]
+        $sub close
+        set entry [lindex [r acl log 1] 0]
+        assert_equal channel [dict get $entry reason]
+        assert_equal news [dict get $entry username]
+        # allchannels grants them all.
+        r acl setuser news allchannels
+        assert_equal 0 [$c publish sports:1 hello]
+        $c close
+    }
+}
