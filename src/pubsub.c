@@ -303,13 +303,17 @@ void sunsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_SHARD); }
  * message costs no allocation once it has grown to fit. */
 static sds frame;
 
-static void frameBulk(const char *p, size_t len) {
+static void frameBulkHeader(size_t len) {
     char hdr[32];
     hdr[0] = '$';
     int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
     hdr[n++] = '\r';
     hdr[n++] = '\n';
     frame = sdscatlen(frame, hdr, (size_t)n);
+}
+
+static void frameBulk(const char *p, size_t len) {
+    frameBulkHeader(len);
     frame = sdscatlen(frame, p, len);
     frame = sdscatlen(frame, "\r\n", 2);
 }
@@ -330,12 +334,7 @@ static void frameBuild(int kind, sds pattern, sds channel, size_t len) {
         frame = sdscatlen(frame, "*3\r\n$7\r\nmessage\r\n", 17);
     }
     frameBulk(channel, sdslen(channel));
-    char hdr[32];
-    hdr[0] = '$';
-    int n = ll2string(hdr + 1, sizeof(hdr) - 3, (long long)len) + 1;
-    hdr[n++] = '\r';
-    hdr[n++] = '\n';
-    frame = sdscatlen(frame, hdr, (size_t)n);
+    frameBulkHeader(len);
 }
 
 /* Queuing a message never frees a client (one over its limit is only

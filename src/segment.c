@@ -172,7 +172,23 @@ static uint64_t readCgroupLimit(const char *path) {
     return (uint64_t)v;
 }
 
+static uint64_t segmentReadMachineMemory(char *desc, size_t desclen);
+
 uint64_t segmentMachineMemory(char *desc, size_t desclen) {
+    /* Read once: INFO memory asks on every call, and neither changes under a running server. */
+    static uint64_t cached;
+    static char cached_desc[64];
+    if (cached) {
+        snprintf(desc, desclen, "%s", cached_desc);
+        return cached;
+    }
+    uint64_t bytes = segmentReadMachineMemory(cached_desc, sizeof(cached_desc));
+    snprintf(desc, desclen, "%s", cached_desc);
+    cached = bytes;
+    return bytes;
+}
+
+static uint64_t segmentReadMachineMemory(char *desc, size_t desclen) {
     long pages = sysconf(_SC_PHYS_PAGES), pagesz = sysconf(_SC_PAGESIZE);
     uint64_t phys = pages > 0 && pagesz > 0 ? (uint64_t)pages * (uint64_t)pagesz : 0;
     uint64_t cg = readCgroupLimit("/sys/fs/cgroup/memory.max"); /* cgroup v2 */
