@@ -642,6 +642,7 @@ const char *mc_strerror(int err) {
     case MC_ERR_NOT_READY: return "the key's put has not ended";
     case MC_ERR_SERVER: return "server error";
     case MC_ERR_NOMEM: return "out of memory";
+    case MC_ERR_PENDING: return "the operation has not finished";
     default: return err >= 0 ? "ok" : "unknown error";
     }
 }

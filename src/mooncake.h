@@ -29,6 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,8 +79,29 @@ enum {
     MC_ERR_UNSUPPORTED = -10,   /* transport or memory kind not available here */
     MC_ERR_NOT_READY = -11,     /* the key exists but its put has not ended */
     MC_ERR_SERVER = -12,        /* any other error reply: see mc_last_error() */
-    MC_ERR_NOMEM = -13          /* out of local memory */
+    MC_ERR_NOMEM = -13,         /* out of local memory */
+    MC_ERR_PENDING = -14        /* mc_op_wait: the operation has not finished yet */
 };
+
+/* A key alone (mc_batch_exists). */
+typedef struct {
+    const void *key;
+    size_t keylen;
+} mc_key;
+
+/* One object from or into several buffers (scatter-gather): the object is
+ * the concatenation of iov[0..iovcnt) in order; a get fills them in order.
+ * put: the value's size is the sum of the lengths; get: their sum is the
+ * capacity. */
+typedef struct {
+    const void *key;
+    size_t keylen;
+    const struct iovec *iov;
+    int iovcnt;
+} mc_kvv;
+
+/* An operation running in the background (mc_batch_put_async). */
+typedef struct mc_op mc_op;
 
 /* uri: "tcp://host:port", "unix:///path/to.sock" ("unix://@name": an
  * abstract socket) or "host:port" (of any node, for a cluster). password
@@ -151,6 +173,51 @@ long long mc_size(mc_client *c, const void *key, size_t keylen);
  * batch as a whole failed (connection lost). */
 int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results);
 int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
+
+/* Scatter-gather forms of put_from/get_into and of the batches: no staging
+ * copy, each buffer goes to (comes from) its part of the object directly.
+ * iovcnt 1..MC_MAX_IOV. mc_get_intov answers the object's size, or
+ * MC_ERR_TOO_SMALL when the buffers together are smaller. */
+#define MC_MAX_IOV 1024
+int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                 const mc_put_opts *opts);
+long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt);
+int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results);
+int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *results);
+
+/* Non-blocking batches: submit returns at once (NULL with mc_last_error()
+ * set if it cannot be queued), the batch runs on the handle's background
+ * worker, which has its own connections (opened on first use, with the
+ * handle's address, credentials, timeouts and transport), so calls on the
+ * handle go on meanwhile. The op copies the arrays and keys; the buffers
+ * must stay valid and untouched until it is done. Ops run in submission
+ * order. */
+mc_op *mc_batch_put_async(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts);
+mc_op *mc_batch_get_async(mc_client *c, size_t n, const mc_kvv *items);
+/* 1 when finished, else 0. */
+int mc_op_done(mc_op *op);
+/* Wait up to timeout_ms (-1: for ever, 0: poll): the batch's return value
+ * (items that succeeded, or MC_ERR_*), or MC_ERR_PENDING if not finished. */
+int mc_op_wait(mc_op *op, int timeout_ms);
+/* Per item, valid once finished: put MC_OK or MC_ERR_*, get bytes or MC_ERR_*. */
+const long long *mc_op_results(mc_op *op);
+/* A file descriptor that becomes readable when the op finishes (for event
+ * loops: asyncio's add_reader); owned by the op. */
+int mc_op_fd(mc_op *op);
+/* Waits for the op if it is still running, then frees it. */
+void mc_op_free(mc_op *op);
+
+/* Existence of n keys in one round trip (BATCH.EXISTS; per node and slot in
+ * a cluster). results[i]: 1 readable, 0 absent (or its put not ended), or
+ * MC_ERR_*. Returns the number present; with MC_EXISTS_PREFIX, the number
+ * of leading keys present (the lookup stops at the first miss, and results
+ * past it are 0). MC_EXISTS_LEASE grants a read lease on each key found, so
+ * it is not evicted before the get that follows (ended by that get's
+ * LEASE.RELEASE, or at lease-ttl). */
+enum { MC_EXISTS_PREFIX = 1, MC_EXISTS_LEASE = 2 };
+int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *results);
+/* Remove every object (REMOVE.ALL on every node): the number removed. */
+long long mc_remove_all(mc_client *c);
 
 int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
 int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */
