@@ -226,25 +226,65 @@ static void obufAdd(mcConn *c, const void *p, size_t len) {
     c->olen += len;
 }
 
-void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens) {
+void mcConnAppendHeader(mcConn *c, int argc) {
     char hdr[32];
     int n = snprintf(hdr, sizeof(hdr), "*%d\r\n", argc);
     obufAdd(c, hdr, (size_t)n);
-    for (int i = 0; i < argc; i++) {
-        size_t len = lens ? lens[i] : strlen(argv[i]);
-        n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
-        obufAdd(c, hdr, (size_t)n);
-        if (len >= MC_CONN_REF_MIN && c->nrefs < MC_CONN_MAX_IOV) {
-            c->refs[c->nrefs].obuf_off = c->olen;
-            c->refs[c->nrefs].ptr = argv[i];
-            c->refs[c->nrefs].len = len;
-            c->nrefs++;
-            if (c->nrefs == MC_CONN_MAX_IOV) mcConnFlush(c); /* keep the table bounded */
-        } else {
-            obufAdd(c, argv[i], len);
-        }
-        obufAdd(c, "\r\n", 2);
+}
+
+/* One piece of an argument: large ones are referenced, small ones copied. */
+static void appendPiece(mcConn *c, const void *p, size_t len) {
+    if (len >= MC_CONN_REF_MIN && c->nrefs < MC_CONN_MAX_IOV) {
+        c->refs[c->nrefs].obuf_off = c->olen;
+        c->refs[c->nrefs].ptr = p;
+        c->refs[c->nrefs].len = len;
+        c->nrefs++;
+        if (c->nrefs == MC_CONN_MAX_IOV) mcConnFlush(c); /* keep the table bounded */
+    } else {
+        obufAdd(c, p, len);
     }
+}
+
+void mcConnAppendArg(mcConn *c, const void *p, size_t len) {
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+    obufAdd(c, hdr, (size_t)n);
+    appendPiece(c, p, len);
+    obufAdd(c, "\r\n", 2);
+}
+
+void mcConnAppendArgV(mcConn *c, const struct iovec *iov, int iovcnt, size_t len) {
+    char hdr[32];
+    int n = snprintf(hdr, sizeof(hdr), "$%zu\r\n", len);
+    obufAdd(c, hdr, (size_t)n);
+    for (int i = 0; i < iovcnt && len; i++) {
+        size_t take = iov[i].iov_len < len ? iov[i].iov_len : len;
+        if (take) appendPiece(c, iov[i].iov_base, take);
+        len -= take;
+    }
+    obufAdd(c, "\r\n", 2);
+}
+
+void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens) {
+    mcConnAppendHeader(c, argc);
+    for (int i = 0; i < argc; i++) mcConnAppendArg(c, argv[i], lens ? lens[i] : strlen(argv[i]));
+}
+
+int mcIovCut(const struct iovec *iov, int iovcnt, uint64_t off, uint64_t len, struct iovec *out, int outcap) {
+    int n = 0;
+    for (int i = 0; i < iovcnt && len && n < outcap; i++) {
+        size_t l = iov[i].iov_len;
+        if (off >= l) {
+            off -= l;
+            continue;
+        }
+        size_t take = l - (size_t)off < len ? l - (size_t)off : (size_t)len;
+        out[n].iov_base = (char *)iov[i].iov_base + off;
+        out[n++].iov_len = take;
+        len -= take;
+        off = 0;
+    }
+    return n;
 }
 
 /* Writes all of iov[0..n), advancing through partial writes. */
@@ -286,8 +326,9 @@ static long long monoUs(void) {
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* One read into dst; keeps any fd that comes along. >0 bytes, or an MC_ERR. */
-static ssize_t readSome(mcConn *c, void *dst, size_t len) {
+/* One read into iov[0..n); keeps any fd that comes along. >0 bytes, or an
+ * MC_ERR. */
+static ssize_t readSomeV(mcConn *c, struct iovec *iov, int iovcnt) {
     long long spin_until = c->spin_us > 0 ? monoUs() + c->spin_us : 0;
     for (;;) {
         ssize_t r;
@@ -297,11 +338,10 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
                 char buf[CMSG_SPACE(sizeof(int))];
                 struct cmsghdr align;
             } u;
-            struct iovec iov = {.iov_base = dst, .iov_len = len};
             struct msghdr msg;
             memset(&msg, 0, sizeof(msg));
-            msg.msg_iov = &iov;
-            msg.msg_iovlen = 1;
+            msg.msg_iov = iov;
+            msg.msg_iovlen = (size_t)iovcnt;
             msg.msg_control = u.buf;
             msg.msg_controllen = sizeof(u.buf);
             r = recvmsg(c->fd, &msg, MSG_CMSG_CLOEXEC | flags);
@@ -315,8 +355,14 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
                     }
                 }
             }
+        } else if (iovcnt == 1) {
+            r = recv(c->fd, iov[0].iov_base, iov[0].iov_len, flags);
         } else {
-            r = recv(c->fd, dst, len, flags);
+            struct msghdr msg;
+            memset(&msg, 0, sizeof(msg));
+            msg.msg_iov = iov;
+            msg.msg_iovlen = (size_t)iovcnt;
+            r = recvmsg(c->fd, &msg, flags);
         }
         if (r > 0) return r;
         if (r < 0 && errno == EINTR) continue;
@@ -329,6 +375,11 @@ static ssize_t readSome(mcConn *c, void *dst, size_t len) {
         connFail(c, "read: %s", r == 0 ? "connection closed" : errno == EAGAIN ? "timed out" : strerror(errno));
         return MC_ERR_IO;
     }
+}
+
+static ssize_t readSome(mcConn *c, void *dst, size_t len) {
+    struct iovec iov = {.iov_base = dst, .iov_len = len};
+    return readSomeV(c, &iov, 1);
 }
 
 /* Makes at least `need` unread bytes available in rbuf. */
@@ -527,7 +578,11 @@ static long long readHeader(mcConn *c, char type, mcReply **err_reply) {
     return n;
 }
 
-long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply) {
+/* Reads per call at most this many pieces of a scattered bulk: a window
+ * moved along the caller's list, so no copy of a long list is made. */
+#define MC_CONN_READ_IOV 64
+
+long long mcConnReadBulkIntoV(mcConn *c, const struct iovec *iov, int iovcnt, mcReply **err_reply) {
     long long n = readHeader(c, '$', err_reply);
     if (n < -1 || *err_reply) return n;
     if (n == -1) {
@@ -536,17 +591,27 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
         (*err_reply)->type = MCR_NIL;
         return -1;
     }
+    size_t cap = 0;
+    for (int i = 0; i < iovcnt; i++) cap += iov[i].iov_len;
     if ((unsigned long long)n > cap) {
         connFail(c, "bulk reply larger than the buffer%s", NULL);
         return MC_ERR_TOO_SMALL;
     }
-    size_t have = c->rlen - c->rpos;
-    size_t take = have < (size_t)n ? have : (size_t)n;
-    memcpy(dst, c->rbuf + c->rpos, take);
-    c->rpos += take;
-    size_t got = take;
+    /* What came with the header is copied out of rbuf; the rest is read
+     * straight into the caller's buffers. */
+    size_t got = 0;
+    for (int i = 0; i < iovcnt && got < (size_t)n && c->rpos < c->rlen; i++) {
+        size_t take = iov[i].iov_len;
+        if (take > (size_t)n - got) take = (size_t)n - got;
+        if (take > c->rlen - c->rpos) take = c->rlen - c->rpos;
+        memcpy(iov[i].iov_base, c->rbuf + c->rpos, take);
+        c->rpos += take;
+        got += take;
+    }
     while (got < (size_t)n) {
-        ssize_t r = readSome(c, (char *)dst + got, (size_t)n - got);
+        struct iovec win[MC_CONN_READ_IOV];
+        int w = mcIovCut(iov, iovcnt, got, (size_t)n - got, win, MC_CONN_READ_IOV);
+        ssize_t r = readSomeV(c, win, w);
         if (r < 0) return MC_ERR_IO;
         got += (size_t)r;
     }
@@ -557,6 +622,11 @@ long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_rep
     }
     c->rpos += 2;
     return n;
+}
+
+long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply) {
+    struct iovec iov = {.iov_base = dst, .iov_len = cap};
+    return mcConnReadBulkIntoV(c, &iov, 1, err_reply);
 }
 
 long long mcConnReadArrayLen(mcConn *c, mcReply **err_reply) {

@@ -51,6 +51,14 @@ int mcConnAuth(mcConn *c, const char *user, const char *password);
 /* Queue one command; arguments of 16 KiB or more are sent from the
  * caller's memory, which must stay valid until mcConnFlush. */
 void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens);
+/* The same piece by piece: the header of a command of argc arguments, then
+ * each argument -- one whose bytes lie in several buffers (the payload of
+ * a scatter-gather SEG.WRITE) with mcConnAppendArgV, which sends the first
+ * len bytes of iov[0..iovcnt) as one argument; the same rule on 16 KiB
+ * applies to each piece. */
+void mcConnAppendHeader(mcConn *c, int argc);
+void mcConnAppendArg(mcConn *c, const void *p, size_t len);
+void mcConnAppendArgV(mcConn *c, const struct iovec *iov, int iovcnt, size_t len);
 int mcConnFlush(mcConn *c);                  /* MC_OK or MC_ERR_IO */
 /* The next reply (caller frees with mcReplyFree); NULL on I/O or protocol error. */
 mcReply *mcConnRead(mcConn *c);
@@ -59,6 +67,9 @@ mcReply *mcConnRead(mcConn *c);
  * frees it), or MC_ERR_IO/MC_ERR_PROTOCOL/MC_ERR_TOO_SMALL (the connection
  * is then broken). */
 long long mcConnReadBulkInto(mcConn *c, void *dst, size_t cap, mcReply **err_reply);
+/* The same into iov[0..iovcnt) in order (their sum is the capacity): the
+ * bytes are read into the buffers with readv-style calls, not staged. */
+long long mcConnReadBulkIntoV(mcConn *c, const struct iovec *iov, int iovcnt, mcReply **err_reply);
 /* The header of an array reply: its length, or -1 with *err_reply set to
  * whatever came instead (an error, say), or MC_ERR_* on I/O failure. The
  * elements follow (mcConnReadBulkInto each). */
@@ -69,6 +80,11 @@ void mcConnAppendNoReply(mcConn *c, int argc, const char **argv, const size_t *l
 /* One command and its reply. */
 mcReply *mcConnCommand(mcConn *c, int argc, const char **argv, const size_t *lens);
 void mcReplyFree(mcReply *r);
+
+/* The sub-list of iov[0..iovcnt) covering bytes [off, off+len) of their
+ * concatenation, written to out (at most outcap entries, zero-length ones
+ * dropped): its entry count. */
+int mcIovCut(const struct iovec *iov, int iovcnt, uint64_t off, uint64_t len, struct iovec *out, int outcap);
 
 /* Integer helpers on replies. */
 int mcReplyIsError(const mcReply *r, const char *code); /* error starting with code */

@@ -1,8 +1,14 @@
 /* mc_tcp.c -- libmooncake's TCP data plane.
  *
- * One transfer is one SEG.WRITE (payload sent from the caller's buffer with
- * writev) or SEG.READ (reply read into the caller's buffer) on a data
- * connection; batches queue many of them before reading any reply.
+ * One transfer is one SEG.WRITE (payload sent from the caller's buffers with
+ * sendmsg) or SEG.READ (reply read into the caller's buffers with recvmsg)
+ * on a data connection; batches queue many of them before reading any
+ * reply. A transfer's memory is an iovec list (one entry for a contiguous
+ * buffer): scatter-gather puts and gets (mc_put_fromv, mc_get_intov) move
+ * each buffer in place, the kernel gathering and scattering them, so
+ * several buffers cost no staging copy and no extra syscalls while their
+ * count stays within a sendmsg/recvmsg window (64 large pieces; small ones
+ * are copied into the output buffer as any small argument is).
  *
  * Why several connections per peer: one TCP stream is carried by one core
  * on each side, and by one flow through the network, so a single large
@@ -53,31 +59,39 @@
 
 static void fmtU64(char *buf, size_t len, uint64_t v) { snprintf(buf, len, "%llu", (unsigned long long)v); }
 
-void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const void *buf, int write) {
+void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt,
+                 int write) {
     char segbuf[24], offbuf[24], lenbuf[24];
     fmtU64(segbuf, sizeof(segbuf), seg);
     fmtU64(offbuf, sizeof(offbuf), off);
-    fmtU64(lenbuf, sizeof(lenbuf), len);
-    const char *argv[4] = {write ? "SEG.WRITE" : "SEG.READ", segbuf, offbuf, write ? buf : lenbuf};
-    size_t lens[4] = {strlen(argv[0]), strlen(segbuf), strlen(offbuf), write ? (size_t)len : strlen(lenbuf)};
-    mcConnAppend(conn, 4, argv, lens);
+    mcConnAppendHeader(conn, 4);
+    if (write) mcConnAppendArg(conn, "SEG.WRITE", 9);
+    else mcConnAppendArg(conn, "SEG.READ", 8);
+    mcConnAppendArg(conn, segbuf, strlen(segbuf));
+    mcConnAppendArg(conn, offbuf, strlen(offbuf));
+    if (write) {
+        mcConnAppendArgV(conn, iov, iovcnt, (size_t)len); /* each buffer sent in place */
+    } else {
+        fmtU64(lenbuf, sizeof(lenbuf), len);
+        mcConnAppendArg(conn, lenbuf, strlen(lenbuf));
+    }
 }
 
-int mcTcpReadReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r) {
+int mcTcpReadReply(mcConn *conn, const struct iovec *iov, int iovcnt, uint64_t len, int write, mcReply **r) {
     *r = NULL;
     if (write) {
         *r = mcConnRead(conn);
         return *r && (*r)->type == MCR_STATUS;
     }
-    return mcConnReadBulkInto(conn, buf, len, r) == (long long)len;
+    return mcConnReadBulkIntoV(conn, iov, iovcnt, r) == (long long)len;
 }
 
 /* Sends one slice and reads its reply; on failure fills *f. */
-static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, char *buf, int write,
-                    mcTcpFailure *f) {
+static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt,
+                    int write, mcTcpFailure *f) {
     mcReply *r = NULL;
-    mcTcpAppend(conn, seg, off, len, buf, write);
-    if (mcConnFlush(conn) == MC_OK && mcTcpReadReply(conn, buf, len, write, &r)) {
+    mcTcpAppend(conn, seg, off, len, iov, iovcnt, write);
+    if (mcConnFlush(conn) == MC_OK && mcTcpReadReply(conn, iov, iovcnt, len, write, &r)) {
         mcReplyFree(r);
         return 1;
     }
@@ -91,40 +105,24 @@ static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, char
 
 /* Items [start, start+count) as one vector command. */
 static void appendVector(mcTcpItem *items, size_t start, size_t count, int write) {
-    size_t argc = 2 + 2 * count;
-    const char **argv = malloc(argc * sizeof(*argv));
-    size_t *lens = malloc(argc * sizeof(*lens));
-    char (*nums)[24] = malloc((count * 2 + 1) * sizeof(*nums));
-    if (!argv || !lens || !nums) {
-        /* Out of memory: send them one by one instead. */
-        for (size_t i = start; i < start + count; i++)
-            mcTcpAppend(items[i].conn, items[i].seg, items[i].off, items[i].len, items[i].buf, write);
-        goto end;
-    }
-    argv[0] = write ? "SEG.WRITEV" : "SEG.READV";
-    lens[0] = strlen(argv[0]);
-    fmtU64(nums[0], sizeof(nums[0]), items[start].seg);
-    argv[1] = nums[0];
-    lens[1] = strlen(nums[0]);
+    mcConn *conn = items[start].conn;
+    char num[24];
+    mcConnAppendHeader(conn, (int)(2 + 2 * count));
+    if (write) mcConnAppendArg(conn, "SEG.WRITEV", 10);
+    else mcConnAppendArg(conn, "SEG.READV", 9);
+    fmtU64(num, sizeof(num), items[start].seg);
+    mcConnAppendArg(conn, num, strlen(num));
     for (size_t k = 0; k < count; k++) {
         const mcTcpItem *it = &items[start + k];
-        fmtU64(nums[1 + 2 * k], sizeof(nums[0]), it->off);
-        argv[2 + 2 * k] = nums[1 + 2 * k];
-        lens[2 + 2 * k] = strlen(nums[1 + 2 * k]);
+        fmtU64(num, sizeof(num), it->off);
+        mcConnAppendArg(conn, num, strlen(num));
         if (write) {
-            argv[3 + 2 * k] = it->buf;
-            lens[3 + 2 * k] = (size_t)it->len;
+            mcConnAppendArgV(conn, it->iov, it->iovcnt, (size_t)it->len);
         } else {
-            fmtU64(nums[2 + 2 * k], sizeof(nums[0]), it->len);
-            argv[3 + 2 * k] = nums[2 + 2 * k];
-            lens[3 + 2 * k] = strlen(nums[2 + 2 * k]);
+            fmtU64(num, sizeof(num), it->len);
+            mcConnAppendArg(conn, num, strlen(num));
         }
     }
-    mcConnAppend(items[start].conn, (int)argc, argv, lens);
-end:
-    free(argv);
-    free(lens);
-    free(nums);
 }
 
 /* The reply to a vector command: sets ok on its items. */
@@ -152,7 +150,7 @@ static void readVector(mcTcpItem *items, size_t start, size_t count, int write, 
     for (size_t k = 0; k < count; k++) {
         mcTcpItem *it = &items[start + k];
         mcReply *e = NULL;
-        it->ok = n >= 0 && mcConnReadBulkInto(conn, it->buf, it->len, &e) == (long long)it->len;
+        it->ok = n >= 0 && mcConnReadBulkIntoV(conn, it->iov, it->iovcnt, &e) == (long long)it->len;
         if (e) {
             mcReplyFree(r);
             r = e;
@@ -180,7 +178,7 @@ void mcTcpBatch(mcTcpItem *items, size_t n, int write, mcReply **err) {
         }
         if (runs) runs[i] = j - i;
         if (j - i > 1) appendVector(items, i, j - i, write);
-        else mcTcpAppend(items[i].conn, items[i].seg, items[i].off, items[i].len, items[i].buf, write);
+        else mcTcpAppend(items[i].conn, items[i].seg, items[i].off, items[i].len, items[i].iov, items[i].iovcnt, write);
         i = j;
     }
     for (size_t i = 0; i < n; i++)
@@ -191,7 +189,7 @@ void mcTcpBatch(mcTcpItem *items, size_t n, int write, mcReply **err) {
             readVector(items, i, count, write, err);
         } else {
             mcReply *r = NULL;
-            items[i].ok = mcTcpReadReply(items[i].conn, items[i].buf, items[i].len, write, &r);
+            items[i].ok = mcTcpReadReply(items[i].conn, items[i].iov, items[i].iovcnt, items[i].len, write, &r);
             if (r && !items[i].ok) {
                 mcReplyFree(*err);
                 *err = r;
@@ -210,7 +208,8 @@ typedef struct {
     const char *uri;
     int connect_ms, io_ms;
     uint64_t seg, off, len;
-    char *buf;
+    const struct iovec *iov;     /* its part of the caller's buffers */
+    int iovcnt;
     int write;
     int ok;
     mcTcpFailure f;
@@ -274,7 +273,7 @@ static void *workerMain(void *arg) {
         mcTcpJob *j = &p->jobs[p->next++];
         pthread_mutex_unlock(&p->lock);
         mcConn *c = workerConn(w, j, &j->f);
-        j->ok = c && runSlice(c, j->seg, j->off, j->len, j->buf, j->write, &j->f);
+        j->ok = c && runSlice(c, j->seg, j->off, j->len, j->iov, j->iovcnt, j->write, &j->f);
         if (c && c->broken) workerDrop(w, c);
         pthread_mutex_lock(&p->lock);
         if (--p->pending == 0) pthread_cond_signal(&p->done);
@@ -335,14 +334,28 @@ int mcTcpDefaultStreams(void) {
 }
 
 int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
-                 uint64_t seg, uint64_t off, uint64_t len, void *buf, int write, mcTcpFailure *f) {
+                 uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
+                 mcTcpFailure *f) {
     memset(f, 0, sizeof(*f));
     if (streams > mcTcpPoolWorkers(p) + 1) streams = mcTcpPoolWorkers(p) + 1;
     if (streams < 1) streams = 1;
-    /* Page-aligned slices, the last one taking the remainder. */
+    if (streams == 1) return runSlice(own, seg, off, len, iov, iovcnt, write, f);
+    /* Page-aligned slices of the logical byte range, the last one taking
+     * the remainder; each stream gets the part of the caller's buffers its
+     * slice covers. The slices' lists together have at most iovcnt +
+     * streams - 1 entries (a buffer cut at each boundary). */
     uint64_t slice = ((len + (uint64_t)streams - 1) / (uint64_t)streams + 4095) & ~(uint64_t)4095;
+    struct iovec cut_local[4 * MC_TCP_MAX_STREAMS], *cuts = cut_local;
+    size_t ncut = (size_t)iovcnt + (size_t)streams;
+    if (ncut > sizeof(cut_local) / sizeof(cut_local[0]) && (cuts = malloc(ncut * sizeof(*cuts))) == NULL)
+        return runSlice(own, seg, off, len, iov, iovcnt, write, f); /* out of memory: one stream */
     mcTcpJob jobs[MC_TCP_MAX_STREAMS];
     int nworker_jobs = 0;
+    size_t used = 0;
+    uint64_t first = len < slice ? len : slice;
+    int nfirst = mcIovCut(iov, iovcnt, 0, first, cuts, (int)(ncut - used));
+    struct iovec *first_iov = cuts;
+    used += (size_t)nfirst;
     for (int i = 1; i < streams && (uint64_t)i * slice < len; i++) {
         uint64_t start = (uint64_t)i * slice;
         mcTcpJob *j = &jobs[nworker_jobs++];
@@ -353,7 +366,9 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
         j->seg = seg;
         j->off = off + start;
         j->len = i == streams - 1 || len - start < slice ? len - start : slice;
-        j->buf = (char *)buf + start;
+        j->iov = cuts + used;
+        j->iovcnt = mcIovCut(iov, iovcnt, start, j->len, cuts + used, (int)(ncut - used));
+        used += (size_t)j->iovcnt;
         j->write = write;
     }
     if (nworker_jobs) {
@@ -365,8 +380,7 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->lock);
     }
-    uint64_t first = nworker_jobs ? slice : len;
-    int ok = runSlice(own, seg, off, first, buf, write, f);
+    int ok = runSlice(own, seg, off, first, first_iov, nfirst, write, f);
     if (nworker_jobs) {
         pthread_mutex_lock(&p->lock);
         while (p->pending) pthread_cond_wait(&p->done, &p->lock);
@@ -382,5 +396,6 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
             mcReplyFree(jobs[i].f.reply);
         }
     }
+    if (cuts != cut_local) free(cuts);
     return ok;
 }

@@ -5,24 +5,28 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "mc_conn.h"
 
 #define MC_TCP_SLICE_MIN (256 * 1024) /* no stream carries less than this */
 #define MC_TCP_MAX_STREAMS 16
 
-/* Queues the SEG.WRITE (payload sent from buf) or SEG.READ of len bytes at
- * seg:off. */
-void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const void *buf, int write);
+/* Queues the SEG.WRITE or SEG.READ of len bytes at seg:off. The caller's
+ * memory is iov[0..iovcnt) (one entry: a contiguous buffer); a write sends
+ * its first len bytes, a read fills its first len bytes. */
+void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt,
+                 int write);
 /* The reply to mcTcpAppend: 1 if the transfer worked. *r gets an error
  * reply to report (the caller frees it), NULL on an I/O failure. */
-int mcTcpReadReply(mcConn *conn, void *buf, uint64_t len, int write, mcReply **r);
+int mcTcpReadReply(mcConn *conn, const struct iovec *iov, int iovcnt, uint64_t len, int write, mcReply **r);
 
 /* One transfer of a batch. */
 typedef struct {
     mcConn *conn;
     uint64_t seg, off, len;
-    void *buf;
+    const struct iovec *iov;     /* the caller's memory (len bytes of it move) */
+    int iovcnt;
     size_t item;                 /* the caller's index */
     int ok;                      /* set by mcTcpBatch */
 } mcTcpItem;
@@ -53,12 +57,15 @@ typedef struct {
     char err[512];
 } mcTcpFailure;
 
-/* Moves len bytes at seg:off in up to streams slices: the first over own
+/* Moves len bytes at seg:off, to or from the first len bytes of iov[0..
+ * iovcnt), in up to streams slices of the byte range (each stream sending
+ * or filling the part of the buffers its slice covers): the first over own
  * (the caller's connection to uri), the others over the workers' own
  * connections to uri, all at once. Returns 1 if every slice worked, else 0
  * with the first failure in *f. streams must not exceed workers + 1. */
 int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
-                 uint64_t seg, uint64_t off, uint64_t len, void *buf, int write, mcTcpFailure *f);
+                 uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
+                 mcTcpFailure *f);
 
 /* How many streams a transfer of len bytes uses when up to want are allowed. */
 int mcTcpStreamCount(uint64_t len, int want);

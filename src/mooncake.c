@@ -817,12 +817,22 @@ static mcRegion *regionOf(mc_client *c, const void *p, size_t len) {
     return NULL;
 }
 
-/* One replica's copy through the segment's shared mapping. */
-static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, void *buf, int write) {
+/* One replica's copy through the segment's shared mapping: one memcpy per
+ * buffer, each at its own offset of the extent (the first rep->len bytes of
+ * the buffers move). */
+static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                   int write) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
         return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
-    if (write) memcpy(s->map + rep->off, buf, rep->len);
-    else memcpy(buf, s->map + rep->off, rep->len);
+    char *at = s->map + rep->off;
+    uint64_t left = rep->len;
+    for (int i = 0; i < iovcnt && left; i++) {
+        size_t n = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
+        if (write) memcpy(at, iov[i].iov_base, n);
+        else memcpy(iov[i].iov_base, at, n);
+        at += n;
+        left -= n;
+    }
     c->last_transport = MC_TRANSPORT_SHM;
     return MC_OK;
 }
@@ -836,7 +846,7 @@ static mcTcpPool *tcpPool(mc_client *c, int streams) {
     return c->tcp_pool; /* NULL (no threads): one stream */
 }
 
-static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int write) {
+static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write) {
     int rc = MC_ERR_UNSUPPORTED;
     /* tcp:// endpoints first; the same protocol works over a unix one. */
     for (int pass = 0; pass < 2; pass++) {
@@ -864,7 +874,7 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
                 mcTcpFailure f;
                 if (attempt && (conn = dataConn(c, uri)) == NULL) break;
                 if (mcTcpStriped(tcpPool(c, streams), conn, uri, streams, c->connect_ms, c->io_ms, s->id,
-                                 rep->off, rep->len, buf, write, &f)) {
+                                 rep->off, rep->len, iov, iovcnt, write, &f)) {
                     c->last_transport = MC_TRANSPORT_TCP;
                     return MC_OK;
                 }
@@ -879,18 +889,49 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, void *buf, int 
     return rc;
 }
 
+/* 1 if every byte of the first len of iov[0..iovcnt) lies in memory
+ * registered with the RDMA engine (a buffer at a time: each may be in a
+ * region of its own). */
+static int iovRdmaRegistered(mc_client *c, const struct iovec *iov, int iovcnt, uint64_t len) {
+    for (int i = 0; i < iovcnt && len; i++) {
+        size_t n = iov[i].iov_len < len ? iov[i].iov_len : (size_t)len;
+        mcRegion *reg = n ? regionOf(c, iov[i].iov_base, n) : NULL;
+        if (n && (reg == NULL || !reg->rdma)) return 0;
+        len -= n;
+    }
+    return 1;
+}
+
+/* One replica over RDMA: one transfer (work requests striped over the
+ * NICs) per buffer, each at its own offset of the extent. */
+static int rdmaXfer(mc_client *c, const mcRdmaDesc *d, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                    int write, char *err, size_t errlen) {
+    uint64_t off = rep->off, left = rep->len;
+    for (int i = 0; i < iovcnt && left; i++) {
+        size_t n = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
+        if (n == 0) continue;
+        int rc = mcRdmaTransfer(c->rdma, d, off, iov[i].iov_base, n, write, err, errlen);
+        if (rc != MC_OK) return rc;
+        off += n;
+        left -= n;
+    }
+    return MC_OK;
+}
+
 /* Moves one replica's bytes (a segment of node `node`) by the fastest path
- * allowed; MC_OK or MC_ERR_*. */
-static int xferReplica(mc_client *c, int node, const mcReplica *rep, void *buf, int write, int device) {
+ * allowed, to or from the first rep->len bytes of iov[0..iovcnt); MC_OK or
+ * MC_ERR_*. */
+static int xferReplica(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
+                       int device) {
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
     if (!device && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, buf, write);
+        return shmCopy(c, s, rep, iov, iovcnt, write);
     if (t == MC_TRANSPORT_SHM) return setErr(c, MC_ERR_UNSUPPORTED, "no shared memory path to segment %llu", (unsigned long long)s->id);
     if (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_RDMA) {
-        mcRegion *reg = regionOf(c, buf, rep->len);
-        for (int i = 0; i < s->nendpoints && reg && reg->rdma; i++) {
+        int reg = c->regions && iovRdmaRegistered(c, iov, iovcnt, rep->len);
+        for (int i = 0; i < s->nendpoints && reg; i++) {
             if (strncmp(s->endpoints[i], "rdma://", 7) || rdmaEngine(c) == NULL) continue;
             mcRdmaDesc d;
             char err[256];
@@ -898,7 +939,7 @@ static int xferReplica(mc_client *c, int node, const mcReplica *rep, void *buf, 
                 rc = setErr(c, MC_ERR_PROTOCOL, "%s", err);
                 continue;
             }
-            rc = mcRdmaTransfer(c->rdma, &d, rep->off, buf, rep->len, write, err, sizeof(err));
+            rc = rdmaXfer(c, &d, rep, iov, iovcnt, write, err, sizeof(err));
             if (rc == MC_OK) {
                 c->last_transport = MC_TRANSPORT_RDMA;
                 return MC_OK;
@@ -912,7 +953,7 @@ static int xferReplica(mc_client *c, int node, const mcReplica *rep, void *buf, 
         }
     }
     if (device) return setErr(c, MC_ERR_UNSUPPORTED, "device memory needs staging");
-    return tcpXfer(c, s, rep, buf, write);
+    return tcpXfer(c, s, rep, iov, iovcnt, write);
 }
 
 /* Device memory: a pinned bounce buffer of at least len bytes. */
@@ -922,6 +963,65 @@ static char *stageBuffer(mc_client *c, size_t len) {
     c->stage = mcCudaHostAlloc(len);
     c->stage_len = c->stage ? len : 0;
     return c->stage;
+}
+
+/* ---- scatter-gather buffers --------------------------------------------- */
+
+/* The caller's buffers of a v-form call: iovcnt 1..MC_MAX_IOV, no NULL base
+ * under a nonzero length (a zero-length entry is fine, whatever its base),
+ * a sum that fits in size_t. MC_OK with *total, or MC_ERR_INVALID. */
+static int iovCheck(mc_client *c, const struct iovec *iov, int iovcnt, size_t *total) {
+    *total = 0;
+    if (iov == NULL || iovcnt < 1 || iovcnt > MC_MAX_IOV)
+        return setErr(c, MC_ERR_INVALID, "iovcnt %d: want 1..%d buffers", iov ? iovcnt : 0, MC_MAX_IOV);
+    for (int i = 0; i < iovcnt; i++) {
+        if (iov[i].iov_base == NULL && iov[i].iov_len)
+            return setErr(c, MC_ERR_INVALID, "buffer %d: NULL with length %zu", i, iov[i].iov_len);
+        if (iov[i].iov_len > SIZE_MAX - *total) return setErr(c, MC_ERR_INVALID, "buffers add up past SIZE_MAX");
+        *total += iov[i].iov_len;
+    }
+    return MC_OK;
+}
+
+/* put_from/get_into take registered memory only: each nonempty buffer must
+ * lie inside one registered region (mc_register). */
+static int iovRegistered(mc_client *c, const struct iovec *iov, int iovcnt) {
+    for (int i = 0; i < iovcnt; i++)
+        if (iov[i].iov_len && regionOf(c, iov[i].iov_base, iov[i].iov_len) == NULL)
+            return setErr(c, MC_ERR_INVALID, "buffer %d is not inside a registered region", i);
+    return MC_OK;
+}
+
+/* Device memory among the first len bytes of the buffers. */
+static int iovHasDevice(const struct iovec *iov, int iovcnt, uint64_t len) {
+    for (int i = 0; i < iovcnt && len; i++) {
+        if (iov[i].iov_len && mcCudaIsDevicePtr(iov[i].iov_base)) return 1;
+        len -= iov[i].iov_len < len ? iov[i].iov_len : len;
+    }
+    return 0;
+}
+
+/* Copies the first len bytes between the buffers and a contiguous staging
+ * buffer, a piece at a time (device pieces with the CUDA runtime, host ones
+ * with memcpy). to_stage: buffers -> stage. */
+static int iovStage(mc_client *c, char *stage, const struct iovec *iov, int iovcnt, uint64_t len, int to_stage) {
+    char err[256];
+    for (int i = 0; i < iovcnt && len; i++) {
+        size_t n = iov[i].iov_len < len ? iov[i].iov_len : (size_t)len;
+        if (n == 0) continue;
+        if (mcCudaIsDevicePtr(iov[i].iov_base)) {
+            int rc = to_stage ? mcCudaCopy(stage, iov[i].iov_base, n, err, sizeof(err))
+                              : mcCudaCopy(iov[i].iov_base, stage, n, err, sizeof(err));
+            if (rc != MC_OK) return setErr(c, rc, "%s", err);
+        } else if (to_stage) {
+            memcpy(stage, iov[i].iov_base, n);
+        } else {
+            memcpy(iov[i].iov_base, stage, n);
+        }
+        stage += n;
+        len -= n;
+    }
+    return MC_OK;
 }
 
 /* ---- put ----------------------------------------------------------------- */
@@ -959,7 +1059,8 @@ static void putRevoke(mc_client *c, const mcRoute *rt, const void *key, size_t k
     if (routeCommand(c, rt, 2, argv, lens, &r, &redirected) == MC_OK) mcReplyFree(r);
 }
 
-static int putLocked(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
+/* A put of the concatenation of iov[0..iovcnt), len bytes in all. */
+static int putLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt, size_t len,
                      const mc_put_opts *opts, int device) {
     char sizebuf[24], repbuf[16], pinbuf[24];
     const char *argv[16];
@@ -992,7 +1093,7 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const void *b
         }
         mcReplyFree(r);
         for (size_t i = 0; i < n; i++) {
-            rc = xferReplica(c, rt.node, &reps[i], (void *)buf, 1, device);
+            rc = xferReplica(c, rt.node, &reps[i], iov, iovcnt, 1, device);
             if (rc != MC_OK) {
                 char why[512];
                 snprintf(why, sizeof(why), "%s", c->errbuf);
@@ -1014,27 +1115,32 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const void *b
     }
 }
 
-/* Device pointers are staged unless registered for RDMA (GPUDirect). */
-static int putStaged(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
-                     const mc_put_opts *opts) {
-    if (key == NULL || keylen == 0 || buf == NULL || len == 0) return setErr(c, MC_ERR_INVALID, "empty key or value");
-    if (mcCudaIsDevicePtr(buf)) {
-        mcRegion *reg = regionOf(c, buf, len);
-        if (reg && reg->rdma) return putLocked(c, key, keylen, buf, len, opts, 1); /* GPUDirect */
+/* Every put: host buffers go to the replicas in place; device pointers are
+ * staged (gathered into the pinned buffer, a piece at a time) unless all of
+ * them are registered for RDMA (GPUDirect). registered: the put_from rule. */
+static int putStaged(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                     const mc_put_opts *opts, int registered) {
+    size_t len;
+    int rc;
+    if ((rc = iovCheck(c, iov, iovcnt, &len)) != MC_OK) return rc;
+    if (registered && (rc = iovRegistered(c, iov, iovcnt)) != MC_OK) return rc;
+    if (key == NULL || keylen == 0 || len == 0) return setErr(c, MC_ERR_INVALID, "empty key or value");
+    if (iovHasDevice(iov, iovcnt, len)) {
+        if (iovRdmaRegistered(c, iov, iovcnt, len)) return putLocked(c, key, keylen, iov, iovcnt, len, opts, 1); /* GPUDirect */
         char *st = stageBuffer(c, len);
-        char err[256];
         if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %zu bytes", len);
-        int rc = mcCudaCopy(st, buf, len, err, sizeof(err));
-        if (rc != MC_OK) return setErr(c, rc, "%s", err);
-        buf = st;
+        if ((rc = iovStage(c, st, iov, iovcnt, len, 1)) != MC_OK) return rc;
+        struct iovec one = {st, len};
+        return putLocked(c, key, keylen, &one, 1, len, opts, 0);
     }
-    return putLocked(c, key, keylen, buf, len, opts, 0);
+    return putLocked(c, key, keylen, iov, iovcnt, len, opts, 0);
 }
 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len, const mc_put_opts *opts) {
     if (c == NULL) return MC_ERR_INVALID;
+    struct iovec one = {(void *)buf, len};
     pthread_mutex_lock(&c->lock);
-    int rc = putStaged(c, key, keylen, buf, len, opts);
+    int rc = putStaged(c, key, keylen, &one, 1, opts, 0);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -1042,9 +1148,18 @@ int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t
 int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
                 const mc_put_opts *opts) {
     if (c == NULL) return MC_ERR_INVALID;
+    struct iovec one = {(void *)buf, len};
     pthread_mutex_lock(&c->lock);
-    int rc = regionOf(c, buf, len) ? putStaged(c, key, keylen, buf, len, opts)
-                                   : setErr(c, MC_ERR_INVALID, "buffer is not inside a registered region");
+    int rc = putStaged(c, key, keylen, &one, 1, opts, 1);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                 const mc_put_opts *opts) {
+    if (c == NULL) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    int rc = putStaged(c, key, keylen, iov, iovcnt, opts, 1);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -1071,16 +1186,17 @@ static int parseReplicas(mc_client *c, const mcReply *r, long long *lease_ms, ui
     return MC_OK;
 }
 
-/* Reads the first replica that works into buf; lease checked at the end.
- * device: buf is GPU memory registered for RDMA, so only RDMA may carry it. */
-static long long readReplicas(mc_client *c, int node, const mcReplica *reps, size_t n, uint64_t size, void *buf,
-                              long long deadline_us, int device) {
+/* Reads the first replica that works into the first size bytes of the
+ * buffers; lease checked at the end. device: the buffers are GPU memory
+ * registered for RDMA, so only RDMA may carry them. */
+static long long readReplicas(mc_client *c, int node, const mcReplica *reps, size_t n, uint64_t size,
+                              const struct iovec *iov, int iovcnt, long long deadline_us, int device) {
     if (size == 0) return 0;
     if (n == 0) return setErr(c, MC_ERR_NOT_FOUND, "the value has no live replica");
     int rc = MC_ERR_IO;
     char first_err[512] = "";
     for (size_t i = 0; i < n; i++) {
-        rc = xferReplica(c, node, &reps[i], buf, 0, device);
+        rc = xferReplica(c, node, &reps[i], iov, iovcnt, 0, device);
         if (rc == MC_OK) {
             if (nowUs() > deadline_us) return setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
             return (long long)size;
@@ -1115,11 +1231,13 @@ int mc_set_lease_release(mc_client *c, int on) {
     return MC_OK;
 }
 
-static long long getLocked(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe);
+static long long getLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                           size_t cap, int probe);
 
-static long long getAndRelease(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe) {
+static long long getAndRelease(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                               size_t cap, int probe) {
     c->leased_node = -1;
-    long long got = getLocked(c, key, keylen, buf, cap, probe);
+    long long got = getLocked(c, key, keylen, iov, iovcnt, cap, probe);
     mcConn *conn = c->leased_node >= 0 ? c->map.nodes[c->leased_node].conn : NULL;
     if (c->lease_release && !c->leased_asking && conn && !conn->broken) {
         queueLeaseRelease(conn, key, keylen);
@@ -1128,7 +1246,10 @@ static long long getAndRelease(mc_client *c, const void *key, size_t keylen, voi
     return got;
 }
 
-static long long getLocked(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap, int probe) {
+/* A get into the buffers iov[0..iovcnt), cap bytes in all: the value fills
+ * a prefix of them. */
+static long long getLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                           size_t cap, int probe) {
     if (key == NULL || keylen == 0) return setErr(c, MC_ERR_INVALID, "empty key");
     c->errbuf[0] = '\0';
     const char *argv[2] = {"GET.REPLICAS", key};
@@ -1149,43 +1270,60 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, void *b
     c->leased_asking = rt.asking;
     if (probe) return (long long)size;
     if (size > cap) return setErr(c, MC_ERR_TOO_SMALL, "value is %llu bytes, buffer %zu", (unsigned long long)size, cap);
-    if (buf == NULL && size) return setErr(c, MC_ERR_INVALID, "no buffer");
+    for (int i = 0; size && i < iovcnt; i++) /* mc_get(NULL, cap); the v-forms checked theirs */
+        if (iov[i].iov_base == NULL && iov[i].iov_len) return setErr(c, MC_ERR_INVALID, "no buffer");
     long long deadline = t0 + lease_ms * 1000;
-    if (mcCudaIsDevicePtr(buf)) {
-        mcRegion *reg = regionOf(c, buf, size);
-        if (reg && reg->rdma) return readReplicas(c, rt.node, reps, n, size, buf, deadline, 1); /* GPUDirect */
+    if (iovHasDevice(iov, iovcnt, size)) {
+        if (iovRdmaRegistered(c, iov, iovcnt, size))
+            return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, 1); /* GPUDirect */
+        /* Staged: read whole into the pinned buffer, then scattered out a
+         * piece at a time. */
         char *st = stageBuffer(c, size);
         if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)size);
-        long long got = readReplicas(c, rt.node, reps, n, size, st, deadline, 0);
+        struct iovec one = {st, (size_t)size};
+        long long got = readReplicas(c, rt.node, reps, n, size, &one, 1, deadline, 0);
         if (got < 0) return got;
-        char err[256];
-        rc = mcCudaCopy(buf, st, (size_t)size, err, sizeof(err));
-        return rc == MC_OK ? got : setErr(c, rc, "%s", err);
+        rc = iovStage(c, st, iov, iovcnt, size, 0);
+        return rc == MC_OK ? got : rc;
     }
-    return readReplicas(c, rt.node, reps, n, size, buf, deadline, 0);
+    return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, 0);
 }
 
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (c == NULL) return MC_ERR_INVALID;
+    struct iovec one = {buf, cap};
     pthread_mutex_lock(&c->lock);
-    long long rc = getAndRelease(c, key, keylen, buf, cap, 0);
+    long long rc = getAndRelease(c, key, keylen, &one, 1, cap, 0);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
 
 long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (c == NULL) return MC_ERR_INVALID;
+    struct iovec one = {buf, cap};
     pthread_mutex_lock(&c->lock);
-    long long rc = regionOf(c, buf, cap) ? getAndRelease(c, key, keylen, buf, cap, 0)
+    long long rc = regionOf(c, buf, cap) ? getAndRelease(c, key, keylen, &one, 1, cap, 0)
                                          : setErr(c, MC_ERR_INVALID, "buffer is not inside a registered region");
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt) {
+    if (c == NULL) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    size_t cap;
+    long long rc = iovCheck(c, iov, iovcnt, &cap);
+    if (rc == MC_OK) rc = iovRegistered(c, iov, iovcnt);
+    if (rc == MC_OK) rc = getAndRelease(c, key, keylen, iov, iovcnt, cap, 0);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
 
 long long mc_size(mc_client *c, const void *key, size_t keylen) {
     if (c == NULL) return MC_ERR_INVALID;
+    struct iovec none = {NULL, 0};
     pthread_mutex_lock(&c->lock);
-    long long rc = getAndRelease(c, key, keylen, NULL, 0, 1);
+    long long rc = getAndRelease(c, key, keylen, &none, 1, 0, 1);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
@@ -1471,12 +1609,13 @@ static void freeBKeys(mcBKey *k, size_t n) {
  * (returns MC_OK), tcp to a known connection is queued in *p (returns 1)
  * for finishXfers; anything else is left to the sequential path (returns
  * MC_ERR_UNSUPPORTED). */
-static int startXfer(mc_client *c, int node, const mcReplica *rep, void *buf, int write, mcTcpItem *p) {
+static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
+                     mcTcpItem *p) {
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     int t = c->transport;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, buf, write);
+        return shmCopy(c, s, rep, iov, iovcnt, write);
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
     for (int i = 0; i < s->nendpoints; i++) {
         if (strncmp(s->endpoints[i], "tcp://", 6)) continue;
@@ -1488,7 +1627,8 @@ static int startXfer(mc_client *c, int node, const mcReplica *rep, void *buf, in
         p->seg = s->id;
         p->off = rep->off;
         p->len = rep->len;
-        p->buf = buf;
+        p->iov = iov;
+        p->iovcnt = iovcnt;
         return 1;
     }
     return MC_ERR_UNSUPPORTED;
@@ -1508,8 +1648,9 @@ static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *o
         if (p[i].conn->broken) dropConn(c, p[i].conn);
 }
 
-static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results,
-                          int depth) {
+/* Items whose buffers are all checked (batchCheck). */
+static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *lens, const mc_put_opts *opts,
+                          int *results, int depth) {
     const char *tail[10];
     char (*sizes)[24] = malloc(n * sizeof(*sizes));
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
@@ -1519,8 +1660,8 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
     mcTcpItem *pend = malloc(n * MC_MAX_REPLICAS * sizeof(mcTcpItem));
     mcBKey *k = calloc(n, sizeof(*k)), *fin = calloc(n, sizeof(*fin));
     size_t *fin_item = malloc(n * sizeof(size_t));
-    mc_kv *redo = NULL;
-    size_t *redo_item = NULL;
+    mc_kvv *redo = NULL;
+    size_t *redo_item = NULL, *redo_len = NULL;
     int *redo_res = NULL;
     int done = 0, rc = MC_OK;
     char repbuf[16], pinbuf[24];
@@ -1529,16 +1670,9 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
         goto end;
     }
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
-    for (size_t i = 0; i < n; i++) {
-        if (items[i].key == NULL || items[i].keylen == 0 || items[i].buf == NULL || items[i].len == 0 ||
-            mcCudaIsDevicePtr(items[i].buf)) {
-            rc = setErr(c, MC_ERR_INVALID, "item %zu: empty key/value or device memory (use mc_put)", i);
-            goto end;
-        }
-    }
     /* BATCH.PUT.START numkeys key size ... [options], per node and slot. */
     for (size_t i = 0; i < n; i++) {
-        fmtU64(sizes[i], sizeof(sizes[i]), items[i].len);
+        fmtU64(sizes[i], sizeof(sizes[i]), lens[i]);
         k[i].key = items[i].key;
         k[i].keylen = items[i].keylen;
         k[i].arg = sizes[i];
@@ -1555,7 +1689,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
         ok[i] = started[i] = 1;
         for (size_t j = 0; j < e->elements && j < MC_MAX_REPLICAS; j++) {
             if (parseReplica(e->element[j], &reps[i * MC_MAX_REPLICAS + j]) != 0 ||
-                reps[i * MC_MAX_REPLICAS + j].len != items[i].len) {
+                reps[i * MC_MAX_REPLICAS + j].len != lens[i]) {
                 ok[i] = 0;
                 results[i] = setErr(c, MC_ERR_PROTOCOL, "bad replica");
                 break;
@@ -1569,9 +1703,9 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
             const mcReplica *rep = &reps[i * MC_MAX_REPLICAS + j];
-            int s = startXfer(c, k[i].node, rep, items[i].buf, 1, &pend[np]);
+            int s = startXfer(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, &pend[np]);
             if (s == 1) pend[np++].item = i;
-            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].buf, 1, 0) != MC_OK) ok[i] = 0;
+            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, 0) != MC_OK) ok[i] = 0;
         }
     }
     finishXfers(c, pend, np, 1, ok);
@@ -1622,8 +1756,9 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
     if (nredo && depth < MC_MAX_REDO) {
         redo = malloc(nredo * sizeof(*redo));
         redo_item = malloc(nredo * sizeof(*redo_item));
+        redo_len = malloc(nredo * sizeof(*redo_len));
         redo_res = malloc(nredo * sizeof(*redo_res));
-        if (!redo || !redo_item || !redo_res) {
+        if (!redo || !redo_item || !redo_len || !redo_res) {
             rc = setErr(c, MC_ERR_NOMEM, "out of memory");
             goto end;
         }
@@ -1631,9 +1766,10 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kv *items, const mc_p
         for (size_t j = 0; j < nfin; j++) {
             if (fin[j].done != -1) continue;
             redo_item[m] = fin_item[j];
+            redo_len[m] = lens[fin_item[j]];
             redo[m++] = items[fin_item[j]];
         }
-        int sub = batchPutLocked(c, m, redo, opts, redo_res, depth + 1);
+        int sub = batchPutLocked(c, m, redo, redo_len, opts, redo_res, depth + 1);
         for (size_t j = 0; j < m; j++) results[redo_item[j]] = sub < 0 ? sub : redo_res[j];
     }
     for (size_t i = 0; i < n; i++)
@@ -1654,17 +1790,69 @@ end:
     free(pend);
     free(redo);
     free(redo_item);
+    free(redo_len);
     free(redo_res);
     return rc;
+}
+
+/* A batch's items: keys, buffers (iovCheck), host memory only (the batches
+ * stage nothing: device buffers go through mc_put/mc_get). put: every value
+ * nonempty. lens[i] gets item i's total. MC_OK or MC_ERR_INVALID. */
+static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens, int put) {
+    for (size_t i = 0; i < n; i++) {
+        int rc = iovCheck(c, items[i].iov, items[i].iovcnt, &lens[i]);
+        if (rc != MC_OK) {
+            char why[sizeof(c->errbuf)];
+            memcpy(why, c->errbuf, sizeof(why));
+            return setErr(c, rc, "item %zu: %.400s", i, why);
+        }
+        if (items[i].key == NULL || items[i].keylen == 0 || (put && lens[i] == 0) ||
+            iovHasDevice(items[i].iov, items[i].iovcnt, lens[i]))
+            return setErr(c, MC_ERR_INVALID, "item %zu: empty key%s or device memory (use mc_%s)", i,
+                          put ? "/value" : "", put ? "put" : "get");
+    }
+    return MC_OK;
+}
+
+int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results) {
+    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    size_t *lens = malloc(n * sizeof(*lens));
+    if (lens == NULL) return MC_ERR_NOMEM;
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    int rc = batchCheck(c, n, items, lens, 1);
+    if (rc == MC_OK) {
+        rc = batchPutLocked(c, n, items, lens, opts, results, 0);
+    } else {
+        for (size_t i = 0; i < n; i++) results[i] = rc;
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(lens);
+    return rc;
+}
+
+/* mc_kv items as one-buffer mc_kvv ones: the v-form is the only batch
+ * path. One allocation for both arrays. */
+static mc_kvv *kvAsKvv(size_t n, const mc_kv *items) {
+    mc_kvv *v = malloc(n * (sizeof(mc_kvv) + sizeof(struct iovec)));
+    if (v == NULL) return NULL;
+    struct iovec *iov = (struct iovec *)(v + n);
+    for (size_t i = 0; i < n; i++) {
+        iov[i].iov_base = items[i].buf;
+        iov[i].iov_len = items[i].len;
+        v[i] = (mc_kvv){items[i].key, items[i].keylen, &iov[i], 1};
+    }
+    return v;
 }
 
 int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results) {
     if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
-    pthread_mutex_lock(&c->lock);
-    c->errbuf[0] = '\0';
-    int rc = batchPutLocked(c, n, items, opts, results, 0);
-    pthread_mutex_unlock(&c->lock);
+    mc_kvv *v = kvAsKvv(n, items);
+    if (v == NULL) return MC_ERR_NOMEM;
+    int rc = mc_batch_putv(c, n, v, opts, results);
+    free(v);
     return rc;
 }
 
@@ -1685,7 +1873,8 @@ static void releaseBatchLeases(mc_client *c, mcBKey *k, size_t n) {
     }
 }
 
-static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *results) {
+/* Items checked by batchCheck; caps[i] is item i's capacity. */
+static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
     size_t *nreps = calloc(n, sizeof(size_t));
     uint64_t *sizes = calloc(n, sizeof(uint64_t));
@@ -1699,10 +1888,6 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
-        if (items[i].key == NULL || items[i].keylen == 0 || mcCudaIsDevicePtr(items[i].buf)) {
-            rc = setErr(c, MC_ERR_INVALID, "item %zu: empty key or device memory (use mc_get)", i);
-            goto end;
-        }
         k[i].key = items[i].key;
         k[i].keylen = items[i].keylen;
         k[i].slot = keySlot(c, items[i].key, items[i].keylen);
@@ -1722,7 +1907,7 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
             continue;
         }
         k[i].leased = 1;
-        if (sizes[i] > items[i].len) {
+        if (sizes[i] > caps[i]) {
             results[i] = MC_ERR_TOO_SMALL;
             continue;
         }
@@ -1735,7 +1920,7 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
     for (size_t i = 0; i < n; i++) {
         found[i] = ok[i];
         if (!ok[i] || nreps[i] == 0 || sizes[i] == 0) continue;
-        int s = startXfer(c, k[i].node, &reps[i * MC_MAX_REPLICAS], items[i].buf, 0, &pend[np]);
+        int s = startXfer(c, k[i].node, &reps[i * MC_MAX_REPLICAS], items[i].iov, items[i].iovcnt, 0, &pend[np]);
         if (s == 1) pend[np++].item = i;
         started[i] = s == 1 || s == MC_OK;
     }
@@ -1748,8 +1933,8 @@ static int batchGetLocked(mc_client *c, size_t n, mc_kv *items, long long *resul
             if (nowUs() > deadline[i]) got = setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
         } else {
             /* Not started or failed: the one-by-one path tries every replica. */
-            got = readReplicas(c, k[i].node, &reps[i * MC_MAX_REPLICAS], nreps[i], sizes[i], items[i].buf,
-                               deadline[i], 0);
+            got = readReplicas(c, k[i].node, &reps[i * MC_MAX_REPLICAS], nreps[i], sizes[i], items[i].iov,
+                               items[i].iovcnt, deadline[i], 0);
         }
         results[i] = got;
         if (got >= 0) done++;
@@ -1769,14 +1954,28 @@ end:
     return rc;
 }
 
-int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results) {
+int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *results) {
     if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
+    size_t *caps = malloc(n * sizeof(*caps));
+    if (caps == NULL) return MC_ERR_NOMEM;
     pthread_mutex_lock(&c->lock);
     c->errbuf[0] = '\0';
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
-    int rc = batchGetLocked(c, n, items, results);
+    int rc = batchCheck(c, n, items, caps, 0);
+    if (rc == MC_OK) rc = batchGetLocked(c, n, items, caps, results);
     pthread_mutex_unlock(&c->lock);
+    free(caps);
+    return rc;
+}
+
+int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results) {
+    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    mc_kvv *v = kvAsKvv(n, items);
+    if (v == NULL) return MC_ERR_NOMEM;
+    int rc = mc_batch_getv(c, n, v, results);
+    free(v);
     return rc;
 }
 
