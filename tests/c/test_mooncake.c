@@ -2283,6 +2283,365 @@ static void testAcl(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== 17. scatter-gather (mc_put_fromv, mc_get_intov, mc_batch_putv/getv) ==== */
+
+/* Buffers for scatter-gather calls: pieces carved out of one registered
+ * arena, each followed by a gap of guard bytes, so a piece written past its
+ * end, or a transfer that treats the pieces as contiguous, is caught. */
+#define SG_GAP 64
+#define SG_ARENA (40 * MiB)
+
+typedef struct {
+    char *arena;
+    size_t used;
+    struct iovec iov[MC_MAX_IOV + 1];
+    int n;
+} sgBufs;
+
+/* Cuts total bytes into n uneven pieces (sizes drawn from seed, every
+ * fifth piece and the second one empty when n > 2) placed in b's arena
+ * after its current use. */
+static void sgCut(sgBufs *b, size_t total, int n, uint64_t seed) {
+    size_t *cut = xmalloc((size_t)(n + 1) * sizeof(size_t));
+    cut[0] = 0;
+    cut[n] = total;
+    uint64_t s = seed | 1;
+    for (int i = 1; i < n; i++) {
+        s ^= s >> 12, s ^= s << 25, s ^= s >> 27;
+        cut[i] = (size_t)((s * 0x2545F4914F6CDD1DULL) % (total + 1));
+    }
+    for (int i = 1; i < n; i++) /* sort: n is small or the cost is nothing */
+        for (int j = i; j > 1 && cut[j] < cut[j - 1]; j--) {
+            size_t t = cut[j];
+            cut[j] = cut[j - 1];
+            cut[j - 1] = t;
+        }
+    for (int i = 1; i < n; i++)
+        if (n > 2 && (i == 2 || i % 5 == 0)) cut[i] = cut[i - 1]; /* an empty piece */
+    b->n = n;
+    for (int i = 0; i < n; i++) {
+        size_t len = cut[i + 1] - cut[i];
+        b->iov[i].iov_base = b->arena + b->used;
+        b->iov[i].iov_len = len;
+        memset(b->arena + b->used + len, GUARD_BYTE, SG_GAP);
+        b->used += len + SG_GAP + (size_t)(i % 7); /* odd alignments too */
+    }
+    free(cut);
+}
+
+static size_t sgTotal(const sgBufs *b) {
+    size_t t = 0;
+    for (int i = 0; i < b->n; i++) t += b->iov[i].iov_len;
+    return t;
+}
+
+/* Scatters src into the pieces / gathers them into dst. */
+static void sgScatter(sgBufs *b, const char *src) {
+    for (int i = 0; i < b->n; i++) {
+        memcpy(b->iov[i].iov_base, src, b->iov[i].iov_len);
+        src += b->iov[i].iov_len;
+    }
+}
+
+static void sgGather(const sgBufs *b, char *dst) {
+    for (int i = 0; i < b->n; i++) {
+        memcpy(dst, b->iov[i].iov_base, b->iov[i].iov_len);
+        dst += b->iov[i].iov_len;
+    }
+}
+
+static int sgGuardsIntact(const sgBufs *b) {
+    for (int i = 0; i < b->n; i++) {
+        const unsigned char *g = (const unsigned char *)b->iov[i].iov_base + b->iov[i].iov_len;
+        for (int k = 0; k < SG_GAP; k++)
+            if (g[k] != GUARD_BYTE) {
+                fprintf(stderr, "  piece %d of %d (%zu bytes) overrun at guard byte %d\n", i, b->n, b->iov[i].iov_len, k);
+                return 0;
+            }
+    }
+    return 1;
+}
+
+/* Fresh pieces of the arena (the arena is reused from its start). */
+static void sgReset(sgBufs *b) { b->used = 0; }
+
+/* mc_put_fromv of total bytes in nput pieces, then mc_get_intov into nget
+ * other pieces; byte for byte, guards intact, moved by transport. */
+static void sgRoundTrip(mc_client *c, sgBufs *b, const char *tag, size_t total, int nput, int nget, int transport,
+                        char *want, char *got) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    char key[96];
+    snprintf(key, sizeof(key), "sg:%s:%zu:%d:%d", tag, total, nput, nget);
+    fillPattern(want, total, seedOf(key, total));
+    sgReset(b);
+    sgCut(b, total, nput, seedOf(key, 1));
+    sgScatter(b, want);
+    mc_put_opts o = {0};
+    o.replace = 1;
+    int rc = mc_put_fromv(c, key, strlen(key), b->iov, b->n, &o);
+    if (rc != MC_OK) fprintf(stderr, "  mc_put_fromv(%s): %d %s (%s)\n", key, rc, mc_strerror(rc), lastErr(c));
+    CHECK_EQ(rc, MC_OK);
+    CHECK_EQ(mc_last_transport(c), transport);
+    sgBufs *g = xmalloc(sizeof(*g));
+    g->arena = b->arena;
+    g->used = b->used;
+    sgCut(g, total, nget, seedOf(key, 2));
+    for (int i = 0; i < g->n; i++) memset(g->iov[i].iov_base, 0, g->iov[i].iov_len);
+    long long r = mc_get_intov(c, key, strlen(key), g->iov, g->n);
+    if (r < 0) fprintf(stderr, "  mc_get_intov(%s): %s\n", key, lastErr(c));
+    sgGather(g, got);
+    CHECK(sameBytes(key, got, r, want, total));
+    CHECK(sgGuardsIntact(g));
+    CHECK(sgGuardsIntact(b));
+    CHECK_EQ(mc_last_transport(c), transport);
+    free(g);
+}
+
+/* A batch of v items over c: some keys stored in pieces, a missing key, a
+ * too-small set of buffers, an existing key in the put. Each item's result
+ * stands alone; values are small and large so that vector commands
+ * (SEG.WRITEV/READV) carry multi-piece items over tcp. */
+static void sgBatch(mc_client *c, sgBufs *b, const char *tag, char *want, char *got) {
+    if (!c) {
+        CHECK(c != NULL);
+        return;
+    }
+    enum { NB = 8 };
+    static const size_t sizes[NB] = {100, 4 * KiB + 1, 20 * KiB, 3 * KiB, 200 * KiB + 7, 1 * MiB + 5, 60 * KiB, 5};
+    static const int pieces[NB] = {3, 2, 7, 1, 5, 4, 64, 2};
+    char keys[NB][64];
+    mc_kvv items[NB + 1];
+    sgBufs *pb = xmalloc(sizeof(*pb) * NB);
+    size_t off = 0;
+    sgReset(b);
+    for (int i = 0; i < NB; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "sgb:%s:%d", tag, i);
+        fillPattern(want + off, sizes[i], seedOf(keys[i], sizes[i]));
+        pb[i].arena = b->arena;
+        pb[i].used = b->used;
+        sgCut(&pb[i], sizes[i], pieces[i], seedOf(keys[i], 7));
+        b->used = pb[i].used;
+        sgScatter(&pb[i], want + off);
+        items[i] = (mc_kvv){keys[i], strlen(keys[i]), pb[i].iov, pb[i].n};
+        off += sizes[i];
+    }
+    int pres[NB + 1];
+    for (int i = 0; i < NB; i++) pres[i] = 12345;
+    int ok = mc_batch_putv(c, NB, items, NULL, pres);
+    if (ok != NB) fprintf(stderr, "  mc_batch_putv: %d (%s)\n", ok, lastErr(c));
+    CHECK_EQ(ok, NB);
+    for (int i = 0; i < NB; i++) CHECK_EQ(pres[i], MC_OK);
+    /* Again with an existing key (keys[3]) among new ones: EXISTS alone. */
+    char k2[2][64];
+    snprintf(k2[0], sizeof(k2[0]), "sgb:%s:new0", tag);
+    snprintf(k2[1], sizeof(k2[1]), "sgb:%s:new1", tag);
+    mc_kvv again[3] = {{k2[0], strlen(k2[0]), pb[0].iov, pb[0].n},
+                       {keys[3], strlen(keys[3]), pb[2].iov, pb[2].n},
+                       {k2[1], strlen(k2[1]), pb[4].iov, pb[4].n}};
+    int ares[3] = {1, 1, 1};
+    CHECK_EQ(mc_batch_putv(c, 3, again, NULL, ares), 2);
+    CHECK_EQ(ares[0], MC_OK);
+    CHECK_EQ(ares[1], MC_ERR_EXISTS);
+    CHECK_EQ(ares[2], MC_OK);
+    /* Gets into other pieces: every item, a missing key in the middle, and
+     * keys[5] into buffers one byte short. */
+    sgBufs *gb = xmalloc(sizeof(*gb) * (NB + 1));
+    mc_kvv gitems[NB + 2];
+    size_t gm = 0;
+    for (int i = 0; i < NB; i++) {
+        size_t cap = i == 5 ? sizes[i] - 1 : i == 1 ? sizes[i] + 999 : sizes[i]; /* 1: larger than the value */
+        gb[i].arena = b->arena;
+        gb[i].used = b->used;
+        sgCut(&gb[i], cap, pieces[(i + 3) % NB], seedOf(keys[i], 9));
+        b->used = gb[i].used;
+        for (int j = 0; j < gb[i].n; j++) memset(gb[i].iov[j].iov_base, 0, gb[i].iov[j].iov_len);
+        gitems[gm++] = (mc_kvv){keys[i], strlen(keys[i]), gb[i].iov, gb[i].n};
+        if (i == 3) {
+            static const struct iovec none[1] = {{NULL, 0}};
+            gitems[gm++] = (mc_kvv){"sgb:missing", 11, none, 1};
+        }
+    }
+    long long gres[NB + 2];
+    for (size_t i = 0; i < gm; i++) gres[i] = 12345;
+    int got_ok = mc_batch_getv(c, gm, gitems, gres);
+    CHECK_EQ(got_ok, NB - 1);
+    CHECK_EQ(gres[4], MC_ERR_NOT_FOUND);
+    off = 0;
+    for (int i = 0, gi = 0; i < NB; i++, gi++) {
+        if (i == 4) gi++; /* past the missing key */
+        if (i == 5) {
+            CHECK_EQ(gres[gi], MC_ERR_TOO_SMALL);
+        } else {
+            sgGather(&gb[i], got);
+            CHECK(sameBytes(keys[i], got, gres[gi], want + off, sizes[i]));
+            CHECK(sgGuardsIntact(&gb[i]));
+        }
+        off += sizes[i];
+    }
+    /* The new keys of the second put hold what they were given. */
+    CHECK(getSame(c, k2[0], want, sizes[0], MC_TRANSPORT_AUTO));
+    CHECK(getSame(c, k2[1], want + sizes[0] + sizes[1] + sizes[2] + sizes[3], sizes[4], MC_TRANSPORT_AUTO));
+    free(pb);
+    free(gb);
+}
+
+static void testScatterGather(void) {
+    const char *group = "scatter-gather";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, "--segment-size", "256mb", NULL), &s, group)) return;
+    const size_t big = 8 * MiB + 12345;
+    char *want = xmalloc(big), *got = xmalloc(big + GUARD);
+    sgBufs *b = xmalloc(sizeof(*b));
+    b->arena = xmalloc(SG_ARENA);
+    struct {
+        int transport, streams;
+        const char *uri, *tag;
+        mc_client *c;
+    } paths[] = {{MC_TRANSPORT_SHM, 0, s.unix_uri, "shm", NULL},
+                 {MC_TRANSPORT_TCP, 0, s.tcp_uri, "tcp", NULL},
+                 {MC_TRANSPORT_TCP, 4, s.tcp_uri, "tcp4", NULL}};
+    enum { NPATHS = sizeof(paths) / sizeof(paths[0]) };
+    for (int p = 0; p < NPATHS; p++) {
+        paths[p].c = mcOpen(paths[p].uri, NULL, paths[p].transport);
+        if (paths[p].c && paths[p].streams) mc_set_streams(paths[p].c, paths[p].streams);
+        if (paths[p].c) CHECK_EQ(mc_register(paths[p].c, b->arena, SG_ARENA, MC_MEM_HOST), MC_OK);
+    }
+    static const struct { size_t size; int nput, nget; } rt[] = {
+        {1 * MiB + 3, 1, 1}, {1 * MiB + 3, 2, 3}, {300 * KiB + 1, 3, 2}, {1 * MiB + 3, 64, 7},
+        {100, 64, 3},        {5, 3, 1},           {2 * MiB, 1024, 64},
+    };
+    for (int p = 0; p < NPATHS; p++) {
+        for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++) {
+            char name[200];
+            snprintf(name, sizeof(name), "scatter-gather: over %s, %zu bytes put from %d buffers, got into %d", paths[p].tag,
+                     rt[i].size, rt[i].nput, rt[i].nget);
+            TEST(name) sgRoundTrip(paths[p].c, b, paths[p].tag, rt[i].size, rt[i].nput, rt[i].nget, paths[p].transport, want, got);
+        }
+    }
+    TEST("scatter-gather: over tcp with 4 streams, 8 MiB+12345 from 3 pieces (odd cuts) into 5, and 64 into 3") {
+        sgRoundTrip(paths[2].c, b, "tcp4", big, 3, 5, MC_TRANSPORT_TCP, want, got);
+        sgRoundTrip(paths[2].c, b, "tcp4", big, 64, 3, MC_TRANSPORT_TCP, want, got);
+    }
+    for (int p = 0; p < NPATHS; p++) {
+        char name[200];
+        snprintf(name, sizeof(name), "scatter-gather: over %s, mc_put then mc_get_intov, mc_put_fromv then mc_get", paths[p].tag);
+        TEST(name) {
+            mc_client *c = paths[p].c;
+            CHECK(c != NULL);
+            if (c) {
+                size_t n = 3 * MiB + 17;
+                char key[64];
+                snprintf(key, sizeof(key), "sg:contig:%s", paths[p].tag);
+                fillPattern(want, n, seedOf(key, n));
+                mc_put_opts o = {0};
+                o.replace = 1;
+                CHECK_EQ(put(c, key, want, n, &o), MC_OK);
+                sgReset(b);
+                sgCut(b, n, 9, seedOf(key, 3));
+                CHECK(sgTotal(b) == n);
+                long long r = mc_get_intov(c, key, strlen(key), b->iov, b->n);
+                sgGather(b, got);
+                CHECK(sameBytes("contiguous put, scattered get", got, r, want, n));
+                CHECK(sgGuardsIntact(b));
+                snprintf(key, sizeof(key), "sg:scat:%s", paths[p].tag);
+                fillPattern(want, n, seedOf(key, n));
+                sgReset(b);
+                sgCut(b, n, 11, seedOf(key, 4));
+                sgScatter(b, want);
+                CHECK_EQ(mc_put_fromv(c, key, strlen(key), b->iov, b->n, &o), MC_OK);
+                CHECK(getSame(c, key, want, n, paths[p].transport));
+            }
+        }
+    }
+    TEST("scatter-gather: buffers one byte short are TOO_SMALL, untouched; larger ones take a prefix") {
+        mc_client *c = paths[1].c;
+        CHECK(c != NULL);
+        if (c) {
+            size_t n = 256 * KiB + 3;
+            fillPattern(want, n, seedOf("sg:fit", n));
+            mc_put_opts o = {0};
+            o.replace = 1;
+            CHECK_EQ(put(c, "sg:fit", want, n, &o), MC_OK);
+            sgReset(b);
+            sgCut(b, n - 1, 4, 5);
+            for (int i = 0; i < b->n; i++) memset(b->iov[i].iov_base, 0x5A, b->iov[i].iov_len);
+            CHECK_EQ(mc_get_intov(c, "sg:fit", 6, b->iov, b->n), MC_ERR_TOO_SMALL);
+            int untouched = 1;
+            for (int i = 0; i < b->n; i++)
+                for (size_t k = 0; k < b->iov[i].iov_len; k++)
+                    if (((unsigned char *)b->iov[i].iov_base)[k] != 0x5A) untouched = 0;
+            CHECK(untouched);
+            /* 3 pieces of 100 KiB for a 256 KiB value: two full, the third
+             * filled in part, the rest of it untouched. */
+            sgReset(b);
+            b->n = 3;
+            for (int i = 0; i < 3; i++) {
+                b->iov[i].iov_base = b->arena + (size_t)i * (100 * KiB + SG_GAP);
+                b->iov[i].iov_len = 100 * KiB;
+                memset(b->iov[i].iov_base, 0x5A, 100 * KiB + SG_GAP);
+            }
+            long long r = mc_get_intov(c, "sg:fit", 6, b->iov, b->n);
+            sgGather(b, got);
+            CHECK(sameBytes("smaller value into larger buffers", got, r, want, n));
+            const unsigned char *tail = (const unsigned char *)b->iov[2].iov_base + (n - 200 * KiB);
+            int rest = 1;
+            for (size_t k = 0; k < 300 * KiB - n; k++)
+                if (tail[k] != 0x5A) rest = 0;
+            CHECK(rest);
+        }
+    }
+    TEST("scatter-gather: iovcnt 0 and MC_MAX_IOV+1, a NULL base, unregistered memory, an empty put: INVALID") {
+        mc_client *c = paths[0].c;
+        CHECK(c != NULL);
+        if (c) {
+            sgReset(b);
+            sgCut(b, 4096, MC_MAX_IOV + 1, 6);
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, b->iov, 0, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, b->iov, -1, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, b->iov, MC_MAX_IOV + 1, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, NULL, 1, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_get_intov(c, "sg:fit", 6, b->iov, 0), MC_ERR_INVALID);
+            CHECK_EQ(mc_get_intov(c, "sg:fit", 6, b->iov, MC_MAX_IOV + 1), MC_ERR_INVALID);
+            struct iovec nul[2] = {{b->arena, 10}, {NULL, 10}};
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, nul, 2, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_get_intov(c, "sg:fit", 6, nul, 2), MC_ERR_INVALID);
+            char stack[64];
+            struct iovec unreg[2] = {{b->arena, 10}, {stack, sizeof(stack)}};
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, unreg, 2, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_get_intov(c, "sg:fit", 6, unreg, 2), MC_ERR_INVALID);
+            struct iovec empty[2] = {{b->arena, 0}, {NULL, 0}};
+            CHECK_EQ(mc_put_fromv(c, "sg:inv", 6, empty, 2, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_put_fromv(c, "", 0, b->iov, 2, NULL), MC_ERR_INVALID);
+            mc_kvv bad[2] = {{"sg:inv0", 7, b->iov, 2}, {"sg:inv1", 7, nul, 2}};
+            int pres[2] = {1, 1};
+            long long gres[2] = {1, 1};
+            CHECK_EQ(mc_batch_putv(c, 2, bad, NULL, pres), MC_ERR_INVALID);
+            CHECK_EQ(pres[0], MC_ERR_INVALID);
+            CHECK_EQ(mc_batch_getv(c, 2, bad, gres), MC_ERR_INVALID);
+            bad[1].iovcnt = 0;
+            CHECK_EQ(mc_batch_putv(c, 2, bad, NULL, pres), MC_ERR_INVALID);
+            CHECK_EQ(mc_exists(c, "sg:inv", 6), 0);
+            CHECK_EQ(mc_exists(c, "sg:inv0", 7), 0);
+        }
+    }
+    for (int p = 0; p < NPATHS; p++) {
+        char name[200];
+        snprintf(name, sizeof(name), "scatter-gather: over %s, batch v: puts, an existing key, a missing key, too small", paths[p].tag);
+        TEST(name) sgBatch(paths[p].c, b, paths[p].tag, want, got);
+    }
+    for (int p = 0; p < NPATHS; p++) mcClose(&paths[p].c);
+    free(b->arena);
+    free(b);
+    free(want);
+    free(got);
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -2295,6 +2654,7 @@ static const struct {
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},
+    {"scatter-gather", testScatterGather},
 };
 
 int main(int argc, char **argv) {
