@@ -6,7 +6,8 @@
  * metadata round trips and the data path (shm, tcp data plane, rdma)
  * included. Each client is a thread with its own handle doing one call at
  * a time, as an engine's worker would; --batch N turns a call into
- * mc_batch_put/mc_batch_get of N keys (one op per key).
+ * mc_batch_put/mc_batch_get of N keys (one op per key); mcputv/mcgetv are
+ * mc_put_fromv/mc_get_intov of the value cut into --iov equal buffers.
  *
  * Baselines, measured in the same run so that ratios are fair on a noisy
  * machine:
@@ -82,6 +83,8 @@ typedef struct libThread {
     mc_client *mc;
     unsigned char **vals;       /* batch slots: one buffer per key */
     unsigned char *expect;      /* --check: what a get must return */
+    struct iovec *iov;          /* mcputv/mcgetv: the value's buffers */
+    int iovcnt;
     benchStats st;
 } libThread;
 
@@ -137,7 +140,7 @@ typedef struct libOp {
 static void libOpInit(libThread *t, libOp *o) {
     const benchLibConfig *cfg = t->cfg;
     o->batch = !strcmp(t->test, "mcbput") || !strcmp(t->test, "mcbget") ? cfg->batch : 1;
-    o->write = !strcmp(t->test, "mcput") || !strcmp(t->test, "mcbput");
+    o->write = !strcmp(t->test, "mcput") || !strcmp(t->test, "mcbput") || !strcmp(t->test, "mcputv");
     memset(&o->opts, 0, sizeof(o->opts));
     o->opts.replicas = cfg->replicas;
     o->opts.replace = 1;
@@ -168,7 +171,19 @@ static void libOpRun(libThread *t, libOp *o, int record) {
     mc_kv *kv = o->kv;
     size_t vlen = t->vlen;
     uint64_t t0 = nowNs();
-    if (o->batch == 1 && o->write) {
+    if (t->iov && o->write) {
+        int rc = mc_put_fromv(t->mc, kv[0].key, kv[0].keylen, t->iov, t->iovcnt, &o->opts);
+        if (rc != MC_OK) noteError(t, "putv", rc), st.errors++;
+        else st.bytes += vlen;
+    } else if (t->iov) {
+        long long rc = mc_get_intov(t->mc, kv[0].key, kv[0].keylen, t->iov, t->iovcnt);
+        if (rc == MC_ERR_NOT_FOUND) st.misses++;
+        else if (rc < 0) noteError(t, "getv", rc), st.errors++;
+        else {
+            st.bytes += (uint64_t)rc;
+            if (t->cfg->check && ((size_t)rc != vlen || memcmp(kv[0].buf, t->expect, vlen))) st.badvals++;
+        }
+    } else if (o->batch == 1 && o->write) {
         int rc = mc_put(t->mc, kv[0].key, kv[0].keylen, kv[0].buf, vlen, &o->opts);
         if (rc != MC_OK) noteError(t, "put", rc), st.errors++;
         else st.bytes += vlen;
@@ -256,6 +271,22 @@ static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, 
             }
             fillValue(t->vals[b], vlen, (uint64_t)i);
         }
+        if (!strcmp(test, "mcputv") || !strcmp(test, "mcgetv")) {
+            /* Equal buffers of the one value buffer (the last takes the
+             * remainder), registered as put_from/get_into want. */
+            t->iovcnt = cfg->iov > 0 ? cfg->iov : 1;
+            t->iov = calloc((size_t)t->iovcnt, sizeof(*t->iov));
+            size_t piece = vlen / (size_t)t->iovcnt;
+            for (int k = 0; t->iov && k < t->iovcnt; k++) {
+                t->iov[k].iov_base = t->vals[0] + (size_t)k * piece;
+                t->iov[k].iov_len = k == t->iovcnt - 1 ? vlen - (size_t)k * piece : piece;
+            }
+            if (t->iov == NULL || mc_register(t->mc, t->vals[0], vlen, MC_MEM_HOST) != MC_OK) {
+                fprintf(stderr, "mooncake-benchmark: cannot register the value buffer\n");
+                rc = -1;
+                goto out;
+            }
+        }
         if (cfg->check) {
             t->expect = mapFaulted(vlen);
             fillValue(t->expect, vlen, (uint64_t)i);
@@ -294,6 +325,7 @@ out:
         for (int b = 0; th[i].vals && b < batch; b++)
             if (th[i].vals[b]) munmap(th[i].vals[b], vlen);
         free(th[i].vals);
+        free(th[i].iov);
         if (th[i].expect) munmap(th[i].expect, vlen);
     }
     free(th);
@@ -442,6 +474,7 @@ static const struct {
 } libTests[] = {
     {"memcpy", "memcpy"},      {"memcpyhot", "memcpy hot"}, {"rawtcp", "raw TCP"},      {"mcput", "mc_put"},
     {"mcget", "mc_get"},       {"mcbput", "mc_batch_put"}, {"mcbget", "mc_batch_get"},
+    {"mcputv", "mc_put_fromv"}, {"mcgetv", "mc_get_intov"},
 };
 
 const char *benchLibLabel(const char *name) {

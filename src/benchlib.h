@@ -17,6 +17,7 @@ typedef struct benchLibConfig {
     int transport;          /* MC_TRANSPORT_* */
     int streams;            /* tcp connections per transfer (mc_set_streams), 0: default */
     int batch;              /* keys per mc_batch_* call */
+    int iov;                /* buffers per mcputv/mcgetv call (0: 1) */
     int replicas;
     int check;
 } benchLibConfig;

@@ -168,6 +168,7 @@ static struct benchConfig {
     int nlibtests;
     int transport;            /* --transport for the library rows */
     int streams;              /* --streams for the library rows */
+    int iov;                  /* --iov: buffers per mcputv/mcgetv call */
 } config = {
     .host = "127.0.0.1", .port = 6379, .pipeline = 1, .threads = 1, .batch = 16,
     .sink = BENCH_SINK_DEFAULT, .maxtime = -1, .progress = -1,
@@ -212,7 +213,7 @@ static const workload workloads[] = {
      WL_SIZED | WL_BATCH | WL_REPLICAS | WL_PERKEY | WL_STORE},
 };
 #define WORKLOAD_NAMES "ping,set,get,mset,mget,putpair,getrep,batchput,batchget"
-#define LIB_NAMES "memcpy,memcpyhot,rawtcp,mcput,mcget,mcbput,mcbget"
+#define LIB_NAMES "memcpy,memcpyhot,rawtcp,mcput,mcget,mcbput,mcbget,mcputv,mcgetv"
 #define NWORKLOADS ((int)(sizeof(workloads) / sizeof(workloads[0])))
 
 static int workloadKeys(const workload *w) {
@@ -1242,6 +1243,7 @@ static void runLibTest(const char *name, size_t vlen) {
                          .requests = planRequests((uint64_t)vlen * (uint64_t)libBatch(name)),
                          .duration = config.duration, .maxtime = config.maxtime,
                          .transport = config.transport, .streams = config.streams, .batch = config.batch,
+                         .iov = config.iov,
                          .replicas = config.replicas, .check = config.check, .label = progresslabel};
     if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
     else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
@@ -1251,6 +1253,10 @@ static void runLibTest(const char *name, size_t vlen) {
     else if (config.streams > 0)
         snprintf(label, sizeof(label), "%s %s x%d", benchLibLabel(name), tnames[config.transport], config.streams);
     else snprintf(label, sizeof(label), "%s %s", benchLibLabel(name), tnames[config.transport]);
+    if (!strcasecmp(name, "mcputv") || !strcasecmp(name, "mcgetv")) {
+        size_t l = strlen(label);
+        snprintf(label + l, sizeof(label) - l, " iov%d", config.iov > 0 ? config.iov : 1);
+    }
     testName(progresslabel, sizeof(progresslabel), label, vlen, 1);
     if (baseline) snprintf(desc, sizeof(desc), "copies, one thread (baseline)");
     else snprintf(desc, sizeof(desc), "%s, %d client threads (one handle each), transport %s%s",
@@ -1361,6 +1367,8 @@ static void usage(int code) {
 "values a call moves):\n"
 "  mcput mcget      mc_put / mc_get of -d bytes through --transport\n"
 "  mcbput mcbget    mc_batch_put / mc_batch_get of --batch keys\n"
+"  mcputv mcgetv    mc_put_fromv / mc_get_intov of -d bytes in --iov equal\n"
+"                   buffers (default 1) of one registered value buffer\n"
 "  memcpy rawtcp    baselines in the same run: one-thread memcpy into a 512 MiB\n"
 "                   arena (memcpyhot: between two cached buffers), and one\n"
 "                   loopback TCP stream written 4 MiB per call\n"
@@ -1454,6 +1462,7 @@ static void parseOptions(int argc, char **argv) {
         else if (!strcmp(o, "--replicas")) config.replicas = (int)argNum(o, v, 1, 64);
         else if (!strcmp(o, "--segments")) config.segments = (int)argNum(o, v, 0, 100000);
         else if (!strcmp(o, "--streams")) config.streams = (int)argNum(o, v, 1, 16);
+        else if (!strcmp(o, "--iov")) config.iov = (int)argNum(o, v, 1, 1024);
         else if (!strcmp(o, "--transport")) {
             if (!strcasecmp(v, "auto")) config.transport = MC_TRANSPORT_AUTO;
             else if (!strcasecmp(v, "shm")) config.transport = MC_TRANSPORT_SHM;
