@@ -16,15 +16,21 @@
  * so a read that ends after `lease-ms` from then is reported as
  * MC_ERR_LEASE_EXPIRED: the server may have reused that space meanwhile.
  *
- * Transfers, fastest first, per replica (mc_xfer below):
+ * Transfers, fastest first, per replica (xferReplica below). The caller's
+ * memory is an iovec list everywhere -- the scatter-gather calls
+ * (mc_put_fromv, mc_get_intov, mc_batch_putv/getv) pass theirs, the
+ * one-buffer calls one entry -- and no path stages host memory:
  *  - shm: the segment lists a unix:// endpoint we can reach, which sends us
- *    its memfd (SHM.ATTACH); mapped once per segment, then one memcpy.
- *  - rdma: the segment lists rdma:// and the buffer is registered.
+ *    its memfd (SHM.ATTACH); mapped once per segment, then one memcpy per
+ *    buffer, each at its offset of the extent.
+ *  - rdma: the segment lists rdma:// and every buffer is registered; one
+ *    transfer per buffer.
  *  - tcp: SEG.WRITE/SEG.READ on a data connection to one of its endpoints
  *    (reusing a metadata connection when that is the endpoint), payload
- *    written from and read into the caller's buffer directly; with
- *    mc_set_streams, a large transfer is striped over several connections
- *    to the same peer (mc_tcp.c).
+ *    written from and read into the caller's buffers directly (sendmsg,
+ *    recvmsg); with mc_set_streams, a large transfer is striped over
+ *    several connections to the same peer, each stream taking the part of
+ *    the buffers its slice of the byte range covers (mc_tcp.c).
  *
  * Batches send one BATCH.* command for the metadata (per node and slot in a
  * cluster), do every shm copy, and pipeline the tcp transfers of all items
@@ -73,7 +79,8 @@
  * -NEEDREMOUNT): see heartbeatMain.
  *
  * Device memory (CUDA) is staged through a pinned host buffer for shm and
- * tcp; a registered device buffer goes over RDMA directly (GPUDirect).
+ * tcp (gathered into it, or scattered out of it, a buffer at a time); device
+ * buffers all registered for RDMA go over RDMA directly (GPUDirect).
  *
  * Locking: one mutex per handle around every public call (mooncake.h); the
  * connections to all nodes are used under it.

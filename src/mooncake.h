@@ -176,8 +176,13 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
 
 /* Scatter-gather forms of put_from/get_into and of the batches: no staging
  * copy, each buffer goes to (comes from) its part of the object directly.
- * iovcnt 1..MC_MAX_IOV. mc_get_intov answers the object's size, or
- * MC_ERR_TOO_SMALL when the buffers together are smaller. */
+ * iovcnt 1..MC_MAX_IOV; a zero-length entry is allowed, a NULL base under a
+ * nonzero length is MC_ERR_INVALID. mc_get_intov answers the object's size
+ * (a smaller object fills a prefix of the buffers), or MC_ERR_TOO_SMALL
+ * when the buffers together are smaller. mc_put_fromv/mc_get_intov want
+ * registered memory as put_from/get_into do (each nonempty buffer inside a
+ * registered region); the batch forms take any host memory, as the batches
+ * do. */
 #define MC_MAX_IOV 1024
 int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                  const mc_put_opts *opts);
