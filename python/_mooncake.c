@@ -387,7 +387,8 @@ static int takePiece(ClientObject *self, callArgs *a, Py_ssize_t item, PyObject 
     Py_buffer *v = &a->views[a->nviews];
     int flags = PyBUF_C_CONTIGUOUS | (write_into ? PyBUF_WRITABLE : 0);
     if (PyObject_GetBuffer(piece, v, flags) != 0) {
-        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError)) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+            PyErr_ExceptionMatches(PyExc_ValueError)) { /* NumPy: "buffer source array is read-only" */
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "%s needs %s, not %.100s", write_into ? "a get" : "a put",
                          write_into ? "a writable C-contiguous buffer" : "a C-contiguous buffer (bytes-like)",
