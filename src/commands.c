@@ -283,6 +283,9 @@ mcCommand commandTable[] = {
      .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 2},
     CMD("batch.put.end", batchPutEndCommand, -2, W, 1, -1, 1, "store", "PUT.END for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("batch.get.replicas", batchGetReplicasCommand, -2, R, 1, -1, 1, "store", "GET.REPLICAS for many keys; one result per key.", "0.1.0", "O(N)"),
+    {.name = "batch.exists", .proc = batchExistsCommand, .arity = -3, .flags = R | F | CMD_MOVABLEKEYS,
+     .group = "store", .summary = "Which keys hold a readable object, or how many leading ones do (PREFIX); LEASE grants read leases.",
+     .since = "0.4.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
     /* strings, in the server's own pool */
     CMDX("seg.write", segWriteCommand, 4, W | M, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),
     CMD("seg.read", segReadCommand, 4, R, 0, 0, 0, "data", "Reads bytes from the extent of a complete object in a segment this server holds.", "0.4.0", "O(N)"),
@@ -487,6 +490,7 @@ static const struct {
                         "[PREFER segment:string]... [PIN milliseconds:integer] [HARDPIN] [REPLACE]"},
     {"batch.put.end", "key:key..."},
     {"batch.get.replicas", "key:key..."},
+    {"batch.exists", "numkeys:integer key:key... [PREFIX] [LEASE]"},
     /* data plane */
     {"seg.write", "segment-id:integer offset:integer payload:string"},
     {"seg.read", "segment-id:integer offset:integer length:integer"},

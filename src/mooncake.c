@@ -88,6 +88,7 @@
 #include "mooncake.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1355,6 +1356,41 @@ static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t 
 int mc_exists(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "EXISTS", key, keylen); }
 int mc_remove(mc_client *c, const void *key, size_t keylen) { return keyIntCommand(c, "REMOVE", key, keylen); }
 
+/* REMOVE.ALL on the one server, or on every primary of a cluster (the map
+ * reloaded first, so a primary that joined since is not missed). A node
+ * that fails does not stop the others: the first failure is returned, as
+ * what was asked did not happen everywhere. */
+static long long removeAllLocked(mc_client *c) {
+    const char *argv[1] = {"REMOVE.ALL"};
+    long long sum = 0;
+    int rc = MC_OK, any = 0;
+    if (c->cluster) mapRefresh(c, 0, 1);
+    for (int i = 0; i < (c->cluster ? c->map.nnodes : 1); i++) {
+        if (c->cluster && !c->map.nodes[i].primary) continue;
+        any = 1;
+        mcReply *r;
+        int nrc = nodeCommand(c, i, 0, 1, argv, NULL, &r);
+        if (nrc == MC_OK) {
+            nrc = r->type == MCR_INT && r->integer >= 0 ? MC_OK
+                  : r->type == MCR_ERROR ? replyErr(c, r) : setErr(c, MC_ERR_PROTOCOL, "bad REMOVE.ALL reply");
+            if (nrc == MC_OK) sum += r->integer;
+            mcReplyFree(r);
+        }
+        if (nrc != MC_OK && rc == MC_OK) rc = nrc;
+    }
+    if (!any) return setErr(c, MC_ERR_SERVER, "the cluster serves no slots: no node to remove from");
+    return rc != MC_OK ? rc : sum;
+}
+
+long long mc_remove_all(mc_client *c) {
+    if (c == NULL) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    long long rc = removeAllLocked(c);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
 /* ---- batch metadata: one phase over many keys ---------------------------- */
 
 /* One key of a batch phase. */
@@ -1372,6 +1408,7 @@ typedef struct mcBKey {
     int ioerr;                   /* I/O failures so far */
     mcReply *res;                /* its answer (the caller frees) */
     int leased;                  /* BATCH.GET.REPLICAS granted it a lease */
+    int counted;                 /* BATCH.EXISTS PREFIX: among the leading keys its group found */
 } mcBKey;
 
 /* What a phase sends. */
@@ -1400,6 +1437,14 @@ static int bkeyCompare(const void *a, const void *b, void *arg) {
 
 /* What a group's reply means for its keys; sets *wait_ms when the next
  * round should wait, *refresh when the map should be reloaded first. */
+/* BATCH.EXISTS ... PREFIX answers one integer for its keys, not an array:
+ * how many of them, from the first, are present (keys in a group keep the
+ * caller's order, bkeyCompare). */
+static int phaseCounted(const mcPhase *ph, const mcReply *r, size_t count) {
+    return ph->numkeys && !strcmp(ph->cmd, "BATCH.EXISTS") && r->type == MCR_INT && r->integer >= 0 &&
+           (unsigned long long)r->integer <= count;
+}
+
 static void phaseReply(mc_client *c, const mcPhase *ph, mcBKey *k, const size_t *idx, size_t count, int node,
                        mcReply *r, int *downs, int *wait_tries, int *refresh, mcReply **last_redirect) {
     mcRedirect rd;
@@ -1408,6 +1453,14 @@ static void phaseReply(mc_client *c, const mcPhase *ph, mcBKey *k, const size_t 
         if (ph->single) {
             k[idx[0]].res = r;
             k[idx[0]].done = 1;
+            return;
+        }
+        if (phaseCounted(ph, r, count)) {
+            for (size_t j = 0; j < count; j++) {
+                k[idx[j]].counted = j < (size_t)r->integer;
+                k[idx[j]].done = 1;
+            }
+            mcReplyFree(r);
             return;
         }
         if (r->type == MCR_ARRAY && r->elements == count) {
@@ -1983,6 +2036,80 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results) {
     if (v == NULL) return MC_ERR_NOMEM;
     int rc = mc_batch_getv(c, n, v, results);
     free(v);
+    return rc;
+}
+
+/* ---- existence ----------------------------------------------------------- */
+
+/* One key's answer to BATCH.EXISTS without PREFIX: 1, 0 or MC_ERR_*. */
+static int existsResult(mc_client *c, const mcBKey *b) {
+    if (b->rc != MC_OK) return b->rc;
+    if (b->res->type == MCR_INT && (b->res->integer == 0 || b->res->integer == 1)) return (int)b->res->integer;
+    return b->res->type == MCR_ERROR ? replyErr(c, b->res) : setErr(c, MC_ERR_PROTOCOL, "bad BATCH.EXISTS reply");
+}
+
+/* With PREFIX every slot group stops at its own first miss, so the prefix
+ * of the whole batch ends at the first key, in the caller's order, that
+ * its group did not count (or that failed). Keys its group counted past
+ * that point were found, and leased with LEASE, but are not part of the
+ * answer: their leases are ended now rather than left to lease-ttl. */
+static int existsPrefix(mc_client *c, mcBKey *k, size_t n, int *results) {
+    size_t p = 0;
+    while (p < n && k[p].rc == MC_OK && k[p].counted) results[p++] = 1;
+    if (p < n) /* an array where the count was due: not the PREFIX reply */
+        results[p] = k[p].rc != MC_OK ? k[p].rc
+                     : k[p].res      ? setErr(c, MC_ERR_PROTOCOL, "bad BATCH.EXISTS PREFIX reply") : 0;
+    for (size_t i = p + 1; i < n; i++) {
+        results[i] = 0;
+        k[i].leased = k[i].rc == MC_OK && k[i].counted;
+    }
+    releaseBatchLeases(c, k, n);
+    return (int)p;
+}
+
+static int batchExistsLocked(mc_client *c, size_t n, const mc_key *keys, int flags, int *results) {
+    mcBKey *k = calloc(n, sizeof(*k));
+    if (k == NULL) return setErr(c, MC_ERR_NOMEM, "out of memory");
+    int rc = MC_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].key == NULL || keys[i].keylen == 0) {
+            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
+            goto end;
+        }
+        k[i].key = keys[i].key;
+        k[i].keylen = keys[i].keylen;
+        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
+    }
+    const char *tail[2];
+    int ntail = 0;
+    if (flags & MC_EXISTS_PREFIX) tail[ntail++] = "PREFIX";
+    if (flags & MC_EXISTS_LEASE) tail[ntail++] = "LEASE";
+    mcPhase ph = {"BATCH.EXISTS", 1, 0, tail, ntail};
+    if ((rc = runPhase(c, &ph, k, n)) != MC_OK) goto end;
+    if (flags & MC_EXISTS_PREFIX) {
+        rc = existsPrefix(c, k, n, results);
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++) {
+        results[i] = existsResult(c, &k[i]);
+        if (results[i] == 1) rc++;
+    }
+end:
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) results[i] = rc;
+    freeBKeys(k, n);
+    return rc;
+}
+
+int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *results) {
+    if (c == NULL || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (flags & ~(MC_EXISTS_PREFIX | MC_EXISTS_LEASE)) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    int rc = batchExistsLocked(c, n, keys, flags, results);
+    pthread_mutex_unlock(&c->lock);
     return rc;
 }
 

@@ -218,7 +218,8 @@ void mc_op_free(mc_op *op);
  * of leading keys present (the lookup stops at the first miss, and results
  * past it are 0). MC_EXISTS_LEASE grants a read lease on each key found, so
  * it is not evicted before the get that follows (ended by that get's
- * LEASE.RELEASE, or at lease-ttl). */
+ * LEASE.RELEASE, or at lease-ttl; the get's own lease then runs to
+ * lease-ttl: docs/PROTOCOL.md, BATCH.EXISTS). */
 enum { MC_EXISTS_PREFIX = 1, MC_EXISTS_LEASE = 2 };
 int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *results);
 /* Remove every object (REMOVE.ALL on every node): the number removed. */

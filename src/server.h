@@ -526,6 +526,7 @@ void objectInfoCommand(client *c);
 void batchPutStartCommand(client *c);
 void batchPutEndCommand(client *c);
 void batchGetReplicasCommand(client *c);
+void batchExistsCommand(client *c);
 void storeCommandStatsReset(void);
 sds storeCommandStatsInfo(sds s);
 void mountCommand(client *c);

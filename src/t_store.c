@@ -414,6 +414,52 @@ void batchGetReplicasCommand(client *c) {
     for (int j = 1; j < c->argc; j++) getReplicasOne(c, c->argv[j]);
 }
 
+/* One key of BATCH.EXISTS: 1 if a readable version is there. Without a
+ * lease it is EXISTS (no LRU touch, a miss is a keymiss); with one it is a
+ * read, as GET.REPLICAS is: the key is made young and granted a lease. */
+static int existsOne(client *c, sds key, int lease) {
+    if (!lease) {
+        if (storeLookupWrite(key)) return 1;
+        notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", key);
+        return 0;
+    }
+    storeObj *o = storeLookupRead(key);
+    if (o == NULL) return 0;
+    grantLease(c, key, o, server.lease_ttl);
+    return 1;
+}
+
+/* BATCH.EXISTS numkeys key [key ...] [PREFIX] [LEASE]: one integer per key,
+ * or with PREFIX the number of leading keys present (the keys after the
+ * first miss are not looked at, so they get no lease and no event). */
+void batchExistsCommand(client *c) {
+    long long n;
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &n, NULL) != C_OK) return;
+    if (n < 1 || n > c->argc - 2) {
+        addReplyError(c, "ERR numkeys must be at least 1 and at most the number of keys given");
+        return;
+    }
+    int prefix = 0, lease = 0;
+    for (int j = 2 + (int)n; j < c->argc; j++) {
+        if (!strcasecmp(c->argv[j], "prefix")) {
+            prefix = 1;
+        } else if (!strcasecmp(c->argv[j], "lease")) {
+            lease = 1;
+        } else {
+            addReplyErrorSyntax(c);
+            return;
+        }
+    }
+    if (prefix) {
+        long long i = 0;
+        while (i < n && existsOne(c, c->argv[2 + i], lease)) i++;
+        addReplyLongLong(c, i);
+        return;
+    }
+    addReplyArrayLen(c, n);
+    for (long long i = 0; i < n; i++) addReplyLongLong(c, existsOne(c, c->argv[2 + i], lease));
+}
+
 void leaseCommand(client *c) {
     long long ms;
     if (getLongLongFromObjectOrReply(c, c->argv[2], &ms, NULL) != C_OK) return;

@@ -2135,6 +2135,126 @@ static void testLeaseRelease(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== exists: mc_batch_exists (BATCH.EXISTS) and mc_remove_all ==================================== */
+
+static void keysOf(mc_key *keys, const char *const *names, size_t n) {
+    for (size_t i = 0; i < n; i++) keys[i] = (mc_key){names[i], strlen(names[i])};
+}
+
+/* 1 if res[0..n) is want[0..n); says where it differs. */
+static int sameInts(const char *what, const int *res, const int *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (res[i] != want[i]) {
+            fprintf(stderr, "  %s: result %zu is %d, expected %d\n", what, i, res[i], want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+static void testExists(void) {
+    const char *group = "exists";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, "--lease-ttl", "10000", NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    char v[4096], got[4096];
+    fillPattern(v, sizeof(v), 21);
+    /* ex:0 ex:1 ex:3 ex:4 objects, ex:str a SET value, ex:pend a put not ended, ex:2 nothing. */
+    TEST("exists: setup (4 objects, a string, a pending put)") {
+        CHECK(r && c);
+        for (int i = 0; i < 5; i++) {
+            char k[16];
+            snprintf(k, sizeof(k), "ex:%d", i);
+            if (i != 2) CHECK_EQ(put(c, k, v, sizeof(v), NULL), MC_OK);
+        }
+        freeReplyObject(rcmd(r, "SET ex:str hello"));
+        redisReply *p = rcmd(r, "PUT.START ex:pend 100");
+        CHECK(p && p->type == REDIS_REPLY_ARRAY);
+        freeReplyObject(p);
+    }
+    TEST("exists: per key 1 for objects and strings, 0 for absent and pending; returns the count") {
+        const char *names[] = {"ex:0", "ex:2", "ex:str", "ex:pend", "ex:4", "ex:0"};
+        const int want[] = {1, 0, 1, 0, 1, 1};
+        mc_key keys[6];
+        int res[6];
+        keysOf(keys, names, 6);
+        CHECK_EQ(mc_batch_exists(c, 6, keys, 0, res), 4);
+        CHECK(sameInts("mc_batch_exists", res, want, 6));
+        /* No lease without MC_EXISTS_LEASE. */
+        CHECK_EQ(leaseMs(r, "ex:0"), 0);
+    }
+    TEST("exists: PREFIX counts the leading keys present; results past the prefix are 0") {
+        const char *names[] = {"ex:0", "ex:1", "ex:2", "ex:3", "ex:4"};
+        const int want[] = {1, 1, 0, 0, 0};
+        mc_key keys[5];
+        int res[5];
+        keysOf(keys, names, 5);
+        CHECK_EQ(mc_batch_exists(c, 5, keys, MC_EXISTS_PREFIX, res), 2);
+        CHECK(sameInts("PREFIX", res, want, 5));
+        CHECK_EQ(mc_batch_exists(c, 2, keys, MC_EXISTS_PREFIX, res), 2);
+        CHECK_EQ(mc_batch_exists(c, 3, keys + 2, MC_EXISTS_PREFIX, res), 0);
+        CHECK(res[0] == 0 && res[1] == 0 && res[2] == 0);
+        /* Without PREFIX the keys after the miss are still looked at. */
+        CHECK_EQ(mc_batch_exists(c, 5, keys, 0, res), 4);
+    }
+    TEST("exists: LEASE grants a read lease on each key found (PREFIX: only those counted)") {
+        const char *names[] = {"ex:0", "ex:1", "ex:2", "ex:3"};
+        mc_key keys[4];
+        int res[4];
+        keysOf(keys, names, 4);
+        CHECK_EQ(mc_batch_exists(c, 4, keys, MC_EXISTS_PREFIX | MC_EXISTS_LEASE, res), 2);
+        long long ms0 = leaseMs(r, "ex:0"), ms1 = leaseMs(r, "ex:1");
+        CHECK(ms0 > 9000 && ms0 <= 10000);
+        CHECK(ms1 > 9000 && ms1 <= 10000);
+        CHECK_EQ(leaseMs(r, "ex:3"), 0);
+        /* The get that follows finds it, and its LEASE.RELEASE ends the
+         * probe's grant (the oldest); the get's own runs to lease-ttl. */
+        CHECK_EQ(mc_get(c, "ex:0", 4, got, sizeof(got)), (long long)sizeof(got));
+        CHECK(memcmp(got, v, sizeof(v)) == 0);
+        CHECK_EQ(mc_exists(c, "ex:0", 4), 1); /* a round trip after the release */
+        ms0 = leaseMs(r, "ex:0");
+        CHECK(ms0 > 9000 && ms0 <= 10000);
+    }
+    TEST("exists: invalid arguments (no key array, no results, empty key, unknown flags); n == 0 is 0") {
+        mc_key keys[2] = {{"ex:0", 4}, {"", 0}};
+        int res[2] = {7, 7};
+        CHECK_EQ(mc_batch_exists(NULL, 1, keys, 0, res), MC_ERR_INVALID);
+        CHECK_EQ(mc_batch_exists(c, 1, NULL, 0, res), MC_ERR_INVALID);
+        CHECK_EQ(mc_batch_exists(c, 1, keys, 0, NULL), MC_ERR_INVALID);
+        CHECK_EQ(mc_batch_exists(c, 1, keys, 4, res), MC_ERR_INVALID);
+        CHECK_EQ(mc_batch_exists(c, 2, keys, 0, res), MC_ERR_INVALID);
+        CHECK(res[0] == MC_ERR_INVALID && res[1] == MC_ERR_INVALID);
+        CHECK_EQ(mc_batch_exists(c, 0, NULL, 0, NULL), 0);
+        keys[1] = (mc_key){NULL, 3};
+        CHECK_EQ(mc_batch_exists(c, 2, keys, MC_EXISTS_PREFIX, res), MC_ERR_INVALID);
+        /* The handle still works. */
+        CHECK_EQ(mc_batch_exists(c, 1, keys, 0, res), 1);
+    }
+    TEST("exists: a server that refuses the command fails the batch as a whole (MC_ERR_AUTH)") {
+        freeReplyObject(rcmd(r, "ACL SETUSER noexists on >p1 ~* +@all -batch.exists"));
+        char err[256] = "";
+        mc_client *u = mc_connect_user(s.tcp_uri, "noexists", "p1", err, sizeof(err));
+        mc_key keys[2] = {{"ex:0", 4}, {"ex:1", 4}};
+        int res[2];
+        CHECK(u != NULL);
+        CHECK_EQ(mc_batch_exists(u, 2, keys, 0, res), MC_ERR_AUTH);
+        CHECK(res[0] == MC_ERR_AUTH && res[1] == MC_ERR_AUTH);
+        mcClose(&u);
+    }
+    TEST("exists: mc_remove_all removes every key (pending puts included) and returns how many") {
+        CHECK_EQ(mc_remove_all(NULL), MC_ERR_INVALID);
+        CHECK_EQ(mc_remove_all(c), 6); /* ex:0 ex:1 ex:3 ex:4 ex:str ex:pend */
+        CHECK_EQ(mc_exists(c, "ex:0", 4), 0);
+        CHECK_EQ(mc_exists(c, "ex:str", 6), 0);
+        CHECK_EQ(mc_remove_all(c), 0);
+    }
+    mcClose(&c);
+    rClose(&r);
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* ==== 12. ACL users and tenants ================================================================== */
 
 static mc_client *mcOpenUser(const char *uri, const char *user, const char *password, int transport) {
@@ -2653,7 +2773,7 @@ static const struct {
     {"abandoned", testAbandonedPut},   {"auth", testAuth},         {"forged", testForged},
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
-    {"lease-release", testLeaseRelease}, {"acl", testAcl},
+    {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather},
 };
 

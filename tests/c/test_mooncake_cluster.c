@@ -24,7 +24,12 @@
  *     places (a missing key, a small buffer, an existing key); the number
  *     of BATCH.PUT.START commands each node executed equals the number of
  *     distinct slots it owns among the keys (no -CROSSSLOT, no retries).
- *  3. exists/remove/size on keys of every shard.
+ *  3. exists/remove/size on keys of every shard; mc_batch_exists over 12
+ *     keys of several slots with one missing (on another node than the
+ *     first key): per-key results in order, and with PREFIX the first miss
+ *     in the caller's order although later slot groups count past it --
+ *     whose leases (LEASE) the library must end at once; mc_remove_all
+ *     empties every primary and returns the sum of their DBSIZEs.
  *  4. mount: mc_mount over the cluster makes one slice per primary (SEGMENTS
  *     on each node: name, owner, 16 MiB); puts preferring it, from another
  *     handle and from the hosting one, put each replica in the slice on the
@@ -861,6 +866,58 @@ static void testBatch(void) {
 
 /* ==== 3. exists / remove ============================================================ */
 
+/* lease-ms of key on node i (OBJECT.INFO there), -1 if absent. */
+static long long leaseOn(int i, const char *key) {
+    redisReply *r = rcmd(i, "OBJECT.INFO %s", key);
+    const redisReply *f = r && r->type == REDIS_REPLY_ARRAY ? mapGet(r, "lease-ms") : NULL;
+    long long ms = f ? replyInt(f) : -1;
+    freeReplyObject(r);
+    return ms;
+}
+
+#define BX_N 12
+
+/* mc_batch_exists over keys of several slots and nodes, one missing in
+ * the middle: each slot group counts on its own, and the library must
+ * compose the prefix (a later group counts past the miss) and end the
+ * leases granted past it. */
+static void testBatchExists(mc_client *c) {
+    char names[BX_N][24];
+    mc_key keys[BX_N];
+    int res[BX_N], m = -1, later = -1;
+    for (int i = 0; i < BX_N; i++) {
+        snprintf(names[i], sizeof(names[i]), "cl:bx:%d", i);
+        keys[i] = (mc_key){names[i], strlen(names[i])};
+    }
+    /* The miss: the first key on another node than key 0's, so groups
+     * before it are answered too; some key after it in another slot. */
+    for (int i = 1; i < BX_N && m < 0; i++)
+        if (ownerOf(names[i]) != ownerOf(names[0])) m = i;
+    for (int j = m + 1; m > 0 && j < BX_N && later < 0; j++)
+        if (keySlot(names[j]) != keySlot(names[m])) later = j;
+    TEST("exists: mc_batch_exists over 3 nodes, per key, in order") {
+        CHECK(c && m > 0 && later > m);
+        for (int i = 0; c && i < BX_N; i++)
+            if (i != m) CHECK_EQ(putKey(c, names[i], 100 + (size_t)i, NULL), MC_OK);
+        CHECK_EQ(mc_batch_exists(c, BX_N, keys, 0, res), BX_N - 1);
+        for (int i = 0; i < BX_N; i++) CHECK_EQ(res[i], i != m);
+    }
+    TEST("exists: PREFIX over slot groups is the first miss in the caller's order; leases past it end") {
+        CHECK_EQ(mc_batch_exists(c, BX_N, keys, MC_EXISTS_PREFIX | MC_EXISTS_LEASE, res), m);
+        for (int i = 0; i < BX_N; i++) CHECK_EQ(res[i], i < m);
+        for (int i = 0; i < m; i++) CHECK(leaseOn(ownerOf(names[i]), names[i]) > 0);
+        /* Found by its group, not part of the answer: released, not left to lease-ttl. */
+        int ended = 0;
+        for (int t = 0; t < 200 && !ended; t++) {
+            ended = leaseOn(ownerOf(names[later]), names[later]) == 0;
+            if (!ended) usleep(10000);
+        }
+        CHECK(ended);
+        CHECK_EQ(mc_batch_exists(c, BX_N - m - 1, keys + m + 1, MC_EXISTS_PREFIX, res), BX_N - m - 1);
+        CHECK_EQ(mc_batch_exists(c, 1, keys + m, MC_EXISTS_PREFIX, res), 0);
+    }
+}
+
 static void testExistsRemove(void) {
     mc_client *c = mcOpen(node[2].tcp_uri, MC_TRANSPORT_AUTO);
     TEST("exists/remove: on a key of every node: exists 1, remove 1, then exists 0, get NOT_FOUND, remove 0") {
@@ -884,6 +941,23 @@ static void testExistsRemove(void) {
             CHECK_EQ(rawExists(o, key), 0);
         }
         for (int i = 0; i < NNODES; i++) CHECK(done[i]);
+    }
+    testBatchExists(c);
+    TEST("exists/remove: mc_remove_all removes the keys of every primary and returns their sum") {
+        long long keys = 0;
+        for (int i = 0; i < NNODES; i++) {
+            redisReply *r = rcmd(i, "DBSIZE");
+            keys += replyInt(r);
+            freeReplyObject(r);
+        }
+        CHECK(keys > 0);
+        CHECK_EQ(mc_remove_all(c), keys);
+        for (int i = 0; i < NNODES; i++) {
+            redisReply *r = rcmd(i, "DBSIZE");
+            CHECK_EQ(replyInt(r), 0);
+            freeReplyObject(r);
+        }
+        CHECK_EQ(mc_remove_all(c), 0);
     }
     mcClose(&c);
 }

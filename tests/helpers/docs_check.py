@@ -29,6 +29,9 @@ What runs, against a fresh server per block:
                  read exactly as the lines under it.
   text           a syntax reference: each command it names must exist (COMMAND
                  INFO), so a renamed or removed command cannot stay documented.
+  python         run by /usr/bin/python3 with build/python (the binding make
+                 builds) on its path, the server's address substituted; a
+                 sanitizer build preloads the runtimes the extension needs.
 """
 import os
 import re
@@ -192,6 +195,21 @@ def run_c(text, srv, scratch):
     return None
 
 
+def run_python(text, srv, scratch):
+    d = scratch_dir(scratch)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "python"), PYTHONDONTWRITEBYTECODE="1")
+    if os.environ.get("SANITIZER"):
+        libs = [subprocess.run(["gcc", f"-print-file-name={n}"], capture_output=True, text=True).stdout.strip()
+                for n in ("libasan.so", "libubsan.so")]
+        env["LD_PRELOAD"] = ":".join(x for x in libs if os.path.isabs(x))
+        env["ASAN_OPTIONS"] = "detect_leaks=0"
+    r = subprocess.run(["/usr/bin/python3", "-c", substitute(text, srv)], cwd=d, env=env, capture_output=True,
+                       text=True, timeout=120)
+    if r.returncode != 0:
+        return f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-800:]}"
+    return None
+
+
 def run_c_api(text):
     """An API listing: every mc_ function it declares is in mooncake.h."""
     header = open(os.path.join(ROOT, "src", "mooncake.h")).read()
@@ -258,14 +276,15 @@ def main():
                         err = run_server_block(text, scratch)
                     elif mode == "c-api":
                         err = run_c_api(text)
-                    elif kind in ("sh", "c", "redis-session", "text"):
+                    elif kind in ("sh", "c", "redis-session", "text", "python"):
                         srv = Server(scratch)
                         err = {"sh": lambda: run_sh(text, srv, scratch),
                                "c": lambda: run_c(text, srv, scratch),
                                "redis-session": lambda: run_session(text, srv),
-                               "text": lambda: run_text(text, srv)}[kind]()
+                               "text": lambda: run_text(text, srv),
+                               "python": lambda: run_python(text, srv, scratch)}[kind]()
                     else:
-                        err = f"unknown block kind '{kind}' (use c, sh, redis-session or text)"
+                        err = f"unknown block kind '{kind}' (use c, sh, python, redis-session or text)"
                 except Exception as e:  # a server that did not start, a timeout
                     err = f"{type(e).__name__}: {e}"
                 finally:

@@ -553,3 +553,17 @@ proc docs_shape {args} {
     }
     return $out
 }
+
+# Environment (for `exec env ...`) that lets /usr/bin/python3 load the
+# binding's extension of a sanitizer build: the ASan/UBSan runtimes the
+# extension was linked with are preloaded, and leak checking is off (the
+# interpreter keeps its objects until exit). Empty for a normal build.
+proc python_sanitizer_env {} {
+    if {![info exists ::env(SANITIZER)] || $::env(SANITIZER) eq ""} { return {} }
+    set libs {}
+    foreach lib {libasan.so libubsan.so} {
+        set p [exec gcc -print-file-name=$lib]
+        if {[file exists $p]} { lappend libs $p }
+    }
+    return [list LD_PRELOAD=[join $libs :] ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1]
+}

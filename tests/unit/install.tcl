@@ -143,6 +143,33 @@ int main(int argc, char **argv) {
         assert_not_equal $v [dict get $hello version]
     }
 
+    test {make install puts the Python package where python3 looks, and it talks to a server} {
+        install_need
+        set ext [glob -nocomplain [file join $::harness(root) build python mooncake _mooncake*.so]]
+        if {$ext eq ""} { skip "the Python binding is not built (python3-dev missing)" }
+        set out [install_make install-files PREFIX=$prefix]
+        set pyver [exec /usr/bin/python3 -c {import sys; print("%d.%d" % sys.version_info[:2])}]
+        set pydir [file join $prefix lib python$pyver dist-packages]
+        assert_match "*installed the Python package in $pydir*" $out
+        foreach f {__init__.py store.py} {
+            assert_equal 1 [file isfile [file join $pydir mooncake $f]] "missing $f"
+        }
+        set script {
+import sys, mooncake
+from mooncake.store import MooncakeDistributedStore
+assert mooncake.__file__.startswith(sys.argv[1]), mooncake.__file__
+s = MooncakeDistributedStore()
+assert s.setup("py", "P2PHANDSHAKE", 0, 0, "tcp", "", sys.argv[2]) == 0
+assert s.put("install:py", b"from python") == 0
+print(mooncake.__version__, s.get("install:py").decode())
+s.close()
+}
+        set got [exec env PYTHONPATH=$pydir {*}[python_sanitizer_env] /usr/bin/python3 -c $script \
+            $pydir "[srv 0 host]:[srv 0 port]" 2>@1]
+        assert_equal "$install_version from python" $got
+        assert_equal "from python" [r get install:py]
+    }
+
     test {The installed server's --help names the installed sample config} {
         install_need
         catch {exec $prefix/bin/mooncake-server --help 2>@1} help

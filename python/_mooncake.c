@@ -1,0 +1,1184 @@
+/* _mooncake.c -- the CPython extension under the mooncake package.
+ *
+ * One small, low-level type, _mooncake.Client, over libmooncake; the two
+ * APIs users see (mooncake.Store and the drop-in
+ * mooncake.store.MooncakeDistributedStore) are thin Python on top of it.
+ * Keeping the C layer to "lists of keys and buffers in, integer codes out"
+ * puts every policy (Mooncake's error numbers, exceptions, defaults) in
+ * Python where it is easy to read, and leaves C only what must be in C:
+ * taking buffers without copying them and dropping the GIL while bytes move.
+ *
+ * Buffers. Each value is given as an object with the buffer protocol
+ * (bytes, bytearray, memoryview, NumPy arrays, ...) or as a raw address
+ * (an int, with its size beside it), or as a list of these for one object
+ * made of several buffers (scatter-gather). Objects are held with
+ * PyObject_GetBuffer for the whole call -- a bytearray cannot be resized
+ * under us -- and the keys are copied into a tuple first, so another
+ * thread changing the caller's lists while the GIL is released changes
+ * nothing here. A raw address is trusted only inside memory registered
+ * with register(): registration checks /proc/self/maps (host memory must be
+ * mapped, and writable to be a get's target) or asks CUDA (device memory),
+ * so a wrong pointer or size is MC_ERR_INVALID, never a crash.
+ *
+ * Threads. A libmooncake handle runs one call at a time (its lock), so a
+ * Client keeps a pool of handles: each call borrows an idle one, or opens
+ * another (same address and credentials, the registrations replayed) when
+ * all are busy, and gives it back. Threads sharing one Client therefore
+ * move data at once, each on its own connections, with the GIL released
+ * for every transfer and round trip. The first handle is the one that
+ * hosts this process's segment (mount), which its heartbeat thread keeps.
+ * close() waits for calls in flight, then closes every handle.
+ *
+ * Errors. Runtime failures come back as libmooncake's negative codes (and
+ * last_error() gives the words, per thread); only misuse the caller must
+ * fix in the code -- a non-buffer, a read-only buffer for a get -- raises
+ * TypeError/ValueError here. BINDING_ERR_CLOSED (-100) is a call on a
+ * closed Client.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mooncake.h"
+
+#define BINDING_ERR_CLOSED (-100)
+#define POOL_MAX 64 /* handles one Client opens at most; more threads wait for one */
+
+static __thread char tlsErr[512];
+
+static void setTlsErr(const char *msg) { snprintf(tlsErr, sizeof(tlsErr), "%s", msg ? msg : ""); }
+
+/* ---- registered memory --------------------------------------------------- */
+
+typedef struct {
+    uintptr_t addr;
+    size_t len;
+    int mem;      /* MC_MEM_HOST or MC_MEM_CUDA */
+    int writable; /* host memory mapped writable throughout */
+} regionT;
+
+/* Is [addr, addr+len) covered by mappings of this process (and all
+ * writable, when asked)? Read from /proc/self/maps, so a bad pointer is
+ * found at registration rather than by a fault during a copy. */
+static int hostRangeMapped(uintptr_t addr, size_t len, int *writable) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) return 0;
+    uintptr_t want = addr, end = addr + len;
+    int w = 1;
+    char line[512];
+    while (want < end && fgets(line, sizeof(line), f)) {
+        unsigned long lo, hi;
+        char perms[8];
+        if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        if (hi <= want || lo > want) continue;
+        if (perms[0] != 'r') break;
+        if (perms[1] != 'w') w = 0;
+        want = hi;
+    }
+    fclose(f);
+    *writable = w;
+    return want >= end;
+}
+
+/* ---- the Client type ----------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    pthread_mutex_t lock;
+    pthread_cond_t cond;         /* a handle came back / the last call ended */
+    char *uri, *user, *password;
+    int connect_ms, io_ms, transport, streams, lease_release; /* -1: library default */
+    mc_client *all[POOL_MAX];
+    int nall;
+    mc_client *idle[POOL_MAX];
+    int nidle;
+    int busy;                    /* handles lent out, and opens in progress */
+    int closed;
+    regionT *regions;
+    int nregions;
+    int inited;
+} ClientObject;
+
+static void applySettings(ClientObject *self, mc_client *h) {
+    if (self->connect_ms >= 0 || self->io_ms >= 0)
+        mc_set_timeouts(h, self->connect_ms >= 0 ? self->connect_ms : 5000, self->io_ms >= 0 ? self->io_ms : 30000);
+    if (self->transport >= 0) mc_set_transport(h, self->transport);
+    if (self->streams > 0) mc_set_streams(h, self->streams);
+    if (self->lease_release >= 0) mc_set_lease_release(h, self->lease_release);
+}
+
+/* Borrow a handle: an idle one, else a new one (opened without the GIL),
+ * else wait for one to come back. NULL with tlsErr set, and *rc the code. */
+static mc_client *borrow(ClientObject *self, int *rc) {
+    mc_client *h = NULL;
+    char err[256] = "";
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    while (!self->closed && self->nidle == 0 && self->busy >= POOL_MAX)
+        pthread_cond_wait(&self->cond, &self->lock);
+    if (self->closed) {
+        *rc = BINDING_ERR_CLOSED;
+    } else if (self->nidle > 0) {
+        h = self->idle[--self->nidle];
+        self->busy++;
+    } else {
+        self->busy++; /* reserved: close() waits for this open too */
+        pthread_mutex_unlock(&self->lock);
+        h = mc_connect_user(self->uri, self->user, self->password, err, sizeof(err));
+        pthread_mutex_lock(&self->lock);
+        if (h == NULL) {
+            *rc = MC_ERR_IO;
+        } else {
+            applySettings(self, h);
+            for (int i = 0; i < self->nregions; i++)
+                mc_register(h, (void *)self->regions[i].addr, self->regions[i].len, self->regions[i].mem);
+            self->all[self->nall++] = h;
+        }
+        if (h == NULL) {
+            self->busy--;
+            pthread_cond_broadcast(&self->cond);
+        }
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    if (h == NULL) setTlsErr(*rc == BINDING_ERR_CLOSED ? "the store is closed" : err);
+    return h;
+}
+
+/* Called without the GIL. */
+static void giveBack(ClientObject *self, mc_client *h) {
+    pthread_mutex_lock(&self->lock);
+    self->idle[self->nidle++] = h;
+    self->busy--;
+    pthread_cond_broadcast(&self->cond);
+    pthread_mutex_unlock(&self->lock);
+}
+
+static void noteErr(mc_client *h, long long rc) {
+    if (rc < 0) setTlsErr(mc_last_error(h));
+}
+
+static void closeAll(ClientObject *self) {
+    pthread_mutex_lock(&self->lock);
+    self->closed = 1;
+    pthread_cond_broadcast(&self->cond);
+    while (self->busy > 0) pthread_cond_wait(&self->cond, &self->lock);
+    int n = self->nall;
+    self->nall = self->nidle = 0;
+    pthread_mutex_unlock(&self->lock);
+    /* The first handle hosts the segment: closed last, after the others
+     * stopped using it as a place for replicas. */
+    for (int i = n - 1; i >= 0; i--) mc_close(self->all[i]);
+}
+
+static void Client_dealloc(ClientObject *self) {
+    if (self->inited) {
+        Py_BEGIN_ALLOW_THREADS
+        closeAll(self);
+        Py_END_ALLOW_THREADS
+        pthread_mutex_destroy(&self->lock);
+        pthread_cond_destroy(&self->cond);
+    }
+    free(self->uri);
+    free(self->user);
+    free(self->password);
+    free(self->regions);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static char *dupOrNull(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Client(uri, user=None, password=None, connect_ms=-1, io_ms=-1,
+ *        transport=-1, streams=0, lease_release=-1)
+ * Connects the first handle at once, so a wrong address or password fails
+ * here (ConnectionError / PermissionError with the server's words). */
+static int Client_init(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"uri", "user", "password", "connect_ms", "io_ms", "transport", "streams",
+                             "lease_release", NULL};
+    const char *uri, *user = NULL, *password = NULL;
+    int connect_ms = -1, io_ms = -1, transport = -1, streams = 0, lease_release = -1;
+    if (self->inited) {
+        PyErr_SetString(PyExc_RuntimeError, "Client already initialised");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|zziiiii", kwlist, &uri, &user, &password, &connect_ms, &io_ms,
+                                     &transport, &streams, &lease_release))
+        return -1;
+    self->uri = strdup(uri);
+    self->user = dupOrNull(user);
+    self->password = dupOrNull(password);
+    if (self->uri == NULL || (user && !self->user) || (password && !self->password)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->connect_ms = connect_ms;
+    self->io_ms = io_ms;
+    self->transport = transport;
+    self->streams = streams;
+    self->lease_release = lease_release;
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_cond_init(&self->cond, NULL);
+    self->inited = 1;
+    int rc = 0;
+    mc_client *h = borrow(self, &rc);
+    if (h == NULL) {
+        PyObject *exc = PyExc_ConnectionError;
+        if (strstr(tlsErr, "NOAUTH") || strstr(tlsErr, "WRONGPASS") || strstr(tlsErr, "NOPERM") ||
+            strstr(tlsErr, "password") || strstr(tlsErr, "auth"))
+            exc = PyExc_PermissionError;
+        PyErr_Format(exc, "cannot connect to %s: %s", uri, tlsErr);
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    giveBack(self, h);
+    Py_END_ALLOW_THREADS
+    return 0;
+}
+
+#define CHECK_INIT(self)                                                        \
+    do {                                                                        \
+        if (!(self)->inited) {                                                  \
+            PyErr_SetString(PyExc_RuntimeError, "Client is not initialised");  \
+            return NULL;                                                        \
+        }                                                                       \
+    } while (0)
+
+/* ---- arguments: keys, options, buffers ----------------------------------- */
+
+static int keyBytes(PyObject *o, const char **p, Py_ssize_t *n) {
+    if (PyUnicode_Check(o)) {
+        *p = PyUnicode_AsUTF8AndSize(o, n);
+        return *p ? 0 : -1;
+    }
+    if (PyBytes_Check(o)) {
+        *p = PyBytes_AS_STRING(o);
+        *n = PyBytes_GET_SIZE(o);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "a key must be str or bytes, not %.100s", Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* opts: None or (replicas, prefer or None, pin_ms, hard_pin, replace). The
+ * prefer string points into the tuple, which the caller keeps. */
+static int parseOpts(PyObject *o, mc_put_opts *opts) {
+    memset(opts, 0, sizeof(*opts));
+    if (o == NULL || o == Py_None) return 0;
+    PyObject *prefer;
+    int hard, replace;
+    if (!PyArg_ParseTuple(o, "iOLpp;opts must be (replicas, prefer, pin_ms, hard_pin, replace)", &opts->replicas,
+                          &prefer, &opts->pin_ms, &hard, &replace))
+        return -1;
+    if (opts->replicas < 0 || opts->replicas > 8) {
+        PyErr_SetString(PyExc_ValueError, "replica_num must be between 1 and 8");
+        return -1;
+    }
+    if (opts->pin_ms < 0) {
+        PyErr_SetString(PyExc_ValueError, "a pin time cannot be negative");
+        return -1;
+    }
+    opts->hard_pin = hard;
+    opts->replace = replace;
+    if (prefer != Py_None) {
+        if (!PyUnicode_Check(prefer)) {
+            PyErr_SetString(PyExc_TypeError, "preferred segment must be str");
+            return -1;
+        }
+        opts->prefer = PyUnicode_AsUTF8(prefer);
+        if (opts->prefer == NULL) return -1;
+        if (opts->prefer[0] == '\0') opts->prefer = NULL;
+    }
+    return 0;
+}
+
+/* Everything one call holds: the key tuple, the buffers taken, the iovecs. */
+typedef struct {
+    PyObject *keys;     /* tuple */
+    Py_ssize_t n;
+    mc_kvv *items;
+    struct iovec *iov;  /* all items' pieces, item i's from items[i].iov */
+    Py_ssize_t niov, capiov;
+    Py_buffer *views;
+    Py_ssize_t nviews;
+    long long *item_err; /* per item: 0, or the code it failed with before any I/O */
+} callArgs;
+
+static void callArgsFree(callArgs *a) {
+    for (Py_ssize_t i = 0; i < a->nviews; i++) PyBuffer_Release(&a->views[i]);
+    PyMem_Free(a->views);
+    PyMem_Free(a->iov);
+    PyMem_Free(a->items);
+    PyMem_Free(a->item_err);
+    Py_XDECREF(a->keys);
+    memset(a, 0, sizeof(*a));
+}
+
+/* A raw address is accepted only inside a registered region (writable host
+ * memory for a get's target). */
+static int addressAllowed(ClientObject *self, uintptr_t p, size_t len, int write_into) {
+    int ok = 0;
+    pthread_mutex_lock(&self->lock);
+    for (int i = 0; i < self->nregions && !ok; i++) {
+        const regionT *r = &self->regions[i];
+        if (p >= r->addr && len <= r->len && p - r->addr <= r->len - len)
+            ok = !write_into || r->mem == MC_MEM_CUDA || r->writable;
+    }
+    pthread_mutex_unlock(&self->lock);
+    return ok;
+}
+
+static int addPiece(callArgs *a, void *base, size_t len) {
+    if (a->niov == a->capiov) {
+        Py_ssize_t cap = a->capiov ? a->capiov * 2 : 16;
+        struct iovec *n = PyMem_Realloc(a->iov, (size_t)cap * sizeof(*n));
+        if (n == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        a->iov = n;
+        a->capiov = cap;
+    }
+    a->iov[a->niov].iov_base = base;
+    a->iov[a->niov].iov_len = len;
+    a->niov++;
+    return 0;
+}
+
+/* One piece: a buffer object, or an int address with its size. A bad
+ * address is not an exception: the item fails with MC_ERR_INVALID. */
+static int takePiece(ClientObject *self, callArgs *a, Py_ssize_t item, PyObject *piece, PyObject *size,
+                     int write_into, Py_ssize_t maxviews) {
+    if (PyLong_Check(piece)) {
+        unsigned long long p = PyLong_AsUnsignedLongLong(piece);
+        if (p == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "a buffer address must be a non-negative int");
+            return -1;
+        }
+        if (size == NULL || !PyLong_Check(size)) {
+            PyErr_SetString(PyExc_TypeError, "an address needs an int size beside it");
+            return -1;
+        }
+        long long len = PyLong_AsLongLong(size);
+        if (len == -1 && PyErr_Occurred()) return -1;
+        if (len < 0) {
+            PyErr_SetString(PyExc_ValueError, "a size cannot be negative");
+            return -1;
+        }
+        if (p == 0 || len == 0 || !addressAllowed(self, (uintptr_t)p, (size_t)len, write_into)) {
+            if (a->item_err[item] == 0) {
+                a->item_err[item] = MC_ERR_INVALID;
+                snprintf(tlsErr, sizeof(tlsErr),
+                         "address 0x%llx size %lld is not inside memory registered with register_buffer%s", p, len,
+                         write_into ? " (writable)" : "");
+            }
+        }
+        return addPiece(a, (void *)(uintptr_t)p, (size_t)len);
+    }
+    if (a->nviews == maxviews) {
+        PyErr_SetString(PyExc_ValueError, "too many buffers");
+        return -1;
+    }
+    Py_buffer *v = &a->views[a->nviews];
+    int flags = PyBUF_C_CONTIGUOUS | (write_into ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(piece, v, flags) != 0) {
+        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
+            PyErr_ExceptionMatches(PyExc_ValueError)) { /* NumPy: "buffer source array is read-only" */
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s needs %s, not %.100s", write_into ? "a get" : "a put",
+                         write_into ? "a writable C-contiguous buffer" : "a C-contiguous buffer (bytes-like)",
+                         Py_TYPE(piece)->tp_name);
+        }
+        return -1;
+    }
+    a->nviews++;
+    return addPiece(a, v->buf, (size_t)v->len);
+}
+
+static Py_ssize_t countPieces(PyObject *buf) {
+    if (PyList_Check(buf)) return PyList_GET_SIZE(buf);
+    return 1;
+}
+
+/* keys: sequence of str/bytes; bufs: sequence, one per key, each a piece
+ * or a list of pieces; sizes: None or a sequence shaped like bufs giving
+ * the size of every int piece. */
+static int parseCall(ClientObject *self, callArgs *a, PyObject *keys, PyObject *bufs, PyObject *sizes,
+                     int write_into) {
+    memset(a, 0, sizeof(*a));
+    a->keys = PySequence_Tuple(keys);
+    if (a->keys == NULL) return -1;
+    a->n = PyTuple_GET_SIZE(a->keys);
+    PyObject *bt = NULL, *st = NULL;
+    if (bufs) {
+        bt = PySequence_Tuple(bufs);
+        if (bt == NULL) goto err;
+        if (PyTuple_GET_SIZE(bt) != a->n) {
+            PyErr_Format(PyExc_ValueError, "%zd keys but %zd buffers", a->n, PyTuple_GET_SIZE(bt));
+            goto err;
+        }
+        if (sizes && sizes != Py_None) {
+            st = PySequence_Tuple(sizes);
+            if (st == NULL) goto err;
+            if (PyTuple_GET_SIZE(st) != a->n) {
+                PyErr_Format(PyExc_ValueError, "%zd keys but %zd sizes", a->n, PyTuple_GET_SIZE(st));
+                goto err;
+            }
+        }
+    }
+    a->items = PyMem_Calloc((size_t)a->n + 1, sizeof(*a->items));
+    a->item_err = PyMem_Calloc((size_t)a->n + 1, sizeof(*a->item_err));
+    Py_ssize_t maxviews = 0;
+    for (Py_ssize_t i = 0; bt && i < a->n; i++) maxviews += countPieces(PyTuple_GET_ITEM(bt, i));
+    a->views = PyMem_Calloc((size_t)maxviews + 1, sizeof(*a->views));
+    if (a->items == NULL || a->item_err == NULL || a->views == NULL) {
+        PyErr_NoMemory();
+        goto err;
+    }
+    Py_ssize_t *first = PyMem_Calloc((size_t)a->n + 1, sizeof(*first));
+    if (first == NULL) {
+        PyErr_NoMemory();
+        goto err;
+    }
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        const char *k;
+        Py_ssize_t kn;
+        if (keyBytes(PyTuple_GET_ITEM(a->keys, i), &k, &kn) < 0) goto err_first;
+        if (kn == 0) {
+            PyErr_SetString(PyExc_ValueError, "a key cannot be empty");
+            goto err_first;
+        }
+        a->items[i].key = k;
+        a->items[i].keylen = (size_t)kn;
+        first[i] = a->niov;
+        if (bt == NULL) continue;
+        PyObject *b = PyTuple_GET_ITEM(bt, i), *s = st ? PyTuple_GET_ITEM(st, i) : NULL;
+        if (PyList_Check(b)) {
+            Py_ssize_t np = PyList_GET_SIZE(b);
+            if (np == 0 || np > MC_MAX_IOV) {
+                PyErr_Format(PyExc_ValueError, "an object is made of 1 to %d buffers, not %zd", MC_MAX_IOV, np);
+                goto err_first;
+            }
+            if (s && (!PyList_Check(s) || PyList_GET_SIZE(s) != np)) {
+                PyErr_SetString(PyExc_ValueError, "sizes must have the shape of the buffers");
+                goto err_first;
+            }
+            for (Py_ssize_t j = 0; j < np; j++)
+                if (takePiece(self, a, i, PyList_GET_ITEM(b, j), s ? PyList_GET_ITEM(s, j) : NULL, write_into,
+                              maxviews) < 0)
+                    goto err_first;
+        } else if (takePiece(self, a, i, b, s, write_into, maxviews) < 0) {
+            goto err_first;
+        }
+    }
+    /* iovecs were reallocated while growing: point items at them last. */
+    for (Py_ssize_t i = 0; bt && i < a->n; i++) {
+        a->items[i].iov = a->iov + first[i];
+        a->items[i].iovcnt = (int)((i + 1 < a->n ? first[i + 1] : a->niov) - first[i]);
+    }
+    PyMem_Free(first);
+    Py_XDECREF(bt);
+    Py_XDECREF(st);
+    return 0;
+err_first:
+    PyMem_Free(first);
+err:
+    Py_XDECREF(bt);
+    Py_XDECREF(st);
+    callArgsFree(a);
+    return -1;
+}
+
+static PyObject *resultList(const long long *r, Py_ssize_t n) {
+    PyObject *l = PyList_New(n);
+    if (l == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(r[i]);
+        if (v == NULL) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, i, v);
+    }
+    return l;
+}
+
+/* Items that failed validation are left out of the batch and keep their
+ * code; the rest run as one batch. Runs without the GIL. */
+static void runBatch(mc_client *h, callArgs *a, const mc_put_opts *opts, int put, long long *out) {
+    size_t m = 0;
+    mc_kvv *run = a->items; /* compacted in place: item_err remembers the rest */
+    size_t *idx = malloc(((size_t)a->n + 1) * sizeof(*idx));
+    long long *res = malloc(((size_t)a->n + 1) * sizeof(*res));
+    int *ires = malloc(((size_t)a->n + 1) * sizeof(*ires));
+    mc_kvv *sub = malloc(((size_t)a->n + 1) * sizeof(*sub));
+    if (!idx || !res || !ires || !sub) {
+        for (Py_ssize_t i = 0; i < a->n; i++) out[i] = MC_ERR_NOMEM;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        if (a->item_err[i]) {
+            out[i] = a->item_err[i];
+            continue;
+        }
+        idx[m] = (size_t)i;
+        sub[m++] = run[i];
+    }
+    if (m == 1 && sub[0].iovcnt == 1) {
+        /* One object from one buffer: the single-key path (no batch framing). */
+        const mc_kvv *k = &sub[0];
+        res[0] = put ? mc_put(h, k->key, k->keylen, k->iov[0].iov_base, k->iov[0].iov_len, opts)
+                     : mc_get(h, k->key, k->keylen, k->iov[0].iov_base, k->iov[0].iov_len);
+        noteErr(h, res[0]);
+    } else if (m > 0) {
+        int rc;
+        if (put) {
+            rc = mc_batch_putv(h, m, sub, opts, ires);
+            for (size_t j = 0; j < m; j++) res[j] = rc < 0 ? rc : ires[j];
+        } else {
+            rc = mc_batch_getv(h, m, sub, res);
+            if (rc < 0)
+                for (size_t j = 0; j < m; j++) res[j] = rc;
+        }
+        if (rc < 0) {
+            noteErr(h, rc);
+        } else {
+            for (size_t j = 0; j < m; j++)
+                if (res[j] < 0) {
+                    noteErr(h, res[j]);
+                    break;
+                }
+        }
+    }
+    for (size_t j = 0; j < m; j++) out[idx[j]] = res[j];
+done:
+    free(idx);
+    free(res);
+    free(ires);
+    free(sub);
+}
+
+/* put(keys, bufs, sizes=None, opts=None) -> [code per key] */
+static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "bufs", "sizes", "opts", NULL};
+    PyObject *keys, *bufs, *sizes = Py_None, *optsObj = Py_None;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
+    mc_put_opts opts;
+    if (parseOpts(optsObj, &opts) < 0) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, bufs, sizes, 0) < 0) return NULL;
+    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    if (out == NULL) {
+        callArgsFree(&a);
+        return PyErr_NoMemory();
+    }
+    int rc = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (a.n && h == NULL) {
+        for (Py_ssize_t i = 0; i < a.n; i++) out[i] = rc;
+    } else if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        runBatch(h, &a, &opts, 1, out);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *res = resultList(out, a.n);
+    PyMem_Free(out);
+    callArgsFree(&a);
+    return res;
+}
+
+/* get_into(keys, bufs, sizes=None) -> [bytes read or code per key] */
+static PyObject *Client_get_into(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "bufs", "sizes", NULL};
+    PyObject *keys, *bufs, *sizes = Py_None;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &keys, &bufs, &sizes)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, bufs, sizes, 1) < 0) return NULL;
+    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    if (out == NULL) {
+        callArgsFree(&a);
+        return PyErr_NoMemory();
+    }
+    int rc = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (a.n && h == NULL) {
+        for (Py_ssize_t i = 0; i < a.n; i++) out[i] = rc;
+    } else if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        runBatch(h, &a, NULL, 0, out);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *res = resultList(out, a.n);
+    PyMem_Free(out);
+    callArgsFree(&a);
+    return res;
+}
+
+/* get(keys) -> [bytes, or code per key]: the size first (a lease), then
+ * the value straight into a new bytes object; once more if it grew. */
+static PyObject *Client_get(ClientObject *self, PyObject *args) {
+    PyObject *keys;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 1) < 0) return NULL;
+    PyObject *out = PyList_New(a.n);
+    if (out == NULL) {
+        callArgsFree(&a);
+        return NULL;
+    }
+    int rc = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        PyObject *v = NULL;
+        long long got = rc;
+        for (int tries = 0; h && tries < 3; tries++) {
+            long long size;
+            Py_BEGIN_ALLOW_THREADS
+            size = mc_size(h, a.items[i].key, a.items[i].keylen);
+            Py_END_ALLOW_THREADS
+            if (size < 0) {
+                noteErr(h, size);
+                got = size;
+                break;
+            }
+            v = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+            if (v == NULL) break;
+            Py_BEGIN_ALLOW_THREADS
+            got = mc_get(h, a.items[i].key, a.items[i].keylen, PyBytes_AS_STRING(v), (size_t)size);
+            Py_END_ALLOW_THREADS
+            if (got >= 0) break;
+            noteErr(h, got);
+            Py_CLEAR(v);
+            if (got != MC_ERR_TOO_SMALL) break; /* replaced by a larger value meanwhile */
+        }
+        if (v && got >= 0 && got < PyBytes_GET_SIZE(v)) _PyBytes_Resize(&v, (Py_ssize_t)got);
+        if (v == NULL && PyErr_Occurred()) {
+            if (h) {
+                Py_BEGIN_ALLOW_THREADS
+                giveBack(self, h);
+                Py_END_ALLOW_THREADS
+            }
+            Py_DECREF(out);
+            callArgsFree(&a);
+            return NULL;
+        }
+        if (v == NULL) v = PyLong_FromLongLong(got);
+        if (v == NULL) {
+            Py_DECREF(out);
+            out = NULL;
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    }
+    callArgsFree(&a);
+    return out;
+}
+
+/* exists(keys, prefix=False, lease=False) -> (count, [1/0/code per key]) */
+static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "prefix", "lease", NULL};
+    PyObject *keys;
+    int prefix = 0, lease = 0;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pp", kwlist, &keys, &prefix, &lease)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
+    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
+    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    if (!k || !r || !out) {
+        PyMem_Free(k);
+        PyMem_Free(r);
+        PyMem_Free(out);
+        callArgsFree(&a);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        k[i].key = a.items[i].key;
+        k[i].keylen = a.items[i].keylen;
+    }
+    int rc = 0, count = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (h) {
+        int flags = (prefix ? MC_EXISTS_PREFIX : 0) | (lease ? MC_EXISTS_LEASE : 0);
+        Py_BEGIN_ALLOW_THREADS
+        count = mc_batch_exists(h, (size_t)a.n, k, flags, r);
+        noteErr(h, count);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = rc;
+    }
+    for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
+    PyObject *l = resultList(out, a.n);
+    PyObject *res = l ? Py_BuildValue("(iN)", count, l) : NULL;
+    PyMem_Free(k);
+    PyMem_Free(r);
+    PyMem_Free(out);
+    callArgsFree(&a);
+    return res;
+}
+
+/* One-key calls answering a number: size, remove. */
+static PyObject *keyCall(ClientObject *self, PyObject *args, int which) {
+    PyObject *key;
+    const char *k;
+    Py_ssize_t kn;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "O", &key) || keyBytes(key, &k, &kn) < 0) return NULL;
+    if (kn == 0) {
+        PyErr_SetString(PyExc_ValueError, "a key cannot be empty");
+        return NULL;
+    }
+    Py_INCREF(key); /* its bytes are read without the GIL */
+    int rc = 0;
+    long long v;
+    mc_client *h = borrow(self, &rc);
+    if (h == NULL) {
+        v = rc;
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        v = which == 0 ? mc_size(h, k, (size_t)kn) : mc_remove(h, k, (size_t)kn);
+        noteErr(h, v);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    }
+    Py_DECREF(key);
+    return PyLong_FromLongLong(v);
+}
+
+static PyObject *Client_size(ClientObject *self, PyObject *args) { return keyCall(self, args, 0); }
+static PyObject *Client_remove(ClientObject *self, PyObject *args) { return keyCall(self, args, 1); }
+
+static PyObject *Client_remove_all(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INIT(self);
+    int rc = 0;
+    long long v;
+    mc_client *h = borrow(self, &rc);
+    if (h == NULL) return PyLong_FromLong(rc);
+    Py_BEGIN_ALLOW_THREADS
+    v = mc_remove_all(h);
+    noteErr(h, v);
+    giveBack(self, h);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(v);
+}
+
+/* register(addr, size) -> code. Host memory must be mapped (checked in
+ * /proc/self/maps); anything else is tried as CUDA device memory, which the
+ * library checks. Replayed on every handle of the pool. */
+static PyObject *Client_register(ClientObject *self, PyObject *args) {
+    unsigned long long addr;
+    long long len;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "KL", &addr, &len)) return NULL;
+    if (addr == 0 || len <= 0) {
+        setTlsErr("register_buffer needs a non-null address and a positive size");
+        return PyLong_FromLong(MC_ERR_INVALID);
+    }
+    if ((uintptr_t)addr + (uintptr_t)len < (uintptr_t)addr) {
+        setTlsErr("address + size overflows");
+        return PyLong_FromLong(MC_ERR_INVALID);
+    }
+    int writable = 0, mapped, rc = MC_OK;
+    Py_BEGIN_ALLOW_THREADS
+    mapped = hostRangeMapped((uintptr_t)addr, (size_t)len, &writable);
+    pthread_mutex_lock(&self->lock);
+    if (self->closed) {
+        rc = BINDING_ERR_CLOSED;
+    } else {
+        int mem = mapped ? MC_MEM_HOST : MC_MEM_CUDA;
+        for (int i = 0; i < self->nall && rc == MC_OK; i++) {
+            rc = mc_register(self->all[i], (void *)(uintptr_t)addr, (size_t)len, mem);
+            if (rc < 0) {
+                if (!mapped && rc == MC_ERR_INVALID)
+                    snprintf(tlsErr, sizeof(tlsErr), "0x%llx..+%lld is neither mapped host memory nor device memory",
+                             addr, len);
+                else
+                    setTlsErr(mc_last_error(self->all[i]));
+                for (int j = 0; j < i; j++) mc_unregister(self->all[j], (void *)(uintptr_t)addr);
+            }
+        }
+        regionT *nr = rc == MC_OK ? realloc(self->regions, (size_t)(self->nregions + 1) * sizeof(*nr)) : NULL;
+        if (rc == MC_OK && nr == NULL) rc = MC_ERR_NOMEM;
+        if (nr) {
+            self->regions = nr;
+            nr[self->nregions++] = (regionT){(uintptr_t)addr, (size_t)len, mem, writable};
+        }
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
+    unsigned long long addr;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "K", &addr)) return NULL;
+    int rc = MC_ERR_NOT_FOUND;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    for (int i = 0; i < self->nregions; i++) {
+        if (self->regions[i].addr != (uintptr_t)addr) continue;
+        self->regions[i] = self->regions[--self->nregions];
+        for (int j = 0; j < self->nall; j++) mc_unregister(self->all[j], (void *)(uintptr_t)addr);
+        rc = MC_OK;
+        break;
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    if (rc < 0) setTlsErr("no buffer was registered at that address");
+    return PyLong_FromLong(rc);
+}
+
+/* mount(size, name) -> segment id or code: this process's memory becomes a
+ * segment, hosted by the pool's first handle for the Client's lifetime. */
+static PyObject *Client_mount(ClientObject *self, PyObject *args) {
+    long long size;
+    const char *name;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "Ls", &size, &name)) return NULL;
+    if (size <= 0) {
+        setTlsErr("a segment needs a positive size");
+        return PyLong_FromLong(MC_ERR_INVALID);
+    }
+    long long rc;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    if (self->closed || self->nall == 0) {
+        rc = BINDING_ERR_CLOSED;
+    } else {
+        mc_client *h = self->all[0];
+        rc = mc_mount(h, (size_t)size, name);
+        if (rc == MC_OK) rc = mc_mount_id(h);
+        noteErr(h, rc);
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLongLong(rc);
+}
+
+static PyObject *Client_close(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->inited) {
+        Py_BEGIN_ALLOW_THREADS
+        closeAll(self);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Client_closed(ClientObject *self, void *Py_UNUSED(closure)) {
+    return PyBool_FromLong(!self->inited || self->closed);
+}
+
+static PyObject *Client_handles(ClientObject *self, void *Py_UNUSED(closure)) {
+    pthread_mutex_lock(&self->lock);
+    int n = self->nall;
+    pthread_mutex_unlock(&self->lock);
+    return PyLong_FromLong(n);
+}
+
+static PyObject *Client_last_transport(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INIT(self);
+    int t = -1;
+    pthread_mutex_lock(&self->lock);
+    if (self->nidle > 0) t = mc_last_transport(self->idle[self->nidle - 1]);
+    pthread_mutex_unlock(&self->lock);
+    return PyLong_FromLong(t);
+}
+
+/* ---- non-blocking batches ------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    mc_op *op;
+    callArgs args; /* the buffers stay taken until the op is freed */
+    Py_ssize_t n;
+    int put;
+} OpObject;
+
+static PyTypeObject OpType;
+
+static void Op_release(OpObject *self) {
+    if (self->op) {
+        mc_op *op = self->op;
+        self->op = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        mc_op_free(op); /* waits for it: the buffers below are in use until then */
+        Py_END_ALLOW_THREADS
+    }
+    callArgsFree(&self->args);
+}
+
+static void Op_dealloc(OpObject *self) {
+    Op_release(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Op_done(OpObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyBool_FromLong(self->op == NULL || mc_op_done(self->op));
+}
+
+static PyObject *Op_fileno(OpObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->op == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the operation was released");
+        return NULL;
+    }
+    return PyLong_FromLong(mc_op_fd(self->op));
+}
+
+/* wait(timeout_ms=-1) -> the batch's return value, or MC_ERR_PENDING. */
+static PyObject *Op_wait(OpObject *self, PyObject *args) {
+    int ms = -1, rc;
+    if (!PyArg_ParseTuple(args, "|i", &ms)) return NULL;
+    if (self->op == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the operation was released");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_op_wait(self->op, ms);
+    Py_END_ALLOW_THREADS
+    return PyLong_FromLong(rc);
+}
+
+/* results() -> [per item]; waits first. Items refused before submission
+ * (bad addresses) keep their code. */
+static PyObject *Op_results(OpObject *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->op == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the operation was released");
+        return NULL;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_op_wait(self->op, -1);
+    Py_END_ALLOW_THREADS
+    const long long *r = mc_op_results(self->op);
+    long long *out = PyMem_Calloc((size_t)self->n + 1, sizeof(*out));
+    if (out == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0, j = 0; i < self->n; i++) {
+        if (self->args.item_err[i]) out[i] = self->args.item_err[i];
+        else out[i] = rc < 0 && r == NULL ? rc : r[j++];
+    }
+    PyObject *l = resultList(out, self->n);
+    PyMem_Free(out);
+    return l;
+}
+
+/* release(): wait, then give the buffers back now rather than at GC. */
+static PyObject *Op_release_m(OpObject *self, PyObject *Py_UNUSED(ignored)) {
+    Op_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Op_methods[] = {
+    {"done", (PyCFunction)Op_done, METH_NOARGS, "True once the batch has finished."},
+    {"fileno", (PyCFunction)Op_fileno, METH_NOARGS, "A descriptor readable once finished (for event loops)."},
+    {"wait", (PyCFunction)Op_wait, METH_VARARGS, "wait(timeout_ms=-1) -> batch result or MC_ERR_PENDING."},
+    {"results", (PyCFunction)Op_results, METH_NOARGS, "Per-item results (waits first)."},
+    {"release", (PyCFunction)Op_release_m, METH_NOARGS, "Wait, then release the buffers."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject OpType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake._mooncake.Op",
+    .tp_basicsize = sizeof(OpObject),
+    .tp_dealloc = (destructor)Op_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A batch running in the background (Client.put_async / get_async).",
+    .tp_methods = Op_methods,
+};
+
+/* The op runs on the library's worker with its own connections: it needs
+ * no handle from the pool, only the first one to hang it on. Items refused
+ * here keep their code and are left out. */
+static PyObject *submit(ClientObject *self, PyObject *keys, PyObject *bufs, PyObject *sizes, PyObject *optsObj,
+                        int put) {
+    mc_put_opts opts;
+    if (put && parseOpts(optsObj, &opts) < 0) return NULL;
+    OpObject *op = PyObject_New(OpObject, &OpType);
+    if (op == NULL) return NULL;
+    op->op = NULL;
+    memset(&op->args, 0, sizeof(op->args));
+    op->put = put;
+    if (parseCall(self, &op->args, keys, bufs, sizes, !put) < 0) {
+        Py_DECREF(op);
+        return NULL;
+    }
+    op->n = op->args.n;
+    callArgs *a = &op->args;
+    mc_kvv *sub = PyMem_Calloc((size_t)a->n + 1, sizeof(*sub));
+    if (sub == NULL) {
+        Py_DECREF(op);
+        return PyErr_NoMemory();
+    }
+    size_t m = 0;
+    for (Py_ssize_t i = 0; i < a->n; i++)
+        if (!a->item_err[i]) sub[m++] = a->items[i];
+    if (m == 0) { /* nothing to run: the results are known now */
+        PyMem_Free(sub);
+        PyObject *l = resultList(a->item_err, a->n);
+        Py_DECREF(op);
+        return l;
+    }
+    mc_op *o = NULL;
+    int closed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&self->lock);
+    if (self->closed || self->nall == 0) {
+        closed = 1;
+    } else {
+        mc_client *h = self->all[0];
+        o = put ? mc_batch_put_async(h, m, sub, &opts) : mc_batch_get_async(h, m, sub);
+        if (o == NULL) setTlsErr(mc_last_error(h));
+    }
+    pthread_mutex_unlock(&self->lock);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(sub);
+    if (o == NULL) {
+        Py_DECREF(op);
+        if (closed) setTlsErr("the store is closed");
+        return PyLong_FromLong(closed ? BINDING_ERR_CLOSED : MC_ERR_IO);
+    }
+    op->op = o;
+    return (PyObject *)op;
+}
+
+/* put_async(keys, bufs, sizes=None, opts=None) -> Op, or a code */
+static PyObject *Client_put_async(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "bufs", "sizes", "opts", NULL};
+    PyObject *keys, *bufs, *sizes = Py_None, *optsObj = Py_None;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
+    return submit(self, keys, bufs, sizes, optsObj, 1);
+}
+
+static PyObject *Client_get_async(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "bufs", "sizes", NULL};
+    PyObject *keys, *bufs, *sizes = Py_None;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &keys, &bufs, &sizes)) return NULL;
+    return submit(self, keys, bufs, sizes, NULL, 0);
+}
+
+/* ---- module -------------------------------------------------------------- */
+
+static PyMethodDef Client_methods[] = {
+    {"put", (PyCFunction)(void (*)(void))Client_put, METH_VARARGS | METH_KEYWORDS,
+     "put(keys, bufs, sizes=None, opts=None) -> [code per key]"},
+    {"get_into", (PyCFunction)(void (*)(void))Client_get_into, METH_VARARGS | METH_KEYWORDS,
+     "get_into(keys, bufs, sizes=None) -> [bytes read or code per key]"},
+    {"get", (PyCFunction)Client_get, METH_VARARGS, "get(keys) -> [bytes or code per key]"},
+    {"exists", (PyCFunction)(void (*)(void))Client_exists, METH_VARARGS | METH_KEYWORDS,
+     "exists(keys, prefix=False, lease=False) -> (count, [1/0/code per key])"},
+    {"size", (PyCFunction)Client_size, METH_VARARGS, "size(key) -> bytes or code"},
+    {"remove", (PyCFunction)Client_remove, METH_VARARGS, "remove(key) -> 1, 0 or code"},
+    {"remove_all", (PyCFunction)Client_remove_all, METH_NOARGS, "remove_all() -> count or code"},
+    {"register", (PyCFunction)Client_register, METH_VARARGS, "register(addr, size) -> code"},
+    {"unregister", (PyCFunction)Client_unregister, METH_VARARGS, "unregister(addr) -> code"},
+    {"mount", (PyCFunction)Client_mount, METH_VARARGS, "mount(size, name) -> segment id or code"},
+    {"put_async", (PyCFunction)(void (*)(void))Client_put_async, METH_VARARGS | METH_KEYWORDS,
+     "put_async(keys, bufs, sizes=None, opts=None) -> Op or code"},
+    {"get_async", (PyCFunction)(void (*)(void))Client_get_async, METH_VARARGS | METH_KEYWORDS,
+     "get_async(keys, bufs, sizes=None) -> Op or code"},
+    {"last_transport", (PyCFunction)Client_last_transport, METH_NOARGS, "what moved the last replica"},
+    {"close", (PyCFunction)Client_close, METH_NOARGS, "close(): wait for calls in flight, then disconnect"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Client_getset[] = {
+    {"closed", (getter)Client_closed, NULL, "True after close()", NULL},
+    {"handles", (getter)Client_handles, NULL, "library handles open in the pool", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ClientType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake._mooncake.Client",
+    .tp_basicsize = sizeof(ClientObject),
+    .tp_dealloc = (destructor)Client_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A pool of libmooncake handles to one server or cluster (low level: see mooncake.Store).",
+    .tp_methods = Client_methods,
+    .tp_getset = Client_getset,
+    .tp_init = (initproc)Client_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyObject *mod_last_error(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    return PyUnicode_DecodeUTF8(tlsErr, (Py_ssize_t)strlen(tlsErr), "replace");
+}
+
+static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *args) {
+    int code;
+    if (!PyArg_ParseTuple(args, "i", &code)) return NULL;
+    if (code == BINDING_ERR_CLOSED) return PyUnicode_FromString("the store is closed");
+    return PyUnicode_FromString(mc_strerror(code));
+}
+
+static PyMethodDef module_methods[] = {
+    {"last_error", mod_last_error, METH_NOARGS, "The words of this thread's last failure."},
+    {"strerror", mod_strerror, METH_VARARGS, "strerror(code) -> the library's name for a code."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_mooncake", "libmooncake for Python (low level; see the mooncake package).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__mooncake(void) {
+    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&OpType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL) return NULL;
+    Py_INCREF(&ClientType);
+    if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0) goto err;
+    Py_INCREF(&OpType);
+    if (PyModule_AddObject(m, "Op", (PyObject *)&OpType) < 0) goto err;
+    struct {
+        const char *name;
+        long v;
+    } consts[] = {
+        {"OK", MC_OK},
+        {"ERR_NOT_FOUND", MC_ERR_NOT_FOUND},
+        {"ERR_EXISTS", MC_ERR_EXISTS},
+        {"ERR_NOSPACE", MC_ERR_NOSPACE},
+        {"ERR_LEASE_EXPIRED", MC_ERR_LEASE_EXPIRED},
+        {"ERR_TOO_SMALL", MC_ERR_TOO_SMALL},
+        {"ERR_INVALID", MC_ERR_INVALID},
+        {"ERR_AUTH", MC_ERR_AUTH},
+        {"ERR_PROTOCOL", MC_ERR_PROTOCOL},
+        {"ERR_IO", MC_ERR_IO},
+        {"ERR_UNSUPPORTED", MC_ERR_UNSUPPORTED},
+        {"ERR_NOT_READY", MC_ERR_NOT_READY},
+        {"ERR_SERVER", MC_ERR_SERVER},
+        {"ERR_NOMEM", MC_ERR_NOMEM},
+        {"ERR_PENDING", MC_ERR_PENDING},
+        {"ERR_CLOSED", BINDING_ERR_CLOSED},
+        {"TRANSPORT_AUTO", MC_TRANSPORT_AUTO},
+        {"TRANSPORT_SHM", MC_TRANSPORT_SHM},
+        {"TRANSPORT_TCP", MC_TRANSPORT_TCP},
+        {"TRANSPORT_RDMA", MC_TRANSPORT_RDMA},
+        {"MAX_IOV", MC_MAX_IOV},
+    };
+    for (size_t i = 0; i < sizeof(consts) / sizeof(consts[0]); i++)
+        if (PyModule_AddIntConstant(m, consts[i].name, consts[i].v) < 0) goto err;
+    if (PyModule_AddStringConstant(m, "library_version", mc_version()) < 0) goto err;
+    return m;
+err:
+    Py_DECREF(m);
+    return NULL;
+}

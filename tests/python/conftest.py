@@ -1,0 +1,130 @@
+"""Fixtures for the binding's tests: servers on free ports, started and
+stopped here (tests/unit/python.tcl runs this suite inside `make test`).
+
+The binding is imported from $PYTHONPATH (build/python in a checkout); the
+server binary is $MOONCAKE_SERVER or src/mooncake-server.
+"""
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = os.environ.get("MOONCAKE_SERVER", os.path.join(ROOT, "src", "mooncake-server"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """A mooncake-server of its own, on a free port."""
+
+    def __init__(self, *args, pool="256mb"):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="pytest-mc-")
+        self.log = open(os.path.join(self.dir, "server.log"), "w")
+        cmd = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
+               "--segment-size", pool, *args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited: {open(self.log.name).read()[-2000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("server did not start")
+        self.addr = f"127.0.0.1:{self.port}"
+
+    def cli(self, *args):
+        """One command through redis-cli-free RESP (tests must not need redis-cli)."""
+        import redis  # python3-redis
+        r = redis.Redis(port=self.port, password=self._password)
+        try:
+            return r.execute_command(*args)
+        finally:
+            r.close()
+
+    _password = None
+
+    def stop(self, sig=None):
+        if self.proc.poll() is None:
+            if sig:
+                self.proc.send_signal(sig)
+            else:
+                self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def fresh_server():
+    s = Server()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def store(server):
+    import mooncake
+    st = mooncake.connect(server.addr)
+    st.remove_all()
+    yield st
+    st.close()
+
+
+@pytest.fixture
+def mstore(server):
+    """Mooncake's drop-in class, set up as vLLM's connector does (no segment of its own)."""
+    from mooncake.store import MooncakeDistributedStore
+    ms = MooncakeDistributedStore()
+    assert ms.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", server.addr) == 0
+    ms.remove_all()
+    yield ms
+    ms.close()
+
+
+# One line per test for tests/unit/python.tcl ("[ok] id", "[err] id: why",
+# "[skip] id: why") in $MOONCAKE_PYTEST_REPORT, so `make test` counts each.
+_REPORT = os.environ.get("MOONCAKE_PYTEST_REPORT")
+
+
+def pytest_runtest_logreport(report):
+    if not _REPORT:
+        return
+    line = None
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        if report.passed:
+            line = f"[ok] {report.nodeid}"
+        elif report.skipped:
+            why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            line = f"[skip] {report.nodeid}: {why.removeprefix('Skipped: ')}"
+        else:
+            why = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+            line = f"[err] {report.nodeid}: {why}"
+    elif report.when == "teardown" and report.failed:
+        line = f"[err] {report.nodeid} (teardown): {str(report.longrepr).strip().splitlines()[-1]}"
+    if line:
+        with open(_REPORT, "a") as f:
+            f.write(line.replace("\n", " ") + "\n")
