@@ -700,7 +700,10 @@ static void testHostedSegment(void) {
             int fd = socket(AF_UNIX, SOCK_STREAM, 0);
             if (fd < 0 || connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl)))
                 _exit(4);
-            if (write(fd, "PING\r\n", 6) != 6) _exit(5);
+            /* Refused, the host may have written its reason and closed
+             * before this write: EPIPE then, and the reason is still there
+             * to read. */
+            if (write(fd, "PING\r\n", 6) != 6 && !(as_root && (errno == EPIPE || errno == ECONNRESET))) _exit(5);
             char buf[256];
             ssize_t got = read(fd, buf, sizeof(buf) - 1);
             buf[got > 0 ? got : 0] = '\0';
