@@ -84,6 +84,13 @@
  *
  * Locking: one mutex per handle around every public call (mooncake.h); the
  * connections to all nodes are used under it.
+ *
+ * Non-blocking batches (mc_batch_put_async, mc_async.c) run on a worker
+ * thread with a handle of its own, a clone of this one (mcClone below:
+ * same server, user, settings and registered buffers), so they never take
+ * this handle's lock and its synchronous calls go on meanwhile. Setters and
+ * mc_register/mc_unregister tell the worker (mc_async.h); mc_close stops it
+ * first.
  */
 #include "mooncake.h"
 
@@ -99,6 +106,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mc_async.h"
 #include "mc_cluster.h"
 #include "mc_conn.h"
 #include "mc_cuda.h"
@@ -195,6 +203,8 @@ struct mc_client {
     /* Leases: ended after each get (LEASE.RELEASE) unless turned off. */
     int lease_release;
     int leased_node, leased_asking; /* where the last single get was granted one, -1: none */
+    /* The worker of the non-blocking batches and its clone (mc_async.c). */
+    _Atomic(struct mcAsync *) async;
 };
 
 typedef struct { uint64_t seg, off, len; } mcReplica;
@@ -490,7 +500,17 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
     return mc_connect_user(uri, NULL, password, err, errlen);
 }
 
+static mc_client *connectWith(const char *uri, const char *user, const char *password, int connect_ms, int io_ms,
+                              char *err, size_t errlen);
+
 mc_client *mc_connect_user(const char *uri, const char *user, const char *password, char *err, size_t errlen) {
+    return connectWith(uri, user, password, 5000, 30000, err, errlen);
+}
+
+/* mc_connect_user with the timeouts of the connection it opens: a clone
+ * (mcClone) connects with its original's. */
+static mc_client *connectWith(const char *uri, const char *user, const char *password, int connect_ms, int io_ms,
+                              char *err, size_t errlen) {
     char dummy[8];
     if (err == NULL) err = dummy, errlen = sizeof(dummy);
     if (uri == NULL) {
@@ -505,8 +525,8 @@ mc_client *mc_connect_user(const char *uri, const char *user, const char *passwo
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->hb_lock, NULL);
     pthread_cond_init(&c->hb_cond, NULL);
-    c->connect_ms = 5000;
-    c->io_ms = 30000;
+    c->connect_ms = connect_ms;
+    c->io_ms = io_ms;
     c->host_fd = -1;
     c->host_id = MC_ERR_NOT_FOUND;
     c->transport = MC_TRANSPORT_AUTO;
@@ -564,6 +584,7 @@ int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
         setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     }
     pthread_mutex_unlock(&c->lock);
+    mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
@@ -572,6 +593,7 @@ int mc_set_transport(mc_client *c, int transport) {
     pthread_mutex_lock(&c->lock);
     c->transport = transport;
     pthread_mutex_unlock(&c->lock);
+    mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
@@ -580,6 +602,7 @@ int mc_set_streams(mc_client *c, int streams) {
     pthread_mutex_lock(&c->lock);
     c->streams = streams;
     pthread_mutex_unlock(&c->lock);
+    mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
@@ -598,6 +621,7 @@ static void unmountLocked(mc_client *c);
 
 void mc_close(mc_client *c) {
     if (c == NULL) return;
+    mcAsyncStop(c); /* its queued batches first: they finish (mc_async.c) */
     pthread_mutex_lock(&c->lock);
     unmountLocked(c);
     while (c->segs) {
@@ -1236,6 +1260,7 @@ int mc_set_lease_release(mc_client *c, int on) {
     pthread_mutex_lock(&c->lock);
     c->lease_release = on != 0;
     pthread_mutex_unlock(&c->lock);
+    mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
@@ -2140,6 +2165,7 @@ int mc_register(mc_client *c, void *addr, size_t len, int mem) {
     c->regions = r;
 out:
     pthread_mutex_unlock(&c->lock);
+    if (rc == MC_OK) mcAsyncRegister(c, addr, len, mem);
     return rc;
 }
 
@@ -2158,7 +2184,81 @@ int mc_unregister(mc_client *c, void *addr) {
         }
     }
     pthread_mutex_unlock(&c->lock);
+    if (rc == MC_OK) mcAsyncUnregister(c, addr);
     return rc;
+}
+
+/* ---- the clone of the async worker (mc_async.h) ---------------------------- */
+
+typedef struct {
+    int connect_ms, io_ms, transport, streams, lease_release;
+} mcSettings;
+
+static void settingsOf(mc_client *c, mcSettings *st) {
+    st->connect_ms = c->connect_ms;
+    st->io_ms = c->io_ms;
+    st->transport = c->transport;
+    st->streams = c->streams;
+    st->lease_release = c->lease_release;
+}
+
+/* Through the public setters: each takes the clone's lock. */
+static void settingsApply(mc_client *k, const mcSettings *st) {
+    mc_set_timeouts(k, st->connect_ms, st->io_ms);
+    mc_set_transport(k, st->transport);
+    if (st->streams > 0) mc_set_streams(k, st->streams);
+    mc_set_lease_release(k, st->lease_release);
+}
+
+mc_client *mcClone(mc_client *c, char *err, size_t errlen) {
+    mcSettings st;
+    char *uri = NULL, *user = NULL, *password = NULL;
+    size_t nreg = 0, i = 0;
+    mcRegion *regs = NULL;
+    mc_client *k = NULL;
+
+    pthread_mutex_lock(&c->lock);
+    settingsOf(c, &st);
+    for (mcRegion *r = c->regions; r; r = r->next) nreg++;
+    uri = strdup(c->map.nodes[0].uri); /* the address mc_connect was given */
+    if (c->user) user = strdup(c->user);
+    if (c->password) password = strdup(c->password);
+    if (nreg) regs = malloc(nreg * sizeof(*regs));
+    for (mcRegion *r = c->regions; r && regs; r = r->next) regs[i++] = *r;
+    pthread_mutex_unlock(&c->lock);
+    if (uri == NULL || (c->user && user == NULL) || (c->password && password == NULL) || (nreg && regs == NULL)) {
+        snprintf(err, errlen, "out of memory");
+        goto out;
+    }
+    k = connectWith(uri, user, password, st.connect_ms, st.io_ms, err, errlen);
+    if (k == NULL) goto out;
+    settingsApply(k, &st);
+    for (i = 0; i < nreg; i++) mc_register(k, regs[i].addr, regs[i].len, regs[i].mem);
+out:
+    free(uri);
+    free(user);
+    free(password);
+    free(regs);
+    return k;
+}
+
+void mcCloneSync(mc_client *clone, mc_client *c) {
+    mcSettings st;
+    pthread_mutex_lock(&c->lock);
+    settingsOf(c, &st);
+    pthread_mutex_unlock(&c->lock);
+    settingsApply(clone, &st);
+}
+
+_Atomic(struct mcAsync *) *mcAsyncSlot(mc_client *c) { return &c->async; }
+
+void mcSetError(mc_client *c, const char *fmt, ...) {
+    va_list ap;
+    pthread_mutex_lock(&c->lock);
+    va_start(ap, fmt);
+    vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+    va_end(ap);
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- hosting a segment --------------------------------------------------- */

@@ -196,7 +196,15 @@ int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *result
  * handle's address, credentials, timeouts and transport), so calls on the
  * handle go on meanwhile. The op copies the arrays and keys; the buffers
  * must stay valid and untouched until it is done. Ops run in submission
- * order. */
+ * order. n == 0 gives an op that is done at once with 0. A worker that
+ * cannot connect finishes the op with MC_ERR_IO in every slot (the reason
+ * in mc_last_error). mc_register/mc_unregister apply to the worker's
+ * connections too (waiting for the batch it runs); setters from its next
+ * op. mc_close lets queued ops run to their end first (each bounded by the
+ * I/O timeout); ops stay valid to wait on, read and free after mc_close,
+ * and must each be freed with mc_op_free (each holds a file descriptor).
+ * mc_op_done, mc_op_wait, mc_op_results and mc_op_fd may be called from
+ * any thread; mc_op_free once, when no other call on the op is running. */
 mc_op *mc_batch_put_async(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts);
 mc_op *mc_batch_get_async(mc_client *c, size_t n, const mc_kvv *items);
 /* 1 when finished, else 0. */
