@@ -202,7 +202,8 @@ def test_setup_forms(server):
     s.close()
     # close then setup again on the same object
     assert s.setup("h2", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr) == 0
-    assert s.get("d") == b"1"
+    assert s.get_hostname() == "h2"
+    assert s.put("d2", b"2") == 0 and s.get("d2") == b"2"
     s.close()
     assert s.setup({"global_segment_size": "50%", "master_server_addr": server.addr}) < 0
     assert MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1") < 0

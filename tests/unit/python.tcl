@@ -60,7 +60,7 @@ tags {python mooncake} {
             set n [llength [lsearch -all -regexp $lines {^\[(ok|err|skip)\] }]]
             # test_store, test_mooncake_api, test_kv_offload: fewer means
             # collection lost a file (an import error is reported below).
-            assert_morethan_equal $n 60 "pytest output:\n[string range $::py_out end-3000 end]"
+            if {$n < 60} { fail "only $n tests reported; pytest output:\n[string range $::py_out end-3000 end]" }
         }
 
         foreach line $lines {
