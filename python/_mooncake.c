@@ -61,6 +61,7 @@ typedef struct {
     size_t len;
     int mem;      /* MC_MEM_HOST or MC_MEM_CUDA */
     int writable; /* host memory mapped writable throughout */
+    int refs;     /* register() calls at this address not yet undone */
 } regionT;
 
 /* Is [addr, addr+len) covered by mappings of this process (and all
@@ -803,6 +804,16 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
         rc = BINDING_ERR_CLOSED;
     } else {
         int mem = mapped ? MC_MEM_HOST : MC_MEM_CUDA;
+        /* Registered again at the same address (engines register per layer
+         * and again on restart): counted, so one unregister does not undo
+         * the other's. */
+        for (int i = 0; i < self->nregions; i++) {
+            regionT *r = &self->regions[i];
+            if (r->addr == (uintptr_t)addr && r->len >= (size_t)len) {
+                r->refs++;
+                goto done;
+            }
+        }
         for (int i = 0; i < self->nall && rc == MC_OK; i++) {
             rc = mc_register(self->all[i], (void *)(uintptr_t)addr, (size_t)len, mem);
             if (rc < 0) {
@@ -818,9 +829,10 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
         if (rc == MC_OK && nr == NULL) rc = MC_ERR_NOMEM;
         if (nr) {
             self->regions = nr;
-            nr[self->nregions++] = (regionT){(uintptr_t)addr, (size_t)len, mem, writable};
+            nr[self->nregions++] = (regionT){(uintptr_t)addr, (size_t)len, mem, writable, 1};
         }
     }
+done:
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
     return PyLong_FromLong(rc);
@@ -835,9 +847,10 @@ static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
     pthread_mutex_lock(&self->lock);
     for (int i = 0; i < self->nregions; i++) {
         if (self->regions[i].addr != (uintptr_t)addr) continue;
+        rc = MC_OK;
+        if (--self->regions[i].refs > 0) break;
         self->regions[i] = self->regions[--self->nregions];
         for (int j = 0; j < self->nall; j++) mc_unregister(self->all[j], (void *)(uintptr_t)addr);
-        rc = MC_OK;
         break;
     }
     pthread_mutex_unlock(&self->lock);
@@ -972,7 +985,8 @@ static PyObject *Op_results(OpObject *self, PyObject *Py_UNUSED(ignored)) {
     if (out == NULL) return PyErr_NoMemory();
     for (Py_ssize_t i = 0, j = 0; i < self->n; i++) {
         if (self->args.item_err[i]) out[i] = self->args.item_err[i];
-        else out[i] = rc < 0 && r == NULL ? rc : r[j++];
+        else if (r == NULL) out[i] = rc < 0 ? rc : MC_ERR_PROTOCOL; /* finished without results */
+        else out[i] = r[j++];
     }
     PyObject *l = resultList(out, self->n);
     PyMem_Free(out);

@@ -291,13 +291,26 @@ class Store:
                   replace=True, raise_on_error=True):
         """One round trip per phase for all keys. Returns a result per key
         (None, or the Error it failed with when raise_on_error is False)."""
-        keys = list(keys)
-        p = self._pieces(values, False)
+        keys, values = list(keys), list(values)
+        if len(keys) != len(values):
+            raise ValueError(f"{len(keys)} keys but {len(values)} values")
+        # A key given twice: the last value wins, as in MSET (two puts of one
+        # key in one batch would collide on the server).
+        last = {k: i for i, k in enumerate(keys)}
+        pick = sorted(last.values()) if len(last) < len(keys) else None
+        if pick is not None:
+            keys_run, values_run = [keys[i] for i in pick], [values[i] for i in pick]
+        else:
+            keys_run, values_run = keys, values
+        p = self._pieces(values_run, False)
         try:
-            rcs = self._c.put(keys, p.bufs, p.size_arg(),
+            rcs = self._c.put(keys_run, p.bufs, p.size_arg(),
                               _opts(replicas, prefer, pin_ms, hard_pin, replace))
         finally:
             self._done_with(p)
+        if pick is not None:
+            by_key = dict(zip(keys_run, rcs))
+            rcs = [by_key[k] for k in keys]
         return _batch_outcome(keys, rcs, raise_on_error, lambda rc: None)
 
     def batch_get_into(self, keys, bufs, *, raise_on_error=True):

@@ -141,6 +141,23 @@ def test_batches(store):
         store.batch_get_into(["nope"], [bytearray(5)])
 
 
+def test_batch_put_same_key_twice_last_wins(store):
+    assert store.batch_put(["dup", "other", "dup"], [b"first", b"o", b"last"]) == [None, None, None]
+    assert store.get("dup") == b"last"
+
+
+def test_register_twice_unregister_once(store):
+    buf = np.zeros(4096, dtype=np.uint8)
+    addr = buf.ctypes.data
+    store.register(addr, buf.nbytes)
+    store.register(addr, buf.nbytes)
+    store.unregister(addr)
+    store.put_from("twice", addr, 100)          # still registered once
+    store.unregister(addr)
+    with pytest.raises(mooncake.InvalidArgumentError):
+        store.put_from("twice", addr, 100)
+
+
 def test_too_small_buffer(store):
     store.put("big", b"x" * 1000)
     with pytest.raises(mooncake.BufferTooSmallError):
