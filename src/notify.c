@@ -215,11 +215,15 @@ void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
     sdsclear(msgbuf);
     msgbuf = sdsMakeRoomFor(msgbuf, most);
     char *p = msgbuf;
-    memcpy(p, "node=", 5), p += 5;
-    memcpy(p, id, idlen), p += idlen;
-    memcpy(p, " size=", 6), p += 6;
+    memcpy(p, "node=", 5);
+    p += 5;
+    memcpy(p, id, idlen);
+    p += idlen;
+    memcpy(p, " size=", 6);
+    p += 6;
     p += ll2string(p, 21, (long long)o->len);
-    memcpy(p, " segments=", 10), p += 10;
+    memcpy(p, " segments=", 10);
+    p += 10;
     int n = 0;
     for (int i = 0; i < o->nreplicas; i++) {
         /* A stale replica (its segment gone) is no place to read from. */
@@ -228,8 +232,10 @@ void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
         if (n++) *p++ = ',';
         p += ll2string(p, 21, (long long)seg->id);
     }
-    memcpy(p, " key=", 5), p += 5;
-    memcpy(p, key, klen), p += klen;
+    memcpy(p, " key=", 5);
+    p += 5;
+    memcpy(p, key, klen);
+    p += klen;
     sdssetlen(msgbuf, (size_t)(p - msgbuf));
     pubsubPublishMessage(storeChannel(event), msgbuf, sdslen(msgbuf));
     bufTrim(&msgbuf);
