@@ -189,27 +189,55 @@ static const char *nodeId(void) {
     return server.cluster && server.cluster->myself ? server.cluster->myself->id : server.runid;
 }
 
-static sds storeChannel(const char *event) { return chanbuf = sdscat(bufReset(&chanbuf, "__store@0__:", 12), event); }
+/* __store@0__:<event>, kept for the next event of the same name (event is
+ * one of the literals of store.c; another pointer only rebuilds it). */
+static sds storechan;
+static const char *storechan_event;
 
+static sds storeChannel(const char *event) {
+    if (storechan == NULL || event != storechan_event) {
+        storechan = sdscat(bufReset(&storechan, "__store@0__:", 12), event);
+        storechan_event = event;
+    }
+    return storechan;
+}
+
+/* The message is written into msgbuf with room made once for its longest
+ * form, rather than by an append per field: at one event per PUT.END the
+ * appends' checks and calls were a measurable part of what an event costs. */
 void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
     if (!pubsubHasSubscribers()) return;
-    char num[32];
-    sds msg = bufReset(&msgbuf, "node=", 5);
-    msg = sdscat(msg, nodeId());
-    msg = sdscatlen(msg, " size=", 6);
-    msg = sdscatlen(msg, num, (size_t)ll2string(num, sizeof(num), (long long)o->len));
-    msg = sdscatlen(msg, " segments=", 10);
+    const char *id = nodeId();
+    size_t idlen = strlen(id), klen = sdslen(key);
+    /* Numbers take at most 20 digits; ll2string writes a NUL after them. */
+    size_t most = 5 + idlen + 6 + 21 + 10 + (size_t)o->nreplicas * 22 + 5 + klen;
+    if (msgbuf == NULL) msgbuf = sdsempty();
+    sdsclear(msgbuf);
+    msgbuf = sdsMakeRoomFor(msgbuf, most);
+    char *p = msgbuf;
+    memcpy(p, "node=", 5);
+    p += 5;
+    memcpy(p, id, idlen);
+    p += idlen;
+    memcpy(p, " size=", 6);
+    p += 6;
+    p += ll2string(p, 21, (long long)o->len);
+    memcpy(p, " segments=", 10);
+    p += 10;
     int n = 0;
     for (int i = 0; i < o->nreplicas; i++) {
         /* A stale replica (its segment gone) is no place to read from. */
         segment *seg = storeReplicaSegment(storeObjReplica((storeObj *)o, i));
         if (seg == NULL) continue;
-        if (n++) msg = sdscatlen(msg, ",", 1);
-        msg = sdscatlen(msg, num, (size_t)ll2string(num, sizeof(num), (long long)seg->id));
+        if (n++) *p++ = ',';
+        p += ll2string(p, 21, (long long)seg->id);
     }
-    msg = sdscatlen(msg, " key=", 5);
-    msgbuf = msg = sdscatlen(msg, key, sdslen(key));
-    pubsubPublishMessage(storeChannel(event), msg, sdslen(msg));
+    memcpy(p, " key=", 5);
+    p += 5;
+    memcpy(p, key, klen);
+    p += klen;
+    sdssetlen(msgbuf, (size_t)(p - msgbuf));
+    pubsubPublishMessage(storeChannel(event), msgbuf, sdslen(msgbuf));
     bufTrim(&msgbuf);
 }
 

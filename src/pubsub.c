@@ -18,10 +18,11 @@
  * rare one: the receivers are an array, walked without allocating, and a
  * client leaving a channel is found by a linear search (Redis 7.0 searches
  * a list the same way). Patterns are also kept as an array, since every
- * PUBLISH tries each. A message's header is encoded once per PUBLISH and
- * copied to each receiver with the payload (under RESP3 only its first
- * byte differs); a store event with one subscriber, the case to keep
- * cheap, costs three appends to its output buffer. A name leaves the
+ * PUBLISH tries each. A message is encoded once per PUBLISH, its head
+ * (the bulks before the payload) only when it differs from the last
+ * message's, and a small one copied to each receiver whole (under RESP3
+ * only its first byte differs); a store event with one subscriber, the
+ * case to keep cheap, costs one append to its output buffer. A name leaves the
  * server index with its last subscriber, so PUBSUB CHANNELS and NUMPAT
  * count only names someone listens to. A client that never subscribed
  * carries one NULL pointer; its index is allocated at the first
@@ -299,9 +300,22 @@ void sunsubscribeCommand(client *c) { unsubscribeGeneric(c, PS_SHARD); }
 
 /* ---- publishing ---------------------------------------------------------- */
 
-/* The head of the frame being sent, kept from one PUBLISH to the next so a
- * message costs no allocation once it has grown to fit. */
+/* The frame being sent, kept from one PUBLISH to the next so a message
+ * costs no allocation once it has grown to fit. Its head (the array and
+ * the bulks before the payload) depends only on the kind, the pattern
+ * and the channel, which for store events repeat from one message to the
+ * next: the head of the last frame is kept and reused when they match
+ * (frameHead), so a store event's frame costs the payload's length and
+ * bytes, not five encodings. */
 static sds frame;
+static size_t frame_head_len;        /* bytes of frame that are the head */
+static int frame_kind = -1;          /* what the kept head was built for */
+static sds frame_pattern, frame_channel;
+
+/* Up to this size a payload is copied into the frame, so that a receiver
+ * gets each message as one append to its buffer; a larger one is copied
+ * to each receiver from where it is, without the extra copy. */
+#define FRAME_INLINE_MAX 1024
 
 static void frameBulkHeader(size_t len) {
     char hdr[32];
@@ -318,11 +332,28 @@ static void frameBulk(const char *p, size_t len) {
     frame = sdscatlen(frame, "\r\n", 2);
 }
 
-/* [message, channel, payload], [smessage, ...] or [pmessage, pattern,
- * channel, payload], as a RESP2 array (a RESP3 push differs only in its
- * first byte), up to the payload's bytes: those are copied from where
- * they are straight to each receiver. */
-static void frameBuild(int kind, sds pattern, sds channel, size_t len) {
+static int sameName(sds kept, sds name) {
+    return name == NULL ? kept == NULL : kept && sdslen(kept) == sdslen(name) && !memcmp(kept, name, sdslen(name));
+}
+
+static sds keepName(sds kept, sds name) {
+    if (name == NULL) {
+        sdsfree(kept);
+        return NULL;
+    }
+    if (kept == NULL) kept = sdsempty();
+    sdsclear(kept);
+    return sdscatlen(kept, name, sdslen(name));
+}
+
+/* [message, channel], [smessage, ...] or [pmessage, pattern, channel], as
+ * a RESP2 array head (a RESP3 push differs only in its first byte): left
+ * in frame[0..frame_head_len), rebuilt only when it differs from the last. */
+static void frameHead(int kind, sds pattern, sds channel) {
+    if (frame && kind == frame_kind && sameName(frame_pattern, pattern) && sameName(frame_channel, channel)) {
+        sdssetlen(frame, frame_head_len);
+        return;
+    }
     if (frame == NULL) frame = sdsempty();
     sdsclear(frame);
     if (pattern) {
@@ -334,7 +365,21 @@ static void frameBuild(int kind, sds pattern, sds channel, size_t len) {
         frame = sdscatlen(frame, "*3\r\n$7\r\nmessage\r\n", 17);
     }
     frameBulk(channel, sdslen(channel));
+    frame_head_len = sdslen(frame);
+    frame_kind = kind;
+    frame_pattern = keepName(frame_pattern, pattern);
+    frame_channel = keepName(frame_channel, channel);
+}
+
+/* The head, then the payload's bulk header, and a small payload itself
+ * with its CRLF: see FRAME_INLINE_MAX. */
+static void frameBuild(int kind, sds pattern, sds channel, const char *msg, size_t len) {
+    frameHead(kind, pattern, channel);
     frameBulkHeader(len);
+    if (len <= FRAME_INLINE_MAX) {
+        frame = sdscatlen(frame, msg, len);
+        frame = sdscatlen(frame, "\r\n", 2);
+    }
 }
 
 /* Queuing a message never frees a client (one over its limit is only
@@ -349,17 +394,23 @@ static long long deliver(subscriberList *l, const char *msg, size_t len) {
             addReplyProto(c, ">", 1);
             addReplyProto(c, frame + 1, sdslen(frame) - 1);
         }
-        addReplyProto(c, msg, len);
-        addReplyProto(c, "\r\n", 2);
+        if (len > FRAME_INLINE_MAX) {
+            addReplyProto(c, msg, len);
+            addReplyProto(c, "\r\n", 2);
+        }
     }
     return l->n;
 }
 
-/* A huge pattern or channel name must not stay allocated after it was sent. */
+/* A huge pattern or channel name must not stay allocated after it was
+ * sent (nor its copy kept to compare with). */
 static void frameTrim(void) {
     if (frame && sdsalloc(frame) > 64 * 1024) {
         sdsfree(frame);
         frame = NULL;
+        frame_kind = -1;
+        frame_pattern = keepName(frame_pattern, NULL);
+        frame_channel = keepName(frame_channel, NULL);
     }
 }
 
@@ -367,12 +418,12 @@ long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
     long long receivers = 0;
     dictEntry *de = subscribers[PS_CHANNEL] ? dictFind(subscribers[PS_CHANNEL], channel) : NULL;
     if (de) {
-        frameBuild(PS_CHANNEL, NULL, channel, len);
+        frameBuild(PS_CHANNEL, NULL, channel, msg, len);
         receivers += deliver(de->val, msg, len);
     }
     for (int i = 0; i < npatterns; i++) {
         if (!patternMatches(&patterns[i], channel)) continue;
-        frameBuild(PS_PATTERN, patterns[i].pattern, channel, len);
+        frameBuild(PS_PATTERN, patterns[i].pattern, channel, msg, len);
         receivers += deliver(patterns[i].subs, msg, len);
     }
     frameTrim();
@@ -387,7 +438,7 @@ void spublishCommand(client *c) {
     dictEntry *de = subscribers[PS_SHARD] ? dictFind(subscribers[PS_SHARD], c->argv[1]) : NULL;
     long long n = 0;
     if (de) {
-        frameBuild(PS_SHARD, NULL, c->argv[1], sdslen(c->argv[2]));
+        frameBuild(PS_SHARD, NULL, c->argv[1], c->argv[2], sdslen(c->argv[2]));
         n = deliver(de->val, c->argv[2], sdslen(c->argv[2]));
         frameTrim();
     }

@@ -5,13 +5,24 @@
  * keys without a TTL cost nothing extra and active expiry samples only keys
  * that can expire. Value bytes live in a segment (the server's pool) at an
  * extent handed out by the segment's offset allocator; the storeObj header
- * (32 bytes) is all the heap a value costs.
+ * (48 bytes) is all the heap a value costs.
  *
  * Immutability. An object is never written after it becomes visible. SET on
  * an existing key builds a new object and swaps the dict entry; the old one
  * is released when its last reference (the keyspace or a reply still being
  * sent from the pool) goes. So a slow reader can never see torn bytes, and
  * no command waits for a reader.
+ *
+ * The one exception is a version no one else can be reading: referenced
+ * only by the keyspace (no reply, SEG.READ, MIGRATE or second key holds
+ * it), under no running lease (no GET.REPLICAS reader was given its
+ * address), one replica in our own pool, and the new bytes exactly as many
+ * as the old. There INCR writes the digits over the old ones, as Redis
+ * changes its integer in place (storeObjWritableInPlace): a new version
+ * per INCR cost an allocation, a free and a cache miss on the allocator's
+ * node each, 0.74x Redis's pipelined INCR. Nothing outside the server can
+ * tell the difference: every reader that could see the old bytes holds a
+ * reference or a lease, which rules the shortcut out.
  *
  * Leases. A reader that got replica addresses (GET.REPLICAS) holds a lease
  * on that version; when the last reference goes while a lease is still
@@ -94,6 +105,9 @@ static inline uint32_t lruClock(void) { return (uint32_t)server.mstime; }
 
 char storeEmptyValue[1];
 
+/* 48 bytes: every value has one, and intval lives in what was padding. */
+_Static_assert(sizeof(storeObj) == 48, "storeObj grew");
+
 storeObj *storeObjNew(uint64_t len) {
     storeObj *o = zmalloc(sizeof(*o));
     o->len = len;
@@ -107,6 +121,7 @@ storeObj *storeObjNew(uint64_t len) {
     o->nreplicas = 0;
     o->flags = 0;
     o->unused = 0;
+    o->intval = 0;
     o->ext = NULL;
     return o;
 }
@@ -170,12 +185,27 @@ storeObj *storeObjCreateFrom(const void *p, size_t len) {
     return o;
 }
 
+char *storeObjWritableInPlace(storeObj *o, uint64_t len) {
+    if (o->refcount != 1 || o->len != len || o->nreplicas != 1 || o->state != OBJ_COMPLETE || storeObjLeased(o))
+        return NULL;
+    if (storeReplicaSegment(&o->r) != server.self) return NULL;
+    return segmentPtr(server.self, o->r.offset);
+}
+
+/* What storeSet says of a changed key, for a value changed in place. */
+void storeObjChangedInPlace(sds key, storeObj *o) {
+    o->lru = lruClock(); /* as the new version storeSet would have put there */
+    signalModifiedKey(key);
+    notifyStoreEvent("put", key, o);
+}
+
 /* Redis decides at write time (an integer of up to 20 characters that fits
  * a long is "int", up to 44 bytes "embstr"); the bytes here are immutable,
  * so the same test at read time gives the same answer, and the two flags
  * cover the values Redis built otherwise. */
 const char *storeObjEncoding(storeObj *o) {
     if (storeObjIsStore(o) || (o->flags & OBJ_FLAG_ENC_RAW)) return "raw";
+    if (o->flags & OBJ_FLAG_INTVAL) return "int"; /* INCR's result, as Redis */
     if (!(o->flags & OBJ_FLAG_ENC_NOINT) && o->len <= 20) {
         const char *p = storeObjLocalPtr(o);
         long long v;

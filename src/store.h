@@ -19,6 +19,9 @@ enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
  * INCRBYFLOAT's result "embstr" even when it looks like an integer. */
 #define OBJ_FLAG_ENC_RAW (1 << 3)
 #define OBJ_FLAG_ENC_NOINT (1 << 4)
+/* intval is the integer the bytes spell (set by the INCR family, which
+ * just wrote them): the next INCR needs no read of the pool. */
+#define OBJ_FLAG_INTVAL (1 << 5)
 
 /* One extent of one segment. */
 /* A replica names its segment by slot and the slot's generation at the
@@ -80,6 +83,7 @@ typedef struct storeObj {
     uint8_t nreplicas;
     uint8_t flags;       /* OBJ_FLAG_* */
     uint8_t unused;
+    uint32_t intval;     /* see OBJ_FLAG_INTVAL; fills what was padding */
     storeObjExt *ext;    /* NULL for plain SET values */
 } storeObj;
 
@@ -153,6 +157,11 @@ static inline int storeObjIsStore(const storeObj *o) { return o->ext && o->ext->
  * "int", "embstr" (up to 44 bytes) or "raw"; store objects are "raw". */
 const char *storeObjEncoding(storeObj *o);
 void storeObjDecrRef(storeObj *o);
+/* Where o's len new bytes may be written over the old, or NULL if someone
+ * else may be reading them (see "Immutability" in store.c); after writing,
+ * storeObjChangedInPlace tells WATCH and subscribers as storeSet would. */
+char *storeObjWritableInPlace(storeObj *o, uint64_t len);
+void storeObjChangedInPlace(sds key, storeObj *o);
 int storeObjLeased(const storeObj *o);
 
 /* Keys. Lookups expire lazily; the Read form also counts hits/misses and

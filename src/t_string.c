@@ -18,7 +18,11 @@
  * as Redis does across an in-place change. The price is a copy of the value
  * per change: APPEND to a large value is O(N) where Redis amortises it to
  * O(1). The counters and small strings these commands are used for cost a
- * few bytes; large values belong in store objects anyway.
+ * few bytes; large values belong in store objects anyway. The INCR family
+ * is the exception when it can be: a result as long as the old value, in a
+ * version no one else can be reading, is written over it in place, as
+ * Redis does (storeObjWritableInPlace, store.c), since counters are what
+ * gets incremented at rates where a new version each time shows.
  *
  * Store objects and SET values. Every command here reads a store object
  * (PUT.START/PUT.END) as a string, its bytes fetched from the host of a
@@ -531,13 +535,29 @@ void setrangeCommand(client *c) {
 
 /* ---- the INCR family ----------------------------------------------------- */
 
+/* o's bytes now spell v: remember v in the header where it fits (the
+ * counters INCR is used for), so the next INCR reads no pool bytes. */
+static void cacheIntval(storeObj *o, long long v) {
+    if (v >= 0 && v <= (long long)UINT32_MAX) {
+        o->intval = (uint32_t)v;
+        o->flags |= OBJ_FLAG_INTVAL;
+    } else {
+        o->flags &= (uint8_t)~OBJ_FLAG_INTVAL;
+    }
+}
+
 static void incrDecr(client *c, long long incr) {
     sds key = c->argv[1];
     storeObj *o;
     const char *p;
     if (lookupForUpdate(c, key, &o, &p) != C_OK) return;
     long long v = 0;
-    if (o && !string2ll(p, (size_t)o->len, &v)) {
+    if (o && (o->flags & OBJ_FLAG_INTVAL)) {
+        /* The pool's bytes are a cache miss away: not read, only written
+         * below, and fetched meanwhile. */
+        __builtin_prefetch(p, 1);
+        v = o->intval;
+    } else if (o && !string2ll(p, (size_t)o->len, &v)) {
         addReplyError(c, "ERR value is not an integer or out of range");
         return;
     }
@@ -549,6 +569,19 @@ static void incrDecr(client *c, long long incr) {
     if (o == NULL && checkKeyLength(c, key) != C_OK) return;
     char buf[32];
     int len = ll2string(buf, sizeof(buf), v);
+    char *inplace = o ? storeObjWritableInPlace(o, (uint64_t)len) : NULL;
+    if (inplace) {
+        /* No one else can be reading it (store.c): Redis's in-place INCR.
+         * The bytes are written last, nothing here reads them, so the line
+         * prefetched above has the longest time to arrive. */
+        o->flags &= (uint8_t)~(OBJ_FLAG_ENC_RAW | OBJ_FLAG_ENC_NOINT); /* Redis's result is "int" */
+        cacheIntval(o, v);
+        storeObjChangedInPlace(key, o);
+        notifyKeyspaceEvent(NOTIFY_STRING, "incrby", key);
+        addReplyLongLong(c, v);
+        memcpy(inplace, buf, (size_t)len);
+        return;
+    }
     long long when = o ? storeGetExpire(key) : -1;
     /* o is not read past here, so eviction may take it while making room. */
     storeObj *n = storeObjCreateFrom(buf, (size_t)len);
@@ -556,6 +589,7 @@ static void incrDecr(client *c, long long incr) {
         addReplyOom(c);
         return;
     }
+    cacheIntval(n, v);
     storeSet(key, n, when, 1);
     notifyKeyspaceEvent(NOTIFY_STRING, "incrby", key);
     addReplyLongLong(c, v);

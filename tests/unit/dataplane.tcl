@@ -206,3 +206,90 @@ start_server {tags {mooncake dataplane} overrides {segment-size 4mb evict-policy
         assert_equal 4 [lindex [lindex [r command info seg.write] 0] 1]
     }
 }
+
+# INCR writes its digits over the old ones (as Redis changes its integer in
+# place) only where no one else can be reading them: a version under a
+# lease, or held by a second reference, gets a new version instead, and
+# its bytes stay what the reader was given (store.c, "Immutability").
+start_server {tags {mooncake dataplane} overrides {segment-size 4mb lease-ttl 10000}} {
+
+    # {seg offset len} of key's one replica; GET.REPLICAS grants a lease.
+    proc leased_replica {key} { lindex [r get.replicas $key] 3 }
+
+    test {INCR of an unread counter changes it in place: same extent, new bytes} {
+        r set ip:1 10
+        lassign [leased_replica ip:1] seg off len
+        r lease.release ip:1
+        assert_equal 11 [r incr ip:1]
+        assert_equal 12 [r incrby ip:1 1]
+        assert_equal "$seg $off 2" [leased_replica ip:1]
+        assert_equal 12 [r seg.read $seg $off 2]
+        assert_equal 12 [r get ip:1]
+        assert_equal int [r object encoding ip:1]
+        r lease.release ip:1
+    }
+
+    test {INCR under a lease writes a new version; the leased bytes do not change} {
+        r set ip:2 41
+        lassign [leased_replica ip:2] seg off len
+        assert_equal 42 [r incr ip:2]
+        assert_equal 41 [r seg.read $seg $off 2]
+        assert_equal 42 [r get ip:2]
+        lassign [leased_replica ip:2] seg2 off2 len2
+        assert {$off2 != $off}
+        # Leased again: INCR leaves these bytes alone too.
+        assert_equal 43 [r incr ip:2]
+        assert_equal 42 [r seg.read $seg2 $off2 2]
+        assert_equal 43 [r get ip:2]
+    }
+
+    test {INCR keeps its result right across lengths, signs and the header's cache} {
+        r set ip:3 8
+        assert_equal 9 [r incr ip:3]
+        assert_equal 10 [r incr ip:3]
+        assert_equal 9 [r decr ip:3]
+        assert_equal -1 [r incrby ip:3 -10]
+        assert_equal 4294967295 [r incrby ip:3 4294967296]
+        assert_equal 4294967296 [r incr ip:3]
+        assert_equal 4294967295 [r decr ip:3]
+        assert_equal 4294967295 [r get ip:3]
+        assert_equal 11 [r append ip:3 x]
+        assert_error {*not an integer*} {r incr ip:3}
+        r set ip:3 5
+        assert_equal 6 [r incr ip:3]
+        assert_equal 6 [r get ip:3]
+        assert_equal 11 [r incrbyfloat ip:3 5]
+        assert_equal embstr [r object encoding ip:3]
+        assert_equal 12 [r incr ip:3]
+        assert_equal int [r object encoding ip:3]
+    }
+
+    test {INCR in place is a change for WATCH, COPY keeps the old value} {
+        r set ip:4 1
+        r copy ip:4 ip:4c
+        set c [redis_client]
+        r watch ip:4
+        assert_equal 2 [$c incr ip:4]
+        r multi
+        r get ip:4
+        assert_equal {} [r exec]
+        assert_equal 1 [r get ip:4c]
+        assert_equal 2 [r incr ip:4c]
+        assert_equal 2 [r get ip:4]
+        $c close
+    }
+
+    test {INCR in place keeps the TTL and the memory accounting} {
+        r set ip:5 100 ex 1000
+        set used [get_info_field r store store_pool_used]
+        assert_equal 101 [r incr ip:5]
+        assert_range [r ttl ip:5] 990 1000
+        assert_equal $used [get_info_field r store store_pool_used]
+        assert_equal 3 [r strlen ip:5]
+        assert_equal 01 [r getrange ip:5 1 2]
+        set d [r dump ip:5]
+        r del ip:5
+        r restore ip:5 0 $d
+        assert_equal 102 [r incr ip:5]
+    }
+}

@@ -118,6 +118,37 @@ start_server {tags {pubsub}} {
         $c close
     }
 
+    test {Payloads of every size, channels and patterns in turn, RESP2 and RESP3 alike} {
+        # The frame's head is reused from one message to the next when it
+        # can be, a small payload is sent inside it: every switch of
+        # channel, pattern and size must still give the exact message.
+        set c [redis_deferring_client]
+        $c subscribe fr.a
+        $c psubscribe fr.* fx.*
+        read_n $c 3
+        set c3 [redis_deferring_client]
+        $c3 hello 3
+        read_with_timeout $c3
+        $c3 subscribe fr.a
+        read_with_timeout $c3
+        set big [string repeat x 5000]
+        set edge [string repeat y 1024]
+        set over [string repeat z 1025]
+        foreach {ch msg} [list fr.a one fr.a $big fx.b two fr.a $edge fr.a $over fr.a {} fx.b $big fr.a three] {
+            if {$ch eq "fr.a"} {
+                assert_equal 3 [r publish $ch $msg]
+                assert_equal [list message fr.a $msg] [read_with_timeout $c]
+                assert_equal [list pmessage fr.* fr.a $msg] [read_with_timeout $c]
+                assert_equal [list message fr.a $msg] [read_with_timeout $c3]
+            } else {
+                assert_equal 1 [r publish $ch $msg]
+                assert_equal [list pmessage fx.* $ch $msg] [read_with_timeout $c]
+            }
+        }
+        $c close
+        $c3 close
+    }
+
     test {PUBSUB CHANNELS, NUMSUB and NUMPAT count what clients listen to} {
         set c1 [subscribed_client subscribe intro:a intro:b]
         set c2 [subscribed_client subscribe intro:a]
