@@ -564,16 +564,12 @@ done:
     free(sub);
 }
 
-/* put(keys, bufs, sizes=None, opts=None) -> [code per key] */
-static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"keys", "bufs", "sizes", "opts", NULL};
-    PyObject *keys, *bufs, *sizes = Py_None, *optsObj = Py_None;
-    CHECK_INIT(self);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
-    mc_put_opts opts;
-    if (parseOpts(optsObj, &opts) < 0) return NULL;
+/* The body of put and get_into: take the buffers, borrow a handle, run the
+ * batch without the GIL, answer a result per key. */
+static PyObject *transfer(ClientObject *self, PyObject *keys, PyObject *bufs, PyObject *sizes,
+                          const mc_put_opts *opts, int put) {
     callArgs a;
-    if (parseCall(self, &a, keys, bufs, sizes, 0) < 0) return NULL;
+    if (parseCall(self, &a, keys, bufs, sizes, !put) < 0) return NULL;
     long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
     if (out == NULL) {
         callArgsFree(&a);
@@ -585,7 +581,7 @@ static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
         for (Py_ssize_t i = 0; i < a.n; i++) out[i] = rc;
     } else if (h) {
         Py_BEGIN_ALLOW_THREADS
-        runBatch(h, &a, &opts, 1, out);
+        runBatch(h, &a, opts, put, out);
         giveBack(self, h);
         Py_END_ALLOW_THREADS
     }
@@ -595,33 +591,24 @@ static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
     return res;
 }
 
+/* put(keys, bufs, sizes=None, opts=None) -> [code per key] */
+static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "bufs", "sizes", "opts", NULL};
+    PyObject *keys, *bufs, *sizes = Py_None, *optsObj = Py_None;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
+    mc_put_opts opts;
+    if (parseOpts(optsObj, &opts) < 0) return NULL;
+    return transfer(self, keys, bufs, sizes, &opts, 1);
+}
+
 /* get_into(keys, bufs, sizes=None) -> [bytes read or code per key] */
 static PyObject *Client_get_into(ClientObject *self, PyObject *args, PyObject *kw) {
     static char *kwlist[] = {"keys", "bufs", "sizes", NULL};
     PyObject *keys, *bufs, *sizes = Py_None;
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &keys, &bufs, &sizes)) return NULL;
-    callArgs a;
-    if (parseCall(self, &a, keys, bufs, sizes, 1) < 0) return NULL;
-    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
-    if (out == NULL) {
-        callArgsFree(&a);
-        return PyErr_NoMemory();
-    }
-    int rc = 0;
-    mc_client *h = a.n ? borrow(self, &rc) : NULL;
-    if (a.n && h == NULL) {
-        for (Py_ssize_t i = 0; i < a.n; i++) out[i] = rc;
-    } else if (h) {
-        Py_BEGIN_ALLOW_THREADS
-        runBatch(h, &a, NULL, 0, out);
-        giveBack(self, h);
-        Py_END_ALLOW_THREADS
-    }
-    PyObject *res = resultList(out, a.n);
-    PyMem_Free(out);
-    callArgsFree(&a);
-    return res;
+    return transfer(self, keys, bufs, sizes, NULL, 0);
 }
 
 /* get(keys) -> [bytes, or code per key]: the size first (a lease), then
