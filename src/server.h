@@ -293,6 +293,7 @@ struct mcServer {
     int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
+    long long prefetch_batch; /* requests whose keys are prefetched at once (prefetch.c), 0 = off */
     /* Process. */
     int daemonize;
     char *pidfile;
@@ -377,6 +378,7 @@ void serverLogRaw(int level, const char *msg);
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
 mcCommand *lookupCommand(sds *argv, int argc);
 mcCommand *lookupCommandByName(const char *name);
+mcCommand *lookupCommandBuf(const char *name, size_t len);
 /* Parses every synopsis into its command's args; aborts, saying which and
  * why, on a synopsis that is malformed or disagrees with the table. */
 void populateCommandDocs(void);
