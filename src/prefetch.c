@@ -164,6 +164,8 @@ int prefetchPipeline(client *c) {
         if (with_expires) dictPrefetchBucket(expires, hash[nk]);
         nk++;
     }
+    server.stat_prefetch_batches++;
+    server.stat_prefetch_keys += nk;
     if (nk == 0) return n;
 
     /* 2: the slots have arrived (or are arriving): ask for the entries. The

@@ -308,6 +308,7 @@ struct mcServer {
     long long stat_total_error_replies;
     long long stat_oom_rejections;
     long long stat_bigarg_inplace, stat_reply_zero_copy;
+    long long stat_prefetch_batches, stat_prefetch_keys; /* prefetch.c: batches of 2+ requests, keys */
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
