@@ -149,7 +149,9 @@ int prefetchPipeline(client *c) {
     dict *keys = server.keys, *expires = server.expires;
     int with_expires = dictSize(expires) != 0; /* as expireIfNeeded skips it */
     uint64_t hash[PREFETCH_BATCH];
-    dictEntry *head[PREFETCH_BATCH];
+    const char *kp[PREFETCH_BATCH];
+    size_t kl[PREFETCH_BATCH];
+    dictEntry *de[PREFETCH_BATCH];
     int nk = 0;
 
     /* 1: hash each first key, ask for its bucket slot(s). */
@@ -158,8 +160,9 @@ int prefetchPipeline(client *c) {
         if (cmd == NULL || cmd->subcommands || cmd->firstkey < 1 || cmd->firstkey > PREFETCH_ARGS_KEPT ||
             cmd->firstkey >= reqs[i].argc)
             continue;
-        int k = cmd->firstkey;
-        hash[nk] = storeKeyHashBuf(reqs[i].arg[k], reqs[i].arglen[k]);
+        kp[nk] = reqs[i].arg[cmd->firstkey];
+        kl[nk] = reqs[i].arglen[cmd->firstkey];
+        hash[nk] = storeKeyHashBuf(kp[nk], kl[nk]);
         dictPrefetchBucket(keys, hash[nk]);
         if (with_expires) dictPrefetchBucket(expires, hash[nk]);
         nk++;
@@ -168,36 +171,54 @@ int prefetchPipeline(client *c) {
     server.stat_prefetch_keys += nk;
     if (nk == 0) return n;
 
-    /* 2: the slots have arrived (or are arriving): ask for the entries. The
-     * expires entry borrows the keyspace's key sds, so its key is the same
-     * line as the keyspace entry's; only the entry itself is asked for. */
+    /* 2: the slots have arrived (or are arriving): ask for the first entry
+     * of each bucket, in the expires table too. */
     for (int i = 0; i < nk; i++) {
-        head[i] = dictBucketHead(keys, hash[i]);
-        if (head[i]) __builtin_prefetch(head[i]);
+        de[i] = dictBucketHead(keys, hash[i]);
+        if (de[i]) __builtin_prefetch(de[i]);
         if (with_expires) {
             dictEntry *e = dictBucketHead(expires, hash[i]);
             if (e) __builtin_prefetch(e);
         }
     }
 
-    /* 3: the key (compared by the lookup, header first) and the value's
-     * header. Only the bucket's first entry: chains are short, and the
-     * rest would cost a miss here to save one later. */
+    /* 3: its key, to compare, and the entry after it: at the usual load
+     * factor a third of the keys are not first in their bucket, and the
+     * second entry costs nothing more to find (same line as the key). */
     for (int i = 0; i < nk; i++) {
-        if (head[i] == NULL) continue;
-        __builtin_prefetch((char *)head[i]->key - sizeof(struct sdshdr));
-        __builtin_prefetch(head[i]->val);
+        if (de[i] == NULL) continue;
+        __builtin_prefetch((char *)de[i]->key - sizeof(struct sdshdr));
+        if (de[i]->next) __builtin_prefetch(de[i]->next);
     }
 
-    /* 4: the value's bytes in the pool, for the commands that read or
-     * update them (GET, INCR, APPEND). Asked for writing: INCR changes them
-     * in place, and a read gets the line just the same. */
+    /* 4: find the key's entry as the lookup will, and ask for its value
+     * header: 48 bytes that may straddle two lines, so both. A longer
+     * chain costs a miss here, once, instead of one in the command. */
     for (int i = 0; i < nk; i++) {
-        if (head[i] == NULL) continue;
-        storeObj *o = head[i]->val;
-        if (o == NULL || o->len == 0 || o->len > PREFETCH_VALUE_MAX || o->r.handle == ALLOC_NONE) continue;
-        segment *seg = storeReplicaSegment(&o->r);
-        if (seg && seg->mem) __builtin_prefetch(segmentPtr(seg, o->r.offset), 1);
+        dictEntry *d = de[i];
+        while (d && !(sdslen(d->key) == kl[i] && memcmp(d->key, kp[i], kl[i]) == 0)) d = d->next;
+        de[i] = d;
+        if (d == NULL) continue;
+        __builtin_prefetch(d->val);
+        __builtin_prefetch((char *)d->val + sizeof(storeObj) - 1);
+    }
+
+    /* 5: the value's bytes in the pool, for the commands that read or
+     * update them (GET, INCR, APPEND): asked for writing, as INCR changes
+     * them in place and a read gets the line just the same. And the
+     * key's TTL entry, found by the key's pointer: the expires table
+     * shares the keyspace's key sds. */
+    for (int i = 0; i < nk; i++) {
+        if (de[i] == NULL) continue;
+        storeObj *o = de[i]->val;
+        if (o && o->len > 0 && o->len <= PREFETCH_VALUE_MAX && o->r.handle != ALLOC_NONE) {
+            segment *seg = storeReplicaSegment(&o->r);
+            if (seg && seg->mem) __builtin_prefetch(segmentPtr(seg, o->r.offset), 1);
+        }
+        if (with_expires) {
+            dictEntry *e = dictBucketHead(expires, hash[i]);
+            if (e && e->key != de[i]->key && (e = e->next) != NULL) __builtin_prefetch(e);
+        }
     }
     return n;
 }
