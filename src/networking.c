@@ -792,7 +792,7 @@ static void processInputBuffer(client *c) {
     int prefetched = 0; /* requests ahead whose keys prefetchPipeline asked for */
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_BLOCKED))) {
         /* Where a request starts: once per batch, prefetch the keys of the
-         * complete requests ahead (prefetch.c). Only reads the buffer. */
+         * complete requests ahead (prefetch.c). It changes nothing. */
         if (c->argc == 0 && !c->parser.in_array && !c->big.len) {
             if (prefetched > 0) prefetched--;
             else if (server.prefetch_batch && (prefetched = prefetchPipeline(c)) > 0) prefetched--;

@@ -140,6 +140,9 @@ static mcCommand *scanLookupCommand(const char *name, size_t len) {
 
 int prefetchPipeline(client *c) {
     pfReq reqs[PREFETCH_BATCH];
+    /* An anonymous peer's requests are refused: nothing to fetch for them.
+     * Once AUTH has run, the next request starts a batch again. */
+    if (!c->authenticated) return 0;
     const char *buf = c->querybuf + c->qb_pos;
     size_t len = sdslen(c->querybuf) - c->qb_pos;
     int max = server.prefetch_batch < PREFETCH_BATCH ? (int)server.prefetch_batch : PREFETCH_BATCH;

@@ -188,3 +188,18 @@ start_server {tags {prefetch}} {
         list $got $denied
     } {8 8}
 }
+
+start_server {tags {prefetch} overrides {requirepass pfpass}} {
+    test {Requests before AUTH are refused, the ones after it in the same write are prefetched} {
+        r auth pfpass
+        set batches [s prefetch_batches]
+        set buf "[pf incr n][pf incr n][pf auth pfpass]"
+        for {set i 0} {$i < 20} {incr i} { append buf [pf incr n] }
+        lassign [raw_send_recv $buf] data
+        set want "-NOAUTH Authentication required.\r\n-NOAUTH Authentication required.\r\n+OK\r\n"
+        for {set i 1} {$i <= 20} {incr i} { append want ":$i\r\n" }
+        assert_equal $want $data
+        assert_morethan [s prefetch_batches] $batches
+        r get n
+    } {20}
+}
