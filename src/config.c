@@ -390,6 +390,7 @@ static standardConfig configs[] = {
     SPECC("dir", CFG_ONEARG, ".", setDir, getDir),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
     INTC("busy-poll-us", 0, &server.busy_poll_us, 0, 1000000, "50", applyBusyPoll),
+    INTC("prefetch-batch", 0, &server.prefetch_batch, 0, 16, "16", NULL),
     SPECC("save", 0, "", setSave, getSave),
     SPECC("appendonly", 0, "no", setAppendonly, getAppendonly),
     /* Slow log */

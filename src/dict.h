@@ -61,6 +61,31 @@ typedef void dictScanFunction(void *privdata, const dictEntry *de);
 static inline void *dictGetKey(const dictEntry *de) { return de->key; }
 static inline void *dictGetVal(const dictEntry *de) { return de->val; }
 
+/* Prefetching (prefetch.c). Both only read the dict's own arrays, never
+ * an entry, and are only hints: a lookup made later, after the table may
+ * have grown or rehashed, finds the right entry whatever they returned.
+ * dictPrefetchBucket asks for the bucket slot of hash h (in both tables
+ * while rehashing); dictBucketHead returns the first entry of the bucket
+ * the key of hash h lives in, or NULL. */
+static inline void dictPrefetchBucket(const dict *d, uint64_t h) {
+    for (int t = 0; t <= 1; t++) {
+        if (d->table[t] != NULL) __builtin_prefetch(&d->table[t][h & ((1UL << d->size_exp[t]) - 1)]);
+        if (d->rehashidx == -1) break;
+    }
+}
+
+static inline dictEntry *dictBucketHead(const dict *d, uint64_t h) {
+    if (d->table[0] == NULL) return NULL;
+    unsigned long idx = (unsigned long)h & ((1UL << d->size_exp[0]) - 1);
+    /* Buckets below rehashidx have moved to table[1]. */
+    if (d->rehashidx != -1 && (long)idx < d->rehashidx) {
+        if (d->table[1] == NULL) return NULL;
+        idx = (unsigned long)h & ((1UL << d->size_exp[1]) - 1);
+        return d->table[1][idx];
+    }
+    return d->table[0][idx];
+}
+
 /* Life cycle. */
 dict *dictCreate(dictType *type);
 void dictRelease(dict *d);

@@ -44,6 +44,7 @@ void resetServerStats(void) {
     server.stat_net_input_bytes = server.stat_net_output_bytes = 0;
     server.stat_total_error_replies = server.stat_oom_rejections = 0;
     server.stat_bigarg_inplace = server.stat_reply_zero_copy = 0;
+    server.stat_prefetch_batches = server.stat_prefetch_keys = 0;
     server.stat_data_write_bytes = server.stat_data_read_bytes = server.stat_shm_attach = 0;
     server.stat_remote_get_bytes = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
@@ -242,7 +243,9 @@ sds genInfoString(const char *section) {
                          "acl_access_denied_key:%lld\r\n"
                          "acl_access_denied_channel:%lld\r\n"
                          "busy_poll_caught:%lld\r\n"
-                         "busy_poll_wasted_usec:%lld\r\n",
+                         "busy_poll_wasted_usec:%lld\r\n"
+                         "prefetch_batches:%lld\r\n"
+                         "prefetch_keys:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
@@ -253,7 +256,8 @@ sds genInfoString(const char *section) {
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
                          server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key,
-                         server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL);
+                         server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL,
+                         server.stat_prefetch_batches, server.stat_prefetch_keys);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

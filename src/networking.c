@@ -38,6 +38,7 @@
 #include "anet.h"
 #include "cluster.h"
 #include "monitor.h"
+#include "prefetch.h"
 #include "multi.h"
 #include "owner.h"
 #include "pubsub.h"
@@ -788,7 +789,14 @@ static int finishBigArg(client *c) {
 }
 
 static void processInputBuffer(client *c) {
+    int prefetched = 0; /* requests ahead whose keys prefetchPipeline asked for */
     while (!(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP | CLIENT_BLOCKED))) {
+        /* Where a request starts: once per batch, prefetch the keys of the
+         * complete requests ahead (prefetch.c). It changes nothing. */
+        if (c->argc == 0 && !c->parser.in_array && !c->big.len) {
+            if (prefetched > 0) prefetched--;
+            else if (server.prefetch_batch && (prefetched = prefetchPipeline(c)) > 0) prefetched--;
+        }
         if (c->big.len) {
             if (c->big.got < c->big.len || c->big.crlf_got < 2) break;
             if (finishBigArg(c) != C_OK) break;

@@ -133,6 +133,22 @@ mcCommand *lookupCommandByName(const char *name) {
     return cmd->subcommands && !strchr(bar + 1, '|') ? lookupSubcommand(cmd, bar + 1) : NULL;
 }
 
+/* By a name that is not an sds (prefetch.c reads it in the query buffer);
+ * top-level commands only, as lookupBySds. */
+mcCommand *lookupCommandBuf(const char *name, size_t len) {
+    union {
+        struct sdshdr h;
+        char raw[sizeof(struct sdshdr) + 64];
+    } tmp;
+    if (len >= sizeof(tmp.raw) - sizeof(struct sdshdr)) return NULL; /* no command name is this long */
+    sds s = tmp.raw + sizeof(struct sdshdr);
+    tmp.h.len = (uint32_t)len;
+    tmp.h.alloc = (uint32_t)len;
+    memcpy(s, name, len);
+    s[len] = '\0';
+    return lookupBySds(s);
+}
+
 /* The container itself when argc == 1 (so its arity error is reported),
  * NULL for an unknown subcommand. */
 mcCommand *lookupCommand(sds *argv, int argc) {

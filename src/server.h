@@ -293,6 +293,7 @@ struct mcServer {
     int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
+    long long prefetch_batch; /* requests whose keys are prefetched at once (prefetch.c), 0 = off */
     /* Process. */
     int daemonize;
     char *pidfile;
@@ -307,6 +308,7 @@ struct mcServer {
     long long stat_total_error_replies;
     long long stat_oom_rejections;
     long long stat_bigarg_inplace, stat_reply_zero_copy;
+    long long stat_prefetch_batches, stat_prefetch_keys; /* prefetch.c: batches of 2+ requests, keys */
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
@@ -377,6 +379,7 @@ void serverLogRaw(int level, const char *msg);
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
 mcCommand *lookupCommand(sds *argv, int argc);
 mcCommand *lookupCommandByName(const char *name);
+mcCommand *lookupCommandBuf(const char *name, size_t len);
 /* Parses every synopsis into its command's args; aborts, saying which and
  * why, on a synopsis that is malformed or disagrees with the table. */
 void populateCommandDocs(void);

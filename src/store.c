@@ -70,7 +70,7 @@ static struct {
 
 /* ---- dict types ---------------------------------------------------------- */
 
-static uint64_t keyHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+static uint64_t keyHash(const void *key) { return storeKeyHashBuf(key, sdslen((sds)key)); }
 
 static int keyCompare(const void *a, const void *b) {
     size_t la = sdslen((sds)a), lb = sdslen((sds)b);

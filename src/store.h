@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dict.h"
 #include "sds.h"
 #include "segment.h"
 
@@ -116,6 +117,10 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release); /* 1: the rel
 
 /* Says (rate-limited) why an allocation of size bytes failed. */
 void storeLogNoSpace(uint64_t size, const char *what);
+
+/* The keyspace's (and expires') hash of a key, from bytes that need not be
+ * an sds: prefetch.c finds a key's bucket before the command is parsed. */
+static inline uint64_t storeKeyHashBuf(const void *key, size_t len) { return dictGenHashFunction(key, len); }
 
 int storeInit(char *err, size_t errlen);
 void storeShutdown(void);
