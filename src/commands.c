@@ -394,7 +394,7 @@ static const struct {
     {"shutdown", "[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]"},
     {"slowlog|get", "[count:integer]"},
     {"memory|usage", "key:key [SAMPLES count:integer]"},
-    {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK)"},
+    {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK|ZEROFREE op=(PAUSE|RESUME|DRAIN))"},
     {"acl|cat", "[category:string]"},
     {"acl|deluser", "username:string..."},
     {"acl|dryrun", "username:string command:string [arg:string...]"},

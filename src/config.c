@@ -29,6 +29,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL };
@@ -333,6 +334,9 @@ static int applyMaxmemory(const char **err) {
                "--segment-size)";
         return C_ERR;
     }
+    /* Space freed but still being zeroed is back first: the watermark
+     * then evicts down to the new cap by live objects only. */
+    zerofreeReclaim(1);
     allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
     return C_OK;
 }
@@ -403,6 +407,7 @@ static standardConfig configs[] = {
     BOOLC("segment-prefault", CFG_IMMUTABLE, &server.segment_prefault, "yes"),
     MEMC("max-key-size", 0, &server.max_key_size, 1, 512 * 1024 * 1024, "4096"),
     MEMC("max-object-size", 0, &server.max_object_size, 1, LLONG_MAX, "1gb"),
+    MEMC("zero-free-async-threshold", 0, &server.zero_free_async_threshold, 0, LLONG_MAX, "256kb"),
     /* Eviction */
     DBLC("evict-high-watermark", 0, &server.evict_high_watermark, 0.01, 1.0, "0.90"),
     DBLC("evict-ratio", 0, &server.evict_ratio, 0.0, 1.0, "0.05"),

@@ -14,7 +14,8 @@
  *    soft-pinned objects, oldest first.
  *
  * Two triggers:
- *  - an allocation fails: evict synchronously until it fits or nothing is
+ *  - an allocation fails: once freed extents still being zeroed are back
+ *    (zerofree.c), evict synchronously until it fits or nothing is
  *    left to evict. If it still does not fit the command gets -OOM /
  *    -NOSPACE and its own effects are nil; the evictions stand (as in Redis:
  *    evicted objects are cache misses, not state). Placement skips this
@@ -30,6 +31,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 
 #define EVPOOL_SIZE 16
 
@@ -164,6 +166,9 @@ void storeEvictionCron(long long budget_us) {
         return;
     }
     if (server.evict_pending == 0) {
+        /* Freed extents still being zeroed are free space on its way back
+         * (zerofree.c): they must not start a round of evictions. */
+        zerofreeReclaim(0);
         uint64_t used = 0, size = 0;
         for (uint32_t i = 0; i < segtabLen; i++) {
             segment *s = segtab[i];
@@ -173,6 +178,8 @@ void storeEvictionCron(long long budget_us) {
             used += as.used;
             size += as.limit; /* the pool's maxmemory, else the segment's size */
         }
+        uint64_t zeroing = zerofreePendingBytes();
+        used = used > zeroing ? used - zeroing : 0;
         if (size == 0 || (double)used <= server.evict_high_watermark * (double)size) return;
         long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));
         server.evict_pending = n > 0 ? n : 1;

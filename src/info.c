@@ -23,6 +23,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 /* Error replies by their first word (ERR, WRONGTYPE, NOSPACE, ...), as
@@ -133,6 +134,11 @@ static sds catCommandStats(sds s, mcCommand *cmd) {
 sds genInfoString(const char *section) {
     sds s = sdsempty();
     int count = 0, w;
+    /* Freed pool extents still being zeroed (zerofree.c) are finished
+     * first, so the pool's used/free/objects figures are exact, as they
+     * were when frees were immediate. What was queued is still reported. */
+    uint64_t zeroing_bytes = zerofreePendingBytes(), zeroing_extents = zerofreePendingExtents();
+    zerofreeReclaim(1);
     mstime_t now = mstime();
     long long uptime = (now - server.starttime_ms) / 1000;
 
@@ -294,6 +300,7 @@ sds genInfoString(const char *section) {
         s = sdscatprintf(s, "store_deferred_frees:%llu\r\nstore_lease_expiries:%llu\r\nstore_pending_puts:%lu\r\n",
                          (unsigned long long)st.deferred_frees, (unsigned long long)st.lease_expiries,
                          storePendingSize());
+        s = zerofreeInfo(s, zeroing_bytes, zeroing_extents);
         s = storeCommandStatsInfo(s);
     }
     if ((w = wantSection(section, "segments", &count))) {

@@ -24,8 +24,9 @@
  * process hosting a segment can read all of it. Everyone's puts may use
  * the shared segments (the pool, segments mounted by unrestricted users).
  *
- * If no extent can be had anywhere, eviction (policy permitting) frees
- * objects and placement is retried; then the put fails with -NOSPACE.
+ * If no extent can be had anywhere, freed pool extents still being zeroed
+ * are taken back first (zerofree.c), then eviction (policy permitting)
+ * frees objects and placement is retried; then the put fails with -NOSPACE.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 static uint64_t rngState;
@@ -159,6 +161,9 @@ int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int np
                   const char *writer_host, const char *tenant) {
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host, tenant) > 0) return o->nreplicas;
+        /* Freed pool space still being zeroed comes back before anything
+         * is evicted or the put is refused (zerofree.c). */
+        if (zerofreeMakeRoom()) continue;
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
         segment *target = evictionTarget(size, tenant);
         if (target == NULL || !evictOne(target)) return 0;

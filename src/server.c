@@ -44,6 +44,7 @@
 #include "pubsub.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 struct mcServer server;
@@ -297,6 +298,9 @@ static void beforeSleep(aeEventLoop *el) {
     /* An eviction round in progress gets a slice every iteration, not only
      * every cron tick, so it finishes quickly without blocking anyone. */
     if (server.evict_pending) storeEvictionCron(1000);
+    /* Freed extents the zeroing thread finished go back to the allocator
+     * (zerofree.c): one atomic load when there are none. */
+    zerofreeReclaim(0);
 }
 
 /* ---- listeners ----------------------------------------------------------- */
@@ -462,6 +466,7 @@ int prepareForShutdown(void) {
     serverLog(LL_WARNING, "User requested shutdown...");
     closeListeners();
     if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
+    zerofreeShutdown(); /* no thread left writing the pool while we exit */
     serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");
     return C_OK;
 }
@@ -551,6 +556,7 @@ void debugCommand(client *c) {
         static const char *help[] = {
             "SLEEP <seconds>", "    Stop the server for <seconds> (decimals allowed).",
             "ALLOC-CHECK", "    Check the consistency of the pool's allocator (O(n)).",
+            "ZEROFREE PAUSE|RESUME|DRAIN", "    Hold, release or finish the zeroing of freed pool extents (tests).",
             "OBJECT <key>", "    Show low-level information about the key's value.",
             NULL};
         addReplyHelp(c, help);
@@ -569,6 +575,16 @@ void debugCommand(client *c) {
         char err[256];
         if (allocCheck(server.self->alloc, err, sizeof(err)) == 0) addReplyOk(c);
         else addReplyErrorFormat(c, "ERR allocator inconsistent: %s", err);
+    } else if (!strcasecmp(sub, "zerofree") && c->argc == 3) {
+        const char *op = c->argv[2];
+        if (!strcasecmp(op, "pause")) zerofreePause(1);
+        else if (!strcasecmp(op, "resume")) zerofreePause(0);
+        else if (!strcasecmp(op, "drain")) zerofreeReclaim(1);
+        else {
+            addReplySubcommandSyntaxError(c);
+            return;
+        }
+        addReplyOk(c);
     } else if (!strcasecmp(sub, "object") && c->argc == 3) {
         storeObj *o = storeLookupWrite(c->argv[2]);
         if (!o) {

@@ -344,6 +344,7 @@ struct mcServer {
     long long lease_ttl;
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;
+    long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;
     long long remote_get_max_size;  /* GET of a value in a mounted segment: relay up to this */

@@ -53,6 +53,7 @@
 #include "multi.h"
 #include "server.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 #define EXPIRE_SAMPLE 20
@@ -171,6 +172,7 @@ storeObj *storeObjCreate(size_t len) {
             storeObjAddReplica(o, seg, h, offset);
             return o;
         }
+        if (zerofreeMakeRoom()) continue; /* freed space still being zeroed first */
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne(seg)) break;
     }
 oom:
@@ -316,7 +318,10 @@ static void freeObject(storeObj *o) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL) continue; /* the segment and its allocator are gone */
-        allocFree(seg->alloc, r->handle);
+        /* Pool space goes back zeroed, so that the next writer of it needs
+         * no zeroing (zerofree.c); a mounted segment's bytes are its owner's. */
+        if (seg->mem) zerofreeExtent(seg, r->handle);
+        else allocFree(seg->alloc, r->handle);
     }
     if (o->ext && o->ext->lease_entries) {
         /* The space is back; connections' lease records still point here. */
@@ -401,6 +406,7 @@ int storeInit(char *err, size_t errlen) {
     if (server.self == NULL) return C_ERR;
     allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
     server.self->mounted_ms = mstime();
+    zerofreeInit();
     serverAssert(segmentTableAdd(server.self) == 0); /* the first: id 1, slot 0 */
     return C_OK;
 }
@@ -411,6 +417,8 @@ void storeShutdown(void) {
     dictRelease(server.keys);
     server.expires = server.keys = NULL;
     evictResetPool();
+    zerofreeReclaim(1);
+    zerofreeShutdown();
     segmentTableRemove(server.self);
     segmentRelease(server.self);
     server.self = NULL;

@@ -32,6 +32,7 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
+#include "zerofree.h"
 #include "zmalloc.h"
 
 #define SEGMENT_MIN_SIZE 4096ULL
@@ -41,6 +42,9 @@
  * stale at once (store.h) and the reaper removes them in bounded slices.
  * Returns the number of replicas dropped. */
 uint64_t segmentUnmount(segment *s) {
+    /* The zeroing thread must be done with a segment mapped here before it
+     * is unmapped (the pool itself is never unmounted). */
+    if (s->mem) zerofreeReclaim(1);
     uint64_t dropped = segmentObjects(s); /* every live extent is a replica that goes */
     owner *o = ownerLookup(s->owner, strlen(s->owner));
     if (o) o->nsegments--;
@@ -269,6 +273,7 @@ void unmountCommand(client *c) {
 }
 
 static void addReplySegment(client *c, segment *s) {
+    if (s->mem) zerofreeReclaim(1); /* used/objects as after the frees (zerofree.c) */
     allocStats as;
     allocGetStats(s->alloc, &as);
     addReplyMapLen(c, 13);

@@ -171,17 +171,13 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         addReplyError(c, "-NOSPACE no segment has room for this object");
         return;
     }
-    /* A reader must never see bytes this object's writer did not write: a
-     * pool extent may hold an earlier object's bytes, and a writer may end
-     * the put having written part of it or none (over shared memory the
-     * server cannot even tell). So pool extents are handed out zeroed,
-     * at memset speed on this thread (BENCHMARKS.md: issue 12, stale bytes).
-     * Mounted segments are their owners' memory, written by their owners. */
-    for (int i = 0; i < o->nreplicas; i++) {
-        storeReplica *r = storeObjReplica(o, i);
-        segment *seg = storeReplicaSegment(r);
-        if (seg && seg->mem) memset(segmentPtr(seg, r->offset), 0, (size_t)size);
-    }
+    /* A reader must never see bytes this object's writer did not write,
+     * and a writer may end the put having written part of its extent or
+     * none (over shared memory the server cannot even tell). Pool extents
+     * need no zeroing here: free pool space is always zero, because every
+     * extent is zeroed when it is freed, mostly off this thread (zerofree.c;
+     * BENCHMARKS.md, issues 12 and 14). Mounted segments are their owners'
+     * memory, written by their owners. */
     if (pending) {
         /* Take over an abandoned put: its space waits put-release-timeout. */
         storePendingAbandon(storePendingUnlink(key));

@@ -1,0 +1,261 @@
+/* zerofree.c -- freed pool extents are zeroed off the put's path (issue 14).
+ *
+ * Why. A reader must never see bytes that the writer of that object did not
+ * write: a writer may end a put having written part of its extent or none
+ * of it (over shared memory the server cannot tell), so the extent must not
+ * hold an earlier object's bytes. Zeroing each extent at PUT.START (issue
+ * 12) put a 16 MiB memset on the event loop before the reply, and the
+ * client's own copy could only start after it: 88% of the server's CPU in a
+ * 16 MiB put loop, and about a third of the put's time (BENCHMARKS.md).
+ *
+ * Invariant. Free space in a pool segment (one mapped here, seg->mem) is
+ * zero. A fresh memfd is zero; from then on every extent is zeroed -- the
+ * whole aligned extent (allocSize), not just the value's length -- before
+ * allocFree takes it back. So PUT.START, SET and every other allocation get
+ * zeroes without writing them, and the zeroing happens after the free,
+ * while nobody waits for it.
+ *
+ * Who zeroes. Extents below zero-free-async-threshold are memset at once on
+ * the main thread and freed: for them a hand-off (a job, a lock, a wake-up
+ * on a 2-core box) costs about what the memset does, and the bytes are
+ * often still in cache. Larger ones go to one worker thread (as Redis's
+ * bio: a mutex, a condition variable, a FIFO), which zeroes them in chunks
+ * of ZF_CHUNK; the main thread gives the finished ones back to their
+ * allocator from beforeSleep or whenever it needs space -- the allocator is
+ * not thread-safe and only the main thread ever touches it. The worker
+ * writes only bytes of extents that are allocated and have no object
+ * (allocUser NULL): the data plane refuses them, so nobody else reads or
+ * writes them meanwhile.
+ *
+ * Space on its way back. A queued extent is still allocated. An allocation
+ * that fails therefore takes back the finished extents, then finishes the
+ * rest itself -- claiming chunks beside the worker, then waiting for the
+ * chunks still in the worker's hands -- and retries before it evicts or
+ * answers NOSPACE (zerofreeMakeRoom): no put fails and no live object is
+ * evicted while reclaimable space waits here. The eviction watermark counts
+ * queued bytes as free. Commands that report pool figures (INFO, SEG.LIST)
+ * settle the queue first, so used/free/objects are the allocator's exact
+ * figures after a REMOVE, DEL or FLUSHALL, as before; what that costs is the
+ * zeroing still queued (a few ms of memset at most, shared with the worker).
+ *
+ * Late writers. A writer that kept writing after its extent was freed would
+ * leave bytes in free space rather than in the next object's extent. The
+ * store already guards against both: an abandoned put's extent is freed
+ * only after put-release-timeout, and PUT.REVOKE is the writer's own word
+ * that it stopped.
+ */
+#include "zerofree.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+
+#include "server.h"
+#include "util.h"
+#include "zmalloc.h"
+
+/* The worker's unit of work, and what a waiting main thread claims beside
+ * it: large enough that the lock is noise, small enough that a main thread
+ * that needs space never waits long for a chunk in the worker's hands. */
+#define ZF_CHUNK (4ULL << 20)
+
+typedef struct zfJob {
+    struct zfJob *next;
+    segment *seg;
+    uint32_t handle;
+    char *ptr;
+    uint64_t len;
+    uint64_t claimed; /* bytes handed to a zeroer (under the lock) */
+    uint64_t zeroed;  /* bytes finished (under the lock) */
+} zfJob;
+
+static struct {
+    pthread_t thread;
+    int started;
+    pthread_mutex_t lock;
+    pthread_cond_t work;     /* worker: a job was queued, resume, or stop */
+    pthread_cond_t progress; /* main thread: a job was finished */
+    /* Under the lock. */
+    zfJob *head, *tail;      /* jobs with chunks nobody claimed yet, FIFO */
+    zfJob *done;             /* zeroed, for the main thread to free */
+    int ndone;               /* also read without the lock, as a hint */
+    int stop, paused;
+    /* Main thread only. */
+    uint64_t pending_bytes, pending_extents;
+    uint64_t async_bytes, inline_bytes, room_waits, room_wait_us;
+} zf = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
+
+/* Takes the next chunk of the first job (the lock held, a job queued). */
+static zfJob *zfClaim(uint64_t *off, uint64_t *len) {
+    zfJob *j = zf.head;
+    *off = j->claimed;
+    *len = j->len - j->claimed < ZF_CHUNK ? j->len - j->claimed : ZF_CHUNK;
+    j->claimed += *len;
+    if (j->claimed == j->len) { /* the rest is in zeroers' hands */
+        zf.head = j->next;
+        if (zf.head == NULL) zf.tail = NULL;
+    }
+    return j;
+}
+
+/* A chunk is zeroed (the lock held). */
+static void zfFinish(zfJob *j, uint64_t len) {
+    j->zeroed += len;
+    if (j->zeroed < j->len) return;
+    j->next = zf.done;
+    zf.done = j;
+    __atomic_store_n(&zf.ndone, zf.ndone + 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&zf.progress); /* no syscall when nobody waits */
+}
+
+static void *zfWorker(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&zf.lock);
+    for (;;) {
+        while (!zf.stop && (zf.paused || zf.head == NULL)) pthread_cond_wait(&zf.work, &zf.lock);
+        if (zf.stop) break;
+        uint64_t off, len;
+        zfJob *j = zfClaim(&off, &len);
+        pthread_mutex_unlock(&zf.lock);
+        memset(j->ptr + off, 0, (size_t)len);
+        pthread_mutex_lock(&zf.lock);
+        zfFinish(j, len);
+    }
+    pthread_mutex_unlock(&zf.lock);
+    return NULL;
+}
+
+void zerofreeInit(void) {
+    if (zf.started) return;
+    /* Signals are the main thread's business (shutdown, the crash log). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    zf.stop = 0;
+    if (pthread_create(&zf.thread, NULL, zfWorker, NULL) == 0) {
+        zf.started = 1;
+        pthread_setname_np(zf.thread, "mc-zerofree");
+    } else {
+        /* Still correct: every extent is zeroed inline (zerofreeExtent). */
+        serverLog(LL_WARNING, "Cannot start the zeroing thread: freed pool extents are zeroed inline");
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static void zfFreeList(zfJob *j) {
+    while (j) {
+        zfJob *next = j->next;
+        zfree(j);
+        j = next;
+    }
+}
+
+void zerofreeShutdown(void) {
+    if (!zf.started) return;
+    pthread_mutex_lock(&zf.lock);
+    zf.stop = 1;
+    pthread_cond_broadcast(&zf.work);
+    pthread_mutex_unlock(&zf.lock);
+    pthread_join(zf.thread, NULL); /* ends after the chunk it holds */
+    zf.started = 0;
+    /* After the join no chunk is in anyone's hands: every job is either
+     * still queued or done. Their extents stay allocated; their segment is
+     * going with the process. */
+    zfFreeList(zf.head);
+    zfFreeList(zf.done);
+    zf.head = zf.tail = zf.done = NULL;
+    zf.ndone = 0;
+    zf.pending_bytes = zf.pending_extents = 0;
+}
+
+void zerofreeExtent(segment *seg, uint32_t handle) {
+    uint64_t off = allocOffset(seg->alloc, handle), len = allocSize(seg->alloc, handle);
+    if (!zf.started || len < (uint64_t)server.zero_free_async_threshold) {
+        memset(segmentPtr(seg, off), 0, (size_t)len);
+        zf.inline_bytes += len;
+        allocFree(seg->alloc, handle);
+        return;
+    }
+    allocSetUser(seg->alloc, handle, NULL); /* its object is gone: the data plane refuses it */
+    zfJob *j = zmalloc(sizeof(*j));
+    j->next = NULL;
+    j->seg = seg;
+    j->handle = handle;
+    j->ptr = segmentPtr(seg, off);
+    j->len = len;
+    j->claimed = j->zeroed = 0;
+    zf.pending_bytes += len;
+    zf.pending_extents++;
+    pthread_mutex_lock(&zf.lock);
+    if (zf.tail) zf.tail->next = j;
+    else zf.head = j;
+    zf.tail = j;
+    pthread_cond_signal(&zf.work);
+    pthread_mutex_unlock(&zf.lock);
+}
+
+uint64_t zerofreeReclaim(int wait) {
+    if (zf.pending_extents == 0) return 0;
+    if (!wait && __atomic_load_n(&zf.ndone, __ATOMIC_ACQUIRE) == 0) return 0;
+    pthread_mutex_lock(&zf.lock);
+    while (wait) {
+        if (zf.head) { /* zero a chunk here, beside the worker */
+            uint64_t off, len;
+            zfJob *j = zfClaim(&off, &len);
+            pthread_mutex_unlock(&zf.lock);
+            memset(j->ptr + off, 0, (size_t)len);
+            pthread_mutex_lock(&zf.lock);
+            zfFinish(j, len);
+        } else if ((uint64_t)zf.ndone < zf.pending_extents) {
+            pthread_cond_wait(&zf.progress, &zf.lock); /* chunks in the worker's hands */
+        } else {
+            break;
+        }
+    }
+    zfJob *j = zf.done;
+    zf.done = NULL;
+    __atomic_store_n(&zf.ndone, 0, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&zf.lock);
+    uint64_t bytes = 0;
+    while (j) {
+        zfJob *next = j->next;
+        allocFree(j->seg->alloc, j->handle);
+        bytes += j->len;
+        zf.pending_bytes -= j->len;
+        zf.pending_extents--;
+        zfree(j);
+        j = next;
+    }
+    zf.async_bytes += bytes;
+    return bytes;
+}
+
+int zerofreeMakeRoom(void) {
+    if (zf.pending_extents == 0) return 0;
+    if (zerofreeReclaim(0)) return 1; /* the finished ones may be enough */
+    long long start = ustime();
+    uint64_t bytes = zerofreeReclaim(1);
+    zf.room_waits++;
+    zf.room_wait_us += (uint64_t)(ustime() - start);
+    return bytes > 0;
+}
+
+uint64_t zerofreePendingBytes(void) { return zf.pending_bytes; }
+uint64_t zerofreePendingExtents(void) { return zf.pending_extents; }
+
+void zerofreePause(int paused) {
+    pthread_mutex_lock(&zf.lock);
+    zf.paused = paused;
+    pthread_cond_broadcast(&zf.work);
+    pthread_mutex_unlock(&zf.lock);
+}
+
+sds zerofreeInfo(sds s, uint64_t pending_bytes, uint64_t pending_extents) {
+    return sdscatprintf(s,
+                        "store_pool_zeroing_bytes:%llu\r\nstore_pool_zeroing_extents:%llu\r\n"
+                        "store_pool_zeroed_async_bytes:%llu\r\nstore_pool_zeroed_inline_bytes:%llu\r\n"
+                        "store_pool_zero_waits:%llu\r\nstore_pool_zero_wait_usec:%llu\r\n",
+                        (unsigned long long)pending_bytes, (unsigned long long)pending_extents,
+                        (unsigned long long)zf.async_bytes, (unsigned long long)zf.inline_bytes,
+                        (unsigned long long)zf.room_waits, (unsigned long long)zf.room_wait_us);
+}
