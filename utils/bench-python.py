@@ -122,12 +122,20 @@ class Server:
                 self.proc.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "sockdir", None):
+            shutil.rmtree(self.sockdir, ignore_errors=True)
 
 
 def start_mooncake(binary, pool):
     port = free_port()
+    # With a unix socket, as mooncake.conf has it: the library then moves the
+    # bytes over shared memory (clients that connect by TCP are told its
+    # path). The TCP data plane is what a client on another host gets.
+    sockdir = tempfile.mkdtemp(prefix="bench-python-sock-")
     s = Server("mooncake-server", [binary, "--port", str(port), "--bind", "127.0.0.1",
+                                   "--unixsocket", os.path.join(sockdir, "mc.sock"), "--unixsocketperm", "700",
                                    "--segment-size", size_arg(pool)], port)
+    s.sockdir = sockdir
     # The pool is pre-faulted in the background; measuring before that ends
     # would charge page faults to whichever row runs first.
     import redis
@@ -464,6 +472,12 @@ def main():
         buf = np.concatenate([buf, np.zeros(16 * MiB, dtype=np.uint8)])
         if ms.register_buffer(buf.ctypes.data, buf.nbytes) != 0:
             raise RuntimeError("register_buffer failed")
+        # Say which path the bytes take (shm on this host, through the unix socket).
+        if ms.put_from("bench:probe", buf.ctypes.data, 4096) != 0:
+            raise RuntimeError("probe put failed")
+        names = {0: "auto", 1: "shm", 2: "tcp", 3: "rdma"}
+        print(f"transport: {names.get(ms._c.last_transport(), '?')}", flush=True)
+        ms.remove("bench:probe")
         tbufs = [np.frombuffer(os.urandom(thread_size), dtype=np.uint8).copy() for _ in range(args.threads)]
         for b in tbufs:
             ms.register_buffer(b.ctypes.data, b.nbytes)
