@@ -16,6 +16,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SERVER = os.environ.get("MOONCAKE_SERVER", os.path.join(ROOT, "src", "mooncake-server"))
 
 
+def child_env(**extra):
+    """The environment for programs the tests start: without the sanitizer
+    runtimes python.tcl preloads into python3 (the server of a sanitizer
+    build links them itself; etcd, a Go program, and the shell tools must
+    not get them)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    env.update(extra)
+    return env
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -31,7 +41,7 @@ class Server:
         self.log = open(os.path.join(self.dir, "server.log"), "w")
         cmd = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir,
                "--segment-size", pool, *args]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
         deadline = time.time() + 10
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -14,7 +14,7 @@ import pytest
 import mooncake
 from mooncake.store import MooncakeDistributedStore
 
-from conftest import ROOT, SERVER, free_port
+from conftest import ROOT, SERVER, child_env, free_port
 
 SCRIPT = os.path.join(ROOT, "utils", "create-cluster")
 
@@ -44,7 +44,7 @@ def cluster():
         pytest.skip("etcd or redis-cli is not installed (make deps-test installs etcd-server, redis-tools)")
     base = free_run(3)
     d = tempfile.mkdtemp(prefix="pycluster-")
-    env = dict(os.environ, KIND="mooncake", NODES="3", PORT=str(base), DIR=os.path.join(d, "data"), BIN=SERVER,
+    env = child_env(KIND="mooncake", NODES="3", PORT=str(base), DIR=os.path.join(d, "data"), BIN=SERVER,
                NAME=f"py-{os.getpid()}", ETCD_PORT=str(free_port()), ETCD_PEER_PORT=str(free_port()),
                SEGMENT_SIZE="128mb", TIMEOUT="2000")
 
