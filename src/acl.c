@@ -673,7 +673,7 @@ int aclUserExists(sds name) { return lookupUser(name, sdslen(name)) != NULL; }
 
 /* ---- the ACL log ---------------------------------------------------------- */
 
-enum { LOG_CTX_TOPLEVEL = 0 };
+enum { LOG_CTX_TOPLEVEL = 0, LOG_CTX_MULTI = 1 }; /* MULTI: refused when EXEC ran it */
 
 typedef struct aclLogEntry {
     long long count;
@@ -717,11 +717,12 @@ static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, 
     else server.stat_acl_denied_key++;
     if (server.acllog_max_len == 0) return;
     mstime_t now = mstime();
+    int context = (c->flags & CLIENT_IN_EXEC) ? LOG_CTX_MULTI : LOG_CTX_TOPLEVEL;
     sds cinfo = catClientInfoString(sdsempty(), c);
     /* The same refusal again within a minute: count it, move it to the front. */
     for (long long i = 0; i < aclLogLen && i < ACL_LOG_GROUP_SCAN; i++) {
         aclLogEntry *e = aclLog[i];
-        if (e->reason == reason && e->context == LOG_CTX_TOPLEVEL && sdslen(e->object) == objlen &&
+        if (e->reason == reason && e->context == context && sdslen(e->object) == objlen &&
             !memcmp(e->object, object, objlen) && sdslen(e->username) == ulen &&
             !memcmp(e->username, username, ulen) && now - e->ctime < ACL_LOG_GROUP_MS) {
             e->count++;
@@ -736,7 +737,7 @@ static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, 
     aclLogEntry *e = zcalloc(sizeof(*e));
     e->count = 1;
     e->reason = reason;
-    e->context = LOG_CTX_TOPLEVEL;
+    e->context = context;
     e->object = sdsnewlen(object, objlen);
     e->username = sdsnewlen(username, ulen);
     e->ctime = e->created = now;
@@ -764,7 +765,7 @@ static void aclLogReply(client *c, long long count) {
         addReplyBulkCString(c, "reason");
         addReplyBulkCString(c, reasons[e->reason]);
         addReplyBulkCString(c, "context");
-        addReplyBulkCString(c, "toplevel");
+        addReplyBulkCString(c, e->context == LOG_CTX_MULTI ? "multi" : "toplevel");
         addReplyBulkCString(c, "object");
         addReplyBulk(c, e->object, sdslen(e->object));
         addReplyBulkCString(c, "username");
@@ -902,6 +903,19 @@ int aclCheckCommand(client *c, int *keypos) {
 void aclDenyCommand(client *c, int reason, int keypos) {
     c->cmd->rejected_calls++;
     c->lastcmd = c->cmd; /* the entry's client-info names the refused command, as Redis's */
+    if (c->flags & CLIENT_IN_EXEC) {
+        /* Allowed when queued, refused now: the user's rules changed in
+         * between. Redis's words, and the log entry's context is multi. */
+        sds object = reason == ACL_DENIED_CMD ? c->cmd->fullname : c->argv[keypos];
+        aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
+        addReplyErrorFormat(c,
+                            "-NOPERM ACLs rules changed between the moment the transaction was accumulated and the "
+                            "EXEC call. This command is no longer allowed for the following reason: %s",
+                            reason == ACL_DENIED_CMD   ? "no permission to execute the command or subcommand"
+                            : reason == ACL_DENIED_KEY ? "no permission to touch the specified keys"
+                                                       : "no permission to access one of the channels used as arguments");
+        return;
+    }
     if (reason == ACL_DENIED_CMD) {
         aclLogAdd(c, reason, c->cmd->fullname, sdslen(c->cmd->fullname), c->user->name, sdslen(c->user->name));
         addReplyErrorFormat(c, "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,

@@ -61,6 +61,7 @@
 
 #include <string.h>
 
+#include "acl.h"
 #include "store.h"
 #include "zmalloc.h"
 
@@ -217,6 +218,14 @@ void execCommand(client *c) {
         c->argobj = mc->argobj;
         c->arglen = mc->arglen;
         c->cmd = mc->cmd;
+        /* The user's rules may have changed since the command was queued
+         * (ACL SETUSER from another connection): checked again, as Redis does. */
+        int keypos, acl = aclCheckCommand(c, &keypos);
+        if (acl != ACL_OK) {
+            aclDenyCommand(c, acl, keypos);
+            freeMultiCmd(mc);
+            continue;
+        }
         call(c);
         serverAssert(!(c->flags & CLIENT_BLOCKED)); /* CMD_NO_MULTI keeps blocking commands out */
         /* A command adopts the objects it keeps (SET: argobj[i] = NULL);

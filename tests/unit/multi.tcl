@@ -684,4 +684,42 @@ start_server {tags {multi acl}} {
         assert_equal 0 [r exists a:1 b:1]
         $c close
     }
+
+    test {Rules changed between MULTI and EXEC: EXEC checks each command again (ACL LOG context multi)} {
+        r acl log reset
+        r acl setuser bob on >pw ~* +@all
+        set c [redis_client]
+        $c auth bob pw
+        assert_equal OK [$c multi]
+        assert_equal QUEUED [$c set k:1 x]
+        assert_equal QUEUED [$c get k:1]
+        assert_equal QUEUED [$c set other:1 y]
+        # Another connection takes SET away, and then the keys other than k:*.
+        r acl setuser bob -set
+        r acl setuser bob resetkeys ~k:*
+        set res [$c exec]
+        assert_equal 3 [llength $res]
+        assert_match {NOPERM ACLs rules changed between the moment the transaction was accumulated and the EXEC call. This command is no longer allowed for the following reason: no permission to execute the command or subcommand} [lindex $res 0]
+        assert_equal {} [lindex $res 1]
+        assert_match {NOPERM ACLs rules changed*no permission to execute the command or subcommand} [lindex $res 2]
+        assert_equal 0 [r exists k:1 other:1]
+        set entry [lindex [r acl log 1] 0]
+        assert_equal multi [dict get $entry context]
+        assert_equal command [dict get $entry reason]
+        assert_equal set [dict get $entry object]
+        assert_equal 2 [dict get $entry count]
+        # A key taken away: the reason names the keys.
+        r acl setuser bob +set resetkeys ~*
+        assert_equal OK [$c multi]
+        assert_equal QUEUED [$c set other:2 y]
+        r acl setuser bob resetkeys ~k:*
+        set res [$c exec]
+        assert_match {NOPERM ACLs rules changed*no permission to touch the specified keys} [lindex $res 0]
+        assert_equal key [dict get [lindex [r acl log 1] 0] reason]
+        assert_equal 0 [r exists other:2]
+        # Outside a transaction the log's context is toplevel still.
+        catch {$c set other:3 y}
+        assert_equal toplevel [dict get [lindex [r acl log 1] 0] context]
+        $c close
+    }
 }
