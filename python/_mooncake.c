@@ -513,7 +513,6 @@ static PyObject *resultList(const long long *r, Py_ssize_t n) {
  * code; the rest run as one batch. Runs without the GIL. */
 static void runBatch(mc_client *h, callArgs *a, const mc_put_opts *opts, int put, long long *out) {
     size_t m = 0;
-    mc_kvv *run = a->items; /* compacted in place: item_err remembers the rest */
     size_t *idx = malloc(((size_t)a->n + 1) * sizeof(*idx));
     long long *res = malloc(((size_t)a->n + 1) * sizeof(*res));
     int *ires = malloc(((size_t)a->n + 1) * sizeof(*ires));
@@ -528,7 +527,7 @@ static void runBatch(mc_client *h, callArgs *a, const mc_put_opts *opts, int put
             continue;
         }
         idx[m] = (size_t)i;
-        sub[m++] = run[i];
+        sub[m++] = a->items[i]; /* the valid items, in order; item_err keeps the rest */
     }
     if (m == 1 && sub[0].iovcnt == 1) {
         /* One object from one buffer: the single-key path (no batch framing). */

@@ -108,18 +108,25 @@ static void zfFinish(zfJob *j, uint64_t len) {
     pthread_cond_broadcast(&zf.progress); /* no syscall when nobody waits */
 }
 
+/* Zeroes the next chunk of the queue's head, the lock dropped meanwhile.
+ * Called with zf.lock held and a job queued, by the worker and by the main
+ * thread when it must have the space now. */
+static void zfZeroChunk(void) {
+    uint64_t off, len;
+    zfJob *j = zfClaim(&off, &len);
+    pthread_mutex_unlock(&zf.lock);
+    memset(j->ptr + off, 0, (size_t)len);
+    pthread_mutex_lock(&zf.lock);
+    zfFinish(j, len);
+}
+
 static void *zfWorker(void *arg) {
     (void)arg;
     pthread_mutex_lock(&zf.lock);
     for (;;) {
         while (!zf.stop && (zf.paused || zf.head == NULL)) pthread_cond_wait(&zf.work, &zf.lock);
         if (zf.stop) break;
-        uint64_t off, len;
-        zfJob *j = zfClaim(&off, &len);
-        pthread_mutex_unlock(&zf.lock);
-        memset(j->ptr + off, 0, (size_t)len);
-        pthread_mutex_lock(&zf.lock);
-        zfFinish(j, len);
+        zfZeroChunk();
     }
     pthread_mutex_unlock(&zf.lock);
     return NULL;
@@ -200,12 +207,7 @@ uint64_t zerofreeReclaim(int wait) {
     pthread_mutex_lock(&zf.lock);
     while (wait) {
         if (zf.head) { /* zero a chunk here, beside the worker */
-            uint64_t off, len;
-            zfJob *j = zfClaim(&off, &len);
-            pthread_mutex_unlock(&zf.lock);
-            memset(j->ptr + off, 0, (size_t)len);
-            pthread_mutex_lock(&zf.lock);
-            zfFinish(j, len);
+            zfZeroChunk();
         } else if ((uint64_t)zf.ndone < zf.pending_extents) {
             pthread_cond_wait(&zf.progress, &zf.lock); /* chunks in the worker's hands */
         } else {
