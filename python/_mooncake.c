@@ -266,16 +266,18 @@ static int keyBytes(PyObject *o, const char **p, Py_ssize_t *n) {
     return -1;
 }
 
-/* opts: None or (replicas, prefer or None, pin_ms, hard_pin, replace). The
- * prefer string points into the tuple, which the caller keeps. */
+/* opts: None or (replicas, prefer or None, pin_ms, hard_pin, replace
+ * [, prefer_is_hint]). The prefer string points into the tuple, which the
+ * caller keeps. */
 static int parseOpts(PyObject *o, mc_put_opts *opts) {
     memset(opts, 0, sizeof(*opts));
     if (o == NULL || o == Py_None) return 0;
     PyObject *prefer;
-    int hard, replace;
-    if (!PyArg_ParseTuple(o, "iOLpp;opts must be (replicas, prefer, pin_ms, hard_pin, replace)", &opts->replicas,
-                          &prefer, &opts->pin_ms, &hard, &replace))
+    int hard, replace, hint = 0;
+    if (!PyArg_ParseTuple(o, "iOLpp|p;opts must be (replicas, prefer, pin_ms, hard_pin, replace[, hint])",
+                          &opts->replicas, &prefer, &opts->pin_ms, &hard, &replace, &hint))
         return -1;
+    opts->prefer_hint = hint;
     if (opts->replicas < 0 || opts->replicas > 8) {
         PyErr_SetString(PyExc_ValueError, "replica_num must be between 1 and 8");
         return -1;
@@ -872,6 +874,19 @@ static PyObject *Client_mount(ClientObject *self, PyObject *args) {
     return PyLong_FromLongLong(rc);
 }
 
+/* The name the segment was mounted under (a name ending in ":0" gets the
+ * listener's port), or None. */
+static PyObject *Client_mount_name(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
+    CHECK_INIT(self);
+    char name[512] = "";
+    pthread_mutex_lock(&self->lock);
+    const char *n = !self->closed && self->nall ? mc_mount_name(self->all[0]) : NULL;
+    if (n) snprintf(name, sizeof(name), "%s", n);
+    pthread_mutex_unlock(&self->lock);
+    if (name[0] == '\0') Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name), "surrogateescape");
+}
+
 static PyObject *Client_close(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
     if (self->inited) {
         Py_BEGIN_ALLOW_THREADS
@@ -1091,6 +1106,7 @@ static PyMethodDef Client_methods[] = {
     {"register", (PyCFunction)Client_register, METH_VARARGS, "register(addr, size) -> code"},
     {"unregister", (PyCFunction)Client_unregister, METH_VARARGS, "unregister(addr) -> code"},
     {"mount", (PyCFunction)Client_mount, METH_VARARGS, "mount(size, name) -> segment id or code"},
+    {"mount_name", (PyCFunction)Client_mount_name, METH_NOARGS, "the name mounted, or None"},
     {"put_async", (PyCFunction)(void (*)(void))Client_put_async, METH_VARARGS | METH_KEYWORDS,
      "put_async(keys, bufs, sizes=None, opts=None) -> Op or code"},
     {"get_async", (PyCFunction)(void (*)(void))Client_get_async, METH_VARARGS | METH_KEYWORDS,

@@ -1068,7 +1068,7 @@ static int putOptArgs(const mc_put_opts *o, const char **argv, char *repbuf, cha
         argv[n++] = repbuf;
     }
     if (o->prefer && o->prefer[0]) {
-        argv[n++] = "PREFER";
+        argv[n++] = o->prefer_hint ? "HINT" : "PREFER";
         argv[n++] = o->prefer;
     }
     if (o->pin_ms > 0) {
@@ -2417,6 +2417,20 @@ static int mountNodes(mc_client *c, int *nodes) {
     return n;
 }
 
+/* The name a segment is mounted under: `name`, except that a name ending
+ * in ":0" gets the port of the segment's TCP listener (tcp_ep) in place
+ * of the 0, as binding port 0 picks a port. Processes on one host that
+ * all pass the same hostname (tensor-parallel ranks) so get names of
+ * their own, in the host:port form Mooncake's clients use. */
+static char *mountName(const char *name, const char *tcp_ep) {
+    size_t len = strlen(name);
+    const char *colon = strrchr(tcp_ep, ':');
+    if (len < 2 || strcmp(name + len - 2, ":0") || colon == NULL) return strdup(name);
+    char *out = malloc(len + 8);
+    if (out) snprintf(out, len + 8, "%.*s:%s", (int)(len - 2), name, colon + 1);
+    return out;
+}
+
 static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     char err[256];
     int rc;
@@ -2475,7 +2489,6 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
         c->host_mem = buf;
         c->host_owned = 0;
     }
-    c->host_name = strdup(name);
     /* Listen where the server sees us: our end of the connection to
      * nodes[0] (every node of a cluster is told the same endpoints). */
     char bindip[64] = "127.0.0.1";
@@ -2492,6 +2505,11 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     }
     char eps[4][300], rkeys[512], rdmaep[300] = "";
     int neps = mcHostEndpoints(c->host, eps, 4);
+    if ((c->host_name = mountName(name, eps[0])) == NULL) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto err;
+    }
+    name = c->host_name;
     if (rdmaEngine(c) && mcRdmaRegister(c->rdma, c->host_mem, size, rkeys, sizeof(rkeys)) == MC_OK) {
         int port = 0;
         if (mcRdmaListen(c->rdma, bindip, &port, err, sizeof(err)) == MC_OK)
@@ -2578,3 +2596,5 @@ int mc_unmount(mc_client *c) {
 }
 
 long long mc_mount_id(mc_client *c) { return c ? c->host_id : MC_ERR_INVALID; }
+
+const char *mc_mount_name(mc_client *c) { return c && c->host ? c->host_name : NULL; }

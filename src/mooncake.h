@@ -53,6 +53,8 @@ typedef struct {
     long long pin_ms;      /* soft pin for this long; 0: none */
     int hard_pin;          /* never evicted until UNPIN */
     int replace;           /* overwrite a complete value (atomic swap at PUT.END) */
+    int prefer_hint;       /* prefer is a hint (Mooncake's preferred_segment): a segment
+                              that does not exist or is not placeable is passed over */
 } mc_put_opts;
 
 typedef struct {
@@ -156,6 +158,12 @@ int mc_mount(mc_client *c, size_t size, const char *name);
 int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name);
 int mc_unmount(mc_client *c);
 long long mc_mount_id(mc_client *c);               /* segment id, or MC_ERR_* */
+/* The name mounted: `name` as given, except that a name ending in ":0"
+ * gets the port of the segment's TCP listener in place of the 0 (as
+ * binding port 0 picks one), so processes that share a hostname get
+ * names of their own ("host:port", as Mooncake's clients). NULL if the
+ * handle hosts nothing. */
+const char *mc_mount_name(mc_client *c);
 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
            const mc_put_opts *opts);

@@ -81,9 +81,15 @@ static int parsePutOptions(client *c, int start, putOptions *po) {
                 return C_ERR;
             }
             po->replicas = (int)n;
-        } else if (!strcasecmp(opt, "prefer") && more) {
+        } else if ((!strcasecmp(opt, "prefer") || !strcasecmp(opt, "hint")) && more) {
+            /* HINT is Mooncake's preferred_segment: a preference, so a
+             * name that is unknown or not this user's to see is passed
+             * over (the put goes elsewhere) instead of refused; PREFER
+             * names a segment that must exist. */
+            int hint = !strcasecmp(opt, "hint");
             segment *s = segmentLookup(c->argv[++j]);
             if (s == NULL || !aclSegmentVisible(c, s)) {
+                if (hint) continue;
                 addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[j]);
                 return C_ERR;
             }
@@ -537,7 +543,45 @@ void removeCommand(client *c) {
     addReplyLongLong(c, removed);
 }
 
+/* REMOVE.ALL by a tenant (a user without allkeys): only the keys it may
+ * write go, so the one call that names no key cannot reach into another
+ * tenant's objects. The keys are copied first: removing frees them. */
+static void removeAllAccessible(client *c) {
+    size_t cap = 64, n = 0;
+    sds *keys = zmalloc(cap * sizeof(sds));
+    dict *sets[2] = {server.keys, server.pending};
+    for (int d = 0; d < 2; d++) {
+        dictIterator *it = dictGetSafeIterator(sets[d]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds k = de->key;
+            if (!aclUserCanAccessKey(c->user, k, sdslen(k), ACL_WRITE)) continue;
+            if (d == 1 && dictFind(server.keys, k) != NULL) continue; /* counted with its complete version */
+            if (n == cap) keys = zrealloc(keys, (cap *= 2) * sizeof(sds));
+            keys[n++] = sdsdup(k);
+        }
+        dictReleaseIterator(it);
+    }
+    long long removed = 0;
+    for (size_t i = 0; i < n; i++) {
+        int any = storeDelete(keys[i]);
+        storeObj *p = storePendingUnlink(keys[i]);
+        if (p) {
+            storePendingAbandon(p);
+            any = 1;
+        }
+        removed += any;
+        sdsfree(keys[i]);
+    }
+    zfree(keys);
+    addReplyLongLong(c, removed);
+}
+
 void removeAllCommand(client *c) {
+    if (aclUserRestricted(c->user)) {
+        removeAllAccessible(c);
+        return;
+    }
     /* Keys, counted once whether they have a complete version, a pending
      * one, or both (as REMOVE counts them). */
     long long n = (long long)storeSize();

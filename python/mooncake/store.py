@@ -2,28 +2,46 @@
 
 ``from mooncake.store import MooncakeDistributedStore`` as vLLM's
 MooncakeStoreConnector, SGLang's HiCache and LMCache's mooncakestore backend
-import it: the same method names, argument order and return conventions (0
-or a negative Mooncake error code, bytes where Mooncake returns bytes, one
-int per key for batches). What differs, and why, is in the README
-("Python").
+import it: the same method names, positional and keyword arguments, defaults
+and return conventions (0 or a negative Mooncake error code, bytes where
+Mooncake returns bytes, one int per key for batches). The README's "Python"
+section lists every call, supported or not, and what differs.
+
+How Mooncake's setup arguments map onto this store:
 
 - ``master_server_addr`` is our server's ``host:port`` (any node of a
-  cluster); ``metadata_server`` is accepted whatever it says (our server is
-  its own metadata service).
-- ``global_segment_size > 0`` mounts that much of this process's memory as
-  a segment named ``local_hostname``: other clients' replicas may land here,
-  and on the same host they are read over shared memory.
+  cluster); ``metadata_server`` is accepted whatever it says (the server is
+  its own metadata service), and so is ``engine`` (a TransferEngine to
+  share: libmooncake opens its own transports).
+- ``global_segment_size > 0`` mounts that much of this process's memory as a
+  segment. Its name is ``local_hostname`` with the port of the segment's
+  listener appended (``host:port``), unless ``local_hostname`` carries a port
+  already -- Mooncake's rule, so tensor-parallel ranks that share a hostname
+  get segments of their own; ``get_hostname()`` returns it.
+- ``local_buffer_size`` bounds what the staged calls hold at once, as
+  Mooncake's registered staging buffer does: put/get of bytes, put_parts,
+  get_buffer handles still alive. Zero-copy calls (put_from, get_into and
+  their batch forms) use none of it.
+- ``tenant_id`` other than ``"default"`` logs in as the ACL user of that
+  name and keeps its keys under ``<tenant_id>:``, which an ACL user made with
+  ``~<tenant_id>:*`` confines: isolation is the server's, never lost.
 - ``protocol``/``rdma_devices``: the library picks shared memory, RDMA or
-  TCP per segment by itself; ``local_buffer_size`` is accepted and unused
-  (nothing is staged).
-- A password (our server's requirepass or an ACL user) comes from the
+  TCP per segment by itself.
+- A password (the server's requirepass or the ACL user's) comes from the
   keywords ``password``/``user`` or $MOONCAKE_PASSWORD/$MOONCAKE_USER.
 """
+import ctypes as _ctypes
 import enum as _enum
+import logging as _logging
+import mmap as _mmap
 import os as _os
 import re as _re
+import threading as _threading
+import weakref as _weakref
 
 from . import _mooncake
+
+_log = _logging.getLogger("mooncake.store")
 
 # Mooncake's error codes (negative int32) that engines test.
 INTERNAL_ERROR = -1
@@ -32,6 +50,7 @@ SEGMENT_NOT_FOUND = -101
 NO_AVAILABLE_HANDLE = -200
 INVALID_KEY = -400
 INVALID_PARAMS = -600
+INVALID_REPLICA = -702
 REPLICA_IS_NOT_READY = -703
 OBJECT_NOT_FOUND = -704
 OBJECT_ALREADY_EXISTS = -705
@@ -58,8 +77,13 @@ _CODE = {
     _mooncake.ERR_CLOSED: RPC_FAIL,
 }
 
-# Mooncake's default soft-pin time when with_soft_pin is set without one.
+# Mooncake's defaults: setup's sizes (16 MiB each), the master's default
+# and largest soft-pin times.
+_DEFAULT_SEGMENT = 16 << 20
+_DEFAULT_LOCAL_BUFFER = 16 << 20
 _SOFT_PIN_DEFAULT_MS = 30 * 60 * 1000
+_SOFT_PIN_MAX_MS = 24 * 60 * 60 * 1000
+_TENANT_RE = _re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 def _code(rc):
@@ -73,7 +97,8 @@ class SoftPinAction(_enum.IntEnum):
 
 
 class ReplicateConfig:
-    """How many replicas and where (Mooncake's ReplicateConfig)."""
+    """How many replicas and where (Mooncake's ReplicateConfig).
+    ``with_soft_pin`` is the older spelling of ``soft_pin_action=ENABLE``."""
 
     def __init__(self, replica_num=1, with_soft_pin=False, with_hard_pin=False, preferred_segment="",
                  preferred_segments=None, soft_pin_action=SoftPinAction.PRESERVE, soft_pin_ttl_ms=None):
@@ -84,6 +109,8 @@ class ReplicateConfig:
         self.preferred_segments = list(preferred_segments or [])
         self.soft_pin_action = soft_pin_action
         self.soft_pin_ttl_ms = soft_pin_ttl_ms
+        self.prefer_alloc_in_same_node = False
+        self.group_ids = None
 
     @property
     def soft_pin_ttl_ms(self):
@@ -96,8 +123,11 @@ class ReplicateConfig:
         self._soft_pin_ttl_ms = v
 
     def __repr__(self):
-        return (f"ReplicateConfig(replica_num={self.replica_num}, with_soft_pin={self.with_soft_pin}, "
-                f"with_hard_pin={self.with_hard_pin}, preferred_segment={self.preferred_segment!r})")
+        return (f"ReplicateConfig(replica_num={self.replica_num}, soft_pin_action={self.soft_pin_action!r}, "
+                f"soft_pin_ttl_ms={self.soft_pin_ttl_ms}, with_hard_pin={self.with_hard_pin}, "
+                f"preferred_segment={self.preferred_segment!r}, preferred_segments={self.preferred_segments!r})")
+
+    __str__ = __repr__
 
 
 _SIZE_RE = _re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", _re.I)
@@ -121,6 +151,168 @@ def _size(v):
     raise ValueError(f"not a size: {v!r}")
 
 
+def _has_port(hostname):
+    """Does a local_hostname name its port already ("host:1234", "[::1]:1234")?"""
+    if hostname.startswith("["):
+        m = _re.match(r"^\[[^\]]*\]:(\d+)$", hostname)
+    elif hostname.count(":") == 1:
+        m = _re.match(r"^[^:]+:(\d+)$", hostname)
+    else:
+        return False
+    return bool(m) and 0 < int(m.group(1)) < 65536
+
+
+class _LocalBuffer:
+    """Mooncake's local buffer, as a budget: the bytes that staged calls
+    hold at once (a get_buffer handle holds its share until it is freed)."""
+
+    def __init__(self, size):
+        self.size = size
+        self.used = 0
+        self._lock = _threading.Lock()
+
+    def take(self, n):
+        with self._lock:
+            if n > self.size - self.used:
+                return False
+            self.used += n
+            return True
+
+    def give(self, n):
+        with self._lock:
+            self.used -= n
+
+
+class BufferHandle(bytearray):
+    """get_buffer's result: the object's bytes, with the buffer protocol
+    (memoryview(h), numpy.frombuffer(h), torch.frombuffer(h)), ``h.ptr()``,
+    ``h.size()`` and ``len(h)``. Its memory is its own and stays valid
+    while the handle lives; the handle cannot be resized (its address
+    would move), and its bytes count against local_buffer_size until it is
+    freed, as Mooncake's handles hold their share of the local buffer."""
+
+    __slots__ = ("_pin", "__weakref__")
+
+    def ptr(self):
+        return _ctypes.addressof(self._pin) if len(self) else 0
+
+    def size(self):
+        return len(self)
+
+
+def _new_handle(n, budget):
+    h = BufferHandle(n)
+    # An exported view pins the bytearray: it cannot be resized (and its
+    # address cannot move) while the handle lives.
+    h._pin = (_ctypes.c_char * n).from_buffer(h) if n else None
+    _weakref.finalize(h, budget.give, n)
+    return h
+
+
+class ReplicaDescriptor:
+    """One replica of an object (Mooncake's ReplicaDescriptor): always a
+    memory replica here (this store has no disk tier yet)."""
+
+    class _Buffer:
+        __slots__ = ("size_", "buffer_address_", "protocol_", "transport_endpoint_", "segment_name_")
+
+        def __repr__(self):
+            return (f"<Descriptor size={self.size_} buffer_address={self.buffer_address_} "
+                    f"transport_endpoint={self.transport_endpoint_}>")
+
+    class _Memory:
+        __slots__ = ("buffer_descriptor",)
+
+    def __init__(self, segment, offset, size, endpoint, status="COMPLETE"):
+        b = ReplicaDescriptor._Buffer()
+        b.size_, b.buffer_address_, b.protocol_, b.transport_endpoint_, b.segment_name_ = (
+            size, offset, endpoint.split("://", 1)[0] if "://" in endpoint else "tcp", endpoint, segment)
+        self._memory = ReplicaDescriptor._Memory()
+        self._memory.buffer_descriptor = b
+        self.status = status
+
+    def is_memory_replica(self):
+        return True
+
+    def is_disk_replica(self):
+        return False
+
+    def is_local_disk_replica(self):
+        return False
+
+    def get_memory_descriptor(self):
+        return self._memory
+
+    def get_disk_descriptor(self):
+        raise RuntimeError("not a disk replica")
+
+    def __repr__(self):
+        b = self._memory.buffer_descriptor
+        return f"ReplicaDescriptor(segment={b.segment_name_!r}, size={b.size_}, status={self.status})"
+
+
+class MooncakeHostMemAllocator:
+    """Mooncake's allocator of host memory for the standalone mode
+    (SGLang's MooncakeHostTensorAllocator): ``alloc(size)`` returns the
+    address of page-aligned shared memory, ``free(ptr)`` gives it back (0,
+    or -1 for an address it did not hand out). Here the engine's process is
+    the store's client itself, so the memory only needs to be registrable;
+    it is shared so that a helper process could map it too."""
+
+    def __init__(self):
+        self._maps = {}
+        self._lock = _threading.Lock()
+
+    def alloc(self, size):
+        if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
+            raise ValueError("alloc needs a positive size")
+        m = _mmap.mmap(-1, size, flags=_mmap.MAP_SHARED | _mmap.MAP_ANONYMOUS)
+        ptr = _ctypes.addressof(_ctypes.c_char.from_buffer(m))
+        with self._lock:
+            self._maps[ptr] = m
+        return ptr
+
+    def free(self, ptr):
+        with self._lock:
+            m = self._maps.pop(ptr, None)
+        if m is None:
+            return -1
+        try:
+            m.close()
+        except BufferError:  # a tensor still views it: let it go with the last view
+            with self._lock:
+                self._maps[ptr] = m
+            return -1
+        return 0
+
+
+def bind_to_numa_node(node):
+    """Run this thread on NUMA node ``node`` and prefer its memory for
+    later allocations (Mooncake's module function; LMCache calls it before
+    setup). Like Mooncake it only warns when NUMA is unavailable or the
+    node is invalid."""
+    try:
+        numa = _ctypes.CDLL("libnuma.so.1")
+    except OSError:
+        _log.warning("NUMA is not available on this system (no libnuma); binding skipped")
+        return None
+    if numa.numa_available() < 0:
+        _log.warning("NUMA is not available on this system; binding skipped")
+        return None
+    max_node = numa.numa_max_node()
+    if not isinstance(node, int) or node < 0 or node > max_node:
+        _log.warning("Invalid NUMA node: %s. Valid range: 0-%d", node, max_node)
+        return None
+    if numa.numa_run_on_node(_ctypes.c_int(node)) != 0:
+        _log.warning("numa_run_on_node failed for node %d", node)
+    numa.numa_set_bind_policy(_ctypes.c_int(0))
+    numa.numa_set_preferred(_ctypes.c_int(node))
+    return None
+
+
+_MISSING = object()
+
+
 class MooncakeDistributedStore:
     """Mooncake's store client (see the module's comment for what the
     arguments mean here)."""
@@ -129,111 +321,246 @@ class MooncakeDistributedStore:
         self._c = None
         self._hostname = ""
         self._mounted = False
+        self._prefix = ""
+        self._budget = _LocalBuffer(0)
+        self._sessions = set()
+        self._lock = _threading.Lock()
 
     # -- lifetime -----------------------------------------------------------
-    def setup(self, local_hostname=None, metadata_server=None, global_segment_size=0, local_buffer_size=0,
-              protocol="tcp", rdma_devices="", master_server_addr=None, *, password=None, user=None,
-              **ignored):
-        if isinstance(local_hostname, dict):
-            d = dict(local_hostname)
-            try:
-                return self.setup(d.get("local_hostname"), d.get("metadata_server"),
-                                  _size(d.get("global_segment_size", 0)), _size(d.get("local_buffer_size", 0)),
-                                  d.get("protocol", "tcp"), d.get("rdma_devices", ""),
-                                  d.get("master_server_addr") or d.get("master_server_address"),
-                                  password=d.get("password"), user=d.get("user"))
-            except ValueError:
+    def setup(self, local_hostname=_MISSING, metadata_server=_MISSING, global_segment_size=_MISSING,
+              local_buffer_size=_MISSING, protocol=_MISSING, rdma_devices=_MISSING,
+              master_server_addr=_MISSING, engine=None, enable_ssd_offload=False, ssd_offload_path="",
+              tenant_id="default", enable_client_http_server=False, client_http_port=9300, *, password=None,
+              user=None):
+        """setup(local_hostname, metadata_server, global_segment_size,
+        local_buffer_size, protocol, rdma_devices, master_server_addr,
+        engine=None, enable_ssd_offload=False, ssd_offload_path="",
+        tenant_id="default", enable_client_http_server=False,
+        client_http_port=9300), or setup(config: dict). 0 or a negative
+        code."""
+        if isinstance(local_hostname, dict) and metadata_server is _MISSING:
+            return self._setup_dict(local_hostname, password, user)
+        required = (local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
+                    rdma_devices, master_server_addr)
+        if any(a is _MISSING for a in required):
+            raise TypeError("setup(): incompatible function arguments: local_hostname, metadata_server, "
+                            "global_segment_size, local_buffer_size, protocol, rdma_devices and "
+                            "master_server_addr are required (or one dict)")
+        if enable_ssd_offload:
+            # No disk tier here yet: answer as a Mooncake without the
+            # feature would, so callers that probe for it (SGLang retries
+            # setup without the keyword) fall back instead of believing it.
+            raise TypeError("setup() got an unexpected keyword argument 'enable_ssd_offload': "
+                            "this store has no SSD tier yet")
+        return self._setup(local_hostname, global_segment_size, local_buffer_size, master_server_addr,
+                           tenant_id, password, user)
+
+    def _setup_dict(self, d, password, user):
+        d = dict(d)
+        try:
+            if str(d.get("enable_ssd_offload", "false")).lower() in ("1", "true", "yes", "on"):
                 return INVALID_PARAMS
+            return self._setup(d.get("local_hostname"), _size(d.get("global_segment_size", _DEFAULT_SEGMENT)),
+                               _size(d.get("local_buffer_size", _DEFAULT_LOCAL_BUFFER)),
+                               d.get("master_server_addr") or d.get("master_server_address") or "127.0.0.1:50051",
+                               d.get("tenant_id", "default"), d.get("password", password), d.get("user", user))
+        except ValueError:
+            return INVALID_PARAMS
+
+    def _setup(self, local_hostname, global_segment_size, local_buffer_size, master_server_addr, tenant_id,
+               password, user, mount=True):
         if self._c is not None:
             self.close()
+        if not isinstance(local_hostname, str) or not local_hostname:
+            return INVALID_PARAMS
         if not master_server_addr or not isinstance(master_server_addr, str):
             return INVALID_PARAMS
         try:
             seg = _size(global_segment_size)
-            _size(local_buffer_size)
+            local = _size(local_buffer_size)
         except ValueError:
+            return INVALID_PARAMS
+        if tenant_id is None or tenant_id in ("", "default"):
+            prefix = ""
+        elif isinstance(tenant_id, str) and _TENANT_RE.match(tenant_id):
+            if user is not None and user != tenant_id:
+                return INVALID_PARAMS  # two identities named: which one isolates?
+            user, prefix = tenant_id, tenant_id + ":"
+        else:
             return INVALID_PARAMS
         password = password if password is not None else _os.environ.get("MOONCAKE_PASSWORD")
         user = user if user is not None else _os.environ.get("MOONCAKE_USER")
         try:
-            self._c = _mooncake.Client(master_server_addr, user=user, password=password)
+            c = _mooncake.Client(master_server_addr, user=user, password=password)
         except (ConnectionError, PermissionError, OSError):
             return RPC_FAIL
-        self._hostname = local_hostname or "localhost"
-        if seg > 0:
-            rc = self._c.mount(seg, self._hostname)
+        name = local_hostname
+        if mount and seg > 0:
+            rc = c.mount(seg, local_hostname if _has_port(local_hostname) else local_hostname + ":0")
             if rc < 0:
-                self._c.close()
-                self._c = None
+                c.close()
                 return _code(rc)
-            self._mounted = True
+            name = c.mount_name() or local_hostname
+        with self._lock:
+            self._c, self._hostname, self._mounted, self._prefix = c, name, mount and seg > 0, prefix
+            self._budget = _LocalBuffer(local)
+            self._sessions = set()
         return 0
 
-    def init_all(self, protocol, device_name, mount_segment_size=0):
+    def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
+        """Mooncake's standalone mode: the engine's process contributes no
+        segment and reaches the store through ``server_address`` (here our
+        server: there is no separate client process to run). mem_pool_size
+        (the host memory it will register) is checked and otherwise unused."""
+        try:
+            _size(mem_pool_size)
+        except ValueError:
+            return INVALID_PARAMS
+        return self._setup("localhost", 0, local_buffer_size, server_address, "default", None, None, mount=False)
+
+    def init_all(self, protocol, device_name, mount_segment_size=16 << 20):
         return 0 if self._c is not None else INVALID_PARAMS
 
     def close(self):
-        if self._c is not None:
-            self._c.close()
-            self._c = None
+        with self._lock:
+            c, self._c = self._c, None
             self._mounted = False
+            self._sessions = set()
+        if c is not None:
+            c.close()
         return 0
 
     def get_hostname(self):
         return self._hostname
 
+    def health_check(self):
+        """0 healthy, 1 not set up or closed, 2 server unreachable (Mooncake's codes)."""
+        if self._c is None:
+            return 1
+        return 0 if self._c.exists([self._key("__mooncake_health__")])[1][0] >= 0 else 2
+
     # -- helpers ------------------------------------------------------------
     def _client(self):
         return self._c
 
+    def _key(self, k):
+        if not self._prefix:
+            return k
+        return self._prefix + k if isinstance(k, str) else self._prefix.encode() + bytes(k)
+
+    def _keys(self, keys):
+        return [self._key(k) for k in keys] if self._prefix else list(keys)
+
     def _opts(self, config, replace=False):
+        """(replicas, prefer, pin_ms, hard_pin, replace, prefer_is_hint), or
+        an error code for a config Mooncake refuses."""
         if config is None:
-            return (0, None, 0, False, replace)
+            return (0, None, 0, False, replace, True)
+        if getattr(config, "prefer_alloc_in_same_node", False):
+            return INVALID_PARAMS  # Mooncake: "prefer_alloc_in_same_node is not supported" for puts
         prefer = config.preferred_segment or (config.preferred_segments[0] if config.preferred_segments else "")
-        if prefer and prefer == self._hostname and not self._mounted:
-            prefer = ""  # our own name but nothing mounted: no such segment, so no preference
-        pin = 0
         action = getattr(config, "soft_pin_action", SoftPinAction.PRESERVE)
-        if (config.with_soft_pin and action != SoftPinAction.DISABLE) or action == SoftPinAction.ENABLE:
-            ttl = getattr(config, "soft_pin_ttl_ms", None)
-            pin = ttl if ttl else _SOFT_PIN_DEFAULT_MS
-        return (int(config.replica_num or 0), prefer or None, pin, bool(config.with_hard_pin), replace)
+        ttl = getattr(config, "soft_pin_ttl_ms", None)
+        pin = 0
+        if action == SoftPinAction.ENABLE or (config.with_soft_pin and action == SoftPinAction.PRESERVE):
+            pin = _SOFT_PIN_DEFAULT_MS if ttl is None else ttl
+            if pin > _SOFT_PIN_MAX_MS:
+                return INVALID_PARAMS
+        elif ttl is not None:
+            return INVALID_PARAMS  # a time without ENABLE (Mooncake: ttl_requires_enable)
+        try:
+            replicas = int(config.replica_num or 0)
+        except (TypeError, ValueError):
+            return INVALID_PARAMS
+        if replicas < 0 or replicas > 8:
+            return INVALID_PARAMS
+        return (replicas, prefer or None, pin, bool(config.with_hard_pin), replace, True)
 
     def _put(self, keys, bufs, sizes, config, replace):
         if self._c is None:
             return [RPC_FAIL] * len(keys)
+        opts = self._opts(config, replace)
+        if isinstance(opts, int):
+            return [opts] * len(keys)
         try:
-            rcs = self._c.put(keys, bufs, sizes, self._opts(config, replace))
+            rcs = self._c.put(self._keys(keys), bufs, sizes, opts)
         except (TypeError, ValueError):
             return [INVALID_PARAMS] * len(keys)
         # Mooncake: a put of a key that exists succeeds and leaves the value.
         return [0 if rc == _mooncake.ERR_EXISTS else _code(rc) for rc in rcs]
 
+    def _staged_put(self, keys, values, config, replace):
+        """put/put_parts/put_batch of bytes: the values pass through the
+        local buffer in Mooncake, so each must fit in it (INVALID_PARAMS,
+        Mooncake's answer, when it does not)."""
+        try:
+            total = sum(sum(memoryview(p).nbytes for p in v) if isinstance(v, list) else memoryview(v).nbytes
+                        for v in values)
+        except TypeError:
+            return [INVALID_PARAMS] * len(keys)
+        if total and not self._budget.take(total):
+            return [INVALID_PARAMS] * len(keys)
+        try:
+            return self._put(keys, values, None, config, replace)
+        finally:
+            if total:
+                self._budget.give(total)
+
     def _get_into(self, keys, bufs, sizes):
         if self._c is None:
             return [RPC_FAIL] * len(keys)
         try:
-            return [_code(rc) for rc in self._c.get_into(keys, bufs, sizes)]
+            return [_code(rc) for rc in self._c.get_into(self._keys(keys), bufs, sizes)]
         except (TypeError, ValueError):
             return [INVALID_PARAMS] * len(keys)
 
+    def _sizes(self, keys):
+        """Each key's size (>= 0) or code."""
+        return [_code(self._c.size(k)) for k in self._keys(keys)]
+
     # -- single keys --------------------------------------------------------
     def put(self, key, value, config=None):
-        return self._put([key], [value], None, config, False)[0]
+        return self._staged_put([key], [value], config, False)[0]
 
     def upsert(self, key, value, config=None):
-        return self._put([key], [value], None, config, True)[0]
+        return self._staged_put([key], [value], config, True)[0]
 
     def put_parts(self, key, *parts, config=None):
         if not parts:
             return INVALID_PARAMS
-        return self._put([key], [list(parts)], None, config, False)[0]
+        return self._staged_put([key], [list(parts)], config, False)[0]
+
+    def upsert_parts(self, key, *parts, config=None):
+        if not parts:
+            return INVALID_PARAMS
+        return self._staged_put([key], [list(parts)], config, True)[0]
 
     def get(self, key):
-        if self._c is None:
-            return b""
-        r = self._c.get([key])[0]
-        return b"" if isinstance(r, int) else r
+        h = self.get_buffer(key)
+        return b"" if h is None else bytes(h)
+
+    def get_buffer(self, key):
+        return self.batch_get_buffer([key])[0]
+
+    def batch_get_buffer(self, keys):
+        """One BufferHandle per key, or None (a miss, or no room left in the
+        local buffer, as in Mooncake)."""
+        keys = list(keys)
+        if self._c is None or not keys:
+            return [None] * len(keys)
+        sizes = self._sizes(keys)
+        out = [None] * len(keys)
+        want = []
+        for i, n in enumerate(sizes):
+            if n > 0 and self._budget.take(n):
+                out[i] = _new_handle(n, self._budget)
+                want.append(i)
+        if want:
+            rcs = self._get_into([keys[i] for i in want], [out[i] for i in want], None)
+            for i, rc in zip(want, rcs):
+                if rc != len(out[i]):  # failed, or replaced meanwhile by a value of another size
+                    out[i] = None
+        return out
 
     def put_from(self, key, buffer_ptr, size, config=None):
         return self._put([key], [buffer_ptr], [size], config, False)[0]
@@ -258,21 +585,26 @@ class MooncakeDistributedStore:
         return self.batch_is_exist([key])[0]
 
     def batch_is_exist(self, keys):
+        keys = list(keys)
         if self._c is None:
             return [RPC_FAIL] * len(keys)
-        n, res = self._c.exists(list(keys))
+        n, res = self._c.exists(self._keys(keys))
         return [_code(r) for r in res]
 
     def remove(self, key, force=False):
         if self._c is None:
             return RPC_FAIL
-        rc = self._c.remove(key)
+        rc = self._c.remove(self._key(key))
         return OBJECT_NOT_FOUND if rc == 0 else (0 if rc > 0 else _code(rc))
 
     def batch_remove(self, keys, force=False):
         return [self.remove(k, force) for k in keys]
 
-    def remove_all(self):
+    def remove_all(self, force=False):
+        """Removes every object this client may remove (a tenant: its own);
+        the count, or a negative code. ``force`` is accepted: nothing here
+        waits on leases or replication tasks (a removed object's space is
+        reused once its readers' leases end)."""
         if self._c is None:
             return RPC_FAIL
         return _code(self._c.remove_all())
@@ -280,21 +612,19 @@ class MooncakeDistributedStore:
     def get_size(self, key):
         if self._c is None:
             return RPC_FAIL
-        return _code(self._c.size(key))
+        return _code(self._c.size(self._key(key)))
 
     # -- batches ------------------------------------------------------------
     def put_batch(self, keys, values, config=None):
-        rcs = self._put(list(keys), list(values), None, config, False)
+        rcs = self._staged_put(list(keys), list(values), config, False)
         return next((rc for rc in rcs if rc < 0), 0)
 
     def upsert_batch(self, keys, values, config=None):
-        rcs = self._put(list(keys), list(values), None, config, True)
+        rcs = self._staged_put(list(keys), list(values), config, True)
         return next((rc for rc in rcs if rc < 0), 0)
 
     def get_batch(self, keys):
-        if self._c is None:
-            return [b""] * len(keys)
-        return [b"" if isinstance(r, int) else r for r in self._c.get(list(keys))]
+        return [b"" if h is None else bytes(h) for h in self.batch_get_buffer(keys)]
 
     def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
         return self._put(list(keys), list(buffer_ptrs), list(sizes), config, False)
@@ -309,7 +639,7 @@ class MooncakeDistributedStore:
         return self._put(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes], config,
                          False)
 
-    def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, prefer_same_node=True):
+    def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False):
         return self._get_into(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes])
 
     # -- non-blocking (Mooncake-C's own; Mooncake has none) -------------------
@@ -318,7 +648,11 @@ class MooncakeDistributedStore:
         ``fut.result()`` (or ``await fut``) gives the list of codes."""
         from . import Future
         keys = list(keys)
-        op = self._c.put_async(keys, list(buffer_ptrs), list(sizes), self._opts(config)) if self._c else RPC_FAIL
+        opts = self._opts(config)
+        if isinstance(opts, int):
+            op = opts
+        else:
+            op = self._c.put_async(self._keys(keys), list(buffer_ptrs), list(sizes), opts) if self._c else RPC_FAIL
         if isinstance(op, int):
             return Future([_code(op)] * len(keys), keys, lambda k, r: r)
         return Future(op, keys, lambda k, r: [0 if rc == _mooncake.ERR_EXISTS else _code(rc) for rc in r])
@@ -326,7 +660,7 @@ class MooncakeDistributedStore:
     def batch_get_into_async(self, keys, buffer_ptrs, sizes):
         from . import Future
         keys = list(keys)
-        op = self._c.get_async(keys, list(buffer_ptrs), list(sizes)) if self._c else RPC_FAIL
+        op = self._c.get_async(self._keys(keys), list(buffer_ptrs), list(sizes)) if self._c else RPC_FAIL
         if isinstance(op, int):
             return Future([_code(op)] * len(keys), keys, lambda k, r: r)
         return Future(op, keys, lambda k, r: [_code(rc) for rc in r])
@@ -335,7 +669,7 @@ class MooncakeDistributedStore:
         """How many leading keys are stored, in one round trip (Mooncake-C's own)."""
         if self._c is None:
             return RPC_FAIL
-        n, _ = self._c.exists(list(keys), prefix=True)
+        n, _ = self._c.exists(self._keys(keys), prefix=True)
         return _code(n)
 
     def __del__(self):

@@ -197,13 +197,31 @@ def test_setup_forms(server):
     assert s.setup({"local_hostname": "h1", "metadata_server": "P2PHANDSHAKE",
                     "global_segment_size": "16MB", "local_buffer_size": "16 MB",
                     "protocol": "tcp", "rdma_devices": "", "master_server_addr": server.addr}) == 0
-    assert s.get_hostname() == "h1"
+    # Mooncake's rule: a hostname without a port gets the port of this
+    # client's segment listener, so ranks sharing a hostname differ.
+    host, port = s.get_hostname().rsplit(":", 1)
+    assert host == "h1" and 0 < int(port) < 65536
+    assert s.get_hostname() in server.cli("SEGMENTS").__repr__()
     assert s.put("d", b"1") == 0
     s.close()
-    # close then setup again on the same object
-    assert s.setup("h2", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr) == 0
+    # close then setup again on the same object; no segment: the name as given
+    assert s.setup("h2", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", server.addr) == 0
     assert s.get_hostname() == "h2"
     assert s.put("d2", b"2") == 0 and s.get("d2") == b"2"
+    s.close()
+    # local_buffer_size 0: the staged calls have no room (Mooncake answers
+    # INVALID_PARAMS for a put and empty bytes for a get); zero-copy calls work
+    assert s.setup("h3", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr) == 0
+    assert s.put("d3", b"3") == ms.INVALID_PARAMS
+    assert s.get("d2") == b""
+    buf = np.frombuffer(bytearray(b"zc"), dtype=np.uint8)
+    assert s.register_buffer(buf.ctypes.data, 2) == 0
+    assert s.put_from("d3", buf.ctypes.data, 2) == 0
+    assert s.get_into("d2", buf.ctypes.data, 2) == 1 and bytes(buf[:1]) == b"2"
+    s.close()
+    # a hostname with its own port is used as it is
+    assert s.setup("h4:4321", "P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "", server.addr) == 0
+    assert s.get_hostname() == "h4:4321"
     s.close()
     assert s.setup({"global_segment_size": "50%", "master_server_addr": server.addr}) < 0
     assert MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1") < 0
