@@ -1,0 +1,257 @@
+"""Rank programs for test_engines.py: each function is one tensor-parallel
+rank of an inference engine, making the calls that engine's Mooncake store
+connector makes, in its order, with its arguments and the return codes it
+tests (read from the connectors: vLLM's mooncake/store/worker.py, SGLang's
+mem_cache/storage/mooncake_store/mooncake_store.py, LMCache's
+storage_backend/connector/mooncakestore_connector.py; none of their code is
+here). Every rank is a process of its own, started with multiprocessing's
+spawn, as the engines run one process per rank.
+
+A rank reports through its queue: ("ok", rank, info) or ("err", rank,
+traceback). Ranks meet at a barrier between phases, so a rank can read what
+the others wrote.
+"""
+import ctypes
+import os
+import struct
+import time
+import traceback
+import uuid
+import zlib
+
+import numpy as np
+
+PAGE = 16 << 10  # bytes per block per K or V slice
+
+
+def _data(tag, rank, shape):
+    """Deterministic bytes any rank can regenerate to check another's."""
+    seed = zlib.crc32(f"{tag}/{rank}".encode())
+    return np.random.default_rng(seed).integers(0, 256, size=shape, dtype=np.uint8)
+
+
+def _run(fn, rank, q, *args):
+    try:
+        info = fn(rank, *args)
+        q.put(("ok", rank, info))
+    except BaseException:  # noqa: BLE001 -- reported to the test
+        q.put(("err", rank, traceback.format_exc()))
+
+
+# -- vLLM: MooncakeStoreConnector's store worker -------------------------------
+
+def vllm_rank(rank, n, addr, barrier, opts):
+    from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+    mode = opts.get("mode", "embedded")
+    store = MooncakeDistributedStore()
+    # MooncakeStoreWorker.__init__: seven positional arguments; embedded
+    # ranks contribute a segment, standalone-store ranks contribute none.
+    seg = 32 << 20 if mode == "embedded" else 0
+    assert store.setup("127.0.0.1", "P2PHANDSHAKE", seg, 16 << 20, "tcp", "", addr) == 0
+    cfg = ReplicateConfig()
+    if opts.get("preferred_segment") is not None:
+        cfg.preferred_segment = opts["preferred_segment"]
+    # register_kv_caches: the K/V-first layout (2, num_blocks, page) is one
+    # registration and two segments of block_len each.
+    nblocks = 64
+    kv = np.zeros((2, nblocks, PAGE), dtype=np.uint8)
+    base = kv.ctypes.data
+    assert store.register_buffer(base, kv.nbytes) == 0
+    seg_stride = nblocks * PAGE
+    addrs = [base, base + seg_stride]
+
+    def key(r, h):
+        return f"model@tp_rank:{r}@pcp0@dcp0@pp_rank:0@group:0@{h:064x}"
+
+    def block_meta(blocks):
+        return ([[a + b * PAGE for a in addrs] for b in blocks], [[PAGE, PAGE] for _ in blocks])
+
+    nkeys = 16
+    hashes = [0xABC000 + i for i in range(nkeys)]
+    mine = [key(rank, h) for h in hashes]
+    kv[:, :nkeys] = _data("vllm", rank, (2, nkeys, PAGE))
+    # KVCacheStoreSendingThread._handle_request: dedup, then one multi-buffer put
+    exists = store.batch_is_exist(mine)
+    assert exists == [0] * nkeys, exists
+    a, s = block_meta(range(nkeys))
+    res = store.batch_put_from_multi_buffers(mine, a, s, cfg)
+    assert res == [0] * nkeys, res
+    barrier.wait()
+    # The scheduler's lookup (rank 0's lookup server): a block is a hit when
+    # every TP rank has it.
+    if rank == 0:
+        cand = [key(r, h) for h in hashes for r in range(n)]
+        assert store.batch_is_exist(cand) == [1] * len(cand)
+    # KVCacheStoreRecvingThread: load the next rank's blocks into free blocks
+    other = (rank + 1) % n
+    dst = range(nkeys, 2 * nkeys)
+    a, s = block_meta(dst)
+    res = store.batch_get_into_multi_buffers([key(other, h) for h in hashes], a, s)
+    assert res == [2 * PAGE] * nkeys, res
+    assert np.array_equal(kv[:, nkeys:2 * nkeys], _data("vllm", other, (2, nkeys, PAGE)))
+    # a second save of the same blocks is skipped by the dedup probe; a put
+    # anyway succeeds and leaves the value (Mooncake's convention)
+    assert store.batch_is_exist(mine) == [1] * nkeys
+    a, s = block_meta(range(nkeys))
+    assert store.batch_put_from_multi_buffers(mine[:2], a[:2], s[:2], cfg) == [0, 0]
+    barrier.wait()
+    # RESET: rank 0 clears the store (remove_all(force=True)) after the
+    # others drained their queues
+    if rank == 0:
+        assert store.remove_all(force=True) >= n * nkeys
+    barrier.wait()
+    assert store.batch_is_exist(mine) == [0] * nkeys
+    assert store.unregister_buffer(base) == 0
+    name = store.get_hostname()
+    store.close()
+    return name
+
+
+# -- SGLang HiCache: MooncakeStore ---------------------------------------------
+
+def sglang_rank(rank, n, addr, barrier, opts):
+    from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
+    mla = opts.get("mla", False)
+    standalone = opts.get("standalone", False)
+    store = MooncakeDistributedStore()
+    npages, page_bytes = 24, PAGE
+    pool_bytes = 2 * npages * 2 * page_bytes  # K and V, twice the pages used
+    if standalone:
+        # standalone_storage: the host pool comes from MooncakeHostMemAllocator
+        # and the store is reached through setup_dummy
+        alloc = MooncakeHostMemAllocator()
+        ptr = alloc.alloc(pool_bytes)
+        pool = np.frombuffer((ctypes.c_byte * pool_bytes).from_address(ptr), dtype=np.uint8)
+        assert store.setup_dummy(pool_bytes, 16 << 20, addr) == 0
+    else:
+        alloc = None
+        pool = np.zeros(pool_bytes, dtype=np.uint8)
+        ptr = pool.ctypes.data
+        # __init__: setup with eight positional arguments (transfer_engine
+        # None when it cannot reuse one), the segment split over tp ranks
+        per_tp = (64 << 20) // n
+        assert store.setup("127.0.0.1", "P2PHANDSHAKE", per_tp, 16 << 20, "tcp", "", addr, None) == 0
+    # warmup(): a 4 KB put, then is_exist and get must agree
+    wkey = "sglang_mooncake_store_warmup_key" + uuid.uuid4().hex
+    wval = bytes(4 * 1024)
+    assert store.put(wkey, wval) == 0
+    assert store.is_exist(wkey) == 1
+    assert store.get(wkey) == wval
+    # register_mem_pool_host: the host KV buffer
+    assert store.register_buffer(ptr, pool_bytes) == 0
+
+    page_keys = [f"{0x5EED00 + i:064x}" for i in range(npages)]
+    if mla:  # one object per page, shared by every rank (mla_suffix "")
+        keys = [f"{k}__k" for k in page_keys]
+        mult = 1
+    else:    # K and V per page, per rank
+        keys = [f"{k}_{rank}_{kv}" for k in page_keys for kv in ("k", "v")]
+        mult = 2
+
+    def ptrs(first):
+        return [ptr + (first + i) * page_bytes for i in range(len(keys))], [page_bytes] * len(keys)
+
+    # MLA pages are shared: every rank holds the same bytes, and whichever
+    # rank's put lands first stores them
+    src_rank = 0 if mla else rank
+    pool[:len(keys) * page_bytes] = _data("sglang", src_rank, len(keys) * page_bytes)
+    # batch_set_v1: probe, then put only the missing keys with batch_put_from
+    exist = store.batch_is_exist(keys)
+    missing = [i for i, e in enumerate(exist) if e != 1]
+    p, s = ptrs(0)
+    res = store.batch_put_from([keys[i] for i in missing], [p[i] for i in missing], [s[i] for i in missing])
+    assert all(r == 0 for r in res), res  # a rank that lost the race gets 0: the key exists
+    barrier.wait()
+    # batch_exists: pages whose every object is there, from the start
+    ex = store.batch_is_exist(keys)
+    hit = next((i // mult for i, e in enumerate(ex) if e != 1), len(keys) // mult)
+    assert hit == npages, ex
+    # batch_get_v1: into other pages; every result > 0
+    p, s = ptrs(len(keys))
+    res = store.batch_get_into(keys, p, s)
+    assert all(r > 0 for r in res), res
+    got = pool[len(keys) * page_bytes: 2 * len(keys) * page_bytes]
+    assert np.array_equal(got, _data("sglang", src_rank, len(keys) * page_bytes))
+    barrier.wait()
+    if rank == 0:
+        store.remove_all()  # clear()
+    barrier.wait()
+    assert store.batch_is_exist(keys) == [0] * len(keys)
+    name = store.get_hostname()
+    store.close()
+    if alloc is not None:
+        del pool
+        alloc.free(ptr)
+    return name
+
+
+# -- LMCache: MooncakestoreConnector --------------------------------------------
+
+META = struct.Struct("<iiiiiii")  # a fixed-size chunk header, as RemoteMetadata's
+
+
+def lmcache_rank(rank, n, addr, barrier, opts):
+    from mooncake.store import MooncakeDistributedStore, ReplicateConfig, bind_to_numa_node
+    bind_to_numa_node(0)  # NUMA mapping found: bind before setup
+    store = MooncakeDistributedStore()
+    # setup with seven positional arguments; its return value is not checked
+    # by LMCache, but a failed setup would surface at the first call
+    assert store.setup("127.0.0.1", "P2PHANDSHAKE", 64 << 20, 32 << 20, "tcp", "", addr) == 0
+    cfg = ReplicateConfig()
+    cfg.replica_num = 1
+    cfg.preferred_segment = store.get_hostname()  # prefer_local_alloc
+    chunk = 128 << 10
+    nchunks = 12
+    pin = np.zeros(2 * nchunks * chunk, dtype=np.uint8)
+    assert store.register_buffer(pin.ctypes.data, pin.size) == 0  # _register_cpu_buffer
+    keys = [f"vllm@model@{n}@{rank}@{0xC4A000 + i:x}" for i in range(nchunks)]
+    data = _data("lmcache", rank, (nchunks, chunk))
+    slow = 0.0
+    if opts.get("save_chunk_meta", True):
+        # put: put_parts(key, metadata, kv_bytes), each under a 1 s timeout
+        for i, k in enumerate(keys):
+            meta = META.pack(chunk, 2, 16, 8, 128, 1, 0)
+            t0 = time.monotonic()
+            assert store.put_parts(k, meta, memoryview(data[i])) == 0
+            slow = max(slow, time.monotonic() - t0)
+        barrier.wait()
+        # contains: is_exist per key, counting hits from the start
+        other = (rank + 1) % n
+        okeys = [f"vllm@model@{n}@{other}@{0xC4A000 + i:x}" for i in range(nchunks)]
+        assert sum(1 for k in okeys if store.is_exist(k)) == nchunks
+        # batched_get: batch_get_buffer, then the header and the payload
+        # read through the buffer protocol (memoryview, frombuffer)
+        bufs = store.batch_get_buffer(okeys)
+        odata = _data("lmcache", other, (nchunks, chunk))
+        for i, b in enumerate(bufs):
+            assert b is not None, f"chunk {i} missing"
+            view = memoryview(b)
+            assert META.unpack(view[:META.size])[0] == chunk
+            assert len(view) == META.size + chunk
+            assert np.array_equal(np.frombuffer(b, dtype=np.uint8, offset=META.size, count=chunk), odata[i])
+        del bufs, view
+    else:
+        # save_chunk_meta False: zero copy from the registered pool
+        pin[:nchunks * chunk] = data.reshape(-1)
+        ptrs = [pin.ctypes.data + i * chunk for i in range(nchunks)]
+        res = store.batch_put_from(keys, ptrs, [chunk] * nchunks, cfg)
+        assert res == [0] * nchunks, res
+        barrier.wait()
+        other = (rank + 1) % n
+        okeys = [f"vllm@model@{n}@{other}@{0xC4A000 + i:x}" for i in range(nchunks)]
+        dptrs = [pin.ctypes.data + (nchunks + i) * chunk for i in range(nchunks)]
+        res = store.batch_get_into(okeys, dptrs, [chunk] * nchunks)
+        assert res == [chunk] * nchunks, res
+        assert np.array_equal(pin[nchunks * chunk:].reshape(nchunks, chunk), _data("lmcache", other, (nchunks, chunk)))
+    barrier.wait()
+    assert store.unregister_buffer(pin.ctypes.data) == 0  # close()
+    name = store.get_hostname()
+    store.close()
+    return {"name": name, "slowest_put_s": slow}
+
+
+RANKS = {"vllm": vllm_rank, "sglang": sglang_rank, "lmcache": lmcache_rank}
+
+
+def rank_main(engine, rank, q, n, addr, barrier, opts):
+    _run(RANKS[engine], rank, q, n, addr, barrier, opts)

@@ -1,0 +1,86 @@
+"""The engines' call sequences, unchanged, with 2 and 4 tensor-parallel
+ranks per host: each rank a process of its own calling the drop-in exactly
+as vLLM's MooncakeStoreConnector, SGLang's HiCache MooncakeStore and
+LMCache's mooncakestore connector do (tests/python/engine_ranks.py has the
+sequences and says where they come from). Before this worked, the second
+rank's setup failed: every rank mounted a segment under the same hostname."""
+import multiprocessing as mp
+
+import pytest
+
+import engine_ranks
+
+
+def run_ranks(engine, n, server, **opts):
+    server.cli("REMOVE.ALL")  # each engine starts from an empty store
+    addr = server.addr
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    barrier = ctx.Barrier(n, timeout=60)
+    procs = [ctx.Process(target=engine_ranks.rank_main, args=(engine, r, q, n, addr, barrier, opts))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    out = {}
+    try:
+        for _ in range(n):
+            status, rank, info = q.get(timeout=120)
+            out[rank] = (status, info)
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    errs = {r: info for r, (status, info) in out.items() if status != "ok"}
+    assert not errs, "\n".join(f"rank {r}:\n{tb}" for r, tb in sorted(errs.items()))
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return [out[r][1] for r in range(n)]
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_vllm_embedded_ranks(server, n):
+    names = run_ranks("vllm", n, server)
+    # every rank mounted a segment of its own, named host:port
+    assert len(set(names)) == n and all(x.startswith("127.0.0.1:") for x in names)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_vllm_preferred_segment_that_does_not_exist(server, n):
+    # extra_config's preferred_segment names a standalone store that is not
+    # there: Mooncake places the replicas elsewhere, and so does this store
+    run_ranks("vllm", n, server, preferred_segment="no-such-owner:12345")
+
+
+def test_vllm_standalone_store_ranks(server):
+    run_ranks("vllm", 2, server, mode="standalone-store")
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_sglang_mha_ranks(server, n):
+    names = run_ranks("sglang", n, server)
+    assert len(set(names)) == n
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_sglang_mla_ranks_share_pages(server, n):
+    # all ranks put the same page keys at once: the losers of each race get
+    # 0 (the key exists), and everyone reads the same bytes back
+    run_ranks("sglang", n, server, mla=True)
+
+
+def test_sglang_standalone_storage(server):
+    run_ranks("sglang", 2, server, standalone=True)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_lmcache_chunk_meta_ranks(server, n):
+    infos = run_ranks("lmcache", n, server)
+    assert len({i["name"] for i in infos}) == n
+    # LMCache counts a put that takes over 1 s as failed
+    assert max(i["slowest_put_s"] for i in infos) < 1.0
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_lmcache_zero_copy_ranks(server, n):
+    run_ranks("lmcache", n, server, save_chunk_meta=False)
