@@ -40,6 +40,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1018,6 +1019,83 @@ static PyTypeObject OpType = {
     .tp_methods = Op_methods,
 };
 
+/* ---- Buffer: get_buffer's handle ------------------------------------------ */
+
+/* Memory of its own with the buffer protocol, for Mooncake's get_buffer:
+ * the engines read it through memoryview / numpy.frombuffer /
+ * torch.frombuffer and by address (ptr()). Written in C because a Python
+ * object can only lend its memory through the buffer protocol from C (a
+ * bytearray would do, but cannot be kept from resizing -- moving the
+ * address it handed out -- without a reference cycle that delays its
+ * release to the garbage collector). The bytes are not zeroed: a get
+ * fills them. Weak references let the Python layer know when it is gone. */
+typedef struct {
+    PyObject_HEAD
+    char *mem;
+    Py_ssize_t len;
+    PyObject *weakrefs;
+} BufferObject;
+
+static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+    Py_ssize_t len;
+    static char *kw[] = {"size", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n", kw, &len)) return NULL;
+    if (len < 0) {
+        PyErr_SetString(PyExc_ValueError, "a buffer size cannot be negative");
+        return NULL;
+    }
+    BufferObject *self = (BufferObject *)type->tp_alloc(type, 0);
+    if (self == NULL) return NULL;
+    self->len = len;
+    if (len && (self->mem = PyMem_RawMalloc((size_t)len)) == NULL) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    return (PyObject *)self;
+}
+
+static void Buffer_dealloc(BufferObject *self) {
+    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
+    PyMem_RawFree(self->mem);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
+    static char empty[1];
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len, 0, flags);
+}
+
+static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
+
+static PyObject *Buffer_ptr(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromVoidPtr(self->mem);
+}
+
+static PyObject *Buffer_size(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromSsize_t(self->len);
+}
+
+static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
+static PySequenceMethods Buffer_as_sequence = {.sq_length = (lenfunc)Buffer_length};
+static PyMethodDef Buffer_methods[] = {
+    {"ptr", (PyCFunction)Buffer_ptr, METH_NOARGS, "The address of the bytes (0 when empty)."},
+    {"size", (PyCFunction)Buffer_size, METH_NOARGS, "The number of bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject BufferType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake.store.BufferHandle",
+    .tp_basicsize = sizeof(BufferObject),
+    .tp_dealloc = (destructor)Buffer_dealloc,
+    .tp_as_buffer = &Buffer_as_buffer,
+    .tp_as_sequence = &Buffer_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Buffer(size): bytes of its own with the buffer protocol, ptr() and size() (get_buffer's handle).",
+    .tp_weaklistoffset = offsetof(BufferObject, weakrefs),
+    .tp_methods = Buffer_methods,
+    .tp_new = Buffer_new,
+};
+
 /* The op runs on the library's worker with its own connections: it needs
  * no handle from the pool, only the first one to hang it on. Items refused
  * here keep their code and are left out. */
@@ -1157,13 +1235,15 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__mooncake(void) {
-    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&OpType) < 0) return NULL;
+    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&OpType) < 0 || PyType_Ready(&BufferType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&ClientType);
     if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0) goto err;
     Py_INCREF(&OpType);
     if (PyModule_AddObject(m, "Op", (PyObject *)&OpType) < 0) goto err;
+    Py_INCREF(&BufferType);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0) goto err;
     struct {
         const char *name;
         long v;

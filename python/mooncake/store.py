@@ -65,7 +65,7 @@ _CODE = {
     _mooncake.ERR_EXISTS: OBJECT_ALREADY_EXISTS,
     _mooncake.ERR_NOSPACE: NO_AVAILABLE_HANDLE,
     _mooncake.ERR_LEASE_EXPIRED: LEASE_EXPIRED,
-    _mooncake.ERR_TOO_SMALL: BUFFER_OVERFLOW,
+    _mooncake.ERR_TOO_SMALL: INVALID_PARAMS,  # Mooncake: "User buffer too small" is INVALID_PARAMS
     _mooncake.ERR_INVALID: INVALID_PARAMS,
     _mooncake.ERR_AUTH: INTERNAL_ERROR,
     _mooncake.ERR_PROTOCOL: INTERNAL_ERROR,
@@ -183,28 +183,16 @@ class _LocalBuffer:
             self.used -= n
 
 
-class BufferHandle(bytearray):
-    """get_buffer's result: the object's bytes, with the buffer protocol
-    (memoryview(h), numpy.frombuffer(h), torch.frombuffer(h)), ``h.ptr()``,
-    ``h.size()`` and ``len(h)``. Its memory is its own and stays valid
-    while the handle lives; the handle cannot be resized (its address
-    would move), and its bytes count against local_buffer_size until it is
-    freed, as Mooncake's handles hold their share of the local buffer."""
-
-    __slots__ = ("_pin", "__weakref__")
-
-    def ptr(self):
-        return _ctypes.addressof(self._pin) if len(self) else 0
-
-    def size(self):
-        return len(self)
+# get_buffer's result: the object's bytes in memory of their own, with the
+# buffer protocol (memoryview(h), numpy.frombuffer(h), torch.frombuffer(h)),
+# h.ptr(), h.size() and len(h). The memory stays valid while the handle
+# lives, and counts against local_buffer_size until it is freed, as
+# Mooncake's handles hold their share of the local buffer.
+BufferHandle = _mooncake.Buffer
 
 
 def _new_handle(n, budget):
     h = BufferHandle(n)
-    # An exported view pins the bytearray: it cannot be resized (and its
-    # address cannot move) while the handle lives.
-    h._pin = (_ctypes.c_char * n).from_buffer(h) if n else None
     _weakref.finalize(h, budget.give, n)
     return h
 

@@ -154,13 +154,13 @@ def test_vllm_multi_buffer_errors(mstore, gen):
     ptrs, sizes = block_ptrs(src, 0)
     assert mstore.batch_put_from_multi_buffers(keys[:1], [ptrs], [sizes]) == [0]
 
-    # A destination one slice short: BUFFER_OVERFLOW for that key only, the
+    # A destination one slice short: INVALID_PARAMS for that key only, the
     # other keys of the batch answer as they would alone.
     short_p, short_s = block_ptrs(dst, 1)
     full_p, full_s = block_ptrs(dst, 2)
     res = mstore.batch_get_into_multi_buffers(keys[:2] + keys[:1], [short_p[:-1], full_p, full_p],
                                               [short_s[:-1], full_s, full_s])
-    assert res == [BUFFER_OVERFLOW, OBJECT_NOT_FOUND, BLOCK_BYTES]
+    assert res == [INVALID_PARAMS, OBJECT_NOT_FOUND, BLOCK_BYTES]
     assert torch.equal(dst[:, :, 2], src[:, :, 0])
 
     # A pointer outside registered memory is refused, not dereferenced.

@@ -1,0 +1,254 @@
+"""The rest of Mooncake's store API the engines and Mooncake's own wheel
+tests reach for, with upstream's arguments, defaults and codes: setup in all
+its forms (the engine argument, keywords, tenant_id), process-unique names,
+get_buffer/batch_get_buffer and the local buffer they draw on, setup_dummy
+with MooncakeHostMemAllocator, remove_all(force), bind_to_numa_node, soft
+pins and preferred segments as preferences."""
+import logging
+
+import numpy as np
+import pytest
+
+import mooncake.store as ms
+from mooncake.store import (BufferHandle, MooncakeDistributedStore, MooncakeHostMemAllocator, ReplicateConfig,
+                            SoftPinAction, bind_to_numa_node)
+
+INVALID, NOT_FOUND = ms.INVALID_PARAMS, ms.OBJECT_NOT_FOUND
+
+
+def new_store(server, seg=0, local=16 << 20, host="h", **kw):
+    s = MooncakeDistributedStore()
+    assert s.setup(host, "P2PHANDSHAKE", seg, local, "tcp", "", server.addr, **kw) == 0
+    return s
+
+
+# -- setup ------------------------------------------------------------------------
+
+def test_setup_positional_engine_and_keywords(server):
+    s = MooncakeDistributedStore()
+    # SGLang: eight positional arguments, the eighth a TransferEngine or None
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 1 << 20, 16 << 20, "tcp", "", server.addr, None) == 0
+    s.close()
+    # every keyword upstream has, by name
+    assert s.setup(local_hostname="h", metadata_server="P2PHANDSHAKE", global_segment_size=0,
+                   local_buffer_size=1 << 20, protocol="tcp", rdma_devices="", master_server_addr=server.addr,
+                   engine=object(), enable_ssd_offload=False, ssd_offload_path="/nonexistent",
+                   tenant_id="default", enable_client_http_server=False, client_http_port=9300) == 0
+    assert s.put("kw", b"1") == 0
+    s.close()
+
+
+def test_setup_misuse_is_a_type_error(server):
+    s = MooncakeDistributedStore()
+    with pytest.raises(TypeError):
+        s.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "")  # master_server_addr missing
+    with pytest.raises(TypeError):
+        s.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr, None, bogus=1)
+    # No SSD tier here: answered as a Mooncake without the keyword, which is
+    # what SGLang's setup loop catches to retry without it
+    with pytest.raises(TypeError, match="enable_ssd_offload"):
+        s.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr, None, enable_ssd_offload=True)
+    assert s.setup({"master_server_addr": server.addr, "enable_ssd_offload": "true"}) == INVALID
+    assert s.setup("", "P2PHANDSHAKE", 0, 0, "tcp", "", server.addr) == INVALID
+    assert s.setup("h", "P2PHANDSHAKE", -1, 0, "tcp", "", server.addr) == INVALID
+
+
+def test_ranks_sharing_a_hostname_get_names_of_their_own(server):
+    stores = [new_store(server, seg=4 << 20, host="node7") for _ in range(3)]
+    names = [s.get_hostname() for s in stores]
+    assert len(set(names)) == 3 and all(n.startswith("node7:") for n in names)
+    segs = server.cli("SEGMENTS")
+    for n in names:
+        assert n.encode() in repr(segs).encode()
+    # each name leads to its own memory: a preferred put lands there
+    for i, s in enumerate(stores):
+        cfg = ReplicateConfig(preferred_segment=names[i])
+        assert s.put(f"own{i}", bytes([i]) * 4096, cfg) == 0
+        info = server.cli("OBJECT.INFO", f"own{i}")
+        seg_ids = [r[0] for r in dict(zip(info[::2], info[1::2]))[b"replicas"]]
+        seginfo = server.cli("SEGMENT.INFO", names[i])
+        assert dict(zip(seginfo[::2], seginfo[1::2]))[b"id"] in seg_ids
+    for s in stores:
+        s.close()
+    # an explicit port is taken as it is
+    a = new_store(server, seg=4 << 20, host="node7:4000")
+    assert a.get_hostname() == "node7:4000"
+    a.close()
+
+
+def test_tenant_id_maps_onto_the_servers_tenants(fresh_server):
+    srv = fresh_server
+    for t in ("ta", "tb"):
+        srv.cli("ACL", "SETUSER", t, "on", f">{t}-pw", f"~{t}:*", "+@all", "-@dangerous", "+remove.all")
+    a = MooncakeDistributedStore()
+    assert a.setup("h", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", srv.addr, tenant_id="ta", password="ta-pw") == 0
+    b = MooncakeDistributedStore()
+    assert b.setup({"local_hostname": "h", "metadata_server": "P2PHANDSHAKE", "global_segment_size": 0,
+                    "master_server_addr": srv.addr, "tenant_id": "tb", "password": "tb-pw"}) == 0
+    # the same key names, two tenants: two objects, each seen only by its owner
+    assert a.put("k", b"A") == 0 and b.put("k", b"B") == 0
+    assert a.get("k") == b"A" and b.get("k") == b"B"
+    assert sorted(srv.cli("KEYS", "*")) == [b"ta:k", b"tb:k"]
+    assert a.batch_is_exist(["k", "other"]) == [1, 0]
+    # a tenant's remove_all removes its own objects only
+    assert a.remove_all(force=True) == 1
+    assert a.get("k") == b"" and b.get("k") == b"B"
+    a.close()
+    b.close()
+    # isolation is never dropped silently: an unknown tenant, a wrong
+    # password or a malformed id fails setup
+    c = MooncakeDistributedStore()
+    assert c.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", srv.addr, tenant_id="nobody", password="x") < 0
+    assert c.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", srv.addr, tenant_id="ta", password="wrong") < 0
+    assert c.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", srv.addr, tenant_id="t a", password="x") == INVALID
+    assert c.setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", srv.addr, tenant_id="ta", password="ta-pw",
+                   user="tb") == INVALID
+
+
+# -- get_buffer and the local buffer ---------------------------------------------
+
+def test_get_buffer_handles(server):
+    s = new_store(server, local=1 << 20)
+    val = bytes(range(256)) * 64
+    assert s.put("gb", val) == 0
+    h = s.get_buffer("gb")
+    assert isinstance(h, BufferHandle)
+    assert len(h) == h.size() == len(val) and h.ptr() != 0
+    assert bytes(memoryview(h)) == val
+    assert np.array_equal(np.frombuffer(h, dtype=np.uint8), np.frombuffer(val, dtype=np.uint8))
+    torch = pytest.importorskip("torch")
+    t = torch.frombuffer(h, dtype=torch.uint8, offset=16, count=32)
+    assert bytes(t.numpy()) == val[16:48]
+    ptr = h.ptr()
+    del t
+    assert h.ptr() == ptr  # its address does not move while it lives
+    assert s.get_buffer("missing") is None
+    hs = s.batch_get_buffer(["gb", "missing", "gb"])
+    assert hs[1] is None and bytes(hs[0]) == bytes(hs[2]) == val
+    s.close()
+
+
+def test_local_buffer_bounds_staged_calls(server):
+    s = new_store(server, local=64 << 10)
+    assert s.put("small", b"a" * (40 << 10)) == 0
+    # larger than the local buffer: Mooncake cannot stage it
+    assert s.put("big", b"b" * (65 << 10)) == INVALID
+    assert s.put_parts("big", b"b" * (33 << 10), b"c" * (32 << 10)) == INVALID
+    assert s.put_batch(["x", "y"], [b"1" * (40 << 10), b"2" * (40 << 10)]) == INVALID
+    # live handles hold their share: a second 40 KiB handle does not fit
+    h1 = s.get_buffer("small")
+    assert h1 is not None
+    assert s.get_buffer("small") is None
+    assert s.get("small") == b""
+    del h1  # freed: its share is back
+    assert s.get("small") == b"a" * (40 << 10)
+    # zero-copy calls use none of it
+    buf = np.zeros(256 << 10, dtype=np.uint8)
+    assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+    assert s.put_from("zc", buf.ctypes.data, buf.nbytes) == 0
+    assert s.get_into("zc", buf.ctypes.data, buf.nbytes) == buf.nbytes
+    s.close()
+
+
+# -- standalone mode ----------------------------------------------------------------
+
+def test_setup_dummy_with_host_mem_allocator(server):
+    alloc = MooncakeHostMemAllocator()
+    size = 1 << 20
+    ptr = alloc.alloc(size)
+    assert ptr % 4096 == 0
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(size, 16 << 20, server.addr) == 0
+    assert s.register_buffer(ptr, size) == 0
+    import ctypes
+    view = np.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=np.uint8)
+    view[:4096] = 9
+    assert s.batch_put_from(["sd"], [ptr], [4096]) == [0]
+    assert s.batch_get_into(["sd"], [ptr + 4096], [4096]) == [4096]
+    assert (view[4096:8192] == 9).all()
+    assert s.unregister_buffer(ptr) == 0
+    s.close()
+    del view
+    assert alloc.free(ptr) == 0
+    assert alloc.free(ptr) == -1
+    with pytest.raises(ValueError):
+        alloc.alloc(0)
+    assert MooncakeDistributedStore().setup_dummy(size, 0, "127.0.0.1:1") < 0
+
+
+# -- remove_all, NUMA, health ----------------------------------------------------------
+
+def test_remove_all_force_and_health(server):
+    s = new_store(server)
+    assert s.health_check() == 0
+    assert s.put_batch([f"r{i}" for i in range(5)], [b"v"] * 5) == 0
+    assert s.remove_all(force=True) >= 5
+    assert s.remove_all(True) == 0
+    s.close()
+    assert s.health_check() == 1
+
+
+def test_bind_to_numa_node(caplog):
+    assert bind_to_numa_node(0) is None  # node 0 exists wherever NUMA is available
+    with caplog.at_level(logging.WARNING, logger="mooncake.store"):
+        assert bind_to_numa_node(4096) is None
+    assert any("NUMA" in r.getMessage() for r in caplog.records)
+
+
+# -- placement options ----------------------------------------------------------------
+
+def _pin(server, key):
+    info = server.cli("OBJECT.INFO", key)
+    return dict(zip(info[::2], info[1::2]))[b"pin"]
+
+
+def test_soft_pin_semantics(server):
+    s = new_store(server)
+    cfg = ReplicateConfig()
+    assert s.put("sp0", b"v", cfg) == 0 and _pin(server, "sp0") == b"none"
+    cfg.soft_pin_action = SoftPinAction.ENABLE
+    assert s.put("sp1", b"v", cfg) == 0 and _pin(server, "sp1") == b"soft"
+    cfg.soft_pin_ttl_ms = 60000
+    assert s.put("sp2", b"v", cfg) == 0 and _pin(server, "sp2") == b"soft"
+    cfg.soft_pin_ttl_ms = 24 * 3600 * 1000 + 1  # over Mooncake's largest soft pin
+    assert s.put("sp3", b"v", cfg) == INVALID and s.is_exist("sp3") == 0
+    # a time without ENABLE is refused (Mooncake: ttl_requires_enable)
+    for action in (SoftPinAction.PRESERVE, SoftPinAction.DISABLE):
+        cfg = ReplicateConfig(soft_pin_action=action, soft_pin_ttl_ms=1000)
+        assert s.put("sp4", b"v", cfg) == INVALID
+    # the older with_soft_pin flag is ENABLE; DISABLE overrides it
+    assert s.put("sp5", b"v", ReplicateConfig(with_soft_pin=True)) == 0 and _pin(server, "sp5") == b"soft"
+    cfg = ReplicateConfig(with_soft_pin=True, soft_pin_action=SoftPinAction.DISABLE)
+    assert s.put("sp6", b"v", cfg) == 0 and _pin(server, "sp6") == b"none"
+    assert s.put("sp7", b"v", ReplicateConfig(with_hard_pin=True)) == 0 and _pin(server, "sp7") == b"hard"
+    with pytest.raises(TypeError):
+        ReplicateConfig(soft_pin_ttl_ms=-1)
+    s.close()
+
+
+def test_preferred_segments_are_preferences(server):
+    s = new_store(server, seg=4 << 20, host="pref")
+    name = s.get_hostname()
+    # a name that does not exist: placed elsewhere (Mooncake's behaviour)
+    assert s.put("pf0", b"v" * 100, ReplicateConfig(preferred_segment="gone:1")) == 0
+    # one that exists is used, by preferred_segment or the first of
+    # preferred_segments
+    seg = dict(zip(*[iter(server.cli("SEGMENT.INFO", name))] * 2))
+    for i, cfg in enumerate([ReplicateConfig(preferred_segment=name), ReplicateConfig(preferred_segments=[name])]):
+        assert s.put(f"pf1{i}", b"v" * 100, cfg) == 0
+        info = dict(zip(*[iter(server.cli("OBJECT.INFO", f"pf1{i}"))] * 2))
+        assert [r[0] for r in info[b"replicas"]] == [seg[b"id"]]
+    # the server keeps PREFER strict for its own protocol; HINT is the preference
+    with pytest.raises(Exception, match="no such segment"):
+        server.cli("PUT.START", "raw", "10", "PREFER", "gone:1")
+    import redis
+    r = redis.Redis(port=server.port)
+    rep = r.execute_command("PUT.START", "raw", "10", "HINT", "gone:1", "HINT", name)
+    assert rep[0][0] == seg[b"id"]
+    r.execute_command("PUT.REVOKE", "raw")
+    r.close()
+    # prefer_alloc_in_same_node is refused for puts, as upstream does
+    cfg = ReplicateConfig()
+    cfg.prefer_alloc_in_same_node = True
+    assert s.put("pf2", b"v", cfg) == INVALID
+    s.close()
