@@ -724,6 +724,42 @@ static void testHostedSegment(void) {
         if (pid > 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
             fprintf(stderr, "  child (%s) status %d\n", as_root ? "nobody" : "same user", status);
     }
+    TEST("hosted segment: a name ending in \":0\" gets the listener's port (mc_mount_name)") {
+        mc_client *h2 = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(h2 != NULL);
+        CHECK(mc_mount_name(h2) == NULL); /* hosts nothing yet */
+        if (h2 && mc_mount(h2, 4 * MiB, "rank-host:0") == MC_OK) {
+            const char *name = mc_mount_name(h2);
+            char ep[300], want[300];
+            segEndpoint(r, name ? name : "?", "tcp://", ep, sizeof(ep));
+            const char *port = strrchr(ep, ':');
+            snprintf(want, sizeof(want), "rank-host%s", port ? port : ":?");
+            CHECK(name != NULL && port != NULL && !strcmp(name, want));
+            CHECK_EQ(segInfoInt(r, name ? name : "?", "id"), mc_mount_id(h2));
+            if (name == NULL || strcmp(name, want)) fprintf(stderr, "  name %s, endpoint %s\n", name, ep);
+        } else {
+            CHECK(0);
+        }
+        mcClose(&h2);
+    }
+    TEST("hosted segment: prefer_hint passes over a segment that does not exist; plain prefer refuses it") {
+        char v[100];
+        memset(v, 'h', sizeof(v));
+        mc_put_opts o = {0};
+        o.prefer = "no-such-host:1";
+        CHECK(ctcp != NULL);
+        if (ctcp) {
+            CHECK(put(ctcp, "hint:strict", v, sizeof(v), &o) < 0);
+            CHECK_EQ(mc_exists(ctcp, "hint:strict", 11), 0);
+            o.prefer_hint = 1;
+            CHECK_EQ(put(ctcp, "hint:lax", v, sizeof(v), &o), MC_OK);
+            o.prefer = "host-a"; /* one that exists is still tried first */
+            CHECK_EQ(put(ctcp, "hint:host-a", v, sizeof(v), &o), MC_OK);
+            long long segs[4], offs[4];
+            CHECK_EQ(replicaList(r, "hint:host-a", segs, offs, 4), 1);
+            CHECK_EQ(segs[0], host_id);
+        }
+    }
     mcClose(&ctcp);
     mcClose(&cshm);
     mcClose(&host);

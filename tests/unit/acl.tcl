@@ -644,6 +644,39 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal 1 [$::ca unmount tenA-seg]
     }
 
+    test {REMOVE.ALL by a tenant removes the keys it may write, and no other's} {
+        $::ca remove.all ;# a clean slate: earlier tests left keys, some with TTLs
+        assert_equal {} [$::ca keys *]
+        $::ca set tenantA:s1 v
+        $::ca put.start tenantA:p1 10
+        $::ca put.end tenantA:p1
+        $::ca put.start tenantA:pending 10
+        $::cb set tenantB:s1 v
+        r set shared:s1 v
+        # two complete keys and a pending put, each counted once
+        assert_equal 3 [$::ca remove.all]
+        assert_equal {} [$::ca keys *]
+        assert_equal 0 [$::ca exists tenantA:pending]
+        assert_equal v [$::cb get tenantB:s1]
+        assert_equal v [r get shared:s1]
+        assert_equal 0 [$::ca remove.all]
+    }
+
+    test {PUT.START HINT: a segment a tenant may not see is passed over, not refused} {
+        r mount tenA-seg2 1mb OWNER adminA
+        set ida [dict get [r segment.info tenA-seg2] id]
+        # tenA-seg2 is shared (mounted by the default user); a hint to a
+        # name that does not exist, or is another tenant's, is ignored
+        foreach rep [$::cb put.start tenantB:hint 1000 HINT nonexistent HINT tenA-seg2] {
+            assert_equal $ida [lindex $rep 0]
+        }
+        $::cb put.revoke tenantB:hint
+        assert_equal 1 [llength [$::cb put.start tenantB:hint2 1000 HINT nonexistent]]
+        $::cb put.revoke tenantB:hint2
+        r unmount tenA-seg2
+        assert_equal {} [r segment.info tenA-seg2]
+    }
+
     $::ca close
     $::cb close
 }
