@@ -475,7 +475,7 @@ static const struct {
     {"segment.info", "segment:string"},
     {"heartbeat", "owner:string"},
     /* objects */
-    {"put.start", "key:key size:integer [REPLICAS count:integer] [PREFER segment:string]... "
+    {"put.start", "key:key size:integer [REPLICAS count:integer] [PREFER segment:string]... [HINT segment:string]... "
                   "[PIN milliseconds:integer] [HARDPIN] [REPLACE]"},
     {"put.end", "key:key [CHECKSUM checksum:string]"},
     {"put.revoke", "key:key"},
@@ -487,7 +487,8 @@ static const struct {
     {"remove", "key:key..."},
     {"object.info", "key:key"},
     {"batch.put.start", "numkeys:integer key_size=(key:key size:integer)... [REPLICAS count:integer] "
-                        "[PREFER segment:string]... [PIN milliseconds:integer] [HARDPIN] [REPLACE]"},
+                        "[PREFER segment:string]... [HINT segment:string]... [PIN milliseconds:integer] [HARDPIN] "
+                        "[REPLACE]"},
     {"batch.put.end", "key:key..."},
     {"batch.get.replicas", "key:key..."},
     {"batch.exists", "numkeys:integer key:key... [PREFIX] [LEASE]"},
