@@ -286,6 +286,9 @@ mcCommand commandTable[] = {
     {.name = "batch.exists", .proc = batchExistsCommand, .arity = -3, .flags = R | F | CMD_MOVABLEKEYS,
      .group = "store", .summary = "Which keys hold a readable object, or how many leading ones do (PREFIX); LEASE grants read leases.",
      .since = "0.4.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
+    {.name = "replica.clear", .proc = replicaClearCommand, .arity = -3, .flags = W | CMD_MOVABLEKEYS,
+     .group = "store", .summary = "Drops the replicas of objects no one is reading (all, or those in one segment); answers the keys cleared.",
+     .since = "0.5.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
     /* strings, in the server's own pool */
     CMDX("seg.write", segWriteCommand, 4, W | M, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),
     CMD("seg.read", segReadCommand, 4, R, 0, 0, 0, "data", "Reads bytes from the extent of a complete object in a segment this server holds.", "0.4.0", "O(N)"),
@@ -492,6 +495,7 @@ static const struct {
     {"batch.put.end", "key:key..."},
     {"batch.get.replicas", "key:key..."},
     {"batch.exists", "numkeys:integer key:key... [PREFIX] [LEASE]"},
+    {"replica.clear", "numkeys:integer key:key... [SEGMENT segment:string]"},
     /* data plane */
     {"seg.write", "segment-id:integer offset:integer payload:string"},
     {"seg.read", "segment-id:integer offset:integer length:integer"},
@@ -982,6 +986,7 @@ static const struct {
 } keyFlagsTable[] = {
     {"del", "RM delete", NULL},           {"unlink", "RM delete", NULL},
     {"getdel", "RW access delete", NULL}, {"remove", "RM delete", NULL},
+    {"replica.clear", "RM delete", NULL},
     {"set", "OW update", NULL},           {"mset", "OW update", NULL},
     {"msetnx", "OW insert", NULL},        {"setnx", "OW insert", NULL},
     {"setex", "OW update", NULL},         {"psetex", "OW update", NULL},

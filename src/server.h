@@ -531,6 +531,7 @@ void batchPutStartCommand(client *c);
 void batchPutEndCommand(client *c);
 void batchGetReplicasCommand(client *c);
 void batchExistsCommand(client *c);
+void replicaClearCommand(client *c);
 void storeCommandStatsReset(void);
 sds storeCommandStatsInfo(sds s);
 void mountCommand(client *c);

@@ -543,6 +543,59 @@ void removeCommand(client *c) {
     addReplyLongLong(c, removed);
 }
 
+/* REPLICA.CLEAR numkeys key [key ...] [SEGMENT seg]: Mooncake's
+ * batch_replica_clear, for a client giving back memory it no longer wants
+ * used: each key whose object is complete and not being read (no lease in
+ * force) loses its replicas -- all of them, or with SEGMENT those in that
+ * segment. A replica is dropped with its object: an object that keeps
+ * replicas elsewhere is left alone (a version is immutable and its
+ * extents are shared with readers' replies, so one replica is not taken
+ * out from under it). Answers the keys cleared. */
+void replicaClearCommand(client *c) {
+    long long n;
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &n, NULL) != C_OK) return;
+    if (n < 1 || n > c->argc - 2) {
+        addReplyError(c, "ERR numkeys must be at least 1 and at most the number of keys given");
+        return;
+    }
+    segment *only = NULL;
+    int j = 2 + (int)n;
+    if (j < c->argc) {
+        if (j + 2 != c->argc || strcasecmp(c->argv[j], "segment")) {
+            addReplyErrorSyntax(c);
+            return;
+        }
+        only = segmentLookup(c->argv[j + 1]);
+        if (only == NULL || !aclSegmentVisible(c, only)) {
+            addReplyArrayLen(c, 0); /* nothing of this caller's can be there */
+            return;
+        }
+    }
+    sds *cleared = zmalloc(sizeof(sds) * (size_t)n);
+    long long ncleared = 0;
+    for (long long i = 0; i < n; i++) {
+        sds key = c->argv[2 + i];
+        storeObj *o = storeLookupWrite(key);
+        if (o == NULL || o->state != OBJ_COMPLETE || storeObjLeased(o)) continue;
+        if (only) {
+            int there = 0, elsewhere = 0;
+            for (int r = 0; r < o->nreplicas; r++) {
+                if (storeReplicaSegment(storeObjReplica(o, r)) == only) there++;
+                else elsewhere++;
+            }
+            if (!there || elsewhere) continue;
+        }
+        int dup = 0; /* a key named twice is cleared once */
+        for (long long k = 0; k < ncleared && !dup; k++) dup = sdslen(cleared[k]) == sdslen(key) && !memcmp(cleared[k], key, sdslen(key));
+        if (dup || !storeDelete(key)) continue;
+        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
+        cleared[ncleared++] = key;
+    }
+    addReplyArrayLen(c, ncleared);
+    for (long long k = 0; k < ncleared; k++) addReplyBulk(c, cleared[k], sdslen(cleared[k]));
+    zfree(cleared);
+}
+
 /* REMOVE.ALL by a tenant (a user without allkeys): only the keys it may
  * write go, so the one call that names no key cannot reach into another
  * tenant's objects. The keys are copied first: removing frees them. */
