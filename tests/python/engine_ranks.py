@@ -255,3 +255,22 @@ RANKS = {"vllm": vllm_rank, "sglang": sglang_rank, "lmcache": lmcache_rank}
 
 def rank_main(engine, rank, q, n, addr, barrier, opts):
     _run(RANKS[engine], rank, q, n, addr, barrier, opts)
+
+
+def hosting_rank(q, addr, nobj, hold):
+    """A rank that hosts a segment, writes nobj objects into it (preferring
+    its own segment, as LMCache's prefer_local_alloc does), reports its
+    name, then waits to be killed (or for `hold` to be set)."""
+    try:
+        from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+        store = MooncakeDistributedStore()
+        assert store.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", addr) == 0
+        cfg = ReplicateConfig(preferred_segment=store.get_hostname())
+        for i in range(nobj):
+            assert store.put(f"dead:{store.get_hostname()}:{i}", bytes([i % 256]) * 4096, cfg) == 0
+        q.put(("ok", store.get_hostname()))
+    except BaseException:  # noqa: BLE001
+        q.put(("err", traceback.format_exc()))
+        return
+    hold.wait(120)
+    store.close()
