@@ -37,6 +37,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "http.h"
 #include "migrate.h"
 #include "monitor.h"
 #include "multi.h"
@@ -367,7 +368,7 @@ static void setupSignalHandlers(void) {
 /* The fd limit must cover every client plus listeners and reserve; when
  * the OS refuses, maxclients shrinks to fit and the log says so. */
 static void adjustOpenFilesLimit(void) {
-    rlim_t want = (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS;
+    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS;
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
     if (limit.rlim_cur >= want) return;
@@ -456,6 +457,10 @@ static void initServer(void) {
     dataPlaneSetSelfEndpoints();
     slowlogInit();
     clusterInit();
+    if (httpInit(err, sizeof(err)) != C_OK) {
+        serverLog(LL_WARNING, "Failed listening for HTTP (http-port %lld), aborting: %s", server.http_port, err);
+        exit(1);
+    }
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);
     aeSetAfterSleepProc(server.el, afterSleep);
@@ -465,6 +470,7 @@ static void initServer(void) {
 int prepareForShutdown(void) {
     serverLog(LL_WARNING, "User requested shutdown...");
     closeListeners();
+    httpShutdown();
     if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
     zerofreeShutdown(); /* no thread left writing the pool while we exit */
     serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");
