@@ -298,10 +298,12 @@ static sds getDir(void) {
 
 static int applyMaxclients(const char **err) {
     if (server.el == NULL) return C_OK; /* start-up: initServer sizes things */
-    int want = (int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96;
+    /* HTTP connections (http-maxclients) hold descriptors too. */
+    long long clients = server.maxclients + server.http_maxclients;
+    int want = (int)clients + CONFIG_MIN_RESERVED_FDS + 96;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
-        struct rlimit nl = {(rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)clients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
+        struct rlimit nl = {(rlim_t)clients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
         if (nl.rlim_cur > nl.rlim_max || setrlimit(RLIMIT_NOFILE, &nl) == -1) {
             *err = "The operating system is not able to handle the specified number of clients";
             return C_ERR;
@@ -353,6 +355,12 @@ static int applyAclLogMaxLen(const char **err) {
  * old). Idempotent, so setting several http-* at once rebinds once. */
 static int applyHttp(const char **err) { return httpApplyConfig(err); }
 
+/* More HTTP connections need descriptors as more clients do. */
+static int applyHttpMaxclients(const char **err) {
+    if (applyMaxclients(err) != C_OK) return C_ERR;
+    return applyHttp(err);
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -396,7 +404,7 @@ static standardConfig configs[] = {
     /* HTTP endpoints (http.c) */
     INTC("http-port", 0, &server.http_port, 0, 65535, "0", applyHttp),
     STRCA("http-bind", 0, &server.http_bind, "127.0.0.1", applyHttp),
-    INTC("http-maxclients", 0, &server.http_maxclients, 1, 10000, "128", applyHttp),
+    INTC("http-maxclients", 0, &server.http_maxclients, 1, 10000, "128", applyHttpMaxclients),
     INTC("http-timeout", 0, &server.http_timeout, 1, 86400, "30", applyHttp),
     MEMCA("http-max-request-size", 0, &server.http_max_request_size, 4096, 1024 * 1024, "32kb", applyHttp),
     /* Process */

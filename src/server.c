@@ -365,8 +365,8 @@ static void setupSignalHandlers(void) {
     signal(SIGHUP, SIG_IGN);
 }
 
-/* The fd limit must cover every client plus listeners and reserve; when
- * the OS refuses, maxclients shrinks to fit and the log says so. */
+/* The fd limit must cover every client (RESP and HTTP) plus listeners and
+ * reserve; when the OS refuses, maxclients shrinks to fit and the log says so. */
 static void adjustOpenFilesLimit(void) {
     rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS;
     struct rlimit limit;
@@ -377,7 +377,7 @@ static void adjustOpenFilesLimit(void) {
     nl.rlim_cur = nl.rlim_max = limit.rlim_max;
     if (limit.rlim_max > limit.rlim_cur) setrlimit(RLIMIT_NOFILE, &nl);
     getrlimit(RLIMIT_NOFILE, &limit);
-    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS;
+    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients;
     if (fit < 1) fit = 1;
     serverLog(LL_WARNING, "You requested maxclients of %lld requiring at least %llu max file "
               "descriptors; the limit is %llu, so maxclients is now %lld.",
@@ -417,7 +417,9 @@ static void initServer(void) {
     server.runid[40] = '\0';
     server.sofd = -1;
     adjustOpenFilesLimit();
-    server.el = aeCreateEventLoop((int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96);
+    /* HTTP connections are watched by libmicrohttpd's own epoll set, not
+     * ae's, but their descriptors take numbers below ae's bound too. */
+    server.el = aeCreateEventLoop((int)(server.maxclients + server.http_maxclients) + CONFIG_MIN_RESERVED_FDS + 96);
     if (!server.el) {
         serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
         exit(1);

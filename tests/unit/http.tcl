@@ -457,9 +457,21 @@ start_server [list tags {http mooncake} overrides [list http-port $::hp segment-
         assert_equal OK [r config set http-port $p]
         assert_error {*} {http_connect $::hp}
         assert_equal 200 [http_status [http_get /health {} $p]]
-        # Changing a limit restarts the daemon on the same socket: a client
-        # connected but not yet accepted is still served.
-        assert_equal OK [r config set http-max-request-size 64kb http-timeout 20]
+        # Changing a limit restarts the daemon on the same socket: open
+        # connections are closed, one waiting in the backlog is served.
+        assert_equal OK [r config set http-maxclients 1]
+        set open [http_connect $p]
+        wait_for_condition 100 20 {[get_info_field r clients http_connected_clients] == 1} else {
+            fail "the connection was not accepted"
+        }
+        set waiting [http_connect $p]
+        puts -nonewline $waiting [http_request_text GET /health {}]
+        assert_equal {} [http_status [http_read $waiting 0 300]]
+        assert_equal OK [r config set http-max-request-size 64kb http-timeout 20 http-maxclients 128]
+        assert_equal 1 [raw_wait_closed $open 2000]
+        close $open
+        assert_equal 200 [http_status [http_read $waiting]]
+        close $waiting
         assert_equal 200 [http_status [http_get /health {} $p]]
         assert_equal OK [r config set http-port $::hp]
         assert_equal 200 [http_status [http_get /health]]
