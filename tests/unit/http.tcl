@@ -139,7 +139,10 @@ proc first_offset {key} {
 
 # ------------------------------------------------------------------ off
 
-start_server {tags {http mooncake}} {
+# Threads of process pid.
+proc thread_count {pid} { llength [glob -nocomplain /proc/$pid/task/*] }
+
+start_server {tags {http mooncake} overrides {segment-prefault no}} {
     test {http-port 0 (the default): nothing but the RESP port listens} {
         assert_equal 0 [lindex [r config get http-port] 1]
         assert_equal 127.0.0.1 [lindex [r config get http-bind] 1]
@@ -147,11 +150,13 @@ start_server {tags {http mooncake}} {
         assert_equal [list [srv 0 port]] [listening_ports [srv 0 pid]]
     }
 
-    test {CONFIG SET http-port turns the endpoints on, and 0 off again} {
+    test {CONFIG SET http-port turns the endpoints on, with no thread of their own, and 0 off again} {
+        set threads [thread_count [srv 0 pid]]
         set p [find_available_port]
         assert_equal OK [r config set http-port $p]
         assert_equal [lsort -integer [list [srv 0 port] $p]] [listening_ports [srv 0 pid]]
         assert_equal 200 [http_status [http_get /health {} $p]]
+        assert_equal $threads [thread_count [srv 0 pid]]
         assert_equal $p [get_info_field r server http_port]
         assert_equal OK [r config set http-port 0]
         assert_equal [list [srv 0 port]] [listening_ports [srv 0 pid]]
