@@ -2,7 +2,7 @@
 # deps/install.sh -- install the Debian packages Mooncake-C builds and tests with.
 #
 #   deps/install.sh build    what `make` needs (compiler, pkg-config, jemalloc, libnuma, RDMA headers,
-#                            python3-dev for the Python binding)
+#                            libcurl, jansson, libmicrohttpd, python3-dev for the Python binding)
 #   deps/install.sh test     plus what `make test` needs (tcl, hiredis, redis-tools, redis-server, python3-redis, iproute2, etcd-server,
 #                            pytest, numpy, torch and pip for the binding's tests)
 #   deps/install.sh all      everything (today the same as test)
@@ -12,7 +12,7 @@
 # Debian package found later through pkg-config.
 set -e
 what=${1:-build}
-build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev libjansson-dev python3-dev"
+build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev python3-dev"
 test_pkgs="tcl libhiredis-dev redis-tools redis-server python3-redis clang libclang-rt-14-dev iproute2 etcd-server python3-pytest python3-numpy python3-torch python3-pip python3-setuptools"
 all_pkgs=""
 case "$what" in

@@ -708,17 +708,19 @@ static void aclLogReset(void) {
 #define ACL_LOG_GROUP_MS 60000
 #define ACL_LOG_GROUP_SCAN 10
 
-static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, const char *username,
-                      size_t ulen) {
+/* cinfo: the entry's client-info, taken over. */
+static void aclLogAddEntry(int reason, int context, const char *object, size_t objlen, const char *username,
+                           size_t ulen, sds cinfo) {
     /* INFO stats counts every refusal, logged or not (as Redis 7). */
     if (reason == ACL_DENIED_AUTH) server.stat_acl_denied_auth++;
     else if (reason == ACL_DENIED_CMD) server.stat_acl_denied_cmd++;
     else if (reason == ACL_DENIED_CHANNEL) server.stat_acl_denied_channel++;
     else server.stat_acl_denied_key++;
-    if (server.acllog_max_len == 0) return;
+    if (server.acllog_max_len == 0) {
+        sdsfree(cinfo);
+        return;
+    }
     mstime_t now = mstime();
-    int context = (c->flags & CLIENT_IN_EXEC) ? LOG_CTX_MULTI : LOG_CTX_TOPLEVEL;
-    sds cinfo = catClientInfoString(sdsempty(), c);
     /* The same refusal again within a minute: count it, move it to the front. */
     for (long long i = 0; i < aclLogLen && i < ACL_LOG_GROUP_SCAN; i++) {
         aclLogEntry *e = aclLog[i];
@@ -748,6 +750,12 @@ static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, 
     aclLog[0] = e;
     aclLogLen++;
     aclLogTrim();
+}
+
+static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, const char *username,
+                      size_t ulen) {
+    int context = (c->flags & CLIENT_IN_EXEC) ? LOG_CTX_MULTI : LOG_CTX_TOPLEVEL;
+    aclLogAddEntry(reason, context, object, objlen, username, ulen, catClientInfoString(sdsempty(), c));
 }
 
 void aclApplyLogMaxLen(void) { aclLogTrim(); }
@@ -798,6 +806,11 @@ static int passwordMatches(const user *u, const char *pass, size_t len) {
         match |= diff == 0;
     }
     return match;
+}
+
+user *aclCheckPassword(const char *name, size_t nlen, const char *pass, size_t plen) {
+    user *u = lookupUser(name, nlen);
+    return u && (u->flags & USER_ON) && passwordMatches(u, pass, plen) ? u : NULL;
 }
 
 int aclAuthenticate(client *c, sds name, sds pass) {
@@ -933,12 +946,19 @@ void aclLogDenial(client *c, int reason, const char *object, size_t len) {
     aclLogAdd(c, reason, object, len, c->user->name, sdslen(c->user->name));
 }
 
+void aclLogDenialFrom(int reason, const char *object, size_t len, const char *username, size_t ulen,
+                      const char *cinfo) {
+    aclLogAddEntry(reason, LOG_CTX_TOPLEVEL, object, len, username, ulen, sdsnew(cinfo));
+}
+
 const char *aclSegmentTenantFor(const client *c) { return aclUserRestricted(c->user) ? c->user->name : NULL; }
 
-int aclSegmentVisible(const client *c, const segment *s) {
-    if (!aclUserRestricted(c->user) || s->tenant == NULL) return 1;
-    return !strcmp(s->tenant, c->user->name);
+int aclUserSeesSegment(const user *u, const segment *s) {
+    if (!aclUserRestricted(u) || s->tenant == NULL) return 1;
+    return !strcmp(s->tenant, u->name);
 }
+
+int aclSegmentVisible(const client *c, const segment *s) { return aclUserSeesSegment(c->user, s); }
 
 /* ---- clients of removed users -------------------------------------------- */
 

@@ -89,6 +89,10 @@ int aclUserExists(sds name);         /* CLIENT KILL USER */
 /* AUTH and HELLO AUTH: name NULL means "default". C_OK (c->user set), or C_ERR
  * after logging the failure in ACL LOG. */
 int aclAuthenticate(struct client *c, sds name, sds pass);
+/* The same check without a connection (HTTP Basic auth, http.c): the user
+ * if it exists, is on and the password is one of its own; NULL otherwise.
+ * Nothing is logged: the caller logs with aclLogDenialFrom. */
+user *aclCheckPassword(const char *name, size_t nlen, const char *pass, size_t plen);
 
 /* The check processCommand makes: ACL_OK, or ACL_DENIED_* with *keypos the
  * argv index of the refused key. The default user (every command, every key)
@@ -109,10 +113,15 @@ int aclUserCanAccessKey(const user *u, const char *key, size_t keylen, int perm)
  * ACL_DENIED_KEY or ACL_DENIED_CMD, object the key (NULL: "(no key)") or
  * the command. Replies nothing. */
 void aclLogDenial(struct client *c, int reason, const char *object, size_t len);
+/* The same for a refusal that has no RESP connection (HTTP): cinfo is the
+ * entry's client-info, written by the caller. Counted in INFO as well. */
+void aclLogDenialFrom(int reason, const char *object, size_t len, const char *username, size_t ulen,
+                      const char *cinfo);
 /* The tenant a segment belongs to: its mounting user when that user was
  * restricted (NULL: shared). Whether c may see / unmount / place into s. */
 const char *aclSegmentTenantFor(const struct client *c); /* NULL: not restricted */
 int aclSegmentVisible(const struct client *c, const struct segment *s);
+int aclUserSeesSegment(const user *u, const struct segment *s); /* the same, by user */
 
 /* Categories by index, for COMMAND INFO; by name (0: unknown). */
 int aclCategoryCount(uint64_t cats);

@@ -24,6 +24,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "http.h"
 #include "notify.h"
 #include "segment.h"
 #include "server.h"
@@ -297,10 +298,12 @@ static sds getDir(void) {
 
 static int applyMaxclients(const char **err) {
     if (server.el == NULL) return C_OK; /* start-up: initServer sizes things */
-    int want = (int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96;
+    /* HTTP connections (http-maxclients) hold descriptors too. */
+    long long clients = server.maxclients + server.http_maxclients;
+    int want = (int)clients + CONFIG_MIN_RESERVED_FDS + 96;
     struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
-        struct rlimit nl = {(rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)clients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
+        struct rlimit nl = {(rlim_t)clients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
         if (nl.rlim_cur > nl.rlim_max || setrlimit(RLIMIT_NOFILE, &nl) == -1) {
             *err = "The operating system is not able to handle the specified number of clients";
             return C_ERR;
@@ -347,6 +350,17 @@ static int applyAclLogMaxLen(const char **err) {
     return C_OK;
 }
 
+/* Every http-* directive: the listener is made to match, or CONFIG SET
+ * fails changing nothing (http.c starts the new one before stopping the
+ * old). Idempotent, so setting several http-* at once rebinds once. */
+static int applyHttp(const char **err) { return httpApplyConfig(err); }
+
+/* More HTTP connections need descriptors as more clients do. */
+static int applyHttpMaxclients(const char **err) {
+    if (applyMaxclients(err) != C_OK) return C_ERR;
+    return applyHttp(err);
+}
+
 static int applyLoglevel(const char **err) {
     (void)err;
     return C_OK;
@@ -362,6 +376,7 @@ static int applyLoglevel(const char **err) {
 #define DBLC(n, f, p, lo, hi, d) {n, CFG_DOUBLE, f, p, 0, 0, lo, hi, d, NULL, NULL, NULL, NULL}
 #define ENUMC(n, f, p, e, d, ap) {n, CFG_ENUM, f, p, 0, 0, 0, 0, d, e, ap, NULL, NULL}
 #define STRC(n, f, p, d) {n, CFG_STRING, f, p, 0, 0, 0, 0, d, NULL, NULL, NULL, NULL}
+#define STRCA(n, f, p, d, ap) {n, CFG_STRING, f, p, 0, 0, 0, 0, d, NULL, ap, NULL, NULL}
 #define SPECC(n, f, d, set, get) {n, CFG_SPECIAL, f, NULL, 0, 0, 0, 0, d, NULL, NULL, set, get}
 
 static long long cfg_port, cfg_tcp_backlog, cfg_unixsocketperm;
@@ -386,6 +401,12 @@ static standardConfig configs[] = {
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
     SPECC("client-output-buffer-limit", 0, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", setCob, getCob),
     SPECC("notify-keyspace-events", CFG_ONEARG, "", setNotify, getNotify),
+    /* HTTP endpoints (http.c) */
+    INTC("http-port", 0, &server.http_port, 0, 65535, "0", applyHttp),
+    STRCA("http-bind", 0, &server.http_bind, "127.0.0.1", applyHttp),
+    INTC("http-maxclients", 0, &server.http_maxclients, 1, 10000, "128", applyHttpMaxclients),
+    INTC("http-timeout", 0, &server.http_timeout, 1, 86400, "30", applyHttp),
+    MEMCA("http-max-request-size", 0, &server.http_max_request_size, 4096, 1024 * 1024, "32kb", applyHttp),
     /* Process */
     BOOLC("daemonize", CFG_IMMUTABLE, &server.daemonize, "no"),
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),

@@ -17,6 +17,7 @@
 
 #include "owner.h"
 #include "cluster.h"
+#include "http.h"
 #include "latency.h"
 #include "pubsub.h"
 #include "segment.h"
@@ -51,6 +52,7 @@ void resetServerStats(void) {
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_acl_denied_auth = server.stat_acl_denied_cmd = server.stat_acl_denied_key = 0;
     server.stat_acl_denied_channel = 0;
+    server.stat_http_connections = server.stat_http_requests = server.stat_http_rejected = 0;
     server.stat_starttime = mstime();
     storeResetStats();
     storeCommandStatsReset();
@@ -156,6 +158,7 @@ sds genInfoString(const char *section) {
                          "process_id:%d\r\n"
                          "run_id:%s\r\n"
                          "tcp_port:%d\r\n"
+                         "http_port:%d\r\n"
                          "server_time_usec:%lld\r\n"
                          "uptime_in_seconds:%lld\r\n"
                          "uptime_in_days:%lld\r\n"
@@ -163,7 +166,7 @@ sds genInfoString(const char *section) {
                          "executable:%s\r\n"
                          "config_file:%s\r\n",
                          REDIS_COMPAT_VERSION, MOONCAKE_VERSION, name.sysname, name.release, name.machine,
-                         (int)(sizeof(long) * 8), (int)getpid(), server.runid, server.port, ustime(), uptime,
+                         (int)(sizeof(long) * 8), (int)getpid(), server.runid, server.port, httpListeningPort(), ustime(), uptime,
                          uptime / 86400, server.hz, server.executable ? server.executable : "",
                          server.configfile ? server.configfile : "");
     }
@@ -179,8 +182,9 @@ sds genInfoString(const char *section) {
                          "maxclients:%lld\r\n"
                          "client_recent_max_input_buffer:%zu\r\n"
                          "client_recent_max_output_buffer:%zu\r\n"
-                         "blocked_clients:0\r\n",
-                         server.nclients, server.maxclients, maxin, maxout);
+                         "blocked_clients:0\r\n"
+                         "http_connected_clients:%lld\r\n",
+                         server.nclients, server.maxclients, maxin, maxout, httpConnectedClients());
     }
     if ((w = wantSection(section, "memory", &count))) {
         /* used_memory counts the pool's bytes in use with the heap, so
@@ -251,7 +255,10 @@ sds genInfoString(const char *section) {
                          "busy_poll_caught:%lld\r\n"
                          "busy_poll_wasted_usec:%lld\r\n"
                          "prefetch_batches:%lld\r\n"
-                         "prefetch_keys:%lld\r\n",
+                         "prefetch_keys:%lld\r\n"
+                         "http_connections_received:%lld\r\n"
+                         "http_requests:%lld\r\n"
+                         "http_rejected:%lld\r\n",
                          server.stat_numconnections, server.stat_numcommands, server.stat_net_input_bytes,
                          server.stat_net_output_bytes, server.stat_rejected_conn, server.stat_expiredkeys,
                          server.stat_evictedkeys, server.stat_keyspace_hits, server.stat_keyspace_misses,
@@ -263,7 +270,8 @@ sds genInfoString(const char *section) {
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
                          server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key,
                          server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL,
-                         server.stat_prefetch_batches, server.stat_prefetch_keys);
+                         server.stat_prefetch_batches, server.stat_prefetch_keys, server.stat_http_connections,
+                         server.stat_http_requests, server.stat_http_rejected);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

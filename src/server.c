@@ -37,6 +37,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "http.h"
 #include "migrate.h"
 #include "monitor.h"
 #include "multi.h"
@@ -364,10 +365,10 @@ static void setupSignalHandlers(void) {
     signal(SIGHUP, SIG_IGN);
 }
 
-/* The fd limit must cover every client plus listeners and reserve; when
- * the OS refuses, maxclients shrinks to fit and the log says so. */
+/* The fd limit must cover every client (RESP and HTTP) plus listeners and
+ * reserve; when the OS refuses, maxclients shrinks to fit and the log says so. */
 static void adjustOpenFilesLimit(void) {
-    rlim_t want = (rlim_t)server.maxclients + CONFIG_MIN_RESERVED_FDS;
+    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS;
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
     if (limit.rlim_cur >= want) return;
@@ -376,7 +377,7 @@ static void adjustOpenFilesLimit(void) {
     nl.rlim_cur = nl.rlim_max = limit.rlim_max;
     if (limit.rlim_max > limit.rlim_cur) setrlimit(RLIMIT_NOFILE, &nl);
     getrlimit(RLIMIT_NOFILE, &limit);
-    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS;
+    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients;
     if (fit < 1) fit = 1;
     serverLog(LL_WARNING, "You requested maxclients of %lld requiring at least %llu max file "
               "descriptors; the limit is %llu, so maxclients is now %lld.",
@@ -416,7 +417,9 @@ static void initServer(void) {
     server.runid[40] = '\0';
     server.sofd = -1;
     adjustOpenFilesLimit();
-    server.el = aeCreateEventLoop((int)server.maxclients + CONFIG_MIN_RESERVED_FDS + 96);
+    /* HTTP connections are watched by libmicrohttpd's own epoll set, not
+     * ae's, but their descriptors take numbers below ae's bound too. */
+    server.el = aeCreateEventLoop((int)(server.maxclients + server.http_maxclients) + CONFIG_MIN_RESERVED_FDS + 96);
     if (!server.el) {
         serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
         exit(1);
@@ -456,6 +459,10 @@ static void initServer(void) {
     dataPlaneSetSelfEndpoints();
     slowlogInit();
     clusterInit();
+    if (httpInit(err, sizeof(err)) != C_OK) {
+        serverLog(LL_WARNING, "Failed listening for HTTP (http-port %lld), aborting: %s", server.http_port, err);
+        exit(1);
+    }
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);
     aeSetAfterSleepProc(server.el, afterSleep);
@@ -465,6 +472,7 @@ static void initServer(void) {
 int prepareForShutdown(void) {
     serverLog(LL_WARNING, "User requested shutdown...");
     closeListeners();
+    httpShutdown();
     if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
     zerofreeShutdown(); /* no thread left writing the pool while we exit */
     serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");

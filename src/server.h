@@ -359,6 +359,13 @@ struct mcServer {
     long long cluster_announce_port, cluster_announce_bus_port;
     int cluster_require_full_coverage;
     struct clusterState *cluster;
+    /* HTTP endpoints (http.c). */
+    long long http_port;            /* 0: no HTTP listener */
+    char *http_bind;                /* one address */
+    long long http_maxclients;      /* open HTTP connections at most */
+    long long http_timeout;         /* seconds an HTTP connection may stay idle */
+    long long http_max_request_size; /* bytes of request line and headers per connection */
+    long long stat_http_connections, stat_http_requests, stat_http_rejected;
     /* Transactions and MONITOR (multi.c, monitor.c). */
     dict *watched_keys;     /* sds key -> the WATCHes on it (a list) */
     long long watching;     /* WATCHes held by all clients: 0 lets key writes skip the dict */
