@@ -113,6 +113,21 @@ def sglang_rank(rank, n, addr, barrier, opts):
     from mooncake.store import MooncakeDistributedStore, MooncakeHostMemAllocator
     mla = opts.get("mla", False)
     standalone = opts.get("standalone", False)
+    if opts.get("http"):
+        # check_server(): poll the master's /get_all_segments (3 s timeout
+        # per try) until the body is not empty
+        import urllib.request
+        url = f"http://{addr.split(':')[0]}:{opts['http']}/get_all_segments"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=3) as resp:
+                    if resp.read():
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the master's HTTP port never answered"
+            time.sleep(0.1)
     store = MooncakeDistributedStore()
     npages, page_bytes = 24, PAGE
     pool_bytes = 2 * npages * 2 * page_bytes  # K and V, twice the pages used

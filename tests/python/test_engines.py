@@ -9,6 +9,7 @@ import multiprocessing as mp
 import pytest
 
 import engine_ranks
+from conftest import Server, free_port
 
 
 def run_ranks(engine, n, server, **opts):
@@ -56,10 +57,26 @@ def test_vllm_standalone_store_ranks(server):
     run_ranks("vllm", 2, server, mode="standalone-store")
 
 
+@pytest.fixture(scope="module")
+def http_server():
+    """A server with its HTTP port open, as SGLang's check_server expects
+    (master_metrics_port)."""
+    port = free_port()
+    s = Server("--http-port", str(port))
+    s.http_port = port
+    yield s
+    s.stop()
+
+
 @pytest.mark.parametrize("n", [2, 4])
-def test_sglang_mha_ranks(server, n):
-    names = run_ranks("sglang", n, server)
+def test_sglang_mha_ranks(http_server, n):
+    names = run_ranks("sglang", n, http_server, http=http_server.http_port)
     assert len(set(names)) == n
+    # what check_server polls: one segment name per line (the pool, "self", at least)
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_server.http_port}/get_all_segments", timeout=3) as r:
+        body = r.read().decode()
+    assert body.endswith("\n") and "self" in body.splitlines()
 
 
 @pytest.mark.parametrize("n", [2, 4])
