@@ -48,6 +48,24 @@
  *     ordering (a put then a get of the same keys), 400 ops in flight,
  *     mc_op_free and mc_close waiting for unfinished ops, a worker that
  *     cannot connect.
+ * 14. Ranged reads (mc_batch_get_ranges) over shm and tcp: several ranges
+ *     per key, one key in two items (both leases released), ranges at the
+ *     object's end, len 0, a range outside the object (overflowing ones
+ *     too) or an unregistered dst failing alone, a missing and a pending key
+ *     failing all their ranges, a 9 MiB object in 41 pieces (small ones
+ *     sharing SEG.READVs), items refused whole, an object in a segment a
+ *     third handle hosts; every range byte-exact with guard bytes after it.
+ *     Also in groups 4 (ranges read from the surviving replica) and 5
+ *     (LEASE_EXPIRED in every range of a read that outlives its lease).
+ *     Replica descriptions (mc_batch_replicas): pool objects, objects in a
+ *     client-hosted segment (here and in group 4), missing and pending keys,
+ *     compared with GET.REPLICAS and SEGMENT.INFO; no lease left behind.
+ * 15. Device memory, in test_mooncake_fakecuda only: this file built
+ *     against libmooncake with a fake CUDA device (mc_cuda.c, MC_FAKE_CUDA)
+ *     whose memory the CPU cannot touch, so a path that skips staging
+ *     crashes or fails: mc_get_into and ranged reads into registered device
+ *     memory over shm and tcp, beside host ranges, one copy to the device
+ *     per range, nothing written outside the ranges.
  *
  * Values are pseudo-random (xorshift64*) from a seed derived from the key
  * and size, so every key holds different bytes and a value read from the
