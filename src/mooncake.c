@@ -36,7 +36,11 @@
  * cluster), do every shm copy, and pipeline the tcp transfers of all items
  * before reading any reply (runs of small values as one SEG.WRITEV/
  * SEG.READV, mc_tcp.c), so the round trips overlap; BATCH.PUT.END publishes
- * what was written.
+ * what was written. A batch get is a list of reads (batchReadLocked), each
+ * a byte range of one key's object: a whole object for mc_batch_get(v),
+ * the caller's ranges for mc_batch_get_ranges. A range needs nothing of
+ * its own from any transport: it is the replica's extent narrowed to its
+ * bytes, which the shm copy, SEG.READ(V) and RDMA all take as they are.
  *
  * Clusters. mc_connect sends CLUSTER SLOTS where it used to send PING (the
  * same one round trip): a server without cluster support answers an error

@@ -130,10 +130,11 @@ int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench
  * unpaced connection (one stream already keeps both sides copying), one
  * per CPU, at most 4, to others. */
 int mc_set_streams(mc_client *c, int streams);
-/* After each get (mc_get, mc_get_into, mc_batch_get, mc_size) the library
- * ends its read lease with LEASE.RELEASE, sent without waiting for the
- * reply, so the space of what it read can be evicted or reused at once
- * instead of after the server's lease-ttl. on = 0 keeps leases to their
+/* After each get (mc_get, mc_get_into, mc_batch_get, mc_batch_get_ranges,
+ * mc_size; mc_batch_replicas too) the library ends its read lease with
+ * LEASE.RELEASE, sent without waiting for the reply, so the space of what
+ * it read can be evicted or reused at once instead of after the server's
+ * lease-ttl. on = 0 keeps leases to their
  * deadline (as before; for comparison). Default on. */
 int mc_set_lease_release(mc_client *c, int on);
 int mc_last_transport(mc_client *c);               /* what moved the last replica */
