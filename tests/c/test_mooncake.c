@@ -3812,7 +3812,11 @@ int main(int argc, char **argv) {
 
     const char *only = argc >= 2 ? argv[1] : NULL;
     const char *bin = tsServerBinary();
+#ifdef MC_FAKE_CUDA
+    printf("test_mooncake (fake CUDA device): libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+#else
     printf("test_mooncake: libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+#endif
            only ? ", groups matching " : "", only ? only : "");
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         if (only ? strstr(groups[i].name, only) != NULL : DEFAULT_GROUP(groups[i].fn)) groups[i].fn();
