@@ -1732,8 +1732,15 @@ static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *o
     mcReplyFree(err);
     for (size_t i = 0; i < np; i++)
         if (!p[i].ok) ok[p[i].item] = 0;
-    for (size_t i = 0; i < np; i++)
-        if (p[i].conn->broken) dropConn(c, p[i].conn);
+    /* Many transfers may share a connection that broke: it is dropped (and
+     * freed) once, its other entries forgotten first. */
+    for (size_t i = 0; i < np; i++) {
+        mcConn *conn = p[i].conn;
+        if (conn == NULL || !conn->broken) continue;
+        for (size_t j = i; j < np; j++)
+            if (p[j].conn == conn) p[j].conn = NULL;
+        dropConn(c, conn);
+    }
 }
 
 /* Items whose buffers are all checked (batchCheck). */
