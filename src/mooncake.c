@@ -2212,7 +2212,9 @@ static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *
         const mc_kranges *it = &items[i];
         if (rangesItemBad(it)) {
             setErr(c, MC_ERR_INVALID, "item %zu: %s", i,
-                   it->key == NULL || it->keylen == 0 ? "empty key" : "nranges must be 0..MC_MAX_IOV (1024)");
+                   it->key == NULL || it->keylen == 0 ? "empty key"
+                   : it->ranges == NULL && it->nranges > 0 ? "nranges > 0 without ranges"
+                                                           : "nranges must be 0..MC_MAX_IOV (1024)");
             continue;
         }
         int left = 0;
