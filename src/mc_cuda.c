@@ -31,13 +31,28 @@
  * - Built without MC_HAVE_CUDA the same functions exist and say why they
  *   cannot help, so mooncake.c needs no #ifdefs and a user gets a reason
  *   ("built without CUDA support") instead of a link error.
+ *
+ * - Built with MC_FAKE_CUDA (tests only: src/Makefile builds it apart, as
+ *   mc_cuda_fake.lo, for build/tests/test_mooncake_fakecuda) the functions
+ *   serve a fake device, so the library's device paths -- staging through
+ *   the pinned buffer, the device checks of every call -- run on machines
+ *   without a GPU. "Device memory" comes from mcCudaFakeMalloc: anonymous
+ *   mappings kept PROT_NONE except inside mcCudaCopy, so the CPU cannot
+ *   touch it any more than it can touch a GPU's: a memcpy into it faults,
+ *   a recv into it fails with EFAULT. A path that forgets to stage is a
+ *   crash or a failed transfer in the test, not a silent pass.
  */
 #include "mc_cuda.h"
 #include "mooncake.h"
 
 #include <stdio.h>
 
-#ifdef MC_HAVE_CUDA
+#if defined(MC_FAKE_CUDA)
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#elif defined(MC_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #endif
@@ -48,7 +63,119 @@ static void setErr(char *err, size_t errlen, const char *fmt, const char *what) 
     snprintf(err, errlen, fmt, what);
 }
 
-#ifdef MC_HAVE_CUDA
+#if defined(MC_FAKE_CUDA)
+
+/* The fake device's allocations. One lock for the table and the copies:
+ * a copy opens its regions (PROT_READ|PROT_WRITE) and closes them again,
+ * and two copies at once must not close a region under each other. */
+#define FAKE_MAX 64
+static pthread_mutex_t fakeLock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *addr;
+    size_t len;
+} fakeMem[FAKE_MAX];
+static unsigned long long fakeCopies, fakeBytes;
+
+/* The allocation holding [p, p+len) (len 0: holding p), or -1. */
+static int fakeFind(const void *p, size_t len) {
+    const char *c = p;
+    for (int i = 0; i < FAKE_MAX; i++) {
+        if (fakeMem[i].addr == NULL || c < fakeMem[i].addr) continue;
+        size_t at = (size_t)(c - fakeMem[i].addr);
+        if (at < fakeMem[i].len && len <= fakeMem[i].len - at) return i;
+    }
+    return -1;
+}
+
+void *mcCudaFakeMalloc(size_t len) {
+    if (len == 0) return NULL;
+    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    pthread_mutex_lock(&fakeLock);
+    int slot = -1;
+    for (int i = 0; i < FAKE_MAX && slot < 0; i++)
+        if (fakeMem[i].addr == NULL) slot = i;
+    if (slot >= 0) {
+        fakeMem[slot].addr = p;
+        fakeMem[slot].len = len;
+    }
+    pthread_mutex_unlock(&fakeLock);
+    if (slot < 0) {
+        munmap(p, len);
+        return NULL;
+    }
+    return p;
+}
+
+void mcCudaFakeFree(void *p) {
+    pthread_mutex_lock(&fakeLock);
+    for (int i = 0; i < FAKE_MAX; i++) {
+        if (fakeMem[i].addr != p || p == NULL) continue;
+        munmap(fakeMem[i].addr, fakeMem[i].len);
+        fakeMem[i].addr = NULL;
+        fakeMem[i].len = 0;
+    }
+    pthread_mutex_unlock(&fakeLock);
+}
+
+void mcCudaFakeStats(unsigned long long *copies, unsigned long long *bytes) {
+    pthread_mutex_lock(&fakeLock);
+    if (copies) *copies = fakeCopies;
+    if (bytes) *bytes = fakeBytes;
+    pthread_mutex_unlock(&fakeLock);
+}
+
+int mcCudaAvailable(char *err, size_t errlen) {
+    (void)err;
+    (void)errlen;
+    return 1;
+}
+
+int mcCudaIsDevicePtr(const void *p) {
+    if (p == NULL) return 0;
+    pthread_mutex_lock(&fakeLock);
+    int dev = fakeFind(p, 0) >= 0;
+    pthread_mutex_unlock(&fakeLock);
+    return dev;
+}
+
+/* Opens (prot) the whole allocation i for the length of a copy. */
+static void fakeProtect(int i, int prot) {
+    if (i >= 0) mprotect(fakeMem[i].addr, fakeMem[i].len, prot);
+}
+
+int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen) {
+    if (len == 0) return MC_OK;
+    if (dst == NULL || src == NULL) {
+        setErr(err, errlen, "%s", "cuda copy: NULL buffer");
+        return MC_ERR_INVALID;
+    }
+    pthread_mutex_lock(&fakeLock);
+    int d = fakeFind(dst, len), s = fakeFind(src, len);
+    /* A pointer inside an allocation with a length past its end is what
+     * cudaMemcpy refuses too. */
+    if ((d < 0 && fakeFind(dst, 0) >= 0) || (s < 0 && fakeFind(src, 0) >= 0)) {
+        pthread_mutex_unlock(&fakeLock);
+        setErr(err, errlen, "%s", "cudaMemcpy: invalid argument (fake device: past the allocation)");
+        return MC_ERR_IO;
+    }
+    fakeProtect(d, PROT_READ | PROT_WRITE);
+    fakeProtect(s, PROT_READ | PROT_WRITE);
+    memmove(dst, src, len);
+    fakeProtect(d, PROT_NONE);
+    fakeProtect(s, PROT_NONE);
+    fakeCopies++;
+    fakeBytes += len;
+    pthread_mutex_unlock(&fakeLock);
+    return MC_OK;
+}
+
+/* Pinned memory is plain host memory to the fake. */
+void *mcCudaHostAlloc(size_t len) { return len ? malloc(len) : NULL; }
+
+void mcCudaHostFree(void *p) { free(p); }
+
+#elif defined(MC_HAVE_CUDA)
 
 /* Written once under pthread_once, read-only afterwards: no lock needed. */
 static pthread_once_t cudaOnce = PTHREAD_ONCE_INIT;

@@ -20,4 +20,13 @@ int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen)
 void *mcCudaHostAlloc(size_t len);
 void mcCudaHostFree(void *p);
 
+#ifdef MC_FAKE_CUDA
+/* Tests only (mc_cuda.c, MC_FAKE_CUDA): "device memory" of a fake device,
+ * which the CPU cannot touch except through mcCudaCopy. */
+void *mcCudaFakeMalloc(size_t len);
+void mcCudaFakeFree(void *p);
+/* Copies made by mcCudaCopy so far, and their bytes. */
+void mcCudaFakeStats(unsigned long long *copies, unsigned long long *bytes);
+#endif
+
 #endif

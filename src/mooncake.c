@@ -36,7 +36,11 @@
  * cluster), do every shm copy, and pipeline the tcp transfers of all items
  * before reading any reply (runs of small values as one SEG.WRITEV/
  * SEG.READV, mc_tcp.c), so the round trips overlap; BATCH.PUT.END publishes
- * what was written.
+ * what was written. A batch get is a list of reads (batchReadLocked), each
+ * a byte range of one key's object: a whole object for mc_batch_get(v),
+ * the caller's ranges for mc_batch_get_ranges. A range needs nothing of
+ * its own from any transport: it is the replica's extent narrowed to its
+ * bytes, which the shm copy, SEG.READ(V) and RDMA all take as they are.
  *
  * Clusters. mc_connect sends CLUSTER SLOTS where it used to send PING (the
  * same one round trip): a server without cluster support answers an error
@@ -120,7 +124,6 @@
 #else
 #define MADV_POPULATE_WRITE_COMPAT 23 /* Linux 5.14; older kernels answer EINVAL */
 #endif
-#define MC_MAX_REPLICAS 8
 
 /* Cluster retry policy (see the design comment). */
 #define MC_MAP_REFRESH_MS 250        /* at most one CLUSTER SLOTS per this, after a MOVED */
@@ -1729,8 +1732,15 @@ static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *o
     mcReplyFree(err);
     for (size_t i = 0; i < np; i++)
         if (!p[i].ok) ok[p[i].item] = 0;
-    for (size_t i = 0; i < np; i++)
-        if (p[i].conn->broken) dropConn(c, p[i].conn);
+    /* Many transfers may share a connection that broke: it is dropped (and
+     * freed) once, its other entries forgotten first. */
+    for (size_t i = 0; i < np; i++) {
+        mcConn *conn = p[i].conn;
+        if (conn == NULL || !conn->broken) continue;
+        for (size_t j = i; j < np; j++)
+            if (p[j].conn == conn) p[j].conn = NULL;
+        dropConn(c, conn);
+    }
 }
 
 /* Items whose buffers are all checked (batchCheck). */
@@ -1958,84 +1968,202 @@ static void releaseBatchLeases(mc_client *c, mcBKey *k, size_t n) {
     }
 }
 
-/* Items checked by batchCheck; caps[i] is item i's capacity. */
-static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
-    mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
-    size_t *nreps = calloc(n, sizeof(size_t));
-    uint64_t *sizes = calloc(n, sizeof(uint64_t));
-    long long *deadline = calloc(n, sizeof(long long));
-    int *ok = calloc(n, sizeof(int)), *found = calloc(n, sizeof(int)), *started = calloc(n, sizeof(int));
-    mcTcpItem *pend = malloc(n * sizeof(mcTcpItem));
-    mcBKey *k = calloc(n, sizeof(*k));
+/* One read of a batch: bytes [off, off+len) of one key's object into
+ * buffers. mc_batch_get(v)'s items are whole-object reads (len is learnt
+ * from the reply, cap is what the buffers hold), mc_batch_get_ranges's
+ * ranges are reads of their own bytes: one code path moves both, a range
+ * being nothing but a replica's extent narrowed to [off+off, off+off+len),
+ * which every transport takes as it is (a memcpy at an offset, a SEG.READ
+ * or SEG.READV of a sub-range, an RDMA read at an offset). */
+typedef struct mcRead {
+    size_t key;                  /* the batch key it reads (index into its mcBKeys) */
+    int whole;                   /* the whole object: len = its size, MC_ERR_TOO_SMALL past cap */
+    uint64_t off, len;
+    size_t cap;
+    const struct iovec *iov;     /* where the bytes go */
+    int iovcnt;
+    struct iovec one;            /* a range's one buffer, or its part of the staging buffer */
+    void *dev;                   /* device memory: the caller's buffer (staged, or GPUDirect) */
+    int gpudirect;               /* dev is registered for RDMA: only RDMA may carry it */
+    int done;                    /* result is final (refused before the metadata, or its key failed) */
+    long long result;            /* bytes read, or MC_ERR_* */
+} mcRead;
+
+/* A range's replicas: each extent narrowed to [off, off+len) of the object
+ * (the caller checked the range lies inside it). */
+static void narrowReplicas(const mcReplica *reps, size_t n, uint64_t off, uint64_t len, mcReplica *out) {
+    for (size_t i = 0; i < n; i++) {
+        out[i].seg = reps[i].seg;
+        out[i].off = reps[i].off + off;
+        out[i].len = len;
+    }
+}
+
+/* Device reads that are not GPUDirect go through the pinned buffer: each
+ * gets its own part of one staging buffer, so they take part in the
+ * pipelined transfers like host memory and are copied to the device after.
+ * MC_OK, or MC_ERR_NOMEM with every such read failed. */
+static int stageReads(mc_client *c, mcRead *rd, size_t nreads) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < nreads; i++)
+        if (!rd[i].done && rd[i].dev && !rd[i].gpudirect) total += rd[i].len;
+    if (total == 0) return MC_OK;
+    char *st = total <= SIZE_MAX ? stageBuffer(c, (size_t)total) : NULL;
+    for (size_t i = 0; i < nreads; i++) {
+        if (rd[i].done || rd[i].dev == NULL || rd[i].gpudirect) continue;
+        if (st == NULL) {
+            rd[i].result = setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)total);
+            rd[i].done = 1;
+            continue;
+        }
+        rd[i].one.iov_base = st;
+        rd[i].one.iov_len = (size_t)rd[i].len;
+        rd[i].iov = &rd[i].one;
+        rd[i].iovcnt = 1;
+        st += rd[i].len;
+    }
+    return st ? MC_OK : MC_ERR_NOMEM;
+}
+
+/* The reads of a batch over nkeys keys (k: key, keylen and slot set; the
+ * same key may be there more than once, each granted and released a lease
+ * of its own). One BATCH.GET.REPLICAS per node and slot for all of them
+ * (runPhase), every shm copy, the tcp transfers pipelined (finishXfers),
+ * then one by one, trying every replica, whatever could not be started or
+ * failed; the lease of each key checked after its reads, and released.
+ * Reads already done are left alone. Returns the number of reads that
+ * succeeded, or MC_ERR_* when the batch failed as a whole (the result of
+ * every read not done before). */
+static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, size_t nreads) {
+    size_t nk = nkeys ? nkeys : 1, nr = nreads ? nreads : 1;
+    mcReplica *reps = malloc(nk * MC_MAX_REPLICAS * sizeof(mcReplica));
+    size_t *nreps = calloc(nk, sizeof(size_t));
+    uint64_t *sizes = calloc(nk, sizeof(uint64_t));
+    long long *deadline = calloc(nk, sizeof(long long));
+    int *keyrc = calloc(nk, sizeof(int));
+    int *ok = calloc(nr, sizeof(int)), *started = calloc(nr, sizeof(int));
+    mcTcpItem *pend = malloc(nr * sizeof(mcTcpItem));
     int rc = MC_OK, done = 0;
-    if (!reps || !nreps || !sizes || !deadline || !ok || !found || !started || !pend || !k) {
+    if (!reps || !nreps || !sizes || !deadline || !keyrc || !ok || !started || !pend) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    long long t0 = nowUs();
+    mcPhase get = {"BATCH.GET.REPLICAS", 0, 0, NULL, 0};
+    if (nkeys && (rc = runPhase(c, &get, k, nkeys)) != MC_OK) goto fail;
+    for (size_t j = 0; j < nkeys; j++) {
+        long long lease_ms = 0;
+        keyrc[j] = k[j].rc != MC_OK ? k[j].rc
+                                    : parseReplicas(c, k[j].res, &lease_ms, &sizes[j], &reps[j * MC_MAX_REPLICAS], &nreps[j]);
+        if (keyrc[j] != MC_OK) continue;
+        k[j].leased = 1;
+        deadline[j] = t0 + lease_ms * 1000;
+    }
+    /* What each read is, now that the objects' sizes are known. */
+    for (size_t i = 0; i < nreads; i++) {
+        mcRead *r = &rd[i];
+        if (r->done) continue;
+        uint64_t size = sizes[r->key];
+        r->done = 1;
+        if (keyrc[r->key] != MC_OK) r->result = keyrc[r->key];
+        else if (r->whole && size > r->cap) r->result = MC_ERR_TOO_SMALL;
+        else if (!r->whole && (r->off > size || r->len > size - r->off)) /* no overflow: off <= size first */
+            r->result = setErr(c, MC_ERR_INVALID, "range [%llu, +%llu) is not inside the object's %llu bytes",
+                               (unsigned long long)r->off, (unsigned long long)r->len, (unsigned long long)size);
+        else r->done = 0;
+        if (!r->done && r->whole) r->len = size;
+    }
+    stageReads(c, rd, nreads); /* a failure is in the reads it failed */
+    /* First replica of each: shm copies now, tcp queued (runs of small
+     * reads from one segment share a SEG.READV, mc_tcp.c). */
+    size_t np = 0;
+    for (size_t i = 0; i < nreads; i++) {
+        mcRead *r = &rd[i];
+        if (r->done || r->gpudirect || r->len == 0 || nreps[r->key] == 0) continue;
+        mcReplica first;
+        narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], 1, r->off, r->len, &first);
+        int s = startXfer(c, k[r->key].node, &first, r->iov, r->iovcnt, 0, &pend[np]);
+        if (s == 1) pend[np++].item = i;
+        started[i] = s == 1 || s == MC_OK;
+        ok[i] = 1;
+    }
+    finishXfers(c, pend, np, 0, ok);
+    for (size_t i = 0; i < nreads; i++) {
+        mcRead *r = &rd[i];
+        if (r->done) {
+            if (r->result >= 0) done++;
+            continue;
+        }
+        long long got;
+        if (started[i] && ok[i]) {
+            got = (long long)r->len;
+            if (nowUs() > deadline[r->key]) got = setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
+        } else {
+            /* Not started, failed, or GPUDirect: one by one, every replica. */
+            mcReplica narrowed[MC_MAX_REPLICAS];
+            struct iovec devone = {r->dev, (size_t)r->len};
+            narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], nreps[r->key], r->off, r->len, narrowed);
+            got = r->gpudirect ? readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, &devone, 1,
+                                              deadline[r->key], 1)
+                               : readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, r->iov, r->iovcnt,
+                                              deadline[r->key], 0);
+        }
+        if (got > 0 && r->dev && !r->gpudirect) { /* staged: out to the device */
+            char err[256];
+            int crc = mcCudaCopy(r->dev, r->one.iov_base, (size_t)r->len, err, sizeof(err));
+            if (crc != MC_OK) got = setErr(c, crc, "%s", err);
+        }
+        r->result = got;
+        r->done = 1;
+        if (got >= 0) done++;
+    }
+    rc = done;
+    releaseBatchLeases(c, k, nkeys);
+    goto end;
+fail:
+    for (size_t i = 0; i < nreads; i++)
+        if (!rd[i].done) {
+            rd[i].result = rc;
+            rd[i].done = 1;
+        }
+end:
+    free(reps);
+    free(nreps);
+    free(sizes);
+    free(deadline);
+    free(keyrc);
+    free(ok);
+    free(started);
+    free(pend);
+    return rc;
+}
+
+/* mc_batch_getv's items (checked by batchCheck), caps[i] item i's capacity:
+ * one key and one whole-object read each. */
+static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
+    mcBKey *k = calloc(n, sizeof(*k));
+    mcRead *rd = calloc(n, sizeof(*rd));
+    int rc;
+    if (!k || !rd) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) results[i] = rc;
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
         k[i].key = items[i].key;
         k[i].keylen = items[i].keylen;
         k[i].slot = keySlot(c, items[i].key, items[i].keylen);
+        rd[i].key = i;
+        rd[i].whole = 1;
+        rd[i].cap = caps[i];
+        rd[i].iov = items[i].iov;
+        rd[i].iovcnt = items[i].iovcnt;
     }
-    long long t0 = nowUs();
-    mcPhase get = {"BATCH.GET.REPLICAS", 0, 0, NULL, 0};
-    if ((rc = runPhase(c, &get, k, n)) != MC_OK) {
-        for (size_t i = 0; i < n; i++) results[i] = rc;
-        goto end;
-    }
-    for (size_t i = 0; i < n; i++) {
-        long long lease_ms;
-        int prc = k[i].rc != MC_OK ? k[i].rc
-                                   : parseReplicas(c, k[i].res, &lease_ms, &sizes[i], &reps[i * MC_MAX_REPLICAS], &nreps[i]);
-        if (prc != MC_OK) {
-            results[i] = prc;
-            continue;
-        }
-        k[i].leased = 1;
-        if (sizes[i] > caps[i]) {
-            results[i] = MC_ERR_TOO_SMALL;
-            continue;
-        }
-        deadline[i] = t0 + lease_ms * 1000;
-        ok[i] = 1;
-    }
-    /* found[i]: the server listed item i and it fits; ok[i] then says
-     * whether its pipelined transfer worked. */
-    size_t np = 0;
-    for (size_t i = 0; i < n; i++) {
-        found[i] = ok[i];
-        if (!ok[i] || nreps[i] == 0 || sizes[i] == 0) continue;
-        int s = startXfer(c, k[i].node, &reps[i * MC_MAX_REPLICAS], items[i].iov, items[i].iovcnt, 0, &pend[np]);
-        if (s == 1) pend[np++].item = i;
-        started[i] = s == 1 || s == MC_OK;
-    }
-    finishXfers(c, pend, np, 0, ok);
-    for (size_t i = 0; i < n; i++) {
-        if (!found[i]) continue; /* results[i] says why */
-        long long got;
-        if (started[i] && ok[i]) {
-            got = (long long)sizes[i];
-            if (nowUs() > deadline[i]) got = setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
-        } else {
-            /* Not started or failed: the one-by-one path tries every replica. */
-            got = readReplicas(c, k[i].node, &reps[i * MC_MAX_REPLICAS], nreps[i], sizes[i], items[i].iov,
-                               items[i].iovcnt, deadline[i], 0);
-        }
-        results[i] = got;
-        if (got >= 0) done++;
-    }
-    rc = done;
-    releaseBatchLeases(c, k, n);
+    rc = batchReadLocked(c, k, n, rd, n);
+    for (size_t i = 0; i < n; i++) results[i] = rd[i].result;
 end:
     freeBKeys(k, n);
-    free(reps);
-    free(nreps);
-    free(sizes);
-    free(deadline);
-    free(ok);
-    free(found);
-    free(started);
-    free(pend);
+    free(rd);
     return rc;
 }
 
@@ -2061,6 +2189,192 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results) {
     if (v == NULL) return MC_ERR_NOMEM;
     int rc = mc_batch_getv(c, n, v, results);
     free(v);
+    return rc;
+}
+
+/* ---- ranged reads -------------------------------------------------------- */
+
+/* An item mc_batch_get_ranges refuses whole: no key, or a range count
+ * outside 0..MC_MAX_IOV (or ranges missing). */
+static int rangesItemBad(const mc_kranges *it) {
+    return it->key == NULL || it->keylen == 0 || it->nranges < 0 || it->nranges > MC_MAX_IOV ||
+           (it->nranges && it->ranges == NULL);
+}
+
+/* The reads of mc_batch_get_ranges: one per range of the items that are
+ * not refused whole, in the caller's order. A range with no buffer or one
+ * outside registered memory is refused here, alone. An item becomes a key
+ * of the batch only if some range of it is left to read. */
+static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *rd, mcBKey *k, size_t *nkeys) {
+    size_t ri = 0;
+    *nkeys = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mc_kranges *it = &items[i];
+        if (rangesItemBad(it)) {
+            setErr(c, MC_ERR_INVALID, "item %zu: %s", i,
+                   it->key == NULL || it->keylen == 0 ? "empty key"
+                   : it->ranges == NULL && it->nranges > 0 ? "nranges > 0 without ranges"
+                                                           : "nranges must be 0..MC_MAX_IOV (1024)");
+            continue;
+        }
+        int left = 0;
+        for (int j = 0; j < it->nranges; j++, ri++) {
+            const mc_range *g = &it->ranges[j];
+            mcRead *r = &rd[ri];
+            memset(r, 0, sizeof(*r));
+            r->key = *nkeys;
+            r->off = g->src_off;
+            r->len = g->len;
+            r->one.iov_base = g->dst;
+            r->one.iov_len = g->len;
+            r->iov = &r->one;
+            r->iovcnt = 1;
+            mcRegion *reg = g->len && g->dst ? regionOf(c, g->dst, g->len) : NULL;
+            if (g->len && reg == NULL) {
+                r->result = setErr(c, MC_ERR_INVALID, "item %zu range %d: dst is not inside a registered region", i, j);
+                r->done = 1;
+                continue;
+            }
+            if (g->len && mcCudaIsDevicePtr(g->dst)) {
+                r->dev = g->dst;
+                r->gpudirect = reg->rdma;
+            }
+            left++;
+        }
+        if (left) {
+            k[*nkeys].key = it->key;
+            k[*nkeys].keylen = it->keylen;
+            k[*nkeys].slot = keySlot(c, it->key, it->keylen);
+            (*nkeys)++;
+        }
+    }
+}
+
+int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long long *results) {
+    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    /* The result slots are every item's nranges as the caller counts them
+     * (an item refused for too many ranges still fills its slots); reads
+     * are made for the items not refused whole. */
+    size_t slots = 0, nreads = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].nranges <= 0) continue;
+        slots += (size_t)items[i].nranges;
+        if (slots > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
+        if (!rangesItemBad(&items[i])) nreads += (size_t)items[i].nranges;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    mcRead *rd = calloc(nreads ? nreads : 1, sizeof(*rd));
+    mcBKey *k = calloc(n, sizeof(*k));
+    size_t nkeys = 0;
+    int rc;
+    if (!rd || !k) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < slots; i++) results[i] = rc;
+        goto end;
+    }
+    rangesPlan(c, n, items, rd, k, &nkeys);
+    rc = batchReadLocked(c, k, nkeys, rd, nreads);
+    for (size_t i = 0, slot = 0, ri = 0; i < n; i++) {
+        int bad = rangesItemBad(&items[i]);
+        for (int j = 0; j < items[i].nranges; j++) results[slot++] = bad ? MC_ERR_INVALID : rd[ri++].result;
+    }
+end:
+    freeBKeys(k, n);
+    free(rd);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* ---- replica descriptions ------------------------------------------------ */
+
+/* One replica of a description: its extent, and what the handle knows of
+ * its segment (cached SEGMENT.INFO): name, RDMA base, and the endpoint to
+ * read it at -- the first tcp:// one, wildcard resolved as a transfer
+ * would, else the first of any kind that fits. */
+static void describeReplica(mc_client *c, int node, const mcReplica *rep, mc_replica_info *out) {
+    memset(out, 0, sizeof(*out));
+    out->seg_id = rep->seg;
+    out->offset = rep->off;
+    out->len = rep->len;
+    mcSeg *s = segGet(c, node, rep->seg);
+    if (s == NULL) return; /* gone since (ids are never reused): name and endpoint stay "" */
+    if (s->name && strlen(s->name) < sizeof(out->seg_name)) memcpy(out->seg_name, s->name, strlen(s->name) + 1);
+    out->base = s->base;
+    for (int pass = 0; pass < 2 && !out->endpoint[0]; pass++) {
+        for (int i = 0; i < s->nendpoints; i++) {
+            if (pass == 0 && strncmp(s->endpoints[i], "tcp://", 6)) continue;
+            char uri[MC_ENDPOINT_LEN + 64];
+            endpointUri(c, s, s->endpoints[i], uri, sizeof(uri));
+            if (strlen(uri) >= sizeof(out->endpoint)) continue; /* never a truncated address */
+            memcpy(out->endpoint, uri, strlen(uri) + 1);
+            break;
+        }
+    }
+}
+
+static int batchReplicasLocked(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results) {
+    mcBKey *k = calloc(n, sizeof(*k));
+    mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(*reps));
+    size_t *nreps = calloc(n, sizeof(*nreps));
+    int rc = MC_OK;
+    if (!k || !reps || !nreps) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].key == NULL || keys[i].keylen == 0) {
+            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
+            goto end;
+        }
+        k[i].key = keys[i].key;
+        k[i].keylen = keys[i].keylen;
+        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
+    }
+    mcPhase get = {"BATCH.GET.REPLICAS", 0, 0, NULL, 0};
+    if ((rc = runPhase(c, &get, k, n)) != MC_OK) goto end;
+    for (size_t i = 0; i < n; i++) {
+        long long lease_ms;
+        uint64_t size = 0;
+        results[i] = k[i].rc != MC_OK ? k[i].rc
+                                      : parseReplicas(c, k[i].res, &lease_ms, &size, &reps[i * MC_MAX_REPLICAS], &nreps[i]);
+        if (results[i] != MC_OK) {
+            nreps[i] = 0;
+            continue;
+        }
+        k[i].leased = 1;
+        out[i].size = size;
+    }
+    /* Nothing is read: the grants end before the segments are looked up
+     * (SEGMENT.INFO, a round trip for a segment not seen before). */
+    releaseBatchLeases(c, k, n);
+    for (size_t i = 0; i < n; i++) {
+        if (results[i] != MC_OK) continue;
+        for (size_t j = 0; j < nreps[i]; j++)
+            describeReplica(c, k[i].node, &reps[i * MC_MAX_REPLICAS + j], &out[i].replicas[j]);
+        out[i].nreplicas = (int)nreps[i];
+        results[i] = (int)nreps[i];
+        rc++;
+    }
+end:
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) results[i] = rc;
+    freeBKeys(k, n);
+    free(reps);
+    free(nreps);
+    return rc;
+}
+
+int mc_batch_replicas(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results) {
+    if (c == NULL || (n && (keys == NULL || out == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
+    memset(out, 0, n * sizeof(*out));
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    int rc = batchReplicasLocked(c, n, keys, out, results);
+    pthread_mutex_unlock(&c->lock);
     return rc;
 }
 

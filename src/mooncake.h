@@ -132,10 +132,11 @@ int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench
  * unpaced connection (one stream already keeps both sides copying), one
  * per CPU, at most 4, to others. */
 int mc_set_streams(mc_client *c, int streams);
-/* After each get (mc_get, mc_get_into, mc_batch_get, mc_size) the library
- * ends its read lease with LEASE.RELEASE, sent without waiting for the
- * reply, so the space of what it read can be evicted or reused at once
- * instead of after the server's lease-ttl. on = 0 keeps leases to their
+/* After each get (mc_get, mc_get_into, mc_batch_get, mc_batch_get_ranges,
+ * mc_size; mc_batch_replicas too) the library ends its read lease with
+ * LEASE.RELEASE, sent without waiting for the reply, so the space of what
+ * it read can be evicted or reused at once instead of after the server's
+ * lease-ttl. on = 0 keeps leases to their
  * deadline (as before; for comparison). Default on. */
 int mc_set_lease_release(mc_client *c, int on);
 int mc_last_transport(mc_client *c);               /* what moved the last replica */
@@ -197,6 +198,89 @@ int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iove
 long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt);
 int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results);
 int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *results);
+
+/* Ranged reads: byte ranges of objects read straight into the caller's
+ * buffers, many keys and many ranges per key in one call (what the
+ * engines' "get into ranges" / "multi-buffer ranges" ask for: a layer's
+ * slice of a KV block, the tail of a block, the same block into buffers on
+ * several devices). Bytes [src_off, src_off + len) of the item's object go
+ * to dst. One BATCH.GET.REPLICAS per node and slot for all the items, then
+ * the transfers by the fastest path as for mc_batch_getv (shm copies, tcp
+ * pipelined with small ranges of one segment sharing a SEG.READV, rdma),
+ * each range a sub-range of a replica's extent: a range that cannot be
+ * read from one replica is read from the next; each key's lease is checked
+ * after its ranges are read (MC_ERR_LEASE_EXPIRED) and then released. The
+ * same key may be in several items (each is read under a lease of its
+ * own).
+ * results: one per range, the items' ranges in order (an item's nranges
+ * slots, however many it says): len (bytes read) or MC_ERR_*. A key that
+ * cannot be read (MC_ERR_NOT_FOUND, MC_ERR_NOT_READY, MC_ERR_IO,
+ * MC_ERR_LEASE_EXPIRED, ...) fails all its item's ranges with that code.
+ * MC_ERR_INVALID for an item alone: a NULL or empty key, nranges outside
+ * 0..MC_MAX_IOV; for a range alone: one not inside the object (src_off +
+ * len past its size, checked without overflow; the item's other ranges
+ * are read), or a dst that is not inside memory registered with
+ * mc_register (as mc_get_into). len 0 reads nothing and answers 0 (dst is
+ * not looked at). Registered device memory (MC_MEM_CUDA) works as for
+ * mc_get_into: read into the pinned staging buffer and copied to the
+ * device, or over RDMA directly when the region is registered for it.
+ * Returns the number of ranges read (result >= 0), or MC_ERR_* when the
+ * batch failed as a whole (every range not refused before then has it). */
+typedef struct {
+    void *dst;                 /* where the bytes go: inside registered memory */
+    uint64_t src_off;          /* offset in the object */
+    size_t len;
+} mc_range;
+
+typedef struct {
+    const void *key;
+    size_t keylen;
+    const mc_range *ranges;
+    int nranges;               /* 0..MC_MAX_IOV */
+} mc_kranges;
+
+int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long long *results);
+
+/* Replica descriptions: where each of n objects lives, for a caller that
+ * moves the bytes itself or schedules reads by locality. One
+ * BATCH.GET.REPLICAS per node and slot (the grants it makes are released at
+ * once: nothing is read, so nothing is held), then each segment's
+ * description (SEGMENT.INFO, cached by the handle: one round trip per
+ * segment the handle had not seen). Only complete objects are described:
+ * the extents of a put that has not ended are not readable and may still
+ * be revoked. results[i]: the number of replicas of key i (0 when the
+ * object has no live replica left), or MC_ERR_NOT_FOUND (no such key),
+ * MC_ERR_NOT_READY (its put has not ended), MC_ERR_*. out[i] is zeroed,
+ * then filled for a key that is described. Returns the number of keys
+ * described, or MC_ERR_* when the batch failed as a whole (a NULL or empty
+ * key: MC_ERR_INVALID). The description is of that moment: a replica may
+ * be evicted, or its segment unmounted, right after. In a cluster segment
+ * ids are per node (every node's pool is 1); the endpoint says where to go. */
+#define MC_MAX_REPLICAS 8
+#define MC_SEG_NAME_LEN 264        /* a segment name (1..256 characters), its NUL, padding */
+#define MC_ENDPOINT_LEN 264        /* an endpoint URI and its NUL */
+
+typedef struct {
+    uint64_t seg_id;           /* the segment (SEGMENT.INFO id) */
+    uint64_t offset;           /* the extent's offset in the segment */
+    uint64_t len;              /* the extent's length: the object's size */
+    uint64_t base;             /* the segment's BASE (its memory's RDMA address), 0 if none */
+    char seg_name[MC_SEG_NAME_LEN]; /* "self" for the server's pool; "" if the segment went away */
+    /* Where its bytes are served: the first tcp:// endpoint (tcp://0.0.0.0
+     * resolved to the host the handle reached the server at, as transfers
+     * do), else the first endpoint of any kind (unix://, rdma://); "" if
+     * none fits. */
+    char endpoint[MC_ENDPOINT_LEN];
+} mc_replica_info;
+
+typedef struct {
+    uint64_t size;             /* the object's size */
+    int32_t nreplicas;         /* replicas[0..nreplicas) are filled */
+    int32_t reserved;
+    mc_replica_info replicas[MC_MAX_REPLICAS];
+} mc_replicas;
+
+int mc_batch_replicas(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results);
 
 /* Non-blocking batches: submit returns at once (NULL with mc_last_error()
  * set if it cannot be queued), the batch runs on the handle's background

@@ -48,6 +48,24 @@
  *     ordering (a put then a get of the same keys), 400 ops in flight,
  *     mc_op_free and mc_close waiting for unfinished ops, a worker that
  *     cannot connect.
+ * 14. Ranged reads (mc_batch_get_ranges) over shm and tcp: several ranges
+ *     per key, one key in two items (both leases released), ranges at the
+ *     object's end, len 0, a range outside the object (overflowing ones
+ *     too) or an unregistered dst failing alone, a missing and a pending key
+ *     failing all their ranges, a 9 MiB object in 41 pieces (small ones
+ *     sharing SEG.READVs), items refused whole, an object in a segment a
+ *     third handle hosts; every range byte-exact with guard bytes after it.
+ *     Also in groups 4 (ranges read from the surviving replica) and 5
+ *     (LEASE_EXPIRED in every range of a read that outlives its lease).
+ *     Replica descriptions (mc_batch_replicas): pool objects, objects in a
+ *     client-hosted segment (here and in group 4), missing and pending keys,
+ *     compared with GET.REPLICAS and SEGMENT.INFO; no lease left behind.
+ * 15. Device memory, in test_mooncake_fakecuda only: this file built
+ *     against libmooncake with a fake CUDA device (mc_cuda.c, MC_FAKE_CUDA)
+ *     whose memory the CPU cannot touch, so a path that skips staging
+ *     crashes or fails: mc_get_into and ranged reads into registered device
+ *     memory over shm and tcp, beside host ranges, one copy to the device
+ *     per range, nothing written outside the ranges.
  *
  * Values are pseudo-random (xorshift64*) from a seed derived from the key
  * and size, so every key holds different bytes and a value read from the
@@ -83,6 +101,9 @@
 #include <hiredis.h>
 
 #include "mooncake.h"
+#ifdef MC_FAKE_CUDA
+#include "mc_cuda.h"
+#endif
 #include "testhelp.h"
 #include "testserver.h"
 #define GROUP_WATCHDOG_S 30 /* seconds a group may take (testgroup.h) */
@@ -875,6 +896,19 @@ static void testReplicaFallback(void) {
         }
         CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
     }
+    TEST("replica fallback: mc_batch_replicas lists fb-child (its id, name, tcp endpoint) first, then self") {
+        char child_tcp[300];
+        segEndpoint(r, "fb-child", "tcp://", child_tcp, sizeof(child_tcp));
+        mc_key key = {"fb:key", 6};
+        mc_replicas d;
+        int res = 0;
+        CHECK_EQ(writer ? mc_batch_replicas(writer, 1, &key, &d, &res) : MC_ERR_INVALID, 1);
+        CHECK_EQ(res, 2);
+        CHECK(d.nreplicas == 2 && d.size == n);
+        CHECK((long long)d.replicas[0].seg_id == child_seg && !strcmp(d.replicas[0].seg_name, "fb-child"));
+        CHECK(child_tcp[0] && !strcmp(d.replicas[0].endpoint, child_tcp));
+        CHECK(d.replicas[1].seg_id == 1 && !strcmp(d.replicas[1].seg_name, "self") && d.replicas[1].len == n);
+    }
     char child_unix[300] = "";
     TEST("replica fallback: the helper's unix endpoint is an abstract socket (no file)") {
         segEndpoint(r, "fb-child", "unix://", child_unix, sizeof(child_unix));
@@ -908,6 +942,31 @@ static void testReplicaFallback(void) {
         mc_client *c = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
         CHECK(getSame(c, "fb:key", v, n, MC_TRANSPORT_SHM));
         mcClose(&c);
+    }
+    TEST("replica fallback: ranged reads (tcp, shm, the writer's dead data connection) come from the surviving replica") {
+        char *buf = xmalloc(n);
+        mc_client *hs[3] = {mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP), mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM), writer};
+        for (int i = 0; i < 3; i++) {
+            if (!hs[i]) {
+                CHECK(hs[i] != NULL);
+                continue;
+            }
+            CHECK_EQ(mc_register(hs[i], buf, n, MC_MEM_HOST), MC_OK);
+            memset(buf, 0, n);
+            /* Small ranges (one SEG.READV) and large ones, the object's end. */
+            mc_range g[4] = {{buf, 0, 1000}, {buf + 1000, 1000, 3000}, {buf + 4000, 4000, 2 * MiB}, {buf + 4000 + 2 * MiB, 4000 + 2 * MiB, n - 4000 - 2 * MiB}};
+            mc_kranges item = {"fb:key", 6, g, 4};
+            long long res[4];
+            int rc = mc_batch_get_ranges(hs[i], 1, &item, res);
+            if (rc != 4) fprintf(stderr, "  handle %d: %d (%s)\n", i, rc, lastErr(hs[i]));
+            CHECK_EQ(rc, 4);
+            CHECK(sameBytes("fb:key in ranges", buf, rc == 4 ? (long long)n : -1, v, n));
+            CHECK_EQ(mc_last_transport(hs[i]), i == 1 ? MC_TRANSPORT_SHM : MC_TRANSPORT_TCP);
+            CHECK_EQ(mc_unregister(hs[i], buf), MC_OK);
+        }
+        mcClose(&hs[0]);
+        mcClose(&hs[1]);
+        free(buf);
     }
     TEST("replica fallback: the writer's handle, whose data connection died, falls back too") {
         CHECK(getSame(writer, "fb:key", v, n, MC_TRANSPORT_TCP));
@@ -1005,6 +1064,30 @@ static void testLeaseExpiry(void) {
     }
     TEST("lease expiry: a 64 MiB get over shm that outlives a 1 ms lease is LEASE_EXPIRED") {
         leaseExpires(cshm, "lease:big", n, buf);
+    }
+    TEST("lease expiry: a ranged read of 64 MiB in 4 ranges that outlives a 1 ms lease is LEASE_EXPIRED in each") {
+        for (int p = 0; p < 2; p++) {
+            mc_client *c = p ? cshm : ctcp;
+            if (!c || mc_register(c, buf, n, MC_MEM_HOST) != MC_OK) {
+                CHECK(0);
+                continue;
+            }
+            size_t q = n / 4;
+            mc_range g[4] = {{buf, 0, q}, {buf + q, q, q}, {buf + 2 * q, 2 * q, q}, {buf + 3 * q, 3 * q, n - 3 * q}};
+            mc_kranges item = {"lease:big", 9, g, 4};
+            for (int attempt = 0; attempt < 4; attempt++) {
+                long long res[4];
+                double t0 = tsNowSec();
+                int rc = mc_batch_get_ranges(c, 1, &item, res);
+                double ms = (tsNowSec() - t0) * 1000.0;
+                if (rc == 4 && ms <= 2.0) continue; /* improbably fast: try again */
+                CHECK_EQ(rc, 0);
+                for (int i = 0; i < 4; i++) CHECK_EQ(res[i], MC_ERR_LEASE_EXPIRED);
+                if (rc != 0) fprintf(stderr, "  %s: %d ranges read in %.1f ms with a 1 ms lease\n", transportName(p ? MC_TRANSPORT_SHM : MC_TRANSPORT_TCP), rc, ms);
+                break;
+            }
+            CHECK_EQ(mc_unregister(c, buf), MC_OK);
+        }
     }
     TEST("lease expiry: with lease-ttl 10000 again the same gets return the bytes") {
         redisContext *r = rTcp(&s);
@@ -3274,6 +3357,459 @@ static void testAsync(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== ranges: mc_batch_get_ranges, and replica descriptions (mc_batch_replicas) ===================== */
+
+/* Destinations carved from one registered buffer, each followed by guard
+ * bytes, so a range that writes a byte past its length is caught. */
+typedef struct {
+    char *base;
+    size_t cap, used;
+} rgArena;
+
+static char *rgTake(rgArena *a, size_t len) {
+    size_t step = (len + GUARD + 63) & ~(size_t)63;
+    if (a->used + step > a->cap) {
+        fprintf(stderr, "  test arena of %zu bytes exhausted\n", a->cap);
+        tsKillAll();
+        abort();
+    }
+    char *p = a->base + a->used;
+    a->used += step;
+    memset(p, 0, len);
+    setGuard(p, len);
+    return p;
+}
+
+/* Range g read as want[src_off .. src_off+len) with result res, nothing
+ * past its end written. */
+static int rgSame(const char *what, const mc_range *g, long long res, const char *want) {
+    char w[200];
+    snprintf(w, sizeof(w), "%s [%llu, +%zu)", what, (unsigned long long)g->src_off, g->len);
+    int ok = sameBytes(w, g->dst, res, want + g->src_off, g->len);
+    return ok && guardIntact(g->dst, g->len);
+}
+
+/* Every result is its expected value; says which is not. */
+static int rgResults(const char *what, const long long *res, const long long *want, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (res[i] != want[i]) {
+            fprintf(stderr, "  %s: range %zu answered %lld (%s), expected %lld (%s)\n", what, i, res[i],
+                    res[i] < 0 ? mc_strerror((int)res[i]) : "bytes", want[i], want[i] < 0 ? mc_strerror((int)want[i]) : "bytes");
+            return 0;
+        }
+    return 1;
+}
+
+static int rgBatch(mc_client *c, size_t n, const mc_kranges *items, long long *res) {
+    int rc = mc_batch_get_ranges(c, n, items, res);
+    if (rc < 0) fprintf(stderr, "  mc_batch_get_ranges: %d %s (%s)\n", rc, mc_strerror(rc), lastErr(c));
+    return rc;
+}
+
+#define RG_A 5000
+#define RG_B (300 * KiB + 1)
+#define RG_BIG (9 * MiB + 3)
+#define RG_H (200 * KiB + 7)
+#define RG_ARENA (24 * MiB)
+
+/* The ranged-read tests over one handle (its transport forced). */
+static void rgOver(mc_client *c, int transport, redisContext *r, rgArena *ar, const char *a, const char *b,
+                   const char *big) {
+    const char *tn = transportName(transport);
+    static char name[200]; /* test_cur_name: the test ends inside TEST, but the compiler cannot see it */
+    snprintf(name, sizeof(name), "ranges over %s: several ranges per key, one key in two items, ranges at the object's end, len 0", tn);
+    TEST(name) {
+        ar->used = 0;
+        mc_range ra[4] = {{rgTake(ar, 100), 0, 100},
+                          {rgTake(ar, 100), RG_A - 100, 100},
+                          {rgTake(ar, 0), 1234, 0},
+                          {rgTake(ar, 0), RG_A, 0}};
+        mc_range rb[3] = {{rgTake(ar, 70000), 0, 70000}, {rgTake(ar, 10), RG_B - 10, 10}, {rgTake(ar, 1), 150000, 1}};
+        mc_range ra2[2] = {{rgTake(ar, RG_A - 10), 10, RG_A - 10}, {rgTake(ar, RG_A), 0, RG_A}};
+        mc_kranges items[3] = {{"rg:a", 4, ra, 4}, {"rg:b", 4, rb, 3}, {"rg:a", 4, ra2, 2}};
+        long long res[9], want[9] = {100, 100, 0, 0, 70000, 10, 1, RG_A - 10, RG_A};
+        for (int i = 0; i < 9; i++) res[i] = 12345;
+        CHECK_EQ(rgBatch(c, 3, items, res), 9);
+        CHECK(rgResults(name, res, want, 9));
+        for (int i = 0; i < 4; i++) CHECK(rgSame("rg:a", &ra[i], res[i], a));
+        for (int i = 0; i < 3; i++) CHECK(rgSame("rg:b", &rb[i], res[4 + i], b));
+        for (int i = 0; i < 2; i++) CHECK(rgSame("rg:a (second item)", &ra2[i], res[7 + i], a));
+        CHECK_EQ(mc_last_transport(c), transport);
+        /* rg:a was granted two leases (one per item): both released. */
+        CHECK(leaseEndsWithin(r, "rg:a", 2000));
+        CHECK(leaseEndsWithin(r, "rg:b", 2000));
+    }
+    snprintf(name, sizeof(name), "ranges over %s: a range outside the object fails alone, the item's others are read", tn);
+    TEST(name) {
+        ar->used = 0;
+        mc_range g[6] = {{rgTake(ar, 10), 0, 10},
+                         {rgTake(ar, 6), RG_A - 5, 6},           /* one byte past the end */
+                         {rgTake(ar, 0), RG_A + 1, 0},           /* an empty range past the end */
+                         {rgTake(ar, 10), UINT64_MAX - 4, 10},   /* off + len wraps around */
+                         {rgTake(ar, 16), 4 * (uint64_t)RG_A, 16},
+                         {rgTake(ar, 10), RG_A - 10, 10}};
+        mc_kranges item = {"rg:a", 4, g, 6};
+        long long res[6], want[6] = {10, MC_ERR_INVALID, MC_ERR_INVALID, MC_ERR_INVALID, MC_ERR_INVALID, 10};
+        CHECK_EQ(rgBatch(c, 1, &item, res), 2);
+        CHECK(rgResults(name, res, want, 6));
+        CHECK(rgSame("rg:a", &g[0], res[0], a));
+        CHECK(rgSame("rg:a", &g[5], res[5], a));
+        for (int i = 1; i <= 4; i++) CHECK(guardIntact(g[i].dst, g[i].len) && (g[i].len == 0 || ((char *)g[i].dst)[0] == 0));
+        CHECK(strstr(lastErr(c), "not inside the object") != NULL);
+    }
+    snprintf(name, sizeof(name), "ranges over %s: unregistered dst fails alone; missing key NOT_FOUND, pending key NOT_READY in all their ranges", tn);
+    TEST(name) {
+        ar->used = 0;
+        char unreg[32];
+        mc_range ga[3] = {{rgTake(ar, 10), 0, 10}, {unreg, 0, 10}, {NULL, 7, 0}};
+        mc_range gm[2] = {{rgTake(ar, 10), 0, 10}, {rgTake(ar, 5), 5, 5}};
+        mc_range gp[1] = {{rgTake(ar, 10), 0, 10}};
+        mc_range gb[1] = {{rgTake(ar, 200), 100, 200}};
+        mc_kranges items[4] = {{"rg:a", 4, ga, 3}, {"rg:missing", 10, gm, 2}, {"rg:pending", 10, gp, 1}, {"rg:b", 4, gb, 1}};
+        long long res[7], want[7] = {10, MC_ERR_INVALID, 0, MC_ERR_NOT_FOUND, MC_ERR_NOT_FOUND, MC_ERR_NOT_READY, 200};
+        CHECK_EQ(rgBatch(c, 4, items, res), 3);
+        CHECK(rgResults(name, res, want, 7));
+        CHECK(rgSame("rg:a", &ga[0], res[0], a));
+        CHECK(rgSame("rg:b", &gb[0], res[6], b));
+        CHECK(((char *)gm[0].dst)[0] == 0 && guardIntact(gm[0].dst, 10) && ((char *)gp[0].dst)[0] == 0 && guardIntact(gp[0].dst, 10));
+    }
+    snprintf(name, sizeof(name), "ranges over %s: a 9 MiB object read in 41 pieces, in two items, is byte-exact", tn);
+    TEST(name) {
+        ar->used = 0;
+        enum { NP = 41 };
+        mc_range g[NP];
+        long long res[NP], want[NP];
+        uint64_t off = 0, s = seedOf("rg:pieces", 41);
+        for (int i = 0; i < NP; i++) {
+            /* Lengths from 1 B to 512 KiB: small ones share SEG.READVs,
+             * large ones are SEG.READs of their own. */
+            s = mix64(s);
+            size_t len = i == NP - 1 ? RG_BIG - off : (size_t)(s % (i % 3 ? 512 * KiB : 3000)) + 1;
+            if (off + len > RG_BIG) len = RG_BIG - off;
+            g[i] = (mc_range){rgTake(ar, len), off, len};
+            want[i] = (long long)len;
+            off += len;
+        }
+        CHECK_EQ(off, RG_BIG);
+        mc_kranges items[2] = {{"rg:big", 6, g, 20}, {"rg:big", 6, g + 20, NP - 20}};
+        CHECK_EQ(rgBatch(c, 2, items, res), NP);
+        CHECK(rgResults(name, res, want, NP));
+        for (int i = 0; i < NP; i++) CHECK(rgSame("rg:big", &g[i], res[i], big));
+        CHECK_EQ(mc_last_transport(c), transport);
+    }
+}
+
+/* Describes keys[0..n) with c; the mc_batch_replicas return value. */
+static int rpDescribe(mc_client *c, size_t n, const char *const *names, mc_replicas *out, int *res) {
+    mc_key keys[8];
+    keysOf(keys, names, n);
+    int rc = mc_batch_replicas(c, n, keys, out, res);
+    if (rc < 0) fprintf(stderr, "  mc_batch_replicas: %d %s (%s)\n", rc, mc_strerror(rc), lastErr(c));
+    return rc;
+}
+
+/* A description's replica j is segment seg at the offset GET.REPLICAS
+ * lists, its length size, named name, served at endpoint. */
+static int rpReplicaIs(const mc_replicas *d, int j, long long seg, long long off, uint64_t size, const char *name,
+                       const char *endpoint) {
+    const mc_replica_info *x = &d->replicas[j];
+    int ok = (long long)x->seg_id == seg && (long long)x->offset == off && x->len == size && d->size == size &&
+             !strcmp(x->seg_name, name) && !strcmp(x->endpoint, endpoint);
+    if (!ok)
+        fprintf(stderr, "  replica %d: seg %llu '%s' at %llu, %llu of %llu bytes, endpoint '%s'; expected seg %lld '%s' at %lld, %llu bytes, '%s'\n",
+                j, (unsigned long long)x->seg_id, x->seg_name, (unsigned long long)x->offset, (unsigned long long)x->len,
+                (unsigned long long)d->size, x->endpoint, seg, name, off, (unsigned long long)size, endpoint);
+    return ok;
+}
+
+static void testRanges(void) {
+    const char *group = "ranges";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, "--lease-ttl", "10000", "--segment-size", "128mb", NULL), &s, group)) return;
+    redisContext *r = rTcp(&s), *rp = rTcp(&s);
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    mc_client *host = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_AUTO);
+    char *a = xmalloc(RG_A), *b = xmalloc(RG_B), *big = xmalloc(RG_BIG), *h = xmalloc(RG_H);
+    rgArena ar = {xmalloc(RG_ARENA), RG_ARENA, 0};
+    fillPattern(a, RG_A, seedOf("rg:a", RG_A));
+    fillPattern(b, RG_B, seedOf("rg:b", RG_B));
+    fillPattern(big, RG_BIG, seedOf("rg:big", RG_BIG));
+    fillPattern(h, RG_H, seedOf("rg:h", RG_H));
+    long long host_seg = -1;
+
+    TEST("ranges: put the objects, a pending put (hiredis), a segment hosted by a third handle, buffers registered") {
+        CHECK(r && rp && cshm && ctcp && host);
+        if (ctcp) {
+            CHECK_EQ(put(ctcp, "rg:a", a, RG_A, NULL), MC_OK);
+            CHECK_EQ(put(ctcp, "rg:b", b, RG_B, NULL), MC_OK);
+            CHECK_EQ(put(ctcp, "rg:big", big, RG_BIG, NULL), MC_OK);
+        }
+        redisReply *p = rcmd(rp, "PUT.START rg:pending 100");
+        CHECK(p && p->type == REDIS_REPLY_ARRAY);
+        freeReplyObject(p);
+        if (host) {
+            CHECK_EQ(mc_mount(host, 16 * MiB, "rg-host"), MC_OK);
+            host_seg = mc_mount_id(host);
+            CHECK(host_seg > 1);
+        }
+        if (ctcp) {
+            mc_put_opts o = {0};
+            o.replicas = 2;
+            o.prefer = "rg-host";
+            CHECK_EQ(put(ctcp, "rg:h", h, RG_H, &o), MC_OK);
+        }
+        if (cshm) CHECK_EQ(mc_register(cshm, ar.base, ar.cap, MC_MEM_HOST), MC_OK);
+        if (ctcp) CHECK_EQ(mc_register(ctcp, ar.base, ar.cap, MC_MEM_HOST), MC_OK);
+    }
+    if (cshm) rgOver(cshm, MC_TRANSPORT_SHM, r, &ar, a, b, big);
+    if (ctcp) rgOver(ctcp, MC_TRANSPORT_TCP, r, &ar, a, b, big);
+    TEST("ranges: items refused whole (empty key, nranges past MC_MAX_IOV) fill their slots; nranges 0 and < 0 have none") {
+        ar.used = 0;
+        mc_range *many = xmalloc((MC_MAX_IOV + 1) * sizeof(*many));
+        char *d = rgTake(&ar, 10);
+        for (int i = 0; i <= MC_MAX_IOV; i++) many[i] = (mc_range){d, 0, 10};
+        mc_range one = {d, 0, 10};
+        mc_kranges items[5] = {{NULL, 0, many, 2}, {"rg:a", 4, many, MC_MAX_IOV + 1}, {"rg:a", 4, many, -1},
+                               {"rg:a", 4, NULL, 0}, {"rg:a", 4, &one, 1}};
+        size_t slots = 2 + MC_MAX_IOV + 1 + 1;
+        long long *res = xmalloc((slots + 1) * sizeof(*res));
+        for (size_t i = 0; i <= slots; i++) res[i] = 777;
+        CHECK(ctcp != NULL);
+        if (ctcp) {
+            CHECK_EQ(rgBatch(ctcp, 5, items, res), 1);
+            int bad = 0;
+            for (size_t i = 0; i + 1 < slots; i++) bad += res[i] != MC_ERR_INVALID;
+            CHECK_EQ(bad, 0);
+            CHECK_EQ(res[slots - 1], 10);
+            CHECK_EQ(res[slots], 777); /* nothing written past the last slot */
+            CHECK(rgSame("rg:a", &one, res[slots - 1], a));
+            CHECK_EQ(mc_batch_get_ranges(ctcp, 0, NULL, NULL), 0);
+            CHECK_EQ(mc_batch_get_ranges(NULL, 1, items, res), MC_ERR_INVALID);
+            CHECK_EQ(mc_batch_get_ranges(ctcp, 1, NULL, res), MC_ERR_INVALID);
+        }
+        free(res);
+        free(many);
+    }
+    TEST("ranges: an object in a client-hosted segment (mc_mount), over tcp and shm, byte-exact") {
+        for (int p = 0; p < 2; p++) {
+            mc_client *c = p ? cshm : ctcp;
+            if (!c) continue;
+            ar.used = 0;
+            mc_range g[3] = {{rgTake(&ar, 100 * KiB), 0, 100 * KiB},
+                             {rgTake(&ar, 77), RG_H - 77, 77},
+                             {rgTake(&ar, 4096), 150 * KiB, 4096}};
+            mc_kranges item = {"rg:h", 4, g, 3};
+            long long res[3], want[3] = {100 * KiB, 77, 4096};
+            CHECK_EQ(rgBatch(c, 1, &item, res), 3);
+            CHECK(rgResults("rg:h", res, want, 3));
+            for (int i = 0; i < 3; i++) CHECK(rgSame("rg:h", &g[i], res[i], h));
+            CHECK_EQ(mc_last_transport(c), p ? MC_TRANSPORT_SHM : MC_TRANSPORT_TCP);
+        }
+    }
+    char self_tcp[96];
+    snprintf(self_tcp, sizeof(self_tcp), "tcp://127.0.0.1:%d", s.port);
+    TEST("replicas: pool objects: segment 1 'self' at the offset GET.REPLICAS lists, the size, the server's tcp endpoint") {
+        long long segs[2][4], offs[2][4];
+        const char *names[2] = {"rg:a", "rg:big"};
+        for (int i = 0; i < 2; i++) {
+            CHECK_EQ(replicaList(r, names[i], segs[i], offs[i], 4), 1);
+            freeReplyObject(rcmd(r, "LEASE.RELEASE %s", names[i]));
+        }
+        mc_replicas out[2];
+        int res[2] = {99, 99};
+        CHECK(ctcp != NULL);
+        if (ctcp) {
+            CHECK_EQ(rpDescribe(ctcp, 2, names, out, res), 2);
+            CHECK(res[0] == 1 && res[1] == 1);
+            CHECK(out[0].nreplicas == 1 && out[1].nreplicas == 1);
+            CHECK(rpReplicaIs(&out[0], 0, 1, offs[0][0], RG_A, "self", self_tcp));
+            CHECK(rpReplicaIs(&out[1], 0, 1, offs[1][0], RG_BIG, "self", self_tcp));
+            CHECK(leaseEndsWithin(r, "rg:a", 2000));
+            CHECK(leaseEndsWithin(r, "rg:big", 2000));
+        }
+    }
+    TEST("replicas: an object in a client-hosted segment (mc_mount): its id, name and the host's tcp endpoint, then self") {
+        char host_tcp[300];
+        segEndpoint(r, "rg-host", "tcp://", host_tcp, sizeof(host_tcp));
+        CHECK(host_tcp[0] != '\0');
+        long long segs[4], offs[4];
+        CHECK_EQ(replicaList(r, "rg:h", segs, offs, 4), 2);
+        freeReplyObject(rcmd(r, "LEASE.RELEASE rg:h"));
+        const char *names[1] = {"rg:h"};
+        mc_replicas out[1];
+        int res[1];
+        for (int p = 0; p < 2; p++) { /* the shm handle reached the server over its unix socket */
+            mc_client *c = p ? cshm : ctcp;
+            if (!c) continue;
+            CHECK_EQ(rpDescribe(c, 1, names, out, res), 1);
+            CHECK_EQ(res[0], 2);
+            CHECK_EQ(out[0].nreplicas, 2);
+            CHECK(rpReplicaIs(&out[0], 0, host_seg, offs[0], RG_H, "rg-host", host_tcp));
+            CHECK(rpReplicaIs(&out[0], 1, 1, offs[1], RG_H, "self", self_tcp));
+            CHECK(leaseEndsWithin(r, "rg:h", 2000));
+        }
+    }
+    TEST("replicas: missing and pending keys beside a present one; one key twice; no lease left behind") {
+        const char *names[4] = {"rg:missing", "rg:pending", "rg:b", "rg:b"};
+        mc_replicas *out = xmalloc(4 * sizeof(*out));
+        memset(out, 0xff, 4 * sizeof(*out));
+        int res[4];
+        CHECK(ctcp != NULL);
+        if (ctcp) {
+            CHECK_EQ(rpDescribe(ctcp, 4, names, out, res), 2);
+            CHECK_EQ(res[0], MC_ERR_NOT_FOUND);
+            CHECK_EQ(res[1], MC_ERR_NOT_READY);
+            CHECK(res[2] == 1 && res[3] == 1);
+            CHECK(out[0].nreplicas == 0 && out[0].size == 0 && out[1].nreplicas == 0 && out[1].size == 0);
+            CHECK(out[2].size == RG_B && out[3].size == RG_B && out[2].replicas[0].offset == out[3].replicas[0].offset);
+            CHECK(out[2].replicas[1].seg_id == 0 && out[2].replicas[1].seg_name[0] == '\0'); /* zeroed */
+            CHECK(leaseEndsWithin(r, "rg:b", 2000));
+            mc_key empty[2] = {{"rg:a", 4}, {"", 0}};
+            CHECK_EQ(mc_batch_replicas(ctcp, 2, empty, out, res), MC_ERR_INVALID);
+            CHECK(res[0] == MC_ERR_INVALID && res[1] == MC_ERR_INVALID);
+            CHECK_EQ(mc_batch_replicas(ctcp, 0, NULL, NULL, NULL), 0);
+        }
+        free(out);
+    }
+    freeReplyObject(rcmd(rp, "PUT.REVOKE rg:pending"));
+    mcClose(&cshm);
+    mcClose(&ctcp);
+    mcClose(&host);
+    rClose(&r);
+    rClose(&rp);
+    free(a);
+    free(b);
+    free(big);
+    free(h);
+    free(ar.base);
+    tsGroupFinish(&s, group, failed0);
+}
+
+/* ==== device: device memory through libmooncake, against a fake CUDA device ======================== */
+
+#ifdef MC_FAKE_CUDA
+/* Built as test_mooncake_fakecuda: the library's mc_cuda.c is the fake
+ * device (MC_FAKE_CUDA), whose memory the CPU cannot touch: a path that
+ * memcpys or recvs into it without staging crashes or fails here. The test
+ * reads and writes that memory only through mcCudaCopy, as a program would
+ * with cudaMemcpy. */
+#define DV_N (3 * MiB + 5)
+#define DV_DEV (8 * MiB)
+
+static unsigned long long dvCopies(void) {
+    unsigned long long n = 0;
+    mcCudaFakeStats(&n, NULL);
+    return n;
+}
+
+/* dev[at .. at+len) is want[0..len). */
+static int dvSame(const char *what, const char *dev, size_t at, long long res, const char *want, size_t len) {
+    char *tmp = xmalloc(len ? len : 1);
+    char err[256] = "";
+    int rc = len ? mcCudaCopy(tmp, dev + at, len, err, sizeof(err)) : MC_OK;
+    if (rc != MC_OK) fprintf(stderr, "  %s: copy from the device: %s\n", what, err);
+    int ok = rc == MC_OK && sameBytes(what, tmp, res, want, len);
+    free(tmp);
+    return ok;
+}
+
+static void testDevice(void) {
+    const char *group = "device (fake CUDA)";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, "--lease-ttl", "10000", NULL), &s, group)) return;
+    mc_client *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+    char *v = xmalloc(DV_N), *fill = xmalloc(DV_DEV), *hostbuf = xmalloc(MiB);
+    fillPattern(v, DV_N, seedOf("dv:obj", DV_N));
+    memset(fill, 0xEE, DV_DEV);
+    char *dev = mcCudaFakeMalloc(DV_DEV), *dev2 = mcCudaFakeMalloc(MiB);
+    char err[256];
+
+    TEST("device: fake device memory registers as MC_MEM_CUDA, host memory does not; the object is put") {
+        CHECK(cshm && ctcp && dev && dev2);
+        CHECK(mcCudaIsDevicePtr(dev) && mcCudaIsDevicePtr(dev + DV_DEV - 1) && !mcCudaIsDevicePtr(v));
+        for (int p = 0; p < 2 && cshm && ctcp && dev; p++) {
+            mc_client *c = p ? ctcp : cshm;
+            CHECK_EQ(mc_register(c, dev, DV_DEV, MC_MEM_CUDA), MC_OK);
+            CHECK_EQ(mc_register(c, hostbuf, MiB, MC_MEM_CUDA), MC_ERR_INVALID);
+            CHECK_EQ(mc_register(c, hostbuf, MiB, MC_MEM_HOST), MC_OK);
+        }
+        if (ctcp) CHECK_EQ(put(ctcp, "dv:obj", v, DV_N, NULL), MC_OK);
+    }
+    for (int p = 0; p < 2; p++) {
+        mc_client *c = p ? ctcp : cshm;
+        int t = p ? MC_TRANSPORT_TCP : MC_TRANSPORT_SHM;
+        char name[200];
+        snprintf(name, sizeof(name), "device: mc_get_into device memory over %s is staged and byte-exact", transportName(t));
+        TEST(name) {
+            if (!c || !dev) {
+                CHECK(c && dev);
+                continue;
+            }
+            CHECK_EQ(mcCudaCopy(dev, fill, DV_DEV, err, sizeof(err)), MC_OK);
+            unsigned long long c0 = dvCopies();
+            long long got = mc_get_into(c, "dv:obj", 6, dev, DV_DEV);
+            CHECK_EQ(got, (long long)DV_N);
+            CHECK_EQ(dvCopies() - c0, 1); /* one copy out of the staging buffer */
+            CHECK_EQ(mc_last_transport(c), t);
+            CHECK(dvSame("mc_get_into", dev, 0, got, v, DV_N));
+            CHECK(dvSame("after it", dev, DV_N, 64, fill, 64));
+        }
+        snprintf(name, sizeof(name), "device: ranged reads into device memory over %s: staged, byte-exact, beside host ranges", transportName(t));
+        TEST(name) {
+            if (!c || !dev) {
+                CHECK(c && dev);
+                continue;
+            }
+            CHECK_EQ(mcCudaCopy(dev, fill, DV_DEV, err, sizeof(err)), MC_OK);
+            memset(hostbuf, 0, MiB);
+            mc_range g[7] = {{dev, 0, 1000},
+                             {dev + 4096, DV_N - 777, 777},           /* the object's end */
+                             {dev + MiB, MiB, 2 * MiB},               /* a large one */
+                             {hostbuf, 5, 100},                       /* host memory in the same item */
+                             {dev + 7 * MiB, 123, 0},                 /* len 0 */
+                             {dev + 7 * MiB, DV_N - 10, 11},          /* past the end: alone */
+                             {dev2, 0, 10}};                          /* unregistered device memory: alone */
+            mc_range g2[1] = {{dev + 6 * MiB, 17, 64 * KiB}};         /* the same key, another item */
+            mc_kranges items[3] = {{"dv:obj", 6, g, 7}, {"dv:missing", 10, g + 4, 1}, {"dv:obj", 6, g2, 1}};
+            long long res[9], want[9] = {1000, 777, 2 * MiB, 100, 0, MC_ERR_INVALID, MC_ERR_INVALID, MC_ERR_NOT_FOUND, 64 * KiB};
+            unsigned long long c0 = dvCopies();
+            CHECK_EQ(rgBatch(c, 3, items, res), 6);
+            CHECK(rgResults(name, res, want, 9));
+            CHECK_EQ(dvCopies() - c0, 4); /* one per nonempty device range read */
+            CHECK_EQ(mc_last_transport(c), t);
+            CHECK(dvSame("range 0", dev, 0, res[0], v, 1000));
+            CHECK(dvSame("range 1", dev, 4096, res[1], v + DV_N - 777, 777));
+            CHECK(dvSame("range 2", dev, MiB, res[2], v + MiB, 2 * MiB));
+            CHECK(sameBytes("host range", hostbuf, res[3], v + 5, 100));
+            CHECK(dvSame("second item", dev, 6 * MiB, res[8], v + 17, 64 * KiB));
+            /* Nothing written past a range, nor where refused ranges point. */
+            CHECK(dvSame("after range 0", dev, 1000, 64, fill, 64));
+            CHECK(dvSame("after range 1", dev, 4096 + 777, 64, fill, 64));
+            CHECK(dvSame("after range 2", dev, 3 * MiB, 64, fill, 64));
+            CHECK(dvSame("refused range", dev, 7 * MiB, 64, fill, 64));
+        }
+    }
+    if (dev) mcCudaFakeFree(dev);
+    if (dev2) mcCudaFakeFree(dev2);
+    mcClose(&cshm);
+    mcClose(&ctcp);
+    free(v);
+    free(fill);
+    free(hostbuf);
+    tsGroupFinish(&s, group, failed0);
+}
+#else
+static void testDevice(void) {
+    printf("SKIP: device: device memory is tested by test_mooncake_fakecuda (this build has the real CUDA glue)\n");
+}
+#endif
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -3286,8 +3822,18 @@ static const struct {
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
-    {"scatter-gather", testScatterGather}, {"async", testAsync},
+    {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
+    {"device", testDevice},
 };
+
+/* The groups a run without arguments runs: test_mooncake runs all but the
+ * device group, test_mooncake_fakecuda (the same file against the fake
+ * device) only that one. */
+#ifdef MC_FAKE_CUDA
+#define DEFAULT_GROUP(fn) ((fn) == testDevice)
+#else
+#define DEFAULT_GROUP(fn) ((fn) != testDevice)
+#endif
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "--host-child")) return hostChildMain(argc, argv);
@@ -3302,10 +3848,14 @@ int main(int argc, char **argv) {
 
     const char *only = argc >= 2 ? argv[1] : NULL;
     const char *bin = tsServerBinary();
+#ifdef MC_FAKE_CUDA
+    printf("test_mooncake (fake CUDA device): libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+#else
     printf("test_mooncake: libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+#endif
            only ? ", groups matching " : "", only ? only : "");
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
-        if (!only || strstr(groups[i].name, only)) groups[i].fn();
+        if (only ? strstr(groups[i].name, only) != NULL : DEFAULT_GROUP(groups[i].fn)) groups[i].fn();
     alarm(0);
     TEST("no SIGPIPE reached the process (the library must not raise it)") CHECK_EQ(sigpipes, 0);
     return testReport();

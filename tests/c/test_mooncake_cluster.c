@@ -24,6 +24,12 @@
  *     places (a missing key, a small buffer, an existing key); the number
  *     of BATCH.PUT.START commands each node executed equals the number of
  *     distinct slots it owns among the keys (no -CROSSSLOT, no retries).
+ *     Ranged reads (mc_batch_get_ranges) of 30 keys of every node, one key
+ *     twice, one missing: each range byte-exact, and each node ran exactly
+ *     one BATCH.GET.REPLICAS per slot; replica descriptions
+ *     (mc_batch_replicas) name each key's owner's pool at the offset that
+ *     node's GET.REPLICAS lists, with that node's tcp endpoint (segment ids
+ *     are per node: a description built from the wrong node's table fails).
  *  3. exists/remove/size on keys of every shard; mc_batch_exists over 12
  *     keys of several slots with one missing (on another node than the
  *     first key): per-key results in order, and with PREFIX the first miss
@@ -855,6 +861,81 @@ static void testBatch(void) {
         free(pr);
         free(gr);
         mcClose(&t);
+    }
+    TEST("batch: mc_batch_get_ranges over 30 keys of every node (one key twice, one missing): one BATCH.GET.REPLICAS per node and slot, bytes right") {
+        enum { NR = 30, NI = NR + 2 };
+        mc_client *t = mcOpen(node[2].tcp_uri, MC_TRANSPORT_TCP);
+        CHECK(t != NULL);
+        char *arena = xmalloc(NI * 2 * 256);
+        mc_range (*g)[2] = xmalloc(NI * sizeof(*g));
+        mc_kranges ri[NI];
+        long long rres[NI * 2];
+        long long want_get[NNODES] = {0};
+        int slots[NI];
+        for (int i = 0; i < NI; i++) {
+            const char *k = i < NR ? keys[i] : i == NR ? keys[0] : "cl:bt:missing";
+            size_t sz = btSize(i < NR ? i : 0);
+            g[i][0] = (mc_range){arena + (size_t)i * 512, 0, 100};
+            g[i][1] = (mc_range){arena + (size_t)i * 512 + 256, sz - 50, 50}; /* the object's end */
+            ri[i] = (mc_kranges){k, strlen(k), g[i], 2};
+            slots[i] = keySlot(k);
+            int o = slotOwner(slots[i]), seen = 0;
+            for (int j = 0; j < i && !seen; j++) seen = slots[j] == slots[i];
+            if (o >= 0 && !seen) want_get[o]++;
+        }
+        resetStats();
+        int rc = t && mc_register(t, arena, NI * 2 * 256, MC_MEM_HOST) == MC_OK ? mc_batch_get_ranges(t, NI, ri, rres) : -1;
+        CHECK_EQ(rc, 2 * (NR + 1));
+        if (rc != 2 * (NR + 1) && t) fprintf(stderr, "    (%s)\n", mc_last_error(t));
+        for (int i = 0; i < NR + 1; i++) {
+            const char *v = vals[i < NR ? i : 0];
+            size_t sz = btSize(i < NR ? i : 0);
+            char what[64];
+            snprintf(what, sizeof(what), "ranges of item %d, head", i);
+            CHECK(sameBytes(what, g[i][0].dst, rres[2 * i], v, 100));
+            snprintf(what, sizeof(what), "ranges of item %d, tail", i);
+            CHECK(sameBytes(what, g[i][1].dst, rres[2 * i + 1], v + sz - 50, 50));
+        }
+        CHECK(rres[2 * NI - 2] == MC_ERR_NOT_FOUND && rres[2 * NI - 1] == MC_ERR_NOT_FOUND);
+        for (int i = 0; i < NNODES; i++) {
+            long long got = cmdCalls(i, "batch.get.replicas");
+            if (got != want_get[i]) fprintf(stderr, "  node %d: %lld BATCH.GET.REPLICAS, want %lld\n", i + 1, got, want_get[i]);
+            CHECK_EQ(got, want_get[i]);
+        }
+        free(g);
+        free(arena);
+        mcClose(&t);
+    }
+    TEST("batch: mc_batch_replicas of keys of every node: each in its owner's pool (segment 1 'self', the owner's tcp endpoint)") {
+        enum { ND = 12 };
+        mc_key dk[ND + 1];
+        mc_replicas *d = xmalloc((ND + 1) * sizeof(*d));
+        int dres[ND + 1];
+        for (int i = 0; i < ND; i++) dk[i] = (mc_key){keys[i], strlen(keys[i])};
+        dk[ND] = (mc_key){"cl:bt:missing", 13};
+        int rc = c ? mc_batch_replicas(c, ND + 1, dk, d, dres) : -1;
+        CHECK_EQ(rc, ND);
+        CHECK_EQ(dres[ND], MC_ERR_NOT_FOUND);
+        int per[NNODES] = {0};
+        for (int i = 0; i < ND && rc == ND; i++) {
+            int o = ownerOf(keys[i]);
+            long long off = -1, seg = o >= 0 ? firstReplica(o, keys[i], &off) : 0;
+            if (o >= 0) freeReplyObject(rcmd(o, "LEASE.RELEASE %s", keys[i]));
+            char ep[64];
+            snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", o >= 0 ? node[o].port : 0);
+            const mc_replica_info *x = &d[i].replicas[0];
+            int ok = dres[i] == 1 && d[i].nreplicas == 1 && d[i].size == btSize(i) && seg == 1 && x->seg_id == 1 &&
+                     (long long)x->offset == off && x->len == btSize(i) && !strcmp(x->seg_name, "self") &&
+                     !strcmp(x->endpoint, ep);
+            if (!ok)
+                fprintf(stderr, "  %s (node %d): result %d, %d replicas, seg %llu '%s' at %llu (GET.REPLICAS: %lld at %lld), '%s' (want '%s')\n",
+                        keys[i], o + 1, dres[i], d[i].nreplicas, (unsigned long long)x->seg_id, x->seg_name,
+                        (unsigned long long)x->offset, seg, off, x->endpoint, ep);
+            CHECK(ok);
+            if (o >= 0) per[o]++;
+        }
+        for (int i = 0; i < NNODES; i++) CHECK(per[i] > 0);
+        free(d);
     }
     for (int i = 0; i < BT_ALL; i++) free(vals[i]);
     free(vals);
