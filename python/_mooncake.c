@@ -724,6 +724,211 @@ static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw)
     return res;
 }
 
+/* replica_clear(keys, segment=None) -> (count, [1, 0 or code per key]) */
+static PyObject *Client_replica_clear(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "segment", NULL};
+    PyObject *keys;
+    const char *segment = NULL;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|z", kwlist, &keys, &segment)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
+    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
+    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    char *seg = segment ? PyMem_Malloc(strlen(segment) + 1) : NULL; /* read without the GIL */
+    if (!k || !r || !out || (segment && !seg)) {
+        PyMem_Free(k);
+        PyMem_Free(r);
+        PyMem_Free(out);
+        PyMem_Free(seg);
+        callArgsFree(&a);
+        return PyErr_NoMemory();
+    }
+    if (seg) strcpy(seg, segment);
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        k[i].key = a.items[i].key;
+        k[i].keylen = a.items[i].keylen;
+    }
+    int rc = 0, count = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        count = mc_batch_replica_clear(h, (size_t)a.n, k, seg, r);
+        noteErr(h, count);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    } else {
+        count = rc;
+    }
+    for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
+    PyObject *l = resultList(out, a.n);
+    PyObject *res = l ? Py_BuildValue("(iN)", count, l) : NULL;
+    PyMem_Free(k);
+    PyMem_Free(r);
+    PyMem_Free(out);
+    PyMem_Free(seg);
+    callArgsFree(&a);
+    return res;
+}
+
+/* replicas(keys) -> per key: a code, or (size, [(seg_id, seg_name, offset,
+ * len, base, endpoint), ...]) */
+static PyObject *Client_replicas(ClientObject *self, PyObject *args) {
+    PyObject *keys;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
+    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
+    mc_replicas *info = PyMem_Calloc((size_t)a.n + 1, sizeof(*info));
+    PyObject *out = NULL;
+    if (!k || !r || !info) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        k[i].key = a.items[i].key;
+        k[i].keylen = a.items[i].keylen;
+    }
+    int rc = 0, got = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        got = mc_batch_replicas(h, (size_t)a.n, k, info, r);
+        noteErr(h, got);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    } else {
+        got = rc;
+    }
+    if ((out = PyList_New(a.n)) == NULL) goto end;
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        PyObject *v;
+        if (got < 0 || r[i] < 0) {
+            v = PyLong_FromLong(got < 0 ? got : r[i]);
+        } else {
+            int nr = info[i].nreplicas < 0 ? 0 : info[i].nreplicas > MC_MAX_REPLICAS ? MC_MAX_REPLICAS : info[i].nreplicas;
+            PyObject *reps = PyList_New(nr);
+            for (int j = 0; reps && j < nr; j++) {
+                const mc_replica_info *ri = &info[i].replicas[j];
+                PyObject *t = Py_BuildValue("(KsKKKs)", (unsigned long long)ri->seg_id, ri->seg_name,
+                                            (unsigned long long)ri->offset, (unsigned long long)ri->len,
+                                            (unsigned long long)ri->base, ri->endpoint);
+                if (t == NULL) {
+                    Py_CLEAR(reps);
+                    break;
+                }
+                PyList_SET_ITEM(reps, j, t);
+            }
+            v = reps ? Py_BuildValue("(KN)", (unsigned long long)info[i].size, reps) : NULL;
+        }
+        if (v == NULL) {
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+end:
+    PyMem_Free(k);
+    PyMem_Free(r);
+    PyMem_Free(info);
+    callArgsFree(&a);
+    return out;
+}
+
+/* get_ranges(keys, ranges) -> per key a list of per-range results, where
+ * ranges[i] is a sequence of (dst_address, src_offset, length) for keys[i]:
+ * bytes read or a code. Addresses must be inside registered memory (the
+ * library checks each range against its registrations). */
+static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
+    PyObject *keys, *ranges;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "OO", &keys, &ranges)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    PyObject *rt = PySequence_Tuple(ranges), *out = NULL;
+    mc_kranges *items = NULL;
+    mc_range *all = NULL;
+    long long *res = NULL;
+    Py_ssize_t total = 0;
+    if (rt == NULL) goto end;
+    if (PyTuple_GET_SIZE(rt) != a.n) {
+        PyErr_SetString(PyExc_ValueError, "one list of ranges per key");
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        Py_ssize_t m = PyObject_Length(PyTuple_GET_ITEM(rt, i));
+        if (m < 0) goto end;
+        if (m > MC_MAX_IOV) {
+            PyErr_Format(PyExc_ValueError, "at most %d ranges per key", MC_MAX_IOV);
+            goto end;
+        }
+        total += m;
+    }
+    items = PyMem_Calloc((size_t)a.n + 1, sizeof(*items));
+    all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
+    res = PyMem_Calloc((size_t)total + 1, sizeof(*res));
+    if (!items || !all || !res) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(rt, i), "ranges must be sequences of (address, offset, length)");
+        if (seq == NULL) goto end;
+        items[i].key = a.items[i].key;
+        items[i].keylen = a.items[i].keylen;
+        items[i].ranges = all + at;
+        items[i].nranges = (int)PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(seq); j++) {
+            unsigned long long dst, off, len;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, j), "KKK;a range is (address, offset, length)", &dst,
+                                  &off, &len)) {
+                Py_DECREF(seq);
+                goto end;
+            }
+            all[at].dst = (void *)(uintptr_t)dst;
+            all[at].src_off = off;
+            all[at].len = (size_t)len;
+            at++;
+        }
+        Py_DECREF(seq);
+    }
+    int rc = 0, got = 0;
+    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        got = mc_batch_get_ranges(h, (size_t)a.n, items, res);
+        noteErr(h, got);
+        giveBack(self, h);
+        Py_END_ALLOW_THREADS
+    } else {
+        got = rc;
+    }
+    if ((out = PyList_New(a.n)) == NULL) goto end;
+    at = 0;
+    for (Py_ssize_t i = 0; i < a.n; i++) {
+        for (int j = 0; j < items[i].nranges; j++)
+            if (got < 0) res[at + j] = got;
+        PyObject *l = resultList(res + at, items[i].nranges);
+        if (l == NULL) {
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, l);
+        at += items[i].nranges;
+    }
+end:
+    Py_XDECREF(rt);
+    PyMem_Free(items);
+    PyMem_Free(all);
+    PyMem_Free(res);
+    callArgsFree(&a);
+    return out;
+}
+
 /* One-key calls answering a number: size, remove. */
 static PyObject *keyCall(ClientObject *self, PyObject *args, int which) {
     PyObject *key;
@@ -1185,6 +1390,12 @@ static PyMethodDef Client_methods[] = {
     {"unregister", (PyCFunction)Client_unregister, METH_VARARGS, "unregister(addr) -> code"},
     {"mount", (PyCFunction)Client_mount, METH_VARARGS, "mount(size, name) -> segment id or code"},
     {"mount_name", (PyCFunction)Client_mount_name, METH_NOARGS, "the name mounted, or None"},
+    {"replica_clear", (PyCFunction)(void (*)(void))Client_replica_clear, METH_VARARGS | METH_KEYWORDS,
+     "replica_clear(keys, segment=None) -> (count, [1, 0 or code per key])"},
+    {"replicas", (PyCFunction)Client_replicas, METH_VARARGS,
+     "replicas(keys) -> per key a code or (size, [(seg_id, seg_name, offset, len, base, endpoint)])"},
+    {"get_ranges", (PyCFunction)Client_get_ranges, METH_VARARGS,
+     "get_ranges(keys, ranges) -> per key the results of its (address, offset, length) ranges"},
     {"put_async", (PyCFunction)(void (*)(void))Client_put_async, METH_VARARGS | METH_KEYWORDS,
      "put_async(keys, bufs, sizes=None, opts=None) -> Op or code"},
     {"get_async", (PyCFunction)(void (*)(void))Client_get_async, METH_VARARGS | METH_KEYWORDS,

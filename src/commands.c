@@ -287,7 +287,7 @@ mcCommand commandTable[] = {
      .group = "store", .summary = "Which keys hold a readable object, or how many leading ones do (PREFIX); LEASE grants read leases.",
      .since = "0.4.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
     {.name = "replica.clear", .proc = replicaClearCommand, .arity = -3, .flags = W | CMD_MOVABLEKEYS,
-     .group = "store", .summary = "Drops the replicas of objects no one is reading (all, or those in one segment); answers the keys cleared.",
+     .group = "store", .summary = "Drops the replicas of objects no one is reading (all, or those in one segment); 1 or 0 per key.",
      .since = "0.5.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
     /* strings, in the server's own pool */
     CMDX("seg.write", segWriteCommand, 4, W | M, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),

@@ -2452,6 +2452,46 @@ int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *
     return rc;
 }
 
+/* ---- giving memory back -------------------------------------------------- */
+
+/* REPLICA.CLEAR per node and slot, as BATCH.EXISTS goes: each answer is
+ * the key's 1 or 0. */
+int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const char *segment, int *results) {
+    if (c == NULL || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n == 0) return 0;
+    if (n > INT_MAX) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    int rc = MC_OK;
+    mcBKey *k = calloc(n, sizeof(*k));
+    if (k == NULL) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].key == NULL || keys[i].keylen == 0) {
+            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
+            goto end;
+        }
+        k[i].key = keys[i].key;
+        k[i].keylen = keys[i].keylen;
+        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
+    }
+    const char *tail[2] = {"SEGMENT", segment};
+    mcPhase ph = {"REPLICA.CLEAR", 1, 0, tail, segment && segment[0] ? 2 : 0};
+    if ((rc = runPhase(c, &ph, k, n)) != MC_OK) goto end;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = existsResult(c, &k[i]); /* the same shape: 1, 0 or an error */
+        if (results[i] == 1) rc++;
+    }
+end:
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) results[i] = rc;
+    freeBKeys(k, n);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
 /* ---- registration -------------------------------------------------------- */
 
 int mc_register(mc_client *c, void *addr, size_t len, int mem) {

@@ -322,6 +322,14 @@ void mc_op_free(mc_op *op);
  * lease-ttl: docs/PROTOCOL.md, BATCH.EXISTS). */
 enum { MC_EXISTS_PREFIX = 1, MC_EXISTS_LEASE = 2 };
 int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *results);
+
+/* Gives memory back (REPLICA.CLEAR; Mooncake's batch_replica_clear): each
+ * key whose object is complete and that no one is reading (no lease in
+ * force) is removed -- or, with segment not NULL, only if all its replicas
+ * are in that segment. results[i]: 1 cleared, 0 left, or MC_ERR_*.
+ * Returns the number cleared, or MC_ERR_*. Per node and slot, as
+ * mc_batch_exists. */
+int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const char *segment, int *results);
 /* Remove every object (REMOVE.ALL on every node): the number removed. */
 long long mc_remove_all(mc_client *c);
 

@@ -550,7 +550,9 @@ void removeCommand(client *c) {
  * segment. A replica is dropped with its object: an object that keeps
  * replicas elsewhere is left alone (a version is immutable and its
  * extents are shared with readers' replies, so one replica is not taken
- * out from under it). Answers the keys cleared. */
+ * out from under it). Answers 1 or 0 per key, as BATCH.EXISTS does, so
+ * that a client can split a batch over nodes and slots and put the
+ * answers back in order. */
 void replicaClearCommand(client *c) {
     long long n;
     if (getLongLongFromObjectOrReply(c, c->argv[1], &n, NULL) != C_OK) return;
@@ -559,41 +561,35 @@ void replicaClearCommand(client *c) {
         return;
     }
     segment *only = NULL;
-    int j = 2 + (int)n;
+    int j = 2 + (int)n, none = 0;
     if (j < c->argc) {
         if (j + 2 != c->argc || strcasecmp(c->argv[j], "segment")) {
             addReplyErrorSyntax(c);
             return;
         }
         only = segmentLookup(c->argv[j + 1]);
-        if (only == NULL || !aclSegmentVisible(c, only)) {
-            addReplyArrayLen(c, 0); /* nothing of this caller's can be there */
-            return;
-        }
+        none = only == NULL || !aclSegmentVisible(c, only); /* nothing of this caller's is there */
     }
-    sds *cleared = zmalloc(sizeof(sds) * (size_t)n);
-    long long ncleared = 0;
+    addReplyArrayLen(c, n);
     for (long long i = 0; i < n; i++) {
         sds key = c->argv[2 + i];
-        storeObj *o = storeLookupWrite(key);
-        if (o == NULL || o->state != OBJ_COMPLETE || storeObjLeased(o)) continue;
-        if (only) {
+        storeObj *o = none ? NULL : storeLookupWrite(key);
+        int clear = o && o->state == OBJ_COMPLETE && !storeObjLeased(o);
+        if (clear && only) {
             int there = 0, elsewhere = 0;
             for (int r = 0; r < o->nreplicas; r++) {
                 if (storeReplicaSegment(storeObjReplica(o, r)) == only) there++;
                 else elsewhere++;
             }
-            if (!there || elsewhere) continue;
+            clear = there && !elsewhere;
         }
-        int dup = 0; /* a key named twice is cleared once */
-        for (long long k = 0; k < ncleared && !dup; k++) dup = sdslen(cleared[k]) == sdslen(key) && !memcmp(cleared[k], key, sdslen(key));
-        if (dup || !storeDelete(key)) continue;
-        notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
-        cleared[ncleared++] = key;
+        if (clear && storeDelete(key)) {
+            notifyKeyspaceEvent(NOTIFY_GENERIC, "del", key);
+            addReplyLongLong(c, 1);
+        } else {
+            addReplyLongLong(c, 0); /* a key named twice: gone by its second time */
+        }
     }
-    addReplyArrayLen(c, ncleared);
-    for (long long k = 0; k < ncleared; k++) addReplyBulk(c, cleared[k], sdslen(cleared[k]));
-    zfree(cleared);
 }
 
 /* REMOVE.ALL by a tenant (a user without allkeys): only the keys it may

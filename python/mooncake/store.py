@@ -311,7 +311,7 @@ class MooncakeDistributedStore:
         self._mounted = False
         self._prefix = ""
         self._budget = _LocalBuffer(0)
-        self._sessions = set()
+        self._sessions = {}
         self._lock = _threading.Lock()
 
     # -- lifetime -----------------------------------------------------------
@@ -392,7 +392,7 @@ class MooncakeDistributedStore:
         with self._lock:
             self._c, self._hostname, self._mounted, self._prefix = c, name, mount and seg > 0, prefix
             self._budget = _LocalBuffer(local)
-            self._sessions = set()
+            self._sessions = {}
         return 0
 
     def setup_dummy(self, mem_pool_size, local_buffer_size, server_address):
@@ -413,7 +413,7 @@ class MooncakeDistributedStore:
         with self._lock:
             c, self._c = self._c, None
             self._mounted = False
-            self._sessions = set()
+            self._sessions = {}
         if c is not None:
             c.close()
         return 0
@@ -503,8 +503,8 @@ class MooncakeDistributedStore:
             return [INVALID_PARAMS] * len(keys)
 
     def _sizes(self, keys):
-        """Each key's size (>= 0) or code."""
-        return [_code(self._c.size(k)) for k in self._keys(keys)]
+        """Each key's size (>= 0) or code, in one round trip."""
+        return [_code(r) if isinstance(r, int) else r[0] for r in self._c.replicas(self._keys(keys))]
 
     # -- single keys --------------------------------------------------------
     def put(self, key, value, config=None):
@@ -629,6 +629,134 @@ class MooncakeDistributedStore:
 
     def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False):
         return self._get_into(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes])
+
+    # -- byte ranges and get sessions ------------------------------------------
+    def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
+        """For buffer i, key j, fragment k: bytes [src, src+size) of object
+        all_keys[i][j] to buffer_ptrs[i] + dst. The result has the same
+        nesting, one int per fragment: bytes copied or a negative code.
+        Buffers must be registered (a fragment outside them, or outside
+        its object, is INVALID_PARAMS alone)."""
+        try:
+            buffer_ptrs = list(buffer_ptrs)
+            groups = [list(x) for x in (all_keys, all_dst_offsets, all_src_offsets, all_sizes)]
+        except TypeError:
+            return []
+        shape = [[len(list(d)) for d in dsts] for dsts in groups[1]] if len(groups[1]) == len(buffer_ptrs) else []
+        out = [[[INVALID_PARAMS] * n for n in row] for row in shape]
+        if self._c is None or any(len(g) != len(buffer_ptrs) for g in groups):
+            return out
+        keys, ranges, where = [], [], []
+        for i, base in enumerate(buffer_ptrs):
+            ks, dsts, srcs, sizes = (g[i] for g in groups)
+            if not (len(ks) == len(dsts) == len(srcs) == len(sizes)):
+                continue  # upstream leaves the buffer's fragments INVALID_PARAMS
+            for j, k in enumerate(ks):
+                d, o, n = list(dsts[j]), list(srcs[j]), list(sizes[j])
+                if not (len(d) == len(o) == len(n)):
+                    continue
+                keys.append(k)
+                ranges.append([(base + d[x], o[x], n[x]) for x in range(len(d))])
+                where.append((i, j))
+        if keys:
+            for (i, j), res in zip(where, self._c.get_ranges(self._keys(keys), ranges)):
+                out[i][j] = [_code(r) for r in res]
+        return out
+
+    def batch_get_session_start(self, keys):
+        """Looks the keys up once for the range reads that follow: 0 per
+        key found, or its code (-704 missing, -703 not complete yet). Here
+        a session remembers the sizes; each range call takes its own read
+        lease (one round trip), so a session never expires."""
+        return self.batch_get_session_start_with_sources(keys)[0]
+
+    def batch_get_session_start_with_sources(self, keys):
+        """batch_get_session_start, and per key where its bytes are:
+        "memory" (every replica here is in memory) or "" when not found."""
+        keys = list(keys)
+        if self._c is None:
+            return [INVALID_PARAMS] * len(keys), [""] * len(keys)
+        if not keys:
+            return [], []
+        codes, sources = [], []
+        found = self._c.replicas(self._keys(keys))
+        with self._lock:
+            for k, r in zip(keys, found):
+                if isinstance(r, int):
+                    self._sessions.pop(k, None)
+                    codes.append(_code(r))
+                    sources.append("")
+                else:
+                    self._sessions[k] = r[0]
+                    codes.append(0)
+                    sources.append("memory")
+        return codes, sources
+
+    def batch_get_into_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_src_offsets):
+        """For each key of a session: buffer j gets bytes [off_j,
+        off_j+size_j) of the object. Per key the bytes read, or a code
+        (INVALID_PARAMS for a key without a session, mismatched lists or a
+        range outside the object)."""
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        if self._c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
+            return res
+        todo, ranges = [], []
+        with self._lock:
+            for i, k in enumerate(keys):
+                ptrs, sizes, offs = list(all_buffer_ptrs[i]), list(all_sizes[i]), list(all_src_offsets[i])
+                size = self._sessions.get(k)
+                if size is None or not (len(ptrs) == len(sizes) == len(offs)):
+                    continue
+                if any(o < 0 or n < 0 or o > size or n > size - o for o, n in zip(offs, sizes)):
+                    continue
+                todo.append(i)
+                ranges.append(list(zip(ptrs, offs, sizes)))
+        if todo:
+            got = self._c.get_ranges(self._keys([keys[i] for i in todo]), ranges)
+            for i, r in zip(todo, got):
+                bad = next((x for x in r if x < 0), None)
+                res[i] = _code(bad) if bad is not None else sum(r)
+        return res
+
+    def batch_get_session_end(self, keys):
+        with self._lock:
+            for k in keys:
+                self._sessions.pop(k, None)
+        return 0
+
+    # -- replica descriptions and clearing -------------------------------------
+    def _descs(self, keys):
+        keys = list(keys)
+        if self._c is None or not keys:
+            return [None] * len(keys)
+        out = []
+        for r in self._c.replicas(self._keys(keys)):
+            if isinstance(r, int):
+                out.append(None)
+            else:
+                out.append([ReplicaDescriptor(name, off, ln, ep) for (_, name, off, ln, _, ep) in r[1]])
+        return out
+
+    def get_replica_desc(self, key):
+        """The key's replicas (ReplicaDescriptor), or [] when not found."""
+        return self._descs([key])[0] or []
+
+    def batch_get_replica_desc(self, keys):
+        """{key: [ReplicaDescriptor, ...]} for the keys found (as upstream,
+        a missing key is left out)."""
+        keys = list(keys)
+        return {k: d for k, d in zip(keys, self._descs(keys)) if d is not None}
+
+    def batch_replica_clear(self, keys, segment_name=""):
+        """Gives memory back: each key whose object is complete and that no
+        one is reading loses its replicas (all, or those in segment_name;
+        an object that keeps replicas elsewhere is left). The keys cleared."""
+        keys = list(keys)
+        if self._c is None or not keys:
+            return []
+        _, res = self._c.replica_clear(self._keys(keys), segment_name or None)
+        return [k for k, r in zip(keys, res) if r == 1]
 
     # -- non-blocking (Mooncake-C's own; Mooncake has none) -------------------
     def batch_put_from_async(self, keys, buffer_ptrs, sizes, config=None):

@@ -252,3 +252,100 @@ def test_preferred_segments_are_preferences(server):
     cfg.prefer_alloc_in_same_node = True
     assert s.put("pf2", b"v", cfg) == INVALID
     s.close()
+
+
+# -- byte ranges, get sessions, replica descriptions, clearing ---------------------
+
+@pytest.fixture
+def ranged(server):
+    s = new_store(server)
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes()
+    b = rng.integers(0, 256, 64 << 10, dtype=np.uint8).tobytes()
+    assert s.put("rg:a", a) == 0 and s.put("rg:b", b) == 0
+    dst = np.zeros(4 << 20, dtype=np.uint8)
+    assert s.register_buffer(dst.ctypes.data, dst.nbytes) == 0
+    yield s, a, b, dst
+    s.close()
+
+
+def test_get_into_ranges(ranged, server):
+    s, a, b, dst = ranged
+    p0, p1 = dst.ctypes.data, dst.ctypes.data + (2 << 20)
+    res = s.get_into_ranges([p0, p1],
+                            [["rg:a", "rg:b"], ["rg:a", "rg:missing"]],
+                            [[[0, 4096], [8192]], [[0, 100], [0]]],
+                            [[[100, (1 << 20) - 10], [0]], [[5, (1 << 20) - 1], [0]]],
+                            [[[1000, 10], [64 << 10]], [[10, 2], [10]]])
+    # buffer 0: two fragments of a, all of b; buffer 1: a fragment and one
+    # past a's end (INVALID alone), then a missing key
+    assert res == [[[1000, 10], [64 << 10]], [[10, INVALID], [NOT_FOUND]]]
+    assert bytes(dst[0:1000]) == a[100:1100]
+    assert bytes(dst[4096:4106]) == a[(1 << 20) - 10:]
+    assert bytes(dst[8192:8192 + (64 << 10)]) == b
+    assert bytes(dst[2 << 20:(2 << 20) + 10]) == a[5:15]
+    # an unregistered destination, mismatched nesting
+    junk = np.zeros(100, dtype=np.uint8)
+    assert s.get_into_ranges([junk.ctypes.data], [["rg:a"]], [[[0]]], [[[0]]], [[[10]]]) == [[[INVALID]]]
+    assert s.get_into_ranges([p0, p1], [["rg:a"]], [[[0]], [[0]]], [[[0]], [[0]]], [[[1]], [[1]]]) == \
+        [[[INVALID]], [[INVALID]]]
+    assert s.get_into_ranges([p0], [["rg:a", "rg:b"]], [[[0], [0]]], [[[0]]], [[[1], [1]]]) == [[[INVALID], [INVALID]]]
+    assert s.get_into_ranges([], [], [], [], []) == []
+
+
+def test_get_sessions(ranged, server):
+    s, a, b, dst = ranged
+    import redis
+    r = redis.Redis(port=server.port)
+    r.execute_command("PUT.START", "rg:pending", "100")
+    assert s.batch_get_session_start(["rg:a", "rg:missing", "rg:pending"]) == [0, NOT_FOUND, ms.REPLICA_IS_NOT_READY]
+    assert s.batch_get_session_start_with_sources(["rg:b", "rg:missing"]) == ([0, NOT_FOUND], ["memory", ""])
+    p = dst.ctypes.data
+    # SGLang's layer-wise load: per layer, one range of every key into its pages
+    for layer in range(4):
+        res = s.batch_get_into_multi_buffer_ranges(
+            ["rg:a", "rg:b", "rg:missing", "rg:a"],
+            [[p + layer * 8192, p + layer * 8192 + 4096], [p + (1 << 20) + layer * 1024], [p], [p]],
+            [[4096, 4096], [1024], [1], [(1 << 20) + 1]],
+            [[layer * 8192, layer * 8192 + 4096], [layer * 1024], [0], [0]])
+        assert res == [8192, 1024, INVALID, INVALID]  # no session; past the end
+    assert bytes(dst[:32768]) == a[:32768]
+    assert bytes(dst[1 << 20:(1 << 20) + 4096]) == b[:4096]
+    assert s.batch_get_into_multi_buffer_ranges(["rg:a"], [[p]], [[1, 2]], [[0]]) == [INVALID]
+    assert s.batch_get_session_end(["rg:a", "rg:b"]) == 0
+    assert s.batch_get_into_multi_buffer_ranges(["rg:a"], [[p]], [[1]], [[0]]) == [INVALID]
+    r.execute_command("PUT.REVOKE", "rg:pending")
+    r.close()
+
+
+def test_replica_descriptions(server):
+    s = new_store(server, seg=4 << 20, host="rd")
+    assert s.put("rd:pool", b"p" * 5000) == 0
+    assert s.put("rd:mine", b"m" * 3000, ReplicateConfig(preferred_segment=s.get_hostname())) == 0
+    d = s.batch_get_replica_desc(["rd:pool", "rd:mine", "rd:missing"])
+    assert sorted(d) == ["rd:mine", "rd:pool"]  # a missing key is left out
+    for key, size in (("rd:pool", 5000), ("rd:mine", 3000)):
+        (rep,) = d[key]
+        assert rep.is_memory_replica() and not rep.is_disk_replica() and not rep.is_local_disk_replica()
+        bd = rep.get_memory_descriptor().buffer_descriptor
+        assert bd.size_ == size and bd.transport_endpoint_
+    assert d["rd:mine"][0].get_memory_descriptor().buffer_descriptor.segment_name_ == s.get_hostname()
+    assert d["rd:pool"][0].get_memory_descriptor().buffer_descriptor.segment_name_ == "self"
+    assert s.get_replica_desc("rd:missing") == []
+    assert len(s.get_replica_desc("rd:pool")) == 1
+    s.close()
+
+
+def test_batch_replica_clear(server):
+    s = new_store(server, seg=4 << 20, host="rc")
+    keys = [f"rcl:{i}" for i in range(4)]
+    assert s.put_batch(keys, [b"v" * 100] * 4) == 0
+    assert s.put("rcl:mine", b"m" * 100, ReplicateConfig(preferred_segment=s.get_hostname())) == 0
+    assert s.get("rcl:0") == b"v" * 100          # a finished read holds nothing
+    server.cli("LEASE", "rcl:1", "60000")        # a reader still at it: skipped
+    assert s.batch_replica_clear(keys + ["rcl:missing"]) == ["rcl:0", "rcl:2", "rcl:3"]
+    assert s.batch_is_exist(keys) == [0, 1, 0, 0]
+    # by segment: only what lives there
+    assert s.batch_replica_clear(["rcl:mine", "rcl:1"], s.get_hostname()) == ["rcl:mine"]
+    assert s.batch_replica_clear([]) == []
+    s.close()
