@@ -4,9 +4,10 @@
  * the active segments whose allocator can hold the object right now;
  * segments being unmounted (GRACEFUL) take no new allocations, nor do those
  * whose owner has no open connection (orphaned, owner.c: a writer may not
- * reach the host). A PREFER segment that takes none is skipped, not an error. Replicas go
- * to distinct segments always, and to distinct hosts when there are enough
- * hosts: the first pass skips hosts already used, the second fills up.
+ * reach the host). A PREFER segment that takes none is skipped, not an
+ * error. Replicas go to distinct segments always, and to distinct hosts when
+ * there are enough hosts: the first pass skips hosts already used, the
+ * second fills up.
  *
  * Order of candidates:
  *  - PREFER segments first, in the order given;

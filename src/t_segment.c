@@ -6,7 +6,13 @@
  * for the same name, owner and size, so a client that lost its connection
  * simply mounts again and gets the same id; the same name under another
  * owner is refused (-EXISTS), because two processes claiming one name is a
- * configuration error that must not silently merge their memory.
+ * configuration error that must not silently merge their memory. When the
+ * holder has no open connection the claimant is most likely its restarted
+ * successor: the refusal says so and sets off a probe of the holder's host
+ * (owner.c), so a retry succeeds as soon as the old process is known to be
+ * gone. Refusing and letting the client retry keeps MOUNT a command that
+ * never waits; a MOUNT parked until a probe ends would need a blocked-client
+ * state for one rare race (a restart is seconds, a probe milliseconds).
  *
  * UNMOUNT is immediate (replicas on the segment are dropped; objects left
  * without a replica disappear) or GRACEFUL ms: the segment stops receiving
@@ -98,7 +104,8 @@ static int validEndpoint(sds uri) {
  * socket names are per namespace). */
 static int mountIsSameHost(client *c, sds host) {
     static char hostname[256];
-    if (hostname[0] == '\0' && gethostname(hostname, sizeof(hostname) - 1) != 0) snprintf(hostname, sizeof(hostname), "?");
+    if (hostname[0] == '\0' && gethostname(hostname, sizeof(hostname) - 1) != 0)
+        snprintf(hostname, sizeof(hostname), "?"); /* then only HOST-less mounts count as ours */
     if (host && strcmp(host, "localhost") && strcmp(host, hostname)) return 0;
     if (c->flags & CLIENT_UNIX_SOCKET) return 1;
     char peer[NET_IP_STR_LEN], local[NET_IP_STR_LEN];
