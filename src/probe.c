@@ -222,8 +222,9 @@ static void probeWritable(aeEventLoop *el, int fd, void *clientData, int mask) {
         probeFinish(p, PROBE_UNDECIDED, "no room in the event loop");
 }
 
-/* Starts the connect; PROBE_ALIVE (0 is not an outcome) means "in progress". */
-static probeOutcome probeConnect(probe *p) {
+/* Starts the connect: 0 while it is in progress, else the outcome already
+ * known (p->detail says why). */
+static int probeConnect(probe *p) {
     p->fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (p->fd == -1) {
         snprintf(p->detail, sizeof(p->detail), "socket: %s", strerror(errno));
@@ -238,7 +239,7 @@ static probeOutcome probeConnect(probe *p) {
         snprintf(p->detail, sizeof(p->detail), "no room in the event loop");
         return PROBE_UNDECIDED;
     }
-    return PROBE_ALIVE;
+    return 0;
 }
 
 /* First the delay (then connect), then the deadline. */
@@ -247,10 +248,10 @@ static int probeTimer(aeEventLoop *el, long long id, void *clientData) {
     probe *p = clientData;
     if (p->phase == PH_WAIT) {
         p->phase = PH_CONNECTING;
-        probeOutcome o = probeConnect(p);
-        if (o == PROBE_ALIVE) return (int)p->timeout_ms; /* now the deadline */
+        int known = probeConnect(p);
+        if (known == 0) return (int)p->timeout_ms; /* now the deadline */
         p->timer = -1; /* this timer ends as it returns */
-        probeFinish(p, o, p->detail);
+        probeFinish(p, (probeOutcome)known, p->detail);
         return AE_NOMORE;
     }
     p->timer = -1;
