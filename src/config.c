@@ -440,6 +440,7 @@ static standardConfig configs[] = {
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
     /* Segments and owners */
     INTC("owner-ttl", 0, &server.owner_ttl, 0, LLONG_MAX, "10000", NULL),
+    INTC("owner-probe-timeout", 0, &server.owner_probe_timeout, 0, 3600000, "1000", NULL),
     INTC("lease-ttl", 0, &server.lease_ttl, 1, LLONG_MAX, "10000", NULL),
     INTC("soft-pin-ttl", 0, &server.soft_pin_ttl, 1, LLONG_MAX, "1800000", NULL),
     INTC("max-soft-pin-ttl", 0, &server.max_soft_pin_ttl, 1, LLONG_MAX, "86400000", NULL),

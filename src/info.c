@@ -314,6 +314,7 @@ sds genInfoString(const char *section) {
     if ((w = wantSection(section, "segments", &count))) {
         s = sectionHeader(s, w, "Segments");
         s = sdscatprintf(s, "segments:%u\r\nowners:%lu\r\n", segmentCount(), ownerCount());
+        s = ownerInfo(s);
         for (uint32_t i = 0; i < segtabLen; i++) {
             segment *sg = segtab[i];
             if (!sg) continue;
@@ -322,7 +323,7 @@ sds genInfoString(const char *section) {
             s = sdscatprintf(s, "segment_%llu:name=%s,owner=%s,tier=%s,size=%llu,used=%llu,objects=%llu,state=%s\r\n",
                              (unsigned long long)sg->id, sg->name, sg->owner, segmentTierName(sg->tier),
                              (unsigned long long)sg->size, (unsigned long long)as.used,
-                             (unsigned long long)as.allocations, sg->state == SEG_DRAINING ? "draining" : "active");
+                             (unsigned long long)as.allocations, segmentStateName(sg));
         }
     }
     if ((w = wantSection(section, "persistence", &count))) {

@@ -485,8 +485,13 @@ static void *acceptThread(void *arg) {
                 anetTuneLocalCongestion(fd);
             }
             pthread_mutex_lock(&h->lock);
-            if (h->stopping || pthread_create(&c->thread, NULL, connThread, c) != 0) {
+            int stopping = h->stopping;
+            if (stopping || pthread_create(&c->thread, NULL, connThread, c) != 0) {
                 pthread_mutex_unlock(&h->lock);
+                /* A word before closing: the server's liveness probe reads
+                 * "closed without a reply" as this process being gone. */
+                static const char busy[] = "-ERR the segment host cannot serve this connection now\r\n";
+                if (!stopping) sendAll(fd, busy, sizeof(busy) - 1);
                 close(fd);
                 free(c);
                 continue;

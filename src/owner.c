@@ -12,17 +12,67 @@
  * hiccups (reconnects within owner-ttl) keeps its segments: Mooncake's
  * master wiped a client's metadata on a missed heartbeat, which is the
  * failure this design avoids.
+ *
+ * Orphans. owner-ttl alone left a gap: a process that died without closing
+ * (SIGKILL, a crash: an inference engine restarting a rank) kept its
+ * segments mounted for owner-ttl, and the server went on placing new
+ * objects there -- puts whose writers then could not reach the host. So the
+ * moment an owner's last connection closes, its segments are "orphaned":
+ * they take no new objects (segmentPlaceable), their objects stay readable,
+ * and a HEARTBEAT or MOUNT for the owner (libmooncake reconnects within a
+ * second) makes them active again. The test is a field load per candidate
+ * in placement, and nothing has to walk the owner's segments on a
+ * disconnect: a segment points at its owner.
+ *
+ * Probes. A closed connection does not say whether the process died or only
+ * the connection did, but the process also serves its segment on endpoints
+ * of its own, so the server asks there (probe.c): a refused or reset
+ * connection means the process is gone, and the owner dies at once exactly
+ * as at owner-ttl (segments unmounted, replicas dropped, objects left with
+ * none announced `lost`); an answer means it lives, and it stays an orphan
+ * until it reconnects or owner-ttl runs out; silence (a stopped process, a
+ * partition) decides nothing. One probe per owner at a time, at most
+ * OWNER_PROBES_MAX in flight (more wait for ownerCron), each started
+ * OWNER_PROBE_DELAY_MS after the disconnect and bounded by
+ * owner-probe-timeout (0: no probes). Which endpoint: a unix:// one when the
+ * segment was mounted from this machine (the process's own socket, and the
+ * kernel releases it when the process ends), else a tcp:// one with a
+ * numeric address; a loopback or wildcard address only from this machine.
+ * The choice is kept per owner and made when a segment is mounted or
+ * unmounted, so a disconnect costs O(1).
  */
 #include "owner.h"
 
 #include <string.h>
 
-#include "segment.h"
+#include "probe.h"
 #include "server.h"
 #include "util.h"
 #include "zmalloc.h"
 
+/* Probes in flight at most: each holds an fd and a timer. */
+#define OWNER_PROBES_MAX 32
+/* A short pause before probing: the host of a process that is exiting may
+ * still be closing its sockets (a connect then is reset, which reads as
+ * gone anyway), and an owner that reconnects at once needs no probe. */
+#define OWNER_PROBE_DELAY_MS 20
+
 static dict *owners; /* sds name -> owner* */
+
+static struct {
+    unsigned long orphaned;        /* owners with no connection, now */
+    int inflight;
+    unsigned long long probes, alive, undecided, lost_by_probe, lost_by_ttl;
+} ost;
+
+static void ownerCancelProbe(owner *o) {
+    if (o->probe) {
+        probeCancel(o->probe);
+        o->probe = NULL;
+        ost.inflight--;
+    }
+    o->probe_wanted = 0;
+}
 
 static uint64_t ownerHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
 static int ownerCompare(const void *a, const void *b) {
@@ -30,8 +80,11 @@ static int ownerCompare(const void *a, const void *b) {
 }
 static void ownerFree(void *val) {
     owner *o = val;
+    ownerCancelProbe(o);
+    if (o->orphaned) ost.orphaned--;
     sdsfree(o->name);
     sdsfree(o->tenant);
+    sdsfree(o->probe_uri);
     zfree(o);
 }
 static dictType ownerDictType = {ownerHash, ownerCompare, NULL, ownerFree};
@@ -55,6 +108,138 @@ owner *ownerGetOrCreate(const char *name) {
     return o;
 }
 
+/* ---- which endpoint to ask ------------------------------------------------- */
+
+/* The endpoint of s a probe may ask, into buf; 0 if none. An address that
+ * only makes sense on the host's machine (a unix socket, loopback, the
+ * wildcard) is used only when the segment was mounted from this machine:
+ * elsewhere it would name some other process's socket, or none, and a
+ * refusal there must not pass for the host's death. */
+static int segmentProbeUri(const segment *s, char *buf, size_t len) {
+    if (s->same_host) {
+        for (int i = 0; i < s->nendpoints; i++) {
+            if (probeUriKind(s->endpoints[i]) == PROBE_URI_UNIX) {
+                snprintf(buf, len, "%s", s->endpoints[i]);
+                return 1;
+            }
+        }
+    }
+    for (int i = 0; i < s->nendpoints; i++) {
+        const char *ep = s->endpoints[i];
+        switch (probeUriKind(ep)) {
+        case PROBE_URI_TCP: snprintf(buf, len, "%s", ep); return 1;
+        case PROBE_URI_TCP_LOOPBACK:
+            if (!s->same_host) break;
+            snprintf(buf, len, "%s", ep);
+            return 1;
+        case PROBE_URI_TCP_ANY:
+            if (!s->same_host) break;
+            snprintf(buf, len, "tcp://%s:%s", ep[6] == '[' ? "[::1]" : "127.0.0.1", strrchr(ep, ':') + 1);
+            return 1;
+        default: break;
+        }
+    }
+    return 0;
+}
+
+static void ownerSetProbeUri(owner *o, const segment *s) {
+    char uri[1100];
+    if (o->probe_uri || !segmentProbeUri(s, uri, sizeof(uri))) return;
+    o->probe_uri = sdsnew(uri);
+    o->probe_seg = s->id;
+}
+
+void ownerSegmentAdded(owner *o, segment *s) {
+    s->ownerp = o;
+    o->nsegments++;
+    ownerSetProbeUri(o, s);
+}
+
+/* If the endpoint asked was s's, another segment of the owner's (if any
+ * has one) takes over: s's host may close that endpoint while the rest of
+ * the owner's memory is still served. */
+void ownerSegmentRemoved(segment *s) {
+    owner *o = s->ownerp;
+    if (o == NULL) return;
+    o->nsegments--;
+    if (o->probe_uri == NULL || o->probe_seg != s->id) return;
+    sdsfree(o->probe_uri);
+    o->probe_uri = NULL;
+    for (uint32_t i = 0; i < segtabLen && o->nsegments > 0; i++)
+        if (segtab[i] && segtab[i] != s && segtab[i]->ownerp == o) ownerSetProbeUri(o, segtab[i]);
+}
+
+/* ---- death ------------------------------------------------------------------- */
+
+/* Unmounts o's segments and forgets o. Owners are few and a segment points
+ * at its owner, so a pass over the table per dead owner is cheap; the
+ * per-object work of dropping replicas is in storeUnmountSegment. */
+static void ownerReap(owner *o) {
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        segment *s = segtab[i];
+        if (s && s->ownerp == o) {
+            serverLog(LL_NOTICE, "Owner '%s' is gone: unmounting segment '%s' (id %llu)", o->name, s->name,
+                      (unsigned long long)s->id);
+            segmentUnmount(s);
+        }
+    }
+    dictDelete(owners, o->name);
+}
+
+/* ---- probes ------------------------------------------------------------------- */
+
+static void ownerProbeDone(probeOutcome outcome, const char *detail, void *privdata) {
+    owner *o = privdata;
+    o->probe = NULL;
+    ost.inflight--;
+    if (o->nconns > 0) return; /* back meanwhile (attach cancels, but be sure) */
+    switch (outcome) {
+    case PROBE_ALIVE:
+        ost.alive++;
+        serverLog(LL_NOTICE,
+                  "Owner '%s' has no connection but its host answers (%s): its segments take no new objects "
+                  "until it is back, for owner-ttl at most",
+                  o->name, detail);
+        break;
+    case PROBE_UNDECIDED:
+        ost.undecided++;
+        serverLog(LL_NOTICE, "Owner '%s' has no connection and its host did not answer (%s): owner-ttl decides",
+                  o->name, detail);
+        break;
+    case PROBE_GONE:
+        ost.lost_by_probe++;
+        serverLog(LL_NOTICE, "Owner '%s' has no connection and its host is gone (%s)", o->name, detail);
+        ownerReap(o);
+        break;
+    }
+}
+
+/* Starts a probe of o's host unless one is in flight, probing is off or no
+ * endpoint can be asked; waits for a slot when all are taken. */
+static int ownerProbeStart(owner *o) {
+    if (o->probe) return 1;
+    if (server.owner_probe_timeout <= 0 || o->probe_uri == NULL) return 0;
+    if (ost.inflight >= OWNER_PROBES_MAX) {
+        o->probe_wanted = 1;
+        return 0;
+    }
+    char err[256];
+    o->probe = probeStart(server.el, o->probe_uri, OWNER_PROBE_DELAY_MS, server.owner_probe_timeout,
+                          ownerProbeDone, o, err, sizeof(err));
+    o->probe_wanted = 0;
+    if (o->probe == NULL) {
+        serverLog(LL_WARNING, "Owner '%s': %s", o->name, err);
+        return 0;
+    }
+    ost.inflight++;
+    ost.probes++;
+    return 1;
+}
+
+int ownerProbeAgain(owner *o) { return o->nconns == 0 && ownerProbeStart(o); }
+
+/* ---- connections ----------------------------------------------------------------- */
+
 void ownerAttachClient(owner *o, client *c) {
     o->last_seen_ms = mstime();
     for (int i = 0; i < c->nowners; i++)
@@ -62,13 +247,26 @@ void ownerAttachClient(owner *o, client *c) {
     c->owners = zrealloc(c->owners, sizeof(owner *) * (size_t)(c->nowners + 1));
     c->owners[c->nowners++] = o;
     o->nconns++;
+    if (o->orphaned) {
+        o->orphaned = 0;
+        ost.orphaned--;
+        ownerCancelProbe(o); /* whatever it would say, the owner is back */
+        serverLog(LL_VERBOSE, "Owner '%s' is back: its segments take new objects again", o->name);
+    }
 }
 
 void ownerDetachClient(client *c) {
     long long now = mstime();
     for (int i = 0; i < c->nowners; i++) {
-        c->owners[i]->nconns--;
-        c->owners[i]->last_seen_ms = now;
+        owner *o = c->owners[i];
+        o->nconns--;
+        o->last_seen_ms = now;
+        if (o->nconns == 0 && !o->orphaned) {
+            o->orphaned = 1;
+            ost.orphaned++;
+            serverLog(LL_VERBOSE, "Owner '%s' has no connection left: its segments take no new objects", o->name);
+            ownerProbeStart(o);
+        }
     }
     zfree(c->owners);
     c->owners = NULL;
@@ -81,25 +279,30 @@ int ownerIsAlive(const owner *o) {
 
 unsigned long ownerCount(void) { return owners ? dictSize(owners) : 0; }
 
-/* Dead owners lose their segments. Owners are few (one per contributing
- * process), so a full pass per cron tick is cheap; the per-object work of
- * dropping replicas is in storeUnmountSegment. */
+/* Dead owners lose their segments; orphans that wait for a probe slot get
+ * one. Owners are few (one per contributing process), so a full pass per
+ * cron tick is cheap. */
 void ownerCron(void) {
     if (!owners || dictSize(owners) == 0) return;
     dictIterator *it = dictGetSafeIterator(owners);
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {
         owner *o = de->val;
-        if (ownerIsAlive(o)) continue;
-        for (uint32_t i = 0; i < segtabLen; i++) {
-            segment *s = segtab[i];
-            if (s && s->id != SEGMENT_SELF_ID && !strcmp(s->owner, o->name)) {
-                serverLog(LL_NOTICE, "Owner '%s' is gone: unmounting segment '%s' (id %llu)", o->name,
-                          s->name, (unsigned long long)s->id);
-                segmentUnmount(s);
-            }
+        if (!ownerIsAlive(o)) {
+            ost.lost_by_ttl++;
+            ownerReap(o);
+        } else if (o->probe_wanted && o->nconns == 0) {
+            ownerProbeStart(o);
         }
-        dictDelete(owners, o->name);
     }
     dictReleaseIterator(it);
+}
+
+sds ownerInfo(sds s) {
+    return sdscatprintf(s,
+                        "owners_orphaned:%lu\r\nowner_probes:%llu\r\nowner_probes_in_flight:%d\r\n"
+                        "owner_probes_alive:%llu\r\nowner_probes_undecided:%llu\r\n"
+                        "owners_lost_by_probe:%llu\r\nowners_lost_by_ttl:%llu\r\n",
+                        ost.orphaned, ost.probes, ost.inflight, ost.alive, ost.undecided, ost.lost_by_probe,
+                        ost.lost_by_ttl);
 }

@@ -2,9 +2,13 @@
 #ifndef OWNER_H
 #define OWNER_H
 
+#include <stdint.h>
+
 #include "sds.h"
+#include "segment.h"
 
 struct client;
+struct probe;
 
 typedef struct owner {
     sds name;
@@ -12,6 +16,12 @@ typedef struct owner {
     long long last_seen_ms;  /* last heartbeat, or when the last connection closed */
     int nsegments;
     sds tenant;              /* the restricted ACL user that created it, NULL: shared (acl.c) */
+    int orphaned;            /* its last connection closed (counted in owners_orphaned) */
+    /* Asking its host whether it still lives (owner.c, probe.c). */
+    sds probe_uri;           /* the endpoint to ask, NULL if none can be asked */
+    uint64_t probe_seg;      /* the id of the segment that endpoint belongs to */
+    struct probe *probe;     /* in flight, or NULL */
+    int probe_wanted;        /* waits for a free probe slot (ownerCron) */
 } owner;
 
 owner *ownerLookup(const char *name, size_t len);
@@ -21,5 +31,25 @@ void ownerDetachClient(struct client *c);   /* on disconnect */
 int ownerIsAlive(const owner *o);
 void ownerCron(void);                        /* unmounts the segments of dead owners */
 unsigned long ownerCount(void);
+/* Bookkeeping of an owner's segments: MOUNT of a new one, and any unmount
+ * (called before s leaves the table). */
+void ownerSegmentAdded(owner *o, segment *s);
+void ownerSegmentRemoved(segment *s);
+/* MOUNT found o holding a name it wants: ask o's host again (unless a probe
+ * is in flight already). 1 if a probe is in flight now. */
+int ownerProbeAgain(owner *o);
+sds ownerInfo(sds s);                        /* INFO segments fields */
+
+/* A segment takes new objects when it is not draining and its owner has an
+ * open connection: a segment whose owner has none is "orphaned" -- still
+ * readable, but a writer may not reach its host (owner.c). */
+static inline int segmentPlaceable(const segment *s) {
+    return s->state == SEG_ACTIVE && (s->ownerp == NULL || s->ownerp->nconns > 0);
+}
+
+static inline const char *segmentStateName(const segment *s) {
+    if (s->state == SEG_DRAINING) return "draining";
+    return segmentPlaceable(s) ? "active" : "orphaned";
+}
 
 #endif

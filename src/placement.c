@@ -2,9 +2,12 @@
  *
  * A put asks for n replicas (best effort, at least one). The candidates are
  * the active segments whose allocator can hold the object right now;
- * segments being unmounted (GRACEFUL) take no new allocations. Replicas go
- * to distinct segments always, and to distinct hosts when there are enough
- * hosts: the first pass skips hosts already used, the second fills up.
+ * segments being unmounted (GRACEFUL) take no new allocations, nor do those
+ * whose owner has no open connection (orphaned, owner.c: a writer may not
+ * reach the host). A PREFER segment that takes none is skipped, not an
+ * error. Replicas go to distinct segments always, and to distinct hosts when
+ * there are enough hosts: the first pass skips hosts already used, the
+ * second fills up.
  *
  * Order of candidates:
  *  - PREFER segments first, in the order given;
@@ -31,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "owner.h"
 #include "placement.h"
 #include "server.h"
 #include "store.h"
@@ -63,7 +67,7 @@ static int tenantMayUse(const segment *s, const char *tenant) {
 }
 
 static int eligible(segment *s, uint64_t size, const char *tenant) {
-    return s->state == SEG_ACTIVE && tenantMayUse(s, tenant) && allocMaxAllocatable(s->alloc) >= size;
+    return segmentPlaceable(s) && tenantMayUse(s, tenant) && allocMaxAllocatable(s->alloc) >= size;
 }
 
 static int allocateOn(storeObj *o, segment *s, uint64_t size) {
@@ -104,7 +108,7 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
     int n = 0, nlocal = 0;
     segment **pool = zmalloc(sizeof(segment *) * (segtabLen + 1));
     for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && segtab[i]->state == SEG_ACTIVE) pool[n++] = segtab[i];
+        if (segtab[i] && segmentPlaceable(segtab[i])) pool[n++] = segtab[i];
     if (server.allocation_strategy == PLACE_LOCAL_FIRST && writer_host) {
         for (int i = 0; i < n; i++) {
             if (hostEq(pool[i]->host, writer_host)) {
@@ -146,11 +150,11 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
  * nothing). Eviction only takes objects with a replica in that segment:
  * evicting elsewhere frees nothing where the space is needed. */
 static segment *evictionTarget(uint64_t size, const char *tenant) {
-    if (server.self->state == SEG_ACTIVE && segmentCouldHold(server.self, size)) return server.self;
+    if (segmentPlaceable(server.self) && segmentCouldHold(server.self, size)) return server.self;
     segment *best = NULL;
     for (uint32_t i = 0; i < segtabLen; i++) {
         segment *s = segtab[i];
-        if (s && s->state == SEG_ACTIVE && tenantMayUse(s, tenant) && segmentCouldHold(s, size) &&
+        if (s && segmentPlaceable(s) && tenantMayUse(s, tenant) && segmentCouldHold(s, size) &&
             (!best || s->size > best->size))
             best = s;
     }

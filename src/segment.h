@@ -19,7 +19,11 @@
 #define SEGMENT_MAX_SLOTS 65535  /* replicas keep a 16-bit slot */
 
 enum { SEG_TIER_MEMORY = 0, SEG_TIER_DISK, SEG_TIER_VRAM };
+/* SEG_ACTIVE takes new objects unless its owner has no open connection
+ * (owner.h: segmentPlaceable, "orphaned"); SEG_DRAINING never does. */
 enum { SEG_ACTIVE = 0, SEG_DRAINING };
+
+struct owner;
 
 typedef struct segment {
     uint64_t id;             /* unique for the server's lifetime, never reused */
@@ -27,6 +31,8 @@ typedef struct segment {
     uint16_t gen;            /* bumped each time the slot is reused: see store.h */
     char *name;
     char *owner;
+    struct owner *ownerp;    /* that owner (owner.c), which outlives it; NULL for the pool */
+    int same_host;           /* mounted from this machine: its unix:// endpoints reach it (owner.c) */
     char *tenant;            /* the restricted ACL user that mounted it, NULL: shared (acl.c) */
     uint64_t size;
     int tier;

@@ -341,6 +341,7 @@ struct mcServer {
     long long evict_pending;  /* objects still to evict in this round (cron slices) */
     /* Segments, owners, puts and leases (t_segment.c, owner.c, t_store.c). */
     long long owner_ttl;
+    long long owner_probe_timeout;  /* ms a probe of a disconnected owner's host waits (0: no probes) */
     long long lease_ttl;
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;

@@ -6,7 +6,13 @@
  * for the same name, owner and size, so a client that lost its connection
  * simply mounts again and gets the same id; the same name under another
  * owner is refused (-EXISTS), because two processes claiming one name is a
- * configuration error that must not silently merge their memory.
+ * configuration error that must not silently merge their memory. When the
+ * holder has no open connection the claimant is most likely its restarted
+ * successor: the refusal says so and sets off a probe of the holder's host
+ * (owner.c), so a retry succeeds as soon as the old process is known to be
+ * gone. Refusing and letting the client retry keeps MOUNT a command that
+ * never waits; a MOUNT parked until a probe ends would need a blocked-client
+ * state for one rare race (a restart is seconds, a probe milliseconds).
  *
  * UNMOUNT is immediate (replicas on the segment are dropped; objects left
  * without a replica disappear) or GRACEFUL ms: the segment stops receiving
@@ -26,8 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "acl.h"
+#include "anet.h"
 #include "owner.h"
 #include "server.h"
 #include "store.h"
@@ -46,8 +54,7 @@ uint64_t segmentUnmount(segment *s) {
      * is unmapped (the pool itself is never unmounted). */
     if (s->mem) zerofreeReclaim(1);
     uint64_t dropped = segmentObjects(s); /* every live extent is a replica that goes */
-    owner *o = ownerLookup(s->owner, strlen(s->owner));
-    if (o) o->nsegments--;
+    ownerSegmentRemoved(s);
     segmentTableRemove(s);
     segmentRelease(s);
     storeReapStaleReplicas(); /* after the removal: its replicas are stale now */
@@ -86,6 +93,26 @@ static int validSegmentName(sds name) {
 static int validEndpoint(sds uri) {
     if (sdslen(uri) > 1024) return 0;
     return !strncmp(uri, "tcp://", 6) || !strncmp(uri, "unix://", 7) || !strncmp(uri, "rdma://", 7);
+}
+
+/* Whether the process mounting from c runs on this machine, so that its
+ * unix:// and loopback endpoints are its own (owner.c probes them): c came
+ * over the unix socket or from a local address, and the HOST it names, if
+ * any, is this machine's name. The name rules out what a local address
+ * alone would not: a client behind an SSH tunnel, or in a container that
+ * shares the server's unix socket but not its network namespace (abstract
+ * socket names are per namespace). */
+static int mountIsSameHost(client *c, sds host) {
+    static char hostname[256];
+    if (hostname[0] == '\0' && gethostname(hostname, sizeof(hostname) - 1) != 0)
+        snprintf(hostname, sizeof(hostname), "?"); /* then only HOST-less mounts count as ours */
+    if (host && strcmp(host, "localhost") && strcmp(host, hostname)) return 0;
+    if (c->flags & CLIENT_UNIX_SOCKET) return 1;
+    char peer[NET_IP_STR_LEN], local[NET_IP_STR_LEN];
+    if (c->fd == -1 || anetFdToString(c->fd, peer, sizeof(peer), NULL, 1) == -1 ||
+        anetFdToString(c->fd, local, sizeof(local), NULL, 0) == -1)
+        return 0;
+    return anetPeerIsLocal(peer, local);
 }
 
 /* The owner named, created for tenant if new (a tenant's owner is its own). */
@@ -190,6 +217,17 @@ void mountCommand(client *c) {
                                 name);
             return;
         }
+        owner *holder = existing->ownerp;
+        if (holder && holder->nconns == 0 && strcmp(existing->owner, oname)) {
+            /* Most likely a restarted process taking its predecessor's
+             * name: the probe finds out whether the old one is gone. */
+            int probing = ownerProbeAgain(holder);
+            addReplyErrorFormat(c, "-EXISTS segment '%s' is mounted by another owner, which has no open connection: %s",
+                                name,
+                                probing ? "its host is being probed; if it is gone the name is free in a moment, retry"
+                                        : "the name is free once owner-ttl has passed, retry then");
+            return;
+        }
         if (existing->id == SEGMENT_SELF_ID || strcmp(existing->owner, oname) || existing->size != size ||
             (tenant && (existing->tenant == NULL || strcmp(existing->tenant, tenant)))) {
             addReplyErrorFormat(c, "-EXISTS segment '%s' is mounted by another owner or with another size",
@@ -221,13 +259,14 @@ void mountCommand(client *c) {
     for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
     s->nendpoints = nendpoints;
     s->mounted_ms = mstime();
+    s->same_host = mountIsSameHost(c, host);
     if (segmentTableAdd(s) != 0) {
         segmentRelease(s);
         addReplyErrorFormat(c, "ERR no segment slot left (at most %d)", SEGMENT_MAX_SLOTS);
         return;
     }
     owner *o = mountOwner(oname, tenant);
-    o->nsegments++;
+    ownerSegmentAdded(o, s);
     ownerAttachClient(o, c);
     serverLog(LL_NOTICE, "Mounted segment '%s' (id %llu, %llu bytes, owner %s)", s->name,
               (unsigned long long)s->id, (unsigned long long)s->size, s->owner);
@@ -301,7 +340,7 @@ static void addReplySegment(client *c, segment *s) {
     addReplyBulkCString(c, "objects");
     addReplyLongLong(c, (long long)as.allocations);
     addReplyBulkCString(c, "state");
-    addReplyBulkCString(c, s->state == SEG_DRAINING ? "draining" : "active");
+    addReplyBulkCString(c, segmentStateName(s));
     addReplyBulkCString(c, "free");
     addReplyLongLong(c, (long long)as.free);
 }

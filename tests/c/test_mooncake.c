@@ -15,9 +15,12 @@
  *     move bytes to and from it over TCP and shm; the server's accounting
  *     (SEGMENT.INFO used/objects, GET.REPLICAS) shows where they went.
  *  4. Replica fallback: a helper process hosting one replica is SIGKILLed
- *     (its segment stays listed for owner-ttl); gets must still return the
- *     right bytes from the other replica, over tcp and shm, with fresh
- *     handles and with one whose data connection went dead.
+ *     while another connection speaks for its owner (HEARTBEAT), so the
+ *     server cannot know and keeps its segment listed and placeable -- a
+ *     host that died unseen; gets must still return the right bytes from
+ *     the other replica, over tcp and shm, with fresh handles and with one
+ *     whose data connection went dead. (Seen deaths: tests/python/
+ *     test_owner_probe.py.)
  *  5. Lease expiry: with lease-ttl 1 ms a 64 MiB read outlives its lease and
  *     must be reported as MC_ERR_LEASE_EXPIRED, never handed out as valid.
  *  6. Threads: four handles, and one shared handle, replacing and reading
@@ -916,8 +919,22 @@ static void testReplicaFallback(void) {
         if (strncmp(child_unix, "unix://@", 8)) fprintf(stderr, "  endpoint: '%s'\n", child_unix);
         else CHECK_EQ(abstractSocketListed(child_unix + 8), 1);
     }
-    TEST("replica fallback: after SIGKILL of the helper its segment is still listed (owner-ttl)") {
+    TEST("replica fallback: after SIGKILL of the helper its segment is still listed (its owner has a connection)") {
         CHECK(child > 0);
+        /* Alone, the helper's closed connection would orphan its segment
+         * and the probe of its endpoint would unmount it at once (owner.c).
+         * r's HEARTBEAT keeps the owner connected: the server believes the
+         * host lives, as it must while a host hangs unseen. */
+        char owner[400] = "";
+        redisReply *info = rcmd(r, "SEGMENT.INFO fb-child");
+        if (info && info->type == REDIS_REPLY_ARRAY)
+            for (size_t i = 0; i + 1 < info->elements; i += 2)
+                if (info->element[i]->type == REDIS_REPLY_STRING && !strcmp(info->element[i]->str, "owner") &&
+                    info->element[i + 1]->type == REDIS_REPLY_STRING)
+                    snprintf(owner, sizeof(owner), "%s", info->element[i + 1]->str);
+        freeReplyObject(info);
+        CHECK(!strncmp(owner, "mc:", 3));
+        CHECK(expectOk(rcmd(r, "HEARTBEAT %s", owner), "HEARTBEAT for the helper's owner"));
         if (child > 0) {
             kill(child, SIGKILL);
             waitpid(child, NULL, 0);
