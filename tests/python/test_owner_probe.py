@@ -22,14 +22,15 @@ from conftest import Server
 
 redis = pytest.importorskip("redis")
 
-# A rank of an inference engine: mounts 16 MiB as segment argv[1], says
-# "ready", then lives until its stdin closes (or a signal ends it).
+# A rank of an inference engine: mounts 16 MiB under hostname argv[1] (the
+# segment is named argv[1]:port, Mooncake's rule), says "ready <name>",
+# then lives until its stdin closes (or a signal ends it).
 HOST = r"""
 import sys
 from mooncake.store import MooncakeDistributedStore
 s = MooncakeDistributedStore()
 rc = s.setup(sys.argv[1], "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", sys.argv[2])
-print("ready" if rc == 0 else "setup failed: %d" % rc, flush=True)
+print("ready " + s.get_hostname() if rc == 0 else "setup failed: %d" % rc, flush=True)
 sys.stdin.read()
 s.close()
 """
@@ -53,7 +54,8 @@ class Host:
         self.proc = subprocess.Popen([sys.executable, "-c", HOST, name, srv.addr], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, env=dict(os.environ))
         line = self.proc.stdout.readline().decode().strip()
-        assert line == "ready", f"host {name}: {line!r}"
+        assert line.startswith(f"ready {name}:"), f"host {name}: {line!r}"
+        self.name = line.split(" ", 1)[1]
 
     def signal(self, sig):
         self.proc.send_signal(sig)
@@ -111,7 +113,7 @@ def replica_segs(r, key):
 def writer(srv):
     from mooncake.store import MooncakeDistributedStore
     w = MooncakeDistributedStore()
-    assert w.setup("writer", "P2PHANDSHAKE", 0, 0, "tcp", "", srv.addr) == 0
+    assert w.setup("writer", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", srv.addr) == 0
     return w
 
 
@@ -152,6 +154,7 @@ def lost_keys(sub, want, timeout=5.0):
 def test_sigkill_unmounts_at_once_others_unaffected(srv, hosts, nhosts):
     names = [f"rank{i}" for i in range(nhosts)]
     procs = hosts(*names)
+    names = [p.name for p in procs]  # hostname:port, as Mooncake names them
     r = r_of(srv)
     ids = {n: int(seg_info(r, n)["id"]) for n in names}
     w = writer(srv)
@@ -193,16 +196,16 @@ def test_sigkill_unmounts_at_once_others_unaffected(srv, hosts, nhosts):
 def test_sigstop_changes_nothing(srv, hosts):
     (h,) = hosts("stopped")
     r = r_of(srv)
-    sid = int(seg_info(r, "stopped")["id"])
+    sid = int(seg_info(r, h.name)["id"])
     w = writer(srv)
-    put_on(w, r, "st:before", "stopped", sid)
+    put_on(w, r, "st:before", h.name, sid)
     h.signal(signal.SIGSTOP)
     time.sleep(1.5)
-    s = seg_info(r, "stopped")
+    s = seg_info(r, h.name)
     assert s["id"] == sid and s["state"] == "active"
     assert info_int(r, "owner_probes") == 0  # its connection is open: nothing to ask
     h.signal(signal.SIGCONT)
-    put_on(w, r, "st:after", "stopped", sid)
+    put_on(w, r, "st:after", h.name, sid)
     assert w.get("st:before") == b"st:before" * 64
     w.close()
 
@@ -213,26 +216,26 @@ def test_connection_cut_host_stopped_orphaned_until_it_reconnects(srv, hosts):
     (h,) = hosts("cut")
     r = r_of(srv)
     r.config_set("owner-probe-timeout", 500)
-    sid = int(seg_info(r, "cut")["id"])
+    sid = int(seg_info(r, h.name)["id"])
     w = writer(srv)
-    put_on(w, r, "cut:before", "cut", sid)
+    put_on(w, r, "cut:before", h.name, sid)
     h.signal(signal.SIGSTOP)
     r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")  # the writer's too
     wait_until("the probe of the stopped host timed out", lambda: info_int(r, "owner_probes_undecided") == 1)
-    s = seg_info(r, "cut")
+    s = seg_info(r, h.name)
     assert s["id"] == sid and s["state"] == "orphaned"
     assert info_int(r, "owners_orphaned") == 1
     # Puts go elsewhere, a PREFER of the orphan included, and succeed.
     w2 = writer(srv)
     from mooncake.store import ReplicateConfig
     for i in range(20):
-        cfg = ReplicateConfig(preferred_segment="cut") if i % 2 else None
+        cfg = ReplicateConfig(preferred_segment=h.name) if i % 2 else None
         assert w2.put(f"cut:during{i}", b"d" * 1000, cfg) == 0
         assert sid not in replica_segs(r, f"cut:during{i}")
     h.signal(signal.SIGCONT)
-    wait_until("the host reconnected (state active)", lambda: seg_info(r, "cut")["state"] == "active")
-    assert int(seg_info(r, "cut")["id"]) == sid
-    put_on(w2, r, "cut:after", "cut", sid)
+    wait_until("the host reconnected (state active)", lambda: seg_info(r, h.name)["state"] == "active")
+    assert int(seg_info(r, h.name)["id"]) == sid
+    put_on(w2, r, "cut:after", h.name, sid)
     assert w2.get("cut:before") == b"cut:before" * 64
     assert info_int(r, "owners_lost_by_probe") == 0
     w2.close()
@@ -242,21 +245,21 @@ def test_connection_cut_host_stopped_orphaned_until_it_reconnects(srv, hosts):
 def test_connection_cut_host_alive_keeps_its_segment(srv, hosts):
     (h,) = hosts("blip")
     r = r_of(srv)
-    sid = int(seg_info(r, "blip")["id"])
+    sid = int(seg_info(r, h.name)["id"])
     w = writer(srv)
-    put_on(w, r, "blip:k", "blip", sid)
+    put_on(w, r, "blip:k", h.name, sid)
     w.close()
     r.execute_command("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
     wait_until("a probe started", lambda: info_int(r, "owner_probes") == 1)
     # The probe asks the host's unix socket and gets +PONG (unless the
     # heartbeat thread reconnected first, which cancels it): nothing is lost.
-    wait_until("the host is back (heartbeat reconnect)", lambda: seg_info(r, "blip")["state"] == "active"
+    wait_until("the host is back (heartbeat reconnect)", lambda: seg_info(r, h.name)["state"] == "active"
                and info_int(r, "owner_probes_in_flight") == 0)
     assert info_int(r, "owner_probes") == 1
     assert info_int(r, "owners_lost_by_probe") == 0
-    assert int(seg_info(r, "blip")["id"]) == sid
+    assert int(seg_info(r, h.name)["id"]) == sid
     w = writer(srv)
     assert w.get("blip:k") == b"blip:k" * 64
-    put_on(w, r, "blip:k2", "blip", sid)
+    put_on(w, r, "blip:k2", h.name, sid)
     w.close()
     assert h.proc.poll() is None
