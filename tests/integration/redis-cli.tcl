@@ -90,7 +90,7 @@ start_server {tags {cli}} {
             need $::cli redis-cli
             assert_equal {MOUNT name size [ENDPOINT uri [ENDPOINT uri ...]] [BASE address] [RKEY rkey] [TIER MEMORY|DISK|VRAM] [HOST host] [OWNER owner]} \
                 [cli_help_line mount]
-            assert_equal {PUT.START key size [REPLICAS count] [PREFER segment [PREFER segment ...]] [PIN milliseconds] [HARDPIN] [REPLACE]} \
+            assert_equal {PUT.START key size [REPLICAS count] [PREFER segment [PREFER segment ...]] [HINT segment [HINT segment ...]] [PIN milliseconds] [HARDPIN] [REPLACE]} \
                 [cli_help_line put.start]
             assert_equal {SEG.READV segment-id offset length [offset length ...]} [cli_help_line seg.readv]
         }

@@ -38,6 +38,21 @@ def _run(fn, rank, q, *args):
         q.put(("err", rank, traceback.format_exc()))
 
 
+class _HostMirror:
+    """Index a CUDA tensor as the numpy array of the host test does: reads
+    copy to the host, writes copy to the device."""
+
+    def __init__(self, t):
+        self.t, self.nbytes = t, t.numel()
+
+    def __getitem__(self, idx):
+        return self.t[idx].cpu().numpy()
+
+    def __setitem__(self, idx, value):
+        import torch
+        self.t[idx] = torch.from_numpy(np.ascontiguousarray(value)).to(self.t.device)
+
+
 # -- vLLM: MooncakeStoreConnector's store worker -------------------------------
 
 def vllm_rank(rank, n, addr, barrier, opts):
@@ -54,8 +69,15 @@ def vllm_rank(rank, n, addr, barrier, opts):
     # register_kv_caches: the K/V-first layout (2, num_blocks, page) is one
     # registration and two segments of block_len each.
     nblocks = 64
-    kv = np.zeros((2, nblocks, PAGE), dtype=np.uint8)
-    base = kv.ctypes.data
+    if opts.get("cuda"):
+        # the paged KV cache in GPU memory, registered by its data_ptr
+        import torch
+        gpu = torch.zeros((2, nblocks, PAGE), dtype=torch.uint8, device="cuda")
+        kv = _HostMirror(gpu)
+        base = gpu.data_ptr()
+    else:
+        kv = np.zeros((2, nblocks, PAGE), dtype=np.uint8)
+        base = kv.ctypes.data
     assert store.register_buffer(base, kv.nbytes) == 0
     seg_stride = nblocks * PAGE
     addrs = [base, base + seg_stride]

@@ -320,7 +320,7 @@ def test_get_sessions(ranged, server):
 
 def test_replica_descriptions(server):
     s = new_store(server, seg=4 << 20, host="rd")
-    assert s.put("rd:pool", b"p" * 5000) == 0
+    assert s.put("rd:pool", b"p" * 5000, ReplicateConfig(preferred_segment="self")) == 0  # the server's pool
     assert s.put("rd:mine", b"m" * 3000, ReplicateConfig(preferred_segment=s.get_hostname())) == 0
     d = s.batch_get_replica_desc(["rd:pool", "rd:mine", "rd:missing"])
     assert sorted(d) == ["rd:mine", "rd:pool"]  # a missing key is left out

@@ -101,3 +101,11 @@ def test_lmcache_chunk_meta_ranks(server, n):
 @pytest.mark.parametrize("n", [2, 4])
 def test_lmcache_zero_copy_ranks(server, n):
     run_ranks("lmcache", n, server, save_chunk_meta=False)
+
+
+@pytest.mark.parametrize("n", [2])
+def test_vllm_cuda_kv_cache_ranks(server, n):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device here: the GPU paths run where one is lent (shared/notes/gpu-device.md)")
+    run_ranks("vllm", n, server, cuda=True)

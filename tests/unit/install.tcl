@@ -159,7 +159,7 @@ import sys, mooncake
 from mooncake.store import MooncakeDistributedStore
 assert mooncake.__file__.startswith(sys.argv[1]), mooncake.__file__
 s = MooncakeDistributedStore()
-assert s.setup("py", "P2PHANDSHAKE", 0, 0, "tcp", "", sys.argv[2]) == 0
+assert s.setup("py", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", sys.argv[2]) == 0
 assert s.put("install:py", b"from python") == 0
 print(mooncake.__version__, s.get("install:py").decode())
 s.close()
