@@ -1238,21 +1238,37 @@ typedef struct {
     PyObject_HEAD
     char *mem;
     Py_ssize_t len;
+    PyObject *owner;   /* the object whose memory this is (an arena), or NULL: ours */
     PyObject *weakrefs;
 } BufferObject;
 
+/* Buffer(size) owns fresh memory; Buffer(size, owner, address) is a window
+ * on memory an owner keeps alive -- the store's local buffer, carved by the
+ * Python layer, which takes the window back when the handle goes (weak
+ * reference): pre-faulted, registered memory instead of a fresh allocation
+ * whose pages are faulted in by every get. */
 static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_ssize_t len;
-    static char *kw[] = {"size", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n", kw, &len)) return NULL;
+    PyObject *owner = NULL;
+    unsigned long long addr = 0;
+    static char *kw[] = {"size", "owner", "address", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|OK", kw, &len, &owner, &addr)) return NULL;
     if (len < 0) {
         PyErr_SetString(PyExc_ValueError, "a buffer size cannot be negative");
+        return NULL;
+    }
+    if (owner && owner != Py_None && addr == 0 && len) {
+        PyErr_SetString(PyExc_ValueError, "a window on an owner's memory needs its address");
         return NULL;
     }
     BufferObject *self = (BufferObject *)type->tp_alloc(type, 0);
     if (self == NULL) return NULL;
     self->len = len;
-    if (len && (self->mem = PyMem_RawMalloc((size_t)len)) == NULL) {
+    if (owner && owner != Py_None) {
+        Py_INCREF(owner);
+        self->owner = owner;
+        self->mem = (char *)(uintptr_t)addr;
+    } else if (len && (self->mem = PyMem_RawMalloc((size_t)len)) == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -1261,7 +1277,8 @@ static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 
 static void Buffer_dealloc(BufferObject *self) {
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-    PyMem_RawFree(self->mem);
+    if (self->owner) Py_DECREF(self->owner);
+    else PyMem_RawFree(self->mem);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1295,7 +1312,7 @@ static PyTypeObject BufferType = {
     .tp_as_buffer = &Buffer_as_buffer,
     .tp_as_sequence = &Buffer_as_sequence,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Buffer(size): bytes of its own with the buffer protocol, ptr() and size() (get_buffer's handle).",
+    .tp_doc = "Buffer(size[, owner, address]): bytes with the buffer protocol, ptr() and size() (get_buffer's handle).",
     .tp_weaklistoffset = offsetof(BufferObject, weakrefs),
     .tp_methods = Buffer_methods,
     .tp_new = Buffer_new,

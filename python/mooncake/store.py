@@ -163,38 +163,77 @@ def _has_port(hostname):
 
 
 class _LocalBuffer:
-    """Mooncake's local buffer, as a budget: the bytes that staged calls
-    hold at once (a get_buffer handle holds its share until it is freed)."""
+    """Mooncake's local buffer: memory of local_buffer_size, mapped and
+    faulted in once at setup and registered with the library, that the
+    staged calls draw on. get_buffer handles are windows on it (a get lands
+    there without a copy or a page fault, and the handle gives its window
+    back when it is freed); put/put_parts/put_batch of bytes reserve their
+    size while they run, as Mooncake stages them there, so a value that
+    does not fit is refused as Mooncake refuses it. First fit over a sorted
+    free list: a handful of windows are live at once."""
+
+    ALIGN = 64
 
     def __init__(self, size):
         self.size = size
-        self.used = 0
+        self._free = [(0, size)] if size else []
         self._lock = _threading.Lock()
+        self.map = self.addr = None
+        if size:
+            self.map = _mmap.mmap(-1, size, flags=_mmap.MAP_PRIVATE | _mmap.MAP_ANONYMOUS)
+            self.addr = _ctypes.addressof(_ctypes.c_char.from_buffer(self.map))
+            _ctypes.memset(self.addr, 0, size)  # fault it in now, not during gets
 
     def take(self, n):
+        """The offset of a window of n bytes, or None when none fits."""
+        n = max(n, 1)
+        n = (n + self.ALIGN - 1) // self.ALIGN * self.ALIGN
         with self._lock:
-            if n > self.size - self.used:
-                return False
-            self.used += n
-            return True
+            for i, (off, ln) in enumerate(self._free):
+                if ln >= n:
+                    if ln == n:
+                        del self._free[i]
+                    else:
+                        self._free[i] = (off + n, ln - n)
+                    return off
+        return None
 
-    def give(self, n):
+    def give(self, off, n):
+        n = max(n, 1)
+        n = (n + self.ALIGN - 1) // self.ALIGN * self.ALIGN
         with self._lock:
-            self.used -= n
+            f = self._free
+            lo, hi = 0, len(f)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if f[mid][0] < off:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            f.insert(lo, (off, n))
+            if lo + 1 < len(f) and f[lo][0] + f[lo][1] == f[lo + 1][0]:  # merge with the next
+                f[lo] = (f[lo][0], f[lo][1] + f[lo + 1][1])
+                del f[lo + 1]
+            if lo > 0 and f[lo - 1][0] + f[lo - 1][1] == f[lo][0]:        # and the previous
+                f[lo - 1] = (f[lo - 1][0], f[lo - 1][1] + f[lo][1])
+                del f[lo]
+
+    def handle(self, n):
+        """A BufferHandle of n bytes on this memory, or None."""
+        off = self.take(n)
+        if off is None:
+            return None
+        h = BufferHandle(n, self.map, self.addr + off)
+        _weakref.finalize(h, self.give, off, n)
+        return h
 
 
-# get_buffer's result: the object's bytes in memory of their own, with the
-# buffer protocol (memoryview(h), numpy.frombuffer(h), torch.frombuffer(h)),
-# h.ptr(), h.size() and len(h). The memory stays valid while the handle
-# lives, and counts against local_buffer_size until it is freed, as
-# Mooncake's handles hold their share of the local buffer.
+# get_buffer's result: the object's bytes with the buffer protocol
+# (memoryview(h), numpy.frombuffer(h), torch.frombuffer(h)), h.ptr(),
+# h.size() and len(h): a window on the local buffer, valid while the handle
+# lives, given back when it is freed (Mooncake's handles hold their share of
+# the local buffer the same way).
 BufferHandle = _mooncake.Buffer
-
-
-def _new_handle(n, budget):
-    h = BufferHandle(n)
-    _weakref.finalize(h, budget.give, n)
-    return h
 
 
 class ReplicaDescriptor:
@@ -389,9 +428,19 @@ class MooncakeDistributedStore:
                 c.close()
                 return _code(rc)
             name = c.mount_name() or local_hostname
+        try:
+            budget = _LocalBuffer(local)
+        except (OSError, ValueError):
+            c.close()
+            return INVALID_PARAMS
+        if local:
+            rc = c.register(budget.addr, local)
+            if rc < 0:
+                c.close()
+                return _code(rc)
         with self._lock:
             self._c, self._hostname, self._mounted, self._prefix = c, name, mount and seg > 0, prefix
-            self._budget = _LocalBuffer(local)
+            self._budget = budget
             self._sessions = {}
         return 0
 
@@ -486,13 +535,14 @@ class MooncakeDistributedStore:
                         for v in values)
         except TypeError:
             return [INVALID_PARAMS] * len(keys)
-        if total and not self._budget.take(total):
+        off = self._budget.take(total) if total else None
+        if total and off is None:
             return [INVALID_PARAMS] * len(keys)
         try:
             return self._put(keys, values, None, config, replace)
         finally:
-            if total:
-                self._budget.give(total)
+            if off is not None:
+                self._budget.give(off, total)
 
     def _get_into(self, keys, bufs, sizes):
         if self._c is None:
@@ -540,11 +590,13 @@ class MooncakeDistributedStore:
         out = [None] * len(keys)
         want = []
         for i, n in enumerate(sizes):
-            if n > 0 and self._budget.take(n):
-                out[i] = _new_handle(n, self._budget)
-                want.append(i)
+            if n > 0:
+                out[i] = self._budget.handle(n)
+                if out[i] is not None:
+                    want.append(i)
         if want:
-            rcs = self._get_into([keys[i] for i in want], [out[i] for i in want], None)
+            # into registered memory: the library's zero-copy path
+            rcs = self._get_into([keys[i] for i in want], [out[i].ptr() for i in want], [len(out[i]) for i in want])
             for i, rc in zip(want, rcs):
                 if rc != len(out[i]):  # failed, or replaced meanwhile by a value of another size
                     out[i] = None
