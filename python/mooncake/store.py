@@ -218,14 +218,14 @@ class _LocalBuffer:
                 f[lo - 1] = (f[lo - 1][0], f[lo - 1][1] + f[lo][1])
                 del f[lo]
 
-    def handle(self, n):
-        """A BufferHandle of n bytes on this memory, or None."""
-        off = self.take(n)
-        if off is None:
-            return None
-        h = BufferHandle(n, self.map, self.addr + off)
-        _weakref.finalize(h, self.give, off, n)
-        return h
+    def trim(self, off, reserved, n):
+        """A window of `reserved` bytes at off now needs only n: gives the
+        rest back, returns what it keeps."""
+        keep = (max(n, 1) + self.ALIGN - 1) // self.ALIGN * self.ALIGN
+        have = (max(reserved, 1) + self.ALIGN - 1) // self.ALIGN * self.ALIGN
+        if have > keep:
+            self.give(off + keep, have - keep)
+        return keep
 
 
 # get_buffer's result: the object's bytes with the buffer protocol
@@ -351,6 +351,7 @@ class MooncakeDistributedStore:
         self._prefix = ""
         self._budget = _LocalBuffer(0)
         self._sessions = {}
+        self._size_hint = 0
         self._lock = _threading.Lock()
 
     # -- lifetime -----------------------------------------------------------
@@ -441,6 +442,7 @@ class MooncakeDistributedStore:
         with self._lock:
             self._c, self._hostname, self._mounted, self._prefix = c, name, mount and seg > 0, prefix
             self._budget = budget
+            self._size_hint = 0
             self._sessions = {}
         return 0
 
@@ -582,25 +584,57 @@ class MooncakeDistributedStore:
 
     def batch_get_buffer(self, keys):
         """One BufferHandle per key, or None (a miss, or no room left in the
-        local buffer, as in Mooncake)."""
+        local buffer, as in Mooncake).
+
+        KV-cache chunks are mostly of one size, so the handles are first
+        reserved at the largest size the last batch saw and read into at
+        once (one round trip; the unused tail of each window goes back
+        right after); keys larger than that, or a first batch, are sized by
+        one request for all of them, then read."""
         keys = list(keys)
-        if self._c is None or not keys:
-            return [None] * len(keys)
-        sizes = self._sizes(keys)
         out = [None] * len(keys)
-        want = []
-        for i, n in enumerate(sizes):
-            if n > 0:
-                out[i] = self._budget.handle(n)
-                if out[i] is not None:
-                    want.append(i)
-        if want:
-            # into registered memory: the library's zero-copy path
-            rcs = self._get_into([keys[i] for i in want], [out[i].ptr() for i in want], [len(out[i]) for i in want])
-            for i, rc in zip(want, rcs):
-                if rc != len(out[i]):  # failed, or replaced meanwhile by a value of another size
-                    out[i] = None
+        if self._c is None or not keys:
+            return out
+        todo = list(range(len(keys)))
+        hint = self._size_hint
+        if hint:
+            todo = self._read_windows(keys, todo, [hint] * len(keys), out)
+        if todo:
+            sizes = self._sizes([keys[i] for i in todo])
+            caps = [0] * len(keys)
+            for i, n in zip(todo, sizes):
+                caps[i] = n
+            self._size_hint = max([n for n in sizes if n > 0], default=hint)
+            self._read_windows(keys, [i for i in todo if caps[i] > 0], caps, out)
         return out
+
+    def _read_windows(self, keys, idx, caps, out):
+        """Reads keys[i] for i in idx into windows of caps[i] bytes; fills
+        out[i] with a handle of the object's size. Returns the indexes
+        whose object did not fit (to be sized and read again)."""
+        b = self._budget
+        win, retry = {}, []
+        for i in idx:
+            off = b.take(caps[i])
+            if off is not None:
+                win[i] = off
+            else:
+                retry.append(i)  # no room at this size: sized exactly, it may fit
+        if not win:
+            return retry
+        got = self._c.get_into(self._keys([keys[i] for i in win]), [b.addr + off for off in win.values()],
+                               [caps[i] for i in win])
+        for (i, off), n in zip(win.items(), got):
+            if n == _mooncake.ERR_TOO_SMALL:
+                retry.append(i)
+            if n <= 0:
+                b.give(off, caps[i])
+                continue
+            kept = b.trim(off, caps[i], n)  # the tail beyond the object goes back now
+            h = BufferHandle(n, b.map, b.addr + off)
+            _weakref.finalize(h, b.give, off, kept)
+            out[i] = h
+        return retry
 
     def put_from(self, key, buffer_ptr, size, config=None):
         return self._put([key], [buffer_ptr], [size], config, False)[0]

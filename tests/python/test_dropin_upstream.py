@@ -150,6 +150,28 @@ def test_local_buffer_bounds_staged_calls(server):
     s.close()
 
 
+def test_get_buffer_sizes_vary(server):
+    # handles are first reserved at the last batch's largest size: smaller
+    # objects give the rest back at once, larger ones are sized and read again
+    s = new_store(server, local=2 << 20)
+    big, bigger = b"B" * (1500 << 10), b"C" * (1800 << 10)
+    small = [bytes([i]) * (4 << 10) for i in range(10)]
+    assert s.put("vs:big", big) == 0 and s.put("vs:bigger", bigger) == 0
+    assert s.put_batch([f"vs:s{i}" for i in range(10)], small) == 0
+    h = s.get_buffer("vs:big")
+    assert bytes(h) == big
+    del h
+    hs = s.batch_get_buffer([f"vs:s{i}" for i in range(10)])  # 10 windows of 1.5 MiB would not fit
+    assert [bytes(x) for x in hs] == small
+    g = s.get_buffer("vs:bigger")                              # over the hint: sized, read again
+    assert g is not None and bytes(g) == bigger
+    assert s.get_buffer("vs:big") is None                      # 1.8 MiB + 40 KiB held: no room
+    del g
+    assert bytes(s.get_buffer("vs:big")) == big
+    del hs
+    s.close()
+
+
 # -- standalone mode ----------------------------------------------------------------
 
 def test_setup_dummy_with_host_mem_allocator(server):
