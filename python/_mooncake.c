@@ -1058,8 +1058,9 @@ static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
 static PyObject *Client_mount(ClientObject *self, PyObject *args) {
     long long size;
     const char *name;
+    int port_min = 0, port_max = 0;
     CHECK_INIT(self);
-    if (!PyArg_ParseTuple(args, "Ls", &size, &name)) return NULL;
+    if (!PyArg_ParseTuple(args, "Ls|ii", &size, &name, &port_min, &port_max)) return NULL;
     if (size <= 0) {
         setTlsErr("a segment needs a positive size");
         return PyLong_FromLong(MC_ERR_INVALID);
@@ -1071,7 +1072,8 @@ static PyObject *Client_mount(ClientObject *self, PyObject *args) {
         rc = BINDING_ERR_CLOSED;
     } else {
         mc_client *h = self->all[0];
-        rc = mc_mount(h, (size_t)size, name);
+        rc = mc_set_host_ports(h, port_min, port_max);
+        if (rc == MC_OK) rc = mc_mount(h, (size_t)size, name);
         if (rc == MC_OK) rc = mc_mount_id(h);
         noteErr(h, rc);
     }
@@ -1405,7 +1407,8 @@ static PyMethodDef Client_methods[] = {
     {"remove_all", (PyCFunction)Client_remove_all, METH_NOARGS, "remove_all() -> count or code"},
     {"register", (PyCFunction)Client_register, METH_VARARGS, "register(addr, size) -> code"},
     {"unregister", (PyCFunction)Client_unregister, METH_VARARGS, "unregister(addr) -> code"},
-    {"mount", (PyCFunction)Client_mount, METH_VARARGS, "mount(size, name) -> segment id or code"},
+    {"mount", (PyCFunction)Client_mount, METH_VARARGS,
+     "mount(size, name, port_min=0, port_max=0) -> segment id or code"},
     {"mount_name", (PyCFunction)Client_mount_name, METH_NOARGS, "the name mounted, or None"},
     {"replica_clear", (PyCFunction)(void (*)(void))Client_replica_clear, METH_VARARGS | METH_KEYWORDS,
      "replica_clear(keys, segment=None) -> (count, [1, 0 or code per key])"},

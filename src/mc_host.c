@@ -504,8 +504,25 @@ static void *acceptThread(void *arg) {
     return NULL;
 }
 
+/* Binds fd to the first free port of [lo, hi], from a random start so that
+ * processes starting together do not all race for the same one; 0 or -1
+ * with errno (EADDRINUSE when the range is full). */
+static int bindInRange(int fd, struct sockaddr_storage *ss, socklen_t sslen, int lo, int hi) {
+    int span = hi - lo + 1, start = (int)(((unsigned)getpid() * 2654435761u + (unsigned)time(NULL)) % (unsigned)span);
+    for (int i = 0; i < span; i++) {
+        int port = lo + (start + i) % span;
+        if (ss->ss_family == AF_INET6) ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+        else ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+        if (bind(fd, (struct sockaddr *)ss, sslen) == 0) return 0;
+        if (errno != EADDRINUSE) return -1;
+    }
+    errno = EADDRINUSE;
+    return -1;
+}
+
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
-                    const char *bindip, const char *user, const char *password, char *err, size_t errlen) {
+                    const char *bindip, int port_min, int port_max, const char *user, const char *password,
+                    char *err, size_t errlen) {
     static int counter;
     if (nslices < 0 || nslices > MC_HOST_MAX_SLICES) {
         snprintf(err, errlen, "%d slices (at most %d)", nslices, MC_HOST_MAX_SLICES);
@@ -537,7 +554,7 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
     if (password && password[0] && (h->password = strdup(password)) == NULL) goto oom;
     if (user && user[0] && (h->user = strdup(user)) == NULL) goto oom;
 
-    /* TCP on bindip, a port the kernel picks. */
+    /* TCP on bindip, a port of the range or one the kernel picks. */
     struct sockaddr_storage ss;
     socklen_t sslen;
     memset(&ss, 0, sizeof(ss));
@@ -553,9 +570,14 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
         sslen = sizeof(*a4);
     }
     h->tcp_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (h->tcp_fd < 0 || bind(h->tcp_fd, (struct sockaddr *)&ss, sslen) != 0 || listen(h->tcp_fd, 64) != 0 ||
-        getsockname(h->tcp_fd, (struct sockaddr *)&ss, &sslen) != 0) {
-        snprintf(err, errlen, "tcp listener on %s: %s", bindip, strerror(errno));
+    int ranged = port_min > 0 && port_max >= port_min && port_max < 65536;
+    if (h->tcp_fd < 0 ||
+        (ranged ? bindInRange(h->tcp_fd, &ss, sslen, port_min, port_max) : bind(h->tcp_fd, (struct sockaddr *)&ss, sslen)) != 0 ||
+        listen(h->tcp_fd, 64) != 0 || getsockname(h->tcp_fd, (struct sockaddr *)&ss, &sslen) != 0) {
+        if (ranged && errno == EADDRINUSE)
+            snprintf(err, errlen, "tcp listener on %s: no free port in %d-%d", bindip, port_min, port_max);
+        else
+            snprintf(err, errlen, "tcp listener on %s: %s", bindip, strerror(errno));
         goto fail;
     }
     int port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port

@@ -17,9 +17,12 @@ typedef struct mcHost mcHost;
  * per primary): a request names a slice by its segment id and its offsets
  * count from the slice's start. When password is set, connections must
  * AUTH with it and with user (NULL: "default"; AUTH <password> alone means
- * default), the credentials the host itself uses. NULL with err on failure. */
+ * default), the credentials the host itself uses. The TCP listener takes a
+ * free port in [port_min, port_max] (0, 0: one the kernel picks). NULL with
+ * err on failure. */
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
-                    const char *bindip, const char *user, const char *password, char *err, size_t errlen);
+                    const char *bindip, int port_min, int port_max, const char *user, const char *password,
+                    char *err, size_t errlen);
 /* Closes the listeners and every connection, and waits for their threads:
  * after it returns nothing touches the memory. NULL is a no-op. */
 void mcHostStop(mcHost *h);

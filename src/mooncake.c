@@ -182,6 +182,7 @@ struct mc_client {
     mcSeg *segs;
     mcDataConn *dconns;
     int streams;                 /* tcp connections per peer for one transfer */
+    int host_port_min, host_port_max; /* mc_set_host_ports: the hosted segment's TCP port range */
     mcTcpPool *tcp_pool;         /* their worker threads, made on first use */
     mcRegion *regions;
     mcRdma *rdma;
@@ -606,6 +607,16 @@ int mc_set_streams(mc_client *c, int streams) {
     c->streams = streams;
     pthread_mutex_unlock(&c->lock);
     mcAsyncSettingsChanged(c);
+    return MC_OK;
+}
+
+int mc_set_host_ports(mc_client *c, int port_min, int port_max) {
+    if (c == NULL || !((port_min == 0 && port_max == 0) || (port_min > 0 && port_min <= port_max && port_max < 65536)))
+        return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    c->host_port_min = port_min;
+    c->host_port_max = port_max;
+    pthread_mutex_unlock(&c->lock);
     return MC_OK;
 }
 
@@ -2852,7 +2863,8 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
         socklen_t salen = sizeof(sa);
         if (getsockname(seed->fd, (struct sockaddr *)&sa, &salen) == 0) mcHostAddrString(&sa, bindip, sizeof(bindip));
     }
-    c->host = mcHostStart(c->host_mem, size, c->host_fd, n, off, len, bindip, c->user, c->password, err, sizeof(err));
+    c->host = mcHostStart(c->host_mem, size, c->host_fd, n, off, len, bindip, c->host_port_min, c->host_port_max,
+                          c->user, c->password, err, sizeof(err));
     if (c->host == NULL) {
         rc = setErr(c, MC_ERR_IO, "segment listener: %s", err);
         goto err;

@@ -155,6 +155,12 @@ int mc_unregister(mc_client *c, void *addr);
  * under `name` on its primary (a primary that joins later gets none until
  * the next mount); mc_mount_id is then the id of the slice on the node the
  * handle was given. */
+/* The port range the hosted segment's TCP listener binds in (the next
+ * mc_mount): the first free port of [port_min, port_max], tried from a
+ * random start; a full range fails the mount. 0, 0 (the default): a port
+ * the kernel picks. Mooncake's clients bind in 12300-14300 so that a
+ * firewall can let exactly those through. */
+int mc_set_host_ports(mc_client *c, int port_min, int port_max);
 int mc_mount(mc_client *c, size_t size, const char *name);
 int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name);
 int mc_unmount(mc_client *c);

@@ -15,9 +15,10 @@ How Mooncake's setup arguments map onto this store:
   share: libmooncake opens its own transports).
 - ``global_segment_size > 0`` mounts that much of this process's memory as a
   segment. Its name is ``local_hostname`` with the port of the segment's
-  listener appended (``host:port``), unless ``local_hostname`` carries a port
-  already -- Mooncake's rule, so tensor-parallel ranks that share a hostname
-  get segments of their own; ``get_hostname()`` returns it.
+  listener appended (``host:port``, a port of 12300-14300 as Mooncake's
+  clients take), unless ``local_hostname`` carries a port already --
+  Mooncake's rule, so tensor-parallel ranks that share a hostname get
+  segments of their own; ``get_hostname()`` returns it.
 - ``local_buffer_size`` bounds what the staged calls hold at once, as
   Mooncake's registered staging buffer does: put/get of bytes, put_parts,
   get_buffer handles still alive. Zero-copy calls (put_from, get_into and
@@ -160,6 +161,22 @@ def _has_port(hostname):
     else:
         return False
     return bool(m) and 0 < int(m.group(1)) < 65536
+
+
+def _client_port_range():
+    """Mooncake's clients listen on a port of $MC_STORE_CLIENT_MIN_PORT ..
+    $MC_STORE_CLIENT_MAX_PORT (12300-14300 unless set; an invalid pair is
+    the default), so a firewall can let exactly those through; so does the
+    segment listener here."""
+    lo, hi = 12300, 14300
+    try:
+        elo = int(_os.environ.get("MC_STORE_CLIENT_MIN_PORT", lo))
+        ehi = int(_os.environ.get("MC_STORE_CLIENT_MAX_PORT", hi))
+        if 0 < elo <= ehi < 65536:
+            lo, hi = elo, ehi
+    except ValueError:
+        pass
+    return lo, hi
 
 
 class _LocalBuffer:
@@ -424,7 +441,8 @@ class MooncakeDistributedStore:
             return RPC_FAIL
         name = local_hostname
         if mount and seg > 0:
-            rc = c.mount(seg, local_hostname if _has_port(local_hostname) else local_hostname + ":0")
+            rc = c.mount(seg, local_hostname if _has_port(local_hostname) else local_hostname + ":0",
+                         *_client_port_range())
             if rc < 0:
                 c.close()
                 return _code(rc)

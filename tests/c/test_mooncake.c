@@ -752,6 +752,9 @@ static void testHostedSegment(void) {
         mc_client *h2 = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_AUTO);
         CHECK(h2 != NULL);
         CHECK(mc_mount_name(h2) == NULL); /* hosts nothing yet */
+        CHECK_EQ(mc_set_host_ports(h2, 2000, 1000), MC_ERR_INVALID);
+        CHECK_EQ(mc_set_host_ports(h2, 0, 70000), MC_ERR_INVALID);
+        CHECK_EQ(mc_set_host_ports(h2, 0, 0), MC_OK);
         if (h2 && mc_mount(h2, 4 * MiB, "rank-host:0") == MC_OK) {
             const char *name = mc_mount_name(h2);
             char ep[300], want[300];

@@ -57,6 +57,7 @@ def test_ranks_sharing_a_hostname_get_names_of_their_own(server):
     stores = [new_store(server, seg=4 << 20, host="node7") for _ in range(3)]
     names = [s.get_hostname() for s in stores]
     assert len(set(names)) == 3 and all(n.startswith("node7:") for n in names)
+    assert all(12300 <= int(n.split(":")[1]) <= 14300 for n in names)  # Mooncake's client port range
     segs = server.cli("SEGMENTS")
     for n in names:
         assert n.encode() in repr(segs).encode()
@@ -74,6 +75,36 @@ def test_ranks_sharing_a_hostname_get_names_of_their_own(server):
     a = new_store(server, seg=4 << 20, host="node7:4000")
     assert a.get_hostname() == "node7:4000"
     a.close()
+
+
+def test_client_port_range_from_the_environment(server, monkeypatch):
+    import socket
+    held = []
+    for _ in range(2):  # two neighbouring free ports, held by this test
+        so = socket.socket()
+        so.bind(("127.0.0.1", 0))
+        held.append(so)
+    lo = min(so.getsockname()[1] for so in held)
+    for so in held:
+        so.close()
+    held = []
+    for p in (lo, lo + 1):
+        so = socket.socket()
+        try:
+            so.bind(("127.0.0.1", p))
+        except OSError:
+            pytest.skip(f"port {p} is not free here")
+        held.append(so)
+    monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", str(lo))
+    monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", str(lo + 1))
+    s = MooncakeDistributedStore()
+    # every port of the range taken: the mount fails, and setup says so
+    assert s.setup("pr", "P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "", server.addr) == ms.RPC_FAIL
+    held.pop().close()  # lo + 1 is free again
+    assert s.setup("pr", "P2PHANDSHAKE", 1 << 20, 1 << 20, "tcp", "", server.addr) == 0
+    assert s.get_hostname() == f"pr:{lo + 1}"
+    s.close()
+    held.pop().close()
 
 
 def test_tenant_id_maps_onto_the_servers_tenants(fresh_server):
