@@ -545,8 +545,8 @@ void removeCommand(client *c) {
 
 /* REPLICA.CLEAR numkeys key [key ...] [SEGMENT seg]: Mooncake's
  * batch_replica_clear, for a client giving back memory it no longer wants
- * used: each key whose object is complete and not being read (no lease in
- * force) loses its replicas -- all of them, or with SEGMENT those in that
+ * used: each key whose object is complete, not being read (no lease in
+ * force) and older than lease-ttl loses its replicas -- all of them, or with SEGMENT those in that
  * segment. A replica is dropped with its object: an object that keeps
  * replicas elsewhere is left alone (a version is immutable and its
  * extents are shared with readers' replies, so one replica is not taken
@@ -574,7 +574,11 @@ void replicaClearCommand(client *c) {
     for (long long i = 0; i < n; i++) {
         sds key = c->argv[2 + i];
         storeObj *o = none ? NULL : storeLookupWrite(key);
-        int clear = o && o->state == OBJ_COMPLETE && !storeObjLeased(o);
+        /* A new object counts as read for lease-ttl after its put, as
+         * Mooncake's put leaves it leased: what was just written is not
+         * given back before its writer's readers can get to it. */
+        int young = o && o->ext && o->ext->created_ms && o->ext->created_ms + server.lease_ttl > server.mstime;
+        int clear = o && o->state == OBJ_COMPLETE && !storeObjLeased(o) && !young;
         if (clear && only) {
             int there = 0, elsewhere = 0;
             for (int r = 0; r < o->nreplicas; r++) {

@@ -1217,6 +1217,14 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
     $owner mount rc1 16mb OWNER rc-owner HOST h1
 
     test {REPLICA.CLEAR drops objects no one reads: all replicas, or those in one segment} {
+        # an object younger than lease-ttl counts as read (Mooncake's put
+        # leaves it leased): kept, then cleared once lease-ttl has passed
+        r put.start rc:young 100
+        r put.end rc:young
+        assert_equal {0} [r replica.clear 1 rc:young]
+        r config set lease-ttl 100
+        after 150
+        assert_equal {1} [r replica.clear 1 rc:young]
         foreach {k where} {rc:a self rc:b rc1 rc:c rc1} {
             r put.start $k 100 PREFER $where
             r put.end $k
@@ -1224,14 +1232,15 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
         r put.start rc:both 100 REPLICAS 2 PREFER self PREFER rc1
         r put.end rc:both
         r put.start rc:pending 100
+        after 150 ;# past lease-ttl
         # SEGMENT: only objects all of whose replicas are there; a key twice
         # counts once, missing and pending keys are skipped
         assert_equal {0 1 1 0 0 0} [r replica.clear 6 rc:a rc:b rc:c rc:c rc:both rc:pending SEGMENT rc1]
         assert_equal {0 1 1} [list [r exists rc:b] [r exists rc:a] [r exists rc:both]]
-        # a lease in force keeps an object
-        r get.replicas rc:a
+        # a lease in force keeps an object, until it ends
+        r lease rc:a 2000
         assert_equal {0 1 0} [r replica.clear 3 rc:a rc:both nothing]
-        r lease.release rc:a
+        after 2100
         assert_equal {1} [r replica.clear 1 rc:a]
         # an unknown segment clears nothing; the syntax is checked
         assert_equal {0} [r replica.clear 1 rc:pending SEGMENT nowhere]
@@ -1241,6 +1250,7 @@ start_server {tags {mooncake store} overrides {segment-size 16mb}} {
         assert_error {ERR syntax*} {r replica.clear 1 x OTHER rc1}
         assert_equal {rc:pending} [r command getkeys replica.clear 1 rc:pending SEGMENT rc1]
         r put.revoke rc:pending
+        r config set lease-ttl 10000
     }
 
     $owner close
