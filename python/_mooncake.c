@@ -680,23 +680,21 @@ static PyObject *Client_get(ClientObject *self, PyObject *args) {
 }
 
 /* exists(keys, prefix=False, lease=False) -> (count, [1/0/code per key]) */
-static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw) {
-    static char *kwlist[] = {"keys", "prefix", "lease", NULL};
-    PyObject *keys;
-    int prefix = 0, lease = 0;
-    CHECK_INIT(self);
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pp", kwlist, &keys, &prefix, &lease)) return NULL;
+/* The calls that take keys alone and answer one int per key (exists,
+ * replica_clear): -> (count, [int per key]). `call` runs without the GIL
+ * on a borrowed handle; `arg` is its option. */
+typedef int (*keysCallFn)(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results);
+
+static PyObject *keysCall(ClientObject *self, PyObject *keys, keysCallFn call, const void *arg) {
     callArgs a;
     if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
     mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
     int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
     long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    PyObject *res = NULL;
     if (!k || !r || !out) {
-        PyMem_Free(k);
-        PyMem_Free(r);
-        PyMem_Free(out);
-        callArgsFree(&a);
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        goto end;
     }
     for (Py_ssize_t i = 0; i < a.n; i++) {
         k[i].key = a.items[i].key;
@@ -705,9 +703,8 @@ static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw)
     int rc = 0, count = 0;
     mc_client *h = a.n ? borrow(self, &rc) : NULL;
     if (h) {
-        int flags = (prefix ? MC_EXISTS_PREFIX : 0) | (lease ? MC_EXISTS_LEASE : 0);
         Py_BEGIN_ALLOW_THREADS
-        count = mc_batch_exists(h, (size_t)a.n, k, flags, r);
+        count = call(h, (size_t)a.n, k, arg, r);
         noteErr(h, count);
         giveBack(self, h);
         Py_END_ALLOW_THREADS
@@ -716,12 +713,31 @@ static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw)
     }
     for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
     PyObject *l = resultList(out, a.n);
-    PyObject *res = l ? Py_BuildValue("(iN)", count, l) : NULL;
+    res = l ? Py_BuildValue("(iN)", count, l) : NULL;
+end:
     PyMem_Free(k);
     PyMem_Free(r);
     PyMem_Free(out);
     callArgsFree(&a);
     return res;
+}
+
+static int existsCall(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results) {
+    return mc_batch_exists(h, n, keys, *(const int *)arg, results);
+}
+
+static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"keys", "prefix", "lease", NULL};
+    PyObject *keys;
+    int prefix = 0, lease = 0;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pp", kwlist, &keys, &prefix, &lease)) return NULL;
+    int flags = (prefix ? MC_EXISTS_PREFIX : 0) | (lease ? MC_EXISTS_LEASE : 0);
+    return keysCall(self, keys, existsCall, &flags);
+}
+
+static int replicaClearCall(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results) {
+    return mc_batch_replica_clear(h, n, keys, (const char *)arg, results);
 }
 
 /* replica_clear(keys, segment=None) -> (count, [1, 0 or code per key]) */
@@ -731,44 +747,11 @@ static PyObject *Client_replica_clear(ClientObject *self, PyObject *args, PyObje
     const char *segment = NULL;
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|z", kwlist, &keys, &segment)) return NULL;
-    callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
-    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
-    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
-    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
     char *seg = segment ? PyMem_Malloc(strlen(segment) + 1) : NULL; /* read without the GIL */
-    if (!k || !r || !out || (segment && !seg)) {
-        PyMem_Free(k);
-        PyMem_Free(r);
-        PyMem_Free(out);
-        PyMem_Free(seg);
-        callArgsFree(&a);
-        return PyErr_NoMemory();
-    }
+    if (segment && !seg) return PyErr_NoMemory();
     if (seg) strcpy(seg, segment);
-    for (Py_ssize_t i = 0; i < a.n; i++) {
-        k[i].key = a.items[i].key;
-        k[i].keylen = a.items[i].keylen;
-    }
-    int rc = 0, count = 0;
-    mc_client *h = a.n ? borrow(self, &rc) : NULL;
-    if (h) {
-        Py_BEGIN_ALLOW_THREADS
-        count = mc_batch_replica_clear(h, (size_t)a.n, k, seg, r);
-        noteErr(h, count);
-        giveBack(self, h);
-        Py_END_ALLOW_THREADS
-    } else {
-        count = rc;
-    }
-    for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
-    PyObject *l = resultList(out, a.n);
-    PyObject *res = l ? Py_BuildValue("(iN)", count, l) : NULL;
-    PyMem_Free(k);
-    PyMem_Free(r);
-    PyMem_Free(out);
+    PyObject *res = keysCall(self, keys, replicaClearCall, seg);
     PyMem_Free(seg);
-    callArgsFree(&a);
     return res;
 }
 

@@ -2325,6 +2325,18 @@ static void describeReplica(mc_client *c, int node, const mcReplica *rep, mc_rep
     }
 }
 
+/* The batch keys of n plain keys, their slots found; MC_ERR_INVALID for
+ * an empty one. */
+static int bkeysOf(mc_client *c, const mc_key *keys, size_t n, mcBKey *k) {
+    for (size_t i = 0; i < n; i++) {
+        if (keys[i].key == NULL || keys[i].keylen == 0) return setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
+        k[i].key = keys[i].key;
+        k[i].keylen = keys[i].keylen;
+        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
+    }
+    return MC_OK;
+}
+
 static int batchReplicasLocked(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results) {
     mcBKey *k = calloc(n, sizeof(*k));
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(*reps));
@@ -2334,15 +2346,7 @@ static int batchReplicasLocked(mc_client *c, size_t n, const mc_key *keys, mc_re
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (keys[i].key == NULL || keys[i].keylen == 0) {
-            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
-            goto end;
-        }
-        k[i].key = keys[i].key;
-        k[i].keylen = keys[i].keylen;
-        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
-    }
+    if ((rc = bkeysOf(c, keys, n, k)) != MC_OK) goto end;
     mcPhase get = {"BATCH.GET.REPLICAS", 0, 0, NULL, 0};
     if ((rc = runPhase(c, &get, k, n)) != MC_OK) goto end;
     for (size_t i = 0; i < n; i++) {
@@ -2421,15 +2425,7 @@ static int batchExistsLocked(mc_client *c, size_t n, const mc_key *keys, int fla
     mcBKey *k = calloc(n, sizeof(*k));
     if (k == NULL) return setErr(c, MC_ERR_NOMEM, "out of memory");
     int rc = MC_OK;
-    for (size_t i = 0; i < n; i++) {
-        if (keys[i].key == NULL || keys[i].keylen == 0) {
-            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
-            goto end;
-        }
-        k[i].key = keys[i].key;
-        k[i].keylen = keys[i].keylen;
-        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
-    }
+    if ((rc = bkeysOf(c, keys, n, k)) != MC_OK) goto end;
     const char *tail[2];
     int ntail = 0;
     if (flags & MC_EXISTS_PREFIX) tail[ntail++] = "PREFIX";
@@ -2479,15 +2475,7 @@ int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const cha
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (keys[i].key == NULL || keys[i].keylen == 0) {
-            rc = setErr(c, MC_ERR_INVALID, "key %zu is empty", i);
-            goto end;
-        }
-        k[i].key = keys[i].key;
-        k[i].keylen = keys[i].keylen;
-        k[i].slot = keySlot(c, keys[i].key, keys[i].keylen);
-    }
+    if ((rc = bkeysOf(c, keys, n, k)) != MC_OK) goto end;
     const char *tail[2] = {"SEGMENT", segment};
     mcPhase ph = {"REPLICA.CLEAR", 1, 0, tail, segment && segment[0] ? 2 : 0};
     if ((rc = runPhase(c, &ph, k, n)) != MC_OK) goto end;
