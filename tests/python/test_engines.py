@@ -94,8 +94,8 @@ def test_sglang_standalone_storage(server):
 def test_lmcache_chunk_meta_ranks(server, n):
     infos = run_ranks("lmcache", n, server)
     assert len({i["name"] for i in infos}) == n
-    # LMCache counts a put that takes over 1 s as failed
-    assert max(i["slowest_put_s"] for i in infos) < 1.0
+    # (LMCache counts a put that takes over 1 s as failed: how long they
+    # take is utils/bench-engines.py's business, not a timed assertion here)
 
 
 @pytest.mark.parametrize("n", [2, 4])
