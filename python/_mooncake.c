@@ -532,10 +532,11 @@ static void runBatch(mc_client *h, callArgs *a, const mc_put_opts *opts, int put
         idx[m] = (size_t)i;
         sub[m++] = a->items[i]; /* the valid items, in order; item_err keeps the rest */
     }
-    if (m == 1 && sub[0].iovcnt == 1) {
-        /* One object from one buffer: the single-key path (no batch framing). */
+    if (m == 1 && (put || sub[0].iovcnt == 1)) {
+        /* One object: the single-key path (no batch framing), from one
+         * buffer or several (a put's parts). */
         const mc_kvv *k = &sub[0];
-        res[0] = put ? mc_put(h, k->key, k->keylen, k->iov[0].iov_base, k->iov[0].iov_len, opts)
+        res[0] = put ? mc_putv(h, k->key, k->keylen, k->iov, k->iovcnt, opts)
                      : mc_get(h, k->key, k->keylen, k->iov[0].iov_base, k->iov[0].iov_len);
         noteErr(h, res[0]);
     } else if (m > 0) {

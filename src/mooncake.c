@@ -1201,13 +1201,26 @@ int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, s
     return rc;
 }
 
-int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
-                 const mc_put_opts *opts) {
+/* The v-forms: one body, registered memory required or not. */
+static int putv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                const mc_put_opts *opts, int registered) {
     if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
-    int rc = putStaged(c, key, keylen, iov, iovcnt, opts, 1);
+    int rc = putStaged(c, key, keylen, iov, iovcnt, opts, registered);
     pthread_mutex_unlock(&c->lock);
     return rc;
+}
+
+int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                 const mc_put_opts *opts) {
+    return putv(c, key, keylen, iov, iovcnt, opts, 1);
+}
+
+/* One object from several buffers of any host memory: the single-key put
+ * of a header and a payload (LMCache's put_parts) without batch framing. */
+int mc_putv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+            const mc_put_opts *opts) {
+    return putv(c, key, keylen, iov, iovcnt, opts, 0);
 }
 
 /* ---- get ----------------------------------------------------------------- */

@@ -196,11 +196,13 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
  * (a smaller object fills a prefix of the buffers), or MC_ERR_TOO_SMALL
  * when the buffers together are smaller. mc_put_fromv/mc_get_intov want
  * registered memory as put_from/get_into do (each nonempty buffer inside a
- * registered region); the batch forms take any host memory, as the batches
- * do. */
+ * registered region); mc_putv and the batch forms take any host memory, as
+ * mc_put and the batches do. */
 #define MC_MAX_IOV 1024
 int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                  const mc_put_opts *opts);
+int mc_putv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+            const mc_put_opts *opts);
 long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt);
 int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results);
 int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *results);

@@ -769,6 +769,24 @@ static void testHostedSegment(void) {
         }
         mcClose(&h2);
     }
+    TEST("mc_putv: one object from a header and a payload in any host memory, read back whole") {
+        char hdr[28], *payload = xmalloc(MiB), *back = xmalloc(MiB + 28);
+        memset(hdr, 'H', sizeof(hdr));
+        fillPattern(payload, MiB, seedOf("putv", MiB));
+        struct iovec iov[2] = {{hdr, sizeof(hdr)}, {payload, MiB}};
+        CHECK(ctcp != NULL);
+        if (ctcp) {
+            CHECK_EQ(mc_putv(ctcp, "putv:k", 6, iov, 2, NULL), MC_OK);
+            CHECK_EQ(mc_putv(ctcp, "putv:k", 6, iov, 2, NULL), MC_ERR_EXISTS);
+            CHECK_EQ(mc_get(ctcp, "putv:k", 6, back, MiB + 28), (long long)(MiB + 28));
+            CHECK(!memcmp(back, hdr, 28) && !memcmp(back + 28, payload, MiB));
+            struct iovec none[1] = {{hdr, 0}};
+            CHECK_EQ(mc_putv(ctcp, "putv:e", 6, none, 1, NULL), MC_ERR_INVALID);
+            CHECK_EQ(mc_putv(ctcp, "putv:e", 6, iov, 0, NULL), MC_ERR_INVALID);
+        }
+        free(payload);
+        free(back);
+    }
     TEST("hosted segment: prefer_hint passes over a segment that does not exist; plain prefer refuses it") {
         char v[100];
         memset(v, 'h', sizeof(v));
