@@ -37,7 +37,8 @@
  * owner-probe-timeout (0: no probes). Which endpoint: a unix:// one when the
  * segment was mounted from this machine (the process's own socket, and the
  * kernel releases it when the process ends), else a tcp:// one with a
- * numeric address; a loopback or wildcard address only from this machine.
+ * numeric address -- the address the MOUNT came from, never another the
+ * client named; a loopback or wildcard address only from this machine.
  * The choice is kept per owner and made when a segment is mounted or
  * unmounted, so a disconnect costs O(1).
  */
@@ -127,7 +128,12 @@ static int segmentProbeUri(const segment *s, char *buf, size_t len) {
     for (int i = 0; i < s->nendpoints; i++) {
         const char *ep = s->endpoints[i];
         switch (probeUriKind(ep)) {
-        case PROBE_URI_TCP: snprintf(buf, len, "%s", ep); return 1;
+        case PROBE_URI_TCP:
+            /* Only the address the MOUNT came from: a client names the
+             * endpoint, and the server connects nowhere else on its word. */
+            if (!probeUriAddrIs(ep, s->peer_ip)) break;
+            snprintf(buf, len, "%s", ep);
+            return 1;
         case PROBE_URI_TCP_LOOPBACK:
             if (!s->same_host) break;
             snprintf(buf, len, "%s", ep);

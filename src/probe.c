@@ -145,6 +145,32 @@ static int parseUri(const char *uri, struct sockaddr_storage *sa, socklen_t *sal
 
 int probeUriKind(const char *uri) { return parseUri(uri, NULL, NULL); }
 
+/* The 16 bytes of an address, IPv4 as IPv4-mapped IPv6; 0 if not one. */
+static int addrBytes(const struct sockaddr_storage *sa, unsigned char out[16]) {
+    if (sa->ss_family == AF_INET6) {
+        memcpy(out, &((const struct sockaddr_in6 *)sa)->sin6_addr, 16);
+        return 1;
+    }
+    if (sa->ss_family != AF_INET) return 0;
+    memset(out, 0, 10);
+    out[10] = out[11] = 0xff;
+    memcpy(out + 12, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return 1;
+}
+
+int probeUriAddrIs(const char *uri, const char *ip) {
+    struct sockaddr_storage a, b;
+    socklen_t alen;
+    int kind = parseUri(uri, &a, &alen);
+    if (ip == NULL || (kind != PROBE_URI_TCP && kind != PROBE_URI_TCP_LOOPBACK)) return 0;
+    memset(&b, 0, sizeof(b));
+    if (inet_pton(AF_INET, ip, &((struct sockaddr_in *)&b)->sin_addr) == 1) b.ss_family = AF_INET;
+    else if (inet_pton(AF_INET6, ip, &((struct sockaddr_in6 *)&b)->sin6_addr) == 1) b.ss_family = AF_INET6;
+    else return 0;
+    unsigned char x[16], y[16];
+    return addrBytes(&a, x) && addrBytes(&b, y) && !memcmp(x, y, 16);
+}
+
 /* ---- the exchange ----------------------------------------------------------- */
 
 static probeOutcome classifyErrno(int err) {

@@ -33,6 +33,8 @@ typedef struct segment {
     char *owner;
     struct owner *ownerp;    /* that owner (owner.c), which outlives it; NULL for the pool */
     int same_host;           /* mounted from this machine: its unix:// endpoints reach it (owner.c) */
+    char *peer_ip;           /* the address the MOUNT came from (tcp), NULL over unix: the only remote
+                              * address a probe may connect to (owner.c) */
     char *tenant;            /* the restricted ACL user that mounted it, NULL: shared (acl.c) */
     uint64_t size;
     int tier;

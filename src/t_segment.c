@@ -102,17 +102,23 @@ static int validEndpoint(sds uri) {
  * alone would not: a client behind an SSH tunnel, or in a container that
  * shares the server's unix socket but not its network namespace (abstract
  * socket names are per namespace). */
-static int mountIsSameHost(client *c, sds host) {
+static int mountIsSameHost(client *c, sds host, const char *peer) {
     static char hostname[256];
     if (hostname[0] == '\0' && gethostname(hostname, sizeof(hostname) - 1) != 0)
         snprintf(hostname, sizeof(hostname), "?"); /* then only HOST-less mounts count as ours */
     if (host && strcmp(host, "localhost") && strcmp(host, hostname)) return 0;
     if (c->flags & CLIENT_UNIX_SOCKET) return 1;
-    char peer[NET_IP_STR_LEN], local[NET_IP_STR_LEN];
-    if (c->fd == -1 || anetFdToString(c->fd, peer, sizeof(peer), NULL, 1) == -1 ||
-        anetFdToString(c->fd, local, sizeof(local), NULL, 0) == -1)
-        return 0;
+    char local[NET_IP_STR_LEN];
+    if (peer == NULL || anetFdToString(c->fd, local, sizeof(local), NULL, 0) == -1) return 0;
     return anetPeerIsLocal(peer, local);
+}
+
+/* The address a TCP connection came from, NULL otherwise. */
+static char *mountPeer(client *c) {
+    char peer[NET_IP_STR_LEN];
+    if ((c->flags & CLIENT_UNIX_SOCKET) || c->fd == -1 || anetFdToString(c->fd, peer, sizeof(peer), NULL, 1) == -1)
+        return NULL;
+    return zstrdup(peer);
 }
 
 /* The owner named, created for tenant if new (a tenant's owner is its own). */
@@ -259,7 +265,8 @@ void mountCommand(client *c) {
     for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
     s->nendpoints = nendpoints;
     s->mounted_ms = mstime();
-    s->same_host = mountIsSameHost(c, host);
+    s->peer_ip = mountPeer(c);
+    s->same_host = mountIsSameHost(c, host, s->peer_ip);
     if (segmentTableAdd(s) != 0) {
         segmentRelease(s);
         addReplyErrorFormat(c, "ERR no segment slot left (at most %d)", SEGMENT_MAX_SLOTS);

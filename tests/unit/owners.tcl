@@ -276,7 +276,7 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         assert_equal [expr {$lost0 + 1}] [owner_stat owners_lost_by_probe]
     }
 
-    test {Endpoints a probe must not ask: another machine's unix/loopback ones, rdma://, host names} {
+    test {Endpoints a probe must not ask: another machine's unix/loopback ones, rdma://, host names, an address the MOUNT did not come from} {
         set dead [find_available_port]
         set probes0 [owner_stat owner_probes]
         set c [redis_client]
@@ -284,12 +284,17 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         $c mount og-far 1mb ENDPOINT unix:///nonexistent/mc-probe.sock ENDPOINT tcp://127.0.0.1:$dead \
             HOST some-other-machine OWNER o-far
         $c mount og-odd 1mb ENDPOINT rdma://127.0.0.1:$dead ENDPOINT tcp://localhost.invalid:$dead OWNER o-odd
+        # A remote numeric address other than the one the MOUNT came from
+        # (127.0.0.1): the server does not connect where a client points it.
+        $c mount og-elsewhere 1mb ENDPOINT tcp://192.0.2.1:$dead HOST some-other-machine OWNER o-elsewhere
         $c close
         after 300
         assert_equal orphaned [dict get [r segment.info og-far] state]
         assert_equal orphaned [dict get [r segment.info og-odd] state]
+        assert_equal orphaned [dict get [r segment.info og-elsewhere] state]
         assert_equal $probes0 [owner_stat owner_probes]
         r unmount og-far
         r unmount og-odd
+        r unmount og-elsewhere
     }
 }
