@@ -836,6 +836,7 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
     mc_kranges *items = NULL;
     mc_range *all = NULL;
     long long *res = NULL;
+    char *refused = NULL;
     Py_ssize_t total = 0;
     if (rt == NULL) goto end;
     if (PyTuple_GET_SIZE(rt) != a.n) {
@@ -854,7 +855,8 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
     items = PyMem_Calloc((size_t)a.n + 1, sizeof(*items));
     all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
     res = PyMem_Calloc((size_t)total + 1, sizeof(*res));
-    if (!items || !all || !res) {
+    refused = PyMem_Calloc((size_t)total + 1, 1);
+    if (!items || !all || !res || !refused) {
         PyErr_NoMemory();
         goto end;
     }
@@ -873,9 +875,14 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
                 Py_DECREF(seq);
                 goto end;
             }
-            all[at].dst = (void *)(uintptr_t)dst;
+            /* Only into registered, writable memory (the library knows the
+             * registrations, not whether a host region may be written): a
+             * range refused here is handed on empty and answers INVALID. */
+            int ok = len == 0 || addressAllowed(self, (uintptr_t)dst, (size_t)len, 1);
+            all[at].dst = ok ? (void *)(uintptr_t)dst : NULL;
             all[at].src_off = off;
-            all[at].len = (size_t)len;
+            all[at].len = ok ? (size_t)len : 0;
+            refused[at] = !ok;
             at++;
         }
         Py_DECREF(seq);
@@ -894,8 +901,10 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
     if ((out = PyList_New(a.n)) == NULL) goto end;
     at = 0;
     for (Py_ssize_t i = 0; i < a.n; i++) {
-        for (int j = 0; j < items[i].nranges; j++)
+        for (int j = 0; j < items[i].nranges; j++) {
             if (got < 0) res[at + j] = got;
+            else if (refused[at + j]) res[at + j] = MC_ERR_INVALID;
+        }
         PyObject *l = resultList(res + at, items[i].nranges);
         if (l == NULL) {
             Py_CLEAR(out);
@@ -909,6 +918,7 @@ end:
     PyMem_Free(items);
     PyMem_Free(all);
     PyMem_Free(res);
+    PyMem_Free(refused);
     callArgsFree(&a);
     return out;
 }

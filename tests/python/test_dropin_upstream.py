@@ -344,6 +344,18 @@ def test_get_into_ranges(ranged, server):
         [[[INVALID]], [[INVALID]]]
     assert s.get_into_ranges([p0], [["rg:a", "rg:b"]], [[[0], [0]]], [[[0]]], [[[1], [1]]]) == [[[INVALID], [INVALID]]]
     assert s.get_into_ranges([], [], [], [], []) == []
+    # registered but read-only memory is no place to read into (refused,
+    # not a fault)
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    ro = libc.mmap(None, 4096, 1, 0x22, -1, 0)  # PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS
+    assert ro not in (None, ctypes.c_void_p(-1).value)
+    assert s.register_buffer(ro, 4096) == 0
+    assert s.get_into_ranges([ro], [["rg:b"]], [[[0, 100]]], [[[0, 0]]], [[[10, 5]]]) == [[[INVALID, INVALID]]]
+    assert s.unregister_buffer(ro) == 0
+    libc.munmap(ctypes.c_void_p(ro), ctypes.c_size_t(4096))
 
 
 def test_get_sessions(ranged, server):
