@@ -680,50 +680,58 @@ static PyObject *Client_get(ClientObject *self, PyObject *args) {
     return out;
 }
 
-/* exists(keys, prefix=False, lease=False) -> (count, [1/0/code per key]) */
 /* The calls that take keys alone and answer one int per key (exists,
- * replica_clear): -> (count, [int per key]). `call` runs without the GIL
- * on a borrowed handle; `arg` is its option. */
-typedef int (*keysCallFn)(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results);
+ * replica_clear, replicas): `call` runs without the GIL on a borrowed
+ * handle, with `arg` (its option or output array), into r[0..a->n); the
+ * call's count or code. */
+typedef int (*keysCallFn)(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results);
 
-static PyObject *keysCall(ClientObject *self, PyObject *keys, keysCallFn call, const void *arg) {
-    callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
-    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
-    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
-    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
-    PyObject *res = NULL;
-    if (!k || !r || !out) {
-        PyErr_NoMemory();
-        goto end;
+static int keysRun(ClientObject *self, const callArgs *a, keysCallFn call, void *arg, int *r) {
+    if (a->n == 0) return 0;
+    mc_key *k = PyMem_Calloc((size_t)a->n, sizeof(*k));
+    if (k == NULL) return MC_ERR_NOMEM;
+    for (Py_ssize_t i = 0; i < a->n; i++) {
+        k[i].key = a->items[i].key;
+        k[i].keylen = a->items[i].keylen;
     }
-    for (Py_ssize_t i = 0; i < a.n; i++) {
-        k[i].key = a.items[i].key;
-        k[i].keylen = a.items[i].keylen;
-    }
-    int rc = 0, count = 0;
-    mc_client *h = a.n ? borrow(self, &rc) : NULL;
+    int rc = 0, count;
+    mc_client *h = borrow(self, &rc);
     if (h) {
         Py_BEGIN_ALLOW_THREADS
-        count = call(h, (size_t)a.n, k, arg, r);
+        count = call(h, (size_t)a->n, k, arg, r);
         noteErr(h, count);
         giveBack(self, h);
         Py_END_ALLOW_THREADS
     } else {
         count = rc;
     }
+    PyMem_Free(k);
+    return count;
+}
+
+/* -> (count, [int per key]) */
+static PyObject *keysCall(ClientObject *self, PyObject *keys, keysCallFn call, void *arg) {
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
+    long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
+    PyObject *res = NULL;
+    if (!r || !out) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    int count = keysRun(self, &a, call, arg, r);
     for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
     PyObject *l = resultList(out, a.n);
     res = l ? Py_BuildValue("(iN)", count, l) : NULL;
 end:
-    PyMem_Free(k);
     PyMem_Free(r);
     PyMem_Free(out);
     callArgsFree(&a);
     return res;
 }
 
-static int existsCall(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results) {
+static int existsCall(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results) {
     return mc_batch_exists(h, n, keys, *(const int *)arg, results);
 }
 
@@ -733,12 +741,17 @@ static PyObject *Client_exists(ClientObject *self, PyObject *args, PyObject *kw)
     int prefix = 0, lease = 0;
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|pp", kwlist, &keys, &prefix, &lease)) return NULL;
+    /* exists(keys, prefix=False, lease=False) -> (count, [1/0/code per key]) */
     int flags = (prefix ? MC_EXISTS_PREFIX : 0) | (lease ? MC_EXISTS_LEASE : 0);
     return keysCall(self, keys, existsCall, &flags);
 }
 
-static int replicaClearCall(mc_client *h, size_t n, const mc_key *keys, const void *arg, int *results) {
+static int replicaClearCall(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results) {
     return mc_batch_replica_clear(h, n, keys, (const char *)arg, results);
+}
+
+static int replicasCall(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results) {
+    return mc_batch_replicas(h, n, keys, (mc_replicas *)arg, results);
 }
 
 /* replica_clear(keys, segment=None) -> (count, [1, 0 or code per key]) */
@@ -764,29 +777,14 @@ static PyObject *Client_replicas(ClientObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
     callArgs a;
     if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
-    mc_key *k = PyMem_Calloc((size_t)a.n + 1, sizeof(*k));
     int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
     mc_replicas *info = PyMem_Calloc((size_t)a.n + 1, sizeof(*info));
     PyObject *out = NULL;
-    if (!k || !r || !info) {
+    if (!r || !info) {
         PyErr_NoMemory();
         goto end;
     }
-    for (Py_ssize_t i = 0; i < a.n; i++) {
-        k[i].key = a.items[i].key;
-        k[i].keylen = a.items[i].keylen;
-    }
-    int rc = 0, got = 0;
-    mc_client *h = a.n ? borrow(self, &rc) : NULL;
-    if (h) {
-        Py_BEGIN_ALLOW_THREADS
-        got = mc_batch_replicas(h, (size_t)a.n, k, info, r);
-        noteErr(h, got);
-        giveBack(self, h);
-        Py_END_ALLOW_THREADS
-    } else {
-        got = rc;
-    }
+    int got = keysRun(self, &a, replicasCall, info, r);
     if ((out = PyList_New(a.n)) == NULL) goto end;
     for (Py_ssize_t i = 0; i < a.n; i++) {
         PyObject *v;
@@ -815,7 +813,6 @@ static PyObject *Client_replicas(ClientObject *self, PyObject *args) {
         PyList_SET_ITEM(out, i, v);
     }
 end:
-    PyMem_Free(k);
     PyMem_Free(r);
     PyMem_Free(info);
     callArgsFree(&a);
