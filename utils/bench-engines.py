@@ -91,7 +91,6 @@ import io
 import multiprocessing
 import os
 import queue
-import resource
 import shutil
 import socket
 import statistics
@@ -104,12 +103,10 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KiB = 1 << 10
-MiB = 1 << 20
-GiB = 1 << 30
+from benchutil import GiB, KiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:
-    import mooncake  # noqa: F401 -- $PYTHONPATH wins (a stub build, an install)
+    import mooncake  # noqa: F401 -- $PYTHONPATH wins (an installed binding, another build)
 except ImportError:
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
     os.environ["PYTHONPATH"] = os.path.join(ROOT, "build", "python") + (
@@ -128,33 +125,6 @@ PHASES = ("save", "load", "hot")
 
 
 # -- the server ------------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def size_arg(n):
-    """Bytes as the server's and mooncake-benchmark's flags read them."""
-    for unit, suffix in ((GiB, "gb"), (MiB, "mb"), (KiB, "kb")):
-        if n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
-
-
-def parse_size(s):
-    s = s.strip().lower()
-    for suffix, unit in (("g", GiB), ("m", MiB), ("k", KiB)):
-        if s.endswith(suffix) or s.endswith(suffix + "b") or s.endswith(suffix + "ib"):
-            return int(float(s.rstrip("ib").rstrip(suffix)) * unit)
-    return int(s)
-
-
-def fmt_size(n):
-    return f"{n // GiB} GiB" if n % GiB == 0 else f"{n // MiB} MiB" if n % MiB == 0 else \
-        f"{n // KiB} KiB" if n % KiB == 0 else f"{n} B"
-
 
 class Resp:
     """The few RESP commands this script sends itself (INFO, SEGMENTS)."""
@@ -397,11 +367,11 @@ class Rank:
                 # KVCacheStoreSendingThread: skip the blocks stored already
                 exists = st.batch_is_exist(keys)
                 t0 = self._tick("exist probe", t0)
-                todo = [i for i, e in enumerate(exists) if e != 1]
-                addrs = [[self.sp + (lo + i) * half, self.sp + kv_off + (lo + i) * half] for i in todo]
-                sizes = [[half, half] for _ in todo]
+                missing = [i for i, e in enumerate(exists) if e != 1]
+                addrs = [[self.sp + (lo + i) * half, self.sp + kv_off + (lo + i) * half] for i in missing]
+                sizes = [[half, half] for _ in missing]
                 t0 = self._tick("python", t0)
-                res = st.batch_put_from_multi_buffers([keys[i] for i in todo], addrs, sizes, cfg)
+                res = st.batch_put_from_multi_buffers([keys[i] for i in missing], addrs, sizes, cfg)
                 t0 = self._tick("put call", t0)
                 check(res, 0, "batch_put_from_multi_buffers")
 
@@ -440,10 +410,10 @@ class Rank:
                 # batch_set_v1: probe, then put only the missing keys
                 exists = st.batch_is_exist(keys)
                 t0 = self._tick("exist probe", t0)
-                todo = [i for i, e in enumerate(exists) if e != 1]
+                missing = [i for i, e in enumerate(exists) if e != 1]
                 t0 = self._tick("python", t0)
-                res = st.batch_put_from([keys[i] for i in todo], [self.sp + (lo + i) * size for i in todo],
-                                        [size] * len(todo))
+                res = st.batch_put_from([keys[i] for i in missing], [self.sp + (lo + i) * size for i in missing],
+                                        [size] * len(missing))
                 t0 = self._tick("put call", t0)
                 check(res, 0, "batch_put_from")
 
@@ -675,18 +645,6 @@ class Pool:
 
 
 # -- measuring -------------------------------------------------------------------
-
-def children_cpu():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-class Sample:
-    def __init__(self, nbytes, wall, client_cpu, server_cpu, gbps=None):
-        self.nbytes, self.wall = nbytes, wall
-        self.client_cpu, self.server_cpu = client_cpu, server_cpu
-        self.gbps = gbps if gbps is not None else nbytes / wall / 1e9
-
 
 def c_argv(args, server, test, size, batch, clients, calls):
     return [args.benchmark, "-p", str(server.port), "-t", test, "-d", size_arg(size), "--batch", str(batch),

@@ -50,11 +50,10 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MiB = 1 << 20
-GiB = 1 << 30
+from benchutil import GiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:
-    import mooncake  # noqa: F401 -- $PYTHONPATH wins (a stub build, an install)
+    import mooncake  # noqa: F401 -- $PYTHONPATH wins (an installed binding, another build)
 except ImportError:
     sys.path.insert(0, os.path.join(ROOT, "build", "python"))
 from mooncake.store import MooncakeDistributedStore  # noqa: E402
@@ -63,28 +62,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # -- processes ------------------------------------------------------------------
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def size_arg(n):
-    """Bytes as the servers' and mooncake-benchmark's flags read them."""
-    for unit, suffix in ((GiB, "gb"), (MiB, "mb"), (1 << 10, "kb")):
-        if n % unit == 0:
-            return f"{n // unit}{suffix}"
-    return str(n)
-
-
-def parse_size(s):
-    s = s.strip().lower()
-    for suffix, unit in (("g", GiB), ("m", MiB), ("k", 1 << 10)):
-        if s.endswith(suffix) or s.endswith(suffix + "b") or s.endswith(suffix + "ib"):
-            return int(float(s.rstrip("ib").rstrip(suffix)) * unit)
-    return int(s)
-
 
 class Server:
     """A server of ours on a free port, in a scratch directory."""
@@ -161,20 +138,6 @@ def start_redis(binary):
 def self_cpu():
     ru = resource.getrusage(resource.RUSAGE_SELF)
     return ru.ru_utime + ru.ru_stime
-
-
-def children_cpu():
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return ru.ru_utime + ru.ru_stime
-
-
-class Sample:
-    """One measurement of one row: bytes moved, wall seconds, CPU seconds."""
-
-    def __init__(self, nbytes, wall, client_cpu, server_cpu, gbps=None):
-        self.nbytes, self.wall = nbytes, wall
-        self.client_cpu, self.server_cpu = client_cpu, server_cpu
-        self.gbps = gbps if gbps is not None else nbytes / wall / 1e9
 
 
 def timed(server, nbytes, fn):
@@ -416,10 +379,6 @@ def thread_rows(ms, server, nthreads, size, volume, tag, bufs):
 
 
 # -- the run -------------------------------------------------------------------------
-
-def fmt_size(n):
-    return f"{n // GiB} GiB" if n % GiB == 0 else f"{n // MiB} MiB" if n % MiB == 0 else f"{n} B"
-
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],

@@ -613,17 +613,17 @@ class MooncakeDistributedStore:
         out = [None] * len(keys)
         if self._c is None or not keys:
             return out
-        todo = list(range(len(keys)))
+        unread = list(range(len(keys)))
         hint = self._size_hint
         if hint:
-            todo = self._read_windows(keys, todo, [hint] * len(keys), out)
-        if todo:
-            sizes = self._sizes([keys[i] for i in todo])
+            unread = self._read_windows(keys, unread, [hint] * len(keys), out)
+        if unread:
+            sizes = self._sizes([keys[i] for i in unread])
             caps = [0] * len(keys)
-            for i, n in zip(todo, sizes):
+            for i, n in zip(unread, sizes):
                 caps[i] = n
             self._size_hint = max([n for n in sizes if n > 0], default=hint)
-            self._read_windows(keys, [i for i in todo if caps[i] > 0], caps, out)
+            self._read_windows(keys, [i for i in unread if caps[i] > 0], caps, out)
         return out
 
     def _read_windows(self, keys, idx, caps, out):
@@ -805,7 +805,7 @@ class MooncakeDistributedStore:
         res = [INVALID_PARAMS] * len(keys)
         if self._c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
             return res
-        todo, ranges = [], []
+        readable, ranges = [], []
         with self._lock:
             for i, k in enumerate(keys):
                 ptrs, sizes, offs = list(all_buffer_ptrs[i]), list(all_sizes[i]), list(all_src_offsets[i])
@@ -814,11 +814,11 @@ class MooncakeDistributedStore:
                     continue
                 if any(o < 0 or n < 0 or o > size or n > size - o for o, n in zip(offs, sizes)):
                     continue
-                todo.append(i)
+                readable.append(i)
                 ranges.append(list(zip(ptrs, offs, sizes)))
-        if todo:
-            got = self._c.get_ranges(self._keys([keys[i] for i in todo]), ranges)
-            for i, r in zip(todo, got):
+        if readable:
+            got = self._c.get_ranges(self._keys([keys[i] for i in readable]), ranges)
+            for i, r in zip(readable, got):
                 bad = next((x for x in r if x < 0), None)
                 res[i] = _code(bad) if bad is not None else sum(r)
         return res

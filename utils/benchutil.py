@@ -1,0 +1,51 @@
+"""benchutil.py -- what the Python benchmark scripts share (bench-python.py,
+bench-engines.py): free ports, the size notation of the servers' flags,
+CPU time of finished children, and one measured row. Imported from the
+scripts' own folder (python3 puts a script's folder first on sys.path)."""
+import resource
+import socket
+
+KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def size_arg(n):
+    """Bytes as the servers' and mooncake-benchmark's flags read them."""
+    for unit, suffix in ((GiB, "gb"), (MiB, "mb"), (KiB, "kb")):
+        if n % unit == 0:
+            return f"{n // unit}{suffix}"
+    return str(n)
+
+
+def parse_size(s):
+    """"64m", "1GiB", "4096" -> bytes."""
+    s = s.strip().lower()
+    for suffix, unit in (("g", GiB), ("m", MiB), ("k", KiB)):
+        if s.endswith(suffix) or s.endswith(suffix + "b") or s.endswith(suffix + "ib"):
+            return int(float(s.rstrip("ib").rstrip(suffix)) * unit)
+    return int(s)
+
+
+def fmt_size(n):
+    return f"{n // GiB} GiB" if n % GiB == 0 else f"{n // MiB} MiB" if n % MiB == 0 else \
+        f"{n // KiB} KiB" if n % KiB == 0 else f"{n} B"
+
+
+def children_cpu():
+    """CPU seconds of the children this process has waited for."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+class Sample:
+    """One measurement of one row: bytes moved, wall seconds, CPU seconds."""
+
+    def __init__(self, nbytes, wall, client_cpu, server_cpu, gbps=None):
+        self.nbytes, self.wall = nbytes, wall
+        self.client_cpu, self.server_cpu = client_cpu, server_cpu
+        self.gbps = gbps if gbps is not None else nbytes / wall / 1e9
