@@ -103,7 +103,7 @@ import time
 import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from benchutil import GiB, KiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
+from benchutil import stop_process, GiB, KiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:
     import mooncake  # noqa: F401 -- $PYTHONPATH wins (an installed binding, another build)
@@ -243,13 +243,7 @@ class Server:
             self.r.close()
         except OSError:
             pass
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 

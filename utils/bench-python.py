@@ -50,7 +50,7 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-from benchutil import GiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
+from benchutil import stop_process, GiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:
     import mooncake  # noqa: F401 -- $PYTHONPATH wins (an installed binding, another build)
@@ -90,13 +90,7 @@ class Server:
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
         if getattr(self, "sockdir", None):

@@ -4,6 +4,7 @@ CPU time of finished children, and one measured row. Imported from the
 scripts' own folder (python3 puts a script's folder first on sys.path)."""
 import resource
 import socket
+import subprocess
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -49,3 +50,14 @@ class Sample:
         self.nbytes, self.wall = nbytes, wall
         self.client_cpu, self.server_cpu = client_cpu, server_cpu
         self.gbps = gbps if gbps is not None else nbytes / wall / 1e9
+
+
+def stop_process(proc):
+    """SIGTERM, then SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
