@@ -34,9 +34,10 @@
  * partition) decides nothing. One probe per owner at a time, at most
  * OWNER_PROBES_MAX in flight (more wait for ownerCron), each started
  * OWNER_PROBE_DELAY_MS after the disconnect and bounded by
- * owner-probe-timeout (0: no probes). Which endpoint: a unix:// one when the
- * segment was mounted from this machine (the process's own socket, and the
- * kernel releases it when the process ends), else a tcp:// one with a
+ * owner-probe-timeout (0: no probes). Which endpoint: an abstract unix://@
+ * one when the segment was mounted from this machine (the process's own
+ * socket, and the kernel releases it when the process ends; never a path,
+ * whose permissions the server would bypass), else a tcp:// one with a
  * numeric address -- the address the MOUNT came from, never another the
  * client named; a loopback or wildcard address only from this machine.
  * The choice is kept per owner and made when a segment is mounted or
@@ -119,7 +120,11 @@ owner *ownerGetOrCreate(const char *name) {
 static int segmentProbeUri(const segment *s, char *buf, size_t len) {
     if (s->same_host) {
         for (int i = 0; i < s->nendpoints; i++) {
-            if (probeUriKind(s->endpoints[i]) == PROBE_URI_UNIX) {
+            /* Abstract names only: any local process may connect to one,
+             * so the server reaches nothing its client could not. A path
+             * has permissions the server (maybe root) would bypass on a
+             * client's word -- a client could point it at any socket. */
+            if (!strncmp(s->endpoints[i], "unix://@", 8) && probeUriKind(s->endpoints[i]) == PROBE_URI_UNIX) {
                 snprintf(buf, len, "%s", s->endpoints[i]);
                 return 1;
             }

@@ -264,11 +264,11 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         $n close
     }
 
-    test {A unix:// endpoint with no socket file, mounted from this machine: gone} {
+    test {An abstract unix:// endpoint no one listens on, mounted from this machine: gone} {
         set lost0 [owner_stat owners_lost_by_probe]
         set c [redis_client]
         # The tcp one is never tried: unix first on the same machine.
-        $c mount og-unix 1mb ENDPOINT tcp://192.0.2.1:7000 ENDPOINT unix:///nonexistent/mc-probe.sock OWNER o-unix
+        $c mount og-unix 1mb ENDPOINT tcp://192.0.2.1:7000 ENDPOINT unix://@mc-probe-nobody-[pid] OWNER o-unix
         $c close
         wait_for_condition 150 20 {[r segment.info og-unix] eq ""} else {
             fail "segment with a missing unix socket still mounted after 3 s"
@@ -284,6 +284,8 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         $c mount og-far 1mb ENDPOINT unix:///nonexistent/mc-probe.sock ENDPOINT tcp://127.0.0.1:$dead \
             HOST some-other-machine OWNER o-far
         $c mount og-odd 1mb ENDPOINT rdma://127.0.0.1:$dead ENDPOINT tcp://localhost.invalid:$dead OWNER o-odd
+        # A socket file: its permissions are not the server's to lend.
+        $c mount og-path 1mb ENDPOINT unix:///nonexistent/mc-probe.sock OWNER o-path
         # A remote numeric address other than the one the MOUNT came from
         # (127.0.0.1): the server does not connect where a client points it.
         $c mount og-elsewhere 1mb ENDPOINT tcp://192.0.2.1:$dead HOST some-other-machine OWNER o-elsewhere
@@ -292,9 +294,11 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         assert_equal orphaned [dict get [r segment.info og-far] state]
         assert_equal orphaned [dict get [r segment.info og-odd] state]
         assert_equal orphaned [dict get [r segment.info og-elsewhere] state]
+        assert_equal orphaned [dict get [r segment.info og-path] state]
         assert_equal $probes0 [owner_stat owner_probes]
         r unmount og-far
         r unmount og-odd
         r unmount og-elsewhere
+        r unmount og-path
     }
 }
