@@ -953,12 +953,66 @@ void aclLogDenialFrom(int reason, const char *object, size_t len, const char *us
 
 const char *aclSegmentTenantFor(const client *c) { return aclUserRestricted(c->user) ? c->user->name : NULL; }
 
+/* ---- what a tenant may see ------------------------------------------------ */
+
+/* The one owner of "may this user see X": every command that lists or
+ * reports keys, channels, segments or events asks here, so a new command
+ * cannot draw the line somewhere else. A user with allkeys sees everything
+ * (Redis's view); a tenant sees what it could access itself. */
+
+int aclUserSeesKey(const user *u, const char *key, size_t len) {
+    return !aclUserRestricted(u) || aclUserCanAccessKey(u, key, len, 0);
+}
+
+/* A channel (or a pattern subscribed to, compared as a name) is seen by a
+ * tenant that could subscribe to it; a keyspace channel names a key,
+ * which the tenant must see too (__keyspace@0__:tenantB:k says that
+ * tenantB:k exists to anyone granted __keyspace@0__:*). */
+int aclUserSeesChannel(const user *u, const char *name, size_t len) {
+    if (!aclUserRestricted(u)) return 1;
+    if (!(u->flags & USER_ALLCHANNELS)) {
+        int ok = 0;
+        for (int i = 0; i < u->nchannels && !ok; i++)
+            ok = stringmatchlen(u->channels[i], sdslen(u->channels[i]), name, len, 0);
+        if (!ok) return 0;
+    }
+    static const char ks[] = "__keyspace@";
+    if (len > sizeof(ks) - 1 && !memcmp(name, ks, sizeof(ks) - 1)) {
+        const char *sep = memchr(name, ':', len);
+        if (sep == NULL) return 1;
+        size_t off = (size_t)(sep + 1 - name);
+        return aclUserSeesKey(u, name + off, len - off);
+    }
+    return 1;
+}
+
 int aclUserSeesSegment(const user *u, const segment *s) {
     if (!aclUserRestricted(u) || s->tenant == NULL) return 1;
     return !strcmp(s->tenant, u->name);
 }
 
 int aclSegmentVisible(const client *c, const segment *s) { return aclUserSeesSegment(c->user, s); }
+
+/* Segment names are per tenant: a tenant's segment is found by its name
+ * only by its tenant (and the server's users), so two tenants may each
+ * mount "cache0", and a tenant naming another's segment -- MOUNT, UNMOUNT,
+ * SEGMENT.INFO, PREFER -- finds what it would find for a name nobody has.
+ * Names a tenant can see (its own, the shared ones) stay unique for it.
+ * A user with allkeys sees every segment: where two tenants chose the same
+ * name it gets the first (by slot) and names the other by its id. */
+segment *aclLookupSegment(const client *c, const char *name_or_id) {
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        segment *s = segtab[i];
+        if (s && !strcmp(s->name, name_or_id) && aclSegmentVisible(c, s)) return s;
+    }
+    if (*name_or_id < '0' || *name_or_id > '9') return NULL;
+    char *end;
+    errno = 0;
+    unsigned long long id = strtoull(name_or_id, &end, 10);
+    if (*end != '\0' || errno != 0) return NULL;
+    segment *s = segmentLookupId(id);
+    return s && aclSegmentVisible(c, s) ? s : NULL;
+}
 
 /* ---- clients of removed users -------------------------------------------- */
 

@@ -122,6 +122,14 @@ void aclLogDenialFrom(int reason, const char *object, size_t len, const char *us
 const char *aclSegmentTenantFor(const struct client *c); /* NULL: not restricted */
 int aclSegmentVisible(const struct client *c, const struct segment *s);
 int aclUserSeesSegment(const user *u, const struct segment *s); /* the same, by user */
+/* The segment c names (a name, else a decimal id) among those it may see:
+ * segment names are per tenant (acl.c). NULL: none, or not c's to see. */
+struct segment *aclLookupSegment(const struct client *c, const char *name_or_id);
+/* Whether u may learn that a key, a channel (or subscribed pattern) exists:
+ * always for a user with allkeys, else only what it could access itself
+ * (acl.c, "what a tenant may see"). Lists, counts and events ask these. */
+int aclUserSeesKey(const user *u, const char *key, size_t len);
+int aclUserSeesChannel(const user *u, const char *name, size_t len);
 
 /* Categories by index, for COMMAND INFO; by name (0: unknown). */
 int aclCategoryCount(uint64_t cats);
@@ -131,7 +139,6 @@ void aclApplyLogMaxLen(void); /* CONFIG SET acllog-max-len: trim */
 
 void aclCommand(struct client *c);
 
-#define ACL_ERR_DATA_PLANE "-NOPERM No permissions to access the object that holds this range"
 #define ACL_ERR_SHM_ATTACH                                                                       \
     "-NOPERM SHM.ATTACH maps the whole segment, so it needs a user with allkeys: a user "       \
     "restricted by key patterns moves bytes with SEG.READ/SEG.WRITE, which are checked per object"

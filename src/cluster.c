@@ -741,7 +741,7 @@ void clusterCommand(client *c) {
             dictEntry *de;
             while (n < cap && (de = dictNext(it)) != NULL) {
                 sds k = dictGetKey(de);
-                if (aclUserCanAccessKey(c->user, k, sdslen(k), 0)) keys[n++] = k;
+                if (aclUserSeesKey(c->user, k, sdslen(k))) keys[n++] = k;
             }
             dictReleaseIterator(it);
         }

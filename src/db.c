@@ -20,12 +20,13 @@
  *   object between two keys instead would make a PIN or a lease on one key
  *   act on the other.
  *
- * SCAN and KEYS show a user restricted by ACL key patterns only the keys it
- * could access (any permission): key names are what one tenant must not
+ * SCAN, KEYS, RANDOMKEY and DBSIZE show a user restricted by ACL key
+ * patterns only the keys it could access (any permission: aclUserSeesKey): key names are what one tenant must not
  * learn of another's (acl.c, "Tenancy"). Redis lists every key; a user
  * with allkeys sees exactly that here too.
  */
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -69,11 +70,48 @@ void touchCommand(client *c) {
     addReplyLongLong(c, touched);
 }
 
+/* A tenant's RANDOMKEY: a key drawn uniformly among those it sees. Random
+ * draws first (a tenant with a good share of the keys stops there); then
+ * one walk of the keyspace with a reservoir of one, which is also how a
+ * tenant with no key at all gets nil rather than someone else's name. */
+typedef struct visibleWalk {
+    const user *u;
+    sds pick;          /* borrowed from the keyspace: the walk changes nothing */
+    unsigned long seen;
+} visibleWalk;
+
+static void visibleWalkKey(void *privdata, const dictEntry *de) {
+    visibleWalk *w = privdata;
+    sds key = de->key;
+    if (!aclUserSeesKey(w->u, key, sdslen(key))) return;
+    w->seen++;
+    if (w->pick == NULL || (unsigned long)rand() % w->seen == 0) w->pick = key;
+}
+
+static unsigned long visibleWalkAll(visibleWalk *w) {
+    unsigned long cursor = 0;
+    do {
+        cursor = dictScan(server.keys, cursor, visibleWalkKey, w);
+    } while (cursor != 0);
+    return w->seen;
+}
+
+static sds randomVisibleKey(const user *u) {
+    if (!aclUserRestricted(u)) return dictSize(server.keys) ? sdsdup(dictGetRandomKey(server.keys)->key) : NULL;
+    for (int i = 0; i < 64 && dictSize(server.keys) > 0; i++) {
+        sds key = dictGetRandomKey(server.keys)->key;
+        if (aclUserSeesKey(u, key, sdslen(key))) return sdsdup(key);
+    }
+    visibleWalk w = {u, NULL, 0};
+    visibleWalkAll(&w);
+    return w.pick ? sdsdup(w.pick) : NULL;
+}
+
 /* An expired (or lost) key drawn is deleted by the lookup and another is
  * drawn, as Redis does; each failed draw removes a key, so this ends. */
 void randomkeyCommand(client *c) {
-    while (dictSize(server.keys) > 0) {
-        sds key = sdsdup(dictGetRandomKey(server.keys)->key);
+    sds key;
+    while ((key = randomVisibleKey(c->user)) != NULL) {
         if (storeLookupWrite(key)) {
             addReplyBulkSds(c, key);
             return;
@@ -241,7 +279,16 @@ void objectCommand(client *c) {
     }
 }
 
-void dbsizeCommand(client *c) { addReplyLongLong(c, (long long)storeSize()); }
+/* A tenant counts its own keys: one walk of the keyspace (Redis's O(1)
+ * count would tell it how many keys the others hold). */
+void dbsizeCommand(client *c) {
+    if (!aclUserRestricted(c->user)) {
+        addReplyLongLong(c, (long long)storeSize());
+        return;
+    }
+    visibleWalk w = {c->user, NULL, 0};
+    addReplyLongLong(c, (long long)visibleWalkAll(&w));
+}
 
 void flushallCommand(client *c) {
     if (c->argc > 2 || (c->argc == 2 && strcasecmp(c->argv[1], "sync") && strcasecmp(c->argv[1], "async"))) {
@@ -309,7 +356,7 @@ void scanCommand(client *c) {
     for (long long i = 0; i < s.n; i++) {
         sds k = s.keys[i];
         int keep = typeok && (matchall || stringmatchlen(pattern, sdslen((sds)pattern), k, sdslen(k), 0)) &&
-                   aclUserCanAccessKey(c->user, k, sdslen(k), 0) && storeLookupWrite(k) != NULL;
+                   aclUserSeesKey(c->user, k, sdslen(k)) && storeLookupWrite(k) != NULL;
         if (keep) s.keys[kept++] = k;
         else sdsfree(k);
     }
@@ -330,7 +377,7 @@ void keysCommand(client *c) {
     while ((de = dictNext(it)) != NULL) {
         sds k = de->key;
         if (!all && !stringmatchlen(pattern, sdslen(pattern), k, sdslen(k), 0)) continue;
-        if (!aclUserCanAccessKey(c->user, k, sdslen(k), 0)) continue;
+        if (!aclUserSeesKey(c->user, k, sdslen(k))) continue;
         long long when = storeGetExpire(k);
         if (when >= 0 && when <= now) continue;
         scanCallback(&s, de);

@@ -174,11 +174,11 @@ void notifyKeyspaceEventPublish(int type, const char *event, sds key) {
     size_t elen = strlen(event);
     if (server.notify_keyspace_events & NOTIFY_KEYSPACE) {
         sds chan = chanbuf = sdscatlen(bufReset(&chanbuf, "__keyspace@0__:", 15), key, sdslen(key));
-        pubsubPublishMessage(chan, event, elen);
+        pubsubPublishKeyMessage(chan, event, elen, key);
     }
     if (server.notify_keyspace_events & NOTIFY_KEYEVENT) {
         sds chan = chanbuf = sdscatlen(bufReset(&chanbuf, "__keyevent@0__:", 15), event, elen);
-        pubsubPublishMessage(chan, key, sdslen(key));
+        pubsubPublishKeyMessage(chan, key, sdslen(key), key);
     }
     bufTrim(&chanbuf);
 }
@@ -237,7 +237,7 @@ void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
     memcpy(p, key, klen);
     p += klen;
     sdssetlen(msgbuf, (size_t)(p - msgbuf));
-    pubsubPublishMessage(storeChannel(event), msgbuf, sdslen(msgbuf));
+    pubsubPublishKeyMessage(storeChannel(event), msgbuf, sdslen(msgbuf), key);
     bufTrim(&msgbuf);
 }
 

@@ -50,6 +50,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "acl.h"
 #include "crc.h"
 #include "pubsub.h"
 #include "server.h"
@@ -385,9 +386,13 @@ static void frameBuild(int kind, sds pattern, sds channel, const char *msg, size
 /* Queuing a message never frees a client (one over its limit is only
  * marked for closing, and gets nothing more), so the list cannot change
  * while it is walked. */
-static long long deliver(subscriberList *l, const char *msg, size_t len) {
+static long long deliver(subscriberList *l, const char *msg, size_t len, sds key) {
+    long long n = 0;
     for (int i = 0; i < l->n; i++) {
         client *c = l->clients[i];
+        /* An event about a key goes only to those who may see the key. */
+        if (key && aclUserRestricted(c->user) && !aclUserSeesKey(c->user, key, sdslen(key))) continue;
+        n++;
         if (c->resp == 2) {
             addReplyProto(c, frame, sdslen(frame));
         } else {
@@ -399,7 +404,7 @@ static long long deliver(subscriberList *l, const char *msg, size_t len) {
             addReplyProto(c, "\r\n", 2);
         }
     }
-    return l->n;
+    return n;
 }
 
 /* A huge pattern or channel name must not stay allocated after it was
@@ -414,20 +419,24 @@ static void frameTrim(void) {
     }
 }
 
-long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
+long long pubsubPublishKeyMessage(sds channel, const char *msg, size_t len, sds key) {
     long long receivers = 0;
     dictEntry *de = subscribers[PS_CHANNEL] ? dictFind(subscribers[PS_CHANNEL], channel) : NULL;
     if (de) {
         frameBuild(PS_CHANNEL, NULL, channel, msg, len);
-        receivers += deliver(de->val, msg, len);
+        receivers += deliver(de->val, msg, len, key);
     }
     for (int i = 0; i < npatterns; i++) {
         if (!patternMatches(&patterns[i], channel)) continue;
         frameBuild(PS_PATTERN, patterns[i].pattern, channel, msg, len);
-        receivers += deliver(patterns[i].subs, msg, len);
+        receivers += deliver(patterns[i].subs, msg, len, key);
     }
     frameTrim();
     return receivers;
+}
+
+long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
+    return pubsubPublishKeyMessage(channel, msg, len, NULL);
 }
 
 void publishCommand(client *c) {
@@ -439,7 +448,7 @@ void spublishCommand(client *c) {
     long long n = 0;
     if (de) {
         frameBuild(PS_SHARD, NULL, c->argv[1], c->argv[2], sdslen(c->argv[2]));
-        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]));
+        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]), NULL);
         frameTrim();
     }
     addReplyLongLong(c, n);
@@ -471,6 +480,9 @@ void pubsubShardSlotsLost(const unsigned char *lost) {
 
 /* ---- PUBSUB -------------------------------------------------------------- */
 
+/* A tenant sees only the names it could subscribe to (aclUserSeesChannel):
+ * PUBSUB would otherwise list every tenant's channels, and a keyspace
+ * channel every key someone watches. */
 static void addReplyNames(client *c, int kind, sds pattern) {
     dict *index = subscribers[kind];
     long long n = 0;
@@ -481,7 +493,9 @@ static void addReplyNames(client *c, int kind, sds pattern) {
         dictEntry *de;
         while ((de = dictNext(it)) != NULL) {
             sds name = de->key;
-            if (!pattern || stringmatchlen(pattern, sdslen(pattern), name, sdslen(name), 0)) names[n++] = name;
+            if ((!pattern || stringmatchlen(pattern, sdslen(pattern), name, sdslen(name), 0)) &&
+                aclUserSeesChannel(c->user, name, sdslen(name)))
+                names[n++] = name;
         }
         dictReleaseIterator(it);
     }
@@ -494,7 +508,9 @@ static void addReplyNames(client *c, int kind, sds pattern) {
 static void addReplyNumsub(client *c, int kind) {
     addReplyArrayLen(c, (long long)(c->argc - 2) * 2);
     for (int j = 2; j < c->argc; j++) {
-        dictEntry *de = subscribers[kind] ? dictFind(subscribers[kind], c->argv[j]) : NULL;
+        dictEntry *de = subscribers[kind] && aclUserSeesChannel(c->user, c->argv[j], sdslen(c->argv[j]))
+                            ? dictFind(subscribers[kind], c->argv[j])
+                            : NULL;
         addReplyBulk(c, c->argv[j], sdslen(c->argv[j]));
         addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->n : 0);
     }
@@ -526,8 +542,15 @@ void pubsubCommand(client *c) {
     } else if (!strcasecmp(sub, "shardnumsub") && c->argc >= 2) {
         addReplyNumsub(c, PS_SHARD);
     } else if (!strcasecmp(sub, "numpat") && c->argc == 2) {
-        /* Distinct patterns, whatever the number of clients per pattern. */
-        addReplyLongLong(c, (long long)pubsubNumPatterns());
+        /* Distinct patterns, whatever the number of clients per pattern;
+         * a tenant counts those it could subscribe to itself. */
+        long long n = (long long)pubsubNumPatterns();
+        if (aclUserRestricted(c->user)) {
+            n = 0;
+            for (int i = 0; i < npatterns; i++)
+                n += aclUserSeesChannel(c->user, patterns[i].pattern, sdslen(patterns[i].pattern));
+        }
+        addReplyLongLong(c, n);
     } else {
         addReplySubcommandSyntaxError(c);
     }

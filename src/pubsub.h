@@ -11,6 +11,10 @@ struct client;
 /* Delivers message to the channel's subscribers and to the clients whose
  * patterns match it; returns how many received it (PUBLISH's reply). */
 long long pubsubPublishMessage(sds channel, const char *msg, size_t len);
+/* The same for a message about key (keyspace notifications, store events):
+ * a subscriber restricted by key patterns gets it only if it may see the
+ * key (aclUserSeesKey), and is not counted otherwise. */
+long long pubsubPublishKeyMessage(sds channel, const char *msg, size_t len, sds key);
 /* 0 when no client subscribes to any channel or pattern: publishing would
  * reach nobody, so a notification need not even be built. */
 int pubsubHasSubscribers(void);

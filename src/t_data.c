@@ -32,9 +32,11 @@
  * Tenancy. A user restricted by ACL key patterns (acl.c) may only move the
  * bytes of objects whose key it may access: every range's object is checked
  * against the user's patterns -- read for SEG.READ, write for SEG.WRITE --
- * by the key the object recorded when its put started (store.h), before
- * the state check, so a tenant learns nothing about another's objects but
- * that it may not touch them. SHM.ATTACH would hand over the whole pool,
+ * by the key the object recorded when its put started (store.h). A range
+ * of an object it may not touch gets the very error free space gets (the
+ * refusal goes to ACL LOG for the server's users), and another tenant's
+ * segment id the error of an id nobody has: a tenant probing offsets
+ * cannot map where the others' objects sit. SHM.ATTACH would hand over the whole pool,
  * so a restricted user is refused it and uses these commands instead.
  *
  * Segments that client processes host are served by those processes (the
@@ -66,15 +68,16 @@ static void dataRefused(client *c, const char *cmd, const char *err) {
               c->addr, err);
 }
 
-/* The local segment named by a seg-id argument, or NULL with *err set. */
-static segment *dataSegment(sds arg, const char **err) {
+/* The local segment named by a seg-id argument, or NULL with *err set. A
+ * segment c may not see (another tenant's) is "no such segment". */
+static segment *dataSegment(client *c, sds arg, const char **err) {
     unsigned long long id;
     if (!string2ull(arg, sdslen(arg), &id)) {
         *err = "ERR segment id is not an unsigned integer";
         return NULL;
     }
     segment *s = segmentLookupId(id);
-    if (s == NULL) {
+    if (s == NULL || !aclSegmentVisible(c, s)) {
         *err = "ERR no such segment";
         return NULL;
     }
@@ -91,7 +94,7 @@ static segment *dataSegment(sds arg, const char **err) {
 static storeObj *dataRange(client *c, sds segarg, sds offarg, unsigned long long len, int state, char **ptr,
                            const char **err) {
     const char *range_err = state == OBJ_PENDING ? DATA_ERR_WRITE : DATA_ERR_READ;
-    segment *s = dataSegment(segarg, err);
+    segment *s = dataSegment(c, segarg, err);
     if (s == NULL) return NULL;
     unsigned long long off;
     if (!string2ull(offarg, sdslen(offarg), &off)) {
@@ -108,8 +111,10 @@ static storeObj *dataRange(client *c, sds segarg, sds offarg, unsigned long long
         sds key = o->ext ? o->ext->key : NULL; /* NULL: a SET value, read with GET */
         if (key == NULL ||
             !aclUserCanAccessKey(c->user, key, sdslen(key), state == OBJ_PENDING ? ACL_WRITE : ACL_READ)) {
+            /* Logged for the server's users; the tenant gets what free
+             * space would answer, so ranges map nothing of the others'. */
             aclLogDenial(c, ACL_DENIED_KEY, key, key ? sdslen(key) : 0);
-            *err = ACL_ERR_DATA_PLANE;
+            *err = range_err;
             return NULL;
         }
     }
@@ -260,7 +265,7 @@ void shmAttachCommand(client *c) {
         return;
     }
     const char *err;
-    segment *s = dataSegment(c->argv[1], &err);
+    segment *s = dataSegment(c, c->argv[1], &err);
     if (s == NULL) {
         dataRefused(c, "SHM.ATTACH", err);
         addReplyError(c, err);

@@ -216,7 +216,7 @@ void mountCommand(client *c) {
         return;
     }
 
-    segment *existing = segmentLookupName(name);
+    segment *existing = aclLookupSegment(c, name);
     if (existing) {
         if (existing->state == SEG_DRAINING) {
             addReplyErrorFormat(c, "-EXISTS segment '%s' is being unmounted (GRACEFUL): mount it again once it is gone",
@@ -281,7 +281,7 @@ void mountCommand(client *c) {
 }
 
 void unmountCommand(client *c) {
-    segment *s = segmentLookup(c->argv[1]);
+    segment *s = aclLookupSegment(c, c->argv[1]);
     long long graceful = -1;
     if (c->argc == 4 && !strcasecmp(c->argv[2], "graceful")) {
         if (getLongLongFromObjectOrReply(c, c->argv[3], &graceful, NULL) != C_OK) return;
@@ -362,7 +362,7 @@ void segmentsCommand(client *c) {
 }
 
 void segmentInfoCommand(client *c) {
-    segment *s = segmentLookup(c->argv[1]);
+    segment *s = aclLookupSegment(c, c->argv[1]);
     if (s == NULL || !aclSegmentVisible(c, s)) addReplyNull(c);
     else addReplySegment(c, s);
 }

@@ -87,7 +87,7 @@ static int parsePutOptions(client *c, int start, putOptions *po) {
              * over (the put goes elsewhere) instead of refused; PREFER
              * names a segment that must exist. */
             int hint = !strcasecmp(opt, "hint");
-            segment *s = segmentLookup(c->argv[++j]);
+            segment *s = aclLookupSegment(c, c->argv[++j]);
             if (s == NULL || !aclSegmentVisible(c, s)) {
                 if (hint) continue;
                 addReplyErrorFormat(c, "ERR no such segment '%s'", c->argv[j]);
@@ -567,7 +567,7 @@ void replicaClearCommand(client *c) {
             addReplyErrorSyntax(c);
             return;
         }
-        only = segmentLookup(c->argv[j + 1]);
+        only = aclLookupSegment(c, c->argv[j + 1]);
         none = only == NULL || !aclSegmentVisible(c, only); /* nothing of this caller's is there */
     }
     addReplyArrayLen(c, n);

@@ -1,0 +1,171 @@
+# Tenants are invisible to each other (issue 25, finding 7): every command
+# that enumerates or reports keys, channels, segments, positions or events
+# shows a tenant only what it could access itself, and an error never tells
+# "another tenant's" from "nothing here". Redis leaks key and channel names
+# through RANDOMKEY, DBSIZE and PUBSUB to a user restricted by ACL patterns,
+# so these are mooncake-only.
+
+start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noeviction}} {
+    r acl setuser alice on >pa ~tenantA:* &tenantA:* &__keyspace@0__:* &__keyevent@0__:* &__store@0__:* \
+        &notify:end +@all
+    r acl setuser bob on >pb ~tenantB:* &tenantB:* &__keyspace@0__:tenantB:* +@all
+    set ca [redis_client]
+    $ca auth alice pa
+    set cb [redis_client]
+    $cb auth bob pb
+
+    test {RANDOMKEY never returns another tenant's key; DBSIZE counts only its own} {
+        r flushall
+        for {set i 0} {$i < 50} {incr i} { $cb set tenantB:k$i v }
+        r set shared:k v
+        # Only others have keys: nil every time, not a 1-in-N chance.
+        for {set i 0} {$i < 200} {incr i} { assert_equal {} [$ca randomkey] }
+        assert_equal 0 [$ca dbsize]
+        $ca set tenantA:only v
+        for {set i 0} {$i < 200} {incr i} { assert_equal tenantA:only [$ca randomkey] }
+        assert_equal 1 [$ca dbsize]
+        assert_equal 50 [$cb dbsize]
+        assert_equal 52 [r dbsize]
+        # An expired key of the tenant's own is not returned either.
+        $ca pexpire tenantA:only 1
+        wait_for_condition 100 10 {[$ca randomkey] eq {}} else { fail "expired key still drawn" }
+    }
+
+    test {PUBSUB CHANNELS, NUMSUB, NUMPAT and the shard forms show a tenant only its own} {
+        set sb [redis_deferring_client]
+        $sb auth bob pb
+        $sb read
+        $sb subscribe tenantB:ch
+        $sb read
+        $sb psubscribe tenantB:*
+        $sb read
+        $sb ssubscribe tenantB:sch
+        $sb read
+        set sa [redis_deferring_client]
+        $sa auth alice pa
+        $sa read
+        $sa subscribe tenantA:ch
+        $sa read
+        assert_equal {tenantA:ch} [$ca pubsub channels]
+        assert_equal {tenantA:ch} [$ca pubsub channels *]
+        assert_equal {} [$ca pubsub channels tenantB:*]
+        assert_equal {tenantB:ch 0 tenantA:ch 1} [$ca pubsub numsub tenantB:ch tenantA:ch]
+        assert_equal 0 [$ca pubsub numpat]
+        assert_equal {} [$ca pubsub shardchannels]
+        assert_equal {tenantB:sch 0} [$ca pubsub shardnumsub tenantB:sch]
+        $sa psubscribe tenantA:*
+        $sa read
+        assert_equal 1 [$ca pubsub numpat]
+        # The default user still sees everything, as in Redis.
+        assert_equal {tenantA:ch tenantB:ch} [lsort [r pubsub channels]]
+        assert_equal 2 [r pubsub numpat]
+        assert_equal {tenantB:sch 1} [r pubsub shardnumsub tenantB:sch]
+        # A keyspace channel names a key: another tenant's is hidden even
+        # from a tenant granted the notification channels.
+        $sb subscribe __keyspace@0__:tenantB:secret
+        $sb read
+        assert_equal {} [$ca pubsub channels __keyspace@0__:*]
+        assert_equal {__keyspace@0__:tenantB:secret 0} [$ca pubsub numsub __keyspace@0__:tenantB:secret]
+        $sa close
+        $sb close
+    }
+
+    test {Keyspace notifications and store events carry only the subscriber's own keys} {
+        r config set notify-keyspace-events KEA\$S
+        set l [redis_deferring_client]
+        $l auth alice pa
+        $l read
+        $l subscribe notify:end
+        $l read
+        foreach p {__keyspace@0__:* __keyevent@0__:* __store@0__:*} {
+            $l psubscribe $p
+            $l read
+        }
+        $cb set tenantB:secret v
+        $cb del tenantB:secret
+        lassign [lindex [$cb put.start tenantB:obj 5] 0] seg off len
+        $cb seg.write $seg $off hello
+        $cb put.end tenantB:obj
+        r set shared:secret v
+        $ca set tenantA:mine v
+        set heard {}
+        foreach m [messages_until $l notify:end] { lappend heard [lrange $m 2 end] }
+        assert_equal {} [lsearch -all -inline $heard *tenantB:*]
+        assert_equal {} [lsearch -all -inline $heard *shared:*]
+        assert {[llength [lsearch -all -inline $heard *tenantA:mine*]] >= 3}
+        $l close
+        r config set notify-keyspace-events ""
+    }
+
+    test {SEG.READ/SEG.WRITE over another tenant's object answer as over free space} {
+        set v secretsecret
+        lassign [lindex [$cb put.start tenantB:seg [string length $v]] 0] seg off len
+        $cb seg.write $seg $off $v
+        $cb put.end tenantB:seg
+        set size [dict get [r segment.info $seg] size]
+        set free [expr {$size - 64}]
+        set e1 [catch {$ca seg.read $seg $off $len} r1]
+        set e2 [catch {$ca seg.read $seg $free 8} r2]
+        assert_equal {1 1} [list $e1 $e2]
+        assert_equal $r2 $r1
+        # Part of it, and the vector form.
+        catch {$ca seg.read $seg [expr {$off + 3}] 2} r3
+        assert_equal $r2 $r3
+        catch {$ca seg.readv $seg $off $len} r4
+        catch {$ca seg.readv $seg $free 8} r5
+        assert_equal $r5 $r4
+        # A pending object of another tenant's, small and in-place payloads.
+        lassign [lindex [$cb put.start tenantB:pend 40000] 0] seg off len
+        catch {$ca seg.write $seg $off XXXX} w1
+        catch {$ca seg.write $seg $free XXXX} w2
+        assert_equal $w2 $w1
+        catch {$ca seg.write $seg $off [string repeat X 40000]} w3
+        catch {$ca seg.write $seg [expr {$free - 40000}] [string repeat X 40000]} w4
+        assert_equal $w4 $w3
+        $cb put.revoke tenantB:pend
+    }
+
+    test {SEG.READ of another tenant's segment id answers as a segment that does not exist} {
+        set idb [$cb mount tenB-hosted 1mb OWNER ownerB ENDPOINT tcp://127.0.0.1:1]
+        catch {$ca seg.read $idb 0 8} r1
+        catch {$ca seg.read 987654321 0 8} r2
+        assert_equal $r2 $r1
+        assert_equal 0 [$cb unmount tenB-hosted]
+    }
+
+    test {MOUNT of another tenant's segment name answers as a free name would} {
+        set idb [$cb mount samename 1mb OWNER ownerB]
+        # Alice gets a segment of her own under the name, as with a free one.
+        set ida [$ca mount samename 1mb OWNER ownerA]
+        set idf [$ca mount freename 1mb OWNER ownerA]
+        assert_not_equal $idb $ida
+        assert_equal $ida [dict get [$ca segment.info samename] id]
+        assert_equal $idb [dict get [$cb segment.info samename] id]
+        set names {}
+        foreach s [$ca segments] { lappend names [dict get $s name] }
+        assert_equal {freename samename self} [lsort $names]
+        # UNMOUNT answers the objects lost with the segment: none here.
+        # Mounting again is idempotent for each, and each unmounts its own.
+        assert_equal $ida [$ca mount samename 1mb OWNER ownerA]
+        assert_equal $idb [$cb mount samename 1mb OWNER ownerB]
+        assert_equal 0 [$ca unmount samename]
+        assert_equal $idb [dict get [$cb segment.info samename] id]
+        assert_equal {} [$ca segment.info samename]
+        assert_error {ERR no such segment*} {$ca unmount samename}
+        assert_equal 0 [$cb unmount samename]
+        assert_equal 0 [$ca unmount freename]
+    }
+
+    test {A name a tenant can see is still taken: a shared segment's name is EXISTS} {
+        r mount sharedname 1mb OWNER admin
+        assert_error {EXISTS*} {$ca mount sharedname 1mb OWNER ownerA}
+        # The server's users see every tenant's: a name one tenant holds is EXISTS for them.
+        $cb mount bobsname 1mb OWNER ownerB
+        assert_error {EXISTS*} {r mount bobsname 1mb OWNER admin}
+        r unmount sharedname
+        $cb unmount bobsname
+    }
+
+    $ca close
+    $cb close
+}
