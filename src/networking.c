@@ -681,9 +681,22 @@ int handleClientsWithPendingWrites(void) {
 
 /* ---- reading and parsing ------------------------------------------------- */
 
+#define ARGV_KEEP_MAX 1024 /* argv slots kept between commands */
+
 void resetClient(client *c) {
     if (c->cmd) c->lastcmd = c->cmd;
     freeClientArgv(c);
+    /* The argv arrays are kept for the next command, unless a large one
+     * grew them: they would stay allocated, and counted, for good. */
+    if (c->argv_cap > ARGV_KEEP_MAX) {
+        zfree(c->argv);
+        zfree(c->argobj);
+        zfree(c->arglen);
+        c->argv = NULL;
+        c->argobj = NULL;
+        c->arglen = NULL;
+        c->argv_cap = 0;
+    }
     c->expect_argc = 0;
     c->argerr = NULL;
     /* CLIENT REPLY SKIP silences the command after it: it set SKIP_NEXT,
@@ -692,6 +705,40 @@ void resetClient(client *c) {
         c->flags &= ~CLIENT_REPLY_SKIP;
         if (c->flags & CLIENT_REPLY_SKIP_NEXT) c->flags = (c->flags & ~CLIENT_REPLY_SKIP_NEXT) | CLIENT_REPLY_SKIP;
     }
+}
+
+/* Argument memory, counted with the query buffer against
+ * client-query-buffer-limit. Redis counts only the query buffer (and the
+ * argument bytes under maxmemory-clients), so a request of millions of
+ * empty arguments -- six bytes each on the wire, a pointer and an sds on
+ * the heap -- grew the server by gigabytes under a 1 GiB limit. Here each
+ * argument costs its bytes, ARG_HEAP_OVERHEAD for its sds header, NUL and
+ * allocator rounding, and its slot in the argv arrays (counted by their
+ * capacity, which is what is allocated). An estimate: it must never be
+ * below the truth by more than a constant per argument. */
+#define ARG_HEAP_OVERHEAD 16
+#define ARG_MIN_COST (ARG_HEAP_OVERHEAD + sizeof(sds))
+
+static size_t clientArgvMemory(const client *c) {
+    size_t slot = sizeof(sds) + (c->argobj ? sizeof(storeObj *) + sizeof(size_t) : 0);
+    return c->argv_bytes + (size_t)c->argc * ARG_HEAP_OVERHEAD + (size_t)c->argv_cap * slot;
+}
+
+/* Whether the query buffer and the arguments parsed so far are past the
+ * limit; if so the client is closed (as Redis closes one whose query
+ * buffer is). */
+static int clientInputOverLimit(client *c) {
+    size_t buffered = sdslen(c->querybuf) + clientArgvMemory(c);
+    /* A large argument read into the heap counts as it arrives; one read
+     * into the pool does not: the pool's capacity (and eviction) bounds that. */
+    if (c->big.len && c->argv[c->big.argi] && c->big.dst == c->argv[c->big.argi]) buffered += c->big.got;
+    if ((long long)buffered <= server.client_max_querybuf_len) return 0;
+    sds info = catClientInfoString(sdsempty(), c);
+    serverLog(LL_WARNING, "Closing client that reached max query buffer length (arguments included): %s", info);
+    sdsfree(info);
+    server.stat_client_qbuf_limit_disconnections++;
+    freeClientAsync(c);
+    return 1;
 }
 
 static void ensureArgvRoom(client *c, int need) {
@@ -814,6 +861,12 @@ static void processInputBuffer(client *c) {
             break;
         }
         if (t == RESP_ARRAY) {
+            /* A count whose empty arguments alone could not fit under the
+             * limit is refused before anything arrives. */
+            if ((unsigned long long)tok.n > (unsigned long long)server.client_max_querybuf_len / ARG_MIN_COST) {
+                setProtocolError(c, "Protocol error: invalid multibulk length");
+                break;
+            }
             c->expect_argc = tok.n;
             /* Grow as arguments arrive: "*2000000000" must not allocate. */
             ensureArgvRoom(c, tok.n < 1024 ? (int)tok.n : 1024);
@@ -822,7 +875,11 @@ static void processInputBuffer(client *c) {
             if (c->argobj) c->argobj[c->argc] = NULL;
             c->argv[c->argc++] = sdsnewlen(tok.ptr, tok.len);
             c->argv_bytes += tok.len;
-            if (c->argc == c->expect_argc && executeParsedCommand(c) != C_OK) break;
+            if (c->argc == c->expect_argc) {
+                if (executeParsedCommand(c) != C_OK) break;
+            } else if (clientInputOverLimit(c)) {
+                break;
+            }
         } else if (t == RESP_BIGARG) {
             startBigArg(c, (size_t)tok.n);
         } else if (t == RESP_INLINE) {
@@ -949,18 +1006,7 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
     c->net_in += (unsigned long long)nread;
     server.stat_net_input_bytes += nread;
     if (sdslen(c->querybuf) > c->querybuf_peak) c->querybuf_peak = sdslen(c->querybuf);
-    /* A large argument read into the heap counts; one read into the pool
-     * does not: the pool's capacity (and eviction) bounds that. */
-    size_t buffered = sdslen(c->querybuf) + c->argv_bytes;
-    if (c->big.len && c->argv[c->big.argi] && c->big.dst == c->argv[c->big.argi]) buffered += c->big.got;
-    if ((long long)buffered > server.client_max_querybuf_len) {
-        sds info = catClientInfoString(sdsempty(), c);
-        serverLog(LL_WARNING, "Closing client that reached max query buffer length: %s", info);
-        sdsfree(info);
-        server.stat_client_qbuf_limit_disconnections++;
-        freeClientAsync(c);
-        return;
-    }
+    if (clientInputOverLimit(c)) return;
     server.current_client = c;
     processInputBuffer(c);
     server.current_client = NULL;

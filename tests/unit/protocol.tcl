@@ -447,6 +447,38 @@ start_server {tags {protocol}} {
 }
 
 start_server {tags {protocol mooncake}} {
+    # Redis accepts any count up to INT_MAX and counts only the query buffer
+    # (argument bytes only under maxmemory-clients): here the arguments'
+    # memory counts too, and a count that could never fit is refused.
+    test {A multibulk count the query buffer limit could never hold is refused before its arguments} {
+        # 2^31-1 empty arguments are ~48 GiB of pointers and headers: over 1gb.
+        assert_protocol_error "*2147483647\r\n" {ERR Protocol error: invalid multibulk length}
+        r config set client-query-buffer-limit 1mb
+        assert_protocol_error "*100000\r\n" {ERR Protocol error: invalid multibulk length}
+        r config set client-query-buffer-limit 1gb
+        r ping
+    } {PONG}
+
+    test {Empty arguments count against client-query-buffer-limit: the client is closed} {
+        r config set client-query-buffer-limit 1mb
+        set before [get_info_field r stats client_query_buffer_limit_disconnections]
+        set fd [raw_connect]
+        # 43000 is under what the limit could hold of empty arguments, so the
+        # count is accepted; their pointers and headers then pass 1 MiB,
+        # while their bytes on the wire (6 each) and in the query buffer do not.
+        puts -nonewline $fd "*43000\r\n"
+        set chunk [string repeat "\$0\r\n\r\n" 1000]
+        for {set i 0} {$i < 42} {incr i} {
+            if {[catch {puts -nonewline $fd $chunk; flush $fd}]} break
+        }
+        set closed [raw_wait_closed $fd 5000]
+        catch {close $fd}
+        r config set client-query-buffer-limit 1gb
+        assert_equal 1 $closed "connection closed?"
+        assert_equal [expr {$before + 1}] [get_info_field r stats client_query_buffer_limit_disconnections]
+        r ping
+    } {PONG}
+
     test {Out-of-scope Redis families answer Redis's unknown-command error, and COMMAND lists none} {
         foreach {cmd args} {lpush {l a} sadd {s a} zadd {z 1 a} hset {h f v} xadd {x * f v}
                             eval {{return 1} 0} function {list} geoadd {g 1 1 a} pfadd {p a}} {
