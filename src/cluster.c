@@ -308,6 +308,15 @@ void clusterSlotKeyDel(sds key) {
     if (d) dictDelete(d, key);
 }
 
+/* FLUSHALL ASYNC: every slot's index handed to take, to be freed later. */
+void clusterSlotKeysDetach(void (*take)(dict *d)) {
+    for (int s = 0; s < CLUSTER_SLOTS; s++) {
+        if (!server.cluster->slot_keys[s]) continue;
+        take(server.cluster->slot_keys[s]);
+        server.cluster->slot_keys[s] = NULL;
+    }
+}
+
 void clusterSlotKeysFlush(void) {
     for (int s = 0; s < CLUSTER_SLOTS; s++) {
         if (!server.cluster->slot_keys[s]) continue;

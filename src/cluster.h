@@ -81,6 +81,7 @@ void clusterResetAsking(struct client *c);
 void clusterSlotKeyAdd(sds key);
 void clusterSlotKeyDel(sds key);
 void clusterSlotKeysFlush(void);
+void clusterSlotKeysDetach(void (*take)(struct dict *d));
 unsigned long clusterCountKeysInSlot(int slot);
 sds clusterGenInfoSection(sds s);
 clusterNode *clusterLookupNode(const char *id, size_t len);

@@ -295,7 +295,11 @@ void flushallCommand(client *c) {
         addReplyErrorSyntax(c);
         return;
     }
-    storeFlush();
+    /* A tenant's FLUSHALL empties its own keyspace, as its REMOVE.ALL does:
+     * one tenant granted @dangerous still cannot wipe the others. */
+    if (aclUserRestricted(c->user)) removeAllWritable(c);
+    else if (c->argc == 2 && !strcasecmp(c->argv[1], "async")) storeFlushAsync();
+    else storeFlush();
     addReplyOk(c);
 }
 

@@ -200,6 +200,38 @@ void dictRelease(dict *d) {
     dict_free(d);
 }
 
+/* Frees about `work` buckets and entries of d, a dict nobody uses any more,
+ * from where the last call stopped (*cursor starts at 0); the call that
+ * frees the last entry frees d too and returns 1. A keyspace dropped at
+ * once is freed so, in slices (FLUSHALL ASYNC): the destructors run as
+ * dictEmpty would run them, only not all in one go. */
+int dictReleaseSteps(dict *d, unsigned long *cursor, unsigned long work) {
+    for (int i = 0; i < 2; i++) {
+        if (d->table[i] == NULL) continue; /* done by an earlier call, or never allocated */
+        unsigned long size = tableSize(d, i);
+        while (*cursor < size && d->used[i] > 0) {
+            if (work == 0) return 0;
+            work--;
+            dictEntry *de = d->table[i][*cursor];
+            while (de) {
+                dictEntry *next = de->next;
+                dictFreeEntryData(d, de);
+                dict_free(de);
+                d->used[i]--;
+                if (work) work--;
+                de = next;
+            }
+            d->table[i][*cursor] = NULL;
+            (*cursor)++;
+        }
+        dict_free(d->table[i]);
+        dictReset(d, i);
+        *cursor = 0;
+    }
+    dict_free(d);
+    return 1;
+}
+
 /* ------------------------------ resizing --------------------------------- */
 
 /* Start a resize to the table size that fits `size` entries, or, if nothing

@@ -89,6 +89,9 @@ static inline dictEntry *dictBucketHead(const dict *d, uint64_t h) {
 /* Life cycle. */
 dict *dictCreate(dictType *type);
 void dictRelease(dict *d);
+/* Frees a dict nobody uses any more in slices of about `work` entries:
+ * 1 once d itself is freed (dict.c). */
+int dictReleaseSteps(dict *d, unsigned long *cursor, unsigned long work);
 /* Frees every entry (calling destructors) and both tables. callback, if not
  * NULL, is called every 65536 buckets so that a caller emptying a huge dict
  * can keep serving (e.g. process events) in between. */

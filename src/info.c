@@ -218,10 +218,12 @@ sds genInfoString(const char *section) {
                          "maxmemory:%lld\r\n"
                          "maxmemory_human:%s\r\n"
                          "maxmemory_policy:%s\r\n"
-                         "mem_allocator:%s\r\n",
+                         "mem_allocator:%s\r\n"
+                         "lazyfree_pending_objects:%llu\r\n",
                          used, hu, heap, (unsigned long long)ps.used, rss, hr, (unsigned long long)machine, hs,
                          server.segment_size, hp, (unsigned long long)ps.limit, server.maxmemory, hm,
-                         server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib());
+                         server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib(),
+                         storeLazyFreePending());
     }
     if ((w = wantSection(section, "stats", &count))) {
         s = sectionHeader(s, w, "Stats");

@@ -168,6 +168,7 @@ int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int np
         /* Freed pool space still being zeroed comes back before anything
          * is evicted or the put is refused (zerofree.c). */
         if (zerofreeMakeRoom()) continue;
+        if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC still being freed */
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
         segment *target = evictionTarget(size, tenant);
         if (target == NULL || !evictOne(target)) return 0;

@@ -534,6 +534,9 @@ void pinCommand(client *c);
 void unpinCommand(client *c);
 void removeCommand(client *c);
 void removeAllCommand(client *c);
+/* REMOVE.ALL and FLUSHALL of a tenant: the keys c's user may write, and
+ * their pending puts; how many keys went. */
+long long removeAllWritable(client *c);
 void objectInfoCommand(client *c);
 void batchPutStartCommand(client *c);
 void batchPutEndCommand(client *c);

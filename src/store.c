@@ -48,6 +48,7 @@
 #include "notify.h"
 
 #include <stdio.h>
+#include <limits.h>
 #include <string.h>
 
 #include "multi.h"
@@ -173,6 +174,7 @@ storeObj *storeObjCreate(size_t len) {
             return o;
         }
         if (zerofreeMakeRoom()) continue; /* freed space still being zeroed first */
+        if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC's objects, before any eviction */
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne(seg)) break;
     }
 oom:
@@ -412,6 +414,7 @@ int storeInit(char *err, size_t errlen) {
 }
 
 void storeShutdown(void) {
+    storeLazyFreeCron(LLONG_MAX); /* a FLUSHALL ASYNC still being freed */
     dictRelease(server.expires);
     dictRelease(server.pending);
     dictRelease(server.keys);
@@ -596,6 +599,96 @@ void storeFlush(void) {
     dictEmpty(server.expires, NULL);
     if (server.cluster) clusterSlotKeysFlush();
     dictEmpty(server.keys, NULL);
+    evictResetPool();
+    server.evict_pending = 0;
+    notifyStoreFlushPublish(keys);
+}
+
+/* ---- FLUSHALL ASYNC ------------------------------------------------------- */
+
+/* FLUSHALL ASYNC empties the keyspace at once and frees what it held in
+ * slices from the event loop: the dicts are detached whole (new, empty
+ * ones take their place, so DBSIZE is 0 and writes work at once) and
+ * dictReleaseSteps frees them a bounded number of entries at a time, from
+ * the cron, from beforeSleep, and from any allocation that finds no room
+ * (storeLazyFreeMakeRoom), before it would evict or refuse.
+ *
+ * Not a thread, as Redis's lazyfree is: freeing a value here gives its
+ * extent back to the segment's allocator and touches leases, the deferred
+ * list and the zeroing queue, none of them thread-safe, and a thread would
+ * have to lock them on every hot-path allocation. Freed in order by the
+ * loop, an object's extent is reused only after its last reference goes
+ * (a reader's reply slice, a lease: storeObjDecrRef), exactly as after a
+ * DEL. */
+static struct {
+    dict **dicts;              /* detached, being freed: the first one first */
+    size_t n, cap;
+    unsigned long cursor;      /* in dicts[0] */
+    unsigned long long pending; /* entries of keyspaces not yet freed */
+} lazy;
+
+#define LAZYFREE_SLICE 1024 /* entries per step between clock reads */
+
+static void lazyFreeTake(dict *d) {
+    if (dictSize(d) == 0) {
+        dictRelease(d);
+        return;
+    }
+    if (lazy.n == lazy.cap) {
+        lazy.cap = lazy.cap ? lazy.cap * 2 : 4;
+        lazy.dicts = zrealloc(lazy.dicts, sizeof(dict *) * lazy.cap);
+    }
+    if (d->type == &keyspaceType) lazy.pending += dictSize(d);
+    lazy.dicts[lazy.n++] = d;
+}
+
+/* One slice: 1 while more is left. */
+static int lazyFreeStep(void) {
+    if (lazy.n == 0) return 0;
+    dict *d = lazy.dicts[0];
+    unsigned long before = d->type == &keyspaceType ? dictSize(d) : 0;
+    int done = dictReleaseSteps(d, &lazy.cursor, LAZYFREE_SLICE);
+    unsigned long after = done ? 0 : (d->type == &keyspaceType ? dictSize(d) : 0);
+    lazy.pending -= before - after;
+    if (done) {
+        memmove(lazy.dicts, lazy.dicts + 1, sizeof(dict *) * (lazy.n - 1));
+        lazy.n--;
+        lazy.cursor = 0;
+    }
+    return lazy.n > 0;
+}
+
+void storeLazyFreeCron(long long budget_us) {
+    if (lazy.n == 0) return;
+    long long start = ustime();
+    while (lazyFreeStep() && ustime() - start < budget_us)
+        ;
+}
+
+int storeLazyFreeMakeRoom(void) {
+    if (lazy.n == 0) return 0;
+    for (int i = 0; i < 64 && lazyFreeStep(); i++)
+        ;
+    zerofreeMakeRoom(); /* what was freed may be waiting to be zeroed */
+    return 1;
+}
+
+unsigned long long storeLazyFreePending(void) { return lazy.pending; }
+
+void storeFlushAsync(void) {
+    signalFlushedDb();
+    unsigned long keys = dictSize(server.keys);
+    dictIterator *it = dictGetSafeIterator(server.pending);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) storePendingAbandon(storePendingUnlink(de->key));
+    dictReleaseIterator(it);
+    /* The expires and the slot index point at the keyspace's key strings
+     * but free none of them: their order of freeing does not matter. */
+    lazyFreeTake(server.expires);
+    server.expires = dictCreate(&expiresType);
+    if (server.cluster) clusterSlotKeysDetach(lazyFreeTake);
+    lazyFreeTake(server.keys);
+    server.keys = dictCreate(&keyspaceType);
     evictResetPool();
     server.evict_pending = 0;
     notifyStoreFlushPublish(keys);

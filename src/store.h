@@ -186,6 +186,13 @@ int storeKeyIsExpired(sds key);  /* has a TTL that has passed (deleted yet or no
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
+/* FLUSHALL ASYNC: the keyspace is empty at once, what it held is freed in
+ * slices (store.c). MakeRoom frees a slice for an allocation that found no
+ * room (1: try again); Pending: keys not yet freed (INFO). */
+void storeFlushAsync(void);
+void storeLazyFreeCron(long long budget_us);
+int storeLazyFreeMakeRoom(void);
+unsigned long long storeLazyFreePending(void);
 void storeReapStaleReplicas(void);   /* a segment went away: start the reaper */
 void storeReaperCron(long long budget_us);
 storeObj *storePendingLookup(sds key);

@@ -599,7 +599,7 @@ void replicaClearCommand(client *c) {
 /* REMOVE.ALL by a tenant (a user without allkeys): only the keys it may
  * write go, so the one call that names no key cannot reach into another
  * tenant's objects. The keys are copied first: removing frees them. */
-static void removeAllAccessible(client *c) {
+long long removeAllWritable(client *c) {
     size_t cap = 64, n = 0;
     sds *keys = zmalloc(cap * sizeof(sds));
     dict *sets[2] = {server.keys, server.pending};
@@ -627,12 +627,12 @@ static void removeAllAccessible(client *c) {
         sdsfree(keys[i]);
     }
     zfree(keys);
-    addReplyLongLong(c, removed);
+    return removed;
 }
 
 void removeAllCommand(client *c) {
     if (aclUserRestricted(c->user)) {
-        removeAllAccessible(c);
+        addReplyLongLong(c, removeAllWritable(c));
         return;
     }
     /* Keys, counted once whether they have a complete version, a pending

@@ -589,6 +589,37 @@ int main(void) {
         CHECK_EQ(val_destroyed, created);
     }
 
+    TEST("dict: dictReleaseSteps frees in slices, mid-rehash too, every entry once") {
+        /* Stopped mid-rehash, so both tables hold entries; the last
+         * (broken) version restarted table 1 from bucket 0 after table 0
+         * was done and never finished. */
+        for (int rehashing = 0; rehashing < 2; rehashing++) {
+            key_destroyed = val_destroyed = 0;
+            dict *d = dictCreate(&strType);
+            long created = 0;
+            for (; created < 20000; created++) dictAdd(d, mkstr("k", created), mkstr("v", created));
+            if (rehashing)
+                while (!dictIsRehashing(d)) { dictAdd(d, mkstr("k", created), mkstr("v", created)); created++; }
+            else
+                finishRehash(d);
+            unsigned long cursor = 0;
+            long calls = 0;
+            long before = created;
+            while (!dictReleaseSteps(d, &cursor, 100)) {
+                calls++;
+                /* Each slice frees something, and at most about its work. */
+                CHECK(key_destroyed <= before);
+                if (calls > 1000000) break;
+            }
+            CHECK(calls > 10);
+            CHECK_EQ(key_destroyed, created);
+            CHECK_EQ(val_destroyed, created);
+        }
+        dict *e = dictCreate(&strType);
+        unsigned long cursor = 0;
+        CHECK_EQ(dictReleaseSteps(e, &cursor, 1), 1); /* empty: freed at once */
+    }
+
     TEST("dict: dictEmpty calls back every 65536 buckets") {
         dict *d = dictCreate(&intType);
         for (unsigned long i = 1; i <= 300000; i++) dictAdd(d, IK(i), NULL);

@@ -166,6 +166,19 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         $cb unmount bobsname
     }
 
+    test {A tenant's FLUSHALL (SYNC or ASYNC) empties only its own keys} {
+        r flushall
+        $ca set tenantA:1 v
+        $cb set tenantB:1 v
+        r set shared:1 v
+        assert_equal OK [$ca flushall]
+        assert_equal OK [$ca flushall async]
+        assert_equal 0 [$ca dbsize]
+        assert_equal v [$cb get tenantB:1]
+        assert_equal v [r get shared:1]
+        assert_equal 2 [r dbsize]
+    }
+
     $ca close
     $cb close
 }
