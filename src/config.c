@@ -38,6 +38,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 #define CFG_IMMUTABLE (1 << 0)
 #define CFG_OCTAL (1 << 1)     /* integer printed and parsed in base 8 */
 #define CFG_ONEARG (1 << 2)    /* special taking one argument that may contain spaces */
+#define CFG_PROTECTED (1 << 3) /* CONFIG SET only as enable-protected-configs allows */
 
 typedef struct configEnum {
     const char *name;
@@ -60,6 +61,11 @@ typedef struct standardConfig {
 
 static const configEnum loglevelEnum[] = {
     {"debug", LL_DEBUG}, {"verbose", LL_VERBOSE}, {"notice", LL_NOTICE}, {"warning", LL_WARNING}, {NULL, 0}};
+/* enable-protected-configs, as Redis 7: no, yes, or local (unix socket and
+ * loopback connections only). */
+enum { PROTECTED_NO = 0, PROTECTED_YES = 1, PROTECTED_LOCAL = 2 };
+static const configEnum protectedEnum[] = {
+    {"no", PROTECTED_NO}, {"yes", PROTECTED_YES}, {"local", PROTECTED_LOCAL}, {NULL, 0}};
 static const configEnum evictPolicyEnum[] = {{"lru", EVICT_LRU}, {"noeviction", EVICT_NOEVICTION}, {NULL, 0}};
 static const configEnum placementEnum[] = {
     {"random", PLACE_RANDOM}, {"free-ratio", PLACE_FREE_RATIO}, {"local-first", PLACE_LOCAL_FIRST}, {NULL, 0}};
@@ -412,7 +418,12 @@ static standardConfig configs[] = {
     STRC("pidfile", CFG_IMMUTABLE, &server.pidfile, ""),
     STRC("logfile", CFG_IMMUTABLE, &server.logfile, ""),
     ENUMC("loglevel", 0, &server.verbosity, loglevelEnum, "notice", applyLoglevel),
-    SPECC("dir", CFG_ONEARG, ".", setDir, getDir),
+    /* Where relative paths lead (ACL SAVE's aclfile, CONFIG REWRITE, the
+     * cluster config): protected, as Redis 7 protects it. The other path
+     * directives (aclfile, pidfile, logfile, unixsocket, cluster-config-file)
+     * are immutable. */
+    SPECC("dir", CFG_ONEARG | CFG_PROTECTED, ".", setDir, getDir),
+    ENUMC("enable-protected-configs", CFG_IMMUTABLE, &server.enable_protected_configs, protectedEnum, "no", NULL),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
     INTC("busy-poll-us", 0, &server.busy_poll_us, 0, 1000000, "50", applyBusyPoll),
     INTC("prefetch-batch", 0, &server.prefetch_batch, 0, 16, "16", NULL),
@@ -740,6 +751,14 @@ static void configGetCommand(client *c) {
     zfree(values);
 }
 
+static int protectedConfigAllowed(const client *c) {
+    if (server.enable_protected_configs == PROTECTED_YES) return 1;
+    if (server.enable_protected_configs != PROTECTED_LOCAL) return 0;
+    if (c->flags & CLIENT_UNIX_SOCKET) return 1;
+    const char *a = c->addr[0] == '[' ? c->addr + 1 : c->addr; /* [::1]:port */
+    return !strncmp(a, "127.", 4) || !strncmp(a, "::1]", 4) || !strncmp(a, "::ffff:127.", 11);
+}
+
 static void configSetCommand(client *c) {
     if (c->argc % 2 != 0) {
         addReplyErrorArity(c);
@@ -766,6 +785,11 @@ static void configSetCommand(client *c) {
         }
         if (cfs[i]->flags & CFG_IMMUTABLE) {
             err = "can't set immutable config";
+            failed = i;
+            goto fail;
+        }
+        if ((cfs[i]->flags & CFG_PROTECTED) && !protectedConfigAllowed(c)) {
+            err = "can't set protected config";
             failed = i;
             goto fail;
         }

@@ -281,6 +281,7 @@ struct mcServer {
     char *acl_filename;     /* aclfile: users loaded at start-up and by ACL LOAD */
     long long acllog_max_len;
     int protected_mode;
+    int enable_protected_configs; /* no, yes, local: CONFIG SET of dir (config.c) */
     long long maxclients;
     long long maxidletime;   /* seconds, 0 = never */
     long long tcpkeepalive;

@@ -150,3 +150,38 @@ start_server {tags {config}} {
         assert_match *maxclients* $out
     }
 }
+
+# Protected configs, as Redis 7 (these pass against redis-server 7.0 too):
+# dir is refused to CONFIG SET unless enable-protected-configs allows it.
+start_server {tags {config}} {
+    test {CONFIG SET dir is refused by default, with Redis's error} {
+        set d [lindex [r config get dir] 1]
+        assert_error {ERR CONFIG SET failed (possibly related to argument 'dir') - can't set protected config} \
+            {r config set dir /tmp}
+        # All or nothing: the other parameter of the same SET is not applied.
+        set before [lindex [r config get maxclients] 1]
+        assert_error {*can't set protected config*} {r config set maxclients 123 dir /tmp}
+        assert_equal $before [lindex [r config get maxclients] 1]
+        assert_equal $d [lindex [r config get dir] 1]
+        assert_equal no [lindex [r config get enable-protected-configs] 1]
+        assert_error {*can't set immutable config*} {r config set enable-protected-configs yes}
+    }
+}
+
+start_server {tags {config} overrides {enable-protected-configs yes}} {
+    test {enable-protected-configs yes: CONFIG SET dir is allowed} {
+        set d [lindex [r config get dir] 1]
+        assert_equal OK [r config set dir /tmp]
+        assert_equal /tmp [lindex [r config get dir] 1]
+        assert_equal OK [r config set dir $d]
+    }
+}
+
+start_server {tags {config} overrides {enable-protected-configs local}} {
+    test {enable-protected-configs local: allowed from a loopback connection} {
+        set d [lindex [r config get dir] 1]
+        assert_equal local [lindex [r config get enable-protected-configs] 1]
+        assert_equal OK [r config set dir /tmp]
+        assert_equal OK [r config set dir $d]
+    }
+}

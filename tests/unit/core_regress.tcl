@@ -41,7 +41,7 @@ start_server {tags {regress} overrides {requirepass secret}} {
 }
 
 tags {mooncake} {
-    start_server {tags {regress}} {
+    start_server {tags {regress} overrides {enable-protected-configs yes}} {
         test {CONFIG SET dir with a space, and REWRITE writes a file that loads} {
             set d [file join [srv 0 dir] "a b"]
             file mkdir $d
