@@ -964,6 +964,16 @@ int aclUserSeesKey(const user *u, const char *key, size_t len) {
     return !aclUserRestricted(u) || aclUserCanAccessKey(u, key, len, 0);
 }
 
+/* Another user's connections and what they ran (CLIENT LIST and KILL,
+ * MONITOR, SLOWLOG) are the server's view: a tenant sees its own user's. */
+int aclUserSeesUser(const user *u, const char *name, size_t len) {
+    return !aclUserRestricted(u) || (sdslen(u->name) == len && !memcmp(u->name, name, len));
+}
+
+int aclUserSeesClient(const user *u, const client *t) {
+    return !aclUserRestricted(u) || t->user == u;
+}
+
 /* A channel (or a pattern subscribed to, compared as a name) is seen by a
  * tenant that could subscribe to it; a keyspace channel names a key,
  * which the tenant must see too (__keyspace@0__:tenantB:k says that

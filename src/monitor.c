@@ -34,6 +34,7 @@
 #include <strings.h>
 #include <sys/time.h>
 
+#include "acl.h"
 #include "zmalloc.h"
 
 /* Marks in r[] the arguments that carry a password. Follows each command's
@@ -99,10 +100,14 @@ sds monitorFormatCommand(client *c) {
     return sdscatlen(s, "\r\n", 2);
 }
 
-void monitorFeed(sds line) {
+void monitorFeed(sds line, const client *from) {
     /* A monitor over its limit is only marked for closing (freeClientAsync),
-     * so the array stays as it is during the loop. */
-    for (size_t i = 0; i < server.nmonitors; i++) addReplyProto(server.monitors[i], line, sdslen(line));
+     * so the array stays as it is during the loop. A tenant's monitor
+     * shows its own user's commands only (acl.c). */
+    for (size_t i = 0; i < server.nmonitors; i++) {
+        client *m = server.monitors[i];
+        if (aclUserSeesClient(m->user, from)) addReplyProto(m, line, sdslen(line));
+    }
     sdsfree(line);
 }
 

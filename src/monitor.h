@@ -18,7 +18,8 @@ static inline sds monitorLineFor(client *c) {
     if (server.nmonitors == 0 || (c->cmd->flags & (CMD_ADMIN | CMD_SKIP_MONITOR))) return NULL;
     return monitorFormatCommand(c);
 }
-void monitorFeed(sds line);   /* to every monitor; frees line */
+/* To every monitor that may see from (a tenant: its own user's); frees line. */
+void monitorFeed(sds line, const client *from);
 void monitorRemove(client *c); /* c leaves MONITOR mode (RESET, disconnect) */
 
 #endif

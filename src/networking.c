@@ -1148,10 +1148,12 @@ static int clientTypeByName(const char *name) {
 static int clientType(client *c) { return (c->flags & CLIENT_PUBSUB) ? CLIENT_TYPE_PUBSUB : CLIENT_TYPE_NORMAL; }
 
 /* type -1: every client. */
-static sds getAllClientsInfoString(int type) {
+/* The clients viewer may see (a tenant: its own user's, acl.c). */
+static sds getAllClientsInfoString(int type, const user *viewer) {
     sds s = sdsempty();
     for (client *c = server.clients_head; c; c = c->next) {
         if (type != -1 && clientType(c) != type) continue;
+        if (!aclUserSeesClient(viewer, c)) continue;
         s = catClientInfoString(s, c);
         s = sdscatlen(s, "\n", 1);
     }
@@ -1209,7 +1211,7 @@ static void clientKill(client *c) {
     if (c->argc == 3) {
         /* Old form: CLIENT KILL addr:port, replies +OK or an error. */
         for (client *t = server.clients_head; t; t = t->next) {
-            if (!strcmp(t->addr, c->argv[2])) {
+            if (!strcmp(t->addr, c->argv[2]) && aclUserSeesClient(c->user, t)) {
                 if (t == c) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
                 else freeClientAsync(t);
                 addReplyOk(c);
@@ -1243,7 +1245,7 @@ static void clientKill(client *c) {
                 return;
             }
         } else if (!strcasecmp(opt, "user")) {
-            if (!aclUserExists(val)) {
+            if (!aclUserExists(val) || !aclUserSeesUser(c->user, val, sdslen(val))) {
                 addReplyErrorFormat(c, "ERR No such user '%s'", val);
                 return;
             }
@@ -1261,6 +1263,7 @@ static void clientKill(client *c) {
         }
     }
     for (client *t = server.clients_head; t; t = t->next) {
+        if (!aclUserSeesClient(c->user, t)) continue; /* a tenant's reach: its own user's */
         if (id && t->id != id) continue;
         if (addr && strcmp(t->addr, addr)) continue;
         if (laddr && strcmp(t->laddr, laddr)) continue;
@@ -1305,14 +1308,14 @@ void clientCommand(client *c) {
     } else if (!strcasecmp(sub, "list")) {
         sds s;
         if (c->argc == 2) {
-            s = getAllClientsInfoString(-1);
+            s = getAllClientsInfoString(-1, c->user);
         } else if (c->argc == 4 && !strcasecmp(c->argv[2], "type")) {
             int type = clientTypeByName(c->argv[3]);
             if (type == -1) {
                 addReplyErrorFormat(c, "ERR Unknown client type '%s'", c->argv[3]);
                 return;
             }
-            s = getAllClientsInfoString(type);
+            s = getAllClientsInfoString(type, c->user);
         } else if (c->argc > 3 && !strcasecmp(c->argv[2], "id")) {
             s = sdsempty();
             for (int j = 3; j < c->argc; j++) {
@@ -1323,7 +1326,7 @@ void clientCommand(client *c) {
                     return;
                 }
                 client *t = lookupClientByID((uint64_t)id);
-                if (t) {
+                if (t && aclUserSeesClient(c->user, t)) {
                     s = catClientInfoString(s, t);
                     s = sdscatlen(s, "\n", 1);
                 }

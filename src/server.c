@@ -185,7 +185,7 @@ void call(client *c) {
     if (server.latency_tracking) latencyRecord(&cmd->latency, duration > 0 ? (uint64_t)duration : 0);
     server.stat_numcommands++;
     if (!(cmd->flags & CMD_SKIP_SLOWLOG)) slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
-    if (monitor_line) monitorFeed(monitor_line);
+    if (monitor_line) monitorFeed(monitor_line, c);
 }
 
 int processCommand(client *c) {

@@ -237,6 +237,7 @@ typedef struct slowlogEntry {
     long long duration;  /* us */
     time_t time;
     sds cname, peerid;
+    sds user;            /* who ran it: a tenant's SLOWLOG shows its own */
 } slowlogEntry;
 
 /* client-output-buffer-limit classes. */

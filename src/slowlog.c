@@ -9,6 +9,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "acl.h"
 #include "monitor.h"
 #include "server.h"
 #include "zmalloc.h"
@@ -29,6 +30,7 @@ static void slowlogFreeEntry(slowlogEntry *se) {
     zfree(se->argv);
     sdsfree(se->cname);
     sdsfree(se->peerid);
+    sdsfree(se->user);
     zfree(se);
 }
 
@@ -64,6 +66,7 @@ static slowlogEntry *slowlogCreateEntry(client *c, sds *argv, int argc, long lon
     se->id = server.slowlog_entry_id++;
     se->peerid = sdsnew(c->addr);
     se->cname = c->name ? sdsdup(c->name) : sdsempty();
+    se->user = sdsdup(c->user->name);
     return se;
 }
 
@@ -94,6 +97,10 @@ void slowlogReset(void) {
     server.slowlog_len = 0;
 }
 
+static int slowlogVisible(const client *c, const slowlogEntry *se) {
+    return aclUserSeesUser(c->user, se->user, sdslen(se->user));
+}
+
 void slowlogCommand(client *c) {
     const char *sub = c->argv[1];
     if (c->argc == 2 && !strcasecmp(sub, "help")) {
@@ -107,7 +114,9 @@ void slowlogCommand(client *c) {
         slowlogReset();
         addReplyOk(c);
     } else if (c->argc == 2 && !strcasecmp(sub, "len")) {
-        addReplyLongLong(c, server.slowlog_len);
+        long long n = 0;
+        for (long long i = 0; i < server.slowlog_len; i++) n += slowlogVisible(c, server.slowlog[i]);
+        addReplyLongLong(c, n);
     } else if ((c->argc == 2 || c->argc == 3) && !strcasecmp(sub, "get")) {
         long long count = 10;
         if (c->argc == 3) {
@@ -119,9 +128,13 @@ void slowlogCommand(client *c) {
             if (count == -1) count = server.slowlog_len;
         }
         if (count > server.slowlog_len) count = server.slowlog_len;
-        addReplyArrayLen(c, count);
-        for (long long i = 0; i < count; i++) {
-            slowlogEntry *se = server.slowlog[server.slowlog_len - 1 - i];
+        /* A tenant's count is of the entries it may see (its own user's). */
+        long long shown = 0, last = server.slowlog_len;
+        while (shown < count && last > 0) shown += slowlogVisible(c, server.slowlog[--last]);
+        addReplyArrayLen(c, shown);
+        for (long long i = server.slowlog_len - 1; i >= last; i--) {
+            slowlogEntry *se = server.slowlog[i];
+            if (!slowlogVisible(c, se)) continue;
             addReplyArrayLen(c, 6);
             addReplyLongLong(c, se->id);
             addReplyLongLong(c, (long long)se->time);

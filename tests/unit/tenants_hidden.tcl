@@ -179,6 +179,50 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal 2 [r dbsize]
     }
 
+    test {CLIENT LIST and CLIENT KILL reach only the tenant's own connections} {
+        $ca client setname alice-conn
+        $cb client setname bob-conn
+        set list [$ca client list]
+        assert_match {*name=alice-conn*} $list
+        assert_no_match {*bob-conn*} $list
+        assert_no_match {*user=default*} $list
+        set bid [$cb client id]
+        assert_equal {} [string trim [$ca client list id $bid]]
+        assert_equal 0 [$ca client kill id $bid]
+        assert_error {ERR No such user*} {$ca client kill user bob}
+        regexp {addr=(\S+)} [$cb client info] -> baddr
+        assert_error {ERR No such client*} {$ca client kill $baddr}
+        assert_equal PONG [$cb ping]
+        # The default user still sees and reaches everyone, as in Redis.
+        assert_match {*bob-conn*} [r client list]
+    }
+
+    test {MONITOR and SLOWLOG show a tenant only its own user's commands} {
+        set m [redis_deferring_client]
+        $m auth alice pa
+        $m read
+        $m monitor
+        assert_equal OK [$m read]
+        $cb set tenantB:watched v
+        r set shared:watched v
+        $ca set tenantA:watched v
+        set line [$m read]
+        assert_match {*tenantA:watched*} $line
+        $m close
+        r config set slowlog-log-slower-than 0
+        r slowlog reset
+        $cb set tenantB:slow v
+        $ca set tenantA:slow v
+        set n [$ca slowlog len]
+        set all [$ca slowlog get -1]
+        assert_match {*tenantA:slow*} $all
+        assert_no_match {*tenantB:slow*} $all
+        # ... plus the SLOWLOG LEN just run, logged after it answered.
+        assert_equal [expr {$n + 1}] [llength $all]
+        assert_match {*tenantB:slow*} [r slowlog get -1]
+        r config set slowlog-log-slower-than 10000
+    }
+
     $ca close
     $cb close
 }
