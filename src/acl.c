@@ -53,11 +53,10 @@
  *    -- recorded when its put started, in the object's extension -- must be
  *    readable (SEG.READ: a complete object) or writable (SEG.WRITE: a
  *    pending one) by the user. An object with no recorded key (a SET value)
- *    is refused: GET reads those.
+ *    is refused: GET reads those. A refused range gets the error free space
+ *    gets, so a tenant cannot map where the others' objects sit.
  *  - SHM.ATTACH hands over the memory file of the whole pool, after which no
  *    check is possible: a restricted user is refused it.
- *  - KEYS, SCAN and CLUSTER GETKEYSINSLOT list only the keys the user could
- *    access.
  *  - Segments: a segment mounted by a restricted user belongs to it (its
  *    tenant). Tenant segments hold only their tenant's objects (the hosting
  *    process can read all of its memory); a restricted user sees (SEGMENTS,
@@ -65,6 +64,14 @@
  *    shared ones (the pool, segments mounted by unrestricted users). A
  *    segment records its tenant's name, not a pointer: it outlives a
  *    DELUSER, and a user made again under that name is the same tenant.
+ *    Names are per tenant (aclLookupSegment): another tenant's name is free.
+ *  - Tenants are invisible to each other. Everything that lists, counts or
+ *    reports -- KEYS, SCAN, RANDOMKEY, DBSIZE, CLUSTER GETKEYSINSLOT,
+ *    PUBSUB, keyspace notifications and store events, segment lookups,
+ *    CLIENT LIST/KILL, MONITOR, SLOWLOG -- asks the functions under "what a
+ *    tenant may see" below, the one place that draws the line. Redis shows
+ *    a restricted user all of those; the promise here is isolation. INFO,
+ *    LATENCY and CONFIG stay the server's view (@dangerous / @admin).
  *
  * ACL LOG keeps the last acllog-max-len refusals -- commands, keys, failed
  * AUTHs, data-plane ranges -- newest first; the same refusal repeated within

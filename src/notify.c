@@ -49,6 +49,12 @@
  * out, so a redis.conf asking for "AKE" does not start a stream of store
  * events nobody reads.
  *
+ * Tenants. Both kinds name keys, so each message is published with its key
+ * (pubsubPublishKeyMessage) and a subscriber whose user is restricted by
+ * key patterns gets it only if it may see the key (acl.c): a tenant granted
+ * __keyevent@0__:* or __store@0__:* hears its own keys, never another's.
+ * The flush event names no key and goes to every subscriber.
+ *
  * Cost. Off (the default), every site is one inline test of a bit
  * (notify.h). On, nothing is built while no client subscribes to anything.
  *

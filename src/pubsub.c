@@ -37,6 +37,12 @@
  * (32mb hard, 8mb for 60 s by default): past it the connection is closed,
  * and the server never holds more than that for it.
  *
+ * Tenants. PUBSUB's lists and counts show a user restricted by key
+ * patterns only the names it could subscribe to, and a message about a key
+ * (keyspace notifications, store events) reaches such a subscriber only if
+ * it may see the key: acl.c decides both (aclUserSeesChannel,
+ * aclUserSeesKey). The test costs a subscriber with allkeys one flag test.
+ *
  * Scope. PUBLISH reaches this node's subscribers only. Redis Cluster
  * forwards every PUBLISH over its bus to all nodes; there is no bus here
  * (etcd holds the topology and is no message bus), so a subscriber that
