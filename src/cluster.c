@@ -731,7 +731,20 @@ void clusterCommand(client *c) {
             addReplyError(c, "ERR Invalid slot");
             return;
         }
-        addReplyLongLong(c, (long long)clusterCountKeysInSlot((int)slot));
+        long long n = (long long)clusterCountKeysInSlot((int)slot);
+        dict *d = cs->slot_keys[slot];
+        if (aclUserRestricted(c->user) && d) {
+            /* A tenant counts its own keys (acl.c): a walk of the slot. */
+            n = 0;
+            dictIterator *it = dictGetSafeIterator(d);
+            dictEntry *de;
+            while ((de = dictNext(it)) != NULL) {
+                sds k = dictGetKey(de);
+                n += aclUserSeesKey(c->user, k, sdslen(k));
+            }
+            dictReleaseIterator(it);
+        }
+        addReplyLongLong(c, n);
     } else if (!strcasecmp(sub, "getkeysinslot") && c->argc == 4) {
         long long slot, max;
         if (!string2ll(c->argv[2], sdslen(c->argv[2]), &slot) || !string2ll(c->argv[3], sdslen(c->argv[3]), &max) ||

@@ -284,7 +284,6 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     migrateCloseTimedoutSockets();
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
-    storeLazyFreeCron(period_us / 4);
     return (int)(1000 / server.hz);
 }
 
@@ -300,7 +299,6 @@ static void beforeSleep(aeEventLoop *el) {
     /* An eviction round in progress gets a slice every iteration, not only
      * every cron tick, so it finishes quickly without blocking anyone. */
     if (server.evict_pending) storeEvictionCron(1000);
-    storeLazyFreeCron(1000); /* a FLUSHALL ASYNC being freed: a slice per iteration too */
     /* Freed extents the zeroing thread finished go back to the allocator
      * (zerofree.c): one atomic load when there are none. */
     zerofreeReclaim(0);

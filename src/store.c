@@ -609,9 +609,13 @@ void storeFlush(void) {
 /* FLUSHALL ASYNC empties the keyspace at once and frees what it held in
  * slices from the event loop: the dicts are detached whole (new, empty
  * ones take their place, so DBSIZE is 0 and writes work at once) and
- * dictReleaseSteps frees them a bounded number of entries at a time, from
- * the cron, from beforeSleep, and from any allocation that finds no room
- * (storeLazyFreeMakeRoom), before it would evict or refuse.
+ * dictReleaseSteps frees them a bounded number of entries at a time: a
+ * timer runs a slice of LAZYFREE_SLICE_US and comes back 1 ms later, so a
+ * client waits at most about a slice behind it and an idle server frees at
+ * about half its single-threaded speed; and any allocation that finds no
+ * room frees what it needs first (storeLazyFreeMakeRoom), before it would
+ * evict or refuse. (A quarter of each 100 ms cron tick, tried first,
+ * stalled clients for 28 ms at a time.)
  *
  * Not a thread, as Redis's lazyfree is: freeing a value here gives its
  * extent back to the segment's allocator and touches leases, the deferred
@@ -627,7 +631,10 @@ static struct {
     unsigned long long pending; /* entries of keyspaces not yet freed */
 } lazy;
 
-#define LAZYFREE_SLICE 1024 /* entries per step between clock reads */
+#define LAZYFREE_SLICE 1024    /* entries per step between clock reads */
+#define LAZYFREE_SLICE_US 1000 /* per timer run */
+
+static long long lazyTimer = -1;
 
 static void lazyFreeTake(dict *d) {
     if (dictSize(d) == 0) {
@@ -665,6 +672,14 @@ void storeLazyFreeCron(long long budget_us) {
         ;
 }
 
+static int lazyFreeTimerProc(aeEventLoop *el, long long id, void *data) {
+    (void)el, (void)id, (void)data;
+    storeLazyFreeCron(LAZYFREE_SLICE_US);
+    if (lazy.n) return 1;
+    lazyTimer = -1;
+    return AE_NOMORE;
+}
+
 int storeLazyFreeMakeRoom(void) {
     if (lazy.n == 0) return 0;
     for (int i = 0; i < 64 && lazyFreeStep(); i++)
@@ -689,6 +704,8 @@ void storeFlushAsync(void) {
     if (server.cluster) clusterSlotKeysDetach(lazyFreeTake);
     lazyFreeTake(server.keys);
     server.keys = dictCreate(&keyspaceType);
+    if (lazy.n && lazyTimer == -1 && server.el)
+        lazyTimer = aeCreateTimeEvent(server.el, 0, lazyFreeTimerProc, NULL, NULL);
     evictResetPool();
     server.evict_pending = 0;
     notifyStoreFlushPublish(keys);

@@ -187,8 +187,9 @@ void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
 /* FLUSHALL ASYNC: the keyspace is empty at once, what it held is freed in
- * slices (store.c). MakeRoom frees a slice for an allocation that found no
- * room (1: try again); Pending: keys not yet freed (INFO). */
+ * slices by a timer (store.c); Cron frees for budget_us (shutdown: all).
+ * MakeRoom frees a slice for an allocation that found no room (1: try
+ * again); Pending: keys not yet freed (INFO). */
 void storeFlushAsync(void);
 void storeLazyFreeCron(long long budget_us);
 int storeLazyFreeMakeRoom(void);

@@ -489,6 +489,8 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
             $c auth gk p
             assert_equal [lsort [list $base:1 $base:2]] [lsort [$c cluster getkeysinslot $slot 100]]
             assert_equal 1 [llength [$c cluster getkeysinslot $slot 1]]
+            # ... and counts only its keys too (tenants_hidden.tcl).
+            assert_equal 2 [$c cluster countkeysinslot $slot]
             $c close
             R $o acl deluser gk
         }
