@@ -30,6 +30,12 @@
  * MIGRATE then fetch them over the data plane, as any client would: SEG.READ
  * on the segment's tcp:// (else unix://) endpoint, through the same cached
  * blocking connections. storeObjRead is that fetch, reusable by plain GET.
+ * The endpoint is the mounting client's choice, so the server goes only
+ * where owner.c's rule lets it (segmentConnectUri: the client's own
+ * address or abstract socket, never a path, never the server's own ports)
+ * and presents only the segment's own token (segmentRelayToken, SEG.AUTH),
+ * never a password of its own: a tenant listening there learns nothing it
+ * did not have.
  *
  * Everything read from a peer is checked before it is used: reply lines are
  * bounded (a longer one is a protocol error and the connection is

@@ -19,6 +19,12 @@
  * new allocations at once, stays readable, and is unmounted when the time
  * is up (segmentCron).
  *
+ * Tokens. Each MOUNT (an idempotent one too) gives the segment a new token,
+ * the capability its host admits peers by: the one the host proposed
+ * (TOKEN), so that it knows it before anyone can be handed it, or one drawn
+ * here. SEGMENT.TOKEN hands it to users who may see the segment, and the
+ * server's relayed reads present it (migrate.c). A remount revokes it.
+ *
  * Tenants (acl.c). A segment or an owner created by a user restricted by ACL
  * key patterns belongs to that user. Such a user sees (SEGMENTS,
  * SEGMENT.INFO) only its own segments and the shared ones (the pool,
