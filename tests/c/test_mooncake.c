@@ -4060,6 +4060,15 @@ static void testHostTokens(void) {
         }
         free(want);
     }
+    TEST("host tokens: the server's relayed GET presents the token to the real host and gets the bytes") {
+        char *want = xmalloc(n);
+        fillPattern(want, n, seedOf("tk:shm", n));
+        redisReply *g = rcmd(r, "GET tk:shm");
+        CHECK(g && g->type == REDIS_REPLY_STRING && (size_t)g->len == n && !memcmp(g->str, want, n));
+        if (!(g && g->type == REDIS_REPLY_STRING)) showReply("GET tk:shm (relayed)", g);
+        freeReplyObject(g);
+        free(want);
+    }
     TEST("host tokens: a connection over the cap (512) gets an error and is closed; a freed slot serves again") {
         enum { CAP = 512 };
         int fds[CAP + 1], nfd = 0;
