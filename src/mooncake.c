@@ -2677,7 +2677,7 @@ static int sendMount(mc_client *c, int i) {
     /* A new token for every MOUNT (a remount rotates it): the host takes
      * it before the server can hand it out, and the one it replaces until
      * the MOUNT is answered (mc_host.c). */
-    for (int a = 3; a + 1 < sl->argc; a++) {
+    for (int a = 3; a + 1 < sl->argc; a += 2) { /* option, value pairs */
         if (strcmp(sl->argv[a], "TOKEN")) continue;
         char tok[33];
         unsigned char raw[16];
