@@ -661,6 +661,31 @@ int mcConnAuth(mcConn *c, const char *user, const char *password) {
     return rc;
 }
 
+int mcConnAdmit(mcConn *c, uint64_t seg, const char *token) {
+    if (token == NULL || token[0] == '\0') return MC_OK;
+    for (int i = 0; i < c->nadmitted; i++)
+        if (c->admitted[i] == seg) return MC_OK;
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%llu", (unsigned long long)seg);
+    const char *argv[3] = {"SEG.AUTH", idbuf, token};
+    mcReply *r = mcConnCommand(c, 3, argv, NULL);
+    if (r == NULL) return MC_ERR_IO;
+    /* A host older than tokens checks nothing ("unknown command"). */
+    int rc = MC_OK;
+    if (r->type == MCR_ERROR && !strstr(r->str, "unknown command")) {
+        snprintf(c->err, sizeof(c->err), "%s", r->str);
+        rc = MC_ERR_AUTH;
+    }
+    mcReplyFree(r);
+    if (rc != MC_OK) return rc;
+    c->admitted[c->admitted_next] = seg;
+    c->admitted_next = (c->admitted_next + 1) % MC_CONN_ADMITTED;
+    if (c->nadmitted < MC_CONN_ADMITTED) c->nadmitted++;
+    return MC_OK;
+}
+
+void mcConnForgetAdmissions(mcConn *c) { c->nadmitted = c->admitted_next = 0; }
+
 void mcReplyFree(mcReply *r) {
     if (r == NULL) return;
     for (size_t i = 0; i < r->elements; i++) mcReplyFree(r->element[i]);

@@ -19,6 +19,8 @@ typedef struct mcReply {
 
 #define MC_CONN_MAX_IOV 64
 
+#define MC_CONN_ADMITTED 8
+
 typedef struct mcConn {
     int fd;
     int is_unix;
@@ -38,6 +40,10 @@ typedef struct mcConn {
     int broken;              /* an I/O error or protocol error: don't reuse */
     int timed_out;           /* ... and it was the I/O timeout */
     int local_unpaced;       /* TCP to this host, not paced (anetTuneLocalCongestion) */
+    /* Segments this connection presented a token for (mcConnAdmit): a
+     * few, oldest replaced first -- a data connection serves one host. */
+    uint64_t admitted[MC_CONN_ADMITTED];
+    int nadmitted, admitted_next;
     char err[256];
 } mcConn;
 
@@ -47,6 +53,14 @@ void mcConnClose(mcConn *c);
 /* AUTH user password, or AUTH password without a user (NULL/empty), or
  * nothing when neither is given. MC_OK, MC_ERR_AUTH or MC_ERR_IO. */
 int mcConnAuth(mcConn *c, const char *user, const char *password);
+/* SEG.AUTH seg token to a segment host, once per connection and segment:
+ * the capability the server hands out (SEGMENT.TOKEN) that admits this
+ * connection to the segment. NULL or empty token: nothing to present.
+ * MC_OK, MC_ERR_AUTH (c->err holds the refusal: -WRONGTOKEN when it is
+ * not, or no longer, the segment's) or MC_ERR_IO. */
+int mcConnAdmit(mcConn *c, uint64_t seg, const char *token);
+/* The host said -NOAUTH (a remount rotated the token): present it again. */
+void mcConnForgetAdmissions(mcConn *c);
 
 /* Queue one command; arguments of 16 KiB or more are sent from the
  * caller's memory, which must stay valid until mcConnFlush. */

@@ -26,13 +26,30 @@
  * answers [id, size] exactly as a non-cluster mount always did.
  *
  * What is checked: the segment id, that [offset, offset+len) lies inside
- * its slice (no overflow), argument counts and lengths, and the credentials.
+ * its slice (no overflow), argument counts and lengths, and who asks.
  * What is not: whether the range is a live extent -- the host does not see
  * the metadata. That trust is the same as a registered RDMA region's, and
- * the credentials are what keep strangers out (docs/PROTOCOL.md says so):
- * the host's own user and password, those it connected to the server with,
- * so with ACL users only peers of the same user reach a tenant's memory --
- * and the server places only that tenant's objects there (acl.c).
+ * admission is what keeps strangers out (docs/PROTOCOL.md, "Segment
+ * tokens"). A connection reaches a slice once it has presented
+ *   - the slice's token (SEG.AUTH seg-id token): a random capability this
+ *     host proposes in each MOUNT, which the server binds to the segment
+ *     and hands out (SEGMENT.TOKEN) only to users who may see it -- the
+ *     server's own relayed reads and libmooncake readers use it; or
+ *   - the host's own user and password (AUTH), those it connected to the
+ *     server with, when it has a password.
+ * On every transport, SHM.ATTACH included (it hands out the whole memfd).
+ * Before that only PING (the server's liveness probe), AUTH, SEG.AUTH and
+ * QUIT are answered, and a connection that has not been admitted within
+ * HOST_PREAUTH_TIMEOUT_S is closed. A remount proposes a new token (the
+ * old one stays good until the server has answered the MOUNT, so readers
+ * never meet a token that neither side knows), and connections admitted
+ * by a token that is no longer good must present the new one.
+ *
+ * Bounds: at most max_conns connections (threads) at once -- one more gets
+ * an -ERR line and is closed -- and at most max_buffered bytes of SEG.WRITEV
+ * payload buffered across all of them (one over it is refused and closed).
+ * Only admitted connections buffer anything: a vector's segment id comes
+ * before its payloads and is checked first.
  * Payloads of refused writes are read and dropped so the stream stays in
  * step, and nothing is written. A SEG.WRITEV is buffered whole (at most
  * HOST_MAX_VEC_BYTES) and every range checked before any is written, so a
@@ -65,6 +82,7 @@
 #include <strings.h>
 #include <time.h>
 #include <sys/random.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -77,12 +95,19 @@
 #define HOST_MAX_VEC_BYTES (64 * 1024 * 1024)  /* payload one SEG.WRITEV may buffer */
 #define HOST_NUM_ARG 32                        /* ids, offsets, lengths */
 #define HOST_BUF (64 * 1024)
+#define HOST_MAX_CONNS 512                     /* default cap on connections (threads) */
+#define HOST_MAX_BUFFERED (256 * 1024 * 1024)  /* default SEG.WRITEV buffering, all connections */
+#define HOST_PREAUTH_TIMEOUT_S 10              /* to present a token or credentials */
+#define HOST_TOKEN_MIN 32
+#define HOST_TOKEN_MAX 128
 
 typedef struct hostConn {
     struct mcHost *h;
     int fd;
     int is_unix;
-    int authed;
+    int authed;              /* AUTH with the host's credentials: every slice */
+    int admitted_any;        /* some slice admitted it: no pre-auth timeout any more */
+    uint32_t *admit;         /* per slice: generation of the token it presented, 0: none */
     pthread_t thread;
     int done;                /* the thread has finished: join and free it */
     char buf[HOST_BUF];
@@ -93,6 +118,11 @@ typedef struct hostConn {
 typedef struct hostSlice {
     uint64_t id;             /* 0 until MOUNT answered; changed by a remount (atomic) */
     size_t off, size;        /* fixed at start */
+    /* Tokens (under the host's lock; gen/oldgen also read atomically): the
+     * current one, and the one it replaced until the MOUNT that proposed
+     * the current one was answered. A generation names each token. */
+    char tok[HOST_TOKEN_MAX + 1], oldtok[HOST_TOKEN_MAX + 1];
+    uint32_t gen, oldgen;    /* 0: none */
 } hostSlice;
 
 struct mcHost {
@@ -106,8 +136,11 @@ struct mcHost {
     int tcp_fd, unix_fd, wake[2];
     char tcp_ep[300], unix_path[108];
     pthread_t accept_thread;
-    pthread_mutex_t lock;    /* conns, stopping */
+    pthread_mutex_t lock;    /* conns, nconns, stopping, slice tokens */
     hostConn *conns;
+    int nconns, max_conns;   /* live connections (threads), and the cap */
+    size_t buffered, max_buffered; /* SEG.WRITEV payload buffered now (atomic), and the cap */
+    uint32_t next_gen;
     int stopping;
 };
 
@@ -189,7 +222,7 @@ static int parseU64(const char *s, uint64_t *out) {
 }
 
 /* The slice mounted as segment id, or NULL. */
-static const hostSlice *sliceOf(mcHost *h, uint64_t id) {
+static hostSlice *sliceOf(mcHost *h, uint64_t id) {
     if (id == 0) return NULL;
     for (int i = 0; i < h->nslices; i++)
         if (__atomic_load_n(&h->slices[i].id, __ATOMIC_ACQUIRE) == id) return &h->slices[i];
@@ -205,14 +238,33 @@ static int sameSecret(const char *a, const char *b) {
     return diff == 0;
 }
 
-/* The range check every transfer passes: id, bounds, no overflow. */
+#define NOAUTH_REPLY                                                                                   \
+    "-NOAUTH present the segment's token first (SEG.AUTH seg-id token; SEGMENT.TOKEN on the server "  \
+    "gives it), or AUTH with the host's credentials\r\n"
+
+/* Whether c may touch sl: its token (still good), or the host's credentials. */
+static int admitted(const hostConn *c, const hostSlice *sl) {
+    if (c->authed) return 1;
+    uint32_t g = c->admit[sl - c->h->slices];
+    return g && (g == __atomic_load_n(&sl->gen, __ATOMIC_ACQUIRE) || g == __atomic_load_n(&sl->oldgen, __ATOMIC_ACQUIRE));
+}
+
+/* The slice idarg names if c is admitted to it; else NULL and *err. */
+static hostSlice *admittedSlice(hostConn *c, const char *idarg, const char **err) {
+    uint64_t id;
+    hostSlice *sl = parseU64(idarg, &id) == 0 ? sliceOf(c->h, id) : NULL;
+    *err = sl == NULL ? "-ERR no such segment\r\n" : !admitted(c, sl) ? NOAUTH_REPLY : NULL;
+    return *err ? NULL : sl;
+}
+
+/* The range check every transfer passes: admission, id, bounds, no overflow. */
 static const char *checkRange(hostConn *c, const char *idarg, const char *offarg, uint64_t len, char **ptr) {
     uint64_t id, off;
-    if (c->h->password && !c->authed) return "-NOAUTH Authentication required.\r\n";
     if (parseU64(idarg, &id) != 0 || parseU64(offarg, &off) != 0)
         return "-ERR segment id and offset must be unsigned integers\r\n";
     const hostSlice *sl = sliceOf(c->h, id);
     if (sl == NULL) return "-ERR no such segment\r\n";
+    if (!admitted(c, sl)) return NOAUTH_REPLY;
     if (len == 0 || off >= sl->size || len > sl->size - off) return "-ERR range is outside the segment\r\n";
     *ptr = c->h->mem + sl->off + off;
     return NULL;
@@ -237,7 +289,7 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
     char **ptrs = calloc((size_t)(nranges + 1), sizeof(*ptrs));
     char *vbuf = NULL, errbuf[160];
     struct iovec *iov = NULL;
-    size_t vlen = 0, vcap = 0;
+    size_t vlen = 0, vcap = 0, reserved = 0; /* reserved: counted in h->buffered */
     const char *err = NULL;
     int rc = -1;
     if (!num || !plen || !poff || !ptrs) goto end;
@@ -254,6 +306,19 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
             if (vlen + (size_t)len + 1 > vcap) { /* doubling: no copy per payload */
                 size_t ncap = vcap ? vcap : 64 * 1024;
                 while (ncap < vlen + (size_t)len + 1) ncap *= 2;
+                /* The host's total first: many half-sent vectors must not
+                 * add up without bound. */
+                size_t more = ncap - reserved;
+                if (__atomic_add_fetch(&c->h->buffered, more, __ATOMIC_RELAXED) > c->h->max_buffered) {
+                    __atomic_sub_fetch(&c->h->buffered, more, __ATOMIC_RELAXED);
+                    snprintf(errbuf, sizeof(errbuf),
+                             "-ERR the segment host is buffering too many SEG.WRITEV payloads (at most %zu bytes); "
+                             "retry\r\n",
+                             c->h->max_buffered);
+                    reply(c, errbuf);
+                    goto end;
+                }
+                reserved += more;
                 char *nb = realloc(vbuf, ncap);
                 if (nb == NULL) goto end;
                 vbuf = nb;
@@ -270,6 +335,13 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
             }
             if (readExact(c, num[i], (size_t)len) != 0) goto end;
             num[i][len] = '\0';
+            if (i == 1) { /* the segment id: nothing is buffered for a peer it does not admit */
+                const char *aerr;
+                if (admittedSlice(c, num[1], &aerr) == NULL) {
+                    reply(c, aerr);
+                    goto end;
+                }
+            }
         }
         if (readExact(c, crlf, 2) != 0 || crlf[0] != '\r' || crlf[1] != '\n') goto end;
     }
@@ -310,6 +382,7 @@ static int serveVector(hostConn *c, long long argc, int write, long long len1) {
     }
     rc = anetSendAll(c->fd, iov, niov);
 end:
+    if (reserved) __atomic_sub_fetch(&c->h->buffered, reserved, __ATOMIC_RELAXED);
     free(num);
     free(plen);
     free(poff);
@@ -317,6 +390,14 @@ end:
     free(vbuf);
     free(iov);
     return rc;
+}
+
+/* Admitted somewhere: the connection may idle from now on. */
+static void admittedNow(hostConn *c) {
+    if (c->admitted_any) return;
+    c->admitted_any = 1;
+    struct timeval tv = {0, 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 }
 
 /* One request; -1 ends the connection. */
@@ -373,7 +454,26 @@ static int serveOne(hostConn *c) {
             return reply(c, "-ERR AUTH called without any password configured\r\n");
         /* Both compared whole, without stopping at the first difference. */
         c->authed = sameSecret(argc == 3 ? args[1] : "default", want) & sameSecret(pw, c->h->password);
+        if (c->authed) admittedNow(c);
         return reply(c, c->authed ? "+OK\r\n" : "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+    }
+    if (!strcasecmp(cmd, "SEG.AUTH") && argc == 3) {
+        uint64_t id;
+        hostSlice *sl = parseU64(args[1], &id) == 0 ? sliceOf(c->h, id) : NULL;
+        if (sl == NULL) return reply(c, "-ERR no such segment\r\n");
+        size_t tl = strlen(args[2]);
+        uint32_t g = 0;
+        if (tl >= HOST_TOKEN_MIN && tl <= HOST_TOKEN_MAX) {
+            /* Both compared whole, whichever matches. */
+            pthread_mutex_lock(&c->h->lock);
+            int cur = sl->gen && sameSecret(args[2], sl->tok), old = sl->oldgen && sameSecret(args[2], sl->oldtok);
+            g = cur ? sl->gen : old ? sl->oldgen : 0;
+            pthread_mutex_unlock(&c->h->lock);
+        }
+        if (g == 0) return reply(c, "-WRONGTOKEN invalid token for this segment (ask SEGMENT.TOKEN again)\r\n");
+        c->admit[sl - c->h->slices] = g;
+        admittedNow(c);
+        return reply(c, "+OK\r\n");
     }
     if (!strcasecmp(cmd, "SEG.READ") && argc == 4) {
         uint64_t n;
@@ -389,10 +489,11 @@ static int serveOne(hostConn *c) {
     if (!strcasecmp(cmd, "SEG.WRITE")) return reply(c, "-ERR wrong number of arguments for 'seg.write' command\r\n");
     if (!strcasecmp(cmd, "SHM.ATTACH") && argc == 2) {
         uint64_t id;
-        if (c->h->password && !c->authed) return reply(c, "-NOAUTH Authentication required.\r\n");
         if (!c->is_unix) return reply(c, "-ERR SHM.ATTACH needs a unix socket connection (the fd travels by SCM_RIGHTS)\r\n");
-        const hostSlice *sl = parseU64(args[1], &id) == 0 ? sliceOf(c->h, id) : NULL;
-        if (sl == NULL) return reply(c, "-ERR no such segment\r\n");
+        const char *aerr;
+        const hostSlice *sl = admittedSlice(c, args[1], &aerr);
+        if (sl == NULL) return reply(c, aerr);
+        id = sl->id;
         if (c->h->memfd < 0) return reply(c, "-ERR segment has no shared memory file\r\n");
         char msg[96];
         if (sl->off == 0 && sl->size == c->h->size)
@@ -412,6 +513,7 @@ static void *connThread(void *arg) {
     pthread_mutex_lock(&c->h->lock);
     shutdown(c->fd, SHUT_RDWR);
     c->done = 1;
+    c->h->nconns--;
     pthread_mutex_unlock(&c->h->lock);
     return NULL;
 }
@@ -433,6 +535,7 @@ static void reapConns(mcHost *h, int all) {
         pthread_mutex_unlock(&h->lock);
         pthread_join(c->thread, NULL);
         close(c->fd);
+        free(c->admit);
         free(c);
         pthread_mutex_lock(&h->lock);
     }
@@ -465,7 +568,8 @@ static void *acceptThread(void *arg) {
             int fd = accept4(pfd[i].fd, NULL, NULL, SOCK_CLOEXEC);
             if (fd < 0) continue;
             hostConn *c = calloc(1, sizeof(*c));
-            if (c == NULL) {
+            if (c == NULL || (c->admit = calloc((size_t)h->nslices, sizeof(*c->admit))) == NULL) {
+                free(c);
                 close(fd);
                 continue;
             }
@@ -477,25 +581,36 @@ static void *acceptThread(void *arg) {
                                          "(or root); use the tcp:// endpoint\r\n";
                 sendAll(fd, no, sizeof(no) - 1);
                 close(fd);
+                free(c->admit);
                 free(c);
                 continue;
             }
+            /* Until it presents a token or credentials (admittedNow). */
+            struct timeval tv = {HOST_PREAUTH_TIMEOUT_S, 0};
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
             if (!c->is_unix) {
                 anetEnableTcpNoDelay(NULL, fd);
                 anetTuneLocalCongestion(fd);
             }
             pthread_mutex_lock(&h->lock);
-            int stopping = h->stopping;
-            if (stopping || pthread_create(&c->thread, NULL, connThread, c) != 0) {
+            int stopping = h->stopping, full = h->nconns >= h->max_conns;
+            if (stopping || full || pthread_create(&c->thread, NULL, connThread, c) != 0) {
+                int max = h->max_conns;
                 pthread_mutex_unlock(&h->lock);
                 /* A word before closing: the server's liveness probe reads
                  * "closed without a reply" as this process being gone. */
-                static const char busy[] = "-ERR the segment host cannot serve this connection now\r\n";
-                if (!stopping) sendAll(fd, busy, sizeof(busy) - 1);
+                char busy[128];
+                if (full)
+                    snprintf(busy, sizeof(busy), "-ERR the segment host has too many connections (at most %d)\r\n", max);
+                else
+                    snprintf(busy, sizeof(busy), "-ERR the segment host cannot serve this connection now\r\n");
+                if (!stopping) sendAll(fd, busy, strlen(busy));
                 close(fd);
+                free(c->admit);
                 free(c);
                 continue;
             }
+            h->nconns++;
             c->next = h->conns;
             h->conns = c;
             pthread_mutex_unlock(&h->lock);
@@ -543,6 +658,8 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
     h->size = size;
     h->memfd = memfd;
     h->tcp_fd = h->unix_fd = h->wake[0] = h->wake[1] = -1;
+    h->max_conns = HOST_MAX_CONNS;
+    h->max_buffered = HOST_MAX_BUFFERED;
     pthread_mutex_init(&h->lock, NULL);
     h->nslices = nslices ? nslices : 1;
     if ((h->slices = calloc((size_t)h->nslices, sizeof(*h->slices))) == NULL) goto oom;
@@ -654,7 +771,42 @@ void mcHostStop(mcHost *h) {
 
 void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id) {
     if (slice < 0 || slice >= h->nslices) return;
-    __atomic_store_n(&h->slices[slice].id, id, __ATOMIC_RELEASE);
+    hostSlice *sl = &h->slices[slice];
+    pthread_mutex_lock(&h->lock);
+    /* The MOUNT that proposed the current token was answered: the server
+     * hands out that one now, and the one before it is good no more. */
+    __atomic_store_n(&sl->oldgen, 0, __ATOMIC_RELEASE);
+    memset(sl->oldtok, 0, sizeof(sl->oldtok));
+    pthread_mutex_unlock(&h->lock);
+    __atomic_store_n(&sl->id, id, __ATOMIC_RELEASE);
+}
+
+int mcHostSetSegmentToken(mcHost *h, int slice, const char *token) {
+    size_t len = token ? strlen(token) : 0;
+    if (slice < 0 || slice >= h->nslices || len < HOST_TOKEN_MIN || len > HOST_TOKEN_MAX) return -1;
+    hostSlice *sl = &h->slices[slice];
+    pthread_mutex_lock(&h->lock);
+    memcpy(sl->oldtok, sl->tok, sizeof(sl->tok));
+    __atomic_store_n(&sl->oldgen, sl->gen, __ATOMIC_RELEASE);
+    memcpy(sl->tok, token, len + 1);
+    if (++h->next_gen == 0) h->next_gen = 1; /* 0 means none */
+    __atomic_store_n(&sl->gen, h->next_gen, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&h->lock);
+    return 0;
+}
+
+void mcHostSetLimits(mcHost *h, int max_conns, size_t max_buffered) {
+    pthread_mutex_lock(&h->lock);
+    if (max_conns > 0) h->max_conns = max_conns;
+    if (max_buffered > 0) h->max_buffered = max_buffered;
+    pthread_mutex_unlock(&h->lock);
+}
+
+int mcHostConnections(mcHost *h) {
+    pthread_mutex_lock(&h->lock);
+    int n = h->nconns;
+    pthread_mutex_unlock(&h->lock);
+    return n;
 }
 
 int mcHostEndpoints(mcHost *h, char (*eps)[300], int max) {

@@ -15,9 +15,10 @@ typedef struct mcHost mcHost;
  * served as nslices segments, slice i being [off[i], off[i]+len[i]) (one
  * slice of the whole memory when nslices is 0; a cluster mounts one slice
  * per primary): a request names a slice by its segment id and its offsets
- * count from the slice's start. When password is set, connections must
- * AUTH with it and with user (NULL: "default"; AUTH <password> alone means
- * default), the credentials the host itself uses. The TCP listener takes a
+ * count from the slice's start. A connection reaches a slice once it has
+ * presented the slice's token (mcHostSetSegmentToken) or, when password is
+ * set, AUTHed with it and with user (NULL: "default"; AUTH <password> alone
+ * means default), the credentials the host itself uses. The TCP listener takes a
  * free port in [port_min, port_max] (0, 0: one the kernel picks). NULL with
  * err on failure. */
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
@@ -26,8 +27,17 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
 /* Closes the listeners and every connection, and waits for their threads:
  * after it returns nothing touches the memory. NULL is a no-op. */
 void mcHostStop(mcHost *h);
-/* The segment id slice i was mounted under (0: none, refused). */
+/* The segment id slice i was mounted under (0: none, refused). The MOUNT
+ * was answered: the token it proposed is now the only one slice i takes. */
 void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id);
+/* The token slice i admits peers by (SEG.AUTH id token), set before the
+ * MOUNT that proposes it (TOKEN); the previous one stays good until
+ * mcHostSetSegmentId. 32..128 characters; -1 if not. */
+int mcHostSetSegmentToken(mcHost *h, int slice, const char *token);
+/* Caps: connections (threads) at once, and SEG.WRITEV payload buffered
+ * across them; 0 keeps a cap as it is (defaults 512 and 256 MiB). */
+void mcHostSetLimits(mcHost *h, int max_conns, size_t max_buffered);
+int mcHostConnections(mcHost *h);  /* live connections now */
 /* tcp://ip:port and unix://@name (abstract); returns how many were written. */
 int mcHostEndpoints(mcHost *h, char (*eps)[300], int max);
 /* Numeric form of a socket address, IPv6 without brackets. */

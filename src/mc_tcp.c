@@ -79,23 +79,33 @@ void mcTcpAppend(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const s
 
 int mcTcpReadReply(mcConn *conn, const struct iovec *iov, int iovcnt, uint64_t len, int write, mcReply **r) {
     *r = NULL;
-    if (write) {
-        *r = mcConnRead(conn);
-        return *r && (*r)->type == MCR_STATUS;
-    }
-    return mcConnReadBulkIntoV(conn, iov, iovcnt, r) == (long long)len;
+    int ok = write ? (*r = mcConnRead(conn)) != NULL && (*r)->type == MCR_STATUS
+                   : mcConnReadBulkIntoV(conn, iov, iovcnt, r) == (long long)len;
+    /* The token this connection presented is good no more (a remount
+     * rotated it): the next transfer presents the segment's again. */
+    if (!ok && mcReplyIsError(*r, "NOAUTH")) mcConnForgetAdmissions(conn);
+    return ok;
 }
 
-/* Sends one slice and reads its reply; on failure fills *f. */
-static int runSlice(mcConn *conn, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt,
-                    int write, mcTcpFailure *f) {
+/* Sends one slice (the segment's token first, once per connection) and
+ * reads its reply; on failure fills *f. */
+static int runSlice(mcConn *conn, const char *token, uint64_t seg, uint64_t off, uint64_t len,
+                    const struct iovec *iov, int iovcnt, int write, mcTcpFailure *f) {
     mcReply *r = NULL;
+    int arc = mcConnAdmit(conn, seg, token);
+    if (arc != MC_OK) {
+        f->auth = arc == MC_ERR_AUTH;
+        f->timed_out = conn->timed_out;
+        snprintf(f->err, sizeof(f->err), "%.250s: %.250s", conn->uri, conn->err[0] ? conn->err : "SEG.AUTH failed");
+        return 0;
+    }
     mcTcpAppend(conn, seg, off, len, iov, iovcnt, write);
     if (mcConnFlush(conn) == MC_OK && mcTcpReadReply(conn, iov, iovcnt, len, write, &r)) {
         mcReplyFree(r);
         return 1;
     }
     f->reply = r;
+    f->auth = mcReplyIsError(r, "NOAUTH");
     f->timed_out = conn->timed_out;
     snprintf(f->err, sizeof(f->err), "%.250s: %.250s", conn->uri, conn->err[0] ? conn->err : "transfer failed");
     return 0;
@@ -200,12 +210,17 @@ void mcTcpBatch(mcTcpItem *items, size_t n, int write, mcReply **err) {
         i += count;
     }
     free(runs);
+    /* A token that is good no more (-NOAUTH after a remount): the
+     * connections that presented it present the segment's again. */
+    if (mcReplyIsError(*err, "NOAUTH"))
+        for (size_t i = 0; i < n; i++)
+            if (!items[i].ok) mcConnForgetAdmissions(items[i].conn);
 }
 
 /* ---- the worker pool -------------------------------------------------------- */
 
 typedef struct {
-    const char *uri;
+    const char *uri, *token;
     int connect_ms, io_ms;
     uint64_t seg, off, len;
     const struct iovec *iov;     /* its part of the caller's buffers */
@@ -273,7 +288,7 @@ static void *workerMain(void *arg) {
         mcTcpJob *j = &p->jobs[p->next++];
         pthread_mutex_unlock(&p->lock);
         mcConn *c = workerConn(w, j, &j->f);
-        j->ok = c && runSlice(c, j->seg, j->off, j->len, j->iov, j->iovcnt, j->write, &j->f);
+        j->ok = c && runSlice(c, j->token, j->seg, j->off, j->len, j->iov, j->iovcnt, j->write, &j->f);
         if (c && c->broken) workerDrop(w, c);
         pthread_mutex_lock(&p->lock);
         if (--p->pending == 0) pthread_cond_signal(&p->done);
@@ -333,13 +348,13 @@ int mcTcpDefaultStreams(void) {
     return n < 1 ? 1 : n > 4 ? 4 : (int)n;
 }
 
-int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
-                 uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
+int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, const char *token, int streams, int connect_ms,
+                 int io_ms, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
                  mcTcpFailure *f) {
     memset(f, 0, sizeof(*f));
     if (streams > mcTcpPoolWorkers(p) + 1) streams = mcTcpPoolWorkers(p) + 1;
     if (streams < 1) streams = 1;
-    if (streams == 1) return runSlice(own, seg, off, len, iov, iovcnt, write, f);
+    if (streams == 1) return runSlice(own, token, seg, off, len, iov, iovcnt, write, f);
     /* Page-aligned slices of the logical byte range, the last one taking
      * the remainder; each stream gets the part of the caller's buffers its
      * slice covers. The slices' lists together have at most iovcnt +
@@ -348,7 +363,7 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
     struct iovec cut_local[4 * MC_TCP_MAX_STREAMS], *cuts = cut_local;
     size_t ncut = (size_t)iovcnt + (size_t)streams;
     if (ncut > sizeof(cut_local) / sizeof(cut_local[0]) && (cuts = malloc(ncut * sizeof(*cuts))) == NULL)
-        return runSlice(own, seg, off, len, iov, iovcnt, write, f); /* out of memory: one stream */
+        return runSlice(own, token, seg, off, len, iov, iovcnt, write, f); /* out of memory: one stream */
     mcTcpJob jobs[MC_TCP_MAX_STREAMS];
     int nworker_jobs = 0;
     size_t used = 0;
@@ -361,6 +376,7 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
         mcTcpJob *j = &jobs[nworker_jobs++];
         memset(j, 0, sizeof(*j));
         j->uri = uri;
+        j->token = token;
         j->connect_ms = connect_ms;
         j->io_ms = io_ms;
         j->seg = seg;
@@ -380,7 +396,7 @@ int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int co
         pthread_cond_broadcast(&p->work);
         pthread_mutex_unlock(&p->lock);
     }
-    int ok = runSlice(own, seg, off, first, first_iov, nfirst, write, f);
+    int ok = runSlice(own, token, seg, off, first, first_iov, nfirst, write, f);
     if (nworker_jobs) {
         pthread_mutex_lock(&p->lock);
         while (p->pending) pthread_cond_wait(&p->done, &p->lock);

@@ -54,6 +54,7 @@ int mcTcpPoolWorkers(const mcTcpPool *p);
 typedef struct {
     mcReply *reply;
     int timed_out;               /* the I/O timeout ran out (not worth a retry) */
+    int auth;                    /* the host refused the token (-WRONGTOKEN, -NOAUTH): ask for it again */
     char err[512];
 } mcTcpFailure;
 
@@ -63,8 +64,8 @@ typedef struct {
  * (the caller's connection to uri), the others over the workers' own
  * connections to uri, all at once. Returns 1 if every slice worked, else 0
  * with the first failure in *f. streams must not exceed workers + 1. */
-int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, int streams, int connect_ms, int io_ms,
-                 uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
+int mcTcpStriped(mcTcpPool *p, mcConn *own, const char *uri, const char *token, int streams, int connect_ms,
+                 int io_ms, uint64_t seg, uint64_t off, uint64_t len, const struct iovec *iov, int iovcnt, int write,
                  mcTcpFailure *f);
 
 /* How many streams a transfer of len bytes uses when up to want are allowed. */

@@ -30,6 +30,12 @@
  * MIGRATE then fetch them over the data plane, as any client would: SEG.READ
  * on the segment's tcp:// (else unix://) endpoint, through the same cached
  * blocking connections. storeObjRead is that fetch, reusable by plain GET.
+ * The endpoint is the mounting client's choice, so the server goes only
+ * where owner.c's rule lets it (segmentConnectUri: the client's own
+ * address or abstract socket, never a path, never the server's own ports)
+ * and presents only the segment's own token (segmentRelayToken, SEG.AUTH),
+ * never a password of its own: a tenant listening there learns nothing it
+ * did not have.
  *
  * Everything read from a peer is checked before it is used: reply lines are
  * bounded (a longer one is a protocol error and the connection is
@@ -56,6 +62,7 @@
 #include "crc.h"
 #include "dump.h"
 #include "notify.h"
+#include "owner.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -80,7 +87,7 @@ typedef struct syncConn {
     sds name;
     int fd;
     mstime_t last_use;
-    sds auth;           /* the password this connection authenticated with */
+    sds auth;           /* what this connection last authenticated with (a password, a segment token) */
     size_t rpos, rlen;
     char rbuf[SYNC_RBUF];
 } syncConn;
@@ -448,8 +455,8 @@ static int parseEndpoint(const char *uri, const char *seghost, char *host, size_
 /* One SEG.READ of [offset, offset+len) of segment `segid` through the
  * endpoint `uri` into dst. On failure *why says what happened. A cached
  * connection that fails before answering is retried once on a fresh one. */
-static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost, uint64_t offset, uint64_t len,
-                           char *dst, long long timeout_ms, sds *why) {
+static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost, const char *token, uint64_t offset,
+                           uint64_t len, char *dst, long long timeout_ms, sds *why) {
     char host[256], line[SYNC_LINE_MAX], err[ANET_ERR_LEN];
     int port = 0, is_unix = 0;
     if (parseEndpoint(uri, seghost, host, sizeof(host), &port, &is_unix) != 0) {
@@ -457,7 +464,6 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         return C_ERR;
     }
     sds name = sdscatprintf(sdsempty(), "seg:%s", uri);
-    sds pw = server.requirepass; /* NULL: none */
     int rc = C_ERR;
     for (int attempt = 0; attempt < 2; attempt++) {
         syncConn *sc = connCacheFind(name);
@@ -472,14 +478,18 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
             sc = connCacheAdd(name, fd);
         }
         sc->last_use = mstime();
-        /* The host wants the password its owner connected with: ours. */
-        int send_auth = pw && (sc->auth == NULL || sdscmp(sc->auth, pw));
+        /* The host admits a connection to a segment by the segment's token
+         * (segmentRelayToken; never a password: the endpoint is a
+         * client's choice). Sent again whenever this connection last
+         * presented another one. */
+        int send_auth = token && (sc->auth == NULL || strcmp(sc->auth, token));
         reqBuf rb;
         reqInit(&rb);
         if (send_auth) {
-            reqHeader(&rb, '*', 2);
-            reqBulk(&rb, "AUTH", 4);
-            reqBulk(&rb, pw, sdslen(pw));
+            reqHeader(&rb, '*', 3);
+            reqBulk(&rb, "SEG.AUTH", 8);
+            reqBulkLL(&rb, (long long)segid);
+            reqBulk(&rb, token, strlen(token));
         }
         reqHeader(&rb, '*', 4);
         reqBulk(&rb, "SEG.READ", 8);
@@ -492,8 +502,8 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         ssize_t ll = 0;
         if (sent == 0 && send_auth) {
             ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
-            /* A host without a password says so; that is not a refusal. */
-            if (ll >= 0 && line[0] == '-' && !strstr(line, "without any password")) autherr = sdsnew(line + 1);
+            /* A host older than tokens checks nothing: not a refusal. */
+            if (ll >= 0 && line[0] == '-' && !strstr(line, "unknown command")) autherr = sdsnew(line + 1);
         }
         if (sent == 0 && ll >= 0) ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
         if (sent != 0 || ll < 0) {
@@ -514,7 +524,7 @@ static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost,
         sdsfree(autherr);
         if (send_auth) {
             sdsfree(sc->auth);
-            sc->auth = sdsdup(pw);
+            sc->auth = sdsnew(token);
         }
         long long blen;
         char crlf[2];
@@ -562,13 +572,21 @@ int storeObjRead(storeObj *o, uint64_t off, uint64_t len, char *dst, long long t
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL || seg->mem) continue;
-        /* tcp:// first (it works from anywhere), then unix:// (same host). */
+        /* tcp:// first (it works from anywhere), then unix:// (same host);
+         * only where the server may connect on a client's word (owner.c). */
         for (int pass = 0; pass < 2 && rc != C_OK; pass++) {
             for (int e = 0; e < seg->nendpoints && rc != C_OK; e++) {
-                const char *ep = seg->endpoints[e];
+                const char *ep = seg->endpoints[e], *refused;
+                char uri[1100];
                 if (strncmp(ep, pass == 0 ? "tcp://" : "unix://", pass == 0 ? 6 : 7)) continue;
                 tried++;
-                rc = segmentReadFrom(seg->id, ep, seg->host, r->offset + off, len, dst, timeout_ms, &why);
+                if ((refused = segmentConnectUri(seg, ep, uri, sizeof(uri))) != NULL) {
+                    whyall = sdscatprintf(whyall, "%s%s: not connected to (%s)", sdslen(whyall) ? "; " : "", ep,
+                                          refused);
+                    continue;
+                }
+                rc = segmentReadFrom(seg->id, uri, seg->host, segmentRelayToken(seg), r->offset + off, len, dst,
+                                     timeout_ms, &why);
                 if (rc != C_OK) whyall = sdscatprintf(whyall, "%s%s", sdslen(whyall) ? "; " : "", why ? why : ep);
                 sdsfree(why);
                 why = NULL;

@@ -11,7 +11,8 @@
  * MONITOR itself...) nor those flagged CMD_SKIP_MONITOR; the commands of a
  * transaction as MULTI, each queued command when EXEC runs it, then EXEC;
  * a monitor's own commands too. Passwords are replaced by "(redacted)":
- * AUTH's arguments, HELLO's after AUTH, MIGRATE's after AUTH/AUTH2.
+ * AUTH's arguments, HELLO's after AUTH, MIGRATE's after AUTH/AUTH2, and
+ * MOUNT's TOKEN (a segment's capability is a credential too).
  *
  * One choice of ours: an argument of PROTO_BIG_ARG (32 KiB) or more is
  * shown as "(N bytes)" instead of its bytes. Such a value may never have
@@ -71,6 +72,14 @@ int commandRedactedArgs(client *c, char *r) {
                 j += 2;
             } else {
                 break; /* KEYS: the rest are keys; anything else: a syntax error */
+            }
+        }
+    } else if (cmd->proc == mountCommand) {
+        /* TOKEN's value is the segment's capability (t_segment.c). */
+        for (int j = 3; j + 1 < c->argc; j += 2) {
+            if (!strcasecmp(c->argv[j], "token")) {
+                r[j + 1] = 1;
+                n++;
             }
         }
     }

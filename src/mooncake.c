@@ -99,6 +99,7 @@
 #include "mooncake.h"
 
 #include <errno.h>
+#include <sys/random.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -139,6 +140,8 @@ typedef struct mcSeg {
     int nendpoints;
     char *map;                   /* shm mapping, NULL until attached */
     int shm_state;               /* 0 untried, 1 mapped, -1 not possible */
+    char *token;                 /* what its host admits us by (SEGMENT.TOKEN), NULL: none */
+    int token_known;             /* asked the server already */
     struct mcSeg *next;
 } mcSeg;
 
@@ -628,6 +631,7 @@ static void segFree(mcSeg *s) {
     for (int i = 0; i < s->nendpoints; i++) free(s->endpoints[i]);
     free(s->name);
     free(s->rkey);
+    free(s->token);
     free(s);
 }
 
@@ -743,6 +747,23 @@ static void endpointUri(mc_client *c, const mcSeg *s, const char *ep, char *out,
     else snprintf(out, len, "%s", ep);
 }
 
+/* The capability s's host admits us by: SEGMENT.TOKEN on the node that
+ * named s, asked once and again when the host refused it (a remount
+ * rotated it). NULL: none (the server's own pool, an older server). */
+static const char *segToken(mc_client *c, mcSeg *s, int refresh) {
+    if (s->token_known && !refresh) return s->token;
+    char idbuf[24];
+    fmtU64(idbuf, sizeof(idbuf), s->id);
+    const char *argv[2] = {"SEGMENT.TOKEN", idbuf};
+    mcReply *r;
+    if (nodeCommand(c, s->node, 0, 2, argv, NULL, &r) != MC_OK) return s->token;
+    free(s->token);
+    s->token = r->type == MCR_BULK && r->str ? strdup(r->str) : NULL;
+    s->token_known = 1;
+    mcReplyFree(r);
+    return s->token;
+}
+
 /* A connection to uri: a metadata one if that is where it goes, else a
  * cached data connection, else a new one (authenticated). */
 static mcConn *dataConn(mc_client *c, const char *uri) {
@@ -765,8 +786,11 @@ static mcConn *dataConn(mc_client *c, const char *uri) {
         setErr(c, MC_ERR_IO, "%s", err);
         return NULL;
     }
-    if (mcConnAuth(n, c->user, c->password) != MC_OK) {
-        setErr(c, MC_ERR_AUTH, "%s: %s", uri, n->err);
+    /* Refused credentials are not the end at a segment host: another
+     * user's host admits us by the segment's token (segConn). */
+    int arc = mcConnAuth(n, c->user, c->password);
+    if (arc == MC_ERR_IO) {
+        setErr(c, MC_ERR_IO, "%s: %s", uri, n->err);
         mcConnClose(n);
         return NULL;
     }
@@ -795,6 +819,19 @@ static void dropConn(mc_client *c, mcConn *conn) {
     }
 }
 
+/* A data connection to uri admitted to s by s's token (asked for again
+ * once if the host says it is not the segment's any more). */
+static mcConn *segConn(mc_client *c, mcSeg *s, const char *uri) {
+    mcConn *conn = dataConn(c, uri);
+    if (conn == NULL) return NULL;
+    int rc = mcConnAdmit(conn, s->id, segToken(c, s, 0));
+    if (rc == MC_ERR_AUTH) rc = mcConnAdmit(conn, s->id, segToken(c, s, 1));
+    if (rc == MC_OK) return conn;
+    setErr(c, rc, "%s: %s", uri, conn->err);
+    if (rc == MC_ERR_IO) dropConn(c, conn);
+    return NULL;
+}
+
 /* Maps the segment's memory through one of its unix endpoints. The reply
  * is [seg-id, size], or [seg-id, size, offset] for a slice of a larger
  * memfd (a segment hosted by a libmooncake process in a cluster). */
@@ -803,7 +840,7 @@ static int shmAttach(mc_client *c, mcSeg *s) {
     s->shm_state = -1;
     for (int i = 0; i < s->nendpoints; i++) {
         if (strncmp(s->endpoints[i], "unix://", 7)) continue;
-        mcConn *conn = dataConn(c, s->endpoints[i]);
+        mcConn *conn = segConn(c, s, s->endpoints[i]);
         if (conn == NULL) continue;
         char idbuf[24];
         fmtU64(idbuf, sizeof(idbuf), s->id);
@@ -902,7 +939,7 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, const struct io
             if (pass == 0 ? !is_tcp : !is_unix) continue;
             char uri[300];
             endpointUri(c, s, ep, uri, sizeof(uri));
-            mcConn *conn = dataConn(c, uri);
+            mcConn *conn = segConn(c, s, uri);
             if (conn == NULL) {
                 rc = MC_ERR_IO;
                 continue;
@@ -918,14 +955,16 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, const struct io
              * SEG.WRITE/SEG.READ of the same range are safe to repeat. */
             for (int attempt = 0; attempt < 2; attempt++) {
                 mcTcpFailure f;
-                if (attempt && (conn = dataConn(c, uri)) == NULL) break;
-                if (mcTcpStriped(tcpPool(c, streams), conn, uri, streams, c->connect_ms, c->io_ms, s->id,
-                                 rep->off, rep->len, iov, iovcnt, write, &f)) {
+                if (attempt && (conn = segConn(c, s, uri)) == NULL) break;
+                if (mcTcpStriped(tcpPool(c, streams), conn, uri, segToken(c, s, 0), streams, c->connect_ms,
+                                 c->io_ms, s->id, rep->off, rep->len, iov, iovcnt, write, &f)) {
                     c->last_transport = MC_TRANSPORT_TCP;
                     return MC_OK;
                 }
-                rc = f.reply ? replyErr(c, f.reply) : setErr(c, MC_ERR_IO, "%s", f.err);
-                int again = f.reply == NULL && !f.timed_out;
+                rc = f.reply ? replyErr(c, f.reply) : setErr(c, f.auth ? MC_ERR_AUTH : MC_ERR_IO, "%s", f.err);
+                /* A token the host refused: the server's current one, once. */
+                if (f.auth) segToken(c, s, 1);
+                int again = (f.reply == NULL && !f.timed_out) || f.auth;
                 mcReplyFree(f.reply);
                 if (conn->broken) dropConn(c, conn);
                 if (!again) break;
@@ -1733,7 +1772,7 @@ static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct 
         if (strncmp(s->endpoints[i], "tcp://", 6)) continue;
         char uri[300];
         endpointUri(c, s, s->endpoints[i], uri, sizeof(uri));
-        mcConn *conn = dataConn(c, uri);
+        mcConn *conn = segConn(c, s, uri);
         if (conn == NULL) continue;
         p->conn = conn;
         p->seg = s->id;
@@ -2635,6 +2674,26 @@ void mcSetError(mc_client *c, const char *fmt, ...) {
 static int sendMount(mc_client *c, int i) {
     mcSlice *sl = &c->slices[i];
     mcReply *r;
+    /* A new token for every MOUNT (a remount rotates it): the host takes
+     * it before the server can hand it out, and the one it replaces until
+     * the MOUNT is answered (mc_host.c). */
+    for (int a = 3; a + 1 < sl->argc; a += 2) { /* option, value pairs */
+        if (strcmp(sl->argv[a], "TOKEN")) continue;
+        char tok[33];
+        unsigned char raw[16];
+        if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+            return setErr(c, MC_ERR_IO, "getrandom: %s", strerror(errno));
+        for (int b = 0; b < 16; b++) snprintf(tok + 2 * b, 3, "%02x", raw[b]);
+        if (strlen(sl->argv[a + 1]) >= 32) memcpy(sl->argv[a + 1], tok, 33);
+        else {
+            char *t = strdup(tok);
+            if (t == NULL) return setErr(c, MC_ERR_NOMEM, "out of memory");
+            free(sl->argv[a + 1]);
+            sl->argv[a + 1] = t;
+        }
+        mcHostSetSegmentToken(c->host, i, tok);
+        break;
+    }
     int rc = nodeCommand(c, sl->node, 0, sl->argc, (const char **)sl->argv, NULL, &r);
     if (rc != MC_OK) return rc;
     if (r->type != MCR_INT || r->integer <= 0) {
@@ -2914,6 +2973,9 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
             argv[argc++] = "HOST";
             argv[argc++] = hostname;
         }
+        /* Its value is drawn afresh at each MOUNT (sendMount). */
+        argv[argc++] = "TOKEN";
+        argv[argc++] = "-";
         argv[argc++] = "OWNER";
         argv[argc++] = owner;
         for (int a = 0; a < argc; a++) {

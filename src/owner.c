@@ -35,12 +35,9 @@
  * OWNER_PROBES_MAX in flight (more wait for ownerCron), each started
  * OWNER_PROBE_DELAY_MS after the disconnect and bounded by
  * owner-probe-timeout (0: no probes). Which endpoint: an abstract unix://@
- * one when the segment was mounted from this machine (the process's own
- * socket, and the kernel releases it when the process ends; never a path,
- * whose permissions the server would bypass), else a tcp:// one with a
- * numeric address -- the address the MOUNT came from, never another the
- * client named; a loopback or wildcard address only from this machine.
- * The choice is kept per owner and made when a segment is mounted or
+ * one when the segment was mounted from this machine, else a tcp:// one,
+ * by segmentConnectUri -- the one rule for every connection the server
+ * makes on a client's word (relayed reads use it too). The choice is kept per owner and made when a segment is mounted or
  * unmounted, so a disconnect costs O(1).
  */
 #include "owner.h"
@@ -110,46 +107,75 @@ owner *ownerGetOrCreate(const char *name) {
     return o;
 }
 
-/* ---- which endpoint to ask ------------------------------------------------- */
+/* ---- which endpoints the server may connect to ------------------------------- */
 
-/* The endpoint of s a probe may ask, into buf; 0 if none. An address that
- * only makes sense on the host's machine (a unix socket, loopback, the
- * wildcard) is used only when the segment was mounted from this machine:
- * elsewhere it would name some other process's socket, or none, and a
- * refusal there must not pass for the host's death. */
+/* Whether port is one of the server's own listeners (client port, cluster
+ * bus, HTTP): an endpoint on this machine at one of those would make the
+ * server talk to itself on a client's word. */
+static int serverOwnPort(int port) {
+    int bus = server.cluster_announce_bus_port ? (int)server.cluster_announce_bus_port : server.port + 10000;
+    return port == server.port || (server.cluster_enabled && port == bus) ||
+           (server.http_port && port == server.http_port);
+}
+
+/* THE rule for every connection the server makes to a segment's host on
+ * the word of the client that mounted it -- probes here, relayed reads
+ * (migrate.c). A client names the endpoints, so the server connects
+ * nowhere it could not connect itself and nowhere it alone may go:
+ *   - unix://@name (abstract): only when the segment was mounted from this
+ *     machine, and not the server's own socket. Any local process may
+ *     connect to an abstract name, so the server reaches nothing its
+ *     client could not. A path is never used: its permissions are the
+ *     server's (maybe root's) to bypass, not a client's to lend.
+ *   - tcp:// with a numeric address: the address the MOUNT came from;
+ *     loopback, and the wildcard (read as loopback), only from this machine;
+ *     the wildcard from elsewhere is read as the MOUNT's address. Never
+ *     another address the client named, never a host name (resolving one
+ *     could block the loop), never one of the server's own ports on this
+ *     machine.
+ * NULL with the uri to connect to in buf, or why not. */
+const char *segmentConnectUri(const segment *s, const char *ep, char *buf, size_t len) {
+    int kind = probeUriKind(ep), port = probeUriPort(ep);
+    int here = s->same_host;
+    switch (kind) {
+    case PROBE_URI_UNIX:
+        if (strncmp(ep, "unix://@", 8)) return "a unix socket path (only abstract unix://@ names are used)";
+        if (!here) return "a unix socket of another machine";
+        if (server.unixsocket && !strcmp(ep + 7, server.unixsocket)) return "the server's own socket";
+        snprintf(buf, len, "%s", ep);
+        return NULL;
+    case PROBE_URI_TCP:
+        if (!probeUriAddrIs(ep, s->peer_ip)) return "not the address the segment was mounted from";
+        if (here && serverOwnPort(port)) return "the server's own port";
+        snprintf(buf, len, "%s", ep);
+        return NULL;
+    case PROBE_URI_TCP_LOOPBACK:
+        if (!here) return "a loopback address of another machine";
+        if (serverOwnPort(port)) return "the server's own port";
+        snprintf(buf, len, "%s", ep);
+        return NULL;
+    case PROBE_URI_TCP_ANY:
+        if (here) {
+            if (serverOwnPort(port)) return "the server's own port";
+            snprintf(buf, len, "tcp://%s:%d", ep[6] == '[' ? "[::1]" : "127.0.0.1", port);
+        } else {
+            if (s->peer_ip == NULL) return "a wildcard address and no address the segment was mounted from";
+            snprintf(buf, len, strchr(s->peer_ip, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", s->peer_ip, port);
+        }
+        return NULL;
+    default: return "not a numeric tcp:// address or an abstract unix://@ name";
+    }
+}
+
+/* The endpoint of s a probe may ask, into buf; 0 if none: an abstract
+ * unix one first (the process's own socket, released by the kernel when
+ * the process ends), else the first tcp one the rule allows. */
 static int segmentProbeUri(const segment *s, char *buf, size_t len) {
-    if (s->same_host) {
-        for (int i = 0; i < s->nendpoints; i++) {
-            /* Abstract names only: any local process may connect to one,
-             * so the server reaches nothing its client could not. A path
-             * has permissions the server (maybe root) would bypass on a
-             * client's word -- a client could point it at any socket. */
-            if (!strncmp(s->endpoints[i], "unix://@", 8) && probeUriKind(s->endpoints[i]) == PROBE_URI_UNIX) {
-                snprintf(buf, len, "%s", s->endpoints[i]);
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < s->nendpoints; i++)
+            if ((pass == 0) == !strncmp(s->endpoints[i], "unix://", 7) &&
+                segmentConnectUri(s, s->endpoints[i], buf, len) == NULL)
                 return 1;
-            }
-        }
-    }
-    for (int i = 0; i < s->nendpoints; i++) {
-        const char *ep = s->endpoints[i];
-        switch (probeUriKind(ep)) {
-        case PROBE_URI_TCP:
-            /* Only the address the MOUNT came from: a client names the
-             * endpoint, and the server connects nowhere else on its word. */
-            if (!probeUriAddrIs(ep, s->peer_ip)) break;
-            snprintf(buf, len, "%s", ep);
-            return 1;
-        case PROBE_URI_TCP_LOOPBACK:
-            if (!s->same_host) break;
-            snprintf(buf, len, "%s", ep);
-            return 1;
-        case PROBE_URI_TCP_ANY:
-            if (!s->same_host) break;
-            snprintf(buf, len, "tcp://%s:%s", ep[6] == '[' ? "[::1]" : "127.0.0.1", strrchr(ep, ':') + 1);
-            return 1;
-        default: break;
-        }
-    }
     return 0;
 }
 

@@ -38,6 +38,9 @@ void ownerSegmentRemoved(segment *s);
 /* MOUNT found o holding a name it wants: ask o's host again (unless a probe
  * is in flight already). 1 if a probe is in flight now. */
 int ownerProbeAgain(owner *o);
+/* Whether the server may connect to endpoint ep of s, and where (into buf):
+ * NULL, or the reason it may not (owner.c, docs/PROTOCOL.md). */
+const char *segmentConnectUri(const segment *s, const char *ep, char *buf, size_t len);
 sds ownerInfo(sds s);                        /* INFO segments fields */
 
 /* A segment takes new objects when it is not draining and its owner has an

@@ -145,6 +145,19 @@ static int parseUri(const char *uri, struct sockaddr_storage *sa, socklen_t *sal
 
 int probeUriKind(const char *uri) { return parseUri(uri, NULL, NULL); }
 
+int probeUriPort(const char *uri) {
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    switch (parseUri(uri, &sa, &salen)) {
+    case PROBE_URI_TCP:
+    case PROBE_URI_TCP_LOOPBACK:
+    case PROBE_URI_TCP_ANY:
+        return ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                              : ((struct sockaddr_in *)&sa)->sin_port);
+    default: return -1;
+    }
+}
+
 /* The 16 bytes of an address, IPv4 as IPv4-mapped IPv6; 0 if not one. */
 static int addrBytes(const struct sockaddr_storage *sa, unsigned char out[16]) {
     if (sa->ss_family == AF_INET6) {

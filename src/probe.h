@@ -26,6 +26,8 @@ enum {
     PROBE_URI_TCP_ANY       /* tcp://0.0.0.0:port, [::]: "wherever you reached me" */
 };
 int probeUriKind(const char *uri);
+/* The port of a tcp:// uri probeUriKind accepts, else -1. */
+int probeUriPort(const char *uri);
 /* Whether a tcp:// endpoint with a numeric address names ip (numeric, as
  * anetFdToString gives it; IPv4 matches its IPv4-mapped IPv6 form). */
 int probeUriAddrIs(const char *uri, const char *ip);

@@ -241,6 +241,7 @@ void segmentRelease(segment *s) {
     zfree(s->tenant);
     zfree(s->host);
     zfree(s->peer_ip);
+    zfree(s->token);
     zfree(s->rkey);
     for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);
     zfree(s);

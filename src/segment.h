@@ -17,6 +17,8 @@
 #define SEGMENT_MAX_ENDPOINTS 16
 #define SEGMENT_NAME_MAX 256
 #define SEGMENT_MAX_SLOTS 65535  /* replicas keep a 16-bit slot */
+#define SEGMENT_TOKEN_MIN 32     /* hex digits of a segment's token: 128 bits at least */
+#define SEGMENT_TOKEN_MAX 128
 
 enum { SEG_TIER_MEMORY = 0, SEG_TIER_DISK, SEG_TIER_VRAM };
 /* SEG_ACTIVE takes new objects unless its owner has no open connection
@@ -36,6 +38,8 @@ typedef struct segment {
     char *peer_ip;           /* the address the MOUNT came from (tcp), NULL over unix: the only remote
                               * address a probe may connect to (owner.c) */
     char *tenant;            /* the restricted ACL user that mounted it, NULL: shared (acl.c) */
+    char *token;             /* the capability its host admits peers by (SEG.AUTH), replaced at each
+                              * MOUNT; NULL for the pool. Handed out by SEGMENT.TOKEN (t_segment.c) */
     uint64_t size;
     int tier;
     char *host;
@@ -89,6 +93,10 @@ static inline int segmentCouldHold(const segment *s, uint64_t size) {
     return need >= size && allocLimit(s->alloc) >= need; /* maxmemory caps the pool */
 }
 int segmentTierFromName(const char *name);  /* -1 if unknown */
+/* What the server presents to s's host to read from it (SEG.AUTH id token):
+ * the segment's own capability, never a password of the server's -- the
+ * host's endpoint is a client's choice. NULL: nothing to present. */
+static inline const char *segmentRelayToken(const segment *s) { return s->token; }
 
 void segmentSetNextId(uint64_t id);
 

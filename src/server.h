@@ -551,6 +551,7 @@ void mountCommand(client *c);
 void unmountCommand(client *c);
 void segmentsCommand(client *c);
 void segmentInfoCommand(client *c);
+void segmentTokenCommand(client *c);
 void heartbeatCommand(client *c);
 uint64_t segmentUnmount(struct segment *s);
 void segmentCron(void);

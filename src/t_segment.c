@@ -19,6 +19,12 @@
  * new allocations at once, stays readable, and is unmounted when the time
  * is up (segmentCron).
  *
+ * Tokens. Each MOUNT (an idempotent one too) gives the segment a new token,
+ * the capability its host admits peers by: the one the host proposed
+ * (TOKEN), so that it knows it before anyone can be handed it, or one drawn
+ * here. SEGMENT.TOKEN hands it to users who may see the segment, and the
+ * server's relayed reads present it (migrate.c). A remount revokes it.
+ *
  * Tenants (acl.c). A segment or an owner created by a user restricted by ACL
  * key patterns belongs to that user. Such a user sees (SEGMENTS,
  * SEGMENT.INFO) only its own segments and the shared ones (the pool,
@@ -27,6 +33,7 @@
  * look to it as if they did not exist. Unrestricted users see and manage
  * everything, as before.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +120,25 @@ static int mountIsSameHost(client *c, sds host, const char *peer) {
     return anetPeerIsLocal(peer, local);
 }
 
+/* A segment token: hexadecimal, long enough not to be guessed. */
+static int validToken(sds t) {
+    if (sdslen(t) < SEGMENT_TOKEN_MIN || sdslen(t) > SEGMENT_TOKEN_MAX) return 0;
+    for (size_t i = 0; i < sdslen(t); i++)
+        if (!isxdigit((unsigned char)t[i])) return 0;
+    return 1;
+}
+
+/* s's token becomes the one its host proposed, or one drawn here. */
+static void segmentSetToken(segment *s, sds proposed) {
+    char drawn[SEGMENT_TOKEN_MIN + 1];
+    if (proposed == NULL) {
+        getRandomHexChars(drawn, SEGMENT_TOKEN_MIN);
+        drawn[SEGMENT_TOKEN_MIN] = '\0';
+    }
+    zfree(s->token);
+    s->token = zstrdup(proposed ? proposed : drawn);
+}
+
 /* The address a TCP connection came from, NULL otherwise. */
 static char *mountPeer(client *c) {
     char peer[NET_IP_STR_LEN];
@@ -153,7 +179,7 @@ void mountCommand(client *c) {
     sds endpoints[SEGMENT_MAX_ENDPOINTS];
     int nendpoints = 0, tier = SEG_TIER_MEMORY;
     uint64_t base = 0;
-    sds rkey = NULL, host = NULL, ownername = NULL;
+    sds rkey = NULL, host = NULL, ownername = NULL, token = NULL;
     for (int j = 3; j < c->argc; j++) {
         const char *opt = c->argv[j];
         if (j + 1 >= c->argc) {
@@ -193,6 +219,13 @@ void mountCommand(client *c) {
                 return;
             }
             host = val;
+        } else if (!strcasecmp(opt, "token")) {
+            if (!validToken(val)) {
+                addReplyErrorFormat(c, "ERR invalid TOKEN (%d..%d hexadecimal digits)", SEGMENT_TOKEN_MIN,
+                                    SEGMENT_TOKEN_MAX);
+                return;
+            }
+            token = val;
         } else if (!strcasecmp(opt, "owner")) {
             if (!validName(val)) {
                 addReplyError(c, "ERR invalid OWNER (1..256 printable characters, no spaces)");
@@ -241,6 +274,7 @@ void mountCommand(client *c) {
             return;
         }
         ownerAttachClient(mountOwner(oname, tenant), c);
+        segmentSetToken(existing, token); /* rotated: a remount revokes what was handed out */
         addReplyLongLong(c, (long long)existing->id);
         return;
     }
@@ -267,6 +301,7 @@ void mountCommand(client *c) {
     s->mounted_ms = mstime();
     s->peer_ip = mountPeer(c);
     s->same_host = mountIsSameHost(c, host, s->peer_ip);
+    segmentSetToken(s, token);
     if (segmentTableAdd(s) != 0) {
         segmentRelease(s);
         addReplyErrorFormat(c, "ERR no segment slot left (at most %d)", SEGMENT_MAX_SLOTS);
@@ -365,6 +400,16 @@ void segmentInfoCommand(client *c) {
     segment *s = aclLookupSegment(c, c->argv[1]);
     if (s == NULL || !aclSegmentVisible(c, s)) addReplyNull(c);
     else addReplySegment(c, s);
+}
+
+/* SEGMENT.TOKEN segment: the capability a peer presents to the segment's
+ * host (SEG.AUTH id token) to read and write it, to a user who may see the
+ * segment (acl.c); nil otherwise, exactly as for no such segment, and for
+ * the pool (the server serves it itself, under ACLs). */
+void segmentTokenCommand(client *c) {
+    segment *s = segmentLookup(c->argv[1]);
+    if (s == NULL || !aclSegmentVisible(c, s) || s->token == NULL) addReplyNull(c);
+    else addReplyBulkCString(c, s->token);
 }
 
 void heartbeatCommand(client *c) {

@@ -82,6 +82,7 @@
  * the helper process that hosts a segment in group 4: a fresh exec rather
  * than a bare fork, because the parent may already run library threads.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -3848,6 +3849,318 @@ static void testDevice(void) {
 }
 #endif
 
+/* ==== hosted segment tokens (issue 25, finding 5) ===================================================== */
+
+/* A hosted segment admits a peer only with the segment's token (SEG.AUTH,
+ * the server hands it out by SEGMENT.TOKEN) or the host's credentials --
+ * here the server has no password, so only the token -- on tcp and on the
+ * unix socket (SHM.ATTACH hands out the memfd), with a cap on connections
+ * and on SEG.WRITEV payload buffered across them. Before, anyone on the
+ * machine read and overwrote objects, and 1000 connections made 1000
+ * threads. */
+
+#define HT_SEGSIZE (16 * MiB)
+
+/* A raw connection to a tcp://ip:port or unix://@name endpoint; -1 if none. */
+static int htConnect(const char *ep) {
+    int fd = -1;
+    if (!strncmp(ep, "unix://@", 8)) {
+        struct sockaddr_un sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sun_family = AF_UNIX;
+        size_t nl = strlen(ep + 8);
+        if (nl + 1 > sizeof(sa.sun_path)) return -1;
+        memcpy(sa.sun_path + 1, ep + 8, nl);
+        fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl))) {
+            close(fd);
+            fd = -1;
+        }
+        return fd;
+    }
+    const char *colon = strrchr(ep, ':');
+    if (strncmp(ep, "tcp://", 6) || colon == NULL) return -1;
+    char ip[64];
+    snprintf(ip, sizeof(ip), "%.*s", (int)(colon - ep - 6), ep + 6);
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)atoi(colon + 1));
+    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1) return -1;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+static int htSend(int fd, const char *s, size_t n) {
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w <= 0) return -1;
+        s += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The first line the peer sends (CRLF dropped) within ms; "" on EOF, NULL
+ * on a timeout or an error. */
+static const char *htLine(int fd, char *buf, size_t cap, int ms) {
+    size_t n = 0;
+    while (n + 1 < cap) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, ms) != 1) return NULL;
+        ssize_t r = read(fd, buf + n, 1);
+        if (r < 0) return NULL;
+        if (r == 0) break;
+        if (buf[n] == '\n') break;
+        n++;
+    }
+    buf[n] = '\0';
+    if (n && buf[n - 1] == '\r') buf[n - 1] = '\0';
+    return buf;
+}
+
+/* Whether the peer closed fd (EOF or reset) within ms. */
+static int htClosed(int fd, int ms) {
+    char c;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) != 1) return 0;
+    return read(fd, &c, 1) <= 0;
+}
+
+/* A RESP command of argc C strings. */
+static int htCmd(int fd, int argc, const char **argv) {
+    char buf[4096];
+    int n = snprintf(buf, sizeof(buf), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    return n < (int)sizeof(buf) ? htSend(fd, buf, (size_t)n) : -1;
+}
+
+/* Sends argv and checks the first reply line starts with want. */
+static int htExpect(int fd, int argc, const char **argv, const char *want, const char *what) {
+    char line[512];
+    const char *got = htCmd(fd, argc, argv) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+    int ok = got && !strncmp(got, want, strlen(want));
+    if (!ok) fprintf(stderr, "  %s: expected %s..., got %s\n", what, want, got ? got : "(nothing)");
+    return ok;
+}
+
+static void testHostTokens(void) {
+    const char *group = "hosted segment tokens";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
+    redisContext *r = rTcp(&s);
+    mc_client *host = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+    mc_client *ctcp = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP), *cshm = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_SHM);
+    long long id = -1;
+    char idbuf[24] = "0", tcp_ep[300] = "", unix_ep[300] = "", token[200] = "";
+    const size_t n = 300 * 1000 + 3;
+    if (host && mc_mount(host, HT_SEGSIZE, "host-a") == MC_OK) id = mc_mount_id(host);
+    snprintf(idbuf, sizeof(idbuf), "%lld", id);
+    segEndpoint(r, "host-a", "tcp://", tcp_ep, sizeof(tcp_ep));
+    segEndpoint(r, "host-a", "unix://@", unix_ep, sizeof(unix_ep));
+    redisReply *tr = rcmd(r, "SEGMENT.TOKEN host-a");
+    if (tr && tr->type == REDIS_REPLY_STRING) snprintf(token, sizeof(token), "%s", tr->str);
+    freeReplyObject(tr);
+
+    TEST("host tokens: libmooncake readers and writers (other handles, tcp and shm) move bytes exactly") {
+        CHECK(id > 1 && tcp_ep[0] && unix_ep[0] && ctcp && cshm);
+        CHECK(strlen(token) >= 32);
+        hostedPutGet(ctcp, r, "tk:tcp", n, MC_TRANSPORT_TCP, id);
+        hostedPutGet(cshm, r, "tk:shm", n, MC_TRANSPORT_SHM, id);
+        char *v = xmalloc(n);
+        fillPattern(v, n, seedOf("tk:shm", n));
+        CHECK(getSame(ctcp, "tk:shm", v, n, MC_TRANSPORT_TCP));
+        fillPattern(v, n, seedOf("tk:tcp", n));
+        CHECK(getSame(cshm, "tk:tcp", v, n, MC_TRANSPORT_SHM));
+        free(v);
+    }
+    TEST("host tokens: without the token a raw peer is refused SEG.READ, SEG.WRITE, SEG.READV, SEG.WRITEV, SHM.ATTACH") {
+        long long segs[2], offs[2];
+        char off[24] = "0";
+        if (replicaList(r, "tk:tcp", segs, offs, 2) == 1) snprintf(off, sizeof(off), "%lld", offs[0]);
+        int fd = htConnect(tcp_ep);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            const char *rd[] = {"SEG.READ", idbuf, off, "16"};
+            CHECK(htExpect(fd, 4, rd, "-NOAUTH", "SEG.READ without a token"));
+            const char *wr[] = {"SEG.WRITE", idbuf, off, "XXXXXXXXXXXXXXXX"};
+            CHECK(htExpect(fd, 4, wr, "-NOAUTH", "SEG.WRITE without a token"));
+            const char *bad[] = {"SEG.AUTH", idbuf, "00000000000000000000000000000000"};
+            CHECK(htExpect(fd, 3, bad, "-WRONGTOKEN", "SEG.AUTH with a wrong token"));
+            CHECK(htExpect(fd, 4, rd, "-NOAUTH", "SEG.READ after a wrong token"));
+            const char *ping[] = {"PING"};
+            CHECK(htExpect(fd, 1, ping, "+PONG", "PING (the server's probe) needs nothing"));
+            close(fd);
+        }
+        /* A vector is refused at its segment id, before any payload is
+         * buffered, and the connection is closed. */
+        const char *rv[] = {"SEG.READV", idbuf, off, "16"}, *wv[] = {"SEG.WRITEV", idbuf, off, "XXXXXXXXXXXXXXXX"};
+        for (int k = 0; k < 2; k++) {
+            fd = htConnect(tcp_ep);
+            CHECK(fd >= 0);
+            if (fd < 0) continue;
+            CHECK(htExpect(fd, 4, k ? wv : rv, "-NOAUTH", k ? "SEG.WRITEV without a token" : "SEG.READV without a token"));
+            CHECK(htClosed(fd, 5000));
+            close(fd);
+        }
+        int ufd = htConnect(unix_ep);
+        CHECK(ufd >= 0);
+        if (ufd >= 0) {
+            const char *at[] = {"SHM.ATTACH", idbuf};
+            CHECK(htExpect(ufd, 2, at, "-NOAUTH", "SHM.ATTACH without a token"));
+            const char *rd[] = {"SEG.READ", idbuf, off, "16"};
+            CHECK(htExpect(ufd, 4, rd, "-NOAUTH", "SEG.READ over the unix socket without a token"));
+            close(ufd);
+        }
+        /* Nothing was written: the values read back exactly. */
+        char *v = xmalloc(n);
+        fillPattern(v, n, seedOf("tk:tcp", n));
+        CHECK(getSame(cshm, "tk:tcp", v, n, MC_TRANSPORT_SHM));
+        free(v);
+    }
+    TEST("host tokens: with the token SEGMENT.TOKEN hands out, a raw peer reads the value's bytes") {
+        long long segs[2], offs[2];
+        char off[24] = "0", line[128];
+        if (replicaList(r, "tk:tcp", segs, offs, 2) == 1) snprintf(off, sizeof(off), "%lld", offs[0]);
+        char *want = xmalloc(n);
+        fillPattern(want, n, seedOf("tk:tcp", n));
+        int fd = htConnect(tcp_ep);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            const char *ok[] = {"SEG.AUTH", idbuf, token};
+            CHECK(htExpect(fd, 3, ok, "+OK", "SEG.AUTH with the segment's token"));
+            const char *rd[] = {"SEG.READ", idbuf, off, "16"};
+            char got[18];
+            const char *hdr = htCmd(fd, 4, rd) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+            CHECK(hdr && !strcmp(hdr, "$16"));
+            size_t have = 0;
+            while (hdr && have < sizeof(got)) {
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                ssize_t k = poll(&p, 1, 5000) == 1 ? read(fd, got + have, sizeof(got) - have) : -1;
+                if (k <= 0) break;
+                have += (size_t)k;
+            }
+            CHECK(have == sizeof(got) && !memcmp(got, want, 16));
+            close(fd);
+        }
+        int ufd = htConnect(unix_ep);
+        if (ufd >= 0) {
+            const char *ok[] = {"SEG.AUTH", idbuf, token};
+            CHECK(htExpect(ufd, 3, ok, "+OK", "SEG.AUTH over the unix socket"));
+            const char *at[] = {"SHM.ATTACH", idbuf};
+            CHECK(htExpect(ufd, 2, at, "*2", "SHM.ATTACH with the token"));
+            close(ufd);
+        }
+        free(want);
+    }
+    TEST("host tokens: the server's relayed GET presents the token to the real host and gets the bytes") {
+        char *want = xmalloc(n);
+        fillPattern(want, n, seedOf("tk:shm", n));
+        redisReply *g = rcmd(r, "GET tk:shm");
+        CHECK(g && g->type == REDIS_REPLY_STRING && (size_t)g->len == n && !memcmp(g->str, want, n));
+        if (!(g && g->type == REDIS_REPLY_STRING)) showReply("GET tk:shm (relayed)", g);
+        freeReplyObject(g);
+        free(want);
+    }
+    TEST("host tokens: a connection over the cap (512) gets an error and is closed; a freed slot serves again") {
+        enum { CAP = 512 };
+        int fds[CAP + 1], nfd = 0;
+        const char *ping[] = {"PING"};
+        char line[256];
+        const char *got = NULL;
+        /* Until one is refused: the readers above hold a few already. */
+        while (nfd <= CAP) {
+            int fd = htConnect(tcp_ep);
+            got = fd >= 0 && htCmd(fd, 1, ping) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+            if (got == NULL || strcmp(got, "+PONG")) {
+                if (fd >= 0) {
+                    CHECK(htClosed(fd, 5000));
+                    close(fd);
+                }
+                break;
+            }
+            fds[nfd++] = fd;
+        }
+        CHECK(got && strstr(got, "-ERR the segment host has too many connections (at most 512)") == got);
+        if (!(nfd >= CAP - 8 && nfd <= CAP)) fprintf(stderr, "  %d connections admitted, then: %s\n", nfd, got ? got : "-");
+        CHECK(nfd >= CAP - 8 && nfd <= CAP);
+        close(fds[--nfd]);
+        /* The freed slot: its thread ends when it sees the close. */
+        int served = 0;
+        for (int tries = 0; tries < 500 && !served; tries++) {
+            int fd = htConnect(tcp_ep);
+            got = fd >= 0 && htCmd(fd, 1, ping) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+            served = got && !strcmp(got, "+PONG");
+            if (fd >= 0) close(fd);
+            if (!served) usleep(10 * 1000);
+        }
+        CHECK(served);
+        while (nfd) close(fds[--nfd]);
+    }
+    TEST("host tokens: half-sent SEG.WRITEVs are bounded in total (256 MiB), one over is refused") {
+        /* Each announces a 32 MiB payload and sends none of it: the host
+         * reserves 64 MiB for each (its buffer doubles), so four fit and
+         * the fifth, whichever it is, is refused and closed. */
+        enum { NW = 5 };
+        int fds[NW], refused = 0, nfd = 0;
+        char head[256];
+        int hl = snprintf(head, sizeof(head), "*4\r\n$10\r\nSEG.WRITEV\r\n$%zu\r\n%s\r\n$1\r\n0\r\n$%zu\r\n", strlen(idbuf),
+                          idbuf, (size_t)(32 * MiB));
+        const char *ok[] = {"SEG.AUTH", idbuf, token};
+        for (int i = 0; i < NW; i++) {
+            int fd = htConnect(tcp_ep);
+            if (fd < 0 || !htExpect(fd, 3, ok, "+OK", "SEG.AUTH") || htSend(fd, head, (size_t)hl) != 0) {
+                if (fd >= 0) close(fd);
+                break;
+            }
+            fds[nfd++] = fd;
+        }
+        CHECK_EQ(nfd, NW);
+        for (int i = 0; i < nfd; i++) {
+            char line[256];
+            const char *got = htLine(fds[i], line, sizeof(line), i == 0 ? 3000 : 300);
+            if (got && strstr(got, "-ERR the segment host is buffering too many SEG.WRITEV payloads")) refused++;
+        }
+        /* Rescan: the refused one may have answered after its poll ran out. */
+        if (refused == 0)
+            for (int i = 0; i < nfd && !refused; i++) {
+                char line[256];
+                const char *got = htLine(fds[i], line, sizeof(line), 2000);
+                if (got && strstr(got, "buffering too many")) refused++;
+            }
+        CHECK_EQ(refused, 1);
+        while (nfd) close(fds[--nfd]);
+        /* Released when they close: a small vector is taken again. */
+        int taken = 0;
+        char last[24];
+        snprintf(last, sizeof(last), "%zu", (size_t)(HT_SEGSIZE - 16));
+        for (int tries = 0; tries < 500 && !taken; tries++) {
+            int fd = htConnect(tcp_ep);
+            const char *wv[] = {"SEG.WRITEV", idbuf, last, "0123456789abcdef"};
+            char line[256];
+            const char *got = fd >= 0 && htExpect(fd, 3, ok, "+OK", "SEG.AUTH") && htCmd(fd, 4, wv) == 0
+                                  ? htLine(fd, line, sizeof(line), 5000)
+                                  : NULL;
+            taken = got && !strcmp(got, "+OK");
+            if (fd >= 0) close(fd);
+            if (!taken) usleep(10 * 1000);
+        }
+        CHECK(taken);
+    }
+    mcClose(&ctcp);
+    mcClose(&cshm);
+    mcClose(&host);
+    rClose(&r);
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* ==== main ============================================================================================ */
 
 static const struct {
@@ -3861,7 +4174,7 @@ static const struct {
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
-    {"device", testDevice},
+    {"device", testDevice},            {"host-tokens", testHostTokens},
 };
 
 /* The groups a run without arguments runs: test_mooncake runs all but the

@@ -71,12 +71,14 @@ proc istore_stat {field} {
 
 # A segment host serving SEG.READ from ::fakehost(mem) (1 MiB of
 # pattern_bytes: whatever offset the server chose, the bytes there are known).
-# mode "error" refuses every read. ::fakehost(served) counts answers.
+# mode "error" refuses every read. ::fakehost(served) counts answers to
+# SEG.READ; ::fakehost(argvs) keeps every request whole.
 proc fakehost_start {} {
     set ::fakehost(mem) [pattern_bytes 1048576 11]
     set ::fakehost(served) 0
     set ::fakehost(mode) ok
     set ::fakehost(requests) {}
+    set ::fakehost(argvs) {}
     set ::fakehost(listener) [socket -server fakehost_accept -myaddr 127.0.0.1 0]
     return [lindex [fconfigure $::fakehost(listener) -sockname] 2]
 }
@@ -114,8 +116,10 @@ proc fakehost_serve {chan} {
         return
     }
     lappend ::fakehost(requests) [string toupper [lindex $argv 0]]
+    lappend ::fakehost(argvs) $argv
     switch -- [string toupper [lindex $argv 0]] {
         AUTH { puts -nonewline $chan "+OK\r\n" }
+        SEG.AUTH { puts -nonewline $chan "+OK\r\n" }
         SEG.READ {
             lassign $argv _ seg off len
             if {$::fakehost(mode) eq "error"} {
@@ -128,7 +132,9 @@ proc fakehost_serve {chan} {
         default { puts -nonewline $chan "-ERR unknown command for a hosted segment\r\n" }
     }
     flush $chan
-    incr ::fakehost(served)
+    # SEG.AUTH (or AUTH) comes first on a connection, pipelined with the
+    # read: the read's answer is what a test waits for.
+    if {[string toupper [lindex $argv 0]] eq "SEG.READ"} { incr ::fakehost(served) }
 }
 
 # Runs this process's event loop until var reaches n (or 5 s pass).
@@ -612,6 +618,84 @@ start_server {overrides {segment-size 128mb}} {
         assert {"movablekeys" in [lindex $info 2]}
     }
 }
+}
+
+# ---------------------------------------------------------------------------
+# Relayed reads carry a segment's token, never the server's password, and go
+# only where owner.c's rule lets the server connect (issue 25, finding 1).
+# ---------------------------------------------------------------------------
+
+start_server {tags {mooncake migrate} overrides {segment-size 16mb requirepass adminpw}} {
+    r auth adminpw
+    r acl setuser alice on >pa ~alice:* +@all
+    r acl setuser bob on >pb ~bob:* +@all
+    set alice [redis_client]
+    $alice auth alice pa
+    set bob [redis_client]
+    $bob auth bob pb
+    set hport [fakehost_start]
+    $alice mount alice-seg 1mb ENDPOINT tcp://127.0.0.1:$hport OWNER alice-host
+
+    test {A tenant's listener gets the segment's token, never the admin password} {
+        set rep [lindex [$alice put.start alice:k 5000 PREFER alice-seg] 0]
+        lassign $rep seg off len
+        $alice put.end alice:k
+        set d [redis_deferring_client]
+        $d auth adminpw
+        $d read
+        set served $::fakehost(served)
+        $d get alice:k
+        wait_var ::fakehost(served) [expr {$served + 1}]
+        set got [$d read]
+        $d close
+        assert_equal [string range $::fakehost(mem) $off [expr {$off + 4999}]] $got
+        foreach argv $::fakehost(argvs) {
+            if {[lsearch -exact $argv adminpw] >= 0} { fail "the listener received the admin password: $argv" }
+            assert_not_equal AUTH [string toupper [lindex $argv 0]]
+        }
+        # What it got instead: SEG.AUTH with the segment's id and token.
+        set auth [lsearch -inline -index 0 $::fakehost(argvs) SEG.AUTH]
+        assert_equal [list SEG.AUTH [dict get [r segment.info alice-seg] id] [$alice segment.token alice-seg]] $auth
+    }
+
+    test {SEGMENT.TOKEN: the segment's users get it, other tenants nil; a remount rotates it} {
+        set t [$alice segment.token alice-seg]
+        assert_match {[0-9a-f]*} $t
+        assert {[string length $t] >= 32}
+        assert_equal $t [r segment.token alice-seg]
+        assert_equal {} [$bob segment.token alice-seg]
+        assert_equal {} [r segment.token self]
+        assert_equal {} [r segment.token no-such-seg]
+        $alice mount alice-seg 1mb ENDPOINT tcp://127.0.0.1:$hport OWNER alice-host
+        set t2 [$alice segment.token alice-seg]
+        assert_not_equal $t $t2
+        set mine [string repeat ab 16]
+        $alice mount alice-seg 1mb ENDPOINT tcp://127.0.0.1:$hport TOKEN $mine OWNER alice-host
+        assert_equal $mine [$alice segment.token alice-seg]
+        assert_error {ERR invalid TOKEN*} {$alice mount alice-seg 1mb TOKEN short OWNER alice-host}
+        assert_error {ERR invalid TOKEN*} {$alice mount alice-seg 1mb TOKEN [string repeat z 32] OWNER alice-host}
+    }
+
+    test {The server connects to no endpoint but the mounting peer's own: refused with the reason} {
+        set own [srv 0 port]
+        foreach {name ep why} [list far tcp://192.0.2.1:$hport "not the address the segment was mounted from" \
+                                    path unix:///tmp/mc-no-such.sock "unix socket path" \
+                                    self tcp://127.0.0.1:$own "the server's own port" \
+                                    named tcp://localhost.localdomain:$hport "not a numeric"] {
+            $alice mount alice-$name 1mb ENDPOINT $ep OWNER alice-host
+            $alice put.start alice:$name 100 PREFER alice-$name
+            $alice put.end alice:$name
+            set served $::fakehost(served)
+            set t0 [clock milliseconds]
+            catch {r get alice:$name} e
+            assert_match "REMOTE*$ep: not connected to*$why*" $e
+            assert_equal $served $::fakehost(served)
+        }
+    }
+
+    $alice close
+    $bob close
+    fakehost_stop
 }
 
 # ---------------------------------------------------------------------------

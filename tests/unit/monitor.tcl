@@ -218,6 +218,21 @@ start_server {tags {monitor mooncake} overrides {segment-size 16mb}} {
         assert_equal {"migrate" "127.0.0.1" "1" "k" "0" "100" "AUTH2" "(redacted)" "(redacted)" "KEYS"} [monitor_next $mon]
         $mon close
     }
+
+    test {MOUNT's TOKEN (a segment's capability) is redacted} {
+        set mon [monitor_client]
+        set tok [string repeat 5a 16]
+        set slower [lindex [r config get slowlog-log-slower-than] 1]
+        r config set slowlog-log-slower-than 0
+        r slowlog reset
+        r mount mon-seg 1mb ENDPOINT tcp://127.0.0.1:1 TOKEN $tok OWNER mon-owner
+        assert_equal {"mount" "mon-seg" "1mb" "ENDPOINT" "tcp://127.0.0.1:1" "TOKEN" "(redacted)" "OWNER" "mon-owner"} [monitor_next $mon]
+        $mon close
+        set logged [lsearch -inline -index 3 [r slowlog get -1] {mount *}]
+        r config set slowlog-log-slower-than $slower
+        r unmount mon-seg
+        list [string first $tok $logged] [lindex $logged 3 6]
+    } {-1 (redacted)}
 }
 
 # ---- CLIENT REPLY --------------------------------------------------------------
