@@ -407,7 +407,7 @@ void segmentInfoCommand(client *c) {
  * segment (acl.c); nil otherwise, exactly as for no such segment, and for
  * the pool (the server serves it itself, under ACLs). */
 void segmentTokenCommand(client *c) {
-    segment *s = segmentLookup(c->argv[1]);
+    segment *s = aclLookupSegment(c, c->argv[1]); /* a name is looked up among those this user may see */
     if (s == NULL || !aclSegmentVisible(c, s) || s->token == NULL) addReplyNull(c);
     else addReplyBulkCString(c, s->token);
 }
