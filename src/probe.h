@@ -3,6 +3,7 @@
 #define PROBE_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 struct aeEventLoop;
 
@@ -26,6 +27,9 @@ enum {
     PROBE_URI_TCP_ANY       /* tcp://0.0.0.0:port, [::]: "wherever you reached me" */
 };
 int probeUriKind(const char *uri);
+/* The same, and the address itself (relay.c connects to it without a
+ * resolver call either). */
+int probeUriAddress(const char *uri, struct sockaddr_storage *sa, socklen_t *salen);
 /* Whether a tcp:// endpoint with a numeric address names ip (numeric, as
  * anetFdToString gives it; IPv4 matches its IPv4-mapped IPv6 form). */
 int probeUriAddrIs(const char *uri, const char *ip);

@@ -43,6 +43,7 @@
 #include "multi.h"
 #include "owner.h"
 #include "pubsub.h"
+#include "relay.h"
 #include "store.h"
 #include "util.h"
 #include "zerofree.h"
@@ -179,6 +180,12 @@ void call(client *c) {
     c->flags |= CLIENT_PROTECTED;
     cmd->proc(c);
     if (!nested) c->flags &= ~CLIENT_PROTECTED;
+    if (c->flags & CLIENT_RERUN) {
+        /* Blocked before it did anything (relay.c): it is counted, timed
+         * and shown to monitors when it runs again. */
+        sdsfree(monitor_line);
+        return;
+    }
     long long duration = ustime() - start;
     cmd->calls++;
     cmd->usec += duration;
@@ -259,7 +266,8 @@ int processCommand(client *c) {
     }
     server.current_client = c;
     call(c);
-    if (server.cluster_enabled) clusterResetAsking(c);
+    /* ASKING holds for the command's run again after a block. */
+    if (server.cluster_enabled && !(c->flags & CLIENT_RERUN)) clusterResetAsking(c);
     return C_OK;
 }
 
@@ -282,6 +290,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     segmentCron();
     clusterCron();
     migrateCloseTimedoutSockets();
+    relayCron();
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);
@@ -294,6 +303,8 @@ static void afterSleep(aeEventLoop *el) {
 
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
+    /* First: the commands it runs again queue replies for the writes. */
+    relayBeforeSleep();
     handleClientsWithPendingWrites();
     freeClientsInAsyncFreeQueue();
     /* An eviction round in progress gets a slice every iteration, not only
