@@ -21,6 +21,7 @@ proc rh_start {} {
     set ::rh(mode) ok
     set ::rh(held) {}
     set ::rh(nheld) 0
+    set ::rh(accepts) 0
     set ::rh(listener) [socket -server rh_accept -myaddr 127.0.0.1 0]
     return [lindex [fconfigure $::rh(listener) -sockname] 2]
 }
@@ -33,6 +34,7 @@ proc rh_stop {} {
 
 proc rh_accept {chan addr port} {
     set ::rh_conns($chan) 1
+    incr ::rh(accepts)
     fconfigure $chan -translation binary -blocking 1 -buffering full
     fileevent $chan readable [list rh_serve $chan]
 }
@@ -66,13 +68,32 @@ proc rh_serve {chan} {
     rh_answer $chan $argv
 }
 
+# Every connection the stand-in has open, closed from its side (a host
+# that dropped idle connections).
+proc rh_drop_all {} {
+    foreach ch [array names ::rh_conns] { catch {close $ch} }
+    array unset ::rh_conns
+}
+
 proc rh_answer {chan argv} {
     switch -- [string toupper [lindex $argv 0]] {
         AUTH { puts -nonewline $chan "+OK\r\n" }
         SEG.READ {
             lassign $argv _ seg off len
             set data [string range $::rh(mem) $off [expr {$off + $len - 1}]]
-            puts -nonewline $chan "\$[string length $data]\r\n$data\r\n"
+            switch -- $::rh(mode) {
+                garbage { puts -nonewline $chan "+OK\r\n" }
+                short { puts -nonewline $chan "\$[expr {$len - 1}]\r\n[string range $data 1 end]\r\n" }
+                close {
+                    # Half the bytes, then gone.
+                    puts -nonewline $chan "\$$len\r\n[string range $data 0 [expr {$len / 2}]]"
+                    catch {close $chan}
+                    unset -nocomplain ::rh_conns($chan)
+                    incr ::rh(served)
+                    return
+                }
+                default { puts -nonewline $chan "\$[string length $data]\r\n$data\r\n" }
+            }
         }
         default { puts -nonewline $chan "-ERR unknown command for a hosted segment\r\n" }
     }
@@ -337,6 +358,31 @@ start_server {tags {mooncake relay} overrides {segment-size 16mb}} {
         set gd [rl_put rl:gd 50]
         assert {[relayed getdel rl:gd] eq $gd}
         assert_equal 0 [r exists rl:gd]
+        list [rl_stat remote_get_in_flight] [rl_stat blocked_clients]
+    } {0 0}
+
+    test {Connections to a host are reused, and one the host closed is replaced without an error} {
+        set n0 $::rh(accepts)
+        foreach i {1 2 3 4 5} { assert {[relayed get rl:3] eq $v3} }
+        assert_range [expr {$::rh(accepts) - $n0}] 0 1
+        rh_drop_all
+        set n1 $::rh(accepts)
+        assert {[relayed get rl:3] eq $v3}
+        assert_equal [expr {$n1 + 1}] $::rh(accepts)
+    }
+
+    test {A host that answers out of step or hangs up mid-value: -REMOTE, nothing changes} {
+        foreach {mode pattern} {
+            garbage {REMOTE*unexpected reply to SEG.READ*}
+            short {REMOTE*unexpected reply to SEG.READ*}
+            close {REMOTE*127.0.0.1:*read*}
+        } {
+            set ::rh(mode) $mode
+            assert_error $pattern {relayed get rl:2}
+            assert_error $pattern {relayed set rl:2 x GET}
+        }
+        set ::rh(mode) ok
+        assert {[relayed get rl:2] eq $v2}
         list [rl_stat remote_get_in_flight] [rl_stat blocked_clients]
     } {0 0}
 
