@@ -82,7 +82,6 @@
 #include "util.h"
 #include "zmalloc.h"
 
-#define RELAY_IDLE_MAX 16          /* connections kept for reuse */
 #define RELAY_IDLE_TTL_MS 10000
 #define RELAY_LINE_MAX 1024        /* longest reply line accepted from a host */
 #define RELAY_RBUF 4096
@@ -128,7 +127,7 @@ typedef struct relayRead {
     mstime_t deadline;
     uint64_t got;           /* body bytes in */
     size_t rpos, rlen;
-    char rbuf[RELAY_RBUF];
+    char *rbuf;             /* RELAY_RBUF bytes while running: a queued read is small */
 } relayRead;
 
 /* The reads of the command a client is running, in the order asked for;
@@ -309,6 +308,8 @@ static void rrRelease(relayRead *r) {
     if (r->timer != -1) aeDeleteTimeEvent(server.el, r->timer);
     r->timer = -1;
     freeTargets(r);
+    zfree(r->rbuf);
+    r->rbuf = NULL;
     sdsfree(r->why);
     sdsfree(r->out);
     sdsfree(r->autherr);
@@ -566,7 +567,7 @@ static void rrReadable(relayRead *r) {
             r->rlen -= r->rpos;
             r->rpos = 0;
         }
-        n = read(fd, r->rbuf + r->rlen, sizeof(r->rbuf) - r->rlen);
+        n = read(fd, r->rbuf + r->rlen, RELAY_RBUF - r->rlen);
         if (n > 0) r->rlen += (size_t)n;
     }
     if (n == 0) return rrFailErrno(r, ECONNRESET, "read");
@@ -635,6 +636,7 @@ static void rrStart(relayRead *r) {
     server.remote_get_inflight++;
     r->why = sdsempty();
     r->out = sdsempty();
+    r->rbuf = zmalloc(RELAY_RBUF);
     buildTargets(r);
     r->phase = PH_START;
     r->timer = aeCreateTimeEvent(server.el, 0, rrTimer, r, NULL);
@@ -799,7 +801,7 @@ size_t relayClientMemory(client *c) {
     relayClient *rc = c->relay;
     if (rc == NULL) return 0;
     return sizeof(*rc) + (sizeof(relayRead *) + 2 * sizeof(int)) * (size_t)rc->cap +
-           sizeof(relayRead) * (size_t)rc->n + rc->mem;
+           sizeof(relayRead) * (size_t)rc->n + (size_t)rc->running * RELAY_RBUF + rc->mem;
 }
 
 void relayBeforeSleep(void) {

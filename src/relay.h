@@ -9,6 +9,8 @@
 struct client;
 struct storeObj;
 
+#define RELAY_IDLE_MAX 16 /* connections to segment hosts kept for reuse */
+
 /* Asks for bytes [off, off+len) of o for the command c is running. 0: the
  * outcome is known (o is in the pool, or the bytes or the error are here
  * from an earlier run of this command): relayBytes gives it. 1: a read was

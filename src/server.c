@@ -376,10 +376,13 @@ static void setupSignalHandlers(void) {
     signal(SIGHUP, SIG_IGN);
 }
 
-/* The fd limit must cover every client (RESP and HTTP) plus listeners and
- * reserve; when the OS refuses, maxclients shrinks to fit and the log says so. */
+/* The fd limit must cover every client (RESP and HTTP) plus listeners,
+ * connections to segment hosts (relay.c: those in flight and the idle ones
+ * kept) and reserve; when the OS refuses, maxclients shrinks to fit and the
+ * log says so. */
 static void adjustOpenFilesLimit(void) {
-    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS;
+    long long relays = server.remote_get_max_inflight + RELAY_IDLE_MAX;
+    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS + (rlim_t)relays;
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
     if (limit.rlim_cur >= want) return;
@@ -388,7 +391,7 @@ static void adjustOpenFilesLimit(void) {
     nl.rlim_cur = nl.rlim_max = limit.rlim_max;
     if (limit.rlim_max > limit.rlim_cur) setrlimit(RLIMIT_NOFILE, &nl);
     getrlimit(RLIMIT_NOFILE, &limit);
-    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients;
+    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients - relays;
     if (fit < 1) fit = 1;
     serverLog(LL_WARNING, "You requested maxclients of %lld requiring at least %llu max file "
               "descriptors; the limit is %llu, so maxclients is now %lld.",
