@@ -626,6 +626,8 @@ static void rrStart(relayRead *r) {
     relayClient *rc = r->c->relay;
     if (server.remote_get_inflight >= server.remote_get_max_inflight) {
         server.stat_remote_get_refused++;
+        serverLog(LL_VERBOSE, "Refused a read from a mounted segment for client id=%llu: %lld in flight "
+                  "(remote-get-max-inflight)", (unsigned long long)r->c->id, server.remote_get_inflight);
         rrDone(r, rrRefuse("-REMOTE too many reads from mounted segments in flight (remote-get-max-inflight is %lld): "
                            "retry, or read the value with GET.REPLICAS",
                            server.remote_get_max_inflight));
