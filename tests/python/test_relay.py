@@ -10,6 +10,7 @@ covers the cases one by one with a stand-in host; this is the real thing.
 Nothing here is timed: "served meanwhile" is a reply that arrives while the
 server's own counters say the relayed reads are still in flight.
 """
+import os
 import signal
 import socket
 
@@ -55,6 +56,24 @@ def stat(r, field):
     return int(r.info()[field])
 
 
+def stop_host(h):
+    """SIGSTOP, then wait until every thread of the host is stopped: kill()
+    returns before they are, and one still running could answer."""
+    h.signal(signal.SIGSTOP)
+
+    def all_stopped():
+        tasks = os.listdir(f"/proc/{h.proc.pid}/task")
+        states = []
+        for t in tasks:
+            try:
+                states.append(open(f"/proc/{h.proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0])
+            except OSError:
+                pass
+        return states and all(st == "T" for st in states)
+
+    wait_until("the host's threads stopped", all_stopped)
+
+
 def test_stopped_host_holds_up_only_the_clients_reading_from_it(srv):
     h = Host(srv, "relayhost")
     try:
@@ -68,7 +87,7 @@ def test_stopped_host_holds_up_only_the_clients_reading_from_it(srv):
         assert r.get("rk:1") == b"rk:1" * 64
         assert r.mget("rk:2", "nokey", "rk:1") == [b"rk:2" * 64, None, b"rk:1" * 64]
 
-        h.signal(signal.SIGSTOP)
+        stop_host(h)
         a = socket.create_connection(("127.0.0.1", srv.port))
         b = socket.create_connection(("127.0.0.1", srv.port))
         a.sendall(get_request("rk:1", "rk:2", "rk:1"))  # pipelined
@@ -101,7 +120,7 @@ def test_client_gone_while_its_host_is_stopped_leaves_nothing(srv):
         w = writer(srv)
         put_on(w, r, "rg:1", h.name, sid)
         w.close()
-        h.signal(signal.SIGSTOP)
+        stop_host(h)
         a = socket.create_connection(("127.0.0.1", srv.port))
         a.sendall(get_request("rg:1"))
         wait_until("the read started", lambda: stat(r, "remote_get_in_flight") == 1)
@@ -113,3 +132,55 @@ def test_client_gone_while_its_host_is_stopped_leaves_nothing(srv):
         assert r.get("rg:1") == b"rg:1" * 64
     finally:
         h.stop()
+
+
+def test_unix_endpoint_relay(srv):
+    """A host reachable only on an abstract unix socket (what mc_host also
+    listens on): the relay connects there, without a resolver, and the
+    bytes come back exact. The host is a stand-in thread answering SEG.READ
+    from a pattern."""
+    import threading
+
+    mem = bytes((i * 7 + 3) & 0xFF for i in range(1 << 20))
+    name = f"mc-relay-test-{os.getpid()}"
+    lsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    lsock.bind("\0" + name)
+    lsock.listen(8)
+    served = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = lsock.accept()
+            except OSError:
+                return
+            f = conn.makefile("rb")
+            while True:
+                line = f.readline()
+                if not line:
+                    break
+                argv = []
+                for _ in range(int(line[1:])):
+                    size = int(f.readline()[1:])
+                    argv.append(f.read(size + 2)[:size])
+                if argv[0].upper() == b"SEG.READ":
+                    off, size = int(argv[2]), int(argv[3])
+                    conn.sendall(b"$%d\r\n%s\r\n" % (size, mem[off:off + size]))
+                    served.append(size)
+                else:
+                    conn.sendall(b"-ERR unknown command\r\n")
+            conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        r = r_of(srv)
+        r.execute_command("MOUNT", "ux", "1mb", "ENDPOINT", f"unix://@{name}", "OWNER", "uxhost")
+        rep = r.execute_command("PUT.START", "ux:1", 3000, "PREFER", "ux")[0]
+        off = int(rep[1])
+        r.execute_command("PUT.END", "ux:1")
+        assert r.get("ux:1") == mem[off:off + 3000]
+        assert r.getrange("ux:1", 10, 19) == mem[off + 10:off + 20]
+        assert served == [3000, 10]
+    finally:
+        lsock.close()
