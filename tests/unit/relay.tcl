@@ -263,6 +263,22 @@ start_server {tags {mooncake relay} overrides {segment-size 16mb}} {
         assert {$got eq [list $v1 v $v2 {} $v3 $v4]}
     }
 
+    test {remote-get-max-size bounds what one command relays together} {
+        r config set remote-get-max-size 72000
+        set got [relayed mget rl:1 rl:2 loc]
+        assert {[lindex $got 0] eq $v1}
+        assert_match {REMOTE*together larger than remote-get-max-size*GET.REPLICAS*} [lindex $got 1]
+        assert_equal v [lindex $got 2]
+        # Alone, each fits.
+        assert {[relayed get rl:2] eq $v2}
+        r config set remote-get-max-size 60000
+        set served $::rh(served)
+        assert_error {REMOTE*(70000 bytes)*larger than remote-get-max-size*} {r get rl:1}
+        assert_equal $served $::rh(served)
+        r config set remote-get-max-size 64mb
+        list [rl_stat remote_get_in_flight] [rl_stat blocked_clients]
+    } {0 0}
+
     test {LCS asks for both its remote values before it blocks, once} {
         set s1 [rl_put rl:s1 40]
         set s2 [rl_put rl:s2 40]
