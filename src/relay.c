@@ -60,8 +60,10 @@
  * host is checked before use: reply lines are bounded, the bulk must be
  * exactly the length asked for and end with CRLF.
  *
- * Credentials. What the server logs in to a host with is decided in one
- * place, relayCredential; the connection remembers what it logged in
+ * Credentials and endpoints. What the server logs in to a host with
+ * (relayCredential, framed by relayCatLogin, its refusal recognised by
+ * relayLoginRefused) and where it may connect (relayEndpointAddress) are
+ * each decided in one place; a connection remembers what it logged in
  * with and logs in again when that changes.
  */
 #include "relay.h"
@@ -161,11 +163,18 @@ static sds relayCredential(const segment *seg) {
     return server.requirepass ? sdsdup(server.requirepass) : NULL;
 }
 
-/* The login request for cred, framed. */
-static sds relayCatLogin(sds out, const sds cred) {
+/* The login request presenting cred for segment segid, framed. */
+static sds relayCatLogin(sds out, uint64_t segid, const sds cred) {
+    (void)segid;
     out = sdscatprintf(out, "*2\r\n$4\r\nAUTH\r\n$%zu\r\n", sdslen(cred));
     out = sdscatsds(out, cred);
     return sdscatlen(out, "\r\n", 2);
+}
+
+/* Whether the host's error answer to the login refuses it. A host without
+ * a password says so; that is not a refusal. */
+static int relayLoginRefused(const char *line) {
+    return line[0] == '-' && !strstr(line, "without any password");
 }
 
 /* ---- connections --------------------------------------------------------- */
@@ -433,7 +442,7 @@ static void rrNextAttempt(relayRead *r) {
         }
         r->send_auth = t->cred && (r->conn->auth == NULL || sdscmp(r->conn->auth, t->cred));
         sdsclear(r->out);
-        if (r->send_auth) r->out = relayCatLogin(r->out, t->cred);
+        if (r->send_auth) r->out = relayCatLogin(r->out, t->segid, t->cred);
         char segid[32], off[32], len[32];
         int l1 = ll2string(segid, sizeof(segid), (long long)t->segid);
         int l2 = ll2string(off, sizeof(off), (long long)t->offset);
@@ -479,8 +488,7 @@ static void rrParse(relayRead *r) {
             int got = rrLine(r, &line, &ll);
             if (got == 0) return;
             if (got < 0) return rrFailErrno(r, EPROTO, "");
-            /* A host without a password says so; that is not a refusal. */
-            if (line[0] == '-' && !strstr(line, "without any password")) r->autherr = sdsnew(line + 1);
+            if (relayLoginRefused(line)) r->autherr = sdsnew(line + 1);
             r->phase = PH_HEADER;
         } else if (r->phase == PH_HEADER) {
             int got = rrLine(r, &line, &ll);
