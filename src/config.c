@@ -461,6 +461,8 @@ static standardConfig configs[] = {
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),
     MEMC("remote-get-max-size", 0, &server.remote_get_max_size, 0, LLONG_MAX, "64mb"),
     INTC("remote-get-timeout", 0, &server.remote_get_timeout, 1, 3600000, "2000", NULL),
+    INTC("remote-get-max-inflight", 0, &server.remote_get_max_inflight, 0, 100000, "64", NULL),
+    INTC("remote-get-max-inflight-per-client", 0, &server.remote_get_max_inflight_client, 1, 100000, "8", NULL),
     /* Cluster (cluster.c, cluster_sync.c) */
     BOOLC("cluster-enabled", CFG_IMMUTABLE, &server.cluster_enabled, "no"),
     STRC("cluster-etcd-endpoints", CFG_IMMUTABLE, &server.cluster_etcd_endpoints, "http://127.0.0.1:2379"),

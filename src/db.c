@@ -160,9 +160,10 @@ void renamenxCommand(client *c) { renameGeneric(c, 1); }
 /* A new object holding o's bytes (see the top of the file for what a
  * store object's copy keeps). NULL: the client got the error. */
 static storeObj *copyObject(client *c, storeObj *o) {
-    sds fetched = NULL;
     const char *p = storeObjLocalPtr(o);
-    if (p == NULL && (p = fetched = storeObjFetch(c, o, 0, o->len)) == NULL) return NULL;
+    /* NULL from the fetch: an error sent, or the client blocked until the
+     * bytes come (the command then runs again): nothing has changed. */
+    if (p == NULL && (p = storeObjFetch(c, o, 0, o->len)) == NULL) return NULL;
     /* Making room may evict the source: its bytes must outlive that. */
     storeObjIncrRef(o);
     storeObj *n = storeObjCreate((size_t)o->len);
@@ -179,7 +180,6 @@ static storeObj *copyObject(client *c, storeObj *o) {
         addReplyError(c, "-OOM not enough space in the pool for this value");
     }
     storeObjDecrRef(o);
-    sdsfree(fetched);
     return n;
 }
 

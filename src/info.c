@@ -49,6 +49,8 @@ void resetServerStats(void) {
     server.stat_prefetch_batches = server.stat_prefetch_keys = 0;
     server.stat_data_write_bytes = server.stat_data_read_bytes = server.stat_shm_attach = 0;
     server.stat_remote_get_bytes = 0;
+    server.stat_remote_get_refused = 0;
+    server.stat_remote_get_timeouts = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
     server.stat_acl_denied_auth = server.stat_acl_denied_cmd = server.stat_acl_denied_key = 0;
     server.stat_acl_denied_channel = 0;
@@ -182,9 +184,10 @@ sds genInfoString(const char *section) {
                          "maxclients:%lld\r\n"
                          "client_recent_max_input_buffer:%zu\r\n"
                          "client_recent_max_output_buffer:%zu\r\n"
-                         "blocked_clients:0\r\n"
+                         "blocked_clients:%lld\r\n"
                          "http_connected_clients:%lld\r\n",
-                         server.nclients, server.maxclients, maxin, maxout, httpConnectedClients());
+                         server.nclients, server.maxclients, maxin, maxout, server.blocked_clients,
+                         httpConnectedClients());
     }
     if ((w = wantSection(section, "memory", &count))) {
         /* used_memory counts the pool's bytes in use with the heap, so
@@ -250,6 +253,9 @@ sds genInfoString(const char *section) {
                          "data_read_bytes:%lld\r\n"
                          "shm_attaches:%lld\r\n"
                          "remote_get_bytes:%lld\r\n"
+                         "remote_get_in_flight:%lld\r\n"
+                         "remote_get_refused:%lld\r\n"
+                         "remote_get_timeouts:%lld\r\n"
                          "acl_access_denied_auth:%lld\r\n"
                          "acl_access_denied_cmd:%lld\r\n"
                          "acl_access_denied_key:%lld\r\n"
@@ -270,6 +276,7 @@ sds genInfoString(const char *section) {
                          server.stat_client_outbuf_limit_disconnections, server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
+                         server.remote_get_inflight, server.stat_remote_get_refused, server.stat_remote_get_timeouts,
                          server.stat_acl_denied_auth, server.stat_acl_denied_cmd, server.stat_acl_denied_key,
                          server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL,
                          server.stat_prefetch_batches, server.stat_prefetch_keys, server.stat_http_connections,

@@ -1,5 +1,4 @@
-/* migrate.c -- DUMP, RESTORE, RESTORE-ASKING and MIGRATE, and reading a
- * value's bytes from the process that hosts a mounted segment.
+/* migrate.c -- DUMP, RESTORE, RESTORE-ASKING and MIGRATE.
  *
  * Payloads. DUMP returns, and RESTORE takes, the payload of dump.c: the
  * value's bytes plus the store metadata that must survive a move (the
@@ -27,15 +26,12 @@
  *
  * Remote bytes. A store object may live only in segments that client
  * processes mount; the server holds the layout but not the bytes. DUMP and
- * MIGRATE then fetch them over the data plane, as any client would: SEG.READ
- * on the segment's tcp:// (else unix://) endpoint, through the same cached
- * blocking connections. storeObjRead is that fetch, reusable by plain GET.
- * The endpoint is the mounting client's choice, so the server goes only
- * where owner.c's rule lets it (segmentConnectUri: the client's own
- * address or abstract socket, never a path, never the server's own ports)
- * and presents only the segment's own token (segmentRelayToken, SEG.AUTH),
- * never a password of its own: a tenant listening there learns nothing it
- * did not have.
+ * MIGRATE then read them from the segment's host first, as GET does
+ * (relay.c): without blocking the loop, the client blocked meanwhile and
+ * the command run again once they are here. A host is not a MIGRATE
+ * target: it may be stopped or hostile, and waiting for it in the loop
+ * would freeze every client, so only the connection to the target is
+ * synchronous.
  *
  * Everything read from a peer is checked before it is used: reply lines are
  * bounded (a longer one is a protocol error and the connection is
@@ -55,14 +51,13 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include "anet.h"
 #include "crc.h"
 #include "dump.h"
 #include "notify.h"
-#include "owner.h"
+#include "relay.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -80,14 +75,12 @@
 
 /* ---- blocking I/O with deadlines ----------------------------------------- */
 
-/* One cached connection: to a MIGRATE target ("host:port") or to a
- * segment's endpoint ("seg:<uri>"). Its fd stays non-blocking; every wait
- * is a poll bounded by the operation's deadline. */
+/* One cached connection to a MIGRATE target ("host:port"). Its fd stays
+ * non-blocking; every wait is a poll bounded by the operation's deadline. */
 typedef struct syncConn {
     sds name;
     int fd;
     mstime_t last_use;
-    sds auth;           /* what this connection last authenticated with (a password, a segment token) */
     size_t rpos, rlen;
     char rbuf[SYNC_RBUF];
 } syncConn;
@@ -165,32 +158,6 @@ static int syncTcpConnect(const char *host, int port, long long timeout_ms, char
     return fd;
 }
 
-static int syncUnixConnect(const char *path, long long timeout_ms, char *err, size_t errlen) {
-    struct sockaddr_un sa;
-    unsigned int salen;
-    if (anetUnixAddress(&sa, &salen, path) != ANET_OK) {
-        snprintf(err, errlen, "unix socket path too long");
-        return -1;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return -1;
-    }
-    mstime_t deadline = mstime() + timeout_ms;
-    for (;;) {
-        if (connect(fd, (struct sockaddr *)&sa, salen) == 0) return fd;
-        if (errno == EINPROGRESS && syncConnectWait(fd, deadline) == 0) return fd;
-        /* EAGAIN on a unix socket is a full backlog, not a connect in
-         * progress: nothing is pending, so try again until the deadline. */
-        if (errno != EAGAIN || mstime() >= deadline) break;
-        poll(NULL, 0, 1);
-    }
-    snprintf(err, errlen, "connect %.108s: %s", path, strerror(errno)); /* sun_path fits 108 */
-    close(fd);
-    return -1;
-}
-
 /* Sends every byte of iov (consumed). The deadline is a progress bound:
  * timeout_ms may pass without a byte moving, not for the whole transfer,
  * so a large value on a slow link is not cut off (Redis bounds each 64 KiB
@@ -252,29 +219,11 @@ proto:
     return -1;
 }
 
-/* Exactly len bytes into dst: buffered ones first, then straight from the
- * socket (a large bulk is not staged through rbuf). */
-static int syncReadExact(syncConn *sc, char *dst, size_t len, long long timeout_ms) {
-    size_t take = sc->rlen - sc->rpos < len ? sc->rlen - sc->rpos : len;
-    memcpy(dst, sc->rbuf + sc->rpos, take);
-    sc->rpos += take;
-    dst += take;
-    len -= take;
-    while (len) {
-        ssize_t r = syncReadSome(sc->fd, dst, len, timeout_ms);
-        if (r < 0) return -1;
-        dst += r;
-        len -= (size_t)r;
-    }
-    return 0;
-}
-
 /* ---- the connection cache ------------------------------------------------ */
 
 static void connFree(syncConn *sc) {
     close(sc->fd);
     sdsfree(sc->name);
-    sdsfree(sc->auth);
     zfree(sc);
 }
 
@@ -312,7 +261,6 @@ static syncConn *connCacheAdd(const char *name, int fd) {
     sc->name = sdsnew(name);
     sc->fd = fd;
     sc->last_use = mstime();
-    sc->auth = NULL;
     sc->rpos = sc->rlen = 0;
     connCache[connCacheLen++] = sc;
     return sc;
@@ -412,197 +360,6 @@ static int reqSend(reqBuf *rb, int fd, long long timeout_ms) {
     return rc;
 }
 
-/* ---- reading a value's bytes from a mounted segment ----------------------- */
-
-/* An endpoint URI as a connection: tcp://host:port, tcp://[v6]:port,
- * unix:///path or unix://@name (an abstract socket: libmooncake's hosted
- * segments). "tcp://0.0.0.0:p" (the host's "wherever you reached me")
- * means the segment's host. 0, or -1 if the URI is not one we can use. */
-static int parseEndpoint(const char *uri, const char *seghost, char *host, size_t hostlen, int *port, int *is_unix) {
-    if (!strncmp(uri, "unix://", 7)) {
-        if ((uri[7] != '/' && uri[7] != '@') || strlen(uri + 7) >= hostlen) return -1;
-        snprintf(host, hostlen, "%s", uri + 7);
-        *is_unix = 1;
-        return 0;
-    }
-    if (strncmp(uri, "tcp://", 6)) return -1;
-    const char *h = uri + 6, *colon;
-    size_t hl;
-    if (*h == '[') {
-        const char *close = strchr(h, ']');
-        if (!close || close[1] != ':') return -1;
-        h++;
-        hl = (size_t)(close - h);
-        colon = close + 1;
-    } else {
-        colon = strrchr(h, ':');
-        if (!colon) return -1;
-        hl = (size_t)(colon - h);
-    }
-    long long p;
-    if (hl == 0 || hl >= hostlen || !string2ll(colon + 1, strlen(colon + 1), &p) || p < 1 || p > 65535) return -1;
-    memcpy(host, h, hl);
-    host[hl] = '\0';
-    if ((!strcmp(host, "0.0.0.0") || !strcmp(host, "::")) && seghost && *seghost) {
-        if (strlen(seghost) >= hostlen) return -1;
-        snprintf(host, hostlen, "%s", seghost);
-    }
-    *port = (int)p;
-    *is_unix = 0;
-    return 0;
-}
-
-/* One SEG.READ of [offset, offset+len) of segment `segid` through the
- * endpoint `uri` into dst. On failure *why says what happened. A cached
- * connection that fails before answering is retried once on a fresh one. */
-static int segmentReadFrom(uint64_t segid, const char *uri, const char *seghost, const char *token, uint64_t offset,
-                           uint64_t len, char *dst, long long timeout_ms, sds *why) {
-    char host[256], line[SYNC_LINE_MAX], err[ANET_ERR_LEN];
-    int port = 0, is_unix = 0;
-    if (parseEndpoint(uri, seghost, host, sizeof(host), &port, &is_unix) != 0) {
-        *why = sdscatprintf(sdsempty(), "unusable endpoint %s", uri);
-        return C_ERR;
-    }
-    sds name = sdscatprintf(sdsempty(), "seg:%s", uri);
-    int rc = C_ERR;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        syncConn *sc = connCacheFind(name);
-        int fresh = sc == NULL;
-        if (fresh) {
-            int fd = is_unix ? syncUnixConnect(host, timeout_ms, err, sizeof(err))
-                             : syncTcpConnect(host, port, timeout_ms, err, sizeof(err));
-            if (fd < 0) {
-                *why = sdscatprintf(sdsempty(), "%s: %s", uri, err);
-                break;
-            }
-            sc = connCacheAdd(name, fd);
-        }
-        sc->last_use = mstime();
-        /* The host admits a connection to a segment by the segment's token
-         * (segmentRelayToken; never a password: the endpoint is a
-         * client's choice). Sent again whenever this connection last
-         * presented another one. */
-        int send_auth = token && (sc->auth == NULL || strcmp(sc->auth, token));
-        reqBuf rb;
-        reqInit(&rb);
-        if (send_auth) {
-            reqHeader(&rb, '*', 3);
-            reqBulk(&rb, "SEG.AUTH", 8);
-            reqBulkLL(&rb, (long long)segid);
-            reqBulk(&rb, token, strlen(token));
-        }
-        reqHeader(&rb, '*', 4);
-        reqBulk(&rb, "SEG.READ", 8);
-        reqBulkLL(&rb, (long long)segid);
-        reqBulkLL(&rb, (long long)offset);
-        reqBulkLL(&rb, (long long)len);
-        int sent = reqSend(&rb, sc->fd, timeout_ms);
-        reqFree(&rb);
-        sds autherr = NULL;
-        ssize_t ll = 0;
-        if (sent == 0 && send_auth) {
-            ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
-            /* A host older than tokens checks nothing: not a refusal. */
-            if (ll >= 0 && line[0] == '-' && !strstr(line, "unknown command")) autherr = sdsnew(line + 1);
-        }
-        if (sent == 0 && ll >= 0) ll = syncReadLine(sc, line, sizeof(line), timeout_ms);
-        if (sent != 0 || ll < 0) {
-            int e = errno;
-            connCacheClose(sc);
-            sdsfree(autherr);
-            if (!fresh && e != ETIMEDOUT) continue; /* a stale cached connection */
-            *why = sdscatprintf(sdsempty(), "%s: %s", uri,
-                                e == EPROTO ? "protocol error" : e == ETIMEDOUT ? "timeout" : strerror(e));
-            break;
-        }
-        if (line[0] == '-') {
-            /* Refused in step with the stream: the connection stays good. */
-            *why = sdscatprintf(sdsempty(), "%s: %s", uri, autherr ? autherr : line + 1);
-            sdsfree(autherr);
-            break;
-        }
-        sdsfree(autherr);
-        if (send_auth) {
-            sdsfree(sc->auth);
-            sc->auth = sdsnew(token);
-        }
-        long long blen;
-        char crlf[2];
-        if (line[0] != '$' || !string2ll(line + 1, (size_t)ll - 1, &blen) || blen != (long long)len) {
-            connCacheClose(sc);
-            *why = sdscatprintf(sdsempty(), "%s: unexpected reply to SEG.READ", uri);
-            break;
-        }
-        if (syncReadExact(sc, dst, len, timeout_ms) != 0 || syncReadExact(sc, crlf, 2, timeout_ms) != 0 ||
-            crlf[0] != '\r' || crlf[1] != '\n') {
-            int e = errno;
-            connCacheClose(sc);
-            *why = sdscatprintf(sdsempty(), "%s: %s while reading the bytes", uri,
-                                e == ETIMEDOUT ? "timeout" : "connection error");
-            break;
-        }
-        sc->last_use = mstime();
-        rc = C_OK;
-        break;
-    }
-    sdsfree(name);
-    return rc;
-}
-
-int storeObjRead(storeObj *o, uint64_t off, uint64_t len, char *dst, long long timeout_ms, sds *err) {
-    *err = NULL;
-    if (off > o->len || len > o->len - off) {
-        *err = sdsnew("-ERR range is outside the value");
-        return C_ERR;
-    }
-    if (len == 0) return C_OK;
-    const char *local = storeObjLocalPtr(o);
-    if (local) {
-        memcpy(dst, local + off, len);
-        return C_OK;
-    }
-    migrateCloseTimedoutSockets();
-    /* The loop is blocked while we read, so nothing here can unlink and
-     * reuse the extents under the transfer; the reference says so anyway,
-     * and keeps it true if this is ever made asynchronous. */
-    storeObjIncrRef(o);
-    sds why = NULL, whyall = sdsempty(); /* every endpoint's failure, for the reply */
-    int rc = C_ERR, tried = 0;
-    for (int i = 0; i < o->nreplicas && rc != C_OK; i++) {
-        storeReplica *r = storeObjReplica(o, i);
-        segment *seg = storeReplicaSegment(r);
-        if (seg == NULL || seg->mem) continue;
-        /* tcp:// first (it works from anywhere), then unix:// (same host);
-         * only where the server may connect on a client's word (owner.c). */
-        for (int pass = 0; pass < 2 && rc != C_OK; pass++) {
-            for (int e = 0; e < seg->nendpoints && rc != C_OK; e++) {
-                const char *ep = seg->endpoints[e], *refused;
-                char uri[1100];
-                if (strncmp(ep, pass == 0 ? "tcp://" : "unix://", pass == 0 ? 6 : 7)) continue;
-                tried++;
-                if ((refused = segmentConnectUri(seg, ep, uri, sizeof(uri))) != NULL) {
-                    whyall = sdscatprintf(whyall, "%s%s: not connected to (%s)", sdslen(whyall) ? "; " : "", ep,
-                                          refused);
-                    continue;
-                }
-                rc = segmentReadFrom(seg->id, uri, seg->host, segmentRelayToken(seg), r->offset + off, len, dst,
-                                     timeout_ms, &why);
-                if (rc != C_OK) whyall = sdscatprintf(whyall, "%s%s", sdslen(whyall) ? "; " : "", why ? why : ep);
-                sdsfree(why);
-                why = NULL;
-            }
-        }
-    }
-    storeObjDecrRef(o);
-    if (rc != C_OK) {
-        *err = sdscatprintf(sdsempty(), "-REMOTE cannot read the value from its mounted segment: %s",
-                            tried ? whyall : "no replica has a tcp:// or unix:// endpoint");
-        serverLog(LL_VERBOSE, "Reading a value from a mounted segment failed: %s", *err + 1);
-    }
-    sdsfree(whyall);
-    return rc;
-}
-
 /* ---- DUMP ---------------------------------------------------------------- */
 
 /* What of o goes into a payload. A value with no store metadata (SET's) is
@@ -643,16 +400,14 @@ void dumpCommand(client *c) {
         return;
     }
     size_t vlen = (size_t)o->len;
+    /* A value only in a mounted segment: its bytes from the host (relay.c),
+     * the client blocked meanwhile and DUMP run again once they are here. */
+    const char *value = storeObjLocalPtr(o);
+    if (value == NULL && (value = relayFetch(c, o, 0, vlen, DUMP_REMOTE_TIMEOUT_MS)) == NULL) return;
     sds payload = sdsnewlen(NULL, plen + vlen + DUMP_TRAILER_LEN);
     unsigned char *p = (unsigned char *)payload;
     dumpWritePrefix(&d, p);
-    sds err;
-    if (storeObjRead(o, 0, vlen, payload + plen, DUMP_REMOTE_TIMEOUT_MS, &err) != C_OK) {
-        addReplyError(c, err);
-        sdsfree(err);
-        sdsfree(payload);
-        return;
-    }
+    if (vlen) memcpy(payload + plen, value, vlen);
     dumpWriteTrailer(crc64(0, p, plen + vlen), p + plen + vlen);
     addReplyBulkSds(c, payload);
 }
@@ -782,12 +537,11 @@ static syncConn *migrateGetSocket(client *c, sds host, long long port, long long
 }
 
 /* One key on its way: the object (referenced), its bytes (in the pool, or
- * fetched from a mounted segment into `fetched`), and its TTL. */
+ * read from a mounted segment's host: relay.c keeps them), and its TTL. */
 typedef struct migrateKey {
     sds key;
     storeObj *o;
     const char *bytes;
-    char *fetched;
     long long ttl;
 } migrateKey;
 
@@ -875,7 +629,7 @@ void migrateCommand(client *c) {
             if (ttl < 1) ttl = 1; /* looked up, so not expired: keep it alive there */
         }
         storeObjIncrRef(o);
-        keys[n++] = (migrateKey){key, o, NULL, NULL, ttl};
+        keys[n++] = (migrateKey){key, o, NULL, ttl};
     }
     reqBuf rb;
     reqInit(&rb);
@@ -884,20 +638,18 @@ void migrateCommand(client *c) {
         goto done;
     }
 
-    /* Values only in mounted segments are fetched first: a failure there
-     * is reported before anything goes to the target. */
+    /* Values only in mounted segments are read from their hosts first, all
+     * of them, without blocking the loop (relay.c): the client waits, and
+     * MIGRATE runs again from the top once they are here. A failure there
+     * is reported before anything goes to the target. Only then is the
+     * target talked to, synchronously, as in Redis. */
+    int wait = 0;
+    for (int j = 0; j < n; j++) wait |= relayWant(c, keys[j].o, 0, keys[j].o->len, timeout);
+    if (wait && relayBlockIfPending(c)) goto done;
     for (int j = 0; j < n; j++) {
         migrateKey *k = &keys[j];
-        k->bytes = storeObjLocalPtr(k->o);
-        if (k->bytes) continue;
-        sds err;
-        k->fetched = zmalloc(k->o->len ? (size_t)k->o->len : 1);
-        if (storeObjRead(k->o, 0, k->o->len, k->fetched, timeout, &err) != C_OK) {
-            addReplyError(c, err);
-            sdsfree(err);
-            goto done;
-        }
-        k->bytes = k->fetched;
+        k->bytes = relayBytes(c, k->o, 0, k->o->len);
+        if (k->bytes == NULL) goto done; /* replied */
     }
 
     if (password) {
@@ -973,42 +725,6 @@ done:
     reqFree(&rb);
     for (int j = 0; j < n; j++) {
         storeObjDecrRef(keys[j].o);
-        zfree(keys[j].fetched);
     }
     zfree(keys);
-}
-
-/* GET, GETRANGE, MGET and GET's option of SET of a value held only in a
- * client-hosted segment: any Redis client can read any complete object
- * (GETBIT, BITCOUNT, LCS and COPY read through storeObjFetch the same way).
- * The bytes are fetched over the data plane (storeObjRead) under a read
- * lease, bounded in size (remote-get-max-size: past it the client is told
- * to use GET.REPLICAS) and in time (remote-get-timeout, without progress).
- * The fetch blocks the loop like MIGRATE does, so both bounds are small by
- * default. */
-sds storeObjFetch(client *c, storeObj *o, uint64_t off, uint64_t len) {
-    if (len > (uint64_t)server.remote_get_max_size) {
-        addReplyErrorFormat(c, "-REMOTE the value (%llu bytes) is held in a mounted segment and is larger than "
-                            "remote-get-max-size: read it with GET.REPLICAS",
-                            (unsigned long long)len);
-        return NULL;
-    }
-    storeLeaseGrant(o, server.lease_ttl, 0); /* the server reads it: not released early */
-    sds buf = sdsnewlen(NULL, len);
-    sds err = NULL;
-    if (storeObjRead(o, off, len, buf, server.remote_get_timeout, &err) != C_OK) {
-        addReplyError(c, err ? err : "-REMOTE cannot read the value from its mounted segment");
-        sdsfree(err);
-        sdsfree(buf);
-        return NULL;
-    }
-    server.stat_remote_get_bytes += (long long)len;
-    return buf;
-}
-
-int addReplyRemoteBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
-    sds buf = storeObjFetch(c, o, off, len);
-    if (buf == NULL) return C_ERR;
-    addReplyBulkSds(c, buf);
-    return C_OK;
 }

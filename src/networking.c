@@ -42,6 +42,7 @@
 #include "multi.h"
 #include "owner.h"
 #include "pubsub.h"
+#include "relay.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -169,7 +170,11 @@ void freeClient(client *c) {
     discardTransaction(c); /* the queued arguments, and the WATCHes */
     zfree(c->watched);
     ownerDetachClient(c);
-    if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
+    if (c->flags & CLIENT_BLOCKED) {
+        server.blocked_clients--;
+        clusterOpClientGone(c);
+    }
+    relayClientReset(c); /* its reads, cancelled */
     if (c->leases_live) clientLeasesPrune(c, 1);
     pubsubUnsubscribeAll(c, 0);
     freeClientArgv(c);
@@ -697,6 +702,7 @@ void resetClient(client *c) {
         c->arglen = NULL;
         c->argv_cap = 0;
     }
+    if (c->relay) relayClientReset(c); /* the bytes it read for the command */
     c->expect_argc = 0;
     c->argerr = NULL;
     /* CLIENT REPLY SKIP silences the command after it: it set SKIP_NEXT,
@@ -766,7 +772,14 @@ static void setProtocolError(client *c, const char *err) {
 /* Runs the parsed command; returns C_ERR if the client must not be used
  * any more (it was scheduled for closing). */
 static int executeParsedCommand(client *c) {
+    c->flags |= CLIENT_MAY_BLOCK;
     int rc = processCommand(c);
+    c->flags &= ~CLIENT_MAY_BLOCK;
+    if (c->flags & CLIENT_RERUN) {
+        /* Blocked before it replied or changed anything: the arguments
+         * stay for the run that follows (resumeBlockedCommand). */
+        return rc != C_OK || (c->flags & CLIENT_CLOSE_ASAP) ? C_ERR : C_OK;
+    }
     resetClient(c);
     c->parser.unauthenticated = !c->authenticated;
     c->parser.max_bulk_len = server.proto_max_bulk_len;
@@ -1020,18 +1033,38 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
  * further requests stay in its query buffer, so a pipeline's replies keep
  * their order. Reading goes on; the query buffer limit still applies. */
 void blockClient(client *c, struct clusterOp *op) {
+    if (!(c->flags & CLIENT_BLOCKED)) server.blocked_clients++;
     c->flags |= CLIENT_BLOCKED;
     c->blocked_op = op;
 }
 
 /* The wait is over and the reply is queued: run what was pipelined. */
 void unblockClient(client *c) {
+    if (c->flags & CLIENT_BLOCKED) server.blocked_clients--;
     c->flags &= ~CLIENT_BLOCKED;
     c->blocked_op = NULL;
     if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)) return;
     client *prev = server.current_client;
     server.current_client = c;
     processInputBuffer(c);
+    server.current_client = prev;
+}
+
+/* A command that blocked before replying (CLIENT_RERUN, cleared by the
+ * caller: relay.c, once the bytes it waited for are here) runs again from
+ * the arguments it kept, through processCommand, so every check is made
+ * afresh; then what was pipelined behind it. A client on its way out
+ * keeps its arguments for freeClient. */
+void resumeBlockedCommand(client *c) {
+    if (c->flags & CLIENT_BLOCKED) server.blocked_clients--;
+    c->flags &= ~CLIENT_BLOCKED;
+    if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)) return;
+    client *prev = server.current_client;
+    server.current_client = c;
+    if (executeParsedCommand(c) == C_OK) {
+        processInputBuffer(c);
+        setBigArgLowat(c);
+    }
     server.current_client = prev;
 }
 
@@ -1129,7 +1162,7 @@ sds catClientInfoString(sds s, client *c) {
 /* What a client costs: its struct, buffers, argv, queued transaction and replies. */
 size_t clientMemoryUsage(client *c) {
     return sizeof(client) + (c->buf ? PROTO_REPLY_CHUNK : 0) + sdsAllocSize(c->querybuf) + c->argv_bytes +
-           c->mstate.bytes + c->reply_bytes;
+           c->mstate.bytes + c->reply_bytes + relayClientMemory(c);
 }
 
 /* The classes CLIENT LIST/KILL TYPE name, as Redis: a subscribed client is

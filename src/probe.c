@@ -158,6 +158,10 @@ int probeUriPort(const char *uri) {
     }
 }
 
+int probeUriAddress(const char *uri, struct sockaddr_storage *sa, socklen_t *salen) {
+    return parseUri(uri, sa, salen);
+}
+
 /* The 16 bytes of an address, IPv4 as IPv4-mapped IPv6; 0 if not one. */
 static int addrBytes(const struct sockaddr_storage *sa, unsigned char out[16]) {
     if (sa->ss_family == AF_INET6) {

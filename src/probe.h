@@ -3,6 +3,7 @@
 #define PROBE_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 
 struct aeEventLoop;
 
@@ -28,6 +29,9 @@ enum {
 int probeUriKind(const char *uri);
 /* The port of a tcp:// uri probeUriKind accepts, else -1. */
 int probeUriPort(const char *uri);
+/* The same, and the address itself (relay.c connects to it without a
+ * resolver call either). */
+int probeUriAddress(const char *uri, struct sockaddr_storage *sa, socklen_t *salen);
 /* Whether a tcp:// endpoint with a numeric address names ip (numeric, as
  * anetFdToString gives it; IPv4 matches its IPv4-mapped IPv6 form). */
 int probeUriAddrIs(const char *uri, const char *ip);

@@ -43,6 +43,7 @@
 #include "multi.h"
 #include "owner.h"
 #include "pubsub.h"
+#include "relay.h"
 #include "store.h"
 #include "util.h"
 #include "zerofree.h"
@@ -179,6 +180,12 @@ void call(client *c) {
     c->flags |= CLIENT_PROTECTED;
     cmd->proc(c);
     if (!nested) c->flags &= ~CLIENT_PROTECTED;
+    if (c->flags & CLIENT_RERUN) {
+        /* Blocked before it did anything (relay.c): it is counted, timed
+         * and shown to monitors when it runs again. */
+        sdsfree(monitor_line);
+        return;
+    }
     long long duration = ustime() - start;
     cmd->calls++;
     cmd->usec += duration;
@@ -259,7 +266,8 @@ int processCommand(client *c) {
     }
     server.current_client = c;
     call(c);
-    if (server.cluster_enabled) clusterResetAsking(c);
+    /* ASKING holds for the command's run again after a block. */
+    if (server.cluster_enabled && !(c->flags & CLIENT_RERUN)) clusterResetAsking(c);
     return C_OK;
 }
 
@@ -282,6 +290,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     segmentCron();
     clusterCron();
     migrateCloseTimedoutSockets();
+    relayCron();
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);
@@ -294,6 +303,8 @@ static void afterSleep(aeEventLoop *el) {
 
 static void beforeSleep(aeEventLoop *el) {
     (void)el;
+    /* First: the commands it runs again queue replies for the writes. */
+    relayBeforeSleep();
     handleClientsWithPendingWrites();
     freeClientsInAsyncFreeQueue();
     /* An eviction round in progress gets a slice every iteration, not only
@@ -365,10 +376,13 @@ static void setupSignalHandlers(void) {
     signal(SIGHUP, SIG_IGN);
 }
 
-/* The fd limit must cover every client (RESP and HTTP) plus listeners and
- * reserve; when the OS refuses, maxclients shrinks to fit and the log says so. */
+/* The fd limit must cover every client (RESP and HTTP) plus listeners,
+ * connections to segment hosts (relay.c: those in flight and the idle ones
+ * kept) and reserve; when the OS refuses, maxclients shrinks to fit and the
+ * log says so. */
 static void adjustOpenFilesLimit(void) {
-    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS;
+    long long relays = server.remote_get_max_inflight + RELAY_IDLE_MAX;
+    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS + (rlim_t)relays;
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
     if (limit.rlim_cur >= want) return;
@@ -377,7 +391,7 @@ static void adjustOpenFilesLimit(void) {
     nl.rlim_cur = nl.rlim_max = limit.rlim_max;
     if (limit.rlim_max > limit.rlim_cur) setrlimit(RLIMIT_NOFILE, &nl);
     getrlimit(RLIMIT_NOFILE, &limit);
-    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients;
+    long long fit = (long long)limit.rlim_cur - CONFIG_MIN_RESERVED_FDS - server.http_maxclients - relays;
     if (fit < 1) fit = 1;
     serverLog(LL_WARNING, "You requested maxclients of %lld requiring at least %llu max file "
               "descriptors; the limit is %llu, so maxclients is now %lld.",

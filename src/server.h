@@ -72,6 +72,8 @@
 #define CLIENT_ASKING (1 << 5)            /* ASKING: the next command may use an importing slot */
 #define CLIENT_READONLY (1 << 6)          /* READONLY: reads may be served by a replica */
 #define CLIENT_BLOCKED (1 << 7)           /* waiting (etcd): input is not processed */
+#define CLIENT_RERUN (1 << 16)            /* blocked before replying: the command runs again (relay.c) */
+#define CLIENT_MAY_BLOCK (1 << 17)        /* running a command read from the socket: it may block */
 #define CLIENT_PUBSUB (1 << 18)           /* subscribed to something (pubsub.c) */
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
@@ -220,6 +222,7 @@ typedef struct client {
     int nowners;
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
+    struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     int nleases, leases_cap, leases_head, leases_live;
@@ -313,6 +316,9 @@ struct mcServer {
     long long stat_prefetch_batches, stat_prefetch_keys; /* prefetch.c: batches of 2+ requests, keys */
     long long stat_data_write_bytes, stat_data_read_bytes, stat_shm_attach;
     long long stat_remote_get_bytes;  /* relayed from mounted segments to GET-family replies */
+    long long stat_remote_get_refused, stat_remote_get_timeouts; /* relay.c */
+    long long remote_get_inflight;    /* relayed reads in flight now */
+    long long blocked_clients;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
     long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key, stat_acl_denied_channel; /* acl.c */
     /* Slowlog. */
@@ -352,6 +358,8 @@ struct mcServer {
     int allocation_strategy;
     long long remote_get_max_size;  /* GET of a value in a mounted segment: relay up to this */
     long long remote_get_timeout;   /* ms without progress */
+    long long remote_get_max_inflight;        /* relayed reads in flight, server-wide */
+    long long remote_get_max_inflight_client; /* ... and of one client */
     /* Cluster (cluster.c, etcd.c). */
     int cluster_enabled;
     char *cluster_etcd_endpoints;   /* space-separated URLs */
@@ -566,10 +574,11 @@ void segReadvCommand(client *c);
 void shmAttachCommand(client *c);
 void dataPlaneSetSelfEndpoints(void);
 void addReplyPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
-/* migrate.c: bytes of a value held only in a mounted segment, from its
- * host. C_ERR / NULL: the client was sent the error. */
+/* relay.c: bytes of a value held only in a mounted segment, from its
+ * host. C_ERR / NULL: the client was sent the error, or is blocked until
+ * they come and its command runs again (relay.h); return at once. */
 int addReplyRemoteBytes(client *c, struct storeObj *o, uint64_t off, uint64_t len);
-sds storeObjFetch(client *c, struct storeObj *o, uint64_t off, uint64_t len);
+const char *storeObjFetch(client *c, struct storeObj *o, uint64_t off, uint64_t len);
 /* cluster.c */
 void clusterCommand(client *c);
 void askingCommand(client *c);
@@ -597,8 +606,10 @@ void sunsubscribeCommand(client *c);
 void publishCommand(client *c);
 void spublishCommand(client *c);
 void pubsubCommand(client *c);
-/* networking.c: blocked clients (cluster topology changes wait for etcd) */
+/* networking.c: blocked clients (cluster topology changes wait for etcd,
+ * relayed reads for a segment's host) */
 void blockClient(client *c, struct clusterOp *op);
 void unblockClient(client *c);
+void resumeBlockedCommand(client *c);
 
 #endif

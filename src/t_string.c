@@ -45,6 +45,7 @@
 #include <strings.h>
 
 #include "notify.h"
+#include "relay.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -133,14 +134,13 @@ static int addReplyValue(client *c, storeObj *o) {
 }
 
 /* Bytes [off, off+len) of o to compute on: in the pool, or fetched from
- * the host of its mounted segment into *tmp (the caller frees it). NULL:
- * the client got the error. */
-static const char *valueBytes(client *c, storeObj *o, uint64_t off, uint64_t len, sds *tmp) {
-    *tmp = NULL;
+ * the host of its mounted segment (relay.c: valid until the command ends).
+ * NULL: the client got the error, or is blocked until the bytes come and
+ * the command runs again; return at once either way. */
+static const char *valueBytes(client *c, storeObj *o, uint64_t off, uint64_t len) {
     const char *p = storeObjLocalPtr(o);
     if (p) return p + off;
-    *tmp = storeObjFetch(c, o, off, len);
-    return *tmp;
+    return storeObjFetch(c, o, off, len);
 }
 
 /* ---- SET and its older forms --------------------------------------------- */
@@ -201,9 +201,11 @@ bad:
 
 /* The old value SET GET and GETSET reply with must be known readable
  * before anything changes: one only in a mounted segment is fetched now
- * (a failed fetch changes nothing); one in the pool is referenced, so the
- * reply comes from its bytes after the key moved on. */
-static int holdValue(client *c, storeObj *o, sds *fetched) {
+ * (a failed fetch changes nothing; a fetch under way blocks the client
+ * and the command runs again when it is done); one in the pool is
+ * referenced, so the reply comes from its bytes after the key moved on.
+ * Either way o stays referenced (the relay holds fetched ones). */
+static int holdValue(client *c, storeObj *o, const char **fetched) {
     *fetched = NULL;
     if (storeObjLocalPtr(o)) {
         storeObjIncrRef(o);
@@ -213,16 +215,15 @@ static int holdValue(client *c, storeObj *o, sds *fetched) {
     return *fetched ? C_OK : C_ERR;
 }
 
-static void releaseHeldValue(storeObj *o, sds fetched) {
-    if (fetched) sdsfree(fetched);
-    else storeObjDecrRef(o);
+static void releaseHeldValue(storeObj *o, const char *fetched) {
+    if (fetched == NULL) storeObjDecrRef(o);
 }
 
-static void addReplyHeldValue(client *c, storeObj *o, sds fetched) {
+static void addReplyHeldValue(client *c, storeObj *o, const char *fetched) {
     if (o == NULL) {
         addReplyNull(c);
     } else if (fetched) {
-        addReplyBulkSds(c, fetched);
+        addReplyBulk(c, fetched, (size_t)o->len);
     } else {
         addReplyStoreObj(c, o);
         storeObjDecrRef(o);
@@ -244,7 +245,7 @@ static void setGeneric(client *c, int flags, int vali, sds expire, int intreply)
         return;
     }
     storeObj *old = (flags & SET_GET) ? storeLookupRead(key) : storeLookupWrite(key);
-    sds fetched = NULL;
+    const char *fetched = NULL;
     if ((flags & SET_GET) && old && holdValue(c, old, &fetched) != C_OK) return;
     if (((flags & SET_NX) && old) || ((flags & SET_XX) && !old)) {
         if (flags & SET_GET) addReplyHeldValue(c, old, fetched);
@@ -355,13 +356,24 @@ void strlenCommand(client *c) {
     addReplyLongLong(c, o ? (long long)o->len : 0);
 }
 
+/* Values only in mounted segments are all asked for before the reply
+ * starts: the client blocks once, for all of them (relay.c). */
 void mgetCommand(client *c) {
-    addReplyArrayLen(c, c->argc - 1);
-    for (int j = 1; j < c->argc; j++) {
-        storeObj *o = storeLookupRead(c->argv[j]);
-        if (o) addReplyStoreObj(c, o);
-        else addReplyNull(c);
+    storeObj *stackobjs[16];
+    int n = c->argc - 1, wait = 0;
+    storeObj **objs = n <= 16 ? stackobjs : zmalloc(sizeof(storeObj *) * (size_t)n);
+    for (int j = 0; j < n; j++) {
+        objs[j] = storeLookupRead(c->argv[j + 1]);
+        if (objs[j]) wait |= relayWant(c, objs[j], 0, objs[j]->len, server.remote_get_timeout);
     }
+    if (!wait || !relayBlockIfPending(c)) {
+        addReplyArrayLen(c, n);
+        for (int j = 0; j < n; j++) {
+            if (objs[j]) addReplyStoreObj(c, objs[j]);
+            else addReplyNull(c);
+        }
+    }
+    if (objs != stackobjs) zfree(objs);
 }
 
 /* ---- MSET, MSETNX -------------------------------------------------------- */
@@ -745,11 +757,9 @@ void getbitCommand(client *c) {
     uint64_t byte = bitoffset >> 3;
     int bit = 0;
     if (o && byte < o->len) {
-        sds tmp;
-        const char *p = valueBytes(c, o, byte, 1, &tmp);
+        const char *p = valueBytes(c, o, byte, 1);
         if (p == NULL) return;
         bit = ((unsigned char)p[0] >> (7 - (bitoffset & 7))) & 1;
-        sdsfree(tmp);
     }
     addReplyLongLong(c, bit);
 }
@@ -819,13 +829,11 @@ void bitcountCommand(client *c) {
         return;
     }
     size_t n = (size_t)(end - start + 1);
-    sds tmp;
-    const unsigned char *p = (const unsigned char *)valueBytes(c, o, (uint64_t)start, n, &tmp);
+    const unsigned char *p = (const unsigned char *)valueBytes(c, o, (uint64_t)start, n);
     if (p == NULL) return;
     long long count = popcount(p, n);
     if (first_mask) count -= __builtin_popcount(p[0] & first_mask);
     if (last_mask) count -= __builtin_popcount(p[n - 1] & last_mask);
-    sdsfree(tmp);
     addReplyLongLong(c, count);
 }
 
@@ -883,19 +891,17 @@ void lcsCommand(client *c) {
         addReplyError(c, "ERR Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len");
         return;
     }
-    sds tmpa = NULL, tmpb = NULL;
-    const char *a = oa ? valueBytes(c, oa, 0, alen, &tmpa) : "";
+    /* Both values asked for before either is read: one block for both. */
+    int wait = (oa && relayWant(c, oa, 0, alen, server.remote_get_timeout)) |
+               (ob && relayWant(c, ob, 0, blen, server.remote_get_timeout));
+    if (wait && relayBlockIfPending(c)) return;
+    const char *a = oa ? valueBytes(c, oa, 0, alen) : "";
     if (a == NULL) return;
-    const char *b = ob ? valueBytes(c, ob, 0, blen, &tmpb) : "";
-    if (b == NULL) {
-        sdsfree(tmpa);
-        return;
-    }
+    const char *b = ob ? valueBytes(c, ob, 0, blen) : "";
+    if (b == NULL) return;
     uint32_t *t = ztrymalloc((size_t)cells * sizeof(uint32_t));
     if (t == NULL) {
         addReplyError(c, "ERR Insufficient memory, failed allocating transient memory for LCS");
-        sdsfree(tmpa);
-        sdsfree(tmpb);
         return;
     }
 #define CELL(i, j) t[(size_t)(i) * (blen + 1) + (j)]
@@ -955,8 +961,6 @@ void lcsCommand(client *c) {
     }
 #undef CELL
     zfree(t);
-    sdsfree(tmpa);
-    sdsfree(tmpb);
     if (getidx) {
         addReplyMapLen(c, 2);
         addReplyBulkCString(c, "matches");
