@@ -171,6 +171,9 @@ void freeClient(client *c) {
     ownerDetachClient(c);
     if (c->flags & CLIENT_BLOCKED) clusterOpClientGone(c);
     if (c->leases_live) clientLeasesPrune(c, 1);
+    /* Its pending puts can never be ended now: the sweep gives them back. */
+    storePutOwnerGone(c->put_owner);
+    c->put_owner = NULL;
     pubsubUnsubscribeAll(c, 0);
     freeClientArgv(c);
     if (c->pass_fd >= 0) close(c->pass_fd);

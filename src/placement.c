@@ -163,6 +163,7 @@ static segment *evictionTarget(uint64_t size, const char *tenant) {
 
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                   const char *writer_host, const char *tenant) {
+    segment *checked = NULL;
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host, tenant) > 0) return o->nreplicas;
         /* Freed pool space still being zeroed comes back before anything
@@ -170,6 +171,10 @@ int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int np
         if (zerofreeMakeRoom()) continue;
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
         segment *target = evictionTarget(size, tenant);
-        if (target == NULL || !evictOne(target)) return 0;
+        /* Nothing is evicted for a put that could not fit anyway (a
+         * hard-pinned object in the way): a refused put changes nothing. */
+        if (target == NULL || (target != checked && !storeEvictionCouldFit(target, size))) return 0;
+        checked = target;
+        if (!evictOne(target)) return 0;
     }
 }

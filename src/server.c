@@ -252,6 +252,14 @@ int processCommand(client *c) {
         rejectCommand(c, "ERR Replica can't interact with the keyspace");
         return C_OK;
     }
+    /* maxmemory bounds the whole dataset, keys and objects' heap with the
+     * pool's bytes (store.c): a write over it evicts first, or is refused
+     * as Redis refuses it. One comparison of counters while under it. */
+    if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) && storeMakeRoomForDataset() != C_OK) {
+        server.stat_oom_rejections++;
+        rejectCommand(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        return C_OK;
+    }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
         queueMultiCommand(c);
         addReplyProto(c, "+QUEUED\r\n", 9);
@@ -282,6 +290,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     segmentCron();
     clusterCron();
     migrateCloseTimedoutSockets();
+    storePendingCron(period_us / 20);
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);

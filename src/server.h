@@ -221,6 +221,7 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     int nleases, leases_cap, leases_head, leases_live;
     /* Transactions (multi.c). */
@@ -345,6 +346,7 @@ struct mcServer {
     long long lease_ttl;
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;
+    long long client_max_pending_puts; /* puts one connection may hold open at a time */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;
