@@ -328,8 +328,9 @@ static int applyFullCoverage(const char **err) {
     return C_OK;
 }
 
-/* maxmemory caps the bytes of values in the pool (0: the whole pool). The
- * pool is mapped once at start, so the cap can only be at most its size. */
+/* maxmemory caps the bytes of values in the pool (0: the whole pool), and
+ * with the dataset's heap the whole dataset (store.c, storeMakeRoomForDataset).
+ * The pool is mapped once at start, so the cap can only be at most its size. */
 static int applyMaxmemory(const char **err) {
     if (server.self == NULL) return C_OK; /* start-up: storeInit applies it */
     if (server.maxmemory > server.segment_size) {

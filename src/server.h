@@ -326,7 +326,7 @@ struct mcServer {
     dict *pending;          /* sds key -> storeObj* of a put not yet ended */
     struct segment *self;   /* the server's own pool, segment id 1 */
     long long segment_size;
-    long long maxmemory;    /* bytes of values the pool may hold; 0 = all of it */
+    long long maxmemory;    /* pool bytes in use + the dataset's heap (store.c); 0 = no limit */
     int latency_tracking;   /* per-command latency histograms (INFO latencystats) */
     double latency_percentiles[16];
     int latency_npercentiles;

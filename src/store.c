@@ -774,14 +774,20 @@ void storePendingAdd(sds key, storeObj *o) {
     serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
     account(o, ACCT_PENDING, 1);
     st.pending_bytes += o->len;
-    if (o->ext && o->ext->put_owner) o->ext->put_owner->npending++;
+    if (o->ext && o->ext->put_owner) {
+        o->ext->put_owner->npending++;
+        o->ext->put_owner->pending_bytes += o->len;
+    }
 }
 
 /* Every way out of the pending table comes here: the counts stay exact. */
 static void pendingLeave(storeObj *o) {
     account(o, ACCT_PENDING, -1);
     st.pending_bytes -= o->len;
-    if (o->ext && o->ext->put_owner) o->ext->put_owner->npending--;
+    if (o->ext && o->ext->put_owner) {
+        o->ext->put_owner->npending--;
+        o->ext->put_owner->pending_bytes -= o->len;
+    }
 }
 
 /* Takes the pending version out; the caller gets its reference. */

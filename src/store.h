@@ -82,6 +82,7 @@ typedef struct storeObjExt {
 typedef struct putOwner {
     uint64_t refs;       /* the connection's, plus one per object pointing here */
     uint64_t npending;   /* its puts in the pending table */
+    uint64_t pending_bytes; /* and their sizes (CLIENT INFO shows both to their owner) */
     uint64_t client_id;  /* the connection (CLIENT LIST id) */
     int gone;            /* the connection closed */
 } putOwner;

@@ -50,6 +50,9 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         assert_equal $big [istore store_pool_pending]
         assert_equal 0 [r dbsize]
         assert_equal {} [r keys *]
+        # Its owner sees it (CLIENT INFO), no one sees it as a key.
+        assert_match {* pending-puts=1 pending-put-bytes=409600*} [$c client info]
+        assert_match {* pending-puts=0 pending-put-bytes=0*} [r client info]
         assert_pool_accounted
         $c close
         # Abandoned at once (no one can end it now), reused after the wait.
