@@ -933,10 +933,8 @@ uint64_t storeDatasetHeap(void) {
 /* What maxmemory bounds: the pool's bytes in use (freed extents still
  * being zeroed are free) plus the dataset's heap. */
 uint64_t storeDatasetUsed(void) {
-    allocStats as;
-    allocGetStats(server.self->alloc, &as);
-    uint64_t zeroing = zerofreePendingBytes();
-    uint64_t used = as.used > zeroing ? as.used - zeroing : 0;
+    uint64_t pool = allocUsed(server.self->alloc), zeroing = zerofreePendingBytes();
+    uint64_t used = pool > zeroing ? pool - zeroing : 0;
     return used + storeDatasetHeap();
 }
 

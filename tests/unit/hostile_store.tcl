@@ -18,17 +18,34 @@ proc istore {field {client r}} {
     get_info_field $client store $field
 }
 
-# The pool's bytes, by whose they are, add up to its size.
-proc assert_pool_accounted {} {
-    set size [istore store_pool_size]
-    set parts 0
-    foreach f {store_pool_values store_pool_pending store_pool_deferred store_pool_zeroing store_pool_free} {
-        set v [istore $f]
-        assert_match {[0-9]*} $v "INFO store has no $f"
-        incr parts $v
+# The fields of one INFO store reply (one reply: the sweep and the crons
+# may change things between two).
+proc store_fields {} {
+    set f {}
+    foreach line [split [r info store] "\r\n"] {
+        if {[regexp {^([a-z_]+):(.*)$} $line -> k v]} { dict set f $k $v }
     }
-    assert_equal $size $parts "values+pending+deferred+zeroing+free vs size: [r info store]"
-    assert_equal [istore store_pool_used] [expr {$size - [istore store_pool_free]}]
+    return $f
+}
+
+# The pool's bytes, by whose they are, add up to its size; the message
+# says what did not, or "" when all is well.
+proc pool_accounting_error {} {
+    set f [store_fields]
+    set parts 0
+    foreach k {store_pool_values store_pool_pending store_pool_deferred store_pool_zeroing store_pool_free} {
+        if {![dict exists $f $k]} { return "INFO store has no $k" }
+        incr parts [dict get $f $k]
+    }
+    set size [dict get $f store_pool_size]
+    if {$parts != $size} { return "values+pending+deferred+zeroing+free = $parts, size $size: $f" }
+    if {[dict get $f store_pool_used] != $size - [dict get $f store_pool_free]} { return "used+free != size: $f" }
+    return ""
+}
+
+proc assert_pool_accounted {} {
+    set err [pool_accounting_error]
+    if {$err ne ""} { fail $err }
 }
 
 proc wait_pool_used {bytes {what pool}} {
@@ -251,6 +268,57 @@ start_server {tags {mooncake store hostile} overrides {segment-size 16mb maxmemo
         assert_morethan [get_info_field r stats evicted_keys] 50000
         assert_lessthan [r dbsize] 50000
         assert_lessthan [get_info_field r memory used_memory_dataset] [expr {2 * $::MiB}]
+        assert_pool_accounted
+    }
+}
+
+# Random store sequences from several clients (one may close at any step),
+# with the pool's accounting checked after every step: whatever path an
+# object takes (take-over, REMOVE of a pending put, overwrite while leased,
+# HARDPIN and UNPIN, APPEND, flush, a writer gone), every byte is somewhere.
+start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-policy lru lease-ttl 50
+                                                       put-timeout 30 put-release-timeout 60}} {
+    test {Random puts, writes, pins, removals and closes keep every pool byte accounted for} {
+        set seed [clock milliseconds]
+        expr {srand($seed)}
+        set clients {}
+        for {set i 0} {$i < 4} {incr i} { lappend clients [redis_client] }
+        for {set step 0} {$step < 1500} {incr step} {
+            set ci [expr {int(rand() * 4)}]
+            set c [lindex $clients $ci]
+            set k key:[expr {int(rand() * 12)}]
+            set size [expr {1 + int(rand() * 60000)}]
+            set op [expr {int(rand() * 13)}]
+            catch {
+                switch $op {
+                    0 { $c put.start $k $size }
+                    1 { $c put.start $k $size REPLACE HARDPIN }
+                    2 { $c put.end $k }
+                    3 { $c put.revoke $k }
+                    4 { $c set $k [string repeat x $size] }
+                    5 { $c append $k [string repeat y [expr {$size / 4}]] }
+                    6 { $c get.replicas $k }
+                    7 { $c remove $k }
+                    8 { $c pin $k hard }
+                    9 { $c unpin $k }
+                    10 { $c del $k }
+                    11 { if {rand() < 0.1} { $c flushall } else { $c setrange $k [expr {$size / 2}] z } }
+                    12 {
+                        $c close
+                        lset clients $ci [redis_client]
+                    }
+                }
+            }
+            set err [pool_accounting_error]
+            if {$err ne ""} { fail "seed $seed step $step op $op $k: $err" }
+        }
+        foreach c $clients { $c close }
+        # Every writer gone and every wait over: the pool holds values only.
+        wait_for_condition 200 20 {[istore store_pool_pending] == 0 && [istore store_pool_deferred] == 0} else {
+            fail "seed $seed: space still held after every client left: [r info store]"
+        }
+        assert_equal 0 [istore store_pending_puts]
+        assert_equal [istore store_pool_used] [istore store_pool_values]
         assert_pool_accounted
     }
 }
