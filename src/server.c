@@ -257,7 +257,10 @@ int processCommand(client *c) {
      * as Redis refuses it. One comparison of counters while under it. */
     if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) && storeMakeRoomForDataset() != C_OK) {
         server.stat_oom_rejections++;
-        rejectCommand(c, "-OOM command not allowed when used memory > 'maxmemory'.");
+        /* A put's refusal keeps the put's word (libmooncake maps both). */
+        rejectCommand(c, c->cmd->group && !strcmp(c->cmd->group, "store")
+                             ? "-NOSPACE used memory > 'maxmemory' (keys and objects' heap count too)"
+                             : "-OOM command not allowed when used memory > 'maxmemory'.");
         return C_OK;
     }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {

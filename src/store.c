@@ -41,6 +41,18 @@
  * keymiss notifications are emitted: whatever command, cron or eviction
  * caused the change, a subscriber hears of it. Off, each costs one test.
  *
+ * Accounting. Every pool byte is a value's in the keyspace, a pending
+ * put's, an unlinked version's waiting for its lease, being zeroed, or
+ * free: each segment keeps the first three as counters, moved as an object
+ * moves between the tables (INFO store_pool_values/_pending/_deferred).
+ * They are what eviction consults before evicting (storeEvictionCouldFit:
+ * a write that could not fit evicts nothing) and what lets a test check
+ * that no byte is lost, whatever clients do.
+ *
+ * Pending puts. A put no one will end (its connection closed, or older
+ * than put-timeout + put-release-timeout) is given back by a sweep of the
+ * pending table (storePendingCron), not by whoever touches its key next.
+ *
  * Eviction lives in evict.c.
  */
 #include "store.h"
@@ -82,11 +94,13 @@ static struct {
 enum { ACCT_VALUE, ACCT_PENDING, ACCT_DEFERRED };
 
 static void account(storeObj *o, int what, int sign) {
+    /* Every replica's extent is len rounded up to the granule: the
+     * allocator splits exactly (alloc.c), so its node need not be read. */
+    uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL || r->handle == ALLOC_NONE) continue;
-        uint64_t b = allocSize(seg->alloc, r->handle);
         uint64_t *f = what == ACCT_VALUE ? &seg->value_bytes
                       : what == ACCT_PENDING ? &seg->pending_bytes : &seg->deferred_bytes;
         if (sign > 0) *f += b;

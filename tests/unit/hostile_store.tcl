@@ -250,6 +250,8 @@ start_server {tags {mooncake store hostile} overrides {segment-size 16mb maxmemo
         # 200k keys would take tens of MB of heap; it stopped near 1 MB.
         assert_lessthan $batches 50
         assert_lessthan [get_info_field r memory used_memory_dataset] [expr {2 * $::MiB}]
+        # A put is refused in its own word.
+        assert_error {NOSPACE*maxmemory*} {r put.start p 16}
         # Reads and deletes still work; a delete makes room again.
         assert_equal {} [r get k:0:0]
         r flushall
