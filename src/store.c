@@ -93,9 +93,25 @@ static struct {
  * whose segment went away is skipped both ways (its counts went with it). */
 enum { ACCT_VALUE, ACCT_PENDING, ACCT_DEFERRED };
 
-static void account(storeObj *o, int what, int sign) {
-    /* Every replica's extent is len rounded up to the granule: the
-     * allocator splits exactly (alloc.c), so its node need not be read. */
+static void accountSlow(storeObj *o, int what, int sign);
+
+/* Every replica's extent is len rounded up to the granule: the allocator
+ * splits exactly (alloc.c), so its node need not be read. The common case
+ * (one replica, in the pool, no pin: every SET value) is a few
+ * instructions inline; the rest loops. */
+static inline void account(storeObj *o, int what, int sign) {
+    if (o->nreplicas == 0) return;
+    if (what == ACCT_VALUE && o->nreplicas == 1 && !(o->flags & OBJ_FLAG_HARDPIN) && o->r.segslot == 0 &&
+        server.self->gen == o->r.seggen && o->r.handle != ALLOC_NONE) {
+        uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+        if (sign > 0) server.self->value_bytes += b;
+        else server.self->value_bytes -= b;
+        return;
+    }
+    accountSlow(o, what, sign);
+}
+
+static void accountSlow(storeObj *o, int what, int sign) {
     uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
@@ -937,9 +953,15 @@ int storeEvictionCouldFit(segment *s, uint64_t size) {
 /* The heap the dataset takes: tables, key strings, object headers and
  * extensions, recorded keys, the deferred list. Counters only: it is read
  * before every write command while maxmemory is set. */
+static inline uint64_t dictHeap(const dict *d) {
+    uint64_t buckets = (d->size_exp[0] < 0 ? 0 : 1UL << d->size_exp[0]) + (d->size_exp[1] < 0 ? 0 : 1UL << d->size_exp[1]);
+    return sizeof(dict) + buckets * sizeof(dictEntry *) + (d->used[0] + d->used[1]) * sizeof(dictEntry);
+}
+
 uint64_t storeDatasetHeap(void) {
-    uint64_t h = dictMemUsage(server.keys) + dictMemUsage(server.expires) + dictMemUsage(server.pending);
-    h += st.keybytes + (dictSize(server.keys) + dictSize(server.pending)) * sizeof(storeObj);
+    const dict *k = server.keys, *p = server.pending;
+    uint64_t h = dictHeap(k) + dictHeap(server.expires) + dictHeap(p);
+    h += st.keybytes + (k->used[0] + k->used[1] + p->used[0] + p->used[1]) * sizeof(storeObj);
     h += st.exts * sizeof(storeObjExt) + st.extkeybytes + st.deferred_cap * sizeof(storeObj *);
     return h;
 }
