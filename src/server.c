@@ -254,8 +254,12 @@ int processCommand(client *c) {
     }
     /* maxmemory bounds the whole dataset, keys and objects' heap with the
      * pool's bytes (store.c): a write over it evicts first, or is refused
-     * as Redis refuses it. One comparison of counters while under it. */
-    if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) && storeMakeRoomForDataset() != C_OK) {
+     * as Redis refuses it. The cost bounds what the command can add to the
+     * heap: its arguments (a key is copied at most twice, a value goes to
+     * the pool) and a generous 128 bytes of header, table entry and
+     * extension per argument. */
+    if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) &&
+        storeMakeRoomForDataset(2 * (uint64_t)c->argv_bytes + 128 * (uint64_t)c->argc) != C_OK) {
         server.stat_oom_rejections++;
         /* A put's refusal keeps the put's word (libmooncake maps both). */
         rejectCommand(c, c->cmd->group && !strcmp(c->cmd->group, "store")

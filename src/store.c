@@ -83,6 +83,13 @@ static struct {
     uint64_t pending_reclaimed;
 } st;
 
+/* What the dataset may still grow by before maxmemory's next full check
+ * (storeMakeRoomForDataset). */
+static struct {
+    uint64_t left;
+    long long limit;    /* the maxmemory it was computed for */
+} headroom;
+
 /* ---- who holds the pool's bytes ---------------------------------------- */
 
 /* Each segment counts its extents' bytes by whose they are (segment.h):
@@ -194,6 +201,9 @@ storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
         o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */
         st.exts++;
+        /* A read (GET.REPLICAS' lease) may add one: maxmemory's headroom
+         * counts it, though no write command paid for it. */
+        headroom.left = headroom.left > sizeof(storeObjExt) ? headroom.left - sizeof(storeObjExt) : 0;
     }
     return o->ext;
 }
@@ -218,6 +228,10 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     r->segslot = (uint16_t)seg->slot;
     r->seggen = seg->gen;
     allocSetUser(seg->alloc, handle, o); /* the data plane maps bytes back to o */
+    if (seg == server.self) { /* see storeMakeRoomForDataset */
+        uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+        headroom.left = headroom.left > b ? headroom.left - b : 0;
+    }
 }
 
 /* An allocation that fails evicts (policy permitting) until it fits. The
@@ -977,15 +991,31 @@ uint64_t storeDatasetUsed(void) {
 /* Before a write command while maxmemory is set (server.c), as Redis's
  * performEvictions: over the limit, evict (policy permitting) until under
  * it, else refuse the command. Only a store already over its limit
- * evicts here, whatever the command would add. */
-int storeMakeRoomForDataset(void) {
-    while (storeDatasetUsed() > (uint64_t)server.maxmemory) {
+ * evicts here, whatever the command would add.
+ *
+ * Summing the dataset is a few dozen loads, a few percent of a small SET;
+ * so the last sum leaves a headroom, and a command whose cost (an upper
+ * bound on what it can add: server.c) fits in what is left skips the sum.
+ * Every pool extent taken is charged to it as well (storeObjAddReplica:
+ * a PUT.START's size is not in its arguments), so the headroom never
+ * says "under" for a dataset that is over by more than one command. */
+int storeMakeRoomForDataset(uint64_t cost) {
+    if (headroom.limit == server.maxmemory && headroom.left > cost) {
+        headroom.left -= cost;
+        return C_OK;
+    }
+    uint64_t used;
+    while ((used = storeDatasetUsed()) > (uint64_t)server.maxmemory) {
         if (zerofreeMakeRoom()) continue;
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne(NULL)) {
             st.oom++;
+            headroom.left = 0;
             return C_ERR;
         }
     }
+    headroom.limit = server.maxmemory;
+    headroom.left = (uint64_t)server.maxmemory - used;
+    headroom.left = headroom.left > cost ? headroom.left - cost : 0;
     return C_OK;
 }
 

@@ -251,7 +251,9 @@ int storeEvictionCouldFit(segment *s, uint64_t size);
  * used_memory. */
 uint64_t storeDatasetHeap(void);
 uint64_t storeDatasetUsed(void);
-int storeMakeRoomForDataset(void); /* C_OK: under maxmemory (evicting if the policy allows) */
+/* C_OK: under maxmemory (evicting if the policy allows). cost: at least
+ * what the command about to run can add to the heap. */
+int storeMakeRoomForDataset(uint64_t cost);
 
 /* evict.c */
 int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */
