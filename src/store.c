@@ -230,7 +230,8 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     allocSetUser(seg->alloc, handle, o); /* the data plane maps bytes back to o */
     if (seg == server.self) { /* see storeMakeRoomForDataset */
         uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
-        headroom.left = headroom.left > b ? headroom.left - b : 0;
+        if (server.maxmemory == 0) headroom.limit = 0; /* not kept up while off: sum again when on */
+        else headroom.left = headroom.left > b ? headroom.left - b : 0;
     }
 }
 
