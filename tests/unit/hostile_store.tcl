@@ -155,8 +155,9 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
 }
 
 # With eviction: the tenant's puts may evict what a successful put needs,
-# and nothing more; after it leaves, its space comes back.
-start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-policy lru
+# and nothing more; after it leaves, its space comes back. The background
+# watermark is off (1.0): every eviction here is one a write asked for.
+start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-policy lru evict-high-watermark 1
                                                        put-timeout 100 put-release-timeout 300}} {
     test {Puts until NOSPACE then disconnect: evictions only for puts that succeeded} {
         # 8 values of 64 KiB, then puts of 128 KiB until NOSPACE.
@@ -216,6 +217,48 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         assert_equal $kv [r get k]
         for {set i 0} {$i < 5} {incr i} { assert_equal 1 [r exists o:$i] }
         assert_equal $ev [istore store_evictions]
+        assert_pool_accounted
+    }
+
+    test {PUT.START REPLACE never evicts the version it replaces} {
+        r flushall
+        wait_pool_used 0
+        r put.start rp [expr {600 * $KiB}]
+        r put.end rp
+        for {set i 0} {$i < 3} {incr i} { r set o:$i [string repeat o [expr {100 * $KiB}]] }
+        set ev [istore store_evictions]
+        # Only by evicting rp itself could 500 KiB fit: refused, nothing evicted.
+        assert_error {NOSPACE*} {r put.start rp [expr {500 * $KiB}] REPLACE}
+        assert_equal $ev [istore store_evictions]
+        assert_equal [expr {600 * $KiB}] [lindex [r get.replicas rp] 1]
+        for {set i 0} {$i < 3} {incr i} { assert_equal 1 [r exists o:$i] }
+        # 300 KiB fits by evicting the others: rp stays readable until PUT.END.
+        assert_equal 1 [llength [r put.start rp [expr {300 * $KiB}] REPLACE]]
+        assert_equal [expr {600 * $KiB}] [lindex [r get.replicas rp] 1]
+        assert_equal OK [r put.end rp]
+        assert_equal [expr {300 * $KiB}] [lindex [r get.replicas rp] 1]
+        assert_equal 3 [r lease.release rp rp rp]
+        assert_pool_accounted
+    }
+
+    test {An INCR in a full pool never evicts its own key} {
+        r flushall
+        wait_pool_used 0
+        r set n 99
+        after 5
+        r set filler [string repeat f [expr {1024 * $KiB - 16}]]
+        assert_equal [istore store_pool_size] [istore store_pool_used]
+        r pin filler hard
+        # 99 -> 100 needs a new 16-byte extent; only n itself could make room.
+        set ev [istore store_evictions]
+        assert_error {OOM*} {r incr n}
+        assert_equal 99 [r get n]
+        assert_equal $ev [istore store_evictions]
+        assert_pool_accounted
+        # Unpinned, the filler makes room, and n is still not the victim.
+        r unpin filler
+        assert_equal 100 [r incr n]
+        assert_equal 0 [r exists filler]
         assert_pool_accounted
     }
 
