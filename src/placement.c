@@ -30,6 +30,10 @@
  * If no extent can be had anywhere, freed pool extents still being zeroed
  * are taken back first (zerofree.c), then eviction (policy permitting)
  * frees objects and placement is retried; then the put fails with -NOSPACE.
+ * Eviction starts only if the target segment's free and evictable bytes
+ * could hold the object (storeEvictionCouldFit), and never takes the key
+ * being put (PUT.START REPLACE's current version): a refused put evicts
+ * nothing.
  */
 #include <stdlib.h>
 #include <string.h>
