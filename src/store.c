@@ -948,7 +948,7 @@ int storeEvictionCouldFit(segment *s, uint64_t size) {
     uint64_t need = (size + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
     uint64_t room = as.limit > as.used ? as.limit - as.used : 0;
     if (s->mem) room += zerofreePendingBytes();
-    uint64_t evictable = s->value_bytes - s->hardpin_bytes;
+    uint64_t evictable = s->value_bytes > s->hardpin_bytes ? s->value_bytes - s->hardpin_bytes : 0;
     if (storeEvictProtected) {
         dictEntry *de = dictFind(server.keys, storeEvictProtected);
         storeObj *o = de ? de->val : NULL;
