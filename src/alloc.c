@@ -545,6 +545,8 @@ void allocSetLimit(allocator *a, uint64_t bytes) {
     a->limit = units == 0 || units > a->capacity ? a->capacity : units;
 }
 
+uint64_t allocUsed(const allocator *a) { return a->used << a->align_shift; }
+
 void allocGetStats(const allocator *a, allocStats *st) {
     st->capacity = a->capacity << a->align_shift;
     st->limit = a->limit << a->align_shift;

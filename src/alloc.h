@@ -62,6 +62,9 @@ uint64_t allocLimit(const allocator *a); /* bytes: the cap, else the capacity */
 
 /* O(1). */
 void allocGetStats(const allocator *a, allocStats *st);
+/* Bytes in use alone: what a check before every write reads (allocGetStats
+ * also walks a few free nodes for largest_free). */
+uint64_t allocUsed(const allocator *a);
 
 /* The largest size allocAlloc() is guaranteed to satisfy right now (bytes,
  * 0 when full). The true largest free extent is below 9/8 of this. */

@@ -334,8 +334,9 @@ static int applyFullCoverage(const char **err) {
     return C_OK;
 }
 
-/* maxmemory caps the bytes of values in the pool (0: the whole pool). The
- * pool is mapped once at start, so the cap can only be at most its size. */
+/* maxmemory caps the bytes of values in the pool (0: the whole pool), and
+ * with the dataset's heap the whole dataset (store.c, storeMakeRoomForDataset).
+ * The pool is mapped once at start, so the cap can only be at most its size. */
 static int applyMaxmemory(const char **err) {
     if (server.self == NULL) return C_OK; /* start-up: storeInit applies it */
     if (server.maxmemory > server.segment_size) {
@@ -456,6 +457,7 @@ static standardConfig configs[] = {
     INTC("soft-pin-ttl", 0, &server.soft_pin_ttl, 1, LLONG_MAX, "1800000", NULL),
     INTC("max-soft-pin-ttl", 0, &server.max_soft_pin_ttl, 1, LLONG_MAX, "86400000", NULL),
     INTC("put-timeout", 0, &server.put_timeout, 0, LLONG_MAX, "30000", NULL),
+    INTC("client-max-pending-puts", 0, &server.client_max_pending_puts, 1, LLONG_MAX, "16384", NULL),
     INTC("put-release-timeout", 0, &server.put_release_timeout, 0, LLONG_MAX, "600000", NULL),
     INTC("default-replicas", 0, &server.default_replicas, 1, STORE_MAX_REPLICAS, "1", NULL),
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),

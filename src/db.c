@@ -159,14 +159,15 @@ void renamenxCommand(client *c) { renameGeneric(c, 1); }
 
 /* A new object holding o's bytes (see the top of the file for what a
  * store object's copy keeps). NULL: the client got the error. */
-static storeObj *copyObject(client *c, storeObj *o) {
+static storeObj *copyObject(client *c, storeObj *o, sds dst) {
     const char *p = storeObjLocalPtr(o);
     /* NULL from the fetch: an error sent, or the client blocked until the
      * bytes come (the command then runs again): nothing has changed. */
     if (p == NULL && (p = storeObjFetch(c, o, 0, o->len)) == NULL) return NULL;
-    /* Making room may evict the source: its bytes must outlive that. */
+    /* Making room may evict the source (not the destination being
+     * written: storeObjCreateFor): its bytes must outlive that. */
     storeObjIncrRef(o);
-    storeObj *n = storeObjCreate((size_t)o->len);
+    storeObj *n = storeObjCreateFor((size_t)o->len, dst);
     if (n) {
         if (o->len) memcpy(storeObjPtr(n), p, (size_t)o->len);
         n->flags |= o->flags & (OBJ_FLAG_ENC_RAW | OBJ_FLAG_ENC_NOINT);
@@ -223,7 +224,7 @@ void copyCommand(client *c) {
     }
     if (checkKeyLength(c, dst) != C_OK) return;
     long long when = storeGetExpire(src);
-    storeObj *n = copyObject(c, o);
+    storeObj *n = copyObject(c, o, dst);
     if (n == NULL) return;
     storeSet(dst, n, when, 0);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", dst);

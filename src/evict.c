@@ -15,13 +15,18 @@
  *
  * Two triggers:
  *  - an allocation fails: once freed extents still being zeroed are back
- *    (zerofree.c), evict synchronously until it fits or nothing is
- *    left to evict. If it still does not fit the command gets -OOM /
- *    -NOSPACE and its own effects are nil; the evictions stand (as in Redis:
- *    evicted objects are cache misses, not state). Placement skips this
- *    when no segment is large enough for the object at all; it does not
- *    yet know how much of a segment is pinned, so with most of the space
- *    pinned it may evict the unpinned rest and still fail;
+ *    (zerofree.c), evict synchronously until it fits -- but only if it
+ *    then can: storeEvictionCouldFit (store.c) first compares the bytes
+ *    eviction could free in that segment (every value but the hard-pinned
+ *    ones and the key being written) with what is missing, and a write
+ *    that could not fit anyway is refused with -OOM / -NOSPACE having
+ *    evicted nothing. The key being written (storeEvictProtected) is
+ *    never a victim of its own write. What the byte count cannot see
+ *    (free bytes in pieces too small, leases) may still end a write
+ *    that evicted; store.c says why that was the choice;
+ *  - a write command while the dataset (pool bytes in use plus the keys'
+ *    and objects' heap) is over maxmemory: evict until under it, else
+ *    -OOM (store.c, storeMakeRoomForDataset; Redis's performEvictions);
  *  - pool use passes evict-high-watermark: schedule about evict-ratio of
  *    the objects and evict them in time-bounded slices from the event
  *    loop, so no command waits behind a big eviction round.
@@ -56,6 +61,11 @@ static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_unti
 static int evictable(const storeObj *o) {
     if ((o->flags & OBJ_FLAG_HARDPIN) || storeObjLeased(o) || o->state != OBJ_COMPLETE) return 0;
     return softPinned(o) ? 2 : 1;
+}
+
+static int isProtected(sds key) {
+    sds p = storeEvictProtected;
+    return p && sdslen(p) == sdslen(key) && !memcmp(p, key, sdslen(key));
 }
 
 static void poolInsert(sds key, uint32_t idle) {
@@ -122,7 +132,7 @@ int evictOne(segment *only) {
             sds key = c->key;
             dictEntry *de = dictFind(server.keys, key);
             int cls = de ? evictable(de->val) : 0;
-            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only);
+            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key);
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {
@@ -180,6 +190,8 @@ void storeEvictionCron(long long budget_us) {
         }
         uint64_t zeroing = zerofreePendingBytes();
         used = used > zeroing ? used - zeroing : 0;
+        /* maxmemory bounds the dataset, heap included (store.c). */
+        if (server.maxmemory) used += storeDatasetHeap();
         if (size == 0 || (double)used <= server.evict_high_watermark * (double)size) return;
         long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));
         server.evict_pending = n > 0 ? n : 1;

@@ -211,6 +211,7 @@ sds genInfoString(const char *section) {
                          "used_memory_human:%s\r\n"
                          "used_memory_heap:%zu\r\n"
                          "used_memory_pool:%llu\r\n"
+                         "used_memory_dataset:%llu\r\n"
                          "used_memory_rss:%zu\r\n"
                          "used_memory_rss_human:%s\r\n"
                          "total_system_memory:%llu\r\n"
@@ -223,7 +224,7 @@ sds genInfoString(const char *section) {
                          "maxmemory_policy:%s\r\n"
                          "mem_allocator:%s\r\n"
                          "lazyfree_pending_objects:%llu\r\n",
-                         used, hu, heap, (unsigned long long)ps.used, rss, hr, (unsigned long long)machine, hs,
+                         used, hu, heap, (unsigned long long)ps.used, (unsigned long long)storeDatasetUsed(), rss, hr, (unsigned long long)machine, hs,
                          server.segment_size, hp, (unsigned long long)ps.limit, server.maxmemory, hm,
                          server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib(),
                          storeLazyFreePending());
@@ -317,6 +318,15 @@ sds genInfoString(const char *section) {
         s = sdscatprintf(s, "store_deferred_frees:%llu\r\nstore_lease_expiries:%llu\r\nstore_pending_puts:%lu\r\n",
                          (unsigned long long)st.deferred_frees, (unsigned long long)st.lease_expiries,
                          storePendingSize());
+        /* Every byte of the pool is one of these (store.h): values +
+         * pending + deferred + zeroing + free = size. */
+        s = sdscatprintf(s,
+                         "store_pending_put_bytes:%llu\r\nstore_pending_reclaimed:%llu\r\n"
+                         "store_pool_values:%llu\r\nstore_pool_pending:%llu\r\nstore_pool_deferred:%llu\r\n"
+                         "store_pool_zeroing:%llu\r\n",
+                         (unsigned long long)st.pending_put_bytes, (unsigned long long)st.pending_reclaimed,
+                         (unsigned long long)st.pool_values, (unsigned long long)st.pool_pending,
+                         (unsigned long long)st.pool_deferred, (unsigned long long)st.pool_zeroing);
         s = zerofreeInfo(s, zeroing_bytes, zeroing_extents);
         s = storeCommandStatsInfo(s);
     }

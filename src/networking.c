@@ -176,6 +176,9 @@ void freeClient(client *c) {
     }
     relayClientReset(c); /* its reads, cancelled */
     if (c->leases_live) clientLeasesPrune(c, 1);
+    /* Its pending puts can never be ended now: the sweep gives them back. */
+    storePutOwnerGone(c->put_owner);
+    c->put_owner = NULL;
     pubsubUnsubscribeAll(c, 0);
     freeClientArgv(c);
     if (c->pass_fd >= 0) close(c->pass_fd);
@@ -1150,13 +1153,15 @@ sds catClientInfoString(sds s, client *c) {
     return sdscatprintf(s,
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=0 sub=%lld psub=%lld "
         "ssub=%lld multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=%zu rbs=%zu rbp=%zu "
-        "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d",
+        "obl=%zu oll=%zu omem=%zu tot-mem=%zu events=%s cmd=%s user=%s redir=-1 resp=%d "
+        "pending-puts=%llu pending-put-bytes=%llu",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime) / 1000, (long long)(now - c->lastinteraction) / 1000, flags,
         sub, psub, ssub, (c->flags & CLIENT_MULTI) ? c->mstate.count : -1, qbuf, sdsavail(c->querybuf),
         c->argv_bytes, c->mstate.bytes, c->buf ? (size_t)PROTO_REPLY_CHUNK : 0, c->buf_peak, obl, oll,
         c->reply_bytes, clientMemoryUsage(c), events, c->lastcmd ? c->lastcmd->fullname : "NULL", c->user->name,
-        c->resp);
+        c->resp, (unsigned long long)(c->put_owner ? c->put_owner->npending : 0),
+        (unsigned long long)(c->put_owner ? c->put_owner->pending_bytes : 0));
 }
 
 /* What a client costs: its struct, buffers, argv, queued transaction and replies. */

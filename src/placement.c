@@ -30,6 +30,10 @@
  * If no extent can be had anywhere, freed pool extents still being zeroed
  * are taken back first (zerofree.c), then eviction (policy permitting)
  * frees objects and placement is retried; then the put fails with -NOSPACE.
+ * Eviction starts only if the target segment's free and evictable bytes
+ * could hold the object (storeEvictionCouldFit), and never takes the key
+ * being put (PUT.START REPLACE's current version): a refused put evicts
+ * nothing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -163,6 +167,7 @@ static segment *evictionTarget(uint64_t size, const char *tenant) {
 
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                   const char *writer_host, const char *tenant) {
+    segment *checked = NULL;
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host, tenant) > 0) return o->nreplicas;
         /* Freed pool space still being zeroed comes back before anything
@@ -171,6 +176,10 @@ int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int np
         if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC still being freed */
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
         segment *target = evictionTarget(size, tenant);
-        if (target == NULL || !evictOne(target)) return 0;
+        /* Nothing is evicted for a put that could not fit anyway (a
+         * hard-pinned object in the way): a refused put changes nothing. */
+        if (target == NULL || (target != checked && !storeEvictionCouldFit(target, size))) return 0;
+        checked = target;
+        if (!evictOne(target)) return 0;
     }
 }

@@ -51,6 +51,12 @@ typedef struct segment {
     long long mounted_ms;
     long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time */
     allocator *alloc;
+    /* Its extents' bytes by whose they are (store.c keeps them; allocator
+     * granules, so they add up with the allocator's used and free): */
+    uint64_t value_bytes;    /* replicas of values in the keyspace */
+    uint64_t hardpin_bytes;  /* of those, hard-pinned: eviction cannot free them */
+    uint64_t pending_bytes;  /* replicas of puts not yet ended */
+    uint64_t deferred_bytes; /* unlinked versions waiting for a lease or put-release-timeout */
     /* Local segments only. */
     char *mem;               /* mapped address in this process, NULL if remote */
     int fd;                  /* memfd, for SHM.ATTACH */

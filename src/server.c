@@ -259,6 +259,21 @@ int processCommand(client *c) {
         rejectCommand(c, "ERR Replica can't interact with the keyspace");
         return C_OK;
     }
+    /* maxmemory bounds the whole dataset, keys and objects' heap with the
+     * pool's bytes (store.c): a write over it evicts first, or is refused
+     * as Redis refuses it. The cost bounds what the command can add to the
+     * heap: its arguments (a key is copied at most twice, a value goes to
+     * the pool) and a generous 128 bytes of header, table entry and
+     * extension per argument. */
+    if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) &&
+        storeMakeRoomForDataset(2 * (uint64_t)c->argv_bytes + 128 * (uint64_t)c->argc) != C_OK) {
+        server.stat_oom_rejections++;
+        /* A put's refusal keeps the put's word (libmooncake maps both). */
+        rejectCommand(c, c->cmd->group && !strcmp(c->cmd->group, "store")
+                             ? "-NOSPACE used memory > 'maxmemory' (keys and objects' heap count too)"
+                             : "-OOM command not allowed when used memory > 'maxmemory'.");
+        return C_OK;
+    }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
         queueMultiCommand(c);
         addReplyProto(c, "+QUEUED\r\n", 9);
@@ -291,6 +306,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     clusterCron();
     migrateCloseTimedoutSockets();
     relayCron();
+    storePendingCron(period_us / 20);
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     return (int)(1000 / server.hz);

@@ -224,6 +224,7 @@ typedef struct client {
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     int nleases, leases_cap, leases_head, leases_live;
     /* Transactions (multi.c). */
@@ -333,7 +334,7 @@ struct mcServer {
     dict *pending;          /* sds key -> storeObj* of a put not yet ended */
     struct segment *self;   /* the server's own pool, segment id 1 */
     long long segment_size;
-    long long maxmemory;    /* bytes of values the pool may hold; 0 = all of it */
+    long long maxmemory;    /* pool bytes in use + the dataset's heap (store.c); 0 = no limit */
     int latency_tracking;   /* per-command latency histograms (INFO latencystats) */
     double latency_percentiles[16];
     int latency_npercentiles;
@@ -353,6 +354,7 @@ struct mcServer {
     long long lease_ttl;
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;
+    long long client_max_pending_puts; /* puts one connection may hold open at a time */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;

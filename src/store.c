@@ -41,6 +41,18 @@
  * keymiss notifications are emitted: whatever command, cron or eviction
  * caused the change, a subscriber hears of it. Off, each costs one test.
  *
+ * Accounting. Every pool byte is a value's in the keyspace, a pending
+ * put's, an unlinked version's waiting for its lease, being zeroed, or
+ * free: each segment keeps the first three as counters, moved as an object
+ * moves between the tables (INFO store_pool_values/_pending/_deferred).
+ * They are what eviction consults before evicting (storeEvictionCouldFit:
+ * a write that could not fit evicts nothing) and what lets a test check
+ * that no byte is lost, whatever clients do.
+ *
+ * Pending puts. A put no one will end (its connection closed, or older
+ * than put-timeout + put-release-timeout) is given back by a sweep of the
+ * pending table (storePendingCron), not by whoever touches its key next.
+ *
  * Eviction lives in evict.c.
  */
 #include "store.h"
@@ -68,7 +80,61 @@ static struct {
     uint64_t extkeybytes;     /* heap held by their recorded keys (store.h) */
     storeObj **deferred;    /* unlinked, unreferenced, but leased */
     size_t ndeferred, deferred_cap;
+    uint64_t pending_bytes;   /* sum of the pending puts' sizes */
+    uint64_t pending_reclaimed;
 } st;
+
+/* What the dataset may still grow by before maxmemory's next full check
+ * (storeMakeRoomForDataset). */
+static struct {
+    uint64_t left;
+    long long limit;    /* the maxmemory it was computed for */
+} headroom;
+
+/* ---- who holds the pool's bytes ---------------------------------------- */
+
+/* Each segment counts its extents' bytes by whose they are (segment.h):
+ * values in the keyspace, of those hard-pinned, pending puts, unlinked
+ * versions waiting. An object is counted under one heading at a time, as
+ * it moves between the keyspace, the pending table and the deferred list,
+ * each move one call here: a few additions per write, no scan. A replica
+ * whose segment went away is skipped both ways (its counts went with it). */
+enum { ACCT_VALUE, ACCT_PENDING, ACCT_DEFERRED };
+
+static void accountSlow(storeObj *o, int what, int sign);
+
+/* Every replica's extent is len rounded up to the granule: the allocator
+ * splits exactly (alloc.c), so its node need not be read. The common case
+ * (one replica, in the pool, no pin: every SET value) is a few
+ * instructions inline; the rest loops. */
+static inline void account(storeObj *o, int what, int sign) {
+    if (o->nreplicas == 0) return;
+    if (what == ACCT_VALUE && o->nreplicas == 1 && !(o->flags & OBJ_FLAG_HARDPIN) && o->r.segslot == 0 &&
+        server.self->gen == o->r.seggen && o->r.handle != ALLOC_NONE) {
+        uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+        if (sign > 0) server.self->value_bytes += b;
+        else server.self->value_bytes -= b;
+        return;
+    }
+    accountSlow(o, what, sign);
+}
+
+static void accountSlow(storeObj *o, int what, int sign) {
+    uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg == NULL || r->handle == ALLOC_NONE) continue;
+        uint64_t *f = what == ACCT_VALUE ? &seg->value_bytes
+                      : what == ACCT_PENDING ? &seg->pending_bytes : &seg->deferred_bytes;
+        if (sign > 0) *f += b;
+        else *f -= b;
+        if (what == ACCT_VALUE && (o->flags & OBJ_FLAG_HARDPIN)) {
+            if (sign > 0) seg->hardpin_bytes += b;
+            else seg->hardpin_bytes -= b;
+        }
+    }
+}
 
 /* ---- dict types ---------------------------------------------------------- */
 
@@ -87,14 +153,18 @@ static void keyDestructor(void *key) {
 static void valDestructor(void *val) {
     storeObj *o = val;
     st.bytes -= o->len;
+    account(o, ACCT_VALUE, -1);
     storeObjDecrRef(o);
 }
 
 static dictType keyspaceType = {keyHash, keyCompare, keyDestructor, valDestructor};
 static void pendingKeyDestructor(void *key) { sdsfree(key); }
+static void pendingLeave(storeObj *o);
 /* NULL when storePendingUnlink took the object out first. */
 static void pendingValDestructor(void *val) {
-    if (val) storeObjDecrRef(val);
+    if (val == NULL) return;
+    pendingLeave(val);
+    storeObjDecrRef(val);
 }
 static dictType pendingType = {keyHash, keyCompare, pendingKeyDestructor, pendingValDestructor};
 static dictType expiresType = {keyHash, keyCompare, NULL, NULL};
@@ -132,6 +202,9 @@ storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
         o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */
         st.exts++;
+        /* A read (GET.REPLICAS' lease) may add one: maxmemory's headroom
+         * counts it, though no write command paid for it. */
+        headroom.left = headroom.left > sizeof(storeObjExt) ? headroom.left - sizeof(storeObjExt) : 0;
     }
     return o->ext;
 }
@@ -156,27 +229,44 @@ void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t off
     r->segslot = (uint16_t)seg->slot;
     r->seggen = seg->gen;
     allocSetUser(seg->alloc, handle, o); /* the data plane maps bytes back to o */
+    if (seg == server.self) { /* see storeMakeRoomForDataset */
+        uint64_t b = (o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+        if (server.maxmemory == 0) headroom.limit = 0; /* not kept up while off: sum again when on */
+        else headroom.left = headroom.left > b ? headroom.left - b : 0;
+    }
 }
 
 /* An allocation that fails evicts (policy permitting) until it fits. The
  * loop ends: every round either evicts an object or gives up. A value
  * larger than the whole segment gives up at once instead of emptying it. */
-storeObj *storeObjCreate(size_t len) {
+storeObj *storeObjCreate(size_t len) { return storeObjCreateFor(len, NULL); }
+
+sds storeEvictProtected;
+
+storeObj *storeObjCreateFor(size_t len, sds key) {
     segment *seg = server.self;
     uint64_t offset = 0;
     if (len == 0) return storeObjNew(0); /* SET k "": no extent */
     if (!segmentCouldHold(seg, len)) goto oom;
+    int checked = 0;
     for (;;) {
         uint32_t h = allocAlloc(seg->alloc, len, &offset);
         if (h != ALLOC_NONE) {
+            storeEvictProtected = NULL;
             storeObj *o = storeObjNew(len);
             storeObjAddReplica(o, seg, h, offset);
             return o;
         }
         if (zerofreeMakeRoom()) continue; /* freed space still being zeroed first */
         if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC's objects, before any eviction */
-        if (server.evict_policy == EVICT_NOEVICTION || !evictOne(seg)) break;
+        if (server.evict_policy == EVICT_NOEVICTION) break;
+        /* A write that would fail anyway evicts nothing (see evict.c). */
+        storeEvictProtected = key;
+        if (!checked && !storeEvictionCouldFit(seg, len)) break;
+        checked = 1;
+        if (!evictOne(seg)) break;
     }
+    storeEvictProtected = NULL;
 oom:
     st.oom++;
     storeLogNoSpace(len, "a value");
@@ -290,6 +380,36 @@ int storeLeaseRelease(storeObj *o, uint64_t epoch) {
 
 static void freeObject(storeObj *o);
 
+/* ---- put owners (store.h) ------------------------------------------------ */
+
+static struct {
+    int wanted;            /* a connection with pending puts closed: sweep now */
+    unsigned long cursor;  /* of the pass in progress, 0: none */
+    long long next_ms;     /* when the next periodic pass starts */
+    sds *victims;
+    size_t nvictims, victims_cap;
+} sweep;
+
+static void putOwnerRelease(putOwner *po) {
+    if (po && --po->refs == 0) zfree(po);
+}
+
+putOwner *storePutOwnerOf(uint64_t client_id, putOwner **slot) {
+    if (*slot == NULL) {
+        *slot = zcalloc(sizeof(putOwner));
+        (*slot)->refs = 1; /* the connection's */
+        (*slot)->client_id = client_id;
+    }
+    return *slot;
+}
+
+void storePutOwnerGone(putOwner *po) {
+    if (po == NULL) return;
+    po->gone = 1;
+    if (po->npending) sweep.wanted = 1;
+    putOwnerRelease(po);
+}
+
 void storeLeaseEntryAdd(storeObj *o) { storeObjGetExt(o)->lease_entries++; }
 
 int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
@@ -301,6 +421,7 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
             if (st.deferred[i] != o) continue;
             st.deferred[i] = st.deferred[--st.ndeferred];
             st.lease_expiries++;
+            account(o, ACCT_DEFERRED, -1);
             freeObject(o); /* retired: this record still points here */
             break;
         }
@@ -332,6 +453,7 @@ static void freeObject(storeObj *o) {
         return;
     }
     if (o->ext) {
+        putOwnerRelease(o->ext->put_owner);
         sdsfree(o->ext->checksum);
         if (o->ext->key) st.extkeybytes -= sdsAllocSize(o->ext->key);
         sdsfree(o->ext->key);
@@ -357,6 +479,7 @@ void storeObjDecrRef(storeObj *o) {
             st.deferred = zrealloc(st.deferred, sizeof(storeObj *) * st.deferred_cap);
         }
         st.deferred[st.ndeferred++] = o;
+        account(o, ACCT_DEFERRED, 1);
         return;
     }
     freeObject(o);
@@ -373,6 +496,7 @@ void storeDeferredFreeCron(void) {
             st.deferred[kept++] = o;
         } else {
             st.lease_expiries++;
+            account(o, ACCT_DEFERRED, -1);
             freeObject(o);
         }
     }
@@ -540,6 +664,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
     dictEntry *de = dictAddRaw(server.keys, key, &existing);
     int created = de != NULL;
     st.bytes += o->len;
+    account(o, ACCT_VALUE, 1);
     if (de) {
         de->key = sdsdup(key);
         st.keybytes += sdsAllocSize(de->key);
@@ -549,6 +674,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         storeObj *old = existing->val;
         existing->val = o;
         st.bytes -= old->len;
+        account(old, ACCT_VALUE, -1);
         storeObjDecrRef(old);
         if (!keepttl) dictDelete(server.expires, key);
         de = existing;
@@ -801,6 +927,22 @@ storeObj *storePendingLookup(sds key) {
 
 void storePendingAdd(sds key, storeObj *o) {
     serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
+    account(o, ACCT_PENDING, 1);
+    st.pending_bytes += o->len;
+    if (o->ext && o->ext->put_owner) {
+        o->ext->put_owner->npending++;
+        o->ext->put_owner->pending_bytes += o->len;
+    }
+}
+
+/* Every way out of the pending table comes here: the counts stay exact. */
+static void pendingLeave(storeObj *o) {
+    account(o, ACCT_PENDING, -1);
+    st.pending_bytes -= o->len;
+    if (o->ext && o->ext->put_owner) {
+        o->ext->put_owner->npending--;
+        o->ext->put_owner->pending_bytes -= o->len;
+    }
 }
 
 /* Takes the pending version out; the caller gets its reference. */
@@ -808,6 +950,7 @@ storeObj *storePendingUnlink(sds key) {
     dictEntry *de = dictUnlink(server.pending, key);
     if (de == NULL) return NULL;
     storeObj *o = de->val;
+    pendingLeave(o);
     de->val = NULL;
     sdsfree(de->key);
     de->key = NULL;
@@ -828,6 +971,176 @@ void storePendingAbandon(storeObj *o) {
 }
 
 unsigned long storePendingSize(void) { return dictSize(server.pending); }
+
+/* The pending sweep. Before it, a put was given back only when someone
+ * touched its key again (a take-over after put-timeout, REMOVE, a flush):
+ * a writer that died, or that stayed connected and silent, kept its space
+ * forever, out of eviction's reach and out of KEYS and DBSIZE, and a
+ * client could fill the pool that way and leave. Now a pass over the
+ * pending table, in time-bounded dictScan slices, gives back
+ *  - a put whose connection closed: no one can end it (PUT.END is the
+ *    starting connection's), so it is abandoned at once, its space reused
+ *    after put-release-timeout (the writer's process may still be copying
+ *    into it, as for a take-over);
+ *  - a put older than put-timeout + put-release-timeout: what a take-over
+ *    at put-timeout would have allowed, so its space is reused at once.
+ * A pass starts when a connection with pending puts closes, and otherwise
+ * every quarter of the shorter timeout (at least 10 ms, at most 1 s):
+ * no pass while nothing is pending, and no per-put timer. */
+static void sweepCallback(void *privdata, const dictEntry *de) {
+    long long *expire_before = privdata;
+    storeObj *o = de->val;
+    putOwner *po = o->ext ? o->ext->put_owner : NULL;
+    int gone = po && po->gone;
+    if (!gone && o->ext && o->ext->created_ms > *expire_before) return;
+    if (sweep.nvictims == sweep.victims_cap) {
+        sweep.victims_cap = sweep.victims_cap ? sweep.victims_cap * 2 : 64;
+        sweep.victims = zrealloc(sweep.victims, sizeof(sds) * sweep.victims_cap);
+    }
+    sweep.victims[sweep.nvictims++] = sdsdup(de->key);
+}
+
+void storePendingCron(long long budget_us) {
+    if (dictSize(server.pending) == 0) {
+        sweep.cursor = 0;
+        sweep.wanted = 0;
+        return;
+    }
+    if (sweep.cursor == 0 && !sweep.wanted && server.mstime < sweep.next_ms) return;
+    sweep.wanted = 0;
+    long long age = addSaturate(server.put_timeout, server.put_release_timeout);
+    long long expire_before = server.mstime - age;
+    long long start = ustime();
+    do {
+        for (int i = 0; i < 64; i++) {
+            sweep.cursor = dictScan(server.pending, sweep.cursor, sweepCallback, &expire_before);
+            if (sweep.cursor == 0) break;
+        }
+        for (size_t i = 0; i < sweep.nvictims; i++) {
+            storeObj *o = storePendingUnlink(sweep.victims[i]);
+            sdsfree(sweep.victims[i]);
+            if (o == NULL) continue; /* the same key seen twice by the scan */
+            if (o->ext && o->ext->put_owner && o->ext->put_owner->gone) storePendingAbandon(o);
+            else storeObjDecrRef(o); /* aged past both timeouts: no writer may still write */
+            st.pending_reclaimed++;
+        }
+        sweep.nvictims = 0;
+    } while (sweep.cursor != 0 && ustime() - start < budget_us);
+    if (sweep.cursor == 0) {
+        long long shorter = server.put_timeout < server.put_release_timeout ? server.put_timeout
+                                                                            : server.put_release_timeout;
+        long long period = shorter / 4;
+        if (period < 10) period = 10;
+        if (period > 1000) period = 1000;
+        sweep.next_ms = server.mstime + period;
+    }
+}
+
+/* ---- making room ---------------------------------------------------------- */
+
+/* Whether evicting could free enough of s for size bytes: its free bytes
+ * (under maxmemory's cap), those still being zeroed, and the values that
+ * eviction may take -- every value there but the hard-pinned ones and the
+ * key being written (storeEvictProtected). A write that fails this check
+ * is refused before anything is evicted: a refused write changes nothing.
+ *
+ * Bytes, not extents: freed bytes need not be contiguous, so a write that
+ * passes may still find no extent after evicting every candidate (the
+ * allocator's free ranges are segregated and coalesced, so this takes a
+ * pool carved into many small values pinned between the gaps). Leased
+ * values count as evictable too: a lease ends within lease-ttl, a
+ * LEASE ms holds it longer. Both were chosen over a search for the
+ * exact set of victims, which would cost a scan of the keyspace per
+ * failed allocation. */
+int storeEvictionCouldFit(segment *s, uint64_t size) {
+    allocStats as;
+    allocGetStats(s->alloc, &as);
+    uint64_t need = (size + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+    uint64_t room = as.limit > as.used ? as.limit - as.used : 0;
+    if (s->mem) room += zerofreePendingBytes();
+    uint64_t evictable = s->value_bytes > s->hardpin_bytes ? s->value_bytes - s->hardpin_bytes : 0;
+    if (storeEvictProtected) {
+        dictEntry *de = dictFind(server.keys, storeEvictProtected);
+        storeObj *o = de ? de->val : NULL;
+        if (o && !(o->flags & OBJ_FLAG_HARDPIN)) {
+            for (int i = 0; i < o->nreplicas; i++) {
+                storeReplica *r = storeObjReplica(o, i);
+                if (storeReplicaSegment(r) == s && r->handle != ALLOC_NONE) {
+                    uint64_t b = allocSize(s->alloc, r->handle);
+                    evictable = evictable > b ? evictable - b : 0;
+                }
+            }
+        }
+    }
+    return room + evictable >= need;
+}
+
+/* The heap the dataset takes: tables, key strings, object headers and
+ * extensions, recorded keys, the deferred list. Counters only: it is read
+ * before every write command while maxmemory is set. */
+static inline uint64_t dictHeap(const dict *d) {
+    uint64_t buckets = (d->size_exp[0] < 0 ? 0 : 1UL << d->size_exp[0]) + (d->size_exp[1] < 0 ? 0 : 1UL << d->size_exp[1]);
+    return sizeof(dict) + buckets * sizeof(dictEntry *) + (d->used[0] + d->used[1]) * sizeof(dictEntry);
+}
+
+uint64_t storeDatasetHeap(void) {
+    const dict *k = server.keys, *p = server.pending;
+    uint64_t h = dictHeap(k) + dictHeap(server.expires) + dictHeap(p);
+    h += st.keybytes + (k->used[0] + k->used[1] + p->used[0] + p->used[1]) * sizeof(storeObj);
+    h += st.exts * sizeof(storeObjExt) + st.extkeybytes + st.deferred_cap * sizeof(storeObj *);
+    return h;
+}
+
+/* What maxmemory bounds: the pool's bytes in use (freed extents still
+ * being zeroed are free) plus the dataset's heap. */
+uint64_t storeDatasetUsed(void) {
+    uint64_t pool = allocUsed(server.self->alloc), zeroing = zerofreePendingBytes();
+    uint64_t used = pool > zeroing ? pool - zeroing : 0;
+    return used + storeDatasetHeap();
+}
+
+/* Before a write command while maxmemory is set (server.c), as Redis's
+ * performEvictions: over the limit, evict (policy permitting) until under
+ * it, else refuse the command. Only a store already over its limit
+ * evicts here, whatever the command would add.
+ *
+ * Summing the dataset is a few dozen loads, a few percent of a small SET;
+ * so the last sum leaves a headroom, and a command whose cost (an upper
+ * bound on what it can add: server.c) fits in what is left skips the sum.
+ * Every pool extent taken is charged to it as well (storeObjAddReplica:
+ * a PUT.START's size is not in its arguments), so the headroom never
+ * says "under" for a dataset that is over by more than one command. */
+int storeMakeRoomForDataset(uint64_t cost) {
+    if (headroom.limit == server.maxmemory && headroom.left > cost) {
+        headroom.left -= cost;
+        return C_OK;
+    }
+    uint64_t used;
+    while ((used = storeDatasetUsed()) > (uint64_t)server.maxmemory) {
+        if (zerofreeMakeRoom()) continue;
+        if (server.evict_policy == EVICT_NOEVICTION || !evictOne(NULL)) {
+            st.oom++;
+            headroom.left = 0;
+            return C_ERR;
+        }
+    }
+    headroom.limit = server.maxmemory;
+    headroom.left = (uint64_t)server.maxmemory - used;
+    headroom.left = headroom.left > cost ? headroom.left - cost : 0;
+    return C_OK;
+}
+
+void storeObjSetHardPin(storeObj *o, int on) {
+    int was = (o->flags & OBJ_FLAG_HARDPIN) != 0;
+    if (was == !!on) return;
+    /* A complete version pinned or unpinned here is the keyspace's
+     * (pinCommand finds it there); a pending one is counted at PUT.END. */
+    int counted = o->state == OBJ_COMPLETE;
+    if (counted) account(o, ACCT_VALUE, -1);
+    if (on) o->flags |= OBJ_FLAG_HARDPIN;
+    else o->flags &= (uint8_t)~OBJ_FLAG_HARDPIN;
+    if (counted) account(o, ACCT_VALUE, 1);
+}
 
 unsigned long storeSize(void) { return dictSize(server.keys); }
 unsigned long storeExpiresSize(void) { return dictSize(server.expires); }
@@ -881,6 +1194,13 @@ void storeGetStats(storeStats *out) {
     out->pool_free = as.free;
     out->largest_free = as.largest_free;
     out->free_ranges = as.free_ranges;
+    out->pool_values = server.self->value_bytes;
+    out->pool_pending = server.self->pending_bytes;
+    out->pool_deferred = server.self->deferred_bytes;
+    out->pool_zeroing = zerofreePendingBytes();
+    out->pending_puts = dictSize(server.pending);
+    out->pending_put_bytes = st.pending_bytes;
+    out->pending_reclaimed = st.pending_reclaimed;
     /* Heap that exists because of the objects: tables, keys, headers and
      * extensions (fixed-size allocations each), and the allocator metadata
      * of every segment, mounted ones included. Pending keys are counted
@@ -897,5 +1217,5 @@ void storeGetStats(storeStats *out) {
 }
 
 void storeResetStats(void) {
-    st.oom = st.lease_expiries = 0;
+    st.oom = st.lease_expiries = st.pending_reclaimed = 0;
 }

@@ -59,7 +59,7 @@ typedef struct storeObjExt {
     long long created_ms;        /* PUT.START time (0: unknown, a SET value) */
     long long lease_until_ms;    /* space is not reused before this */
     long long softpin_until_ms;  /* 0 = not soft-pinned */
-    uint64_t put_client;         /* connection that ran PUT.START */
+    struct putOwner *put_owner;  /* the connection that ran PUT.START (see putOwner) */
     sds key;                     /* the object's key (see above), NULL for SET values */
     sds checksum;                /* given at PUT.END, may be NULL */
     storeReplica *more;          /* replicas 2..n, sized to fit */
@@ -70,6 +70,25 @@ typedef struct storeObjExt {
 } storeObjExt;
 
 #define STORE_LEASE_HELD UINT32_MAX
+
+/* Who started a put, as its objects remember it. A connection gets one at
+ * its first PUT.START; the objects it wrote point to it (one reference
+ * each, so PUT.END repeated after the put ended still finds its writer)
+ * and it outlives the connection while any of them does. It counts the
+ * connection's puts still pending, exactly (every way out of the pending
+ * table passes through store.c), which is what client-max-pending-puts
+ * bounds; `gone` tells the pending sweep (storePendingCron) that no one
+ * can end those puts any more. */
+typedef struct putOwner {
+    uint64_t refs;       /* the connection's, plus one per object pointing here */
+    uint64_t npending;   /* its puts in the pending table */
+    uint64_t pending_bytes; /* and their sizes (CLIENT INFO shows both to their owner) */
+    uint64_t client_id;  /* the connection (CLIENT LIST id) */
+    int gone;            /* the connection closed */
+} putOwner;
+
+putOwner *storePutOwnerOf(uint64_t client_id, putOwner **slot); /* *slot: the client's, created on first use */
+void storePutOwnerGone(putOwner *po); /* the connection closed: drops its reference */
 
 /* One immutable version of a value: one or more replicas in segments.
  * Shared by the keyspace, by replies still being written and (through the
@@ -88,6 +107,10 @@ typedef struct storeObj {
     storeObjExt *ext;    /* NULL for plain SET values */
 } storeObj;
 
+static inline int storeObjPutBy(const storeObj *o, const putOwner *po) {
+    return po && o->ext && o->ext->put_owner == po;
+}
+
 typedef struct storeStats {
     uint64_t objects, bytes;
     uint64_t evictions, expired, oom;
@@ -95,6 +118,12 @@ typedef struct storeStats {
     uint64_t meta_bytes;    /* heap for keys, objects, tables, allocator */
     uint64_t deferred_frees; /* unlinked objects waiting for their lease to end */
     uint64_t lease_expiries; /* leases (and put-release waits) that ended holding space back */
+    /* The pool's bytes by whose they are: values + pending + deferred +
+     * zeroing + free = pool_size, whatever clients do (an object only a
+     * reply still being written holds is on its way to one of them). */
+    uint64_t pool_values, pool_pending, pool_deferred, pool_zeroing;
+    uint64_t pending_puts, pending_put_bytes; /* puts not yet ended, and their sizes */
+    uint64_t pending_reclaimed;               /* puts given back by storePendingCron */
 } storeStats;
 
 /* Read leases. A grant starts a new lease period if none is running, else
@@ -127,6 +156,9 @@ void storeShutdown(void);
 
 /* Objects. */
 storeObj *storeObjCreate(size_t len);          /* in the pool; NULL: no space, even after eviction */
+/* The same for a write of `key` (NULL: none): making room never evicts that
+ * key, and evicts nothing at all unless the pool could then hold len bytes. */
+storeObj *storeObjCreateFor(size_t len, sds key);
 storeObj *storeObjCreateFrom(const void *p, size_t len);
 storeObj *storeObjNew(uint64_t len);           /* no replica yet: see storeObjAddReplica */
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset);
@@ -197,10 +229,15 @@ unsigned long long storeLazyFreePending(void);
 void storeReapStaleReplicas(void);   /* a segment went away: start the reaper */
 void storeReaperCron(long long budget_us);
 storeObj *storePendingLookup(sds key);
-void storePendingAdd(sds key, storeObj *o);       /* takes o's reference */
+void storePendingAdd(sds key, storeObj *o);       /* takes o's reference; ext->put_owner set */
 storeObj *storePendingUnlink(sds key);            /* gives the reference back */
 void storePendingAbandon(storeObj *o);            /* drops it, space reused after put-release-timeout */
 unsigned long storePendingSize(void);
+/* Gives back pending puts no one will end: their connection closed (at
+ * once, then put-release-timeout for a writer still copying), or older
+ * than put-timeout + put-release-timeout (a connection alive but silent). */
+void storePendingCron(long long budget_us);
+void storeObjSetHardPin(storeObj *o, int on);     /* PIN HARD / UNPIN, keeping the counts right */
 unsigned long storeSize(void);
 unsigned long storeExpiresSize(void);
 int storeDeleteKeyForEviction(sds key);  /* evict.c: delete without expiry checks */
@@ -211,6 +248,20 @@ void storeDeferredFreeCron(void);
 void storeRehashCron(long long budget_us);
 void storeGetStats(storeStats *st);
 void storeResetStats(void);
+
+/* Eviction's rules (evict.c): make room only where it would then be enough.
+ * storeEvictProtected: the key being written, never evicted to make room
+ * for its own write (NULL: none). */
+extern sds storeEvictProtected;
+int storeEvictionCouldFit(segment *s, uint64_t size);
+/* maxmemory counts the dataset: the pool's bytes in use plus the heap the
+ * keys and objects take (storeDatasetHeap, O(1)), as Redis counts
+ * used_memory. */
+uint64_t storeDatasetHeap(void);
+uint64_t storeDatasetUsed(void);
+/* C_OK: under maxmemory (evicting if the policy allows). cost: at least
+ * what the command about to run can add to the heap. */
+int storeMakeRoomForDataset(uint64_t cost);
 
 /* evict.c */
 int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */

@@ -10,6 +10,11 @@
  * Abandoned puts. A pending version older than put-timeout may be taken
  * over by a new PUT.START of the same key. The old extents are not reused
  * before put-release-timeout, because the old writer may still be writing.
+ * No one has to come back for a put, though: store.c's pending sweep gives
+ * back the puts of a connection that closed (at once, the space after
+ * put-release-timeout) and any put older than put-timeout plus
+ * put-release-timeout, and a connection holds at most
+ * client-max-pending-puts of them at a time (-LIMIT past that).
  *
  * Reads. GET.REPLICAS hands out the replica list of the complete version
  * under a lease (lease-ttl, extended by every GET.REPLICAS or LEASE): while
@@ -36,7 +41,7 @@
 #define MAX_LEASE_MS 86400000LL
 
 static struct {
-    long long started, ended, revoked, taken_over, nospace;
+    long long started, ended, revoked, taken_over, nospace, limited;
     long long get_hits, get_misses, get_notready, leases_granted, leases_released_early;
 } ss;
 
@@ -46,10 +51,11 @@ sds storeCommandStatsInfo(sds s) {
     return sdscatprintf(s,
                         "store_puts_started:%lld\r\nstore_puts_ended:%lld\r\nstore_puts_revoked:%lld\r\n"
                         "store_puts_taken_over:%lld\r\nstore_puts_nospace:%lld\r\nstore_puts_pending:%lu\r\n"
+                        "store_puts_limited:%lld\r\n"
                         "store_get_replicas_hits:%lld\r\nstore_get_replicas_misses:%lld\r\n"
                         "store_get_replicas_notready:%lld\r\nstore_leases_granted:%lld\r\n"
                         "store_leases_released_early:%lld\r\n",
-                        ss.started, ss.ended, ss.revoked, ss.taken_over, ss.nospace, storePendingSize(),
+                        ss.started, ss.ended, ss.revoked, ss.taken_over, ss.nospace, storePendingSize(), ss.limited,
                         ss.get_hits, ss.get_misses, ss.get_notready, ss.leases_granted,
                         ss.leases_released_early);
 }
@@ -166,11 +172,24 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         addReplyError(c, "-EXISTS the key exists (use REPLACE to write a new version)");
         return;
     }
+    /* Every put a connection holds open holds pool space no one else can
+     * use or evict: a connection gets a bounded number at a time. */
+    putOwner *owner = storePutOwnerOf(c->id, &c->put_owner);
+    if ((long long)owner->npending >= server.client_max_pending_puts) {
+        ss.limited++;
+        addReplyErrorFormat(c, "-LIMIT this connection has client-max-pending-puts (%lld) puts in progress: "
+                            "end or revoke some first", server.client_max_pending_puts);
+        return;
+    }
     storeObj *o = storeObjNew((uint64_t)size);
     o->state = OBJ_PENDING;
     char hostbuf[NET_ADDR_STR_LEN];
-    if (placeReplicas(o, (uint64_t)size, po->replicas, (segment **)po->prefer, po->nprefer,
-                      clientHost(c, hostbuf, sizeof(hostbuf)), aclSegmentTenantFor(c)) == 0) {
+    /* REPLACE: making room never evicts the version being replaced. */
+    storeEvictProtected = key;
+    int placed = placeReplicas(o, (uint64_t)size, po->replicas, (segment **)po->prefer, po->nprefer,
+                               clientHost(c, hostbuf, sizeof(hostbuf)), aclSegmentTenantFor(c));
+    storeEvictProtected = NULL;
+    if (placed == 0) {
         storeObjDecrRef(o);
         ss.nospace++;
         storeLogNoSpace((uint64_t)size, "a put");
@@ -191,7 +210,8 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     }
     storeObjExt *ext = storeObjGetExt(o);
     ext->created_ms = server.mstime; /* also when the put started: see put-timeout */
-    ext->put_client = c->id;
+    ext->put_owner = owner;
+    owner->refs++; /* the object's, dropped when it is freed */
     storeObjSetKey(o, key); /* the data plane checks it (store.h) */
     if (po->pin_ms) ext->softpin_until_ms = addSaturate(server.mstime, po->pin_ms);
     if (po->hardpin) o->flags |= OBJ_FLAG_HARDPIN;
@@ -228,11 +248,11 @@ static void putEndOne(client *c, sds key, sds checksum) {
     if (p == NULL) {
         storeObj *o = storeLookupWrite(key);
         if (o == NULL) addReplyError(c, "-NOKEY no such key");
-        else if (o->ext && o->ext->put_client == c->id) addReplyOk(c); /* a repeated PUT.END */
+        else if (storeObjPutBy(o, c->put_owner)) addReplyOk(c); /* a repeated PUT.END */
         else addReplyError(c, "-NOTPENDING the key has no put in progress");
         return;
     }
-    if (p->ext->put_client != c->id) {
+    if (!storeObjPutBy(p, c->put_owner)) {
         addReplyError(c, "-NOTOWNER the put was started by another connection");
         return;
     }
@@ -278,7 +298,7 @@ void putRevokeCommand(client *c) {
         addReplyError(c, storeLookupWrite(key) ? "-NOTPENDING the key has no put in progress" : "-NOKEY no such key");
         return;
     }
-    if (p->ext->put_client != c->id) {
+    if (!storeObjPutBy(p, c->put_owner)) {
         addReplyError(c, "-NOTOWNER the put was started by another connection");
         return;
     }
@@ -510,7 +530,7 @@ void pinCommand(client *c) {
         addReplyError(c, "-NOKEY no such key");
         return;
     }
-    if (hard) o->flags |= OBJ_FLAG_HARDPIN;
+    if (hard) storeObjSetHardPin(o, 1);
     else storeObjGetExt(o)->softpin_until_ms = addSaturate(server.mstime, ms);
     addReplyOk(c);
 }
@@ -521,7 +541,7 @@ void unpinCommand(client *c) {
         addReplyError(c, "-NOKEY no such key");
         return;
     }
-    o->flags &= (uint8_t)~OBJ_FLAG_HARDPIN;
+    storeObjSetHardPin(o, 0);
     if (o->ext) o->ext->softpin_until_ms = 0;
     addReplyOk(c);
 }

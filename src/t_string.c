@@ -78,13 +78,13 @@ static const char *valueTooBig(size_t len) {
 }
 
 /* Places a large SET/MSET value in the pool before its bytes arrive. */
-static char *placeValueArg(client *c, int argi, size_t len) {
+static char *placeValueArg(client *c, int argi, int keyi, size_t len) {
     const char *err = valueTooBig(len);
     if (err) {
         c->argerr = err;
         return NULL;
     }
-    storeObj *o = storeObjCreate(len);
+    storeObj *o = storeObjCreateFor(len, c->argv[keyi]);
     if (o == NULL) {
         c->argerr = OOM_ERR;
         return NULL;
@@ -95,28 +95,32 @@ static char *placeValueArg(client *c, int argi, size_t len) {
 
 /* SET, SETNX, GETSET: the value is argv[2]. */
 char *setBigArgProc(client *c, int argi, size_t len) {
-    return argi == 2 ? placeValueArg(c, argi, len) : NULL;
+    return argi == 2 ? placeValueArg(c, argi, 1, len) : NULL;
 }
 
 /* SETEX, PSETEX: the value is argv[3]. */
 char *setexBigArgProc(client *c, int argi, size_t len) {
-    return argi == 3 ? placeValueArg(c, argi, len) : NULL;
+    return argi == 3 ? placeValueArg(c, argi, 1, len) : NULL;
 }
 
 /* MSET, MSETNX. */
 char *msetBigArgProc(client *c, int argi, size_t len) {
-    return argi >= 2 && argi % 2 == 0 ? placeValueArg(c, argi, len) : NULL;
+    return argi >= 2 && argi % 2 == 0 ? placeValueArg(c, argi, argi - 1, len) : NULL;
 }
 
 /* The value of argument i as an object: adopted if it was read into the
- * pool, otherwise copied there. NULL (and an -OOM reply) if no space. */
-static storeObj *valueObject(client *c, int i) {
+ * pool, otherwise copied there. NULL (and an -OOM reply) if no space.
+ * Making room never evicts the key being written (its old value may be
+ * what SET ... GET returns, or what XX tested): storeObjCreateFor. */
+static storeObj *valueObject(client *c, int i, sds key) {
     if (c->argobj && c->argobj[i]) {
         storeObj *o = c->argobj[i];
         c->argobj[i] = NULL;
         return o;
     }
-    return storeObjCreateFrom(c->argv[i], sdslen(c->argv[i]));
+    storeObj *o = storeObjCreateFor(sdslen(c->argv[i]), key);
+    if (o && o->len) memcpy(storeObjPtr(o), c->argv[i], sdslen(c->argv[i]));
+    return o;
 }
 
 static void addReplyOom(client *c) {
@@ -253,7 +257,7 @@ static void setGeneric(client *c, int flags, int vali, sds expire, int intreply)
         else addReplyNull(c);
         return;
     }
-    storeObj *o = valueObject(c, vali);
+    storeObj *o = valueObject(c, vali, key);
     if (o == NULL) {
         addReplyOom(c);
         if ((flags & SET_GET) && old) releaseHeldValue(old, fetched);
@@ -404,7 +408,7 @@ static void msetGeneric(client *c, int nx) {
     int npairs = (c->argc - 1) / 2;
     storeObj **objs = zmalloc(sizeof(storeObj *) * (size_t)npairs);
     for (int i = 0; i < npairs; i++) {
-        objs[i] = valueObject(c, 2 + 2 * i);
+        objs[i] = valueObject(c, 2 + 2 * i, c->argv[1 + 2 * i]);
         if (objs[i] == NULL) {
             for (int k = 0; k < i; k++) storeObjDecrRef(objs[k]);
             zfree(objs);
@@ -470,9 +474,11 @@ static int checkStringLength(client *c, long long size, long long append) {
 static storeObj *writeNewVersion(client *c, sds key, storeObj *o, const char *p, uint64_t newlen, uint64_t off,
                                  const void *patch, size_t plen) {
     long long when = o ? storeGetExpire(key) : -1;
-    /* Making room may evict this very key: its bytes must outlive that. */
+    /* Making room never evicts this very key, and evicts nothing unless the
+     * new version then fits (storeObjCreateFor): a refused write changes
+     * nothing. The reference keeps the bytes against anything else. */
     if (o) storeObjIncrRef(o);
-    storeObj *n = storeObjCreate(newlen);
+    storeObj *n = storeObjCreateFor(newlen, key);
     if (n == NULL) {
         if (o) storeObjDecrRef(o);
         addReplyOom(c);
@@ -502,7 +508,8 @@ void appendCommand(client *c) {
             return;
         }
         if (checkKeyLength(c, key) != C_OK) return;
-        storeObj *n = storeObjCreateFrom(add, sdslen(add));
+        storeObj *n = storeObjCreateFor(sdslen(add), key);
+        if (n && n->len) memcpy(storeObjPtr(n), add, sdslen(add));
         if (n == NULL) {
             addReplyOom(c);
             return;
@@ -595,8 +602,9 @@ static void incrDecr(client *c, long long incr) {
         return;
     }
     long long when = o ? storeGetExpire(key) : -1;
-    /* o is not read past here, so eviction may take it while making room. */
-    storeObj *n = storeObjCreateFrom(buf, (size_t)len);
+    /* A refused INCR must leave the key: eviction never takes it. */
+    storeObj *n = storeObjCreateFor((size_t)len, key);
+    if (n) memcpy(storeObjPtr(n), buf, (size_t)len);
     if (n == NULL) {
         addReplyOom(c);
         return;
@@ -685,7 +693,8 @@ void incrbyfloatCommand(client *c) {
     char buf[LONG_DOUBLE_STR_MAX];
     int len = formatLongDouble(buf, sizeof(buf), v);
     long long when = o ? storeGetExpire(key) : -1;
-    storeObj *n = storeObjCreateFrom(buf, (size_t)len);
+    storeObj *n = storeObjCreateFor((size_t)len, key);
+    if (n) memcpy(storeObjPtr(n), buf, (size_t)len);
     if (n == NULL) {
         addReplyOom(c);
         return;
