@@ -321,10 +321,12 @@ start_server {tags {mooncake store hostile} overrides {segment-size 16mb maxmemo
 # with the pool's accounting checked after every step: whatever path an
 # object takes (take-over, REMOVE of a pending put, overwrite while leased,
 # HARDPIN and UNPIN, APPEND, flush, a writer gone), every byte is somewhere.
+# The seed is fixed, so a failure replays (MC_FUZZ_SEED tries another);
+# tests/python/test_store_fuzz.py runs more seeds, with tenants and a model.
 start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-policy lru lease-ttl 50
                                                        put-timeout 30 put-release-timeout 60}} {
     test {Random puts, writes, pins, removals and closes keep every pool byte accounted for} {
-        set seed [clock milliseconds]
+        set seed [expr {[info exists ::env(MC_FUZZ_SEED)] ? $::env(MC_FUZZ_SEED) : 20261128}]
         expr {srand($seed)}
         set clients {}
         for {set i 0} {$i < 4} {incr i} { lappend clients [redis_client] }
