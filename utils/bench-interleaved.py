@@ -6,21 +6,33 @@ interleaved, with the server's own CPU per request.
 
 TESTS is a comma-separated list of TEST:PIPELINE, TEST being a
 redis-benchmark -t name or `setex` (SETEX key:__rand_int__ 100 xxx), e.g.
-incr:16,get:16,incr:1. Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis`
-starts redis-server (no persistence), anything else is a mooncake-server
-started with --segment-size 512mb and the ARGs, e.g.
+incr:16,get:16,incr:1; or a mooncake-benchmark test (mooncake-server only):
+a store test (getrep, putpair, batchget, batchput: 64-byte reservations,
+100k requests) or a library row (mcput, mcget, mcbput, mcbget) written
+TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 8 unmeasured).
+Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis` starts redis-server (no
+persistence), anything else is a mooncake-server started with
+--segment-size 512mb, a unix socket, and the ARGs, e.g.
 new=src/mooncake-server off=src/mooncake-server,--prefetch-batch,0
-redis=redis.
+redis=redis. An ARG bench=PATH is not passed to the server: it names the
+mooncake-benchmark to drive that server with (default
+src/mooncake-benchmark), so that an older build's library rows run with
+the library of that build, e.g.
+old=/tmp/base/mooncake-server,bench=/tmp/base/mooncake-benchmark.
 
 Every round runs every test against every server, one at a time (the order
 rotated each round), with 50 clients over 100k random keys: 1M requests
 pipelined, 200k without. Server CPU per request is user+system time from
 /proc/PID/stat over the run, which a shared machine disturbs less than the
-throughput. Prints each run, then medians and, if a server is named redis,
+throughput; client CPU per request is the benchmark process's (its
+rusage), so a library row's cost on the client side shows too. Prints each run, then medians and, if a server is named redis,
 each one's ratio to Redis's throughput within the same round.
 """
+import csv
+import io
 import os
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -30,11 +42,19 @@ import time
 CLK = os.sysconf('SC_CLK_TCK')
 
 
+MC_STORE_TESTS = ('getrep', 'putpair', 'batchget', 'batchput')
+MC_LIB_TESTS = ('mcput', 'mcget', 'mcbput', 'mcbget')
+
+
+def sock_path(port):
+    return f'/tmp/bench-interleaved-{port}.sock'
+
+
 def start(binary, args, port):
     if binary == 'redis':
         argv = ['redis-server', '--port', str(port), '--save', '', '--appendonly', 'no']
     else:
-        argv = [binary, '--port', str(port), '--segment-size', '512mb'] + args
+        argv = [binary, '--port', str(port), '--segment-size', '512mb', '--unixsocket', sock_path(port)] + args
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(100):
         try:
@@ -50,16 +70,46 @@ def cpu_seconds(pid):
     return (int(f[11]) + int(f[12])) / CLK
 
 
-def run(proc, port, test, pipeline):
+def children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run_mc(proc, port, bench, test, pipeline):
+    """One mooncake-benchmark row: (ops/s, server us CPU/op, client us CPU/op)."""
+    name, *rest = test.split('/')
+    if name in MC_STORE_TESTS:
+        n = 100000
+        cmd = [bench, '-p', str(port), '-c', '50', '-r', '100000', '-P', str(pipeline), '-n', str(n), '-t', name]
+    else:
+        size = rest[0] if rest else '1m'
+        transport = rest[1] if len(rest) > 1 else 'auto'
+        n = 64
+        where = ['-s', sock_path(port)] if transport == 'shm' else ['-p', str(port)]
+        cmd = [bench, *where, '-t', name, '-d', size, '-n', str(n), '--warmup', '8', '--transport', transport]
+    c0, k0 = cpu_seconds(proc.pid), children_cpu()
+    out = subprocess.run(cmd + ['-q', '--csv', '--no-progress'], capture_output=True, text=True)
+    c1, k1 = cpu_seconds(proc.pid), children_cpu()
+    rows = list(csv.DictReader(io.StringIO(out.stdout)))
+    if out.returncode != 0 or not rows or int(rows[-1]['errors']):
+        sys.exit(f'{" ".join(cmd)} failed: {out.stdout}{out.stderr}')
+    ops = float(rows[-1]['ops_per_sec'])
+    done = int(rows[-1]['requests']) + (8 if name in MC_LIB_TESTS else 0)  # the warm-up calls cost CPU too
+    return ops, (c1 - c0) / done * 1e6, (k1 - k0) / done * 1e6
+
+
+def run(proc, port, test, pipeline, bench=None):
+    if test.split('/')[0] in MC_STORE_TESTS + MC_LIB_TESTS:
+        return run_mc(proc, port, bench, test, pipeline)
     n = 1000000 if pipeline > 1 else 200000
     what = ['setex', 'key:__rand_int__', '100', 'xxx'] if test == 'setex' else ['-t', test]
     cmd = ['redis-benchmark', '-p', str(port), '-c', '50', '-r', '100000', '-P', str(pipeline),
            '-n', str(n), '-q'] + what
-    c0 = cpu_seconds(proc.pid)
+    c0, k0 = cpu_seconds(proc.pid), children_cpu()
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
-    c1 = cpu_seconds(proc.pid)
+    c1, k1 = cpu_seconds(proc.pid), children_cpu()
     rps = float(re.findall(r'([\d.]+) requests per second', out.replace('\r', '\n'))[-1])
-    return rps, (c1 - c0) / n * 1e6
+    return rps, (c1 - c0) / n * 1e6, (k1 - k0) / n * 1e6
 
 
 def main():
@@ -73,32 +123,41 @@ def main():
         for spec in sys.argv[3:]:
             name, rest = spec.split('=', 1)
             binary, *args = rest.split(',')
-            servers[name] = (start(binary, args, port), port)
+            bench = next((a[6:] for a in args if a.startswith('bench=')), 'src/mooncake-benchmark')
+            args = [a for a in args if not a.startswith('bench=')]
+            servers[name] = (start(binary, args, port), port, bench)
             port += 1
         names = list(servers)
         res = {}
         for r in range(rounds):
             for test, pl in tests:
                 for name in names[r % len(names):] + names[:r % len(names)]:
-                    rps, us = run(*servers[name], test, pl)
-                    res.setdefault((test, pl, name), []).append((rps, us))
-                    print(f'round {r} {test} -P {pl} {name}: {rps / 1000:.1f}k req/s, {us:.3f} us CPU/req',
-                          flush=True)
+                    proc, p, bench = servers[name]
+                    rps, us, cus = run(proc, p, test, pl, bench)
+                    res.setdefault((test, pl, name), []).append((rps, us, cus))
+                    print(f'round {r} {test} -P {pl} {name}: {rps / 1000:.3f}k req/s, {us:.3f} us server CPU/req, '
+                          f'{cus:.3f} us client CPU/req', flush=True)
         print('\nmedians (range):')
         for test, pl in tests:
             for name in names:
                 v = res[(test, pl, name)]
                 rps = [x[0] for x in v]
-                line = (f'{test:6s} -P {pl:<3d} {name:8s} {statistics.median(rps) / 1000:8.1f}k '
-                        f'({min(rps) / 1000:.0f}-{max(rps) / 1000:.0f}k) '
-                        f'{statistics.median(x[1] for x in v):.3f} us CPU/req')
-                if 'redis' in servers and name != 'redis':
-                    ratio = [a[0] / b[0] for a, b in zip(v, res[(test, pl, 'redis')])]
-                    line += f'  x Redis {statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})'
+                line = (f'{test:6s} -P {pl:<3d} {name:8s} {statistics.median(rps) / 1000:8.3f}k '
+                        f'({min(rps) / 1000:.3f}-{max(rps) / 1000:.3f}k) '
+                        f'{statistics.median(x[1] for x in v):.3f} us server CPU/req '
+                        f'{statistics.median(x[2] for x in v):.3f} us client CPU/req')
+                base = 'redis' if 'redis' in servers else names[0]
+                if name != base:
+                    ratio = [a[0] / b[0] for a, b in zip(v, res[(test, pl, base)])]
+                    line += f'  x {base} {statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})'
                 print(line)
     finally:
-        for proc, _ in servers.values():
+        for proc, port, _ in servers.values():
             proc.terminate()
+            try:
+                os.unlink(sock_path(port))
+            except OSError:
+                pass
 
 
 if __name__ == '__main__':
