@@ -88,7 +88,7 @@ start_server {tags {cli}} {
     tags {mooncake} {
         test {redis-cli help for the store commands} {
             need $::cli redis-cli
-            assert_equal {MOUNT name size [ENDPOINT uri [ENDPOINT uri ...]] [BASE address] [RKEY rkey] [TIER MEMORY|DISK|VRAM] [HOST host] [OWNER owner]} \
+            assert_equal {MOUNT name size [ENDPOINT uri [ENDPOINT uri ...]] [BASE address] [RKEY rkey] [TIER MEMORY|DISK|VRAM] [HOST host] [TOKEN token] [OWNER owner]} \
                 [cli_help_line mount]
             assert_equal {PUT.START key size [REPLICAS count] [PREFER segment [PREFER segment ...]] [HINT segment [HINT segment ...]] [PIN milliseconds] [HARDPIN] [REPLACE]} \
                 [cli_help_line put.start]

@@ -437,9 +437,13 @@ start_server {tags {pubsub}} {
         set c [subscribed_client subscribe soft]
         set id [lindex [regexp -inline {id=(\d+)} [r client list type pubsub]] 1]
         set msg [string repeat y [expr {1024 * 1024}]]
+        set t0 [clock milliseconds]
         for {set i 0} {$i < 24} {incr i} { r publish soft $msg }
-        # Still there right away: the soft limit allows a burst.
-        assert_match "id=$id *" [r client list id $id]
+        # Still there right away: the soft limit allows a burst. "Right away"
+        # is under soft-seconds since the first publish: a machine too busy
+        # to publish 24 MiB within it may rightly have cut it off already.
+        set seen [r client list id $id]
+        if {[clock milliseconds] - $t0 < 1000} { assert_match "id=$id *" $seen }
         # Limits are checked as replies are queued: keep publishing a little
         # (Redis counts soft-seconds in whole seconds, so up to 2 s).
         for {set i 0} {$i < 50 && [r client list id $id] ne ""} {incr i} {
