@@ -96,6 +96,7 @@
 #include "cluster.h"
 #include "segment.h"
 #include "server.h"
+#include "tenantkeys.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -1010,6 +1011,13 @@ int aclUserSeesSegment(const user *u, const segment *s) {
 
 int aclSegmentVisible(const client *c, const segment *s) { return aclUserSeesSegment(c->user, s); }
 
+/* How full a shared segment (the pool, one a server user mounted) is says
+ * how much the other tenants store there: a tenant sees its capacity, not
+ * its occupancy. Its own segments hold only its own objects. */
+int aclUserSeesSegmentUsage(const user *u, const segment *s) {
+    return !aclUserRestricted(u) || (s->tenant != NULL && !strcmp(s->tenant, u->name));
+}
+
 /* Segment names are per tenant: a tenant's segment is found by its name
  * only by its tenant (and the server's users), so two tenants may each
  * mount "cache0", and a tenant naming another's segment -- MOUNT, UNMOUNT,
@@ -1152,6 +1160,7 @@ int aclLoadConfiguredFile(char *err, size_t errlen) {
         sdsfree(why);
         return C_ERR;
     }
+    tenantKeysRebuild(Users, NumUsers);
     return C_OK;
 }
 
@@ -1383,4 +1392,6 @@ void aclCommand(client *c) {
     } else {
         addReplySubcommandSyntaxError(c);
     }
+    /* SETUSER, DELUSER and LOAD may change the tenants' prefixes. */
+    tenantKeysRebuild(Users, NumUsers);
 }

@@ -30,6 +30,7 @@
  * off the wire and is fuzzed, in cluster_node.c.
  */
 #include "cluster.h"
+#include "tenantkeys.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -741,6 +742,7 @@ void clusterCommand(client *c) {
             while ((de = dictNext(it)) != NULL) {
                 sds k = dictGetKey(de);
                 n += aclUserSeesKey(c->user, k, sdslen(k));
+                tenantKeysWalked++;
             }
             dictReleaseIterator(it);
         }

@@ -56,6 +56,7 @@
  * Eviction lives in evict.c.
  */
 #include "store.h"
+#include "tenantkeys.h"
 #include "cluster.h"
 #include "notify.h"
 
@@ -589,6 +590,7 @@ static int deleteKey(sds key, int why) {
         if (server.notify_mask & DEL_NOTIFY_MASK) notifyDelete(key, de->val, why);
     }
     dictDelete(server.expires, key);
+    tenantKeyRemoved(key); /* before the keyspace frees the string its sets borrow */
     if (dictDelete(server.keys, key) != DICT_OK) return 0;
     signalModifiedKey(key);
     return 1;
@@ -670,6 +672,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         st.keybytes += sdsAllocSize(de->key);
         de->val = o;
         if (server.cluster) clusterSlotKeyAdd(de->key);
+        tenantKeyAdded(de->key);
     } else {
         storeObj *old = existing->val;
         existing->val = o;
@@ -724,6 +727,7 @@ void storeFlush(void) {
     dictReleaseIterator(it);
     dictEmpty(server.expires, NULL);
     if (server.cluster) clusterSlotKeysFlush();
+    tenantKeysFlush();
     dictEmpty(server.keys, NULL);
     evictResetPool();
     server.evict_pending = 0;
@@ -828,6 +832,7 @@ void storeFlushAsync(void) {
     lazyFreeTake(server.expires);
     server.expires = dictCreate(&expiresType);
     if (server.cluster) clusterSlotKeysDetach(lazyFreeTake);
+    tenantKeysDetach(lazyFreeTake);
     lazyFreeTake(server.keys);
     server.keys = dictCreate(&keyspaceType);
     if (lazy.n && lazyTimer == -1 && server.el)
