@@ -1093,6 +1093,7 @@ uint64_t storeDatasetHeap(void) {
     uint64_t h = dictHeap(k) + dictHeap(server.expires) + dictHeap(p);
     h += st.keybytes + (k->used[0] + k->used[1] + p->used[0] + p->used[1]) * sizeof(storeObj);
     h += st.exts * sizeof(storeObjExt) + st.extkeybytes + st.deferred_cap * sizeof(storeObj *);
+    if (tenantKeysActive) h += tenantKeysHeap(); /* the tenants' own-key index */
     return h;
 }
 
@@ -1211,6 +1212,7 @@ void storeGetStats(storeStats *out) {
      * of every segment, mounted ones included. Pending keys are counted
      * by the pending table only roughly (their key strings are not). */
     out->meta_bytes = dictMemUsage(server.keys) + dictMemUsage(server.expires) + dictMemUsage(server.pending);
+    if (tenantKeysActive) out->meta_bytes += tenantKeysHeap();
     out->meta_bytes += st.keybytes + (out->objects + dictSize(server.pending)) * sizeof(storeObj);
     out->meta_bytes += st.exts * sizeof(storeObjExt) + st.extkeybytes;
     for (uint32_t i = 0; i < segtabLen; i++) {

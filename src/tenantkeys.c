@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "acl.h"
+#include "cluster.h"
 #include "server.h"
 #include "store.h"
 #include "zmalloc.h"
@@ -263,6 +264,12 @@ int tenantRandomKey(const user *u, sds *key) {
     return 0;
 }
 
+uint64_t tenantKeysHeap(void) {
+    uint64_t h = (uint64_t)nprefixes * (sizeof(tkPrefix) + sizeof(size_t));
+    for (int i = 0; i < nprefixes; i++) h += dictMemUsage(prefixes[i].keys) + sdsAllocSize(prefixes[i].prefix);
+    return h;
+}
+
 /* u's keys with a TTL: a walk of its own keys (never the others'). */
 long long tenantExpiresCount(const user *u) {
     tkView v;
@@ -275,6 +282,25 @@ long long tenantExpiresCount(const user *u) {
         dictReleaseIterator(it);
     }
     for (int i = 0; i < v.nexact; i++) n += dictFind(server.expires, v.exact[i]) != NULL;
+    return n;
+}
+
+long long tenantCountKeysInSlot(const user *u, int slot) {
+    tkView v;
+    long long n = 0;
+    if (userView(u, &v) < 0) return 0;
+    for (int i = 0; i < v.nsets; i++) {
+        dictIterator *it = dictGetSafeIterator(v.sets[i]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds k = de->key;
+            n += keyHashSlot(k, sdslen(k)) == (unsigned)slot;
+            tenantKeysWalked++;
+        }
+        dictReleaseIterator(it);
+    }
+    for (int i = 0; i < v.nexact; i++)
+        n += dictFind(server.keys, v.exact[i]) && keyHashSlot(v.exact[i], sdslen(v.exact[i])) == (unsigned)slot;
     return n;
 }
 

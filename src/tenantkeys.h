@@ -3,6 +3,8 @@
 #ifndef TENANTKEYS_H
 #define TENANTKEYS_H
 
+#include <stdint.h>
+
 #include "acl.h"
 #include "dict.h"
 #include "sds.h"
@@ -30,6 +32,11 @@ void tenantKeysRebuild(user **users, int nusers);
 long long tenantKeyCount(const user *u);
 /* A key drawn uniformly among u's (NULL: none), borrowed; -1 as above. */
 int tenantRandomKey(const user *u, sds *key);
+/* u's keys in slot: a walk of u's own keys (CLUSTER COUNTKEYSINSLOT
+ * takes the shorter walk). */
+long long tenantCountKeysInSlot(const user *u, int slot);
+/* The index's heap: part of the dataset maxmemory bounds (store.c). */
+uint64_t tenantKeysHeap(void);
 /* Its keys with a TTL: O(its own keys). 0 when not indexed. */
 long long tenantExpiresCount(const user *u);
 /* INFO keyspace fields: tenant_prefixes, tenant_index_entries, tenant_keys_walked. */
