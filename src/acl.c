@@ -64,12 +64,19 @@
  *    shared ones (the pool, segments mounted by unrestricted users). A
  *    segment records its tenant's name, not a pointer: it outlives a
  *    DELUSER, and a user made again under that name is the same tenant.
- *    Names are per tenant (aclLookupSegment): another tenant's name is free.
+ *    Names are per tenant (aclLookupSegment): another tenant's name is free,
+ *    and so are owner names (owner.c). A shared segment shows a tenant its
+ *    capacity, not its occupancy (aclUserSeesSegmentUsage): how full the
+ *    pool is says how much the others store.
  *  - Tenants are invisible to each other. Everything that lists, counts or
  *    reports -- KEYS, SCAN, RANDOMKEY, DBSIZE, CLUSTER GETKEYSINSLOT,
  *    PUBSUB, keyspace notifications and store events, segment lookups,
  *    CLIENT LIST/KILL, MONITOR, SLOWLOG -- asks the functions under "what a
- *    tenant may see" below, the one place that draws the line. Redis shows
+ *    tenant may see" below, the one place that draws the line. What a
+ *    tenant counts or draws (DBSIZE, RANDOMKEY) comes from an index of its
+ *    own keys by its patterns' prefixes (tenantkeys.c), never a walk of the
+ *    others' keys, and the flush event reaches it without the server's
+ *    key count. Redis shows
  *    a restricted user all of those; the promise here is isolation. INFO,
  *    LATENCY and CONFIG stay the server's view (@dangerous / @admin).
  *

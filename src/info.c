@@ -425,7 +425,7 @@ sds genInfoString(const char *section) {
             expires = tenantExpiresCount(infoUser);
         }
         if (keys > 0) s = sdscatprintf(s, "db0:keys=%lld,expires=%lld,avg_ttl=0\r\n", keys, expires);
-        s = tenantKeysInfo(s);
+        if (!infoUser || !aclUserRestricted(infoUser)) s = tenantKeysInfo(s); /* all tenants' figures */
     }
     return s;
 }

@@ -13,6 +13,13 @@
  * master wiped a client's metadata on a missed heartbeat, which is the
  * failure this design avoids.
  *
+ * Names. Owner names are per tenant, as segment names are (acl.c): a
+ * tenant's OWNER w is its own owner, another than any other tenant's w or
+ * the server users' w, so no MOUNT or HEARTBEAT answers differently for a
+ * name someone else holds. A user with allkeys names the shared owners,
+ * and its HEARTBEAT reaches a tenant's owner of that name too (the
+ * administrator's view). Owners are keyed by (tenant, name).
+ *
  * Orphans. owner-ttl alone left a gap: a process that died without closing
  * (SIGKILL, a crash: an inference engine restarting a rank) kept its
  * segments mounted for owner-ttl, and the server went on placing new

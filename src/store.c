@@ -542,6 +542,7 @@ void storeShutdown(void) {
     storeLazyFreeCron(LLONG_MAX); /* a FLUSHALL ASYNC still being freed */
     dictRelease(server.expires);
     dictRelease(server.pending);
+    tenantKeysFlush(); /* its sets borrow the keyspace's strings */
     dictRelease(server.keys);
     server.expires = server.keys = NULL;
     evictResetPool();

@@ -318,6 +318,9 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal 0 [$cb dbsize]
         assert_equal {} [$cb randomkey]
         assert_match {*db0:keys=3,expires=0,*} [$ca info keyspace]
+        # The index's own figures are all tenants': the server's users' only.
+        assert_no_match {*tenant_index_entries*} [$ca info keyspace]
+        assert_equal 3 [get_info_field r keyspace tenant_index_entries]
         assert_equal $before [walked]
         # Every one of alice's keys is drawn.
         set seen {}
