@@ -28,10 +28,11 @@
  * Tenants (acl.c). A segment or an owner created by a user restricted by ACL
  * key patterns belongs to that user. Such a user sees (SEGMENTS,
  * SEGMENT.INFO) only its own segments and the shared ones (the pool,
- * segments of unrestricted users), unmounts only its own, and can neither
- * mount under nor heartbeat for another user's owner; others' segments
- * look to it as if they did not exist. Unrestricted users see and manage
- * everything, as before.
+ * segments of unrestricted users), unmounts only its own; segment and
+ * owner names are per tenant (aclLookupSegment, owner.c), so others'
+ * segments and owners look to it as if they did not exist, and a shared
+ * segment shows it its capacity, not how full the others made it.
+ * Unrestricted users see and manage everything, as before.
  */
 #include <ctype.h>
 #include <errno.h>

@@ -201,7 +201,7 @@ typedef struct tkView {
 
 static int userView(const user *u, tkView *v) {
     v->nsets = v->nexact = 0;
-    if (u->nkeys > 64) return -1;
+    if (!aclUserRestricted(u) || u->nkeys > 64) return -1;
     for (int k = 0; k < u->nkeys; k++) {
         sds pat = u->keys[k].pattern;
         size_t len;
@@ -262,6 +262,29 @@ int tenantRandomKey(const user *u, sds *key) {
     }
     *key = v.exact[present[r]];
     return 0;
+}
+
+sds *tenantKeysCollect(const user *u, int perm, size_t *n) {
+    tkView v;
+    *n = 0;
+    if (userView(u, &v) < 0) return NULL;
+    size_t cap = 0;
+    for (int i = 0; i < v.nsets; i++) cap += dictSize(v.sets[i]);
+    cap += (size_t)v.nexact;
+    sds *keys = zmalloc(sizeof(sds) * (cap ? cap : 1));
+    for (int i = 0; i < v.nsets; i++) {
+        dictIterator *it = dictGetSafeIterator(v.sets[i]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds k = de->key;
+            if (aclUserCanAccessKey(u, k, sdslen(k), perm)) keys[(*n)++] = sdsdup(k);
+        }
+        dictReleaseIterator(it);
+    }
+    for (int i = 0; i < v.nexact; i++)
+        if (dictFind(server.keys, v.exact[i]) && aclUserCanAccessKey(u, v.exact[i], sdslen(v.exact[i]), perm))
+            keys[(*n)++] = sdsdup(v.exact[i]);
+    return keys;
 }
 
 uint64_t tenantKeysHeap(void) {

@@ -35,6 +35,10 @@ int tenantRandomKey(const user *u, sds *key);
 /* u's keys in slot: a walk of u's own keys (CLUSTER COUNTKEYSINSLOT
  * takes the shorter walk). */
 long long tenantCountKeysInSlot(const user *u, int slot);
+/* Copies of u's keys it may access with perm (a tenant's FLUSHALL and
+ * REMOVE.ALL), *n of them, to free by the caller; NULL when u is not
+ * indexed. O(u's own keys). */
+sds *tenantKeysCollect(const user *u, int perm, size_t *n);
 /* The index's heap: part of the dataset maxmemory bounds (store.c). */
 uint64_t tenantKeysHeap(void);
 /* Its keys with a TTL: O(its own keys). 0 when not indexed. */

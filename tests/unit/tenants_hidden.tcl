@@ -321,6 +321,14 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         # The index's own figures are all tenants': the server's users' only.
         assert_no_match {*tenant_index_entries*} [$ca info keyspace]
         assert_equal 3 [get_info_field r keyspace tenant_index_entries]
+        # Her FLUSHALL and REMOVE.ALL go through her own keys only.
+        $ca set tenantA:gone v
+        assert_equal OK [$ca flushall]
+        assert_equal 0 [$ca dbsize]
+        for {set i 0} {$i < 3} {incr i} { $ca set tenantA:x$i v }
+        assert_equal 3 [$ca remove.all]
+        for {set i 0} {$i < 3} {incr i} { $ca set tenantA:r$i v }
+        assert_equal 20003 [r dbsize]
         assert_equal $before [walked]
         # Every one of alice's keys is drawn.
         set seen {}
