@@ -1400,5 +1400,6 @@ void aclCommand(client *c) {
         addReplySubcommandSyntaxError(c);
     }
     /* SETUSER, DELUSER and LOAD may change the tenants' prefixes. */
-    tenantKeysRebuild(Users, NumUsers);
+    if (!strcasecmp(sub, "setuser") || !strcasecmp(sub, "deluser") || !strcasecmp(sub, "load"))
+        tenantKeysRebuild(Users, NumUsers);
 }
