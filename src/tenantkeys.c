@@ -79,7 +79,8 @@ static int findPrefix(const char *p, size_t len) {
     return -1;
 }
 
-/* Calls fn for each indexed prefix key starts with. */
+/* Runs body with p at each indexed prefix that key starts with: one binary
+ * search per distinct prefix length. */
 #define FOR_EACH_PREFIX_OF(key, klen, body)                                                          \
     for (int li_ = 0; li_ < nlengths && lengths[li_] <= (klen); li_++) {                             \
         int pi_ = findPrefix((key), lengths[li_]);                                                   \
