@@ -64,12 +64,19 @@
  *    shared ones (the pool, segments mounted by unrestricted users). A
  *    segment records its tenant's name, not a pointer: it outlives a
  *    DELUSER, and a user made again under that name is the same tenant.
- *    Names are per tenant (aclLookupSegment): another tenant's name is free.
+ *    Names are per tenant (aclLookupSegment): another tenant's name is free,
+ *    and so are owner names (owner.c). A shared segment shows a tenant its
+ *    capacity, not its occupancy (aclUserSeesSegmentUsage): how full the
+ *    pool is says how much the others store.
  *  - Tenants are invisible to each other. Everything that lists, counts or
  *    reports -- KEYS, SCAN, RANDOMKEY, DBSIZE, CLUSTER GETKEYSINSLOT,
  *    PUBSUB, keyspace notifications and store events, segment lookups,
  *    CLIENT LIST/KILL, MONITOR, SLOWLOG -- asks the functions under "what a
- *    tenant may see" below, the one place that draws the line. Redis shows
+ *    tenant may see" below, the one place that draws the line. What a
+ *    tenant counts or draws (DBSIZE, RANDOMKEY) comes from an index of its
+ *    own keys by its patterns' prefixes (tenantkeys.c), never a walk of the
+ *    others' keys, and the flush event reaches it without the server's
+ *    key count. Redis shows
  *    a restricted user all of those; the promise here is isolation. INFO,
  *    LATENCY and CONFIG stay the server's view (@dangerous / @admin).
  *
@@ -96,6 +103,7 @@
 #include "cluster.h"
 #include "segment.h"
 #include "server.h"
+#include "tenantkeys.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -1010,6 +1018,13 @@ int aclUserSeesSegment(const user *u, const segment *s) {
 
 int aclSegmentVisible(const client *c, const segment *s) { return aclUserSeesSegment(c->user, s); }
 
+/* How full a shared segment (the pool, one a server user mounted) is says
+ * how much the other tenants store there: a tenant sees its capacity, not
+ * its occupancy. Its own segments hold only its own objects. */
+int aclUserSeesSegmentUsage(const user *u, const segment *s) {
+    return !aclUserRestricted(u) || (s->tenant != NULL && !strcmp(s->tenant, u->name));
+}
+
 /* Segment names are per tenant: a tenant's segment is found by its name
  * only by its tenant (and the server's users), so two tenants may each
  * mount "cache0", and a tenant naming another's segment -- MOUNT, UNMOUNT,
@@ -1152,6 +1167,7 @@ int aclLoadConfiguredFile(char *err, size_t errlen) {
         sdsfree(why);
         return C_ERR;
     }
+    tenantKeysRebuild(Users, NumUsers);
     return C_OK;
 }
 
@@ -1383,4 +1399,7 @@ void aclCommand(client *c) {
     } else {
         addReplySubcommandSyntaxError(c);
     }
+    /* SETUSER, DELUSER and LOAD may change the tenants' prefixes. */
+    if (!strcasecmp(sub, "setuser") || !strcasecmp(sub, "deluser") || !strcasecmp(sub, "load"))
+        tenantKeysRebuild(Users, NumUsers);
 }

@@ -122,6 +122,9 @@ void aclLogDenialFrom(int reason, const char *object, size_t len, const char *us
 const char *aclSegmentTenantFor(const struct client *c); /* NULL: not restricted */
 int aclSegmentVisible(const struct client *c, const struct segment *s);
 int aclUserSeesSegment(const user *u, const struct segment *s); /* the same, by user */
+/* Whether u sees how full s is (used, objects, free): not a shared one's
+ * (acl.c); SEGMENTS, SEGMENT.INFO and INFO segments then report it empty. */
+int aclUserSeesSegmentUsage(const user *u, const struct segment *s);
 /* The segment c names (a name, else a decimal id) among those it may see:
  * segment names are per tenant (acl.c). NULL: none, or not c's to see. */
 struct segment *aclLookupSegment(const struct client *c, const char *name_or_id);

@@ -34,6 +34,7 @@
 #include "notify.h"
 #include "server.h"
 #include "store.h"
+#include "tenantkeys.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -70,10 +71,11 @@ void touchCommand(client *c) {
     addReplyLongLong(c, touched);
 }
 
-/* A tenant's RANDOMKEY: a key drawn uniformly among those it sees. Random
- * draws first (a tenant with a good share of the keys stops there); then
- * one walk of the keyspace with a reservoir of one, which is also how a
- * tenant with no key at all gets nil rather than someone else's name. */
+/* A tenant's RANDOMKEY: a key drawn uniformly among those it sees, from
+ * the index of its own keys (tenantkeys.c): O(1), nil exactly when it has
+ * none. A tenant with a pattern the index does not cover (not "prefix*")
+ * gets random draws, then one walk of the keyspace with a reservoir of one
+ * -- O(all keys), counted in INFO tenant_keys_walked. */
 typedef struct visibleWalk {
     const user *u;
     sds pick;          /* borrowed from the keyspace: the walk changes nothing */
@@ -83,6 +85,7 @@ typedef struct visibleWalk {
 static void visibleWalkKey(void *privdata, const dictEntry *de) {
     visibleWalk *w = privdata;
     sds key = de->key;
+    tenantKeysWalked++;
     if (!aclUserSeesKey(w->u, key, sdslen(key))) return;
     w->seen++;
     if (w->pick == NULL || (unsigned long)rand() % w->seen == 0) w->pick = key;
@@ -98,6 +101,8 @@ static unsigned long visibleWalkAll(visibleWalk *w) {
 
 static sds randomVisibleKey(const user *u) {
     if (!aclUserRestricted(u)) return dictSize(server.keys) ? sdsdup(dictGetRandomKey(server.keys)->key) : NULL;
+    sds pick;
+    if (tenantRandomKey(u, &pick) == 0) return pick ? sdsdup(pick) : NULL; /* its own keys' index */
     for (int i = 0; i < 64 && dictSize(server.keys) > 0; i++) {
         sds key = dictGetRandomKey(server.keys)->key;
         if (aclUserSeesKey(u, key, sdslen(key))) return sdsdup(key);
@@ -280,11 +285,17 @@ void objectCommand(client *c) {
     }
 }
 
-/* A tenant counts its own keys: one walk of the keyspace (Redis's O(1)
- * count would tell it how many keys the others hold). */
+/* A tenant counts its own keys (the server's count would tell it how many
+ * the others hold): O(1) from the index of its keys (tenantkeys.c), else
+ * one walk of the keyspace. */
 void dbsizeCommand(client *c) {
     if (!aclUserRestricted(c->user)) {
         addReplyLongLong(c, (long long)storeSize());
+        return;
+    }
+    long long n = tenantKeyCount(c->user);
+    if (n >= 0) {
+        addReplyLongLong(c, n);
         return;
     }
     visibleWalk w = {c->user, NULL, 0};

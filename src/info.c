@@ -22,6 +22,7 @@
 #include "pubsub.h"
 #include "segment.h"
 #include "server.h"
+#include "tenantkeys.h"
 #include "store.h"
 #include "util.h"
 #include "zerofree.h"
@@ -134,6 +135,9 @@ static sds catCommandStats(sds s, mcCommand *cmd) {
     for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catCommandStats(s, sub);
     return s;
 }
+
+/* The user INFO answers (NULL: the server's view, HTTP's metrics). */
+static const user *infoUser;
 
 sds genInfoString(const char *section) {
     sds s = sdsempty();
@@ -332,13 +336,18 @@ sds genInfoString(const char *section) {
     }
     if ((w = wantSection(section, "segments", &count))) {
         s = sectionHeader(s, w, "Segments");
-        s = sdscatprintf(s, "segments:%u\r\nowners:%lu\r\n", segmentCount(), ownerCount());
+        unsigned nseg = segmentCount();
+        if (infoUser && aclUserRestricted(infoUser)) { /* a tenant counts what it sees (acl.c) */
+            nseg = 0;
+            for (uint32_t i = 0; i < segtabLen; i++) nseg += segtab[i] && aclUserSeesSegment(infoUser, segtab[i]);
+        }
+        s = sdscatprintf(s, "segments:%u\r\nowners:%lu\r\n", nseg, ownerCount());
         s = ownerInfo(s);
         for (uint32_t i = 0; i < segtabLen; i++) {
             segment *sg = segtab[i];
-            if (!sg) continue;
-            allocStats as;
-            allocGetStats(sg->alloc, &as);
+            if (!sg || (infoUser && !aclUserSeesSegment(infoUser, sg))) continue;
+            allocStats as = {0};
+            if (infoUser == NULL || aclUserSeesSegmentUsage(infoUser, sg)) allocGetStats(sg->alloc, &as);
             s = sdscatprintf(s, "segment_%llu:name=%s,owner=%s,tier=%s,size=%llu,used=%llu,objects=%llu,state=%s\r\n",
                              (unsigned long long)sg->id, sg->name, sg->owner, segmentTierName(sg->tier),
                              (unsigned long long)sg->size, (unsigned long long)as.used,
@@ -408,13 +417,28 @@ sds genInfoString(const char *section) {
     }
     if ((w = wantSection(section, "keyspace", &count))) {
         s = sectionHeader(s, w, "Keyspace");
-        if (storeSize())
-            s = sdscatprintf(s, "db0:keys=%lu,expires=%lu,avg_ttl=0\r\n", storeSize(), storeExpiresSize());
+        /* A tenant allowed INFO (@dangerous) counts its own keys, as its
+         * DBSIZE does (tenantkeys.c): the server's count is the others'. */
+        long long keys = (long long)storeSize(), expires = (long long)storeExpiresSize();
+        if (infoUser && aclUserRestricted(infoUser)) {
+            keys = tenantKeyCount(infoUser);
+            expires = tenantExpiresCount(infoUser);
+        }
+        if (keys > 0) s = sdscatprintf(s, "db0:keys=%lld,expires=%lld,avg_ttl=0\r\n", keys, expires);
+        if (!infoUser || !aclUserRestricted(infoUser)) s = tenantKeysInfo(s); /* all tenants' figures */
     }
     return s;
 }
 
+static void infoCommandFor(client *c);
+
 void infoCommand(client *c) {
+    infoUser = c->user;
+    infoCommandFor(c);
+    infoUser = NULL;
+}
+
+static void infoCommandFor(client *c) {
     if (c->argc > 2) {
         /* Several sections: concatenate. */
         sds all = sdsempty();

@@ -249,7 +249,11 @@ void notifyStoreEventPublish(const char *event, sds key, const storeObj *o) {
 
 void notifyStoreFlushPublish(unsigned long keys) {
     if (!(server.notify_mask & NOTIFY_STORE) || !pubsubHasSubscribers()) return;
+    /* A tenant hears that everything went, not how much the others held:
+     * the count is the server's, so its message has none. */
     sds msg = sdscatprintf(sdsempty(), "node=%s keys=%lu", nodeId(), keys);
-    pubsubPublishMessage(storeChannel("flush"), msg, sdslen(msg));
+    sds tmsg = sdscatprintf(sdsempty(), "node=%s", nodeId());
+    pubsubPublishTenantMessage(storeChannel("flush"), msg, sdslen(msg), tmsg, sdslen(tmsg));
     sdsfree(msg);
+    sdsfree(tmsg);
 }

@@ -13,6 +13,13 @@
  * master wiped a client's metadata on a missed heartbeat, which is the
  * failure this design avoids.
  *
+ * Names. Owner names are per tenant, as segment names are (acl.c): a
+ * tenant's OWNER w is its own owner, another than any other tenant's w or
+ * the server users' w, so no MOUNT or HEARTBEAT answers differently for a
+ * name someone else holds. A user with allkeys names the shared owners,
+ * and its HEARTBEAT reaches a tenant's owner of that name too (the
+ * administrator's view). Owners are keyed by (tenant, name).
+ *
  * Orphans. owner-ttl alone left a gap: a process that died without closing
  * (SIGKILL, a crash: an inference engine restarting a rank) kept its
  * segments mounted for owner-ttl, and the server went on placing new
@@ -82,28 +89,59 @@ static void ownerFree(void *val) {
     ownerCancelProbe(o);
     if (o->orphaned) ost.orphaned--;
     sdsfree(o->name);
+    sdsfree(o->key);
     sdsfree(o->tenant);
     sdsfree(o->probe_uri);
     zfree(o);
 }
 static dictType ownerDictType = {ownerHash, ownerCompare, NULL, ownerFree};
 
-owner *ownerLookup(const char *name, size_t len) {
+/* Owner names are per tenant, as segment names are (acl.c): a tenant's
+ * owner is found only under its tenant, so the same name in two tenants
+ * is two owners and a tenant cannot learn another's names by colliding
+ * with them. The dict key is the name for a shared owner, "<tenant>\0<name>"
+ * for a tenant's (an owner name is printable, so no shared name has a
+ * NUL in it and the two kinds never meet). */
+static sds ownerKey(const char *tenant, const char *name, size_t len) {
+    sds key = sdsempty();
+    if (tenant) key = sdscatlen(sdscat(key, tenant), "\0", 1);
+    return sdscatlen(key, name, len);
+}
+
+owner *ownerLookup(const char *tenant, const char *name, size_t len) {
     if (!owners) return NULL;
-    sds key = sdsnewlen(name, len);
+    sds key = ownerKey(tenant, name, len);
     dictEntry *de = dictFind(owners, key);
     sdsfree(key);
     return de ? de->val : NULL;
 }
 
-owner *ownerGetOrCreate(const char *name) {
+owner *ownerLookupAny(const char *name, size_t len) {
+    owner *o = ownerLookup(NULL, name, len);
+    if (o || !owners) return o;
+    dictIterator *it = dictGetSafeIterator(owners);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        owner *t = de->val;
+        if (sdslen(t->name) == len && !memcmp(t->name, name, len)) {
+            o = t;
+            break;
+        }
+    }
+    dictReleaseIterator(it);
+    return o;
+}
+
+owner *ownerGetOrCreate(const char *tenant, const char *name) {
     if (!owners) owners = dictCreate(&ownerDictType);
-    owner *o = ownerLookup(name, strlen(name));
+    owner *o = ownerLookup(tenant, name, strlen(name));
     if (o) return o;
     o = zcalloc(sizeof(*o));
     o->name = sdsnew(name);
+    o->tenant = tenant ? sdsnew(tenant) : NULL;
+    o->key = ownerKey(tenant, name, strlen(name));
     o->last_seen_ms = mstime();
-    dictAdd(owners, o->name, o);
+    dictAdd(owners, o->key, o);
     return o;
 }
 
@@ -220,7 +258,7 @@ static void ownerReap(owner *o) {
             segmentUnmount(s);
         }
     }
-    dictDelete(owners, o->name);
+    dictDelete(owners, o->key);
 }
 
 /* ---- probes ------------------------------------------------------------------- */

@@ -12,6 +12,7 @@ struct probe;
 
 typedef struct owner {
     sds name;
+    sds key;                 /* in the owners dict: the name, under its tenant (owner.c) */
     int nconns;              /* connections that mounted or sent HEARTBEAT */
     long long last_seen_ms;  /* last heartbeat, or when the last connection closed */
     int nsegments;
@@ -24,8 +25,12 @@ typedef struct owner {
     int probe_wanted;        /* waits for a free probe slot (ownerCron) */
 } owner;
 
-owner *ownerLookup(const char *name, size_t len);
-owner *ownerGetOrCreate(const char *name);
+/* Owner names are per tenant (owner.c): tenant NULL is the shared owners'
+ * namespace (those of users with allkeys). ownerLookupAny is the server
+ * users' view: the shared owner of that name, else any tenant's. */
+owner *ownerLookup(const char *tenant, const char *name, size_t len);
+owner *ownerLookupAny(const char *name, size_t len);
+owner *ownerGetOrCreate(const char *tenant, const char *name);
 void ownerAttachClient(owner *o, struct client *c);
 void ownerDetachClient(struct client *c);   /* on disconnect */
 int ownerIsAlive(const owner *o);

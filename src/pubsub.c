@@ -392,12 +392,19 @@ static void frameBuild(int kind, sds pattern, sds channel, const char *msg, size
 /* Queuing a message never frees a client (one over its limit is only
  * marked for closing, and gets nothing more), so the list cannot change
  * while it is walked. */
-static long long deliver(subscriberList *l, const char *msg, size_t len, sds key) {
+/* Whom a message goes to: everyone, or (a message said differently to
+ * tenants, pubsubPublishTenantMessage) only the users with allkeys, or
+ * only the tenants. */
+enum { TO_ALL, TO_SERVER_USERS, TO_TENANTS };
+
+static long long deliver(subscriberList *l, const char *msg, size_t len, sds key, int to) {
     long long n = 0;
     for (int i = 0; i < l->n; i++) {
         client *c = l->clients[i];
+        int restricted = aclUserRestricted(c->user);
+        if ((to == TO_SERVER_USERS && restricted) || (to == TO_TENANTS && !restricted)) continue;
         /* An event about a key goes only to those who may see the key. */
-        if (key && aclUserRestricted(c->user) && !aclUserSeesKey(c->user, key, sdslen(key))) continue;
+        if (key && restricted && !aclUserSeesKey(c->user, key, sdslen(key))) continue;
         n++;
         if (c->resp == 2) {
             addReplyProto(c, frame, sdslen(frame));
@@ -425,20 +432,28 @@ static void frameTrim(void) {
     }
 }
 
-long long pubsubPublishKeyMessage(sds channel, const char *msg, size_t len, sds key) {
+static long long publishTo(sds channel, const char *msg, size_t len, sds key, int to) {
     long long receivers = 0;
     dictEntry *de = subscribers[PS_CHANNEL] ? dictFind(subscribers[PS_CHANNEL], channel) : NULL;
     if (de) {
         frameBuild(PS_CHANNEL, NULL, channel, msg, len);
-        receivers += deliver(de->val, msg, len, key);
+        receivers += deliver(de->val, msg, len, key, to);
     }
     for (int i = 0; i < npatterns; i++) {
         if (!patternMatches(&patterns[i], channel)) continue;
         frameBuild(PS_PATTERN, patterns[i].pattern, channel, msg, len);
-        receivers += deliver(patterns[i].subs, msg, len, key);
+        receivers += deliver(patterns[i].subs, msg, len, key, to);
     }
     frameTrim();
     return receivers;
+}
+
+long long pubsubPublishKeyMessage(sds channel, const char *msg, size_t len, sds key) {
+    return publishTo(channel, msg, len, key, TO_ALL);
+}
+
+long long pubsubPublishTenantMessage(sds channel, const char *msg, size_t len, const char *tmsg, size_t tlen) {
+    return publishTo(channel, msg, len, NULL, TO_SERVER_USERS) + publishTo(channel, tmsg, tlen, NULL, TO_TENANTS);
 }
 
 long long pubsubPublishMessage(sds channel, const char *msg, size_t len) {
@@ -454,7 +469,7 @@ void spublishCommand(client *c) {
     long long n = 0;
     if (de) {
         frameBuild(PS_SHARD, NULL, c->argv[1], c->argv[2], sdslen(c->argv[2]));
-        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]), NULL);
+        n = deliver(de->val, c->argv[2], sdslen(c->argv[2]), NULL, TO_ALL);
         frameTrim();
     }
     addReplyLongLong(c, n);

@@ -15,6 +15,10 @@ long long pubsubPublishMessage(sds channel, const char *msg, size_t len);
  * a subscriber restricted by key patterns gets it only if it may see the
  * key (aclUserSeesKey), and is not counted otherwise. */
 long long pubsubPublishKeyMessage(sds channel, const char *msg, size_t len, sds key);
+/* A message that says something about the whole server (the flush event's
+ * key count): users with allkeys get msg, tenants tmsg (acl.c, "what a
+ * tenant may see"). The number of receivers. */
+long long pubsubPublishTenantMessage(sds channel, const char *msg, size_t len, const char *tmsg, size_t tlen);
 /* 0 when no client subscribes to any channel or pattern: publishing would
  * reach nobody, so a notification need not even be built. */
 int pubsubHasSubscribers(void);

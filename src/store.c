@@ -56,6 +56,7 @@
  * Eviction lives in evict.c.
  */
 #include "store.h"
+#include "tenantkeys.h"
 #include "cluster.h"
 #include "notify.h"
 
@@ -541,6 +542,7 @@ void storeShutdown(void) {
     storeLazyFreeCron(LLONG_MAX); /* a FLUSHALL ASYNC still being freed */
     dictRelease(server.expires);
     dictRelease(server.pending);
+    tenantKeysFlush(); /* its sets borrow the keyspace's strings */
     dictRelease(server.keys);
     server.expires = server.keys = NULL;
     evictResetPool();
@@ -589,6 +591,7 @@ static int deleteKey(sds key, int why) {
         if (server.notify_mask & DEL_NOTIFY_MASK) notifyDelete(key, de->val, why);
     }
     dictDelete(server.expires, key);
+    tenantKeyRemoved(key); /* before the keyspace frees the string its sets borrow */
     if (dictDelete(server.keys, key) != DICT_OK) return 0;
     signalModifiedKey(key);
     return 1;
@@ -670,6 +673,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         st.keybytes += sdsAllocSize(de->key);
         de->val = o;
         if (server.cluster) clusterSlotKeyAdd(de->key);
+        tenantKeyAdded(de->key);
     } else {
         storeObj *old = existing->val;
         existing->val = o;
@@ -724,6 +728,7 @@ void storeFlush(void) {
     dictReleaseIterator(it);
     dictEmpty(server.expires, NULL);
     if (server.cluster) clusterSlotKeysFlush();
+    tenantKeysFlush();
     dictEmpty(server.keys, NULL);
     evictResetPool();
     server.evict_pending = 0;
@@ -828,6 +833,7 @@ void storeFlushAsync(void) {
     lazyFreeTake(server.expires);
     server.expires = dictCreate(&expiresType);
     if (server.cluster) clusterSlotKeysDetach(lazyFreeTake);
+    tenantKeysDetach(lazyFreeTake);
     lazyFreeTake(server.keys);
     server.keys = dictCreate(&keyspaceType);
     if (lazy.n && lazyTimer == -1 && server.el)
@@ -1088,6 +1094,7 @@ uint64_t storeDatasetHeap(void) {
     uint64_t h = dictHeap(k) + dictHeap(server.expires) + dictHeap(p);
     h += st.keybytes + (k->used[0] + k->used[1] + p->used[0] + p->used[1]) * sizeof(storeObj);
     h += st.exts * sizeof(storeObjExt) + st.extkeybytes + st.deferred_cap * sizeof(storeObj *);
+    if (tenantKeysActive) h += tenantKeysHeap(); /* the tenants' own-key index */
     return h;
 }
 
@@ -1206,6 +1213,7 @@ void storeGetStats(storeStats *out) {
      * of every segment, mounted ones included. Pending keys are counted
      * by the pending table only roughly (their key strings are not). */
     out->meta_bytes = dictMemUsage(server.keys) + dictMemUsage(server.expires) + dictMemUsage(server.pending);
+    if (tenantKeysActive) out->meta_bytes += tenantKeysHeap();
     out->meta_bytes += st.keybytes + (out->objects + dictSize(server.pending)) * sizeof(storeObj);
     out->meta_bytes += st.exts * sizeof(storeObjExt) + st.extkeybytes;
     for (uint32_t i = 0; i < segtabLen; i++) {

@@ -28,10 +28,11 @@
  * Tenants (acl.c). A segment or an owner created by a user restricted by ACL
  * key patterns belongs to that user. Such a user sees (SEGMENTS,
  * SEGMENT.INFO) only its own segments and the shared ones (the pool,
- * segments of unrestricted users), unmounts only its own, and can neither
- * mount under nor heartbeat for another user's owner; others' segments
- * look to it as if they did not exist. Unrestricted users see and manage
- * everything, as before.
+ * segments of unrestricted users), unmounts only its own; segment and
+ * owner names are per tenant (aclLookupSegment, owner.c), so others'
+ * segments and owners look to it as if they did not exist, and a shared
+ * segment shows it its capacity, not how full the others made it.
+ * Unrestricted users see and manage everything, as before.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -148,13 +149,7 @@ static char *mountPeer(client *c) {
 }
 
 /* The owner named, created for tenant if new (a tenant's owner is its own). */
-static owner *mountOwner(const char *oname, const char *tenant) {
-    owner *o = ownerLookup(oname, strlen(oname));
-    if (o) return o;
-    o = ownerGetOrCreate(oname);
-    if (tenant) o->tenant = sdsnew(tenant);
-    return o;
-}
+static owner *mountOwner(const char *oname, const char *tenant) { return ownerGetOrCreate(tenant, oname); }
 
 void mountCommand(client *c) {
     sds name = c->argv[1];
@@ -242,12 +237,7 @@ void mountCommand(client *c) {
         snprintf(defowner, sizeof(defowner), "client:%llu", (unsigned long long)c->id);
     }
     const char *oname = ownername ? ownername : defowner;
-    const char *tenant = aclSegmentTenantFor(c);
-    owner *known = ownerLookup(oname, strlen(oname));
-    if (tenant && known && (known->tenant == NULL || strcmp(known->tenant, tenant))) {
-        addReplyErrorFormat(c, "-EXISTS owner '%s' belongs to another user", oname);
-        return;
-    }
+    const char *tenant = aclSegmentTenantFor(c); /* owner names are per tenant (owner.c) */
 
     segment *existing = aclLookupSegment(c, name);
     if (existing) {
@@ -273,7 +263,9 @@ void mountCommand(client *c) {
                                 name);
             return;
         }
-        ownerAttachClient(mountOwner(oname, tenant), c);
+        /* The segment's own owner: a server user remounting a tenant's
+         * segment under its owner's name keeps that owner alive. */
+        ownerAttachClient(existing->ownerp ? existing->ownerp : mountOwner(oname, tenant), c);
         segmentSetToken(existing, token); /* rotated: a remount revokes what was handed out */
         addReplyLongLong(c, (long long)existing->id);
         return;
@@ -354,9 +346,13 @@ void unmountCommand(client *c) {
 }
 
 static void addReplySegment(client *c, segment *s) {
-    if (s->mem) zerofreeReclaim(1); /* used/objects as after the frees (zerofree.c) */
-    allocStats as;
-    allocGetStats(s->alloc, &as);
+    allocStats as = {0};
+    if (aclUserSeesSegmentUsage(c->user, s)) {
+        if (s->mem) zerofreeReclaim(1); /* used/objects as after the frees (zerofree.c) */
+        allocGetStats(s->alloc, &as);
+    } else {
+        as.free = s->size; /* a shared segment, to a tenant: its capacity only (acl.c) */
+    }
     addReplyMapLen(c, 13);
     addReplyBulkCString(c, "id");
     addReplyLongLong(c, (long long)s->id);
@@ -413,9 +409,10 @@ void segmentTokenCommand(client *c) {
 }
 
 void heartbeatCommand(client *c) {
-    owner *o = ownerLookup(c->argv[1], sdslen(c->argv[1]));
+    /* A tenant's owners are its own names; a server user reaches any. */
     const char *tenant = aclSegmentTenantFor(c);
-    if (o && tenant && (o->tenant == NULL || strcmp(o->tenant, tenant))) o = NULL; /* not its owner */
+    owner *o = tenant ? ownerLookup(tenant, c->argv[1], sdslen(c->argv[1]))
+                      : ownerLookupAny(c->argv[1], sdslen(c->argv[1]));
     if (o == NULL || !ownerIsAlive(o)) {
         addReplyError(c, "-NEEDREMOUNT owner is unknown or was declared dead: mount again");
         return;

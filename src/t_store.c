@@ -35,6 +35,7 @@
 #include "placement.h"
 #include "server.h"
 #include "store.h"
+#include "tenantkeys.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -621,13 +622,19 @@ void replicaClearCommand(client *c) {
  * tenant's objects. The keys are copied first: removing frees them. */
 long long removeAllWritable(client *c) {
     size_t cap = 64, n = 0;
-    sds *keys = zmalloc(cap * sizeof(sds));
+    /* The complete keys from the index of the tenant's own (tenantkeys.c),
+     * not a walk of everyone's; pending puts are walked. */
+    sds *keys = tenantKeysCollect(c->user, ACL_WRITE, &n);
+    int from = keys ? 1 : 0;
+    if (keys) cap = n ? n : 1;
+    else keys = zmalloc(cap * sizeof(sds));
     dict *sets[2] = {server.keys, server.pending};
-    for (int d = 0; d < 2; d++) {
+    for (int d = from; d < 2; d++) {
         dictIterator *it = dictGetSafeIterator(sets[d]);
         dictEntry *de;
         while ((de = dictNext(it)) != NULL) {
             sds k = de->key;
+            if (d == 0) tenantKeysWalked++; /* a tenant the index does not cover */
             if (!aclUserCanAccessKey(c->user, k, sdslen(k), ACL_WRITE)) continue;
             if (d == 1 && dictFind(server.keys, k) != NULL) continue; /* counted with its complete version */
             if (n == cap) keys = zrealloc(keys, (cap *= 2) * sizeof(sds));

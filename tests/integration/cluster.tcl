@@ -550,11 +550,30 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
         for {set k 0} {$k < 5} {incr k} { lappend more "$tag:more$k" }
         assert_equal m4 [R $src get "$tag:more4"]
         set dport [cluster_port $dst]
+        if {$kind eq "mooncake"} {
+            # A tenant's count (tenantkeys.c) follows its keys across nodes.
+            foreach n [list $src $dst] { R $n acl setuser mig on >p "~$tag:*" +@all }
+            set onsrc [llength [R $src keys "$tag:*"]]
+            assert {$onsrc >= 6}
+            set tc [cluster_client $src]
+            $tc auth mig p
+            assert_equal $onsrc [$tc dbsize]
+            $tc close
+        }
         assert_equal NOKEY [R $src migrate 127.0.0.1 $dport "" 0 5000 keys "$tag:nosuchkey"]
         assert_equal OK [R $src migrate 127.0.0.1 $dport $here 0 5000]
         assert_equal OK [R $src migrate 127.0.0.1 $dport "" 0 5000 keys {*}$more]
         assert_equal 0 [R $src cluster countkeysinslot $slot]
         assert_equal 7 [R $dst cluster countkeysinslot $slot]
+        if {$kind eq "mooncake"} {
+            foreach n [list $src $dst] want [list 0 [llength [R $dst keys "$tag:*"]]] {
+                set tc [cluster_client $n]
+                $tc auth mig p
+                assert_equal $want [$tc dbsize]
+                $tc close
+                R $n acl deluser mig
+            }
+        }
         assert_equal "ASK $slot 127.0.0.1:$dport" [err_of {R $src get $here}]
         set c [cluster_client $dst]
         $c asking

@@ -624,10 +624,17 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_error {ERR no such segment*} {$::cb unmount tenA-seg}
         assert_error {NOPERM*shared*} {$::ca unmount shared-seg}
         assert_error {ERR*own segment*} {$::ca unmount self}
-        assert_error {EXISTS*} {$::cb mount tenA-seg 1mb OWNER ownerA}
-        assert_error {EXISTS*another user*} {$::ca mount tenA-seg2 1mb OWNER ownerB}
+        # Segment and owner names are per tenant: bob's tenA-seg is his own.
+        set idb2 [$::cb mount tenA-seg 1mb OWNER ownerA]
+        assert_not_equal $ida $idb2
+        assert_equal 0 [$::cb unmount tenA-seg]
+        # Owner names are per tenant: bob's ownerB is not alice's to keep
+        # alive, and the name is free for an owner of her own.
         assert_error {NEEDREMOUNT*} {$::ca heartbeat ownerB}
         assert_equal OK [$::cb heartbeat ownerB]
+        set ida2 [$::ca mount tenA-seg2 1mb OWNER ownerB]
+        assert_equal OK [$::ca heartbeat ownerB]
+        assert_equal 0 [$::ca unmount tenA-seg2]
     }
 
     test {Placement: a tenant segment takes only its tenant's replicas} {

@@ -223,6 +223,224 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         r config set slowlog-log-slower-than 10000
     }
 
+
+    test {Owner names are per tenant: another tenant's owner name is free, and the same name is two owners} {
+        set idb [$cb mount ownb-seg 1mb OWNER sharedname-owner]
+        # Not "EXISTS owner ... belongs to another user": alice's own owner.
+        set ida [$ca mount owna-seg 1mb OWNER sharedname-owner]
+        assert_not_equal $idb $ida
+        assert_equal OK [$ca heartbeat sharedname-owner]
+        assert_equal OK [$cb heartbeat sharedname-owner]
+        # A name nobody uses and another tenant's answer alike.
+        assert_error {NEEDREMOUNT*} {$ca heartbeat nobody-owner}
+        # The admin's own owner namespace: its name is free for a tenant too.
+        r mount adm-seg 1mb OWNER adminowner
+        set idx [$ca mount owna-seg2 1mb OWNER adminowner]
+        # Alice's connection closing orphans her owners only, not bob's or the admin's.
+        set c2 [redis_client]
+        $c2 auth alice pa
+        $c2 mount owna-seg3 1mb OWNER alice-only
+        $c2 close
+        wait_for_condition 100 10 {[dict get [r segment.info owna-seg3] state] eq "orphaned"} else {
+            fail "alice's owner not orphaned"
+        }
+        assert_equal active [dict get [r segment.info ownb-seg] state]
+        assert_equal active [dict get [r segment.info adm-seg] state]
+        # The server's users still reach a tenant's owner by its name.
+        assert_equal OK [r heartbeat alice-only]
+        foreach {cl n} [list $ca owna-seg $ca owna-seg2 $ca owna-seg3 $cb ownb-seg r adm-seg] {
+            assert_equal 0 [$cl unmount $n]
+        }
+    }
+
+    test {The flush event tells a tenant that everything went, not how many keys the server held} {
+        r config set notify-keyspace-events \$S
+        r flushall
+        for {set i 0} {$i < 7} {incr i} { r set shared:f$i v }
+        $ca set tenantA:f v
+        set la [redis_deferring_client]
+        $la auth alice pa
+        $la read
+        $la subscribe __store@0__:flush
+        $la read
+        set lr [redis_deferring_client]
+        $lr subscribe __store@0__:flush
+        $lr read
+        r flushall
+        set ma [$la read]
+        set mr [$lr read]
+        assert_match {node=*} [lindex $ma 2]
+        assert_no_match {*keys=*} [lindex $ma 2]
+        assert_match {*keys=8} [lindex $mr 2]
+        $la close
+        $lr close
+        r config set notify-keyspace-events ""
+    }
+
+    test {SEGMENTS, SEGMENT.INFO and INFO show a tenant a shared segment's capacity, not others' usage} {
+        r flushall
+        r mount shared-usage 1mb OWNER admin
+        for {set i 0} {$i < 20} {incr i} { $cb set tenantB:u$i [string repeat x 2000] }
+        set pool [r segment.info self]
+        assert {[dict get $pool used] > 0 && [dict get $pool objects] >= 20}
+        foreach name {self shared-usage} {
+            set si [$ca segment.info $name]
+            assert_equal 0 [dict get $si used]
+            assert_equal 0 [dict get $si objects]
+            assert_equal [dict get $si size] [dict get $si free]
+        }
+        foreach s [$ca segments] {
+            if {[dict get $s name] eq "self"} { assert_equal 0 [dict get $s used] }
+        }
+        # The tenant's own segment: what it holds is its own.
+        $ca mount mine-usage 1mb OWNER ownerA
+        assert_equal [dict get [r segment.info mine-usage] free] [dict get [$ca segment.info mine-usage] free]
+        set info [$ca info segments]
+        assert {[regexp -line {name=self,.*used=0,objects=0,} $info]}
+        assert_no_match {*tenB*} $info
+        # The server's users see the real figures.
+        assert {![regexp -line {name=self,.*used=0,objects=0,} [r info segments]]}
+        $ca unmount mine-usage
+        r unmount shared-usage
+    }
+
+
+    test {A tenant's DBSIZE equals its KEYS through a random sequence of writes, with overlapping and exact patterns} {
+        r flushall
+        r acl setuser dave on >pd ~tenantA:s:* ~tenantA:s:deep:* ~tenantD:* ~tenantA:exact +@all
+        set cd [redis_client]
+        $cd auth dave pd
+        expr {srand(25)}
+        set names {tenantA:k tenantA:s:k tenantA:s:deep:k tenantA:exact tenantD:k shared:k tenantA:exac}
+        for {set step 0} {$step < 600} {incr step} {
+            set k "[lindex $names [expr {int(rand() * [llength $names])}]][expr {int(rand() * 8)}]"
+            if {[string match tenantA:exac* $k] && rand() < 0.5} { set k tenantA:exact }
+            set k2 "[lindex $names [expr {int(rand() * [llength $names])}]][expr {int(rand() * 8)}]"
+            switch [expr {int(rand() * 10)}] {
+                0 - 1 - 2 { r set $k v }
+                3 { r del $k }
+                4 { catch {r rename $k $k2} }
+                5 { catch {r copy $k $k2} }
+                6 { r pexpire $k 1 }
+                7 { if {rand() < 0.1} { r flushall async } else { r set $k v } }
+                8 { $cd set tenantD:own[expr {int(rand() * 4)}] v }
+                9 { if {rand() < 0.2} { $cd flushall } else { r unlink $k } }
+            }
+            foreach {cl who} [list $ca alice $cd dave] {
+                set n [$cl dbsize]
+                set keys [$cl keys *]
+                # Expired keys not yet removed: KEYS hides them, DBSIZE counts them (as Redis does).
+                if {$n != [llength $keys]} {
+                    wait_for_condition 100 10 {[$cl dbsize] == [llength [$cl keys *]]} else {
+                        fail "step $step: $who dbsize [$cl dbsize] keys [llength [$cl keys *]]"
+                    }
+                }
+            }
+        }
+        assert_equal 0 [get_info_field r keyspace tenant_keys_walked]
+        $cd close
+        r acl deluser dave
+    }
+
+    proc walked {} { return [get_info_field r keyspace tenant_keys_walked] }
+
+    test {A tenant's DBSIZE, RANDOMKEY and INFO keyspace cost nothing in the others' keys} {
+        r flushall
+        for {set i 0} {$i < 20000} {incr i} { r set shared:p$i v }
+        for {set i 0} {$i < 3} {incr i} { $ca set tenantA:r$i v }
+        set before [walked]
+        for {set i 0} {$i < 50} {incr i} {
+            assert_equal 3 [$ca dbsize]
+            assert_match {tenantA:r*} [$ca randomkey]
+        }
+        assert_equal 0 [$cb dbsize]
+        assert_equal {} [$cb randomkey]
+        assert_match {*db0:keys=3,expires=0,*} [$ca info keyspace]
+        # The index's own figures are all tenants': the server's users' only.
+        assert_no_match {*tenant_index_entries*} [$ca info keyspace]
+        assert_equal 3 [get_info_field r keyspace tenant_index_entries]
+        # Her FLUSHALL and REMOVE.ALL go through her own keys only.
+        $ca set tenantA:gone v
+        assert_equal OK [$ca flushall]
+        assert_equal 0 [$ca dbsize]
+        for {set i 0} {$i < 3} {incr i} { $ca set tenantA:x$i v }
+        assert_equal 3 [$ca remove.all]
+        for {set i 0} {$i < 3} {incr i} { $ca set tenantA:r$i v }
+        assert_equal 20003 [r dbsize]
+        assert_equal $before [walked]
+        # Every one of alice's keys is drawn.
+        set seen {}
+        for {set i 0} {$i < 300} {incr i} { dict set seen [$ca randomkey] 1 }
+        assert_equal {tenantA:r0 tenantA:r1 tenantA:r2} [lsort [dict keys $seen]]
+    }
+
+    test {A tenant's DBSIZE stays exact through DEL, EXPIRE, eviction, RENAME, FLUSHALL ASYNC and ACL changes} {
+        r flushall
+        for {set i 0} {$i < 10} {incr i} { $ca set tenantA:e$i v }
+        for {set i 0} {$i < 5} {incr i} { $cb set tenantB:e$i v }
+        assert_equal 10 [$ca dbsize]
+        $ca del tenantA:e0 tenantA:e1
+        assert_equal 8 [$ca dbsize]
+        $ca pexpire tenantA:e2 1
+        wait_for_condition 100 10 {[$ca dbsize] == 7} else { fail "expired key still counted" }
+        # RENAME within the tenant keeps the count; the admin moves keys across.
+        $ca rename tenantA:e3 tenantA:e3b
+        assert_equal 7 [$ca dbsize]
+        r rename tenantA:e4 tenantB:from-a
+        assert_equal {6 6} [list [$ca dbsize] [$cb dbsize]]
+        r copy tenantB:e0 tenantA:copied
+        assert_equal 7 [$ca dbsize]
+        # A pattern added later is indexed with the keys already there.
+        r set tenantC:x v
+        r acl setuser alice ~tenantC:*
+        assert_equal 8 [$ca dbsize]
+        r acl setuser alice resetkeys ~tenantA:*
+        assert_equal 7 [$ca dbsize]
+        # PUT.END adds, REMOVE removes.
+        lassign [lindex [$ca put.start tenantA:obj 5] 0] seg off len
+        $ca seg.write $seg $off hello
+        $ca put.end tenantA:obj
+        assert_equal 8 [$ca dbsize]
+        $ca remove tenantA:obj
+        assert_equal 7 [$ca dbsize]
+        # Eviction: the admin's values push alice's out of the pool.
+        r config set evict-policy lru
+        set big [string repeat x 100000]
+        for {set i 0} {$i < 30} {incr i} { $ca set tenantA:big$i $big }
+        for {set i 0} {$i < 30} {incr i} { r set shared:big$i $big }
+        r config set evict-policy noeviction
+        assert {[get_info_field r stats evicted_keys] > 0}
+        assert {[$ca dbsize] < 37}
+        assert_equal [llength [$ca keys *]] [$ca dbsize]
+        # FLUSHALL ASYNC by the admin: nothing left for anyone, at once.
+        for {set i 0} {$i < 5} {incr i} { $ca set tenantA:f$i v }
+        r flushall async
+        assert_equal {0 0 {}} [list [$ca dbsize] [$cb dbsize] [$ca randomkey]]
+        $ca set tenantA:after v
+        assert_equal 1 [$ca dbsize]
+        # A tenant's own FLUSHALL, and a sync one.
+        $ca flushall
+        assert_equal 0 [$ca dbsize]
+        $ca set tenantA:sync v
+        r flushall
+        assert_equal 0 [$ca dbsize]
+    }
+
+    test {A tenant with a pattern the index does not cover still counts right (by a walk, counted)} {
+        r flushall
+        r acl setuser carol on >pc ~*:carol +@all
+        set cc [redis_client]
+        $cc auth carol pc
+        r set a:carol v
+        r set b:carol v
+        r set a:other v
+        set before [walked]
+        assert_equal 2 [$cc dbsize]
+        assert {[walked] > $before}
+        $cc close
+        r acl deluser carol
+    }
+
     $ca close
     $cb close
 }

@@ -1,0 +1,336 @@
+/* tenantkeys.c -- each tenant's keys, indexed by the prefixes of its ACL
+ * patterns, so that what a tenant counts or draws costs it nothing in the
+ * number of the others' keys.
+ *
+ * A tenant sees only the keys it could access (acl.c, "what a tenant may
+ * see"). Counting them by a walk of the keyspace made DBSIZE, RANDOMKEY
+ * (when random draws missed) and a tenant's FLUSHALL O(all keys): one
+ * tenant calling them in a loop stalled everyone. Tenants are ACL users
+ * whose patterns are, in practice, prefixes (~tenantA:*), so the keyspace
+ * keeps, for every distinct prefix P of a restricted user's pattern "P*"
+ * (P without glob characters), a set of the keys that start with P: a dict
+ * of key strings borrowed from the keyspace (as the cluster's slot index
+ * borrows them), maintained where every key is added and removed
+ * (storeSet, deleteKey, the flushes: store.c). Then a tenant's DBSIZE is a
+ * sum of set sizes, its RANDOMKEY one dictGetRandomKey, its FLUSHALL a
+ * walk of its own keys, and no counter can drift: the sets are the keys.
+ *
+ * A pattern that is a key with no glob characters at all (~tenantA:conf) is
+ * one lookup. A user with any other pattern (~*:tenantA, ~t?x*) is not
+ * indexed: its commands walk the keyspace as before (documented in
+ * docs/PROTOCOL.md: give tenants prefix patterns). Prefixes of one user
+ * that contain one another count once (the longer is dropped: its keys are
+ * the shorter's).
+ *
+ * Cost. With no restricted user there are no prefixes and each hook is one
+ * test. Otherwise a key added or removed costs one binary search per
+ * distinct prefix length (usually one), plus a dict insert or delete for
+ * each prefix it starts with. The prefix set is recomputed after each ACL
+ * SETUSER, DELUSER and LOAD (and at start-up); a prefix new to it is filled
+ * by one walk of the keyspace -- an administrator's command, not a
+ * tenant's. INFO's tenant_keys_walked counts the keys walked on a tenant's
+ * behalf (the unindexed fallbacks, CLUSTER COUNTKEYSINSLOT), so tests can
+ * assert the work done without timing it.
+ */
+#include "tenantkeys.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "acl.h"
+#include "cluster.h"
+#include "server.h"
+#include "store.h"
+#include "zmalloc.h"
+
+typedef struct tkPrefix {
+    sds prefix;
+    dict *keys;   /* borrowed key sds -> NULL */
+} tkPrefix;
+
+static tkPrefix *prefixes;  /* sorted by (length, bytes) */
+static int nprefixes;
+static size_t *lengths;     /* the distinct prefix lengths, ascending */
+static int nlengths;
+unsigned long long tenantKeysWalked;
+int tenantKeysActive;
+
+static uint64_t tkHash(const void *key) { return storeKeyHashBuf(key, sdslen((sds)key)); }
+static int tkCompare(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && !memcmp(a, b, sdslen((sds)a));
+}
+static dictType tkKeysType = {tkHash, tkCompare, NULL, NULL};
+
+static int cmpPrefix(const sds a, const char *b, size_t blen) {
+    size_t alen = sdslen(a);
+    if (alen != blen) return alen < blen ? -1 : 1;
+    return memcmp(a, b, alen);
+}
+
+static int findPrefix(const char *p, size_t len) {
+    int lo = 0, hi = nprefixes - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = cmpPrefix(prefixes[mid].prefix, p, len);
+        if (c == 0) return mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* Runs body with p at each indexed prefix that key starts with: one binary
+ * search per distinct prefix length. */
+#define FOR_EACH_PREFIX_OF(key, klen, body)                                                          \
+    for (int li_ = 0; li_ < nlengths && lengths[li_] <= (klen); li_++) {                             \
+        int pi_ = findPrefix((key), lengths[li_]);                                                   \
+        if (pi_ < 0) continue;                                                                       \
+        tkPrefix *p = &prefixes[pi_];                                                                \
+        body                                                                                         \
+    }
+
+void tenantKeyAddedSlow(sds key) {
+    size_t klen = sdslen(key);
+    FOR_EACH_PREFIX_OF(key, klen, dictAdd(p->keys, key, NULL);)
+}
+
+void tenantKeyRemovedSlow(sds key) {
+    size_t klen = sdslen(key);
+    FOR_EACH_PREFIX_OF(key, klen, dictDelete(p->keys, key);)
+}
+
+void tenantKeysFlush(void) {
+    for (int i = 0; i < nprefixes; i++) dictEmpty(prefixes[i].keys, NULL);
+}
+
+void tenantKeysDetach(void (*take)(dict *d)) {
+    for (int i = 0; i < nprefixes; i++) {
+        take(prefixes[i].keys);
+        prefixes[i].keys = dictCreate(&tkKeysType);
+    }
+}
+
+/* The literal prefix P of a pattern "P*", or -1 (exact: 0 and *len the
+ * key's length for a pattern with no glob characters). */
+static int patternKind(const char *pat, size_t plen, size_t *len) {
+    for (size_t i = 0; i < plen; i++) {
+        char ch = pat[i];
+        if (ch == '*' && i == plen - 1) {
+            *len = i;
+            return 1;
+        }
+        if (ch == '*' || ch == '?' || ch == '[' || ch == '\\') return -1;
+    }
+    *len = plen;
+    return 0;
+}
+
+static int cmpTk(const void *a, const void *b) {
+    const tkPrefix *x = a, *y = b;
+    return cmpPrefix(x->prefix, y->prefix, sdslen(y->prefix));
+}
+
+void tenantKeysRebuild(user **users, int nusers) {
+    /* The new set, with duplicates. */
+    int cap = 8, n = 0;
+    tkPrefix *np = zmalloc(sizeof(*np) * (size_t)cap);
+    for (int u = 0; u < nusers; u++) {
+        if (!aclUserRestricted(users[u])) continue;
+        for (int k = 0; k < users[u]->nkeys; k++) {
+            sds pat = users[u]->keys[k].pattern;
+            size_t len;
+            if (patternKind(pat, sdslen(pat), &len) != 1) continue;
+            if (n == cap) np = zrealloc(np, sizeof(*np) * (size_t)(cap *= 2));
+            np[n].prefix = sdsnewlen(pat, len);
+            np[n++].keys = NULL;
+        }
+    }
+    qsort(np, (size_t)n, sizeof(*np), cmpTk);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m && !cmpTk(&np[m - 1], &np[i])) {
+            sdsfree(np[i].prefix);
+            continue;
+        }
+        np[m++] = np[i];
+    }
+    /* Carry over the sets of prefixes kept; fill the new ones in one walk. */
+    int fill = 0;
+    for (int i = 0; i < m; i++) {
+        int old = findPrefix(np[i].prefix, sdslen(np[i].prefix));
+        if (old >= 0) {
+            np[i].keys = prefixes[old].keys;
+            prefixes[old].keys = NULL;
+        } else {
+            np[i].keys = dictCreate(&tkKeysType);
+            fill = 1;
+        }
+    }
+    for (int i = 0; i < nprefixes; i++) {
+        if (prefixes[i].keys) dictRelease(prefixes[i].keys);
+        sdsfree(prefixes[i].prefix);
+    }
+    zfree(prefixes);
+    zfree(lengths);
+    prefixes = np;
+    nprefixes = m;
+    lengths = zmalloc(sizeof(size_t) * (size_t)(m ? m : 1));
+    nlengths = 0;
+    tenantKeysActive = m > 0;
+    for (int i = 0; i < m; i++)
+        if (nlengths == 0 || lengths[nlengths - 1] != sdslen(np[i].prefix)) lengths[nlengths++] = sdslen(np[i].prefix);
+    if (!fill || server.keys == NULL || dictSize(server.keys) == 0) return;
+    /* Refill every set: simpler than telling new from kept, and an
+     * administrator's command. */
+    tenantKeysFlush();
+    dictIterator *it = dictGetSafeIterator(server.keys);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) tenantKeyAddedSlow(de->key);
+    dictReleaseIterator(it);
+}
+
+/* ---- a user's view ------------------------------------------------------- */
+
+/* The parts of u's keyspace: its minimal prefixes' sets and its exact keys
+ * not under one of them. 0, or -1 if u has a pattern that is not indexed. */
+typedef struct tkView {
+    dict *sets[64];
+    int nsets;
+    sds exact[64];
+    int nexact;
+} tkView;
+
+static int userView(const user *u, tkView *v) {
+    v->nsets = v->nexact = 0;
+    if (!aclUserRestricted(u) || u->nkeys > 64) return -1;
+    for (int k = 0; k < u->nkeys; k++) {
+        sds pat = u->keys[k].pattern;
+        size_t len;
+        int kind = patternKind(pat, sdslen(pat), &len);
+        if (kind < 0) return -1;
+        /* Covered by a shorter prefix of the user's? */
+        int covered = 0;
+        for (int j = 0; j < u->nkeys && !covered; j++) {
+            if (j == k) continue;
+            sds other = u->keys[j].pattern;
+            size_t olen;
+            if (patternKind(other, sdslen(other), &olen) != 1 || olen > len) continue;
+            if (memcmp(other, pat, olen)) continue;
+            /* Equal prefixes (a pattern said twice): keep the first. */
+            covered = olen < len || kind == 0 || j < k;
+        }
+        if (!covered && kind == 0)
+            for (int j = 0; j < k && !covered; j++) covered = !strcmp(u->keys[j].pattern, pat);
+        if (covered) continue;
+        if (kind == 0) {
+            v->exact[v->nexact++] = pat;
+        } else {
+            int i = findPrefix(pat, len);
+            if (i < 0) return -1; /* not indexed yet (cannot happen after a rebuild) */
+            v->sets[v->nsets++] = prefixes[i].keys;
+        }
+    }
+    return 0;
+}
+
+long long tenantKeyCount(const user *u) {
+    tkView v;
+    if (userView(u, &v) < 0) return -1;
+    long long n = 0;
+    for (int i = 0; i < v.nsets; i++) n += (long long)dictSize(v.sets[i]);
+    for (int i = 0; i < v.nexact; i++) n += dictFind(server.keys, v.exact[i]) != NULL;
+    return n;
+}
+
+int tenantRandomKey(const user *u, sds *key) {
+    tkView v;
+    if (userView(u, &v) < 0) return -1;
+    *key = NULL;
+    unsigned long long total = 0;
+    for (int i = 0; i < v.nsets; i++) total += dictSize(v.sets[i]);
+    int present[64], npresent = 0;
+    for (int i = 0; i < v.nexact; i++)
+        if (dictFind(server.keys, v.exact[i])) present[npresent++] = i;
+    total += (unsigned long long)npresent;
+    if (total == 0) return 0;
+    unsigned long long r = ((unsigned long long)rand() << 31 ^ (unsigned long long)rand()) % total;
+    for (int i = 0; i < v.nsets; i++) {
+        if (r < dictSize(v.sets[i])) {
+            *key = dictGetRandomKey(v.sets[i])->key;
+            return 0;
+        }
+        r -= dictSize(v.sets[i]);
+    }
+    *key = v.exact[present[r]];
+    return 0;
+}
+
+sds *tenantKeysCollect(const user *u, int perm, size_t *n) {
+    tkView v;
+    *n = 0;
+    if (userView(u, &v) < 0) return NULL;
+    size_t cap = 0;
+    for (int i = 0; i < v.nsets; i++) cap += dictSize(v.sets[i]);
+    cap += (size_t)v.nexact;
+    sds *keys = zmalloc(sizeof(sds) * (cap ? cap : 1));
+    for (int i = 0; i < v.nsets; i++) {
+        dictIterator *it = dictGetSafeIterator(v.sets[i]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds k = de->key;
+            if (aclUserCanAccessKey(u, k, sdslen(k), perm)) keys[(*n)++] = sdsdup(k);
+        }
+        dictReleaseIterator(it);
+    }
+    for (int i = 0; i < v.nexact; i++)
+        if (dictFind(server.keys, v.exact[i]) && aclUserCanAccessKey(u, v.exact[i], sdslen(v.exact[i]), perm))
+            keys[(*n)++] = sdsdup(v.exact[i]);
+    return keys;
+}
+
+uint64_t tenantKeysHeap(void) {
+    uint64_t h = (uint64_t)nprefixes * (sizeof(tkPrefix) + sizeof(size_t));
+    for (int i = 0; i < nprefixes; i++) h += dictMemUsage(prefixes[i].keys) + sdsAllocSize(prefixes[i].prefix);
+    return h;
+}
+
+/* u's keys with a TTL: a walk of its own keys (never the others'). */
+long long tenantExpiresCount(const user *u) {
+    tkView v;
+    long long n = 0;
+    if (userView(u, &v) < 0) return 0;
+    for (int i = 0; i < v.nsets; i++) {
+        dictIterator *it = dictGetSafeIterator(v.sets[i]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) n += dictFind(server.expires, de->key) != NULL;
+        dictReleaseIterator(it);
+    }
+    for (int i = 0; i < v.nexact; i++) n += dictFind(server.expires, v.exact[i]) != NULL;
+    return n;
+}
+
+long long tenantCountKeysInSlot(const user *u, int slot) {
+    tkView v;
+    long long n = 0;
+    if (userView(u, &v) < 0) return 0;
+    for (int i = 0; i < v.nsets; i++) {
+        dictIterator *it = dictGetSafeIterator(v.sets[i]);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            sds k = de->key;
+            n += keyHashSlot(k, sdslen(k)) == (unsigned)slot;
+            tenantKeysWalked++;
+        }
+        dictReleaseIterator(it);
+    }
+    for (int i = 0; i < v.nexact; i++)
+        n += dictFind(server.keys, v.exact[i]) && keyHashSlot(v.exact[i], sdslen(v.exact[i])) == (unsigned)slot;
+    return n;
+}
+
+sds tenantKeysInfo(sds s) {
+    size_t entries = 0;
+    for (int i = 0; i < nprefixes; i++) entries += dictSize(prefixes[i].keys);
+    return sdscatprintf(s, "tenant_prefixes:%d\r\ntenant_index_entries:%zu\r\ntenant_keys_walked:%llu\r\n", nprefixes,
+                        entries, tenantKeysWalked);
+}
