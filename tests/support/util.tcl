@@ -567,3 +567,19 @@ proc python_sanitizer_env {} {
     }
     return [list LD_PRELOAD=[join $libs :] ASAN_OPTIONS=detect_leaks=0:handle_segv=1:allow_user_segv_handler=1]
 }
+
+# One RESP multibulk request from chan, read whole (the server sends each
+# request at once): its arguments, or {} at end of file. The stand-in
+# segment hosts of migrate.tcl and relay.tcl read what the server sends them.
+proc read_resp_request {chan} {
+    if {[gets $chan line] < 0} { return {} }
+    set argv {}
+    set n [string range [string trimright $line "\r"] 1 end]
+    for {set i 0} {$i < $n} {incr i} {
+        gets $chan hdr
+        set len [string range [string trimright $hdr "\r"] 1 end]
+        lappend argv [read $chan $len]
+        read $chan 2
+    }
+    return $argv
+}

@@ -95,22 +95,8 @@ proc fakehost_accept {chan addr port} {
     fileevent $chan readable [list fakehost_serve $chan]
 }
 
-# One RESP multibulk request, read whole (the server sends it at once).
-proc read_request {chan} {
-    if {[gets $chan line] < 0} { return {} }
-    set argv {}
-    set n [string range [string trimright $line "\r"] 1 end]
-    for {set i 0} {$i < $n} {incr i} {
-        gets $chan hdr
-        set len [string range [string trimright $hdr "\r"] 1 end]
-        lappend argv [read $chan $len]
-        read $chan 2
-    }
-    return $argv
-}
-
 proc fakehost_serve {chan} {
-    if {[catch {read_request $chan} argv] || $argv eq {}} {
+    if {[catch {read_resp_request $chan} argv] || $argv eq {}} {
         catch {close $chan}
         unset -nocomplain ::fakehost_conns($chan)
         return
@@ -160,7 +146,7 @@ proc faketarget_accept {chan addr port} {
 }
 
 proc faketarget_serve {chan} {
-    if {[catch {read_request $chan} argv] || $argv eq {}} {
+    if {[catch {read_resp_request $chan} argv] || $argv eq {}} {
         catch {close $chan}
         return
     }
