@@ -21,9 +21,8 @@
  *    ones and the key being written) with what is missing, and a write
  *    that could not fit anyway is refused with -OOM / -NOSPACE having
  *    evicted nothing. The key being written (storeEvictProtected) is
- *    never a victim of its own write. What the byte count cannot see
- *    (free bytes in pieces too small, leases) may still end a write
- *    that evicted; store.c says why that was the choice;
+ *    never a victim of its own write. Bytes are only a first filter:
+ *    then the segment must hold a contiguous run long enough (below);
  *  - a write command while the dataset (pool bytes in use plus the keys'
  *    and objects' heap) is over maxmemory: evict until under it, else
  *    -OOM (store.c, storeMakeRoomForDataset; Redis's performEvictions);
@@ -31,6 +30,45 @@
  *    the objects and evict them in time-bounded slices from the event
  *    loop, so no command waits behind a big eviction round.
  */
+/*
+ * Runs and walls. A write may evict only if, once everything evictable now
+ * were gone, `len` contiguous bytes would be free: otherwise it could evict
+ * many objects and still fail. What eviction cannot free now is a *wall*:
+ * an extent that is hard-pinned, a pending put, leased, on the deferred
+ * list, held by anyone beside the keyspace (a reply still being written,
+ * a SEG.READ: refcount > 1, or OBJ_FLAG_UNLINKED once the keyspace let go),
+ * and the key being written. Free ranges, extents being zeroed (allocated
+ * with no object: zerofreeMakeRoom hands them back before any eviction)
+ * and evictable values all count toward runs. The predicate is the longest
+ * wall-free run of the segment's address space.
+ *
+ * Cost. Walking every extent per evicting write is O(all objects), which a
+ * full KV cache (every put evicts) cannot pay. So each segment keeps the
+ * SEG_RUNS longest runs found by its last walk (segRuns, with `floor`: no
+ * run left out is longer), and keeps them true without walking again:
+ *  - a wall appears (evictWallAdded: HARDPIN, PUT.START, a lease grant, a
+ *    second reference): the tracked run holding its extent is split in
+ *    two, O(SEG_RUNS). A wall inside an untracked run only shrinks that
+ *    run, so `floor` stays an upper bound. New evictable values and frees
+ *    change no run (a new value's extent came out of free space);
+ *  - a wall goes (unpin, PUT.END or abandon, a lease released, a holder
+ *    letting go, an unlinked version freed: storeWallsGone++, and leases
+ *    ending by time: lease_end_ms): runs can only grow, so the list stays
+ *    a lower bound. A "yes" from it stands; a "no" is walked again, once.
+ * A write asks (evictRunFits) with the key being written as one more wall:
+ * the tracked run that holds its extent counts as its longer side. It gets
+ * "yes" from the list in O(SEG_RUNS); it walks (allocWalk, counted in INFO
+ * store_evict_fit_scans / _extents) only when the list says no and walls
+ * went since, or `floor` could hold the write. Repeated evicting writes
+ * between wall changes walk nothing. The walk itself is O(extents).
+ *
+ * What stays approximate: the objects a command has built but not stored
+ * yet (MSET's earlier values) count as evictable, and the allocator's own
+ * search (alloc.c: a request is rounded up to a bin; of the bin below only
+ * ALLOC_SCAN_LIMIT ranges are looked at) can miss a run shorter than 9/8
+ * of the request when many ranges of that size class are free.
+ */
+#include <limits.h>
 #include <string.h>
 
 #include "server.h"
@@ -61,6 +99,123 @@ static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_unti
 static int evictable(const storeObj *o) {
     if ((o->flags & OBJ_FLAG_HARDPIN) || storeObjLeased(o) || o->state != OBJ_COMPLETE) return 0;
     return softPinned(o) ? 2 : 1;
+}
+
+/* ---- runs and walls (see the top) --------------------------------------- */
+
+uint64_t storeWallsGone;
+static uint64_t fitScans, fitExtents;
+
+void evictFitStats(uint64_t *scans, uint64_t *extents) {
+    *scans = fitScans;
+    *extents = fitExtents;
+}
+
+static int isWall(const storeObj *o) {
+    return (o->flags & (OBJ_FLAG_HARDPIN | OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) || o->refcount != 1 ||
+           o->state != OBJ_COMPLETE || storeObjLeased(o);
+}
+
+/* Files a run in the list, longest first; what falls off raises floor. */
+static void runsAdd(segRuns *R, uint64_t start, uint64_t len) {
+    if (len == 0) return;
+    int i = R->n;
+    if (i == SEG_RUNS) {
+        if (R->len[SEG_RUNS - 1] >= len) {
+            if (len > R->floor) R->floor = len;
+            return;
+        }
+        if (R->len[SEG_RUNS - 1] > R->floor) R->floor = R->len[SEG_RUNS - 1];
+        i = SEG_RUNS - 1;
+    } else {
+        R->n++;
+    }
+    while (i > 0 && R->len[i - 1] < len) {
+        R->start[i] = R->start[i - 1];
+        R->len[i] = R->len[i - 1];
+        i--;
+    }
+    R->start[i] = start;
+    R->len[i] = len;
+}
+
+static void runsSplit(segRuns *R, uint64_t off, uint64_t size) {
+    for (int i = 0; i < R->n; i++) {
+        uint64_t s = R->start[i], e = s + R->len[i];
+        if (off < s || off >= e) continue;
+        memmove(R->start + i, R->start + i + 1, sizeof(uint64_t) * (size_t)(R->n - i - 1));
+        memmove(R->len + i, R->len + i + 1, sizeof(uint64_t) * (size_t)(R->n - i - 1));
+        R->n--;
+        runsAdd(R, s, off - s);
+        if (off + size < e) runsAdd(R, off + size, e - (off + size));
+        return;
+    }
+}
+
+void evictWallAdded(storeObj *o) {
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg == NULL || r->handle == ALLOC_NONE || !seg->runs.valid) continue;
+        runsSplit(&seg->runs, r->offset, allocSize(seg->alloc, r->handle));
+        if (storeObjLeased(o) && o->ext->lease_until_ms < seg->runs.lease_end_ms)
+            seg->runs.lease_end_ms = o->ext->lease_until_ms;
+    }
+}
+
+typedef struct walk {
+    segRuns *R;
+    uint64_t start, len;
+} walk;
+
+static void walkExtent(void *ctx, uint64_t offset, uint64_t size, int used, void *user) {
+    walk *w = ctx;
+    fitExtents++;
+    const storeObj *o = user;
+    if (used && o && isWall(o)) {
+        runsAdd(w->R, w->start, w->len);
+        w->len = 0;
+        if (storeObjLeased(o) && o->ext->lease_until_ms < w->R->lease_end_ms)
+            w->R->lease_end_ms = o->ext->lease_until_ms;
+        return;
+    }
+    if (w->len == 0) w->start = offset;
+    w->len += size;
+}
+
+static void runsScan(segment *s) {
+    segRuns *R = &s->runs;
+    memset(R, 0, sizeof(*R));
+    R->lease_end_ms = LLONG_MAX;
+    R->gone = storeWallsGone;
+    walk w = {R, 0, 0};
+    allocWalk(s->alloc, walkExtent, &w);
+    runsAdd(R, w.start, w.len);
+    R->valid = 1;
+    fitScans++;
+}
+
+int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize) {
+    segRuns *R = &s->runs;
+    int fresh = 0;
+    if (!R->valid) {
+        runsScan(s);
+        fresh = 1;
+    }
+    for (;;) {
+        for (int i = 0; i < R->n; i++) {
+            uint64_t st = R->start[i], e = st + R->len[i], l = R->len[i];
+            if (psize && poff >= st && poff < e) {
+                uint64_t lo = poff - st, hi = poff + psize < e ? e - (poff + psize) : 0;
+                l = lo > hi ? lo : hi;
+            }
+            if (l >= need) return 1;
+        }
+        if (fresh) return 0;
+        if (R->gone == storeWallsGone && server.mstime < R->lease_end_ms && R->floor < need) return 0;
+        runsScan(s);
+        fresh = 1;
+    }
 }
 
 static int isProtected(sds key) {
