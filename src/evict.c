@@ -139,16 +139,25 @@ static void runsAdd(segRuns *R, uint64_t start, uint64_t len) {
     R->len[i] = len;
 }
 
+/* The new wall [off, off + size) cuts every tracked run it overlaps (one,
+ * unless it was allocated over a wall that went since the walk). */
 static void runsSplit(segRuns *R, uint64_t off, uint64_t size) {
+    uint64_t end = off + size, cut_s[SEG_RUNS], cut_e[SEG_RUNS];
+    int ncut = 0, kept = 0;
     for (int i = 0; i < R->n; i++) {
         uint64_t s = R->start[i], e = s + R->len[i];
-        if (off < s || off >= e) continue;
-        memmove(R->start + i, R->start + i + 1, sizeof(uint64_t) * (size_t)(R->n - i - 1));
-        memmove(R->len + i, R->len + i + 1, sizeof(uint64_t) * (size_t)(R->n - i - 1));
-        R->n--;
-        runsAdd(R, s, off - s);
-        if (off + size < e) runsAdd(R, off + size, e - (off + size));
-        return;
+        if (off < e && end > s) {
+            cut_s[ncut] = s;
+            cut_e[ncut++] = e;
+            continue;
+        }
+        R->start[kept] = s;
+        R->len[kept++] = R->len[i];
+    }
+    R->n = kept;
+    for (int i = 0; i < ncut; i++) {
+        if (off > cut_s[i]) runsAdd(R, cut_s[i], off - cut_s[i]);
+        if (end < cut_e[i]) runsAdd(R, end, cut_e[i] - end);
     }
 }
 
@@ -204,9 +213,9 @@ int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize) {
     }
     for (;;) {
         for (int i = 0; i < R->n; i++) {
-            uint64_t st = R->start[i], e = st + R->len[i], l = R->len[i];
-            if (psize && poff >= st && poff < e) {
-                uint64_t lo = poff - st, hi = poff + psize < e ? e - (poff + psize) : 0;
+            uint64_t st = R->start[i], e = st + R->len[i], l = R->len[i], pend = poff + psize;
+            if (psize && poff < e && pend > st) { /* the key being written stays */
+                uint64_t lo = poff > st ? poff - st : 0, hi = pend < e ? e - pend : 0;
                 l = lo > hi ? lo : hi;
             }
             if (l >= need) return 1;
@@ -287,7 +296,11 @@ int evictOne(segment *only) {
             sds key = c->key;
             dictEntry *de = dictFind(server.keys, key);
             int cls = de ? evictable(de->val) : 0;
-            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key);
+            /* Making room now (only set): a version a reply still holds
+             * would free nothing now, so it is not taken (evictRunFits
+             * counts it as a wall). */
+            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key) &&
+                     !(only && ((storeObj *)de->val)->refcount > 1);
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {
