@@ -129,3 +129,31 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         frag_assert_accounted
     }
 }
+
+# Placement: a PUT.START that no run of the pool can hold skips the pool
+# without evicting there, and makes room in a mounted segment that can.
+start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-policy lru evict-high-watermark 1}} {
+    test {PUT.START evicts in the segment whose run can hold it, nothing in a fragmented pool} {
+        set owner [redis_client]
+        set m [$owner mount fragm 256kb OWNER w1 HOST h1]
+        set pairs [frag_fill {r set $k [string repeat w 4096]; r pin $k hard}]
+        for {set i 0} {$i < 4} {incr i} {
+            set reps [r put.start m:$i [expr {64 * 1024}] PREFER fragm]
+            assert_equal $m [lindex $reps 0 0]
+            r put.end m:$i
+        }
+        assert_equal [expr {256 * 1024}] [dict get [r segment.info $m] used]
+        set ev [frag_istore store_evictions]
+        set reps [r put.start bigput [expr {100 * 1024}]]
+        assert_equal $m [lindex $reps 0 0]
+        assert_equal OK [r put.end bigput]
+        assert_morethan [frag_istore store_evictions] $ev
+        # Only the mount's objects were evicted: the pool's are all there.
+        for {set i 0} {$i < $pairs} {incr i} {
+            assert_equal [expr {60 * 1024}] [r strlen e:$i]
+            assert_equal 4096 [r strlen w:$i]
+        }
+        frag_assert_accounted
+        $owner close
+    }
+}
