@@ -111,10 +111,14 @@ void evictFitStats(uint64_t *scans, uint64_t *extents) {
     *extents = fitExtents;
 }
 
-static int isWall(const storeObj *o) {
-    return (o->flags & (OBJ_FLAG_HARDPIN | OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) || o->refcount != 1 ||
-           o->state != OBJ_COMPLETE || storeObjLeased(o);
+static int isWallButRefs(const storeObj *o) {
+    return (o->flags & (OBJ_FLAG_HARDPIN | OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) || o->state != OBJ_COMPLETE ||
+           storeObjLeased(o);
 }
+
+static int isWall(const storeObj *o) { return o->refcount != 1 || isWallButRefs(o); }
+
+int evictIsWall(const storeObj *o) { return isWall(o); }
 
 /* Files a run in the list, longest first; what falls off raises floor. */
 static void runsAdd(segRuns *R, uint64_t start, uint64_t len) {
@@ -161,16 +165,22 @@ static void runsSplit(segRuns *R, uint64_t off, uint64_t size) {
     }
 }
 
-void evictWallAdded(storeObj *o) {
+void evictWallAdded(storeObj *o, int was_wall) {
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL || r->handle == ALLOC_NONE || !seg->runs.valid) continue;
-        runsSplit(&seg->runs, r->offset, allocSize(seg->alloc, r->handle));
         if (storeObjLeased(o) && o->ext->lease_until_ms < seg->runs.lease_end_ms)
             seg->runs.lease_end_ms = o->ext->lease_until_ms;
+        if (was_wall) continue;
+        uint64_t size = allocSize(seg->alloc, r->handle);
+        runsSplit(&seg->runs, r->offset, size);
+        seg->runs.wall_bytes += size;
     }
 }
+
+/* Its refcount just went from 1 to 2. */
+void evictRefAdded(storeObj *o) { evictWallAdded(o, isWallButRefs(o)); }
 
 typedef struct walk {
     segRuns *R;
@@ -182,6 +192,7 @@ static void walkExtent(void *ctx, uint64_t offset, uint64_t size, int used, void
     fitExtents++;
     const storeObj *o = user;
     if (used && o && isWall(o)) {
+        w->R->wall_bytes += size;
         runsAdd(w->R, w->start, w->len);
         w->len = 0;
         if (storeObjLeased(o) && o->ext->lease_until_ms < w->R->lease_end_ms)
@@ -204,7 +215,7 @@ static void runsScan(segment *s) {
     fitScans++;
 }
 
-int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize) {
+int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize, uint64_t limit) {
     segRuns *R = &s->runs;
     int fresh = 0;
     if (!R->valid) {
@@ -212,7 +223,10 @@ int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize) {
         fresh = 1;
     }
     for (;;) {
-        for (int i = 0; i < R->n; i++) {
+        /* Under a cap, what eviction cannot free (the walls, the key being
+         * written) plus the write must stay under it. */
+        int capped = limit && R->wall_bytes + psize + need > limit;
+        for (int i = 0; i < R->n && !capped; i++) {
             uint64_t st = R->start[i], e = st + R->len[i], l = R->len[i], pend = poff + psize;
             if (psize && poff < e && pend > st) { /* the key being written stays */
                 uint64_t lo = poff > st ? poff - st : 0, hi = pend < e ? e - pend : 0;
@@ -221,7 +235,7 @@ int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize) {
             if (l >= need) return 1;
         }
         if (fresh) return 0;
-        if (R->gone == storeWallsGone && server.mstime < R->lease_end_ms && R->floor < need) return 0;
+        if (R->gone == storeWallsGone && server.mstime < R->lease_end_ms && (capped || R->floor < need)) return 0;
         runsScan(s);
         fresh = 1;
     }

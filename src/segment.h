@@ -34,6 +34,7 @@ typedef struct segRuns {
     int valid, n;
     uint64_t start[SEG_RUNS], len[SEG_RUNS]; /* bytes, longest first */
     uint64_t floor;          /* no run left out of the list is longer */
+    uint64_t wall_bytes;     /* the walls' bytes (an upper bound once walls went) */
     uint64_t gone;           /* storeWallsGone when it was computed */
     long long lease_end_ms;  /* the earliest lease end among its walls */
 } segRuns;

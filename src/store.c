@@ -357,6 +357,7 @@ void storeLogNoSpace(uint64_t size, const char *what) {
 static uint64_t leaseEpochs; /* server-wide, so an epoch is never reused by another version */
 
 uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
+    int was_wall = evictIsWall(o);
     storeObjExt *ext = storeObjGetExt(o);
     if (ext->lease_until_ms <= server.mstime) { /* no lease running: a new period */
         ext->lease_epoch = ++leaseEpochs;
@@ -366,7 +367,7 @@ uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
     else if (ext->lease_holders != STORE_LEASE_HELD) ext->lease_holders++;
     long long until = addSaturate(server.mstime, ms);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
-    evictWallAdded(o);
+    evictWallAdded(o, was_wall);
     return ext->lease_epoch;
 }
 
@@ -676,7 +677,8 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         o->flags &= (uint8_t)~OBJ_FLAG_UNLINKED;
         storeWallsGone++;
     }
-    if (o->flags & OBJ_FLAG_HARDPIN) evictWallAdded(o); /* RESTORE, PUT.END of a pinned put */
+    if (o->flags & OBJ_FLAG_HARDPIN) evictWallAdded(o, 0); /* RESTORE, PUT.END of a pinned put (it left the
+                                                           * pending table: storeWallsGone moved) */
     if (de) {
         de->key = sdsdup(key);
         st.keybytes += sdsAllocSize(de->key);
@@ -942,7 +944,7 @@ void storePendingAdd(sds key, storeObj *o) {
     serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
     account(o, ACCT_PENDING, 1);
     st.pending_bytes += o->len;
-    evictWallAdded(o);
+    evictWallAdded(o, 0); /* new extents */
     if (o->ext && o->ext->put_owner) {
         o->ext->put_owner->npending++;
         o->ext->put_owner->pending_bytes += o->len;
@@ -1083,13 +1085,13 @@ int storeEvictionCouldFit(segment *s, uint64_t size) {
                     uint64_t b = allocSize(s->alloc, r->handle);
                     evictable = evictable > b ? evictable - b : 0;
                     poff = r->offset;
-                    psize = b;
+                    psize = evictIsWall(o) ? 0 : b; /* a wall already (leased, held) */
                 }
             }
         }
     }
     if (room + evictable < need) return 0;
-    return evictRunFits(s, need, poff, psize);
+    return evictRunFits(s, need, poff, psize, as.limit < as.capacity ? as.limit : 0);
 }
 
 /* The heap the dataset takes: tables, key strings, object headers and
@@ -1152,12 +1154,12 @@ void storeObjSetHardPin(storeObj *o, int on) {
     if (was == !!on) return;
     /* A complete version pinned or unpinned here is the keyspace's
      * (pinCommand finds it there); a pending one is counted at PUT.END. */
-    int counted = o->state == OBJ_COMPLETE;
+    int counted = o->state == OBJ_COMPLETE, was_wall = evictIsWall(o);
     if (counted) account(o, ACCT_VALUE, -1);
     if (on) o->flags |= OBJ_FLAG_HARDPIN;
     else o->flags &= (uint8_t)~OBJ_FLAG_HARDPIN;
     if (counted) account(o, ACCT_VALUE, 1);
-    if (on) evictWallAdded(o);
+    if (on) evictWallAdded(o, was_wall);
     else storeWallsGone++;
 }
 

@@ -185,11 +185,14 @@ static inline char *storeObjPtr(const storeObj *o) {
     if (o->r.handle == ALLOC_NONE) return storeEmptyValue;
     return segmentPtr(segtab[o->r.segslot], o->r.offset);
 }
-/* A second holder (a reply, a SEG.READ) makes the extents a wall to
- * eviction until it lets go (evict.c). */
-void evictWallAdded(storeObj *o);
+/* o's extents just became walls to eviction (evict.c); was_wall: they
+ * already were (pinned and now leased, ...). A second holder (a reply, a
+ * SEG.READ) makes them one until it lets go. */
+void evictWallAdded(storeObj *o, int was_wall);
+void evictRefAdded(storeObj *o);
+int evictIsWall(const storeObj *o);
 static inline void storeObjIncrRef(storeObj *o) {
-    if (++o->refcount == 2) evictWallAdded(o);
+    if (++o->refcount == 2) evictRefAdded(o);
 }
 /* A store object (PUT.START/PUT.END), as opposed to a SET value. String
  * commands read both, but the ones that would change a value in place by
@@ -279,8 +282,9 @@ void storeEvictionCron(long long budget_us);
 void evictResetPool(void);
 /* Whether evicting everything evictable now would leave `need` contiguous
  * bytes in s, the extent (poff, psize) of the key being written counted as
- * a wall (psize 0: none). */
-int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize);
+ * a wall (psize 0: none), and the walls with it leave `need` under `limit`
+ * (the allocator's cap: maxmemory on the pool; 0: none). */
+int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize, uint64_t limit);
 void evictFitStats(uint64_t *scans, uint64_t *extents);
 
 #endif

@@ -157,3 +157,25 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         $owner close
     }
 }
+
+# Under maxmemory (the pool's cap), leased values are not bytes eviction
+# can free: a write that only evicting them would let under the cap is
+# refused with nothing evicted; one the other values make room for passes.
+start_server {tags {mooncake store hostile} overrides {segment-size 4mb maxmemory 1mb evict-policy lru
+                                                       evict-high-watermark 1 lease-ttl 600000}} {
+    test {maxmemory: leased values are walls to the cap too} {
+        for {set i 0} {$i < 16} {incr i} { r set v:$i [string repeat v [expr {60 * 1024}]] }
+        for {set i 0} {$i < 12} {incr i} { r get.replicas v:$i }
+        set n [r dbsize]
+        set ev [frag_istore store_evictions]
+        assert_error {OOM*} {r set big [string repeat b [expr {400 * 1024}]]}
+        assert_equal $ev [frag_istore store_evictions]
+        assert_equal $n [r dbsize]
+        for {set i 0} {$i < 16} {incr i} { assert_equal [expr {60 * 1024}] [r strlen v:$i] }
+        frag_assert_accounted
+        assert_equal OK [r set big [string repeat b [expr {200 * 1024}]]]
+        assert_morethan [frag_istore store_evictions] $ev
+        for {set i 0} {$i < 12} {incr i} { assert_equal 1 [r exists v:$i] }
+        frag_assert_accounted
+    }
+}
