@@ -40,7 +40,9 @@
  * and the key being written. Free ranges, extents being zeroed (allocated
  * with no object: zerofreeMakeRoom hands them back before any eviction)
  * and evictable values all count toward runs. The predicate is the longest
- * wall-free run of the segment's address space.
+ * wall-free run of the segment's address space; under a cap (maxmemory on
+ * the pool: allocSetLimit) also the walls' bytes plus the write must stay
+ * under it, since a leased or held value is bytes eviction cannot free.
  *
  * Cost. Walking every extent per evicting write is O(all objects), which a
  * full KV cache (every put evicts) cannot pay. So each segment keeps the
@@ -48,13 +50,16 @@
  * run left out is longer), and keeps them true without walking again:
  *  - a wall appears (evictWallAdded: HARDPIN, PUT.START, a lease grant, a
  *    second reference): the tracked run holding its extent is split in
- *    two, O(SEG_RUNS). A wall inside an untracked run only shrinks that
- *    run, so `floor` stays an upper bound. New evictable values and frees
- *    change no run (a new value's extent came out of free space);
+ *    two, O(SEG_RUNS), and its bytes join wall_bytes (unless it was a wall
+ *    already: a lease on a pinned value). A wall inside an untracked run
+ *    only shrinks that run, so `floor` stays an upper bound. New evictable
+ *    values and frees change no run (a new value's extent came out of free
+ *    space);
  *  - a wall goes (unpin, PUT.END or abandon, a lease released, a holder
  *    letting go, an unlinked version freed: storeWallsGone++, and leases
- *    ending by time: lease_end_ms): runs can only grow, so the list stays
- *    a lower bound. A "yes" from it stands; a "no" is walked again, once.
+ *    ending by time: lease_end_ms): runs can only grow and wall_bytes only
+ *    shrink, so the list stays a lower bound and wall_bytes an upper one.
+ *    A "yes" from them stands; a "no" is walked again, once.
  * A write asks (evictRunFits) with the key being written as one more wall:
  * the tracked run that holds its extent counts as its longer side. It gets
  * "yes" from the list in O(SEG_RUNS); it walks (allocWalk, counted in INFO
