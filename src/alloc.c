@@ -566,6 +566,23 @@ void allocGetStats(const allocator *a, allocStats *st) {
     return -1; \
 } while (0)
 
+void allocWalk(const allocator *a, allocWalkFn *fn, void *ctx) {
+    uint32_t idx = ALLOC_NONE;
+    for (uint32_t i = 0; i < a->node_count; i++) {
+        const allocNode *n = &a->nodes[i];
+        if (nodeState(n) != ALLOC_UNUSED && n->offset == 0) {
+            idx = i;
+            break;
+        }
+    }
+    while (idx != ALLOC_NONE) {
+        const allocNode *n = &a->nodes[idx];
+        int used = nodeState(n) == ALLOC_USED;
+        fn(ctx, n->offset << a->align_shift, nodeSize(n) << a->align_shift, used, used ? n->user : NULL);
+        idx = n->addr_next;
+    }
+}
+
 int allocCheck(const allocator *a, char *err, size_t errlen) {
     const allocNode *nodes = a->nodes;
     uint32_t count = a->node_count, head = ALLOC_NONE;

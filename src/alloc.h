@@ -70,6 +70,12 @@ uint64_t allocUsed(const allocator *a);
  * 0 when full). The true largest free extent is below 9/8 of this. */
 uint64_t allocMaxAllocatable(const allocator *a);
 
+/* Every extent in address order, allocated and free: fn(ctx, offset,
+ * size, used, user) with bytes, user NULL for free ones. O(extents); for
+ * callers that need the layout itself (eviction's fit check, evict.c). */
+typedef void allocWalkFn(void *ctx, uint64_t offset, uint64_t size, int used, void *user);
+void allocWalk(const allocator *a, allocWalkFn *fn, void *ctx);
+
 /* Full O(n) consistency walk, for tests: 0 if sound, else -1 with a message
  * in err (if err is not NULL). */
 int allocCheck(const allocator *a, char *err, size_t errlen);

@@ -21,9 +21,8 @@
  *    ones and the key being written) with what is missing, and a write
  *    that could not fit anyway is refused with -OOM / -NOSPACE having
  *    evicted nothing. The key being written (storeEvictProtected) is
- *    never a victim of its own write. What the byte count cannot see
- *    (free bytes in pieces too small, leases) may still end a write
- *    that evicted; store.c says why that was the choice;
+ *    never a victim of its own write. Bytes are only a first filter:
+ *    then the segment must hold a contiguous run long enough (below);
  *  - a write command while the dataset (pool bytes in use plus the keys'
  *    and objects' heap) is over maxmemory: evict until under it, else
  *    -OOM (store.c, storeMakeRoomForDataset; Redis's performEvictions);
@@ -31,6 +30,50 @@
  *    the objects and evict them in time-bounded slices from the event
  *    loop, so no command waits behind a big eviction round.
  */
+/*
+ * Runs and walls. A write may evict only if, once everything evictable now
+ * were gone, `len` contiguous bytes would be free: otherwise it could evict
+ * many objects and still fail. What eviction cannot free now is a *wall*:
+ * an extent that is hard-pinned, a pending put, leased, on the deferred
+ * list, held by anyone beside the keyspace (a reply still being written,
+ * a SEG.READ: refcount > 1, or OBJ_FLAG_UNLINKED once the keyspace let go),
+ * and the key being written. Free ranges, extents being zeroed (allocated
+ * with no object: zerofreeMakeRoom hands them back before any eviction)
+ * and evictable values all count toward runs. The predicate is the longest
+ * wall-free run of the segment's address space; under a cap (maxmemory on
+ * the pool: allocSetLimit) also the walls' bytes plus the write must stay
+ * under it, since a leased or held value is bytes eviction cannot free.
+ *
+ * Cost. Walking every extent per evicting write is O(all objects), which a
+ * full KV cache (every put evicts) cannot pay. So each segment keeps the
+ * SEG_RUNS longest runs found by its last walk (segRuns, with `floor`: no
+ * run left out is longer), and keeps them true without walking again:
+ *  - a wall appears (evictWallAdded: HARDPIN, PUT.START, a lease grant, a
+ *    second reference): the tracked run holding its extent is split in
+ *    two, O(SEG_RUNS), and its bytes join wall_bytes (unless it was a wall
+ *    already: a lease on a pinned value). A wall inside an untracked run
+ *    only shrinks that run, so `floor` stays an upper bound. New evictable
+ *    values and frees change no run (a new value's extent came out of free
+ *    space);
+ *  - a wall goes (unpin, PUT.END or abandon, a lease released, a holder
+ *    letting go, an unlinked version freed: storeWallsGone++, and leases
+ *    ending by time: lease_end_ms): runs can only grow and wall_bytes only
+ *    shrink, so the list stays a lower bound and wall_bytes an upper one.
+ *    A "yes" from them stands; a "no" is walked again, once.
+ * A write asks (evictRunFits) with the key being written as one more wall:
+ * the tracked run that holds its extent counts as its longer side. It gets
+ * "yes" from the list in O(SEG_RUNS); it walks (allocWalk, counted in INFO
+ * store_evict_fit_scans / _extents) only when the list says no and walls
+ * went since, or `floor` could hold the write. Repeated evicting writes
+ * between wall changes walk nothing. The walk itself is O(extents).
+ *
+ * What stays approximate: the objects a command has built but not stored
+ * yet (MSET's earlier values) count as evictable, and the allocator's own
+ * search (alloc.c: a request is rounded up to a bin; of the bin below only
+ * ALLOC_SCAN_LIMIT ranges are looked at) can miss a run shorter than 9/8
+ * of the request when many ranges of that size class are free.
+ */
+#include <limits.h>
 #include <string.h>
 
 #include "server.h"
@@ -61,6 +104,146 @@ static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_unti
 static int evictable(const storeObj *o) {
     if ((o->flags & OBJ_FLAG_HARDPIN) || storeObjLeased(o) || o->state != OBJ_COMPLETE) return 0;
     return softPinned(o) ? 2 : 1;
+}
+
+/* ---- runs and walls (see the top) --------------------------------------- */
+
+uint64_t storeWallsGone;
+static uint64_t fitScans, fitExtents;
+
+void evictFitStats(uint64_t *scans, uint64_t *extents) {
+    *scans = fitScans;
+    *extents = fitExtents;
+}
+
+static int isWallButRefs(const storeObj *o) {
+    return (o->flags & (OBJ_FLAG_HARDPIN | OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) || o->state != OBJ_COMPLETE ||
+           storeObjLeased(o);
+}
+
+static int isWall(const storeObj *o) { return o->refcount != 1 || isWallButRefs(o); }
+
+int evictIsWall(const storeObj *o) { return isWall(o); }
+
+/* Files a run in the list, longest first; what falls off raises floor. */
+static void runsAdd(segRuns *R, uint64_t start, uint64_t len) {
+    if (len == 0) return;
+    int i = R->n;
+    if (i == SEG_RUNS) {
+        if (R->len[SEG_RUNS - 1] >= len) {
+            if (len > R->floor) R->floor = len;
+            return;
+        }
+        if (R->len[SEG_RUNS - 1] > R->floor) R->floor = R->len[SEG_RUNS - 1];
+        i = SEG_RUNS - 1;
+    } else {
+        R->n++;
+    }
+    while (i > 0 && R->len[i - 1] < len) {
+        R->start[i] = R->start[i - 1];
+        R->len[i] = R->len[i - 1];
+        i--;
+    }
+    R->start[i] = start;
+    R->len[i] = len;
+}
+
+/* The new wall [off, off + size) cuts every tracked run it overlaps (one,
+ * unless it was allocated over a wall that went since the walk). */
+static void runsSplit(segRuns *R, uint64_t off, uint64_t size) {
+    uint64_t end = off + size, cut_s[SEG_RUNS], cut_e[SEG_RUNS];
+    int ncut = 0, kept = 0;
+    for (int i = 0; i < R->n; i++) {
+        uint64_t s = R->start[i], e = s + R->len[i];
+        if (off < e && end > s) {
+            cut_s[ncut] = s;
+            cut_e[ncut++] = e;
+            continue;
+        }
+        R->start[kept] = s;
+        R->len[kept++] = R->len[i];
+    }
+    R->n = kept;
+    for (int i = 0; i < ncut; i++) {
+        if (off > cut_s[i]) runsAdd(R, cut_s[i], off - cut_s[i]);
+        if (end < cut_e[i]) runsAdd(R, end, cut_e[i] - end);
+    }
+}
+
+void evictWallAdded(storeObj *o, int was_wall) {
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (seg == NULL || r->handle == ALLOC_NONE || !seg->runs.valid) continue;
+        if (storeObjLeased(o) && o->ext->lease_until_ms < seg->runs.lease_end_ms)
+            seg->runs.lease_end_ms = o->ext->lease_until_ms;
+        if (was_wall) continue;
+        uint64_t size = allocSize(seg->alloc, r->handle);
+        runsSplit(&seg->runs, r->offset, size);
+        seg->runs.wall_bytes += size;
+    }
+}
+
+/* Its refcount just went from 1 to 2. */
+void evictRefAdded(storeObj *o) { evictWallAdded(o, isWallButRefs(o)); }
+
+typedef struct walk {
+    segRuns *R;
+    uint64_t start, len;
+} walk;
+
+static void walkExtent(void *ctx, uint64_t offset, uint64_t size, int used, void *user) {
+    walk *w = ctx;
+    fitExtents++;
+    const storeObj *o = user;
+    if (used && o && isWall(o)) {
+        w->R->wall_bytes += size;
+        runsAdd(w->R, w->start, w->len);
+        w->len = 0;
+        if (storeObjLeased(o) && o->ext->lease_until_ms < w->R->lease_end_ms)
+            w->R->lease_end_ms = o->ext->lease_until_ms;
+        return;
+    }
+    if (w->len == 0) w->start = offset;
+    w->len += size;
+}
+
+static void runsScan(segment *s) {
+    segRuns *R = &s->runs;
+    memset(R, 0, sizeof(*R));
+    R->lease_end_ms = LLONG_MAX;
+    R->gone = storeWallsGone;
+    walk w = {R, 0, 0};
+    allocWalk(s->alloc, walkExtent, &w);
+    runsAdd(R, w.start, w.len);
+    R->valid = 1;
+    fitScans++;
+}
+
+int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize, uint64_t limit) {
+    segRuns *R = &s->runs;
+    int fresh = 0;
+    if (!R->valid) {
+        runsScan(s);
+        fresh = 1;
+    }
+    for (;;) {
+        /* Under a cap, what eviction cannot free (the walls, the key being
+         * written) plus the write must stay under it. */
+        int capped = limit && R->wall_bytes + psize + need > limit;
+        for (int i = 0; i < R->n && !capped; i++) {
+            uint64_t st = R->start[i], e = st + R->len[i], l = R->len[i], pend = poff + psize;
+            if (psize && poff < e && pend > st) { /* the key being written stays */
+                uint64_t lo = poff > st ? poff - st : 0, hi = pend < e ? e - pend : 0;
+                l = lo > hi ? lo : hi;
+            }
+            if (l >= need) return 1;
+        }
+        if (fresh) return 0;
+        if (R->gone == storeWallsGone && server.mstime < R->lease_end_ms && (capped || R->floor < need)) return 0;
+        runsScan(s);
+        fresh = 1;
+    }
 }
 
 static int isProtected(sds key) {
@@ -132,7 +315,11 @@ int evictOne(segment *only) {
             sds key = c->key;
             dictEntry *de = dictFind(server.keys, key);
             int cls = de ? evictable(de->val) : 0;
-            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key);
+            /* Making room now (only set): a version a reply still holds
+             * would free nothing now, so it is not taken (evictRunFits
+             * counts it as a wall). */
+            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key) &&
+                     !(only && ((storeObj *)de->val)->refcount > 1);
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {

@@ -332,6 +332,10 @@ sds genInfoString(const char *section) {
                          (unsigned long long)st.pool_values, (unsigned long long)st.pool_pending,
                          (unsigned long long)st.pool_deferred, (unsigned long long)st.pool_zeroing);
         s = zerofreeInfo(s, zeroing_bytes, zeroing_extents);
+        uint64_t fit_scans, fit_extents; /* eviction's walks for contiguous room (evict.c) */
+        evictFitStats(&fit_scans, &fit_extents);
+        s = sdscatprintf(s, "store_evict_fit_scans:%llu\r\nstore_evict_fit_extents:%llu\r\n",
+                         (unsigned long long)fit_scans, (unsigned long long)fit_extents);
         s = storeCommandStatsInfo(s);
     }
     if ((w = wantSection(section, "segments", &count))) {

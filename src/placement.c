@@ -30,8 +30,10 @@
  * If no extent can be had anywhere, freed pool extents still being zeroed
  * are taken back first (zerofree.c), then eviction (policy permitting)
  * frees objects and placement is retried; then the put fails with -NOSPACE.
- * Eviction starts only if the target segment's free and evictable bytes
- * could hold the object (storeEvictionCouldFit), and never takes the key
+ * Eviction starts only if the target segment, once everything evictable
+ * there were gone, could hold the object -- its bytes and a contiguous run
+ * (storeEvictionCouldFit); a segment that could not is skipped. It never
+ * takes the key
  * being put (PUT.START REPLACE's current version): a refused put evicts
  * nothing.
  */
@@ -149,17 +151,19 @@ static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int 
 }
 
 /* The segment to make room in when nothing fits: the server's own pool if
- * the object could fit there, else the largest active segment that could
- * hold it; NULL if none could (evicting would then empty the store for
- * nothing). Eviction only takes objects with a replica in that segment:
+ * the object could fit there once eviction made room (storeEvictionCouldFit:
+ * bytes and a contiguous run), else the largest active segment that could;
+ * NULL if none could (evicting would then empty the store for nothing). Eviction only takes objects with a replica in that segment:
  * evicting elsewhere frees nothing where the space is needed. */
 static segment *evictionTarget(uint64_t size, const char *tenant) {
-    if (segmentPlaceable(server.self) && segmentCouldHold(server.self, size)) return server.self;
+    if (segmentPlaceable(server.self) && segmentCouldHold(server.self, size) &&
+        storeEvictionCouldFit(server.self, size))
+        return server.self;
     segment *best = NULL;
     for (uint32_t i = 0; i < segtabLen; i++) {
         segment *s = segtab[i];
-        if (s && segmentPlaceable(s) && tenantMayUse(s, tenant) && segmentCouldHold(s, size) &&
-            (!best || s->size > best->size))
+        if (s && s != server.self && segmentPlaceable(s) && tenantMayUse(s, tenant) && segmentCouldHold(s, size) &&
+            (!best || s->size > best->size) && storeEvictionCouldFit(s, size))
             best = s;
     }
     return best;
@@ -167,7 +171,6 @@ static segment *evictionTarget(uint64_t size, const char *tenant) {
 
 int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                   const char *writer_host, const char *tenant) {
-    segment *checked = NULL;
     for (;;) {
         if (tryPlace(o, size, want, prefer, nprefer, writer_host, tenant) > 0) return o->nreplicas;
         /* Freed pool space still being zeroed comes back before anything
@@ -177,9 +180,9 @@ int placeReplicas(storeObj *o, uint64_t size, int want, segment **prefer, int np
         if (server.evict_policy == EVICT_NOEVICTION) return 0;
         segment *target = evictionTarget(size, tenant);
         /* Nothing is evicted for a put that could not fit anyway (a
-         * hard-pinned object in the way): a refused put changes nothing. */
-        if (target == NULL || (target != checked && !storeEvictionCouldFit(target, size))) return 0;
-        checked = target;
+         * hard-pinned object in the way, no run long enough): a refused
+         * put changes nothing. A segment that could not is skipped. */
+        if (target == NULL) return 0;
         if (!evictOne(target)) return 0;
     }
 }

@@ -27,6 +27,18 @@ enum { SEG_ACTIVE = 0, SEG_DRAINING };
 
 struct owner;
 
+/* The longest runs of a segment's address space that eviction could make
+ * free right now (evict.c keeps them; zero: not computed yet). */
+#define SEG_RUNS 8
+typedef struct segRuns {
+    int valid, n;
+    uint64_t start[SEG_RUNS], len[SEG_RUNS]; /* bytes, longest first */
+    uint64_t floor;          /* no run left out of the list is longer */
+    uint64_t wall_bytes;     /* the walls' bytes (an upper bound once walls went) */
+    uint64_t gone;           /* storeWallsGone when it was computed */
+    long long lease_end_ms;  /* the earliest lease end among its walls */
+} segRuns;
+
 typedef struct segment {
     uint64_t id;             /* unique for the server's lifetime, never reused */
     uint32_t slot;           /* index in segtab (slots are reused, ids are not) */
@@ -57,6 +69,7 @@ typedef struct segment {
     uint64_t hardpin_bytes;  /* of those, hard-pinned: eviction cannot free them */
     uint64_t pending_bytes;  /* replicas of puts not yet ended */
     uint64_t deferred_bytes; /* unlinked versions waiting for a lease or put-release-timeout */
+    segRuns runs;            /* eviction's view of its longest wall-free runs (evict.c) */
     /* Local segments only. */
     char *mem;               /* mapped address in this process, NULL if remote */
     int fd;                  /* memfd, for SHM.ATTACH */

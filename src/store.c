@@ -155,6 +155,7 @@ static void valDestructor(void *val) {
     storeObj *o = val;
     st.bytes -= o->len;
     account(o, ACCT_VALUE, -1);
+    if (o->refcount > 1) o->flags |= OBJ_FLAG_UNLINKED; /* a wall until freed (evict.c) */
     storeObjDecrRef(o);
 }
 
@@ -357,6 +358,7 @@ void storeLogNoSpace(uint64_t size, const char *what) {
 static uint64_t leaseEpochs; /* server-wide, so an epoch is never reused by another version */
 
 uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
+    int was_wall = evictIsWall(o);
     storeObjExt *ext = storeObjGetExt(o);
     if (ext->lease_until_ms <= server.mstime) { /* no lease running: a new period */
         ext->lease_epoch = ++leaseEpochs;
@@ -366,6 +368,7 @@ uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
     else if (ext->lease_holders != STORE_LEASE_HELD) ext->lease_holders++;
     long long until = addSaturate(server.mstime, ms);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
+    evictWallAdded(o, was_wall);
     return ext->lease_epoch;
 }
 
@@ -376,6 +379,7 @@ int storeLeaseRelease(storeObj *o, uint64_t epoch) {
         return 0; /* a later period, or one that must run its course */
     if (--ext->lease_holders) return 0;
     ext->lease_until_ms = server.mstime; /* ended: storeObjLeased() is false from now */
+    storeWallsGone++;
     return 1;
 }
 
@@ -438,6 +442,7 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
 int storeObjLeased(const storeObj *o) { return o->ext && o->ext->lease_until_ms > server.mstime; }
 
 static void freeObject(storeObj *o) {
+    if (o->flags & (OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) storeWallsGone++; /* a wall goes (evict.c) */
     for (int i = 0; i < o->nreplicas; i++) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
@@ -467,7 +472,10 @@ static void freeObject(storeObj *o) {
 
 void storeObjDecrRef(storeObj *o) {
     serverAssert(o->refcount > 0);
-    if (--o->refcount) return;
+    if (--o->refcount) {
+        storeWallsGone++; /* a holder let go (evict.c) */
+        return;
+    }
     /* Already waiting for its lease: a data-plane read (SEG.READ from the
      * pool) referenced it again after it was unlinked. Adding it twice
      * would free it twice; the cron frees it. */
@@ -668,6 +676,12 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
     int created = de != NULL;
     st.bytes += o->len;
     account(o, ACCT_VALUE, 1);
+    if (o->flags & OBJ_FLAG_UNLINKED) { /* back in the keyspace (RENAME) */
+        o->flags &= (uint8_t)~OBJ_FLAG_UNLINKED;
+        storeWallsGone++;
+    }
+    if (o->flags & OBJ_FLAG_HARDPIN) evictWallAdded(o, 0); /* RESTORE, PUT.END of a pinned put (it left the
+                                                           * pending table: storeWallsGone moved) */
     if (de) {
         de->key = sdsdup(key);
         st.keybytes += sdsAllocSize(de->key);
@@ -679,6 +693,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         existing->val = o;
         st.bytes -= old->len;
         account(old, ACCT_VALUE, -1);
+        if (old->refcount > 1 && old != o) old->flags |= OBJ_FLAG_UNLINKED;
         storeObjDecrRef(old);
         if (!keepttl) dictDelete(server.expires, key);
         de = existing;
@@ -935,6 +950,7 @@ void storePendingAdd(sds key, storeObj *o) {
     serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
     account(o, ACCT_PENDING, 1);
     st.pending_bytes += o->len;
+    evictWallAdded(o, 0); /* new extents */
     if (o->ext && o->ext->put_owner) {
         o->ext->put_owner->npending++;
         o->ext->put_owner->pending_bytes += o->len;
@@ -944,6 +960,7 @@ void storePendingAdd(sds key, storeObj *o) {
 /* Every way out of the pending table comes here: the counts stay exact. */
 static void pendingLeave(storeObj *o) {
     account(o, ACCT_PENDING, -1);
+    storeWallsGone++;
     st.pending_bytes -= o->len;
     if (o->ext && o->ext->put_owner) {
         o->ext->put_owner->npending--;
@@ -1044,20 +1061,18 @@ void storePendingCron(long long budget_us) {
 
 /* ---- making room ---------------------------------------------------------- */
 
-/* Whether evicting could free enough of s for size bytes: its free bytes
- * (under maxmemory's cap), those still being zeroed, and the values that
- * eviction may take -- every value there but the hard-pinned ones and the
- * key being written (storeEvictProtected). A write that fails this check
- * is refused before anything is evicted: a refused write changes nothing.
- *
- * Bytes, not extents: freed bytes need not be contiguous, so a write that
- * passes may still find no extent after evicting every candidate (the
- * allocator's free ranges are segregated and coalesced, so this takes a
- * pool carved into many small values pinned between the gaps). Leased
- * values count as evictable too: a lease ends within lease-ttl, a
- * LEASE ms holds it longer. Both were chosen over a search for the
- * exact set of victims, which would cost a scan of the keyspace per
- * failed allocation. */
+/* Whether evicting could make room in s for size bytes. A write that fails
+ * this check is refused before anything is evicted: a refused write
+ * changes nothing. Two tests:
+ *  - bytes, a cheap first filter: its free bytes (under maxmemory's cap),
+ *    those still being zeroed, and the values that eviction may take --
+ *    every value there but the hard-pinned ones and the key being written
+ *    (storeEvictProtected);
+ *  - contiguity: freed bytes need not be adjacent, so the segment must
+ *    also hold a run of `size` bytes that no wall interrupts -- hard-pinned
+ *    values, pending puts, leased values, versions a reply still holds, the
+ *    key being written (evictRunFits, evict.c, which says how it avoids a
+ *    walk over every extent per write). */
 int storeEvictionCouldFit(segment *s, uint64_t size) {
     allocStats as;
     allocGetStats(s->alloc, &as);
@@ -1065,6 +1080,7 @@ int storeEvictionCouldFit(segment *s, uint64_t size) {
     uint64_t room = as.limit > as.used ? as.limit - as.used : 0;
     if (s->mem) room += zerofreePendingBytes();
     uint64_t evictable = s->value_bytes > s->hardpin_bytes ? s->value_bytes - s->hardpin_bytes : 0;
+    uint64_t poff = 0, psize = 0;
     if (storeEvictProtected) {
         dictEntry *de = dictFind(server.keys, storeEvictProtected);
         storeObj *o = de ? de->val : NULL;
@@ -1074,11 +1090,14 @@ int storeEvictionCouldFit(segment *s, uint64_t size) {
                 if (storeReplicaSegment(r) == s && r->handle != ALLOC_NONE) {
                     uint64_t b = allocSize(s->alloc, r->handle);
                     evictable = evictable > b ? evictable - b : 0;
+                    poff = r->offset;
+                    psize = evictIsWall(o) ? 0 : b; /* a wall already (leased, held) */
                 }
             }
         }
     }
-    return room + evictable >= need;
+    if (room + evictable < need) return 0;
+    return evictRunFits(s, need, poff, psize, as.limit < as.capacity ? as.limit : 0);
 }
 
 /* The heap the dataset takes: tables, key strings, object headers and
@@ -1142,11 +1161,13 @@ void storeObjSetHardPin(storeObj *o, int on) {
     if (was == !!on) return;
     /* A complete version pinned or unpinned here is the keyspace's
      * (pinCommand finds it there); a pending one is counted at PUT.END. */
-    int counted = o->state == OBJ_COMPLETE;
+    int counted = o->state == OBJ_COMPLETE, was_wall = evictIsWall(o);
     if (counted) account(o, ACCT_VALUE, -1);
     if (on) o->flags |= OBJ_FLAG_HARDPIN;
     else o->flags &= (uint8_t)~OBJ_FLAG_HARDPIN;
     if (counted) account(o, ACCT_VALUE, 1);
+    if (on) evictWallAdded(o, was_wall);
+    else storeWallsGone++;
 }
 
 unsigned long storeSize(void) { return dictSize(server.keys); }

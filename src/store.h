@@ -23,6 +23,9 @@ enum { OBJ_COMPLETE = 0, OBJ_PENDING = 1 };
 /* intval is the integer the bytes spell (set by the INCR family, which
  * just wrote them): the next INCR needs no read of the pool. */
 #define OBJ_FLAG_INTVAL (1 << 5)
+/* Out of the keyspace but still held (a reply being written): evicting
+ * cannot free it (evict.c's walls). */
+#define OBJ_FLAG_UNLINKED (1 << 6)
 
 /* One extent of one segment. */
 /* A replica names its segment by slot and the slot's generation at the
@@ -182,7 +185,15 @@ static inline char *storeObjPtr(const storeObj *o) {
     if (o->r.handle == ALLOC_NONE) return storeEmptyValue;
     return segmentPtr(segtab[o->r.segslot], o->r.offset);
 }
-static inline void storeObjIncrRef(storeObj *o) { o->refcount++; }
+/* o's extents just became walls to eviction (evict.c); was_wall: they
+ * already were (pinned and now leased, ...). A second holder (a reply, a
+ * SEG.READ) makes them one until it lets go. */
+void evictWallAdded(storeObj *o, int was_wall);
+void evictRefAdded(storeObj *o);
+int evictIsWall(const storeObj *o);
+static inline void storeObjIncrRef(storeObj *o) {
+    if (++o->refcount == 2) evictRefAdded(o);
+}
 /* A store object (PUT.START/PUT.END), as opposed to a SET value. String
  * commands read both, but the ones that would change a value in place by
  * Redis's semantics (APPEND, SETRANGE, SETBIT, the INCR family) answer
@@ -254,6 +265,8 @@ void storeResetStats(void);
  * for its own write (NULL: none). */
 extern sds storeEvictProtected;
 int storeEvictionCouldFit(segment *s, uint64_t size);
+/* Bumped whenever an extent stops being a wall to eviction (evict.c). */
+extern uint64_t storeWallsGone;
 /* maxmemory counts the dataset: the pool's bytes in use plus the heap the
  * keys and objects take (storeDatasetHeap, O(1)), as Redis counts
  * used_memory. */
@@ -267,5 +280,11 @@ int storeMakeRoomForDataset(uint64_t cost);
 int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */
 void storeEvictionCron(long long budget_us);
 void evictResetPool(void);
+/* Whether evicting everything evictable now would leave `need` contiguous
+ * bytes in s, the extent (poff, psize) of the key being written counted as
+ * a wall (psize 0: none), and the walls with it leave `need` under `limit`
+ * (the allocator's cap: maxmemory on the pool; 0: none). */
+int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize, uint64_t limit);
+void evictFitStats(uint64_t *scans, uint64_t *extents);
 
 #endif

@@ -106,6 +106,21 @@ static void doFreeMergedHandle(void) {
     allocFree(a, h1);
 }
 
+/* allocWalk's view: extents in address order, tiling the range. */
+typedef struct { int n; uint64_t next, off[8], size[8]; int used[8]; void *user[8]; } walkLog;
+static void walkRecord(void *ctx, uint64_t offset, uint64_t size, int used, void *user) {
+    walkLog *w = ctx;
+    if (w->n < 8) {
+        w->off[w->n] = offset;
+        w->size[w->n] = size;
+        w->used[w->n] = used;
+        w->user[w->n] = user;
+    }
+    w->n++;
+    if (offset != w->next) w->next = UINT64_MAX; /* a gap or overlap */
+    else w->next = offset + size;
+}
+
 /* ---- random test model ---- */
 typedef struct { uint32_t h; uint64_t off, size; } liveExt;
 
@@ -155,6 +170,30 @@ int main(void) {
         CHECK(allocAlloc(a, 97, &off) == ALLOC_NONE);
         CHECK(allocAlloc(a, 96, &off) != ALLOC_NONE);
         CHECK(checkOk(a));
+        allocRelease(a);
+    }
+
+    TEST("alloc: allocWalk visits every extent in address order with its tag") {
+        allocator *a = allocCreate(1 * MiB, 64);
+        uint64_t o;
+        uint32_t h1 = allocAlloc(a, 100, &o), h2 = allocAlloc(a, 64, &o), h3 = allocAlloc(a, 64, &o);
+        static int tag;
+        allocSetUser(a, h3, &tag);
+        allocFree(a, h2); /* a hole between h1 and h3 */
+        walkLog w = {0};
+        allocWalk(a, walkRecord, &w);
+        CHECK_EQ(w.n, 4);
+        CHECK_EQ(w.next, 1 * MiB);
+        CHECK(w.used[0] && !w.used[1] && w.used[2] && !w.used[3]);
+        CHECK_EQ(w.off[1], 128);
+        CHECK_EQ(w.size[1], 64);
+        CHECK(w.user[2] == &tag && w.user[1] == NULL);
+        allocFree(a, h1);
+        allocFree(a, h3);
+        w = (walkLog){0};
+        allocWalk(a, walkRecord, &w);
+        CHECK_EQ(w.n, 1);
+        CHECK_EQ(w.size[0], 1 * MiB);
         allocRelease(a);
     }
 
