@@ -2035,24 +2035,32 @@ static void testStreams(void) {
             CHECK(getSame(c, key, want, 5 * MiB + 12345, MC_TRANSPORT_TCP));
         }
     }
-    TEST("streams: 4 streams are 4 connections to the server (metadata one + 3 workers)") {
-        /* this hiredis connection, c's metadata connection, c's 3 workers */
-        long long n = connectedClients(r);
-        CHECK_EQ(n, 5);
+    long long conns = -1; /* r, c's metadata connection and its workers' */
+    TEST("streams: 4 streams use the metadata connection and at most 3 worker connections") {
+        /* This hiredis connection, c's metadata connection and 1 to 3
+         * workers': whichever worker is awake claims the next slice
+         * (mc_tcp.c), so on a busy machine one worker may have carried the
+         * slices of several, and opened the only worker connection. */
+        conns = connectedClients(r);
+        CHECK(conns >= 3 && conns <= 5);
     }
     TEST("streams: a slice refused (maxclients reached) fails the put, revokes it, leaves no key") {
         mc_client *d = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
         CHECK(d != NULL);
         long long now = connectedClients(r);
-        CHECK_EQ(now, 6);
+        CHECK_EQ(now, conns + 1);
         redisReply *rep = rcmd(r, "CONFIG SET maxclients %lld", now);
         CHECK(expectOk(rep, "CONFIG SET maxclients"));
         if (d) {
             CHECK_EQ(mc_set_streams(d, 4), MC_OK);
             fillPattern(want, 4 * MiB, seedOf("st:refused", 4));
-            int rc = put(d, "st:refused", want, 4 * MiB, NULL);
+            /* mc_put, not put(): the failure is the point, and put()'s
+             * "write: Broken pipe (put revoked)" on stderr read as a fault
+             * of whatever failed next in a run (issue 25). */
+            int rc = mc_put(d, "st:refused", 10, want, 4 * MiB, NULL);
             CHECK(rc < 0);
             if (rc >= 0) fprintf(stderr, "  put succeeded although its workers cannot connect\n");
+            CHECK(strstr(lastErr(d), "(put revoked)") != NULL);
             CHECK_EQ(mc_exists(d, "st:refused", 10), 0);
             rep = rcmd(r, "EXISTS st:refused");
             CHECK_EQ(replyInt(rep), 0);
