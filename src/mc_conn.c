@@ -287,11 +287,33 @@ int mcIovCut(const struct iovec *iov, int iovcnt, uint64_t off, uint64_t len, st
     return n;
 }
 
+/* The error line a peer wrote before it closed the connection (a server
+ * at maxclients, a host at its connection cap): a write into the closed
+ * socket fails with EPIPE or ECONNRESET, and the line, still in the receive
+ * queue, is the only account of why. Not waited for; 1 if there was one. */
+static int peerLastWords(mcConn *c, char *out, size_t len) {
+    char buf[160];
+    if (c->rpos < c->rlen) return 0; /* in step with replies: not a refusal */
+    ssize_t n = recv(c->fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    if (n < 2 || buf[0] != '-') return 0;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    snprintf(out, len, "%s", buf + 1);
+    return 1;
+}
+
 /* Writes all of iov[0..n), advancing through partial writes. */
 static int writeAll(mcConn *c, struct iovec *iov, int n) {
     if (anetSendAll(c->fd, iov, n) == 0) return MC_OK;
-    c->timed_out = errno == EAGAIN;
-    connFail(c, "write: %s", errno == EAGAIN ? "timed out" : strerror(errno));
+    int e = errno;
+    char said[160];
+    c->timed_out = e == EAGAIN;
+    if ((e == EPIPE || e == ECONNRESET) && peerLastWords(c, said, sizeof(said))) {
+        c->broken = 1;
+        snprintf(c->err, sizeof(c->err), "write: %s (the peer closed the connection after replying: %s)", strerror(e), said);
+        return MC_ERR_IO;
+    }
+    connFail(c, "write: %s", e == EAGAIN ? "timed out" : strerror(e));
     return MC_ERR_IO;
 }
 

@@ -239,6 +239,10 @@ static void acceptCommonHandler(int fd, int unix, const char *ip) {
         const char *err = "-ERR max number of clients reached\r\n";
         if (write(fd, err, strlen(err)) == -1) { /* best effort */ }
         server.stat_rejected_conn++;
+        /* Verbose, as each accept is: the peer's next write meets a closed
+         * socket ("Broken pipe"), and this line is the server's account. */
+        serverLog(LL_VERBOSE, "Refused a connection from %s: max number of clients reached (maxclients %lld)",
+                  unix ? "the unix socket" : ip, (long long)server.maxclients);
         close(fd);
         return;
     }

@@ -2035,24 +2035,39 @@ static void testStreams(void) {
             CHECK(getSame(c, key, want, 5 * MiB + 12345, MC_TRANSPORT_TCP));
         }
     }
-    TEST("streams: 4 streams are 4 connections to the server (metadata one + 3 workers)") {
-        /* this hiredis connection, c's metadata connection, c's 3 workers */
-        long long n = connectedClients(r);
-        CHECK_EQ(n, 5);
+    long long conns = -1; /* r, c's metadata connection and its workers' */
+    TEST("streams: 4 streams use the metadata connection and at most 3 worker connections") {
+        /* This hiredis connection, c's metadata connection and 1 to 3
+         * workers': whichever worker is awake claims the next slice
+         * (mc_tcp.c), so on a busy machine one worker may have carried the
+         * slices of several, and opened the only worker connection. */
+        conns = connectedClients(r);
+        CHECK(conns >= 3 && conns <= 5);
     }
     TEST("streams: a slice refused (maxclients reached) fails the put, revokes it, leaves no key") {
         mc_client *d = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
         CHECK(d != NULL);
         long long now = connectedClients(r);
-        CHECK_EQ(now, 6);
+        CHECK_EQ(now, conns + 1);
         redisReply *rep = rcmd(r, "CONFIG SET maxclients %lld", now);
         CHECK(expectOk(rep, "CONFIG SET maxclients"));
         if (d) {
             CHECK_EQ(mc_set_streams(d, 4), MC_OK);
             fillPattern(want, 4 * MiB, seedOf("st:refused", 4));
-            int rc = put(d, "st:refused", want, 4 * MiB, NULL);
+            /* mc_put, not put(): the failure is the point, and put()'s
+             * "write: Broken pipe (put revoked)" on stderr read as a fault
+             * of whatever failed next in a run (issue 25). */
+            int rc = mc_put(d, "st:refused", 10, want, 4 * MiB, NULL);
             CHECK(rc < 0);
             if (rc >= 0) fprintf(stderr, "  put succeeded although its workers cannot connect\n");
+            /* Why, whether the worker's SEG.WRITE met the closed socket
+             * (EPIPE: the refusal line is what the peer wrote before
+             * closing) or was all sent and read the refusal as its reply. */
+            CHECK(strstr(lastErr(d), "(put revoked)") != NULL);
+            CHECK(strstr(lastErr(d), "max number of clients reached") != NULL);
+            if (!strstr(lastErr(d), "max number of clients reached")) fprintf(stderr, "  (%s)\n", lastErr(d));
+            /* And the server's log says so too (verbose, as tests run it). */
+            CHECK(tsLogHas(&s, "max number of clients reached"));
             CHECK_EQ(mc_exists(d, "st:refused", 10), 0);
             rep = rcmd(r, "EXISTS st:refused");
             CHECK_EQ(replyInt(rep), 0);
@@ -2449,6 +2464,17 @@ static int clientsOf(redisContext *r, const char *user) {
     return n;
 }
 
+/* Every connection in CLIENT LIST (one line each). */
+static int clientsAll(redisContext *r) {
+    redisReply *l = rcmd(r, "CLIENT LIST");
+    int n = 0;
+    if (l && l->type == REDIS_REPLY_STRING)
+        for (const char *p = l->str; (p = strstr(p, "id=")) != NULL; p++)
+            if (p == l->str || p[-1] == '\n') n++;
+    freeReplyObject(l);
+    return n;
+}
+
 static void testAcl(void) {
     const char *group = "acl";
     int failed0 = test_failed;
@@ -2481,8 +2507,25 @@ static void testAcl(void) {
             CHECK_EQ(put(atcp, "acl:a:1", v, n, NULL), MC_OK);
             CHECK(getSame(atcp, "acl:a:1", v, n, MC_TRANSPORT_TCP));
         }
-        /* The metadata connection (which also carries the first stream) and the workers'. */
-        CHECK(clientsOf(r, "alice") >= 3);
+        /* Every connection the handle opened is alice's: the metadata one
+         * (which also carries the first stream) and at least one worker's,
+         * and no other connection but r (default) is there. How many
+         * workers opened one is the scheduler's business: whichever worker
+         * is awake claims the next slice (mc_tcp.c), so one worker may run
+         * several slices of the put and the get, and ">= 3" failed on a busy
+         * machine with a put and a get that had both succeeded. */
+        int na = clientsOf(r, "alice"), nd = clientsOf(r, "default"), all;
+        /* The refused connections of the test before are closed; the
+         * server may not have read their EOF yet on a busy machine. A
+         * connection of the handle's that is not alice's would stay. */
+        for (long long deadline = tsNowMs() + 5000; nd > 1 && tsNowMs() < deadline; nd = clientsOf(r, "default"))
+            usleep(10000);
+        all = clientsAll(r);
+        if (na < 2 || nd != 1 || all != na + nd)
+            fprintf(stderr, "  CLIENT LIST: %d alice, %d default, %d in all\n", na, nd, all);
+        CHECK(na >= 2);
+        CHECK_EQ(nd, 1);
+        CHECK_EQ(all, na + nd);
         CHECK_EQ(clientsOf(r, "bob"), 0);
     }
     TEST("acl: over the unix socket AUTO falls back to TCP: a tenant is refused SHM.ATTACH") {
@@ -4072,14 +4115,18 @@ static void testHostTokens(void) {
     TEST("host tokens: a connection over the cap (512) gets an error and is closed; a freed slot serves again") {
         enum { CAP = 512 };
         int fds[CAP + 1], nfd = 0;
-        const char *ping[] = {"PING"};
+        const char *ping[] = {"PING"}, *admit[] = {"SEG.AUTH", idbuf, token};
         char line[256];
         const char *got = NULL;
-        /* Until one is refused: the readers above hold a few already. */
+        /* Until one is refused: the readers above hold a few already. Each
+         * is admitted (SEG.AUTH): one that only PINGed would be closed by
+         * the host after HOST_PREAUTH_TIMEOUT_S (10 s), freeing its slot,
+         * and on a busy machine opening 512 took longer than that (the
+         * 513th was served). */
         while (nfd <= CAP) {
             int fd = htConnect(tcp_ep);
-            got = fd >= 0 && htCmd(fd, 1, ping) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
-            if (got == NULL || strcmp(got, "+PONG")) {
+            got = fd >= 0 && htCmd(fd, 3, admit) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+            if (got == NULL || strcmp(got, "+OK")) {
                 if (fd >= 0) {
                     CHECK(htClosed(fd, 5000));
                     close(fd);

@@ -65,7 +65,13 @@ static inline void tsGroupFinish(tsServer *s, const char *group, int failed_befo
             fprintf(stderr, "  wait status %d (signal %d)\n", st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
         CHECK(!tsLogHas(s, "AddressSanitizer") && !tsLogHas(s, "runtime error:") && !tsLogHas(s, "LeakSanitizer"));
     }
-    if (test_failed > failed_before) tsDumpLog(s, 40);
+    if (test_failed > failed_before) {
+        /* Enough to see why the server closed a connection (its verbose
+         * lines), and the whole log kept for what falls outside them. */
+        char kept[sizeof(s->dir) + 8];
+        tsDumpLog(s, 200);
+        if (tsKeepLog(s, kept, sizeof(kept)) == 0) fprintf(stderr, "  the whole server log is kept in %s\n", kept);
+    }
     tsCleanup(s);
 }
 

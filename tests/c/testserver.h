@@ -221,7 +221,7 @@ static inline void tsDumpLog(const tsServer *s, int lines) {
     if (!s->log[0]) return;
     FILE *f = fopen(s->log, "r");
     if (!f) return;
-    enum { RING = 200, WIDTH = 512 };
+    enum { RING = 1000, WIDTH = 512 };
     static char ring[RING][WIDTH];
     if (lines > RING) lines = RING;
     char line[WIDTH];
@@ -231,6 +231,17 @@ static inline void tsDumpLog(const tsServer *s, int lines) {
     fprintf(stderr, "---- server log %s (last %d lines) ----\n", s->log, lines);
     for (long i = n > lines ? n - lines : 0; i < n; i++) fputs(ring[i % RING], stderr);
     fprintf(stderr, "---- end of server log ----\n");
+}
+
+/* Moves the server's log out of its directory (which tsCleanup removes) to
+ * <dir>.log beside it, so a failed run keeps all of it -- at loglevel
+ * verbose every connection the server closed, and why. 0, or -1. */
+static inline int tsKeepLog(tsServer *s, char *kept, size_t len) {
+    if (!s->log[0] || !s->dir[0]) return -1;
+    snprintf(kept, len, "%s.log", s->dir);
+    if (rename(s->log, kept) != 0) return -1;
+    snprintf(s->log, sizeof(s->log), "%s", kept);
+    return 0;
 }
 
 static inline int tsLogHas(const tsServer *s, const char *needle) {
