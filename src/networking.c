@@ -730,6 +730,12 @@ void resetClient(client *c) {
  * capacity, which is what is allocated). An estimate: it must never be
  * below the truth by more than a constant per argument. */
 #define ARG_HEAP_OVERHEAD 16
+/* The limit is checked every ARG_LIMIT_CHECK_EVERY arguments of a request
+ * still arriving, and after any argument of ARG_LIMIT_CHECK_BYTES or more
+ * (and after every read): a two-argument command pays nothing, and the
+ * limit is passed by at most 64 small arguments (~66 kB) before it acts. */
+#define ARG_LIMIT_CHECK_EVERY 64
+#define ARG_LIMIT_CHECK_BYTES 1024
 #define ARG_MIN_COST (ARG_HEAP_OVERHEAD + sizeof(sds))
 
 static size_t clientArgvMemory(const client *c) {
@@ -897,7 +903,8 @@ static void processInputBuffer(client *c) {
             c->argv_bytes += tok.len;
             if (c->argc == c->expect_argc) {
                 if (executeParsedCommand(c) != C_OK) break;
-            } else if (clientInputOverLimit(c)) {
+            } else if ((c->argc % ARG_LIMIT_CHECK_EVERY == 0 || tok.len >= ARG_LIMIT_CHECK_BYTES) &&
+                       clientInputOverLimit(c)) {
                 break;
             }
         } else if (t == RESP_BIGARG) {
