@@ -30,7 +30,6 @@
 #include "server.h"
 #include "store.h"
 #include "util.h"
-#include "zerofree.h"
 #include "zmalloc.h"
 
 enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL };
@@ -334,20 +333,12 @@ static int applyFullCoverage(const char **err) {
     return C_OK;
 }
 
-/* maxmemory caps the bytes of values in the pool (0: the whole pool), and
- * with the dataset's heap the whole dataset (store.c, storeMakeRoomForDataset).
- * The pool is mapped once at start, so the cap can only be at most its size. */
+/* maxmemory: the rule and its effect belong to the store (storeMaxmemoryInvalid,
+ * storeApplyMaxmemory); at start-up storeInit checks and applies it. */
 static int applyMaxmemory(const char **err) {
-    if (server.self == NULL) return C_OK; /* start-up: storeInit applies it */
-    if (server.maxmemory > server.segment_size) {
-        *err = "maxmemory must not exceed segment-size (the pool is sized at start: restart with a larger "
-               "--segment-size)";
-        return C_ERR;
-    }
-    /* Space freed but still being zeroed is back first: the watermark
-     * then evicts down to the new cap by live objects only. */
-    zerofreeReclaim(1);
-    allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
+    if (server.self == NULL) return C_OK; /* start-up: storeInit checks and applies it */
+    if ((*err = storeMaxmemoryInvalid(server.maxmemory)) != NULL) return C_ERR;
+    storeApplyMaxmemory();
     return C_OK;
 }
 

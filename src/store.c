@@ -514,6 +514,28 @@ void storeDeferredFreeCron(void) {
 
 /* ---- keys ---------------------------------------------------------------- */
 
+/* maxmemory caps the bytes of values in the pool (0: the whole pool), and
+ * with the dataset's heap the whole dataset (storeMakeRoomForDataset). The
+ * pool is mapped once at start, so the cap is at most its size. This is the
+ * one owner of that rule: the config file at start (storeInit refuses to
+ * start) and CONFIG SET (refused, nothing changed) both ask it, with the
+ * same words. NULL: acceptable. */
+const char *storeMaxmemoryInvalid(long long maxmemory) {
+    if (maxmemory > server.segment_size)
+        return "maxmemory must not exceed segment-size (the pool is sized at start: restart with a larger "
+               "--segment-size)";
+    return NULL;
+}
+
+/* Puts server.maxmemory (already checked) in force on the pool. Space
+ * freed but still being zeroed comes back first: the watermark then evicts
+ * down to the new cap by live objects only. */
+void storeApplyMaxmemory(void) {
+    if (server.self == NULL) return; /* start-up: storeInit applies it */
+    zerofreeReclaim(1);
+    allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
+}
+
 int storeInit(char *err, size_t errlen) {
     server.keys = dictCreate(&keyspaceType);
     server.pending = dictCreate(&pendingType);
@@ -531,15 +553,15 @@ int storeInit(char *err, size_t errlen) {
                  want, what, have);
         return C_ERR;
     }
-    if (server.maxmemory > server.segment_size) {
-        serverLog(LL_WARNING, "maxmemory %lld is more than segment-size %lld: values may use the whole pool",
-                  server.maxmemory, server.segment_size);
-        server.maxmemory = 0;
+    const char *why = storeMaxmemoryInvalid(server.maxmemory);
+    if (why) {
+        snprintf(err, errlen, "%s", why);
+        return C_ERR;
     }
     server.self = segmentCreateLocal("self", (uint64_t)server.segment_size, server.segment_hugepages,
                                      (int)server.segment_numa_node, server.segment_prefault, err, errlen);
     if (server.self == NULL) return C_ERR;
-    allocSetLimit(server.self->alloc, (uint64_t)server.maxmemory);
+    storeApplyMaxmemory();
     server.self->mounted_ms = mstime();
     zerofreeInit();
     serverAssert(segmentTableAdd(server.self) == 0); /* the first: id 1, slot 0 */

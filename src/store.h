@@ -155,6 +155,10 @@ void storeLogNoSpace(uint64_t size, const char *what);
 static inline uint64_t storeKeyHashBuf(const void *key, size_t len) { return dictGenHashFunction(key, len); }
 
 int storeInit(char *err, size_t errlen);
+/* The rule "maxmemory <= segment-size" (its one owner): why a value is
+ * refused, or NULL; and putting server.maxmemory in force on the pool. */
+const char *storeMaxmemoryInvalid(long long maxmemory);
+void storeApplyMaxmemory(void);
 void storeShutdown(void);
 
 /* Objects. */

@@ -122,3 +122,31 @@ test {A pool larger than this machine's memory is refused at start with the reas
     assert_equal 1 $exited
     assert_match {*segment-size 64.00T is more than this machine's*} $out
 }
+
+# One rule, one owner (store.c storeMaxmemoryInvalid): a config that sets
+# maxmemory above segment-size is refused at start as CONFIG SET refuses it
+# (it used to start with a warning and maxmemory silently 0).
+tags {mooncake memory} {
+    test {A server started with maxmemory above segment-size does not start, and says why as CONFIG SET does} {
+        set log [tmpfile maxmemory-start]
+        set pid [exec $::harness(binary) --port [find_available_port] --segment-size 1mb --maxmemory 2mb \
+                     >& $log &]
+        set deadline [expr {[clock milliseconds] + 10000}]
+        while {[process_is_alive $pid] && [clock milliseconds] < $deadline} { after 20 }
+        set alive [process_is_alive $pid]
+        if {$alive} { catch {exec kill -9 $pid} }
+        catch {exec true}
+        set f [open $log r]
+        set out [read $f]
+        close $f
+        assert_equal 0 $alive
+        assert_match "*maxmemory must not exceed segment-size*" $out
+    }
+}
+
+start_server {tags {mooncake memory} overrides {segment-size 2mb maxmemory 2mb}} {
+    test {maxmemory equal to segment-size starts, and is in force} {
+        assert_equal [list maxmemory [expr {2 * 1024 * 1024}]] [r config get maxmemory]
+        assert_equal [expr {2 * 1024 * 1024}] [mem_field pool_limit]
+    }
+}
