@@ -112,7 +112,7 @@ user *DefaultUser;
 static user **Users;  /* sorted by name */
 static int NumUsers;
 static int NumCommandIds;
-static mcCommand **CommandById;
+static serverCommand **CommandById;
 
 #define BITMAP_WORDS ((NumCommandIds + 63) / 64)
 
@@ -174,7 +174,7 @@ static uint64_t extraCategories(const char *name) {
     return 0;
 }
 
-static uint64_t categoriesOf(mcCommand *cmd) {
+static uint64_t categoriesOf(serverCommand *cmd) {
     uint64_t cats = 0;
     if (cmd->flags & CMD_WRITE) cats |= ACL_CAT_WRITE;
     if (cmd->flags & CMD_READONLY) cats |= ACL_CAT_READ;
@@ -435,9 +435,9 @@ static void setAllCommands(user *u, int on) {
     u->cmdrules = sdsnew(on ? "+@all" : "-@all");
 }
 
-static void setCommandBits(user *u, mcCommand *cmd, int on) {
+static void setCommandBits(user *u, serverCommand *cmd, int on) {
     bitSet(u, cmd->id, on);
-    for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) bitSet(u, sub->id, on);
+    for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) bitSet(u, sub->id, on);
 }
 
 /* One rule. C_OK, or C_ERR with *err saying why (u is then half-changed:
@@ -551,7 +551,7 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
             for (int id = 0; id < NumCommandIds; id++)
                 if (CommandById[id]->acl_categories & cat) bitSet(u, id, on);
         } else {
-            mcCommand *cmd = strlen(name) == sdslen(name) ? lookupCommandByName(name) : NULL;
+            serverCommand *cmd = strlen(name) == sdslen(name) ? lookupCommandByName(name) : NULL;
             if (cmd == NULL) {
                 sdsfree(name);
                 *err = ERR_UNKNOWN;
@@ -648,16 +648,16 @@ static int applyRulesStrict(user *u, const char *rules) {
 
 void aclInit(void) {
     int n = 0;
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         cmd->id = n++;
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) sub->id = n++;
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) sub->id = n++;
     }
     NumCommandIds = n;
-    CommandById = zmalloc(sizeof(mcCommand *) * (size_t)n);
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    CommandById = zmalloc(sizeof(serverCommand *) * (size_t)n);
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         CommandById[cmd->id] = cmd;
         cmd->acl_categories = categoriesOf(cmd);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
             CommandById[sub->id] = sub;
             sub->acl_categories = categoriesOf(sub);
         }
@@ -844,7 +844,7 @@ int aclAuthenticate(client *c, sds name, sds pass) {
 
 /* ---- checks --------------------------------------------------------------- */
 
-int aclUserCanRun(const user *u, const mcCommand *cmd) {
+int aclUserCanRun(const user *u, const serverCommand *cmd) {
     return (u->flags & USER_ALLCOMMANDS) || (cmd->flags & CMD_NOAUTH) || bitGet(u, cmd->id);
 }
 
@@ -859,7 +859,7 @@ int aclUserCanAccessKey(const user *u, const char *key, size_t keylen, int perm)
 }
 
 /* What a command needs of its keys. SET ... GET reads the old value too. */
-static int keyPermNeeded(const mcCommand *cmd, sds *argv, int argc) {
+static int keyPermNeeded(const serverCommand *cmd, sds *argv, int argc) {
     int perm = 0;
     if (cmd->flags & CMD_READONLY) perm |= ACL_READ;
     if (cmd->flags & CMD_WRITE) perm |= ACL_WRITE;
@@ -885,7 +885,7 @@ static int channelAllowed(const user *u, sds ch, int literal) {
     return 0;
 }
 
-static int checkChannels(const user *u, mcCommand *cmd, sds *argv, int argc, int *pos) {
+static int checkChannels(const user *u, serverCommand *cmd, sds *argv, int argc, int *pos) {
     int first = 1, last;
     if (cmd->proc == publishCommand || cmd->proc == spublishCommand) last = 1;
     else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand || cmd->proc == psubscribeCommand)
@@ -900,7 +900,7 @@ static int checkChannels(const user *u, mcCommand *cmd, sds *argv, int argc, int
     return ACL_OK;
 }
 
-static int checkUser(const user *u, mcCommand *cmd, sds *argv, int argc, int *keypos) {
+static int checkUser(const user *u, serverCommand *cmd, sds *argv, int argc, int *keypos) {
     if (!aclUserCanRun(u, cmd)) return ACL_DENIED_CMD;
     /* Shard channels sit where keys would (cluster routing): channels, not keys. */
     if (cmd->flags & CMD_PUBSUB) return checkChannels(u, cmd, argv, argc, keypos);
@@ -1284,7 +1284,7 @@ static void aclDryRunCommand(client *c) {
     }
     sds *argv = c->argv + 3;
     int argc = c->argc - 3;
-    mcCommand *cmd = lookupCommand(argv, argc);
+    serverCommand *cmd = lookupCommand(argv, argc);
     if (cmd == NULL) {
         addReplyErrorFormat(c, "ERR Command '%.128s' not found", argv[0]);
         return;

@@ -10,7 +10,7 @@
 #include "sha256.h"
 
 struct client;
-struct mcCommand;
+struct serverCommand;
 struct segment;
 
 /* User flags. */
@@ -29,7 +29,7 @@ struct segment;
 /* Why a check failed (ACL LOG "reason"). */
 enum { ACL_OK = 0, ACL_DENIED_CMD, ACL_DENIED_KEY, ACL_DENIED_AUTH, ACL_DENIED_CHANNEL };
 
-/* Categories: bits of mcCommand.acl_categories, named in acl.c. */
+/* Categories: bits of serverCommand.acl_categories, named in acl.c. */
 #define ACL_CAT_KEYSPACE (1ULL << 0)
 #define ACL_CAT_READ (1ULL << 1)
 #define ACL_CAT_WRITE (1ULL << 2)
@@ -101,7 +101,7 @@ int aclCheckCommand(struct client *c, int *keypos);
 /* Replies the -NOPERM error for a failed aclCheckCommand and logs it. */
 void aclDenyCommand(struct client *c, int reason, int keypos);
 /* Whether the user may run cmd at all (bigarg placement asks first). */
-int aclUserCanRun(const user *u, const struct mcCommand *cmd);
+int aclUserCanRun(const user *u, const struct serverCommand *cmd);
 /* A user restricted by key patterns (no allkeys): the store and the data
  * plane apply tenancy rules to it (acl.c, "Tenancy"). */
 static inline int aclUserRestricted(const user *u) { return !(u->flags & USER_ALLKEYS); }

@@ -335,7 +335,7 @@ unsigned long clusterCountKeysInSlot(int slot) {
 
 /* Key positions of a command as argv indexes; returns how many (at most
  * max). MIGRATE's keys are either argv[3] or everything after KEYS. */
-int clusterCommandKeys(mcCommand *cmd, sds *argv, int argc, int *keys, int max) {
+int clusterCommandKeys(serverCommand *cmd, sds *argv, int argc, int *keys, int max) {
     int n = 0;
     if (cmd->proc == migrateCommand) {
         if (argc > 3 && sdslen(argv[3])) {
@@ -382,7 +382,7 @@ static void addReplyRedirect(client *c, const char *word, int slot, clusterNode 
  * Returns 1 if it replied. */
 int clusterRedirect(client *c) {
     clusterState *cs = server.cluster;
-    mcCommand *cmd = c->cmd;
+    serverCommand *cmd = c->cmd;
     multiCmd one = {cmd, c->argc, c->argv, NULL, NULL};
     multiCmd *cmds = &one;
     int ncmds = 1;

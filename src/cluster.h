@@ -17,7 +17,7 @@
 #define CNODE_FAIL (1 << 1)     /* its etcd lease is gone: dead for cluster-node-timeout */
 
 struct client;
-struct mcCommand;
+struct serverCommand;
 
 typedef struct clusterSlotState {
     int slot;
@@ -95,7 +95,7 @@ clusterNode *clusterNodeFromJson(const char *buf, size_t len, char *err, size_t 
 int clusterNodeInMyGroup(const clusterNode *n);
 int clusterNodeOwnsSlot(const clusterNode *n, int slot);
 int clusterSaveNodeId(const char *id, char *err, size_t errlen);
-int clusterCommandKeys(struct mcCommand *cmd, sds *argv, int argc, int *keys, int max);
+int clusterCommandKeys(struct serverCommand *cmd, sds *argv, int argc, int *keys, int max);
 
 /* cluster_sync.c: the etcd side. */
 int clusterSyncInit(char *err, size_t errlen);

@@ -55,7 +55,7 @@
      .keystep = step_, .summary = summary_, .since = since_, .complexity = cx_}
 #define END {.name = NULL}
 
-static mcCommand configSubcommands[] = {
+static serverCommand configSubcommands[] = {
     SUB("get", configCommand, -3, A | L | S, "Returns the effective values of configuration parameters."),
     SUB("set", configCommand, -4, A | L | S, "Sets configuration parameters in-flight."),
     SUB("resetstat", configCommand, 2, A | L | S, "Resets the server's statistics."),
@@ -63,7 +63,7 @@ static mcCommand configSubcommands[] = {
     SUB("help", configCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
-static mcCommand clientSubcommands[] = {
+static serverCommand clientSubcommands[] = {
     SUB("id", clientCommand, 2, L | S, "Returns the unique client ID of the connection."),
     SUB("setname", clientCommand, 3, L | S, "Sets the connection name."),
     SUB("getname", clientCommand, 2, L | S, "Returns the name of the connection."),
@@ -78,7 +78,7 @@ static mcCommand clientSubcommands[] = {
     SUB("help", clientCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
-static mcCommand commandSubcommands[] = {
+static serverCommand commandSubcommands[] = {
     SUB("count", commandCommand, 2, L | S, "Returns a count of commands."),
     SUB("info", commandCommand, -2, L | S, "Returns information about one, multiple or all commands."),
     SUB("docs", commandCommand, -2, L | S, "Returns documentary information about one, multiple or all commands."),
@@ -90,20 +90,20 @@ static mcCommand commandSubcommands[] = {
     SUB("help", commandCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
-static mcCommand slowlogSubcommands[] = {
+static serverCommand slowlogSubcommands[] = {
     SUB("get", slowlogCommand, -2, A | L | S, "Returns the slow log's entries."),
     SUB("len", slowlogCommand, 2, A | L | S, "Returns the number of entries in the slow log."),
     SUB("reset", slowlogCommand, 2, A | L | S, "Clears all entries from the slow log."),
     SUB("help", slowlogCommand, 2, L | S, "Show helpful text about the different subcommands."),
     END};
 
-static mcCommand memorySubcommands[] = {
+static serverCommand memorySubcommands[] = {
     SUBK("usage", memoryCommand, -3, R, 2, 2, 1, "Estimates the memory usage of a key.", "4.0.0",
          "O(N) where N is the number of samples."),
     SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
-static mcCommand objectSubcommands[] = {
+static serverCommand objectSubcommands[] = {
     SUBK("encoding", objectCommand, 3, R, 2, 2, 1, "Returns the internal encoding of a Redis object.", "2.2.3", "O(1)"),
     SUBK("freq", objectCommand, 3, R, 2, 2, 1, "Returns the logarithmic access frequency counter of a Redis object.", "4.0.0", "O(1)"),
     SUBK("idletime", objectCommand, 3, R, 2, 2, 1, "Returns the time since the last access to a Redis object.", "2.2.3", "O(1)"),
@@ -113,7 +113,7 @@ static mcCommand objectSubcommands[] = {
 
 /* ACL (acl.c): admin subcommands are @admin @dangerous, as Redis's; CAT,
  * WHOAMI and GENPASS are open to anyone who may run ACL at all. */
-static mcCommand aclSubcommands[] = {
+static serverCommand aclSubcommands[] = {
     SUB("cat", aclCommand, -2, L | S, "Lists the ACL categories, or the commands inside a category."),
     SUB("deluser", aclCommand, -3, A | L | S, "Deletes ACL users, and terminates their connections."),
     SUB("dryrun", aclCommand, -4, A | L | S, "Simulates the execution of a command by a user, without executing the command."),
@@ -129,7 +129,7 @@ static mcCommand aclSubcommands[] = {
     SUB("help", aclCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
-static mcCommand pubsubSubcommands[] = {
+static serverCommand pubsubSubcommands[] = {
     {.name = "channels", .proc = pubsubCommand, .arity = -2, .flags = P | L | S, .since = "2.8.0",
      .summary = "Returns the active channels.",
      .complexity = "O(N) where N is the number of active channels, and assuming constant time pattern matching "
@@ -150,7 +150,7 @@ static mcCommand pubsubSubcommands[] = {
      .summary = "Returns helpful text about the different subcommands.", .complexity = "O(1)"},
     END};
 
-static mcCommand clusterSubcommands[] = {
+static serverCommand clusterSubcommands[] = {
     SUB("info", clusterCommand, 2, S, "Returns information about the state of a node."),
     SUB("myid", clusterCommand, 2, S, "Returns the ID of a node."),
     SUB("myshardid", clusterCommand, 2, S, "Returns the shard ID of a node."),
@@ -187,7 +187,7 @@ static mcCommand clusterSubcommands[] = {
      .keystep = step_, .group = group_, .summary = summary_, .since = since_, .complexity = cx_, .bigarg = bigarg_, \
      .subcommands = subs_}
 
-mcCommand commandTable[] = {
+serverCommand commandTable[] = {
     /* connection */
     CMD("ping", pingCommand, -1, F | S | L, 0, 0, 0, "connection", "Returns the server's liveliness response.", "1.0.0", "O(1)"),
     CMD("echo", echoCommand, 2, F | S | L, 0, 0, 0, "connection", "Returns the given string.", "1.0.0", "O(1)"),
@@ -759,13 +759,13 @@ static void synWords(const cmdArg *a, int *min, int *max) {
 
 /* Keys must point at a key spec the command has (COMMAND INFO lists one
  * when firstkey is set or the keys are counted). */
-static void synCheckKeys(synParser *ps, const mcCommand *cmd, const cmdArg *a) {
+static void synCheckKeys(synParser *ps, const serverCommand *cmd, const cmdArg *a) {
     int has_spec = cmd->firstkey != 0 || (cmd->flags & CMD_MOVABLEKEYS);
     if (!strcmp(a->type, "key") && !has_spec) synFail(ps, "a key argument, but the command has no key spec");
     for (int i = 0; i < a->nargs; i++) synCheckKeys(ps, cmd, &a->args[i]);
 }
 
-static void parseSynopsis(mcCommand *cmd, const char *synopsis) {
+static void parseSynopsis(serverCommand *cmd, const char *synopsis) {
     synParser ps = {cmd->fullname, synopsis, synopsis};
     cmdArg *top = synSeq(&ps, '\0');
     if (*ps.p) synFail(&ps, "unexpected character");
@@ -780,7 +780,7 @@ static void parseSynopsis(mcCommand *cmd, const char *synopsis) {
     zfree(top);
 }
 
-static void synopsisFor(mcCommand *cmd, int *used) {
+static void synopsisFor(serverCommand *cmd, int *used) {
     for (int i = 0; commandSynopses[i].command; i++)
         if (!strcmp(commandSynopses[i].command, cmd->fullname)) {
             parseSynopsis(cmd, commandSynopses[i].synopsis);
@@ -800,9 +800,9 @@ void populateCommandDocs(void) {
     int n = 0;
     while (commandSynopses[n].command) n++;
     int *used = zcalloc(sizeof(int) * (size_t)(n + 1));
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         synopsisFor(cmd, used);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) synopsisFor(sub, used);
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) synopsisFor(sub, used);
     }
     for (int i = 0; i < n; i++)
         if (!used[i]) {
@@ -827,7 +827,7 @@ static const struct {
 /* Key specs, the Redis 7 form of the key positions: one spec, found by
  * index, whose keys are either a range (first/last/step) or counted by a
  * numkeys argument (CMD_MOVABLEKEYS). */
-static void addReplyKeySpecs(client *c, mcCommand *cmd) {
+static void addReplyKeySpecs(client *c, serverCommand *cmd) {
     /* MIGRATE's keys are argv[3] or follow KEYS: a range spec plus
      * movablekeys (COMMAND GETKEYS), as Redis describes it. */
     int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0 && cmd->proc != migrateCommand;
@@ -872,7 +872,7 @@ static void addReplyKeySpecs(client *c, mcCommand *cmd) {
     }
 }
 
-static void addReplyCommandInfo(client *c, mcCommand *cmd) {
+static void addReplyCommandInfo(client *c, serverCommand *cmd) {
     int nflags = 0;
     for (int i = 0; flagNames[i].name; i++)
         if (cmd->flags & flagNames[i].flag) nflags++;
@@ -897,9 +897,9 @@ static void addReplyCommandInfo(client *c, mcCommand *cmd) {
     addReplyArrayLen(c, 0); /* tips */
     addReplyKeySpecs(c, cmd);
     long long nsubs = 0;
-    for (mcCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
+    for (serverCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
     addReplyArrayLen(c, nsubs);
-    for (mcCommand *s = cmd->subcommands; s && s->name; s++) addReplyCommandInfo(c, s);
+    for (serverCommand *s = cmd->subcommands; s && s->name; s++) addReplyCommandInfo(c, s);
 }
 
 /* Each argument as Redis 7 sends it (and redis-cli reads it for hints):
@@ -938,9 +938,9 @@ static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs) {
     }
 }
 
-static void addReplyCommandDocs(client *c, mcCommand *cmd) {
+static void addReplyCommandDocs(client *c, serverCommand *cmd) {
     long long nsubs = 0;
-    for (mcCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
+    for (serverCommand *s = cmd->subcommands; s && s->name; s++) nsubs++;
     const char *group = cmd->group ? cmd->group : (cmd->parent ? cmd->parent->group : "server");
     /* No complexity is given for a command whose cost is not per call
      * (MONITOR), as in Redis. */
@@ -962,7 +962,7 @@ static void addReplyCommandDocs(client *c, mcCommand *cmd) {
     if (nsubs) {
         addReplyBulkCString(c, "subcommands");
         addReplyMapLen(c, nsubs);
-        for (mcCommand *s = cmd->subcommands; s && s->name; s++) {
+        for (serverCommand *s = cmd->subcommands; s && s->name; s++) {
             addReplyBulkCString(c, s->fullname);
             addReplyCommandDocs(c, s);
         }
@@ -971,7 +971,7 @@ static void addReplyCommandDocs(client *c, mcCommand *cmd) {
 
 static long long commandCount(void) {
     long long n = 0;
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) n++;
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) n++;
     return n;
 }
 
@@ -1001,7 +1001,7 @@ static const struct {
     {"copy", "RO access", "OW update"},
     {NULL, NULL, NULL}};
 
-static const char *keyFlags(const mcCommand *cmd, int ordinal) {
+static const char *keyFlags(const serverCommand *cmd, int ordinal) {
     for (int i = 0; keyFlagsTable[i].cmd; i++)
         if (!strcmp(keyFlagsTable[i].cmd, cmd->fullname))
             return ordinal > 0 && keyFlagsTable[i].rest ? keyFlagsTable[i].rest : keyFlagsTable[i].first;
@@ -1030,7 +1030,7 @@ static void addReplyKeyFlags(client *c, const char *flags) {
 static void commandGetKeys(client *c, int withflags) {
     sds *argv = c->argv + 2;
     int argc = c->argc - 2;
-    mcCommand *cmd = lookupCommand(argv, argc);
+    serverCommand *cmd = lookupCommand(argv, argc);
     if (!cmd) {
         addReplyError(c, "ERR Invalid command specified");
         return;
@@ -1074,7 +1074,7 @@ typedef struct commandFilter {
     int module;          /* FILTERBY MODULE: no module is loaded, nothing matches */
 } commandFilter;
 
-static int commandListMatches(mcCommand *cmd, const commandFilter *f) {
+static int commandListMatches(serverCommand *cmd, const commandFilter *f) {
     if (f->module) return 0;
     if (f->byaclcat && !(cmd->acl_categories & f->aclcat)) return 0;
     return !f->pattern || stringmatchlen(f->pattern, strlen(f->pattern), cmd->fullname, sdslen(cmd->fullname), 1);
@@ -1095,14 +1095,14 @@ static void commandListCommand(client *c) {
         return;
     }
     long long n = 0;
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         n += commandListMatches(cmd, &f);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) n += commandListMatches(sub, &f);
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) n += commandListMatches(sub, &f);
     }
     addReplyArrayLen(c, n);
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         if (commandListMatches(cmd, &f)) addReplyBulkCString(c, cmd->fullname);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++)
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++)
             if (commandListMatches(sub, &f)) addReplyBulkCString(c, sub->fullname);
     }
 }
@@ -1110,7 +1110,7 @@ static void commandListCommand(client *c) {
 void commandCommand(client *c) {
     if (c->argc == 1) {
         addReplyArrayLen(c, commandCount());
-        for (mcCommand *cmd = commandTable; cmd->name; cmd++) addReplyCommandInfo(c, cmd);
+        for (serverCommand *cmd = commandTable; cmd->name; cmd++) addReplyCommandInfo(c, cmd);
         return;
     }
     const char *sub = c->argv[1];
@@ -1130,19 +1130,19 @@ void commandCommand(client *c) {
     } else if (!strcasecmp(sub, "info")) {
         if (c->argc == 2) {
             addReplyArrayLen(c, commandCount());
-            for (mcCommand *cmd = commandTable; cmd->name; cmd++) addReplyCommandInfo(c, cmd);
+            for (serverCommand *cmd = commandTable; cmd->name; cmd++) addReplyCommandInfo(c, cmd);
             return;
         }
         addReplyArrayLen(c, c->argc - 2);
         for (int j = 2; j < c->argc; j++) {
-            mcCommand *cmd = lookupCommandByName(c->argv[j]);
+            serverCommand *cmd = lookupCommandByName(c->argv[j]);
             if (cmd) addReplyCommandInfo(c, cmd);
             else addReplyNullArray(c);
         }
     } else if (!strcasecmp(sub, "docs")) {
         if (c->argc == 2) {
             addReplyMapLen(c, commandCount());
-            for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+            for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
                 addReplyBulkCString(c, cmd->fullname);
                 addReplyCommandDocs(c, cmd);
             }
@@ -1153,7 +1153,7 @@ void commandCommand(client *c) {
             if (lookupCommandByName(c->argv[j])) found++;
         addReplyMapLen(c, found);
         for (int j = 2; j < c->argc; j++) {
-            mcCommand *cmd = lookupCommandByName(c->argv[j]);
+            serverCommand *cmd = lookupCommandByName(c->argv[j]);
             if (!cmd) continue;
             addReplyBulkCString(c, cmd->fullname);
             addReplyCommandDocs(c, cmd);

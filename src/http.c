@@ -99,7 +99,7 @@ typedef struct httpRoute {
     const char *path;
     httpHandler *proc;
     const char *permission; /* the command whose ACL permission it needs */
-    mcCommand *cmd;         /* permission's row, found at the first start */
+    serverCommand *cmd;         /* permission's row, found at the first start */
 } httpRoute;
 
 static void healthHandler(httpRequest *req);

@@ -60,10 +60,10 @@ void resetServerStats(void) {
     storeResetStats();
     storeCommandStatsReset();
     nerrorStats = 0;
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         cmd->calls = cmd->usec = cmd->rejected_calls = cmd->failed_calls = 0;
         latencyReset(&cmd->latency);
-        for (mcCommand *s = cmd->subcommands; s && s->name; s++) {
+        for (serverCommand *s = cmd->subcommands; s && s->name; s++) {
             s->calls = s->usec = s->rejected_calls = s->failed_calls = 0;
             latencyReset(&s->latency);
         }
@@ -98,7 +98,7 @@ void statsRecordError(const char *reply, size_t len) {
 
 /* latency_percentiles_usec_<cmd>:p50=...,p99=...,p99.9=... for the
  * percentiles latency-tracking-info-percentiles names. */
-static sds catLatencyStats(sds s, mcCommand *cmd) {
+static sds catLatencyStats(sds s, serverCommand *cmd) {
     if (latencyCount(cmd->latency)) {
         s = sdscatprintf(s, "latency_percentiles_usec_%s:", cmd->fullname);
         for (int i = 0; i < server.latency_npercentiles; i++) {
@@ -107,7 +107,7 @@ static sds catLatencyStats(sds s, mcCommand *cmd) {
         }
         s = sdscat(s, "\r\n");
     }
-    for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catLatencyStats(s, sub);
+    for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catLatencyStats(s, sub);
     return s;
 }
 
@@ -126,13 +126,13 @@ static sds sectionHeader(sds s, int want, const char *title) {
     return sdscatprintf(s, "# %s\r\n", title);
 }
 
-static sds catCommandStats(sds s, mcCommand *cmd) {
+static sds catCommandStats(sds s, serverCommand *cmd) {
     if (cmd->calls || cmd->failed_calls || cmd->rejected_calls)
         s = sdscatprintf(s, "cmdstat_%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
                          cmd->fullname, cmd->calls, cmd->usec,
                          cmd->calls ? (double)cmd->usec / (double)cmd->calls : 0.0, cmd->rejected_calls,
                          cmd->failed_calls);
-    for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catCommandStats(s, sub);
+    for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) s = catCommandStats(s, sub);
     return s;
 }
 
@@ -403,12 +403,12 @@ sds genInfoString(const char *section) {
     /* commandstats is not in the default set, as in Redis. */
     if (!strcasecmp(section, "commandstats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
         s = sectionHeader(s, count++ ? 2 : 1, "Commandstats");
-        for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catCommandStats(s, cmd);
+        for (serverCommand *cmd = commandTable; cmd->name; cmd++) s = catCommandStats(s, cmd);
     }
     /* latencystats, like commandstats, only when asked for or with all. */
     if (!strcasecmp(section, "latencystats") || !strcasecmp(section, "all") || !strcasecmp(section, "everything")) {
         s = sectionHeader(s, count++ ? 2 : 1, "Latencystats");
-        for (mcCommand *cmd = commandTable; cmd->name; cmd++) s = catLatencyStats(s, cmd);
+        for (serverCommand *cmd = commandTable; cmd->name; cmd++) s = catLatencyStats(s, cmd);
     }
     if ((w = wantSection(section, "errorstats", &count))) {
         s = sectionHeader(s, w, "Errorstats");

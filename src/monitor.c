@@ -41,7 +41,7 @@
 /* Marks in r[] the arguments that carry a password. Follows each command's
  * own parsing (networking.c, migrate.c) far enough to find them. */
 int commandRedactedArgs(client *c, char *r) {
-    mcCommand *cmd = c->cmd;
+    serverCommand *cmd = c->cmd;
     int n = 0;
     if (cmd->proc == authCommand) {
         /* Every argument: a malformed AUTH is still someone's password. */

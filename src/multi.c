@@ -86,7 +86,7 @@ void multiInit(void) { server.watched_keys = dictCreate(&watchedKeysType); }
 
 /* ---- queueing ------------------------------------------------------------ */
 
-int multiRunsNow(const mcCommand *cmd) {
+int multiRunsNow(const serverCommand *cmd) {
     return cmd->proc == execCommand || cmd->proc == discardCommand || cmd->proc == multiCommand ||
            cmd->proc == watchCommand || cmd->proc == quitCommand || cmd->proc == resetCommand;
 }
@@ -209,7 +209,7 @@ void execCommand(client *c) {
     storeObj **orig_argobj = c->argobj;
     size_t *orig_arglen = c->arglen;
     int orig_argc = c->argc;
-    mcCommand *orig_cmd = c->cmd;
+    serverCommand *orig_cmd = c->cmd;
     addReplyArrayLen(c, ms.count);
     for (int i = 0; i < ms.count; i++) {
         multiCmd *mc = &ms.cmds[i];

@@ -12,7 +12,7 @@ void multiInit(void);
 
 /* processCommand's side: does this command, sent after MULTI, run now
  * (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET) rather than being queued? */
-int multiRunsNow(const mcCommand *cmd);
+int multiRunsNow(const serverCommand *cmd);
 void queueMultiCommand(client *c);     /* takes c's arguments over */
 void flagTransaction(client *c);       /* a refused command: EXEC will say EXECABORT */
 void execCommandAbort(client *c, const char *err); /* EXEC itself refused */

@@ -805,7 +805,7 @@ static int executeParsedCommand(client *c) {
 static void startBigArg(client *c, size_t len) {
     int argi = c->argc;
     char *dst = NULL;
-    mcCommand *cmd = argi > 0 ? lookupCommand(c->argv, argi) : NULL;
+    serverCommand *cmd = argi > 0 ? lookupCommand(c->argv, argi) : NULL;
     ensureArgvRoom(c, argi + 1);
     c->argv[argi] = NULL;
     /* Placed only for a command this user may run: SEG.WRITE's hook writes

@@ -124,12 +124,12 @@ static int scanRequests(const char *buf, size_t len, pfReq *reqs, int max) {
 static struct {
     char name[32];
     size_t len;
-    mcCommand *cmd;
+    serverCommand *cmd;
 } lastcmd;
 
-static mcCommand *scanLookupCommand(const char *name, size_t len) {
+static serverCommand *scanLookupCommand(const char *name, size_t len) {
     if (len == lastcmd.len && lastcmd.cmd && memcmp(name, lastcmd.name, len) == 0) return lastcmd.cmd;
-    mcCommand *cmd = lookupCommandBuf(name, len);
+    serverCommand *cmd = lookupCommandBuf(name, len);
     if (cmd && len <= sizeof(lastcmd.name)) {
         memcpy(lastcmd.name, name, len);
         lastcmd.len = len;
@@ -159,7 +159,7 @@ int prefetchPipeline(client *c) {
 
     /* 1: hash each first key, ask for its bucket slot(s). */
     for (int i = 0; i < n; i++) {
-        mcCommand *cmd = scanLookupCommand(reqs[i].name, reqs[i].namelen);
+        serverCommand *cmd = scanLookupCommand(reqs[i].name, reqs[i].namelen);
         if (cmd == NULL || cmd->subcommands || cmd->firstkey < 1 || cmd->firstkey > PREFETCH_ARGS_KEPT ||
             cmd->firstkey >= reqs[i].argc)
             continue;

@@ -49,7 +49,7 @@
 #include "zerofree.h"
 #include "zmalloc.h"
 
-struct mcServer server;
+struct mooncakeServer server;
 
 /* ---- logging ------------------------------------------------------------- */
 
@@ -100,11 +100,11 @@ static dictType commandDictType = {cmdHash, cmdCompare, NULL, NULL};
 
 static void populateCommandTable(void) {
     server.commands = dictCreate(&commandDictType);
-    for (mcCommand *cmd = commandTable; cmd->name; cmd++) {
+    for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         cmd->fullname = sdsnew(cmd->name);
         sdstolower(cmd->fullname);
         serverAssert(dictAdd(server.commands, cmd->fullname, cmd) == DICT_OK);
-        for (mcCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
             sub->parent = cmd;
             sub->fullname = sdscatprintf(sdsempty(), "%s|%s", cmd->fullname, sub->name);
             sdstolower(sub->fullname);
@@ -113,13 +113,13 @@ static void populateCommandTable(void) {
     populateCommandDocs();
 }
 
-static mcCommand *lookupBySds(sds name) {
+static serverCommand *lookupBySds(sds name) {
     dictEntry *de = dictFind(server.commands, name);
     return de ? de->val : NULL;
 }
 
-static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
-    for (mcCommand *sub = container->subcommands; sub && sub->name; sub++)
+static serverCommand *lookupSubcommand(serverCommand *container, const char *name) {
+    for (serverCommand *sub = container->subcommands; sub && sub->name; sub++)
         if (!strcasecmp(sub->name, name)) return sub;
     return NULL;
 }
@@ -127,10 +127,10 @@ static mcCommand *lookupSubcommand(mcCommand *container, const char *name) {
 /* By full name, as COMMAND INFO/DOCS take it: "get", or "config|get" for a
  * subcommand. "get|key" is no command (GET has no subcommands), nor is
  * "config" with an unknown subcommand. */
-mcCommand *lookupCommandByName(const char *name) {
+serverCommand *lookupCommandByName(const char *name) {
     const char *bar = strchr(name, '|');
     sds key = sdsnewlen(name, bar ? (size_t)(bar - name) : strlen(name));
-    mcCommand *cmd = lookupBySds(key);
+    serverCommand *cmd = lookupBySds(key);
     sdsfree(key);
     if (cmd == NULL || bar == NULL) return cmd;
     return cmd->subcommands && !strchr(bar + 1, '|') ? lookupSubcommand(cmd, bar + 1) : NULL;
@@ -138,7 +138,7 @@ mcCommand *lookupCommandByName(const char *name) {
 
 /* By a name that is not an sds (prefetch.c reads it in the query buffer);
  * top-level commands only, as lookupBySds. */
-mcCommand *lookupCommandBuf(const char *name, size_t len) {
+serverCommand *lookupCommandBuf(const char *name, size_t len) {
     union {
         struct sdshdr h;
         char raw[sizeof(struct sdshdr) + 64];
@@ -154,8 +154,8 @@ mcCommand *lookupCommandBuf(const char *name, size_t len) {
 
 /* The container itself when argc == 1 (so its arity error is reported),
  * NULL for an unknown subcommand. */
-mcCommand *lookupCommand(sds *argv, int argc) {
-    mcCommand *cmd = lookupBySds(argv[0]);
+serverCommand *lookupCommand(sds *argv, int argc) {
+    serverCommand *cmd = lookupBySds(argv[0]);
     if (!cmd || !cmd->subcommands || argc < 2) return cmd;
     return lookupSubcommand(cmd, argv[1]);
 }
@@ -172,7 +172,7 @@ static void rejectCommand(client *c, const char *err) {
 /* Runs c->cmd on c->argv. Also how EXEC runs each queued command, so it
  * may nest: the outer call keeps the client protected. */
 void call(client *c) {
-    mcCommand *cmd = c->cmd;
+    serverCommand *cmd = c->cmd;
     sds monitor_line = monitorLineFor(c);
     c->lastcmd = cmd;
     long long start = ustime();
@@ -198,7 +198,7 @@ void call(client *c) {
 int processCommand(client *c) {
     c->cmd = lookupCommand(c->argv, c->argc);
     if (!c->cmd) {
-        mcCommand *container = lookupBySds(c->argv[0]);
+        serverCommand *container = lookupBySds(c->argv[0]);
         sds err;
         if (container && container->subcommands) {
             sds upper = sdsnew(container->name);

@@ -117,7 +117,7 @@ typedef void commandProc(struct client *c);
  * bytes (and may attach an object to the argument), or NULL for the heap. */
 typedef char *bigArgProc(struct client *c, int argi, size_t len);
 
-typedef struct mcCommand {
+typedef struct serverCommand {
     const char *name;
     commandProc *proc;
     int arity;            /* > 0 exact, < 0 at least -arity */
@@ -128,9 +128,9 @@ typedef struct mcCommand {
     const char *since;
     const char *complexity;
     bigArgProc *bigarg;
-    struct mcCommand *subcommands; /* NULL-name terminated; the container's proc dispatches */
+    struct serverCommand *subcommands; /* NULL-name terminated; the container's proc dispatches */
     /* Filled at start-up. */
-    struct mcCommand *parent;
+    struct serverCommand *parent;
     sds fullname;          /* "config|get" */
     long long calls, usec, rejected_calls, failed_calls;
     /* CMD_MOVABLEKEYS: argv[keynum_idx] counts the keys, the first at
@@ -145,13 +145,13 @@ typedef struct mcCommand {
      * bitmap, and its categories (ACL_CAT_*). */
     int id;
     uint64_t acl_categories;
-} mcCommand;
+} serverCommand;
 
 /* A command queued between MULTI and EXEC (multi.c): its arguments, taken
  * over from the client. argobj and arglen are NULL unless an argument was
  * read in place (networking.c), as they are in the client. */
 typedef struct multiCmd {
-    struct mcCommand *cmd;
+    struct serverCommand *cmd;
     int argc;
     sds *argv;
     struct storeObj **argobj;
@@ -208,7 +208,7 @@ typedef struct client {
         int argi;
     } big;
     int rcvlowat;           /* SO_RCVLOWAT now set on fd; 0 = the default, 1 */
-    struct mcCommand *cmd, *lastcmd;
+    struct serverCommand *cmd, *lastcmd;
     /* Output. */
     char *buf;               /* PROTO_REPLY_CHUNK bytes, allocated at the first reply and
                               * given back while the client idles (clientsCron) */
@@ -252,7 +252,9 @@ typedef struct cobLimit {
     long long soft_seconds;
 } cobLimit;
 
-struct mcServer {
+/* The server's global state. The server's own names carry no `mc`
+ * prefix: `mc`/`mc_` names libmooncake (mooncake.h) and nothing else. */
+struct mooncakeServer {
     /* General. */
     pid_t pid;
     char *executable;
@@ -261,7 +263,7 @@ struct mcServer {
     aeEventLoop *el;
     int shutdown_asap;
     mstime_t starttime_ms;
-    dict *commands;         /* name (lower case) -> mcCommand */
+    dict *commands;         /* name (lower case) -> serverCommand */
     long long cron_loops;
     mstime_t mstime;        /* cached each event-loop iteration */
     /* Networking. */
@@ -389,8 +391,8 @@ struct mcServer {
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };
 enum { PLACE_RANDOM = 0, PLACE_FREE_RATIO = 1, PLACE_LOCAL_FIRST = 2 };
 
-extern struct mcServer server;
-extern mcCommand commandTable[];
+extern struct mooncakeServer server;
+extern serverCommand commandTable[];
 
 /* server.c */
 void serverLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -398,9 +400,9 @@ void serverLogRaw(int level, const char *msg);
 #define serverAssert(e) \
     ((e) ? (void)0 : (serverAssertFail(#e, __FILE__, __LINE__), __builtin_unreachable()))
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));
-mcCommand *lookupCommand(sds *argv, int argc);
-mcCommand *lookupCommandByName(const char *name);
-mcCommand *lookupCommandBuf(const char *name, size_t len);
+serverCommand *lookupCommand(sds *argv, int argc);
+serverCommand *lookupCommandByName(const char *name);
+serverCommand *lookupCommandBuf(const char *name, size_t len);
 /* Parses every synopsis into its command's args; aborts, saying which and
  * why, on a synopsis that is malformed or disagrees with the table. */
 void populateCommandDocs(void);
