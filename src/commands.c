@@ -265,7 +265,7 @@ serverCommand commandTable[] = {
     CMD("unmount", unmountCommand, -2, W, 0, 0, 0, "store", "Unmounts a segment, at once or after GRACEFUL ms.", "0.1.0", "O(N) where N is the number of replicas on the segment"),
     CMD("segments", segmentsCommand, 1, R, 0, 0, 0, "store", "Describes every mounted segment.", "0.1.0", "O(S)"),
     CMD("segment.info", segmentInfoCommand, 2, R | F, 0, 0, 0, "store", "Describes one segment, by name or id.", "0.1.0", "O(S)"),
-    CMD("segment.token", segmentTokenCommand, 2, R | F, 0, 0, 0, "store", "The capability that admits a peer to a segment's host.", "0.1.0", "O(S)"),
+    CMD("segment.token", segmentTokenCommand, 2, R | F, 0, 0, 0, "store", "The capability that admits a peer to a segment's host.", "0.5.0", "O(S)"),
     CMD("heartbeat", heartbeatCommand, 2, F, 0, 0, 0, "store", "Keeps an owner's segments mounted.", "0.1.0", "O(1)"),
     /* objects (Mooncake store) */
     CMD("put.start", putStartCommand, -3, W | M, 1, 1, 1, "store", "Reserves replicas for a new object (or version); readers see it after PUT.END.", "0.1.0", "O(S) where S is the number of segments"),
