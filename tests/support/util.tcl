@@ -583,3 +583,21 @@ proc read_resp_request {chan} {
     }
     return $argv
 }
+
+# Starts the server under test with args and waits (10 s at most) for it to
+# exit, as a server refusing its configuration does. Returns {alive output}:
+# alive is 1 if it was still running (then it is killed), output is what it
+# printed. For tests of start-up refusals.
+proc server_start_refusal {name args} {
+    set log [tmpfile $name]
+    set pid [exec $::harness(binary) {*}$args >& $log &]
+    set deadline [expr {[clock milliseconds] + 10000}]
+    while {[process_is_alive $pid] && [clock milliseconds] < $deadline} { after 20 }
+    set alive [process_is_alive $pid]
+    if {$alive} { catch {exec kill -9 $pid} }
+    catch {exec true}
+    set f [open $log r]
+    set out [read $f]
+    close $f
+    return [list $alive $out]
+}

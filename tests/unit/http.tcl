@@ -501,18 +501,9 @@ tags {http mooncake} {
     test {A server whose http-port is busy does not start, and says why} {
         set busy [find_available_port]
         set holder [socket -server __never__ -myaddr 127.0.0.1 $busy]
-        set log [tmpfile http-start]
-        set pid [exec $::harness(binary) --port [find_available_port] --http-port $busy --segment-size 1mb \
-                     >& $log &]
-        set deadline [expr {[clock milliseconds] + 10000}]
-        while {[process_is_alive $pid] && [clock milliseconds] < $deadline} { after 20 }
-        set alive [process_is_alive $pid]
-        if {$alive} { catch {exec kill -9 $pid} }
-        catch {exec true}
+        lassign [server_start_refusal http-start --port [find_available_port] --http-port $busy \
+                     --segment-size 1mb] alive out
         close $holder
-        set f [open $log r]
-        set out [read $f]
-        close $f
         assert_equal 0 $alive
         assert_match "*Failed listening for HTTP*127.0.0.1:$busy*Address already in use*" $out
     }

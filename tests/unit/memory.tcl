@@ -128,17 +128,8 @@ test {A pool larger than this machine's memory is refused at start with the reas
 # (it used to start with a warning and maxmemory silently 0).
 tags {mooncake memory} {
     test {A server started with maxmemory above segment-size does not start, and says why as CONFIG SET does} {
-        set log [tmpfile maxmemory-start]
-        set pid [exec $::harness(binary) --port [find_available_port] --segment-size 1mb --maxmemory 2mb \
-                     >& $log &]
-        set deadline [expr {[clock milliseconds] + 10000}]
-        while {[process_is_alive $pid] && [clock milliseconds] < $deadline} { after 20 }
-        set alive [process_is_alive $pid]
-        if {$alive} { catch {exec kill -9 $pid} }
-        catch {exec true}
-        set f [open $log r]
-        set out [read $f]
-        close $f
+        lassign [server_start_refusal maxmemory-start --port [find_available_port] --segment-size 1mb \
+                     --maxmemory 2mb] alive out
         assert_equal 0 $alive
         assert_match "*maxmemory must not exceed segment-size*" $out
     }
