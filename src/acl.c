@@ -1018,6 +1018,16 @@ int aclUserSeesSegment(const user *u, const segment *s) {
 
 int aclSegmentVisible(const client *c, const segment *s) { return aclUserSeesSegment(c->user, s); }
 
+/* Where a tenant's bytes may live, and so which segment's token it may hold:
+ * the server's own pool (the server moves and checks every byte there) and
+ * its own segments. A shared segment hosted by a client process is served by
+ * that host to any token holder, range by range, so its token would open the
+ * other users' objects to the tenant: a tenant neither gets it nor is placed
+ * there. One rule for placement.c and SEGMENT.TOKEN. */
+int aclTenantMayHostIn(const char *tenant, const segment *s) {
+    return tenant == NULL || s->mem != NULL || (s->tenant != NULL && !strcmp(s->tenant, tenant));
+}
+
 /* How full a shared segment (the pool, one a server user mounted) is says
  * how much the other tenants store there: a tenant sees its capacity, not
  * its occupancy. Its own segments hold only its own objects. */

@@ -121,6 +121,7 @@ void aclLogDenialFrom(int reason, const char *object, size_t len, const char *us
  * restricted (NULL: shared). Whether c may see / unmount / place into s. */
 const char *aclSegmentTenantFor(const struct client *c); /* NULL: not restricted */
 int aclSegmentVisible(const struct client *c, const struct segment *s);
+int aclTenantMayHostIn(const char *tenant, const struct segment *s); /* tenant NULL: a server user */
 int aclUserSeesSegment(const user *u, const struct segment *s); /* the same, by user */
 /* Whether u sees how full s is (used, objects, free): not a shared one's
  * (acl.c); SEGMENTS, SEGMENT.INFO and INFO segments then report it empty. */

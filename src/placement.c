@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "acl.h"
 #include "owner.h"
 #include "placement.h"
 #include "server.h"
@@ -67,9 +68,11 @@ static double freeRatio(segment *s) {
 
 static int hostEq(const char *a, const char *b) { return a && b && !strcmp(a, b); }
 
-/* tenant: the writer's user name if it is restricted, else NULL. */
+/* tenant: the writer's user name if it is restricted, else NULL. A
+ * tenant's segment holds only its tenant's objects; a tenant's objects go
+ * only where acl.c says. */
 static int tenantMayUse(const segment *s, const char *tenant) {
-    return s->tenant == NULL || (tenant && !strcmp(s->tenant, tenant));
+    return tenant == NULL ? s->tenant == NULL : aclTenantMayHostIn(tenant, s);
 }
 
 static int eligible(segment *s, uint64_t size, const char *tenant) {

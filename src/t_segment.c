@@ -404,7 +404,8 @@ void segmentInfoCommand(client *c) {
  * the pool (the server serves it itself, under ACLs). */
 void segmentTokenCommand(client *c) {
     segment *s = aclLookupSegment(c, c->argv[1]); /* a name is looked up among those this user may see */
-    if (s == NULL || !aclSegmentVisible(c, s) || s->token == NULL) addReplyNull(c);
+    if (s == NULL || !aclSegmentVisible(c, s) || s->token == NULL || !aclTenantMayHostIn(aclSegmentTenantFor(c), s))
+        addReplyNull(c);
     else addReplyBulkCString(c, s->token);
 }
 

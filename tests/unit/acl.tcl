@@ -670,19 +670,53 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal 0 [$::ca remove.all]
     }
 
-    test {PUT.START HINT: a segment a tenant may not see is passed over, not refused} {
+    test {PUT.START HINT: a segment a tenant may not use is passed over, not refused} {
         r mount tenA-seg2 1mb OWNER adminA
-        set ida [dict get [r segment.info tenA-seg2] id]
-        # tenA-seg2 is shared (mounted by the default user); a hint to a
-        # name that does not exist, or is another tenant's, is ignored
-        foreach rep [$::cb put.start tenantB:hint 1000 HINT nonexistent HINT tenA-seg2] {
-            assert_equal $ida [lindex $rep 0]
+        $::cb mount tenB-own 1mb OWNER ownerB2
+        set shared [dict get [r segment.info tenA-seg2] id]
+        set alices [$::ca mount tenA-seg3 1mb OWNER ownerA3]
+        set own [dict get [$::cb segment.info tenB-own] id]
+        # tenA-seg2 is shared but hosted by a client process (mounted by the
+        # default user): a hint to it, to a name that does not exist, or to
+        # another tenant's segment is ignored, and the put goes where it
+        # would go without hints (the pool or bob's own segments).
+        foreach rep [$::cb put.start tenantB:hint 1000 HINT nonexistent HINT tenA-seg2 HINT tenA-seg3] {
+            assert {[lindex $rep 0] ni [list $shared $alices]}
         }
         $::cb put.revoke tenantB:hint
-        assert_equal 1 [llength [$::cb put.start tenantB:hint2 1000 HINT nonexistent]]
+        # A hint to its own segment is taken.
+        assert_equal $own [lindex [$::cb put.start tenantB:hint2 1000 HINT tenA-seg2 HINT tenB-own] 0 0]
         $::cb put.revoke tenantB:hint2
         r unmount tenA-seg2
+        $::cb unmount tenB-own
+        $::ca unmount tenA-seg3
         assert_equal {} [r segment.info tenA-seg2]
+    }
+
+    test {A shared segment a client process hosts: no tenant is placed there or gets its token} {
+        # Its host serves any range to whoever holds the token, so the token
+        # would let a tenant read and overwrite the objects of every other
+        # user placed there.
+        r mount shared-host 8mb OWNER adminS TOKEN [string repeat ab 16]
+        set sid [dict get [r segment.info shared-host] id]
+        assert_equal [string repeat ab 16] [r segment.token shared-host]
+        assert_equal {} [$::cb segment.token shared-host]
+        assert_equal {} [$::ca segment.token shared-host]
+        # The tenant still sees it exist (its capacity), but never lands there,
+        # not even when asking for every replica it can get ...
+        assert_equal $sid [dict get [$::cb segment.info shared-host] id]
+        foreach rep [$::cb put.start tenantB:wide 1000 REPLICAS 8] {
+            assert_not_equal $sid [lindex $rep 0]
+        }
+        $::cb put.revoke tenantB:wide
+        assert_not_equal $sid [lindex [$::cb put.start tenantB:pref 1000 PREFER shared-host] 0 0]
+        $::cb put.revoke tenantB:pref
+        # ... while a server user's puts still use it.
+        set ids {}
+        foreach rep [r put.start wide 1000 REPLICAS 8] { lappend ids [lindex $rep 0] }
+        assert {[lsearch $ids $sid] >= 0}
+        r put.revoke wide
+        r unmount shared-host
     }
 
     $::ca close
