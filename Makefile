@@ -31,10 +31,12 @@ test: deps-test
 
 # The server runs from a copy so that CONFIG REWRITE never edits the tracked
 # file; the copy is refreshed (dropping earlier rewrites) when mooncake.conf changes.
-RUN_CONF = build/mooncake.conf
+# RUN_CONF=path runs from another copy (the docs test uses a fresh one of its
+# own, so nothing a user's CONFIG REWRITE left in build/ reaches the suite).
+RUN_CONF ?= build/mooncake.conf
 
 $(RUN_CONF): mooncake.conf
-	@mkdir -p build
+	@mkdir -p $(dir $@)
 	@if [ -f $@ ]; then echo "mooncake.conf changed: refreshing $@ from it (earlier CONFIG REWRITEs there are replaced)"; fi
 	@cp mooncake.conf $@
 

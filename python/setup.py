@@ -3,7 +3,7 @@
     pip install --no-build-isolation ./python
 
 offline, with Debian's setuptools and python3-dev. In a checkout the
-extension is linked with ../src/libmooncake.a, built by the project's own
+extension is linked with ../src/libmooncake/libmooncake.a, built by the project's own
 Makefile (same flags, RDMA and CUDA as configured there); from elsewhere it
 links an installed libmooncake found through pkg-config (make install).
 `make` builds the same extension in place into build/python without pip.
@@ -16,6 +16,7 @@ from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.normpath(os.path.join(HERE, "..", "src"))
+LIBDIR = os.path.join(SRC, "libmooncake")
 
 
 def version():
@@ -26,11 +27,11 @@ def version():
 
 
 def library():
-    if os.path.exists(os.path.join(SRC, "mooncake.c")):
+    if os.path.exists(os.path.join(LIBDIR, "mooncake.c")):
         subprocess.check_call(["make", "-s", "-C", SRC, "libmooncake.a"])
         libs = subprocess.check_output(["make", "-s", "--no-print-directory", "-C", SRC, "print-mc-libs"],
                                        text=True)
-        return {"include_dirs": [SRC], "extra_objects": [os.path.join(SRC, "libmooncake.a")],
+        return {"include_dirs": [LIBDIR], "extra_objects": [os.path.join(LIBDIR, "libmooncake.a")],
                 "extra_link_args": shlex.split(libs)}
     try:
         cflags = subprocess.check_output(["pkg-config", "--cflags", "mooncake"], text=True)

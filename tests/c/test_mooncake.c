@@ -1,4 +1,4 @@
-/* test_mooncake.c -- libmooncake (src/mooncake.h) against real servers.
+/* test_mooncake.c -- libmooncake (src/libmooncake/mooncake.h) against real servers.
  *
  * Every group below starts a mooncake-server of its own (testserver.h) with
  * the settings it needs, listening on a free TCP port and on a unix socket,

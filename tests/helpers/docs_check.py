@@ -13,7 +13,7 @@ otherwise: <!-- docs-test: server --> (starts a server in the foreground:
 run it in the background, check it answers, stop it; `make run` runs from
 the checkout with ARGS for this run's port and socket), <!-- docs-test:
 c-api --> (a C API listing: every mc_ function it names is declared in
-src/mooncake.h) or
+src/libmooncake/mooncake.h) or
 <!-- docs-test: skip because ... --> (printed as a skip with the reason).
 A fenced block with no language is an error: every block says what it is.
 
@@ -22,7 +22,7 @@ What runs, against a fresh server per block:
                  utils/ and mooncake.conf are links into the checkout; the
                  server's address is substituted (port 6379 and
                  /tmp/mooncake.sock -> this run's), nothing else.
-  c              compiled against src/mooncake.h and src/libmooncake.a, then
+  c              compiled against src/libmooncake/mooncake.h and libmooncake.a, then
                  run with /tmp/mooncake.sock pointing at this run's server.
   redis-session  a redis-cli transcript: every "127.0.0.1:6379> command" is
                  sent on ONE connection (redis-cli --no-raw) and its reply must
@@ -149,8 +149,12 @@ def run_server_block(text, scratch):
     port, d = free_port(), scratch_dir(scratch)
     sock = os.path.join(d, "s.sock")
     cmd = text.strip()
-    if cmd == "make run":  # from the checkout, on this run's port and socket
-        cmd, d = f'make -s run ARGS="--port {port} --unixsocket {sock} --segment-size 256mb"', ROOT
+    if cmd == "make run":  # from the checkout, on this run's port and socket, and a fresh copy of
+        # mooncake.conf in the scratch directory: never build/mooncake.conf, which the user's
+        # CONFIG REWRITEs may have changed
+        conf = os.path.join(d, "mooncake.conf")
+        cmd, d = (f'make -s run RUN_CONF={conf} '
+                  f'ARGS="--port {port} --unixsocket {sock} --segment-size 256mb"'), ROOT
     cmd = re.sub(r"--port \d+", f"--port {port}", cmd)
     cmd = re.sub(r"--unixsocket \S+", f"--unixsocket {sock}", cmd)
     if "--port" not in cmd:
@@ -178,8 +182,8 @@ def run_c(text, srv, scratch):
     open(src, "w").write(substitute(text, srv))
     exe = os.path.join(d, "example")
     libs = subprocess.run(["pkg-config", "--libs", "libibverbs", "librdmacm"], capture_output=True, text=True).stdout.split()
-    cmd = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "src"), src,
-           os.path.join(ROOT, "src", "libmooncake.a"), "-lnuma", "-pthread", *libs]
+    cmd = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "src", "libmooncake"), src,
+           os.path.join(ROOT, "src", "libmooncake", "libmooncake.a"), "-lnuma", "-pthread", *libs]
     cuda = "/usr/local/cuda/lib64"
     if os.path.isdir(cuda):
         cmd += ["-L" + cuda, "-Wl,-rpath," + cuda, "-lcudart"]
@@ -212,9 +216,9 @@ def run_python(text, srv, scratch):
 
 def run_c_api(text):
     """An API listing: every mc_ function it declares is in mooncake.h."""
-    header = open(os.path.join(ROOT, "src", "mooncake.h")).read()
+    header = open(os.path.join(ROOT, "src", "libmooncake", "mooncake.h")).read()
     missing = [n for n in sorted(set(re.findall(r"\b(mc_\w+)\(", text))) if not re.search(rf"\b{n}\(", header)]
-    return "not in src/mooncake.h: " + ", ".join(missing) if missing else None
+    return "not in src/libmooncake/mooncake.h: " + ", ".join(missing) if missing else None
 
 
 def run_session(text, srv):

@@ -40,8 +40,8 @@ set install_src [file join $::harness(root) src]
 
 # What these tests need, or why they skip (each test says so).
 set install_why {}
-if {![file exists [file join $install_src libmooncake.so]]} {
-    set install_why "src/libmooncake.so is not built"
+if {![file exists [file join $install_src libmooncake libmooncake.so]]} {
+    set install_why "src/libmooncake/libmooncake.so is not built"
 }
 foreach p {make cc pkg-config ldd} {
     if {[find_program $p] eq ""} { set install_why "$p is not installed" }
