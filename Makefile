@@ -48,7 +48,7 @@ fuzz: deps-test
 	./build/fuzz/fuzz_resp -max_total_time=$${FUZZ_SECONDS:-30} -max_len=4096 build/fuzz/corpus tests/fuzz/seeds
 
 bench: all
-	./utils/bench-vs-redis.sh
+	./utils/bench/bench-vs-redis.sh
 
 install: all
 	$(MAKE) -C src install PREFIX=$(PREFIX)

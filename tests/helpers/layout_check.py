@@ -2,6 +2,8 @@
 """Checks that the server and libmooncake stay in rooms of their own.
 
     layout_check.py [--src DIR] [--extra-lib-object FILE.lo] [--extra-server-object FILE.o]
+    layout_check.py --tour README.md [ROOT]
+
 
 The build says which objects make up each room (`make -C src print-layout`);
 from the built objects (nm) and the sources this checks that:
@@ -15,6 +17,11 @@ from the built objects (nm) and the sources this checks that:
      links no library object;
   4. no server source includes a library header, and no library source
      includes a server header other than the shared leaf modules' headers.
+
+--tour checks the map instead: the README's "A tour" section names every
+folder of the checkout (and of tests/, python/, utils/), every C source of
+src/ and src/libmooncake/, and every file of utils/, so that a newcomer finds
+each one; a file added without a line there fails it.
 
 Each violation is printed on a line of its own; the exit status is 1 if there
 is any, 0 otherwise. --extra-*-object adds an object to a room, so that the
@@ -55,7 +62,51 @@ def includes(path):
     return re.findall(r'^\s*#\s*include\s+"([^"]+)"', open(path, errors="replace").read(), re.M)
 
 
+def tracked(root):
+    out = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True, check=True).stdout
+    return [f for f in out.splitlines() if os.path.exists(os.path.join(root, f))]
+
+
+def tour(readme, root=None):
+    """The names a newcomer must find in the tour, and those it lacks."""
+    root = root or os.path.dirname(os.path.abspath(readme))
+    text = open(readme).read()
+    m = re.search(r"^## A tour\n(.*?)(?=^## )", text, re.S | re.M)
+    if not m:
+        return ["README has no '## A tour' section"]
+    section = m.group(1)
+    files = tracked(root)
+    want = set()
+    for f in files:
+        parts = f.split("/")
+        if len(parts) > 1 and not parts[0].startswith("."):
+            want.add(parts[0] + "/")
+        if len(parts) > 2 and parts[0] in ("tests", "python", "utils", "src"):
+            want.add("/".join(parts[:2]) + "/")
+        if parts[0] == "src" and f.endswith(".c") and len(parts) <= 3:
+            want.add(parts[-1])
+        if parts[0] == "utils" and len(parts) >= 2 and not f.endswith("/"):
+            want.add(parts[-1])
+    missing = []
+    for name in sorted(want):
+        if name.endswith("/"):
+            # a folder is named by its path from the top (src/libmooncake/) or, for a top-level
+            # one, by its name with the slash
+            ok = re.search(r"(?<![\w.-])" + re.escape(name), section)
+        else:
+            ok = re.search(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", section)
+        if not ok:
+            missing.append(f"the README's tour does not name {name}")
+    return missing
+
+
 def main():
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--tour":
+        bad = tour(*sys.argv[2:])
+        for line in bad:
+            print(line)
+        print(f"tour: {len(bad)} missing")
+        return 1 if bad else 0
     ap = argparse.ArgumentParser()
     ap.add_argument("--src", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src"))
     ap.add_argument("--extra-lib-object", action="append", default=[])

@@ -95,7 +95,7 @@ def test_lmcache_chunk_meta_ranks(server, n):
     infos = run_ranks("lmcache", n, server)
     assert len({i["name"] for i in infos}) == n
     # (LMCache counts a put that takes over 1 s as failed: how long they
-    # take is utils/bench-engines.py's business, not a timed assertion here)
+    # take is utils/bench/bench-engines.py's business, not a timed assertion here)
 
 
 @pytest.mark.parametrize("n", [2, 4])

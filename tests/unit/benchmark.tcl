@@ -113,8 +113,8 @@ tags {benchmark} {
     test {The shell tools parse (bash -n, sh -n) and answer --help} {
         set utils [file join $::harness(root) utils]
         foreach f {bench-vs-redis.sh bench-cluster.sh} {
-            exec bash -n [file join $utils $f]
-            assert_match "*--runs K*" [exec [file join $utils $f] --help]
+            exec bash -n [file join $utils bench $f]
+            assert_match "*--runs K*" [exec [file join $utils bench $f] --help]
         }
         exec sh -n [file join $utils create-cluster]
         exec sh -n [file join $utils tick.sh]

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# utils/bench-cluster.sh -- three mooncake-server nodes (cluster mode, etcd)
+# utils/bench/bench-cluster.sh -- three mooncake-server nodes (cluster mode, etcd)
 # beside a three-node Redis Cluster (Debian's redis-server), under the same
 # redis-benchmark --cluster invocations, plus what slot routing costs a
 # single node and what resharding costs live traffic.
 #
-#   utils/bench-cluster.sh [--runs K] [-n REQUESTS] [--keys N] [--value BYTES]
+#   utils/bench/bench-cluster.sh [--runs K] [-n REQUESTS] [--keys N] [--value BYTES]
 #                          [--server PATH] [--baseline PATH] [--redis PATH]
 #                          [--etcd-dir DIR] [--no-reshard]
 #
@@ -33,7 +33,7 @@
 # and is erased before the results; a redirected run prints only results.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 RUNS=3
 REQS=200000
 KEYS=20000

@@ -6,7 +6,7 @@ bytes from C in the same run (issue 24's performance goal).
 
 Run by hand (not by `make test`); its table goes to BENCHMARKS.md:
 
-    make -C src && PYTHONPATH=build/python python3 utils/bench-engines.py [--quick]
+    make -C src && PYTHONPATH=build/python python3 utils/bench/bench-engines.py [--quick]
 
 (python3 with numpy: Debian's /usr/bin/python3, the one the binding is
 built for.) It starts its own mooncake-server on a free port (a unix
@@ -102,7 +102,7 @@ import threading
 import time
 import traceback
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchutil import stop_process, GiB, KiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:

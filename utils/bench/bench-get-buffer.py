@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench-get-buffer.py -- the read half of LMCache's pattern, taken apart.
 
-    make -C src && /usr/bin/python3 utils/bench-get-buffer.py [--procs 1,2] [--rounds 20]
+    make -C src && /usr/bin/python3 utils/bench/bench-get-buffer.py [--procs 1,2] [--rounds 20]
 
 Starts its own mooncake-server (a unix socket, so reads are shared memory,
 as mooncake.conf sets it up) on a free port and stops it. Each process (1,
@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MiB = 1 << 20
 
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""utils/bench-interleaved.py -- servers side by side under redis-benchmark,
+"""utils/bench/bench-interleaved.py -- servers side by side under redis-benchmark,
 interleaved, with the server's own CPU per request.
 
-    utils/bench-interleaved.py ROUNDS TESTS SERVER...
+    utils/bench/bench-interleaved.py ROUNDS TESTS SERVER...
 
 TESTS is a comma-separated list of TEST:PIPELINE, TEST being a
 redis-benchmark -t name or `setex` (SETEX key:__rand_int__ 100 xxx), e.g.

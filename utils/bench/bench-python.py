@@ -4,7 +4,7 @@ library, redis-py and itself in the shapes inference engines use.
 
 Run by hand (not by `make test`); its table goes to BENCHMARKS.md:
 
-    make -C src && PYTHONPATH=build/python python3 utils/bench-python.py [--quick]
+    make -C src && PYTHONPATH=build/python python3 utils/bench/bench-python.py [--quick]
 
 It starts its own mooncake-server and redis-server on free ports (and stops
 them), then runs `--rounds` interleaved rounds of every group, so that a
@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchutil import stop_process, GiB, MiB, Sample, children_cpu, fmt_size, free_port, parse_size, size_arg  # noqa: E402,F401
 
 try:

@@ -12,7 +12,7 @@ objects in three states of the readers:
             get): puts evict the least recently used and succeed;
   expired   no release, lease-ttl ran out (the behaviour before releases).
 
-Usage: utils/bench-store-full.py [--pool-mb 256] [--value-kb 1024] [--puts 200]
+Usage: utils/bench/bench-store-full.py [--pool-mb 256] [--value-kb 1024] [--puts 200]
                                  [--lease-ttl-ms 2000] [--server src/mooncake-server]
 Prints one line per state: puts ok / NOSPACE, put latency p50 and p99, rate.
 """
@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--value-kb", type=int, default=1024)
     ap.add_argument("--puts", type=int, default=200)
     ap.add_argument("--lease-ttl-ms", type=int, default=2000)
-    ap.add_argument("--server", default=os.path.join(os.path.dirname(__file__), "..", "src", "mooncake-server"))
+    ap.add_argument("--server", default=os.path.join(os.path.dirname(__file__), "..", "..", "src", "mooncake-server"))
     a = ap.parse_args()
     size = a.value_kb * 1024
     port = free_port()

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# utils/bench-vs-redis.sh -- mooncake-server beside Debian's redis-server,
+# utils/bench/bench-vs-redis.sh -- mooncake-server beside Debian's redis-server,
 # under the same redis-benchmark invocations, with a table of ratios.
 #
-#   utils/bench-vs-redis.sh [--quick] [-n SCALE] [--runs K] [options]
+#   utils/bench/bench-vs-redis.sh [--quick] [-n SCALE] [--runs K] [options]
 #
 #   --quick            a fast pass: 1/5 of the requests, 200k keys in the
 #                      memory case (still 1 run unless --runs says otherwise)
@@ -36,7 +36,7 @@
 # a redirected run is unchanged.
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 SCALE=1
 RUNS=1
 QUICK=0

@@ -2,7 +2,7 @@
 """bench-zerofree.py -- two builds side by side on the put/get rows that pool
 zeroing touches (BENCHMARKS.md, "Zeroing off the put path (issue 14)").
 
-Usage: utils/bench-zerofree.py BASE_SRC_DIR NEW_SRC_DIR [ROUNDS]
+Usage: utils/bench/bench-zerofree.py BASE_SRC_DIR NEW_SRC_DIR [ROUNDS]
 Each SRC_DIR holds a built mooncake-server and mooncake-benchmark (e.g. a
 `git archive` of the base commit, built, and this tree's src). Per round and
 build (the order flips every round) a fresh server with a 2 GiB pool runs:

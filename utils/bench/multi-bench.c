@@ -1,7 +1,7 @@
-/* utils/multi-bench.c -- throughput of MULTI/EXEC transactions, which
+/* utils/bench/multi-bench.c -- throughput of MULTI/EXEC transactions, which
  * redis-benchmark cannot drive (it repeats one command).
  *
- *   cc -O2 -o /tmp/multi-bench utils/multi-bench.c
+ *   cc -O2 -o /tmp/multi-bench utils/bench/multi-bench.c
  *   /tmp/multi-bench PORT CLIENTS OPS [PIPELINE] [tx|watch|set]
  *
  * One op is "MULTI; SET key <64 bytes>; EXEC" (tx, the default), "WATCH
