@@ -301,25 +301,9 @@ static sds getDir(void) {
 
 /* ---- apply hooks ---------------------------------------------------------- */
 
-static int applyMaxclients(const char **err) {
-    if (server.el == NULL) return C_OK; /* start-up: initServer sizes things */
-    /* HTTP connections (http-maxclients) hold descriptors too. */
-    long long clients = server.maxclients + server.http_maxclients;
-    int want = (int)clients + CONFIG_MIN_RESERVED_FDS + 96;
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && (rlim_t)clients + CONFIG_MIN_RESERVED_FDS > rl.rlim_cur) {
-        struct rlimit nl = {(rlim_t)clients + CONFIG_MIN_RESERVED_FDS, rl.rlim_max};
-        if (nl.rlim_cur > nl.rlim_max || setrlimit(RLIMIT_NOFILE, &nl) == -1) {
-            *err = "The operating system is not able to handle the specified number of clients";
-            return C_ERR;
-        }
-    }
-    if (want > aeGetSetSize(server.el) && aeResizeSetSize(server.el, want) == AE_ERR) {
-        *err = "The event loop cannot be resized to the specified number of clients";
-        return C_ERR;
-    }
-    return C_OK;
-}
+/* maxclients, http-maxclients, remote-get-max-inflight: each holds
+ * descriptors; server.c owns the count and what it takes. */
+static int applyMaxclients(const char **err) { return serverApplyFdLimits(err); }
 
 static int applyBusyPoll(const char **err) {
     (void)err;
@@ -454,7 +438,7 @@ static standardConfig configs[] = {
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),
     MEMC("remote-get-max-size", 0, &server.remote_get_max_size, 0, LLONG_MAX, "64mb"),
     INTC("remote-get-timeout", 0, &server.remote_get_timeout, 1, 3600000, "2000", NULL),
-    INTC("remote-get-max-inflight", 0, &server.remote_get_max_inflight, 0, 100000, "64", NULL),
+    INTC("remote-get-max-inflight", 0, &server.remote_get_max_inflight, 0, 100000, "64", applyMaxclients),
     INTC("remote-get-max-inflight-per-client", 0, &server.remote_get_max_inflight_client, 1, 100000, "8", NULL),
     /* Cluster (cluster.c, cluster_sync.c) */
     BOOLC("cluster-enabled", CFG_IMMUTABLE, &server.cluster_enabled, "no"),

@@ -392,13 +392,25 @@ static void setupSignalHandlers(void) {
     signal(SIGHUP, SIG_IGN);
 }
 
-/* The fd limit must cover every client (RESP and HTTP) plus listeners,
- * connections to segment hosts (relay.c: those in flight and the idle ones
- * kept) and reserve; when the OS refuses, maxclients shrinks to fit and the
- * log says so. */
+/* The descriptors the server may hold at once: every client (RESP and
+ * HTTP), the connections to segment hosts (relay.c: those in flight and the
+ * idle ones kept) and a reserve for listeners, files and the log. The one
+ * owner of that count: start-up (adjustOpenFilesLimit) and CONFIG SET of
+ * any directive in it (serverApplyFdLimits) both ask here. */
+long long serverFdsNeeded(void) {
+    return server.maxclients + server.http_maxclients + server.remote_get_max_inflight + RELAY_IDLE_MAX +
+           CONFIG_MIN_RESERVED_FDS;
+}
+
+/* The event loop's bound on descriptor numbers: what may be open, plus
+ * slack for those libraries open on their own (curl, libmicrohttpd). */
+static int eventLoopSetSize(void) { return (int)serverFdsNeeded() + 96; }
+
+/* At start-up the fd limit is raised to cover serverFdsNeeded(); when the OS
+ * refuses, maxclients shrinks to fit and the log says so (as Redis does). */
 static void adjustOpenFilesLimit(void) {
     long long relays = server.remote_get_max_inflight + RELAY_IDLE_MAX;
-    rlim_t want = (rlim_t)server.maxclients + (rlim_t)server.http_maxclients + CONFIG_MIN_RESERVED_FDS + (rlim_t)relays;
+    rlim_t want = (rlim_t)serverFdsNeeded();
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) == -1) return;
     if (limit.rlim_cur >= want) return;
@@ -413,6 +425,29 @@ static void adjustOpenFilesLimit(void) {
               "descriptors; the limit is %llu, so maxclients is now %lld.",
               server.maxclients, (unsigned long long)want, (unsigned long long)limit.rlim_cur, fit);
     server.maxclients = fit;
+}
+
+/* CONFIG SET of a directive in serverFdsNeeded(): the fd limit and the event
+ * loop grow to cover the new count, or the change is refused (*err) and
+ * config.c restores the old value: a running server never shrinks what it
+ * was promised (as Redis refuses maxclients it cannot serve). Never shrinks
+ * the loop either: descriptors above a new, lower bound may be open. */
+int serverApplyFdLimits(const char **err) {
+    if (server.el == NULL) return C_OK; /* start-up: initServer sizes things */
+    rlim_t need = (rlim_t)serverFdsNeeded();
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && need > rl.rlim_cur) {
+        struct rlimit nl = {need, rl.rlim_max};
+        if (nl.rlim_cur > nl.rlim_max || setrlimit(RLIMIT_NOFILE, &nl) == -1) {
+            *err = "The operating system is not able to handle the specified number of clients";
+            return C_ERR;
+        }
+    }
+    if (eventLoopSetSize() > aeGetSetSize(server.el) && aeResizeSetSize(server.el, eventLoopSetSize()) == AE_ERR) {
+        *err = "The event loop cannot be resized to the specified number of clients";
+        return C_ERR;
+    }
+    return C_OK;
 }
 
 static void createPidFile(void) {
@@ -449,7 +484,7 @@ static void initServer(void) {
     adjustOpenFilesLimit();
     /* HTTP connections are watched by libmicrohttpd's own epoll set, not
      * ae's, but their descriptors take numbers below ae's bound too. */
-    server.el = aeCreateEventLoop((int)(server.maxclients + server.http_maxclients) + CONFIG_MIN_RESERVED_FDS + 96);
+    server.el = aeCreateEventLoop(eventLoopSetSize());
     if (!server.el) {
         serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
         exit(1);

@@ -397,6 +397,8 @@ extern serverCommand commandTable[];
 /* server.c */
 void serverLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void serverLogRaw(int level, const char *msg);
+long long serverFdsNeeded(void);              /* descriptors the server may hold at once (server.c) */
+int serverApplyFdLimits(const char **err); /* CONFIG SET of a directive in it */
 #define serverAssert(e) \
     ((e) ? (void)0 : (serverAssertFail(#e, __FILE__, __LINE__), __builtin_unreachable()))
 void serverAssertFail(const char *expr, const char *file, int line) __attribute__((noreturn));

@@ -185,3 +185,29 @@ start_server {tags {config} overrides {enable-protected-configs local}} {
         assert_equal OK [r config set dir $d]
     }
 }
+
+# One owner of "how many descriptors the server may hold" (server.c
+# serverFdsNeeded): every client, the relay's connections to segment hosts,
+# and a reserve. CONFIG SET of any directive in the count raises the fd limit
+# to cover it or is refused, changing nothing.
+start_server {tags {config} overrides {maxclients 100 http-maxclients 10 remote-get-max-inflight 8}} {
+    proc fd_soft_limit {} { string trim [exec prlimit --pid [srv 0 pid] --nofile --noheadings --output SOFT] }
+
+    test {CONFIG SET of maxclients, http-maxclients or remote-get-max-inflight: the fd limit covers all, or it is refused} {
+        if {[find_program prlimit] eq ""} { skip "prlimit (util-linux) is not installed" }
+        # 100 + 10 + 8 + 16 idle relay connections + 32 reserved = 166 needed
+        exec prlimit --pid [srv 0 pid] --nofile=300:300
+        assert_error {*not able to handle*} {r config set remote-get-max-inflight 200}
+        assert_equal 8 [lindex [r config get remote-get-max-inflight] 1]
+        assert_equal OK [r config set remote-get-max-inflight 100]
+        # 100 + 10 + 100 + 16 + 32 = 258
+        assert_morethan_equal [fd_soft_limit] 258
+        assert_error {*not able to handle*} {r config set maxclients 200}
+        assert_equal 100 [lindex [r config get maxclients] 1]
+        assert_error {*not able to handle*} {r config set http-maxclients 60}
+        assert_equal 10 [lindex [r config get http-maxclients] 1]
+        assert_equal OK [r config set maxclients 140]
+        assert_morethan_equal [fd_soft_limit] 298
+        assert_equal PONG [r ping]
+    }
+}
