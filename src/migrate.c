@@ -446,11 +446,7 @@ void restoreCommand(client *c) {
             return;
         }
     }
-    if ((long long)sdslen(key) > server.max_key_size) {
-        addReplyErrorFormat(c, "ERR key is too long (%zu bytes, max-key-size is %lld)", sdslen(key),
-                            server.max_key_size);
-        return;
-    }
+    if (checkKeyLength(c, key) != C_OK) return;
     if (!replace && storeLookupWrite(key) != NULL) {
         addReplyError(c, BUSYKEY_ERR);
         return;
@@ -466,8 +462,8 @@ void restoreCommand(client *c) {
         addReplyError(c, prc == DUMP_ERR_CHECKSUM ? DUMP_ERR_CHECKSUM_MSG : DUMP_ERR_FORMAT_MSG);
         return;
     }
-    if (d.value_len > (uint64_t)server.max_object_size) {
-        addReplyError(c, "ERR value is too large (max-object-size)");
+    if (storeValueTooBig(d.value_len) != NULL) {
+        addReplyError(c, storeValueTooBig(d.value_len));
         return;
     }
     long long expire = -1;

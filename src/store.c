@@ -527,6 +527,20 @@ const char *storeMaxmemoryInvalid(long long maxmemory) {
     return NULL;
 }
 
+/* The two size rules of what the store keeps, max-key-size and
+ * max-object-size, for every command that makes a key or a value (SET and
+ * the string commands, PUT.START, RESTORE, RENAME and COPY): one owner, one
+ * message each (the words docs/PROTOCOL.md gives). NULL: acceptable. */
+const char *storeKeyTooLong(size_t keylen, char *buf, size_t buflen) {
+    if ((long long)keylen <= server.max_key_size) return NULL;
+    snprintf(buf, buflen, "ERR key is too long (%zu bytes, max-key-size is %lld)", keylen, server.max_key_size);
+    return buf;
+}
+
+const char *storeValueTooBig(uint64_t len) {
+    return len > (uint64_t)server.max_object_size ? "ERR value is too large (max-object-size)" : NULL;
+}
+
 /* Puts server.maxmemory (already checked) in force on the pool. Space
  * freed but still being zeroed comes back first: the watermark then evicts
  * down to the new cap by live objects only. */

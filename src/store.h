@@ -159,6 +159,10 @@ int storeInit(char *err, size_t errlen);
  * refused, or NULL; and putting server.maxmemory in force on the pool. */
 const char *storeMaxmemoryInvalid(long long maxmemory);
 void storeApplyMaxmemory(void);
+/* max-key-size and max-object-size (their one owner): the error to reply,
+ * or NULL. storeKeyTooLong formats into buf. */
+const char *storeKeyTooLong(size_t keylen, char *buf, size_t buflen);
+const char *storeValueTooBig(uint64_t len);
 void storeShutdown(void);
 
 /* Objects. */

@@ -126,12 +126,14 @@ static int parsePutOptions(client *c, int start, putOptions *po) {
     return C_OK;
 }
 
+/* A store object's key is never empty (its own rule); its length limit is
+ * the store's, as for SET (checkKeyLength). */
 static int checkKey(client *c, sds key) {
-    if (sdslen(key) == 0 || (long long)sdslen(key) > server.max_key_size) {
-        addReplyErrorFormat(c, "ERR key length must be between 1 and max-key-size (%lld)", server.max_key_size);
+    if (sdslen(key) == 0) {
+        addReplyError(c, "ERR key must not be empty");
         return C_ERR;
     }
-    return C_OK;
+    return checkKeyLength(c, key);
 }
 
 /* The writer's host as segments record it, for local-first placement. */
@@ -157,8 +159,12 @@ static void addReplyReplica(client *c, storeObj *o, int i) {
 static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     long long size;
     if (checkKey(c, key) != C_OK) return;
-    if (!string2ll(sizearg, sdslen(sizearg), &size) || size < 1 || size > server.max_object_size) {
-        addReplyErrorFormat(c, "ERR size must be between 1 and max-object-size (%lld)", server.max_object_size);
+    if (!string2ll(sizearg, sdslen(sizearg), &size) || size < 1) {
+        addReplyError(c, "ERR size must be a positive integer");
+        return;
+    }
+    if (storeValueTooBig((uint64_t)size) != NULL) {
+        addReplyError(c, storeValueTooBig((uint64_t)size));
         return;
     }
     storeObj *pending = storePendingLookup(key);

@@ -64,18 +64,16 @@
 #define SET_PERSIST (1 << 8) /* GETEX only */
 #define SET_EXPIRE_ANY (SET_EX | SET_PX | SET_EXAT | SET_PXAT)
 
+/* The rules are the store's (storeKeyTooLong, storeValueTooBig). */
 int checkKeyLength(client *c, sds key) {
-    if ((long long)sdslen(key) > server.max_key_size) {
-        addReplyErrorFormat(c, "ERR key is too long (%zu bytes, max-key-size is %lld)", sdslen(key),
-                            server.max_key_size);
-        return C_ERR;
-    }
-    return C_OK;
+    char buf[128];
+    const char *err = storeKeyTooLong(sdslen(key), buf, sizeof(buf));
+    if (err == NULL) return C_OK;
+    addReplyError(c, err);
+    return C_ERR;
 }
 
-static const char *valueTooBig(size_t len) {
-    return (long long)len > server.max_object_size ? "ERR value is too large (max-object-size)" : NULL;
-}
+static const char *valueTooBig(size_t len) { return storeValueTooBig(len); }
 
 /* Places a large SET/MSET value in the pool before its bytes arrive. */
 static char *placeValueArg(client *c, int argi, int keyi, size_t len) {

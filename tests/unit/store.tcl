@@ -632,16 +632,22 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
     }
 
     test {max-object-size and max-key-size are honoured at their configured values} {
+        # One owner of both rules (store.c): PUT.START, SET and RESTORE refuse
+        # in the same words.
         r config set max-object-size 4096
-        assert_error {ERR*} {r put.start mo:1 4097}
+        assert_error {ERR value is too large (max-object-size)} {r put.start mo:1 4097}
+        assert_error {ERR value is too large (max-object-size)} {r set mo:1 [string repeat a 4097]}
         assert_equal {} [r object.info mo:1]
         assert_equal 4096 [lindex [put mo:1 4096] 0 2]
         r config set max-object-size 1gb
         r config set max-key-size 8
-        assert_error {ERR*} {r put.start 123456789 10}
+        assert_error {ERR key is too long (9 bytes, max-key-size is 8)} {r put.start 123456789 10}
+        assert_error {ERR key is too long (9 bytes, max-key-size is 8)} {r set 123456789 v}
         assert_equal {} [r object.info 123456789]
         put 12345678 10
         r config set max-key-size 4096
+        assert_error {ERR key must not be empty} {r put.start {} 10}
+        assert_error {ERR size must be a positive integer} {r put.start mo:2 0}
     }
 }
 
