@@ -489,7 +489,7 @@ void restoreCommand(client *c) {
         storeObjSetKey(o, key); /* the data plane checks it (store.h) */
         if (d.flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d.checksum, d.checksum_len);
         if (d.softpin_ms > 0) {
-            long long ms = d.softpin_ms < server.max_soft_pin_ttl ? d.softpin_ms : server.max_soft_pin_ttl;
+            long long ms = storeSoftPinBound(d.softpin_ms);
             ext->softpin_until_ms = addSaturate(server.mstime, ms);
         }
         if (d.flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;

@@ -541,6 +541,20 @@ const char *storeValueTooBig(uint64_t len) {
     return len > (uint64_t)server.max_object_size ? "ERR value is too large (max-object-size)" : NULL;
 }
 
+/* Soft pins last at most max-soft-pin-ttl: one owner of that rule for PIN,
+ * PUT.START PIN, the default (soft-pin-ttl, which CONFIG SET may set above
+ * the bound) and RESTORE. A requested time out of range is refused with
+ * storeSoftPinInvalid's words; a time the server chose (the default) or
+ * carried by a payload (a DUMP from a node with a larger bound) is cut to
+ * the bound by storeSoftPinBound, as the bound means "never longer". */
+const char *storeSoftPinInvalid(long long ms, char *buf, size_t buflen) {
+    if (ms >= 1 && ms <= server.max_soft_pin_ttl) return NULL;
+    snprintf(buf, buflen, "ERR pin must be between 1 and max-soft-pin-ttl (%lld) ms", server.max_soft_pin_ttl);
+    return buf;
+}
+
+long long storeSoftPinBound(long long ms) { return ms < server.max_soft_pin_ttl ? ms : server.max_soft_pin_ttl; }
+
 /* Puts server.maxmemory (already checked) in force on the pool. Space
  * freed but still being zeroed comes back first: the watermark then evicts
  * down to the new cap by live objects only. */

@@ -163,6 +163,10 @@ void storeApplyMaxmemory(void);
  * or NULL. storeKeyTooLong formats into buf. */
 const char *storeKeyTooLong(size_t keylen, char *buf, size_t buflen);
 const char *storeValueTooBig(uint64_t len);
+/* max-soft-pin-ttl (its one owner): why a requested soft pin is refused, or
+ * NULL; and a time the server chose or a payload carried, cut to the bound. */
+const char *storeSoftPinInvalid(long long ms, char *buf, size_t buflen);
+long long storeSoftPinBound(long long ms);
 void storeShutdown(void);
 
 /* Objects. */

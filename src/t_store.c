@@ -107,10 +107,10 @@ static int parsePutOptions(client *c, int start, putOptions *po) {
             po->prefer[po->nprefer++] = s;
         } else if (!strcasecmp(opt, "pin") && more) {
             long long ms;
+            char why[128];
             if (getLongLongFromObjectOrReply(c, c->argv[++j], &ms, NULL) != C_OK) return C_ERR;
-            if (ms < 1 || ms > server.max_soft_pin_ttl) {
-                addReplyErrorFormat(c, "ERR PIN must be between 1 and max-soft-pin-ttl (%lld) ms",
-                                    server.max_soft_pin_ttl);
+            if (storeSoftPinInvalid(ms, why, sizeof(why)) != NULL) {
+                addReplyError(c, why);
                 return C_ERR;
             }
             po->pin_ms = ms;
@@ -515,16 +515,16 @@ static storeObj *lookupAnyVersion(sds key) {
 }
 
 void pinCommand(client *c) {
-    long long ms = server.soft_pin_ttl;
+    long long ms = storeSoftPinBound(server.soft_pin_ttl);
     int hard = 0;
     if (c->argc == 3) {
         if (!strcasecmp(c->argv[2], "hard")) {
             hard = 1;
         } else {
+            char why[128];
             if (getLongLongFromObjectOrReply(c, c->argv[2], &ms, NULL) != C_OK) return;
-            if (ms < 1 || ms > server.max_soft_pin_ttl) {
-                addReplyErrorFormat(c, "ERR pin must be between 1 and max-soft-pin-ttl (%lld) ms",
-                                    server.max_soft_pin_ttl);
+            if (storeSoftPinInvalid(ms, why, sizeof(why)) != NULL) {
+                addReplyError(c, why);
                 return;
             }
         }

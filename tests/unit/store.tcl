@@ -387,11 +387,20 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         assert_equal soft [ofield pin:2 pin]
         r unpin pin:2
         r config set max-soft-pin-ttl 5000
-        assert_error {ERR*} {r pin pin:2 5001}
-        assert_error {ERR*} {r put.start pin:3 100 PIN 5001}
+        # One owner of the bound (store.c): PIN and PUT.START PIN refuse in
+        # the same words ...
+        set why {ERR pin must be between 1 and max-soft-pin-ttl (5000) ms}
+        assert_error $why {r pin pin:2 5001}
+        assert_error $why {r put.start pin:3 100 PIN 5001}
         assert_equal {} [r object.info pin:3]
         assert_equal none [ofield pin:2 pin]
         assert_equal OK [r pin pin:2 5000]
+        # ... and the default (soft-pin-ttl, here above the bound) is cut to it.
+        r unpin pin:2
+        r config set soft-pin-ttl 60000
+        assert_equal OK [r pin pin:2]
+        assert_range [ofield pin:2 pin-ms] 1 5000
+        r config set soft-pin-ttl 1800000
         r config set max-soft-pin-ttl 86400000
     }
 
