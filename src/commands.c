@@ -30,6 +30,7 @@
 #include "zmalloc.h"
 #include "cluster.h"
 #include "acl.h"
+#include "aof.h"
 
 #define W CMD_WRITE
 #define R CMD_READONLY
@@ -210,6 +211,7 @@ serverCommand commandTable[] = {
     CMDX("config", configCommand, -2, 0, 0, 0, 0, "server", "A container for server configuration commands.", "2.0.0", "Depends on subcommand.", NULL, configSubcommands),
     CMD("time", timeCommand, 1, F | S | L, 0, 0, 0, "server", "Returns the server time.", "2.6.0", "O(1)"),
     CMD("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "Returns the number of keys in the database.", "1.0.0", "O(1)"),
+    CMD("bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", "Asynchronously rewrites the append-only file to disk.", "1.0.0", "O(1)"),
     CMD("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys.", "1.0.0", "O(N) where N is the total number of keys"),
     CMD("flushdb", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys (there is one database).", "1.0.0", "O(N) where N is the number of keys"),
     CMD("shutdown", shutdownCommand, -1, A | L | S | X, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
@@ -393,6 +395,7 @@ static const struct {
     {"info", "[section:string...]"},
     {"config|get", "parameter:string..."},
     {"config|set", "parameter_value=(parameter:string value:string)..."},
+    {"bgrewriteaof", ""},
     {"flushall", "async=[ASYNC|SYNC]"},
     {"flushdb", "async=[ASYNC|SYNC]"},
     {"shutdown", "[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]"},

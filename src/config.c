@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "anet.h"
 #include "cluster.h"
 #include "http.h"
@@ -66,6 +67,8 @@ enum { PROTECTED_NO = 0, PROTECTED_YES = 1, PROTECTED_LOCAL = 2 };
 static const configEnum protectedEnum[] = {
     {"no", PROTECTED_NO}, {"yes", PROTECTED_YES}, {"local", PROTECTED_LOCAL}, {NULL, 0}};
 static const configEnum evictPolicyEnum[] = {{"lru", EVICT_LRU}, {"noeviction", EVICT_NOEVICTION}, {NULL, 0}};
+static const configEnum aofFsyncEnum[] = {
+    {"always", AOF_FSYNC_ALWAYS}, {"everysec", AOF_FSYNC_EVERYSEC}, {"no", AOF_FSYNC_NO}, {NULL, 0}};
 static const configEnum placementEnum[] = {
     {"random", PLACE_RANDOM}, {"free-ratio", PLACE_FREE_RATIO}, {"local-first", PLACE_LOCAL_FIRST}, {NULL, 0}};
 
@@ -169,13 +172,6 @@ static int setSave(sds *argv, int argc, const char **err) {
 
 static sds getSave(void) { return sdsempty(); }
 
-static int setAppendonly(sds *argv, int argc, const char **err) {
-    if (argc == 1 && !strcasecmp(argv[0], "no")) return C_OK;
-    *err = "Mooncake persists nothing: only appendonly no is accepted";
-    return C_ERR;
-}
-
-static sds getAppendonly(void) { return sdsnew("no"); }
 
 /* "auto": same-host clients get a window-only algorithm when the system
  * default paces (anet.c says why); "system": the default for everyone; a
@@ -404,7 +400,14 @@ static standardConfig configs[] = {
     INTC("busy-poll-us", 0, &server.busy_poll_us, 0, 1000000, "50", applyBusyPoll),
     INTC("prefetch-batch", 0, &server.prefetch_batch, 0, 16, "16", NULL),
     SPECC("save", 0, "", setSave, getSave),
-    SPECC("appendonly", 0, "no", setAppendonly, getAppendonly),
+    /* The append-only log (aof.c) */
+    BOOLCA("appendonly", 0, &server.aof_enabled, "no", aofApplyConfig),
+    ENUMC("appendfsync", 0, &server.aof_fsync, aofFsyncEnum, "everysec", NULL),
+    STRC("appenddirname", CFG_IMMUTABLE, &server.aof_dirname, "appendonlydir"),
+    STRC("appendfilename", CFG_IMMUTABLE, &server.aof_filename, "appendonly.aof"),
+    BOOLC("aof-load-truncated", 0, &server.aof_load_truncated, "yes"),
+    INTC("auto-aof-rewrite-percentage", 0, &server.auto_aof_rewrite_percentage, 0, INT_MAX, "100", NULL),
+    MEMC("auto-aof-rewrite-min-size", 0, &server.auto_aof_rewrite_min_size, 0, LLONG_MAX, "64mb"),
     /* Slow log */
     INTC("slowlog-log-slower-than", 0, &server.slowlog_log_slower_than, -1, LLONG_MAX, "10000", NULL),
     INTC("slowlog-max-len", 0, &server.slowlog_max_len, 0, LONG_MAX, "128", NULL),

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "owner.h"
+#include "aof.h"
 #include "cluster.h"
 #include "http.h"
 #include "latency.h"
@@ -359,9 +360,9 @@ sds genInfoString(const char *section) {
         }
     }
     if ((w = wantSection(section, "persistence", &count))) {
-        /* Nothing is persisted yet (the pool is a cache); tools that poll these
-         * fields (redis-cli --stat, exporters, Sentinel-minded scripts) read a
-         * server that is not loading and has nothing to save. */
+        /* The append-only log is the only persistence (aof.c): there are no
+         * RDB snapshots, and their fields say so for the tools that poll them
+         * (redis-cli --stat, exporters). The server loads before it serves. */
         s = sectionHeader(s, w, "Persistence");
         s = sdscatprintf(s,
                          "loading:0\r\n"
@@ -369,12 +370,9 @@ sds genInfoString(const char *section) {
                          "rdb_changes_since_last_save:0\r\n"
                          "rdb_bgsave_in_progress:0\r\n"
                          "rdb_last_save_time:%lld\r\n"
-                         "rdb_last_bgsave_status:ok\r\n"
-                         "aof_enabled:0\r\n"
-                         "aof_rewrite_in_progress:0\r\n"
-                         "aof_rewrite_scheduled:0\r\n"
-                         "aof_last_write_status:ok\r\n",
+                         "rdb_last_bgsave_status:ok\r\n",
                          (long long)(server.starttime_ms / 1000));
+        s = aofInfo(s);
     }
     if ((w = wantSection(section, "replication", &count))) {
         /* A primary with no replicas, until replicas exist. */

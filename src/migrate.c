@@ -365,7 +365,7 @@ static int reqSend(reqBuf *rb, int fd, long long timeout_ms) {
 /* What of o goes into a payload. A value with no store metadata (SET's) is
  * a plain STRING; anything with a checksum, a pin or a creation time is an
  * OBJECT, so a pin put on a SET value moves with it too. */
-static void dumpInfoFromObj(storeObj *o, dumpInfo *d) {
+void dumpInfoFromObj(storeObj *o, dumpInfo *d) {
     memset(d, 0, sizeof(*d));
     d->value_len = o->len;
     storeObjExt *ext = o->ext;
@@ -413,6 +413,26 @@ void dumpCommand(client *c) {
 }
 
 /* ---- RESTORE / RESTORE-ASKING -------------------------------------------- */
+
+/* The object a parsed payload describes, its bytes copied in (the pool or
+ * the heap, as for SET), or NULL when there is no room. RESTORE and the
+ * log's loader (aof.c) both build objects here. */
+storeObj *dumpObjectCreate(sds key, const dumpInfo *d) {
+    storeObj *o = storeObjCreateFrom(d->value, (size_t)d->value_len);
+    if (o == NULL) return NULL;
+    if (d->type == DUMP_TYPE_OBJECT) {
+        storeObjExt *ext = storeObjGetExt(o);
+        ext->created_ms = d->created_ms;
+        storeObjSetKey(o, key); /* the data plane checks it (store.h) */
+        if (d->flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d->checksum, d->checksum_len);
+        if (d->softpin_ms > 0) {
+            long long ms = storeSoftPinBound(d->softpin_ms);
+            ext->softpin_until_ms = addSaturate(server.mstime, ms);
+        }
+        if (d->flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
+    }
+    return o;
+}
 
 /* RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: the
  * checks in Redis 7's order, so the same bad request gets the same error;
@@ -477,22 +497,11 @@ void restoreCommand(client *c) {
             return;
         }
     }
-    storeObj *o = storeObjCreateFrom(d.value, (size_t)d.value_len);
+    storeObj *o = dumpObjectCreate(key, &d);
     if (o == NULL) {
         server.stat_oom_rejections++;
         addReplyError(c, OOM_ERR);
         return;
-    }
-    if (d.type == DUMP_TYPE_OBJECT) {
-        storeObjExt *ext = storeObjGetExt(o);
-        ext->created_ms = d.created_ms;
-        storeObjSetKey(o, key); /* the data plane checks it (store.h) */
-        if (d.flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d.checksum, d.checksum_len);
-        if (d.softpin_ms > 0) {
-            long long ms = storeSoftPinBound(d.softpin_ms);
-            ext->softpin_until_ms = addSaturate(server.mstime, ms);
-        }
-        if (d.flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
     }
     if (idle >= 0) {
         /* The LRU clock is 32 bits of ms (evict.c): idle times beyond it saturate. */

@@ -3,10 +3,19 @@
 #ifndef MIGRATE_H
 #define MIGRATE_H
 
+#include "sds.h"
+
 /* Closes cached MIGRATE connections idle for 10 s, as Redis's
  * migrateCloseTimedoutSockets. Meant for serverCron; MIGRATE also sweeps
  * before each use, so without the cron call idle connections merely
  * linger (at most 64) until the next one. */
 void migrateCloseTimedoutSockets(void);
+
+/* DUMP's payload of an object, and the object a payload describes (NULL:
+ * no room): shared by DUMP/RESTORE/MIGRATE and the log (aof.c). */
+struct storeObj;
+struct dumpInfo;
+void dumpInfoFromObj(struct storeObj *o, struct dumpInfo *d);
+struct storeObj *dumpObjectCreate(sds key, const struct dumpInfo *d);
 
 #endif

@@ -6,6 +6,7 @@
 #ifndef MULTI_H
 #define MULTI_H
 
+#include "aof.h"
 #include "server.h"
 
 void multiInit(void);
@@ -25,11 +26,15 @@ void touchWatchedKey(sds key);
 /* Every key is about to go (FLUSHALL): WATCHes on keys that exist fail. */
 void touchAllWatchedKeys(void);
 
+/* Also where the log (aof.c) learns what changed: one place for both, so a
+ * change WATCH sees is a change the log keeps. */
 static inline void signalModifiedKey(sds key) {
     if (server.watching) touchWatchedKey(key);
+    if (aofOn) aofKeyChanged(key);
 }
 static inline void signalFlushedDb(void) {
     if (server.watching) touchAllWatchedKeys();
+    if (aofOn) aofFlushedAll();
 }
 
 #endif

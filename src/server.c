@@ -37,6 +37,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "cluster.h"
+#include "aof.h"
 #include "http.h"
 #include "migrate.h"
 #include "monitor.h"
@@ -274,6 +275,12 @@ int processCommand(client *c) {
                              : "-OOM command not allowed when used memory > 'maxmemory'.");
         return C_OK;
     }
+    /* A log that cannot be written: writes are refused, as Redis's MISCONF. */
+    const char *aof_refusal;
+    if ((c->cmd->flags & CMD_WRITE) && (aof_refusal = aofWriteRefusal()) != NULL) {
+        rejectCommand(c, aof_refusal);
+        return C_OK;
+    }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
         queueMultiCommand(c);
         addReplyProto(c, "+QUEUED\r\n", 9);
@@ -309,6 +316,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     storePendingCron(period_us / 20);
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
+    aofCron();
     return (int)(1000 / server.hz);
 }
 
@@ -321,6 +329,9 @@ static void beforeSleep(aeEventLoop *el) {
     (void)el;
     /* First: the commands it runs again queue replies for the writes. */
     relayBeforeSleep();
+    /* The log before the replies: what a reply acknowledges is written
+     * (and with appendfsync always, synced) first (aof.c). */
+    aofBeforeSleep();
     handleClientsWithPendingWrites();
     freeClientsInAsyncFreeQueue();
     /* An eviction round in progress gets a slice every iteration, not only
@@ -524,6 +535,7 @@ static void initServer(void) {
     dataPlaneSetSelfEndpoints();
     slowlogInit();
     clusterInit();
+    aofLoadAtStart();
     if (httpInit(err, sizeof(err)) != C_OK) {
         serverLog(LL_WARNING, "Failed listening for HTTP (http-port %lld), aborting: %s", server.http_port, err);
         exit(1);
@@ -539,6 +551,7 @@ int prepareForShutdown(void) {
     closeListeners();
     httpShutdown();
     if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
+    aofShutdown(); /* what was acknowledged is synced */
     zerofreeShutdown(); /* no thread left writing the pool while we exit */
     serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");
     return C_OK;

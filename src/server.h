@@ -350,6 +350,13 @@ struct mooncakeServer {
     int evict_policy;
     long long evict_samples;
     long long evict_pending;  /* objects still to evict in this round (cron slices) */
+    /* The append-only log (aof.c): the directives; its state is aof.c's. */
+    int aof_enabled;          /* appendonly */
+    int aof_fsync;            /* appendfsync: AOF_FSYNC_* */
+    char *aof_dirname;        /* appenddirname, under dir */
+    char *aof_filename;       /* appendfilename: the files' prefix */
+    int aof_load_truncated;   /* a cut tail of the last file is cut off at load */
+    long long auto_aof_rewrite_percentage, auto_aof_rewrite_min_size;
     /* Segments, owners, puts and leases (t_segment.c, owner.c, t_store.c). */
     long long owner_ttl;
     long long owner_probe_timeout;  /* ms a probe of a disconnected owner's host waits (0: no probes) */

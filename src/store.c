@@ -657,6 +657,16 @@ static int deleteKey(sds key, int why) {
 
 int storeKeyPresent(sds key) { return dictFind(server.keys, key) != NULL; }
 
+/* The key's object and expiry (-1 none), expired or not, with no side
+ * effect at all: the log (aof.c) records what is, hits and LRU untouched. */
+storeObj *storePeek(sds key, long long *expire_ms) {
+    dictEntry *de = dictFind(server.keys, key);
+    if (de == NULL) return NULL;
+    dictEntry *ee = dictFind(server.expires, key);
+    *expire_ms = ee ? (long long)(intptr_t)ee->val : -1;
+    return de->val;
+}
+
 /* Logically expired (its TTL passed), whether or not it was deleted yet;
  * by the loop's clock, as the lookups. */
 int storeKeyIsExpired(sds key) {

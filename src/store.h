@@ -237,6 +237,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl); /* takes 
 int storeDelete(sds key);
 long long storeGetExpire(sds key);                /* -1: none */
 int storeKeyPresent(sds key);    /* in the keyspace, expired or not; no side effect */
+storeObj *storePeek(sds key, long long *expire_ms); /* the object, expired or not; no side effect */
 int storeKeyIsExpired(sds key);  /* has a TTL that has passed (deleted yet or not) */
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);

@@ -31,6 +31,7 @@
 #include <strings.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "notify.h"
 #include "placement.h"
 #include "server.h"
@@ -539,6 +540,7 @@ void pinCommand(client *c) {
     }
     if (hard) storeObjSetHardPin(o, 1);
     else storeObjGetExt(o)->softpin_until_ms = addSaturate(server.mstime, ms);
+    if (aofOn) aofKeyChanged(c->argv[1]); /* a pin is kept with the value (DUMP's payload) */
     addReplyOk(c);
 }
 
@@ -550,6 +552,7 @@ void unpinCommand(client *c) {
     }
     storeObjSetHardPin(o, 0);
     if (o->ext) o->ext->softpin_until_ms = 0;
+    if (aofOn) aofKeyChanged(c->argv[1]);
     addReplyOk(c);
 }
 

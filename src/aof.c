@@ -1,0 +1,755 @@
+/* aof.c -- the append-only log: the keyspace and the store's objects survive
+ * a restart, and a kill -9.
+ *
+ * What is logged: the state of each key a command changed, not the command
+ * (aofformat.c says why: placement, eviction and expiry are not
+ * deterministic). The key hooks (aofKeyChanged, aofFlushedAll, called where
+ * store.c tells WATCH that a key changed) put the key in a set; in
+ * beforeSleep, before any reply of this loop iteration is written, each key
+ * of the set is looked up once and its state appended: RESTORE with the
+ * value's bytes and metadata (DUMP's payload) or DEL. A key changed by a
+ * thousand pipelined commands is written once per iteration, and a MULTI's
+ * keys go out in one write(), so a crash keeps all or none of them.
+ *
+ * When a reply is sent, its write is in the log: beforeSleep writes the log
+ * first, then the replies (networking.c sends nothing from a command). With
+ * appendfsync always the log is fsynced there too, before the replies; with
+ * everysec a thread fsyncs once a second (a kill -9 loses nothing, the page
+ * cache has it; a power cut loses at most about two seconds); with no the
+ * kernel decides. A write the log cannot take makes the server refuse writes
+ * (-MISCONF, as Redis) until one succeeds; under always it exits, since it
+ * would otherwise have acknowledged what is not on disk.
+ *
+ * Values in the server's pool (and the small ones on the heap) are logged
+ * with their bytes. An object whose replicas all live in client segments is
+ * logged as DEL for now: its metadata could be logged, but until a
+ * restarted server can prove a remounted segment is the same memory
+ * (issue 28, item 2) replaying it would risk serving bytes that are not the
+ * object's. Forgetting it is safe; resurrecting an older version of its key
+ * would not be. INFO counts them (aof_segment_objects_not_logged).
+ *
+ * Files: Redis 7's multi-part layout in appenddirname under dir: one base
+ * (the dataset at the last rewrite), increments, and a manifest listing
+ * them, replaced atomically (write, fsync, rename, fsync the directory).
+ * BGREWRITEAOF forks: at the fork the parent starts a new increment, the
+ * child writes the dataset it sees into a temporary base; when the child
+ * succeeds the manifest becomes the new base plus the increments opened
+ * since the fork, and the old files are deleted. No rewrite buffer is
+ * needed. The child reads values from the pool, which is shared memory, so
+ * it may see bytes the parent changed after the fork; every such change is
+ * in the new increment, which replays after the base, so the end state is
+ * exact. The rewrite starts by itself when the increments outgrow the base
+ * (auto-aof-rewrite-percentage, auto-aof-rewrite-min-size), so the log
+ * never grows without bound.
+ *
+ * Loading (start-up, appendonly yes) maps each file and replays it. A file
+ * that ends inside a record (a write cut by a crash) is cut there with a log
+ * line if it is the last one and aof-load-truncated is yes; any other damage
+ * (a bad record, a payload failing its CRC64, a truncated file that is not
+ * the last) refuses to start, naming the file and offset, and says to run
+ * mooncake-check-aof. A log that holds more than the pool also refuses:
+ * nothing acknowledged is dropped silently.
+ */
+#include "aof.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aofformat.h"
+#include "crc.h"
+#include "dict.h"
+#include "dump.h"
+#include "migrate.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+int aofOn;
+
+#define AOF_MANIFEST_SUFFIX ".manifest"
+#define AOF_TEMP_MANIFEST "temp-manifest"
+#define AOF_WRITE_CHUNK (64 * 1024 * 1024)
+
+static struct {
+    int dirfd;               /* appenddirname, opened once: CONFIG SET dir cannot move it */
+    int fd;                  /* the increment being written */
+    sds buf;                 /* records not yet written */
+    dict *dirty;             /* keys changed since the last beforeSleep */
+    aofManifest man;
+    long long base_seq, incr_seq;
+    long long base_size;     /* bytes at the last rewrite (or load): auto rewrite's yardstick */
+    long long incr_size;     /* bytes in the increments since */
+    long long fsynced_size;  /* what the last fsync covered */
+    int loading;
+    /* the rewrite child */
+    pid_t child;
+    long long rewrite_start_ms, last_rewrite_ms;
+    int rewrite_scheduled, last_rewrite_ok, rewrites;
+    long long child_incr_seq; /* the first increment opened at the fork */
+    char child_tmp[64];       /* the base the child writes */
+    /* write status */
+    int last_write_ok, last_write_errno;
+    /* the everysec fsync thread */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int fsync_fd, fsync_requested, fsync_running, thread_exit;
+    long long last_fsync_ms, delayed_fsync;
+    /* counts for INFO and tests */
+    unsigned long long segment_objects_not_logged, records_written;
+} aof = {.dirfd = -1, .fd = -1, .child = -1, .last_rewrite_ok = 1, .last_write_ok = 1,
+         .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fsync_fd = -1};
+
+static uint64_t dirtyHash(const void *k) { return dictGenHashFunction(k, sdslen((sds)k)); }
+static int dirtyCompare(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
+}
+static void dirtyFree(void *k) { sdsfree(k); }
+static dictType dirtyType = {dirtyHash, dirtyCompare, dirtyFree, NULL};
+
+int aofLoading(void) { return aof.loading; }
+
+/* ---- the hooks ------------------------------------------------------------ */
+
+void aofKeyChanged(sds key) {
+    if (!aofOn || aof.loading) return;
+    if (dictFind(aof.dirty, key) == NULL) dictAdd(aof.dirty, sdsdup(key), NULL);
+}
+
+void aofFlushedAll(void) {
+    if (!aofOn || aof.loading) return;
+    /* What changed before the flush is gone with it. */
+    dictEmpty(aof.dirty, NULL);
+    aof.buf = aofCatFlushall(aof.buf);
+}
+
+/* ---- records from the keyspace --------------------------------------------- */
+
+/* Appends key's state. Shared by beforeSleep (into aof.buf) and the
+ * rewrite child (into its own buffer). */
+static sds catKeyState(sds s, sds key, int *segment_only) {
+    long long expire;
+    storeObj *o = storePeek(key, &expire);
+    const char *value = o ? storeObjLocalPtr(o) : NULL;
+    if (o && value == NULL) *segment_only = 1;
+    if (o == NULL || value == NULL) return aofCatDel(s, key, sdslen(key));
+    dumpInfo d;
+    dumpInfoFromObj(o, &d);
+    size_t plen = dumpPrefixLen(&d);
+    size_t vlen = (size_t)o->len;
+    s = aofCatRestoreHead(s, key, sdslen(key), expire, plen + vlen + DUMP_TRAILER_LEN);
+    s = sdsMakeRoomFor(s, plen + vlen + DUMP_TRAILER_LEN);
+    unsigned char *p = (unsigned char *)s + sdslen(s);
+    dumpWritePrefix(&d, p);
+    if (vlen) memcpy(p + plen, value, vlen);
+    dumpWriteTrailer(crc64(crc64(0, p, plen), (const unsigned char *)value, vlen), p + plen + vlen);
+    sdsIncrLen(s, (ssize_t)(plen + vlen + DUMP_TRAILER_LEN));
+    return aofCatRestoreTail(s);
+}
+
+/* ---- files ----------------------------------------------------------------- */
+
+static void fileName(char *dst, size_t len, const char *type, long long seq) {
+    snprintf(dst, len, "%s.%lld.%s.aof", server.aof_filename, seq, type);
+}
+
+static int writeAll(int fd, const char *p, size_t len) {
+    while (len) {
+        ssize_t n = write(fd, p, len < AOF_WRITE_CHUNK ? len : AOF_WRITE_CHUNK);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* The manifest, replaced atomically: a crash leaves the old one or the new. */
+static int writeManifest(const aofManifest *m) {
+    char name[AOF_FILE_NAME_MAX + 32];
+    snprintf(name, sizeof(name), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
+    sds text = aofManifestFormat(m);
+    int fd = openat(aof.dirfd, AOF_TEMP_MANIFEST, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int rc = -1;
+    if (fd == -1) goto out;
+    if (writeAll(fd, text, sdslen(text)) == -1 || fsync(fd) == -1) goto out;
+    if (renameat(aof.dirfd, AOF_TEMP_MANIFEST, aof.dirfd, name) == -1) goto out;
+    fsync(aof.dirfd);
+    rc = 0;
+out:
+    if (rc == -1) serverLog(LL_WARNING, "AOF: cannot write the manifest %s: %s", name, strerror(errno));
+    if (fd != -1) close(fd);
+    sdsfree(text);
+    return rc;
+}
+
+/* Opens a new increment (seq aof.incr_seq + 1) and lists it in m. */
+static int openNewIncr(aofManifest *m) {
+    char name[AOF_FILE_NAME_MAX + 1];
+    if (m->nfiles == AOF_MANIFEST_MAX_FILES) {
+        errno = ENOSPC;
+        return -1;
+    }
+    /* A new file, never one left over: a crash between creating an
+     * increment and listing it leaves a file no manifest names. */
+    long long seq = aof.incr_seq;
+    int fd;
+    do {
+        fileName(name, sizeof(name), "incr", ++seq);
+        fd = openat(aof.dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    } while (fd == -1 && errno == EEXIST && seq < aof.incr_seq + 1000);
+    if (fd == -1) return -1;
+    aofManifestFile *f = &m->files[m->nfiles++];
+    snprintf(f->name, sizeof(f->name), "%s", name);
+    f->seq = seq;
+    f->type = 'i';
+    aof.incr_seq = seq;
+    return fd;
+}
+
+static void switchFd(int fd) {
+    if (aof.fd != -1) {
+        fsync(aof.fd);
+        close(aof.fd);
+    }
+    aof.fd = fd;
+    aof.fsynced_size = 0;
+}
+
+/* ---- the everysec fsync thread ---------------------------------------------- */
+
+static void *fsyncThread(void *arg) {
+    (void)arg;
+    pthread_mutex_lock(&aof.mu);
+    for (;;) {
+        while (!aof.fsync_requested && !aof.thread_exit) pthread_cond_wait(&aof.cv, &aof.mu);
+        if (aof.thread_exit) break;
+        int fd = aof.fsync_fd;
+        aof.fsync_requested = 0;
+        aof.fsync_running = 1;
+        pthread_mutex_unlock(&aof.mu);
+        if (fd != -1) fdatasync(fd);
+        pthread_mutex_lock(&aof.mu);
+        aof.fsync_running = 0;
+    }
+    pthread_mutex_unlock(&aof.mu);
+    return NULL;
+}
+
+static void requestFsync(void) {
+    if (!aof.thread_started) {
+        if (pthread_create(&aof.thread, NULL, fsyncThread, NULL) != 0) {
+            fdatasync(aof.fd);
+            return;
+        }
+        aof.thread_started = 1;
+    }
+    pthread_mutex_lock(&aof.mu);
+    if (aof.fsync_running) {
+        aof.delayed_fsync++;
+    } else {
+        /* The thread syncs its own descriptor of the file, so a switch to
+         * the next increment never closes what it is syncing. */
+        if (aof.fsync_fd != -1) close(aof.fsync_fd);
+        aof.fsync_fd = dup(aof.fd);
+        aof.fsync_requested = 1;
+        pthread_cond_signal(&aof.cv);
+    }
+    pthread_mutex_unlock(&aof.mu);
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+void aofBeforeSleep(void) {
+    if (!aofOn) return;
+    if (dictSize(aof.dirty)) {
+        dictIterator *it = dictGetSafeIterator(aof.dirty);
+        dictEntry *de;
+        int seg_only;
+        while ((de = dictNext(it)) != NULL) {
+            seg_only = 0;
+            aof.buf = catKeyState(aof.buf, de->key, &seg_only);
+            aof.segment_objects_not_logged += (unsigned)seg_only;
+            aof.records_written++;
+        }
+        dictReleaseIterator(it);
+        dictEmpty(aof.dirty, NULL);
+    }
+    if (sdslen(aof.buf) == 0) return;
+    if (writeAll(aof.fd, aof.buf, sdslen(aof.buf)) == -1) {
+        /* O_APPEND: a partial write leaves a torn record at the end, which a
+         * load cuts; the next try writes the whole buffer again after it.
+         * Nothing is acknowledged meanwhile (aofWriteRefusal). */
+        if (aof.last_write_ok) serverLog(LL_WARNING, "AOF: write error: %s", strerror(errno));
+        aof.last_write_ok = 0;
+        aof.last_write_errno = errno;
+        if (server.aof_fsync == AOF_FSYNC_ALWAYS) {
+            serverLog(LL_WARNING, "AOF: cannot write the log with appendfsync always: exiting, so that no "
+                                  "write is acknowledged that is not on disk");
+            exit(1);
+        }
+        return;
+    }
+    aof.incr_size += (long long)sdslen(aof.buf);
+    if (sdsalloc(aof.buf) > 1024 * 1024) {
+        sdsfree(aof.buf);
+        aof.buf = sdsempty();
+    } else {
+        sdsclear(aof.buf);
+    }
+    if (!aof.last_write_ok) serverLog(LL_WARNING, "AOF: writes succeed again");
+    aof.last_write_ok = 1;
+    if (server.aof_fsync == AOF_FSYNC_ALWAYS) {
+        if (fdatasync(aof.fd) == -1) {
+            serverLog(LL_WARNING, "AOF: fsync failed with appendfsync always (%s): exiting", strerror(errno));
+            exit(1);
+        }
+        aof.last_fsync_ms = server.mstime;
+    }
+}
+
+const char *aofWriteRefusal(void) {
+    if (!aofOn || aof.last_write_ok) return NULL;
+    return "-MISCONF Errors writing to the AOF file: writes are refused until the log can be written again";
+}
+
+/* ---- the rewrite ----------------------------------------------------------- */
+
+/* The child: the dataset it sees into tmp, synced. Exits. */
+static void rewriteChild(const char *tmp) {
+    int fd = openat(aof.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd == -1) _exit(1);
+    sds buf = sdsempty();
+    dictIterator *it = dictGetSafeIterator(server.keys);
+    dictEntry *de;
+    int seg_only;
+    while ((de = dictNext(it)) != NULL) {
+        seg_only = 0;
+        long long expire;
+        storeObj *o = storePeek(de->key, &expire);
+        if (o == NULL || storeObjLocalPtr(o) == NULL) continue; /* a base lists what is, DEL has no place */
+        buf = catKeyState(buf, de->key, &seg_only);
+        if (sdslen(buf) >= 4 * 1024 * 1024) {
+            if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);
+            sdsclear(buf);
+        }
+    }
+    if (writeAll(fd, buf, sdslen(buf)) == -1 || fsync(fd) == -1 || close(fd) == -1) _exit(1);
+    _exit(0);
+}
+
+static int rewriteStart(const char **err) {
+    if (aof.child != -1) {
+        *err = "ERR Background append only file rewriting already in progress";
+        return C_ERR;
+    }
+    aofBeforeSleep(); /* the increment holds everything up to the fork */
+    aofManifest next = aof.man;
+    int fd = openNewIncr(&next);
+    if (fd == -1 || writeManifest(&next) == -1) {
+        if (fd != -1) close(fd);
+        *err = "ERR cannot open a new AOF increment (see the log)";
+        return C_ERR;
+    }
+    aof.man = next;
+    switchFd(fd);
+    aof.child_incr_seq = aof.incr_seq;
+    const char *tmp = aof.child_tmp;
+    snprintf(aof.child_tmp, sizeof(aof.child_tmp), "temp-rewriteaof-bg-%d.aof", (int)getpid());
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* A child of a server with threads: it only walks memory and writes
+         * a file, and leaves without running the parent's exit handlers. */
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        rewriteChild(tmp);
+    }
+    if (pid == -1) {
+        *err = "ERR cannot fork for the AOF rewrite";
+        serverLog(LL_WARNING, "AOF: fork failed: %s", strerror(errno));
+        aof.last_rewrite_ok = 0;
+        return C_ERR;
+    }
+    aof.child = pid;
+    aof.rewrite_start_ms = mstime();
+    aof.rewrite_scheduled = 0;
+    serverLog(LL_NOTICE, "Background append only file rewriting started by pid %d", (int)pid);
+    return C_OK;
+}
+
+/* The child is done: on success its file becomes the base and the manifest
+ * lists it with the increments opened since the fork; the old files go. */
+static void rewriteDone(int ok) {
+    const char *tmp = aof.child_tmp;
+    char base[AOF_FILE_NAME_MAX + 1];
+    aof.child = -1;
+    aof.last_rewrite_ms = mstime() - aof.rewrite_start_ms;
+    aof.rewrite_start_ms = 0;
+    if (!ok) goto fail;
+    long long seq = aof.base_seq + 1;
+    fileName(base, sizeof(base), "base", seq);
+    if (renameat(aof.dirfd, tmp, aof.dirfd, base) == -1) goto fail;
+    aofManifest next = {.nfiles = 0};
+    aofManifestFile *b = &next.files[next.nfiles++];
+    snprintf(b->name, sizeof(b->name), "%s", base);
+    b->seq = seq;
+    b->type = 'b';
+    for (int j = 0; j < aof.man.nfiles; j++)
+        if (aof.man.files[j].type == 'i' && aof.man.files[j].seq >= aof.child_incr_seq) next.files[next.nfiles++] = aof.man.files[j];
+    if (writeManifest(&next) == -1) {
+        unlinkat(aof.dirfd, base, 0);
+        goto fail;
+    }
+    for (int j = 0; j < aof.man.nfiles; j++) {
+        aofManifestFile *f = &aof.man.files[j];
+        if (f->type != 'i' || f->seq < aof.child_incr_seq) unlinkat(aof.dirfd, f->name, 0);
+    }
+    aof.man = next;
+    aof.base_seq = seq;
+    struct stat st;
+    aof.base_size = fstatat(aof.dirfd, base, &st, 0) == 0 ? (long long)st.st_size : 0;
+    aof.incr_size = 0;
+    for (int j = 1; j < next.nfiles; j++)
+        if (fstatat(aof.dirfd, next.files[j].name, &st, 0) == 0) aof.incr_size += (long long)st.st_size;
+    aof.last_rewrite_ok = 1;
+    aof.rewrites++;
+    serverLog(LL_NOTICE, "Background AOF rewrite finished successfully: base %s, %lld bytes", base, aof.base_size);
+    return;
+fail:
+    unlinkat(aof.dirfd, tmp, 0);
+    aof.last_rewrite_ok = 0;
+    serverLog(LL_WARNING, "Background AOF rewrite failed; the log goes on in its increments");
+}
+
+void aofCron(void) {
+    if (aof.child != -1) {
+        int status;
+        pid_t pid = waitpid(aof.child, &status, WNOHANG);
+        if (pid == aof.child) rewriteDone(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    if (!aofOn) return;
+    if (server.aof_fsync == AOF_FSYNC_EVERYSEC && server.mstime - aof.last_fsync_ms >= 1000) {
+        aof.last_fsync_ms = server.mstime;
+        requestFsync();
+    }
+    if (aof.child == -1 && (aof.rewrite_scheduled ||
+                            (server.auto_aof_rewrite_percentage > 0 &&
+                             aof.incr_size >= server.auto_aof_rewrite_min_size &&
+                             aof.incr_size * 100 >= (aof.base_size ? aof.base_size : 1) *
+                                                        server.auto_aof_rewrite_percentage))) {
+        const char *err;
+        if (rewriteStart(&err) == C_OK) {
+            if (!aof.rewrite_scheduled) serverLog(LL_NOTICE, "Starting automatic rewriting of AOF");
+        }
+    }
+}
+
+void bgrewriteaofCommand(client *c) {
+    const char *err;
+    if (!aofOn) {
+        addReplyError(c, "ERR appendonly is no: there is no log to rewrite (CONFIG SET appendonly yes)");
+        return;
+    }
+    if (rewriteStart(&err) != C_OK) {
+        addReplyError(c, err);
+        return;
+    }
+    addReplyStatus(c, "Background append only file rewriting started");
+}
+
+/* ---- loading --------------------------------------------------------------- */
+
+static void refuse(const char *fmt, const char *file, long long off, const char *why) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), fmt, file, off, why);
+    serverLog(LL_WARNING, "%s", msg);
+    serverLog(LL_WARNING, "Refusing to start: run mooncake-check-aof %s/%s%s to see the damage (and --fix to cut a "
+                          "damaged tail), or move the directory away to start empty",
+              server.aof_dirname, server.aof_filename, AOF_MANIFEST_SUFFIX);
+    exit(1);
+}
+
+typedef struct loadCounts {
+    long long records, restored, deleted, flushes, expired_skipped;
+} loadCounts;
+
+static void applyRecord(const aofRecord *rec, loadCounts *n, const char *file, long long off) {
+    n->records++;
+    if (rec->type == AOF_REC_FLUSHALL) {
+        storeFlush();
+        n->flushes++;
+        return;
+    }
+    sds key = sdsnewlen(rec->key, rec->keylen);
+    if (rec->type == AOF_REC_DEL) {
+        storeDelete(key);
+        n->deleted++;
+    } else if (rec->expire_ms && rec->expire_ms <= server.mstime) {
+        storeDelete(key); /* expired while the server was down */
+        n->expired_skipped++;
+    } else {
+        dumpInfo d;
+        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK) refuse("AOF %s: bad payload at offset %lld: %s", file, off, "");
+        storeObj *o = dumpObjectCreate(key, &d);
+        if (o == NULL)
+            refuse("AOF %s at offset %lld: %s", file, off,
+                   "the log holds more than the pool: start with a larger segment-size (or maxmemory)");
+        storeSet(key, o, rec->expire_ms ? rec->expire_ms : -1, 0);
+        n->restored++;
+    }
+    sdsfree(key);
+}
+
+/* Replays one file; the last one may be cut where a crash cut it. */
+static long long loadFile(const char *name, int last, loadCounts *n) {
+    int fd = openat(aof.dirfd, name, O_RDONLY | O_CLOEXEC);
+    if (fd == -1) {
+        if (errno == ENOENT && last) return 0; /* an increment made just before a crash, never written */
+        refuse("AOF %s: cannot open (%lld): %s", name, 0, strerror(errno));
+    }
+    struct stat st;
+    if (fstat(fd, &st) == -1) refuse("AOF %s: cannot stat (%lld): %s", name, 0, strerror(errno));
+    size_t len = (size_t)st.st_size;
+    const char *map = NULL;
+    if (len) {
+        map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) refuse("AOF %s: cannot map (%lld): %s", name, (long long)len, strerror(errno));
+        madvise((void *)map, len, MADV_SEQUENTIAL);
+    }
+    size_t off = 0, next;
+    char why[128];
+    aofRecord rec;
+    size_t max_record = (size_t)server.max_object_size + (1 << 20);
+    for (;;) {
+        int rc = aofNextRecord(map, len, off, max_record, &rec, &next, why, sizeof(why));
+        if (rc == AOF_REC_END) break;
+        if (rc == AOF_REC_OK) {
+            applyRecord(&rec, n, name, (long long)off);
+            off = next;
+            continue;
+        }
+        if (rc == AOF_REC_TRUNCATED && last && server.aof_load_truncated) {
+            serverLog(LL_WARNING, "!!! Warning: short read while loading the AOF file %s (%s at offset %zu of %zu): "
+                                  "cutting the last %zu bytes, a write a crash left unfinished",
+                      name, why, off, len, len - off);
+            int wfd = openat(aof.dirfd, name, O_WRONLY | O_CLOEXEC);
+            if (wfd == -1 || ftruncate(wfd, (off_t)off) == -1 || fsync(wfd) == -1)
+                refuse("AOF %s: cannot cut the tail at offset %lld: %s", name, (long long)off, strerror(errno));
+            close(wfd);
+            len = off;
+            break;
+        }
+        if (rc == AOF_REC_TRUNCATED)
+            refuse(last ? "AOF %s ends inside a record at offset %lld (%s) and aof-load-truncated is no"
+                        : "AOF %s ends inside a record at offset %lld (%s), and it is not the last file",
+                   name, (long long)off, why);
+        refuse("AOF %s is corrupt at offset %lld: %s", name, (long long)off, why);
+    }
+    if (map) munmap((void *)map, (size_t)st.st_size);
+    close(fd);
+    return (long long)len;
+}
+
+static int openDir(void) {
+    if (mkdir(server.aof_dirname, 0755) == -1 && errno != EEXIST) return -1;
+    int fd = open(server.aof_dirname, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd == -1) return -1;
+    if (aof.dirfd != -1) close(aof.dirfd);
+    aof.dirfd = fd;
+    return 0;
+}
+
+static void initState(void) {
+    if (aof.dirty == NULL) aof.dirty = dictCreate(&dirtyType);
+    if (aof.buf == NULL) aof.buf = sdsempty();
+}
+
+/* appenddirname and appendfilename name files in dir, never elsewhere. */
+static int plainName(const char *s) { return s[0] && s[0] != '.' && strchr(s, '/') == NULL && strlen(s) <= 200; }
+
+void aofLoadAtStart(void) {
+    if (!plainName(server.aof_dirname) || !plainName(server.aof_filename)) {
+        serverLog(LL_WARNING, "appenddirname and appendfilename must be plain names (no '/', not starting with "
+                              "'.'): they name a directory and files in dir");
+        exit(1);
+    }
+    if (!server.aof_enabled) return;
+    initState();
+    if (openDir() == -1) {
+        serverLog(LL_WARNING, "Cannot open the AOF directory %s: %s", server.aof_dirname, strerror(errno));
+        exit(1);
+    }
+    char mname[AOF_FILE_NAME_MAX + 32];
+    snprintf(mname, sizeof(mname), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
+    int mfd = openat(aof.dirfd, mname, O_RDONLY | O_CLOEXEC);
+    aof.man.nfiles = 0;
+    if (mfd == -1 && errno != ENOENT) refuse("AOF manifest %s: cannot open (%lld): %s", mname, 0, strerror(errno));
+    if (mfd != -1) {
+        char text[AOF_MANIFEST_MAX_FILES * 300];
+        ssize_t got = read(mfd, text, sizeof(text));
+        close(mfd);
+        if (got < 0 || (size_t)got == sizeof(text))
+            refuse("AOF manifest %s: unreadable or too long (%lld): %s", mname, (long long)got, "");
+        char why[160];
+        if (aofManifestParse(text, (size_t)got, &aof.man, why, sizeof(why)) == -1)
+            refuse("AOF manifest %s is corrupt (%lld): %s", mname, 0, why);
+    }
+    long long start = mstime();
+    loadCounts n = {0};
+    long long total = 0;
+    aof.loading = 1;
+    int lastdata = -1;
+    for (int j = 0; j < aof.man.nfiles; j++)
+        if (aof.man.files[j].type != 'h') lastdata = j;
+    for (int j = 0; j < aof.man.nfiles; j++) {
+        aofManifestFile *f = &aof.man.files[j];
+        if (f->type == 'h') continue;
+        long long sz = loadFile(f->name, j == lastdata, &n);
+        total += sz;
+        if (f->type == 'b') {
+            aof.base_size = sz;
+            if (f->seq > aof.base_seq) aof.base_seq = f->seq;
+        } else {
+            aof.incr_size += sz;
+            if (f->seq > aof.incr_seq) aof.incr_seq = f->seq;
+        }
+    }
+    aof.loading = 0;
+    if (aof.man.nfiles) {
+        serverLog(LL_NOTICE,
+                  "DB loaded from append only file: %lld records in %d files (%lld bytes): %lld keys restored, "
+                  "%lld deleted, %lld flushes, %lld expired while down; %llu keys now, in %.3f seconds",
+                  n.records, aof.man.nfiles, total, n.restored, n.deleted, n.flushes, n.expired_skipped,
+                  (unsigned long long)dictSize(server.keys), (double)(mstime() - start) / 1000);
+    } else {
+        serverLog(LL_NOTICE, "No AOF in %s: starting empty, logging from now on", server.aof_dirname);
+    }
+    /* Appending continues in a new increment: a cut tail stays cut, and a
+     * file we did not write ourselves is never appended to. */
+    aofManifest next = aof.man;
+    int fd = openNewIncr(&next);
+    if (fd == -1 || writeManifest(&next) == -1) {
+        serverLog(LL_WARNING, "Cannot open a new AOF increment in %s: %s", server.aof_dirname, strerror(errno));
+        exit(1);
+    }
+    aof.man = next;
+    switchFd(fd);
+    aofOn = 1;
+}
+
+/* ---- CONFIG SET appendonly ----------------------------------------------------- */
+
+int aofApplyConfig(const char **err) {
+    if (server.el == NULL) return C_OK; /* start-up: aofLoadAtStart */
+    if (server.aof_enabled && !aofOn) {
+        /* The dataset as it is now becomes the base (a rewrite), the
+         * increment opened at its fork takes what follows. */
+        initState();
+        if (openDir() == -1) {
+            *err = "cannot open the AOF directory (see the log)";
+            serverLog(LL_WARNING, "Cannot open the AOF directory %s: %s", server.aof_dirname, strerror(errno));
+            return C_ERR;
+        }
+        /* Files an earlier run left describe an older dataset: they become
+         * history, deleted once the rewrite's base is in place, and new
+         * files are numbered past them. */
+        aof.man.nfiles = 0;
+        char mname[AOF_FILE_NAME_MAX + 32], text[AOF_MANIFEST_MAX_FILES * 300], why[160];
+        snprintf(mname, sizeof(mname), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
+        int mfd = openat(aof.dirfd, mname, O_RDONLY | O_CLOEXEC);
+        ssize_t got = mfd == -1 ? -1 : read(mfd, text, sizeof(text));
+        if (mfd != -1) close(mfd);
+        if (got > 0 && (size_t)got < sizeof(text) && aofManifestParse(text, (size_t)got, &aof.man, why, sizeof(why)) == 0) {
+            for (int j = 0; j < aof.man.nfiles; j++) {
+                aofManifestFile *f = &aof.man.files[j];
+                if (f->type == 'b' && f->seq > aof.base_seq) aof.base_seq = f->seq;
+                if (f->type != 'b' && f->seq > aof.incr_seq) aof.incr_seq = f->seq;
+                f->type = 'h';
+            }
+        } else {
+            aof.man.nfiles = 0;
+        }
+        aofOn = 1;
+        aof.last_write_ok = 1;
+        if (rewriteStart(err) != C_OK) {
+            aofOn = 0;
+            return C_ERR;
+        }
+        return C_OK;
+    }
+    if (!server.aof_enabled && aofOn) {
+        aofBeforeSleep();
+        aofOn = 0;
+        if (aof.child != -1) {
+            kill(aof.child, SIGKILL);
+            int status;
+            waitpid(aof.child, &status, 0);
+            rewriteDone(0);
+        }
+        switchFd(-1);
+        dictEmpty(aof.dirty, NULL);
+    }
+    return C_OK;
+}
+
+void aofShutdown(void) {
+    if (aof.child != -1) {
+        kill(aof.child, SIGKILL);
+        int status;
+        waitpid(aof.child, &status, 0);
+        unlinkat(aof.dirfd, aof.child_tmp, 0);
+        aof.child = -1;
+    }
+    if (!aofOn) return;
+    aofBeforeSleep();
+    if (aof.fd != -1) fsync(aof.fd);
+    serverLog(LL_NOTICE, "Calling fsync() on the AOF file.");
+}
+
+/* ---- INFO ---------------------------------------------------------------------- */
+
+sds aofInfo(sds s) {
+    s = sdscatprintf(s,
+                     "aof_enabled:%d\r\n"
+                     "aof_rewrite_in_progress:%d\r\n"
+                     "aof_rewrite_scheduled:%d\r\n"
+                     "aof_last_rewrite_time_sec:%lld\r\n"
+                     "aof_current_rewrite_time_sec:%lld\r\n"
+                     "aof_last_bgrewrite_status:%s\r\n"
+                     "aof_rewrites:%d\r\n"
+                     "aof_last_write_status:%s\r\n"
+                     "aof_last_cow_size:0\r\n",
+                     aofOn, aof.child != -1, aof.rewrite_scheduled,
+                     aof.rewrites || !aof.last_rewrite_ok ? aof.last_rewrite_ms / 1000 : -1LL,
+                     aof.child != -1 ? (mstime() - aof.rewrite_start_ms) / 1000 : -1LL,
+                     aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok ? "ok" : "err");
+    if (aofOn) {
+        s = sdscatprintf(s,
+                         "aof_current_size:%lld\r\n"
+                         "aof_base_size:%lld\r\n"
+                         "aof_pending_rewrite:0\r\n"
+                         "aof_buffer_length:%zu\r\n"
+                         "aof_pending_bio_fsync:%d\r\n"
+                         "aof_delayed_fsync:%lld\r\n"
+                         "aof_records_written:%llu\r\n"
+                         "aof_segment_objects_not_logged:%llu\r\n",
+                         aof.base_size + aof.incr_size, aof.base_size, sdslen(aof.buf), aof.fsync_running,
+                         aof.delayed_fsync, aof.records_written, aof.segment_objects_not_logged);
+    }
+    return s;
+}

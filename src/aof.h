@@ -1,0 +1,42 @@
+/* aof.h -- the append-only log: persistence of the keyspace and the store's
+ * objects. See aof.c for the design, aofformat.c for the files. */
+#ifndef AOF_H
+#define AOF_H
+
+#include "sds.h"
+
+struct client;
+
+enum { AOF_FSYNC_NO = 0, AOF_FSYNC_ALWAYS, AOF_FSYNC_EVERYSEC };
+
+/* Non-zero while the log is being written: the key hooks cost one load
+ * when it is off. */
+extern int aofOn;
+
+/* A key changed (written, deleted, its TTL or pin changed): its state goes
+ * into the log before the replies of this loop iteration go out. */
+void aofKeyChanged(sds key);
+/* Every key went (FLUSHALL). */
+void aofFlushedAll(void);
+
+/* Start-up: with appendonly yes, load the log (refusing a damaged one, see
+ * aof.c) and open it for appending. Exits the process on a refusal, with
+ * the reason in the log. */
+void aofLoadAtStart(void);
+/* beforeSleep: write what changed, fsync as appendfsync says. */
+void aofBeforeSleep(void);
+/* serverCron: background fsync, the rewrite child, automatic rewrites. */
+void aofCron(void);
+/* SHUTDOWN: everything written and synced, no child left. */
+void aofShutdown(void);
+/* A write the server must refuse (the log cannot be written): its error. */
+const char *aofWriteRefusal(void);
+
+/* CONFIG SET appendonly yes|no (config.c's hook). */
+int aofApplyConfig(const char **err);
+sds aofInfo(sds s); /* INFO persistence's aof_* fields */
+int aofLoading(void);
+
+void bgrewriteaofCommand(struct client *c);
+
+#endif

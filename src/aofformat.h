@@ -1,0 +1,75 @@
+/* aofformat.h -- the append-only log's files, read and checked: records and
+ * the manifest. Pure (no server globals), so the server's loader (aof.c),
+ * the repair tool (mooncake-check-aof) and the fuzz target read them with
+ * the same code. See aofformat.c for the format and why it is shaped so. */
+#ifndef AOFFORMAT_H
+#define AOFFORMAT_H
+
+#include <stddef.h>
+
+#include "sds.h"
+
+/* ---- records ------------------------------------------------------------ */
+
+enum {
+    AOF_REC_RESTORE = 1, /* the key now holds the payload's value (and expiry) */
+    AOF_REC_DEL,         /* the key is gone */
+    AOF_REC_FLUSHALL     /* every key is gone */
+};
+
+/* aofNextRecord results. */
+#define AOF_REC_OK 0
+#define AOF_REC_END 1       /* no bytes left: the file ends between records */
+#define AOF_REC_TRUNCATED 2 /* the file ends inside a record (a cut tail) */
+#define AOF_REC_CORRUPT 3   /* bytes that are no record (a damaged file) */
+
+typedef struct aofRecord {
+    int type;               /* AOF_REC_* */
+    const char *key;        /* RESTORE, DEL: points into the buffer */
+    size_t keylen;
+    long long expire_ms;    /* RESTORE: absolute unix ms, 0 = none */
+    const char *payload;    /* RESTORE: a DUMP payload whose CRC64 was checked */
+    size_t payload_len;
+} aofRecord;
+
+/* Reads the record at buf[off..len). AOF_REC_OK: *rec is filled and *next
+ * is the offset after it. AOF_REC_TRUNCATED / AOF_REC_CORRUPT: why says
+ * what was found at off. Safe on arbitrary bytes; a record is never longer
+ * than max_record (the caller's bound on one value). */
+int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
+                  char *why, size_t whylen);
+
+/* Appends one record, in the RESP the server writes, to s. The RESTORE form
+ * is written in three pieces so a large value goes from where it lies:
+ * head (command, key, expiry, the payload's length), the payload bytes
+ * (dumpWritePrefix + value + dumpWriteTrailer), then the tail. */
+sds aofCatDel(sds s, const char *key, size_t keylen);
+sds aofCatFlushall(sds s);
+sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms, size_t payload_len);
+sds aofCatRestoreTail(sds s);
+
+/* ---- the manifest -------------------------------------------------------- */
+
+/* Which files make up the log, in order: at most one base (the dataset at
+ * a rewrite), then the increments written since. */
+#define AOF_MANIFEST_MAX_FILES 1024
+#define AOF_FILE_NAME_MAX 255
+
+typedef struct aofManifestFile {
+    char name[AOF_FILE_NAME_MAX + 1];
+    long long seq;
+    char type; /* 'b' base, 'i' increment, 'h' history (to delete) */
+} aofManifestFile;
+
+typedef struct aofManifest {
+    aofManifestFile files[AOF_MANIFEST_MAX_FILES];
+    int nfiles;
+} aofManifest;
+
+/* Parses a manifest's text; on error why says which line and what. The
+ * names are checked (no path separators, no dot files), the sequence
+ * numbers positive and, per type, increasing; at most one base, first. */
+int aofManifestParse(const char *text, size_t len, aofManifest *m, char *why, size_t whylen);
+sds aofManifestFormat(const aofManifest *m);
+
+#endif
