@@ -473,26 +473,62 @@ proc server_exited {{level 0} {timeout_ms 10000}} {
     return 0
 }
 
-# restart_server ?level?: stop the server and start the same binary again
-# with the same config file (which CONFIG REWRITE may have changed) and so
-# the same port, then reconnect the default client.
-proc restart_server {{level 0}} {
+# restart_server ?level? ?how?: stop the server (how: term, the default,
+# SIGTERM and wait; kill, kill -9 as a crash does) and start the same binary
+# again with the same config file (which CONFIG REWRITE may have changed)
+# and so the same port, then reconnect the default client.
+proc restart_server {{level 0} {how term}} {
     set id [__srv_id__ $level]
     __close_clients__ $id
     set ::srvinfo($id,dead_ok) 1
     if {[process_is_alive $::srvinfo($id,pid)]} {
-        __kill_pid__ $::srvinfo($id,pid)
+        if {$how eq "kill"} {
+            set pid $::srvinfo($id,pid)
+            exec kill -9 $pid
+            # The leader shows Z while its other threads are still exiting
+            # and holding the descriptors they share (the listeners): wait
+            # until it is the only task left.
+            while {[process_is_alive $pid] || [llength [glob -nocomplain /proc/$pid/task/*]] > 1} { after 5 }
+            catch {exec true}
+        } else {
+            __kill_pid__ $::srvinfo($id,pid)
+        }
     }
     # The rewritten file decides the port now.
     foreach pair [__read_config__ $::srvinfo($id,config_file)] {
         lassign $pair name line
         if {$name eq "port"} { set ::srvinfo($id,port) [lindex $line 1] }
     }
-    set err [__spawn_server__ $id]
+    # The port was free while the server was down: another test's server
+    # may have taken it. Then the restart moves to a new port, as
+    # start_server's first start does.
+    for {set attempt 0} {1} {incr attempt} {
+        set off [__file_size__ $::srvinfo($id,stdout)]
+        set err [__spawn_server__ $id]
+        if {$err eq "" || $attempt == 2} break
+        if {![string match -nocase "*address already in use*" [__read_from__ $::srvinfo($id,stdout) $off]]} break
+        set ::srvinfo($id,port) [find_available_port]
+        __set_config_port__ $::srvinfo($id,config_file) $::srvinfo($id,port)
+    }
     if {$err ne ""} {
         error "restart_server: $err\n[__log_tail__ $::srvinfo($id,stdout)]"
     }
     set ::srvinfo($id,client) [__srv_new_client__ $id 0 0]
+}
+
+# The config file's port line, replaced (a restart that moves).
+proc __set_config_port__ {path port} {
+    set f [open $path r]
+    set lines [split [read $f] "\n"]
+    close $f
+    set out {}
+    foreach l $lines {
+        if {[regexp {^\s*port\s} $l]} { set l "port $port" }
+        lappend out $l
+    }
+    set f [open $path w]
+    puts -nonewline $f [join $out "\n"]
+    close $f
 }
 
 # wait_for_log_messages ?level? pattern ?maxtries? ?delay?: wait until a line

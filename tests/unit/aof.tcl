@@ -1,0 +1,317 @@
+# The append-only log (aof.c, aofformat.c, mooncake-check-aof): what was
+# acknowledged is there after a restart or a kill -9, with every fsync
+# policy; a cut tail is cut, damage refuses to start; the rewrite keeps the
+# log bounded while writes go on; objects whose replicas live only in client
+# segments are never resurrected stale.
+
+set ::check_aof [file join $::harness(root) src mooncake-check-aof]
+
+# mooncake-check-aof's exit status and output.
+proc check_aof {args} {
+    set rc [catch {exec $::check_aof {*}$args} out opts]
+    set status 0
+    if {$rc} {
+        set code [dict get $opts -errorcode]
+        if {[lindex $code 0] ne "CHILDSTATUS"} { error $out }
+        set status [lindex $code 2]
+    }
+    return [list $status $out]
+}
+
+proc aof_dir {} { file join [srv 0 dir] appendonlydir }
+proc aof_files {} { lsort [glob -nocomplain -tails -directory [aof_dir] *] }
+proc aof_manifest {} {
+    set f [open [file join [aof_dir] appendonly.aof.manifest]]
+    set text [read $f]
+    close $f
+    return $text
+}
+proc aof_field {f} { get_info_field r persistence $f }
+# A start that must be refused: 1 if the server exited, and its log (the
+# config sends it to the block's log file).
+proc aof_start_refused {} {
+    lassign [run_server_expecting_exit [srv 0 config_file]] exited out
+    return [list $exited [exec cat [srv 0 stdout]]]
+}
+# The files the manifest lists, in order, that hold data (not history).
+proc aof_listed {{type {}}} {
+    set out {}
+    foreach line [split [aof_manifest] "\n"] {
+        if {[llength $line] == 6 && ($type eq "" || [lindex $line 5] eq $type)} { lappend out [lindex $line 1] }
+    }
+    return $out
+}
+proc wait_rewrite_done {n} {
+    wait_for_condition 200 50 {
+        [aof_field aof_rewrite_in_progress] == 0 && [aof_field aof_rewrites] >= $n
+    } else { fail "rewrite $n did not finish: [r info persistence]" }
+}
+# A pending put's bytes through the data plane, then PUT.END.
+proc aof_put {key bytes args} {
+    lassign [lindex [r put.start $key [string length $bytes] {*}$args] 0] seg off
+    assert_equal OK [r seg.write $seg $off $bytes]
+    assert_equal OK [r put.end $key]
+}
+
+tags {aof} {
+
+start_server {overrides {appendonly yes appendfsync always segment-size 16mb}} {
+    test {Strings of every size, expiry, counters, store objects and pins survive a restart} {
+        r set small v1
+        set big [pattern_bytes 1048576 7]
+        r set big $big
+        r set ttl:long v EX 1000
+        r set ttl:gone v PX 50
+        r incr counter
+        r incrby counter 41
+        r set app abc
+        r append app def
+        r setrange app 1 XY
+        r set deleted x
+        r del deleted
+        r set persisted v EX 1000
+        r persist persisted
+        aof_put obj:1 [pattern_bytes 5000 3]
+        aof_put obj:pinned [pattern_bytes 100 4]
+        r pin obj:pinned HARD
+        set before_obj [r get obj:1]
+        after 60 ;# ttl:gone is past its expiry when the server comes back
+        restart_server 0 kill
+        assert_equal v1 [r get small]
+        assert_equal $big [r get big]
+        assert_range [r ttl ttl:long] 990 1000
+        assert_equal 0 [r exists ttl:gone]
+        assert_equal 42 [r get counter]
+        assert_equal aXYdef [r get app]
+        assert_equal 0 [r exists deleted]
+        assert_equal -1 [r ttl persisted]
+        assert_equal $before_obj [r get obj:1]
+        assert_equal hard [dict get [r object.info obj:pinned] pin]
+        assert_match "*DB loaded from append only file:*keys restored*" [exec cat [srv 0 stdout]]
+    }
+
+    test {FLUSHALL and what follows it: only what came after the flush returns} {
+        r set before 1
+        r flushall
+        r set after 2
+        restart_server 0 kill
+        assert_equal {after} [r keys *]
+    }
+
+    test {INFO persistence: Redis's aof_* fields} {
+        assert_equal 1 [aof_field aof_enabled]
+        assert_equal ok [aof_field aof_last_write_status]
+        assert_equal ok [aof_field aof_last_bgrewrite_status]
+        assert_morethan [aof_field aof_current_size] 0
+        assert_equal 0 [aof_field aof_rewrite_in_progress]
+    }
+}
+
+foreach policy {always everysec no} {
+    start_server [list overrides [list appendonly yes appendfsync $policy]] {
+        test "kill -9 under pipelined writes, appendfsync $policy: every acknowledged write is there" {
+            set rd [redis_deferring_client]
+            set n 3000
+            for {set i 0} {$i < $n} {incr i} {
+                $rd set key:$i val:$i
+                if {$i % 3 == 0} { $rd incr counter }
+            }
+            # Only what was acknowledged counts: read every reply first.
+            set acked 0
+            set incrs 0
+            for {set i 0} {$i < $n} {incr i} {
+                assert_equal OK [$rd read]
+                incr acked
+                if {$i % 3 == 0} { set incrs [$rd read] }
+            }
+            $rd close
+            restart_server 0 kill
+            assert_equal [expr {$acked + 1}] [r dbsize]
+            assert_equal $incrs [r get counter]
+            for {set i 0} {$i < $n} {incr i 97} { assert_equal val:$i [r get key:$i] }
+            assert_equal val:[expr {$n - 1}] [r get key:[expr {$n - 1}]]
+        }
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {A tail a crash cut is cut off at load, with a log line, and the rest is loaded} {
+        for {set i 0} {$i < 20} {incr i} { r set t:$i [string repeat x 100] }
+        set incr [lindex [aof_listed i] end]
+        set path [file join [aof_dir] $incr]
+        set size [file size $path]
+        kill_server
+        # Cut the last record in half.
+        set f [open $path r+]
+        chan truncate $f [expr {$size - 60}]
+        close $f
+        restart_server
+        assert_equal 19 [r dbsize]
+        assert_equal 0 [r exists t:19]
+        assert_match "*short read while loading the AOF file $incr*cutting the last*" [exec cat [srv 0 stdout]]
+        assert_equal 0 [lindex [check_aof [file join [aof_dir] appendonly.aof.manifest]] 0]
+    }
+
+    test {aof-load-truncated no: a cut tail refuses to start, saying where} {
+        r config set aof-load-truncated no
+        r config rewrite
+        r set last [string repeat y 100]
+        set incr [lindex [aof_listed i] end]
+        set path [file join [aof_dir] $incr]
+        kill_server
+        set f [open $path r+]
+        chan truncate $f [expr {[file size $path] - 10}]
+        close $f
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*$incr ends inside a record at offset*aof-load-truncated is no*mooncake-check-aof*" $out
+        # The checker cuts it, and the server starts.
+        lassign [check_aof --fix [file join [aof_dir] appendonly.aof.manifest]] rc fixed
+        assert_equal 0 $rc
+        assert_match "*cut * bytes at offset*The AOF is valid*" $fixed
+        restart_server
+        assert_equal 0 [r exists last]
+        assert_equal 19 [r dbsize]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {Damage in the middle of the log refuses to start, naming file and offset; nothing is skipped} {
+        r set a [string repeat a 200]
+        r set b [string repeat b 200]
+        r set c [string repeat c 200]
+        set incr [lindex [aof_listed i] end]
+        set path [file join [aof_dir] $incr]
+        kill_server
+        # A flipped byte inside b's value: its RESTORE payload fails the CRC64.
+        set f [open $path r+]
+        fconfigure $f -translation binary
+        set data [read $f]
+        set at [expr {[string first [string repeat b 200] $data] + 100}]
+        seek $f $at
+        puts -nonewline $f Z
+        close $f
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*AOF $incr is corrupt at offset *RESTORE payload fails its checksum*Refusing to start*" $out
+        lassign [check_aof [file join [aof_dir] appendonly.aof.manifest]] rc checked
+        assert_equal 1 $rc
+        assert_match "*$incr: corrupt at offset *after 1 valid records*The AOF is damaged*" $checked
+        # A record that is no record (a wrong command) is refused too.
+        set f [open $path w]
+        fconfigure $f -translation binary
+        puts -nonewline $f "*2\r\n\$4\r\nINCR\r\n\$1\r\nx\r\n"
+        close $f
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*corrupt at offset 0: not a record*" $out
+        # Start again empty for the block's end.
+        file delete -force [aof_dir]
+        restart_server
+        assert_equal 0 [r dbsize]
+    }
+
+    test {A manifest naming a file outside its directory is refused} {
+        kill_server
+        set f [open [file join [aof_dir] appendonly.aof.manifest] w]
+        puts $f "file ../../etc/passwd seq 1 type i"
+        close $f
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*manifest appendonly.aof.manifest is corrupt*line 1*" $out
+        file delete -force [aof_dir]
+        restart_server
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync everysec auto-aof-rewrite-percentage 0}} {
+    test {BGREWRITEAOF while writes go on: base plus the increment since the fork, old files gone, nothing lost} {
+        for {set i 0} {$i < 500} {incr i} { r set k:$i v0:$i }
+        for {set i 0} {$i < 500} {incr i} { r set k:$i v1:$i }
+        set old [aof_listed]
+        set rd [redis_deferring_client]
+        assert_match "*started*" [r bgrewriteaof]
+        # Writes continue during the rewrite, on another connection.
+        for {set i 0} {$i < 500} {incr i} { $rd set k:$i v2:$i }
+        for {set i 0} {$i < 500} {incr i} { $rd read }
+        $rd close
+        wait_rewrite_done 1
+        assert_equal ok [aof_field aof_last_bgrewrite_status]
+        set base [aof_listed b]
+        assert_equal 1 [llength $base]
+        foreach f $old { assert {$f ni [aof_files]} }
+        assert_equal [lsort [concat [aof_listed] appendonly.aof.manifest]] [aof_files]
+        assert_error {*already in progress*} {
+            r bgrewriteaof
+            r bgrewriteaof
+        }
+        wait_rewrite_done 2
+        restart_server 0 kill
+        assert_equal 500 [r dbsize]
+        for {set i 0} {$i < 500} {incr i 7} { assert_equal v2:$i [r get k:$i] }
+    }
+
+    test {Automatic rewrites keep the log bounded under overwrites} {
+        r flushall
+        r config set auto-aof-rewrite-min-size 200kb
+        r config set auto-aof-rewrite-percentage 100
+        set value [string repeat v 1000]
+        set before [aof_field aof_rewrites]
+        for {set i 0} {$i < 3000} {incr i} { r set hot:[expr {$i % 10}] $value }
+        wait_for_condition 200 50 {
+            [aof_field aof_rewrites] > $before && [aof_field aof_rewrite_in_progress] == 0
+        } else { fail "no automatic rewrite" }
+        # 3000 writes of 1 KB went in; the log holds about ten keys' worth
+        # plus what was written since the last rewrite, not 3 MB.
+        assert_lessthan [aof_field aof_current_size] 1000000
+        r config set auto-aof-rewrite-percentage 0
+    }
+}
+
+start_server {overrides {appendonly no}} {
+    test {CONFIG SET appendonly yes: the dataset becomes the base, and survives a kill -9} {
+        for {set i 0} {$i < 100} {incr i} { r set pre:$i $i }
+        assert_equal 0 [aof_field aof_enabled]
+        assert_error {*appendonly is no*} {r bgrewriteaof}
+        r config set appendonly yes
+        wait_rewrite_done 1
+        r set post 1
+        r config rewrite
+        restart_server 0 kill
+        assert_equal 101 [r dbsize]
+        assert_equal 42 [r get pre:42]
+        r config set appendonly no
+        assert_equal 0 [aof_field aof_enabled]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {An object only in a client segment is not resurrected, nor an older version of its key} {
+        r mount aofseg 1mb OWNER aofowner
+        r set k pool-version
+        # The new version goes to the mounted segment only (no bytes here).
+        set reps [r put.start k 100 REPLACE PREFER aofseg REPLICAS 1]
+        assert_equal [dict get [r segment.info aofseg] id] [lindex $reps 0 0]
+        assert_equal OK [r put.end k]
+        assert_equal 1 [aof_field aof_segment_objects_not_logged]
+        restart_server 0 kill
+        assert_equal 0 [r exists k]
+    }
+}
+
+test {appenddirname and appendfilename name plain files in dir} {
+    lassign [run_server_expecting_exit --port [find_available_port] --appendonly yes --appenddirname ../escape] exited out
+    assert_equal 1 $exited
+    assert_match "*must be plain names*" $out
+}
+
+test {mooncake-check-aof: usage, a missing file} {
+    lassign [check_aof] rc out
+    assert_equal 2 $rc
+    assert_match "*Usage*" $out
+    lassign [check_aof /nonexistent/appendonly.aof.manifest] rc out
+    assert_equal 2 $rc
+    assert_match "*cannot open*" $out
+}
+
+}
