@@ -90,56 +90,15 @@
 #include "testserver.h"
 #define GROUP_WATCHDOG_S 40 /* seconds a group may take (testgroup.h) */
 #include "testgroup.h"
+#include "mctest.h"
 
-#define KiB ((size_t)1024)
-#define MiB ((size_t)1024 * 1024)
 #define NNODES 3
 
-/* ---- pattern data ---------------------------------------------------------- */
-
-static uint64_t mix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
-static uint64_t fnv1a(const void *p, size_t n) {
-    const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ULL;
-    return h;
-}
+/* ---- pattern data (mctest.h) ---------------------------------------------- */
 
 /* Bytes that depend on the key and the size: a value read from the wrong
  * place cannot pass. */
-static void fillFor(void *buf, size_t n, const char *key) {
-    uint64_t s = mix64(fnv1a(key, strlen(key)) ^ mix64(n)) | 1;
-    unsigned char *p = buf;
-    for (size_t i = 0; i < n; i += 8) {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        uint64_t w = s * 0x2545F4914F6CDD1DULL;
-        memcpy(p + i, &w, n - i < 8 ? n - i : 8);
-    }
-}
-
-static int sameBytes(const char *what, const void *got, long long gotlen, const void *want, size_t n) {
-    if (gotlen < 0) {
-        fprintf(stderr, "  %s: error %lld (%s) instead of %zu bytes\n", what, gotlen, mc_strerror((int)gotlen), n);
-        return 0;
-    }
-    if ((size_t)gotlen != n) {
-        fprintf(stderr, "  %s: %lld bytes instead of %zu\n", what, gotlen, n);
-        return 0;
-    }
-    if (memcmp(got, want, n) == 0) return 1;
-    size_t first = 0;
-    while (((const char *)got)[first] == ((const char *)want)[first]) first++;
-    fprintf(stderr, "  %s: bytes differ from offset %zu\n", what, first);
-    return 0;
-}
+static void fillFor(void *buf, size_t n, const char *key) { fillPattern(buf, n, seedOf(key, n) | 1); }
 
 /* ---- processes ---------------------------------------------------------------- */
 
@@ -289,15 +248,9 @@ static redisContext *rctx[NNODES];
 static redisContext *rNode(int i) {
     if (rctx[i]) return rctx[i];
     struct timeval tv = {5, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", node[i].port, tv);
-    if (c == NULL || c->err) {
-        fprintf(stderr, "  hiredis connect to node %d: %s\n", i, c ? c->errstr : "out of memory");
-        if (c) redisFree(c);
-        return NULL;
-    }
-    struct timeval io = {20, 0};
-    redisSetTimeout(c, io);
-    return rctx[i] = c;
+    char where[32];
+    snprintf(where, sizeof(where), "to node %d", i);
+    return rctx[i] = rConfigure(redisConnectWithTimeout("127.0.0.1", node[i].port, tv), where);
 }
 
 static redisReply *rcmd(int i, const char *fmt, ...) {
@@ -313,15 +266,6 @@ static redisReply *rcmd(int i, const char *fmt, ...) {
         rctx[i] = NULL;
     }
     return r;
-}
-
-static void showReply(const char *what, const redisReply *r) {
-    if (r == NULL) fprintf(stderr, "  %s: no reply\n", what);
-    else if (r->type == REDIS_REPLY_ERROR) fprintf(stderr, "  %s: error %s\n", what, r->str);
-    else if (r->type == REDIS_REPLY_STATUS) fprintf(stderr, "  %s: status %s\n", what, r->str);
-    else if (r->type == REDIS_REPLY_INTEGER) fprintf(stderr, "  %s: integer %lld\n", what, r->integer);
-    else if (r->type == REDIS_REPLY_NIL) fprintf(stderr, "  %s: nil\n", what);
-    else fprintf(stderr, "  %s: reply type %d\n", what, r->type);
 }
 
 /* Runs a command on node i that must answer +OK. */
@@ -340,13 +284,6 @@ static int rOk(int i, const char *fmt, ...) {
     }
     freeReplyObject(r);
     return ok;
-}
-
-static long long replyInt(const redisReply *r) {
-    if (!r) return -1;
-    if (r->type == REDIS_REPLY_INTEGER) return r->integer;
-    if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) return strtoll(r->str, NULL, 10);
-    return -1;
 }
 
 static int nodeOfPort(long long port) {
@@ -498,11 +435,6 @@ static int getKey(mc_client *c, const char *key, size_t n, int want_transport) {
     free(want);
     free(got);
     return ok;
-}
-
-static void mcClose(mc_client **c) {
-    if (*c) mc_close(*c);
-    *c = NULL;
 }
 
 /* ==== setup ====================================================================== */

@@ -19,8 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The counters. A program built from one file keeps them to itself; one
+ * built from several (test_mooncake.c and its test_mooncake_*.c) defines
+ * TEST_SHARED_STATE in every file and defines them once, in the file with
+ * main(), so that every file counts into the same set. */
+#ifdef TEST_SHARED_STATE
+extern int test_passed, test_failed, test_cur_failed;
+extern const char *test_cur_name;
+#else
 static int test_passed, test_failed, test_cur_failed;
 static const char *test_cur_name;
+#endif
 
 static inline void testEnd(void) {
     if (test_cur_name == NULL) return;

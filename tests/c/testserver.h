@@ -68,7 +68,11 @@ typedef struct tsServer {
 } tsServer;
 
 /* Processes to SIGKILL when the watchdog fires: servers and forked helpers. */
+#ifdef TEST_SHARED_STATE /* one list for all the files of a program (testhelp.h) */
+extern volatile pid_t ts_tracked[TS_MAX_TRACKED];
+#else
 static volatile pid_t ts_tracked[TS_MAX_TRACKED];
+#endif
 
 static inline void tsTrack(pid_t pid) {
     for (int i = 0; i < TS_MAX_TRACKED; i++)

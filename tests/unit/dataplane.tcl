@@ -5,7 +5,7 @@
 # before and after. Large payloads take the in-place path (read straight
 # into the extent) and large replies the from-the-pool path, so both sizes
 # are covered. The client side (libmooncake over shm and tcp, hosted
-# segments) is tested by tests/c/test_mooncake.c.
+# segments) is tested by tests/c/test_mooncake*.c.
 
 proc stat {field} { get_info_field r stats $field }
 
