@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh -- short libFuzzer runs of the RESP parser, the DUMP
-# payload parser and what cluster mode reads from etcd, as a test.
+# payload parser, what cluster mode reads from etcd and the append-only
+# log's reader, as a test.
 #
-# Builds build/fuzz/fuzz_resp, fuzz_dump and fuzz_etcd when missing or older
-# than their sources, fuzzes them for ${FUZZ_SECONDS:-20} seconds in all
-# (half for the RESP parser, which has more state to explore, a quarter each
+# Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd and fuzz_aof when missing
+# or older than their sources, fuzzes them for ${FUZZ_SECONDS:-20} seconds in
+# all (half for the RESP parser, which has more state to explore, a sixth each
 # for the others), each on a scratch copy of its seeds (tests/fuzz/seeds,
-# seeds_dump, seeds_etcd; inputs up to 4096 bytes), prints
+# seeds_dump, seeds_etcd, seeds_aof; inputs up to 4096 bytes), prints
 # libFuzzer's summary for each and ends with the line the test runner sums:
 # one pass or failure per target, e.g. "3 passed, 0 failed". Without clang's
 # libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so and ends
@@ -138,10 +139,11 @@ fuzz_one() {
 
 # ---- fuzz ---------------------------------------------------------------------
 # The budget is shared; each target gets at least a second.
-dump_secs=$((FUZZ_SECONDS / 4))
+dump_secs=$((FUZZ_SECONDS / 6))
 [ $dump_secs -ge 1 ] || dump_secs=1
 etcd_secs=$dump_secs
-resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs))
+aof_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -165,6 +167,13 @@ if LIBS="-lcurl -ljansson" EXTRA_DEPS="$SRC/etcd.c $SRC/etcd.h $SRC/cluster.h" \
         "what cluster mode reads from etcd (replies, watch lines, node records)" \
         'etcd[A-Za-z]*|cluster[A-Za-z]*|sds[A-Za-z]*' \
         cluster_node.c ae.c sds.c zmalloc.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+if fuzz_one fuzz_aof "$aof_secs" "$ROOT/tests/fuzz/seeds_aof" "the append-only log's reader (records, manifest)" \
+        'aof[A-Za-z]*|readHeader|dump[A-Za-z]*|sds[A-Za-z]*|string2ll' \
+        aofformat.c dump.c crc.c sds.c zmalloc.c util.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))

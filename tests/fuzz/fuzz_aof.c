@@ -1,0 +1,131 @@
+/* fuzz_aof.c -- libFuzzer target for the append-only log's reader
+ * (src/aofformat.c): records and the manifest, as the server loads them at
+ * start and mooncake-check-aof checks them.
+ *
+ * The files come off disk, where a crash or a bad disk can leave anything,
+ * so the reader must never read outside the file whatever its lengths
+ * claim, and must tell a clean end, a cut tail and damage apart. The first
+ * input byte chooses the mode:
+ *
+ *   0 mod 3  the rest is a log file: records are read until the end, a cut
+ *            or damage
+ *   1 mod 3  the rest is a manifest
+ *   2 mod 3  the rest is a body of records written by the writer (aofCat*)
+ *            around the input's bytes, then read back: every record the
+ *            writer makes must read back as itself
+ *
+ * The bytes are copied into a buffer of exactly their size, so AddressSanitizer
+ * sees any read past the end. Checked on every input:
+ *   - each result is one of the four, the offsets only move forward and stay
+ *     inside the buffer, and a record's key and payload lie inside it;
+ *   - a prefix of a valid log that ends inside a record reads as TRUNCATED
+ *     there, never as damage (what lets the server cut a crash's tail);
+ *   - a manifest that parses formats back to text that parses to the same.
+ * A broken invariant is __builtin_trap(), reported by libFuzzer as a crash.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aofformat.h"
+#include "crc.h"
+#include "dump.h"
+#include "sds.h"
+
+#define FUZZ_CHECK(cond) do { if (!(cond)) __builtin_trap(); } while (0)
+#define MAX_RECORD (1 << 20)
+
+static int inside(const char *buf, size_t len, const char *p, size_t n) {
+    return n == 0 || (p >= buf && p + n <= buf + len);
+}
+
+/* Reads buf to its end; returns the last result and where it stopped. */
+static int readAll(const char *buf, size_t len, size_t *stop, int *nrec) {
+    size_t off = 0, next;
+    aofRecord rec;
+    char why[128];
+    int rc;
+    *nrec = 0;
+    while ((rc = aofNextRecord(buf, len, off, MAX_RECORD, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
+        FUZZ_CHECK(next > off && next <= len);
+        FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= AOF_REC_FLUSHALL);
+        FUZZ_CHECK(inside(buf, len, rec.key, rec.keylen));
+        FUZZ_CHECK(inside(buf, len, rec.payload, rec.payload_len));
+        off = next;
+        (*nrec)++;
+    }
+    FUZZ_CHECK(rc == AOF_REC_END || rc == AOF_REC_TRUNCATED || rc == AOF_REC_CORRUPT);
+    FUZZ_CHECK(rc != AOF_REC_END || off == len);
+    *stop = off;
+    return rc;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    int mode = data[0] % 3;
+    data++;
+    size--;
+    if (mode == 0) {
+        char *buf = malloc(size ? size : 1);
+        if (size) memcpy(buf, data, size);
+        size_t stop;
+        int n;
+        readAll(buf, size, &stop, &n);
+        free(buf);
+    } else if (mode == 1) {
+        char *buf = malloc(size ? size : 1);
+        if (size) memcpy(buf, data, size);
+        static aofManifest m, m2;
+        char why[160];
+        if (aofManifestParse(buf, size, &m, why, sizeof(why)) == 0) {
+            sds text = aofManifestFormat(&m);
+            FUZZ_CHECK(aofManifestParse(text, sdslen(text), &m2, why, sizeof(why)) == 0);
+            FUZZ_CHECK(m2.nfiles == m.nfiles);
+            for (int j = 0; j < m.nfiles; j++) {
+                FUZZ_CHECK(!strcmp(m.files[j].name, m2.files[j].name));
+                FUZZ_CHECK(m.files[j].seq == m2.files[j].seq && m.files[j].type == m2.files[j].type);
+            }
+            sdsfree(text);
+        }
+        free(buf);
+    } else {
+        /* key = first half (at least a byte), value = the rest; three records. */
+        size_t klen = size / 2 ? size / 2 : 1;
+        if (size < 1) return 0;
+        const char *key = (const char *)data;
+        const char *val = (const char *)data + klen;
+        size_t vlen = size - klen;
+        dumpInfo d = {.type = DUMP_TYPE_STRING, .value = val, .value_len = vlen};
+        unsigned char prefix[64], trailer[DUMP_TRAILER_LEN];
+        size_t plen = dumpPrefixLen(&d);
+        dumpWritePrefix(&d, prefix);
+        dumpWriteTrailer(crc64(crc64(0, prefix, plen), (const unsigned char *)val, vlen), trailer);
+        sds s = sdsempty();
+        s = aofCatRestoreHead(s, key, klen, (long long)size * 1000, plen + vlen + DUMP_TRAILER_LEN);
+        s = sdscatlen(s, prefix, plen);
+        s = sdscatlen(s, val, vlen);
+        s = sdscatlen(s, trailer, DUMP_TRAILER_LEN);
+        s = aofCatRestoreTail(s);
+        s = aofCatDel(s, key, klen);
+        s = aofCatFlushall(s);
+        size_t len = sdslen(s);
+        char *buf = malloc(len);
+        memcpy(buf, s, len);
+        size_t stop;
+        int n;
+        FUZZ_CHECK(readAll(buf, len, &stop, &n) == AOF_REC_END && n == 3);
+        aofRecord rec;
+        size_t next;
+        char why[128];
+        FUZZ_CHECK(aofNextRecord(buf, len, 0, MAX_RECORD, &rec, &next, why, sizeof(why)) == AOF_REC_OK);
+        FUZZ_CHECK(rec.type == AOF_REC_RESTORE && rec.keylen == klen && !memcmp(rec.key, key, klen));
+        FUZZ_CHECK(rec.expire_ms == (long long)size * 1000);
+        /* Every cut inside the log reads as a cut tail, never as damage. */
+        size_t cut = (size_t)data[0] % len;
+        int r = readAll(buf, cut, &stop, &n);
+        FUZZ_CHECK(r == AOF_REC_END || r == AOF_REC_TRUNCATED);
+        free(buf);
+        sdsfree(s);
+    }
+    return 0;
+}
