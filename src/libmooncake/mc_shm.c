@@ -120,10 +120,12 @@ static void forkParent(void) { pthread_mutex_unlock(&tableLock); }
 static void forkChild(void) { pthread_mutex_unlock(&tableLock); }
 static void atforkInstall(void) { pthread_atfork(forkPrepare, forkParent, forkChild); }
 
-/* The identity of fd's file (see the design comment) into m's key fields. */
-static int fileKey(int fd, mcShm *key) {
+/* The identity of fd's file (see the design comment) into key's fields,
+ * and its size. */
+static int fileKey(int fd, mcShm *key, uint64_t *fsize) {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx) == -1) return -1;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME | STATX_SIZE, &sx) == -1) return -1;
+    *fsize = sx.stx_size;
     key->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
     key->ino = sx.stx_ino;
     key->btime_sec = sx.stx_mask & STATX_BTIME ? sx.stx_btime.tv_sec : 0;
@@ -138,13 +140,20 @@ static int sameMemory(const mcShm *m, const mcShm *key) {
 
 mcShm *mcShmAcquire(int fd, uint64_t off, uint64_t size, char *err, size_t errlen) {
     mcShm key = {.off = off, .size = size}, *m = NULL;
+    uint64_t fsize;
     if (size == 0 || size > SIZE_MAX || off > (uint64_t)INT64_MAX) {
         snprintf(err, errlen, "segment slice of %llu bytes at %llu", (unsigned long long)size,
                  (unsigned long long)off);
         return NULL;
     }
-    if (fileKey(fd, &key) == -1) {
+    if (fileKey(fd, &key, &fsize) == -1) {
         snprintf(err, errlen, "statx of the segment's file: %s", strerror(errno));
+        return NULL;
+    }
+    /* A slice past the file's end would be a SIGBUS at the first copy. */
+    if (off > fsize || size > fsize - off) {
+        snprintf(err, errlen, "slice of %llu bytes at %llu of a %llu-byte file", (unsigned long long)size,
+                 (unsigned long long)off, (unsigned long long)fsize);
         return NULL;
     }
     pthread_once(&atforkOnce, atforkInstall);

@@ -28,14 +28,23 @@
  *     handle reads its own server's bytes, and closing one handle unmaps
  *     only its server's pool. A table keyed by segment id would read the
  *     first server's pool for the second.
+ *  6. short-file: a segment host (a fake one here, MOUNTed with a unix://@
+ *     endpoint) that answers SHM.ATTACH with a 1 MiB slice of an empty
+ *     memfd is refused: a shm put into it fails, maps nothing, and the
+ *     process lives (mapped as it was, the first copy was a SIGBUS).
  * Nothing is timed.
  */
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -377,12 +386,136 @@ static void testDistinct(void) {
     tsGroupFinish(&x, group, failed0);
 }
 
+/* ==== 6. short-file =========================================================== */
+
+static int shortMemfd = -1;
+
+/* One RESP command's arguments from f (at most 4 kept, each up to 255
+ * bytes); the count, or -1 at EOF. */
+static int readCommand(FILE *f, char args[4][256]) {
+    char line[64];
+    if (!fgets(line, sizeof(line), f) || line[0] != '*') return -1;
+    int n = atoi(line + 1);
+    for (int i = 0; i < n; i++) {
+        if (!fgets(line, sizeof(line), f) || line[0] != '$') return -1;
+        size_t len = (size_t)atol(line + 1);
+        char tmp[256];
+        for (size_t got = 0; got < len + 2;) {
+            size_t want = len + 2 - got < sizeof(tmp) ? len + 2 - got : sizeof(tmp);
+            size_t r = fread(tmp, 1, want, f);
+            if (r == 0) return -1;
+            if (i < 4 && got < 255) memcpy(args[i] + got, tmp, got + r < 255 ? r : 255 - got);
+            got += r;
+        }
+        if (i < 4) args[i][len < 255 ? len : 255] = '\0';
+    }
+    return n;
+}
+
+/* A segment host that answers SHM.ATTACH id with [id, 1 MiB] and an empty
+ * memfd, and +OK to anything else. */
+static void *fakeHostConn(void *p) {
+    int fd = (int)(intptr_t)p;
+    FILE *f = fdopen(dup(fd), "r");
+    char args[4][256];
+    int n;
+    while (f && (n = readCommand(f, args)) > 0) {
+        if (!strcasecmp(args[0], "SHM.ATTACH") && n == 2) {
+            char msg[96];
+            int len = snprintf(msg, sizeof(msg), "*2\r\n:%s\r\n:%d\r\n", args[1], MiB);
+            struct iovec iov = {msg, (size_t)len};
+            char ctl[CMSG_SPACE(sizeof(int))];
+            memset(ctl, 0, sizeof(ctl));
+            struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl)};
+            struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+            cm->cmsg_level = SOL_SOCKET;
+            cm->cmsg_type = SCM_RIGHTS;
+            cm->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(cm), &shortMemfd, sizeof(int));
+            if (sendmsg(fd, &mh, MSG_NOSIGNAL) != len) break;
+        } else if (write(fd, "+OK\r\n", 5) != 5) {
+            break;
+        }
+    }
+    if (f) fclose(f);
+    close(fd);
+    return NULL;
+}
+
+static void *fakeHostMain(void *p) {
+    int lfd = (int)(intptr_t)p, fd;
+    while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, fakeHostConn, (void *)(intptr_t)fd) == 0) pthread_detach(t);
+        else close(fd);
+    }
+    return NULL;
+}
+
+/* One command over a raw connection; 1 if the reply is not an error. */
+static int rawCommand(int fd, const char *const *argv, int argc) {
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), "*%d\r\n", argc);
+    for (int i = 0; i < argc; i++)
+        n += snprintf(buf + n, sizeof(buf) - (size_t)n, "$%zu\r\n%s\r\n", strlen(argv[i]), argv[i]);
+    if (tsWriteAll(fd, buf, (size_t)n) != 0) return 0;
+    ssize_t r = read(fd, buf, sizeof(buf) - 1);
+    if (r <= 0) return 0;
+    buf[r] = '\0';
+    if (buf[0] == '-') fprintf(stderr, "  %s: %s", argv[0], buf);
+    return buf[0] != '-';
+}
+
+static void testShortFile(void) {
+    const char *group = "short-file";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
+    char name[64], uri[80];
+    snprintf(name, sizeof(name), "mcmap-fake-%d", (int)getpid());
+    snprintf(uri, sizeof(uri), "unix://@%s", name);
+    shortMemfd = memfd_create("short", MFD_CLOEXEC); /* empty: every byte past its end */
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    memcpy(sa.sun_path + 1, name, strlen(name));
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+    pthread_t host;
+    int up = shortMemfd >= 0 && lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, salen) == 0 && listen(lfd, 8) == 0 &&
+             pthread_create(&host, NULL, fakeHostMain, (void *)(intptr_t)lfd) == 0;
+    int r = tsConnectTcp(s.port); /* the owner's connection: kept open while the segment is used */
+    char small[4096];
+    fillPattern(small, sizeof(small), 8);
+    mc_client *c = mcOpen(s.unix_uri, MC_TRANSPORT_SHM);
+    TEST("short-file: a host's SHM.ATTACH slice past its file's end is refused, nothing mapped, no SIGBUS") {
+        CHECK(up);
+        const char *mount[] = {"MOUNT", "fk", "1mb", "ENDPOINT", uri, "OWNER", "fkhost"};
+        CHECK(r >= 0 && rawCommand(r, mount, 7));
+        mc_put_opts o = {.prefer = "fk"};
+        int rc = c ? mc_put(c, "sf:k", 4, small, sizeof(small), &o) : MC_OK;
+        if (rc != MC_OK) fprintf(stderr, "  (refused as it should be: %s)\n", mc_last_error(c));
+        CHECK(rc != MC_OK);
+        CHECK_EQ(mappings(), 0);
+    }
+    mcClose(&c);
+    if (r >= 0) close(r);
+    if (up) {
+        shutdown(lfd, SHUT_RDWR); /* accept() returns: the host thread ends */
+        pthread_join(host, NULL);
+    }
+    if (lfd >= 0) close(lfd);
+    if (shortMemfd >= 0) close(shortMemfd);
+    tsGroupFinish(&s, group, failed0);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } groups[] = {
     {"handles", testHandles}, {"lazy", testLazy}, {"threads", testThreads},
-    {"fork", testFork},       {"distinct", testDistinct},
+    {"fork", testFork},       {"distinct", testDistinct}, {"short-file", testShortFile},
 };
 
 int main(int argc, char **argv) {
