@@ -47,7 +47,8 @@
  *    memory the process never reads.
  *  - not in a background thread: it would still take a core for seconds
  *    and the page tables of the whole pool (200 MiB per 100 GiB) in every
- *    engine process, racing the engine's own first copies for the lock.
+ *    engine process, racing the engine's own first copies for the
+ *    process's mmap lock.
  *  - not plain page faults inside memcpy: a write fault on a shared file
  *    maps one 4 KiB page, so a 16 MiB put into fresh space took 4096 faults
  *    (test_mooncake first-touch counts them). A read populate maps the
@@ -59,20 +60,26 @@
  * punches holes in its pool. If the kernel drops them anyway (swapped
  * shared memory), copies fault them back in; the bitmap only skips work.
  * Kernels before 5.14 answer EINVAL: then page faults do the work, and a
- * process-wide flag stops asking.
+ * process-wide flag stops asking. Under a hypervisor that shadows the
+ * guest's page tables (the PVM VM of BENCHMARKS.md) the first access to
+ * each page through a new mapping costs about 20 us whatever filled the
+ * page tables; that is now paid once per process, not once per handle.
  *
  * Locking: one mutex around the table (acquire, release), held while
  * mapping -- an mmap without population is a constant cost -- so two
  * handles attaching at once make one mapping; the last release unmaps
- * outside it. Copies never take it: an entry stays mapped
- * while any handle's segment holds it.
+ * outside it. Copies never take it: an entry stays mapped while any
+ * handle's segment holds it.
  *
  * Fork: the atfork handlers hold the mutex across fork(), so a child never
  * inherits it locked by a thread that does not exist there. The child gets
  * the mappings (MAP_SHARED survives fork), the table and the handles as one
  * consistent copy: the counts still match its handles, and closing them
- * there unmaps its own copies. (Using one handle from both sides of a fork
- * is unsupported anyway: they would share its connections.)
+ * there unmaps its own copies. fork() copies no page tables of shared
+ * file mappings, so the child's chunk bits overstate: its first copies of
+ * a chunk fault, as they would without the populate. (Using one handle
+ * from both sides of a fork is unsupported anyway: they would share its
+ * connections.)
  *
  * The table is a list searched at attach only (once per handle and
  * segment; it holds the segments the process maps, a handful), never on a
@@ -121,10 +128,18 @@ static void forkChild(void) { pthread_mutex_unlock(&tableLock); }
 static void atforkInstall(void) { pthread_atfork(forkPrepare, forkParent, forkChild); }
 
 /* The identity of fd's file (see the design comment) into key's fields,
- * and its size. */
+ * and its size. Without statx (a kernel before 4.11, a seccomp filter that
+ * predates it) fstat gives all but the birth time. */
 static int fileKey(int fd, mcShm *key, uint64_t *fsize) {
     struct statx sx;
-    if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME | STATX_SIZE, &sx) == -1) return -1;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME | STATX_SIZE, &sx) == -1) {
+        struct stat st;
+        if ((errno != ENOSYS && errno != EPERM) || fstat(fd, &st) == -1) return -1;
+        *fsize = (uint64_t)st.st_size;
+        key->dev = st.st_dev;
+        key->ino = st.st_ino;
+        return 0;
+    }
     *fsize = sx.stx_size;
     key->dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
     key->ino = sx.stx_ino;
