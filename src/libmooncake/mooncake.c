@@ -21,8 +21,10 @@
  * (mc_put_fromv, mc_get_intov, mc_batch_putv/getv) pass theirs, the
  * one-buffer calls one entry -- and no path stages host memory:
  *  - shm: the segment lists a unix:// endpoint we can reach, which sends us
- *    its memfd (SHM.ATTACH); mapped once per segment, then one memcpy per
- *    buffer, each at its offset of the extent.
+ *    its memfd (SHM.ATTACH); mapped once per segment and process, shared
+ *    by all the process's handles, its page tables filled by the ranges
+ *    copied (mc_shm.c), then one memcpy per buffer, each at its offset of
+ *    the extent.
  *  - rdma: the segment lists rdma:// and every buffer is registered; one
  *    transfer per buffer.
  *  - tcp: SEG.WRITE/SEG.READ on a data connection to one of its endpoints
@@ -117,6 +119,7 @@
 #include "mc_cuda.h"
 #include "mc_host.h"
 #include "mc_rdma.h"
+#include "mc_shm.h"
 #include "mc_tcp.h"
 
 #define MC_MAX_ENDPOINTS 16
@@ -138,7 +141,8 @@ typedef struct mcSeg {
     char *name, *rkey;
     char *endpoints[MC_MAX_ENDPOINTS];
     int nendpoints;
-    char *map;                   /* shm mapping, NULL until attached */
+    mcShm *shm;                  /* the process's mapping of it (mc_shm.c), NULL until attached */
+    char *map;                   /* its base */
     int shm_state;               /* 0 untried, 1 mapped, -1 not possible */
     char *token;                 /* what its host admits us by (SEGMENT.TOKEN), NULL: none */
     int token_known;             /* asked the server already */
@@ -627,7 +631,7 @@ int mc_last_transport(mc_client *c) { return c ? c->last_transport : MC_ERR_INVA
 const char *mc_last_error(mc_client *c) { return c ? c->errbuf : "no handle"; }
 
 static void segFree(mcSeg *s) {
-    if (s->map) munmap(s->map, s->size);
+    mcShmRelease(s->shm);
     for (int i = 0; i < s->nendpoints; i++) free(s->endpoints[i]);
     free(s->name);
     free(s->rkey);
@@ -866,16 +870,17 @@ static int shmAttach(mc_client *c, mcSeg *s) {
             if (r == NULL) dropConn(c, conn);
             continue;
         }
-        /* Populated: the page-table cost of the whole segment is paid here,
-         * once (60-95 ms per GiB of 4 KiB pages, 3 ms with 2 MiB ones), not
-         * as a fault per page inside later puts (test_mooncake first-touch). */
-        void *map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, (off_t)off);
+        /* The process's one mapping of this memory, shared with its other
+         * handles and populated by the ranges copied (mc_shm.c). */
+        char merr[128];
+        mcShm *m = mcShmAcquire(fd, (uint64_t)off, (uint64_t)size, merr, sizeof(merr));
         close(fd);
-        if (map == MAP_FAILED) {
-            setErr(c, MC_ERR_IO, "mmap of segment %llu: %s", (unsigned long long)s->id, strerror(errno));
+        if (m == NULL) {
+            setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)s->id, merr);
             continue;
         }
-        s->map = map;
+        s->shm = m;
+        s->map = mcShmBase(m);
         s->size = (uint64_t)size;
         s->shm_state = 1;
         return MC_OK;
@@ -907,6 +912,7 @@ static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const str
                    int write) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
         return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
+    mcShmPrepare(s->shm, rep->off, rep->len);
     char *at = s->map + rep->off;
     uint64_t left = rep->len;
     for (int i = 0; i < iovcnt && left; i++) {
