@@ -1491,9 +1491,8 @@ static void parseOptions(int argc, char **argv) {
     if (!config.sizes) parseSizes("64");
     if (!config.tests && !config.nlibtests) parseTests("set,get");
     /* Library rows default to one client, like the baselines they are
-     * compared with: each client is a thread with its own handle, and a
-     * handle maps every segment (MAP_POPULATE), ~0.1 s per GiB of pool
-     * before the first call -- 50 of them were most of a run. */
+     * compared with: each client is a thread with its own handle (the
+     * handles of the process share one mapping of each segment, mc_shm.c). */
     config.libclients = config.clients ? config.clients : 1;
     if (!config.clients) config.clients = planClients();
     if (config.maxtime < 0)

@@ -149,7 +149,7 @@ void testStreams(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
-/* ==== first touch: the pool's pages are mapped once, at attach ================================== */
+/* ==== first touch: the pool's pages are populated by the chunk, before the copy ================== */
 
 static long minorFaults(void) {
     struct rusage ru;
@@ -157,10 +157,12 @@ static long minorFaults(void) {
     return ru.ru_minflt;
 }
 
-/* A shm client maps the whole pool (populated) on its first put, so later
- * puts into regions it never touched take no page faults. Counting faults,
- * not timing: 16 puts of 1 MiB into fresh pool space would take 4096 faults
- * of 4 KiB pages if the mapping were left to fill on first touch. */
+/* A shm client's mapping of the pool is shared by the process and filled
+ * 2 MiB at a time before a copy touches it (mc_shm.c, MADV_POPULATE_READ),
+ * so puts into regions it never touched take no page faults in the copy.
+ * Counting faults, not timing: 16 puts of 1 MiB into fresh pool space would
+ * take 4096 faults of 4 KiB pages if the mapping were left to fill on first
+ * touch. */
 void testFirstTouch(void) {
     const char *group = "first-touch";
     int failed0 = test_failed;

@@ -165,8 +165,10 @@ def test_unix_endpoint_relay(srv):
                     argv.append(f.read(size + 2)[:size])
                 if argv[0].upper() == b"SEG.READ":
                     off, size = int(argv[2]), int(argv[3])
-                    conn.sendall(b"$%d\r\n%s\r\n" % (size, mem[off:off + size]))
+                    # Recorded before the reply: once the reply is out the
+                    # test may look at `served` (it must find this read).
                     served.append(size)
+                    conn.sendall(b"$%d\r\n%s\r\n" % (size, mem[off:off + size]))
                 else:
                     conn.sendall(b"-ERR unknown command\r\n")
             conn.close()
