@@ -76,6 +76,7 @@
 #include "zmalloc.h"
 
 int aofOn;
+int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR: the log's writes fail with it (tests) */
 
 #define AOF_MANIFEST_SUFFIX ".manifest"
 #define AOF_TEMP_MANIFEST "temp-manifest"
@@ -290,10 +291,30 @@ void aofBeforeSleep(void) {
         dictEmpty(aof.dirty, NULL);
     }
     if (sdslen(aof.buf) == 0) return;
-    if (writeAll(aof.fd, aof.buf, sdslen(aof.buf)) == -1) {
-        /* O_APPEND: a partial write leaves a torn record at the end, which a
-         * load cuts; the next try writes the whole buffer again after it.
-         * Nothing is acknowledged meanwhile (aofWriteRefusal). */
+    size_t done = 0;
+    int failed = 0;
+    if (aofDebugWriteErrno) {
+        errno = aofDebugWriteErrno;
+        failed = 1;
+    }
+    while (!failed && done < sdslen(aof.buf)) {
+        size_t left = sdslen(aof.buf) - done;
+        ssize_t n = write(aof.fd, aof.buf + done, left < AOF_WRITE_CHUNK ? left : AOF_WRITE_CHUNK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
+            failed = 1;
+        } else {
+            done += (size_t)n;
+        }
+    }
+    if (failed) {
+        /* What was written stays written and leaves the buffer, so the next
+         * try goes on exactly where this one stopped: the file never holds a
+         * record twice or a torn one in its middle. Until a write succeeds,
+         * writes are refused (aofWriteRefusal). */
+        aof.incr_size += (long long)done;
+        sdsrange(aof.buf, (ssize_t)done, -1);
         if (aof.last_write_ok) serverLog(LL_WARNING, "AOF: write error: %s", strerror(errno));
         aof.last_write_ok = 0;
         aof.last_write_errno = errno;

@@ -12,6 +12,7 @@ enum { AOF_FSYNC_NO = 0, AOF_FSYNC_ALWAYS, AOF_FSYNC_EVERYSEC };
 /* Non-zero while the log is being written: the key hooks cost one load
  * when it is off. */
 extern int aofOn;
+extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work */
 
 /* A key changed (written, deleted, its TTL or pin changed): its state goes
  * into the log before the replies of this loop iteration go out. */

@@ -644,6 +644,7 @@ void debugCommand(client *c) {
             "ALLOC-CHECK", "    Check the consistency of the pool's allocator (O(n)).",
             "ZEROFREE PAUSE|RESUME|DRAIN", "    Hold, release or finish the zeroing of freed pool extents (tests).",
             "OBJECT <key>", "    Show low-level information about the key's value.",
+            "AOF-WRITE-ERROR ENOSPC|EIO|OFF", "    Make the append-only log's writes fail (tests).",
             NULL};
         addReplyHelp(c, help);
     } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
@@ -666,6 +667,16 @@ void debugCommand(client *c) {
         if (!strcasecmp(op, "pause")) zerofreePause(1);
         else if (!strcasecmp(op, "resume")) zerofreePause(0);
         else if (!strcasecmp(op, "drain")) zerofreeReclaim(1);
+        else {
+            addReplySubcommandSyntaxError(c);
+            return;
+        }
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "aof-write-error") && c->argc == 3) {
+        const char *e = c->argv[2];
+        if (!strcasecmp(e, "enospc")) aofDebugWriteErrno = ENOSPC;
+        else if (!strcasecmp(e, "eio")) aofDebugWriteErrno = EIO;
+        else if (!strcasecmp(e, "off")) aofDebugWriteErrno = 0;
         else {
             addReplySubcommandSyntaxError(c);
             return;

@@ -299,6 +299,43 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync everysec}} {
+    test {A log that cannot be written: writes answer MISCONF, reads go on, and the write is kept for the retry} {
+        r set a 1
+        r debug aof-write-error ENOSPC
+        # This write's log write fails: as Redis under everysec, its reply
+        # is sent; the record stays in the buffer, tried again later.
+        assert_equal OK [r set b 2]
+        assert_equal err [aof_field aof_last_write_status]
+        assert_error {MISCONF*AOF*} {r set c 3}
+        assert_error {MISCONF*} {r put.start c 10}
+        assert_equal 1 [r get a]
+        r debug aof-write-error OFF
+        wait_for_condition 100 20 {[aof_field aof_last_write_status] eq "ok"} else { fail "the log stays unwritable" }
+        assert_equal OK [r set c 3]
+        restart_server 0 kill
+        assert_equal {1 2 3} [r mget a b c]
+        assert_match "*AOF: write error: No space left on device*AOF: writes succeed again*" [exec cat [srv 0 stdout]]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {appendfsync always and a log that cannot be written: the server exits before acknowledging} {
+        r set kept 1
+        r debug aof-write-error EIO
+        set rd [redis_deferring_client]
+        $rd set lost 1
+        # No reply: the connection closes as the server exits.
+        assert_error {*} {$rd read}
+        $rd close
+        assert_equal 1 [server_exited]
+        assert_match "*cannot write the log with appendfsync always: exiting*" [exec cat [srv 0 stdout]]
+        restart_server
+        assert_equal 1 [r get kept]
+        assert_equal 0 [r exists lost]
+    }
+}
+
 test {appenddirname and appendfilename name plain files in dir} {
     lassign [run_server_expecting_exit --port [find_available_port] --appendonly yes --appenddirname ../escape] exited out
     assert_equal 1 $exited
