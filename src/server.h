@@ -254,6 +254,16 @@ typedef struct cobLimit {
 
 /* The server's global state. The server's own names carry no `mc`
  * prefix: `mc`/`mc_` names libmooncake (mooncake.h) and nothing else. */
+/* The structures that grow with use, whose work DEBUG VISITS counts: each
+ * entry one of them looks at (compares, skips, moves or frees) adds one,
+ * so a test can assert that an operation costs O(1) entries however many
+ * there are, without timing anything. */
+enum {
+    VISITS_LEASES,   /* a connection's GET.REPLICAS grants (t_store.c) */
+    VISITS_KINDS
+};
+#define serverVisit(kind, n) (server.visits[(kind)] += (n))
+
 struct mooncakeServer {
     /* General. */
     pid_t pid;
@@ -386,6 +396,8 @@ struct mooncakeServer {
     long long watching;     /* WATCHes held by all clients: 0 lets key writes skip the dict */
     client **monitors;
     size_t nmonitors, monitors_cap;
+    /* Entries visited by the structures that grow with use (DEBUG VISITS). */
+    long long visits[VISITS_KINDS];
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };

@@ -345,7 +345,10 @@ static void clientLeaseDrop(client *c, int i, int release) {
     sdsfree(l->key);
     l->key = NULL;
     c->leases_live--;
-    while (c->leases_head < c->nleases && c->leases[c->leases_head].key == NULL) c->leases_head++;
+    while (c->leases_head < c->nleases && c->leases[c->leases_head].key == NULL) {
+        c->leases_head++;
+        serverVisit(VISITS_LEASES, 1);
+    }
     if (c->leases_head == c->nleases) c->leases_head = c->nleases = 0;
 }
 
@@ -354,6 +357,7 @@ static void clientLeaseDrop(client *c, int i, int release) {
  * counts). all: every grant, on disconnect, without ending any lease -- a
  * reader whose control connection broke may still be copying. */
 void clientLeasesPrune(client *c, int all) {
+    serverVisit(VISITS_LEASES, c->nleases - c->leases_head);
     for (int i = c->leases_head; i < c->nleases; i++)
         if (c->leases[i].key && (all || c->leases[i].until <= server.mstime)) clientLeaseDrop(c, i, !all);
     if (c->leases_live == 0) {
@@ -368,6 +372,7 @@ static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o) {
     if (c->leases_live == CLIENT_MAX_LEASES) return NULL;
     if (c->nleases == c->leases_cap) {
         int n = 0; /* squeeze out the holes first */
+        serverVisit(VISITS_LEASES, c->nleases - c->leases_head);
         for (int i = c->leases_head; i < c->nleases; i++)
             if (c->leases[i].key) c->leases[n++] = c->leases[i];
         c->leases_head = 0;
@@ -378,6 +383,7 @@ static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o) {
         }
     }
     clientLease *l = &c->leases[c->nleases++];
+    serverVisit(VISITS_LEASES, 1);
     l->key = sdsdup(key);
     l->o = o;
     c->leases_live++;
@@ -403,6 +409,7 @@ void leaseReleaseCommand(client *c) {
         size_t len = sdslen(c->argv[j]);
         for (int i = c->leases_head; i < c->nleases; i++) {
             sds k = c->leases[i].key;
+            serverVisit(VISITS_LEASES, 1);
             if (k && sdslen(k) == len && !memcmp(k, c->argv[j], len)) {
                 clientLeaseDrop(c, i, 1);
                 released++;
