@@ -223,10 +223,9 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
-    struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
     struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
-    int nleases, leases_cap, leases_head, leases_live;
     /* Transactions (multi.c). */
     multiState mstate;      /* commands queued since MULTI */
     struct watchedKey **watched; /* this client's WATCHes */

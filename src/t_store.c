@@ -324,80 +324,184 @@ void putRevokeCommand(client *c) {
  * removed while it read -- space that would otherwise stay held to the
  * deadline.
  *
- * Kept in grant order, a queue with holes: a reader releases in about the
- * order it read (libmooncake right after each get, a batch in its order),
- * so the grant a release looks for is at the head and the search is O(1);
- * one released out of order leaves a hole, squeezed out when the array
- * must grow. Bounded per connection; past the bound a grant simply runs to
- * its deadline. */
+ * Every operation looks at O(1) grant records (DEBUG VISITS counts them),
+ * however many the connection holds and in whatever order it releases:
+ *   - the grants form a queue in grant order, doubly linked through a slot
+ *     array whose free slots are chained, so a release out of order unlinks
+ *     its grant where it is and the slot is reused (no holes, no squeezing);
+ *   - an index maps each key to its oldest grant, and a key's grants are
+ *     chained oldest first: "the oldest grant of this key" is one lookup;
+ *   - grants whose deadline passed leave from the head of the queue, at
+ *     every grant and from clientsCron: each is looked at once, as it goes,
+ *     plus the one live head where pruning stops.
+ * Pruning from the head needs the queue in deadline order. Every grant
+ * recorded here is of lease-ttl (LEASE key ms records none), so grant order
+ * is deadline order -- except after CONFIG SET lowered lease-ttl (or the
+ * clock stepped back), when a newer grant would run out before older ones.
+ * Rather than a heap (O(log n) per grant) for that rare case, a record's
+ * deadline is never earlier than the one before it: such a grant leaves
+ * with the older ones, at most the old lease-ttl late. That only delays
+ * when its period may be ended early by the other grants' releases; the
+ * period's own deadline (store.c) is its real one, and space is never
+ * given back before its time.
+ *
+ * Bounded: CLIENT_MAX_LEASES records per connection. Past that, once the
+ * expired ones have left, a grant is not recorded: it holds its period to
+ * the deadline, as LEASE key ms does -- at the cost of one look at the
+ * head, so a reader that never releases (redis-cli, redis-benchmark, any
+ * Redis client reading replicas) pays no more per read than one that
+ * does. The slots grow by doubling up to the bound, and are given back when
+ * the last grant goes if there are many of them. */
 #define CLIENT_MAX_LEASES 4096
+#define LEASE_SLOTS_MIN 16
+#define LEASE_SLOTS_KEEP 64
 
 typedef struct clientLease {
-    sds key;         /* NULL: released (a hole) */
+    sds key;          /* the index's copy, shared by the key's grants */
     storeObj *o;
     uint64_t epoch;
     long long until;
+    int older, newer; /* the queue, -1: none; a free slot chains the free list by newer */
+    int same;         /* the key's next (newer) grant, -1: none */
+    int last;         /* meaningful in a key's oldest grant: the key's newest */
 } clientLease;
 
-static void clientLeaseDrop(client *c, int i, int release) {
-    clientLease *l = &c->leases[i];
-    if (storeLeaseEntryDrop(l->o, l->epoch, release)) ss.leases_released_early++;
-    sdsfree(l->key);
-    l->key = NULL;
-    c->leases_live--;
-    while (c->leases_head < c->nleases && c->leases[c->leases_head].key == NULL) {
-        c->leases_head++;
-        serverVisit(VISITS_LEASES, 1);
-    }
-    if (c->leases_head == c->nleases) c->leases_head = c->nleases = 0;
+typedef struct clientLeases {
+    clientLease *slot;
+    int cap, live;
+    int head, tail, free; /* oldest, newest, a free slot; -1: none */
+    dict *bykey;          /* key -> 1 + the slot of its oldest grant */
+} clientLeases;
+
+static uint64_t leaseKeyHash(const void *key) { return storeKeyHashBuf(key, sdslen((sds)key)); }
+static int leaseKeyCompare(const void *a, const void *b) {
+    size_t la = sdslen((sds)a), lb = sdslen((sds)b);
+    return la == lb && memcmp(a, b, la) == 0;
+}
+static void leaseKeyFree(void *key) { sdsfree(key); }
+static dictType leaseKeysType = {leaseKeyHash, leaseKeyCompare, leaseKeyFree, NULL};
+
+#define SLOT_OF(de) ((int)(intptr_t)dictGetVal(de) - 1)
+#define SLOT_VAL(i) ((void *)(intptr_t)((i) + 1))
+
+static void clientLeasesFree(client *c) {
+    dictRelease(c->leases->bykey);
+    zfree(c->leases->slot);
+    zfree(c->leases);
+    c->leases = NULL;
 }
 
-/* Grants whose own deadline passed are released (the reader no longer
- * relies on them; another reader's grant of the same period still
- * counts). all: every grant, on disconnect, without ending any lease -- a
- * reader whose control connection broke may still be copying. */
-void clientLeasesPrune(client *c, int all) {
-    serverVisit(VISITS_LEASES, c->nleases - c->leases_head);
-    for (int i = c->leases_head; i < c->nleases; i++)
-        if (c->leases[i].key && (all || c->leases[i].until <= server.mstime)) clientLeaseDrop(c, i, !all);
-    if (c->leases_live == 0) {
-        zfree(c->leases);
-        c->leases = NULL;
-        c->nleases = c->leases_cap = c->leases_head = 0;
-    }
-}
-
-static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o) {
-    if (c->leases_live == CLIENT_MAX_LEASES) clientLeasesPrune(c, 0);
-    if (c->leases_live == CLIENT_MAX_LEASES) return NULL;
-    if (c->nleases == c->leases_cap) {
-        int n = 0; /* squeeze out the holes first */
-        serverVisit(VISITS_LEASES, c->nleases - c->leases_head);
-        for (int i = c->leases_head; i < c->nleases; i++)
-            if (c->leases[i].key) c->leases[n++] = c->leases[i];
-        c->leases_head = 0;
-        c->nleases = n;
-        if (c->leases_cap == 0 || n * 2 > c->leases_cap) {
-            c->leases_cap = c->leases_cap ? c->leases_cap * 2 : 16;
-            c->leases = zrealloc(c->leases, sizeof(clientLease) * (size_t)c->leases_cap);
-        }
-    }
-    clientLease *l = &c->leases[c->nleases++];
+/* Drops the grant de's key points to: the oldest of that key. */
+static void clientLeaseDrop(clientLeases *cl, dictEntry *de, int release) {
+    int i = SLOT_OF(de);
+    clientLease *l = &cl->slot[i];
     serverVisit(VISITS_LEASES, 1);
-    l->key = sdsdup(key);
+    if (storeLeaseEntryDrop(l->o, l->epoch, release)) ss.leases_released_early++;
+    if (l->older >= 0) cl->slot[l->older].newer = l->newer;
+    else cl->head = l->newer;
+    if (l->newer >= 0) cl->slot[l->newer].older = l->older;
+    else cl->tail = l->older;
+    if (l->same >= 0) {
+        cl->slot[l->same].last = l->last;
+        de->val = SLOT_VAL(l->same);
+    } else {
+        dictDelete(cl->bykey, l->key); /* frees the key */
+    }
+    l->key = NULL;
+    l->o = NULL;
+    l->newer = cl->free;
+    cl->free = i;
+    cl->live--;
+}
+
+/* Grants whose own deadline passed leave, oldest first (the reader no
+ * longer relies on them; another reader's grant of the same period still
+ * counts). The queue's head is the oldest grant of its key too, so it is
+ * the one its key's index entry points to. */
+static void clientLeasesExpire(clientLeases *cl) {
+    while (cl->head >= 0) {
+        clientLease *l = &cl->slot[cl->head];
+        if (l->until > server.mstime) {
+            serverVisit(VISITS_LEASES, 1);
+            return;
+        }
+        dictEntry *de = dictFind(cl->bykey, l->key);
+        serverAssert(de != NULL && SLOT_OF(de) == cl->head);
+        clientLeaseDrop(cl, de, 1);
+    }
+}
+
+/* all: every grant, on disconnect, without ending any lease -- a reader
+ * whose control connection broke may still be copying. */
+void clientLeasesPrune(client *c, int all) {
+    clientLeases *cl = c->leases;
+    if (cl == NULL) return;
+    if (all) {
+        for (int i = cl->head; i >= 0; i = cl->slot[i].newer) {
+            serverVisit(VISITS_LEASES, 1);
+            storeLeaseEntryDrop(cl->slot[i].o, cl->slot[i].epoch, 0);
+        }
+        clientLeasesFree(c);
+        return;
+    }
+    clientLeasesExpire(cl);
+    if (cl->live == 0 && cl->cap > LEASE_SLOTS_KEEP) clientLeasesFree(c);
+}
+
+static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o, long long until) {
+    clientLeases *cl = c->leases;
+    if (cl == NULL) {
+        cl = c->leases = zcalloc(sizeof(*cl));
+        cl->head = cl->tail = cl->free = -1;
+        cl->bykey = dictCreate(&leaseKeysType);
+    }
+    clientLeasesExpire(cl);
+    if (cl->live == CLIENT_MAX_LEASES) return NULL;
+    if (cl->free < 0) { /* every slot is in use: double them, up to the bound */
+        int cap = cl->cap ? cl->cap * 2 : LEASE_SLOTS_MIN;
+        if (cap > CLIENT_MAX_LEASES) cap = CLIENT_MAX_LEASES;
+        cl->slot = zrealloc(cl->slot, sizeof(clientLease) * (size_t)cap);
+        for (int i = cap - 1; i >= cl->cap; i--) {
+            cl->slot[i].newer = cl->free;
+            cl->free = i;
+        }
+        cl->cap = cap;
+    }
+    int i = cl->free;
+    clientLease *l = &cl->slot[i];
+    cl->free = l->newer;
+    dictEntry *existing, *de = dictAddRaw(cl->bykey, key, &existing);
+    if (de) { /* the key's first grant here */
+        de->key = sdsdup(key);
+        de->val = SLOT_VAL(i);
+        l->key = de->key;
+        l->last = i;
+    } else { /* behind the key's newest */
+        clientLease *first = &cl->slot[SLOT_OF(existing)];
+        cl->slot[first->last].same = i;
+        first->last = i;
+        l->key = existing->key;
+    }
+    l->same = -1;
     l->o = o;
-    c->leases_live++;
+    l->epoch = 0;
+    if (cl->tail >= 0 && cl->slot[cl->tail].until > until) until = cl->slot[cl->tail].until; /* above */
+    l->until = until;
+    l->older = cl->tail;
+    l->newer = -1;
+    if (cl->tail >= 0) cl->slot[cl->tail].newer = i;
+    else cl->head = i;
+    cl->tail = i;
+    cl->live++;
+    serverVisit(VISITS_LEASES, 1);
     storeLeaseEntryAdd(o);
     return l;
 }
 
 static void grantLease(client *c, sds key, storeObj *o, long long ms) {
-    clientLease *l = c ? clientLeaseAdd(c, key, o) : NULL;
+    clientLease *l = c ? clientLeaseAdd(c, key, o, addSaturate(server.mstime, ms)) : NULL;
     uint64_t epoch = storeLeaseGrant(o, ms, l != NULL);
-    if (l) {
-        l->epoch = epoch;
-        l->until = addSaturate(server.mstime, ms);
-    }
+    if (l) l->epoch = epoch;
     ss.leases_granted++;
 }
 
@@ -405,19 +509,16 @@ static void grantLease(client *c, sds key, storeObj *o, long long ms) {
  * (one grant each, the oldest first). The number of grants released. */
 void leaseReleaseCommand(client *c) {
     long long released = 0;
-    for (int j = 1; j < c->argc; j++) {
-        size_t len = sdslen(c->argv[j]);
-        for (int i = c->leases_head; i < c->nleases; i++) {
-            sds k = c->leases[i].key;
-            serverVisit(VISITS_LEASES, 1);
-            if (k && sdslen(k) == len && !memcmp(k, c->argv[j], len)) {
-                clientLeaseDrop(c, i, 1);
-                released++;
-                break;
-            }
+    for (int j = 1; j < c->argc && c->leases; j++) {
+        dictEntry *de = dictFind(c->leases->bykey, c->argv[j]);
+        if (de == NULL) {
+            serverVisit(VISITS_LEASES, 1); /* the lookup */
+            continue;
         }
+        clientLeaseDrop(c->leases, de, 1);
+        released++;
     }
-    if (c->leases_live == 0) clientLeasesPrune(c, 0);
+    if (c->leases && c->leases->live == 0) clientLeasesPrune(c, 0);
     addReplyLongLong(c, released);
 }
 
