@@ -259,6 +259,8 @@ typedef struct cobLimit {
  * there are, without timing anything. */
 enum {
     VISITS_LEASES,   /* a connection's GET.REPLICAS grants (t_store.c) */
+    VISITS_DEFERRED, /* removed versions waiting for their lease, found when one ends (store.c) */
+    VISITS_DEFERRED_SWEEP, /* ... looked at by the cron's sweep of them (store.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

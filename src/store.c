@@ -423,6 +423,7 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
         /* Unlinked and waiting for exactly this lease: free it now, not at
          * the next cron. The list is short (versions removed while read). */
         for (size_t i = 0; i < st.ndeferred; i++) {
+            serverVisit(VISITS_DEFERRED, 1);
             if (st.deferred[i] != o) continue;
             st.deferred[i] = st.deferred[--st.ndeferred];
             st.lease_expiries++;
@@ -499,6 +500,7 @@ void storeObjDecrRef(storeObj *o) {
  * a reference until its bytes are out). */
 void storeDeferredFreeCron(void) {
     size_t kept = 0;
+    serverVisit(VISITS_DEFERRED_SWEEP, (long long)st.ndeferred);
     for (size_t i = 0; i < st.ndeferred; i++) {
         storeObj *o = st.deferred[i];
         if (storeObjLeased(o) || o->refcount > 0) {

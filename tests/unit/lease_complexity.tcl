@@ -121,3 +121,28 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 60000
         $c close
     }
 }
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000}} {
+    test {A release that ends the lease of a removed version finds it in O(1) among the waiting ones} {
+        set n 2000
+        for {set i 0} {$i < $n} {incr i} { r set dv:$i x }
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c get.replicas dv:$i }
+        $c flush
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        # Overwritten while leased: every old version waits for its lease.
+        for {set i 0} {$i < $n} {incr i} { r set dv:$i y }
+        assert_equal $n [get_info_field r store store_deferred_frees]
+        set v0 [dict get [r debug visits] deferred]
+        # The newest first: before, each release scanned the waiting list from its start.
+        for {set i [expr {$n - 1}]} {$i >= 0} {incr i -1} { $c lease.release dv:$i }
+        $c flush
+        set released 0
+        for {set i 0} {$i < $n} {incr i} { incr released [$c read] }
+        assert_equal $n $released
+        assert_equal 0 [get_info_field r store store_deferred_frees]
+        set per [expr {double([dict get [r debug visits] deferred] - $v0) / $n}]
+        assert_lessthan_equal $per 4
+        $c close
+    }
+}
