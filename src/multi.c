@@ -244,9 +244,11 @@ void execCommand(client *c) {
 /* ---- WATCH --------------------------------------------------------------- */
 
 static void watchForKey(client *c, sds key) {
-    for (int i = 0; i < c->nwatched; i++)
+    for (int i = 0; i < c->nwatched; i++) {
+        serverVisit(VISITS_WATCHED, 1);
         if (sdslen(c->watched[i]->key) == sdslen(key) && !memcmp(c->watched[i]->key, key, sdslen(key)))
             return; /* already watched */
+    }
     watchedKey *wk = zmalloc(sizeof(*wk));
     dictEntry *existing;
     dictEntry *de = dictAddRaw(server.watched_keys, key, &existing);

@@ -146,3 +146,27 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 60000
         $c close
     }
 }
+
+start_server {tags {mooncake multi}} {
+    test {WATCH of many keys looks at O(1) of the connection's WATCHes per key} {
+        set keys {}
+        for {set i 0} {$i < 5000} {incr i} { lappend keys wk:$i }
+        set v0 [dict get [r debug visits] watched-keys]
+        r watch {*}$keys
+        # Each key once more, and a key already watched: still one WATCH each.
+        r watch {*}$keys wk:0
+        set per [expr {double([dict get [r debug visits] watched-keys] - $v0) / 10001}]
+        assert_lessthan_equal $per 4
+        # They still work: a write to the last one fails the transaction.
+        set c [redis_client]
+        $c set wk:4999 changed
+        $c close
+        r multi
+        r ping
+        assert_equal {} [r exec]
+        # The next transaction watches nothing.
+        r multi
+        r ping
+        assert_equal PONG [r exec]
+    }
+}
