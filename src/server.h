@@ -230,6 +230,7 @@ typedef struct client {
     multiState mstate;      /* commands queued since MULTI */
     struct watchedKey **watched; /* this client's WATCHes */
     int nwatched, watched_cap;
+    dict *watched_index;    /* key -> its WATCH, once it has many (multi.c), else NULL */
     struct client *prev, *next;               /* server.clients */
 } client;
 

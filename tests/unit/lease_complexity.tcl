@@ -7,6 +7,10 @@
 # cap scanned all 4096 records on every new grant (92% of the server's CPU
 # in a BATCH.GET.REPLICAS loop), and a release out of grant order scanned
 # from the oldest.
+#
+# The same for the other lists that grow with use and that a client can
+# make long: the removed versions waiting for their lease (found when a
+# release ends one) and a connection's WATCHes (looked at by WATCH).
 
 proc lc_visits {} { dict get [r debug visits] leases }
 proc lc_lease {key} {
