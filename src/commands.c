@@ -275,7 +275,7 @@ serverCommand commandTable[] = {
     CMD("put.revoke", putRevokeCommand, 2, W | F, 1, 1, 1, "store", "Abandons a pending put and frees its space.", "0.1.0", "O(1)"),
     CMD("get.replicas", getReplicasCommand, 2, R | F, 1, 1, 1, "store", "Returns an object's replicas under a read lease.", "0.1.0", "O(1)"),
     CMD("lease", leaseCommand, 3, R | F, 1, 1, 1, "store", "Extends the read lease of an object.", "0.1.0", "O(1)"),
-    CMD("lease.release", leaseReleaseCommand, -2, R | F, 1, -1, 1, "store", "Ends this connection's read leases on keys it has finished reading.", "0.1.0", "O(N) where N is the number of leases the connection holds"),
+    CMD("lease.release", leaseReleaseCommand, -2, R | F, 1, -1, 1, "store", "Ends this connection's read leases on keys it has finished reading.", "0.1.0", "O(N) where N is the number of keys"),
     CMD("pin", pinCommand, -2, W | F, 1, 1, 1, "store", "Protects an object from eviction: for ms (soft) or HARD.", "0.1.0", "O(1)"),
     CMD("unpin", unpinCommand, 2, W | F, 1, 1, 1, "store", "Removes soft and hard pins.", "0.1.0", "O(1)"),
     CMD("remove", removeCommand, -2, W, 1, -1, 1, "store", "Removes objects (and pending puts); space is reused when leases end.", "0.1.0", "O(N)"),

@@ -175,7 +175,7 @@ void freeClient(client *c) {
         clusterOpClientGone(c);
     }
     relayClientReset(c); /* its reads, cancelled */
-    if (c->leases_live) clientLeasesPrune(c, 1);
+    if (c->leases) clientLeasesPrune(c, 1);
     /* Its pending puts can never be ended now: the sweep gives them back. */
     storePutOwnerGone(c->put_owner);
     c->put_owner = NULL;
@@ -1130,7 +1130,7 @@ void clientsCron(void) {
         }
         if (c->reply_bytes) checkClientOutputBufferLimits(c);
         if (now - c->lastinteraction > CLIENT_IDLE_SHRINK_MS) clientShrinkIdleBuffers(c);
-        if (c->leases_live) clientLeasesPrune(c, 0);
+        if (c->leases) clientLeasesPrune(c, 0);
     }
 }
 

@@ -645,6 +645,7 @@ void debugCommand(client *c) {
             "ZEROFREE PAUSE|RESUME|DRAIN", "    Hold, release or finish the zeroing of freed pool extents (tests).",
             "OBJECT <key>", "    Show low-level information about the key's value.",
             "AOF-WRITE-ERROR ENOSPC|EIO|OFF", "    Make the append-only log's writes fail (tests).",
+            "VISITS [RESET]", "    Entries visited by the structures that grow with use, per structure.",
             NULL};
         addReplyHelp(c, help);
     } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
@@ -682,6 +683,19 @@ void debugCommand(client *c) {
             return;
         }
         addReplyOk(c);
+    } else if (!strcasecmp(sub, "visits") && (c->argc == 2 || (c->argc == 3 && !strcasecmp(c->argv[2], "reset")))) {
+        /* Counted since start (or the last RESET); see VISITS_* in server.h. */
+        static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys"};
+        if (c->argc == 3) {
+            memset(server.visits, 0, sizeof(server.visits));
+            addReplyOk(c);
+            return;
+        }
+        addReplyMapLen(c, VISITS_KINDS);
+        for (int i = 0; i < VISITS_KINDS; i++) {
+            addReplyBulkCString(c, names[i]);
+            addReplyLongLong(c, server.visits[i]);
+        }
     } else if (!strcasecmp(sub, "object") && c->argc == 3) {
         storeObj *o = storeLookupWrite(c->argv[2]);
         if (!o) {

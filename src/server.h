@@ -223,14 +223,14 @@ typedef struct client {
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
-    struct clientLease *leases;   /* GET.REPLICAS grants LEASE.RELEASE may end (t_store.c) */
+    struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
     struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
-    int nleases, leases_cap, leases_head, leases_live;
     /* Transactions (multi.c). */
     multiState mstate;      /* commands queued since MULTI */
     struct watchedKey **watched; /* this client's WATCHes */
     int nwatched, watched_cap;
+    dict *watched_index;    /* key -> its WATCH, once it has many (multi.c), else NULL */
     struct client *prev, *next;               /* server.clients */
 } client;
 
@@ -254,6 +254,19 @@ typedef struct cobLimit {
 
 /* The server's global state. The server's own names carry no `mc`
  * prefix: `mc`/`mc_` names libmooncake (mooncake.h) and nothing else. */
+/* The structures that grow with use, whose work DEBUG VISITS counts: each
+ * entry one of them looks at (compares, skips, moves or frees) adds one,
+ * so a test can assert that an operation costs O(1) entries however many
+ * there are, without timing anything. */
+enum {
+    VISITS_LEASES,   /* a connection's GET.REPLICAS grants (t_store.c) */
+    VISITS_DEFERRED, /* removed versions waiting for their lease, found when one ends (store.c) */
+    VISITS_DEFERRED_SWEEP, /* ... looked at by the cron's sweep of them (store.c) */
+    VISITS_WATCHED,  /* a connection's WATCHes, looked at by WATCH (multi.c) */
+    VISITS_KINDS
+};
+#define serverVisit(kind, n) (server.visits[(kind)] += (n))
+
 struct mooncakeServer {
     /* General. */
     pid_t pid;
@@ -393,6 +406,8 @@ struct mooncakeServer {
     long long watching;     /* WATCHes held by all clients: 0 lets key writes skip the dict */
     client **monitors;
     size_t nmonitors, monitors_cap;
+    /* Entries visited by the structures that grow with use (DEBUG VISITS). */
+    long long visits[VISITS_KINDS];
 };
 
 enum { EVICT_LRU = 0, EVICT_NOEVICTION = 1 };

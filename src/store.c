@@ -421,15 +421,16 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
     int ended = release && storeLeaseRelease(o, epoch);
     if (ended && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
         /* Unlinked and waiting for exactly this lease: free it now, not at
-         * the next cron. The list is short (versions removed while read). */
-        for (size_t i = 0; i < st.ndeferred; i++) {
-            if (st.deferred[i] != o) continue;
-            st.deferred[i] = st.deferred[--st.ndeferred];
-            st.lease_expiries++;
-            account(o, ACCT_DEFERRED, -1);
-            freeObject(o); /* retired: this record still points here */
-            break;
-        }
+         * the next cron. It knows its place on the list (a reader that
+         * never released makes the list as long as lease-ttl of removals). */
+        size_t i = o->ext->deferred_at;
+        serverVisit(VISITS_DEFERRED, 1);
+        serverAssert(i < st.ndeferred && st.deferred[i] == o);
+        st.deferred[i] = st.deferred[--st.ndeferred];
+        st.deferred[i]->ext->deferred_at = (uint32_t)i;
+        st.lease_expiries++;
+        account(o, ACCT_DEFERRED, -1);
+        freeObject(o); /* retired: this record still points here */
     }
     serverAssert(o->ext && o->ext->lease_entries > 0);
     if (--o->ext->lease_entries == 0 && (o->flags & OBJ_FLAG_RETIRED)) {
@@ -487,6 +488,8 @@ void storeObjDecrRef(storeObj *o) {
             st.deferred_cap = st.deferred_cap ? st.deferred_cap * 2 : 64;
             st.deferred = zrealloc(st.deferred, sizeof(storeObj *) * st.deferred_cap);
         }
+        serverAssert(st.ndeferred < UINT32_MAX);
+        o->ext->deferred_at = (uint32_t)st.ndeferred;
         st.deferred[st.ndeferred++] = o;
         account(o, ACCT_DEFERRED, 1);
         return;
@@ -499,9 +502,11 @@ void storeObjDecrRef(storeObj *o) {
  * a reference until its bytes are out). */
 void storeDeferredFreeCron(void) {
     size_t kept = 0;
+    serverVisit(VISITS_DEFERRED_SWEEP, (long long)st.ndeferred);
     for (size_t i = 0; i < st.ndeferred; i++) {
         storeObj *o = st.deferred[i];
         if (storeObjLeased(o) || o->refcount > 0) {
+            o->ext->deferred_at = (uint32_t)kept;
             st.deferred[kept++] = o;
         } else {
             st.lease_expiries++;

@@ -41,8 +41,8 @@ typedef struct storeReplica {
 } storeReplica;
 
 /* What only store-command objects need (leases, pins, the put's owner,
- * more replicas): a plain SET value never allocates it. 72 bytes (the 80
- * byte jemalloc class): at 10M objects every 16 bytes here is 160 MB.
+ * more replicas): a plain SET value never allocates it. 80 bytes with
+ * padding (the 80 byte jemalloc class): at 10M objects every 16 bytes here is 160 MB.
  *
  * created_ms is also what tells a store object (made by PUT.START, or
  * RESTOREd from one's DUMP) from a SET value: see storeObjIsStore. A SET
@@ -70,6 +70,7 @@ typedef struct storeObjExt {
     uint32_t lease_holders;      /* grants of this period that may be released early;
                                   * STORE_LEASE_HELD: one of them cannot be */
     uint32_t lease_entries;      /* connections' records of grants (t_store.c) pointing here */
+    uint32_t deferred_at;        /* OBJ_FLAG_DEFERRED: its place on the waiting list (store.c) */
 } storeObjExt;
 
 #define STORE_LEASE_HELD UINT32_MAX

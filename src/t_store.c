@@ -325,74 +325,219 @@ void putRevokeCommand(client *c) {
  * removed while it read -- space that would otherwise stay held to the
  * deadline.
  *
- * Kept in grant order, a queue with holes: a reader releases in about the
- * order it read (libmooncake right after each get, a batch in its order),
- * so the grant a release looks for is at the head and the search is O(1);
- * one released out of order leaves a hole, squeezed out when the array
- * must grow. Bounded per connection; past the bound a grant simply runs to
- * its deadline. */
+ * Every operation looks at O(1) grant records, amortized (DEBUG VISITS
+ * counts them), however many the connection holds and in whatever order it
+ * releases:
+ *   - the grants form a queue in grant order, doubly linked through a slot
+ *     array whose free slots are chained, so a grant released out of order
+ *     is unlinked where it is and its slot reused (no holes to squeeze);
+ *   - a reader releases in about the order it read (libmooncake right after
+ *     each get, a batch in its order), so a release first looks at the
+ *     oldest grant. Only when that is not the one is the key index built
+ *     (key -> its oldest grant, a key's grants chained oldest first), once,
+ *     over the grants then held; from then on every grant goes into it,
+ *     until the connection holds none. Each grant is indexed at most once,
+ *     and a reader that never releases, or releases in order, never pays
+ *     for an index at all (a dict insert per grant was a quarter more CPU
+ *     per GET.REPLICAS);
+ *   - grants whose deadline passed leave from the head of the queue, at
+ *     every grant and from clientsCron: each is looked at once, as it goes,
+ *     plus the one live head where pruning stops.
+ * Pruning from the head needs the queue in deadline order. Every grant
+ * recorded here is of lease-ttl (LEASE key ms records none), so grant order
+ * is deadline order -- except after CONFIG SET lowered lease-ttl (or the
+ * clock stepped back), when a newer grant would run out before older ones.
+ * Rather than a heap (O(log n) per grant) for that rare case, a record's
+ * deadline is never earlier than the one before it: such a grant leaves
+ * with the older ones, at most the old lease-ttl late. That only delays
+ * when its period may be ended early by the other grants' releases; the
+ * period's own deadline (store.c) is its real one, and space is never
+ * given back before its time.
+ *
+ * Bounded: CLIENT_MAX_LEASES records per connection. Past that, once the
+ * expired ones have left, a grant is not recorded: it holds its period to
+ * the deadline, as LEASE key ms does -- at the cost of one look at the
+ * head, so a reader that never releases (redis-cli, redis-benchmark, any
+ * Redis client reading replicas) pays no more per read than one that
+ * does. The slots grow by doubling up to the bound, and are given back when
+ * the last grant goes if there are many of them. */
 #define CLIENT_MAX_LEASES 4096
+#define LEASE_SLOTS_MIN 16
+#define LEASE_SLOTS_KEEP 64
 
 typedef struct clientLease {
-    sds key;         /* NULL: released (a hole) */
+    sds key;
     storeObj *o;
     uint64_t epoch;
     long long until;
+    int older, newer; /* the queue, -1: none; a free slot chains the free list by newer */
+    int same;         /* indexed: the key's next (newer) grant, -1: none */
+    int last;         /* indexed, in a key's oldest grant: the key's newest */
 } clientLease;
 
-static void clientLeaseDrop(client *c, int i, int release) {
-    clientLease *l = &c->leases[i];
-    if (storeLeaseEntryDrop(l->o, l->epoch, release)) ss.leases_released_early++;
-    sdsfree(l->key);
-    l->key = NULL;
-    c->leases_live--;
-    while (c->leases_head < c->nleases && c->leases[c->leases_head].key == NULL) c->leases_head++;
-    if (c->leases_head == c->nleases) c->leases_head = c->nleases = 0;
+typedef struct clientLeases {
+    clientLease *slot;
+    int cap, live;
+    int head, tail, free; /* oldest, newest, a free slot; -1: none */
+    dict *bykey;          /* NULL, or key (its oldest grant's) -> 1 + that grant's slot */
+} clientLeases;
+
+static uint64_t leaseKeyHash(const void *key) { return storeKeyHashBuf(key, sdslen((sds)key)); }
+static int leaseKeyCompare(const void *a, const void *b) {
+    size_t la = sdslen((sds)a), lb = sdslen((sds)b);
+    return la == lb && memcmp(a, b, la) == 0;
+}
+static dictType leaseKeysType = {leaseKeyHash, leaseKeyCompare, NULL, NULL}; /* keys: the grants' */
+
+#define SLOT_OF(de) ((int)(intptr_t)dictGetVal(de) - 1)
+#define SLOT_VAL(i) ((void *)(intptr_t)((i) + 1))
+
+static void clientLeasesFree(client *c) {
+    clientLeases *cl = c->leases;
+    if (cl->bykey) dictRelease(cl->bykey);
+    for (int i = cl->head; i >= 0; i = cl->slot[i].newer) sdsfree(cl->slot[i].key);
+    zfree(cl->slot);
+    zfree(cl);
+    c->leases = NULL;
 }
 
-/* Grants whose own deadline passed are released (the reader no longer
- * relies on them; another reader's grant of the same period still
- * counts). all: every grant, on disconnect, without ending any lease -- a
- * reader whose control connection broke may still be copying. */
-void clientLeasesPrune(client *c, int all) {
-    for (int i = c->leases_head; i < c->nleases; i++)
-        if (c->leases[i].key && (all || c->leases[i].until <= server.mstime)) clientLeaseDrop(c, i, !all);
-    if (c->leases_live == 0) {
-        zfree(c->leases);
-        c->leases = NULL;
-        c->nleases = c->leases_cap = c->leases_head = 0;
+static void clientLeaseIndexAdd(clientLeases *cl, int i) {
+    clientLease *l = &cl->slot[i];
+    dictEntry *existing, *de = dictAddRaw(cl->bykey, l->key, &existing);
+    l->same = -1;
+    if (de) { /* the key's oldest */
+        de->val = SLOT_VAL(i);
+        l->last = i;
+    } else {
+        clientLease *first = &cl->slot[SLOT_OF(existing)];
+        cl->slot[first->last].same = i;
+        first->last = i;
     }
 }
 
-static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o) {
-    if (c->leases_live == CLIENT_MAX_LEASES) clientLeasesPrune(c, 0);
-    if (c->leases_live == CLIENT_MAX_LEASES) return NULL;
-    if (c->nleases == c->leases_cap) {
-        int n = 0; /* squeeze out the holes first */
-        for (int i = c->leases_head; i < c->nleases; i++)
-            if (c->leases[i].key) c->leases[n++] = c->leases[i];
-        c->leases_head = 0;
-        c->nleases = n;
-        if (c->leases_cap == 0 || n * 2 > c->leases_cap) {
-            c->leases_cap = c->leases_cap ? c->leases_cap * 2 : 16;
-            c->leases = zrealloc(c->leases, sizeof(clientLease) * (size_t)c->leases_cap);
+static void clientLeasesIndex(clientLeases *cl) {
+    cl->bykey = dictCreate(&leaseKeysType);
+    for (int i = cl->head; i >= 0; i = cl->slot[i].newer) {
+        serverVisit(VISITS_LEASES, 1);
+        clientLeaseIndexAdd(cl, i);
+    }
+}
+
+/* Drops slot i, the oldest grant of its key (de: its index entry, if
+ * looked up already). */
+static void clientLeaseDrop(clientLeases *cl, int i, dictEntry *de, int release) {
+    clientLease *l = &cl->slot[i];
+    serverVisit(VISITS_LEASES, 1);
+    if (storeLeaseEntryDrop(l->o, l->epoch, release)) ss.leases_released_early++;
+    if (l->older >= 0) cl->slot[l->older].newer = l->newer;
+    else cl->head = l->newer;
+    if (l->newer >= 0) cl->slot[l->newer].older = l->older;
+    else cl->tail = l->older;
+    if (cl->bykey) {
+        if (de == NULL) de = dictFind(cl->bykey, l->key);
+        serverAssert(de != NULL && SLOT_OF(de) == i);
+        if (l->same >= 0) { /* the next grant of the key is its oldest now */
+            clientLease *next = &cl->slot[l->same];
+            next->last = l->last;
+            de->key = next->key; /* the same string, another copy */
+            de->val = SLOT_VAL(l->same);
+        } else {
+            dictDelete(cl->bykey, l->key);
         }
     }
-    clientLease *l = &c->leases[c->nleases++];
+    sdsfree(l->key);
+    l->key = NULL;
+    l->o = NULL;
+    l->newer = cl->free;
+    cl->free = i;
+    cl->live--;
+}
+
+/* Grants whose own deadline passed leave, oldest first (the reader no
+ * longer relies on them; another reader's grant of the same period still
+ * counts). */
+static void clientLeasesExpire(clientLeases *cl) {
+    while (cl->head >= 0) {
+        if (cl->slot[cl->head].until > server.mstime) {
+            serverVisit(VISITS_LEASES, 1);
+            return;
+        }
+        clientLeaseDrop(cl, cl->head, NULL, 1);
+    }
+}
+
+/* With no grant left the index goes (the next is built from scratch if
+ * needed), and so do the slots if there are many. */
+static void clientLeasesIdle(client *c) {
+    clientLeases *cl = c->leases;
+    if (cl->live) return;
+    if (cl->cap > LEASE_SLOTS_KEEP) {
+        clientLeasesFree(c);
+    } else if (cl->bykey) {
+        dictRelease(cl->bykey);
+        cl->bykey = NULL;
+    }
+}
+
+/* all: every grant, on disconnect, without ending any lease -- a reader
+ * whose control connection broke may still be copying. */
+void clientLeasesPrune(client *c, int all) {
+    clientLeases *cl = c->leases;
+    if (cl == NULL) return;
+    if (all) {
+        for (int i = cl->head; i >= 0; i = cl->slot[i].newer) {
+            serverVisit(VISITS_LEASES, 1);
+            storeLeaseEntryDrop(cl->slot[i].o, cl->slot[i].epoch, 0);
+        }
+        clientLeasesFree(c);
+        return;
+    }
+    clientLeasesExpire(cl);
+    clientLeasesIdle(c);
+}
+
+static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o, long long until) {
+    clientLeases *cl = c->leases;
+    if (cl == NULL) {
+        cl = c->leases = zcalloc(sizeof(*cl));
+        cl->head = cl->tail = cl->free = -1;
+    }
+    clientLeasesExpire(cl);
+    if (cl->live == CLIENT_MAX_LEASES) return NULL;
+    if (cl->free < 0) { /* every slot is in use: double them, up to the bound */
+        int cap = cl->cap ? cl->cap * 2 : LEASE_SLOTS_MIN;
+        if (cap > CLIENT_MAX_LEASES) cap = CLIENT_MAX_LEASES;
+        cl->slot = zrealloc(cl->slot, sizeof(clientLease) * (size_t)cap);
+        for (int i = cap - 1; i >= cl->cap; i--) {
+            cl->slot[i].newer = cl->free;
+            cl->free = i;
+        }
+        cl->cap = cap;
+    }
+    int i = cl->free;
+    clientLease *l = &cl->slot[i];
+    cl->free = l->newer;
     l->key = sdsdup(key);
     l->o = o;
-    c->leases_live++;
+    l->epoch = 0;
+    if (cl->tail >= 0 && cl->slot[cl->tail].until > until) until = cl->slot[cl->tail].until; /* above */
+    l->until = until;
+    l->older = cl->tail;
+    l->newer = -1;
+    if (cl->tail >= 0) cl->slot[cl->tail].newer = i;
+    else cl->head = i;
+    cl->tail = i;
+    cl->live++;
+    if (cl->bykey) clientLeaseIndexAdd(cl, i);
+    serverVisit(VISITS_LEASES, 1);
     storeLeaseEntryAdd(o);
     return l;
 }
 
 static void grantLease(client *c, sds key, storeObj *o, long long ms) {
-    clientLease *l = c ? clientLeaseAdd(c, key, o) : NULL;
+    clientLease *l = c ? clientLeaseAdd(c, key, o, addSaturate(server.mstime, ms)) : NULL;
     uint64_t epoch = storeLeaseGrant(o, ms, l != NULL);
-    if (l) {
-        l->epoch = epoch;
-        l->until = addSaturate(server.mstime, ms);
-    }
+    if (l) l->epoch = epoch;
     ss.leases_granted++;
 }
 
@@ -400,18 +545,27 @@ static void grantLease(client *c, sds key, storeObj *o, long long ms) {
  * (one grant each, the oldest first). The number of grants released. */
 void leaseReleaseCommand(client *c) {
     long long released = 0;
-    for (int j = 1; j < c->argc; j++) {
-        size_t len = sdslen(c->argv[j]);
-        for (int i = c->leases_head; i < c->nleases; i++) {
-            sds k = c->leases[i].key;
-            if (k && sdslen(k) == len && !memcmp(k, c->argv[j], len)) {
-                clientLeaseDrop(c, i, 1);
+    clientLeases *cl = c->leases;
+    for (int j = 1; cl && cl->live && j < c->argc; j++) {
+        sds key = c->argv[j];
+        if (cl->bykey == NULL) {
+            sds k = cl->slot[cl->head].key;
+            if (sdslen(k) == sdslen(key) && !memcmp(k, key, sdslen(key))) {
+                clientLeaseDrop(cl, cl->head, NULL, 1);
                 released++;
-                break;
+                continue;
             }
+            clientLeasesIndex(cl); /* out of order: from now on by key */
         }
+        dictEntry *de = dictFind(cl->bykey, key);
+        if (de == NULL) {
+            serverVisit(VISITS_LEASES, 1); /* the lookup */
+            continue;
+        }
+        clientLeaseDrop(cl, SLOT_OF(de), de, 1);
+        released++;
     }
-    if (c->leases_live == 0) clientLeasesPrune(c, 0);
+    if (cl) clientLeasesIdle(c);
     addReplyLongLong(c, released);
 }
 

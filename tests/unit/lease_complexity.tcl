@@ -1,0 +1,176 @@
+# The work a connection's read grants cost (issue 27, item 1), counted by
+# DEBUG VISITS rather than timed: a grant, a release and the pruning of an
+# expired grant each look at O(1) grant records, however many the
+# connection holds, and a reader that never sends LEASE.RELEASE
+# (redis-cli, redis-benchmark, any Redis client reading replicas) costs no
+# more per read than one that does. Before, a connection at the 4096-grant
+# cap scanned all 4096 records on every new grant (92% of the server's CPU
+# in a BATCH.GET.REPLICAS loop), and a release out of grant order scanned
+# from the oldest.
+#
+# The same for the other lists that grow with use and that a client can
+# make long: the removed versions waiting for their lease (found when a
+# release ends one) and a connection's WATCHes (looked at by WATCH).
+
+proc lc_visits {} { dict get [r debug visits] leases }
+proc lc_lease {key} {
+    set i [r object.info $key]
+    if {$i eq ""} { return {} }
+    dict get $i lease-ms
+}
+# n BATCH.GET.REPLICAS of keys on client c, pipelined.
+proc lc_batches {c n keys} {
+    for {set i 0} {$i < $n} {incr i} { $c batch.get.replicas {*}$keys }
+    $c flush
+    for {set i 0} {$i < $n} {incr i} { $c read }
+}
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000}} {
+    set keys {}
+    for {set i 0} {$i < 128} {incr i} {
+        r set lc:$i x
+        lappend keys lc:$i
+    }
+
+    test {DEBUG VISITS counts per structure and resets} {
+        assert_equal OK [r debug visits reset]
+        assert_equal 0 [lc_visits]
+        r get.replicas lc:0
+        assert_morethan [lc_visits] 0
+        r lease.release lc:0
+        assert_error {*unknown subcommand*} {r debug visits bogus}
+    }
+
+    test {10k grants never released, then more: each visits O(1) grant records} {
+        set c [redis_deferring_client]
+        # 80 x 128 = 10240 grants, none released: the connection is at its cap.
+        lc_batches $c 80 $keys
+        set v0 [lc_visits]
+        lc_batches $c 8 $keys
+        set per [expr {double([lc_visits] - $v0) / 1024}]
+        assert_lessthan_equal $per 4
+        # As before: past the cap a grant is not recorded but still granted,
+        # and holds its period to the deadline; the first 4096 (32 per key)
+        # are released one by one.
+        set n 0
+        for {set j 0} {$j < 33} {incr j} { incr n [r lease.release lc:5] }
+        assert_equal 0 $n ;# r is another connection: it holds none of them
+        for {set j 0} {$j < 33} {incr j} { $c lease.release lc:5 }
+        $c flush
+        for {set j 0} {$j < 33} {incr j} { incr n [$c read] }
+        assert_equal 32 $n
+        assert_range [lc_lease lc:5] 500000 600000
+        $c close
+    }
+
+    test {Releases in any order find their grant in O(1)} {
+        set c [redis_deferring_client]
+        lc_batches $c 16 $keys ;# 2048 grants, 16 per key
+        set v0 [lc_visits]
+        # Newest key first: before, each release scanned from the oldest grant.
+        for {set j 127} {$j >= 0} {incr j -1} {
+            for {set k 0} {$k < 16} {incr k} { $c lease.release lc:$j }
+        }
+        $c flush
+        set n 0
+        for {set j 0} {$j < 2048} {incr j} { incr n [$c read] }
+        assert_equal 2048 $n
+        set per [expr {double([lc_visits] - $v0) / 2048}]
+        assert_lessthan_equal $per 4
+        $c close
+    }
+
+    test {Expired grants are pruned from the oldest, visiting only them plus O(1)} {
+        set c [redis_deferring_client]
+        r config set lease-ttl 50
+        lc_batches $c 32 $keys ;# 4096 grants that run out in 50 ms: the cap
+        r config set lease-ttl 600000
+        # A grant of another key keeps the clock moving until the short ones ran out.
+        r set lc:probe x
+        r config set lease-ttl 50
+        r get.replicas lc:probe
+        r config set lease-ttl 600000
+        wait_for_condition 200 10 {[lc_lease lc:probe] == 0} else { fail "lease did not run out" }
+        set v0 [lc_visits]
+        lc_batches $c 8 $keys
+        # 4096 expired records leave once each; 1024 new grants, O(1) each.
+        set visits [expr {[lc_visits] - $v0}]
+        assert_lessthan_equal $visits [expr {4096 + 4 * 1024}]
+        # They were recorded (the expired ones no longer fill the cap):
+        # releasable one by one.
+        $c lease.release lc:7
+        $c flush
+        assert_equal 1 [$c read]
+        $c close
+    }
+
+    test {A grant whose deadline comes before an older one's is still O(1)} {
+        # lease-ttl lowered: the newer grants run out before the older.
+        set c [redis_deferring_client]
+        lc_batches $c 8 $keys ;# long
+        r config set lease-ttl 50
+        lc_batches $c 8 $keys ;# short, behind the long ones
+        r config set lease-ttl 600000
+        set v0 [lc_visits]
+        lc_batches $c 16 $keys
+        assert_lessthan_equal [expr {double([lc_visits] - $v0) / 2048}] 4
+        # Every recorded grant is released once, whatever its deadline.
+        set n 0
+        for {set j 0} {$j < 128} {incr j} {
+            for {set k 0} {$k < 33} {incr k} { $c lease.release lc:$j }
+        }
+        $c flush
+        for {set j 0} {$j < 128 * 33} {incr j} { incr n [$c read] }
+        assert_range $n [expr {128 * 24}] [expr {128 * 32}]
+        $c close
+    }
+}
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000}} {
+    test {A release that ends the lease of a removed version finds it in O(1) among the waiting ones} {
+        set n 2000
+        for {set i 0} {$i < $n} {incr i} { r set dv:$i x }
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c get.replicas dv:$i }
+        $c flush
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        # Overwritten while leased: every old version waits for its lease.
+        for {set i 0} {$i < $n} {incr i} { r set dv:$i y }
+        assert_equal $n [get_info_field r store store_deferred_frees]
+        set v0 [dict get [r debug visits] deferred]
+        # The newest first: before, each release scanned the waiting list from its start.
+        for {set i [expr {$n - 1}]} {$i >= 0} {incr i -1} { $c lease.release dv:$i }
+        $c flush
+        set released 0
+        for {set i 0} {$i < $n} {incr i} { incr released [$c read] }
+        assert_equal $n $released
+        assert_equal 0 [get_info_field r store store_deferred_frees]
+        set per [expr {double([dict get [r debug visits] deferred] - $v0) / $n}]
+        assert_lessthan_equal $per 4
+        $c close
+    }
+}
+
+start_server {tags {mooncake multi}} {
+    test {WATCH of many keys looks at O(1) of the connection's WATCHes per key} {
+        set keys {}
+        for {set i 0} {$i < 5000} {incr i} { lappend keys wk:$i }
+        set v0 [dict get [r debug visits] watched-keys]
+        r watch {*}$keys
+        # Each key once more, and a key already watched: still one WATCH each.
+        r watch {*}$keys wk:0
+        set per [expr {double([dict get [r debug visits] watched-keys] - $v0) / 10001}]
+        assert_lessthan_equal $per 4
+        # They still work: a write to the last one fails the transaction.
+        set c [redis_client]
+        $c set wk:4999 changed
+        $c close
+        r multi
+        r ping
+        assert_equal {} [r exec]
+        # The next transaction watches nothing.
+        r multi
+        r ping
+        assert_equal PONG [r exec]
+    }
+}
