@@ -308,6 +308,7 @@ static int applyMaxclients(const char **err) { return serverApplyFdLimits(err); 
 static int applyBusyPoll(const char **err) {
     (void)err;
     if (server.el) aeSetBusyPoll(server.el, server.busy_poll_us);
+    busyPollConfigChanged();
     return C_OK;
 }
 

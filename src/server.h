@@ -474,6 +474,8 @@ void slowlogReset(void);
 
 /* info.c */
 sds genInfoString(const char *section);
+void busyPollConfigChanged(void);
+sds busyPollInfo(sds s);
 void infoCommand(client *c);
 void resetServerStats(void);
 
