@@ -10,7 +10,7 @@ incr:16,get:16,incr:1, SIZE its -d value size in bytes (default 3; from
 64 KiB on a run is 4 clients, 4000 requests over 64 keys, as
 bench-vs-redis.sh's large rows, e.g. set:1:1048576); or a mooncake-benchmark test (mooncake-server only):
 a store test (getrep, putpair, batchget, batchput: 64-byte reservations,
-100k requests) or a library row (mcput, mcget, mcbput, mcbget) written
+100k requests; batchget/128 sends 128 keys per batch instead of 16) or a library row (mcput, mcget, mcbput, mcbget) written
 TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 8 unmeasured).
 Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis` starts redis-server (no
 persistence), anything else is a mooncake-server started with
@@ -85,6 +85,8 @@ def run_mc(proc, port, bench, test, pipeline):
     if name in MC_STORE_TESTS:
         n = 100000
         cmd = [bench, '-p', str(port), '-c', '50', '-r', '100000', '-P', str(pipeline), '-n', str(n), '-t', name]
+        if rest:
+            cmd += ['--batch', rest[0]]
     else:
         size = rest[0] if rest else '1m'
         transport = rest[1] if len(rest) > 1 else 'auto'
