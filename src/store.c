@@ -275,6 +275,15 @@ oom:
     return NULL;
 }
 
+storeObj *storeObjCreateForFullWrite(size_t len, sds key) {
+    uint64_t offset;
+    uint32_t h = len ? zerofreeTakeDirty(server.self, len, &offset) : ALLOC_NONE;
+    if (h == ALLOC_NONE) return storeObjCreateFor(len, key);
+    storeObj *o = storeObjNew(len);
+    storeObjAddReplica(o, server.self, h, offset);
+    return o;
+}
+
 storeObj *storeObjCreateFrom(const void *p, size_t len) {
     storeObj *o = storeObjCreate(len);
     if (o) memcpy(storeObjPtr(o), p, len);

@@ -22,6 +22,12 @@ void zerofreeShutdown(void);
  * it stays allocated, with no user (the data plane refuses it). */
 void zerofreeExtent(segment *seg, uint32_t handle);
 
+/* A freed extent of exactly allocRoundSize(size) bytes for a writer that
+ * writes every byte of [0, size) before anyone can read it (a SET value
+ * read from the socket), its old bytes left in place; ALLOC_NONE if none
+ * is kept. *offset gets its offset. See "Reuse" in zerofree.c. */
+uint32_t zerofreeTakeDirty(segment *seg, uint64_t size, uint64_t *offset);
+
 /* Returns zeroed extents to their allocators. wait: first finish every
  * queued one on this thread (sharing the work with the worker). The bytes
  * returned. */
