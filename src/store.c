@@ -458,8 +458,9 @@ static void freeObject(storeObj *o) {
         if (seg == NULL) continue; /* the segment and its allocator are gone */
         /* Pool space goes back zeroed, so that the next writer of it needs
          * no zeroing (zerofree.c); a mounted segment's bytes are its owner's. */
-        if (seg->mem) zerofreeExtent(seg, r->handle);
-        else allocFree(seg->alloc, r->handle);
+        if (seg->mem == NULL) allocFree(seg->alloc, r->handle);
+        else if (seg == server.self && !storeObjIsStore(o)) zerofreeExtentForReuse(seg, r->handle); /* a SET value */
+        else zerofreeExtent(seg, r->handle);
     }
     if (o->ext && o->ext->lease_entries) {
         /* The space is back; connections' lease records still point here. */

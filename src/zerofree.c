@@ -44,8 +44,10 @@
  * the socket into the extent before the object exists -- and a workload of
  * SETs replacing large values paid a full memset per SET for nothing (a
  * quarter of the server's CPU in 1 MiB SETs, perf; Redis frees and reuses
- * without zeroing). So the last ZF_STASH large extents freed are not
- * queued at once but kept aside, still allocated, with their old bytes:
+ * without zeroing). So the last ZF_STASH large extents freed from SET
+ * values (zerofreeExtentForReuse: where the next SET of the same size is
+ * likeliest to come) are not queued at once but kept aside, still
+ * allocated, with their old bytes:
  * zerofreeTakeDirty hands one of exactly the size asked for to such a
  * writer (zeroing only its aligned tail past the value), and the rest go
  * to the queue when the stash is full (oldest first), when space is needed
@@ -55,7 +57,11 @@
  * them), and never reach the allocator unzeroed, so the invariant above
  * holds: free space is zero. Every other allocation (PUT.START, APPEND's
  * new version, which relies on zeros past the old value) still gets zeroed
- * space.
+ * space. Store objects' extents (PUT.START/PUT.END) are queued as before:
+ * a put loop of one key must keep landing on the same few extents, whose
+ * pages every client has already mapped and faulted in; kept aside, they
+ * would push its puts onto fresh pages (a smoke run of bench-compare.sh
+ * showed 16 MiB mc_put at half speed until this was so).
  *
  * Late writers. A writer that kept writing after its extent was freed would
  * leave bytes in free space rather than in the next object's extent. The
@@ -239,15 +245,26 @@ static void zfStashFlush(void) {
     while (zf.nstash) zfStashPopOldest();
 }
 
+/* Small extents are zeroed at once: 1 when this one was. */
+static int zfInline(segment *seg, uint32_t handle) {
+    uint64_t len = allocSize(seg->alloc, handle);
+    if (zf.started && len >= (uint64_t)server.zero_free_async_threshold) return 0;
+    memset(segmentPtr(seg, allocOffset(seg->alloc, handle)), 0, (size_t)len);
+    zf.inline_bytes += len;
+    allocFree(seg->alloc, handle);
+    return 1;
+}
+
 void zerofreeExtent(segment *seg, uint32_t handle) {
-    uint64_t off = allocOffset(seg->alloc, handle), len = allocSize(seg->alloc, handle);
-    if (!zf.started || len < (uint64_t)server.zero_free_async_threshold) {
-        memset(segmentPtr(seg, off), 0, (size_t)len);
-        zf.inline_bytes += len;
-        allocFree(seg->alloc, handle);
-        return;
-    }
+    if (zfInline(seg, handle)) return;
     allocSetUser(seg->alloc, handle, NULL); /* its object is gone: the data plane refuses it */
+    zfQueue(seg, handle);
+}
+
+void zerofreeExtentForReuse(segment *seg, uint32_t handle) {
+    if (zfInline(seg, handle)) return;
+    allocSetUser(seg->alloc, handle, NULL);
+    uint64_t len = allocSize(seg->alloc, handle);
     if (zf.nstash == ZF_STASH) zfStashPopOldest();
     int i = (zf.stash_first + zf.nstash++) % ZF_STASH;
     zf.stash[i].seg = seg;

@@ -281,6 +281,16 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
         r debug alloc-check
     } {OK}
 
+    test {A store object's extent is queued, not kept: a put loop stays on its pages} {
+        set r0 [zf_field store_pool_reused_unzeroed_bytes]
+        r put.start p $MiB
+        r put.end p
+        r del p
+        r set after [pattern_bytes $MiB 8]
+        r del after
+        expr {[zf_field store_pool_reused_unzeroed_bytes] - $r0}
+    } {0}
+
     test {Only a writer of every byte reuses: SETRANGE's grown version reads zeros} {
         r set big [pattern_bytes $MiB 7]
         r del big
