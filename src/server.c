@@ -320,9 +320,14 @@ int processCommand(client *c) {
  * 4 ... 16 s if it keeps recurring, after which one second of spinning
  * probes again; a second that pays resets the back-off.
  *
+ * busy-poll-auto no skips both rules (reason "always"): for a node with
+ * cores of its own, where a busy host's other work should not take the
+ * spin away -- a sleeping loop woken on an overloaded host can wait a
+ * scheduler slice for a CPU, which a spinning one does not.
+ *
  * INFO stats shows the verdict: busy_poll_active, busy_poll_reason
  * (idle-cores: spinning; cores-busy: the load; wasteful: the waste rule;
- * disabled: busy-poll-us 0), and the inputs (busy_poll_runnable, the mean,
+ * always: busy-poll-auto no; disabled: busy-poll-us 0), and the inputs (busy_poll_runnable, the mean,
  * and busy_poll_cpus). DEBUG BUSYPOLL SAMPLE feeds the decision made-up
  * inputs, one step per call, and stops the cron's own steps until DEBUG
  * BUSYPOLL AUTO, so tests do not depend on the test machine's load. */
@@ -376,6 +381,8 @@ static void busyPollStep(double runnable, int cpus, long long wasted_us, long lo
     int was = bp.active;
     if (server.busy_poll_us == 0) {
         bp.active = 0, bp.reason = "disabled";
+    } else if (!server.busy_poll_auto) {
+        bp.active = 1, bp.reason = "always";
     } else if (runnable > cpus + 0.5) {
         bp.active = 0, bp.reason = "cores-busy";
     } else if (bp.hold > 0) {
@@ -423,6 +430,8 @@ static void busyPollCron(void) {
 /* CONFIG SET busy-poll-us: 0 turns the windows off now; a value turns them
  * back on until the next step says otherwise. */
 void busyPollConfigChanged(void) {
+    double scale;
+    if (!bp.manual) bp.cpus = busyPollCpus(&scale); /* shown before the first step */
     bp.hold = 0;
     bp.backoff = 1;
     if (server.busy_poll_us == 0) bp.active = 0, bp.reason = "disabled";

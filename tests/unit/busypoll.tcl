@@ -182,6 +182,16 @@ start_server {tags {busypoll} overrides {segment-size 16mb segment-prefault no}}
         list [bp_field active] [bp_field reason]
     } {1 idle-cores}
 
+    test {busy-poll-auto no: spinning whatever the load} {
+        assert_equal {busy-poll-auto yes} [r config get busy-poll-auto]
+        r config set busy-poll-auto no
+        r debug busypoll sample 9 2 300000 0
+        assert_equal {1 always} [list [bp_field active] [bp_field reason]]
+        r config set busy-poll-auto yes
+        r debug busypoll sample 9 2 0 0
+        list [bp_field active] [bp_field reason]
+    } {0 cores-busy}
+
     test {DEBUG BUSYPOLL refuses bad inputs and changes nothing} {
         r debug busypoll sample 4 2 0 0
         assert_error {ERR value is out of range*} {r debug busypoll sample -1 2 0 0}
