@@ -34,6 +34,13 @@
  * an event that arrives while a skipped window would still have been open
  * (or one a spin catches) ends the back-off. Steady traffic keeps the
  * spin; sparse traffic pays at most one window in 256.
+ *
+ * Whether to spin at all is the owner's call (aeSetBusyPollActive): the
+ * loop sees one process, but whether a spin pays depends on the host --
+ * a spinning loop holds a core that another process (another node, an
+ * engine, the client itself) may be waiting for. server.c's busy-poll
+ * governor decides from the host's load, once a second; while it says
+ * no, no window opens and the loop sleeps at once, as with busy-poll-us 0.
  */
 #include "ae.h"
 #include "zmalloc.h"
@@ -74,6 +81,13 @@ int aeGetSetSize(aeEventLoop *el) { return el->setsize; }
 void aeSetBusyPoll(aeEventLoop *el, long long us) {
     el->busy_poll_us = us > 0 ? us : 0;
     el->poll_until_us = 0; /* a window opened under the old setting ends */
+    el->spin_misses = el->spin_backoff = el->spin_skip = 0;
+}
+
+void aeSetBusyPollActive(aeEventLoop *el, int active) {
+    if (el->spin_off == !active) return;
+    el->spin_off = !active;
+    el->poll_until_us = 0;
     el->spin_misses = el->spin_backoff = el->spin_skip = 0;
 }
 
@@ -252,7 +266,7 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
 
     struct epoll_event *events = el->apidata;
     int numevents = 0;
-    long long start = el->busy_poll_us > 0 && timeout_ms != 0 ? aeMonotonicUs() : 0;
+    long long start = el->busy_poll_us > 0 && !el->spin_off && timeout_ms != 0 ? aeMonotonicUs() : 0;
     int skipped = 0; /* a window was open but backed off: see the top */
     if (start && start < el->poll_until_us && el->spin_skip > 0) {
         el->spin_skip--;
@@ -310,7 +324,7 @@ int aeProcessEvents(aeEventLoop *el, int flags) {
     }
     /* The polling window runs from the end of the last iteration that had
      * I/O, across timer-only iterations (a cron tick must not close it). */
-    if (numevents > 0 && el->busy_poll_us > 0) el->poll_until_us = aeMonotonicUs() + el->busy_poll_us;
+    if (numevents > 0 && el->busy_poll_us > 0 && !el->spin_off) el->poll_until_us = aeMonotonicUs() + el->busy_poll_us;
     if (flags & AE_TIME_EVENTS) processed += processTimeEvents(el);
     return processed;
 }

@@ -72,6 +72,7 @@ typedef struct aeEventLoop {
     int spin_backoff;             /* windows now skipped after a run of misses: 2^backoff */
     int spin_skip;                /* windows still to skip (sleep at once) */
     long long spin_wasted_us, spin_caught; /* stats: polling that found nothing; events it caught */
+    int spin_off;                 /* the owner judged spinning not to pay now: aeSetBusyPollActive */
 } aeEventLoop;
 
 aeEventLoop *aeCreateEventLoop(int setsize);
@@ -79,6 +80,9 @@ void aeDeleteEventLoop(aeEventLoop *eventLoop);
 void aeStop(aeEventLoop *eventLoop);
 /* Poll without sleeping for up to us microseconds after handling events (0: off). */
 void aeSetBusyPoll(aeEventLoop *eventLoop, long long us);
+/* Whether the windows busy-poll-us allows open at all (default 1); the
+ * owner decides (server.c's busy-poll governor). */
+void aeSetBusyPollActive(aeEventLoop *eventLoop, int active);
 int aeCreateFileEvent(aeEventLoop *eventLoop, int fd, int mask, aeFileProc *proc, void *clientData);
 void aeDeleteFileEvent(aeEventLoop *eventLoop, int fd, int mask);
 int aeGetFileEvents(aeEventLoop *eventLoop, int fd);

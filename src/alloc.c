@@ -519,6 +519,12 @@ uint64_t allocSize(const allocator *a, uint32_t handle) {
     return nodeSize(allocUsedNode(a, handle, "allocSize")) << a->align_shift;
 }
 
+uint64_t allocRoundSize(const allocator *a, uint64_t size) {
+    uint64_t units = (size >> a->align_shift) + ((size & (a->align - 1)) != 0);
+    if (units > (UINT64_MAX >> a->align_shift)) return 0;
+    return units << a->align_shift;
+}
+
 uint64_t allocMaxAllocatable(const allocator *a) {
     unsigned bin = allocTopBin(a);
     if (bin == ALLOC_NO_BIN) return 0;

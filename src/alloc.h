@@ -41,6 +41,8 @@ void allocFree(allocator *a, uint32_t handle);
 
 uint64_t allocOffset(const allocator *a, uint32_t handle);
 uint64_t allocSize(const allocator *a, uint32_t handle); /* aligned size */
+/* The size allocAlloc(a, size) would give its extent (0 for 0, or too large). */
+uint64_t allocRoundSize(const allocator *a, uint64_t size);
 
 /* Index by address, for callers that must map a byte back to its extent
  * (the data plane checks a SEG.WRITE falls inside one). Costs two 32-bit

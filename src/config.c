@@ -304,6 +304,7 @@ static int applyMaxclients(const char **err) { return serverApplyFdLimits(err); 
 static int applyBusyPoll(const char **err) {
     (void)err;
     if (server.el) aeSetBusyPoll(server.el, server.busy_poll_us);
+    busyPollConfigChanged();
     return C_OK;
 }
 
@@ -398,6 +399,7 @@ static standardConfig configs[] = {
     ENUMC("enable-protected-configs", CFG_IMMUTABLE, &server.enable_protected_configs, protectedEnum, "no", NULL),
     INTC("hz", 0, &server.hz, 1, 500, "10", NULL),
     INTC("busy-poll-us", 0, &server.busy_poll_us, 0, 1000000, "50", applyBusyPoll),
+    BOOLC("busy-poll-auto", 0, &server.busy_poll_auto, "yes"),
     INTC("prefetch-batch", 0, &server.prefetch_batch, 0, 16, "16", NULL),
     SPECC("save", 0, "", setSave, getSave),
     /* The append-only log (aof.c) */

@@ -287,6 +287,7 @@ sds genInfoString(const char *section) {
                          server.stat_acl_denied_channel, server.el ? server.el->spin_caught : 0LL, server.el ? server.el->spin_wasted_us : 0LL,
                          server.stat_prefetch_batches, server.stat_prefetch_keys, server.stat_http_connections,
                          server.stat_http_requests, server.stat_http_rejected);
+        s = busyPollInfo(s);
     }
     if ((w = wantSection(section, "store", &count))) {
         storeStats st;

@@ -19,6 +19,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -293,6 +294,167 @@ int processCommand(client *c) {
     return C_OK;
 }
 
+/* ---- the busy-poll governor --------------------------------------------
+ *
+ * busy-poll-us (ae.c) trades a core for latency: after I/O the loop spins
+ * instead of sleeping, so the next request does not pay a wake-up. That is
+ * a good trade only while the core is otherwise idle. On a host where the
+ * runnable tasks already fill the CPUs we may run on -- three nodes on a
+ * 2-core box, a node beside an inference engine, the benchmark client
+ * itself on a small VM -- every microsecond spun is taken from a process
+ * that would have done work, and the nodes slow each other down (three
+ * nodes from mooncake.conf on 2 cores ran small SET/GET at 0.87x a Redis
+ * Cluster, issue 27). So the server decides, once a second, whether its
+ * windows open at all (aeSetBusyPollActive); busy-poll-us stays the upper
+ * bound and 0 still turns spinning off for good.
+ *
+ * Inputs. (1) Load: the cron samples the host's runnable tasks (the R of
+ * /proc/loadavg's R/T: tasks running or waiting for a CPU, ourselves
+ * included, since we are running when we read it) hz times a second, and
+ * the decision takes the mean over the last second, so one burst does not
+ * flip it. The count is host-wide; when sched_getaffinity allows fewer CPUs
+ * than are online it is scaled by allowed/online (the expected share on
+ * our CPUs, assuming an even spread). Spinning pays while the mean is at
+ * most cpus + 1/2: a node and its client on two cores (2 runnable) keep
+ * spinning; three spinning nodes and a client (4) stop. Once they stop,
+ * nodes that are busy serving still count as runnable, so the verdict
+ * holds under load rather than flapping; when the host quietens it turns
+ * back on within a second. (2) Waste: ae.c already backs off from windows
+ * that keep ending empty, but a pattern it lets through (every other
+ * window empty, say) can still burn a core. A second in which the spin
+ * wasted more than a tenth of a core and more than 200 us per event it
+ * caught (a wake-up costs 10-20 us) turns spinning off for 1 s, then 2,
+ * 4 ... 16 s if it keeps recurring, after which one second of spinning
+ * probes again; a second that pays resets the back-off.
+ *
+ * busy-poll-auto no skips both rules (reason "always"): for a node with
+ * cores of its own, where a busy host's other work should not take the
+ * spin away -- a sleeping loop woken on an overloaded host can wait a
+ * scheduler slice for a CPU, which a spinning one does not.
+ *
+ * INFO stats shows the verdict: busy_poll_active, busy_poll_reason
+ * (idle-cores: spinning; cores-busy: the load; wasteful: the waste rule;
+ * always: busy-poll-auto no; disabled: busy-poll-us 0), and the inputs (busy_poll_runnable, the mean,
+ * and busy_poll_cpus). DEBUG BUSYPOLL SAMPLE feeds the decision made-up
+ * inputs, one step per call, and stops the cron's own steps until DEBUG
+ * BUSYPOLL AUTO, so tests do not depend on the test machine's load. */
+
+#define BP_WASTE_FRACTION 10   /* wasted more than 1/10 of a core ... */
+#define BP_WASTE_PER_CATCH 200 /* ... and more than this many us per catch */
+#define BP_MAX_HOLD 16         /* seconds off, at most, after waste */
+
+static struct {
+    int active;
+    const char *reason;
+    double runnable; /* mean over the last step, scaled to our CPUs */
+    int cpus;
+    double sum;      /* samples since the last step */
+    int samples;
+    long long last_step_us, last_wasted, last_caught;
+    int hold, backoff; /* waste: steps still off; the next hold */
+    int manual;        /* DEBUG BUSYPOLL SAMPLE took over */
+} bp = {1, "idle-cores", 0, 1, 0, 0, 0, 0, 0, 0, 1, 0};
+
+/* CPUs we may run on, and the factor that brings a host-wide count to them. */
+static int busyPollCpus(double *scale) {
+    cpu_set_t set;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int cpus = (int)online;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+    if (cpus < 1) cpus = 1;
+    if (online < cpus) online = cpus;
+    *scale = (double)cpus / (double)online;
+    return cpus;
+}
+
+/* The R of R/T in /proc/loadavg, or -1. */
+static int busyPollRunnable(void) {
+    char buf[128];
+    int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    if (fd == -1) return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    int running, total;
+    if (sscanf(buf, "%*s %*s %*s %d/%d", &running, &total) != 2 || running < 0) return -1;
+    return running;
+}
+
+/* One decision from one second's inputs (see the top of this section). */
+static void busyPollStep(double runnable, int cpus, long long wasted_us, long long caught, long long elapsed_us) {
+    bp.runnable = runnable;
+    bp.cpus = cpus;
+    int was = bp.active;
+    if (server.busy_poll_us == 0) {
+        bp.active = 0, bp.reason = "disabled";
+    } else if (!server.busy_poll_auto) {
+        bp.active = 1, bp.reason = "always";
+    } else if (runnable > cpus + 0.5) {
+        bp.active = 0, bp.reason = "cores-busy";
+    } else if (bp.hold > 0) {
+        bp.hold--;
+        bp.active = 0, bp.reason = "wasteful";
+    } else if (was && wasted_us > elapsed_us / BP_WASTE_FRACTION && wasted_us > caught * BP_WASTE_PER_CATCH) {
+        bp.hold = bp.backoff - 1; /* this step is the first second off */
+        if (bp.backoff < BP_MAX_HOLD) bp.backoff *= 2;
+        bp.active = 0, bp.reason = "wasteful";
+    } else {
+        if (was && strcmp(bp.reason, "idle-cores") == 0) bp.backoff = 1; /* a second that paid */
+        bp.active = 1, bp.reason = "idle-cores";
+    }
+    if (server.el) aeSetBusyPollActive(server.el, bp.active);
+}
+
+/* From the cron: a load sample every tick, a decision every second. */
+static void busyPollCron(void) {
+    if (bp.manual || server.el == NULL) return;
+    int r = busyPollRunnable();
+    if (r >= 0) {
+        bp.sum += r;
+        bp.samples++;
+    }
+    long long now = aeMonotonicUs();
+    if (bp.last_step_us == 0) {
+        bp.last_step_us = now;
+        bp.last_wasted = server.el->spin_wasted_us;
+        bp.last_caught = server.el->spin_caught;
+        return;
+    }
+    if (now - bp.last_step_us < 1000000) return;
+    double scale;
+    int cpus = busyPollCpus(&scale);
+    double runnable = bp.samples ? bp.sum / bp.samples * scale : 0;
+    busyPollStep(runnable, cpus, server.el->spin_wasted_us - bp.last_wasted, server.el->spin_caught - bp.last_caught,
+                 now - bp.last_step_us);
+    bp.sum = 0;
+    bp.samples = 0;
+    bp.last_step_us = now;
+    bp.last_wasted = server.el->spin_wasted_us;
+    bp.last_caught = server.el->spin_caught;
+}
+
+/* CONFIG SET busy-poll-us: 0 turns the windows off now; a value turns them
+ * back on until the next step says otherwise. */
+void busyPollConfigChanged(void) {
+    double scale;
+    if (!bp.manual) bp.cpus = busyPollCpus(&scale); /* shown before the first step */
+    bp.hold = 0;
+    bp.backoff = 1;
+    if (server.busy_poll_us == 0) bp.active = 0, bp.reason = "disabled";
+    else if (strcmp(bp.reason, "disabled") == 0) bp.active = 1, bp.reason = "idle-cores";
+    if (server.el) aeSetBusyPollActive(server.el, bp.active);
+}
+
+sds busyPollInfo(sds s) {
+    return sdscatprintf(s,
+                        "busy_poll_active:%d\r\n"
+                        "busy_poll_reason:%s\r\n"
+                        "busy_poll_runnable:%.2f\r\n"
+                        "busy_poll_cpus:%d\r\n",
+                        bp.active, bp.reason, bp.runnable, bp.cpus);
+}
+
 /* ---- cron and the event loop hooks -------------------------------------- */
 
 static int serverCron(aeEventLoop *el, long long id, void *clientData) {
@@ -317,6 +479,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     storeDeferredFreeCron();
     storeReaperCron(period_us / 10);
     aofCron();
+    busyPollCron();
     return (int)(1000 / server.hz);
 }
 
@@ -501,6 +664,7 @@ static void initServer(void) {
         exit(1);
     }
     aeSetBusyPoll(server.el, server.busy_poll_us);
+    busyPollConfigChanged();
     if (server.port != 0 && listenToPort() == C_ERR) {
         serverLog(LL_WARNING, "Failed listening on port %d (tcp), aborting.", server.port);
         exit(1);
@@ -646,6 +810,9 @@ void debugCommand(client *c) {
             "OBJECT <key>", "    Show low-level information about the key's value.",
             "AOF-WRITE-ERROR ENOSPC|EIO|OFF", "    Make the append-only log's writes fail (tests).",
             "VISITS [RESET]", "    Entries visited by the structures that grow with use, per structure.",
+            "BUSYPOLL SAMPLE <runnable> <cpus> <wasted-us> <caught>",
+            "    One busy-poll decision from these inputs (one second's); the cron's own steps stop (tests).",
+            "BUSYPOLL AUTO", "    The cron decides from the host's load again.",
             NULL};
         addReplyHelp(c, help);
     } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
@@ -696,6 +863,25 @@ void debugCommand(client *c) {
             addReplyBulkCString(c, names[i]);
             addReplyLongLong(c, server.visits[i]);
         }
+    } else if (!strcasecmp(sub, "busypoll") && c->argc == 7 && !strcasecmp(c->argv[2], "sample")) {
+        char *end;
+        double runnable = strtod(c->argv[3], &end);
+        long long cpus, wasted, caught;
+        if (*end || !(runnable >= 0 && runnable <= 1e6) || string2ll(c->argv[4], sdslen(c->argv[4]), &cpus) == 0 ||
+            cpus < 1 || cpus > 1000000 || string2ll(c->argv[5], sdslen(c->argv[5]), &wasted) == 0 || wasted < 0 ||
+            wasted > 1000000 || string2ll(c->argv[6], sdslen(c->argv[6]), &caught) == 0 || caught < 0) {
+            addReplyError(c, "ERR value is out of range");
+            return;
+        }
+        bp.manual = 1;
+        busyPollStep(runnable, (int)cpus, wasted, caught, 1000000);
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "busypoll") && c->argc == 3 && !strcasecmp(c->argv[2], "auto")) {
+        bp.manual = 0;
+        bp.sum = 0;
+        bp.samples = 0;
+        bp.last_step_us = 0;
+        addReplyOk(c);
     } else if (!strcasecmp(sub, "object") && c->argc == 3) {
         storeObj *o = storeLookupWrite(c->argv[2]);
         if (!o) {

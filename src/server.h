@@ -314,6 +314,7 @@ struct mooncakeServer {
     int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;
     long long busy_poll_us;  /* see aeSetBusyPoll */
+    int busy_poll_auto;      /* the governor decides (server.c); no: spin whenever busy_poll_us allows */
     long long prefetch_batch; /* requests whose keys are prefetched at once (prefetch.c), 0 = off */
     /* Process. */
     int daemonize;
@@ -496,6 +497,8 @@ void slowlogReset(void);
 
 /* info.c */
 sds genInfoString(const char *section);
+void busyPollConfigChanged(void);
+sds busyPollInfo(sds s);
 void infoCommand(client *c);
 void resetServerStats(void);
 

@@ -275,6 +275,15 @@ oom:
     return NULL;
 }
 
+storeObj *storeObjCreateForFullWrite(size_t len, sds key) {
+    uint64_t offset;
+    uint32_t h = len ? zerofreeTakeDirty(server.self, len, &offset) : ALLOC_NONE;
+    if (h == ALLOC_NONE) return storeObjCreateFor(len, key);
+    storeObj *o = storeObjNew(len);
+    storeObjAddReplica(o, server.self, h, offset);
+    return o;
+}
+
 storeObj *storeObjCreateFrom(const void *p, size_t len) {
     storeObj *o = storeObjCreate(len);
     if (o) memcpy(storeObjPtr(o), p, len);
@@ -450,8 +459,9 @@ static void freeObject(storeObj *o) {
         if (seg == NULL) continue; /* the segment and its allocator are gone */
         /* Pool space goes back zeroed, so that the next writer of it needs
          * no zeroing (zerofree.c); a mounted segment's bytes are its owner's. */
-        if (seg->mem) zerofreeExtent(seg, r->handle);
-        else allocFree(seg->alloc, r->handle);
+        if (seg->mem == NULL) allocFree(seg->alloc, r->handle);
+        else if (seg == server.self && !storeObjIsStore(o)) zerofreeExtentForReuse(seg, r->handle); /* a SET value */
+        else zerofreeExtent(seg, r->handle);
     }
     if (o->ext && o->ext->lease_entries) {
         /* The space is back; connections' lease records still point here. */

@@ -175,6 +175,9 @@ storeObj *storeObjCreate(size_t len);          /* in the pool; NULL: no space, e
 /* The same for a write of `key` (NULL: none): making room never evicts that
  * key, and evicts nothing at all unless the pool could then hold len bytes. */
 storeObj *storeObjCreateFor(size_t len, sds key);
+/* The same for a writer of every byte of the value before anyone reads it
+ * (a SET value read from the socket): may get a freed extent unzeroed. */
+storeObj *storeObjCreateForFullWrite(size_t len, sds key);
 storeObj *storeObjCreateFrom(const void *p, size_t len);
 storeObj *storeObjNew(uint64_t len);           /* no replica yet: see storeObjAddReplica */
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset);

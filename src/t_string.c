@@ -82,7 +82,9 @@ static char *placeValueArg(client *c, int argi, int keyi, size_t len) {
         c->argerr = err;
         return NULL;
     }
-    storeObj *o = storeObjCreateFor(len, c->argv[keyi]);
+    /* Every byte comes from the socket before the object exists: a freed
+     * extent needs no zeroing for it (zerofree.c, Reuse). */
+    storeObj *o = storeObjCreateForFullWrite(len, c->argv[keyi]);
     if (o == NULL) {
         c->argerr = OOM_ERR;
         return NULL;

@@ -38,6 +38,31 @@
  * figures after a REMOVE, DEL or FLUSHALL, as before; what that costs is the
  * zeroing still queued (a few ms of memset at most, shared with the worker).
  *
+ * Reuse (issue 27). Zeroing is the price of letting a writer leave bytes
+ * unwritten; a writer that writes every byte owes nothing to it. A SET of a
+ * large value is such a writer -- the server itself reads all of it from
+ * the socket into the extent before the object exists -- and a workload of
+ * SETs replacing large values paid a full memset per SET for nothing (a
+ * quarter of the server's CPU in 1 MiB SETs, perf; Redis frees and reuses
+ * without zeroing). So the last ZF_STASH large extents freed from SET
+ * values (zerofreeExtentForReuse: where the next SET of the same size is
+ * likeliest to come) are not queued at once but kept aside, still
+ * allocated, with their old bytes:
+ * zerofreeTakeDirty hands one of exactly the size asked for to such a
+ * writer (zeroing only its aligned tail past the value), and the rest go
+ * to the queue when the stash is full (oldest first), when space is needed
+ * (zerofreeMakeRoom) and when pool figures are settled (zerofreeReclaim
+ * with wait). Kept extents count as zeroing for INFO and the eviction
+ * watermark (zerofreePendingBytes), have no object (the data plane refuses
+ * them), and never reach the allocator unzeroed, so the invariant above
+ * holds: free space is zero. Every other allocation (PUT.START, APPEND's
+ * new version, which relies on zeros past the old value) still gets zeroed
+ * space. Store objects' extents (PUT.START/PUT.END) are queued as before:
+ * a put loop of one key must keep landing on the same few extents, whose
+ * pages every client has already mapped and faulted in; kept aside, they
+ * would push its puts onto fresh pages (a smoke run of bench-compare.sh
+ * showed 16 MiB mc_put at half speed until this was so).
+ *
  * Late writers. A writer that kept writing after its extent was freed would
  * leave bytes in free space rather than in the next object's extent. The
  * store already guards against both: an abandoned put's extent is freed
@@ -58,6 +83,9 @@
  * it: large enough that the lock is noise, small enough that a main thread
  * that needs space never waits long for a chunk in the worker's hands. */
 #define ZF_CHUNK (4ULL << 20)
+
+/* Large freed extents kept aside for writers of every byte (see Reuse). */
+#define ZF_STASH 8
 
 typedef struct zfJob {
     struct zfJob *next;
@@ -83,6 +111,13 @@ static struct {
     /* Main thread only. */
     uint64_t pending_bytes, pending_extents;
     uint64_t async_bytes, inline_bytes, room_waits, room_wait_us;
+    struct {
+        segment *seg;
+        uint32_t handle;
+        uint64_t len;
+    } stash[ZF_STASH];           /* a ring: stash_first is the oldest */
+    int stash_first, nstash;
+    uint64_t stash_bytes, reused_bytes;
 } zf = {.lock = PTHREAD_MUTEX_INITIALIZER, .work = PTHREAD_COND_INITIALIZER, .progress = PTHREAD_COND_INITIALIZER};
 
 /* Takes the next chunk of the first job (the lock held, a job queued). */
@@ -170,20 +205,16 @@ void zerofreeShutdown(void) {
      * going with the process. */
     zfFreeList(zf.head);
     zfFreeList(zf.done);
+    zf.nstash = zf.stash_first = 0; /* kept extents stay allocated too */
+    zf.stash_bytes = 0;
     zf.head = zf.tail = zf.done = NULL;
     zf.ndone = 0;
     zf.pending_bytes = zf.pending_extents = 0;
 }
 
-void zerofreeExtent(segment *seg, uint32_t handle) {
+/* Queues a large extent for the worker (its user already NULL). */
+static void zfQueue(segment *seg, uint32_t handle) {
     uint64_t off = allocOffset(seg->alloc, handle), len = allocSize(seg->alloc, handle);
-    if (!zf.started || len < (uint64_t)server.zero_free_async_threshold) {
-        memset(segmentPtr(seg, off), 0, (size_t)len);
-        zf.inline_bytes += len;
-        allocFree(seg->alloc, handle);
-        return;
-    }
-    allocSetUser(seg->alloc, handle, NULL); /* its object is gone: the data plane refuses it */
     zfJob *j = zmalloc(sizeof(*j));
     j->next = NULL;
     j->seg = seg;
@@ -201,7 +232,74 @@ void zerofreeExtent(segment *seg, uint32_t handle) {
     pthread_mutex_unlock(&zf.lock);
 }
 
+/* The oldest kept extent goes to the queue. */
+static void zfStashPopOldest(void) {
+    int i = zf.stash_first;
+    zf.stash_first = (zf.stash_first + 1) % ZF_STASH;
+    zf.nstash--;
+    zf.stash_bytes -= zf.stash[i].len;
+    zfQueue(zf.stash[i].seg, zf.stash[i].handle);
+}
+
+static void zfStashFlush(void) {
+    while (zf.nstash) zfStashPopOldest();
+}
+
+/* Small extents are zeroed at once: 1 when this one was. */
+static int zfInline(segment *seg, uint32_t handle) {
+    uint64_t len = allocSize(seg->alloc, handle);
+    if (zf.started && len >= (uint64_t)server.zero_free_async_threshold) return 0;
+    memset(segmentPtr(seg, allocOffset(seg->alloc, handle)), 0, (size_t)len);
+    zf.inline_bytes += len;
+    allocFree(seg->alloc, handle);
+    return 1;
+}
+
+void zerofreeExtent(segment *seg, uint32_t handle) {
+    if (zfInline(seg, handle)) return;
+    allocSetUser(seg->alloc, handle, NULL); /* its object is gone: the data plane refuses it */
+    zfQueue(seg, handle);
+}
+
+void zerofreeExtentForReuse(segment *seg, uint32_t handle) {
+    if (zfInline(seg, handle)) return;
+    allocSetUser(seg->alloc, handle, NULL);
+    uint64_t len = allocSize(seg->alloc, handle);
+    if (zf.nstash == ZF_STASH) zfStashPopOldest();
+    int i = (zf.stash_first + zf.nstash++) % ZF_STASH;
+    zf.stash[i].seg = seg;
+    zf.stash[i].handle = handle;
+    zf.stash[i].len = len;
+    zf.stash_bytes += len;
+}
+
+uint32_t zerofreeTakeDirty(segment *seg, uint64_t size, uint64_t *offset) {
+    uint64_t want = allocRoundSize(seg->alloc, size);
+    if (want == 0) return ALLOC_NONE;
+    /* Newest first: its bytes are the likeliest still in cache. */
+    for (int k = zf.nstash - 1; k >= 0; k--) {
+        int i = (zf.stash_first + k) % ZF_STASH;
+        if (zf.stash[i].seg != seg || zf.stash[i].len != want) continue;
+        uint32_t h = zf.stash[i].handle;
+        /* Close the gap, keeping the ring's order. */
+        for (int m = k; m < zf.nstash - 1; m++) {
+            int a = (zf.stash_first + m) % ZF_STASH, b = (zf.stash_first + m + 1) % ZF_STASH;
+            zf.stash[a] = zf.stash[b];
+        }
+        zf.nstash--;
+        zf.stash_bytes -= want;
+        zf.reused_bytes += want;
+        *offset = allocOffset(seg->alloc, h);
+        /* The value's bytes will be written; its aligned tail must read as
+         * a fresh extent's does. */
+        if (want > size) memset(segmentPtr(seg, *offset) + size, 0, (size_t)(want - size));
+        return h;
+    }
+    return ALLOC_NONE;
+}
+
 uint64_t zerofreeReclaim(int wait) {
+    if (wait) zfStashFlush(); /* settling: kept extents are zeroed too */
     if (zf.pending_extents == 0) return 0;
     if (!wait && __atomic_load_n(&zf.ndone, __ATOMIC_ACQUIRE) == 0) return 0;
     pthread_mutex_lock(&zf.lock);
@@ -233,6 +331,7 @@ uint64_t zerofreeReclaim(int wait) {
 }
 
 int zerofreeMakeRoom(void) {
+    zfStashFlush(); /* space is needed: nothing is kept aside any more */
     if (zf.pending_extents == 0) return 0;
     if (zerofreeReclaim(0)) return 1; /* the finished ones may be enough */
     long long start = ustime();
@@ -242,8 +341,8 @@ int zerofreeMakeRoom(void) {
     return bytes > 0;
 }
 
-uint64_t zerofreePendingBytes(void) { return zf.pending_bytes; }
-uint64_t zerofreePendingExtents(void) { return zf.pending_extents; }
+uint64_t zerofreePendingBytes(void) { return zf.pending_bytes + zf.stash_bytes; }
+uint64_t zerofreePendingExtents(void) { return zf.pending_extents + (uint64_t)zf.nstash; }
 
 void zerofreePause(int paused) {
     pthread_mutex_lock(&zf.lock);
@@ -256,8 +355,10 @@ sds zerofreeInfo(sds s, uint64_t pending_bytes, uint64_t pending_extents) {
     return sdscatprintf(s,
                         "store_pool_zeroing_bytes:%llu\r\nstore_pool_zeroing_extents:%llu\r\n"
                         "store_pool_zeroed_async_bytes:%llu\r\nstore_pool_zeroed_inline_bytes:%llu\r\n"
-                        "store_pool_zero_waits:%llu\r\nstore_pool_zero_wait_usec:%llu\r\n",
+                        "store_pool_zero_waits:%llu\r\nstore_pool_zero_wait_usec:%llu\r\n"
+                        "store_pool_reused_unzeroed_bytes:%llu\r\n",
                         (unsigned long long)pending_bytes, (unsigned long long)pending_extents,
                         (unsigned long long)zf.async_bytes, (unsigned long long)zf.inline_bytes,
-                        (unsigned long long)zf.room_waits, (unsigned long long)zf.room_wait_us);
+                        (unsigned long long)zf.room_waits, (unsigned long long)zf.room_wait_us,
+                        (unsigned long long)zf.reused_bytes);
 }

@@ -21,6 +21,15 @@ void zerofreeShutdown(void);
  * small, else queued for the worker and freed when it is done. Until then
  * it stays allocated, with no user (the data plane refuses it). */
 void zerofreeExtent(segment *seg, uint32_t handle);
+/* The same for a SET value's extent: a large one may be kept aside for the
+ * next SET of its size (zerofreeTakeDirty) rather than queued. */
+void zerofreeExtentForReuse(segment *seg, uint32_t handle);
+
+/* A freed extent of exactly allocRoundSize(size) bytes for a writer that
+ * writes every byte of [0, size) before anyone can read it (a SET value
+ * read from the socket), its old bytes left in place; ALLOC_NONE if none
+ * is kept. *offset gets its offset. See "Reuse" in zerofree.c. */
+uint32_t zerofreeTakeDirty(segment *seg, uint64_t size, uint64_t *offset);
 
 /* Returns zeroed extents to their allocators. wait: first finish every
  * queued one on this thread (sharing the work with the worker). The bytes

@@ -112,10 +112,14 @@ start_server {tags {benchmark} overrides {segment-size 64mb segment-prefault no}
 tags {benchmark} {
     test {The shell tools parse (bash -n, sh -n) and answer --help} {
         set utils [file join $::harness(root) utils]
-        foreach f {bench-vs-redis.sh bench-cluster.sh} {
+        foreach f {bench-vs-redis.sh bench-cluster.sh bench-compare.sh} {
             exec bash -n [file join $utils bench $f]
             assert_match "*--runs K*" [exec [file join $utils bench $f] --help]
         }
+        # The regression guard refuses what it cannot run, before building anything.
+        assert_error {*one REV only*} {exec [file join $utils bench bench-compare.sh] HEAD HEAD~1}
+        assert_error {*not a revision*} {exec [file join $utils bench bench-compare.sh] no-such-rev-xyz}
+        assert_error {*positive number*} {exec [file join $utils bench bench-compare.sh] --runs 0 HEAD}
         exec sh -n [file join $utils create-cluster]
         exec sh -n [file join $utils tick.sh]
         assert_match "*start*create*stop*" [exec [file join $utils create-cluster] help]

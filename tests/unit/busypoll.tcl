@@ -14,8 +14,15 @@ proc expired_keys {} {
     return $n
 }
 
+proc bp_field {f} { get_info_field r stats busy_poll_$f }
+
 # No pre-faulting thread: its CPU time would blur the idle measurement.
 start_server {tags {busypoll} overrides {segment-size 16mb segment-prefault no}} {
+    # The governor (server.c) decides from the host's load whether spinning
+    # pays; these tests are about the spin itself, so they tell it the host
+    # is idle (1 task runnable on 2 CPUs) whatever this machine's load is.
+    r debug busypoll sample 1 2 0 0
+
     test {busy-poll-us defaults to 50 and takes 0 .. 1000000} {
         assert_equal {busy-poll-us 50} [r config get busy-poll-us]
         assert_equal OK [r config set busy-poll-us 0]
@@ -95,4 +102,118 @@ start_server {tags {busypoll} overrides {segment-size 16mb segment-prefault no}}
         r config set busy-poll-us 50
         set v
     } {1}
+
+    test {The busy-poll decision is in INFO and follows the load} {
+        r config set busy-poll-us 50
+        r debug busypoll sample 1 2 0 0
+        assert_equal 1 [bp_field active]
+        assert_equal idle-cores [bp_field reason]
+        assert_equal 1.00 [bp_field runnable]
+        assert_equal 2 [bp_field cpus]
+        # A node and its client on two cores: still pays.
+        r debug busypoll sample 2.5 2 0 0
+        assert_equal 1 [bp_field active]
+        # Three spinning nodes and a client on two cores: every spun
+        # microsecond is another process's.
+        r debug busypoll sample 4 2 0 0
+        assert_equal 0 [bp_field active]
+        assert_equal cores-busy [bp_field reason]
+        assert_equal 4.00 [bp_field runnable]
+        # One core, a node and its client: no.
+        r debug busypoll sample 2 1 0 0
+        assert_equal cores-busy [bp_field reason]
+        # The host quietens: spinning again at the next step.
+        r debug busypoll sample 0.5 2 0 0
+        list [bp_field active] [bp_field reason]
+    } {1 idle-cores}
+
+    test {While the governor says no, no polling window opens} {
+        r config set busy-poll-us 1000000
+        r debug busypoll sample 4 2 0 0
+        set w0 [bp_field wasted_usec]
+        set c0 [bp_field caught]
+        set rd [redis_deferring_client]
+        for {set i 0} {$i < 50} {incr i} {
+            $rd ping
+            $rd flush
+            $rd read
+        }
+        $rd close
+        r ping
+        # With windows of a second each, any window opened would show.
+        set w [expr {[bp_field wasted_usec] - $w0}]
+        set c [expr {[bp_field caught] - $c0}]
+        r debug busypoll sample 1 2 0 0
+        r config set busy-poll-us 50
+        list $w $c
+    } {0 0}
+
+    test {Spins that mostly waste turn spinning off, for longer each time} {
+        r config set busy-poll-us 50
+        r debug busypoll sample 1 2 0 0
+        # A tenth of a core wasted, and over 200 us per event caught.
+        r debug busypoll sample 1 2 300000 10
+        assert_equal wasteful [bp_field reason]
+        assert_equal 0 [bp_field active]
+        # Off for one second (this step), then probing again.
+        r debug busypoll sample 1 2 0 0
+        assert_equal 1 [bp_field active]
+        # Wasteful again straight after: off for two seconds now.
+        r debug busypoll sample 1 2 300000 10
+        r debug busypoll sample 1 2 0 0
+        assert_equal wasteful [bp_field reason]
+        r debug busypoll sample 1 2 0 0
+        assert_equal 1 [bp_field active]
+        # A second that paid (many catches for the time spent) resets it.
+        r debug busypoll sample 1 2 300000 100000
+        assert_equal idle-cores [bp_field reason]
+        r debug busypoll sample 1 2 300000 10
+        r debug busypoll sample 1 2 0 0
+        list [bp_field active] [bp_field reason]
+    } {1 idle-cores}
+
+    test {busy-poll-us 0 is "disabled" whatever the load; a value turns it back on} {
+        r debug busypoll sample 1 2 0 0
+        r config set busy-poll-us 0
+        assert_equal {0 disabled} [list [bp_field active] [bp_field reason]]
+        r debug busypoll sample 1 2 0 0
+        assert_equal {0 disabled} [list [bp_field active] [bp_field reason]]
+        r config set busy-poll-us 50
+        list [bp_field active] [bp_field reason]
+    } {1 idle-cores}
+
+    test {busy-poll-auto no: spinning whatever the load} {
+        assert_equal {busy-poll-auto yes} [r config get busy-poll-auto]
+        r config set busy-poll-auto no
+        r debug busypoll sample 9 2 300000 0
+        assert_equal {1 always} [list [bp_field active] [bp_field reason]]
+        r config set busy-poll-auto yes
+        r debug busypoll sample 9 2 0 0
+        list [bp_field active] [bp_field reason]
+    } {0 cores-busy}
+
+    test {DEBUG BUSYPOLL refuses bad inputs and changes nothing} {
+        r debug busypoll sample 4 2 0 0
+        assert_error {ERR value is out of range*} {r debug busypoll sample -1 2 0 0}
+        assert_error {ERR value is out of range*} {r debug busypoll sample 1 0 0 0}
+        assert_error {ERR value is out of range*} {r debug busypoll sample x 2 0 0}
+        assert_error {ERR value is out of range*} {r debug busypoll sample 1 2 -5 0}
+        assert_error {ERR*} {r debug busypoll sample 1 2 0}
+        list [bp_field active] [bp_field reason]
+    } {0 cores-busy}
+
+    test {DEBUG BUSYPOLL AUTO: the cron reads the host's load again} {
+        r debug busypoll sample 9 1 0 0
+        r debug busypoll auto
+        # Within a couple of seconds a step from real readings replaces the
+        # made-up one: the CPU count is this machine's, not 1 or 2 faked.
+        set want [exec nproc]
+        wait_for_condition 50 100 {
+            [bp_field cpus] == $want
+        } else {
+            fail "busy_poll_cpus stayed [bp_field cpus], nproc says $want"
+        }
+        assert_morethan [bp_field runnable] 0
+        assert {[bp_field reason] in {idle-cores cores-busy wasteful}}
+    }
 }

@@ -256,6 +256,66 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
     } {OK}
 }
 
+# Reuse (issue 27): a SET's value is written whole from the socket, so a
+# freed large extent of its size goes to it unzeroed; nothing else gets one.
+start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy noeviction}} {
+    test {A SET replacing a large value takes the freed extent without zeroing it} {
+        set r0 [zf_field store_pool_reused_unzeroed_bytes]
+        set a0 [zf_field store_pool_zeroed_async_bytes]
+        # A new version is placed before the old one goes: the second SET
+        # gets fresh space, the third the first's extent, and k2 the second's.
+        r set k [pattern_bytes $MiB 3]
+        r set k [pattern_bytes $MiB 4]
+        # A shorter value of the same aligned size: its tail is zeroed, the
+        # rest written by the SET.
+        set v [pattern_bytes [expr {$MiB - 5}] 5]
+        r set k $v
+        r set k2 [pattern_bytes $MiB 6]
+        assert_equal $v [r get k]
+        assert_equal [pattern_bytes $MiB 6] [r get k2]
+        assert_equal [expr {$r0 + 2 * $MiB}] [zf_field store_pool_reused_unzeroed_bytes]
+        # Nothing was zeroed for them (what INFO settles is the last versions').
+        r del k k2
+        set a1 [zf_field store_pool_zeroed_async_bytes]
+        assert_equal [expr {$a0 + 2 * $MiB}] $a1
+        r debug alloc-check
+    } {OK}
+
+    test {A store object's extent is queued, not kept: a put loop stays on its pages} {
+        set r0 [zf_field store_pool_reused_unzeroed_bytes]
+        r put.start p $MiB
+        r put.end p
+        r del p
+        r set after [pattern_bytes $MiB 8]
+        r del after
+        expr {[zf_field store_pool_reused_unzeroed_bytes] - $r0}
+    } {0}
+
+    test {Only a writer of every byte reuses: SETRANGE's grown version reads zeros} {
+        r set big [pattern_bytes $MiB 7]
+        r del big
+        r set s abc
+        r setrange s [expr {$MiB - 10}] x
+        set v [r get s]
+        assert_equal abc [string range $v 0 2]
+        if {[string range $v 3 end-1] ne [zeros [expr {$MiB - 13}]]} {
+            fail "SETRANGE's new version shows a freed value's bytes"
+        }
+        r del s
+    } {1}
+
+    test {Kept extents never reach free space unzeroed (a put needs them back)} {
+        r debug zerofree pause
+        set keys [zf_fill_pattern keep {1048576 2097152 524288}]
+        r del {*}$keys
+        # Eight of them are kept aside for SETs; unwritten puts over the whole
+        # pool must still read zeros, no INFO in between.
+        r del {*}[zf_cover_unwritten keepput $MiB]
+        r debug zerofree resume
+        assert_equal 0 [zf_field store_pool_used]
+    }
+}
+
 start_server {tags {mooncake zerofree} overrides {segment-size 16mb}} {
     test {SHUTDOWN with extents still queued: the thread is joined, the process exits cleanly} {
         r debug zerofree pause

@@ -4,11 +4,13 @@ interleaved, with the server's own CPU per request.
 
     utils/bench/bench-interleaved.py ROUNDS TESTS SERVER...
 
-TESTS is a comma-separated list of TEST:PIPELINE, TEST being a
+TESTS is a comma-separated list of TEST:PIPELINE[:SIZE], TEST being a
 redis-benchmark -t name or `setex` (SETEX key:__rand_int__ 100 xxx), e.g.
-incr:16,get:16,incr:1; or a mooncake-benchmark test (mooncake-server only):
+incr:16,get:16,incr:1, SIZE its -d value size in bytes (default 3; from
+64 KiB on a run is 4 clients, 4000 requests over 64 keys, as
+bench-vs-redis.sh's large rows, e.g. set:1:1048576); or a mooncake-benchmark test (mooncake-server only):
 a store test (getrep, putpair, batchget, batchput: 64-byte reservations,
-100k requests) or a library row (mcput, mcget, mcbput, mcbget) written
+100k requests; batchget/128 sends 128 keys per batch instead of 16) or a library row (mcput, mcget, mcbput, mcbget) written
 TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 8 unmeasured).
 Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis` starts redis-server (no
 persistence), anything else is a mooncake-server started with
@@ -26,7 +28,9 @@ pipelined, 200k without. Server CPU per request is user+system time from
 /proc/PID/stat over the run, which a shared machine disturbs less than the
 throughput; client CPU per request is the benchmark process's (its
 rusage), so a library row's cost on the client side shows too. Prints each run, then medians and, if a server is named redis,
-each one's ratio to Redis's throughput within the same round.
+each one's ratio to Redis's throughput and server CPU per request within
+the same round (median and range over the rounds); without a redis server
+the ratios are to the first server named.
 """
 import csv
 import io
@@ -81,6 +85,8 @@ def run_mc(proc, port, bench, test, pipeline):
     if name in MC_STORE_TESTS:
         n = 100000
         cmd = [bench, '-p', str(port), '-c', '50', '-r', '100000', '-P', str(pipeline), '-n', str(n), '-t', name]
+        if rest:
+            cmd += ['--batch', rest[0]]
     else:
         size = rest[0] if rest else '1m'
         transport = rest[1] if len(rest) > 1 else 'auto'
@@ -98,12 +104,17 @@ def run_mc(proc, port, bench, test, pipeline):
     return ops, (c1 - c0) / done * 1e6, (k1 - k0) / done * 1e6
 
 
-def run(proc, port, test, pipeline, bench=None):
+def run(proc, port, test, pipeline, bench=None, size=None):
     if test.split('/')[0] in MC_STORE_TESTS + MC_LIB_TESTS:
         return run_mc(proc, port, bench, test, pipeline)
     n = 1000000 if pipeline > 1 else 200000
+    clients, keys = 50, 100000
+    if size is not None and size >= 65536:
+        n, clients, keys = 4000, 4, 64
     what = ['setex', 'key:__rand_int__', '100', 'xxx'] if test == 'setex' else ['-t', test]
-    cmd = ['redis-benchmark', '-p', str(port), '-c', '50', '-r', '100000', '-P', str(pipeline),
+    if size is not None:
+        what += ['-d', str(size)]
+    cmd = ['redis-benchmark', '-p', str(port), '-c', str(clients), '-r', str(keys), '-P', str(pipeline),
            '-n', str(n), '-q'] + what
     c0, k0 = cpu_seconds(proc.pid), children_cpu()
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
@@ -112,11 +123,18 @@ def run(proc, port, test, pipeline, bench=None):
     return rps, (c1 - c0) / n * 1e6, (k1 - k0) / n * 1e6
 
 
+def label(test, size):
+    return test if size is None else f'{test}/{size}'
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
     rounds = int(sys.argv[1])
-    tests = [(t.split(':')[0], int(t.split(':')[1])) for t in sys.argv[2].split(',')]
+    tests = []
+    for t in sys.argv[2].split(','):
+        f = t.split(':')
+        tests.append((f[0], int(f[1]), int(f[2]) if len(f) > 2 else None))
     servers = {}
     port = 7700 + os.getpid() % 1000
     try:
@@ -130,26 +148,29 @@ def main():
         names = list(servers)
         res = {}
         for r in range(rounds):
-            for test, pl in tests:
+            for test, pl, size in tests:
                 for name in names[r % len(names):] + names[:r % len(names)]:
                     proc, p, bench = servers[name]
-                    rps, us, cus = run(proc, p, test, pl, bench)
-                    res.setdefault((test, pl, name), []).append((rps, us, cus))
-                    print(f'round {r} {test} -P {pl} {name}: {rps / 1000:.3f}k req/s, {us:.3f} us server CPU/req, '
+                    rps, us, cus = run(proc, p, test, pl, bench, size)
+                    res.setdefault((test, pl, size, name), []).append((rps, us, cus))
+                    print(f'round {r} {label(test, size)} -P {pl} {name}: {rps / 1000:.3f}k req/s, {us:.3f} us server CPU/req, '
                           f'{cus:.3f} us client CPU/req', flush=True)
         print('\nmedians (range):')
-        for test, pl in tests:
+        for test, pl, size in tests:
             for name in names:
-                v = res[(test, pl, name)]
+                v = res[(test, pl, size, name)]
                 rps = [x[0] for x in v]
-                line = (f'{test:6s} -P {pl:<3d} {name:8s} {statistics.median(rps) / 1000:8.3f}k '
+                line = (f'{label(test, size):6s} -P {pl:<3d} {name:8s} {statistics.median(rps) / 1000:8.3f}k '
                         f'({min(rps) / 1000:.3f}-{max(rps) / 1000:.3f}k) '
                         f'{statistics.median(x[1] for x in v):.3f} us server CPU/req '
                         f'{statistics.median(x[2] for x in v):.3f} us client CPU/req')
                 base = 'redis' if 'redis' in servers else names[0]
                 if name != base:
-                    ratio = [a[0] / b[0] for a, b in zip(v, res[(test, pl, base)])]
+                    ratio = [a[0] / b[0] for a, b in zip(v, res[(test, pl, size, base)])]
                     line += f'  x {base} {statistics.median(ratio):.2f} ({min(ratio):.2f}-{max(ratio):.2f})'
+                    cpu = [a[1] / b[1] for a, b in zip(v, res[(test, pl, size, base)]) if b[1] > 0]
+                    if cpu:
+                        line += f', server CPU/req x {statistics.median(cpu):.2f} ({min(cpu):.2f}-{max(cpu):.2f})'
                 print(line)
     finally:
         for proc, port, _ in servers.values():
