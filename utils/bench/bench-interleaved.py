@@ -13,7 +13,7 @@ a store test (getrep, putpair, batchget, batchput: 64-byte reservations,
 100k requests; batchget/128 sends 128 keys per batch instead of 16) or a library row (mcput, mcget, mcbput, mcbget) written
 TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 8 unmeasured).
 Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis` starts redis-server (no
-persistence), anything else is a mooncake-server started with
+persistence unless its ARGs ask, e.g. redis=redis,--appendonly,yes), anything else is a mooncake-server started with
 --segment-size 512mb, a unix socket, and the ARGs, e.g.
 new=src/mooncake-server off=src/mooncake-server,--prefetch-batch,0
 redis=redis. An ARG bench=PATH is not passed to the server: it names the
@@ -32,15 +32,18 @@ each one's ratio to Redis's throughput and server CPU per request within
 the same round (median and range over the rounds); without a redis server
 the ratios are to the first server named.
 """
+import atexit
 import csv
 import io
 import os
 import re
+import shutil
 import resource
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 CLK = os.sysconf('SC_CLK_TCK')
@@ -56,10 +59,18 @@ def sock_path(port):
 
 def start(binary, args, port):
     if binary == 'redis':
-        argv = ['redis-server', '--port', str(port), '--save', '', '--appendonly', 'no']
+        # No persistence unless the ARGs ask for it (the last of a repeated
+        # option wins): redis=redis,--appendonly,yes,--appendfsync,always
+        argv = ['redis-server', '--port', str(port), '--save', '', '--appendonly', 'no'] + args
     else:
-        argv = [binary, '--port', str(port), '--segment-size', '512mb', '--unixsocket', sock_path(port)] + args
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        # Absolute: the server runs in its own directory (below).
+        path = os.path.abspath(binary) if os.sep in binary else binary
+        argv = [path, '--port', str(port), '--segment-size', '512mb', '--unixsocket', sock_path(port)] + args
+    # Each server in a directory of its own, so an append-only log lands
+    # there and goes with it, never in the checkout.
+    cwd = tempfile.mkdtemp(prefix='bench-interleaved-')
+    atexit.register(shutil.rmtree, cwd, True)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
     for _ in range(100):
         try:
             socket.create_connection(('127.0.0.1', port), timeout=0.2).close()
