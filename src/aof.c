@@ -86,7 +86,8 @@ static struct {
     int dirfd;               /* appenddirname, opened once: CONFIG SET dir cannot move it */
     int fd;                  /* the increment being written */
     sds buf;                 /* records not yet written */
-    dict *dirty;             /* keys changed since the last beforeSleep */
+    sds *dirty;              /* keys changed since the last beforeSleep (see aofKeyChanged) */
+    size_t ndirty, dirty_cap;
     aofManifest man;
     long long base_seq, incr_seq;
     long long base_size;     /* bytes at the last rewrite (or load): auto rewrite's yardstick */
@@ -113,26 +114,36 @@ static struct {
 } aof = {.dirfd = -1, .fd = -1, .child = -1, .last_rewrite_ok = 1, .last_write_ok = 1,
          .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fsync_fd = -1};
 
-static uint64_t dirtyHash(const void *k) { return dictGenHashFunction(k, sdslen((sds)k)); }
-static int dirtyCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
+static void dirtyClear(void) {
+    for (size_t i = 0; i < aof.ndirty; i++) sdsfree(aof.dirty[i]);
+    aof.ndirty = 0;
 }
-static void dirtyFree(void *k) { sdsfree(k); }
-static dictType dirtyType = {dirtyHash, dirtyCompare, dirtyFree, NULL};
 
 int aofLoading(void) { return aof.loading; }
 
 /* ---- the hooks ------------------------------------------------------------ */
 
+/* A list, not a set: a set's insert and its emptying every iteration cost
+ * more than the rare duplicate, which is written twice with the same, current
+ * state (correct, since each record is the key's state when written). The
+ * common duplicate, one key changed by a pipeline in a row (INCR counter),
+ * is caught by comparing with the last one. */
 void aofKeyChanged(sds key) {
     if (!aofOn || aof.loading) return;
-    if (dictFind(aof.dirty, key) == NULL) dictAdd(aof.dirty, sdsdup(key), NULL);
+    if (aof.ndirty && sdslen(aof.dirty[aof.ndirty - 1]) == sdslen(key) &&
+        memcmp(aof.dirty[aof.ndirty - 1], key, sdslen(key)) == 0)
+        return;
+    if (aof.ndirty == aof.dirty_cap) {
+        aof.dirty_cap = aof.dirty_cap ? aof.dirty_cap * 2 : 64;
+        aof.dirty = zrealloc(aof.dirty, aof.dirty_cap * sizeof(sds));
+    }
+    aof.dirty[aof.ndirty++] = sdsdup(key);
 }
 
 void aofFlushedAll(void) {
     if (!aofOn || aof.loading) return;
     /* What changed before the flush is gone with it. */
-    dictEmpty(aof.dirty, NULL);
+    dirtyClear();
     aof.buf = aofCatFlushall(aof.buf);
 }
 
@@ -277,18 +288,20 @@ static void requestFsync(void) {
 
 void aofBeforeSleep(void) {
     if (!aofOn) return;
-    if (dictSize(aof.dirty)) {
-        dictIterator *it = dictGetSafeIterator(aof.dirty);
-        dictEntry *de;
-        int seg_only;
-        while ((de = dictNext(it)) != NULL) {
-            seg_only = 0;
-            aof.buf = catKeyState(aof.buf, de->key, &seg_only);
+    if (aof.ndirty) {
+        for (size_t i = 0; i < aof.ndirty; i++) {
+            int seg_only = 0;
+            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only);
             aof.segment_objects_not_logged += (unsigned)seg_only;
             aof.records_written++;
         }
-        dictReleaseIterator(it);
-        dictEmpty(aof.dirty, NULL);
+        dirtyClear();
+        /* A burst (a REMOVE.ALL) does not keep its list for good. */
+        if (aof.dirty_cap > 4096) {
+            zfree(aof.dirty);
+            aof.dirty = NULL;
+            aof.dirty_cap = 0;
+        }
     }
     if (sdslen(aof.buf) == 0) return;
     size_t done = 0;
@@ -596,7 +609,6 @@ static int openDir(void) {
 }
 
 static void initState(void) {
-    if (aof.dirty == NULL) aof.dirty = dictCreate(&dirtyType);
     if (aof.buf == NULL) aof.buf = sdsempty();
 }
 
@@ -723,7 +735,7 @@ int aofApplyConfig(const char **err) {
             rewriteDone(0);
         }
         switchFd(-1);
-        dictEmpty(aof.dirty, NULL);
+        dirtyClear();
     }
     return C_OK;
 }
