@@ -14,11 +14,16 @@
  *                 drop every subscription of the client without scanning
  *                 the server.
  *
- * Publishing is the hot path (a store event per PUT.END), subscribing the
- * rare one: the receivers are an array, walked without allocating, and a
- * client leaving a channel is found by a linear search (Redis 7.0 searches
- * a list the same way). Patterns are also kept as an array, since every
- * PUBLISH tries each. A message is encoded once per PUBLISH, its head
+ * Publishing is the hot path (a store event per PUT.END): the receivers are
+ * an array, walked without allocating. Leaving costs O(1) amortized too, so
+ * a channel with many subscribers that come and go (one per engine rank)
+ * costs no scan: the client's own index keeps its slot in the channel's
+ * array, a leaving client leaves a hole (PUBLISH skips holes), and the
+ * array is compacted, in order, once holes outnumber the subscribers, each
+ * moved client told its new slot. Patterns are an array too, since every
+ * PUBLISH tries each; a pattern knows its place in it, and the last one
+ * takes the place of one that goes (the order patterns are tried in is not
+ * Redis's contract: 7.0 keeps them in a dict). A message is encoded once per PUBLISH, its head
  * (the bulks before the payload) only when it differs from the last
  * message's, and a small one copied to each receiver whole (under RESP3
  * only its first byte differs); a store event with one subscriber, the
@@ -74,10 +79,13 @@ typedef struct clientPubsub {
     dict *names[PS_KINDS];
 } clientPubsub;
 
-/* The clients subscribed to one name, in the order they subscribed. */
+/* The clients subscribed to one name, in the order they subscribed, with
+ * holes (NULL) where some left: n slots used, live of them subscribed. A
+ * client's index (clientPubsub) holds its slot as the value of the name. */
 typedef struct subscriberList {
     client **clients;
-    int n, cap;
+    int n, cap, live;
+    int pattern_at; /* PS_PATTERN: its entry in `patterns` */
 } subscriberList;
 
 /* Every pattern someone subscribes to, for PUBLISH to try in turn; the
@@ -188,41 +196,66 @@ static subscriberList *indexAdd(int kind, sds name) {
         }
         patterns[npatterns].pattern = key;
         patterns[npatterns].prefix_len = literalPrefixLen(key);
-        patterns[npatterns++].subs = l;
+        patterns[npatterns].subs = l;
+        l->pattern_at = npatterns++;
     }
     return l;
 }
 
-static void listAppend(subscriberList *l, client *c) {
+/* The slot c now holds in l. */
+static int listAppend(subscriberList *l, client *c) {
     if (l->n == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 4;
         l->clients = zrealloc(l->clients, sizeof(client *) * (size_t)l->cap);
     }
-    l->clients[l->n++] = c;
+    l->clients[l->n] = c;
+    l->live++;
+    serverVisit(VISITS_PUBSUB, 1);
+    return l->n++;
 }
 
-/* Order is kept: messages reach a channel's subscribers in the order they
- * subscribed, as in Redis. */
-static void listRemove(subscriberList *l, client *c) {
+static void setSlot(client *c, int kind, sds name, int slot) {
+    dictEntry *de = dictFind(c->pubsub->names[kind], name);
+    serverAssert(de != NULL);
+    de->val = (void *)(intptr_t)slot;
+}
+
+/* c leaves its slot. Order is kept: messages reach a channel's subscribers
+ * in the order they subscribed, as in Redis; the compaction that follows
+ * enough holes moves each subscriber down once, so it is paid for by the
+ * departures that made the holes. */
+static void listRemove(subscriberList *l, int kind, sds name, client *c, int slot) {
+    serverAssert(slot >= 0 && slot < l->n && l->clients[slot] == c);
+    l->clients[slot] = NULL;
+    l->live--;
+    serverVisit(VISITS_PUBSUB, 1);
+    /* Holes at the end are simply dropped (each was paid by its leaving). */
+    while (l->n > 0 && l->clients[l->n - 1] == NULL) l->n--;
+    if (l->live == 0) return;
+    if (l->n - l->live <= l->live) return;
+    int to = 0;
     for (int i = 0; i < l->n; i++) {
-        if (l->clients[i] != c) continue;
-        memmove(l->clients + i, l->clients + i + 1, sizeof(client *) * (size_t)(l->n - i - 1));
-        l->n--;
-        return;
+        client *s = l->clients[i];
+        if (s == NULL) continue;
+        if (i != to) setSlot(s, kind, name, to);
+        l->clients[to++] = s;
     }
-    serverAssert(0 && "a subscriber missing from its channel's list");
+    serverVisit(VISITS_PUBSUB, l->n);
+    l->n = to;
 }
 
-/* The last subscriber left: the name goes (and its pattern entry). */
-static void indexDrop(int kind, sds name) {
+/* The last subscriber left: the name goes (and its pattern entry, whose
+ * place the last pattern takes). */
+static void indexDrop(int kind, sds name, subscriberList *l) {
     if (kind == PS_PATTERN) {
-        for (int i = 0; i < npatterns; i++) {
-            if (sdslen(patterns[i].pattern) != sdslen(name) || memcmp(patterns[i].pattern, name, sdslen(name)))
-                continue;
-            memmove(patterns + i, patterns + i + 1, sizeof(patternEntry) * (size_t)(npatterns - i - 1));
-            npatterns--;
-            break;
+        int at = l->pattern_at;
+        serverAssert(at >= 0 && at < npatterns && patterns[at].subs == l);
+        if (at != npatterns - 1) {
+            patterns[at] = patterns[npatterns - 1];
+            patterns[at].subs->pattern_at = at;
         }
+        npatterns--;
+        serverVisit(VISITS_PUBSUB, 1);
     }
     dictDelete(subscribers[kind], name);
 }
@@ -233,7 +266,7 @@ static void subscribe(client *c, int kind, sds name) {
     if (*mine == NULL) *mine = dictCreate(&clientNamesType);
     sds copy = sdsdup(name);
     if (dictAdd(*mine, copy, NULL) == DICT_OK) {
-        listAppend(indexAdd(kind, name), c);
+        setSlot(c, kind, name, listAppend(indexAdd(kind, name), c));
     } else {
         sdsfree(copy); /* already subscribed: confirmed again, as Redis does */
     }
@@ -245,13 +278,14 @@ static void subscribe(client *c, int kind, sds name) {
  * that set): it is used before it is deleted, never after. */
 static void unsubscribe(client *c, int kind, sds name, int notify) {
     dict *mine = c->pubsub ? c->pubsub->names[kind] : NULL;
-    int was = mine && dictFind(mine, name) != NULL;
+    dictEntry *me = mine ? dictFind(mine, name) : NULL;
+    int was = me != NULL;
     if (was) {
         dictEntry *de = dictFind(subscribers[kind], name);
         serverAssert(de != NULL);
         subscriberList *l = de->val;
-        listRemove(l, c);
-        if (l->n == 0) indexDrop(kind, name);
+        listRemove(l, kind, name, c, (int)(intptr_t)me->val);
+        if (l->live == 0) indexDrop(kind, name, l);
     }
     if (notify) addReplySubscription(c, unsubscribeName[kind], name, confirmCount(c, kind) - was);
     if (was) dictDelete(mine, name);
@@ -401,6 +435,7 @@ static long long deliver(subscriberList *l, const char *msg, size_t len, sds key
     long long n = 0;
     for (int i = 0; i < l->n; i++) {
         client *c = l->clients[i];
+        if (c == NULL) continue; /* a hole a leaving subscriber left */
         int restricted = aclUserRestricted(c->user);
         if ((to == TO_SERVER_USERS && restricted) || (to == TO_TENANTS && !restricted)) continue;
         /* An event about a key goes only to those who may see the key. */
@@ -489,11 +524,17 @@ void pubsubShardSlotsLost(const unsigned char *lost) {
         /* The last one out deletes the entry (and name): work on a copy. */
         sds copy = sdsdup(name);
         subscriberList *l = de->val;
-        for (int left = l->n; left > 0; left--) {
-            client *c = l->clients[left - 1];
-            unsubscribe(c, PS_SHARD, copy, 1);
-            releaseIfUnsubscribed(c);
+        /* Leaving moves the others (and the last one frees l): who leaves
+         * is taken first. */
+        int nleave = 0;
+        client **leave = zmalloc(sizeof(client *) * (size_t)l->live);
+        for (int i = l->n; i > 0; i--)
+            if (l->clients[i - 1]) leave[nleave++] = l->clients[i - 1];
+        for (int i = 0; i < nleave; i++) {
+            unsubscribe(leave[i], PS_SHARD, copy, 1);
+            releaseIfUnsubscribed(leave[i]);
         }
+        zfree(leave);
         sdsfree(copy);
     }
     dictReleaseIterator(it);
@@ -533,7 +574,7 @@ static void addReplyNumsub(client *c, int kind) {
                             ? dictFind(subscribers[kind], c->argv[j])
                             : NULL;
         addReplyBulk(c, c->argv[j], sdslen(c->argv[j]));
-        addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->n : 0);
+        addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->live : 0);
     }
 }
 

@@ -263,6 +263,7 @@ enum {
     VISITS_DEFERRED, /* removed versions waiting for their lease, found when one ends (store.c) */
     VISITS_DEFERRED_SWEEP, /* ... looked at by the cron's sweep of them (store.c) */
     VISITS_WATCHED,  /* a connection's WATCHes, looked at by WATCH (multi.c) */
+    VISITS_PUBSUB,   /* subscriber slots and patterns looked at to (un)subscribe (pubsub.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

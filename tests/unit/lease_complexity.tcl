@@ -174,3 +174,68 @@ start_server {tags {mooncake multi}} {
         assert_equal PONG [r exec]
     }
 }
+
+start_server {tags {mooncake pubsub}} {
+    test {Leaving a channel many subscribe to costs O(1) amortized, order and counts kept} {
+        set n 256
+        set subs {}
+        for {set i 0} {$i < $n} {incr i} {
+            set s [redis_deferring_client]
+            $s subscribe many
+            $s read
+            lappend subs $s
+        }
+        assert_equal [list many $n] [r pubsub numsub many]
+        set v0 [dict get [r debug visits] pubsub]
+        set start $v0
+        # Oldest first: the old array search found each at once but moved
+        # every later subscriber down; newest first it searched them all.
+        for {set i 0} {$i < $n} {incr i 2} {
+            [lindex $subs $i] unsubscribe many
+            [lindex $subs $i] read
+        }
+        set per [expr {double([dict get [r debug visits] pubsub] - $v0) / ($n / 2)}]
+        assert_lessthan_equal $per 4
+        # The half that stayed all get a message, and are counted once.
+        assert_equal [list many [expr {$n / 2}]] [r pubsub numsub many]
+        assert_equal [expr {$n / 2}] [r publish many hello]
+        for {set i 1} {$i < $n} {incr i 2} {
+            assert_equal {message many hello} [[lindex $subs $i] read]
+        }
+        set v0 [dict get [r debug visits] pubsub]
+        for {set i [expr {$n - 1}]} {$i > 0} {incr i -2} {
+            [lindex $subs $i] unsubscribe many
+            [lindex $subs $i] read
+        }
+        # The compactions the holes of the first half paid for happen here:
+        # counted over every departure, each cost O(1).
+        set per [expr {double([dict get [r debug visits] pubsub] - $start) / $n}]
+        assert_lessthan_equal $per 4
+        assert_equal {many 0} [r pubsub numsub many]
+        assert_equal 0 [r publish many hello]
+        foreach s $subs { $s close }
+    }
+
+    test {Dropping one of many patterns costs O(1), and the others still match} {
+        set s [redis_deferring_client]
+        set n 2000
+        for {set i 0} {$i < $n} {incr i} {
+            $s psubscribe p$i:*
+            $s read
+        }
+        assert_equal $n [r pubsub numpat]
+        set v0 [dict get [r debug visits] pubsub]
+        # The first ones: the old code searched and moved the array each time.
+        for {set i 0} {$i < $n - 1} {incr i} {
+            $s punsubscribe p$i:*
+            $s read
+        }
+        set per [expr {double([dict get [r debug visits] pubsub] - $v0) / ($n - 1)}]
+        assert_lessthan_equal $per 4
+        assert_equal 1 [r pubsub numpat]
+        assert_equal 1 [r publish p[expr {$n - 1}]:x hi]
+        assert_equal [list pmessage p[expr {$n - 1}]:* p[expr {$n - 1}]:x hi] [$s read]
+        assert_equal 0 [r publish p0:x hi]
+        $s close
+    }
+}
