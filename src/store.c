@@ -79,11 +79,71 @@ static struct {
     uint64_t lease_expiries;  /* leases that ended while holding back space */
     uint64_t exts;            /* objects with an extension */
     uint64_t extkeybytes;     /* heap held by their recorded keys (store.h) */
-    storeObj **deferred;    /* unlinked, unreferenced, but leased */
-    size_t ndeferred, deferred_cap;
+    size_t ndeferred;       /* unlinked, unreferenced, but leased: on the wheel below */
     uint64_t pending_bytes;   /* sum of the pending puts' sizes */
     uint64_t pending_reclaimed;
 } st;
+
+/* Removed versions waiting for their lease wait on a timing wheel: a
+ * bucket per DEFER_TICK_MS of deadline, DEFER_WHEEL of them (a revolution of
+ * about 65 s), so the cron looks only at the buckets whose time has come,
+ * and a version is looked at about once (a lease longer than a revolution:
+ * once per revolution) -- never the whole list every tick. A release that
+ * ends a lease early frees its version at once: the version knows its
+ * bucket and place (deferred_at: bucket << 22 | index). */
+#define DEFER_WHEEL 1024
+#define DEFER_TICK_MS 64
+#define DEFER_INDEX_BITS 22
+typedef struct deferBucket {
+    storeObj **v;
+    uint32_t n, cap;
+} deferBucket;
+static deferBucket deferWheel[DEFER_WHEEL];
+static long long deferTick = -1; /* the last tick the cron has done */
+static size_t deferSlots;        /* the buckets' capacity, for the heap count */
+
+/* The tick at whose start the lease is over (rounded up: a version looked
+ * at in its bucket's tick is never still leased, unless its lease moved). */
+static long long deferTickOf(const storeObj *o) { return (o->ext->lease_until_ms + DEFER_TICK_MS - 1) / DEFER_TICK_MS; }
+
+static void deferAdd(storeObj *o) {
+    long long tick = deferTickOf(o);
+    if (deferTick >= 0 && tick <= deferTick) tick = deferTick + 1; /* its bucket was done: the next one */
+    uint32_t b = (uint32_t)(tick % DEFER_WHEEL);
+    deferBucket *bk = &deferWheel[b];
+    if (bk->n == bk->cap) {
+        deferSlots -= bk->cap;
+        bk->cap = bk->cap ? bk->cap * 2 : 16;
+        bk->v = zrealloc(bk->v, sizeof(storeObj *) * bk->cap);
+        deferSlots += bk->cap;
+    }
+    serverAssert(bk->n < (1u << DEFER_INDEX_BITS));
+    o->ext->deferred_at = b << DEFER_INDEX_BITS | bk->n;
+    bk->v[bk->n++] = o;
+    st.ndeferred++;
+}
+
+static void deferRemove(storeObj *o) {
+    uint32_t b = o->ext->deferred_at >> DEFER_INDEX_BITS;
+    uint32_t i = o->ext->deferred_at & ((1u << DEFER_INDEX_BITS) - 1);
+    deferBucket *bk = &deferWheel[b];
+    serverAssert(b < DEFER_WHEEL && i < bk->n && bk->v[i] == o);
+    bk->v[i] = bk->v[--bk->n];
+    if (i < bk->n) bk->v[i]->ext->deferred_at = b << DEFER_INDEX_BITS | i;
+    st.ndeferred--;
+    if (bk->n == 0 && bk->cap > 64) { /* a burst does not keep its array */
+        deferSlots -= bk->cap;
+        zfree(bk->v);
+        bk->v = NULL;
+        bk->cap = 0;
+    }
+}
+
+/* fn on every waiting version (for the rare callers that need them all). */
+static void deferEach(void (*fn)(storeObj *, void *), void *ctx) {
+    for (int b = 0; b < DEFER_WHEEL; b++)
+        for (uint32_t i = 0; i < deferWheel[b].n; i++) fn(deferWheel[b].v[i], ctx);
+}
 
 /* What the dataset may still grow by before maxmemory's next full check
  * (storeMakeRoomForDataset). */
@@ -339,6 +399,8 @@ static struct {
     long long suppressed;
 } nospaceLog;
 
+static void addLen(storeObj *o, void *ctx) { *(uint64_t *)ctx += o->len; }
+
 void storeLogNoSpace(uint64_t size, const char *what) {
     if (nospaceLog.last_ms && server.mstime - nospaceLog.last_ms < STORE_LOG_PERIOD_MS) {
         nospaceLog.suppressed++;
@@ -347,7 +409,7 @@ void storeLogNoSpace(uint64_t size, const char *what) {
     allocStats ps;
     allocGetStats(server.self->alloc, &ps);
     uint64_t deferred_bytes = 0;
-    for (size_t i = 0; i < st.ndeferred; i++) deferred_bytes += st.deferred[i]->len;
+    deferEach(addLen, &deferred_bytes);
     char hsize[32], hused[32], hlimit[32], hdef[32];
     bytesToHuman(hsize, sizeof(hsize), size);
     bytesToHuman(hused, sizeof(hused), ps.used);
@@ -432,11 +494,8 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
         /* Unlinked and waiting for exactly this lease: free it now, not at
          * the next cron. It knows its place on the list (a reader that
          * never released makes the list as long as lease-ttl of removals). */
-        size_t i = o->ext->deferred_at;
         serverVisit(VISITS_DEFERRED, 1);
-        serverAssert(i < st.ndeferred && st.deferred[i] == o);
-        st.deferred[i] = st.deferred[--st.ndeferred];
-        st.deferred[i]->ext->deferred_at = (uint32_t)i;
+        deferRemove(o);
         st.lease_expiries++;
         account(o, ACCT_DEFERRED, -1);
         freeObject(o); /* retired: this record still points here */
@@ -489,18 +548,21 @@ void storeObjDecrRef(storeObj *o) {
     }
     /* Already waiting for its lease: a data-plane read (SEG.READ from the
      * pool) referenced it again after it was unlinked. Adding it twice
-     * would free it twice; the cron frees it. */
-    if (o->flags & OBJ_FLAG_DEFERRED) return;
+     * would free it twice: still leased, the wheel frees it; its lease
+     * over, it goes now (its bucket may have been done while the read held
+     * it). */
+    if (o->flags & OBJ_FLAG_DEFERRED) {
+        if (storeObjLeased(o)) return;
+        deferRemove(o);
+        st.lease_expiries++;
+        account(o, ACCT_DEFERRED, -1);
+        freeObject(o);
+        return;
+    }
     if (storeObjLeased(o)) {
         /* A remote reader may still be reading these extents. */
         o->flags |= OBJ_FLAG_DEFERRED;
-        if (st.ndeferred == st.deferred_cap) {
-            st.deferred_cap = st.deferred_cap ? st.deferred_cap * 2 : 64;
-            st.deferred = zrealloc(st.deferred, sizeof(storeObj *) * st.deferred_cap);
-        }
-        serverAssert(st.ndeferred < UINT32_MAX);
-        o->ext->deferred_at = (uint32_t)st.ndeferred;
-        st.deferred[st.ndeferred++] = o;
+        deferAdd(o);
         account(o, ACCT_DEFERRED, 1);
         return;
     }
@@ -511,20 +573,32 @@ void storeObjDecrRef(storeObj *o) {
  * still being written from (a SEG.READ of a leased, unlinked version holds
  * a reference until its bytes are out). */
 void storeDeferredFreeCron(void) {
-    size_t kept = 0;
-    serverVisit(VISITS_DEFERRED_SWEEP, (long long)st.ndeferred);
-    for (size_t i = 0; i < st.ndeferred; i++) {
-        storeObj *o = st.deferred[i];
-        if (storeObjLeased(o) || o->refcount > 0) {
-            o->ext->deferred_at = (uint32_t)kept;
-            st.deferred[kept++] = o;
-        } else {
+    long long now = server.mstime / DEFER_TICK_MS;
+    if (deferTick < 0) deferTick = now - DEFER_WHEEL; /* the first time: every bucket once */
+    long long from = deferTick + 1;
+    if (now - from >= DEFER_WHEEL) from = now - DEFER_WHEEL + 1; /* a long stall: every bucket once */
+    for (long long t = from; t <= now; t++) {
+        deferBucket *bk = &deferWheel[t % DEFER_WHEEL];
+        serverVisit(VISITS_DEFERRED_SWEEP, bk->n);
+        /* From the end: a removal moves the last entry into the hole. */
+        for (uint32_t i = bk->n; i > 0; i--) {
+            storeObj *o = bk->v[i - 1];
+            if (o->refcount > 0) continue; /* a reply still reads it: storeObjDecrRef frees it */
+            if (storeObjLeased(o)) {
+                /* A later revolution's, or a deadline that moved: its own bucket. */
+                if (deferTickOf(o) % DEFER_WHEEL != t % DEFER_WHEEL) {
+                    deferRemove(o);
+                    deferAdd(o);
+                }
+                continue;
+            }
+            deferRemove(o);
             st.lease_expiries++;
             account(o, ACCT_DEFERRED, -1);
             freeObject(o);
         }
     }
-    st.ndeferred = kept;
+    deferTick = now;
 }
 
 /* ---- keys ---------------------------------------------------------------- */
@@ -958,12 +1032,17 @@ static struct {
     size_t ndead, deadcap;
 } reaper;
 
+static void liveReplicas(storeObj *o, void *ctx) {
+    (void)ctx;
+    storeObjLiveReplicas(o);
+}
+
 void storeReapStaleReplicas(void) {
     if (reaper.active) reaper.restart = 1; /* another segment went: a full pass again */
     reaper.active = 1;
     /* The deferred list is not scanned by the reaper: drop its stale
      * replicas now (it holds only leased, unlinked versions: few). */
-    for (size_t i = 0; i < st.ndeferred; i++) storeObjLiveReplicas(st.deferred[i]);
+    deferEach(liveReplicas, NULL);
 }
 
 static void reapCallback(void *privdata, const dictEntry *de) {
@@ -1187,7 +1266,7 @@ uint64_t storeDatasetHeap(void) {
     const dict *k = server.keys, *p = server.pending;
     uint64_t h = dictHeap(k) + dictHeap(server.expires) + dictHeap(p);
     h += st.keybytes + (k->used[0] + k->used[1] + p->used[0] + p->used[1]) * sizeof(storeObj);
-    h += st.exts * sizeof(storeObjExt) + st.extkeybytes + st.deferred_cap * sizeof(storeObj *);
+    h += st.exts * sizeof(storeObjExt) + st.extkeybytes + deferSlots * sizeof(storeObj *);
     if (tenantKeysActive) h += tenantKeysHeap(); /* the tenants' own-key index */
     return h;
 }

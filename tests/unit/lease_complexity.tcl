@@ -239,3 +239,45 @@ start_server {tags {mooncake pubsub}} {
         $s close
     }
 }
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000 hz 10}} {
+    test {The cron does not look at every waiting version every tick, only those whose time has come} {
+        set n 2000
+        for {set i 0} {$i < $n} {incr i} { r set sw:$i x }
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c get.replicas sw:$i }
+        $c flush
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        for {set i 0} {$i < $n} {incr i} { r set sw:$i y }
+        assert_equal $n [get_info_field r store store_deferred_frees]
+        set v0 [dict get [r debug visits] deferred-sweep]
+        set t0 [clock milliseconds]
+        # At least five cron ticks go by (hz 10); the old sweep looked at all
+        # 2000 on each. Their leases run ten minutes: none is due.
+        after 600
+        set ticks [expr {([clock milliseconds] - $t0) / 100}]
+        assert_morethan_equal $ticks 5
+        set seen [expr {[dict get [r debug visits] deferred-sweep] - $v0}]
+        assert_lessthan $seen $n
+        assert_equal $n [get_info_field r store store_deferred_frees]
+        $c close
+    }
+}
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 300}} {
+    test {Waiting versions leave when their lease runs out, each looked at about once} {
+        set n 500
+        for {set i 0} {$i < $n} {incr i} { r set se:$i x }
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c get.replicas se:$i }
+        $c flush
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        set v0 [dict get [r debug visits] deferred-sweep]
+        for {set i 0} {$i < $n} {incr i} { r set se:$i y }
+        wait_for_condition 100 20 {[get_info_field r store store_deferred_frees] == 0} else {
+            fail "waiting versions not freed: [get_info_field r store store_deferred_frees]"
+        }
+        assert_lessthan_equal [expr {[dict get [r debug visits] deferred-sweep] - $v0}] [expr {2 * $n}]
+        $c close
+    }
+}
