@@ -149,9 +149,23 @@ void aofFlushedAll(void) {
 
 /* ---- records from the keyspace --------------------------------------------- */
 
+/* Values at least this long are written to the log from where they lie
+ * (the pool), not copied into the buffer first. */
+#define AOF_DIRECT_VALUE (256 * 1024)
+
+/* What follows a record's head when its value is written from where it
+ * lies: the value, then DUMP's trailer, then aofCatRestoreTail. */
+typedef struct valueRef {
+    const char *value; /* NULL: the whole record is in the buffer */
+    size_t vlen;
+    unsigned char trailer[DUMP_TRAILER_LEN];
+} valueRef;
+
 /* Appends key's state. Shared by beforeSleep (into aof.buf) and the
- * rewrite child (into its own buffer). */
-static sds catKeyState(sds s, sds key, int *segment_only) {
+ * rewrite child (into its own buffer). With direct, a value of at least
+ * AOF_DIRECT_VALUE bytes is left out: s ends just before it and direct
+ * says what comes after (catValueRef appends it). */
+static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct) {
     long long expire;
     storeObj *o = storePeek(key, &expire);
     const char *value = o ? storeObjLocalPtr(o) : NULL;
@@ -162,12 +176,28 @@ static sds catKeyState(sds s, sds key, int *segment_only) {
     size_t plen = dumpPrefixLen(&d);
     size_t vlen = (size_t)o->len;
     s = aofCatRestoreHead(s, key, sdslen(key), expire, plen + vlen + DUMP_TRAILER_LEN);
-    s = sdsMakeRoomFor(s, plen + vlen + DUMP_TRAILER_LEN);
+    s = sdsMakeRoomFor(s, plen);
     unsigned char *p = (unsigned char *)s + sdslen(s);
     dumpWritePrefix(&d, p);
-    if (vlen) memcpy(p + plen, value, vlen);
-    dumpWriteTrailer(crc64(crc64(0, p, plen), (const unsigned char *)value, vlen), p + plen + vlen);
-    sdsIncrLen(s, (ssize_t)(plen + vlen + DUMP_TRAILER_LEN));
+    uint64_t crc = crc64(crc64(0, p, plen), (const unsigned char *)value, vlen);
+    sdsIncrLen(s, (ssize_t)plen);
+    if (direct && vlen >= AOF_DIRECT_VALUE) {
+        direct->value = value;
+        direct->vlen = vlen;
+        dumpWriteTrailer(crc, direct->trailer);
+        return s;
+    }
+    unsigned char trailer[DUMP_TRAILER_LEN];
+    dumpWriteTrailer(crc, trailer);
+    s = sdscatlen(s, value, vlen);
+    s = sdscatlen(s, (const char *)trailer, DUMP_TRAILER_LEN);
+    return aofCatRestoreTail(s);
+}
+
+/* The rest of a record catKeyState left out, from byte `from` of its value. */
+static sds catValueRef(sds s, const valueRef *r, size_t from) {
+    s = sdscatlen(s, r->value + from, r->vlen - from);
+    s = sdscatlen(s, (const char *)r->trailer, DUMP_TRAILER_LEN);
     return aofCatRestoreTail(s);
 }
 
@@ -177,17 +207,26 @@ static void fileName(char *dst, size_t len, const char *type, long long seq) {
     snprintf(dst, len, "%s.%lld.%s.aof", server.aof_filename, seq, type);
 }
 
-static int writeAll(int fd, const char *p, size_t len) {
-    while (len) {
-        ssize_t n = write(fd, p, len < AOF_WRITE_CHUNK ? len : AOF_WRITE_CHUNK);
-        if (n < 0) {
-            if (errno == EINTR) continue;
+/* Writes len bytes, in chunks; *done says how many went (all, unless it
+ * returns -1 with errno set). */
+static int writeSome(int fd, const char *p, size_t len, size_t *done) {
+    *done = 0;
+    while (*done < len) {
+        size_t left = len - *done;
+        ssize_t n = write(fd, p + *done, left < AOF_WRITE_CHUNK ? left : AOF_WRITE_CHUNK);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            if (n == 0) errno = ENOSPC;
             return -1;
         }
-        p += n;
-        len -= (size_t)n;
+        *done += (size_t)n;
     }
     return 0;
+}
+
+static int writeAll(int fd, const char *p, size_t len) {
+    size_t done;
+    return writeSome(fd, p, len, &done);
 }
 
 /* The manifest, replaced atomically: a crash leaves the old one or the new. */
@@ -286,12 +325,50 @@ static void requestFsync(void) {
 
 /* ---- writing -------------------------------------------------------------- */
 
+/* Writes p to the increment and counts what went. -1 (errno set) if not
+ * all of it went; *done says how much did. */
+static int logWrite(const char *p, size_t len, size_t *done) {
+    if (aofDebugWriteErrno) {
+        *done = 0;
+        errno = aofDebugWriteErrno;
+        return -1;
+    }
+    int rc = writeSome(aof.fd, p, len, done);
+    aof.incr_size += (long long)*done;
+    return rc;
+}
+
+/* What was written leaves the buffer, so a failed write's next try goes on
+ * exactly where this one stopped: the file never holds a record twice or a
+ * torn one in its middle. */
+static int flushBuf(void) {
+    size_t done;
+    int rc = logWrite(aof.buf, sdslen(aof.buf), &done);
+    if (rc == 0 && sdsalloc(aof.buf) > 1024 * 1024) {
+        sdsfree(aof.buf);
+        aof.buf = sdsempty();
+    } else {
+        sdsrange(aof.buf, (ssize_t)done, -1);
+    }
+    return rc;
+}
+
 void aofBeforeSleep(void) {
     if (!aofOn) return;
+    int failed = 0;
     if (aof.ndirty) {
         for (size_t i = 0; i < aof.ndirty; i++) {
             int seg_only = 0;
-            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only);
+            valueRef r = {0};
+            /* A large value goes from the pool to the file: what is before
+             * it first, then it; its end starts the buffer anew. Only a
+             * write that fails copies the rest of it into the buffer. */
+            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only, failed ? NULL : &r);
+            if (r.value) {
+                size_t done = 0;
+                failed = flushBuf() == -1 || logWrite(r.value, r.vlen, &done) == -1;
+                aof.buf = catValueRef(aof.buf, &r, failed ? done : r.vlen);
+            }
             aof.segment_objects_not_logged += (unsigned)seg_only;
             aof.records_written++;
         }
@@ -303,31 +380,12 @@ void aofBeforeSleep(void) {
             aof.dirty_cap = 0;
         }
     }
-    if (sdslen(aof.buf) == 0) return;
-    size_t done = 0;
-    int failed = 0;
-    if (aofDebugWriteErrno) {
-        errno = aofDebugWriteErrno;
-        failed = 1;
-    }
-    while (!failed && done < sdslen(aof.buf)) {
-        size_t left = sdslen(aof.buf) - done;
-        ssize_t n = write(aof.fd, aof.buf + done, left < AOF_WRITE_CHUNK ? left : AOF_WRITE_CHUNK);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            if (n == 0) errno = ENOSPC;
-            failed = 1;
-        } else {
-            done += (size_t)n;
-        }
+    if (!failed) {
+        if (sdslen(aof.buf) == 0) return;
+        failed = flushBuf() == -1;
     }
     if (failed) {
-        /* What was written stays written and leaves the buffer, so the next
-         * try goes on exactly where this one stopped: the file never holds a
-         * record twice or a torn one in its middle. Until a write succeeds,
-         * writes are refused (aofWriteRefusal). */
-        aof.incr_size += (long long)done;
-        sdsrange(aof.buf, (ssize_t)done, -1);
+        /* Until a write succeeds, writes are refused (aofWriteRefusal). */
         if (aof.last_write_ok) serverLog(LL_WARNING, "AOF: write error: %s", strerror(errno));
         aof.last_write_ok = 0;
         aof.last_write_errno = errno;
@@ -337,13 +395,6 @@ void aofBeforeSleep(void) {
             exit(1);
         }
         return;
-    }
-    aof.incr_size += (long long)sdslen(aof.buf);
-    if (sdsalloc(aof.buf) > 1024 * 1024) {
-        sdsfree(aof.buf);
-        aof.buf = sdsempty();
-    } else {
-        sdsclear(aof.buf);
     }
     if (!aof.last_write_ok) serverLog(LL_WARNING, "AOF: writes succeed again");
     aof.last_write_ok = 1;
@@ -376,7 +427,13 @@ static void rewriteChild(const char *tmp) {
         long long expire;
         storeObj *o = storePeek(de->key, &expire);
         if (o == NULL || storeObjLocalPtr(o) == NULL) continue; /* a base lists what is, DEL has no place */
-        buf = catKeyState(buf, de->key, &seg_only);
+        valueRef r = {0};
+        buf = catKeyState(buf, de->key, &seg_only, &r);
+        if (r.value) { /* a large value from where it lies, as beforeSleep writes it */
+            if (writeAll(fd, buf, sdslen(buf)) == -1 || writeAll(fd, r.value, r.vlen) == -1) _exit(1);
+            sdsclear(buf);
+            buf = catValueRef(buf, &r, r.vlen);
+        }
         if (sdslen(buf) >= 4 * 1024 * 1024) {
             if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);
             sdsclear(buf);

@@ -319,6 +319,23 @@ start_server {overrides {appendonly yes appendfsync everysec}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync everysec}} {
+    test {A large value written from the pool: a write that fails keeps the rest of its record for the retry} {
+        set big [pattern_bytes 1048576 11]
+        r set before [string repeat b 300000]
+        r debug aof-write-error ENOSPC
+        assert_equal OK [r set big $big]
+        assert_equal err [aof_field aof_last_write_status]
+        assert_morethan [aof_field aof_buffer_length] 1048576
+        r debug aof-write-error OFF
+        wait_for_condition 100 20 {[aof_field aof_last_write_status] eq "ok"} else { fail "the log stays unwritable" }
+        assert_equal 0 [aof_field aof_buffer_length]
+        restart_server 0 kill
+        assert_equal $big [r get big]
+        assert_equal 300000 [r strlen before]
+    }
+}
+
 start_server {overrides {appendonly yes appendfsync always}} {
     test {appendfsync always and a log that cannot be written: the server exits before acknowledging} {
         r set kept 1
