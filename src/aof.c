@@ -625,7 +625,9 @@ static long long loadFile(const char *name, int last, loadCounts *n) {
     size_t off = 0, next;
     char why[128];
     aofRecord rec;
-    size_t max_record = (size_t)server.max_object_size + (1 << 20);
+    /* Parts are bounded by the file itself (it is mapped): a value the log
+     * holds loads even if max-object-size was lowered since it was written. */
+    size_t max_record = SIZE_MAX;
     for (;;) {
         int rc = aofNextRecord(map, len, off, max_record, &rec, &next, why, sizeof(why));
         if (rc == AOF_REC_END) break;
@@ -669,6 +671,36 @@ static void initState(void) {
     if (aof.buf == NULL) aof.buf = sdsempty();
 }
 
+/* The manifest in the log's directory, into m: 0; 1 when there is none
+ * (m empty); -1 when it cannot be read or is not one (why says). *name:
+ * its file name, for messages. */
+static int readManifest(aofManifest *m, const char **name, char *why, size_t whylen) {
+    static char mname[AOF_FILE_NAME_MAX + 32];
+    snprintf(mname, sizeof(mname), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
+    *name = mname;
+    m->nfiles = 0;
+    int fd = openat(aof.dirfd, mname, O_RDONLY | O_CLOEXEC);
+    if (fd == -1) {
+        if (errno == ENOENT) return 1;
+        snprintf(why, whylen, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    size_t cap = AOF_MANIFEST_MAX_FILES * 300; /* past the longest valid one */
+    char *text = zmalloc(cap);
+    ssize_t got = read(fd, text, cap);
+    close(fd);
+    int rc = 0;
+    if (got < 0 || (size_t)got == cap) {
+        snprintf(why, whylen, "unreadable or too long");
+        rc = -1;
+    } else if (aofManifestParse(text, (size_t)got, m, why, whylen) == -1) {
+        m->nfiles = 0;
+        rc = -1;
+    }
+    zfree(text);
+    return rc;
+}
+
 /* appenddirname and appendfilename name files in dir, never elsewhere. */
 static int plainName(const char *s) { return s[0] && s[0] != '.' && strchr(s, '/') == NULL && strlen(s) <= 200; }
 
@@ -684,21 +716,10 @@ void aofLoadAtStart(void) {
         serverLog(LL_WARNING, "Cannot open the AOF directory %s: %s", server.aof_dirname, strerror(errno));
         exit(1);
     }
-    char mname[AOF_FILE_NAME_MAX + 32];
-    snprintf(mname, sizeof(mname), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
-    int mfd = openat(aof.dirfd, mname, O_RDONLY | O_CLOEXEC);
-    aof.man.nfiles = 0;
-    if (mfd == -1 && errno != ENOENT) refuse("AOF manifest %s: cannot open (%lld): %s", mname, 0, strerror(errno));
-    if (mfd != -1) {
-        char text[AOF_MANIFEST_MAX_FILES * 300];
-        ssize_t got = read(mfd, text, sizeof(text));
-        close(mfd);
-        if (got < 0 || (size_t)got == sizeof(text))
-            refuse("AOF manifest %s: unreadable or too long (%lld): %s", mname, (long long)got, "");
-        char why[160];
-        if (aofManifestParse(text, (size_t)got, &aof.man, why, sizeof(why)) == -1)
-            refuse("AOF manifest %s is corrupt (%lld): %s", mname, 0, why);
-    }
+    const char *mname;
+    char why[160];
+    if (readManifest(&aof.man, &mname, why, sizeof(why)) == -1)
+        refuse("AOF manifest %s is corrupt or unreadable (%lld): %s", mname, 0, why);
     long long start = mstime();
     loadCounts n = {0};
     long long total = 0;
@@ -758,13 +779,9 @@ int aofApplyConfig(const char **err) {
         /* Files an earlier run left describe an older dataset: they become
          * history, deleted once the rewrite's base is in place, and new
          * files are numbered past them. */
-        aof.man.nfiles = 0;
-        char mname[AOF_FILE_NAME_MAX + 32], text[AOF_MANIFEST_MAX_FILES * 300], why[160];
-        snprintf(mname, sizeof(mname), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
-        int mfd = openat(aof.dirfd, mname, O_RDONLY | O_CLOEXEC);
-        ssize_t got = mfd == -1 ? -1 : read(mfd, text, sizeof(text));
-        if (mfd != -1) close(mfd);
-        if (got > 0 && (size_t)got < sizeof(text) && aofManifestParse(text, (size_t)got, &aof.man, why, sizeof(why)) == 0) {
+        const char *mname;
+        char why[160];
+        if (readManifest(&aof.man, &mname, why, sizeof(why)) == 0) {
             for (int j = 0; j < aof.man.nfiles; j++) {
                 aofManifestFile *f = &aof.man.files[j];
                 if (f->type == 'b' && f->seq > aof.base_seq) aof.base_seq = f->seq;
