@@ -84,23 +84,11 @@ static const struct {
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "--host-child")) return hostChildMain(argc, argv);
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = onSigpipe;
-    sigaction(SIGPIPE, &sa, NULL);
-    sa.sa_handler = tsOnAlarm;
-    sigaction(SIGALRM, &sa, NULL);
-
-    const char *only = argc >= 2 ? argv[1] : NULL;
-    const char *bin = tsServerBinary();
 #ifdef MC_FAKE_CUDA
-    printf("test_mooncake (fake CUDA device): libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+    const char *only = groupMainStart("test_mooncake (fake CUDA device)", MC_VERSION, onSigpipe, argc, argv);
 #else
-    printf("test_mooncake: libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
+    const char *only = groupMainStart("test_mooncake", MC_VERSION, onSigpipe, argc, argv);
 #endif
-           only ? ", groups matching " : "", only ? only : "");
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         if (only ? strstr(groups[i].name, only) != NULL : DEFAULT_GROUP(groups[i].fn)) groups[i].fn();
     alarm(0);

@@ -1619,17 +1619,7 @@ static const struct {
 };
 
 int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = tsOnAlarm;
-    sigaction(SIGALRM, &sa, NULL);
-    const char *only = argc >= 2 ? argv[1] : NULL;
-    const char *bin = tsServerBinary();
-    printf("test_mooncake_cluster: libmooncake %s, server %s%s%s\n", MC_VERSION, bin ? bin : "(none found)",
-           only ? ", groups matching " : "", only ? only : "");
+    const char *only = groupMainStart("test_mooncake_cluster", MC_VERSION, SIG_IGN, argc, argv);
     watchdog();
     int failed0 = test_failed;
     clusterStart();

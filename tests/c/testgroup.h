@@ -33,6 +33,27 @@ static inline void tsOnAlarm(int sig) {
 
 static inline void watchdog(void) { alarm(GROUP_WATCHDOG_S); }
 
+/* The start of a group program's main: output line by line (the runner
+ * reads it as it comes), SIGPIPE to onPipe (SIG_IGN: ignored), the
+ * watchdog's alarm, and the banner naming the program, the library and the
+ * server found. Returns the group filter (argv[1]) or NULL. */
+static inline const char *groupMainStart(const char *program, const char *libversion, void (*onPipe)(int),
+                                         int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = onPipe;
+    sigaction(SIGPIPE, &sa, NULL);
+    sa.sa_handler = tsOnAlarm;
+    sigaction(SIGALRM, &sa, NULL);
+    const char *only = argc >= 2 ? argv[1] : NULL;
+    const char *bin = tsServerBinary();
+    printf("%s: libmooncake %s, server %s%s%s\n", program, libversion, bin ? bin : "(none found)",
+           only ? ", groups matching " : "", only ? only : "");
+    return only;
+}
+
 /* malloc that does not return NULL: a test without memory stops, servers killed. */
 static inline void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
