@@ -126,14 +126,21 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 60000
     }
 }
 
+# n keys prefix:0.. set to x, each read with GET.REPLICAS (pipelined) on a
+# new deferring client, which is returned: every key's version is leased.
+proc lc_leased_keys {prefix n} {
+    for {set i 0} {$i < $n} {incr i} { r set $prefix:$i x }
+    set c [redis_deferring_client]
+    for {set i 0} {$i < $n} {incr i} { $c get.replicas $prefix:$i }
+    $c flush
+    for {set i 0} {$i < $n} {incr i} { $c read }
+    return $c
+}
+
 start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000}} {
     test {A release that ends the lease of a removed version finds it in O(1) among the waiting ones} {
         set n 2000
-        for {set i 0} {$i < $n} {incr i} { r set dv:$i x }
-        set c [redis_deferring_client]
-        for {set i 0} {$i < $n} {incr i} { $c get.replicas dv:$i }
-        $c flush
-        for {set i 0} {$i < $n} {incr i} { $c read }
+        set c [lc_leased_keys dv $n]
         # Overwritten while leased: every old version waits for its lease.
         for {set i 0} {$i < $n} {incr i} { r set dv:$i y }
         assert_equal $n [get_info_field r store store_deferred_frees]
@@ -243,11 +250,7 @@ start_server {tags {mooncake pubsub}} {
 start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 600000 hz 10}} {
     test {The cron does not look at every waiting version every tick, only those whose time has come} {
         set n 2000
-        for {set i 0} {$i < $n} {incr i} { r set sw:$i x }
-        set c [redis_deferring_client]
-        for {set i 0} {$i < $n} {incr i} { $c get.replicas sw:$i }
-        $c flush
-        for {set i 0} {$i < $n} {incr i} { $c read }
+        set c [lc_leased_keys sw $n]
         for {set i 0} {$i < $n} {incr i} { r set sw:$i y }
         assert_equal $n [get_info_field r store store_deferred_frees]
         set v0 [dict get [r debug visits] deferred-sweep]
@@ -267,11 +270,7 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 60000
 start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 300}} {
     test {Waiting versions leave when their lease runs out, each looked at about once} {
         set n 500
-        for {set i 0} {$i < $n} {incr i} { r set se:$i x }
-        set c [redis_deferring_client]
-        for {set i 0} {$i < $n} {incr i} { $c get.replicas se:$i }
-        $c flush
-        for {set i 0} {$i < $n} {incr i} { $c read }
+        set c [lc_leased_keys se $n]
         set v0 [dict get [r debug visits] deferred-sweep]
         for {set i 0} {$i < $n} {incr i} { r set se:$i y }
         wait_for_condition 100 20 {[get_info_field r store store_deferred_frees] == 0} else {
