@@ -478,6 +478,78 @@ uint32_t allocAlloc(allocator *a, uint64_t size, uint64_t *offset) {
     return idx;
 }
 
+/* The free node holding unit u, searched forward in address order from
+ * node `from` (ALLOC_NONE: the first node). */
+static uint32_t allocFreeNodeAt(const allocator *a, uint32_t from, uint64_t u) {
+    uint32_t idx = from;
+    if (idx == ALLOC_NONE || idx >= a->node_count || nodeState(&a->nodes[idx]) == ALLOC_UNUSED) {
+        idx = ALLOC_NONE;
+        for (uint32_t i = 0; i < a->node_count; i++) {
+            if (nodeState(&a->nodes[i]) != ALLOC_UNUSED) {
+                idx = i;
+                break;
+            }
+        }
+        while (idx != ALLOC_NONE && a->nodes[idx].addr_prev != ALLOC_NONE) idx = a->nodes[idx].addr_prev;
+    }
+    while (idx != ALLOC_NONE) {
+        const allocNode *n = &a->nodes[idx];
+        if (u < n->offset) return ALLOC_NONE; /* behind the cursor: not ascending */
+        if (u < n->offset + nodeSize(n)) return nodeState(n) == ALLOC_FREE ? idx : ALLOC_NONE;
+        idx = n->addr_next;
+    }
+    return ALLOC_NONE;
+}
+
+uint32_t allocAllocAt(allocator *a, uint64_t offset, uint64_t size, uint32_t *cursor) {
+    if (size == 0 || (offset & (a->align - 1)) != 0) return ALLOC_NONE;
+    uint64_t units = (size >> a->align_shift) + ((size & (a->align - 1)) != 0);
+    uint64_t at = offset >> a->align_shift;
+    if (at >= a->capacity || units > a->capacity - at) return ALLOC_NONE;
+    uint32_t idx = allocFreeNodeAt(a, cursor ? *cursor : ALLOC_NONE, at);
+    if (idx == ALLOC_NONE) return ALLOC_NONE;
+    uint64_t fo = a->nodes[idx].offset, fs = nodeSize(&a->nodes[idx]);
+    if (at + units > fo + fs) return ALLOC_NONE; /* runs into an allocation */
+    /* Both remainders' nodes first, so running out of metadata memory
+     * leaves the allocator as it was. */
+    uint32_t left = ALLOC_NONE, right = ALLOC_NONE;
+    if (at > fo && (left = allocNodeNew(a)) == ALLOC_NONE) return ALLOC_NONE;
+    if (at + units < fo + fs && (right = allocNodeNew(a)) == ALLOC_NONE) {
+        if (left != ALLOC_NONE) allocNodeRelease(a, left);
+        return ALLOC_NONE;
+    }
+    allocBinRemove(a, idx);
+    allocNode *n = &a->nodes[idx];
+    if (left != ALLOC_NONE) {
+        allocNode *l = &a->nodes[left];
+        l->offset = fo;
+        nodeSet(l, at - fo, ALLOC_FREE);
+        l->addr_prev = n->addr_prev;
+        l->addr_next = idx;
+        if (n->addr_prev != ALLOC_NONE) a->nodes[n->addr_prev].addr_next = left;
+        n->addr_prev = left;
+        allocBinInsert(a, left);
+    }
+    if (right != ALLOC_NONE) {
+        allocNode *r = &a->nodes[right];
+        r->offset = at + units;
+        nodeSet(r, fo + fs - (at + units), ALLOC_FREE);
+        r->addr_prev = idx;
+        r->addr_next = n->addr_next;
+        if (n->addr_next != ALLOC_NONE) a->nodes[n->addr_next].addr_prev = right;
+        n->addr_next = right;
+        allocBinInsert(a, right);
+    }
+    n->offset = at;
+    nodeSet(n, units, ALLOC_USED);
+    n->user = NULL;
+    a->used += units;
+    a->allocations++;
+    allocIndexAdd(a, idx);
+    if (cursor) *cursor = idx;
+    return idx;
+}
+
 void allocFree(allocator *a, uint32_t handle) {
     allocUsedNode(a, handle, "allocFree");
     allocIndexRemove(a, handle);

@@ -35,6 +35,15 @@ void allocRelease(allocator *a);
  * allocFree(). */
 uint32_t allocAlloc(allocator *a, uint64_t size, uint64_t *offset);
 
+/* Reserve exactly [offset, offset + size rounded up): the extent a log
+ * says an object held (aof.c re-attaching a client segment's objects).
+ * offset must be aligned and the whole range free, else ALLOC_NONE and
+ * nothing changes. The search walks free and used extents in address
+ * order from *cursor (the handle the previous call returned; ALLOC_NONE or
+ * a NULL cursor: from the start), so calls in ascending offset order cost
+ * O(1) each; an offset behind the cursor is refused, not searched for. */
+uint32_t allocAllocAt(allocator *a, uint64_t offset, uint64_t size, uint32_t *cursor);
+
 /* Aborts with a message on a handle that is not currently allocated
  * (double free, out of range, never handed out). */
 void allocFree(allocator *a, uint32_t handle);

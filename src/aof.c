@@ -22,11 +22,15 @@
  *
  * Values in the server's pool (and the small ones on the heap) are logged
  * with their bytes. An object whose replicas all live in client segments is
- * logged as DEL for now: its metadata could be logged, but until a
- * restarted server can prove a remounted segment is the same memory
- * (issue 28, item 2) replaying it would risk serving bytes that are not the
- * object's. Forgetting it is safe; resurrecting an older version of its key
- * would not be. INFO counts them (aof_segment_objects_not_logged).
+ * logged with its metadata and places (PLACED), and those segments with
+ * what their MOUNT said (SEGMENT, SEGMENT.GONE): the bytes are the hosts'.
+ * A restarted server holds such objects aside until the host mounts the
+ * segment again and proves, with the identity it mounted it with, that it
+ * is the same memory (detached.c); only then are they keys again. A segment
+ * mounted without an IDENTITY (redis-cli, an old client) cannot prove that,
+ * so its objects are logged as DEL: forgetting is safe, serving bytes that
+ * may not be the object's is not. INFO counts those
+ * (aof_segment_objects_not_logged).
  *
  * Files: Redis 7's multi-part layout in appenddirname under dir: one base
  * (the dataset at the last rewrite), increments, and a manifest listing
@@ -67,6 +71,7 @@
 
 #include "aofformat.h"
 #include "crc.h"
+#include "detached.h"
 #include "dict.h"
 #include "dump.h"
 #include "migrate.h"
@@ -161,6 +166,71 @@ typedef struct valueRef {
     unsigned char trailer[DUMP_TRAILER_LEN];
 } valueRef;
 
+/* Whether a client segment's objects can be logged: its host proved it
+ * with an identity, so a restarted server can ask for it again. */
+static int segmentLogged(const segment *s) { return s && s->mem == NULL && s->identity && s->state != SEG_DETACHED; }
+
+/* o's metadata and places in logged client segments, into p; 0 if none. */
+static int placedOf(storeObj *o, aofPlaced *p) {
+    memset(p, 0, sizeof(*p));
+    if (o->len == 0 || o->ext == NULL) return 0;
+    for (int i = 0; i < o->nreplicas && p->nreplicas < AOF_PLACED_MAX_REPLICAS; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        segment *seg = storeReplicaSegment(r);
+        if (!segmentLogged(seg)) continue;
+        p->segid[p->nreplicas] = seg->id;
+        p->offset[p->nreplicas++] = r->offset;
+    }
+    if (p->nreplicas == 0) return 0;
+    storeObjExt *ext = o->ext;
+    p->flags = (o->flags & OBJ_FLAG_HARDPIN) ? DUMP_F_HARDPIN : 0;
+    if (ext->checksum) {
+        p->flags |= DUMP_F_CHECKSUM;
+        p->checksum.p = ext->checksum;
+        p->checksum.len = sdslen(ext->checksum);
+    }
+    p->created_ms = ext->created_ms > 0 ? ext->created_ms : 0;
+    p->softpin_until_ms = ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms : 0;
+    p->value_len = o->len;
+    return 1;
+}
+
+static sds catSegment(sds s, const segment *seg) {
+    aofSegment g = {0};
+#define STR(f, v) \
+    do { \
+        g.f.p = (v); \
+        g.f.len = (v) ? strlen(v) : 0; \
+    } while (0)
+    g.id = seg->id;
+    g.size = seg->size;
+    g.base = seg->base;
+    g.tier = seg->tier;
+    g.same_host = seg->same_host;
+    g.mounted_ms = seg->mounted_ms;
+    STR(name, seg->name);
+    STR(owner, seg->owner);
+    STR(tenant, seg->tenant);
+    STR(host, seg->host);
+    STR(rkey, seg->rkey);
+    STR(identity, seg->identity);
+    STR(peer_ip, seg->peer_ip);
+    g.nendpoints = seg->nendpoints;
+    for (int i = 0; i < seg->nendpoints; i++) STR(endpoints[i], seg->endpoints[i]);
+#undef STR
+    return aofCatSegment(s, &g);
+}
+
+void aofSegmentMounted(segment *s) {
+    if (!aofOn || aof.loading || !segmentLogged(s)) return;
+    aof.buf = catSegment(aof.buf, s);
+}
+
+void aofSegmentGone(segment *s) {
+    if (!aofOn || aof.loading || s->identity == NULL || s->mem) return;
+    aof.buf = aofCatSegmentGone(aof.buf, s->id);
+}
+
 /* Appends key's state. Shared by beforeSleep (into aof.buf) and the
  * rewrite child (into its own buffer). With direct, a value of at least
  * AOF_DIRECT_VALUE bytes is left out: s ends just before it and direct
@@ -169,7 +239,11 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct) {
     long long expire;
     storeObj *o = storePeek(key, &expire);
     const char *value = o ? storeObjLocalPtr(o) : NULL;
-    if (o && value == NULL) *segment_only = 1;
+    if (o && value == NULL) {
+        aofPlaced p;
+        if (placedOf(o, &p)) return aofCatPlaced(s, key, sdslen(key), expire, &p);
+        *segment_only = 1;
+    }
     if (o == NULL || value == NULL) return aofCatDel(s, key, sdslen(key));
     dumpInfo d;
     dumpInfoFromObj(o, &d);
@@ -414,11 +488,22 @@ const char *aofWriteRefusal(void) {
 
 /* ---- the rewrite ----------------------------------------------------------- */
 
+static int rewriteFd = -1;
+
+static sds rewriteEmit(sds buf) {
+    if (writeAll(rewriteFd, buf, sdslen(buf)) == -1) _exit(1);
+    sdsclear(buf);
+    return buf;
+}
+
 /* The child: the dataset it sees into tmp, synced. Exits. */
 static void rewriteChild(const char *tmp) {
     int fd = openat(aof.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd == -1) _exit(1);
     sds buf = sdsempty();
+    /* The segments first: a PLACED record names them. */
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->mem == NULL && segtab[i]->identity) buf = catSegment(buf, segtab[i]);
     dictIterator *it = dictGetSafeIterator(server.keys);
     dictEntry *de;
     int seg_only;
@@ -426,7 +511,9 @@ static void rewriteChild(const char *tmp) {
         seg_only = 0;
         long long expire;
         storeObj *o = storePeek(de->key, &expire);
-        if (o == NULL || storeObjLocalPtr(o) == NULL) continue; /* a base lists what is, DEL has no place */
+        aofPlaced p;
+        if (o == NULL || (storeObjLocalPtr(o) == NULL && !placedOf(o, &p)))
+            continue; /* a base lists what is, DEL has no place */
         valueRef r = {0};
         buf = catKeyState(buf, de->key, &seg_only, &r);
         if (r.value) { /* a large value from where it lies, as beforeSleep writes it */
@@ -439,6 +526,9 @@ static void rewriteChild(const char *tmp) {
             sdsclear(buf);
         }
     }
+    dictReleaseIterator(it);
+    rewriteFd = fd;
+    buf = detachedRewrite(buf, rewriteEmit); /* objects still waiting for their hosts */
     if (writeAll(fd, buf, sdslen(buf)) == -1 || fsync(fd) == -1 || close(fd) == -1) _exit(1);
     _exit(0);
 }
@@ -576,23 +666,42 @@ static void refuse(const char *fmt, const char *file, long long off, const char 
 }
 
 typedef struct loadCounts {
-    long long records, restored, deleted, flushes, expired_skipped;
+    long long records, restored, deleted, flushes, expired_skipped, segments, placed;
 } loadCounts;
 
 static void applyRecord(const aofRecord *rec, loadCounts *n, const char *file, long long off) {
     n->records++;
     if (rec->type == AOF_REC_FLUSHALL) {
         storeFlush();
+        detachedFlushAll();
         n->flushes++;
         return;
     }
+    if (rec->type == AOF_REC_SEGMENT) {
+        if (segmentRestoreFromLog(&rec->seg) != 0)
+            serverLog(LL_WARNING, "AOF %s at offset %lld: segment id %llu cannot be restored (no slot left, or its "
+                                  "id is the pool's): its objects will not be re-attached",
+                      file, off, (unsigned long long)rec->seg.id);
+        n->segments++;
+        return;
+    }
+    if (rec->type == AOF_REC_SEGMENT_GONE) {
+        segment *s = segmentLookupId(rec->segid);
+        if (s && s->state == SEG_DETACHED) segmentUnmount(s);
+        return;
+    }
     sds key = sdsnewlen(rec->key, rec->keylen);
+    detachedKeyChanged(key); /* whatever this record says of key is newer */
     if (rec->type == AOF_REC_DEL) {
         storeDelete(key);
         n->deleted++;
     } else if (rec->expire_ms && rec->expire_ms <= server.mstime) {
         storeDelete(key); /* expired while the server was down */
         n->expired_skipped++;
+    } else if (rec->type == AOF_REC_PLACED) {
+        storeDelete(key);
+        detachedLoadPlaced(key, rec->expire_ms, &rec->placed);
+        n->placed++;
     } else {
         dumpInfo d;
         if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK) refuse("AOF %s: bad payload at offset %lld: %s", file, off, "");
@@ -740,6 +849,7 @@ void aofLoadAtStart(void) {
             if (f->seq > aof.incr_seq) aof.incr_seq = f->seq;
         }
     }
+    detachedLoadDone();
     aof.loading = 0;
     if (aof.man.nfiles) {
         serverLog(LL_NOTICE,
@@ -747,6 +857,11 @@ void aofLoadAtStart(void) {
                   "%lld deleted, %lld flushes, %lld expired while down; %llu keys now, in %.3f seconds",
                   n.records, aof.man.nfiles, total, n.restored, n.deleted, n.flushes, n.expired_skipped,
                   (unsigned long long)dictSize(server.keys), (double)(mstime() - start) / 1000);
+        if (detachedEntries)
+            serverLog(LL_NOTICE,
+                      "%lu objects in client segments are held until their hosts mount those segments again with "
+                      "the identity they had (for owner-ttl at most); until then they are not keys",
+                      detachedEntries);
     } else {
         serverLog(LL_NOTICE, "No AOF in %s: starting empty, logging from now on", server.aof_dirname);
     }
@@ -858,5 +973,5 @@ sds aofInfo(sds s) {
                          aof.base_size + aof.incr_size, aof.base_size, sdslen(aof.buf), aof.fsync_running,
                          aof.delayed_fsync, aof.records_written, aof.segment_objects_not_logged);
     }
-    return s;
+    return detachedInfo(s);
 }

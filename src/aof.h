@@ -19,6 +19,12 @@ extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work
 void aofKeyChanged(sds key);
 /* Every key went (FLUSHALL). */
 void aofFlushedAll(void);
+struct segment;
+/* A client segment mounted with an IDENTITY (or re-attached), and one
+ * that went: the log keeps them so that a restarted server can re-attach
+ * their objects (detached.c). No-ops for segments without an identity. */
+void aofSegmentMounted(struct segment *s);
+void aofSegmentGone(struct segment *s);
 
 /* Start-up: with appendonly yes, load the log (refusing a damaged one, see
  * aof.c) and open it for appending. Exits the process on a refusal, with

@@ -17,6 +17,22 @@
  *         the key is gone (deleted, expired, evicted, its segment went).
  *     FLUSHALL
  *         every key is gone.
+ *     SEGMENT <payload>
+ *         a segment a client process hosts, as its MOUNT described it, with
+ *         the hash of the identity it proved the memory by (aofSegment).
+ *     SEGMENT.GONE <id>
+ *         that segment was unmounted or its owner died.
+ *     PLACED <key> <expire-ms> <payload>
+ *         the key is a store object whose bytes live in client segments:
+ *         its metadata and, per replica, segment id and offset (aofPlaced).
+ *         The bytes are the host's; a restarted server re-attaches the
+ *         object only once the host mounts the same memory again
+ *         (detached.c).
+ *
+ * The last three are not commands anyone may send: a PLACED from a client
+ * would point an object at memory of another's choosing, so only the
+ * loader reads them. Their payloads end in DUMP's trailer (version and
+ * CRC64), so damage is caught as in a RESTORE's.
  *
  * Only these, each with its exact arity: anything else is corruption. A
  * file is a sequence of records; replaying them in order, base first and
@@ -48,12 +64,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "crc.h"
 #include "dump.h"
 #include "util.h"
 
 /* ---- reading records ------------------------------------------------------ */
 
 #define AOF_MAX_ARGS 6
+#define AOF_FIELD_MAX 1024 /* a segment's names, endpoints, a checksum */
 #define AOF_HEADER_MAX 32 /* "*6\r\n" or "$<20 digits>\r\n" */
 
 /* One "<c><number>\r\n" line at buf[*pos..len). 1: parsed; 0: the bytes end
@@ -76,6 +94,208 @@ static int readHeader(const char *buf, size_t len, size_t *pos, char c, long lon
 static int verdict(int rc, char *why, size_t whylen, const char *what) {
     snprintf(why, whylen, "%s", what);
     return rc;
+}
+
+static sds catBulk(sds s, const char *p, size_t len);
+
+/* ---- the payloads of SEGMENT and PLACED ------------------------------------ */
+
+static void le64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t rd64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static sds cat64(sds s, uint64_t v) {
+    unsigned char b[8];
+    le64(b, v);
+    return sdscatlen(s, (const char *)b, 8);
+}
+
+static sds cat32(sds s, uint32_t v) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 24)};
+    return sdscatlen(s, (const char *)b, 4);
+}
+
+#define AOF_STR_ABSENT 0xFFFFFFFFu
+
+static sds catStr(sds s, aofStr v) {
+    if (v.p == NULL) return cat32(s, AOF_STR_ABSENT);
+    s = cat32(s, (uint32_t)v.len);
+    return sdscatlen(s, v.p, v.len);
+}
+
+/* The trailer DUMP's payloads end with (version, CRC64 of all before it). */
+static sds catTrailer(sds body) {
+    unsigned char t[DUMP_TRAILER_LEN];
+    dumpWriteTrailer(crc64(0, (const unsigned char *)body, sdslen(body)), t);
+    return sdscatlen(body, (const char *)t, DUMP_TRAILER_LEN);
+}
+
+/* A cursor over a payload's body: every read checks what is left. */
+typedef struct rd {
+    const unsigned char *p;
+    size_t left;
+} rd;
+
+static int rdU8(rd *r, unsigned *v) {
+    if (r->left < 1) return 0;
+    *v = r->p[0];
+    r->p++;
+    r->left--;
+    return 1;
+}
+
+static int rdU64(rd *r, uint64_t *v) {
+    if (r->left < 8) return 0;
+    *v = rd64(r->p);
+    r->p += 8;
+    r->left -= 8;
+    return 1;
+}
+
+/* A string of at most max bytes; absent allowed only if optional. */
+static int rdStr(rd *r, aofStr *v, size_t max, int optional) {
+    if (r->left < 4) return 0;
+    uint32_t n = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+    r->p += 4;
+    r->left -= 4;
+    if (n == AOF_STR_ABSENT) {
+        v->p = NULL;
+        v->len = 0;
+        return optional;
+    }
+    if (n > max || n > r->left) return 0;
+    v->p = (const char *)r->p;
+    v->len = n;
+    r->p += n;
+    r->left -= n;
+    return 1;
+}
+
+/* The body of a payload whose trailer holds, or 0. */
+static int payloadBody(const char *p, size_t len, rd *r) {
+    const unsigned char *u = (const unsigned char *)p;
+    if (len < DUMP_TRAILER_LEN) return 0;
+    size_t body = len - DUMP_TRAILER_LEN;
+    if ((u[body] | u[body + 1] << 8) != DUMP_VERSION) return 0;
+    if (crc64(0, u, body + 2) != rd64(u + body + 2)) return 0;
+    r->p = u;
+    r->left = body;
+    return 1;
+}
+
+#define AOF_PAYLOAD_FORMAT 1
+
+sds aofCatSegment(sds s, const aofSegment *g) {
+    sds b = sdsempty();
+    b = sdscatlen(b, "\x01", 1);
+    b = cat64(b, g->id);
+    b = cat64(b, g->size);
+    b = cat64(b, g->base);
+    unsigned char tier = (unsigned char)g->tier, same = g->same_host ? 1 : 0;
+    b = sdscatlen(b, (const char *)&tier, 1);
+    b = sdscatlen(b, (const char *)&same, 1);
+    b = cat64(b, (uint64_t)g->mounted_ms);
+    b = catStr(b, g->name);
+    b = catStr(b, g->owner);
+    b = catStr(b, g->tenant);
+    b = catStr(b, g->host);
+    b = catStr(b, g->rkey);
+    b = catStr(b, g->identity);
+    b = catStr(b, g->peer_ip);
+    unsigned char ne = (unsigned char)g->nendpoints;
+    b = sdscatlen(b, (const char *)&ne, 1);
+    for (int i = 0; i < g->nendpoints; i++) b = catStr(b, g->endpoints[i]);
+    b = catTrailer(b);
+    s = sdscatlen(s, "*2\r\n$7\r\nSEGMENT\r\n", sizeof("*2\r\n$7\r\nSEGMENT\r\n") - 1);
+    s = catBulk(s, b, sdslen(b));
+    sdsfree(b);
+    return s;
+}
+
+static int parseSegment(const char *p, size_t len, aofSegment *g) {
+    rd r;
+    unsigned v, tier, same, ne;
+    uint64_t ms;
+    memset(g, 0, sizeof(*g));
+    if (!payloadBody(p, len, &r) || !rdU8(&r, &v) || v != AOF_PAYLOAD_FORMAT) return 0;
+    if (!rdU64(&r, &g->id) || !rdU64(&r, &g->size) || !rdU64(&r, &g->base) || !rdU8(&r, &tier) ||
+        !rdU8(&r, &same) || !rdU64(&r, &ms))
+        return 0;
+    if (g->id < 2 || g->size == 0 || tier > 2 || same > 1 || ms > (uint64_t)LLONG_MAX) return 0;
+    g->tier = (int)tier;
+    g->same_host = (int)same;
+    g->mounted_ms = (long long)ms;
+    if (!rdStr(&r, &g->name, 256, 0) || g->name.len == 0 || !rdStr(&r, &g->owner, 256, 0) || g->owner.len == 0 ||
+        !rdStr(&r, &g->tenant, 256, 1) || !rdStr(&r, &g->host, 256, 1) || !rdStr(&r, &g->rkey, 256, 1) ||
+        !rdStr(&r, &g->identity, 128, 0) || g->identity.len == 0 || !rdStr(&r, &g->peer_ip, 256, 1) || !rdU8(&r, &ne) || ne > AOF_SEG_MAX_ENDPOINTS)
+        return 0;
+    g->nendpoints = (int)ne;
+    for (int i = 0; i < g->nendpoints; i++)
+        if (!rdStr(&r, &g->endpoints[i], AOF_FIELD_MAX, 0)) return 0;
+    return r.left == 0;
+}
+
+sds aofCatSegmentGone(sds s, uint64_t id) {
+    char num[32];
+    int nl = ll2string(num, sizeof(num), (long long)id);
+    s = sdscatlen(s, "*2\r\n$12\r\nSEGMENT.GONE\r\n", sizeof("*2\r\n$12\r\nSEGMENT.GONE\r\n") - 1);
+    return catBulk(s, num, (size_t)nl);
+}
+
+sds aofCatPlaced(sds s, const char *key, size_t keylen, long long expire_ms, const aofPlaced *pl) {
+    sds b = sdsempty();
+    unsigned char hdr[2] = {AOF_PAYLOAD_FORMAT, (unsigned char)pl->flags};
+    b = sdscatlen(b, (const char *)hdr, 2);
+    b = cat64(b, (uint64_t)pl->created_ms);
+    b = cat64(b, (uint64_t)pl->softpin_until_ms);
+    if (pl->flags & DUMP_F_CHECKSUM) b = catStr(b, pl->checksum);
+    b = cat64(b, pl->value_len);
+    unsigned char nr = (unsigned char)pl->nreplicas;
+    b = sdscatlen(b, (const char *)&nr, 1);
+    for (int i = 0; i < pl->nreplicas; i++) {
+        b = cat64(b, pl->segid[i]);
+        b = cat64(b, pl->offset[i]);
+    }
+    b = catTrailer(b);
+    char num[32];
+    int nl = ll2string(num, sizeof(num), expire_ms > 0 ? expire_ms : 0);
+    s = sdscatlen(s, "*4\r\n$6\r\nPLACED\r\n", sizeof("*4\r\n$6\r\nPLACED\r\n") - 1);
+    s = catBulk(s, key, keylen);
+    s = catBulk(s, num, (size_t)nl);
+    s = catBulk(s, b, sdslen(b));
+    sdsfree(b);
+    return s;
+}
+
+static int parsePlaced(const char *p, size_t len, aofPlaced *pl) {
+    rd r;
+    unsigned v, flags, nr;
+    uint64_t created, softpin;
+    memset(pl, 0, sizeof(*pl));
+    if (!payloadBody(p, len, &r) || !rdU8(&r, &v) || v != AOF_PAYLOAD_FORMAT || !rdU8(&r, &flags) ||
+        (flags & ~(unsigned)DUMP_F_KNOWN) || !rdU64(&r, &created) || !rdU64(&r, &softpin))
+        return 0;
+    if (created > (uint64_t)LLONG_MAX || softpin > (uint64_t)LLONG_MAX) return 0;
+    pl->flags = flags;
+    pl->created_ms = (long long)created;
+    pl->softpin_until_ms = (long long)softpin;
+    if ((flags & DUMP_F_CHECKSUM) && !rdStr(&r, &pl->checksum, AOF_FIELD_MAX, 0)) return 0;
+    if (!rdU64(&r, &pl->value_len) || pl->value_len == 0 || !rdU8(&r, &nr) || nr < 1 ||
+        nr > AOF_PLACED_MAX_REPLICAS)
+        return 0;
+    pl->nreplicas = (int)nr;
+    for (int i = 0; i < pl->nreplicas; i++) {
+        if (!rdU64(&r, &pl->segid[i]) || !rdU64(&r, &pl->offset[i])) return 0;
+        if (pl->segid[i] < 2 || pl->offset[i] > UINT64_MAX - pl->value_len) return 0;
+    }
+    return r.left == 0;
 }
 
 int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
@@ -126,8 +346,30 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
         rec->keylen = argl[1];
     } else if (argc == 1 && IS(0, "FLUSHALL")) {
         rec->type = AOF_REC_FLUSHALL;
+    } else if (argc == 2 && IS(0, "SEGMENT")) {
+        if (!parseSegment(argv[1], argl[1], &rec->seg))
+            return verdict(AOF_REC_CORRUPT, why, whylen, "SEGMENT payload fails its checksum or format");
+        rec->type = AOF_REC_SEGMENT;
+    } else if (argc == 2 && IS(0, "SEGMENT.GONE")) {
+        long long id;
+        if (!string2ll(argv[1], argl[1], &id) || id < 2)
+            return verdict(AOF_REC_CORRUPT, why, whylen, "SEGMENT.GONE with a bad id");
+        rec->type = AOF_REC_SEGMENT_GONE;
+        rec->segid = (uint64_t)id;
+    } else if (argc == 4 && IS(0, "PLACED")) {
+        long long exp;
+        if (argl[1] == 0) return verdict(AOF_REC_CORRUPT, why, whylen, "PLACED of an empty key");
+        if (!string2ll(argv[2], argl[2], &exp) || exp < 0)
+            return verdict(AOF_REC_CORRUPT, why, whylen, "PLACED with a bad expiry");
+        if (!parsePlaced(argv[3], argl[3], &rec->placed))
+            return verdict(AOF_REC_CORRUPT, why, whylen, "PLACED payload fails its checksum or format");
+        rec->type = AOF_REC_PLACED;
+        rec->key = argv[1];
+        rec->keylen = argl[1];
+        rec->expire_ms = exp;
     } else {
-        return verdict(AOF_REC_CORRUPT, why, whylen, "not a record (RESTORE, DEL or FLUSHALL with their arity)");
+        return verdict(AOF_REC_CORRUPT, why, whylen,
+                       "not a record (RESTORE, DEL, FLUSHALL, SEGMENT, SEGMENT.GONE or PLACED with their arity)");
     }
 #undef IS
     *next = pos;

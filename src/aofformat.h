@@ -14,8 +14,44 @@
 enum {
     AOF_REC_RESTORE = 1, /* the key now holds the payload's value (and expiry) */
     AOF_REC_DEL,         /* the key is gone */
-    AOF_REC_FLUSHALL     /* every key is gone */
+    AOF_REC_FLUSHALL,    /* every key is gone */
+    AOF_REC_SEGMENT,     /* a client segment whose objects may be re-attached (aofSegment) */
+    AOF_REC_SEGMENT_GONE,/* that segment went: objects there are gone */
+    AOF_REC_PLACED       /* the key is an object whose bytes live in client segments (aofPlaced) */
 };
+
+/* A string field of a record's payload: p NULL when absent. Points into
+ * the buffer read. */
+typedef struct aofStr {
+    const char *p;
+    size_t len;
+} aofStr;
+
+/* SEGMENT's payload: what a MOUNT said of a client segment, and the hash of
+ * the identity its host proved the memory by (t_segment.c). */
+#define AOF_SEG_MAX_ENDPOINTS 16
+typedef struct aofSegment {
+    uint64_t id, size, base;
+    int tier;
+    int same_host;             /* mounted from the server's machine (owner.c's probes) */
+    long long mounted_ms;
+    aofStr name, owner, tenant, host, rkey, identity, peer_ip;
+    int nendpoints;
+    aofStr endpoints[AOF_SEG_MAX_ENDPOINTS];
+} aofSegment;
+
+/* PLACED's payload: a store object's metadata and where its replicas lie
+ * (segment id and offset each; the size is value_len). */
+#define AOF_PLACED_MAX_REPLICAS 8
+typedef struct aofPlaced {
+    unsigned flags;            /* DUMP_F_HARDPIN, DUMP_F_CHECKSUM */
+    long long created_ms;      /* the put's start, unix ms */
+    long long softpin_until_ms;/* unix ms, 0: none */
+    aofStr checksum;           /* DUMP_F_CHECKSUM */
+    uint64_t value_len;
+    int nreplicas;
+    uint64_t segid[AOF_PLACED_MAX_REPLICAS], offset[AOF_PLACED_MAX_REPLICAS];
+} aofPlaced;
 
 /* aofNextRecord results. */
 #define AOF_REC_OK 0
@@ -30,6 +66,9 @@ typedef struct aofRecord {
     long long expire_ms;    /* RESTORE: absolute unix ms, 0 = none */
     const char *payload;    /* RESTORE: a DUMP payload whose CRC64 was checked */
     size_t payload_len;
+    uint64_t segid;         /* SEGMENT_GONE */
+    aofSegment seg;         /* SEGMENT, checked */
+    aofPlaced placed;       /* PLACED (with key and expire_ms), checked */
 } aofRecord;
 
 /* Reads the record at buf[off..len). AOF_REC_OK: *rec is filled and *next
@@ -47,6 +86,9 @@ sds aofCatDel(sds s, const char *key, size_t keylen);
 sds aofCatFlushall(sds s);
 sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms, size_t payload_len);
 sds aofCatRestoreTail(sds s);
+sds aofCatSegment(sds s, const aofSegment *g);
+sds aofCatSegmentGone(sds s, uint64_t id);
+sds aofCatPlaced(sds s, const char *key, size_t keylen, long long expire_ms, const aofPlaced *p);
 
 /* ---- the manifest -------------------------------------------------------- */
 

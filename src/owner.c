@@ -237,6 +237,7 @@ void ownerSegmentRemoved(segment *s) {
     owner *o = s->ownerp;
     if (o == NULL) return;
     o->nsegments--;
+    if (s->state == SEG_DETACHED) o->ndetached--;
     if (o->probe_uri == NULL || o->probe_seg != s->id) return;
     sdsfree(o->probe_uri);
     o->probe_uri = NULL;
@@ -312,6 +313,15 @@ static int ownerProbeStart(owner *o) {
 }
 
 int ownerProbeAgain(owner *o) { return o->nconns == 0 && ownerProbeStart(o); }
+
+void ownerRestored(owner *o) {
+    o->last_seen_ms = mstime();
+    if (o->nconns == 0 && !o->orphaned) {
+        o->orphaned = 1;
+        ost.orphaned++;
+        o->probe_wanted = 1; /* ownerCron, once the loop (and the probe's timers) run */
+    }
+}
 
 /* ---- connections ----------------------------------------------------------------- */
 

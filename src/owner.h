@@ -23,6 +23,8 @@ typedef struct owner {
     uint64_t probe_seg;      /* the id of the segment that endpoint belongs to */
     struct probe *probe;     /* in flight, or NULL */
     int probe_wanted;        /* waits for a free probe slot (ownerCron) */
+    int ndetached;           /* its segments loaded from the log and not re-attached (detached.c):
+                              * its HEARTBEAT is answered NEEDREMOUNT while there are any */
 } owner;
 
 /* Owner names are per tenant (owner.c): tenant NULL is the shared owners'
@@ -43,6 +45,10 @@ void ownerSegmentRemoved(segment *s);
 /* MOUNT found o holding a name it wants: ask o's host again (unless a probe
  * is in flight already). 1 if a probe is in flight now. */
 int ownerProbeAgain(owner *o);
+/* Start-up: o was read back from the log with no connection: an orphan
+ * from now (owner-ttl counts from the restart), its host probed once the
+ * event loop runs. */
+void ownerRestored(owner *o);
 /* Whether the server may connect to endpoint ep of s, and where (into buf):
  * NULL, or the reason it may not (owner.c, docs/PROTOCOL.md). */
 const char *segmentConnectUri(const segment *s, const char *ep, char *buf, size_t len);
@@ -57,6 +63,7 @@ static inline int segmentPlaceable(const segment *s) {
 
 static inline const char *segmentStateName(const segment *s) {
     if (s->state == SEG_DRAINING) return "draining";
+    if (s->state == SEG_DETACHED) return "detached";
     return segmentPlaceable(s) ? "active" : "orphaned";
 }
 

@@ -242,6 +242,7 @@ void segmentRelease(segment *s) {
     zfree(s->host);
     zfree(s->peer_ip);
     zfree(s->token);
+    zfree(s->identity);
     zfree(s->rkey);
     for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);
     zfree(s);
@@ -289,6 +290,20 @@ int segmentTableAdd(segment *s) {
     s->id = nextSegmentId++;
     segtab[slot] = s;
     segtabUsed++;
+    return 0;
+}
+
+/* Ids are never reused: the next one handed out is past every id the log
+ * names, whatever base this start drew (cluster.c). */
+int segmentTableAddWithId(segment *s, uint64_t id) {
+    if (id <= SEGMENT_SELF_ID || segmentLookupId(id)) return -1;
+    uint64_t next = nextSegmentId;
+    nextSegmentId = id;
+    if (segmentTableAdd(s) != 0) {
+        nextSegmentId = next;
+        return -1;
+    }
+    nextSegmentId = next > id ? next : id + 1;
     return 0;
 }
 

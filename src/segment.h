@@ -22,8 +22,11 @@
 
 enum { SEG_TIER_MEMORY = 0, SEG_TIER_DISK, SEG_TIER_VRAM };
 /* SEG_ACTIVE takes new objects unless its owner has no open connection
- * (owner.h: segmentPlaceable, "orphaned"); SEG_DRAINING never does. */
-enum { SEG_ACTIVE = 0, SEG_DRAINING };
+ * (owner.h: segmentPlaceable, "orphaned"); SEG_DRAINING never does.
+ * SEG_DETACHED: loaded from the append-only log at start-up, its objects
+ * held aside (detached.c) until its host mounts it again and proves it is
+ * the same memory (IDENTITY); it takes nothing and serves nothing. */
+enum { SEG_ACTIVE = 0, SEG_DRAINING, SEG_DETACHED };
 
 struct owner;
 
@@ -50,6 +53,9 @@ typedef struct segment {
     char *peer_ip;           /* the address the MOUNT came from (tcp), NULL over unix: the only remote
                               * address a probe may connect to (owner.c) */
     char *tenant;            /* the restricted ACL user that mounted it, NULL: shared (acl.c) */
+    char *identity;          /* hex SHA-256 of the IDENTITY its MOUNT gave, NULL if none: what a
+                              * restarted server asks of a remount before re-attaching objects
+                              * (detached.c); only segments with one are in the log (aof.c) */
     char *token;             /* the capability its host admits peers by (SEG.AUTH), replaced at each
                               * MOUNT; NULL for the pool. Handed out by SEGMENT.TOKEN (t_segment.c) */
     uint64_t size;
@@ -93,6 +99,7 @@ static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->me
 extern segment **segtab;
 extern uint32_t segtabLen;   /* slots in use or free, the scan bound */
 int segmentTableAdd(segment *s);  /* -1: no slot left */
+int segmentTableAddWithId(segment *s, uint64_t id); /* a segment loaded from the log; -1: no slot or id taken */
 void segmentTableRemove(segment *s);
 segment *segmentLookupName(const char *name);
 segment *segmentLookupId(uint64_t id);

@@ -594,6 +594,10 @@ void segmentInfoCommand(client *c);
 void segmentTokenCommand(client *c);
 void heartbeatCommand(client *c);
 uint64_t segmentUnmount(struct segment *s);
+struct aofSegment;
+/* Loading the log: a client segment it names, SEG_DETACHED until its owner
+ * mounts it again with its identity (t_segment.c). -1: not restorable. */
+int segmentRestoreFromLog(const struct aofSegment *g);
 void segmentCron(void);
 char *setBigArgProc(client *c, int argi, size_t len);
 char *setexBigArgProc(client *c, int argi, size_t len);

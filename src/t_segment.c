@@ -44,7 +44,10 @@
 
 #include "acl.h"
 #include "anet.h"
+#include "aof.h"
+#include "detached.h"
 #include "owner.h"
+#include "sha256.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -62,6 +65,8 @@ uint64_t segmentUnmount(segment *s) {
      * is unmapped (the pool itself is never unmounted). */
     if (s->mem) zerofreeReclaim(1);
     uint64_t dropped = segmentObjects(s); /* every live extent is a replica that goes */
+    aofSegmentGone(s);
+    if (s->state == SEG_DETACHED) detachedSegmentGone(s); /* what the log held there goes too */
     ownerSegmentRemoved(s);
     segmentTableRemove(s);
     segmentRelease(s);
@@ -129,6 +134,20 @@ static int validToken(sds t) {
     return 1;
 }
 
+/* What a segment keeps of a MOUNT's IDENTITY: its SHA-256, so neither the
+ * log nor a core dump holds what would let another process pass for the
+ * host. Hex digits are compared case-blind. */
+static char *identityHash(sds id) {
+    char low[SEGMENT_TOKEN_MAX];
+    size_t n = sdslen(id);
+    for (size_t i = 0; i < n; i++) low[i] = (char)tolower((unsigned char)id[i]);
+    unsigned char d[SHA256_DIGEST_LEN];
+    char hex[SHA256_HEX_LEN + 1];
+    sha256(low, n, d);
+    sha256Hex(d, hex);
+    return zstrdup(hex);
+}
+
 /* s's token becomes the one its host proposed, or one drawn here. */
 static void segmentSetToken(segment *s, sds proposed) {
     char drawn[SEGMENT_TOKEN_MIN + 1];
@@ -150,6 +169,106 @@ static char *mountPeer(client *c) {
 
 /* The owner named, created for tenant if new (a tenant's owner is its own). */
 static owner *mountOwner(const char *oname, const char *tenant) { return ownerGetOrCreate(tenant, oname); }
+
+/* The fields a MOUNT describes a remote segment by; the host's address
+ * and endpoints may have changed since the log recorded them. */
+static void segmentDescribe(segment *s, client *c, sds host, sds *endpoints, int nendpoints, uint64_t base,
+                            sds rkey, int tier) {
+    s->tier = tier;
+    s->base = base;
+    zfree(s->rkey);
+    s->rkey = rkey ? zstrdup(rkey) : NULL;
+    zfree(s->host);
+    s->host = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
+    if (!host && !(c->flags & CLIENT_UNIX_SOCKET)) {
+        char *colon = strrchr(s->host, ':'); /* keep the address, drop the port */
+        if (colon) *colon = '\0';
+    }
+    for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);
+    for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
+    s->nendpoints = nendpoints;
+    zfree(s->peer_ip);
+    s->peer_ip = mountPeer(c);
+    s->same_host = mountIsSameHost(c, host, s->peer_ip);
+}
+
+/* The owner of a segment loaded from the log mounted it again and proved
+ * the memory is the one its objects were written to: they are objects
+ * again, at the offsets they had (detached.c). */
+static void mountReattach(client *c, segment *s, sds token, sds host, sds *endpoints, int nendpoints, uint64_t base,
+                          sds rkey, int tier) {
+    segmentDescribe(s, c, host, endpoints, nendpoints, base, rkey, tier);
+    s->state = SEG_ACTIVE;
+    s->mounted_ms = mstime();
+    owner *o = s->ownerp;
+    o->ndetached--;
+    ownerSegmentRemoved(s); /* the probe's endpoint is chosen again from what it says now */
+    ownerSegmentAdded(o, s);
+    ownerAttachClient(o, c);
+    segmentSetToken(s, token);
+    aofSegmentMounted(s);
+    unsigned long n = detachedAttach(s);
+    serverLog(LL_NOTICE, "Segment '%s' (id %llu) re-attached: its owner %s proved the same memory; %lu objects "
+                         "from the log are readable again",
+              s->name, (unsigned long long)s->id, s->owner, n);
+    addReplyLongLong(c, (long long)s->id);
+}
+
+static char *dupStr(aofStr v) {
+    if (v.p == NULL) return NULL;
+    char *d = zmalloc(v.len + 1);
+    memcpy(d, v.p, v.len);
+    d[v.len] = '\0';
+    return d;
+}
+
+int segmentRestoreFromLog(const aofSegment *g) {
+    char name[SEGMENT_NAME_MAX + 1], oname[SEGMENT_NAME_MAX + 1];
+    if (g->name.len > SEGMENT_NAME_MAX || g->owner.len > SEGMENT_NAME_MAX) return -1;
+    memcpy(name, g->name.p, g->name.len);
+    name[g->name.len] = '\0';
+    memcpy(oname, g->owner.p, g->owner.len);
+    oname[g->owner.len] = '\0';
+    char *tenant = dupStr(g->tenant);
+    /* A later record of the segment (its re-attach after an earlier
+     * restart) replaces the earlier; a name is one segment's. */
+    segment *old = segmentLookupId(g->id);
+    if (old) segmentUnmount(old);
+    for (uint32_t i = 0; i < segtabLen; i++) {
+        segment *t = segtab[i];
+        if (t && t->id != SEGMENT_SELF_ID && !strcmp(t->name, name) &&
+            ((t->tenant == NULL && tenant == NULL) || (t->tenant && tenant && !strcmp(t->tenant, tenant)))) {
+            segmentUnmount(t);
+            break;
+        }
+    }
+    segment *s = segmentCreateRemote(name, g->size, oname);
+    if (s == NULL) {
+        zfree(tenant);
+        return -1;
+    }
+    s->tier = g->tier;
+    s->tenant = tenant;
+    s->base = g->base;
+    s->rkey = dupStr(g->rkey);
+    s->host = dupStr(g->host);
+    s->peer_ip = dupStr(g->peer_ip);
+    s->same_host = g->same_host;
+    s->identity = dupStr(g->identity);
+    for (int i = 0; i < g->nendpoints; i++) s->endpoints[i] = dupStr(g->endpoints[i]);
+    s->nendpoints = g->nendpoints;
+    s->mounted_ms = g->mounted_ms;
+    s->state = SEG_DETACHED;
+    if (segmentTableAddWithId(s, g->id) != 0) {
+        segmentRelease(s);
+        return -1;
+    }
+    owner *o = ownerGetOrCreate(tenant, oname);
+    ownerSegmentAdded(o, s);
+    o->ndetached++;
+    ownerRestored(o);
+    return 0;
+}
 
 void mountCommand(client *c) {
     sds name = c->argv[1];
@@ -174,7 +293,7 @@ void mountCommand(client *c) {
     sds endpoints[SEGMENT_MAX_ENDPOINTS];
     int nendpoints = 0, tier = SEG_TIER_MEMORY;
     uint64_t base = 0;
-    sds rkey = NULL, host = NULL, ownername = NULL, token = NULL;
+    sds rkey = NULL, host = NULL, ownername = NULL, token = NULL, identity = NULL;
     for (int j = 3; j < c->argc; j++) {
         const char *opt = c->argv[j];
         if (j + 1 >= c->argc) {
@@ -221,6 +340,13 @@ void mountCommand(client *c) {
                 return;
             }
             token = val;
+        } else if (!strcasecmp(opt, "identity")) {
+            if (!validToken(val)) {
+                addReplyErrorFormat(c, "ERR invalid IDENTITY (%d..%d hexadecimal digits)", SEGMENT_TOKEN_MIN,
+                                    SEGMENT_TOKEN_MAX);
+                return;
+            }
+            identity = val;
         } else if (!strcasecmp(opt, "owner")) {
             if (!validName(val)) {
                 addReplyError(c, "ERR invalid OWNER (1..256 printable characters, no spaces)");
@@ -263,12 +389,33 @@ void mountCommand(client *c) {
                                 name);
             return;
         }
-        /* The segment's own owner: a server user remounting a tenant's
-         * segment under its owner's name keeps that owner alive. */
-        ownerAttachClient(existing->ownerp ? existing->ownerp : mountOwner(oname, tenant), c);
-        segmentSetToken(existing, token); /* rotated: a remount revokes what was handed out */
-        addReplyLongLong(c, (long long)existing->id);
-        return;
+        char *idhash = identity ? identityHash(identity) : NULL;
+        int same_memory = idhash && existing->identity && !strcmp(idhash, existing->identity);
+        if (existing->state == SEG_DETACHED && same_memory) {
+            zfree(idhash);
+            mountReattach(c, existing, token, host, endpoints, nendpoints, base, rkey, tier);
+            return;
+        }
+        if (existing->state == SEG_DETACHED || (idhash && existing->identity && !same_memory)) {
+            /* Not provably the memory the objects there were written to (a
+             * restarted process under the same owner name, e.g. pid 1 in a
+             * container): its objects go, the name is mounted afresh. */
+            serverLog(LL_NOTICE, "Segment '%s' (id %llu) mounted again by owner %s %s: its objects are dropped and "
+                                 "it is mounted as new memory",
+                      name, (unsigned long long)existing->id, oname,
+                      identity ? "with another identity" : "without the identity it was mounted with");
+            segmentUnmount(existing);
+            zfree(idhash);
+            existing = NULL;
+        } else {
+            zfree(idhash);
+            /* The segment's own owner: a server user remounting a tenant's
+             * segment under its owner's name keeps that owner alive. */
+            ownerAttachClient(existing->ownerp ? existing->ownerp : mountOwner(oname, tenant), c);
+            segmentSetToken(existing, token); /* rotated: a remount revokes what was handed out */
+            addReplyLongLong(c, (long long)existing->id);
+            return;
+        }
     }
     if (segmentCount() >= SEGMENT_MAX_SLOTS) {
         addReplyErrorFormat(c, "ERR at most %d segments can be mounted", SEGMENT_MAX_SLOTS);
@@ -279,20 +426,10 @@ void mountCommand(client *c) {
         addReplyError(c, "ERR cannot create the segment's allocator");
         return;
     }
-    s->tier = tier;
     s->tenant = tenant ? zstrdup(tenant) : NULL;
-    s->base = base;
-    s->rkey = rkey ? zstrdup(rkey) : NULL;
-    s->host = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
-    if (!host && !(c->flags & CLIENT_UNIX_SOCKET)) {
-        char *colon = strrchr(s->host, ':'); /* keep the address, drop the port */
-        if (colon) *colon = '\0';
-    }
-    for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
-    s->nendpoints = nendpoints;
+    segmentDescribe(s, c, host, endpoints, nendpoints, base, rkey, tier);
     s->mounted_ms = mstime();
-    s->peer_ip = mountPeer(c);
-    s->same_host = mountIsSameHost(c, host, s->peer_ip);
+    s->identity = identity ? identityHash(identity) : NULL;
     segmentSetToken(s, token);
     if (segmentTableAdd(s) != 0) {
         segmentRelease(s);
@@ -302,6 +439,7 @@ void mountCommand(client *c) {
     owner *o = mountOwner(oname, tenant);
     ownerSegmentAdded(o, s);
     ownerAttachClient(o, c);
+    aofSegmentMounted(s);
     serverLog(LL_NOTICE, "Mounted segment '%s' (id %llu, %llu bytes, owner %s)", s->name,
               (unsigned long long)s->id, (unsigned long long)s->size, s->owner);
     addReplyLongLong(c, (long long)s->id);
@@ -332,7 +470,7 @@ void unmountCommand(client *c) {
         addReplyError(c, "ERR the server's own segment cannot be unmounted");
         return;
     }
-    if (graceful >= 0) {
+    if (graceful >= 0 && s->state != SEG_DETACHED) { /* a detached one serves nothing: at once */
         /* No new allocations from now on; unmounted at the deadline. */
         /* Re-issuing can only bring the deadline closer, never postpone it. */
         long long deadline = addSaturate(mstime(), graceful);
@@ -416,6 +554,12 @@ void heartbeatCommand(client *c) {
                       : ownerLookupAny(c->argv[1], sdslen(c->argv[1]));
     if (o == NULL || !ownerIsAlive(o)) {
         addReplyError(c, "-NEEDREMOUNT owner is unknown or was declared dead: mount again");
+        return;
+    }
+    if (o->ndetached) {
+        /* A restart: its segments wait for a MOUNT with their identity. */
+        addReplyError(c, "-NEEDREMOUNT the server restarted: mount again (with the segment's IDENTITY) to "
+                         "re-attach its objects");
         return;
     }
     ownerAttachClient(o, c);

@@ -2953,6 +2953,18 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     /* A named owner, not the connection: it outlives a reconnect (within
      * owner-ttl) and the heartbeat thread speaks for it. Kept last. */
     snprintf(owner, sizeof(owner), "mc:%s:%ld:%s", hostname, (long)getpid(), name);
+    /* Drawn once for this memory and kept by this process alone: a server
+     * restarted from its log re-attaches the objects it held here only to
+     * a MOUNT that presents it again (the heartbeat's remount does), so a
+     * new process under the same name (pid 1 in a container) is never
+     * taken for this one. */
+    char identity[33];
+    unsigned char idraw[16];
+    if (getrandom(idraw, sizeof(idraw), 0) != (ssize_t)sizeof(idraw)) {
+        rc = setErr(c, MC_ERR_IO, "getrandom: %s", strerror(errno));
+        goto err;
+    }
+    for (int b = 0; b < 16; b++) snprintf(identity + 2 * b, 3, "%02x", idraw[b]);
     for (int i = 0; i < n; i++) {
         mcSlice *sl = &c->slices[i];
         char sizebuf[24], basebuf[24];
@@ -2979,6 +2991,8 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
             argv[argc++] = "HOST";
             argv[argc++] = hostname;
         }
+        argv[argc++] = "IDENTITY";
+        argv[argc++] = identity;
         /* Its value is drawn afresh at each MOUNT (sendMount). */
         argv[argc++] = "TOKEN";
         argv[argc++] = "-";

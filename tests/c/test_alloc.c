@@ -299,6 +299,58 @@ int main(void) {
         allocRelease(a);
     }
 
+    TEST("alloc: allocAllocAt reserves exactly the range a log names") {
+        allocator *a = allocCreate(1024 * 64, 64);
+        uint32_t cur = ALLOC_NONE;
+        /* Ascending, with holes before, between and after. */
+        uint32_t h1 = allocAllocAt(a, 64 * 10, 100, &cur);
+        CHECK(h1 != ALLOC_NONE);
+        CHECK_EQ(allocOffset(a, h1), 640);
+        CHECK_EQ(allocSize(a, h1), 128);
+        uint32_t h2 = allocAllocAt(a, 64 * 12, 64, &cur);
+        CHECK(h2 != ALLOC_NONE && cur == h2);
+        uint32_t h3 = allocAllocAt(a, 64 * 13, 64 * 11, &cur); /* right after h2: no left remainder */
+        CHECK(h3 != ALLOC_NONE);
+        CHECK(checkOk(a));
+        allocGetStats(a, &st);
+        CHECK_EQ(st.allocations, 3);
+        CHECK_EQ(st.used, 128 + 64 + 64 * 11);
+        CHECK_EQ(st.free_ranges, 2); /* [0,10) and [24,1024) */
+        /* Refusals change nothing: overlap, unaligned, past the end, zero,
+         * behind the cursor. */
+        uint32_t keep = cur;
+        CHECK(allocAllocAt(a, 64 * 11, 64, &cur) == ALLOC_NONE);      /* inside h1 */
+        CHECK(allocAllocAt(a, 64 * 23, 128, NULL) == ALLOC_NONE);     /* runs into nothing but starts in h3 */
+        CHECK(allocAllocAt(a, 64 * 9, 128, NULL) == ALLOC_NONE);      /* runs into h1 */
+        CHECK(allocAllocAt(a, 65, 64, NULL) == ALLOC_NONE);           /* unaligned */
+        CHECK(allocAllocAt(a, 64 * 1023, 65, NULL) == ALLOC_NONE);    /* past the end */
+        CHECK(allocAllocAt(a, UINT64_MAX & ~63ULL, 64, NULL) == ALLOC_NONE);
+        CHECK(allocAllocAt(a, 0, 0, NULL) == ALLOC_NONE);
+        CHECK(allocAllocAt(a, 0, 64, &cur) == ALLOC_NONE);            /* behind the cursor */
+        CHECK(cur == keep);
+        allocGetStats(a, &st);
+        CHECK_EQ(st.allocations, 3);
+        CHECK(checkOk(a));
+        /* Without a cursor the search starts at the first extent. */
+        uint32_t h0 = allocAllocAt(a, 0, 64 * 10, NULL); /* fills the first hole exactly */
+        CHECK(h0 != ALLOC_NONE);
+        uint32_t hl = allocAllocAt(a, 64 * 1023, 64, NULL); /* the last unit */
+        CHECK(hl != ALLOC_NONE);
+        CHECK(checkOk(a));
+        /* The rest still allocates normally, and frees coalesce. */
+        uint32_t hn = allocAlloc(a, 64 * 999, &off);
+        CHECK(hn != ALLOC_NONE);
+        CHECK_EQ(off, 64 * 24);
+        CHECK(allocAlloc(a, 1, &off) == ALLOC_NONE);
+        uint32_t all[] = {h0, h1, h2, h3, hl, hn};
+        for (int i = 0; i < 6; i++) allocFree(a, all[i]);
+        allocGetStats(a, &st);
+        CHECK_EQ(st.free_ranges, 1);
+        CHECK_EQ(st.used, 0);
+        CHECK(checkOk(a));
+        allocRelease(a);
+    }
+
     TEST("alloc: neighbours coalesce in every free order") {
         /* 4 blocks; with and without a free tail after them. */
         int perm[24][4], np = 0;
