@@ -48,9 +48,22 @@ static int readAll(const char *buf, size_t len, size_t *stop, int *nrec) {
     *nrec = 0;
     while ((rc = aofNextRecord(buf, len, off, MAX_RECORD, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
         FUZZ_CHECK(next > off && next <= len);
-        FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= AOF_REC_FLUSHALL);
+        FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= AOF_REC_PLACED);
         FUZZ_CHECK(inside(buf, len, rec.key, rec.keylen));
         FUZZ_CHECK(inside(buf, len, rec.payload, rec.payload_len));
+        if (rec.type == AOF_REC_SEGMENT) {
+            const aofSegment *g = &rec.seg;
+            FUZZ_CHECK(g->id >= 2 && g->nendpoints <= AOF_SEG_MAX_ENDPOINTS && g->name.len && g->identity.len);
+            const aofStr *f[] = {&g->name, &g->owner, &g->tenant, &g->host, &g->rkey, &g->identity, &g->peer_ip};
+            for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) FUZZ_CHECK(inside(buf, len, f[i]->p, f[i]->len));
+            for (int i = 0; i < g->nendpoints; i++) FUZZ_CHECK(inside(buf, len, g->endpoints[i].p, g->endpoints[i].len));
+        } else if (rec.type == AOF_REC_PLACED) {
+            const aofPlaced *pl = &rec.placed;
+            FUZZ_CHECK(pl->nreplicas >= 1 && pl->nreplicas <= AOF_PLACED_MAX_REPLICAS && pl->value_len > 0);
+            FUZZ_CHECK(inside(buf, len, pl->checksum.p, pl->checksum.len));
+            for (int i = 0; i < pl->nreplicas; i++)
+                FUZZ_CHECK(pl->segid[i] >= 2 && pl->offset[i] <= UINT64_MAX - pl->value_len);
+        }
         off = next;
         (*nrec)++;
     }
@@ -108,12 +121,54 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         s = aofCatRestoreTail(s);
         s = aofCatDel(s, key, klen);
         s = aofCatFlushall(s);
+        /* A client segment and an object placed there, named by the input. */
+        size_t nlen = klen > 256 ? 256 : klen;
+        aofSegment g = {.id = 2 + size, .size = 1 + (uint64_t)size * 4096, .tier = (int)(size % 3),
+                        .same_host = (int)(size & 1), .mounted_ms = (long long)size};
+        g.name = (aofStr){key, nlen};
+        g.owner = (aofStr){key, nlen};
+        g.identity = (aofStr){key, klen > 128 ? 128 : klen};
+        g.host = (aofStr){val, vlen > 256 ? 256 : vlen};
+        g.nendpoints = (int)(size % (AOF_SEG_MAX_ENDPOINTS + 1));
+        for (int i = 0; i < g.nendpoints; i++) g.endpoints[i] = (aofStr){val, vlen > 1024 ? 1024 : vlen};
+        s = aofCatSegment(s, &g);
+        aofPlaced pl = {.flags = DUMP_F_CHECKSUM | (size & 1 ? DUMP_F_HARDPIN : 0), .created_ms = (long long)size,
+                        .value_len = 1 + size, .nreplicas = 1 + (int)(size % AOF_PLACED_MAX_REPLICAS)};
+        pl.checksum = (aofStr){val, vlen > 1024 ? 1024 : vlen};
+        for (int i = 0; i < pl.nreplicas; i++) {
+            pl.segid[i] = g.id + (uint64_t)i;
+            pl.offset[i] = (uint64_t)i * 4096;
+        }
+        s = aofCatPlaced(s, key, klen, (long long)size, &pl);
+        s = aofCatSegmentGone(s, g.id);
         size_t len = sdslen(s);
         char *buf = malloc(len);
         memcpy(buf, s, len);
         size_t stop;
         int n;
-        FUZZ_CHECK(readAll(buf, len, &stop, &n) == AOF_REC_END && n == 3);
+        FUZZ_CHECK(readAll(buf, len, &stop, &n) == AOF_REC_END && n == 6);
+        {
+            /* What was written reads back field for field. */
+            aofRecord r2;
+            size_t off2 = 0, nx;
+            char w2[128];
+            for (int i = 0; i < 3; i++) {
+                FUZZ_CHECK(aofNextRecord(buf, len, off2, MAX_RECORD, &r2, &nx, w2, sizeof(w2)) == AOF_REC_OK);
+                off2 = nx;
+            }
+            FUZZ_CHECK(aofNextRecord(buf, len, off2, MAX_RECORD, &r2, &nx, w2, sizeof(w2)) == AOF_REC_OK);
+            FUZZ_CHECK(r2.type == AOF_REC_SEGMENT && r2.seg.id == g.id && r2.seg.size == g.size &&
+                       r2.seg.tier == g.tier && r2.seg.same_host == g.same_host && r2.seg.nendpoints == g.nendpoints &&
+                       r2.seg.name.len == nlen && !memcmp(r2.seg.name.p, key, nlen) && r2.seg.tenant.p == NULL);
+            off2 = nx;
+            FUZZ_CHECK(aofNextRecord(buf, len, off2, MAX_RECORD, &r2, &nx, w2, sizeof(w2)) == AOF_REC_OK);
+            FUZZ_CHECK(r2.type == AOF_REC_PLACED && r2.placed.nreplicas == pl.nreplicas &&
+                       r2.placed.value_len == pl.value_len && r2.placed.flags == pl.flags &&
+                       !memcmp(r2.placed.offset, pl.offset, sizeof(pl.offset)) && r2.expire_ms == (long long)size);
+            off2 = nx;
+            FUZZ_CHECK(aofNextRecord(buf, len, off2, MAX_RECORD, &r2, &nx, w2, sizeof(w2)) == AOF_REC_OK);
+            FUZZ_CHECK(r2.type == AOF_REC_SEGMENT_GONE && r2.segid == g.id);
+        }
         aofRecord rec;
         size_t next;
         char why[128];
