@@ -1,0 +1,187 @@
+"""Client segments survive a server restart (issue 28, item 2): a process
+that hosts a segment keeps running while the server is killed (-9) and
+restarted from its append-only log; libmooncake's heartbeat reconnects,
+is told NEEDREMOUNT, mounts the segment again with the identity it drew for
+that memory, and the server re-attaches the objects at their places, so a
+reader in another process gets them back byte-exact. A host process that
+died meanwhile is a new process if it comes back: its predecessor's
+objects are never served from its memory."""
+import multiprocessing as mp
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import traceback
+
+import pytest
+
+from conftest import SERVER, child_env, free_port
+
+NOBJ = 24
+
+
+def value_of(name, i):
+    seed = (sum(name.encode()) + 7 * i) % 251
+    return bytes((seed + j) % 256 for j in range(4096 + 512 * i))
+
+
+def hosting_process(q, addr, hold):
+    """Hosts a segment, puts NOBJ objects there, reports, then waits."""
+    try:
+        from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+        store = MooncakeDistributedStore()
+        assert store.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", addr) == 0
+        name = store.get_hostname()
+        cfg = ReplicateConfig(preferred_segment=name)
+        for i in range(NOBJ):
+            assert store.put(f"ra:{name}:{i}", value_of(name, i), cfg) == 0
+        q.put(("ok", name))
+    except BaseException:  # noqa: BLE001
+        q.put(("err", traceback.format_exc()))
+        return
+    hold.wait(120)
+    store.close()
+
+
+class LoggedServer:
+    """A server with appendonly, restartable on the same port and dir."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="pytest-reattach-")
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(os.path.join(self.dir, "server.log"), "a")
+        self.proc = subprocess.Popen(
+            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--segment-size", "64mb",
+             "--appendonly", "yes", "--appendfsync", "always", "--owner-ttl", "60000"],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env())
+        log.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.log()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def log(self):
+        with open(os.path.join(self.dir, "server.log")) as f:
+            return f.read()
+
+    def cli(self, *args):
+        import redis
+        r = redis.Redis(port=self.port)
+        try:
+            return r.execute_command(*args)
+        finally:
+            r.close()
+
+    def info(self, field):
+        import redis
+        r = redis.Redis(port=self.port)
+        try:
+            return r.info("persistence")[field]
+        finally:
+            r.close()
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"
+
+
+@pytest.fixture
+def logged_server():
+    s = LoggedServer()
+    yield s
+    s.stop()
+
+
+def wait_for(cond, what, timeout=20):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    raise AssertionError(what)
+
+
+def start_host(ctx, addr):
+    q, hold = ctx.Queue(), ctx.Event()
+    p = ctx.Process(target=hosting_process, args=(q, addr, hold))
+    p.start()
+    status, info = q.get(timeout=60)
+    assert status == "ok", info
+    return p, info, hold
+
+
+def reader(addr):
+    from mooncake.store import MooncakeDistributedStore
+    store = MooncakeDistributedStore()
+    assert store.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", addr) == 0
+    return store
+
+
+def test_objects_come_back_while_the_host_keeps_running(logged_server):
+    srv = logged_server
+    ctx = mp.get_context("spawn")
+    host, name, hold = start_host(ctx, srv.addr)
+    try:
+        seg_id = dict(zip(*[iter(srv.cli("SEGMENT.INFO", name))] * 2))[b"id"]
+        srv.kill9()
+        srv.start()
+        wait_for(lambda: srv.info("detached_objects") == 0 and srv.info("reattached_objects") == NOBJ,
+                 f"the host did not re-attach its {NOBJ} objects:\n{srv.log()[-3000:]}")
+        info = dict(zip(*[iter(srv.cli("SEGMENT.INFO", name))] * 2))
+        assert info[b"id"] == seg_id and info[b"state"] == b"active"
+        r = reader(srv.addr)
+        try:
+            for i in range(NOBJ):
+                assert r.get(f"ra:{name}:{i}") == value_of(name, i), i
+        finally:
+            r.close()
+    finally:
+        hold.set()
+        host.join(30)
+
+
+def test_a_host_that_died_is_never_taken_for_its_successor(logged_server):
+    srv = logged_server
+    ctx = mp.get_context("spawn")
+    host, name, hold = start_host(ctx, srv.addr)
+    os.kill(host.pid, signal.SIGKILL)
+    host.join(10)
+    srv.kill9()
+    srv.start()
+    # A new process on the same machine: its own segment, and the log's
+    # objects of the dead one go (the probe finds its host gone).
+    host2, name2, hold2 = start_host(ctx, srv.addr)
+    try:
+        wait_for(lambda: srv.info("detached_objects") == 0, f"held objects did not go:\n{srv.log()[-3000:]}")
+        assert srv.info("reattached_objects") == 0
+        assert srv.info("detached_objects_lost") == NOBJ
+        r = reader(srv.addr)
+        try:
+            for i in range(NOBJ):
+                assert r.get(f"ra:{name}:{i}") == b""
+                assert r.get(f"ra:{name2}:{i}") == value_of(name2, i)
+        finally:
+            r.close()
+    finally:
+        hold2.set()
+        host2.join(30)
