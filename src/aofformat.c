@@ -376,6 +376,26 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
     return AOF_REC_OK;
 }
 
+/* Counts the records that set a key (RESTORE, PLACED) by their headers
+ * alone: no payload is read or checked, so a loader can size its tables
+ * before replaying (aofNextRecord checks everything then). Stops at the
+ * first bytes that are not a whole record. */
+size_t aofSkimKeyRecords(const char *buf, size_t len) {
+    size_t pos = 0, n = 0;
+    for (;;) {
+        long long argc, plen;
+        if (readHeader(buf, len, &pos, '*', &argc) != 1 || argc < 1 || argc > AOF_MAX_ARGS) return n;
+        int sets = 0;
+        for (long long j = 0; j < argc; j++) {
+            if (readHeader(buf, len, &pos, '$', &plen) != 1 || plen < 0 || len - pos < (size_t)plen + 2) return n;
+            if (j == 0) sets = (plen == 7 && !strncasecmp(buf + pos, "RESTORE", 7)) ||
+                               (plen == 6 && !strncasecmp(buf + pos, "PLACED", 6));
+            pos += (size_t)plen + 2;
+        }
+        n += (size_t)sets;
+    }
+}
+
 /* ---- writing records ------------------------------------------------------ */
 
 /* "<c><n>\r\n" without printf: the log writes one or two per record on

@@ -78,6 +78,9 @@ typedef struct aofRecord {
 int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
                   char *why, size_t whylen);
 
+/* Records that set a key, counted from their headers only (sizing). */
+size_t aofSkimKeyRecords(const char *buf, size_t len);
+
 /* Appends one record, in the RESP the server writes, to s. The RESTORE form
  * is written in three pieces so a large value goes from where it lies:
  * head (command, key, expiry, the payload's length), the payload bytes
