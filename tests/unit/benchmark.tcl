@@ -120,6 +120,9 @@ tags {benchmark} {
         assert_error {*one REV only*} {exec [file join $utils bench bench-compare.sh] HEAD HEAD~1}
         assert_error {*not a revision*} {exec [file join $utils bench bench-compare.sh] no-such-rev-xyz}
         assert_error {*positive number*} {exec [file join $utils bench bench-compare.sh] --runs 0 HEAD}
+        # The log-load benchmark refuses bad arguments before starting anything.
+        assert_error {*--keys >= 1*} {exec /usr/bin/python3 [file join $utils bench bench-aof-load.py] --keys 0}
+        assert_match "*--objects*" [exec /usr/bin/python3 [file join $utils bench bench-aof-load.py] --help]
         exec sh -n [file join $utils create-cluster]
         exec sh -n [file join $utils tick.sh]
         assert_match "*start*create*stop*" [exec [file join $utils create-cluster] help]
