@@ -569,6 +569,71 @@ void leaseReleaseCommand(client *c) {
     addReplyLongLong(c, released);
 }
 
+/* "<prefix><v>\r\n" at p; returns the end. Digits backwards into a small
+ * buffer: no ll2string, no memcpy per element. */
+static char *catNum(char *p, char prefix, uint64_t v) {
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    *p++ = prefix;
+    while (n) *p++ = tmp[--n];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+#define REPLICAS_REPLY_MAX 1024
+/* Each number is at most 23 bytes ("<c>" + 20 digits + CRLF). */
+_Static_assert(3 * 23 + (23 + 256 + 2) + STORE_MAX_REPLICAS * (4 + 3 * 23) <= REPLICAS_REPLY_MAX,
+               "a GET.REPLICAS reply fits its buffer");
+
+/* GET.REPLICAS's answer for o: [lease ms, size, checksum, [segment, offset,
+ * size]...]. The one reply a batch sends per key, so it is formatted in
+ * one buffer and added once: element by element, a 128-key
+ * BATCH.GET.REPLICAS spent 15% of the server in small copies. */
+static void addReplyReplicas(client *c, storeObj *o) {
+    long long lease = o->ext->lease_until_ms - server.mstime;
+    sds ck = o->ext->checksum;
+    if (lease < 0 || (ck && sdslen(ck) > 256)) {
+        addReplyArrayLen(c, 3 + o->nreplicas);
+        addReplyLongLong(c, lease);
+        addReplyLongLong(c, (long long)o->len);
+        if (ck) addReplyBulk(c, ck, sdslen(ck));
+        else addReplyNull(c);
+        for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
+        return;
+    }
+    char buf[REPLICAS_REPLY_MAX], *p = buf;
+    p = catNum(p, '*', 3 + (uint64_t)o->nreplicas);
+    p = catNum(p, ':', (uint64_t)lease);
+    p = catNum(p, ':', o->len);
+    if (ck) {
+        p = catNum(p, '$', sdslen(ck));
+        memcpy(p, ck, sdslen(ck));
+        p += sdslen(ck);
+        *p++ = '\r';
+        *p++ = '\n';
+    } else if (c->resp == 2) {
+        memcpy(p, "$-1\r\n", 5);
+        p += 5;
+    } else {
+        memcpy(p, "_\r\n", 3);
+        p += 3;
+    }
+    for (int i = 0; i < o->nreplicas; i++) {
+        storeReplica *r = storeObjReplica(o, i);
+        memcpy(p, "*3\r\n", 4);
+        p += 4;
+        p = catNum(p, ':', storeReplicaSegment(r)->id);
+        p = catNum(p, ':', r->offset);
+        p = catNum(p, ':', o->len);
+    }
+    addReplyProto(c, buf, (size_t)(p - buf));
+}
+
 static void getReplicasOne(client *c, sds key) {
     storeObj *o = storeLookupRead(key);
     if (o == NULL) {
@@ -583,12 +648,7 @@ static void getReplicasOne(client *c, sds key) {
     }
     ss.get_hits++;
     grantLease(c, key, o, server.lease_ttl);
-    addReplyArrayLen(c, 3 + o->nreplicas);
-    addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
-    addReplyLongLong(c, (long long)o->len);
-    if (o->ext->checksum) addReplyBulk(c, o->ext->checksum, sdslen(o->ext->checksum));
-    else addReplyNull(c);
-    for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
+    addReplyReplicas(c, o);
 }
 
 void getReplicasCommand(client *c) { getReplicasOne(c, c->argv[1]); }
