@@ -229,6 +229,7 @@ int segmentRestoreFromLog(const aofSegment *g) {
     name[g->name.len] = '\0';
     memcpy(oname, g->owner.p, g->owner.len);
     oname[g->owner.len] = '\0';
+    if (!strcmp(name, server.self->name)) return -1; /* never the pool's name */
     char *tenant = dupStr(g->tenant);
     /* A later record of the segment (its re-attach after an earlier
      * restart) replaces the earlier; a name is one segment's. */
