@@ -14,7 +14,8 @@ prints ("DB loaded from append only file ... in X seconds" / "DB loaded
 from append only file: X seconds"). Prints keys per second and the ratio
 to Redis's in the same round (median and range), and each log's size.
 Defaults: 10M keys, 1M objects, 3 rounds (about 4 GB of memory at the
-peak; --keys 1000000 for a quick look). Needs redis-server and redis-cli.
+peak; --keys 1000000 for a quick look). Needs redis-server and redis-cli;
+$MOONCAKE_SERVER names the server binary (default src/mooncake-server).
 """
 import argparse
 import os
@@ -28,7 +29,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MC = os.path.join(ROOT, 'src', 'mooncake-server')
+MC = os.environ.get('MOONCAKE_SERVER', os.path.join(ROOT, 'src', 'mooncake-server'))
 
 
 def free_port():
