@@ -5,6 +5,7 @@ The binding is imported from $PYTHONPATH (build/python in a checkout); the
 server binary is $MOONCAKE_SERVER or src/mooncake-server.
 """
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -138,3 +139,70 @@ def pytest_runtest_logreport(report):
     if line:
         with open(_REPORT, "a") as f:
             f.write(line.replace("\n", " ") + "\n")
+
+
+class LoggedServer:
+    """A server with appendonly yes (and the args given), killed and
+    restarted on the same port and dir."""
+
+    def __init__(self, *args):
+        self.args = args
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="pytest-reattach-")
+        self.proc = None
+        self.start()
+
+    def start(self):
+        log = open(os.path.join(self.dir, "server.log"), "a")
+        self.proc = subprocess.Popen(
+            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--segment-size", "64mb",
+             "--appendonly", "yes", *self.args],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env())
+        log.close()
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            assert self.proc.poll() is None, self.log()[-2000:]
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("server did not start")
+
+    def kill9(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["rm", "-rf", self.dir], check=False)
+
+    def log(self):
+        with open(os.path.join(self.dir, "server.log")) as f:
+            return f.read()
+
+    def cli(self, *args):
+        import redis
+        r = redis.Redis(port=self.port)
+        try:
+            return r.execute_command(*args)
+        finally:
+            r.close()
+
+    def info(self, field):
+        import redis
+        r = redis.Redis(port=self.port)
+        try:
+            return r.info("persistence")[field]
+        finally:
+            r.close()
+
+    @property
+    def addr(self):
+        return f"127.0.0.1:{self.port}"

@@ -9,15 +9,12 @@ objects are never served from its memory."""
 import multiprocessing as mp
 import os
 import signal
-import socket
-import subprocess
-import tempfile
 import time
 import traceback
 
 import pytest
 
-from conftest import SERVER, child_env, free_port
+from conftest import LoggedServer
 
 NOBJ = 24
 
@@ -45,69 +42,9 @@ def hosting_process(q, addr, hold):
     store.close()
 
 
-class LoggedServer:
-    """A server with appendonly, restartable on the same port and dir."""
-
-    def __init__(self):
-        self.port = free_port()
-        self.dir = tempfile.mkdtemp(prefix="pytest-reattach-")
-        self.proc = None
-        self.start()
-
-    def start(self):
-        log = open(os.path.join(self.dir, "server.log"), "a")
-        self.proc = subprocess.Popen(
-            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--segment-size", "64mb",
-             "--appendonly", "yes", "--appendfsync", "always", "--owner-ttl", "60000"],
-            stdout=log, stderr=subprocess.STDOUT, env=child_env())
-        log.close()
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            assert self.proc.poll() is None, self.log()[-2000:]
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("server did not start")
-
-    def kill9(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def log(self):
-        with open(os.path.join(self.dir, "server.log")) as f:
-            return f.read()
-
-    def cli(self, *args):
-        import redis
-        r = redis.Redis(port=self.port)
-        try:
-            return r.execute_command(*args)
-        finally:
-            r.close()
-
-    def info(self, field):
-        import redis
-        r = redis.Redis(port=self.port)
-        try:
-            return r.info("persistence")[field]
-        finally:
-            r.close()
-
-    @property
-    def addr(self):
-        return f"127.0.0.1:{self.port}"
-
-
 @pytest.fixture
 def logged_server():
-    s = LoggedServer()
+    s = LoggedServer("--appendfsync", "always", "--owner-ttl", "60000")
     yield s
     s.stop()
 
