@@ -825,7 +825,7 @@ static int regionAdd(mcRdma *r, void *addr, size_t len, int mode, int fd, uint64
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     rdmaRegion *g;
     mcRdmaDesc d;
-    int rc = MC_ERR_IO, node = -1;
+    int rc = MC_ERR_IO, node = -1, saved = 0;
 
     if (r == NULL || addr == NULL || len == 0) return MC_ERR_INVALID;
     if ((g = calloc(1, sizeof(*g))) == NULL) return MC_ERR_NOMEM;
@@ -848,6 +848,7 @@ static int regionAdd(mcRdma *r, void *addr, size_t len, int mode, int fd, uint64
             g->mr[di] = V.reg_mr(r->dev[di].pd, addr, len, access);
         if (g->mr[di] == NULL) {
             /* ENOMEM here is mostly RLIMIT_MEMLOCK, not the heap. */
+            saved = errno;
             rc = errno == ENOMEM ? MC_ERR_NOMEM : errno == EOPNOTSUPP || errno == EINVAL ? MC_ERR_UNSUPPORTED
                                                                                          : MC_ERR_IO;
             goto err;
@@ -874,6 +875,7 @@ err:
         if (g->mr[i]) V.dereg_mr(g->mr[i]);
     free(g);
     pthread_mutex_unlock(&r->lock);
+    errno = saved; /* the registration's own reason, for the caller to say */
     return rc;
 }
 
@@ -897,7 +899,7 @@ int mcRdmaRegisterDevice(mcRdma *r, void *addr, size_t len, int dmabuf_fd, uint6
             setErr(why, whylen, "the NIC registered the GPU memory's dmabuf");
             return mode;
         }
-        setErr(why, whylen, "ibv_reg_dmabuf_mr refused (error %d)", rc);
+        setErr(why, whylen, "the NIC refused the dmabuf (ibv_reg_dmabuf_mr: %s)", strerror(errno));
         mode = mcRdmaGdrChoose(policy, 0, peermem_ok);
     }
     if (mode == MC_RDMA_REG_PEERMEM) {
@@ -905,7 +907,8 @@ int mcRdmaRegisterDevice(mcRdma *r, void *addr, size_t len, int dmabuf_fd, uint6
             setErr(why, whylen, "the NIC registered the device pointer (peer memory)");
             return mode;
         }
-        setErr(why, whylen, "ibv_reg_mr of the device pointer refused (error %d)", rc);
+        setErr(why, whylen, "the NIC refused the device pointer (ibv_reg_mr: %s; is nvidia_peermem loaded?)",
+               strerror(errno));
         return MC_RDMA_REG_NONE;
     }
     if (mode == MC_RDMA_REG_NONE && why && (why[0] == '\0' || !dmabuf_ok))

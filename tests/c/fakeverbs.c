@@ -300,6 +300,17 @@ EXPORT long long fakeverbs_get(const char *name) {
     char tail[16];
     if (sscanf(name, "dev%d_%15s", &d, tail) == 2 && d >= 0 && d < FV_MAX_DEV && strcmp(tail, "ops") == 0)
         return __atomic_load_n(&reg->counter[C_DEV_OPS + d], __ATOMIC_RELAXED);
+    if (strcmp(name, "live_qps") == 0 || strcmp(name, "live_mrs") == 0) {
+        long long n = 0;
+        regLock();
+        if (name[5] == 'q') {
+            for (int i = 0; i < FV_MAX_QP; i++) n += reg->qp[i].used && !pidGone(reg->qp[i].pid);
+        } else {
+            for (int i = 0; i < FV_MAX_MR; i++) n += reg->mr[i].used && !pidGone(reg->mr[i].pid);
+        }
+        regUnlock();
+        return n;
+    }
     if (strcmp(name, "qp_err_after") == 0) return reg->qp_err_after;
     if (strcmp(name, "dev_fail") == 0) return reg->dev_fail;
     if (strcmp(name, "dmabuf") == 0) return reg->dmabuf;

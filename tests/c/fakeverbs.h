@@ -17,7 +17,9 @@
  *
  * Counters (fakeverbs_get): read_ops write_ops read_bytes write_bytes
  *   rem_access_err loc_prot_err retry_exc_err flush_err qp_refused
- *   dmabuf_mrs mrs qps dev0_ops .. dev15_ops
+ *   dmabuf_mrs mrs qps dev0_ops .. dev15_ops (created minus destroyed for
+ *   mrs, qps, dmabuf_mrs: a process that died without freeing still counts)
+ *   live_qps live_mrs: those of the registry whose process is alive
  * Knobs (fakeverbs_set, fakeverbs_get):
  *   qp_err_after  N >= 0: N more operations succeed, then the QP running
  *                 the next one goes to the error state (that one completes
