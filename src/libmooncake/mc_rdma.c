@@ -54,8 +54,11 @@
 #include "mc_rdma.h"
 #include "mooncake.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,6 +301,51 @@ const char *mcRdmaRegName(int mode) {
     case MC_RDMA_REG_PEERMEM: return "peermem";
     default: return "staged";
     }
+}
+
+/* The dmabuf of a device range, from the CUDA driver
+ * (cuMemGetHandleForAddressRange, CUDA >= 11.7 on a kernel and driver with
+ * dmabuf support). The driver library is loaded here, apart from the CUDA
+ * runtime glue (mc_cuda.c), because only this registration needs it:
+ * MC_CUDA_DRIVER_LIBRARY names it, default libcuda.so.1. The range is
+ * widened to host pages as the call requires; *off is where addr falls in
+ * the dmabuf. Returns the fd (the caller closes it) or -1 with a reason. */
+int mcRdmaCudaDmabuf(const void *addr, size_t len, uint64_t *off, char *why, size_t whylen) {
+    typedef int (*getHandleFn)(void *handle, unsigned long long dptr, size_t size, int type,
+                               unsigned long long flags);
+    static void *lib;
+    static getHandleFn getHandle;
+    static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+    static char loaderr[256];
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a = (uint64_t)(uintptr_t)addr, lo, hi;
+    int fd = -1, rc;
+
+    pthread_mutex_lock(&once);
+    if (lib == NULL && loaderr[0] == '\0') {
+        const char *name = getenv("MC_CUDA_DRIVER_LIBRARY");
+        if (name == NULL || *name == '\0') name = "libcuda.so.1";
+        if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+            snprintf(loaderr, sizeof(loaderr), "no dmabuf: cannot load %s", name);
+        } else {
+            void *f = dlsym(lib, "cuMemGetHandleForAddressRange");
+            memcpy(&getHandle, &f, sizeof(f));
+            if (getHandle == NULL) snprintf(loaderr, sizeof(loaderr), "no dmabuf: %s predates CUDA 11.7", name);
+        }
+    }
+    pthread_mutex_unlock(&once);
+    if (getHandle == NULL) {
+        setErr(why, whylen, "%s", loaderr);
+        return -1;
+    }
+    lo = a & ~(page - 1);
+    hi = (a + len + page - 1) & ~(page - 1);
+    /* 1: CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
+    if ((rc = getHandle(&fd, lo, (size_t)(hi - lo), 1, 0)) != 0 || fd < 0) {
+        setErr(why, whylen, "no dmabuf: cuMemGetHandleForAddressRange returned %d", rc);
+        return -1;
+    }
+    *off = a - lo;
+    return fd;
 }
 
 #ifdef MC_HAVE_RDMA

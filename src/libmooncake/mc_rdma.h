@@ -72,6 +72,9 @@ enum { MC_RDMA_REG_NONE = 0, MC_RDMA_REG_HOST, MC_RDMA_REG_DMABUF, MC_RDMA_REG_P
  * Returns MC_RDMA_REG_DMABUF, _PEERMEM or _NONE (staged through host
  * memory). */
 int mcRdmaGdrChoose(const char *policy, int dmabuf_ok, int peermem_ok);
+/* The dmabuf fd of a CUDA device range (the caller closes it) and addr's
+ * offset in it, or -1 with a reason (no driver, no dmabuf support). */
+int mcRdmaCudaDmabuf(const void *addr, size_t len, uint64_t *off, char *why, size_t whylen);
 /* "host", "dmabuf", "peermem", "staged". */
 const char *mcRdmaRegName(int mode);
 

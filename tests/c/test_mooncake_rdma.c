@@ -21,7 +21,9 @@
  *  6. qp error: a QP that goes to the error state mid-transfer: its slice
  *     moves to another NIC, the bytes arrive whole, for a get and a put.
  *  7. all NICs failing: forced rdma fails and revokes the put (nothing
- *     stored, nothing overwritten); auto falls back to tcp, byte-exact.
+ *     stored, nothing overwritten); auto falls back to tcp, byte-exact;
+ *     once they work again auto takes rdma, for a batch too (a batch took
+ *     tcp before), and mc_region_rdma says how a region travels.
  *  8. keys: through the engine itself, a wrong rkey and a range past the
  *     segment complete with the remote access error, move nothing, and a
  *     rejected WRITE leaves every stored value intact.
@@ -382,6 +384,34 @@ static void testRdma(void) {
         CHECK(c && readsBack(c, "single:1048583", buf + 32 * MiB, 1 * MiB + 7));
         CHECK(cauto && readsBack(cauto, "single:4096", buf2, 4096));
         CHECK_EQ(cauto ? mc_last_transport(cauto) : -1, MC_TRANSPORT_RDMA); /* auto prefers rdma when it works */
+    }
+    TEST("rdma: with auto, a batch of registered buffers goes over rdma too, not tcp") {
+        mc_kv items[2];
+        long long res[2];
+        const char *keys[2] = {"batch:1", "batch:2"};
+        size_t off = 0;
+        for (int i = 0; i < 2; i++) {
+            size_t n = (size_t)1 << (15 + i);
+            items[i] = (mc_kv){keys[i], strlen(keys[i]), buf2 + off, n};
+            off += n;
+        }
+        memset(buf2, 0, off);
+        long long ops = fvGet("read_ops");
+        CHECK_EQ(cauto ? mc_batch_get(cauto, 2, items, res) : -1, 2);
+        CHECK(fvGet("read_ops") - ops >= 2); /* the fake moved them */
+        char *want = xmalloc(off);
+        for (int i = 0; i < 2; i++) {
+            fillPattern(want, items[i].len, seedOf(keys[i], items[i].len));
+            CHECK(sameBytes(keys[i], items[i].buf, res[i], want, items[i].len));
+        }
+        free(want);
+    }
+    TEST("rdma: mc_region_rdma says how a region travels") {
+        char why[200] = "";
+        CHECK_EQ(c ? mc_region_rdma(c, buf + 5, why, sizeof(why)) : -1, MC_REG_RDMA_HOST);
+        CHECK(why[0] != '\0');
+        char other;
+        CHECK_EQ(c ? mc_region_rdma(c, &other, NULL, 0) : -1, MC_ERR_NOT_FOUND);
     }
     TEST("rdma: a wrong rkey and a range past the segment complete with the remote access error and move nothing") {
         char ep[300], rkeys[300], base[32], err[256] = "";
