@@ -2,38 +2,54 @@
  *
  * What it does: a segment hosted by a client process is registered on every
  * local NIC (one ibv_mr per protection domain, so one rkey per NIC) and
- * served by a passive rdma_cm listener; a reader or writer elsewhere
- * connects one RC queue pair per (peer, local NIC) and moves bytes with
- * one-sided RDMA READ/WRITE, striped over its NICs. The host side never
- * touches the data path: it accepts QPs and that is all, since one-sided
- * operations consume no receive work requests and raise no completions at
- * the target.
+ * served by a passive listener; a reader or writer elsewhere connects one
+ * RC queue pair per (peer, local NIC) and moves bytes with one-sided RDMA
+ * READ/WRITE, striped over its NICs. The host side never touches the data
+ * path: it takes QPs and that is all, since one-sided operations consume
+ * no receive work requests and raise no completions at the target.
  *
  * Why it is shaped so:
  *
- * - Device contexts come from rdma_get_devices(), not ibv_open_device().
- *   rdma_cm binds every cm_id to *its own* ibv_context for the device the
- *   route goes through, and rdma_create_qp() refuses a PD from any other
- *   context. Allocating our PDs on librdmacm's contexts is what lets the QP
- *   of a cm_id and the MRs we registered live in the same PD.
- *   ibv_get_device_list() is still called first, only so that "there is no
- *   device at all" gets its own plain error message.
+ * - libibverbs is loaded with dlopen at the first mcRdmaOpen (the library
+ *   MC_VERBS_LIBRARY names, else libibverbs.so.1), not linked: one build
+ *   runs on machines with and without RDMA, a process that never asks for
+ *   RDMA never loads it, and the tests point it at a fake verbs library
+ *   (tests/c/fakeverbs.c) that runs this file unchanged where no machine
+ *   has a NIC. Only the header is needed to build: it gives the types, and
+ *   ibv_post_send/ibv_poll_cq are its inline calls through the context.
  *
- * - The rkey the peer must use depends on which of the host's NICs accepted
- *   the connection (an rkey is valid only in its own PD). The listener says
- *   which, by name, in the private data of its accept ("MCR1" + NIC name);
- *   the connecting side looks that name up in the segment's RKEY text. A
+ * - No librdmacm. A QP is connected over a plain TCP connection to the
+ *   listener (host:port of the rdma:// endpoint): each side sends one
+ *   rdmaWire (QP number, PSN, LID, GID, MTU, READ depth, NIC name), both
+ *   walk RESET -> INIT -> RTR -> RTS, and the connection then stays open
+ *   for the life of the QP: the host drops its end when the connection
+ *   closes, so a reader that exits or dies frees what it held on the host
+ *   without any timer. Each QP is bound to its device and port explicitly,
+ *   so nothing depends on IP routing picking the right NIC (rdma_cm's
+ *   source-address binding did), and one fewer library has to be there.
+ *
+ * - The rkey the peer must use depends on which of the host's NICs took
+ *   the QP (an rkey is valid only in its own PD). The requester asks for
+ *   one (its path's index, modulo the host's NIC count, so a striped
+ *   transfer spreads over the host's NICs too) and the host's answer names
+ *   it; the requester looks that name up in the segment's RKEY text. A
  *   bare-hex RKEY is taken to be valid on any NIC.
  *
- * - A connection is pinned to a local NIC by binding the source address to
- *   an IP of that NIC's netdev (found through sysfs). If the NIC has none,
- *   rdma_cm picks the device from the routing table; when that is another
- *   NIC the path is refused rather than silently doubled up.
+ * - RoCE ports are addressed by GID (MC_RDMA_GID_INDEX, else the last
+ *   IPv4-mapped GID of the first 16: the RoCE v2 one), InfiniBand ports by
+ *   LID.
  *
  * - Paths that fail to connect are remembered for RDMA_RETRY_MS so that a
  *   dead NIC costs one timeout now and then, not one per transfer. A QP
  *   that completed a work request in error is torn down at the end of the
- *   transfer and reconnected on the next one.
+ *   transfer and reconnected on the next one; its failed slice is retried
+ *   once on another path.
+ *
+ * - Device memory (GPUDirect) is registered the first way the platform
+ *   allows (mcRdmaGdrChoose): a dmabuf of the range (ibv_reg_dmabuf_mr),
+ *   peer memory (ibv_reg_mr of the device pointer, nvidia_peermem), or not
+ *   at all, in which case mooncake.c stages it through host memory. The
+ *   decision is a plain function so that it is tested without a GPU.
  *
  * - One mutex covers the engine (regions, connection cache, CQ polling)
  *   and is held for a whole transfer. Transfers on one engine therefore run
