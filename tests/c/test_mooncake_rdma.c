@@ -65,11 +65,12 @@
 #define BUFSIZE (64 * MiB)
 #define HOSTNAME_SEG "rdma-host"
 
+static void onPipe(int sig) { (void)sig; }
+
+#ifdef MC_HAVE_RDMA
 static long long (*fvGet)(const char *);
 static int (*fvSet)(const char *, long long);
 static char regdir[128];
-
-static void onPipe(int sig) { (void)sig; }
 
 /* ---- the fake ------------------------------------------------------------- */
 
@@ -570,6 +571,8 @@ static void testGpuDirect(void) {
     free(local);
     free(pattern);
 }
+
+#endif /* MC_HAVE_RDMA */
 
 int main(int argc, char **argv) {
     const char *only = groupMainStart("test_mooncake_rdma", MC_VERSION, onPipe, argc, argv);
