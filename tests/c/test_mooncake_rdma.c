@@ -35,6 +35,9 @@
  *     fake's live QPs return to what they were).
  * 11. a host that dies: its keys fail to read (the watchdog catches a
  *     read that hangs instead), and the reader carries on with the server.
+ * 12. the fake itself refuses what verbs refuses: QP transitions out of
+ *     order or without their attributes (a RoCE RTR without a GRH), posts
+ *     before RTS, a PD or CQ freed under a QP, remote write without local.
  * Bytes per second through the fake are printed for information only.
  * Built without MC_HAVE_RDMA the program says SKIP and passes nothing. */
 #include <dlfcn.h>
@@ -60,6 +63,9 @@
 
 #include "mc_rdma.h"
 #include "mooncake.h"
+#ifdef MC_HAVE_RDMA
+#include <infiniband/verbs.h>
+#endif
 
 #define SEGSIZE (96 * MiB)
 #define BUFSIZE (64 * MiB)
@@ -572,6 +578,101 @@ static void testGpuDirect(void) {
     free(pattern);
 }
 
+/* The fake's own checks, called as libmooncake calls them (dlsym): what a
+ * real verbs library refuses, the fake refuses, or the tests above would
+ * pass against code that real hardware rejects. */
+static void *fvSym(const char *name) {
+    void *h = dlopen(getenv("MC_VERBS_LIBRARY"), RTLD_NOW | RTLD_LOCAL);
+    return h ? dlsym(h, name) : NULL;
+}
+
+static void testFakeChecks(void) {
+    struct ibv_device **(*getList)(int *) = NULL;
+    void (*freeList)(struct ibv_device **) = NULL;
+    struct ibv_context *(*openDev)(struct ibv_device *) = NULL;
+    int (*closeDev)(struct ibv_context *) = NULL;
+    struct ibv_pd *(*allocPd)(struct ibv_context *) = NULL;
+    int (*deallocPd)(struct ibv_pd *) = NULL;
+    struct ibv_mr *(*regMr)(struct ibv_pd *, void *, size_t, int) = NULL;
+    struct ibv_cq *(*createCq)(struct ibv_context *, int, void *, struct ibv_comp_channel *, int) = NULL;
+    int (*destroyCq)(struct ibv_cq *) = NULL;
+    struct ibv_qp *(*createQp)(struct ibv_pd *, struct ibv_qp_init_attr *) = NULL;
+    int (*modifyQp)(struct ibv_qp *, struct ibv_qp_attr *, int) = NULL;
+    int (*destroyQp)(struct ibv_qp *) = NULL;
+    *(void **)&getList = fvSym("ibv_get_device_list");
+    *(void **)&freeList = fvSym("ibv_free_device_list");
+    *(void **)&openDev = fvSym("ibv_open_device");
+    *(void **)&closeDev = fvSym("ibv_close_device");
+    *(void **)&allocPd = fvSym("ibv_alloc_pd");
+    *(void **)&deallocPd = fvSym("ibv_dealloc_pd");
+    *(void **)&regMr = fvSym("ibv_reg_mr");
+    *(void **)&createCq = fvSym("ibv_create_cq");
+    *(void **)&destroyCq = fvSym("ibv_destroy_cq");
+    *(void **)&createQp = fvSym("ibv_create_qp");
+    *(void **)&modifyQp = fvSym("ibv_modify_qp");
+    *(void **)&destroyQp = fvSym("ibv_destroy_qp");
+    watchdog();
+
+    TEST("fakeverbs: the QP state machine, posting, teardown order and MR access refused as verbs refuses them") {
+        int n = 0;
+        struct ibv_device **list = getList ? getList(&n) : NULL;
+        CHECK_EQ(n, 3);
+        struct ibv_context *ctx = list ? openDev(list[0]) : NULL;
+        if (list) freeList(list);
+        CHECK(ctx != NULL);
+        if (ctx == NULL) break;
+        struct ibv_pd *pd = allocPd(ctx);
+        struct ibv_cq *cq = createCq(ctx, 4, NULL, NULL, 0);
+        struct ibv_qp_init_attr qa;
+        memset(&qa, 0, sizeof(qa));
+        qa.send_cq = qa.recv_cq = cq;
+        qa.qp_type = IBV_QPT_RC;
+        qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
+        qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+        struct ibv_qp *qp = createQp(pd, &qa);
+        CHECK(pd && cq && qp);
+        if (!qp) break;
+        long long refused = fvGet("qp_refused");
+        struct ibv_qp_attr a;
+        struct ibv_send_wr wr, *bad = NULL;
+        memset(&wr, 0, sizeof(wr));
+        wr.opcode = IBV_WR_RDMA_READ;
+        CHECK(ibv_post_send(qp, &wr, &bad) != 0 && bad == &wr); /* RESET: not RTS */
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTR;
+        CHECK(modifyQp(qp, &a, IBV_QP_STATE) != 0);            /* RESET -> RTR skips INIT */
+        a.qp_state = IBV_QPS_INIT;
+        a.port_num = 1;
+        CHECK(modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PORT) != 0); /* INIT needs pkey and access too */
+        CHECK_EQ(modifyQp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS), 0);
+        a.qp_state = IBV_QPS_RTS;
+        CHECK(modifyQp(qp, &a, IBV_QP_STATE) != 0);            /* INIT -> RTS skips RTR */
+        const int rtr = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+        memset(&a, 0, sizeof(a));
+        a.qp_state = IBV_QPS_RTR;
+        a.path_mtu = IBV_MTU_1024;
+        a.dest_qp_num = qp->qp_num;
+        a.max_dest_rd_atomic = 1;
+        a.ah_attr.port_num = 1;
+        CHECK(modifyQp(qp, &a, rtr) != 0);                     /* RoCE without a GRH */
+        a.ah_attr.is_global = 1;
+        a.ah_attr.grh.sgid_index = 1;
+        CHECK_EQ(modifyQp(qp, &a, rtr), 0);
+        CHECK(ibv_post_send(qp, &wr, &bad) != 0);               /* RTR: still not RTS */
+        CHECK_EQ(fvGet("qp_refused") - refused, 4);
+        CHECK_EQ(deallocPd(pd), EBUSY);                         /* a QP is in it */
+        CHECK_EQ(destroyCq(cq), EBUSY);                         /* a QP uses it */
+        char mem[64];
+        errno = 0;
+        CHECK(regMr(pd, mem, sizeof(mem), IBV_ACCESS_REMOTE_WRITE) == NULL && errno == EINVAL);
+        CHECK_EQ(destroyQp(qp), 0);
+        CHECK_EQ(destroyCq(cq), 0);
+        CHECK_EQ(deallocPd(pd), 0);
+        CHECK_EQ(closeDev(ctx), 0);
+    }
+}
+
 #endif /* MC_HAVE_RDMA */
 
 int main(int argc, char **argv) {
@@ -587,6 +688,7 @@ int main(int argc, char **argv) {
     }
     if (!only || strstr("rdma", only)) testRdma();
     if (!only || strstr("gpudirect", only)) testGpuDirect();
+    if (!only || strstr("fakeverbs", only)) testFakeChecks();
     fakeCleanup();
     return testReport();
 #endif
