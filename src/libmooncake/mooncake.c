@@ -2571,10 +2571,14 @@ static void regionRdma(mc_client *c, mcRegion *r, char *rkeys, size_t cap) {
         snprintf(r->rdma_why, sizeof(r->rdma_why), "%s", c->rdma_err);
     } else if (r->mem == MC_MEM_CUDA) {
         uint64_t off = 0;
-        int fd = mcRdmaCudaDmabuf(r->addr, r->len, &off, r->rdma_why, sizeof(r->rdma_why));
+        char dwhy[128] = "";
+        int fd = mcRdmaCudaDmabuf(r->addr, r->len, &off, dwhy, sizeof(dwhy));
         int mode = mcRdmaRegisterDevice(e, r->addr, r->len, fd, off, getenv("MC_GPUDIRECT"), rkeys, cap, r->rdma_why,
                                         sizeof(r->rdma_why));
         if (fd >= 0) close(fd); /* the registration holds the dmabuf itself */
+        size_t used = strlen(r->rdma_why);
+        if (mode == MC_RDMA_REG_NONE && fd < 0 && dwhy[0] && used < sizeof(r->rdma_why))
+            snprintf(r->rdma_why + used, sizeof(r->rdma_why) - used, " (%s)", dwhy);
         r->rdma_mode = mode == MC_RDMA_REG_DMABUF ? MC_REG_RDMA_DMABUF
                        : mode == MC_RDMA_REG_PEERMEM ? MC_REG_RDMA_PEERMEM : MC_REG_STAGED;
     } else if (mcRdmaRegister(e, r->addr, r->len, rkeys, cap) == MC_OK) {
