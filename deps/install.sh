@@ -12,7 +12,7 @@
 # Debian package found later through pkg-config.
 set -e
 what=${1:-build}
-build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev librdmacm-dev libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev python3-dev"
+build_pkgs="build-essential pkg-config libjemalloc-dev libnuma-dev libibverbs-dev libcurl4-openssl-dev libjansson-dev libmicrohttpd-dev python3-dev"
 test_pkgs="tcl libhiredis-dev redis-tools redis-server python3-redis clang libclang-rt-14-dev iproute2 etcd-server python3-pytest python3-numpy python3-torch python3-pip python3-setuptools"
 all_pkgs=""
 case "$what" in

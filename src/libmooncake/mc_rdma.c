@@ -2,38 +2,54 @@
  *
  * What it does: a segment hosted by a client process is registered on every
  * local NIC (one ibv_mr per protection domain, so one rkey per NIC) and
- * served by a passive rdma_cm listener; a reader or writer elsewhere
- * connects one RC queue pair per (peer, local NIC) and moves bytes with
- * one-sided RDMA READ/WRITE, striped over its NICs. The host side never
- * touches the data path: it accepts QPs and that is all, since one-sided
- * operations consume no receive work requests and raise no completions at
- * the target.
+ * served by a passive listener; a reader or writer elsewhere connects one
+ * RC queue pair per (peer, local NIC) and moves bytes with one-sided RDMA
+ * READ/WRITE, striped over its NICs. The host side never touches the data
+ * path: it takes QPs and that is all, since one-sided operations consume
+ * no receive work requests and raise no completions at the target.
  *
  * Why it is shaped so:
  *
- * - Device contexts come from rdma_get_devices(), not ibv_open_device().
- *   rdma_cm binds every cm_id to *its own* ibv_context for the device the
- *   route goes through, and rdma_create_qp() refuses a PD from any other
- *   context. Allocating our PDs on librdmacm's contexts is what lets the QP
- *   of a cm_id and the MRs we registered live in the same PD.
- *   ibv_get_device_list() is still called first, only so that "there is no
- *   device at all" gets its own plain error message.
+ * - libibverbs is loaded with dlopen at the first mcRdmaOpen (the library
+ *   MC_VERBS_LIBRARY names, else libibverbs.so.1), not linked: one build
+ *   runs on machines with and without RDMA, a process that never asks for
+ *   RDMA never loads it, and the tests point it at a fake verbs library
+ *   (tests/c/fakeverbs.c) that runs this file unchanged where no machine
+ *   has a NIC. Only the header is needed to build: it gives the types, and
+ *   ibv_post_send/ibv_poll_cq are its inline calls through the context.
  *
- * - The rkey the peer must use depends on which of the host's NICs accepted
- *   the connection (an rkey is valid only in its own PD). The listener says
- *   which, by name, in the private data of its accept ("MCR1" + NIC name);
- *   the connecting side looks that name up in the segment's RKEY text. A
+ * - No librdmacm. A QP is connected over a plain TCP connection to the
+ *   listener (host:port of the rdma:// endpoint): each side sends one
+ *   rdmaWire (QP number, PSN, LID, GID, MTU, READ depth, NIC name), both
+ *   walk RESET -> INIT -> RTR -> RTS, and the connection then stays open
+ *   for the life of the QP: the host drops its end when the connection
+ *   closes, so a reader that exits or dies frees what it held on the host
+ *   without any timer. Each QP is bound to its device and port explicitly,
+ *   so nothing depends on IP routing picking the right NIC (rdma_cm's
+ *   source-address binding did), and one fewer library has to be there.
+ *
+ * - The rkey the peer must use depends on which of the host's NICs took
+ *   the QP (an rkey is valid only in its own PD). The requester asks for
+ *   one (its path's index, modulo the host's NIC count, so a striped
+ *   transfer spreads over the host's NICs too) and the host's answer names
+ *   it; the requester looks that name up in the segment's RKEY text. A
  *   bare-hex RKEY is taken to be valid on any NIC.
  *
- * - A connection is pinned to a local NIC by binding the source address to
- *   an IP of that NIC's netdev (found through sysfs). If the NIC has none,
- *   rdma_cm picks the device from the routing table; when that is another
- *   NIC the path is refused rather than silently doubled up.
+ * - RoCE ports are addressed by GID (MC_RDMA_GID_INDEX, else the last
+ *   IPv4-mapped GID of the first 16: the RoCE v2 one), InfiniBand ports by
+ *   LID.
  *
  * - Paths that fail to connect are remembered for RDMA_RETRY_MS so that a
  *   dead NIC costs one timeout now and then, not one per transfer. A QP
  *   that completed a work request in error is torn down at the end of the
- *   transfer and reconnected on the next one.
+ *   transfer and reconnected on the next one; its failed slice is retried
+ *   once on another path.
+ *
+ * - Device memory (GPUDirect) is registered the first way the platform
+ *   allows (mcRdmaGdrChoose): a dmabuf of the range (ibv_reg_dmabuf_mr),
+ *   peer memory (ibv_reg_mr of the device pointer, nvidia_peermem), or not
+ *   at all, in which case mooncake.c stages it through host memory. The
+ *   decision is a plain function so that it is tested without a GPU.
  *
  * - One mutex covers the engine (regions, connection cache, CQ polling)
  *   and is held for a whole transfer. Transfers on one engine therefore run
@@ -54,8 +70,11 @@
 #include "mc_rdma.h"
 #include "mooncake.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +84,6 @@
 /* Below this a slice costs more in work-request overhead than it gains in
  * parallel bandwidth, so small transfers are not spread over every NIC. */
 #define MC_RDMA_MIN_SLICE (UINT64_C(64) << 10)
-#define MC_RDMA_HELLO "MCR1"
 
 static void setErr(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -278,85 +296,255 @@ int mcRdmaStripe(uint64_t len, int nnics, uint64_t chunk, mcRdmaSlice *out, int 
     return (int)k;
 }
 
+/* Device memory (GPUDirect RDMA): the first way the platform allows. A
+ * dmabuf (the GPU driver exports the range as a file descriptor and the
+ * NIC registers that: ibv_reg_dmabuf_mr, upstream kernels, no extra module)
+ * is preferred over peer memory (ibv_reg_mr of the device pointer itself,
+ * which only works with nvidia_peermem loaded); with neither the memory is
+ * not registered and its transfers are staged through host memory. */
+int mcRdmaGdrChoose(const char *policy, int dmabuf_ok, int peermem_ok) {
+    int any = policy == NULL || policy[0] == '\0' || strcmp(policy, "auto") == 0;
+    if (policy && strcmp(policy, "off") == 0) return MC_RDMA_REG_NONE;
+    if (dmabuf_ok && (any || strcmp(policy, "dmabuf") == 0)) return MC_RDMA_REG_DMABUF;
+    if (peermem_ok && (any || strcmp(policy, "peermem") == 0)) return MC_RDMA_REG_PEERMEM;
+    return MC_RDMA_REG_NONE;
+}
+
+const char *mcRdmaRegName(int mode) {
+    switch (mode) {
+    case MC_RDMA_REG_HOST: return "host";
+    case MC_RDMA_REG_DMABUF: return "dmabuf";
+    case MC_RDMA_REG_PEERMEM: return "peermem";
+    default: return "staged";
+    }
+}
+
+/* The dmabuf of a device range, from the CUDA driver
+ * (cuMemGetHandleForAddressRange, CUDA >= 11.7 on a kernel and driver with
+ * dmabuf support). The driver library is loaded here, apart from the CUDA
+ * runtime glue (mc_cuda.c), because only this registration needs it:
+ * MC_CUDA_DRIVER_LIBRARY names it, default libcuda.so.1. The range is
+ * widened to host pages as the call requires; *off is where addr falls in
+ * the dmabuf. Returns the fd (the caller closes it) or -1 with a reason. */
+int mcRdmaCudaDmabuf(const void *addr, size_t len, uint64_t *off, char *why, size_t whylen) {
+    typedef int (*getHandleFn)(void *handle, unsigned long long dptr, size_t size, int type,
+                               unsigned long long flags);
+    static void *lib;
+    static getHandleFn getHandle;
+    static pthread_mutex_t once = PTHREAD_MUTEX_INITIALIZER;
+    static char loaderr[256];
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), a = (uint64_t)(uintptr_t)addr, lo, hi;
+    int fd = -1, rc;
+
+    pthread_mutex_lock(&once);
+    if (lib == NULL && loaderr[0] == '\0') {
+        const char *name = getenv("MC_CUDA_DRIVER_LIBRARY");
+        if (name == NULL || *name == '\0') name = "libcuda.so.1";
+        if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+            snprintf(loaderr, sizeof(loaderr), "no dmabuf: cannot load %s", name);
+        } else {
+            void *f = dlsym(lib, "cuMemGetHandleForAddressRange");
+            memcpy(&getHandle, &f, sizeof(f));
+            if (getHandle == NULL) snprintf(loaderr, sizeof(loaderr), "no dmabuf: %s predates CUDA 11.7", name);
+        }
+    }
+    pthread_mutex_unlock(&once);
+    if (getHandle == NULL) {
+        setErr(why, whylen, "%s", loaderr);
+        return -1;
+    }
+    lo = a & ~(page - 1);
+    hi = (a + len + page - 1) & ~(page - 1);
+    /* 1: CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD */
+    if ((rc = getHandle(&fd, lo, (size_t)(hi - lo), 1, 0)) != 0 || fd < 0) {
+        setErr(why, whylen, "no dmabuf: cuMemGetHandleForAddressRange returned %d", rc);
+        return -1;
+    }
+    *off = a - lo;
+    return fd;
+}
+
 #ifdef MC_HAVE_RDMA
 /* ---------------------------------------------------------------------------
  * The engine.
  * ------------------------------------------------------------------------ */
 
 #include <arpa/inet.h>
-#include <dirent.h>
-#include <ifaddrs.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <numaif.h>
 #include <poll.h>
 #include <pthread.h>
-#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RDMA_CHUNK (UINT64_C(4) << 20)
 #define RDMA_DEPTH 32              /* signaled WRs in flight per QP */
-#define RDMA_CM_TIMEOUT_MS 2000    /* address and route resolution */
+#define RDMA_CONNECT_TIMEOUT_MS 2000 /* TCP connect and the QP exchange */
 #define RDMA_IDLE_TIMEOUT_MS 10000 /* a transfer with no completion this long fails */
 #define RDMA_RETRY_MS 5000         /* a path that failed to connect rests this long */
 #define RDMA_RD_ATOM 16            /* outstanding READs we ask for per QP */
+#define RDMA_MAX_PEERS 1024        /* QPs one listener serves at once */
+#define MC_RDMA_HELLO "MCR2"
+
+/* ---- libibverbs, loaded at first use --------------------------------------
+ * The header gives the types; every entry point is looked up with dlsym, so
+ * libmooncake never links -libverbs. ibv_post_send and ibv_poll_cq are the
+ * header's inline calls through the context's ops table and need no symbol. */
+typedef struct verbsApi {
+    struct ibv_device **(*get_device_list)(int *num);
+    void (*free_device_list)(struct ibv_device **list);
+    const char *(*get_device_name)(struct ibv_device *dev);
+    struct ibv_context *(*open_device)(struct ibv_device *dev);
+    int (*close_device)(struct ibv_context *ctx);
+    int (*query_device)(struct ibv_context *ctx, struct ibv_device_attr *attr);
+    int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+    int (*query_gid)(struct ibv_context *ctx, uint8_t port, int index, union ibv_gid *gid);
+    struct ibv_pd *(*alloc_pd)(struct ibv_context *ctx);
+    int (*dealloc_pd)(struct ibv_pd *pd);
+    struct ibv_mr *(*reg_mr)(struct ibv_pd *pd, void *addr, size_t len, int access);
+    struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *pd, uint64_t off, size_t len, uint64_t iova, int fd,
+                                    int access);
+    int (*dereg_mr)(struct ibv_mr *mr);
+    struct ibv_cq *(*create_cq)(struct ibv_context *ctx, int cqe, void *cq_ctx, struct ibv_comp_channel *ch,
+                                int vector);
+    int (*destroy_cq)(struct ibv_cq *cq);
+    struct ibv_qp *(*create_qp)(struct ibv_pd *pd, struct ibv_qp_init_attr *attr);
+    int (*modify_qp)(struct ibv_qp *qp, struct ibv_qp_attr *attr, int mask);
+    int (*destroy_qp)(struct ibv_qp *qp);
+    const char *(*wc_status_str)(enum ibv_wc_status status);
+} verbsApi;
+
+static verbsApi V;
+static pthread_once_t verbs_once = PTHREAD_ONCE_INIT;
+static char verbs_err[384]; /* stays empty once loaded */
+
+static void verbsLoad(void) {
+    static const struct {
+        const char *name;
+        size_t off;
+        int optional; /* ibv_reg_dmabuf_mr: rdma-core >= 34 */
+    } sym[] = {
+        {"ibv_get_device_list", offsetof(verbsApi, get_device_list), 0},
+        {"ibv_free_device_list", offsetof(verbsApi, free_device_list), 0},
+        {"ibv_get_device_name", offsetof(verbsApi, get_device_name), 0},
+        {"ibv_open_device", offsetof(verbsApi, open_device), 0},
+        {"ibv_close_device", offsetof(verbsApi, close_device), 0},
+        {"ibv_query_device", offsetof(verbsApi, query_device), 0},
+        {"ibv_query_port", offsetof(verbsApi, query_port), 0},
+        {"ibv_query_gid", offsetof(verbsApi, query_gid), 0},
+        {"ibv_alloc_pd", offsetof(verbsApi, alloc_pd), 0},
+        {"ibv_dealloc_pd", offsetof(verbsApi, dealloc_pd), 0},
+        {"ibv_reg_mr", offsetof(verbsApi, reg_mr), 0},
+        {"ibv_reg_dmabuf_mr", offsetof(verbsApi, reg_dmabuf_mr), 1},
+        {"ibv_dereg_mr", offsetof(verbsApi, dereg_mr), 0},
+        {"ibv_create_cq", offsetof(verbsApi, create_cq), 0},
+        {"ibv_destroy_cq", offsetof(verbsApi, destroy_cq), 0},
+        {"ibv_create_qp", offsetof(verbsApi, create_qp), 0},
+        {"ibv_modify_qp", offsetof(verbsApi, modify_qp), 0},
+        {"ibv_destroy_qp", offsetof(verbsApi, destroy_qp), 0},
+        {"ibv_wc_status_str", offsetof(verbsApi, wc_status_str), 0},
+    };
+    const char *lib = getenv("MC_VERBS_LIBRARY");
+    verbsApi api;
+    void *h;
+
+    if (lib == NULL || lib[0] == '\0') lib = "libibverbs.so.1";
+    if ((h = dlopen(lib, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+        snprintf(verbs_err, sizeof(verbs_err), "cannot load %s: %s", lib, dlerror());
+        return;
+    }
+    memset(&api, 0, sizeof(api));
+    for (size_t i = 0; i < sizeof(sym) / sizeof(sym[0]); i++) {
+        void *f = dlsym(h, sym[i].name);
+        if (f == NULL && !sym[i].optional) {
+            snprintf(verbs_err, sizeof(verbs_err), "%s has no %s", lib, sym[i].name);
+            dlclose(h);
+            return;
+        }
+        memcpy((char *)&api + sym[i].off, &f, sizeof(f)); /* object to function pointer */
+    }
+    V = api; /* the handle stays open for the life of the process */
+}
 
 typedef struct rdmaDev {
-    struct ibv_context *ctx; /* librdmacm's own context: see the top comment */
+    struct ibv_context *ctx;
     struct ibv_pd *pd;
-    int rd_atom, init_rd_atom;
+    int rd_atom, init_rd_atom, max_qp_wr;
+    int port, eth, gid_index;
+    uint16_t lid;
+    enum ibv_mtu mtu;
+    union ibv_gid gid;
 } rdmaDev;
 
 typedef struct rdmaRegion {
     char *addr;
     size_t len;
     int numa;                             /* node of the first page, -1 unknown */
+    int mode;                             /* MC_RDMA_REG_* */
     struct ibv_mr *mr[MC_RDMA_MAX_NICS];  /* by device index; NULL: port inactive */
     struct rdmaRegion *next;
 } rdmaRegion;
 
-/* Active side. A struct with id == NULL is a path that is down: reconnected
- * once the clock passes down_until. */
+/* Active side: one RC QP to a host through one local NIC, plus the TCP
+ * connection its QP was exchanged on. The host keeps its end of the QP as
+ * long as that connection stays open, so closing it is the disconnect. A
+ * struct with qp == NULL is a path that is down: reconnected once the clock
+ * passes down_until. */
 typedef struct rdmaConn {
     char host[256];
-    int port, dev;
-    struct rdma_event_channel *ch;
-    struct rdma_cm_id *id;
+    int port, dev, fd;
     struct ibv_cq *cq;
-    char peer_nic[64];  /* the host's NIC that accepted: selects the rkey */
+    struct ibv_qp *qp;
+    char peer_nic[64];  /* the host's NIC that took the QP: selects the rkey */
     long long down_until;
     int inflight, broken;
     struct rdmaConn *next;
 } rdmaConn;
 
-/* Passive side: one accepted QP. */
+/* Passive side: one accepted QP and its TCP connection. */
 typedef struct rdmaPeer {
-    struct rdma_cm_id *id;
+    int fd;
     struct ibv_cq *cq;
+    struct ibv_qp *qp;
     struct rdmaPeer *next;
 } rdmaPeer;
 
-typedef struct rdmaHello {
-    char magic[4];
-    char nic[64];
-} rdmaHello;
+/* What each side tells the other to connect an RC QP, sent as it is over
+ * the TCP connection (both ends run this code: same layout). */
+typedef struct rdmaWire {
+    char magic[4];    /* MC_RDMA_HELLO */
+    char nic[64];     /* the sender's NIC */
+    uint32_t qpn;     /* network order */
+    uint32_t psn;     /* network order */
+    uint16_t lid;     /* network order */
+    uint8_t mtu;      /* enum ibv_mtu of the sender's port */
+    uint8_t rd_atom;  /* READs the sender serves at once as responder */
+    uint8_t gid[16];
+    uint8_t want;     /* request: which of the host's NICs (index mod its count) */
+    uint8_t eth;      /* the sender's port is Ethernet (RoCE): address by GID */
+    uint8_t pad[2];
+} rdmaWire;
+_Static_assert(sizeof(rdmaWire) == 100, "rdmaWire is sent as it is");
 
 struct mcRdma {
     pthread_mutex_t lock;
-    struct ibv_context **cmdevs;
     int ndev, nactive;
     rdmaDev dev[MC_RDMA_MAX_NICS];
     mcRdmaNic nic[MC_RDMA_MAX_NICS];
     int order[MC_RDMA_MAX_NICS];  /* active first, by name: the RKEY text order */
     rdmaRegion *regions;
     rdmaConn *conns;
-    /* Listener; lid != NULL once listening. */
-    struct rdma_event_channel *lch;
-    struct rdma_cm_id *lid;
-    int lport, stopfd[2], lthread_up;
+    /* Listener; lfd >= 0 once listening. */
+    int lfd, lport, stopfd[2], lthread_up;
     pthread_t lthread;
     rdmaPeer *peers;  /* owned by the listener thread */
+    int npeers;
 };
 
 static long long nowMs(void) {
@@ -367,67 +555,63 @@ static long long nowMs(void) {
 
 static int imin(int a, int b) { return a < b ? a : b; }
 
-static int devIndex(mcRdma *r, struct ibv_context *ctx) {
-    for (int i = 0; i < r->ndev; i++)
-        if (r->dev[i].ctx == ctx) return i;
-    return -1;
+static uint32_t newPsn(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ((uint32_t)ts.tv_nsec ^ (uint32_t)getpid() * 2654435761u) & 0xffffff;
 }
 
-static int readNuma(const char *dev) {
-    char path[256];
+/* <ibdev_path>/device/numa_node: /sys/class/infiniband/<name>/... */
+static int readNuma(const char *ibdev_path) {
+    char path[512];
     int node = -1;
     FILE *f;
 
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/numa_node", dev);
+    snprintf(path, sizeof(path), "%s/device/numa_node", ibdev_path);
     if ((f = fopen(path, "r")) == NULL) return -1;
     if (fscanf(f, "%d", &node) != 1) node = -1;
     fclose(f);
     return node;
 }
 
-/* The first address of the given family on one of dev's netdevs. */
-static int nicAddr(const char *dev, int family, struct sockaddr_storage *out) {
-    char path[256];
-    struct ifaddrs *ifs = NULL;
-    struct dirent *de;
-    DIR *dir;
-    int found = 0;
+/* The GID a RoCE port is addressed by: MC_RDMA_GID_INDEX if set, else the
+ * last IPv4-mapped one of the first 16 (drivers list RoCE v1 then v2 for an
+ * address, and v2 is the routable one), else the first nonzero. InfiniBand
+ * ports are addressed by LID and use index 0. */
+static void pickGid(rdmaDev *d, int tbl_len) {
+    const char *env = getenv("MC_RDMA_GID_INDEX");
+    int first = -1, v4 = -1;
 
-    snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/net", dev);
-    if ((dir = opendir(path)) == NULL) return 0;
-    if (getifaddrs(&ifs) != 0) goto out;
-    while (!found && (de = readdir(dir)) != NULL) {
-        for (struct ifaddrs *i = ifs; i && de->d_name[0] != '.'; i = i->ifa_next) {
-            if (!i->ifa_addr || i->ifa_addr->sa_family != family) continue;
-            if (strcmp(i->ifa_name, de->d_name) != 0) continue;
-            memcpy(out, i->ifa_addr, family == AF_INET ? sizeof(struct sockaddr_in)
-                                                       : sizeof(struct sockaddr_in6));
-            found = 1;
-            break;
+    d->gid_index = 0;
+    if (env && *env) {
+        d->gid_index = atoi(env);
+    } else if (d->eth) {
+        for (int i = 0; i < imin(tbl_len, 16); i++) {
+            union ibv_gid g;
+            static const uint8_t zero[16], pfx[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+            if (V.query_gid(d->ctx, (uint8_t)d->port, i, &g) != 0 || memcmp(g.raw, zero, 16) == 0) continue;
+            if (first < 0) first = i;
+            if (memcmp(g.raw, pfx, 12) == 0) v4 = i;
         }
+        d->gid_index = v4 >= 0 ? v4 : first >= 0 ? first : 0;
     }
-out:
-    if (ifs) freeifaddrs(ifs);
-    closedir(dir);
-    return found;
+    if (V.query_gid(d->ctx, (uint8_t)d->port, d->gid_index, &d->gid) != 0) memset(&d->gid, 0, sizeof(d->gid));
 }
 
 mcRdma *mcRdmaOpen(char *err, size_t errlen) {
-    struct ibv_device **list;
-    struct ibv_context **ctxs = NULL;
+    struct ibv_device **list = NULL;
     mcRdma *r = NULL;
     int n = 0;
 
-    list = ibv_get_device_list(&n);
-    if (list) ibv_free_device_list(list);
+    pthread_once(&verbs_once, verbsLoad);
+    if (verbs_err[0]) {
+        setErr(err, errlen, "%s", verbs_err);
+        return NULL;
+    }
+    list = V.get_device_list(&n);
     if (list == NULL || n == 0) {
         setErr(err, errlen, "no RDMA device found (ibv_get_device_list returned none%s%s)",
                list ? "" : ": ", list ? "" : strerror(errno));
-        return NULL;
-    }
-    if ((ctxs = rdma_get_devices(&n)) == NULL || n == 0) {
-        setErr(err, errlen, "librdmacm sees no RDMA device (rdma_get_devices: %s)",
-               ctxs ? "none" : strerror(errno));
         goto err;
     }
     if ((r = calloc(1, sizeof(*r))) == NULL) {
@@ -435,28 +619,35 @@ mcRdma *mcRdmaOpen(char *err, size_t errlen) {
         goto err;
     }
     pthread_mutex_init(&r->lock, NULL);
-    r->cmdevs = ctxs;
-    ctxs = NULL;
-    r->stopfd[0] = r->stopfd[1] = -1;
+    r->lfd = r->stopfd[0] = r->stopfd[1] = -1;
     for (int i = 0; i < n && r->ndev < MC_RDMA_MAX_NICS; i++) {
-        struct ibv_context *c = r->cmdevs[i];
+        struct ibv_context *c = V.open_device(list[i]);
         struct ibv_device_attr da;
         rdmaDev *d = &r->dev[r->ndev];
         mcRdmaNic *nic = &r->nic[r->ndev];
 
-        if (ibv_query_device(c, &da) != 0) continue;
-        if ((d->pd = ibv_alloc_pd(c)) == NULL) continue;
+        if (c == NULL) continue;
+        if (V.query_device(c, &da) != 0 || (d->pd = V.alloc_pd(c)) == NULL) {
+            V.close_device(c);
+            continue;
+        }
         d->ctx = c;
         d->rd_atom = imin(da.max_qp_rd_atom, RDMA_RD_ATOM);
         d->init_rd_atom = imin(da.max_qp_init_rd_atom, RDMA_RD_ATOM);
-        snprintf(nic->name, sizeof(nic->name), "%s", ibv_get_device_name(c->device));
-        nic->numa_node = readNuma(nic->name);
+        d->max_qp_wr = da.max_qp_wr;
+        snprintf(nic->name, sizeof(nic->name), "%s", V.get_device_name(list[i]));
+        nic->numa_node = readNuma(list[i]->ibdev_path);
         nic->port = 1;
         for (int p = 1; p <= da.phys_port_cnt; p++) {
             struct ibv_port_attr pa;
-            if (ibv_query_port(c, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
-                nic->port = p;
-                nic->active = 1;
+            memset(&pa, 0, sizeof(pa)); /* the library fills its older, shorter layout */
+            if (V.query_port(c, (uint8_t)p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
+                nic->port = d->port = p;
+                nic->active = d->max_qp_wr >= RDMA_DEPTH && d->rd_atom > 0 && d->init_rd_atom > 0;
+                d->lid = pa.lid;
+                d->mtu = pa.active_mtu;
+                d->eth = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+                pickGid(d, pa.gid_tbl_len);
                 break;
             }
         }
@@ -464,44 +655,191 @@ mcRdma *mcRdmaOpen(char *err, size_t errlen) {
     }
     r->nactive = mcRdmaOrderNics(r->nic, r->ndev, -1, r->order);
     if (r->nactive == 0) {
-        setErr(err, errlen, "%d RDMA device(s) but no ACTIVE port (see ibv_devinfo)", n);
+        setErr(err, errlen, "%d RDMA device(s) but no usable ACTIVE port (see ibv_devinfo)", n);
         goto err;
     }
+    V.free_device_list(list); /* open contexts outlive the list */
     return r;
 
 err:
-    if (ctxs) rdma_free_devices(ctxs);
+    if (list) V.free_device_list(list);
     mcRdmaClose(r);
     return NULL;
 }
 
+int mcRdmaNics(const mcRdma *r, mcRdmaNic *out, int cap) {
+    int n = 0;
+    if (r == NULL) return 0;
+    for (; n < r->ndev && n < cap; n++) out[n] = r->nic[n];
+    return n;
+}
+
+/* ---- connecting a QP over TCP ------------------------------------------- */
+
+static int ioAll(int fd, void *buf, size_t len, int write) {
+    char *p = buf;
+    while (len) {
+        ssize_t k = write ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (k == 0) errno = ECONNRESET;
+            return -1;
+        }
+        p += k;
+        len -= (size_t)k;
+    }
+    return 0;
+}
+
+/* Blocking with a deadline: the exchange is two small messages. */
+static void sockTimeouts(int fd, int ms) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int tcpConnect(const char *host, int port, char *err, size_t errlen) {
+    struct addrinfo hints, *ai = NULL, *a;
+    char pbuf[16];
+    int fd = -1, gerr;
+
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_flags = AI_NUMERICSERV;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(pbuf, sizeof(pbuf), "%d", port);
+    if ((gerr = getaddrinfo(host, pbuf, &hints, &ai)) != 0) {
+        setErr(err, errlen, "%s: %s", host, gai_strerror(gerr));
+        return -1;
+    }
+    for (a = ai; a; a = a->ai_next) {
+        struct pollfd pfd;
+        int soerr = 0, n;
+        socklen_t sl = sizeof(soerr);
+
+        if ((fd = socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) goto next;
+        pfd.fd = fd;
+        pfd.events = POLLOUT;
+        do n = poll(&pfd, 1, RDMA_CONNECT_TIMEOUT_MS);
+        while (n < 0 && errno == EINTR);
+        if (n <= 0) {
+            errno = ETIMEDOUT;
+            goto next;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr != 0) {
+            errno = soerr ? soerr : errno;
+            goto next;
+        }
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        sockTimeouts(fd, RDMA_CONNECT_TIMEOUT_MS);
+        break;
+    next:
+        setErr(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(ai);
+    return fd;
+}
+
+static struct ibv_qp *qpCreate(rdmaDev *d, struct ibv_cq *cq, int depth) {
+    struct ibv_qp_init_attr qa;
+    memset(&qa, 0, sizeof(qa));
+    qa.send_cq = qa.recv_cq = cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = (uint32_t)depth;
+    qa.cap.max_recv_wr = 1; /* RC needs a receive queue even if never used */
+    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+    return V.create_qp(d->pd, &qa);
+}
+
+static void wireFill(rdmaWire *w, const mcRdma *r, int di, const struct ibv_qp *qp, uint32_t psn, int want) {
+    const rdmaDev *d = &r->dev[di];
+    memset(w, 0, sizeof(*w));
+    memcpy(w->magic, MC_RDMA_HELLO, 4);
+    memcpy(w->nic, r->nic[di].name, sizeof(w->nic));
+    w->qpn = htonl(qp->qp_num);
+    w->psn = htonl(psn);
+    w->lid = htons(d->lid);
+    w->mtu = (uint8_t)d->mtu;
+    w->rd_atom = (uint8_t)d->rd_atom;
+    memcpy(w->gid, d->gid.raw, 16);
+    w->want = (uint8_t)want;
+    w->eth = (uint8_t)d->eth;
+}
+
+/* RESET -> INIT -> RTR -> RTS against what the peer sent. */
+static int qpConnect(rdmaDev *d, struct ibv_qp *qp, uint32_t psn, const rdmaWire *peer, char *err,
+                     size_t errlen) {
+    struct ibv_qp_attr a;
+
+    if (memcmp(peer->magic, MC_RDMA_HELLO, 4) != 0 || peer->rd_atom == 0 || peer->mtu < IBV_MTU_256 ||
+        peer->mtu > IBV_MTU_4096) {
+        setErr(err, errlen, "the peer is not a mooncake RDMA endpoint");
+        return -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = (uint8_t)d->port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if (V.modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+        setErr(err, errlen, "QP to INIT: %s", strerror(errno));
+        return -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = peer->mtu < d->mtu ? (enum ibv_mtu)peer->mtu : d->mtu;
+    a.dest_qp_num = ntohl(peer->qpn);
+    a.rq_psn = ntohl(peer->psn);
+    a.max_dest_rd_atomic = (uint8_t)d->rd_atom;
+    a.min_rnr_timer = 12;
+    a.ah_attr.port_num = (uint8_t)d->port;
+    a.ah_attr.dlid = ntohs(peer->lid);
+    if (d->eth || peer->eth) {
+        a.ah_attr.is_global = 1;
+        memcpy(a.ah_attr.grh.dgid.raw, peer->gid, 16);
+        a.ah_attr.grh.sgid_index = (uint8_t)d->gid_index;
+        a.ah_attr.grh.hop_limit = 64;
+    }
+    if (V.modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER) != 0) {
+        setErr(err, errlen, "QP to RTR: %s", strerror(errno));
+        return -1;
+    }
+    memset(&a, 0, sizeof(a));
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.sq_psn = psn;
+    a.max_rd_atomic = (uint8_t)imin(d->init_rd_atom, peer->rd_atom);
+    if (V.modify_qp(qp, &a,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
+                        IBV_QP_MAX_QP_RD_ATOMIC) != 0) {
+        setErr(err, errlen, "QP to RTS: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 /* Frees what a connection holds, keeping the struct as a "down" marker. */
 static void connReset(rdmaConn *c) {
-    if (c->id) {
-        if (c->id->qp) {
-            rdma_disconnect(c->id);
-            rdma_destroy_qp(c->id);
-        }
-        rdma_destroy_id(c->id);
-        c->id = NULL;
-    }
-    if (c->cq) ibv_destroy_cq(c->cq);
-    if (c->ch) rdma_destroy_event_channel(c->ch);
+    if (c->qp) V.destroy_qp(c->qp);
+    if (c->cq) V.destroy_cq(c->cq);
+    if (c->fd >= 0) close(c->fd); /* the host drops its end of the QP */
+    c->qp = NULL;
     c->cq = NULL;
-    c->ch = NULL;
+    c->fd = -1;
     c->broken = c->inflight = 0;
 }
 
-static void peerDrop(mcRdma *r, rdmaPeer *p) {
-    for (rdmaPeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
-        if (*pp == p) {
-            *pp = p->next;
-            break;
-        }
-    }
-    rdma_destroy_qp(p->id);
-    ibv_destroy_cq(p->cq);
-    rdma_destroy_id(p->id);
+static void peerFree(rdmaPeer *p) {
+    if (p->qp) V.destroy_qp(p->qp);
+    if (p->cq) V.destroy_cq(p->cq);
+    if (p->fd >= 0) close(p->fd);
     free(p);
 }
 
@@ -513,11 +851,11 @@ void mcRdmaClose(mcRdma *r) {
         pthread_join(r->lthread, NULL);
     }
     while (r->peers) {
-        rdma_disconnect(r->peers->id);
-        peerDrop(r, r->peers);
+        rdmaPeer *p = r->peers;
+        r->peers = p->next;
+        peerFree(p);
     }
-    if (r->lid) rdma_destroy_id(r->lid);
-    if (r->lch) rdma_destroy_event_channel(r->lch);
+    if (r->lfd >= 0) close(r->lfd);
     for (int i = 0; i < 2; i++)
         if (r->stopfd[i] >= 0) close(r->stopfd[i]);
     while (r->conns) {
@@ -530,20 +868,28 @@ void mcRdmaClose(mcRdma *r) {
         rdmaRegion *g = r->regions;
         r->regions = g->next;
         for (int i = 0; i < r->ndev; i++)
-            if (g->mr[i]) ibv_dereg_mr(g->mr[i]);
+            if (g->mr[i]) V.dereg_mr(g->mr[i]);
         free(g);
     }
-    for (int i = 0; i < r->ndev; i++) ibv_dealloc_pd(r->dev[i].pd);
-    if (r->cmdevs) rdma_free_devices(r->cmdevs);
+    for (int i = 0; i < r->ndev; i++) {
+        V.dealloc_pd(r->dev[i].pd);
+        V.close_device(r->dev[i].ctx);
+    }
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
 
-int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_cap) {
+/* ---- registration ------------------------------------------------------- */
+
+/* Registers [addr, addr+len) on every active NIC the way mode says (host
+ * memory or a device pointer: ibv_reg_mr; a dmabuf: ibv_reg_dmabuf_mr of fd
+ * at fd_off, addressed by addr). */
+static int regionAdd(mcRdma *r, void *addr, size_t len, int mode, int fd, uint64_t fd_off, char *rkeys,
+                     size_t rkeys_cap) {
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     rdmaRegion *g;
     mcRdmaDesc d;
-    int rc = MC_ERR_IO, node = -1;
+    int rc = MC_ERR_IO, node = -1, saved = 0;
 
     if (r == NULL || addr == NULL || len == 0) return MC_ERR_INVALID;
     if ((g = calloc(1, sizeof(*g))) == NULL) return MC_ERR_NOMEM;
@@ -557,11 +903,18 @@ int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_
     }
     g->addr = addr;
     g->len = len;
+    g->mode = mode;
     for (int i = 0; i < r->nactive; i++) {
         int di = r->order[i];
-        if ((g->mr[di] = ibv_reg_mr(r->dev[di].pd, addr, len, access)) == NULL) {
+        if (mode == MC_RDMA_REG_DMABUF)
+            g->mr[di] = V.reg_dmabuf_mr(r->dev[di].pd, fd_off, len, (uint64_t)(uintptr_t)addr, fd, access);
+        else
+            g->mr[di] = V.reg_mr(r->dev[di].pd, addr, len, access);
+        if (g->mr[di] == NULL) {
             /* ENOMEM here is mostly RLIMIT_MEMLOCK, not the heap. */
-            rc = errno == ENOMEM ? MC_ERR_NOMEM : MC_ERR_IO;
+            saved = errno;
+            rc = errno == ENOMEM ? MC_ERR_NOMEM : errno == EOPNOTSUPP || errno == EINVAL ? MC_ERR_UNSUPPORTED
+                                                                                         : MC_ERR_IO;
             goto err;
         }
         memcpy(d.nic[d.nkeys], r->nic[di].name, sizeof(d.nic[0]));
@@ -571,9 +924,10 @@ int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_
         rc = MC_ERR_TOO_SMALL;
         goto err;
     }
-    /* After ibv_reg_mr the pages are pinned, so asking where the first one
-     * lives does not fault it in somewhere arbitrary. */
-    if (get_mempolicy(&node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) != 0) node = -1;
+    /* After registration host pages are pinned, so asking where the first
+     * one lives does not fault it in somewhere arbitrary. */
+    if (mode != MC_RDMA_REG_HOST || get_mempolicy(&node, NULL, 0, addr, MPOL_F_NODE | MPOL_F_ADDR) != 0)
+        node = -1;
     g->numa = node;
     g->next = r->regions;
     r->regions = g;
@@ -582,10 +936,50 @@ int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_
 
 err:
     for (int i = 0; i < r->ndev; i++)
-        if (g->mr[i]) ibv_dereg_mr(g->mr[i]);
+        if (g->mr[i]) V.dereg_mr(g->mr[i]);
     free(g);
     pthread_mutex_unlock(&r->lock);
+    errno = saved; /* the registration's own reason, for the caller to say */
     return rc;
+}
+
+int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_cap) {
+    return regionAdd(r, addr, len, MC_RDMA_REG_HOST, -1, 0, rkeys, rkeys_cap);
+}
+
+int mcRdmaRegisterDevice(mcRdma *r, void *addr, size_t len, int dmabuf_fd, uint64_t dmabuf_off,
+                         const char *policy, char *rkeys, size_t rkeys_cap, char *why, size_t whylen) {
+    int dmabuf_ok = dmabuf_fd >= 0 && r && V.reg_dmabuf_mr != NULL;
+    int peermem_ok = (policy && strcmp(policy, "peermem") == 0) || access("/sys/module/nvidia_peermem", F_OK) == 0 ||
+                     access("/sys/module/nv_peer_mem", F_OK) == 0;
+    int mode = mcRdmaGdrChoose(policy, dmabuf_ok, peermem_ok), rc;
+
+    if (r == NULL) {
+        setErr(why, whylen, "no RDMA engine");
+        return MC_RDMA_REG_NONE;
+    }
+    if (mode == MC_RDMA_REG_DMABUF) {
+        if ((rc = regionAdd(r, addr, len, mode, dmabuf_fd, dmabuf_off, rkeys, rkeys_cap)) == MC_OK) {
+            setErr(why, whylen, "the NIC registered the GPU memory's dmabuf");
+            return mode;
+        }
+        setErr(why, whylen, "the NIC refused the dmabuf (ibv_reg_dmabuf_mr: %s)", strerror(errno));
+        mode = mcRdmaGdrChoose(policy, 0, peermem_ok);
+    }
+    if (mode == MC_RDMA_REG_PEERMEM) {
+        if ((rc = regionAdd(r, addr, len, mode, -1, 0, rkeys, rkeys_cap)) == MC_OK) {
+            setErr(why, whylen, "the NIC registered the device pointer (peer memory)");
+            return mode;
+        }
+        setErr(why, whylen, "the NIC refused the device pointer (ibv_reg_mr: %s; is nvidia_peermem loaded?)",
+               strerror(errno));
+        return MC_RDMA_REG_NONE;
+    }
+    if (mode == MC_RDMA_REG_NONE && why && (why[0] == '\0' || !dmabuf_ok))
+        setErr(why, whylen, "%s", policy && strcmp(policy, "off") == 0 ? "MC_GPUDIRECT=off"
+                                  : dmabuf_fd < 0 ? "no dmabuf for the range and no peer memory module"
+                                  : "the verbs library has no ibv_reg_dmabuf_mr and no peer memory module");
+    return MC_RDMA_REG_NONE;
 }
 
 int mcRdmaUnregister(mcRdma *r, void *addr) {
@@ -599,110 +993,98 @@ int mcRdmaUnregister(mcRdma *r, void *addr) {
     pthread_mutex_unlock(&r->lock);
     if (g == NULL) return MC_ERR_NOT_FOUND;
     for (int i = 0; i < r->ndev; i++)
-        if (g->mr[i]) ibv_dereg_mr(g->mr[i]);
+        if (g->mr[i]) V.dereg_mr(g->mr[i]);
     free(g);
     return MC_OK;
 }
 
-/* Gives the new QP a PD the peer's rkeys can name, and tells the peer
- * which NIC that is. 0 if refused (the caller destroys the id). */
-static int peerAccept(mcRdma *r, struct rdma_cm_id *id, const struct rdma_conn_param *req) {
-    struct ibv_qp_init_attr qa;
-    struct rdma_conn_param cp;
-    rdmaHello hello;
-    rdmaPeer *p = NULL;
-    int di = devIndex(r, id->verbs);
+/* ---- the passive side ----------------------------------------------------- */
 
-    if (di < 0 || (p = calloc(1, sizeof(*p))) == NULL) goto err;
-    if ((p->cq = ibv_create_cq(id->verbs, 2, NULL, NULL, 0)) == NULL) goto err;
-    memset(&qa, 0, sizeof(qa));
-    qa.send_cq = qa.recv_cq = p->cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = qa.cap.max_recv_wr = 1;
-    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id, r->dev[di].pd, &qa) != 0) goto err;
-    memset(&hello, 0, sizeof(hello));
-    memcpy(hello.magic, MC_RDMA_HELLO, 4);
-    memcpy(hello.nic, r->nic[di].name, sizeof(hello.nic));
-    memset(&cp, 0, sizeof(cp));
-    cp.private_data = &hello;
-    cp.private_data_len = sizeof(hello);
-    /* The peer's READs are served by our responder resources. */
-    cp.responder_resources = (uint8_t)imin(req->initiator_depth, r->dev[di].rd_atom);
-    cp.initiator_depth = (uint8_t)imin(req->responder_resources, r->dev[di].init_rd_atom);
-    cp.rnr_retry_count = 7;
-    if (rdma_accept(id, &cp) != 0) goto err;
-    p->id = id;
-    id->context = p;
+/* Reads a peer's QP description from fd, gives it a QP of ours in the PD
+ * its rkeys name and answers with ours. 0 if refused (fd closed). */
+static int peerAccept(mcRdma *r, int fd) {
+    rdmaWire req, rep;
+    rdmaPeer *p = NULL;
+    uint32_t psn = newPsn();
+    char err[128];
+    int di;
+
+    sockTimeouts(fd, RDMA_CONNECT_TIMEOUT_MS);
+    if (r->npeers >= RDMA_MAX_PEERS || ioAll(fd, &req, sizeof(req), 0) != 0) goto err;
+    di = r->order[req.want % r->nactive]; /* a client's paths spread over our NICs */
+    if ((p = calloc(1, sizeof(*p))) == NULL) goto err;
+    p->fd = -1;
+    if ((p->cq = V.create_cq(r->dev[di].ctx, 2, NULL, NULL, 0)) == NULL) goto err;
+    if ((p->qp = qpCreate(&r->dev[di], p->cq, 1)) == NULL) goto err;
+    if (qpConnect(&r->dev[di], p->qp, psn, &req, err, sizeof(err)) != 0) goto err;
+    wireFill(&rep, r, di, p->qp, psn, 0);
+    if (ioAll(fd, &rep, sizeof(rep), 1) != 0) goto err;
+    p->fd = fd;
     p->next = r->peers;
     r->peers = p;
+    r->npeers++;
     return 1;
 
 err:
-    if (id->qp) rdma_destroy_qp(id);
-    if (p && p->cq) ibv_destroy_cq(p->cq);
-    free(p);
-    rdma_reject(id, NULL, 0);
+    if (p) peerFree(p);
+    close(fd);
     return 0;
 }
 
+/* Accepts QP exchanges and holds each QP until its connection closes: the
+ * peer closed it (done, or died) or sent something it should not have. */
 static void *listenLoop(void *arg) {
     mcRdma *r = arg;
-    struct pollfd pfd[2] = {{r->lch->fd, POLLIN, 0}, {r->stopfd[0], POLLIN, 0}};
+    struct pollfd *pfd = malloc((RDMA_MAX_PEERS + 2) * sizeof(*pfd));
+    rdmaPeer **who = malloc((RDMA_MAX_PEERS + 2) * sizeof(*who));
 
-    for (;;) {
-        struct rdma_cm_event *ev;
-        struct rdma_cm_id *id;
-        rdmaPeer *p;
-
-        if (poll(pfd, 2, -1) < 0) {
+    while (pfd && who) {
+        int n = 2;
+        pfd[0] = (struct pollfd){r->lfd, POLLIN, 0};
+        pfd[1] = (struct pollfd){r->stopfd[0], POLLIN, 0};
+        for (rdmaPeer *p = r->peers; p && n < RDMA_MAX_PEERS + 2; p = p->next) {
+            pfd[n] = (struct pollfd){p->fd, POLLIN, 0};
+            who[n++] = p;
+        }
+        if (poll(pfd, (nfds_t)n, -1) < 0) {
             if (errno == EINTR) continue;
             break;
         }
         if (pfd[1].revents) break;
-        if (!(pfd[0].revents & POLLIN)) continue;
-        if (rdma_get_cm_event(r->lch, &ev) != 0) {
-            if (errno == EINTR || errno == EAGAIN) continue;
-            break;
+        for (int i = 2; i < n; i++) {
+            if (!pfd[i].revents) continue;
+            for (rdmaPeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
+                if (*pp == who[i]) {
+                    *pp = who[i]->next;
+                    break;
+                }
+            }
+            peerFree(who[i]);
+            r->npeers--;
         }
-        id = ev->id;
-        p = id->context; /* NULL on a connect request: inherited from lid */
-        switch (ev->event) {
-        case RDMA_CM_EVENT_CONNECT_REQUEST: {
-            int ok = peerAccept(r, id, &ev->param.conn);
-            rdma_ack_cm_event(ev); /* before destroy_id, which waits for it */
-            if (!ok) rdma_destroy_id(id);
-            break;
-        }
-        case RDMA_CM_EVENT_DISCONNECTED:
-        case RDMA_CM_EVENT_CONNECT_ERROR:
-        case RDMA_CM_EVENT_UNREACHABLE:
-        case RDMA_CM_EVENT_REJECTED:
-        case RDMA_CM_EVENT_DEVICE_REMOVAL:
-            rdma_ack_cm_event(ev);
-            if (p && id != r->lid) peerDrop(r, p);
-            break;
-        default:
-            rdma_ack_cm_event(ev);
-            break;
+        if (pfd[0].revents) {
+            int fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
+            if (fd >= 0) peerAccept(r, fd);
         }
     }
+    free(pfd);
+    free(who);
     return NULL;
 }
 
-/* One listener serves every region: an rkey belongs to a PD, not to the
- * listener, so a second call just reports the port already in use. */
 int mcRdmaListen(mcRdma *r, const char *host, int *port, char *err, size_t errlen) {
     struct addrinfo hints, *ai = NULL;
+    struct sockaddr_storage sa;
+    socklen_t salen = sizeof(sa);
     char pbuf[16];
-    int rc = MC_ERR_IO, gerr;
+    int rc = MC_ERR_IO, gerr, one = 1;
 
     if (r == NULL || port == NULL || *port < 0 || *port > 65535) {
         setErr(err, errlen, "bad listen arguments");
         return MC_ERR_INVALID;
     }
     pthread_mutex_lock(&r->lock);
-    if (r->lid) {
+    if (r->lfd >= 0) {
         *port = r->lport;
         pthread_mutex_unlock(&r->lock);
         return MC_OK;
@@ -716,22 +1098,23 @@ int mcRdmaListen(mcRdma *r, const char *host, int *port, char *err, size_t errle
         rc = MC_ERR_INVALID;
         goto err;
     }
-    if (pipe(r->stopfd) != 0) {
+    if (pipe2(r->stopfd, O_CLOEXEC) != 0) {
         r->stopfd[0] = r->stopfd[1] = -1;
         setErr(err, errlen, "pipe: %s", strerror(errno));
         goto err;
     }
-    if ((r->lch = rdma_create_event_channel()) == NULL ||
-        rdma_create_id(r->lch, &r->lid, NULL, RDMA_PS_TCP) != 0) {
-        setErr(err, errlen, "rdma_cm: %s", strerror(errno));
+    if ((r->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) {
+        setErr(err, errlen, "socket: %s", strerror(errno));
         goto err;
     }
-    if (rdma_bind_addr(r->lid, ai->ai_addr) != 0 || rdma_listen(r->lid, 64) != 0) {
-        setErr(err, errlen, "rdma listen on %s:%d: %s", host ? host : "*", *port,
-               strerror(errno));
+    setsockopt(r->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(r->lfd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(r->lfd, 64) != 0 ||
+        getsockname(r->lfd, (struct sockaddr *)&sa, &salen) != 0) {
+        setErr(err, errlen, "rdma listen on %s:%d: %s", host ? host : "*", *port, strerror(errno));
         goto err;
     }
-    r->lport = ntohs(rdma_get_src_port(r->lid));
+    r->lport = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                              : ((struct sockaddr_in *)&sa)->sin_port);
     if ((gerr = pthread_create(&r->lthread, NULL, listenLoop, r)) != 0) {
         setErr(err, errlen, "rdma listener thread: %s", strerror(gerr));
         goto err;
@@ -744,144 +1127,59 @@ int mcRdmaListen(mcRdma *r, const char *host, int *port, char *err, size_t errle
 
 err:
     if (ai) freeaddrinfo(ai);
-    if (r->lid) rdma_destroy_id(r->lid);
-    if (r->lch) rdma_destroy_event_channel(r->lch);
+    if (r->lfd >= 0) close(r->lfd);
     for (int i = 0; i < 2; i++) {
         if (r->stopfd[i] >= 0) close(r->stopfd[i]);
         r->stopfd[i] = -1;
     }
-    r->lid = NULL;
-    r->lch = NULL;
+    r->lfd = -1;
     pthread_mutex_unlock(&r->lock);
     return rc;
 }
 
-/* Waits for one event on a private channel. On success the event is left
- * unacked so the caller can read it; any other event is acked and named. */
-static int cmWait(struct rdma_event_channel *ch, enum rdma_cm_event_type want,
-                  struct rdma_cm_event **ev, char *err, size_t errlen) {
-    struct pollfd pfd = {ch->fd, POLLIN, 0};
-    int n;
+/* ---- the active side ------------------------------------------------------ */
 
-    /* Longer than the resolve timeouts, so librdmacm's own error event
-     * arrives before we give up. */
-    do n = poll(&pfd, 1, 2 * RDMA_CM_TIMEOUT_MS + 1000);
-    while (n < 0 && errno == EINTR);
-    if (n <= 0) {
-        setErr(err, errlen, "timed out waiting for %s", rdma_event_str(want));
-        return -1;
-    }
-    if (rdma_get_cm_event(ch, ev) != 0) {
-        setErr(err, errlen, "rdma_get_cm_event: %s", strerror(errno));
-        return -1;
-    }
-    if ((*ev)->event != want) {
-        setErr(err, errlen, "%s (status %d) instead of %s", rdma_event_str((*ev)->event),
-               (*ev)->status, rdma_event_str(want));
-        rdma_ack_cm_event(*ev);
-        return -1;
-    }
-    return 0;
-}
-
-/* Connects c (host, port, dev filled in) through its local NIC. */
-static int connOpen(mcRdma *r, rdmaConn *c, char *err, size_t errlen) {
-    struct addrinfo hints, *ai = NULL;
-    struct sockaddr_storage src;
-    struct ibv_qp_init_attr qa;
-    struct rdma_conn_param cp;
-    struct rdma_cm_event *ev;
-    const rdmaHello *hello;
+/* Connects c (host, port, dev filled in) through its local NIC; want picks
+ * the host's NIC. */
+static int connOpen(mcRdma *r, rdmaConn *c, int want, char *err, size_t errlen) {
     rdmaDev *d = &r->dev[c->dev];
-    char pbuf[16];
-    int gerr;
+    rdmaWire req, rep;
+    uint32_t psn = newPsn();
 
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_flags = AI_NUMERICSERV;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(pbuf, sizeof(pbuf), "%d", c->port);
-    if ((gerr = getaddrinfo(c->host, pbuf, &hints, &ai)) != 0) {
-        setErr(err, errlen, "%s: %s", c->host, gai_strerror(gerr));
-        return -1;
-    }
-    memset(&src, 0, sizeof(src));
-    int have_src = nicAddr(r->nic[c->dev].name, ai->ai_family, &src);
-    if ((c->ch = rdma_create_event_channel()) == NULL ||
-        rdma_create_id(c->ch, &c->id, c, RDMA_PS_TCP) != 0) {
-        setErr(err, errlen, "rdma_cm: %s", strerror(errno));
-        goto err;
-    }
-    if (rdma_resolve_addr(c->id, have_src ? (struct sockaddr *)&src : NULL, ai->ai_addr,
-                          RDMA_CM_TIMEOUT_MS) != 0) {
-        setErr(err, errlen, "rdma_resolve_addr: %s", strerror(errno));
-        goto err;
-    }
-    if (cmWait(c->ch, RDMA_CM_EVENT_ADDR_RESOLVED, &ev, err, errlen) != 0) goto err;
-    rdma_ack_cm_event(ev);
-    if (c->id->verbs != d->ctx) {
-        setErr(err, errlen, "the route to %s does not leave through %s", c->host,
-               r->nic[c->dev].name);
-        goto err;
-    }
-    if (rdma_resolve_route(c->id, RDMA_CM_TIMEOUT_MS) != 0) {
-        setErr(err, errlen, "rdma_resolve_route: %s", strerror(errno));
-        goto err;
-    }
-    if (cmWait(c->ch, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev, err, errlen) != 0) goto err;
-    rdma_ack_cm_event(ev);
-    if ((c->cq = ibv_create_cq(d->ctx, 2 * RDMA_DEPTH, NULL, NULL, 0)) == NULL) {
+    if ((c->fd = tcpConnect(c->host, c->port, err, errlen)) < 0) goto err;
+    if ((c->cq = V.create_cq(d->ctx, 2 * RDMA_DEPTH, NULL, NULL, 0)) == NULL) {
         setErr(err, errlen, "ibv_create_cq: %s", strerror(errno));
         goto err;
     }
-    memset(&qa, 0, sizeof(qa));
-    qa.send_cq = qa.recv_cq = c->cq;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = RDMA_DEPTH;
-    qa.cap.max_recv_wr = 1; /* RC needs a receive queue even if never used */
-    qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(c->id, d->pd, &qa) != 0) {
-        setErr(err, errlen, "rdma_create_qp: %s", strerror(errno));
+    if ((c->qp = qpCreate(d, c->cq, RDMA_DEPTH)) == NULL) {
+        setErr(err, errlen, "ibv_create_qp: %s", strerror(errno));
         goto err;
     }
-    memset(&cp, 0, sizeof(cp));
-    cp.initiator_depth = (uint8_t)d->init_rd_atom;
-    cp.responder_resources = (uint8_t)d->rd_atom;
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
-    if (rdma_connect(c->id, &cp) != 0) {
-        setErr(err, errlen, "rdma_connect: %s", strerror(errno));
+    wireFill(&req, r, c->dev, c->qp, psn, want);
+    if (ioAll(c->fd, &req, sizeof(req), 1) != 0 || ioAll(c->fd, &rep, sizeof(rep), 0) != 0) {
+        setErr(err, errlen, "QP exchange with %s:%d: %s", c->host, c->port,
+               errno == ECONNRESET ? "refused by the host" : strerror(errno));
         goto err;
     }
-    if (cmWait(c->ch, RDMA_CM_EVENT_ESTABLISHED, &ev, err, errlen) != 0) goto err;
-    hello = ev->param.conn.private_data;
-    if (hello == NULL || ev->param.conn.private_data_len < sizeof(*hello) ||
-        memcmp(hello->magic, MC_RDMA_HELLO, 4) != 0) {
-        rdma_ack_cm_event(ev);
-        setErr(err, errlen, "%s:%d is not a mooncake RDMA listener", c->host, c->port);
-        goto err;
-    }
-    memcpy(c->peer_nic, hello->nic, sizeof(c->peer_nic) - 1);
+    if (qpConnect(d, c->qp, psn, &rep, err, errlen) != 0) goto err;
+    memcpy(c->peer_nic, rep.nic, sizeof(c->peer_nic) - 1);
     c->peer_nic[sizeof(c->peer_nic) - 1] = '\0';
-    rdma_ack_cm_event(ev);
-    freeaddrinfo(ai);
     return 0;
 
 err:
-    freeaddrinfo(ai);
     connReset(c);
     return -1;
 }
 
 /* The live connection to desc's host through device di, or NULL. */
-static rdmaConn *connGet(mcRdma *r, const mcRdmaDesc *desc, int di, char *err, size_t errlen) {
+static rdmaConn *connGet(mcRdma *r, const mcRdmaDesc *desc, int di, int want, char *err, size_t errlen) {
     rdmaConn *c;
 
     for (c = r->conns; c; c = c->next)
         if (c->dev == di && c->port == desc->port && strcmp(c->host, desc->host) == 0) break;
-    if (c && c->id) return c;
+    if (c && c->qp) return c;
     if (c && nowMs() < c->down_until) {
-        setErr(err, errlen, "path %s -> %s:%d failed recently", r->nic[di].name, c->host,
-               c->port);
+        setErr(err, errlen, "path %s -> %s:%d failed recently", r->nic[di].name, c->host, c->port);
         return NULL;
     }
     if (c == NULL) {
@@ -889,10 +1187,11 @@ static rdmaConn *connGet(mcRdma *r, const mcRdmaDesc *desc, int di, char *err, s
         memcpy(c->host, desc->host, sizeof(c->host));
         c->port = desc->port;
         c->dev = di;
+        c->fd = -1;
         c->next = r->conns;
         r->conns = c;
     }
-    if (connOpen(r, c, err, errlen) != 0) {
+    if (connOpen(r, c, want, err, errlen) != 0) {
         c->down_until = nowMs() + RDMA_RETRY_MS;
         return NULL;
     }
@@ -970,7 +1269,7 @@ static int runSlices(mcRdmaSlice *sl, unsigned char *state, unsigned char *tries
             wr.send_flags = IBV_SEND_SIGNALED;
             wr.wr.rdma.remote_addr = remote + sl[i].offset;
             wr.wr.rdma.rkey = rkey[sl[i].nic];
-            if (ibv_post_send(c->id->qp, &wr, &bad) != 0) {
+            if (ibv_post_send(c->qp, &wr, &bad) != 0) {
                 c->broken = 1; /* picked up again above, on another path */
                 i--;
                 continue;
@@ -1006,7 +1305,7 @@ static int runSlices(mcRdmaSlice *sl, unsigned char *state, unsigned char *tries
                 } else if (rc == MC_OK) {
                     setErr(err, errlen, "RDMA %s of %llu bytes failed: %s",
                            write ? "WRITE" : "READ", (unsigned long long)sl[i].len,
-                           ibv_wc_status_str(wc[j].status));
+                           V.wc_status_str(wc[j].status));
                     rc = MC_ERR_IO;
                 }
             }
@@ -1061,8 +1360,10 @@ int mcRdmaTransfer(mcRdma *r, const mcRdmaDesc *desc, uint64_t offset, void *loc
     for (int i = 0; i < n; i++) {
         rdmaConn *c;
         int ok;
+        int want = 0;
         if (g->mr[order[i]] == NULL) continue;
-        if ((c = connGet(r, desc, order[i], why, sizeof(why))) == NULL) continue;
+        while (r->order[want] != order[i]) want++; /* its place by name: the host NIC it asks for */
+        if ((c = connGet(r, desc, order[i], want, why, sizeof(why))) == NULL) continue;
         rkey[npath] = rkeyFor(desc, c->peer_nic, &ok);
         if (!ok) {
             snprintf(why, sizeof(why), "the segment has no rkey for its NIC %s", c->peer_nic);
@@ -1102,7 +1403,7 @@ out:
 
 #else /* !MC_HAVE_RDMA */
 
-#define NO_RDMA "built without RDMA support (BUILD_RDMA=no)"
+#define NO_RDMA "built without RDMA support (BUILD_RDMA=no: no infiniband/verbs.h)"
 
 mcRdma *mcRdmaOpen(char *err, size_t errlen) {
     setErr(err, errlen, NO_RDMA);
@@ -1114,6 +1415,18 @@ void mcRdmaClose(mcRdma *r) { (void)r; }
 int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_cap) {
     (void)r, (void)addr, (void)len, (void)rkeys, (void)rkeys_cap;
     return MC_ERR_UNSUPPORTED;
+}
+
+int mcRdmaRegisterDevice(mcRdma *r, void *addr, size_t len, int dmabuf_fd, uint64_t dmabuf_off,
+                         const char *policy, char *rkeys, size_t rkeys_cap, char *why, size_t whylen) {
+    (void)r, (void)addr, (void)len, (void)dmabuf_fd, (void)dmabuf_off, (void)policy, (void)rkeys, (void)rkeys_cap;
+    setErr(why, whylen, NO_RDMA);
+    return MC_RDMA_REG_NONE;
+}
+
+int mcRdmaNics(const mcRdma *r, mcRdmaNic *out, int cap) {
+    (void)r, (void)out, (void)cap;
+    return 0;
 }
 
 int mcRdmaUnregister(mcRdma *r, void *addr) {

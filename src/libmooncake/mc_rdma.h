@@ -1,8 +1,10 @@
-/* mc_rdma.h -- the RDMA transport of libmooncake (libibverbs + librdmacm).
+/* mc_rdma.h -- the RDMA transport of libmooncake (libibverbs, loaded with
+ * dlopen at first use: MC_VERBS_LIBRARY names it, default libibverbs.so.1).
  *
- * Built with MC_HAVE_RDMA (BUILD_RDMA=yes, the default when the headers
- * exist). Without it, or on a machine with no RDMA device, mcRdmaOpen()
- * fails with a clear reason and the library carries on over shm/tcp.
+ * Built with MC_HAVE_RDMA (BUILD_RDMA=yes, the default when
+ * infiniband/verbs.h exists; nothing is linked). Without it, without the
+ * library or on a machine with no RDMA device, mcRdmaOpen() fails with a
+ * clear reason and the library carries on over shm/tcp.
  *
  * The parts that need no device -- endpoint descriptors, NIC choice by NUMA
  * node, the striping plan of a large transfer -- are plain functions so that
@@ -60,6 +62,22 @@ int mcRdmaOrderNics(const mcRdmaNic *nics, int n, int numa_node, int *order);
  * the number of slices written (at most cap), or -1 if cap is too small. */
 int mcRdmaStripe(uint64_t len, int nnics, uint64_t chunk, mcRdmaSlice *out, int cap);
 
+/* How a region is registered with the NICs. */
+enum { MC_RDMA_REG_NONE = 0, MC_RDMA_REG_HOST, MC_RDMA_REG_DMABUF, MC_RDMA_REG_PEERMEM };
+
+/* GPUDirect for device memory: policy (MC_GPUDIRECT: "auto" or NULL,
+ * "dmabuf", "peermem", "off"), whether a dmabuf registration is possible
+ * (the GPU exported the range and the verbs library has
+ * ibv_reg_dmabuf_mr) and whether peer memory is (nvidia_peermem loaded).
+ * Returns MC_RDMA_REG_DMABUF, _PEERMEM or _NONE (staged through host
+ * memory). */
+int mcRdmaGdrChoose(const char *policy, int dmabuf_ok, int peermem_ok);
+/* The dmabuf fd of a CUDA device range (the caller closes it) and addr's
+ * offset in it, or -1 with a reason (no driver, no dmabuf support). */
+int mcRdmaCudaDmabuf(const void *addr, size_t len, uint64_t *off, char *why, size_t whylen);
+/* "host", "dmabuf", "peermem", "staged". */
+const char *mcRdmaRegName(int mode);
+
 /* The engine: device context, protection domain, connections per peer. */
 typedef struct mcRdma mcRdma;
 mcRdma *mcRdmaOpen(char *err, size_t errlen);
@@ -67,7 +85,17 @@ void mcRdmaClose(mcRdma *r);
 /* Registers [addr, addr+len) on every NIC; writes the RKEY text. MC_OK or MC_ERR_*. */
 int mcRdmaRegister(mcRdma *r, void *addr, size_t len, char *rkeys, size_t rkeys_cap);
 int mcRdmaUnregister(mcRdma *r, void *addr);
-/* Passive side for a hosted segment: peers connect QPs here. */
+/* Device memory [addr, addr+len): registered the way mcRdmaGdrChoose says
+ * (dmabuf_fd/dmabuf_off: the range exported as a dmabuf, -1 if none),
+ * falling back to the next way when the NIC refuses. Returns the mode
+ * reached (MC_RDMA_REG_NONE: not registered, transfers are staged) and
+ * says why in why. */
+int mcRdmaRegisterDevice(mcRdma *r, void *addr, size_t len, int dmabuf_fd, uint64_t dmabuf_off,
+                         const char *policy, char *rkeys, size_t rkeys_cap, char *why, size_t whylen);
+/* The engine's NICs as opened (name, NUMA node, port, active); count. */
+int mcRdmaNics(const mcRdma *r, mcRdmaNic *out, int cap);
+/* Passive side for a hosted segment: peers exchange QPs over TCP here and
+ * each QP lives as long as its connection. */
 int mcRdmaListen(mcRdma *r, const char *host, int *port, char *err, size_t errlen);
 /* One-sided READ (write=0) or WRITE of len bytes between local (inside a
  * registered region) and desc->base + offset, striped over the NICs, each

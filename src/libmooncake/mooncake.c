@@ -159,6 +159,8 @@ typedef struct mcRegion {
     size_t len;
     int mem;
     int rdma;                    /* registered with the RDMA engine */
+    int rdma_mode;               /* MC_REG_*: how (mc_region_rdma) */
+    char rdma_why[160];          /* and why so */
     struct mcRegion *next;
 } mcRegion;
 
@@ -194,6 +196,7 @@ struct mc_client {
     mcRegion *regions;
     mcRdma *rdma;
     int rdma_tried;
+    char rdma_err[160];          /* why rdma is NULL */
     char *stage;                 /* pinned staging for device memory */
     size_t stage_len;
     /* A hosted segment (mc_mount): one slice per node it is mounted on. */
@@ -894,6 +897,7 @@ static mcRdma *rdmaEngine(mc_client *c) {
         c->rdma_tried = 1;
         c->rdma = mcRdmaOpen(err, sizeof(err));
         if (c->rdma == NULL) setErr(c, MC_ERR_UNSUPPORTED, "rdma: %s", err);
+        snprintf(c->rdma_err, sizeof(c->rdma_err), "rdma: %.150s", c->rdma ? "" : err);
     }
     return c->rdma;
 }
@@ -1774,6 +1778,11 @@ static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct 
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
         return shmCopy(c, s, rep, iov, iovcnt, write);
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
+    /* Registered buffers go over rdma when the segment has it, as a single
+     * transfer's do (xferReplica, one by one: nothing to pipeline there). */
+    if (t == MC_TRANSPORT_AUTO && c->regions && iovRdmaRegistered(c, iov, iovcnt, rep->len))
+        for (int i = 0; i < s->nendpoints; i++)
+            if (!strncmp(s->endpoints[i], "rdma://", 7)) return MC_ERR_UNSUPPORTED;
     for (int i = 0; i < s->nendpoints; i++) {
         if (strncmp(s->endpoints[i], "tcp://", 6)) continue;
         char uri[300];
@@ -2551,6 +2560,51 @@ end:
 
 /* ---- registration -------------------------------------------------------- */
 
+/* Registers r with the NICs. Device memory goes the way the platform
+ * allows (mcRdmaRegisterDevice: a dmabuf of the range, else peer memory,
+ * else staged through host memory); the choice is kept for mc_region_rdma
+ * and said on stderr when MC_RDMA_VERBOSE is set. */
+static void regionRdma(mc_client *c, mcRegion *r, char *rkeys, size_t cap) {
+    mcRdma *e = rdmaEngine(c);
+    r->rdma_mode = MC_REG_STAGED;
+    if (e == NULL) {
+        snprintf(r->rdma_why, sizeof(r->rdma_why), "%s", c->rdma_err);
+    } else if (r->mem == MC_MEM_CUDA) {
+        uint64_t off = 0;
+        char dwhy[128] = "";
+        int fd = mcRdmaCudaDmabuf(r->addr, r->len, &off, dwhy, sizeof(dwhy));
+        int mode = mcRdmaRegisterDevice(e, r->addr, r->len, fd, off, getenv("MC_GPUDIRECT"), rkeys, cap, r->rdma_why,
+                                        sizeof(r->rdma_why));
+        if (fd >= 0) close(fd); /* the registration holds the dmabuf itself */
+        size_t used = strlen(r->rdma_why);
+        if (mode == MC_RDMA_REG_NONE && fd < 0 && dwhy[0] && used < sizeof(r->rdma_why))
+            snprintf(r->rdma_why + used, sizeof(r->rdma_why) - used, " (%s)", dwhy);
+        r->rdma_mode = mode == MC_RDMA_REG_DMABUF ? MC_REG_RDMA_DMABUF
+                       : mode == MC_RDMA_REG_PEERMEM ? MC_REG_RDMA_PEERMEM : MC_REG_STAGED;
+    } else if (mcRdmaRegister(e, r->addr, r->len, rkeys, cap) == MC_OK) {
+        r->rdma_mode = MC_REG_RDMA_HOST;
+        snprintf(r->rdma_why, sizeof(r->rdma_why), "registered with the NICs");
+    } else {
+        snprintf(r->rdma_why, sizeof(r->rdma_why), "ibv_reg_mr failed: %s", strerror(errno));
+    }
+    r->rdma = r->rdma_mode != MC_REG_STAGED;
+    if (r->mem == MC_MEM_CUDA && getenv("MC_RDMA_VERBOSE"))
+        fprintf(stderr, "mooncake: device memory %p+%zu: GPUDirect %s (%s)\n", (void *)r->addr, r->len,
+                r->rdma_mode == MC_REG_RDMA_DMABUF ? "by dmabuf" : r->rdma_mode == MC_REG_RDMA_PEERMEM ? "by peer memory"
+                                                                                                       : "off, staged",
+                r->rdma_why);
+}
+
+int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen) {
+    if (c == NULL) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    mcRegion *r = regionOf(c, addr, 1);
+    int rc = r ? r->rdma_mode : MC_ERR_NOT_FOUND;
+    if (r && why && whylen) snprintf(why, whylen, "%s", r->rdma_why);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
 int mc_register(mc_client *c, void *addr, size_t len, int mem) {
     if (c == NULL || addr == NULL || len == 0 || (mem != MC_MEM_HOST && mem != MC_MEM_CUDA)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
@@ -2571,7 +2625,7 @@ int mc_register(mc_client *c, void *addr, size_t len, int mem) {
     r->len = len;
     r->mem = mem;
     char rkeys[512];
-    if (rdmaEngine(c) && mcRdmaRegister(c->rdma, addr, len, rkeys, sizeof(rkeys)) == MC_OK) r->rdma = 1;
+    regionRdma(c, r, rkeys, sizeof(rkeys));
     r->next = c->regions;
     c->regions = r;
 out:

@@ -146,6 +146,16 @@ const char *mc_last_error(mc_client *c);
  * recognised as device memory for CUDA; put_from/get_into require it. */
 int mc_register(mc_client *c, void *addr, size_t len, int mem);
 int mc_unregister(mc_client *c, void *addr);
+/* How the registered region holding addr travels over RDMA: MC_REG_STAGED
+ * (not registered with a NIC: no RDMA here, or device memory the NICs
+ * cannot reach, which is staged through host memory), MC_REG_RDMA_HOST,
+ * or GPUDirect: MC_REG_RDMA_DMABUF (the GPU's dmabuf registered, the
+ * default where the platform allows) or MC_REG_RDMA_PEERMEM (the device
+ * pointer, nvidia_peermem). MC_GPUDIRECT=auto|dmabuf|peermem|off narrows
+ * the choice. why (may be NULL) receives the reason. MC_ERR_NOT_FOUND if
+ * addr is in no registered region. */
+enum { MC_REG_STAGED = 0, MC_REG_RDMA_HOST = 1, MC_REG_RDMA_DMABUF = 2, MC_REG_RDMA_PEERMEM = 3 };
+int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen);
 
 /* Host a segment of this process's memory: mc_mount allocates it (a memfd,
  * so same-host peers map it), mc_mount_buffer takes the caller's (reachable
