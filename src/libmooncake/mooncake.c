@@ -2576,6 +2576,8 @@ out:
     return rc;
 }
 
+int mc_cuda_available(char *why, size_t len) { return mcCudaAvailable(why, len); }
+
 int mc_unregister(mc_client *c, void *addr) {
     if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);

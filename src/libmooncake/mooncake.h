@@ -146,6 +146,14 @@ const char *mc_last_error(mc_client *c);
  * recognised as device memory for CUDA; put_from/get_into require it. */
 int mc_register(mc_client *c, void *addr, size_t len, int mem);
 int mc_unregister(mc_client *c, void *addr);
+/* Device memory (CUDA): the runtime is loaded with dlopen, the library
+ * MC_CUDA_LIBRARY names or else libcudart.so.13/.12/.11.0, the first time
+ * a pointer might be device memory (a CUDA driver is loaded in the
+ * process) or this is asked. 1 if it loaded and sees a device, else 0 with
+ * the reason in why (NULL: not wanted). Every put/get form takes device
+ * pointers: over shm they are copied straight into or out of the segment's
+ * mapping (page-locked once per process), over tcp through pinned memory. */
+int mc_cuda_available(char *why, size_t len);
 
 /* Host a segment of this process's memory: mc_mount allocates it (a memfd,
  * so same-host peers map it), mc_mount_buffer takes the caller's (reachable
