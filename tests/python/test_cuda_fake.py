@@ -27,7 +27,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-FAKE = os.path.join(ROOT, "build", "tests", "libfakecuda.so")
+FAKE = os.environ.get("MC_FAKE_CUDA_LIBRARY") or os.path.join(ROOT, "build", "tests", "libfakecuda.so")
 MiB = 1 << 20
 
 
