@@ -204,8 +204,9 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
  * (a smaller object fills a prefix of the buffers), or MC_ERR_TOO_SMALL
  * when the buffers together are smaller. mc_put_fromv/mc_get_intov want
  * registered memory as put_from/get_into do (each nonempty buffer inside a
- * registered region); mc_putv and the batch forms take any host memory, as
- * mc_put and the batches do. */
+ * registered region); mc_putv and the batch forms take any memory, as
+ * mc_put and the batches do. Device memory (CUDA) is taken by every form,
+ * a buffer at a time beside host buffers (see mc_cuda_available). */
 #define MC_MAX_IOV 1024
 int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                  const mc_put_opts *opts);
@@ -238,8 +239,9 @@ int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *result
  * are read), or a dst that is not inside memory registered with
  * mc_register (as mc_get_into). len 0 reads nothing and answers 0 (dst is
  * not looked at). Registered device memory (MC_MEM_CUDA) works as for
- * mc_get_into: read into the pinned staging buffer and copied to the
- * device, or over RDMA directly when the region is registered for it.
+ * mc_get_into: copied straight from the segment's mapping (shm), read
+ * through the pinned buffer and copied to the device (tcp), or over RDMA
+ * directly when the region is registered for it.
  * Returns the number of ranges read (result >= 0), or MC_ERR_* when the
  * batch failed as a whole (every range not refused before then has it). */
 typedef struct {
