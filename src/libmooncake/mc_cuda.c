@@ -86,11 +86,17 @@ static struct {
     cuError (*freeHost)(void *);
     cuError (*hostRegister)(void *, size_t, unsigned);
     cuError (*hostUnregister)(void *);
+    cuError (*streamCreateWithFlags)(void **, unsigned);
+    cuError (*streamDestroy)(void *);
+    cuError (*memcpyAsync)(void *, const void *, size_t, int, void *);
+    cuError (*streamSynchronize)(void *);
 } cu;
 
 static const char *const cuNames[] = {"cudaGetDeviceCount", "cudaGetErrorString", "cudaGetLastError",
                                       "cudaPointerGetAttributes", "cudaMemcpy", "cudaHostAlloc",
-                                      "cudaFreeHost", "cudaHostRegister", "cudaHostUnregister"};
+                                      "cudaFreeHost", "cudaHostRegister", "cudaHostUnregister",
+                                      "cudaStreamCreateWithFlags", "cudaStreamDestroy", "cudaMemcpyAsync",
+                                      "cudaStreamSynchronize"};
 
 static const char *const runtimeNames[] = {
     "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
@@ -288,4 +294,48 @@ int mcCudaHostRegister(void *p, size_t len, char *err, size_t errlen) {
 void mcCudaHostUnregister(void *p) {
     if (p == NULL || !cudaReady()) return;
     if (cu.hostUnregister(p) != CU_SUCCESS) (void)cu.getLastError();
+}
+
+void *mcCudaStreamCreate(void) {
+    void *s = NULL;
+    if (!cudaReady()) return NULL;
+    if (cu.streamCreateWithFlags(&s, 1 /* cudaStreamNonBlocking */) != CU_SUCCESS) {
+        (void)cu.getLastError();
+        return NULL;
+    }
+    return s;
+}
+
+void mcCudaStreamDestroy(void *stream) {
+    if (stream == NULL || !cudaReady()) return;
+    if (cu.streamDestroy(stream) != CU_SUCCESS) (void)cu.getLastError();
+}
+
+int mcCudaCopyAsync(void *dst, const void *src, size_t len, void *stream, char *err, size_t errlen) {
+    if (!cudaReady()) {
+        setErr(err, errlen, "%s", cudaReason);
+        return MC_ERR_UNSUPPORTED;
+    }
+    if (len == 0) return MC_OK;
+    cuError e = cu.memcpyAsync(dst, src, len, CU_MEMCPY_DEFAULT, stream);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaMemcpyAsync: %s", cuErrStr(e));
+        return MC_ERR_IO;
+    }
+    return MC_OK;
+}
+
+int mcCudaStreamSync(void *stream, char *err, size_t errlen) {
+    if (!cudaReady()) {
+        setErr(err, errlen, "%s", cudaReason);
+        return MC_ERR_UNSUPPORTED;
+    }
+    cuError e = cu.streamSynchronize(stream);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaStreamSynchronize: %s", cuErrStr(e));
+        return MC_ERR_IO;
+    }
+    return MC_OK;
 }

@@ -26,5 +26,13 @@ void mcCudaHostFree(void *p);
  * with the reason in err. */
 int mcCudaHostRegister(void *p, size_t len, char *err, size_t errlen);
 void mcCudaHostUnregister(void *p);
+/* A stream of the runtime's (non-blocking), for copies that overlap the
+ * socket (mooncake.c, tcp); NULL if unavailable. */
+void *mcCudaStreamCreate(void);
+void mcCudaStreamDestroy(void *stream);
+/* A copy queued on stream (either direction); done once mcCudaStreamSync
+ * returns MC_OK. Asynchronous for pinned host memory. MC_OK or MC_ERR_*. */
+int mcCudaCopyAsync(void *dst, const void *src, size_t len, void *stream, char *err, size_t errlen);
+int mcCudaStreamSync(void *stream, char *err, size_t errlen);
 
 #endif

@@ -147,6 +147,7 @@
 #define XF_HOST 0                    /* host memory only */
 #define XF_GPUDIRECT 1               /* device memory all registered for RDMA: RDMA only */
 #define XF_DEVICE 2                  /* device memory among them: copied by the CUDA runtime */
+#define MC_DEV_CHUNK ((size_t)4 << 20) /* device bytes over tcp: the chunk whose copy overlaps the socket */
 
 typedef struct mcSeg {
     int node;                    /* the metadata server that named it: ids are per node */
@@ -209,6 +210,7 @@ struct mc_client {
     int rdma_tried;
     char *stage;                 /* pinned staging for device memory */
     size_t stage_len;
+    void *cuda_stream;           /* device copies overlapping tcp (tcpXferDevice) */
     /* A hosted segment (mc_mount): one slice per node it is mounted on. */
     mcHost *host;
     char *host_mem;
@@ -679,6 +681,7 @@ void mc_close(mc_client *c) {
     if (c->rdma) mcRdmaClose(c->rdma);
     mcTcpPoolFree(c->tcp_pool);
     if (c->stage) mcCudaHostFree(c->stage);
+    if (c->cuda_stream) mcCudaStreamDestroy(c->cuda_stream);
     mcMapFree(&c->map);
     free(c->password);
     free(c->user);
@@ -1036,12 +1039,89 @@ static int rdmaXfer(mc_client *c, const mcRdmaDesc *d, const mcReplica *rep, con
 static char *stageBuffer(mc_client *c, size_t len);
 static int iovStage(mc_client *c, char *stage, const struct iovec *iov, int iovcnt, uint64_t len, int to_stage);
 
+/* Bytes [from, from+n) of the buffers to (to_slot) or from a pinned slot:
+ * device pieces queued on stream (done at mcCudaStreamSync), host pieces
+ * copied now. */
+static int iovSlice(mc_client *c, char *slot, const struct iovec *iov, int iovcnt, uint64_t from, size_t n,
+                    int to_slot, void *stream) {
+    char err[256];
+    for (int i = 0; i < iovcnt && n; i++) {
+        size_t len = iov[i].iov_len;
+        if (from >= len) {
+            from -= len;
+            continue;
+        }
+        size_t k = len - (size_t)from < n ? len - (size_t)from : n;
+        char *p = (char *)iov[i].iov_base + from;
+        if (mcCudaIsDevicePtr(iov[i].iov_base)) {
+            int rc = to_slot ? mcCudaCopyAsync(slot, p, k, stream, err, sizeof(err))
+                             : mcCudaCopyAsync(p, slot, k, stream, err, sizeof(err));
+            if (rc != MC_OK) return setErr(c, rc, "%s", err);
+        } else if (to_slot) {
+            memcpy(slot, p, k);
+        } else {
+            memcpy(p, slot, k);
+        }
+        slot += k;
+        n -= k;
+        from = 0;
+    }
+    return MC_OK;
+}
+
+static int streamSync(mc_client *c, int rc) {
+    char err[256];
+    int s = mcCudaStreamSync(c->cuda_stream, err, sizeof(err));
+    return rc != MC_OK ? rc : s == MC_OK ? MC_OK : setErr(c, s, "%s", err);
+}
+
+/* A large replica over tcp from or into buffers with device memory: cut
+ * into MC_DEV_CHUNK pieces, each its own SEG.WRITE/SEG.READ of a sub-range
+ * of the extent, through two pinned slots, so the device copy of one chunk
+ * (on the handle's stream, asynchronous to the host) runs while the socket
+ * moves the other. Write: chunk k+1 is copied out of the device while k is
+ * sent. Read: chunk k is copied into the device while k+1 is received. */
+static int tcpXferChunked(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                          int write, char *st) {
+    uint64_t n = (rep->len + MC_DEV_CHUNK - 1) / MC_DEV_CHUNK;
+    char *slot[2] = {st, st + MC_DEV_CHUNK};
+    int rc = MC_OK;
+    if (write && (rc = streamSync(c, iovSlice(c, slot[0], iov, iovcnt, 0, MC_DEV_CHUNK, 1, c->cuda_stream))) != MC_OK)
+        return rc;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t at = k * MC_DEV_CHUNK;
+        size_t len = rep->len - at < MC_DEV_CHUNK ? (size_t)(rep->len - at) : MC_DEV_CHUNK;
+        mcReplica sub = {rep->seg, rep->off + at, len};
+        struct iovec one = {slot[k % 2], len};
+        if (write) {
+            if (k + 1 < n) {
+                uint64_t next = at + MC_DEV_CHUNK;
+                size_t nlen = rep->len - next < MC_DEV_CHUNK ? (size_t)(rep->len - next) : MC_DEV_CHUNK;
+                rc = iovSlice(c, slot[(k + 1) % 2], iov, iovcnt, next, nlen, 1, c->cuda_stream);
+            }
+            if (rc == MC_OK) rc = tcpXfer(c, s, &sub, &one, 1, 1);
+            if ((rc = streamSync(c, rc)) != MC_OK) return rc; /* the next slot is filled */
+        } else {
+            rc = tcpXfer(c, s, &sub, &one, 1, 0);
+            if ((rc = streamSync(c, rc)) != MC_OK) return rc; /* chunk k-1 is out: its slot is free */
+            if ((rc = iovSlice(c, slot[k % 2], iov, iovcnt, at, len, 0, c->cuda_stream)) != MC_OK)
+                return streamSync(c, rc);
+        }
+    }
+    return write ? MC_OK : streamSync(c, MC_OK);
+}
+
 /* One replica over tcp from or into buffers with device memory among them:
  * through the handle's pinned buffer, gathered before a write, scattered
- * after a read. */
+ * after a read; a large one in overlapping chunks (tcpXferChunked). */
 static int tcpXferDevice(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                          int write) {
     if (rep->len > SIZE_MAX) return setErr(c, MC_ERR_NOMEM, "replica too large to stage");
+    if (rep->len > MC_DEV_CHUNK) {
+        if (c->cuda_stream == NULL) c->cuda_stream = mcCudaStreamCreate();
+        char *st = c->cuda_stream ? stageBuffer(c, 2 * (size_t)MC_DEV_CHUNK) : NULL;
+        if (st) return tcpXferChunked(c, s, rep, iov, iovcnt, write, st);
+    }
     char *st = stageBuffer(c, (size_t)rep->len);
     if (st == NULL)
         return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)rep->len);

@@ -138,6 +138,51 @@ static void dvForms(mc_client *c, int t, char *dev, char *dev2, const char *v, c
         CHECK(dvSame("mc_get", dev2, 0, DV_N, v, DV_N, 0));
         CHECK(dvSame("after it", dev2, DV_N, 64, NULL, 64, 0xEE));
     }
+    DV_TEST("a large value (past the 4 MiB tcp chunk), device and host pieces across chunk edges: byte-exact") {
+        /* Over tcp: cut into chunks whose device copies run on a stream
+         * while the socket moves the other chunk (the fake's async copies
+         * counted: one per device piece per chunk). Over shm: one copy. */
+        size_t big = 9 * MiB + 3, hpart = 2 * MiB;
+        char *want = xmalloc(big), *hb = xmalloc(hpart);
+        fillPattern(want, big, seedOf("dv:big", big));
+        snprintf(key, sizeof(key), "dv:%s:big", tn);
+        /* device [0, 3 MiB+1), host [3 MiB+1, 5 MiB+1), device [5 MiB+1, big) */
+        CHECK(dvWrite(dev, 0, want, 3 * MiB + 1, 0));
+        memcpy(hb, want + 3 * MiB + 1, hpart);
+        CHECK(dvWrite(dev2, 0, want + 5 * MiB + 1, big - 5 * MiB - 1, 0));
+        struct iovec in[3] = {{dev, 3 * MiB + 1}, {hb, hpart}, {dev2, big - 5 * MiB - 1}};
+        dvDelta(&cnt);
+        unsigned long long a0 = dvCount("memcpy_async");
+        CHECK_EQ(mc_putv(c, key, strlen(key), in, 3, NULL), MC_OK);
+        dvCounts d = dvDelta(&cnt);
+        if (dv.count) {
+            CHECK_EQ(d.bytes, big - hpart); /* every device byte once */
+            /* chunks [0,4) [4,8) [8,9+): device pieces 1+1+1 */
+            if (t == MC_TRANSPORT_TCP) CHECK_EQ(dvCount("memcpy_async") - a0, 3);
+        }
+        CHECK(getSame(c, key, want, big, t));
+        CHECK(dvWrite(dev, 0, NULL, DV_DEV, 0xEE));
+        memset(hb, 0, hpart);
+        struct iovec out[3] = {{dev, MiB}, {hb, hpart}, {dev + 2 * MiB, 8 * MiB}};
+        CHECK_EQ(mc_register(c, hb, hpart, MC_MEM_HOST), MC_OK); /* get_intov takes registered memory */
+        dvDelta(&cnt);
+        a0 = dvCount("memcpy_async");
+        CHECK_EQ(mc_get_intov(c, key, strlen(key), out, 3), (long long)big);
+        d = dvDelta(&cnt);
+        if (dv.count) {
+            CHECK_EQ(d.bytes, big - hpart);
+            /* chunks [0,4): dev 1 MiB, dev 1 MiB after host; [4,8) and [8,9+): dev */
+            if (t == MC_TRANSPORT_TCP) CHECK_EQ(dvCount("memcpy_async") - a0, 4);
+        }
+        CHECK(dvSame("piece 0", dev, 0, MiB, want, MiB, 0));
+        CHECK(sameBytes("piece 1 (host)", hb, (long long)hpart, want + MiB, hpart));
+        CHECK(dvSame("piece 2", dev, 2 * MiB, (long long)(big - 3 * MiB), want + 3 * MiB, big - 3 * MiB, 0));
+        CHECK(dvSame("after piece 2", dev, 2 * MiB + big - 3 * MiB, 64, NULL, 64, 0xEE));
+        CHECK(dvSame("between", dev, MiB, 64, NULL, 64, 0xEE));
+        CHECK_EQ(mc_unregister(c, hb), MC_OK);
+        free(want);
+        free(hb);
+    }
     DV_TEST("mc_put_from/mc_get_into registered device memory at an offset") {
         snprintf(key, sizeof(key), "dv:%s:from", tn);
         CHECK(dvWrite(dev, 4096, v + 7, MiB, 0));
@@ -350,6 +395,16 @@ void testDevice(void) {
                 int res[2] = {0, 0};
                 CHECK_EQ(mc_batch_put(c, 2, items, NULL, res), 1);
                 CHECK(res[0] < 0 && res[1] == MC_OK);
+                /* A large one over tcp: the second chunk's copy fails, mid-pipeline
+                 * (a get: the chunk before it went to the device already). */
+                if (p == 1) {
+                    dv.fail("memcpy", 1, -1);
+                    CHECK_EQ(mc_put(c, "dv:fail:big", 11, dev, 9 * MiB, NULL), MC_ERR_IO);
+                    dv.fail("memcpy", 1, -1);
+                    CHECK_EQ(mc_get(c, "dv:tcp:big", 10, dev2, DV_DEV), MC_ERR_IO);
+                    dv.fail("memcpy", 0, 0);
+                    CHECK_EQ(get(c, "dv:fail:big", hostbuf, MiB), MC_ERR_NOT_FOUND);
+                }
                 dv.fail("memcpy", 0, 0);
                 CHECK_EQ(get(c, key, hostbuf, MiB), MC_ERR_NOT_FOUND); /* nothing published */
                 CHECK_EQ(mc_put(c, key, strlen(key), dev, MiB, NULL), MC_OK);
