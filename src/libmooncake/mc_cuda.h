@@ -12,6 +12,10 @@
 /* 1 if a CUDA device can be used; else 0 with the reason in err. Loads the
  * runtime now if it was not loaded yet. */
 int mcCudaAvailable(char *err, size_t errlen);
+/* 1 if device memory may be handed to the library: the runtime is loaded
+ * and usable, or was just loaded because the process now has CUDA; 0 means
+ * every pointer is host memory for now (a cheap check: see mc_cuda.c). */
+int mcCudaActive(void);
 /* 1 if p is device (or managed) memory, 0 if host memory or unknown. Loads
  * nothing until a CUDA library is loaded in the process (see mc_cuda.c). */
 int mcCudaIsDevicePtr(const void *p);

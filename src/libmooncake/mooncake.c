@@ -92,8 +92,9 @@
  * (mcShmCudaRegister): one copy per byte, as for host memory. Over tcp the
  * bytes need host memory for send/recv: a replica is gathered into the
  * handle's pinned buffer before its SEG.WRITE, or read into it and
- * scattered out after (tcpXferDevice); batches send such items one by one
- * after the pipelined host ones. Device buffers all registered for RDMA go
+ * scattered out after (tcpXferDevice), a large one in 4 MiB chunks whose
+ * device copies overlap the socket (tcpXferChunked); batches send such
+ * items one by one after the pipelined host ones. Device buffers all registered for RDMA go
  * over RDMA directly (GPUDirect).
  *
  * Locking: one mutex per handle around every public call (mooncake.h); the
@@ -1214,6 +1215,7 @@ static int iovRegistered(mc_client *c, const struct iovec *iov, int iovcnt) {
  * RDMA. */
 static int iovDevice(mc_client *c, const struct iovec *iov, int iovcnt, uint64_t len) {
     uint64_t left = len;
+    if (!mcCudaActive()) return XF_HOST; /* no CUDA in the process: one check for all the buffers */
     for (int i = 0; i < iovcnt && left; i++) {
         if (iov[i].iov_len && mcCudaIsDevicePtr(iov[i].iov_base))
             return iovRdmaRegistered(c, iov, iovcnt, len) ? XF_GPUDIRECT : XF_DEVICE;
