@@ -1977,7 +1977,8 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     /* Transfers: shm now, tcp pipelined, anything else one by one; each
      * replica is a segment of the node that placed it. */
     size_t np = 0;
-    for (size_t i = 0; i < n; i++)
+    int cuda = mcCudaActive(); /* asked once for the batch */
+    for (size_t i = 0; i < n && cuda; i++)
         if (ok[i]) dev[i] = iovDevice(c, items[i].iov, items[i].iovcnt, lens[i]);
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
@@ -2292,7 +2293,7 @@ end:
 static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
     mcBKey *k = calloc(n, sizeof(*k));
     mcRead *rd = calloc(n, sizeof(*rd));
-    int rc;
+    int rc, cuda = mcCudaActive(); /* asked once for the batch */
     if (!k || !rd) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < n; i++) results[i] = rc;
@@ -2307,7 +2308,7 @@ static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
         rd[i].cap = caps[i];
         rd[i].iov = items[i].iov;
         rd[i].iovcnt = items[i].iovcnt;
-        rd[i].device = iovDevice(c, items[i].iov, items[i].iovcnt, caps[i]);
+        rd[i].device = cuda ? iovDevice(c, items[i].iov, items[i].iovcnt, caps[i]) : XF_HOST;
     }
     rc = batchReadLocked(c, k, n, rd, n);
     for (size_t i = 0; i < n; i++) results[i] = rd[i].result;
@@ -2357,6 +2358,7 @@ static int rangesItemBad(const mc_kranges *it) {
  * of the batch only if some range of it is left to read. */
 static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *rd, mcBKey *k, size_t *nkeys) {
     size_t ri = 0;
+    int cuda = mcCudaActive(); /* asked once for the batch */
     *nkeys = 0;
     for (size_t i = 0; i < n; i++) {
         const mc_kranges *it = &items[i];
@@ -2385,7 +2387,7 @@ static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *
                 r->done = 1;
                 continue;
             }
-            if (g->len && mcCudaIsDevicePtr(g->dst)) r->device = reg->rdma ? XF_GPUDIRECT : XF_DEVICE;
+            if (g->len && cuda && mcCudaIsDevicePtr(g->dst)) r->device = reg->rdma ? XF_GPUDIRECT : XF_DEVICE;
             left++;
         }
         if (left) {
