@@ -17,8 +17,11 @@
  * thread changing the caller's lists while the GIL is released changes
  * nothing here. A raw address is trusted only inside memory registered
  * with register(): registration checks /proc/self/maps (host memory must be
- * mapped, and writable to be a get's target) or asks CUDA (device memory),
- * so a wrong pointer or size is MC_ERR_INVALID, never a crash.
+ * mapped, and writable to be a get's target) or asks libmooncake whether it
+ * is device memory (mc_register MC_MEM_CUDA: the library's CUDA runtime,
+ * loaded with dlopen; cuda_available() is its answer, so the binding has no
+ * CUDA of its own to disagree with), so a wrong pointer or size is
+ * MC_ERR_INVALID, never a crash.
  *
  * Threads. A libmooncake handle runs one call at a time (its lock), so a
  * Client keeps a pool of handles: each call borrows an idle one, or opens

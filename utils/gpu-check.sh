@@ -17,7 +17,9 @@
 #
 # GPU machines may have no network and no Debian packages (see
 # docs/PROTOCOL.md, "Device memory"): --pack/--bin is the way binaries built
-# elsewhere run there. The CUDA runtime is found as libmooncake finds it
+# elsewhere run there, e.g. `utils/gpu-check.sh --pack build/gpu-pack` here
+# (build/ is ignored by git: carry it, about 25 MB), then
+# `utils/gpu-check.sh --bin build/gpu-pack` there, from the same checkout. The CUDA runtime is found as libmooncake finds it
 # (MC_CUDA_LIBRARY, else libcudart.so.13/.12/.11.0, else /usr/local/cuda/lib64);
 # set MC_CUDA_LIBRARY to choose. With MC_CUDA_LIBRARY=build/tests/libfakecuda.so
 # the whole check runs on a machine without a GPU (a dry run: figures are
