@@ -19,8 +19,8 @@
  *   same build uses a GPU where there is one. MC_CUDA_LIBRARY names the
  *   library to load (a path or a soname; the tests name a fake one,
  *   build/tests/libfakecuda.so); unset, libcudart.so.13, .12 and .11.0 are
- *   tried by soname (the loader's path, LD_LIBRARY_PATH, and a runtime the
- *   application already loaded, e.g. PyTorch's), then in /usr/local/cuda/lib64.
+ *   tried by soname, one the application loaded already first (PyTorch's),
+ *   then the loader's path (LD_LIBRARY_PATH too), then /usr/local/cuda/lib64.
  *
  * - When to load. mcCudaIsDevicePtr() sits on the hot path of every put and
  *   get, host buffers included, so it must cost nothing on a host-only
@@ -131,6 +131,9 @@ static void cudaLoad(void) {
         h = dlopen(want, RTLD_NOW | RTLD_LOCAL);
         if (h == NULL) snprintf(why, sizeof(why), "MC_CUDA_LIBRARY=%s: %s", want, dlerror());
     } else {
+        /* A runtime the application loaded already (PyTorch's) first: one
+         * runtime in the process where there can be. */
+        for (size_t i = 0; h == NULL && i < 3; i++) h = dlopen(runtimeNames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
         for (size_t i = 0; h == NULL && i < sizeof(runtimeNames) / sizeof(runtimeNames[0]); i++) {
             h = dlopen(runtimeNames[i], RTLD_NOW | RTLD_LOCAL);
             if (h == NULL && i == 0) snprintf(why, sizeof(why), "%s", dlerror());
