@@ -17,8 +17,11 @@
  * thread changing the caller's lists while the GIL is released changes
  * nothing here. A raw address is trusted only inside memory registered
  * with register(): registration checks /proc/self/maps (host memory must be
- * mapped, and writable to be a get's target) or asks CUDA (device memory),
- * so a wrong pointer or size is MC_ERR_INVALID, never a crash.
+ * mapped, and writable to be a get's target) or asks libmooncake whether it
+ * is device memory (mc_register MC_MEM_CUDA: the library's CUDA runtime,
+ * loaded with dlopen; cuda_available() is its answer, so the binding has no
+ * CUDA of its own to disagree with), so a wrong pointer or size is
+ * MC_ERR_INVALID, never a crash.
  *
  * Threads. A libmooncake handle runs one call at a time (its lock), so a
  * Client keeps a pool of handles: each call borrows an idle one, or opens
@@ -1445,7 +1448,21 @@ static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *args) {
     return PyUnicode_FromString(mc_strerror(code));
 }
 
+/* cuda_available() -> (bool, reason): libmooncake's own answer, through
+ * the runtime it loads with dlopen (MC_CUDA_LIBRARY), so the binding and
+ * the library never disagree about device memory. */
+static PyObject *mod_cuda_available(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
+    char why[512] = "";
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = mc_cuda_available(why, sizeof(why));
+    Py_END_ALLOW_THREADS
+    return Py_BuildValue("(Os)", ok ? Py_True : Py_False, why);
+}
+
 static PyMethodDef module_methods[] = {
+    {"cuda_available", mod_cuda_available, METH_NOARGS,
+     "cuda_available() -> (bool, reason): can libmooncake move device memory here?"},
     {"last_error", mod_last_error, METH_NOARGS, "The words of this thread's last failure."},
     {"strerror", mod_strerror, METH_VARARGS, "strerror(code) -> the library's name for a code."},
     {NULL, NULL, 0, NULL},

@@ -20,7 +20,7 @@ from . import _mooncake
 from ._buffers import Pieces as _Pieces
 
 __all__ = [
-    "connect", "Store", "Future", "Error", "NotFoundError", "ExistsError", "NoSpaceError",
+    "connect", "cuda_available", "Store", "Future", "Error", "NotFoundError", "ExistsError", "NoSpaceError",
     "LeaseExpiredError", "BufferTooSmallError", "InvalidArgumentError", "AuthError",
     "ProtocolError", "ConnectionLostError", "UnsupportedError", "NotReadyError",
     "ServerError", "ClosedError", "__version__",
@@ -342,28 +342,28 @@ class Store:
         must not change until it is done. ``result()`` gives what batch_put
         with raise_on_error=False gives."""
         keys = list(keys)
-        p = _Pieces()
-        for v in values:
-            p.add(v, False)
-        if p.device:
-            raise UnsupportedError("non-blocking batches take host memory (CUDA tensors: use batch_put)")
+        p = self._pieces(values, False)  # CUDA tensors registered until the result is read
         op = self._c.put_async(keys, p.bufs, p.size_arg(),
                                _opts(replicas, prefer, pin_ms, hard_pin, replace))
         if isinstance(op, int):
+            self._done_with(p)
             raise _error(op, "batch_put_async")
-        return Future(op, keys, lambda k, r: _batch_outcome(k, r, False, lambda rc: None), (p,))
+        return Future(op, keys, self._async_outcome(p, lambda rc: None), (p,))
 
     def batch_get_into_async(self, keys, bufs):
         keys = list(keys)
-        p = _Pieces()
-        for v in bufs:
-            p.add(v, True)
-        if p.device:
-            raise UnsupportedError("non-blocking batches take host memory (CUDA tensors: use batch_get_into)")
+        p = self._pieces(bufs, True)
         op = self._c.get_async(keys, p.bufs, p.size_arg())
         if isinstance(op, int):
+            self._done_with(p)
             raise _error(op, "batch_get_into_async")
-        return Future(op, keys, lambda k, r: _batch_outcome(k, r, False, lambda rc: rc), (p,))
+        return Future(op, keys, self._async_outcome(p, lambda rc: rc), (p,))
+
+    def _async_outcome(self, p, ok):
+        def convert(k, r):
+            self._done_with(p)  # the batch is over: its CUDA tensors' registrations go
+            return _batch_outcome(k, r, False, ok)
+        return convert
 
     # -- lifetime -----------------------------------------------------------
     def close(self):
@@ -394,6 +394,15 @@ def _batch_outcome(keys, rcs, raise_on_error, ok):
         else:
             out.append(ok(rc))
     return out
+
+
+def cuda_available():
+    """(True, "") if libmooncake can move CUDA device memory here, else
+    (False, why). The library's own answer: it loads the CUDA runtime with
+    dlopen ($MC_CUDA_LIBRARY, else libcudart.so.13/.12/.11.0), so the
+    binding needs no CUDA and never disagrees with the library."""
+    ok, why = _mooncake.cuda_available()
+    return ok, why
 
 
 def connect(uri=None, password=None, user=None, **kw):

@@ -1,61 +1,108 @@
-/* mc_cuda.c -- CUDA device memory for libmooncake, optional at build time.
+/* mc_cuda.c -- CUDA device memory for libmooncake, the runtime loaded at
+ * first use.
  *
  * libmooncake moves bytes by memcpy (shm), send/recv (tcp) or RDMA verbs.
- * None of those can touch GPU memory directly on every machine, so when a
- * caller hands over a device pointer the library stages it through pinned
- * host memory: one cudaMemcpy into a pinned buffer, then the usual path.
- * This file is the whole of that dependency on CUDA; mooncake.c asks it
- * three questions (is there a GPU? is this pointer on it? copy these bytes)
- * and never includes a CUDA header itself.
+ * When a caller hands over a device pointer the library copies it with the
+ * CUDA runtime: straight into or out of a segment's shared mapping (shm,
+ * the mapping page-locked once, mc_shm.c), or through pinned host memory
+ * (tcp). This file is the whole of that dependency on CUDA; mooncake.c asks
+ * it a few questions (is there a GPU? is this pointer on it? copy these
+ * bytes; pin this mapping) and never includes a CUDA header itself.
  *
  * Design points:
  *
- * - Plain C against the runtime API (cuda_runtime_api.h), no nvcc and no
- *   kernels. cudaMemcpy with cudaMemcpyDefault lets the runtime work out the
- *   direction from unified addressing, so one function covers H2D, D2H and
- *   D2D and the caller never has to say which side is which.
+ * - One binary for every machine. The runtime is loaded with dlopen, not
+ *   linked: the few entry points called here are declared below with the
+ *   runtime API's C signatures (cudaError_t is an int-sized enum, the
+ *   pointer attributes are the CUDA 11+ layout, which libcudart.so.11 and
+ *   later all have), so the library builds without a CUDA toolkit and the
+ *   same build uses a GPU where there is one. MC_CUDA_LIBRARY names the
+ *   library to load (a path or a soname; the tests name a fake one,
+ *   build/tests/libfakecuda.so); unset, libcudart.so.13, .12 and .11.0 are
+ *   tried by soname, one the application loaded already first (PyTorch's),
+ *   then the loader's path (LD_LIBRARY_PATH too), then /usr/local/cuda/lib64.
  *
- * - mcCudaIsDevicePtr() sits on the hot path of every put and get, for host
- *   buffers too. On a machine without a GPU it must cost a branch, not a
- *   runtime call that fails the same way each time, so the device check runs
- *   once per process (pthread_once) and its verdict and reason are cached.
- *   The check is never retried: the runtime keeps a failed initialisation
- *   for the life of the process, so a retry would only repeat the error.
+ * - When to load. mcCudaIsDevicePtr() sits on the hot path of every put and
+ *   get, host buffers included, so it must cost nothing on a host-only
+ *   process. A device pointer can only exist once the process has loaded a
+ *   CUDA driver (libcuda.so.1: every runtime, static or shared, loads it to
+ *   allocate) or the library MC_CUDA_LIBRARY names; until one is, every
+ *   pointer is host memory and nothing is loaded. The check is a count:
+ *   dl_iterate_phdr's dlpi_adds (objects ever loaded by the process), read
+ *   in its first callback, so one lock and no walk (25-35 ns measured);
+ *   a call of many buffers asks once (mcCudaActive); only when it changed
+ *   since the last look is the process asked (dlopen RTLD_NOLOAD) whether
+ *   one of those libraries is in. The first time one is, the runtime is
+ *   loaded and probed once (pthread_once) and its verdict cached; from
+ *   then on the question is cudaPointerGetAttributes. mcCudaAvailable(),
+ *   an explicit question (mc_register of MC_MEM_CUDA, the tests), loads at
+ *   once. The verdict is never retried: the runtime keeps a failed
+ *   initialisation for the life of the process.
  *
  * - The runtime keeps a per-thread "last error" that later, unrelated calls
- *   can report. A probe that fails (e.g. cudaPointerGetAttributes on a pointer
- *   the driver has never seen, on old runtimes) must not leave that error
- *   behind for the application's next CUDA call to trip over, so every failed
- *   call here is followed by cudaGetLastError() to consume it.
+ *   can report. A call that fails here must not leave that error behind for
+ *   the application's next CUDA call, so every failure is followed by
+ *   cudaGetLastError() to consume it.
  *
- * - Built without MC_HAVE_CUDA the same functions exist and say why they
- *   cannot help, so mooncake.c needs no #ifdefs and a user gets a reason
- *   ("built without CUDA support") instead of a link error.
- *
- * - Built with MC_FAKE_CUDA (tests only: src/Makefile builds it apart, as
- *   mc_cuda_fake.lo, for build/tests/test_mooncake_fakecuda) the functions
- *   serve a fake device, so the library's device paths -- staging through
- *   the pinned buffer, the device checks of every call -- run on machines
- *   without a GPU. "Device memory" comes from mcCudaFakeMalloc: anonymous
- *   mappings kept PROT_NONE except inside mcCudaCopy, so the CPU cannot
- *   touch it any more than it can touch a GPU's: a memcpy into it faults,
- *   a recv into it fails with EFAULT. A path that forgets to stage is a
- *   crash or a failed transfer in the test, not a silent pass.
+ * - No runtime, no driver, no device: the same functions say why
+ *   ("no CUDA runtime: ...", "no CUDA device: ..."), so mooncake.c needs no
+ *   #ifdefs and a user gets a reason instead of a link error.
  */
 #include "mc_cuda.h"
 #include "mooncake.h"
 
-#include <stdio.h>
-
-#if defined(MC_FAKE_CUDA)
+#include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#elif defined(MC_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#include <pthread.h>
-#endif
+
+/* ---- the runtime API, as much as is called ---------------------------------- */
+
+typedef int cuError;             /* cudaError_t */
+#define CU_SUCCESS 0
+#define CU_MEMCPY_DEFAULT 4      /* cudaMemcpyDefault: direction from unified addressing */
+#define CU_HOST_ALLOC_PORTABLE 1 /* cudaHostAllocPortable */
+#define CU_HOST_REGISTER_PORTABLE 1
+#define CU_MEM_DEVICE 2          /* cudaMemoryTypeDevice */
+#define CU_MEM_MANAGED 3         /* cudaMemoryTypeManaged */
+
+/* struct cudaPointerAttributes (CUDA 11+), with room to spare. */
+typedef struct {
+    int type;
+    int device;
+    void *devicePointer;
+    void *hostPointer;
+    char spare[64];
+} cuPointerAttributes;
+
+static struct {
+    cuError (*getDeviceCount)(int *);
+    const char *(*getErrorString)(cuError);
+    cuError (*getLastError)(void);
+    cuError (*pointerGetAttributes)(cuPointerAttributes *, const void *);
+    cuError (*memcpy)(void *, const void *, size_t, int);
+    cuError (*hostAlloc)(void **, size_t, unsigned);
+    cuError (*freeHost)(void *);
+    cuError (*hostRegister)(void *, size_t, unsigned);
+    cuError (*hostUnregister)(void *);
+    cuError (*streamCreateWithFlags)(void **, unsigned);
+    cuError (*streamDestroy)(void *);
+    cuError (*memcpyAsync)(void *, const void *, size_t, int, void *);
+    cuError (*streamSynchronize)(void *);
+} cu;
+
+static const char *const cuNames[] = {"cudaGetDeviceCount", "cudaGetErrorString", "cudaGetLastError",
+                                      "cudaPointerGetAttributes", "cudaMemcpy", "cudaHostAlloc",
+                                      "cudaFreeHost", "cudaHostRegister", "cudaHostUnregister",
+                                      "cudaStreamCreateWithFlags", "cudaStreamDestroy", "cudaMemcpyAsync",
+                                      "cudaStreamSynchronize"};
+
+static const char *const runtimeNames[] = {
+    "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0",
+    "/usr/local/cuda/lib64/libcudart.so.13", "/usr/local/cuda/lib64/libcudart.so.12",
+    "/usr/local/cuda/lib64/libcudart.so.11.0", "/usr/local/cuda/lib64/libcudart.so"};
 
 /* err may be NULL or zero-sized when the caller does not want the reason. */
 static void setErr(char *err, size_t errlen, const char *fmt, const char *what) {
@@ -63,146 +110,106 @@ static void setErr(char *err, size_t errlen, const char *fmt, const char *what) 
     snprintf(err, errlen, fmt, what);
 }
 
-#if defined(MC_FAKE_CUDA)
+/* ---- loading ------------------------------------------------------------------ */
 
-/* The fake device's allocations. One lock for the table and the copies:
- * a copy opens its regions (PROT_READ|PROT_WRITE) and closes them again,
- * and two copies at once must not close a region under each other. */
-#define FAKE_MAX 64
-static pthread_mutex_t fakeLock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char *addr;
-    size_t len;
-} fakeMem[FAKE_MAX];
-static unsigned long long fakeCopies, fakeBytes;
-
-/* The allocation holding [p, p+len) (len 0: holding p), or -1. */
-static int fakeFind(const void *p, size_t len) {
-    const char *c = p;
-    for (int i = 0; i < FAKE_MAX; i++) {
-        if (fakeMem[i].addr == NULL || c < fakeMem[i].addr) continue;
-        size_t at = (size_t)(c - fakeMem[i].addr);
-        if (at < fakeMem[i].len && len <= fakeMem[i].len - at) return i;
-    }
-    return -1;
-}
-
-void *mcCudaFakeMalloc(size_t len) {
-    if (len == 0) return NULL;
-    void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    pthread_mutex_lock(&fakeLock);
-    int slot = -1;
-    for (int i = 0; i < FAKE_MAX && slot < 0; i++)
-        if (fakeMem[i].addr == NULL) slot = i;
-    if (slot >= 0) {
-        fakeMem[slot].addr = p;
-        fakeMem[slot].len = len;
-    }
-    pthread_mutex_unlock(&fakeLock);
-    if (slot < 0) {
-        munmap(p, len);
-        return NULL;
-    }
-    return p;
-}
-
-void mcCudaFakeFree(void *p) {
-    pthread_mutex_lock(&fakeLock);
-    for (int i = 0; i < FAKE_MAX; i++) {
-        if (fakeMem[i].addr != p || p == NULL) continue;
-        munmap(fakeMem[i].addr, fakeMem[i].len);
-        fakeMem[i].addr = NULL;
-        fakeMem[i].len = 0;
-    }
-    pthread_mutex_unlock(&fakeLock);
-}
-
-void mcCudaFakeStats(unsigned long long *copies, unsigned long long *bytes) {
-    pthread_mutex_lock(&fakeLock);
-    if (copies) *copies = fakeCopies;
-    if (bytes) *bytes = fakeBytes;
-    pthread_mutex_unlock(&fakeLock);
-}
-
-int mcCudaAvailable(char *err, size_t errlen) {
-    (void)err;
-    (void)errlen;
-    return 1;
-}
-
-int mcCudaIsDevicePtr(const void *p) {
-    if (p == NULL) return 0;
-    pthread_mutex_lock(&fakeLock);
-    int dev = fakeFind(p, 0) >= 0;
-    pthread_mutex_unlock(&fakeLock);
-    return dev;
-}
-
-/* Opens (prot) the whole allocation i for the length of a copy. */
-static void fakeProtect(int i, int prot) {
-    if (i >= 0) mprotect(fakeMem[i].addr, fakeMem[i].len, prot);
-}
-
-int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen) {
-    if (len == 0) return MC_OK;
-    if (dst == NULL || src == NULL) {
-        setErr(err, errlen, "%s", "cuda copy: NULL buffer");
-        return MC_ERR_INVALID;
-    }
-    pthread_mutex_lock(&fakeLock);
-    int d = fakeFind(dst, len), s = fakeFind(src, len);
-    /* A pointer inside an allocation with a length past its end is what
-     * cudaMemcpy refuses too. */
-    if ((d < 0 && fakeFind(dst, 0) >= 0) || (s < 0 && fakeFind(src, 0) >= 0)) {
-        pthread_mutex_unlock(&fakeLock);
-        setErr(err, errlen, "%s", "cudaMemcpy: invalid argument (fake device: past the allocation)");
-        return MC_ERR_IO;
-    }
-    fakeProtect(d, PROT_READ | PROT_WRITE);
-    fakeProtect(s, PROT_READ | PROT_WRITE);
-    memmove(dst, src, len);
-    fakeProtect(d, PROT_NONE);
-    fakeProtect(s, PROT_NONE);
-    fakeCopies++;
-    fakeBytes += len;
-    pthread_mutex_unlock(&fakeLock);
-    return MC_OK;
-}
-
-/* Pinned memory is plain host memory to the fake. */
-void *mcCudaHostAlloc(size_t len) { return len ? malloc(len) : NULL; }
-
-void mcCudaHostFree(void *p) { free(p); }
-
-#elif defined(MC_HAVE_CUDA)
-
-/* Written once under pthread_once, read-only afterwards: no lock needed. */
+/* Written once under pthread_once, read-only afterwards; cudaState says
+ * when (0: not loaded, 1: usable, 2: not usable, reason in cudaReason). */
 static pthread_once_t cudaOnce = PTHREAD_ONCE_INIT;
-static int cudaUsable;
-static char cudaReason[160];
+static int cudaState;
+static char cudaReason[512];
 
-static void cudaProbe(void) {
+static const char *cuErrStr(cuError e) {
+    const char *s = cu.getErrorString ? cu.getErrorString(e) : NULL;
+    return s ? s : "unknown CUDA error";
+}
+
+static void cudaLoad(void) {
+    const char *want = getenv("MC_CUDA_LIBRARY");
+    void *h = NULL;
+    char why[300] = "";
+    if (want && want[0]) {
+        h = dlopen(want, RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL) snprintf(why, sizeof(why), "MC_CUDA_LIBRARY=%s: %s", want, dlerror());
+    } else {
+        /* A runtime the application loaded already (PyTorch's) first: one
+         * runtime in the process where there can be. */
+        for (size_t i = 0; h == NULL && i < 3; i++) h = dlopen(runtimeNames[i], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+        for (size_t i = 0; h == NULL && i < sizeof(runtimeNames) / sizeof(runtimeNames[0]); i++) {
+            h = dlopen(runtimeNames[i], RTLD_NOW | RTLD_LOCAL);
+            if (h == NULL && i == 0) snprintf(why, sizeof(why), "%s", dlerror());
+        }
+    }
+    if (h == NULL) {
+        snprintf(cudaReason, sizeof(cudaReason), "no CUDA runtime: %s%s", why,
+                 want && want[0] ? "" : " (nor .12, .11.0; set MC_CUDA_LIBRARY to its path)");
+        __atomic_store_n(&cudaState, 2, __ATOMIC_RELEASE);
+        return;
+    }
+    _Static_assert(sizeof(cu) == sizeof(cuNames) / sizeof(cuNames[0]) * sizeof(void *), "cu: one pointer per name");
+    for (size_t i = 0; i < sizeof(cuNames) / sizeof(cuNames[0]); i++) {
+        void *f = dlsym(h, cuNames[i]);
+        memcpy((char *)&cu + i * sizeof(void *), &f, sizeof(f)); /* dlsym's answer into its slot */
+        if (f == NULL) {
+            snprintf(cudaReason, sizeof(cudaReason), "no CUDA runtime: %s has no %s", want && want[0] ? want : "libcudart",
+                     cuNames[i]);
+            memset(&cu, 0, sizeof(cu));
+            __atomic_store_n(&cudaState, 2, __ATOMIC_RELEASE);
+            return; /* h stays loaded: dlclose of a runtime is not safe */
+        }
+    }
     int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
-    if (e != cudaSuccess) {
+    cuError e = cu.getDeviceCount(&count);
+    if (e != CU_SUCCESS) {
         /* Clears what can be cleared; an initialisation failure (no driver,
          * no device) stays and is what any later CUDA call will report. */
-        (void)cudaGetLastError();
-        snprintf(cudaReason, sizeof(cudaReason), "no CUDA device: %s", cudaGetErrorString(e));
+        (void)cu.getLastError();
+        snprintf(cudaReason, sizeof(cudaReason), "no CUDA device: %s", cuErrStr(e));
+        __atomic_store_n(&cudaState, 2, __ATOMIC_RELEASE);
         return;
     }
     if (count <= 0) {
         snprintf(cudaReason, sizeof(cudaReason), "no CUDA device: the driver reports 0 devices");
+        __atomic_store_n(&cudaState, 2, __ATOMIC_RELEASE);
         return;
     }
-    cudaUsable = 1;
+    __atomic_store_n(&cudaState, 1, __ATOMIC_RELEASE);
 }
 
 static int cudaReady(void) {
-    pthread_once(&cudaOnce, cudaProbe);
-    return cudaUsable;
+    pthread_once(&cudaOnce, cudaLoad);
+    return cudaState == 1;
 }
+
+/* Objects the process has loaded so far (dlpi_adds of the first object). */
+static int addsOf(struct dl_phdr_info *info, size_t size, void *arg) {
+    unsigned long long *adds = arg;
+    *adds = size >= offsetof(struct dl_phdr_info, dlpi_adds) + sizeof(info->dlpi_adds) ? info->dlpi_adds : 0;
+    return 1; /* the first object is enough */
+}
+
+static unsigned long long seenAdds; /* dlpi_adds when no CUDA library was loaded */
+
+/* Is a CUDA driver, or the library MC_CUDA_LIBRARY names, loaded in the
+ * process? Asked of the loader only when it loaded something since the
+ * last answer "no". */
+static int cudaInProcess(void) {
+    unsigned long long adds = 0;
+    dl_iterate_phdr(addsOf, &adds);
+    if (adds != 0 && adds == __atomic_load_n(&seenAdds, __ATOMIC_RELAXED)) return 0;
+    const char *want = getenv("MC_CUDA_LIBRARY");
+    const char *names[] = {"libcuda.so.1", want && want[0] ? want : NULL};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        void *h = names[i] ? dlopen(names[i], RTLD_LAZY | RTLD_NOLOAD) : NULL;
+        if (h) {
+            dlclose(h);
+            return 1;
+        }
+    }
+    __atomic_store_n(&seenAdds, adds, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* ---- the calls ----------------------------------------------------------------- */
 
 int mcCudaAvailable(char *err, size_t errlen) {
     if (cudaReady()) return 1;
@@ -210,20 +217,29 @@ int mcCudaAvailable(char *err, size_t errlen) {
     return 0;
 }
 
+int mcCudaActive(void) {
+    int st = __atomic_load_n(&cudaState, __ATOMIC_ACQUIRE);
+    if (st == 0) {
+        if (!cudaInProcess()) return 0;
+        st = cudaReady() ? 1 : 2;
+    }
+    return st == 1;
+}
+
 int mcCudaIsDevicePtr(const void *p) {
-    if (p == NULL || !cudaReady()) return 0;
-    struct cudaPointerAttributes attr;
-    cudaError_t e = cudaPointerGetAttributes(&attr, p);
-    if (e != cudaSuccess) {
-        /* Runtimes before 11.0 fail here for plain malloc memory rather
-         * than say "unregistered"; a pointer CUDA cannot classify is one it
-         * did not allocate, so it is host memory to us. */
-        (void)cudaGetLastError();
+    if (p == NULL || !mcCudaActive()) return 0;
+    cuPointerAttributes attr;
+    memset(&attr, 0, sizeof(attr));
+    cuError e = cu.pointerGetAttributes(&attr, p);
+    if (e != CU_SUCCESS) {
+        /* A pointer CUDA cannot classify is one it did not allocate: host
+         * memory to us. */
+        (void)cu.getLastError();
         return 0;
     }
-    /* Registered/pinned host memory (cudaMemoryTypeHost) is still host
-     * memory the CPU can read directly: no staging needed, so it is 0. */
-    return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+    /* Registered/pinned host memory is still host memory the CPU reads
+     * directly: 0. */
+    return attr.type == CU_MEM_DEVICE || attr.type == CU_MEM_MANAGED;
 }
 
 int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen) {
@@ -236,10 +252,10 @@ int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen)
         setErr(err, errlen, "%s", "cuda copy: NULL buffer");
         return MC_ERR_INVALID;
     }
-    cudaError_t e = cudaMemcpy(dst, src, len, cudaMemcpyDefault);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        setErr(err, errlen, "cudaMemcpy: %s", cudaGetErrorString(e));
+    cuError e = cu.memcpy(dst, src, len, CU_MEMCPY_DEFAULT);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaMemcpy: %s", cuErrStr(e));
         return MC_ERR_IO;
     }
     return MC_OK;
@@ -248,50 +264,85 @@ int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen)
 void *mcCudaHostAlloc(size_t len) {
     if (len == 0 || !cudaReady()) return NULL;
     void *p = NULL;
-    /* Portable: the buffer counts as pinned for every device's context, so a
-     * staging buffer allocated while device 0 was current still gives full
-     * DMA speed when the caller's tensor lives on device 3. */
-    cudaError_t e = cudaHostAlloc(&p, len, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
+    /* Portable: pinned for every device's context, so a staging buffer
+     * allocated while device 0 was current still gives full DMA speed when
+     * the caller's tensor lives on device 3. */
+    cuError e = cu.hostAlloc(&p, len, CU_HOST_ALLOC_PORTABLE);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
         return NULL;
     }
     return p;
 }
 
 void mcCudaHostFree(void *p) {
-    if (p == NULL) return;
-    if (cudaFreeHost(p) != cudaSuccess) (void)cudaGetLastError();
+    if (p == NULL || !cudaReady()) return;
+    if (cu.freeHost(p) != CU_SUCCESS) (void)cu.getLastError();
 }
 
-#else /* !MC_HAVE_CUDA */
-
-static const char noCuda[] = "built without CUDA support (BUILD_CUDA=no)";
-
-int mcCudaAvailable(char *err, size_t errlen) {
-    setErr(err, errlen, "%s", noCuda);
-    return 0;
+int mcCudaHostRegister(void *p, size_t len, char *err, size_t errlen) {
+    if (!cudaReady()) {
+        setErr(err, errlen, "%s", cudaReason);
+        return MC_ERR_UNSUPPORTED;
+    }
+    if (p == NULL || len == 0) {
+        setErr(err, errlen, "%s", "cudaHostRegister: empty range");
+        return MC_ERR_INVALID;
+    }
+    cuError e = cu.hostRegister(p, len, CU_HOST_REGISTER_PORTABLE);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaHostRegister: %s", cuErrStr(e));
+        return MC_ERR_IO;
+    }
+    return MC_OK;
 }
 
-int mcCudaIsDevicePtr(const void *p) {
-    (void)p;
-    return 0;
+void mcCudaHostUnregister(void *p) {
+    if (p == NULL || !cudaReady()) return;
+    if (cu.hostUnregister(p) != CU_SUCCESS) (void)cu.getLastError();
 }
 
-int mcCudaCopy(void *dst, const void *src, size_t len, char *err, size_t errlen) {
-    (void)dst; (void)src; (void)len;
-    setErr(err, errlen, "%s", noCuda);
-    return MC_ERR_UNSUPPORTED;
+void *mcCudaStreamCreate(void) {
+    void *s = NULL;
+    if (!cudaReady()) return NULL;
+    if (cu.streamCreateWithFlags(&s, 1 /* cudaStreamNonBlocking */) != CU_SUCCESS) {
+        (void)cu.getLastError();
+        return NULL;
+    }
+    return s;
 }
 
-void *mcCudaHostAlloc(size_t len) {
-    (void)len;
-    return NULL;
+void mcCudaStreamDestroy(void *stream) {
+    if (stream == NULL || !cudaReady()) return;
+    if (cu.streamDestroy(stream) != CU_SUCCESS) (void)cu.getLastError();
 }
 
-/* Nothing can have come from mcCudaHostAlloc here, so nothing to free. */
-void mcCudaHostFree(void *p) {
-    (void)p;
+int mcCudaCopyAsync(void *dst, const void *src, size_t len, void *stream, char *err, size_t errlen) {
+    if (!cudaReady()) {
+        setErr(err, errlen, "%s", cudaReason);
+        return MC_ERR_UNSUPPORTED;
+    }
+    if (len == 0) return MC_OK;
+    cuError e = cu.memcpyAsync(dst, src, len, CU_MEMCPY_DEFAULT, stream);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaMemcpyAsync: %s", cuErrStr(e));
+        return MC_ERR_IO;
+    }
+    return MC_OK;
 }
 
-#endif
+int mcCudaStreamSync(void *stream, char *err, size_t errlen) {
+    if (!cudaReady()) {
+        setErr(err, errlen, "%s", cudaReason);
+        return MC_ERR_UNSUPPORTED;
+    }
+    cuError e = cu.streamSynchronize(stream);
+    if (e != CU_SUCCESS) {
+        (void)cu.getLastError();
+        setErr(err, errlen, "cudaStreamSynchronize: %s", cuErrStr(e));
+        return MC_ERR_IO;
+    }
+    return MC_OK;
+}

@@ -81,11 +81,22 @@
  * from both sides of a fork is unsupported anyway: they would share its
  * connections.)
  *
+ * Device copies (CUDA): a device buffer is copied straight into or out of
+ * the mapping with cudaMemcpy (mooncake.c), no bounce buffer. The copy runs
+ * at the link's speed only if the mapping is page-locked, so the first
+ * device transfer that touches a mapping registers all of it with
+ * cudaHostRegister (mcShmCudaRegister: once per mapping and process, about
+ * 16 ms per 256 MiB on an H200), and the last release unregisters it
+ * before unmapping. A refused registration is remembered and not retried:
+ * copies then go to pageable memory, still one copy per byte, at the
+ * unpinned rate. Host-only processes never reach any of this.
+ *
  * The table is a list searched at attach only (once per handle and
  * segment; it holds the segments the process maps, a handful), never on a
  * copy.
  */
 #include "mc_shm.h"
+#include "mc_cuda.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -114,6 +125,7 @@ struct mcShm {
     char *map;
     int refs;                    /* under tableLock */
     uint64_t *chunks;            /* bit i: chunk i populated */
+    int cuda;                    /* page-locked for device copies: 0 not tried, 1 yes, -1 refused */
     struct mcShm *prev, *next;
 };
 
@@ -121,6 +133,7 @@ static pthread_mutex_t tableLock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atforkOnce = PTHREAD_ONCE_INIT;
 static mcShm *table;
 static int populateOff; /* the kernel has no MADV_POPULATE_READ */
+static pthread_mutex_t cudaLock = PTHREAD_MUTEX_INITIALIZER; /* one registration at a time */
 
 static void forkPrepare(void) { pthread_mutex_lock(&tableLock); }
 static void forkParent(void) { pthread_mutex_unlock(&tableLock); }
@@ -216,12 +229,26 @@ void mcShmRelease(mcShm *m) {
     }
     pthread_mutex_unlock(&tableLock);
     if (!last) return;
+    if (m->cuda == 1) mcCudaHostUnregister(m->map);
     munmap(m->map, (size_t)m->size); /* tearing down page tables: not under the lock */
     free(m->chunks);
     free(m);
 }
 
 char *mcShmBase(const mcShm *m) { return m->map; }
+
+int mcShmCudaRegister(mcShm *m, char *err, size_t errlen) {
+    int st = __atomic_load_n(&m->cuda, __ATOMIC_ACQUIRE);
+    if (st) return st;
+    pthread_mutex_lock(&cudaLock);
+    st = m->cuda;
+    if (st == 0) {
+        st = mcCudaHostRegister(m->map, (size_t)m->size, err, errlen) == 0 ? 1 : -1;
+        __atomic_store_n(&m->cuda, st, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&cudaLock);
+    return st;
+}
 
 /* Populates chunks [from, to) and marks them; a failure leaves them to faults. */
 static void populateRun(mcShm *m, uint64_t from, uint64_t to) {

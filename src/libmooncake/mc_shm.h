@@ -21,5 +21,10 @@ char *mcShmBase(const mcShm *m);
  * the 2 MiB chunks around it that no copy of this process touched yet
  * (MADV_POPULATE_READ), so the copy takes no page faults. */
 void mcShmPrepare(mcShm *m, uint64_t off, uint64_t len);
+/* Before the first device copy to or from the mapping: page-locks all of
+ * it with the CUDA runtime, once per mapping (the last release unlocks).
+ * 1 registered, -1 refused (reason in err the first time; copies still
+ * work, unpinned). */
+int mcShmCudaRegister(mcShm *m, char *err, size_t errlen);
 
 #endif

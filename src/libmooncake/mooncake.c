@@ -84,9 +84,18 @@
  * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
  * -NEEDREMOUNT): see heartbeatMain.
  *
- * Device memory (CUDA) is staged through a pinned host buffer for shm and
- * tcp (gathered into it, or scattered out of it, a buffer at a time); device
- * buffers all registered for RDMA go over RDMA directly (GPUDirect).
+ * Device memory (CUDA, mc_cuda.c) moves by the same paths, every call form
+ * alike (single, scatter-gather, batch, ranges, async), each buffer of a
+ * call checked on its own (iovDevice): over shm a device buffer is copied
+ * straight into or out of the segment's mapping with cudaMemcpy, the
+ * mapping page-locked once per process at the first device transfer
+ * (mcShmCudaRegister): one copy per byte, as for host memory. Over tcp the
+ * bytes need host memory for send/recv: a replica is gathered into the
+ * handle's pinned buffer before its SEG.WRITE, or read into it and
+ * scattered out after (tcpXferDevice), a large one in 4 MiB chunks whose
+ * device copies overlap the socket (tcpXferChunked); batches send such
+ * items one by one after the pipelined host ones. Device buffers all registered for RDMA go
+ * over RDMA directly (GPUDirect).
  *
  * Locking: one mutex per handle around every public call (mooncake.h); the
  * connections to all nodes are used under it.
@@ -134,6 +143,12 @@
 #define MC_MAX_HOPS 32               /* redirections and retries of one command or batch */
 #define MC_DOWN_RETRIES 5            /* -CLUSTERDOWN answers before giving up */
 #define MC_MAX_REDO 3                /* puts redone after their slot moved */
+
+/* How a transfer's buffers are moved (xferReplica). */
+#define XF_HOST 0                    /* host memory only */
+#define XF_GPUDIRECT 1               /* device memory all registered for RDMA: RDMA only */
+#define XF_DEVICE 2                  /* device memory among them: copied by the CUDA runtime */
+#define MC_DEV_CHUNK ((size_t)4 << 20) /* device bytes over tcp: the chunk whose copy overlaps the socket */
 
 typedef struct mcSeg {
     int node;                    /* the metadata server that named it: ids are per node */
@@ -199,6 +214,7 @@ struct mc_client {
     char rdma_err[160];          /* why rdma is NULL */
     char *stage;                 /* pinned staging for device memory */
     size_t stage_len;
+    void *cuda_stream;           /* device copies overlapping tcp (tcpXferDevice) */
     /* A hosted segment (mc_mount): one slice per node it is mounted on. */
     mcHost *host;
     char *host_mem;
@@ -669,6 +685,7 @@ void mc_close(mc_client *c) {
     if (c->rdma) mcRdmaClose(c->rdma);
     mcTcpPoolFree(c->tcp_pool);
     if (c->stage) mcCudaHostFree(c->stage);
+    if (c->cuda_stream) mcCudaStreamDestroy(c->cuda_stream);
     mcMapFree(&c->map);
     free(c->password);
     free(c->user);
@@ -911,9 +928,11 @@ static mcRegion *regionOf(mc_client *c, const void *p, size_t len) {
 
 /* One replica's copy through the segment's shared mapping: one memcpy per
  * buffer, each at its own offset of the extent (the first rep->len bytes of
- * the buffers move). */
+ * the buffers move). device: some buffers may be device memory, copied
+ * with the CUDA runtime straight to or from the mapping (page-locked at the
+ * first such copy, mc_shm.c). */
 static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
-                   int write) {
+                   int write, int device) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
         return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
     mcShmPrepare(s->shm, rep->off, rep->len);
@@ -921,8 +940,17 @@ static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const str
     uint64_t left = rep->len;
     for (int i = 0; i < iovcnt && left; i++) {
         size_t n = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
-        if (write) memcpy(at, iov[i].iov_base, n);
-        else memcpy(iov[i].iov_base, at, n);
+        if (n && device && mcCudaIsDevicePtr(iov[i].iov_base)) {
+            char err[256];
+            mcShmCudaRegister(s->shm, NULL, 0); /* once per mapping; refused: copies go unpinned */
+            int rc = write ? mcCudaCopy(at, iov[i].iov_base, n, err, sizeof(err))
+                           : mcCudaCopy(iov[i].iov_base, at, n, err, sizeof(err));
+            if (rc != MC_OK) return setErr(c, rc, "%s", err);
+        } else if (write) {
+            memcpy(at, iov[i].iov_base, n);
+        } else {
+            memcpy(iov[i].iov_base, at, n);
+        }
         at += n;
         left -= n;
     }
@@ -1013,19 +1041,117 @@ static int rdmaXfer(mc_client *c, const mcRdmaDesc *d, const mcReplica *rep, con
     return MC_OK;
 }
 
+static char *stageBuffer(mc_client *c, size_t len);
+static int iovStage(mc_client *c, char *stage, const struct iovec *iov, int iovcnt, uint64_t len, int to_stage);
+
+/* Bytes [from, from+n) of the buffers to (to_slot) or from a pinned slot:
+ * device pieces queued on stream (done at mcCudaStreamSync), host pieces
+ * copied now. */
+static int iovSlice(mc_client *c, char *slot, const struct iovec *iov, int iovcnt, uint64_t from, size_t n,
+                    int to_slot, void *stream) {
+    char err[256];
+    for (int i = 0; i < iovcnt && n; i++) {
+        size_t len = iov[i].iov_len;
+        if (from >= len) {
+            from -= len;
+            continue;
+        }
+        size_t k = len - (size_t)from < n ? len - (size_t)from : n;
+        char *p = (char *)iov[i].iov_base + from;
+        if (mcCudaIsDevicePtr(iov[i].iov_base)) {
+            int rc = to_slot ? mcCudaCopyAsync(slot, p, k, stream, err, sizeof(err))
+                             : mcCudaCopyAsync(p, slot, k, stream, err, sizeof(err));
+            if (rc != MC_OK) return setErr(c, rc, "%s", err);
+        } else if (to_slot) {
+            memcpy(slot, p, k);
+        } else {
+            memcpy(p, slot, k);
+        }
+        slot += k;
+        n -= k;
+        from = 0;
+    }
+    return MC_OK;
+}
+
+static int streamSync(mc_client *c, int rc) {
+    char err[256];
+    int s = mcCudaStreamSync(c->cuda_stream, err, sizeof(err));
+    return rc != MC_OK ? rc : s == MC_OK ? MC_OK : setErr(c, s, "%s", err);
+}
+
+/* A large replica over tcp from or into buffers with device memory: cut
+ * into MC_DEV_CHUNK pieces, each its own SEG.WRITE/SEG.READ of a sub-range
+ * of the extent, through two pinned slots, so the device copy of one chunk
+ * (on the handle's stream, asynchronous to the host) runs while the socket
+ * moves the other. Write: chunk k+1 is copied out of the device while k is
+ * sent. Read: chunk k is copied into the device while k+1 is received. */
+static int tcpXferChunked(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                          int write, char *st) {
+    uint64_t n = (rep->len + MC_DEV_CHUNK - 1) / MC_DEV_CHUNK;
+    char *slot[2] = {st, st + MC_DEV_CHUNK};
+    int rc = MC_OK;
+    if (write && (rc = streamSync(c, iovSlice(c, slot[0], iov, iovcnt, 0, MC_DEV_CHUNK, 1, c->cuda_stream))) != MC_OK)
+        return rc;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t at = k * MC_DEV_CHUNK;
+        size_t len = rep->len - at < MC_DEV_CHUNK ? (size_t)(rep->len - at) : MC_DEV_CHUNK;
+        mcReplica sub = {rep->seg, rep->off + at, len};
+        struct iovec one = {slot[k % 2], len};
+        if (write) {
+            if (k + 1 < n) {
+                uint64_t next = at + MC_DEV_CHUNK;
+                size_t nlen = rep->len - next < MC_DEV_CHUNK ? (size_t)(rep->len - next) : MC_DEV_CHUNK;
+                rc = iovSlice(c, slot[(k + 1) % 2], iov, iovcnt, next, nlen, 1, c->cuda_stream);
+            }
+            if (rc == MC_OK) rc = tcpXfer(c, s, &sub, &one, 1, 1);
+            if ((rc = streamSync(c, rc)) != MC_OK) return rc; /* the next slot is filled */
+        } else {
+            rc = tcpXfer(c, s, &sub, &one, 1, 0);
+            if ((rc = streamSync(c, rc)) != MC_OK) return rc; /* chunk k-1 is out: its slot is free */
+            if ((rc = iovSlice(c, slot[k % 2], iov, iovcnt, at, len, 0, c->cuda_stream)) != MC_OK)
+                return streamSync(c, rc);
+        }
+    }
+    return write ? MC_OK : streamSync(c, MC_OK);
+}
+
+/* One replica over tcp from or into buffers with device memory among them:
+ * through the handle's pinned buffer, gathered before a write, scattered
+ * after a read; a large one in overlapping chunks (tcpXferChunked). */
+static int tcpXferDevice(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                         int write) {
+    if (rep->len > SIZE_MAX) return setErr(c, MC_ERR_NOMEM, "replica too large to stage");
+    if (rep->len > MC_DEV_CHUNK) {
+        if (c->cuda_stream == NULL) c->cuda_stream = mcCudaStreamCreate();
+        char *st = c->cuda_stream ? stageBuffer(c, 2 * (size_t)MC_DEV_CHUNK) : NULL;
+        if (st) return tcpXferChunked(c, s, rep, iov, iovcnt, write, st);
+    }
+    char *st = stageBuffer(c, (size_t)rep->len);
+    if (st == NULL)
+        return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)rep->len);
+    struct iovec one = {st, (size_t)rep->len};
+    int rc;
+    if (write && (rc = iovStage(c, st, iov, iovcnt, rep->len, 1)) != MC_OK) return rc;
+    if ((rc = tcpXfer(c, s, rep, &one, 1, write)) != MC_OK) return rc;
+    return write ? MC_OK : iovStage(c, st, iov, iovcnt, rep->len, 0);
+}
+
 /* Moves one replica's bytes (a segment of node `node`) by the fastest path
  * allowed, to or from the first rep->len bytes of iov[0..iovcnt); MC_OK or
- * MC_ERR_*. */
+ * MC_ERR_*. device: XF_HOST, XF_DEVICE (device memory among the buffers:
+ * shm copies it directly, tcp stages it), or XF_GPUDIRECT (device memory
+ * all registered for RDMA: only RDMA may carry it). */
 static int xferReplica(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
                        int device) {
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
-    if (!device && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, iov, iovcnt, write);
+    if (device != XF_GPUDIRECT && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
+        return shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
     if (t == MC_TRANSPORT_SHM) return setErr(c, MC_ERR_UNSUPPORTED, "no shared memory path to segment %llu", (unsigned long long)s->id);
     if (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_RDMA) {
-        int reg = c->regions && iovRdmaRegistered(c, iov, iovcnt, rep->len);
+        int reg = device != XF_DEVICE && c->regions && iovRdmaRegistered(c, iov, iovcnt, rep->len);
         for (int i = 0; i < s->nendpoints && reg; i++) {
             if (strncmp(s->endpoints[i], "rdma://", 7) || rdmaEngine(c) == NULL) continue;
             mcRdmaDesc d;
@@ -1047,7 +1173,8 @@ static int xferReplica(mc_client *c, int node, const mcReplica *rep, const struc
             return rc;
         }
     }
-    if (device) return setErr(c, MC_ERR_UNSUPPORTED, "device memory needs staging");
+    if (device == XF_GPUDIRECT) return setErr(c, MC_ERR_UNSUPPORTED, "device memory needs staging");
+    if (device == XF_DEVICE) return tcpXferDevice(c, s, rep, iov, iovcnt, write);
     return tcpXfer(c, s, rep, iov, iovcnt, write);
 }
 
@@ -1087,13 +1214,18 @@ static int iovRegistered(mc_client *c, const struct iovec *iov, int iovcnt) {
     return MC_OK;
 }
 
-/* Device memory among the first len bytes of the buffers. */
-static int iovHasDevice(const struct iovec *iov, int iovcnt, uint64_t len) {
-    for (int i = 0; i < iovcnt && len; i++) {
-        if (iov[i].iov_len && mcCudaIsDevicePtr(iov[i].iov_base)) return 1;
-        len -= iov[i].iov_len < len ? iov[i].iov_len : len;
+/* How the first len bytes of the buffers move: XF_HOST, XF_DEVICE, or
+ * XF_GPUDIRECT when there is device memory and all of it is registered for
+ * RDMA. */
+static int iovDevice(mc_client *c, const struct iovec *iov, int iovcnt, uint64_t len) {
+    uint64_t left = len;
+    if (!mcCudaActive()) return XF_HOST; /* no CUDA in the process: one check for all the buffers */
+    for (int i = 0; i < iovcnt && left; i++) {
+        if (iov[i].iov_len && mcCudaIsDevicePtr(iov[i].iov_base))
+            return iovRdmaRegistered(c, iov, iovcnt, len) ? XF_GPUDIRECT : XF_DEVICE;
+        left -= iov[i].iov_len < left ? iov[i].iov_len : left;
     }
-    return 0;
+    return XF_HOST;
 }
 
 /* Copies the first len bytes between the buffers and a contiguous staging
@@ -1210,9 +1342,8 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const struct 
     }
 }
 
-/* Every put: host buffers go to the replicas in place; device pointers are
- * staged (gathered into the pinned buffer, a piece at a time) unless all of
- * them are registered for RDMA (GPUDirect). registered: the put_from rule. */
+/* Every put: the buffers go to the replicas in place, device memory among
+ * them too (xferReplica). registered: the put_from rule. */
 static int putStaged(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                      const mc_put_opts *opts, int registered) {
     size_t len;
@@ -1220,15 +1351,7 @@ static int putStaged(mc_client *c, const void *key, size_t keylen, const struct 
     if ((rc = iovCheck(c, iov, iovcnt, &len)) != MC_OK) return rc;
     if (registered && (rc = iovRegistered(c, iov, iovcnt)) != MC_OK) return rc;
     if (key == NULL || keylen == 0 || len == 0) return setErr(c, MC_ERR_INVALID, "empty key or value");
-    if (iovHasDevice(iov, iovcnt, len)) {
-        if (iovRdmaRegistered(c, iov, iovcnt, len)) return putLocked(c, key, keylen, iov, iovcnt, len, opts, 1); /* GPUDirect */
-        char *st = stageBuffer(c, len);
-        if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %zu bytes", len);
-        if ((rc = iovStage(c, st, iov, iovcnt, len, 1)) != MC_OK) return rc;
-        struct iovec one = {st, len};
-        return putLocked(c, key, keylen, &one, 1, len, opts, 0);
-    }
-    return putLocked(c, key, keylen, iov, iovcnt, len, opts, 0);
+    return putLocked(c, key, keylen, iov, iovcnt, len, opts, iovDevice(c, iov, iovcnt, len));
 }
 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len, const mc_put_opts *opts) {
@@ -1295,8 +1418,7 @@ static int parseReplicas(mc_client *c, const mcReply *r, long long *lease_ms, ui
 }
 
 /* Reads the first replica that works into the first size bytes of the
- * buffers; lease checked at the end. device: the buffers are GPU memory
- * registered for RDMA, so only RDMA may carry them. */
+ * buffers; lease checked at the end. device: XF_* (xferReplica). */
 static long long readReplicas(mc_client *c, int node, const mcReplica *reps, size_t n, uint64_t size,
                               const struct iovec *iov, int iovcnt, long long deadline_us, int device) {
     if (size == 0) return 0;
@@ -1382,20 +1504,7 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, const s
     for (int i = 0; size && i < iovcnt; i++) /* mc_get(NULL, cap); the v-forms checked theirs */
         if (iov[i].iov_base == NULL && iov[i].iov_len) return setErr(c, MC_ERR_INVALID, "no buffer");
     long long deadline = t0 + lease_ms * 1000;
-    if (iovHasDevice(iov, iovcnt, size)) {
-        if (iovRdmaRegistered(c, iov, iovcnt, size))
-            return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, 1); /* GPUDirect */
-        /* Staged: read whole into the pinned buffer, then scattered out a
-         * piece at a time. */
-        char *st = stageBuffer(c, size);
-        if (st == NULL) return setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)size);
-        struct iovec one = {st, (size_t)size};
-        long long got = readReplicas(c, rt.node, reps, n, size, &one, 1, deadline, 0);
-        if (got < 0) return got;
-        rc = iovStage(c, st, iov, iovcnt, size, 0);
-        return rc == MC_OK ? got : rc;
-    }
-    return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, 0);
+    return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, iovDevice(c, iov, iovcnt, size));
 }
 
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
@@ -1769,14 +1878,17 @@ static void freeBKeys(mcBKey *k, size_t n) {
 /* Starts one replica's transfer (a segment of node `node`): shm copies now
  * (returns MC_OK), tcp to a known connection is queued in *p (returns 1)
  * for finishXfers; anything else is left to the sequential path (returns
- * MC_ERR_UNSUPPORTED). */
+ * MC_ERR_UNSUPPORTED). device (XF_*): GPUDirect is left to the sequential
+ * path, and so is tcp of buffers with device memory (staged there). */
 static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
-                     mcTcpItem *p) {
+                     int device, mcTcpItem *p) {
+    if (device == XF_GPUDIRECT) return MC_ERR_UNSUPPORTED;
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     int t = c->transport;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, iov, iovcnt, write);
+        return shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
+    if (device == XF_DEVICE) return MC_ERR_UNSUPPORTED;
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
     /* Registered buffers go over rdma when the segment has it, as a single
      * transfer's do (xferReplica, one by one: nothing to pipeline there). */
@@ -1833,12 +1945,13 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     mcTcpItem *pend = malloc(n * MC_MAX_REPLICAS * sizeof(mcTcpItem));
     mcBKey *k = calloc(n, sizeof(*k)), *fin = calloc(n, sizeof(*fin));
     size_t *fin_item = malloc(n * sizeof(size_t));
+    int *dev = calloc(n, sizeof(int));
     mc_kvv *redo = NULL;
     size_t *redo_item = NULL, *redo_len = NULL;
     int *redo_res = NULL;
     int done = 0, rc = MC_OK;
     char repbuf[16], pinbuf[24];
-    if (!sizes || !reps || !nreps || !ok || !started || !pend || !k || !fin || !fin_item) {
+    if (!sizes || !reps || !nreps || !ok || !started || !pend || !k || !fin || !fin_item || !dev) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
@@ -1873,12 +1986,16 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     /* Transfers: shm now, tcp pipelined, anything else one by one; each
      * replica is a segment of the node that placed it. */
     size_t np = 0;
+    int cuda = mcCudaActive(); /* asked once for the batch */
+    for (size_t i = 0; i < n && cuda; i++)
+        if (ok[i]) dev[i] = iovDevice(c, items[i].iov, items[i].iovcnt, lens[i]);
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
             const mcReplica *rep = &reps[i * MC_MAX_REPLICAS + j];
-            int s = startXfer(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, &pend[np]);
+            int s = startXfer(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, dev[i], &pend[np]);
             if (s == 1) pend[np++].item = i;
-            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, 0) != MC_OK) ok[i] = 0;
+            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, dev[i]) != MC_OK)
+                ok[i] = 0;
         }
     }
     finishXfers(c, pend, np, 1, ok);
@@ -1955,6 +2072,7 @@ end:
     freeBKeys(k, n);
     freeBKeys(fin, n);
     free(fin_item);
+    free(dev);
     free(sizes);
     free(reps);
     free(nreps);
@@ -1968,9 +2086,9 @@ end:
     return rc;
 }
 
-/* A batch's items: keys, buffers (iovCheck), host memory only (the batches
- * stage nothing: device buffers go through mc_put/mc_get). put: every value
- * nonempty. lens[i] gets item i's total. MC_OK or MC_ERR_INVALID. */
+/* A batch's items: keys, buffers (iovCheck), host or device memory. put:
+ * every value nonempty. lens[i] gets item i's total. MC_OK or
+ * MC_ERR_INVALID. */
 static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens, int put) {
     for (size_t i = 0; i < n; i++) {
         int rc = iovCheck(c, items[i].iov, items[i].iovcnt, &lens[i]);
@@ -1979,10 +2097,8 @@ static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens,
             memcpy(why, c->errbuf, sizeof(why));
             return setErr(c, rc, "item %zu: %.400s", i, why);
         }
-        if (items[i].key == NULL || items[i].keylen == 0 || (put && lens[i] == 0) ||
-            iovHasDevice(items[i].iov, items[i].iovcnt, lens[i]))
-            return setErr(c, MC_ERR_INVALID, "item %zu: empty key%s or device memory (use mc_%s)", i,
-                          put ? "/value" : "", put ? "put" : "get");
+        if (items[i].key == NULL || items[i].keylen == 0 || (put && lens[i] == 0))
+            return setErr(c, MC_ERR_INVALID, "item %zu: empty key%s", i, put ? "/value" : "");
     }
     return MC_OK;
 }
@@ -2060,9 +2176,8 @@ typedef struct mcRead {
     size_t cap;
     const struct iovec *iov;     /* where the bytes go */
     int iovcnt;
-    struct iovec one;            /* a range's one buffer, or its part of the staging buffer */
-    void *dev;                   /* device memory: the caller's buffer (staged, or GPUDirect) */
-    int gpudirect;               /* dev is registered for RDMA: only RDMA may carry it */
+    struct iovec one;            /* a range's one buffer */
+    int device;                  /* XF_*: how its buffers move (xferReplica) */
     int done;                    /* result is final (refused before the metadata, or its key failed) */
     long long result;            /* bytes read, or MC_ERR_* */
 } mcRead;
@@ -2075,32 +2190,6 @@ static void narrowReplicas(const mcReplica *reps, size_t n, uint64_t off, uint64
         out[i].off = reps[i].off + off;
         out[i].len = len;
     }
-}
-
-/* Device reads that are not GPUDirect go through the pinned buffer: each
- * gets its own part of one staging buffer, so they take part in the
- * pipelined transfers like host memory and are copied to the device after.
- * MC_OK, or MC_ERR_NOMEM with every such read failed. */
-static int stageReads(mc_client *c, mcRead *rd, size_t nreads) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < nreads; i++)
-        if (!rd[i].done && rd[i].dev && !rd[i].gpudirect) total += rd[i].len;
-    if (total == 0) return MC_OK;
-    char *st = total <= SIZE_MAX ? stageBuffer(c, (size_t)total) : NULL;
-    for (size_t i = 0; i < nreads; i++) {
-        if (rd[i].done || rd[i].dev == NULL || rd[i].gpudirect) continue;
-        if (st == NULL) {
-            rd[i].result = setErr(c, MC_ERR_NOMEM, "no pinned staging buffer for %llu bytes", (unsigned long long)total);
-            rd[i].done = 1;
-            continue;
-        }
-        rd[i].one.iov_base = st;
-        rd[i].one.iov_len = (size_t)rd[i].len;
-        rd[i].iov = &rd[i].one;
-        rd[i].iovcnt = 1;
-        st += rd[i].len;
-    }
-    return st ? MC_OK : MC_ERR_NOMEM;
 }
 
 /* The reads of a batch over nkeys keys (k: key, keylen and slot set; the
@@ -2151,16 +2240,15 @@ static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, si
         else r->done = 0;
         if (!r->done && r->whole) r->len = size;
     }
-    stageReads(c, rd, nreads); /* a failure is in the reads it failed */
     /* First replica of each: shm copies now, tcp queued (runs of small
      * reads from one segment share a SEG.READV, mc_tcp.c). */
     size_t np = 0;
     for (size_t i = 0; i < nreads; i++) {
         mcRead *r = &rd[i];
-        if (r->done || r->gpudirect || r->len == 0 || nreps[r->key] == 0) continue;
+        if (r->done || r->len == 0 || nreps[r->key] == 0) continue;
         mcReplica first;
         narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], 1, r->off, r->len, &first);
-        int s = startXfer(c, k[r->key].node, &first, r->iov, r->iovcnt, 0, &pend[np]);
+        int s = startXfer(c, k[r->key].node, &first, r->iov, r->iovcnt, 0, r->device, &pend[np]);
         if (s == 1) pend[np++].item = i;
         started[i] = s == 1 || s == MC_OK;
         ok[i] = 1;
@@ -2177,19 +2265,12 @@ static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, si
             got = (long long)r->len;
             if (nowUs() > deadline[r->key]) got = setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
         } else {
-            /* Not started, failed, or GPUDirect: one by one, every replica. */
+            /* Not started, failed, GPUDirect, or device memory over tcp:
+             * one by one, every replica. */
             mcReplica narrowed[MC_MAX_REPLICAS];
-            struct iovec devone = {r->dev, (size_t)r->len};
             narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], nreps[r->key], r->off, r->len, narrowed);
-            got = r->gpudirect ? readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, &devone, 1,
-                                              deadline[r->key], 1)
-                               : readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, r->iov, r->iovcnt,
-                                              deadline[r->key], 0);
-        }
-        if (got > 0 && r->dev && !r->gpudirect) { /* staged: out to the device */
-            char err[256];
-            int crc = mcCudaCopy(r->dev, r->one.iov_base, (size_t)r->len, err, sizeof(err));
-            if (crc != MC_OK) got = setErr(c, crc, "%s", err);
+            got = readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, r->iov, r->iovcnt,
+                               deadline[r->key], r->device);
         }
         r->result = got;
         r->done = 1;
@@ -2221,7 +2302,7 @@ end:
 static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
     mcBKey *k = calloc(n, sizeof(*k));
     mcRead *rd = calloc(n, sizeof(*rd));
-    int rc;
+    int rc, cuda = mcCudaActive(); /* asked once for the batch */
     if (!k || !rd) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         for (size_t i = 0; i < n; i++) results[i] = rc;
@@ -2236,6 +2317,7 @@ static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
         rd[i].cap = caps[i];
         rd[i].iov = items[i].iov;
         rd[i].iovcnt = items[i].iovcnt;
+        rd[i].device = cuda ? iovDevice(c, items[i].iov, items[i].iovcnt, caps[i]) : XF_HOST;
     }
     rc = batchReadLocked(c, k, n, rd, n);
     for (size_t i = 0; i < n; i++) results[i] = rd[i].result;
@@ -2285,6 +2367,7 @@ static int rangesItemBad(const mc_kranges *it) {
  * of the batch only if some range of it is left to read. */
 static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *rd, mcBKey *k, size_t *nkeys) {
     size_t ri = 0;
+    int cuda = mcCudaActive(); /* asked once for the batch */
     *nkeys = 0;
     for (size_t i = 0; i < n; i++) {
         const mc_kranges *it = &items[i];
@@ -2313,10 +2396,7 @@ static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *
                 r->done = 1;
                 continue;
             }
-            if (g->len && mcCudaIsDevicePtr(g->dst)) {
-                r->dev = g->dst;
-                r->gpudirect = reg->rdma;
-            }
+            if (g->len && cuda && mcCudaIsDevicePtr(g->dst)) r->device = reg->rdma ? XF_GPUDIRECT : XF_DEVICE;
             left++;
         }
         if (left) {
@@ -2633,6 +2713,8 @@ out:
     if (rc == MC_OK) mcAsyncRegister(c, addr, len, mem);
     return rc;
 }
+
+int mc_cuda_available(char *why, size_t len) { return mcCudaAvailable(why, len); }
 
 int mc_unregister(mc_client *c, void *addr) {
     if (c == NULL) return MC_ERR_INVALID;

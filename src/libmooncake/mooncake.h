@@ -157,6 +157,15 @@ int mc_unregister(mc_client *c, void *addr);
 enum { MC_REG_STAGED = 0, MC_REG_RDMA_HOST = 1, MC_REG_RDMA_DMABUF = 2, MC_REG_RDMA_PEERMEM = 3 };
 int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen);
 
+/* Device memory (CUDA): the runtime is loaded with dlopen, the library
+ * MC_CUDA_LIBRARY names or else libcudart.so.13/.12/.11.0, the first time
+ * a pointer might be device memory (a CUDA driver is loaded in the
+ * process) or this is asked. 1 if it loaded and sees a device, else 0 with
+ * the reason in why (NULL: not wanted). Every put/get form takes device
+ * pointers: over shm they are copied straight into or out of the segment's
+ * mapping (page-locked once per process), over tcp through pinned memory. */
+int mc_cuda_available(char *why, size_t len);
+
 /* Host a segment of this process's memory: mc_mount allocates it (a memfd,
  * so same-host peers map it), mc_mount_buffer takes the caller's (reachable
  * by tcp/rdma only). Either MOUNTs it and serves SEG.READ/SEG.WRITE and
@@ -206,8 +215,9 @@ int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
  * (a smaller object fills a prefix of the buffers), or MC_ERR_TOO_SMALL
  * when the buffers together are smaller. mc_put_fromv/mc_get_intov want
  * registered memory as put_from/get_into do (each nonempty buffer inside a
- * registered region); mc_putv and the batch forms take any host memory, as
- * mc_put and the batches do. */
+ * registered region); mc_putv and the batch forms take any memory, as
+ * mc_put and the batches do. Device memory (CUDA) is taken by every form,
+ * a buffer at a time beside host buffers (see mc_cuda_available). */
 #define MC_MAX_IOV 1024
 int mc_put_fromv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                  const mc_put_opts *opts);
@@ -240,8 +250,9 @@ int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *result
  * are read), or a dst that is not inside memory registered with
  * mc_register (as mc_get_into). len 0 reads nothing and answers 0 (dst is
  * not looked at). Registered device memory (MC_MEM_CUDA) works as for
- * mc_get_into: read into the pinned staging buffer and copied to the
- * device, or over RDMA directly when the region is registered for it.
+ * mc_get_into: copied straight from the segment's mapping (shm), read
+ * through the pinned buffer and copied to the device (tcp), or over RDMA
+ * directly when the region is registered for it.
  * Returns the number of ranges read (result >= 0), or MC_ERR_* when the
  * batch failed as a whole (every range not refused before then has it). */
 typedef struct {

@@ -1,6 +1,5 @@
 /* test_mooncake.c -- libmooncake (src/libmooncake/mooncake.h) against real
- * servers: the group table and main() of test_mooncake and
- * test_mooncake_fakecuda.
+ * servers: the group table and main() of test_mooncake.
  *
  * Every group starts a mooncake-server of its own (testserver.h) with the
  * settings it needs, listening on a free TCP port and on a unix socket, and
@@ -18,7 +17,7 @@
  *   test_mooncake_security.c   requirepass, forged data-plane requests, ACL
  *   test_mooncake_batch.c      batches, exists, scatter-gather, ranged reads
  *   test_mooncake_async.c      non-blocking batches (mc_async.c)
- *   test_mooncake_device.c     device memory against a fake CUDA device
+ *   test_mooncake_device.c     device memory, against the fake CUDA runtime
  *
  * test_mooncake.h holds what these files share (the connect, put, get and
  * compare helpers, the helper process that hosts a segment, the groups'
@@ -33,9 +32,10 @@
  * few seconds.
  *
  * Usage: test_mooncake [group-substring]   (the server binary: see
- * testserver.h; MC_SERVER overrides it). Without an argument test_mooncake
- * runs every group but device, test_mooncake_fakecuda (the same files built
- * with -DMC_FAKE_CUDA against the fake device) only device.
+ * testserver.h; MC_SERVER overrides it). Without an argument it runs every
+ * group. The CUDA runtime libmooncake loads is MC_CUDA_LIBRARY, set here to
+ * build/tests/libfakecuda.so beside the program when it is not set (the
+ * device group; MC_CUDA_LIBRARY=libcudart.so.13 runs it on a real GPU).
  * The program re-executes itself as `test_mooncake --host-child ...` for
  * the helper process that hosts a segment (test_mooncake.h): a fresh exec
  * rather than a bare fork, because the parent may already run library
@@ -73,24 +73,26 @@ static const struct {
     {"device", testDevice},            {"host-tokens", testHostTokens},
 };
 
-/* The groups a run without arguments runs: test_mooncake runs all but the
- * device group, test_mooncake_fakecuda (the same file against the fake
- * device) only that one. */
-#ifdef MC_FAKE_CUDA
-#define DEFAULT_GROUP(fn) ((fn) == testDevice)
-#else
-#define DEFAULT_GROUP(fn) ((fn) != testDevice)
-#endif
+/* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */
+static void defaultCudaLibrary(void) {
+    const char *set = getenv("MC_CUDA_LIBRARY");
+    char self[4096], lib[4200];
+    if (set && set[0]) return;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return;
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    snprintf(lib, sizeof(lib), "%s/libfakecuda.so", self);
+    setenv("MC_CUDA_LIBRARY", lib, 1);
+}
 
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "--host-child")) return hostChildMain(argc, argv);
-#ifdef MC_FAKE_CUDA
-    const char *only = groupMainStart("test_mooncake (fake CUDA device)", MC_VERSION, onSigpipe, argc, argv);
-#else
+    defaultCudaLibrary();
     const char *only = groupMainStart("test_mooncake", MC_VERSION, onSigpipe, argc, argv);
-#endif
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
-        if (only ? strstr(groups[i].name, only) != NULL : DEFAULT_GROUP(groups[i].fn)) groups[i].fn();
+        if (only == NULL || strstr(groups[i].name, only) != NULL) groups[i].fn();
     alarm(0);
     TEST("no SIGPIPE reached the process (the library must not raise it)") CHECK_EQ(sigpipes, 0);
     return testReport();

@@ -74,7 +74,7 @@ void testScatterGather(void);
 void testRanges(void);
 /* test_mooncake_async.c */
 void testAsync(void);
-/* test_mooncake_device.c (a SKIP unless built with MC_FAKE_CUDA) */
+/* test_mooncake_device.c (against MC_CUDA_LIBRARY: the fake runtime unless set) */
 void testDevice(void);
 
 /* ---- libmooncake helpers ---------------------------------------------------- */

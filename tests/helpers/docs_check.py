@@ -183,10 +183,7 @@ def run_c(text, srv, scratch):
     exe = os.path.join(d, "example")
     libs = ["-ldl"]  # libibverbs is loaded with dlopen, not linked
     cmd = ["cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-I", os.path.join(ROOT, "src", "libmooncake"), src,
-           os.path.join(ROOT, "src", "libmooncake", "libmooncake.a"), "-lnuma", "-pthread", *libs]
-    cuda = "/usr/local/cuda/lib64"
-    if os.path.isdir(cuda):
-        cmd += ["-L" + cuda, "-Wl,-rpath," + cuda, "-lcudart"]
+           os.path.join(ROOT, "src", "libmooncake", "libmooncake.a"), "-lnuma", "-pthread", "-ldl", *libs]
     sanitize = os.environ.get("SANITIZER")
     if sanitize == "address":
         cmd += ["-fsanitize=address,undefined"]

@@ -1,0 +1,346 @@
+"""Device memory through the Python binding, against the fake CUDA runtime.
+
+libmooncake loads the CUDA runtime with dlopen (MC_CUDA_LIBRARY); here it is
+build/tests/libfakecuda.so, whose device memory faults on any CPU access,
+so a path that touched it without the runtime crashes the test. The runtime
+is loaded once per process and its verdict kept, so every case runs in a
+fresh python3 of its own (this file run as a script, the case's name as its
+argument) with MC_CUDA_LIBRARY set: the pytest process itself never loads
+the fake (a real GPU test in the same run keeps its real runtime).
+
+Covered: mooncake.cuda_available() (the library's answer, a runtime with no
+device, one that cannot be loaded); every drop-in form with registered
+device pointers -- put_from/get_into, batch_put_from/batch_get_into, the
+multi-buffer batches vLLM's connector uses (which answered -600), the async
+batches (which refused device memory), ranged reads -- and the Store API
+with CUDA tensors (a stand-in with torch's tensor interface over fake device
+memory): put/get_into, scatter-gather with host pieces, batches, async
+batches; over shm and tcp, byte-exact; one device copy per byte over shm;
+a failing device copy.
+"""
+import ctypes
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FAKE = os.environ.get("MC_FAKE_CUDA_LIBRARY") or os.path.join(ROOT, "build", "tests", "libfakecuda.so")
+MiB = 1 << 20
+
+
+# ---- the pytest side: one fresh interpreter per case ------------------------------------
+
+def run_case(case, server, **env):
+    e = dict(os.environ, MC_CUDA_LIBRARY=FAKE, MC_TEST_ADDR=server.addr, MC_TEST_UNIX=server.unix)
+    e.update(env)
+    r = subprocess.run([sys.executable, os.path.abspath(__file__), case], env=e, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, f"{case}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert r.stdout.strip().endswith("ok"), r.stdout[-2000:]
+
+
+@pytest.fixture(scope="module")
+def userver():
+    if not os.path.exists(FAKE):
+        pytest.skip("build/tests/libfakecuda.so is not built (make -C src unit-tests)")
+    from conftest import Server
+    import tempfile
+    sock = os.path.join(tempfile.mkdtemp(prefix="pytest-cuda-"), "mc.sock")
+    s = Server("--unixsocket", sock)
+    s.unix = sock
+    yield s
+    s.stop()
+
+
+def test_cuda_available_is_the_librarys_answer(userver):
+    run_case("available", userver)
+    run_case("no_device", userver, FAKECUDA_DEVICES="0")
+    run_case("no_runtime", userver, MC_CUDA_LIBRARY="/nonexistent/libcudart.so.99")
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_dropin_device_pointers_every_form(userver, transport):
+    run_case("dropin_" + transport, userver)
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_store_cuda_tensors_every_form(userver, transport):
+    run_case("store_" + transport, userver)
+
+
+def test_one_device_copy_per_byte_over_shm(userver):
+    run_case("counts", userver)
+
+
+def test_failing_device_copy(userver):
+    run_case("failing_copy", userver)
+
+
+# ---- the child side -----------------------------------------------------------------------
+
+class Dev:
+    """The fake runtime, as a program would call a real one."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL(os.environ["MC_CUDA_LIBRARY"])
+        self.lib.cudaMalloc.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
+        self.lib.cudaMemcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self.lib.fakecudaCount.argtypes = [ctypes.c_char_p]
+        self.lib.fakecudaCount.restype = ctypes.c_ulonglong
+        self.lib.fakecudaFail.argtypes = [ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong]
+
+    def malloc(self, n):
+        p = ctypes.c_void_p()
+        assert self.lib.cudaMalloc(ctypes.byref(p), n) == 0
+        return p.value
+
+    def write(self, addr, data):
+        buf = ctypes.create_string_buffer(bytes(data), len(data))
+        assert self.lib.cudaMemcpy(addr, buf, len(data), 4) == 0
+
+    def fill(self, addr, n, byte=0xEE):
+        self.write(addr, bytes([byte]) * n)
+
+    def read(self, addr, n):
+        buf = ctypes.create_string_buffer(n)
+        assert self.lib.cudaMemcpy(buf, addr, n, 4) == 0
+        return buf.raw
+
+    def count(self, name):
+        return self.lib.fakecudaCount(name.encode())
+
+    def fail(self, call, skip, n):
+        self.lib.fakecudaFail(call.encode(), skip, n)
+
+
+class FakeCudaTensor:
+    """What mooncake's Store reads of a CUDA tensor (data_ptr, is_cuda,
+    contiguity, sizes), over fake device memory."""
+
+    def __init__(self, addr, n):
+        self.addr, self.n = addr, n
+
+    is_cuda = True
+
+    def data_ptr(self):
+        return self.addr
+
+    def is_contiguous(self):
+        return True
+
+    def numel(self):
+        return self.n
+
+    def element_size(self):
+        return 1
+
+
+FakeCudaTensor.__module__ = "torch.fake_cuda"  # the Store recognises tensors by their module
+
+
+def pattern(n, seed):
+    import random
+    return random.Random(seed).randbytes(n)
+
+
+def child_available():
+    import mooncake
+    assert mooncake.cuda_available() == (True, ""), mooncake.cuda_available()
+
+
+def child_no_device():
+    import mooncake
+    ok, why = mooncake.cuda_available()
+    assert not ok and why.startswith("no CUDA device: "), why
+
+
+def child_no_runtime():
+    import mooncake
+    ok, why = mooncake.cuda_available()
+    assert not ok and why.startswith("no CUDA runtime: MC_CUDA_LIBRARY=/nonexistent/"), why
+    st = mooncake.connect(os.environ["MC_TEST_ADDR"])
+    with pytest.raises(mooncake.Error, match="CUDA runtime"):
+        st.register(0x7f0000000000, 4096)  # not host memory, and no runtime to ask
+    st.close()
+
+
+def dropin(transport):
+    import mooncake._mooncake as _mc
+    from mooncake.store import MooncakeDistributedStore
+    dev = Dev()
+    ms = MooncakeDistributedStore()
+    assert ms.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", os.environ["MC_TEST_ADDR"]) == 0
+    # The transport under test, on every handle the drop-in opens.
+    old = ms._c
+    ms._c = _mc.Client(("unix://" + os.environ["MC_TEST_UNIX"]) if transport == "shm" else os.environ["MC_TEST_ADDR"],
+                       transport={"shm": 1, "tcp": 2}[transport])
+    assert ms._c.register(ms._budget.addr, 16 << 20) == 0
+    old.close()
+    ms.remove_all()
+    size = 16 * MiB
+    a, b = dev.malloc(size), dev.malloc(size)
+    assert ms.register_buffer(a, size) == 0 and ms.register_buffer(b, size) == 0
+    v = pattern(3 * MiB + 5, transport)
+    dev.write(a, v)
+    # put_from / get_into
+    assert ms.put_from("single", a, len(v)) == 0
+    assert ms._c.last_transport() == {"shm": 1, "tcp": 2}[transport]
+    assert ms.get("single") == v
+    dev.fill(b, 4 * MiB)
+    assert ms.get_into("single", b + 10, 4 * MiB - 10) == len(v)
+    assert dev.read(b, 10 + len(v) + 64) == b"\xee" * 10 + v + b"\xee" * 64
+    # batch_put_from / batch_get_into, several keys
+    keys = ["b0", "b1", "b2"]
+    offs, sizes = [0, MiB, 2 * MiB + 3], [MiB, MiB + 3, 1000]
+    assert ms.batch_put_from(keys, [a + o for o in offs], sizes) == [0, 0, 0]
+    dev.fill(b, 4 * MiB)
+    assert ms.batch_get_into(keys, [b + o for o in offs], sizes) == sizes
+    got = dev.read(b, 4 * MiB)
+    for o, n in zip(offs, sizes):
+        assert got[o:o + n] == v[o:o + n]
+    # the multi-buffer batches (vLLM's connector): answered -600 before
+    mkeys = ["m0", "m1"]
+    ptrs = [[a, a + 4096, a + 2 * MiB], [a + MiB, a + 5]]
+    szs = [[4096, 100, MiB], [77, 50000]]
+    assert ms.batch_put_from_multi_buffers(mkeys, ptrs, szs) == [0, 0]
+    assert ms.get("m0") == v[:4196] + v[2 * MiB:3 * MiB]
+    assert ms.get("m1") == v[MiB:MiB + 77] + v[5:50005]
+    dev.fill(b, 4 * MiB)
+    optrs = [[b, b + 8, b + 9000], [b + 3 * MiB, b + 3 * MiB + 100]]
+    oszs = [[8, 4188, MiB], [77, 50000]]
+    assert ms.batch_get_into_multi_buffers(mkeys, optrs, oszs) == [4196 + MiB, 50077]
+    got = dev.read(b, 4 * MiB)
+    m0 = v[:4196] + v[2 * MiB:3 * MiB]
+    assert got[:4196] == m0[:4196] and got[9000:9000 + MiB] == m0[4196:]
+    assert got[4196:9000] == b"\xee" * (9000 - 4196)
+    assert got[3 * MiB:3 * MiB + 77] == v[MiB:MiB + 77] and got[3 * MiB + 100:3 * MiB + 50100] == v[5:50005]
+    # async batches: refused device memory before
+    fut = ms.batch_put_from_async(["as0", "as1"], [a, a + MiB], [MiB, 2 * MiB])
+    assert fut.result() == [0, 0]
+    assert ms.get("as1") == v[MiB:3 * MiB]
+    dev.fill(b, 4 * MiB)
+    fut = ms.batch_get_into_async(["as0", "as1"], [b, b + MiB], [MiB, 2 * MiB])
+    assert fut.result() == [MiB, 2 * MiB]
+    assert dev.read(b, 3 * MiB) == v[:3 * MiB]
+    # ranged reads into device memory
+    dev.fill(b, 4 * MiB)
+    res = ms.get_into_ranges([b], [["single"]], [[[0, 5000]]], [[[100, 2 * MiB]]], [[[1000, MiB]]])
+    assert res == [[[1000, MiB]]], res
+    got = dev.read(b, 5000 + MiB + 64)
+    assert got[:1000] == v[100:1100] and got[5000:5000 + MiB] == v[2 * MiB:3 * MiB]
+    assert got[1000:5000] == b"\xee" * 4000
+    # unregistered device memory: refused as upstream refuses it
+    c = dev.malloc(MiB)
+    assert ms.put_from("unreg", c, MiB) == -600
+    ms.close()
+
+
+def store(transport):
+    import mooncake
+    dev = Dev()
+    uri = ("unix://" + os.environ["MC_TEST_UNIX"]) if transport == "shm" else os.environ["MC_TEST_ADDR"]
+    st = mooncake.connect(uri, transport=transport)
+    size = 8 * MiB
+    a, b = dev.malloc(size), dev.malloc(size)
+    v = pattern(2 * MiB + 7, transport + "store")
+    dev.write(a, v)
+    ta, tb = FakeCudaTensor(a, len(v)), FakeCudaTensor(b, len(v))
+    st.put("t", ta)
+    assert st._c.last_transport() == {"shm": 1, "tcp": 2}[transport]
+    assert st.get("t") == v
+    dev.fill(b, size)
+    assert st.get_into("t", tb) == len(v)
+    assert dev.read(b, len(v) + 64) == v + b"\xee" * 64
+    # scatter-gather: a tensor between host pieces, both ways
+    head, tail = b"head" * 10, bytearray(pattern(5000, 9))
+    st.put("sg", [head, FakeCudaTensor(a, MiB), tail])
+    whole = head + v[:MiB] + bytes(tail)
+    assert st.get("sg") == whole
+    h1, h2 = bytearray(20), bytearray(len(whole) - 20 - MiB)
+    dev.fill(b, size)
+    assert st.get_into("sg", [h1, FakeCudaTensor(b, MiB), h2]) == len(whole)
+    assert bytes(h1) == whole[:20] and dev.read(b, MiB) == whole[20:20 + MiB] and bytes(h2) == whole[20 + MiB:]
+    # batches
+    st.batch_put(["x0", "x1"], [FakeCudaTensor(a, MiB), FakeCudaTensor(a + MiB, MiB + 7)])
+    dev.fill(b, size)
+    got = st.batch_get_into(["x0", "x1"], [FakeCudaTensor(b, MiB), FakeCudaTensor(b + 2 * MiB, 2 * MiB)])
+    assert list(got) == [MiB, MiB + 7], got
+    assert dev.read(b, MiB) == v[:MiB] and dev.read(b + 2 * MiB, MiB + 7) == v[MiB:]
+    # async batches with tensors (refused before)
+    st.batch_put_async(["y0", "y1"], [FakeCudaTensor(a, 100), FakeCudaTensor(a + 100, MiB)]).result()
+    dev.fill(b, size)
+    fut = st.batch_get_into_async(["y0", "y1"], [FakeCudaTensor(b, 100), FakeCudaTensor(b + MiB, MiB)])
+    assert list(fut.result()) == [100, MiB]
+    assert dev.read(b, 100) == v[:100] and dev.read(b + MiB, MiB) == v[100:100 + MiB]
+    assert st._c.handles >= 1
+    st.close()
+
+
+def child_dropin_shm():
+    dropin("shm")
+
+
+def child_dropin_tcp():
+    dropin("tcp")
+
+
+def child_store_shm():
+    store("shm")
+
+
+def child_store_tcp():
+    store("tcp")
+
+
+def child_counts():
+    import mooncake
+    dev = Dev()
+    st = mooncake.connect("unix://" + os.environ["MC_TEST_UNIX"], transport="shm")
+    a = dev.malloc(16 * MiB)
+    v = pattern(16 * MiB, "counts")
+    dev.write(a, v)
+    for i in range(3):
+        b0, p0 = dev.count("memcpy_bytes"), dev.count("memcpy_pinned_bytes")
+        st.put(f"c{i}", FakeCudaTensor(a, 16 * MiB))
+        assert dev.count("memcpy_bytes") - b0 == 16 * MiB  # straight into the mapping
+        assert dev.count("memcpy_pinned_bytes") - p0 == 16 * MiB  # which is page-locked
+        b0 = dev.count("memcpy_bytes")
+        assert st.get_into(f"c{i}", FakeCudaTensor(a, 16 * MiB)) == 16 * MiB
+        assert dev.count("memcpy_bytes") - b0 == 16 * MiB
+    assert dev.count("host_register") == 1  # once per mapping, not per transfer
+    st.close()
+    assert dev.count("host_registered") == 0  # unlocked when the mapping went
+
+
+def child_failing_copy():
+    import mooncake
+    from mooncake.store import MooncakeDistributedStore
+    dev = Dev()
+    a = dev.malloc(MiB)
+    dev.write(a, pattern(MiB, 1))
+    for uri, t in (("unix://" + os.environ["MC_TEST_UNIX"], "shm"), (os.environ["MC_TEST_ADDR"], "tcp")):
+        st = mooncake.connect(uri, transport=t)
+        dev.fail("memcpy", 0, -1)
+        with pytest.raises(mooncake.Error, match="cudaMemcpy"):
+            st.put("f" + t, FakeCudaTensor(a, MiB))
+        dev.fail("memcpy", 0, 0)
+        with pytest.raises(KeyError):
+            st.get("f" + t)  # the put was revoked
+        st.close()
+    ms = MooncakeDistributedStore()
+    assert ms.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", os.environ["MC_TEST_ADDR"]) == 0
+    assert ms.register_buffer(a, MiB) == 0
+    dev.fail("memcpy", 0, -1)
+    assert ms.put_from("fd", a, MiB) < 0
+    assert ms.batch_put_from(["fd1", "fd2"], [a, a + 10], [10, 10]) != [0, 0]
+    dev.fail("memcpy", 0, 0)
+    assert ms.put_from("fd", a, MiB) == 0
+    ms.close()
+
+
+if __name__ == "__main__":
+    globals()["child_" + sys.argv[1]]()
+    print("ok")

@@ -1,0 +1,146 @@
+#!/bin/sh
+# gpu-check.sh -- the GPU paths of libmooncake in one command, on a machine
+# with a GPU: test_cuda, test_mooncake's device group (on the GPU and
+# against the fake runtime), the Python CUDA tests, and gpu-bench (device
+# put/get over shm and tcp at 1, 16 and 64 MiB, printed beside cudaMemcpy
+# between the same device buffer and pinned memory, measured in the same run).
+#
+#   utils/gpu-check.sh                 from a checkout built with `make`
+#   utils/gpu-check.sh --pack DIR      (on the build machine) DIR gets the
+#                                      binaries and every shared library they
+#                                      need but glibc, libstdc++ and libgcc
+#   utils/gpu-check.sh --bin DIR       (on the GPU machine, from the checkout)
+#                                      the binaries of DIR, LD_LIBRARY_PATH=DIR;
+#                                      the Python extension is compiled there
+#                                      against DIR/libmooncake.a when the
+#                                      checkout has none for that python3
+#
+# GPU machines may have no network and no Debian packages (see
+# docs/PROTOCOL.md, "Device memory"): --pack/--bin is the way binaries built
+# elsewhere run there, e.g. `utils/gpu-check.sh --pack build/gpu-pack` here
+# (build/ is ignored by git: carry it, about 25 MB), then
+# `utils/gpu-check.sh --bin build/gpu-pack` there, from the same checkout. The CUDA runtime is found as libmooncake finds it
+# (MC_CUDA_LIBRARY, else libcudart.so.13/.12/.11.0, else /usr/local/cuda/lib64);
+# set MC_CUDA_LIBRARY to choose. With MC_CUDA_LIBRARY=build/tests/libfakecuda.so
+# the whole check runs on a machine without a GPU (a dry run: figures are
+# memcpy's). PYTHON names the python3 to use (one with pytest). Exit status
+# 0 when every step passed.
+set -u
+PY=${PYTHON:-python3}   # the python3 with pytest (and torch, for the real-GPU tensor test)
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+
+pack() {
+    dir=$1
+    mkdir -p "$dir" || exit 1
+    for f in "$ROOT/src/mooncake-server" "$ROOT/build/tests/test_cuda" "$ROOT/build/tests/test_mooncake" \
+             "$ROOT/build/tests/gpu-bench" "$ROOT/build/tests/libfakecuda.so" \
+             "$ROOT/src/libmooncake/libmooncake.a" "$ROOT/src/libmooncake/mooncake.h"; do
+        [ -f "$f" ] || { echo "gpu-check: $f is not built (make -C src all unit-tests)" >&2; exit 1; }
+        cp "$f" "$dir/"
+    done
+    # Every library the programs load, but the C runtime the target has.
+    for bin in "$dir/mooncake-server" "$dir/test_cuda" "$dir/test_mooncake" "$dir/gpu-bench"; do
+        ldd "$bin" | awk '/=> \//{print $3}'
+    done | sort -u | while read -r lib; do
+        case $(basename "$lib") in
+            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda.so*|libcudart.so*) ;;
+            *) cp -L "$lib" "$dir/" ;;
+        esac
+    done
+    echo "gpu-check: $dir holds $(ls "$dir" | wc -l) files ($(du -sh "$dir" | cut -f1)); on the GPU machine: utils/gpu-check.sh --bin $dir"
+}
+
+BIN=
+case ${1:-} in
+    --pack) pack "${2:?--pack DIR}"; exit 0 ;;
+    --bin) BIN=$(cd "${2:?--bin DIR}" && pwd) ;;
+    "") ;;
+    *) sed -n '2,25p' "$0"; exit 2 ;;
+esac
+
+if [ -n "$BIN" ]; then
+    SERVER=$BIN/mooncake-server TEST_CUDA=$BIN/test_cuda TEST_MOONCAKE=$BIN/test_mooncake
+    GPU_BENCH=$BIN/gpu-bench FAKE=$BIN/libfakecuda.so
+    export LD_LIBRARY_PATH="$BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+else
+    SERVER=$ROOT/src/mooncake-server TEST_CUDA=$ROOT/build/tests/test_cuda TEST_MOONCAKE=$ROOT/build/tests/test_mooncake
+    GPU_BENCH=$ROOT/build/tests/gpu-bench FAKE=$ROOT/build/tests/libfakecuda.so
+fi
+export MC_SERVER=$SERVER MOONCAKE_SERVER=$SERVER MC_FAKE_CUDA_LIBRARY=$FAKE
+TMP=$(mktemp -d /tmp/gpu-check.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+FAILED=
+
+step() { # name command...
+    name=$1
+    shift
+    echo
+    echo "==== $name"
+    if "$@"; then echo "==== $name: ok"; else echo "==== $name: FAILED"; FAILED="$FAILED
+  $name"; fi
+}
+
+# The real runtime, as libmooncake would find it (for the runs that name it).
+CUDART=${MC_CUDA_LIBRARY:-}
+if [ -z "$CUDART" ]; then
+    for c in $(ldconfig -p 2>/dev/null | awk '/libcudart\.so\.[0-9]/{print $NF}') \
+             /usr/local/cuda/lib64/libcudart.so.13 /usr/local/cuda/lib64/libcudart.so.12; do
+        [ -f "$c" ] && { CUDART=$c; break; }
+    done
+fi
+echo "gpu-check: $(date -u '+%Y-%m-%d %H:%M UTC'), $(uname -n)"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+echo "CUDA runtime: ${CUDART:-none found}; binaries: ${BIN:-the checkout}"
+
+run_test_cuda() { MC_CUDA_LIBRARY=${MC_CUDA_LIBRARY:-} "$TEST_CUDA"; }
+run_device_gpu() { [ -n "$CUDART" ] && MC_CUDA_LIBRARY=$CUDART "$TEST_MOONCAKE" device; }
+run_device_fake() { MC_CUDA_LIBRARY=$FAKE "$TEST_MOONCAKE" device; }
+
+python_path() {
+    # The checkout's build when it imports; else the extension compiled here.
+    if PYTHONPATH=$ROOT/build/python $PY -c 'import mooncake' 2>/dev/null && [ -z "$BIN" ]; then
+        echo "$ROOT/build/python"
+        return 0
+    fi
+    [ -n "$BIN" ] || return 1
+    inc=$($PY -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+    suf=$($PY -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+    libs=
+    for l in libnuma.so.1 libibverbs.so.1 librdmacm.so.1; do [ -f "$BIN/$l" ] && libs="$libs $BIN/$l"; done
+    mkdir -p "$TMP/site/mooncake" && cp "$ROOT"/python/mooncake/*.py "$TMP/site/mooncake/" &&
+        cc -O2 -shared -fPIC -I"$inc" -I"$BIN" "$ROOT/python/_mooncake.c" "$BIN/libmooncake.a" $libs \
+            -ldl -pthread -o "$TMP/site/mooncake/_mooncake$suf" >&2 &&
+        echo "$TMP/site"
+}
+
+run_python() {
+    pp=$(python_path) || { echo "no Python binding (build it with make, or pass --bin)"; return 1; }
+    PYTHONPATH=$pp $PY -m pytest -q -p no:cacheprovider "$ROOT/tests/python/test_cuda_fake.py" \
+        "$ROOT/tests/python/test_store.py" -k "cuda"
+}
+
+run_bench() {
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$SERVER" --port "$port" --bind 127.0.0.1 --unixsocket "$TMP/mc.sock" --dir "$TMP" --segment-size 2gb \
+        >"$TMP/server.log" 2>&1 &
+    spid=$!
+    i=0
+    while [ ! -S "$TMP/mc.sock" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    MC_CUDA_LIBRARY=${CUDART:-} "$GPU_BENCH" "unix://$TMP/mc.sock" "127.0.0.1:$port" 1 16 64
+    rc=$?
+    kill "$spid" && wait "$spid"
+    return $rc
+}
+
+step "test_cuda" run_test_cuda
+step "test_mooncake device (the GPU: ${CUDART:-no runtime})" run_device_gpu
+step "test_mooncake device (the fake runtime)" run_device_fake
+step "Python CUDA tests" run_python
+step "gpu-bench: device put/get beside cudaMemcpy to pinned memory" run_bench
+
+echo
+if [ -n "$FAILED" ]; then
+    echo "gpu-check: FAILED:$FAILED"
+    exit 1
+fi
+echo "gpu-check: all passed"
