@@ -425,6 +425,22 @@ static int nodeSame(const mc_client *c, int i, unsigned gen) {
     return conn && !conn->broken && c->map.nodes[i].gen == gen;
 }
 
+/* Whether node i's connection gen still stands, asked of the server (a
+ * PING) when nothing says otherwise: a transfer that failed on a data
+ * connection (another socket) does not tell whether the server behind the
+ * metadata one died too. On failure paths only. */
+static int nodeAlive(mc_client *c, int i, unsigned gen) {
+    if (!nodeSame(c, i, gen)) return 0;
+    char saved[sizeof(c->errbuf)];
+    memcpy(saved, c->errbuf, sizeof(saved));
+    const char *argv[1] = {"PING"};
+    mcReply *r;
+    int ok = nodeSend(c, i, 0, 1, argv, NULL, &r, 0) == MC_OK;
+    mcReplyFree(r);
+    memcpy(c->errbuf, saved, sizeof(saved));
+    return ok;
+}
+
 /* After node i could not be reached: a pause, then the map from another
  * node (it may name a new owner for the slot); MC_OK to try again, or
  * the I/O error when the call's time is up. */
@@ -1332,7 +1348,7 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const struct 
         for (size_t i = 0; i < n && !lost; i++) {
             rc = xferReplica(c, rt.node, rt.gen, &reps[i], iov, iovcnt, 1, device);
             if (rc == MC_OK) continue;
-            if (!nodeSame(c, rt.node, rt.gen)) {
+            if (!nodeAlive(c, rt.node, rt.gen)) {
                 lost = 1; /* the put died with its connection: nothing to revoke */
                 break;
             }
@@ -1527,7 +1543,7 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, const s
     for (int tries = 0;; tries++) {
         mcRoute rt = {-1, 0, 0};
         long long got = getOnce(c, key, keylen, iov, iovcnt, cap, probe, &rt);
-        if (got != MC_ERR_IO || rt.node < 0 || nodeSame(c, rt.node, rt.gen) || nowUs() >= deadline) return got;
+        if (got != MC_ERR_IO || rt.node < 0 || nowUs() >= deadline || nodeAlive(c, rt.node, rt.gen)) return got;
         backoff(MC_LOST_BACKOFF + tries, deadline);
     }
 }
@@ -2114,7 +2130,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     /* A transfer that failed because the connection was lost: the put is
      * gone with it, nothing to revoke; redone below. */
     for (size_t i = 0; i < n; i++)
-        if (started[i] && !ok[i] && !nodeSame(c, k[i].node, k[i].gen)) {
+        if (started[i] && !ok[i] && !nodeAlive(c, k[i].node, k[i].gen)) {
             started[i] = 0;
             again[i] = 2;
         }
@@ -2481,12 +2497,14 @@ static int batchReadRide(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, size
     long long deadline = callDeadline(c);
     for (int tries = 0;; tries++) {
         int rc = batchReadLocked(c, k, nkeys, rd, nreads);
+        if (rc < 0 || nowUs() >= deadline) return rc;
         size_t again = 0;
         for (size_t i = 0; i < nreads; i++)
-            if (rd[i].result == MC_ERR_IO && !nodeSame(c, k[rd[i].key].node, k[rd[i].key].gen)) again++;
-        if (rc < 0 || again == 0 || nowUs() >= deadline) return rc;
-        for (size_t i = 0; i < nreads; i++)
-            if (rd[i].result == MC_ERR_IO && !nodeSame(c, k[rd[i].key].node, k[rd[i].key].gen)) rd[i].done = 0;
+            if (rd[i].result == MC_ERR_IO && !nodeAlive(c, k[rd[i].key].node, k[rd[i].key].gen)) {
+                rd[i].done = 0;
+                again++;
+            }
+        if (again == 0) return rc;
         for (size_t j = 0; j < nkeys; j++) {
             mcReplyFree(k[j].res);
             k[j].res = NULL;

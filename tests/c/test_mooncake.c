@@ -70,7 +70,7 @@ static const struct {
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
-    {"device", testDevice},            {"host-tokens", testHostTokens},
+    {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
 };
 
 /* The groups a run without arguments runs: test_mooncake runs all but the

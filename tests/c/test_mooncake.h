@@ -76,6 +76,7 @@ void testRanges(void);
 void testAsync(void);
 /* test_mooncake_device.c (a SKIP unless built with MC_FAKE_CUDA) */
 void testDevice(void);
+void testRide(void); /* test_mooncake_ride.c */
 
 /* ---- libmooncake helpers ---------------------------------------------------- */
 
