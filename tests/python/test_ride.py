@@ -1,0 +1,227 @@
+"""A server restart, and a cluster node's, is a pause, not an error (issue 28
+item 4), through Mooncake's drop-in store; and master_server_addr in
+Mooncake's HA form, etcd://host:port, finds the cluster's nodes.
+
+- a single server with the log on (appendfsync always) is killed with
+  SIGKILL by a thread while the store puts and reads, and started again at
+  once on the same port and directory: no call fails, every value reads
+  back byte for byte, then and after.
+- a node of a three-node cluster (utils/create-cluster, its own etcd) is
+  killed and started again with the same dir and port (it keeps its id and
+  slots): puts and gets of keys on every shard, its own included, go on
+  without an error.
+- setup(master_server_addr="etcd://...") connects through the nodes' etcd
+  records; a cluster etcd does not know fails as a failed connect would.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from mooncake import store as ms
+from mooncake.store import MooncakeDistributedStore
+
+from conftest import ROOT, SERVER, child_env, free_port
+
+SCRIPT = os.path.join(ROOT, "utils", "create-cluster")
+
+
+def value(i):
+    n = 1 + (i * 7919) % 40000
+    return (i.to_bytes(4, "little") * (n // 4 + 1))[:n]
+
+
+class LoggedServer:
+    """A mooncake-server with appendonly yes, restartable on its port and dir."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="pytest-ride-")
+        self.addr = f"127.0.0.1:{self.port}"
+        self.proc = None
+        self.launch()
+        self.wait_up()
+
+    def launch(self):
+        log = open(os.path.join(self.dir, "server.log"), "a")
+        self.proc = subprocess.Popen(
+            [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir, "--segment-size", "64mb",
+             "--unixsocket", os.path.join(self.dir, "mc.sock"), "--appendonly", "yes", "--appendfsync", "always"],
+            stdout=log, stderr=subprocess.STDOUT, env=child_env())
+        log.close()
+
+    def wait_up(self):
+        import socket
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("server did not start")
+
+    def kill_and_restart(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        self.launch()  # not waiting for it: the store's calls ride through that too
+
+    def close(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def ride_loop(store, nkeys, progress, prefix):
+    """Puts and reads back nkeys keys (every tenth a batch of four); the
+    list of what went wrong."""
+    bad = []
+    i = 0
+    while i < nkeys:
+        if i % 10 == 9:
+            keys = [f"{prefix}{j}" for j in range(i, min(i + 4, nkeys))]
+            vals = [value(j) for j in range(i, i + len(keys))]
+            rc = store.put_batch(keys, vals)
+            if rc != 0:
+                bad.append(("put_batch", i, rc))
+            progress[0] += 1
+            got = store.get_batch(keys)
+            if got != vals:
+                bad.append(("get_batch", i, [len(g) for g in got]))
+            i += len(keys)
+        else:
+            rc = store.put(f"{prefix}{i}", value(i))
+            if rc != 0:
+                bad.append(("put", i, rc))
+            progress[0] += 1
+            if store.get(f"{prefix}{i}") != value(i):
+                bad.append(("get", i))
+            j = (i * 31) % (i + 1)
+            if store.get(f"{prefix}{j}") != value(j):
+                bad.append(("get older", j))
+            i += 1
+        progress[0] += 1
+    return bad
+
+
+def test_server_restart_is_a_pause():
+    srv = LoggedServer()
+    s = MooncakeDistributedStore()
+    try:
+        assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", srv.addr) == 0
+        progress = [0]
+        marks = [60, 140]
+        done = threading.Event()
+
+        def killer():
+            for m in marks:
+                while progress[0] < m and not done.is_set():
+                    time.sleep(0.001)
+                if done.is_set():
+                    return
+                srv.kill_and_restart()
+                srv.wait_up()
+
+        t = threading.Thread(target=killer)
+        t.start()
+        try:
+            bad = ride_loop(s, 150, progress, "pr:")
+        finally:
+            done.set()
+            t.join()
+        assert bad == []
+        assert progress[0] >= marks[-1], "the loop ended before the second kill"
+        for i in range(150):
+            assert s.get(f"pr:{i}") == value(i), i
+    finally:
+        s.close()
+        srv.close()
+
+
+# ---- a cluster ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    if not shutil.which("etcd") or not shutil.which("redis-cli"):
+        pytest.skip("etcd or redis-cli is not installed (make deps-test installs etcd-server, redis-tools)")
+    from test_cluster import free_run
+    base = free_run(3)
+    d = tempfile.mkdtemp(prefix="pyride-")
+    name = f"ride-{os.getpid()}"
+    etcd_port = free_port()
+    env = child_env(KIND="mooncake", NODES="3", PORT=str(base), DIR=os.path.join(d, "data"), BIN=SERVER,
+                    NAME=name, ETCD_PORT=str(etcd_port), ETCD_PEER_PORT=str(free_port()),
+                    SEGMENT_SIZE="64mb", TIMEOUT="2000")
+
+    def run(cmd):
+        return subprocess.run([SCRIPT, cmd], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=120)
+    try:
+        for cmd in ("start", "create"):
+            r = run(cmd)
+            if r.returncode != 0:
+                pytest.fail(f"create-cluster {cmd}: {r.stdout[-1500:]}{r.stderr[-1500:]}")
+        yield {"nodes": [f"127.0.0.1:{base + i}" for i in range(3)], "ports": [base + i for i in range(3)],
+               "etcd": f"127.0.0.1:{etcd_port}", "name": name, "dir": os.path.join(d, "data"), "run": run}
+    finally:
+        run("stop")
+        run("clean")
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_etcd_address_finds_the_cluster(cluster, monkeypatch):
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cluster["name"])
+    s = MooncakeDistributedStore()
+    assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "",
+                   f"etcd://127.0.0.1:1,{cluster['etcd']}") == 0  # a dead etcd first: the next one answers
+    try:
+        keys = [f"etcd:{i}" for i in range(40)]
+        assert s.put_batch(keys, [value(i) for i in range(40)]) == 0
+        assert s.get_batch(keys) == [value(i) for i in range(40)]
+    finally:
+        s.close()
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", "no-such-cluster")
+    assert MooncakeDistributedStore().setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "",
+                                            f"etcd://{cluster['etcd']}") == ms.RPC_FAIL
+
+
+def test_node_restart_is_a_pause(cluster, monkeypatch):
+    """A node killed and started again (same dir and port: same id, same
+    slots): the store's calls to its slots wait for it, then succeed."""
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cluster["name"])
+    s = MooncakeDistributedStore()
+    assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", f"etcd://{cluster['etcd']}") == 0
+    victim = cluster["ports"][1]
+    pidfile = os.path.join(cluster["dir"], str(victim), "pid")
+    progress = [0]
+    done = threading.Event()
+    restarted = []
+
+    def killer():
+        while progress[0] < 40 and not done.is_set():
+            time.sleep(0.001)
+        if done.is_set():
+            return
+        os.kill(int(open(pidfile).read().strip()), signal.SIGKILL)
+        r = cluster["run"]("start")  # starts what is not running: the victim, same dir and port
+        restarted.append(r.returncode)
+
+    t = threading.Thread(target=killer)
+    t.start()
+    try:
+        bad = ride_loop(s, 120, progress, "node:")
+    finally:
+        done.set()
+        t.join()
+        s_ok = [s.get(f"node:{i}") == value(i) for i in range(120)]
+        s.close()
+    assert restarted == [0]
+    assert bad == []
+    assert all(s_ok)
