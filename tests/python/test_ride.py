@@ -158,7 +158,7 @@ def cluster():
     etcd_port = free_port()
     env = child_env(KIND="mooncake", NODES="3", PORT=str(base), DIR=os.path.join(d, "data"), BIN=SERVER,
                     NAME=name, ETCD_PORT=str(etcd_port), ETCD_PEER_PORT=str(free_port()),
-                    SEGMENT_SIZE="64mb", TIMEOUT="2000")
+                    SEGMENT_SIZE="64mb", TIMEOUT="2000", EXTRA_ARGS="--appendonly yes --appendfsync always")
 
     def run(cmd):
         return subprocess.run([SCRIPT, cmd], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
