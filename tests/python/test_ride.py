@@ -225,3 +225,108 @@ def test_node_restart_is_a_pause(cluster, monkeypatch):
     assert restarted == [0]
     assert bad == []
     assert all(s_ok)
+
+
+def node_id(port):
+    import redis
+    r = redis.Redis(port=port)
+    try:
+        return r.execute_command("CLUSTER", "MYID").decode()
+    finally:
+        r.close()
+
+
+def test_slot_migration_under_traffic(cluster, monkeypatch):
+    """redis-cli --cluster reshard moves slots (MIGRATE, SETSLOT: -ASK,
+    -TRYAGAIN, then -MOVED) while the store and a redis-py RedisCluster
+    write and read keys of those slots: neither sees an error."""
+    import redis
+    from redis.cluster import RedisCluster
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cluster["name"])
+    p0, p1 = cluster["ports"][0], cluster["ports"][1]
+    # Keys of the slots about to move: node 0's lowest ones (reshard takes from there).
+    rc = RedisCluster(host="127.0.0.1", port=p0)
+    s = MooncakeDistributedStore()
+    assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", cluster["nodes"][0]) == 0
+    prefix = "mig{%d}:"
+    moving = []
+    i = 0
+    while len(moving) < 12:
+        if rc.keyslot(f"mig{{{i}}}:x") < 200:
+            moving.append(i)
+        i += 1
+    progress = [0]
+    stop = threading.Event()
+    errors = []
+
+    def traffic():
+        n = 0
+        while not stop.is_set() or n < 40:
+            tag = moving[n % len(moving)]
+            key = f"mig{{{tag}}}:{n}"
+            try:
+                if s.put(key, value(n)) != 0:
+                    errors.append(("put", key))
+                if s.get(key) != value(n):
+                    errors.append(("get", key))
+                rc.set(f"r{key}", value(n))
+                if rc.get(f"r{key}") != value(n):
+                    errors.append(("redis-py get", key))
+            except redis.RedisError as e:
+                errors.append(("redis-py", key, repr(e)))
+            n += 1
+            progress[0] = n
+
+    t = threading.Thread(target=traffic)
+    t.start()
+    try:
+        while progress[0] < 20:
+            time.sleep(0.001)
+        r = subprocess.run(["redis-cli", "--cluster", "reshard", f"127.0.0.1:{p0}", "--cluster-from", node_id(p0),
+                            "--cluster-to", node_id(p1), "--cluster-slots", "200", "--cluster-yes"],
+                           capture_output=True, text=True, timeout=120, env=child_env())
+    finally:
+        stop.set()
+        t.join()
+    try:
+        assert r.returncode == 0, r.stdout[-1500:] + r.stderr[-1500:]
+        assert errors == []
+        for n in range(progress[0]):
+            key = f"mig{{{moving[n % len(moving)]}}}:{n}"
+            assert s.get(key) == value(n), key
+        owners = {rc.keyslot(f"mig{{{tag}}}:x") for tag in moving}
+        moved = redis.Redis(port=p1).execute_command("CLUSTER", "COUNTKEYSINSLOT", min(owners))
+        assert moved > 0  # the keys are on the new owner now
+    finally:
+        s.close()
+        rc.close()
+
+
+def test_cluster_down_is_a_pause(cluster, monkeypatch):
+    """A node down past cluster-node-timeout: the others flag it failed and
+    answer -CLUSTERDOWN for every slot; the store's calls wait that out
+    too, and succeed once it is back."""
+    import redis
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cluster["name"])
+    s = MooncakeDistributedStore()
+    assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", f"etcd://{cluster['etcd']}") == 0
+    victim, other = cluster["ports"][2], cluster["ports"][0]
+    pidfile = os.path.join(cluster["dir"], str(victim), "pid")
+    assert s.put("down:0", value(0)) == 0
+    os.kill(int(open(pidfile).read().strip()), signal.SIGKILL)
+    r = redis.Redis(port=other)
+    deadline = time.time() + 30
+    while b"cluster_state:fail" not in r.execute_command("CLUSTER", "INFO") and time.time() < deadline:
+        time.sleep(0.05)
+    assert b"cluster_state:fail" in r.execute_command("CLUSTER", "INFO")
+    restarted = []
+    t = threading.Thread(target=lambda: restarted.append(cluster["run"]("start").returncode))
+    t.start()
+    try:
+        bad = ride_loop(s, 30, [0], "down:")  # starts while every node answers -CLUSTERDOWN
+    finally:
+        t.join()
+        s.close()
+        r.close()
+    assert restarted == [0]
+    assert bad == []
