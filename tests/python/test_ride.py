@@ -330,3 +330,41 @@ def test_cluster_down_is_a_pause(cluster, monkeypatch):
         r.close()
     assert restarted == [0]
     assert bad == []
+
+
+def test_node_gone_map_from_another_node(cluster, monkeypatch):
+    """A node killed for good and its slot given to another node (what a
+    failover does, here by hand: CLUSTER SETSLOT on a live node): the store,
+    whose map still names the dead node, reloads the map from a live one
+    and its next put of that slot lands on the new owner."""
+    import redis
+    monkeypatch.setenv("MC_STORE_CLUSTER_ID", cluster["name"])
+    ports = cluster["ports"]
+    victim, heir = ports[2], ports[0]
+    conns = [redis.Redis(port=p) for p in ports]
+    s = MooncakeDistributedStore()
+    try:
+        for r in conns:  # the other slots of the dead node stay uncovered meanwhile
+            r.execute_command("CONFIG", "SET", "cluster-require-full-coverage", "no")
+        assert s.setup("localhost", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", cluster["nodes"][0]) == 0
+        vid = node_id(victim)
+        key = next(f"gone{{{i}}}" for i in range(100000)
+                   if conns[0].execute_command("CLUSTER", "KEYSLOT", f"gone{{{i}}}") in
+                   {sl for a, b, *rest in conns[0].execute_command("CLUSTER", "SLOTS")
+                    if rest[0][2].decode() == vid for sl in range(a, b + 1)})
+        slot = conns[0].execute_command("CLUSTER", "KEYSLOT", key)
+        assert s.put(key + ":before", value(1)) == 0  # the store's map now routes the slot to the victim
+        os.kill(int(open(os.path.join(cluster["dir"], str(victim), "pid")).read().strip()), signal.SIGKILL)
+        assert conns[0].execute_command("CLUSTER", "SETSLOT", slot, "NODE", node_id(heir)) in (b"OK", "OK", True)
+        assert s.put(key + ":after", value(2)) == 0
+        assert s.get(key + ":after") == value(2)
+        assert redis.Redis(port=heir).execute_command("CLUSTER", "COUNTKEYSINSLOT", slot) >= 1
+    finally:
+        s.close()
+        assert cluster["run"]("start").returncode == 0
+        for r in conns:
+            try:
+                r.execute_command("CONFIG", "SET", "cluster-require-full-coverage", "yes")
+            except redis.RedisError:
+                pass
+            r.close()
