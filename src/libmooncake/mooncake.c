@@ -54,7 +54,7 @@
  *    -MOVED patches that slot and refreshes the whole map (at most every
  *    MC_MAP_REFRESH_MS), -ASK resends to the target behind ASKING (good for
  *    one command), -TRYAGAIN waits a little, -CLUSTERDOWN refreshes the map
- *    and retries a few times; all bounded by the I/O timeout.
+ *    and waits; all bounded by the I/O timeout (see riding through).
  *  - a put's PUT.END (and PUT.REVOKE) go to the node that answered its
  *    PUT.START, behind ASKING if that node was reached by -ASK: the extents
  *    are that node's. If the slot moved meanwhile, the node abandoned the
@@ -79,6 +79,24 @@
  *    replicas can stay on its own host whichever shard owns the key. The
  *    host (mc_host.c) serves each slice under its own segment id. Primaries
  *    that join after the mount get no slice until the next mount.
+ *
+ * Riding through (a server restarted on its address, a cluster node killed
+ * and started again, a failover): a call whose node cannot be reached --
+ * its connection broke, a connect is refused -- waits (MC_LOST_BACKOFF),
+ * reloads the map from another node, and tries again, until the I/O
+ * timeout from the call's start (callDeadline). What may be sent again on
+ * a new connection: every keyed command, read or not (a PUT.START again is
+ * a new put; the old connection's was abandoned with it); never PUT.END or
+ * PUT.REVOKE, which belong to the connection that started the put
+ * (routeCommand, runPhase's pinned keys): a put whose connection was lost
+ * at any step is redone whole from PUT.START. Each node's connections are
+ * counted (mcNode.gen): a reply, a segment description or mapping, a
+ * pending put or a lease learnt on one is trusted only while that very
+ * connection lives, since the server behind a new one may be a restarted
+ * one whose pool is other memory under the same segment id; a transfer
+ * that failed on a data connection asks the metadata one (nodeAlive). An
+ * -EXISTS to a redone put whose PUT.END may have run is judged by reading
+ * the key back (putLandedAlready).
  *
  * A handle that hosts a segment names its owner and runs a heartbeat thread
  * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
