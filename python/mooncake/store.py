@@ -10,9 +10,19 @@ section lists every call, supported or not, and what differs.
 How Mooncake's setup arguments map onto this store:
 
 - ``master_server_addr`` is our server's ``host:port`` (any node of a
-  cluster); ``metadata_server`` is accepted whatever it says (the server is
-  its own metadata service), and so is ``engine`` (a TransferEngine to
-  share: libmooncake opens its own transports).
+  cluster), or Mooncake's HA form ``etcd://host:port[,host:port...]`` (``;``
+  separates too): the cluster's nodes are read from that etcd (the records
+  ``/mooncake/<cluster-name>/nodes/<id>`` the nodes keep there, docs/PROTOCOL.md
+  "The topology in etcd") and the first that answers is the one connected
+  to; libmooncake learns the rest from it. ``<cluster-name>`` is
+  ``$MC_STORE_CLUSTER_ID``, as Mooncake's clients and master take their
+  cluster id, else ``mooncake`` (Mooncake's default and the server's
+  ``cluster-name`` default). ``metadata_server`` is accepted whatever it says
+  (the server is its own metadata service), and so is ``engine`` (a
+  TransferEngine to share: libmooncake opens its own transports).
+- A failover or a server restart is a pause, not an error: libmooncake
+  reconnects and retries by itself (redirections, ``-TRYAGAIN``,
+  ``-CLUSTERDOWN``, a lost connection) for up to its I/O timeout (30 s).
 - ``global_segment_size > 0`` mounts that much of this process's memory as a
   segment. Its name is ``local_hostname`` with the port of the segment's
   listener appended (``host:port``, a port of 12300-14300 as Mooncake's
@@ -150,6 +160,48 @@ def _size(v):
         if m and (m.group(2) or "").lower() in _UNITS:
             return int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
     raise ValueError(f"not a size: {v!r}")
+
+
+def _etcd_nodes(addr, cluster=None, timeout=2.0):
+    """``etcd://h:p[,h:p]``: the ``host:port`` of every node of the cluster
+    whose records that etcd holds (v3 JSON gateway, one range read), those
+    alive first; [] when no etcd answered or it knows no node."""
+    import base64
+    import json
+    import urllib.request
+    cluster = cluster or _os.environ.get("MC_STORE_CLUSTER_ID") or "mooncake"
+    prefix = f"/mooncake/{cluster}/".encode()
+    end = prefix[:-1] + bytes([prefix[-1] + 1])
+    body = json.dumps({"key": base64.b64encode(prefix).decode(),
+                       "range_end": base64.b64encode(end).decode()}).encode()
+    for ep in _re.split(r"[,;]", addr[len("etcd://"):]):
+        ep = ep.strip().rstrip("/")
+        if not ep:
+            continue
+        url = ep if ep.startswith(("http://", "https://")) else "http://" + ep
+        try:
+            req = urllib.request.Request(url + "/v3/kv/range", data=body,
+                                         headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                kvs = json.loads(r.read().decode()).get("kvs", [])
+        except (OSError, ValueError):
+            continue
+        nodes, alive = [], set()
+        for kv in kvs:
+            try:
+                key = base64.b64decode(kv["key"]).decode()
+                val = base64.b64decode(kv.get("value", "")).decode()
+                rest = key[len(prefix):]
+                if rest.startswith("nodes/"):
+                    rec = json.loads(val)
+                    nodes.append((rest[6:], f"{rec['ip']}:{int(rec['port'])}"))
+                elif rest.startswith("alive/"):
+                    alive.add(rest[6:])
+            except (KeyError, ValueError, TypeError, UnicodeDecodeError):
+                continue
+        nodes.sort(key=lambda n: n[0] not in alive)
+        return [a for _, a in nodes]
+    return []
 
 
 def _has_port(hostname):
@@ -435,9 +487,23 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         password = password if password is not None else _os.environ.get("MOONCAKE_PASSWORD")
         user = user if user is not None else _os.environ.get("MOONCAKE_USER")
-        try:
-            c = _mooncake.Client(master_server_addr, user=user, password=password)
-        except (ConnectionError, PermissionError, OSError):
+        addrs = [master_server_addr]
+        if master_server_addr.startswith("etcd://"):
+            addrs = _etcd_nodes(master_server_addr)
+            if not addrs:
+                _log.error("setup: no node of cluster %r found through %s",
+                           _os.environ.get("MC_STORE_CLUSTER_ID") or "mooncake", master_server_addr)
+                return RPC_FAIL
+        c = None
+        for addr in addrs:
+            try:
+                c = _mooncake.Client(addr, user=user, password=password)
+                break
+            except PermissionError:
+                return RPC_FAIL
+            except (ConnectionError, OSError):
+                continue
+        if c is None:
             return RPC_FAIL
         name = local_hostname
         if mount and seg > 0:

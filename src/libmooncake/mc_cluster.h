@@ -20,6 +20,7 @@ typedef struct mcNode {
     char uri[300];                   /* where we connect: the handle's URI for nodes[0], else tcp://ip:port */
     char host[256];                  /* stands for a wildcard host (0.0.0.0, ::) in this node's segment endpoints */
     mcConn *conn;                    /* metadata connection, opened on first use */
+    unsigned gen;                    /* connections opened so far: what a reply or segment was learnt on */
     int primary;                     /* served slots in the last map */
     int first_slot;                  /* the lowest of them (orders the primaries), -1 if none */
 } mcNode;

@@ -54,7 +54,7 @@
  *    -MOVED patches that slot and refreshes the whole map (at most every
  *    MC_MAP_REFRESH_MS), -ASK resends to the target behind ASKING (good for
  *    one command), -TRYAGAIN waits a little, -CLUSTERDOWN refreshes the map
- *    and retries a few times; all bounded by the I/O timeout.
+ *    and waits; all bounded by the I/O timeout (see riding through).
  *  - a put's PUT.END (and PUT.REVOKE) go to the node that answered its
  *    PUT.START, behind ASKING if that node was reached by -ASK: the extents
  *    are that node's. If the slot moved meanwhile, the node abandoned the
@@ -79,6 +79,24 @@
  *    replicas can stay on its own host whichever shard owns the key. The
  *    host (mc_host.c) serves each slice under its own segment id. Primaries
  *    that join after the mount get no slice until the next mount.
+ *
+ * Riding through (a server restarted on its address, a cluster node killed
+ * and started again, a failover): a call whose node cannot be reached --
+ * its connection broke, a connect is refused -- waits (MC_LOST_BACKOFF),
+ * reloads the map from another node, and tries again, until the I/O
+ * timeout from the call's start (callDeadline). What may be sent again on
+ * a new connection: every keyed command, read or not (a PUT.START again is
+ * a new put; the old connection's was abandoned with it); never PUT.END or
+ * PUT.REVOKE, which belong to the connection that started the put
+ * (routeCommand, runPhase's pinned keys): a put whose connection was lost
+ * at any step is redone whole from PUT.START. Each node's connections are
+ * counted (mcNode.gen): a reply, a segment description or mapping, a
+ * pending put or a lease learnt on one is trusted only while that very
+ * connection lives, since the server behind a new one may be a restarted
+ * one whose pool is other memory under the same segment id; a transfer
+ * that failed on a data connection asks the metadata one (nodeAlive). An
+ * -EXISTS to a redone put whose PUT.END may have run is judged by reading
+ * the key back (putLandedAlready).
  *
  * A handle that hosts a segment names its owner and runs a heartbeat thread
  * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
@@ -141,8 +159,9 @@
 /* Cluster retry policy (see the design comment). */
 #define MC_MAP_REFRESH_MS 250        /* at most one CLUSTER SLOTS per this, after a MOVED */
 #define MC_MAX_HOPS 32               /* redirections and retries of one command or batch */
-#define MC_DOWN_RETRIES 5            /* -CLUSTERDOWN answers before giving up */
 #define MC_MAX_REDO 3                /* puts redone after their slot moved */
+#define MC_RIDE_MS 30000             /* how long a call rides through when the handle has no I/O timeout */
+#define MC_LOST_BACKOFF 3            /* a lost connection is retried after 8, 16 ... 100 ms */
 
 /* How a transfer's buffers are moved (xferReplica). */
 #define XF_HOST 0                    /* host memory only */
@@ -161,6 +180,7 @@ typedef struct mcSeg {
     int shm_state;               /* 0 untried, 1 mapped, -1 not possible */
     char *token;                 /* what its host admits us by (SEGMENT.TOKEN), NULL: none */
     int token_known;             /* asked the server already */
+    unsigned gen;                /* its node's connection it was described on (stale once reopened) */
     struct mcSeg *next;
 } mcSeg;
 
@@ -191,6 +211,7 @@ typedef struct mcSlice {
 /* Where a keyed command was answered: a put ends where it started. */
 typedef struct {
     int node, asking;
+    unsigned gen;                /* the node's connection that answered (a put lives and dies with it) */
 } mcRoute;
 
 struct mc_client {
@@ -233,6 +254,8 @@ struct mc_client {
     /* Leases: ended after each get (LEASE.RELEASE) unless turned off. */
     int lease_release;
     int leased_node, leased_asking; /* where the last single get was granted one, -1: none */
+    unsigned leased_gen;
+    unsigned long reconnects;    /* metadata connections reopened after one broke (ride-through) */
     /* The worker of the non-blocking batches and its clone (mc_async.c). */
     _Atomic(struct mcAsync *) async;
 };
@@ -310,8 +333,13 @@ static int nodeReconnect(mc_client *c, int i) {
         mcConnClose(n);
         return -1;
     }
+    if (c->map.nodes[i].conn) c->reconnects++;
     mcConnClose(c->map.nodes[i].conn);
     c->map.nodes[i].conn = n;
+    /* A new connection may be a new server (restarted on the same
+     * address): what was learnt on the old one -- segment descriptions and
+     * mappings, pending puts, leases -- is not trusted on it (see gen). */
+    c->map.nodes[i].gen++;
     if (c->host && !c->hb_active) heartbeatNode(c, i); /* not from within a beat */
     return 0;
 }
@@ -323,14 +351,19 @@ static mcConn *nodeConn(mc_client *c, int i) {
     return nodeReconnect(c, i) == 0 ? c->map.nodes[i].conn : NULL;
 }
 
-/* One command on node i's connection, behind ASKING when asking; a broken
- * connection is reopened once. MC_OK with *out, or MC_ERR_IO. */
-static int nodeCommand(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens,
-                       mcReply **out) {
+/* One command on node i's connection, behind ASKING when asking. reopen:
+ * a broken connection is reopened once and the command sent on the new
+ * one, even if it may have run on the old one -- for every command that
+ * may run twice (see "Riding through"). Without it (PUT.END, PUT.REVOKE:
+ * they belong to the connection that started the put) a broken connection
+ * is the answer. MC_OK with *out, or MC_ERR_IO. */
+static int nodeSend(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens, mcReply **out,
+                    int reopen) {
     *out = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
-        mcConn *conn = nodeConn(c, i);
-        if (conn == NULL) return MC_ERR_IO; /* errbuf says why */
+        mcConn *conn = reopen ? nodeConn(c, i) : c->map.nodes[i].conn;
+        if (conn == NULL || conn->broken) /* errbuf says why, for a failed reopen */
+            return reopen ? MC_ERR_IO : setErr(c, MC_ERR_IO, "the connection to %s was lost", c->map.nodes[i].uri);
         if (asking) {
             const char *a[1] = {"ASKING"};
             mcConnAppend(conn, 1, a, NULL);
@@ -343,9 +376,14 @@ static int nodeCommand(mc_client *c, int i, int asking, int argc, const char **a
             if (*out) return MC_OK;
         }
         setErr(c, MC_ERR_IO, "%s", conn->err);
-        if (!conn->broken) break;
+        if (!conn->broken || !reopen) break;
     }
     return MC_ERR_IO;
+}
+
+static int nodeCommand(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens,
+                       mcReply **out) {
+    return nodeSend(c, i, asking, argc, argv, lens, out, 1);
 }
 
 /* ---- the slot map -------------------------------------------------------- */
@@ -365,7 +403,7 @@ static unsigned keySlot(mc_client *c, const void *key, size_t keylen) {
  * forced. Best effort: the old map stays if no node answers. Must not run
  * while replies are pending on any connection (a node that moved has its
  * connection closed). */
-static void mapRefresh(mc_client *c, int hint, int force) {
+static void mapRefreshFrom(mc_client *c, int hint, int avoid, int force) {
     long long now = nowUs();
     if (!c->cluster || (!force && now - c->map_at_us < MC_MAP_REFRESH_MS * 1000LL)) return;
     c->map_at_us = now;
@@ -375,6 +413,7 @@ static void mapRefresh(mc_client *c, int hint, int force) {
     for (int k = -2; k < c->map.nnodes; k++) {
         int i = k == -2 ? hint : k == -1 ? 0 : k;
         if (i < 0 || i >= c->map.nnodes || (k >= 0 && (i == hint || i == 0)) || (k == -1 && hint == 0)) continue;
+        if (i == avoid) continue;
         mcReply *r;
         if (nodeCommand(c, i, 0, 2, argv, NULL, &r) != MC_OK) continue;
         char err[256];
@@ -384,6 +423,8 @@ static void mapRefresh(mc_client *c, int hint, int force) {
     }
     memcpy(c->errbuf, saved, sizeof(saved));
 }
+
+static void mapRefresh(mc_client *c, int hint, int force) { mapRefreshFrom(c, hint, -1, force); }
 
 /* The node a redirection names, added to the table if new (`from` when the
  * table is full). */
@@ -407,28 +448,80 @@ static void backoff(int tries, long long deadline) {
     sleepMs(ms);
 }
 
-static long long callDeadline(mc_client *c) { return c->io_ms > 0 ? nowUs() + (long long)c->io_ms * 1000 : 0; }
+/* Every retry of a call -- redirections, waits, lost connections -- ends
+ * by the handle's I/O timeout from the call's start (MC_RIDE_MS when it has
+ * none): what a caller already accepts as the longest a call may take. */
+static long long callDeadline(mc_client *c) {
+    return nowUs() + (long long)(c->io_ms > 0 ? c->io_ms : MC_RIDE_MS) * 1000;
+}
+
+/* Node i's connection is the one gen named, and alive as far as we know:
+ * what the server granted on it (a pending put, a lease) still stands. */
+static int nodeSame(const mc_client *c, int i, unsigned gen) {
+    const mcConn *conn = c->map.nodes[i].conn;
+    return conn && !conn->broken && c->map.nodes[i].gen == gen;
+}
+
+/* Whether node i's connection gen still stands, asked of the server (a
+ * PING) when nothing says otherwise: a transfer that failed on a data
+ * connection (another socket) does not tell whether the server behind the
+ * metadata one died too. On failure paths only. */
+static int nodeAlive(mc_client *c, int i, unsigned gen) {
+    if (!nodeSame(c, i, gen)) return 0;
+    char saved[sizeof(c->errbuf)];
+    memcpy(saved, c->errbuf, sizeof(saved));
+    const char *argv[1] = {"PING"};
+    mcReply *r;
+    int ok = nodeSend(c, i, 0, 1, argv, NULL, &r, 0) == MC_OK;
+    mcReplyFree(r);
+    memcpy(c->errbuf, saved, sizeof(saved));
+    return ok;
+}
+
+/* After node i could not be reached: a pause, then the map from another
+ * node (it may name a new owner for the slot); MC_OK to try again, or
+ * the I/O error when the call's time is up. */
+static int rideLost(mc_client *c, int i, int *tries, long long deadline) {
+    if (nowUs() >= deadline) return MC_ERR_IO;
+    backoff(MC_LOST_BACKOFF + (*tries)++, deadline);
+    mapRefreshFrom(c, -1, i, 0);
+    return nowUs() < deadline ? MC_OK : MC_ERR_IO;
+}
 
 /* A keyed command, sent to the owner of the key's slot and redirected as
- * the cluster says. MC_OK with *out (which may be any reply, errors
- * included: the cluster's own words when it never settled) and *rt, where
- * it was answered; or MC_ERR_* when no node could be reached. */
+ * the cluster says; a lost connection, -TRYAGAIN and -CLUSTERDOWN are
+ * waited out until the call's deadline. MC_OK with *out (which may be any
+ * reply, errors included: the cluster's own words when it never settled)
+ * and *rt, where it was answered; or MC_ERR_* when no node could be
+ * reached in time. The command may reach the server twice (sent, the
+ * connection lost before its answer): keyed commands are all ones that
+ * may (see "Riding through"). */
 static int keyCommand(mc_client *c, const void *key, size_t keylen, int argc, const char **argv, const size_t *lens,
                       mcReply **out, mcRoute *rt) {
-    rt->node = 0;
-    rt->asking = 0;
-    if (!c->cluster) return nodeCommand(c, 0, 0, argc, argv, lens, out);
-    unsigned slot = mcKeySlot(key, keylen);
+    unsigned slot = keySlot(c, key, keylen);
     long long deadline = callDeadline(c);
-    int downs = 0, waits = 0;
+    int downs = 0, waits = 0, lost = 0, hops = 0;
     rt->node = routeSlot(c, slot);
-    for (int hop = 0;; hop++) {
+    rt->asking = 0;
+    for (;;) {
         int rc = nodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
-        if (rc != MC_OK) return rc;
+        if (rc != MC_OK) {
+            char why[sizeof(c->errbuf)];
+            memcpy(why, c->errbuf, sizeof(why));
+            if (rideLost(c, rt->node, &lost, deadline) != MC_OK) {
+                memcpy(c->errbuf, why, sizeof(why));
+                return rc;
+            }
+            rt->node = routeSlot(c, slot);
+            rt->asking = 0;
+            continue;
+        }
+        rt->gen = c->map.nodes[rt->node].gen;
+        if (!c->cluster) return MC_OK;
         mcRedirect rd;
         int kind = mcRedirectParse(*out, &rd);
-        if (kind == MC_REDIR_NONE || hop >= MC_MAX_HOPS || (deadline && nowUs() > deadline)) return MC_OK;
-        if (kind == MC_REDIR_CLUSTERDOWN && ++downs > MC_DOWN_RETRIES) return MC_OK;
+        if (kind == MC_REDIR_NONE || nowUs() > deadline) return MC_OK;
+        if ((kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK) && ++hops > MC_MAX_HOPS) return MC_OK;
         mcReplyFree(*out);
         *out = NULL;
         if (kind == MC_REDIR_MOVED) {
@@ -437,7 +530,7 @@ static int keyCommand(mc_client *c, const void *key, size_t keylen, int argc, co
             mapRefresh(c, to, 0);
             rt->node = routeSlot(c, slot);
             rt->asking = 0;
-            if (hop >= 2) backoff(waits++, deadline); /* two nodes disagreeing for a moment */
+            if (hops >= 3) backoff(waits++, deadline); /* two nodes disagreeing for a moment */
         } else if (kind == MC_REDIR_ASK) {
             rt->node = redirectNode(c, rt->node, &rd);
             rt->asking = 1;
@@ -445,8 +538,8 @@ static int keyCommand(mc_client *c, const void *key, size_t keylen, int argc, co
             backoff(waits++, deadline);
             rt->node = routeSlot(c, slot);
             rt->asking = 0;
-        } else { /* CLUSTERDOWN: the map may be what is wrong */
-            backoff(5 + downs, deadline);
+        } else { /* CLUSTERDOWN: the map may be what is wrong; else a node is down, wait for it */
+            backoff(5 + downs++, deadline);
             mapRefresh(c, rt->node, 1);
             rt->node = routeSlot(c, slot);
             rt->asking = 0;
@@ -454,17 +547,25 @@ static int keyCommand(mc_client *c, const void *key, size_t keylen, int argc, co
     }
 }
 
-/* A command for the node that answered an earlier one (PUT.END after
- * PUT.START), behind ASKING if that one was: -TRYAGAIN and -CLUSTERDOWN are
- * waited out there; a redirection is returned to the caller (*redirected
- * set, the map patched) -- the node gave the slot away. */
+/* A command for the node that answered an earlier one on the connection
+ * rt names (PUT.END after PUT.START), behind ASKING if that one was:
+ * -TRYAGAIN and -CLUSTERDOWN are waited out there; a redirection is
+ * returned to the caller (*redirected 1, the map patched) -- the node gave
+ * the slot away; so is a lost connection (*redirected 2, MC_ERR_IO): what
+ * the first command started died with it, and the command is never sent
+ * on another connection. */
 static int routeCommand(mc_client *c, const mcRoute *rt, int argc, const char **argv, const size_t *lens,
                         mcReply **out, int *redirected) {
     long long deadline = callDeadline(c);
     *redirected = 0;
     for (int tries = 0;; tries++) {
-        int rc = nodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
-        if (rc != MC_OK || !c->cluster) return rc;
+        int rc = nodeSame(c, rt->node, rt->gen) ? nodeSend(c, rt->node, rt->asking, argc, argv, lens, out, 0)
+                                                 : setErr(c, MC_ERR_IO, "the connection that started it was lost");
+        if (rc != MC_OK) {
+            *redirected = 2;
+            return rc;
+        }
+        if (!c->cluster) return rc;
         mcRedirect rd;
         int kind = mcRedirectParse(*out, &rd);
         if (kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK) {
@@ -472,7 +573,7 @@ static int routeCommand(mc_client *c, const mcRoute *rt, int argc, const char **
             *redirected = 1;
             return MC_OK;
         }
-        if (kind == MC_REDIR_NONE || tries >= MC_MAX_HOPS || (deadline && nowUs() > deadline)) return MC_OK;
+        if (kind == MC_REDIR_NONE || nowUs() > deadline) return MC_OK;
         mcReplyFree(*out);
         *out = NULL;
         backoff(kind == MC_REDIR_CLUSTERDOWN ? 5 + tries : tries, deadline);
@@ -723,10 +824,29 @@ const char *mc_strerror(int err) {
 
 /* ---- segments and paths -------------------------------------------------- */
 
-/* Segment id of node `node` (ids are per node: every node's pool is 1). */
+/* The segment was described on a connection since reopened (its node may
+ * be another server now): no byte moves through it. */
+static int segStale(const mc_client *c, const mcSeg *s) { return s->gen != c->map.nodes[s->node].gen; }
+
+static int segLost(mc_client *c) {
+    return setErr(c, MC_ERR_IO, "the connection to the server was lost meanwhile (it may have restarted)");
+}
+
+/* Segment id of node `node` (ids are per node: every node's pool is 1).
+ * A description learnt on a connection since reopened is dropped here: the
+ * server behind the new one may be a restarted one whose pool is other
+ * memory under the same id (the caller holds no segment while it asks). */
 static mcSeg *segGet(mc_client *c, int node, uint64_t id) {
-    for (mcSeg *s = c->segs; s; s = s->next)
+    for (mcSeg **pp = &c->segs; *pp;) {
+        mcSeg *s = *pp;
+        if (segStale(c, s)) {
+            *pp = s->next;
+            segFree(s);
+            continue;
+        }
         if (s->id == id && s->node == node) return s;
+        pp = &s->next;
+    }
     char idbuf[24];
     fmtU64(idbuf, sizeof(idbuf), id);
     const char *argv[2] = {"SEGMENT.INFO", idbuf};
@@ -744,6 +864,7 @@ static mcSeg *segGet(mc_client *c, int node, uint64_t id) {
     }
     s->node = node;
     s->id = id;
+    s->gen = c->map.nodes[node].gen;
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const mcReply *k = r->element[i], *v = r->element[i + 1];
         if (k->type != MCR_BULK && k->type != MCR_STATUS) continue;
@@ -994,6 +1115,7 @@ static int tcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, const struct io
             for (int attempt = 0; attempt < 2; attempt++) {
                 mcTcpFailure f;
                 if (attempt && (conn = segConn(c, s, uri)) == NULL) break;
+                if (segStale(c, s)) return segLost(c);
                 if (mcTcpStriped(tcpPool(c, streams), conn, uri, segToken(c, s, 0), streams, c->connect_ms,
                                  c->io_ms, s->id, rep->off, rep->len, iov, iovcnt, write, &f)) {
                     c->last_transport = MC_TRANSPORT_TCP;
@@ -1142,13 +1264,15 @@ static int tcpXferDevice(mc_client *c, mcSeg *s, const mcReplica *rep, const str
  * MC_ERR_*. device: XF_HOST, XF_DEVICE (device memory among the buffers:
  * shm copies it directly, tcp stages it), or XF_GPUDIRECT (device memory
  * all registered for RDMA: only RDMA may carry it). */
-static int xferReplica(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
-                       int device) {
+static int xferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                       int write, int device) {
+    if (c->map.nodes[node].gen != gen) return segLost(c);
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return setErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
+    if (s->gen != gen) return segLost(c);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
     if (device != XF_GPUDIRECT && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
+        return segStale(c, s) ? segLost(c) : shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
     if (t == MC_TRANSPORT_SHM) return setErr(c, MC_ERR_UNSUPPORTED, "no shared memory path to segment %llu", (unsigned long long)s->id);
     if (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_RDMA) {
         int reg = device != XF_DEVICE && c->regions && iovRdmaRegistered(c, iov, iovcnt, rep->len);
@@ -1160,6 +1284,7 @@ static int xferReplica(mc_client *c, int node, const mcReplica *rep, const struc
                 rc = setErr(c, MC_ERR_PROTOCOL, "%s", err);
                 continue;
             }
+            if (segStale(c, s)) return segLost(c);
             rc = rdmaXfer(c, &d, rep, iov, iovcnt, write, err, sizeof(err));
             if (rc == MC_OK) {
                 c->last_transport = MC_TRANSPORT_RDMA;
@@ -1286,7 +1411,52 @@ static void putRevoke(mc_client *c, const mcRoute *rt, const void *key, size_t k
     if (routeCommand(c, rt, 2, argv, lens, &r, &redirected) == MC_OK) mcReplyFree(r);
 }
 
-/* A put of the concatenation of iov[0..iovcnt), len bytes in all. */
+static long long getLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                           size_t cap, int probe);
+static long long getAndRelease(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                               size_t cap, int probe);
+
+/* A put's PUT.START answered "-EXISTS a put of this key is in progress":
+ * after a lost connection, that is our own put, abandoned with the
+ * connection and given back by the server's next sweep. */
+static int putInProgress(const mcReply *r) {
+    return r && r->type == MCR_ERROR && mcReplyIsError(r, "EXISTS") && strstr(r->str, "in progress") != NULL;
+}
+
+/* A put redone after its PUT.END was sent and the answer lost finds the
+ * key there: this put's, if it ran, or another writer's. The key holds
+ * exactly these bytes (read back and compared) -- MC_OK, what the put
+ * was for, whoever wrote them; else MC_ERR_EXISTS, as any put that comes
+ * second. Host memory only (device buffers: MC_ERR_EXISTS). */
+static int putLandedAlready(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
+                            size_t len) {
+    int rc = MC_ERR_EXISTS;
+    char *buf = iovDevice(c, iov, iovcnt, len) != XF_HOST ? NULL : malloc(len ? len : 1);
+    if (buf) {
+        struct iovec one = {buf, len};
+        if (getAndRelease(c, key, keylen, &one, 1, len, 0) == (long long)len) {
+            size_t off = 0;
+            rc = MC_OK;
+            for (int i = 0; i < iovcnt && off < len && rc == MC_OK; i++) {
+                size_t n = iov[i].iov_len < len - off ? iov[i].iov_len : len - off;
+                if (memcmp(buf + off, iov[i].iov_base, n)) rc = MC_ERR_EXISTS;
+                off += n;
+            }
+        }
+        free(buf);
+    }
+    if (rc != MC_OK)
+        setErr(c, MC_ERR_EXISTS, "the key exists (this put's PUT.END was sent and its answer lost; "
+                                 "the key holds other bytes)");
+    return rc;
+}
+
+/* A put of the concatenation of iov[0..iovcnt), len bytes in all.
+ * Riding through: a put whose node's connection was lost at any step
+ * (PUT.START's extents are that connection's: the server abandons them
+ * when it closes, or forgot them in a restart) is redone from PUT.START
+ * after a pause, until the call's deadline; never PUT.END on another
+ * connection. */
 static int putLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt, size_t len,
                      const mc_put_opts *opts, int device) {
     char sizebuf[24], repbuf[16], pinbuf[24];
@@ -1299,14 +1469,23 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const struct 
     argv[2] = sizebuf;
     int argc = 3 + putOptArgs(opts, argv + 3, repbuf, pinbuf);
     for (int i = 0; i < argc; i++) lens[i] = i == 1 ? keylen : strlen(argv[i]);
-    for (int redo = 0;; redo++) {
+    long long deadline = callDeadline(c);
+    unsigned long reconnects = c->reconnects;
+    int ended_lost = 0, lost_tries = 0;
+    for (int redo = 0;;) {
         mcReply *r;
         mcRoute rt;
         int rc = keyCommand(c, key, keylen, argc, argv, lens, &r, &rt);
         if (rc != MC_OK) return rc;
         if (r->type != MCR_ARRAY) {
+            if (c->reconnects != reconnects && putInProgress(r) && nowUs() < deadline) {
+                mcReplyFree(r); /* our own put, on a connection that is gone: swept soon */
+                backoff(MC_LOST_BACKOFF + lost_tries++, deadline);
+                continue;
+            }
             rc = replyErr(c, r);
             mcReplyFree(r);
+            if (rc == MC_ERR_EXISTS && ended_lost) rc = putLandedAlready(c, key, keylen, iov, iovcnt, len);
             return rc;
         }
         mcReplica reps[MC_MAX_REPLICAS];
@@ -1319,26 +1498,46 @@ static int putLocked(mc_client *c, const void *key, size_t keylen, const struct 
             }
         }
         mcReplyFree(r);
-        for (size_t i = 0; i < n; i++) {
-            rc = xferReplica(c, rt.node, &reps[i], iov, iovcnt, 1, device);
-            if (rc != MC_OK) {
-                char why[512];
-                snprintf(why, sizeof(why), "%s", c->errbuf);
-                putRevoke(c, &rt, key, keylen);
-                snprintf(c->errbuf, sizeof(c->errbuf), "replica %zu: %.400s (put revoked)", i, why);
-                return rc;
+        int lost = 0;
+        for (size_t i = 0; i < n && !lost; i++) {
+            rc = xferReplica(c, rt.node, rt.gen, &reps[i], iov, iovcnt, 1, device);
+            if (rc == MC_OK) continue;
+            if (!nodeAlive(c, rt.node, rt.gen)) {
+                lost = 1; /* the put died with its connection: nothing to revoke */
+                break;
+            }
+            char why[512];
+            snprintf(why, sizeof(why), "%s", c->errbuf);
+            putRevoke(c, &rt, key, keylen);
+            snprintf(c->errbuf, sizeof(c->errbuf), "replica %zu: %.400s (put revoked)", i, why);
+            return rc;
+        }
+        int redirected = 0;
+        if (!lost) {
+            const char *end[2] = {"PUT.END", key};
+            size_t endlens[2] = {7, keylen};
+            int sent = nodeSame(c, rt.node, rt.gen);
+            rc = routeCommand(c, &rt, 2, end, endlens, &r, &redirected);
+            if (redirected == 2) {
+                lost = 1;
+                ended_lost |= sent; /* it may have run: the key may be there, ours */
+            } else {
+                if (rc != MC_OK) return rc;
+                rc = r->type == MCR_STATUS ? MC_OK : replyErr(c, r);
+                mcReplyFree(r);
             }
         }
-        const char *end[2] = {"PUT.END", key};
-        size_t endlens[2] = {7, keylen};
-        int redirected;
-        if ((rc = routeCommand(c, &rt, 2, end, endlens, &r, &redirected)) != MC_OK) return rc;
-        rc = r->type == MCR_STATUS ? MC_OK : replyErr(c, r);
-        mcReplyFree(r);
+        if (lost) {
+            char why[sizeof(c->errbuf)];
+            memcpy(why, c->errbuf, sizeof(why));
+            if (nowUs() >= deadline) return setErr(c, MC_ERR_IO, "put: %.400s", why);
+            backoff(MC_LOST_BACKOFF + lost_tries++, deadline);
+            continue;
+        }
         /* The slot moved between PUT.START and PUT.END: the node abandoned
          * the put (those bytes are never published); do it all again on
          * the new owner. */
-        if (!redirected || redo >= MC_MAX_REDO) return rc;
+        if (!redirected || ++redo > MC_MAX_REDO) return rc;
     }
 }
 
@@ -1419,14 +1618,14 @@ static int parseReplicas(mc_client *c, const mcReply *r, long long *lease_ms, ui
 
 /* Reads the first replica that works into the first size bytes of the
  * buffers; lease checked at the end. device: XF_* (xferReplica). */
-static long long readReplicas(mc_client *c, int node, const mcReplica *reps, size_t n, uint64_t size,
+static long long readReplicas(mc_client *c, int node, unsigned gen, const mcReplica *reps, size_t n, uint64_t size,
                               const struct iovec *iov, int iovcnt, long long deadline_us, int device) {
     if (size == 0) return 0;
     if (n == 0) return setErr(c, MC_ERR_NOT_FOUND, "the value has no live replica");
     int rc = MC_ERR_IO;
     char first_err[512] = "";
     for (size_t i = 0; i < n; i++) {
-        rc = xferReplica(c, node, &reps[i], iov, iovcnt, 0, device);
+        rc = xferReplica(c, node, gen, &reps[i], iov, iovcnt, 0, device);
         if (rc == MC_OK) {
             if (nowUs() > deadline_us) return setErr(c, MC_ERR_LEASE_EXPIRED, "the transfer outlived its lease");
             return (long long)size;
@@ -1462,15 +1661,12 @@ int mc_set_lease_release(mc_client *c, int on) {
     return MC_OK;
 }
 
-static long long getLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
-                           size_t cap, int probe);
-
 static long long getAndRelease(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                                size_t cap, int probe) {
     c->leased_node = -1;
     long long got = getLocked(c, key, keylen, iov, iovcnt, cap, probe);
     mcConn *conn = c->leased_node >= 0 ? c->map.nodes[c->leased_node].conn : NULL;
-    if (c->lease_release && !c->leased_asking && conn && !conn->broken) {
+    if (c->lease_release && !c->leased_asking && conn && nodeSame(c, c->leased_node, c->leased_gen)) {
         queueLeaseRelease(conn, key, keylen);
         flushLeaseReleases(conn);
     }
@@ -1478,10 +1674,26 @@ static long long getAndRelease(mc_client *c, const void *key, size_t keylen, con
 }
 
 /* A get into the buffers iov[0..iovcnt), cap bytes in all: the value fills
- * a prefix of them. */
+ * a prefix of them. A read that failed because the node's connection was
+ * lost meanwhile (its replica list may name another server's memory now)
+ * is asked again from GET.REPLICAS, until the call's deadline. */
+static long long getOnce(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt, size_t cap,
+                         int probe, mcRoute *rt);
+
 static long long getLocked(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                            size_t cap, int probe) {
     if (key == NULL || keylen == 0) return setErr(c, MC_ERR_INVALID, "empty key");
+    long long deadline = callDeadline(c);
+    for (int tries = 0;; tries++) {
+        mcRoute rt = {-1, 0, 0};
+        long long got = getOnce(c, key, keylen, iov, iovcnt, cap, probe, &rt);
+        if (got != MC_ERR_IO || rt.node < 0 || nowUs() >= deadline || nodeAlive(c, rt.node, rt.gen)) return got;
+        backoff(MC_LOST_BACKOFF + tries, deadline);
+    }
+}
+
+static long long getOnce(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt, size_t cap,
+                         int probe, mcRoute *rt_out) {
     c->errbuf[0] = '\0';
     const char *argv[2] = {"GET.REPLICAS", key};
     size_t lens[2] = {12, keylen};
@@ -1490,6 +1702,7 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, const s
     mcRoute rt;
     int rc = keyCommand(c, key, keylen, 2, argv, lens, &r, &rt);
     if (rc != MC_OK) return rc;
+    *rt_out = rt;
     long long lease_ms;
     uint64_t size;
     mcReplica reps[MC_MAX_REPLICAS];
@@ -1499,12 +1712,13 @@ static long long getLocked(mc_client *c, const void *key, size_t keylen, const s
     if (rc != MC_OK) return rc;
     c->leased_node = rt.node; /* a lease was granted: getAndRelease ends it */
     c->leased_asking = rt.asking;
+    c->leased_gen = rt.gen;
     if (probe) return (long long)size;
     if (size > cap) return setErr(c, MC_ERR_TOO_SMALL, "value is %llu bytes, buffer %zu", (unsigned long long)size, cap);
     for (int i = 0; size && i < iovcnt; i++) /* mc_get(NULL, cap); the v-forms checked theirs */
         if (iov[i].iov_base == NULL && iov[i].iov_len) return setErr(c, MC_ERR_INVALID, "no buffer");
     long long deadline = t0 + lease_ms * 1000;
-    return readReplicas(c, rt.node, reps, n, size, iov, iovcnt, deadline, iovDevice(c, iov, iovcnt, size));
+    return readReplicas(c, rt.node, rt.gen, reps, n, size, iov, iovcnt, deadline, iovDevice(c, iov, iovcnt, size));
 }
 
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
@@ -1614,7 +1828,9 @@ typedef struct mcBKey {
     int alone;                   /* in a command of its own (after -TRYAGAIN) */
     int done;
     int rc;                      /* MC_OK with res set, or MC_ERR_* */
-    int moved;                   /* pinned, and its node redirected it */
+    int moved;                   /* pinned, and its node redirected it (or its connection was lost) */
+    int lost;                    /* pinned, sent, and its connection lost before the answer: it may have run */
+    unsigned gen;                /* the connection of the node that answered it (mcRoute) */
     int ioerr;                   /* I/O failures so far */
     mcReply *res;                /* its answer (the caller frees) */
     int leased;                  /* BATCH.GET.REPLICAS granted it a lease */
@@ -1694,7 +1910,7 @@ static void phaseReply(mc_client *c, const mcPhase *ph, mcBKey *k, const size_t 
         c->map.slots[rd.slot] = (uint16_t)to;
         *refresh = *refresh ? *refresh : 1;
     }
-    if (kind == MC_REDIR_CLUSTERDOWN && ++*downs > MC_DOWN_RETRIES) kind = MC_REDIR_NONE; /* give up: the error stands */
+    if (kind == MC_REDIR_CLUSTERDOWN) ++*downs; /* waited out until the deadline: a node may be restarting */
     for (size_t j = 0; j < count; j++) {
         mcBKey *b = &k[idx[j]];
         if (kind == MC_REDIR_NONE || (b->pinned && (kind == MC_REDIR_MOVED || kind == MC_REDIR_ASK))) {
@@ -1741,7 +1957,7 @@ static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
-        k[i].done = k[i].moved = k[i].ioerr = 0;
+        k[i].done = k[i].moved = k[i].lost = k[i].ioerr = 0;
         k[i].rc = MC_OK;
         k[i].res = NULL;
         k[i].alone = ph->single;
@@ -1751,13 +1967,21 @@ static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
         }
     }
     long long deadline = callDeadline(c);
-    int downs = 0, wait_tries = 0;
+    int downs = 0, wait_tries = 0, lost_tries = 0, hops = 0;
     for (int round = 0;; round++) {
         size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (!k[i].done) order[m++] = i;
+        for (size_t i = 0; i < n; i++) {
+            mcBKey *b = &k[i];
+            if (!b->done && b->pinned && !nodeSame(c, b->node, b->gen)) {
+                /* What it ends (a pending put) died with its connection:
+                 * never sent on another one; the caller redoes it. */
+                b->rc = setErr(c, MC_ERR_IO, "the connection that started it was lost");
+                b->moved = b->done = 1;
+            }
+            if (!b->done) order[m++] = i;
+        }
         if (m == 0) break;
-        if (round >= MC_MAX_HOPS || (round && deadline && nowUs() > deadline)) {
+        if (hops >= MC_MAX_HOPS || (round && nowUs() > deadline)) {
             int code = last_redirect ? replyErr(c, last_redirect)
                                      : setErr(c, MC_ERR_IO, "%s: no answer after %d rounds", ph->cmd, round);
             for (size_t j = 0; j < m; j++) {
@@ -1822,32 +2046,61 @@ static int runPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
             if (mcConnFlush(g->conn) != MC_OK) setErr(c, MC_ERR_IO, "%s", g->conn->err);
         }
         /* Read the replies in the order they were sent. */
-        int refresh = 0, had_wait = wait_tries;
+        int refresh = 0, had_wait = wait_tries, lost_node = -1;
         for (size_t gi = 0; gi < ng; gi++) {
             mcGroup *g = &groups[gi];
             mcReply *r = NULL;
-            if (g->conn && !g->conn->broken) {
+            int sent = g->conn && !g->conn->broken;
+            if (sent) {
                 mcReply *ask = g->asking ? mcConnRead(g->conn) : NULL;
                 if (!g->asking || ask) r = mcConnRead(g->conn);
                 mcReplyFree(ask);
                 if (r == NULL) setErr(c, MC_ERR_IO, "%s", g->conn->err);
             }
-            if (r == NULL) { /* not sent, or the connection broke: once more on a new one */
+            if (r == NULL) {
+                /* Not sent, or the connection broke. A pinned key's put
+                 * died with it (redone by the caller; it may have ended
+                 * first). Others are sent again, on a new connection, to
+                 * the slot's owner as the map then says, after a pause
+                 * from the second time on, until the deadline. */
                 for (size_t j = 0; j < g->count; j++) {
                     mcBKey *b = &k[order[g->first + j]];
-                    if (++b->ioerr < 2) continue;
-                    b->rc = MC_ERR_IO;
-                    b->done = 1;
+                    if (b->pinned) {
+                        b->rc = MC_ERR_IO;
+                        b->moved = b->done = 1;
+                        b->lost = sent;
+                    } else if (++b->ioerr >= 2 && nowUs() >= deadline) {
+                        b->rc = MC_ERR_IO;
+                        b->done = 1;
+                    } else if (b->ioerr >= 2) {
+                        lost_node = g->node;
+                    }
                 }
                 continue;
             }
+            for (size_t j = 0; j < g->count; j++) k[order[g->first + j]].gen = c->map.nodes[g->node].gen;
             phaseReply(c, ph, k, &order[g->first], g->count, g->node, r, &downs, &wait_tries, &refresh,
                        &last_redirect);
         }
         /* Between rounds, with no reply outstanding: waits and map reloads
          * (redirected again and again: two nodes disagreeing for a moment). */
-        if (wait_tries > had_wait) backoff(refresh == 2 ? 5 + downs : wait_tries, deadline);
-        else if (refresh && round >= 2) backoff(round - 2, deadline);
+        if (lost_node >= 0) {
+            char why[sizeof(c->errbuf)];
+            memcpy(why, c->errbuf, sizeof(why));
+            backoff(MC_LOST_BACKOFF + lost_tries++, deadline);
+            mapRefreshFrom(c, -1, lost_node, 0);
+            memcpy(c->errbuf, why, sizeof(why));
+            for (size_t i = 0; i < n; i++)
+                if (!k[i].done && !k[i].pinned) {
+                    k[i].node = routeSlot(c, k[i].slot);
+                    k[i].asking = 0;
+                }
+        } else if (wait_tries > had_wait) {
+            backoff(refresh == 2 ? 5 + downs : wait_tries, deadline);
+        } else if (refresh && hops >= 2) {
+            backoff(hops - 2, deadline);
+        }
+        if (lost_node < 0 && wait_tries == had_wait) hops++; /* a round of redirections only */
         if (refresh) {
             mapRefresh(c, 0, refresh == 2);
             for (size_t i = 0; i < n; i++)
@@ -1880,14 +2133,16 @@ static void freeBKeys(mcBKey *k, size_t n) {
  * for finishXfers; anything else is left to the sequential path (returns
  * MC_ERR_UNSUPPORTED). device (XF_*): GPUDirect is left to the sequential
  * path, and so is tcp of buffers with device memory (staged there). */
-static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct iovec *iov, int iovcnt, int write,
-                     int device, mcTcpItem *p) {
+static int startXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                     int write, int device, mcTcpItem *p) {
     if (device == XF_GPUDIRECT) return MC_ERR_UNSUPPORTED;
+    if (c->map.nodes[node].gen != gen) return segLost(c);
     mcSeg *s = segGet(c, node, rep->seg);
     if (s == NULL) return MC_ERR_IO;
+    if (s->gen != gen) return segLost(c);
     int t = c->transport;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && shmAttach(c, s) == MC_OK)
-        return shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
+        return segStale(c, s) ? segLost(c) : shmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
     if (device == XF_DEVICE) return MC_ERR_UNSUPPORTED;
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
     /* Registered buffers go over rdma when the segment has it, as a single
@@ -1901,6 +2156,7 @@ static int startXfer(mc_client *c, int node, const mcReplica *rep, const struct 
         endpointUri(c, s, s->endpoints[i], uri, sizeof(uri));
         mcConn *conn = segConn(c, s, uri);
         if (conn == NULL) continue;
+        if (segStale(c, s)) return segLost(c);
         p->conn = conn;
         p->seg = s->id;
         p->off = rep->off;
@@ -1934,8 +2190,17 @@ static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *o
 }
 
 /* Items whose buffers are all checked (batchCheck). */
+/* The batch put. Riding through as putLocked does: an item whose node's
+ * connection was lost after its PUT.START (transfer failed, or
+ * BATCH.PUT.END not answered) is redone, from BATCH.PUT.START, with the
+ * others of its kind, after a pause, until the deadline; one whose
+ * BATCH.PUT.END was sent and lost carries ended_lost[i] into the redo
+ * (putLandedAlready judges an -EXISTS then). reconnects: the handle's
+ * count when the call began (an -EXISTS "in progress" after one is our
+ * own abandoned put). */
 static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *lens, const mc_put_opts *opts,
-                          int *results, int depth) {
+                          int *results, int depth, long long deadline, const char *ended_lost,
+                          unsigned long reconnects) {
     const char *tail[10];
     char (*sizes)[24] = malloc(n * sizeof(*sizes));
     mcReplica *reps = malloc(n * MC_MAX_REPLICAS * sizeof(mcReplica));
@@ -1949,9 +2214,10 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     mc_kvv *redo = NULL;
     size_t *redo_item = NULL, *redo_len = NULL;
     int *redo_res = NULL;
+    char *again = calloc(n, 1), *redo_lost = NULL; /* again: 1 slot moved, 2 connection lost, 3 lost after END */
     int done = 0, rc = MC_OK;
     char repbuf[16], pinbuf[24];
-    if (!sizes || !reps || !nreps || !ok || !started || !pend || !k || !fin || !fin_item || !dev) {
+    if (!sizes || !reps || !nreps || !ok || !started || !pend || !k || !fin || !fin_item || !dev || !again) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
@@ -1968,8 +2234,14 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     if ((rc = runPhase(c, &start, k, n)) != MC_OK) goto end;
     for (size_t i = 0; i < n; i++) {
         const mcReply *e = k[i].res;
+        if (k[i].rc == MC_OK && c->reconnects != reconnects && putInProgress(e)) {
+            again[i] = 2; /* our own put, abandoned with a lost connection */
+            continue;
+        }
         if (k[i].rc != MC_OK || e->type != MCR_ARRAY) {
             results[i] = k[i].rc != MC_OK ? k[i].rc : replyErr(c, e);
+            if (results[i] == MC_ERR_EXISTS && ended_lost && ended_lost[i])
+                results[i] = putLandedAlready(c, items[i].key, items[i].keylen, items[i].iov, items[i].iovcnt, lens[i]);
             continue;
         }
         ok[i] = started[i] = 1;
@@ -1992,13 +2264,21 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
             const mcReplica *rep = &reps[i * MC_MAX_REPLICAS + j];
-            int s = startXfer(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, dev[i], &pend[np]);
+            int s = startXfer(c, k[i].node, k[i].gen, rep, items[i].iov, items[i].iovcnt, 1, dev[i], &pend[np]);
             if (s == 1) pend[np++].item = i;
-            else if (s != MC_OK && xferReplica(c, k[i].node, rep, items[i].iov, items[i].iovcnt, 1, dev[i]) != MC_OK)
+            else if (s != MC_OK &&
+                     xferReplica(c, k[i].node, k[i].gen, rep, items[i].iov, items[i].iovcnt, 1, dev[i]) != MC_OK)
                 ok[i] = 0;
         }
     }
     finishXfers(c, pend, np, 1, ok);
+    /* A transfer that failed because the connection was lost: the put is
+     * gone with it, nothing to revoke; redone below. */
+    for (size_t i = 0; i < n; i++)
+        if (started[i] && !ok[i] && !nodeAlive(c, k[i].node, k[i].gen)) {
+            started[i] = 0;
+            again[i] = 2;
+        }
     /* Revoke what could not be written (a PUT.REVOKE each: rare), then
      * publish the rest; both where each put started. */
     size_t nfin = 0;
@@ -2028,38 +2308,57 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
         fin[nfin].arg = NULL;
         fin_item[nfin++] = i;
     }
-    size_t nredo = 0;
     if (nfin) {
         mcPhase end = {"BATCH.PUT.END", 0, 0, NULL, 0};
         if ((rc = runPhase(c, &end, fin, nfin)) != MC_OK) goto end;
         for (size_t j = 0; j < nfin; j++) {
             size_t i = fin_item[j];
             if (fin[j].moved) {
-                fin[j].done = -1; /* redone below */
-                nredo++;
+                /* The slot moved (the node abandoned the put), or the
+                 * connection was lost: again, from PUT.START. */
+                again[i] = fin[j].rc == MC_ERR_IO ? (fin[j].lost ? 3 : 2) : 1;
             }
             results[i] = fin[j].rc != MC_OK ? fin[j].rc : fin[j].res->type == MCR_STATUS ? MC_OK : replyErr(c, fin[j].res);
         }
     }
-    /* Puts whose slot moved before PUT.END were abandoned by that node:
-     * again, from PUT.START, on the new owner. */
-    if (nredo && depth < MC_MAX_REDO) {
+    /* Redone: after a lost connection (a pause first) until the deadline;
+     * after a moved slot at most MC_MAX_REDO times. */
+    size_t nredo = 0;
+    int any_lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (again[i] == 1 && depth >= MC_MAX_REDO) again[i] = 0;
+        if (again[i] >= 2 && (depth >= 64 || nowUs() >= deadline)) {
+            if (results[i] == MC_ERR_INVALID || results[i] == MC_OK) results[i] = setErr(c, MC_ERR_IO, "put: the connection was lost");
+            again[i] = 0;
+        }
+        if (again[i]) nredo++;
+        any_lost |= again[i] >= 2;
+    }
+    if (nredo) {
         redo = malloc(nredo * sizeof(*redo));
         redo_item = malloc(nredo * sizeof(*redo_item));
         redo_len = malloc(nredo * sizeof(*redo_len));
         redo_res = malloc(nredo * sizeof(*redo_res));
-        if (!redo || !redo_item || !redo_len || !redo_res) {
+        redo_lost = calloc(nredo, 1);
+        if (!redo || !redo_item || !redo_len || !redo_res || !redo_lost) {
             rc = setErr(c, MC_ERR_NOMEM, "out of memory");
             goto end;
         }
         size_t m = 0;
-        for (size_t j = 0; j < nfin; j++) {
-            if (fin[j].done != -1) continue;
-            redo_item[m] = fin_item[j];
-            redo_len[m] = lens[fin_item[j]];
-            redo[m++] = items[fin_item[j]];
+        for (size_t i = 0; i < n; i++) {
+            if (!again[i]) continue;
+            redo_item[m] = i;
+            redo_len[m] = lens[i];
+            redo_lost[m] = again[i] == 3 || (ended_lost && ended_lost[i]);
+            redo[m++] = items[i];
         }
-        int sub = batchPutLocked(c, m, redo, redo_len, opts, redo_res, depth + 1);
+        if (any_lost) {
+            char why[sizeof(c->errbuf)];
+            memcpy(why, c->errbuf, sizeof(why));
+            backoff(MC_LOST_BACKOFF + depth, deadline);
+            memcpy(c->errbuf, why, sizeof(why));
+        }
+        int sub = batchPutLocked(c, m, redo, redo_len, opts, redo_res, depth + 1, deadline, redo_lost, reconnects);
         for (size_t j = 0; j < m; j++) results[redo_item[j]] = sub < 0 ? sub : redo_res[j];
     }
     for (size_t i = 0; i < n; i++)
@@ -2083,6 +2382,8 @@ end:
     free(redo_item);
     free(redo_len);
     free(redo_res);
+    free(redo_lost);
+    free(again);
     return rc;
 }
 
@@ -2112,7 +2413,7 @@ int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts
     c->errbuf[0] = '\0';
     int rc = batchCheck(c, n, items, lens, 1);
     if (rc == MC_OK) {
-        rc = batchPutLocked(c, n, items, lens, opts, results, 0);
+        rc = batchPutLocked(c, n, items, lens, opts, results, 0, callDeadline(c), NULL, c->reconnects);
     } else {
         for (size_t i = 0; i < n; i++) results[i] = rc;
     }
@@ -2154,7 +2455,7 @@ static void releaseBatchLeases(mc_client *c, mcBKey *k, size_t n) {
         if (conn == NULL || conn->broken) continue;
         int queued = 0;
         for (size_t i = 0; i < n; i++) {
-            if (!k[i].leased || k[i].asking || k[i].node != node) continue;
+            if (!k[i].leased || k[i].asking || k[i].node != node || k[i].gen != c->map.nodes[node].gen) continue;
             queueLeaseRelease(conn, k[i].key, k[i].keylen);
             queued++;
         }
@@ -2248,7 +2549,7 @@ static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, si
         if (r->done || r->len == 0 || nreps[r->key] == 0) continue;
         mcReplica first;
         narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], 1, r->off, r->len, &first);
-        int s = startXfer(c, k[r->key].node, &first, r->iov, r->iovcnt, 0, r->device, &pend[np]);
+        int s = startXfer(c, k[r->key].node, k[r->key].gen, &first, r->iov, r->iovcnt, 0, r->device, &pend[np]);
         if (s == 1) pend[np++].item = i;
         started[i] = s == 1 || s == MC_OK;
         ok[i] = 1;
@@ -2269,7 +2570,7 @@ static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, si
              * one by one, every replica. */
             mcReplica narrowed[MC_MAX_REPLICAS];
             narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], nreps[r->key], r->off, r->len, narrowed);
-            got = readReplicas(c, k[r->key].node, narrowed, nreps[r->key], r->len, r->iov, r->iovcnt,
+            got = readReplicas(c, k[r->key].node, k[r->key].gen, narrowed, nreps[r->key], r->len, r->iov, r->iovcnt,
                                deadline[r->key], r->device);
         }
         r->result = got;
@@ -2297,6 +2598,31 @@ end:
     return rc;
 }
 
+/* batchReadLocked, riding through: reads that failed because their node's
+ * connection was lost after BATCH.GET.REPLICAS (the replicas it named may
+ * be another server's memory now) are done again, from the metadata, after
+ * a pause, until the call's deadline. */
+static int batchReadRide(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, size_t nreads) {
+    long long deadline = callDeadline(c);
+    for (int tries = 0;; tries++) {
+        int rc = batchReadLocked(c, k, nkeys, rd, nreads);
+        if (rc < 0 || nowUs() >= deadline) return rc;
+        size_t again = 0;
+        for (size_t i = 0; i < nreads; i++)
+            if (rd[i].result == MC_ERR_IO && !nodeAlive(c, k[rd[i].key].node, k[rd[i].key].gen)) {
+                rd[i].done = 0;
+                again++;
+            }
+        if (again == 0) return rc;
+        for (size_t j = 0; j < nkeys; j++) {
+            mcReplyFree(k[j].res);
+            k[j].res = NULL;
+            k[j].leased = 0;
+        }
+        backoff(MC_LOST_BACKOFF + tries, deadline);
+    }
+}
+
 /* mc_batch_getv's items (checked by batchCheck), caps[i] item i's capacity:
  * one key and one whole-object read each. */
 static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const size_t *caps, long long *results) {
@@ -2319,7 +2645,7 @@ static int batchGetLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
         rd[i].iovcnt = items[i].iovcnt;
         rd[i].device = cuda ? iovDevice(c, items[i].iov, items[i].iovcnt, caps[i]) : XF_HOST;
     }
-    rc = batchReadLocked(c, k, n, rd, n);
+    rc = batchReadRide(c, k, n, rd, n);
     for (size_t i = 0; i < n; i++) results[i] = rd[i].result;
 end:
     freeBKeys(k, n);
@@ -2433,7 +2759,7 @@ int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long lo
         goto end;
     }
     rangesPlan(c, n, items, rd, k, &nkeys);
-    rc = batchReadLocked(c, k, nkeys, rd, nreads);
+    rc = batchReadRide(c, k, nkeys, rd, nreads);
     for (size_t i = 0, slot = 0, ri = 0; i < n; i++) {
         int bad = rangesItemBad(&items[i]);
         for (int j = 0; j < items[i].nranges; j++) results[slot++] = bad ? MC_ERR_INVALID : rd[ri++].result;

@@ -122,7 +122,11 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
  * with AUTH over your own connection). */
 mc_client *mc_connect_user(const char *uri, const char *user, const char *password, char *err, size_t errlen);
 void mc_close(mc_client *c);
-/* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none). */
+/* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none).
+ * The I/O timeout also bounds how long one call rides through a server
+ * restart, a lost connection, -TRYAGAIN or -CLUSTERDOWN, retrying by itself
+ * (30 s when it is 0); then the call fails (MC_ERR_IO, or the cluster's
+ * last error). docs/PROTOCOL.md, "Riding through". */
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms);
 int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench */
 /* TCP connections per peer that one transfer may use at once (1..16): a

@@ -70,7 +70,7 @@ static const struct {
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
-    {"device", testDevice},            {"host-tokens", testHostTokens},
+    {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
 };
 
 /* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */

@@ -76,6 +76,7 @@ void testRanges(void);
 void testAsync(void);
 /* test_mooncake_device.c (against MC_CUDA_LIBRARY: the fake runtime unless set) */
 void testDevice(void);
+void testRide(void); /* test_mooncake_ride.c */
 
 /* ---- libmooncake helpers ---------------------------------------------------- */
 
