@@ -194,6 +194,12 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct) {
     return aofCatRestoreTail(s);
 }
 
+/* key's state as one record, whole (replication.c streams the same records). */
+sds aofCatKeyState(sds s, sds key) {
+    int seg_only = 0;
+    return catKeyState(s, key, &seg_only, NULL);
+}
+
 /* The rest of a record catKeyState left out, from byte `from` of its value. */
 static sds catValueRef(sds s, const valueRef *r, size_t from) {
     s = sdscatlen(s, r->value + from, r->vlen - from);

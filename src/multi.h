@@ -7,6 +7,7 @@
 #define MULTI_H
 
 #include "aof.h"
+#include "replication.h"
 #include "server.h"
 
 void multiInit(void);
@@ -31,10 +32,12 @@ void touchAllWatchedKeys(void);
 static inline void signalModifiedKey(sds key) {
     if (server.watching) touchWatchedKey(key);
     if (aofOn) aofKeyChanged(key);
+    if (replOn) replKeyChanged(key);
 }
 static inline void signalFlushedDb(void) {
     if (server.watching) touchAllWatchedKeys();
     if (aofOn) aofFlushedAll();
+    if (replOn) replFlushedAll();
 }
 
 #endif
