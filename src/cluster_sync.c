@@ -274,6 +274,10 @@ static long long leaseTTL(void) {
     return ttl < 1 ? 1 : ttl;
 }
 
+/* A renewal every sixth of the TTL: fencing (below) stops writes at 2/3
+ * of it, so one slow answer from etcd does not fence a healthy primary. */
+static long long keepaliveInterval(void) { return leaseTTL() * 1000 / 6; }
+
 static void leaseGranted(const etcdResult *r, void *privdata) {
     (void)privdata;
     clusterState *cs = server.cluster;
@@ -286,7 +290,7 @@ static void leaseGranted(const etcdResult *r, void *privdata) {
     cs->lease_id = r->lease_id;
     cs->lease_ttl_ms = (r->ttl > 0 ? r->ttl : leaseTTL()) * 1000;
     cs->lease_ok_sent_ms = keepaliveSentMs;
-    cs->next_keepalive_ms = mstime() + leaseTTL() * 1000 / 3;
+    cs->next_keepalive_ms = mstime() + keepaliveInterval();
     putAlive();
 }
 
@@ -449,8 +453,19 @@ int clusterSyncInit(char *err, size_t errlen) {
 const char *clusterWriteFence(void) {
     clusterState *cs = server.cluster;
     if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return NULL;
+    static int fenced;
     long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
-    if (cs->lease_ok_sent_ms && mstime() - cs->lease_ok_sent_ms < ttl * 2 / 3) return NULL;
+    long long age = cs->lease_ok_sent_ms ? mstime() - cs->lease_ok_sent_ms : -1;
+    if (age >= 0 && age < ttl * 2 / 3) {
+        if (fenced) serverLog(LL_WARNING, "Cluster: lease renewed: this primary takes writes again");
+        fenced = 0;
+        return NULL;
+    }
+    if (!fenced)
+        serverLog(LL_WARNING, "Cluster: no lease renewal confirmed for %lld ms (2/3 of the %lld ms TTL): refusing "
+                  "writes, so that a replica promoted when the lease expires never races a write here",
+                  age, ttl);
+    fenced = 1;
     return "-CLUSTERDOWN this primary cannot renew its etcd lease: writes are refused until it can (fencing)";
 }
 
@@ -473,7 +488,7 @@ void clusterSyncCron(void) {
     } else if (now >= cs->next_keepalive_ms) {
         cs->lease_inflight = 1;
         keepaliveSentMs = now;
-        cs->next_keepalive_ms = now + leaseTTL() * 1000 / 3;
+        cs->next_keepalive_ms = now + keepaliveInterval();
         etcdLeaseKeepalive(cs->etcd, cs->lease_id, keepaliveDone, NULL);
     }
 }

@@ -397,8 +397,17 @@ def test_manual_failover(env):
     wait_until(lambda: "myself,master" in b.nodes() and link_up(a.port), 20, "planned failover")
     assert call(b.port, "GET", "m99") == b"99"
     ea = [l for l in b.nodes().splitlines() if "myself" in l][0].split()[6]
-    # and back, with TAKEOVER (no agreement from the primary)
-    assert call(a.port, "CLUSTER", "FAILOVER", "TAKEOVER") == "OK"
+    # and back, with TAKEOVER (no agreement from the primary); the promoted node announces it
+    assert call(a.port, "CONFIG", "SET", "notify-keyspace-events", "S") == "OK"
+    sub = Conn(a.port, timeout=20)
+    try:
+        assert sub("SUBSCRIBE", "__store@0__:failover")[0] == b"subscribe"
+        assert call(a.port, "CLUSTER", "FAILOVER", "TAKEOVER") == "OK"
+        msg = sub.read()
+        assert msg[0] == b"message" and msg[1] == b"__store@0__:failover"
+        assert msg[2].decode().startswith(f"node={a.id} old={b.id} took_ms=")
+    finally:
+        sub.close()
     wait_until(lambda: "myself,master" in a.nodes() and link_up(b.port), 20, "takeover")
     eb = [l for l in a.nodes().splitlines() if "myself" in l][0].split()[6]
     assert int(eb) > int(ea)
