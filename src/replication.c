@@ -104,6 +104,7 @@ static struct {
     client **held;                    /* replies waiting for acks */
     size_t nheld, held_cap;
     long long pause_until;            /* planned failover: writes refused until */
+    long long debug_hold_until;       /* REPLCONF DEBUG-HOLD-STREAM */
     char handover_to[CLUSTER_NAMELEN + 1];
     int handover_inflight;
     /* replica side */
@@ -131,10 +132,15 @@ static struct {
 
 /* ---- hooks ------------------------------------------------------------- */
 
+/* The client whose command changed a key has its replies held from now on
+ * (CLIENT_REPL_WAIT); beforeSleep sets the offset they wait for. A client
+ * held already (a relayed read let its pipeline go on) waits for the newer
+ * offset. */
 static void markWriter(void) {
     client *c = server.current_client;
-    if (!server.cluster_replica_ack || c == NULL || c->repl || (c->flags & CLIENT_REPL_WAIT)) return;
+    if (!server.cluster_replica_ack || c == NULL || c->repl || c->repl_marked) return;
     c->flags |= CLIENT_REPL_WAIT;
+    c->repl_marked = 1;
     if (repl.nmarked == repl.marked_cap) {
         repl.marked_cap = repl.marked_cap ? repl.marked_cap * 2 : 16;
         repl.marked = zrealloc(repl.marked, repl.marked_cap * sizeof(client *));
@@ -204,6 +210,7 @@ static int ackedByAll(long long off) {
 
 static void releaseHeld(client *c) {
     c->flags &= ~CLIENT_REPL_WAIT;
+    c->repl_held = 0;
     clientQueueWrite(c);
     unblockClient(c); /* what it pipelined meanwhile runs now */
 }
@@ -224,6 +231,7 @@ static void checkHeld(void) {
             repl.ack_timeouts++;
             repl.held[i] = repl.held[--repl.nheld];
             c->flags &= ~CLIENT_REPL_WAIT;
+            c->repl_held = 0;
             freeClientAsync(c);
             continue;
         }
@@ -259,12 +267,15 @@ void replBeforeSleep(void) {
     }
     for (size_t i = 0; i < repl.nmarked; i++) {
         client *c = repl.marked[i];
+        c->repl_marked = 0;
+        c->repl_wait_offset = repl.offset;
+        if (c->repl_held) continue; /* waits on, for the newer offset */
         if (ackedByAll(repl.offset)) {
             c->flags &= ~CLIENT_REPL_WAIT;
             continue;
         }
-        c->repl_wait_offset = repl.offset;
         c->repl_wait_since = mstime();
+        c->repl_held = 1;
         blockClient(c, NULL);
         repl.held_writes++;
         if (repl.nheld == repl.held_cap) {
@@ -279,11 +290,10 @@ void replBeforeSleep(void) {
 int replClientHeld(client *c) { return (c->flags & CLIENT_REPL_WAIT) != 0; }
 
 void replClientGone(client *c) {
-    if (c->flags & CLIENT_REPL_WAIT) {
-        removeClient(repl.marked, &repl.nmarked, c);
-        removeClient(repl.held, &repl.nheld, c);
-        c->flags &= ~CLIENT_REPL_WAIT;
-    }
+    if (c->repl_marked) removeClient(repl.marked, &repl.nmarked, c);
+    if (c->repl_held) removeClient(repl.held, &repl.nheld, c);
+    c->repl_marked = c->repl_held = 0;
+    c->flags &= ~CLIENT_REPL_WAIT;
     if (c->repl) {
         for (int i = 0; i < repl.nlinks; i++)
             if (repl.links[i] == c) {
@@ -331,6 +341,19 @@ void replconfCommand(client *c) {
     }
     if (c->argc != 3) {
         addReplyError(c, "ERR syntax error");
+        return;
+    }
+    if (!strcasecmp(opt, "debug-hold-stream")) {
+        /* Tests: the stream to every replica stops for ms (buffered, not
+         * lost), as a slow network would hold it. */
+        long long ms;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms) || ms < 0 || ms > 600000) {
+            addReplyError(c, "ERR invalid milliseconds");
+            return;
+        }
+        repl.debug_hold_until = mstime() + ms;
+        for (int i = 0; i < repl.nlinks; i++) repl.links[i]->flags |= CLIENT_REPL_WAIT;
+        addReplyOk(c);
         return;
     }
     if (!strcasecmp(opt, "node-id")) {
@@ -402,6 +425,7 @@ void psyncCommand(client *c) {
     l->online = 1;
     repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
     repl.links[repl.nlinks++] = c;
+    if (repl.debug_hold_until) c->flags |= CLIENT_REPL_WAIT;
     repl.full_syncs_served++;
     replOn = 1;
 }
@@ -822,6 +846,13 @@ void replCron(void) {
         maybeFailover();
     }
     if (repl.nheld) checkHeld();
+    if (repl.debug_hold_until && now >= repl.debug_hold_until) {
+        repl.debug_hold_until = 0;
+        for (int i = 0; i < repl.nlinks; i++) {
+            repl.links[i]->flags &= ~CLIENT_REPL_WAIT;
+            clientQueueWrite(repl.links[i]);
+        }
+    }
     /* A planned failover: once the replica has everything, hand over. */
     if (repl.pause_until) {
         if (now > repl.pause_until) {

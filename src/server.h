@@ -225,6 +225,7 @@ typedef struct client {
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct replicaLink *repl;     /* a replica's link to this primary, NULL if not one (replication.c) */
     long long repl_wait_offset, repl_wait_since; /* CLIENT_REPL_WAIT: the offset replicas must ack */
+    int repl_marked, repl_held;   /* in replication.c's lists of writers / of held clients */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
     struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
