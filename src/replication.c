@@ -52,6 +52,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,25 +188,27 @@ static void removeClient(client **v, size_t *n, client *c) {
         }
 }
 
-/* Replicas of mine that are alive in etcd: each must ack a held write. */
-static int ackedByAll(long long off) {
+/* The offset every replica of mine that is alive in etcd has acknowledged
+ * (each must have a held write): the least of their acks, -1 for one not
+ * connected, LLONG_MAX when there is none. */
+static long long ackedByAllOffset(void) {
     clusterState *cs = server.cluster;
-    if (!cs) return 1;
+    if (!cs) return LLONG_MAX;
+    long long min = LLONG_MAX;
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;
-    int ok = 1;
-    while (ok && (de = dictNext(it)) != NULL) {
+    while ((de = dictNext(it)) != NULL) {
         clusterNode *n = dictGetVal(de);
         if (!clusterNodeIsReplica(n) || strcmp(n->primary, cs->myself->id) || !n->alive) continue;
-        int acked = 0;
-        for (int i = 0; i < repl.nlinks && !acked; i++) {
+        long long ack = -1;
+        for (int i = 0; i < repl.nlinks; i++) {
             replicaLink *l = repl.links[i]->repl;
-            acked = !strcmp(l->node_id, n->id) && l->ack >= off;
+            if (!strcmp(l->node_id, n->id) && l->ack > ack) ack = l->ack;
         }
-        ok = acked;
+        if (ack < min) min = ack;
     }
     dictReleaseIterator(it);
-    return ok;
+    return min;
 }
 
 static void releaseHeld(client *c) {
@@ -216,10 +219,10 @@ static void releaseHeld(client *c) {
 }
 
 static void checkHeld(void) {
-    long long now = mstime();
+    long long now = mstime(), acked = ackedByAllOffset();
     for (size_t i = 0; i < repl.nheld;) {
         client *c = repl.held[i];
-        if (ackedByAll(c->repl_wait_offset)) {
+        if (acked >= c->repl_wait_offset) {
             repl.held[i] = repl.held[--repl.nheld];
             releaseHeld(c);
             continue;
@@ -265,12 +268,13 @@ void replBeforeSleep(void) {
             sdsclear(repl.buf);
         }
     }
+    long long acked = repl.nmarked ? ackedByAllOffset() : 0;
     for (size_t i = 0; i < repl.nmarked; i++) {
         client *c = repl.marked[i];
         c->repl_marked = 0;
         c->repl_wait_offset = repl.offset;
         if (c->repl_held) continue; /* waits on, for the newer offset */
-        if (ackedByAll(repl.offset)) {
+        if (acked >= repl.offset) {
             c->flags &= ~CLIENT_REPL_WAIT;
             continue;
         }
@@ -484,10 +488,11 @@ static int applyRecord(const aofRecord *rec) {
 }
 
 /* One line ending in CRLF at rbuf[rpos..]; NULL if not all here yet. */
-static char *takeLine(size_t *len) {
+static char *takeLine(size_t *len, int *toolong) {
     char *p = repl.rbuf + repl.rpos;
     size_t avail = sdslen(repl.rbuf) - repl.rpos;
     char *nl = memchr(p, '\n', avail);
+    *toolong = !nl && avail > 256; /* the handshake's lines are short */
     if (!nl) return NULL;
     *len = (size_t)(nl - p);
     if (*len && p[*len - 1] == '\r') (*len)--;
@@ -501,8 +506,9 @@ static int processLinkInput(void) {
     for (;;) {
         if (repl.state == LINK_HANDSHAKE) {
             size_t len;
-            char *line = takeLine(&len);
-            if (!line) return 0;
+            int toolong;
+            char *line = takeLine(&len, &toolong);
+            if (!line) return toolong ? -1 : 0;
             if (len > 200) goto bad;
             if (line[0] == '-') {
                 serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, line);
@@ -525,8 +531,9 @@ static int processLinkInput(void) {
         }
         if (repl.state == LINK_SNAPSHOT && repl.snap_left < 0) {
             size_t len;
-            char *line = takeLine(&len);
-            if (!line) return 0;
+            int toolong;
+            char *line = takeLine(&len, &toolong);
+            if (!line) return toolong ? -1 : 0;
             long long n;
             if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0) goto bad;
             repl.snap_left = n;
