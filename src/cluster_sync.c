@@ -61,6 +61,7 @@ typedef struct clusterOp {
      * are taken; with dead, only while its alive key is absent. */
     char failed_primary[CLUSTER_NAMELEN + 1];
     int dead;
+    int flush_after;       /* RESET of a replica: its copy of the data goes */
 } clusterOp;
 
 static dict *aliveIds;  /* ids with an alive/<id> key */
@@ -552,6 +553,7 @@ static clusterNode *planNode(clusterOp *op, clusterNode *n) {
 }
 
 static void planReset(clusterOp *op) {
+    op->flush_after = 0;
     for (int i = 0; i < op->nclones; i++) clusterNodeFree(op->clones[i]);
     zfree(op->clones);
     op->clones = NULL;
@@ -782,8 +784,16 @@ static const char *planOp(clusterOp *op) {
         } else if (op->argc > 3) {
             return "ERR Syntax error.";
         }
-        if (storeSize() != 0) return "ERR CLUSTER RESET can't be called with master nodes containing keys";
+        /* A replica may hold keys (its primary's): it resets to an empty
+         * primary, as in Redis, its copy dropped once etcd committed. */
+        int replica = clusterNodeIsReplica(me);
+        if (!replica && storeSize() != 0) return "ERR CLUSTER RESET can't be called with master nodes containing keys";
         clusterNode *p = planNode(op, me);
+        if (replica) {
+            snprintf(p->role, sizeof(p->role), "primary");
+            p->primary[0] = '\0';
+            op->flush_after = 1;
+        }
         freshGroup(p->group);
         unsigned char bm[CLUSTER_SLOTS / 8];
         memset(bm, 0, sizeof(bm));
@@ -906,6 +916,7 @@ static void opReply(clusterOp *op, const char *err) {
     client *c = op->c;
     if (!strcasecmp(op->argv[1], "promote") || !strcasecmp(op->argv[1], "handover"))
         replFailoverDone(op->argv[1], op->failed_primary, op->dead, err);
+    if (op->flush_after && !(err && err[0])) storeFlush();
     if (c) {
         if (err && err[0]) addReplyError(c, err);
         else if (op->reply) addReplyStatus(c, op->reply);

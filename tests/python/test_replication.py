@@ -440,3 +440,14 @@ def test_redis_cli_create_with_replicas_and_add_node_slave(env):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     wait_until(lambda: link_up(extra.port), 30, "the added replica to sync")
     assert info(extra.port)["role"] == "slave"
+    # and removed again: del-node resets it, a replica holding its primary's keys included
+    for i in range(60):
+        subprocess.run(["redis-cli", "-c", "-p", str(ns[0].port), "SET", f"d{i}", "v"], capture_output=True,
+                       timeout=30, stdin=subprocess.DEVNULL)
+    wait_until(lambda: call(extra.port, "DBSIZE") > 0, 10, "keys on the added replica")
+    r = subprocess.run(["redis-cli", "--cluster", "del-node", f"127.0.0.1:{ns[0].port}", extra.id],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wait_until(lambda: info(extra.port)["role"] == "master", 10, "the removed replica to be a primary")
+    assert extra.id not in ns[0].nodes()
+    assert call(extra.port, "DBSIZE") == 0
