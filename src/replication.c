@@ -26,8 +26,9 @@
  *
  * cluster-replica-ack yes: a client whose command changed a key has its
  * replies held (not written, its further input not read) until every
- * replica of this primary that is alive in etcd has acknowledged the
- * offset that covers the change; a pipeline's writes share one wait. A
+ * replica of this primary -- each one connected, and each one alive in etcd
+ * (a replica syncing again counts) -- has acknowledged the offset that
+ * covers the change; a pipeline's writes share one wait. A
  * primary without live replicas acknowledges at once (there is nobody to
  * fail over to). A wait longer than cluster-node-timeout closes the
  * connection: the client sees no acknowledgement, which is the truth.
@@ -188,24 +189,24 @@ static void removeClient(client **v, size_t *n, client *c) {
         }
 }
 
-/* The offset every replica of mine that is alive in etcd has acknowledged
- * (each must have a held write): the least of their acks, -1 for one not
- * connected, LLONG_MAX when there is none. */
+/* The offset every replica must have acknowledged before a held write is
+ * released: the least ack of the replicas connected (whether or not our
+ * mirror of etcd shows their record yet) and of those alive in etcd (-1 for
+ * one not connected); LLONG_MAX when there is none. */
 static long long ackedByAllOffset(void) {
     clusterState *cs = server.cluster;
     if (!cs) return LLONG_MAX;
     long long min = LLONG_MAX;
+    for (int i = 0; i < repl.nlinks; i++)
+        if (repl.links[i]->repl->online && repl.links[i]->repl->ack < min) min = repl.links[i]->repl->ack;
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {
         clusterNode *n = dictGetVal(de);
         if (!clusterNodeIsReplica(n) || strcmp(n->primary, cs->myself->id) || !n->alive) continue;
-        long long ack = -1;
-        for (int i = 0; i < repl.nlinks; i++) {
-            replicaLink *l = repl.links[i]->repl;
-            if (!strcmp(l->node_id, n->id) && l->ack > ack) ack = l->ack;
-        }
-        if (ack < min) min = ack;
+        int linked = 0;
+        for (int i = 0; i < repl.nlinks && !linked; i++) linked = !strcmp(repl.links[i]->repl->node_id, n->id);
+        if (!linked) min = -1;
     }
     dictReleaseIterator(it);
     return min;
@@ -869,7 +870,8 @@ void replCron(void) {
         } else if (!repl.handover_inflight) {
             for (int i = 0; i < repl.nlinks; i++) {
                 replicaLink *l = repl.links[i]->repl;
-                if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && repl.ndirty == 0) {
+                if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && repl.ndirty == 0 &&
+                    (!repl.buf || sdslen(repl.buf) == 0)) {
                     repl.handover_inflight = 1;
                     serverLog(LL_NOTICE, "Replication: replica %s has offset %lld: handing over the slots",
                               l->node_id, l->ack);
