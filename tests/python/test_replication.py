@@ -259,6 +259,27 @@ def test_replicate_data_arrives_and_readonly(env):
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "offsets")
 
 
+def test_store_objects_replicate_with_metadata(env):
+    mooncake = pytest.importorskip("mooncake")
+    _, node = env
+    a, b = pair(node)
+    v = os.urandom(3 << 20)
+    with mooncake.connect(f"127.0.0.1:{a.port}") as s:
+        s.put("obj", v)
+        assert call(a.port, "PIN", "obj") in ("OK", 1)
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("GET", "obj") == v
+        mine, theirs = dict(zip(*[iter(call(a.port, "OBJECT.INFO", "obj"))] * 2)), \
+            dict(zip(*[iter(r("OBJECT.INFO", "obj"))] * 2))
+        for f in (b"size", b"created", b"pin", b"checksum", b"state"):
+            assert mine[f] == theirs[f], f
+    finally:
+        r.close()
+
+
 def test_kill9_failover_and_old_primary_rejoins(env):
     _, node = env
     a, b = pair(node)
