@@ -79,6 +79,10 @@ int replOn;
 
 #define REPL_VALIDITY_FACTOR 10   /* link lost at most this many node timeouts ago */
 #define REPL_READ_CHUNK (1024 * 1024)
+/* Live records queued to one replica beyond its snapshot: a replica this far
+ * behind is dropped (it syncs again), so a stalled one cannot take the
+ * primary's memory, as Redis's replica output buffer limit. */
+#define REPL_LINK_MAX_QUEUED (256LL * 1024 * 1024)
 
 enum { LINK_NONE = 0, LINK_CONNECTING, LINK_HANDSHAKE, LINK_SNAPSHOT, LINK_STREAM };
 static const char *linkStateName[] = {"none", "connect", "handshake", "sync", "connected"};
@@ -90,6 +94,7 @@ typedef struct replicaLink {
     long long ack;        /* last offset it acknowledged; -1 none yet */
     long long ack_ms;
     int online;           /* sent the snapshot: live records follow */
+    size_t snap_len;      /* the snapshot's bytes, queued once */
 } replicaLink;
 
 static struct {
@@ -259,8 +264,18 @@ void replBeforeSleep(void) {
         }
     }
     if (repl.buf && sdslen(repl.buf)) {
-        for (int i = 0; i < repl.nlinks; i++)
-            if (repl.links[i]->repl->online) addReplyProto(repl.links[i], repl.buf, sdslen(repl.buf));
+        for (int i = 0; i < repl.nlinks; i++) {
+            client *c = repl.links[i];
+            if (!c->repl->online) continue;
+            addReplyProto(c, repl.buf, sdslen(repl.buf));
+            if ((long long)(c->reply_bytes - (c->reply_bytes > c->repl->snap_len ? c->repl->snap_len : 0)) >
+                    REPL_LINK_MAX_QUEUED &&
+                !(c->flags & CLIENT_CLOSE_ASAP)) {
+                serverLog(LL_WARNING, "Replication: replica %s is more than %lld MiB of records behind: dropping "
+                          "its link (it will sync again)", c->repl->node_id, REPL_LINK_MAX_QUEUED >> 20);
+                freeClientAsync(c);
+            }
+        }
         repl.offset += (long long)sdslen(repl.buf);
         if (sdsalloc(repl.buf) > 1024 * 1024) {
             sdsfree(repl.buf);
@@ -426,6 +441,7 @@ void psyncCommand(client *c) {
     serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s): %lld keys, %zu bytes, built in %lld ms, "
               "from offset %lld", l->node_id[0] ? l->node_id : "?", c->addr, keys, sdslen(snap), mstime() - start,
               repl.offset);
+    l->snap_len = sdslen(snap) + (size_t)hl;
     sdsfree(snap);
     l->online = 1;
     repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
@@ -719,6 +735,7 @@ void replClusterChanged(void) {
         repl.replid[CLUSTER_NAMELEN] = '\0';
         serverLog(LL_NOTICE, "Replication: this node is a primary now (config epoch %lld, %d slot ranges)",
                   me->config_epoch, me->nranges);
+        event("role", "role=primary%s%s", "", "");
     }
     /* A primary tracks changes while any replica names it. */
     int any = repl.nlinks > 0;

@@ -104,11 +104,11 @@ class Etcd:
         self.port, peer = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(os.path.join(d, "etcd.log"), "w")
-        self.proc = subprocess.Popen(
-            ["etcd", "--name", "t", "--data-dir", os.path.join(d, "etcd"), "--listen-client-urls", self.url,
+        self.args = ["etcd", "--name", "t", "--data-dir", os.path.join(d, "etcd"), "--listen-client-urls", self.url,
              "--advertise-client-urls", self.url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}", "--initial-cluster",
-             f"t=http://127.0.0.1:{peer}"], stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
+             f"t=http://127.0.0.1:{peer}"]
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
 
         def healthy():
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
@@ -119,6 +119,11 @@ class Etcd:
     def stop(self):
         self.proc.kill()
         self.proc.wait()
+
+    def restart(self):
+        """Killed and started again on the same ports and data."""
+        self.stop()
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
 
 
 class Node:
@@ -356,6 +361,41 @@ def test_fencing_when_etcd_is_unreachable(env):
     finally:
         etcd.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: call(a.port, "SET", "x", "3") == "OK", 30, "writes to resume")
+
+
+def test_etcd_restarted_under_a_replicated_pair(env):
+    etcd, node = env
+    a, b = pair(node)
+    assert call(a.port, "SET", "x", "1") == "OK"
+    etcd.restart()
+    # writes resume on the primary (fenced meanwhile if the restart outlasted 2/3 of the TTL),
+    # the replica keeps streaming, and nobody was promoted
+    wait_until(lambda: call(a.port, "SET", "x", "2") == "OK", 30, "writes to resume")
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 20, "stream")
+    assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("GET", "x") == b"2"
+    finally:
+        r.close()
+
+
+def test_a_replica_far_behind_is_dropped_and_syncs_again(env):
+    _, node = env
+    a, b = pair(node)
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 120000) == "OK"
+    for i in range(40):                       # 320 MiB of records queued for a stalled replica
+        assert call(a.port, "SET", "big", bytes([i]) * (8 << 20)) == "OK"
+    wait_until(lambda: "dropping its link" in a.log(), 10, "the link to be dropped")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
+    wait_until(lambda: link_up(b.port) and info(a.port)["connected_slaves"] == "1", 20, "a new sync")
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "big") == bytes([39]) * (8 << 20), 20, "the last value")
+    finally:
+        r.close()
 
 
 def test_replica_ack_no_acknowledged_write_lost(env):
