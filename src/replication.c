@@ -224,7 +224,13 @@ static void releaseHeld(client *c) {
     unblockClient(c); /* what it pipelined meanwhile runs now */
 }
 
+static void dropHeld(void);
+
 static void checkHeld(void) {
+    if (server.cluster && clusterNodeIsReplica(server.cluster->myself)) {
+        dropHeld();
+        return;
+    }
     long long now = mstime(), acked = ackedByAllOffset();
     for (size_t i = 0; i < repl.nheld;) {
         client *c = repl.held[i];
@@ -323,6 +329,24 @@ void replClientGone(client *c) {
         serverLog(LL_NOTICE, "Replication: replica %.40s (%s) disconnected", c->repl->node_id, c->addr);
         zfree(c->repl);
         c->repl = NULL;
+    }
+}
+
+/* Demoted: writes whose replies wait for acks may never reach the new
+ * primary. Their clients are closed, so none is taken as acknowledged. */
+static void dropHeld(void) {
+    if (repl.nheld + repl.nmarked)
+        serverLog(LL_WARNING, "Replication: closing %zu clients whose writes were not acknowledged by a replica "
+                  "before this node stopped being a primary", repl.nheld + repl.nmarked);
+    while (repl.nheld) {
+        client *c = repl.held[--repl.nheld];
+        c->repl_held = 0;
+        freeClientAsync(c);
+    }
+    while (repl.nmarked) {
+        client *c = repl.marked[--repl.nmarked];
+        c->repl_marked = 0;
+        freeClientAsync(c);
     }
 }
 
@@ -542,6 +566,7 @@ static int processLinkInput(void) {
                 repl.snap_left = -1;
                 repl.flush_pending = 0;
                 storeFlush(); /* the snapshot starts with FLUSHALL too; nothing stale is served meanwhile */
+                repl.synced_with[0] = '\0'; /* half a snapshot is no data to take over with */
                 continue;
             }
             goto bad;
@@ -700,6 +725,7 @@ void replClusterChanged(void) {
              * anything is served, and a full sync brings the primary's. */
             repl.was_replica = 1;
             dropLinks();
+            dropHeld();
             dirtyClear();
             if (repl.buf) sdsclear(repl.buf);
             repl.flush_pending = 1;

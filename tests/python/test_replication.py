@@ -450,6 +450,24 @@ def test_replica_ack_no_acknowledged_write_lost(env):
     assert call(b.port, "SET", keys[0], "after") == "OK"   # its replica is dead: no wait
 
 
+def test_replica_ack_held_write_not_acknowledged_by_a_demoted_primary(env):
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000) == "OK"
+    w = Conn(a.port, timeout=20)
+    try:
+        w.send("SET", "w", "1")                  # applied on the primary, its reply held: no replica has it
+        wait_until(lambda: info(a.port)["repl_ack_waiting_clients"] == "1", 10, "the held write")
+        assert call(b.port, "CLUSTER", "FAILOVER", "FORCE") == "OK"
+        # the demoted primary must not acknowledge it: the client's connection is closed instead
+        with pytest.raises((ConnectionError, OSError)):
+            w.read()
+    finally:
+        w.close()
+    assert call(b.port, "GET", "w") is None
+    assert "were not acknowledged" in a.log()
+
+
 def test_manual_failover(env):
     _, node = env
     a, b = pair(node)
