@@ -312,6 +312,34 @@ def test_kill9_failover_and_old_primary_rejoins(env):
     assert "its data is discarded" in a.log()
 
 
+def test_two_replicas_one_winner_the_other_follows(env):
+    _, node = env
+    a, b = pair(node)
+    c = node()
+    assert call(c.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in c.nodes(), 10, "meet")
+    assert call(c.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(c.port), 20, "second replica")
+    for i in range(50):
+        call(a.port, "SET", f"t{i}", i)
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(c.port)["slave_repl_offset"]
+               == info(a.port)["master_repl_offset"], 10, "both synced")
+    a.kill()
+    wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
+    win, other = (b, c) if "myself,master" in b.nodes() else (c, b)
+    assert "myself,master" not in other.nodes()
+    wait_until(lambda: link_up(other.port) and info(other.port)["master_node_id"] == win.id, 20, "the follower")
+    line = [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()
+    assert line[2] == "slave" and line[3] == win.id
+    assert call(win.port, "SET", "t0", "new") == "OK"
+    r = Conn(other.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "t0") == b"new" and r("GET", "t49") == b"49", 10, "the follower's data")
+    finally:
+        r.close()
+
+
 def test_sigstop_primary_is_fenced_and_replaced(env):
     _, node = env
     a, b = pair(node)
