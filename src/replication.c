@@ -41,7 +41,8 @@
  * key stays absent and the primary's record is unchanged: one winner among
  * the replicas, config epoch above all. It must have completed a sync with
  * that primary and lost the link at most 10 node timeouts before (Redis's
- * replica validity factor). The old primary's record becomes a replica of
+ * replica validity factor); among several, the one with the highest offset
+ * goes first (the ranking below). The old primary's record becomes a replica of
  * the winner, so when it comes back it discards its data and syncs.
  * CLUSTER FAILOVER (planned) asks the primary over the link: the primary
  * refuses writes with -TRYAGAIN, waits until the replica acknowledged its
@@ -68,6 +69,7 @@
 #include "cluster.h"
 #include "dict.h"
 #include "dump.h"
+#include "etcd.h"
 #include "migrate.h"
 #include "notify.h"
 #include "server.h"
@@ -112,6 +114,7 @@ static struct {
     size_t nheld, held_cap;
     long long pause_until;            /* planned failover: writes refused until */
     long long debug_hold_until;       /* REPLCONF DEBUG-HOLD-STREAM */
+    char debug_hold_id[CLUSTER_NAMELEN + 1]; /* ... of this replica only, "" all */
     char handover_to[CLUSTER_NAMELEN + 1];
     int handover_inflight;
     /* replica side */
@@ -383,21 +386,24 @@ void replconfCommand(client *c) {
                   "offset %lld", c->repl->node_id, repl.offset);
         return;
     }
-    if (c->argc != 3) {
-        addReplyError(c, "ERR syntax error");
-        return;
-    }
-    if (!strcasecmp(opt, "debug-hold-stream")) {
-        /* Tests: the stream to every replica stops for ms (buffered, not
-         * lost), as a slow network would hold it. */
+    if (!strcasecmp(opt, "debug-hold-stream") && (c->argc == 3 || c->argc == 4)) {
+        /* Tests: the stream to every replica (or to one) stops for ms
+         * (buffered, not lost), as a slow network would hold it. */
         long long ms;
         if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms) || ms < 0 || ms > 600000) {
             addReplyError(c, "ERR invalid milliseconds");
             return;
         }
         repl.debug_hold_until = mstime() + ms;
-        for (int i = 0; i < repl.nlinks; i++) repl.links[i]->flags |= CLIENT_REPL_WAIT;
+        snprintf(repl.debug_hold_id, sizeof(repl.debug_hold_id), "%.40s", c->argc == 4 ? c->argv[3] : "");
+        for (int i = 0; i < repl.nlinks; i++)
+            if (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, repl.links[i]->repl->node_id))
+                repl.links[i]->flags |= CLIENT_REPL_WAIT;
         addReplyOk(c);
+        return;
+    }
+    if (c->argc != 3) {
+        addReplyError(c, "ERR syntax error");
         return;
     }
     if (!strcasecmp(opt, "node-id")) {
@@ -470,7 +476,8 @@ void psyncCommand(client *c) {
     l->online = 1;
     repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
     repl.links[repl.nlinks++] = c;
-    if (repl.debug_hold_until) c->flags |= CLIENT_REPL_WAIT;
+    if (repl.debug_hold_until && (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, l->node_id)))
+        c->flags |= CLIENT_REPL_WAIT;
     repl.full_syncs_served++;
     replOn = 1;
 }
@@ -786,30 +793,135 @@ static int eligible(void) {
            mstime() - repl.link_down_since <= REPL_VALIDITY_FACTOR * server.cluster_node_timeout;
 }
 
+/* Which replica goes first. Each eligible replica of the dead primary posts
+ * its offset under repl/<id> in etcd (with its lease, so a dead one's goes
+ * too), waits a moment, and reads its siblings': the one with the highest
+ * offset (then the lowest id) sends the promotion; the others wait a node
+ * timeout for it before trying themselves. The transaction still decides
+ * who wins; the ranking only makes the winner the one that lost least. */
+#define RANK_WAIT_MS 300
+
+static struct {
+    int phase;                          /* 0 none, 1 posted, 2 reading, 3 deferred */
+    long long deadline;
+    char primary[CLUSTER_NAMELEN + 1];
+    long long epoch;
+} rank;
+
+static sds rankKey(const char *id) {
+    return sdscatprintf(sdsdup(server.cluster->prefix), "repl/%s", id);
+}
+
+static void rankPosted(const etcdResult *r, void *privdata) {
+    (void)r, (void)privdata; /* best effort: the ranking is an optimisation */
+}
+
+static void promoteNow(clusterNode *p, const char *why) {
+    repl.promoting = 1;
+    repl.last_failover_ms = mstime();
+    serverLog(LL_WARNING, "Replication: primary %s's etcd lease expired (no renewal for cluster-node-timeout); "
+              "this replica (offset %lld) tries to take its slots: %s", p->id, repl.applied, why);
+    clusterPromoteMyself(NULL, "auto");
+}
+
+static void rankRead(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    clusterNode *p = clusterMyPrimary();
+    if (rank.phase != 2 || !p || strcmp(p->id, rank.primary)) return;
+    if (!r->ok) {
+        rank.phase = 1;
+        rank.deadline = mstime() + RANK_WAIT_MS;
+        return;
+    }
+    const char *best = cs->myself->id;
+    long long best_off = repl.applied;
+    size_t pl = sdslen(cs->prefix) + 5;
+    for (int i = 0; i < r->nkvs; i++) {
+        const etcdKV *kv = &r->kvs[i];
+        if (sdslen(kv->key) != pl + CLUSTER_NAMELEN || !kv->value) continue;
+        char id[CLUSTER_NAMELEN + 1], prim[CLUSTER_NAMELEN + 1];
+        long long epoch, off;
+        memcpy(id, kv->key + pl, CLUSTER_NAMELEN);
+        id[CLUSTER_NAMELEN] = '\0';
+        if (sscanf(kv->value, "%40s %lld %lld", prim, &epoch, &off) != 3) continue;
+        clusterNode *n = clusterLookupNode(id, CLUSTER_NAMELEN);
+        if (!n || !n->alive || strcmp(prim, rank.primary) || epoch != rank.epoch || !strcmp(id, cs->myself->id))
+            continue;
+        if (off > best_off || (off == best_off && strcmp(n->id, best) < 0)) {
+            best = n->id;
+            best_off = off;
+        }
+    }
+    if (best == cs->myself->id) {
+        promoteNow(p, "it has the highest offset among the replicas that posted theirs");
+        return;
+    }
+    serverLog(LL_NOTICE, "Replication: replica %s has a higher offset (%lld > %lld): leaving the failover to it "
+              "for cluster-node-timeout", best, best_off, repl.applied);
+    rank.phase = 3;
+    rank.deadline = mstime() + server.cluster_node_timeout;
+}
+
 static void maybeFailover(void) {
     clusterState *cs = server.cluster;
     clusterNode *p = clusterMyPrimary();
-    if (!p || repl.promoting || !cs->synced || cs->etcd_down_since || p->alive || clusterNodeIsReplica(p)) return;
+    if (!p || p->alive || clusterNodeIsReplica(p)) {
+        rank.phase = 0;
+        return;
+    }
+    if (repl.promoting || !cs->synced || cs->etcd_down_since) return;
     if (!eligible()) {
         static long long lastlog;
         if (mstime() - lastlog > 5000) {
             lastlog = mstime();
             serverLog(LL_WARNING, "Replication: primary %s is down but this replica may not take over: %s",
-                      p->id, strcmp(repl.synced_with, p->id) ? "it never completed a sync with it"
+                      p->id, strcmp(repl.synced_with, p->id) ? "it has not completed a sync with it"
                                                              : "its data is too old (link down too long)");
         }
         return;
     }
-    repl.promoting = 1;
-    repl.last_failover_ms = mstime();
-    serverLog(LL_WARNING, "Replication: primary %s's etcd lease expired (no renewal for cluster-node-timeout); "
-              "this replica (offset %lld) tries to take its slots", p->id, repl.applied);
-    clusterPromoteMyself(NULL, "auto");
+    long long now = mstime();
+    int siblings = 0;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        siblings += n != cs->myself && n->alive && clusterNodeIsReplica(n) && !strcmp(n->primary, p->id);
+    }
+    dictReleaseIterator(it);
+    if (siblings == 0) {
+        promoteNow(p, "it is its only live replica");
+        return;
+    }
+    if (rank.phase == 0 || strcmp(rank.primary, p->id) || rank.epoch != p->config_epoch) {
+        snprintf(rank.primary, sizeof(rank.primary), "%s", p->id);
+        rank.epoch = p->config_epoch;
+        sds key = rankKey(cs->myself->id);
+        sds val = sdscatprintf(sdsempty(), "%s %lld %lld", p->id, p->config_epoch, repl.applied);
+        etcdPut(cs->etcd, key, sdslen(key), val, sdslen(val), cs->lease_id, rankPosted, NULL);
+        sdsfree(key);
+        sdsfree(val);
+        rank.phase = 1;
+        rank.deadline = now + RANK_WAIT_MS;
+        return;
+    }
+    if (rank.phase == 1 && now >= rank.deadline) {
+        sds start = sdscatprintf(sdsdup(cs->prefix), "repl/");
+        sds end = etcdPrefixEnd(start, sdslen(start));
+        rank.phase = 2;
+        etcdRange(cs->etcd, start, sdslen(start), end, sdslen(end), rankRead, NULL);
+        sdsfree(start);
+        sdsfree(end);
+    } else if (rank.phase == 3 && now >= rank.deadline) {
+        promoteNow(p, "the replica with a higher offset did not take over");
+    }
 }
 
 void replFailoverDone(const char *kind, const char *old_primary, int automatic, const char *err) {
     char ms[32];
     repl.promoting = 0;
+    rank.phase = 0;
     if (!strcasecmp(kind, "handover")) {
         repl.handover_inflight = 0;
         repl.pause_until = 0;

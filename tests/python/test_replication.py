@@ -340,6 +340,31 @@ def test_two_replicas_one_winner_the_other_follows(env):
         r.close()
 
 
+def test_the_replica_with_the_highest_offset_wins(env):
+    _, node = env
+    a, b = pair(node)
+    c = node()
+    assert call(c.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in c.nodes(), 10, "meet")
+    assert call(c.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(c.port), 20, "second replica")
+    for behind, ahead in ((c, b), (b, c)):    # each way round, so a coin toss cannot pass it
+        assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, behind.id) == "OK"
+        for i in range(30):
+            call(a.port, "SET", f"r{i}", ahead.id)
+        wait_until(lambda: info(ahead.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
+        a.kill()
+        wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
+        assert "myself,master" in ahead.nodes(), "the replica that had more did not win"
+        assert call(ahead.port, "GET", "r29") == ahead.id.encode()
+        # the old primary comes back as a replica; make it the primary again for the second round
+        a.start()
+        wait_until(lambda: link_up(a.port) and link_up(behind.port), 30, "both following the winner")
+        assert call(a.port, "CLUSTER", "FAILOVER") == "OK"
+        wait_until(lambda: "myself,master" in a.nodes() and link_up(b.port) and link_up(c.port), 30,
+                   "the first primary back")
+
+
 def test_sigstop_primary_is_fenced_and_replaced(env):
     _, node = env
     a, b = pair(node)
