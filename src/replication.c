@@ -508,10 +508,14 @@ static void sendAck(void) {
     char off[32], msg[96];
     int ol = snprintf(off, sizeof(off), "%lld", repl.applied);
     int n = snprintf(msg, sizeof(msg), "*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$%d\r\n%s\r\n", ol, off);
-    /* A full socket drops this ack; the next one says the same and more. */
-    if (write(repl.fd, msg, (size_t)n) == n) {
+    /* A full socket drops this ack (the next one says the same and more);
+     * half of one would garble the link, so that closes it. */
+    ssize_t w = write(repl.fd, msg, (size_t)n);
+    if (w == n) {
         repl.last_ack_sent = repl.applied;
         repl.last_ack_ms = mstime();
+    } else if (w > 0) {
+        linkClose("an acknowledgement did not fit in the socket");
     }
 }
 
