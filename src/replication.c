@@ -525,6 +525,9 @@ static int applyRecord(const aofRecord *rec) {
         storeFlush();
         return 0;
     }
+    /* A record type the log gained later (aofformat.h) must be applied
+     * here too; until it is, the link drops rather than guessing. */
+    if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE) return -1;
     sds key = sdsnewlen(rec->key, rec->keylen);
     int rc = 0;
     if (rec->type == AOF_REC_DEL || (rec->expire_ms && rec->expire_ms <= server.mstime)) {
