@@ -751,7 +751,7 @@ void clusterCommand(client *c) {
             "COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
             "DELSLOTS <slot> [<slot> ...]", "    Unassign slots.",
             "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]", "    Unassign slot ranges.",
-            "FAILOVER [FORCE|TAKEOVER]", "    Promote this replica: planned (waits for the primary's offset), or without the primary.",
+            "FAILOVER [FORCE|TAKEOVER]", "    Promote this replica: planned, or without the primary.",
             "FORGET <node-id>", "    Remove a node from this cluster (its record stays in etcd).",
             "GETKEYSINSLOT <slot> <count>", "    Return key names stored by this node in a slot.",
             "INFO", "    Return information about the cluster.",

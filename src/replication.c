@@ -535,8 +535,10 @@ static int applyRecord(const aofRecord *rec) {
     } else {
         dumpInfo d;
         storeObj *o;
-        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK || (o = dumpObjectCreate(key, &d)) == NULL) rc = -1;
-        else storeSet(key, o, rec->expire_ms ? rec->expire_ms : -1, 0);
+        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK || (o = dumpObjectCreate(key, &d)) == NULL)
+            rc = -1;
+        else
+            storeSet(key, o, rec->expire_ms ? rec->expire_ms : -1, 0);
     }
     sdsfree(key);
     return rc;
