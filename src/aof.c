@@ -235,13 +235,13 @@ void aofSegmentGone(segment *s) {
  * rewrite child (into its own buffer). With direct, a value of at least
  * AOF_DIRECT_VALUE bytes is left out: s ends just before it and direct
  * says what comes after (catValueRef appends it). */
-static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct) {
+static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int places) {
     long long expire;
     storeObj *o = storePeek(key, &expire);
     const char *value = o ? storeObjLocalPtr(o) : NULL;
     if (o && value == NULL) {
         aofPlaced p;
-        if (placedOf(o, &p)) return aofCatPlaced(s, key, sdslen(key), expire, &p);
+        if (places && placedOf(o, &p)) return aofCatPlaced(s, key, sdslen(key), expire, &p);
         *segment_only = 1;
     }
     if (o == NULL || value == NULL) return aofCatDel(s, key, sdslen(key));
@@ -266,6 +266,15 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct) {
     s = sdscatlen(s, value, vlen);
     s = sdscatlen(s, (const char *)trailer, DUMP_TRAILER_LEN);
     return aofCatRestoreTail(s);
+}
+
+/* key's state as one record, whole (replication.c streams the same records).
+ * An object only in client segments is DEL there: a replica has no
+ * segments to hold it in (the log's PLACED records are for a restart of
+ * this node, whose hosts remount here). */
+sds aofCatKeyState(sds s, sds key) {
+    int seg_only = 0;
+    return catKeyState(s, key, &seg_only, NULL, 0);
 }
 
 /* The rest of a record catKeyState left out, from byte `from` of its value. */
@@ -437,7 +446,7 @@ void aofBeforeSleep(void) {
             /* A large value goes from the pool to the file: what is before
              * it first, then it; its end starts the buffer anew. Only a
              * write that fails copies the rest of it into the buffer. */
-            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only, failed ? NULL : &r);
+            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only, failed ? NULL : &r, 1);
             if (r.value) {
                 size_t done = 0;
                 failed = flushBuf() == -1 || logWrite(r.value, r.vlen, &done) == -1;
@@ -515,7 +524,7 @@ static void rewriteChild(const char *tmp) {
         if (o == NULL || (storeObjLocalPtr(o) == NULL && !placedOf(o, &p)))
             continue; /* a base lists what is, DEL has no place */
         valueRef r = {0};
-        buf = catKeyState(buf, de->key, &seg_only, &r);
+        buf = catKeyState(buf, de->key, &seg_only, &r, 1);
         if (r.value) { /* a large value from where it lies, as beforeSleep writes it */
             if (writeAll(fd, buf, sdslen(buf)) == -1 || writeAll(fd, r.value, r.vlen) == -1) _exit(1);
             sdsclear(buf);

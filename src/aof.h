@@ -17,6 +17,9 @@ extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work
 /* A key changed (written, deleted, its TTL or pin changed): its state goes
  * into the log before the replies of this loop iteration go out. */
 void aofKeyChanged(sds key);
+/* Appends key's state as one record (RESTORE or DEL): replication.c sends
+ * replicas the records the log keeps. */
+sds aofCatKeyState(sds s, sds key);
 /* Every key went (FLUSHALL). */
 void aofFlushedAll(void);
 struct segment;

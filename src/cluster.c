@@ -42,6 +42,7 @@
 
 #include "acl.h"
 #include "pubsub.h"
+#include "replication.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -245,6 +246,7 @@ void clusterRebuild(void) {
         if (!clusterNodeInMyGroup(n)) continue;
         cs->known++;
         if (n->config_epoch > cs->current_epoch) cs->current_epoch = n->config_epoch;
+        if (clusterNodeIsReplica(n)) continue; /* a replica serves its primary's slots, owns none */
         /* Two records claiming one slot (a MEET of two clusters that both
          * assigned it): the higher config epoch wins, then the lower id,
          * so every node resolves it the same way. */
@@ -283,6 +285,13 @@ void clusterRebuild(void) {
     cs->state_ok = ok;
     for (int s = 0; s < CLUSTER_SLOTS; s++)
         cs->slot_local[s] = ok && cs->slots[s] == cs->myself && !cs->migrating_to[s] && !cs->importing_from[s];
+    replClusterChanged();
+}
+
+clusterNode *clusterMyPrimary(void) {
+    clusterState *cs = server.cluster;
+    if (!cs || !clusterNodeIsReplica(cs->myself) || !cs->myself->primary[0]) return NULL;
+    return dictFetchValue(cs->nodes, cs->myself->primary);
 }
 
 /* ---- keys by slot ------------------------------------------------------------ */
@@ -369,6 +378,12 @@ int clusterCommandKeys(serverCommand *cmd, sds *argv, int argc, int *keys, int m
 
 static int keyIsHere(sds key) {
     return storeLookupWrite(key) != NULL || storePendingLookup(key) != NULL;
+}
+
+static int multiHasWrite(client *c) {
+    for (int i = 0; i < c->mstate.count; i++)
+        if (c->mstate.cmds[i].cmd->flags & CMD_WRITE) return 1;
+    return 0;
 }
 
 static void addReplyRedirect(client *c, const char *word, int slot, clusterNode *n) {
@@ -461,6 +476,11 @@ int clusterRedirect(client *c) {
         }
         goto done;
     }
+    /* A replica serves reads of its primary's slots to a READONLY client,
+     * as Redis does; everything else goes to the primary. */
+    if (n != cs->myself && (c->flags & CLIENT_READONLY) && !(cmd->flags & CMD_WRITE) && n == clusterMyPrimary() &&
+        (cmd->proc != execCommand || !multiHasWrite(c)))
+        goto done;
     if (n != cs->myself) {
         addReplyRedirect(c, "MOVED", slot, n);
         replied = 1;
@@ -542,13 +562,23 @@ static sds catNodeSlots(sds s, clusterNode *n) {
     return s;
 }
 
+/* A replica shows its primary's config epoch, as Redis's nodeEpoch. */
+static long long nodeEpoch(const clusterNode *n) {
+    if (clusterNodeIsReplica(n) && n->primary[0]) {
+        clusterNode *p = dictFetchValue(server.cluster->nodes, n->primary);
+        if (p) return p->config_epoch;
+    }
+    return n->config_epoch;
+}
+
 static sds clusterGenNodeDescription(clusterNode *n) {
     clusterState *cs = server.cluster;
+    int replica = clusterNodeIsReplica(n);
     sds s = sdscatprintf(sdsempty(), "%s %s:%d@%d %s%s%s %s 0 %lld %lld %s", n->id, n->ip, n->port, n->cport,
-                         (n->flags & CNODE_MYSELF) ? "myself," : "", "master",
-                         (n->flags & CNODE_FAIL) ? ",fail" : "", "-",
+                         (n->flags & CNODE_MYSELF) ? "myself," : "", replica ? "slave" : "master",
+                         (n->flags & CNODE_FAIL) ? ",fail" : "", replica && n->primary[0] ? n->primary : "-",
                          (n->flags & (CNODE_MYSELF | CNODE_FAIL)) ? 0LL : (long long)server.mstime,
-                         n->config_epoch, (n->flags & CNODE_FAIL) ? "disconnected" : "connected");
+                         nodeEpoch(n), (n->flags & CNODE_FAIL) ? "disconnected" : "connected");
     s = catNodeSlots(s, n);
     if (n == cs->myself) {
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
@@ -571,6 +601,16 @@ static sds genClusterNodes(void) {
     }
     zfree(v);
     return s;
+}
+
+/* The replicas of primary p in my group, by id; returns how many. */
+static int replicasOf(clusterNode *p, clusterNode ***out) {
+    clusterNode **v;
+    int n = groupNodes(&v), m = 0;
+    for (int i = 0; i < n; i++)
+        if (clusterNodeIsReplica(v[i]) && !strcmp(v[i]->primary, p->id)) v[m++] = v[i];
+    *out = v;
+    return m;
 }
 
 static void addReplyNodeEndpoint(client *c, clusterNode *n) {
@@ -597,22 +637,51 @@ static void clusterSlotsReply(client *c) {
             if (pass == 0) {
                 nranges++;
             } else {
-                addReplyArrayLen(c, 3);
+                clusterNode **reps;
+                int nr = replicasOf(n, &reps), live = 0;
+                for (int i = 0; i < nr; i++)
+                    if (!(reps[i]->flags & CNODE_FAIL)) reps[live++] = reps[i];
+                addReplyArrayLen(c, 3 + live);
                 addReplyLongLong(c, start);
                 addReplyLongLong(c, end);
                 addReplyNodeEndpoint(c, n);
+                for (int i = 0; i < live; i++) addReplyNodeEndpoint(c, reps[i]);
+                zfree(reps);
             }
             start = end + 1;
         }
     }
 }
 
+static void addReplyShardNode(client *c, clusterNode *node) {
+    addReplyMapLen(c, 7);
+    addReplyBulkCString(c, "id");
+    addReplyBulkCString(c, node->id);
+    addReplyBulkCString(c, "port");
+    addReplyLongLong(c, node->port);
+    addReplyBulkCString(c, "ip");
+    addReplyBulkCString(c, node->ip);
+    addReplyBulkCString(c, "endpoint");
+    addReplyBulkCString(c, node->ip);
+    addReplyBulkCString(c, "role");
+    addReplyBulkCString(c, clusterNodeIsReplica(node) ? "replica" : "master");
+    addReplyBulkCString(c, "replication-offset");
+    addReplyLongLong(c, node == server.cluster->myself ? replOffset() : 0);
+    addReplyBulkCString(c, "health");
+    addReplyBulkCString(c, (node->flags & CNODE_FAIL) ? "fail" : "online");
+}
+
+/* One shard per primary (and per replica whose primary is unknown): its
+ * slots, then the primary and its replicas. */
 static void clusterShardsReply(client *c) {
     clusterNode **v;
-    int n = groupNodes(&v);
-    addReplyArrayLen(c, n);
+    int n = groupNodes(&v), shards = 0;
+    for (int i = 0; i < n; i++)
+        if (!clusterNodeIsReplica(v[i]) || !clusterLookupNode(v[i]->primary, strlen(v[i]->primary))) shards++;
+    addReplyArrayLen(c, shards);
     for (int i = 0; i < n; i++) {
         clusterNode *node = v[i];
+        if (clusterNodeIsReplica(node) && clusterLookupNode(node->primary, strlen(node->primary))) continue;
         addReplyMapLen(c, 2);
         addReplyBulkCString(c, "slots");
         sds ranges = catNodeSlots(sdsempty(), node);
@@ -632,22 +701,12 @@ static void clusterShardsReply(client *c) {
         sdsfreesplitres(parts, cnt);
         sdsfree(ranges);
         addReplyBulkCString(c, "nodes");
-        addReplyArrayLen(c, 1);
-        addReplyMapLen(c, 7);
-        addReplyBulkCString(c, "id");
-        addReplyBulkCString(c, node->id);
-        addReplyBulkCString(c, "port");
-        addReplyLongLong(c, node->port);
-        addReplyBulkCString(c, "ip");
-        addReplyBulkCString(c, node->ip);
-        addReplyBulkCString(c, "endpoint");
-        addReplyBulkCString(c, node->ip);
-        addReplyBulkCString(c, "role");
-        addReplyBulkCString(c, "master");
-        addReplyBulkCString(c, "replication-offset");
-        addReplyLongLong(c, 0);
-        addReplyBulkCString(c, "health");
-        addReplyBulkCString(c, (node->flags & CNODE_FAIL) ? "fail" : "online");
+        clusterNode **reps;
+        int nr = clusterNodeIsReplica(node) ? 0 : replicasOf(node, &reps);
+        addReplyArrayLen(c, 1 + nr);
+        addReplyShardNode(c, node);
+        for (int j = 0; j < nr; j++) addReplyShardNode(c, reps[j]);
+        if (!clusterNodeIsReplica(node)) zfree(reps);
     }
     zfree(v);
 }
@@ -692,6 +751,7 @@ void clusterCommand(client *c) {
             "COUNTKEYSINSLOT <slot>", "    Return the number of keys in <slot>.",
             "DELSLOTS <slot> [<slot> ...]", "    Unassign slots.",
             "DELSLOTSRANGE <start slot> <end slot> [<start slot> <end slot> ...]", "    Unassign slot ranges.",
+            "FAILOVER [FORCE|TAKEOVER]", "    Promote this replica: planned, or without the primary.",
             "FORGET <node-id>", "    Remove a node from this cluster (its record stays in etcd).",
             "GETKEYSINSLOT <slot> <count>", "    Return key names stored by this node in a slot.",
             "INFO", "    Return information about the cluster.",
@@ -700,6 +760,8 @@ void clusterCommand(client *c) {
             "MYID", "    Return this node's id.",
             "NODES", "    Return cluster configuration seen by node. Output format:",
             "    <id> <ip:port@bus-port> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...", "",
+            "REPLICAS <node-id>", "    Return <node-id> replicas.",
+            "REPLICATE <node-id>", "    Configure this node as a replica of <node-id> (written to etcd).",
             "RESET [HARD|SOFT]", "    Leave the cluster; HARD also takes a new id.",
             "SET-CONFIG-EPOCH <epoch>", "    Set config epoch of current node.",
             "SETSLOT <slot> (IMPORTING <node ID>|MIGRATING <node ID>|STABLE|NODE <node ID>)", "    Set slot state.",
@@ -789,23 +851,34 @@ void clusterCommand(client *c) {
         addReplyLongLong(c, (n->flags & CNODE_FAIL) ? 1 : 0);
     } else if ((!strcasecmp(sub, "replicas") || !strcasecmp(sub, "slaves")) && c->argc == 3) {
         clusterNode *n = clusterLookupNode(c->argv[2], sdslen(c->argv[2]));
-        if (!n) {
+        if (!n || !clusterNodeInMyGroup(n)) {
             addReplyErrorFormat(c, "ERR Unknown node %s", c->argv[2]);
             return;
         }
-        addReplyArrayLen(c, 0);
+        if (clusterNodeIsReplica(n)) {
+            addReplyError(c, "ERR The specified node is not a master");
+            return;
+        }
+        clusterNode **reps;
+        int nr = replicasOf(n, &reps);
+        addReplyArrayLen(c, nr);
+        for (int i = 0; i < nr; i++) {
+            sds line = clusterGenNodeDescription(reps[i]);
+            addReplyBulkSds(c, line);
+        }
+        zfree(reps);
     } else if (!strcasecmp(sub, "links") && c->argc == 2) {
         addReplyArrayLen(c, 0);
     } else if (!strcasecmp(sub, "saveconfig") && c->argc == 2) {
         char err[256];
         if (clusterSaveNodeId(cs->myself->id, err, sizeof(err)) != C_OK) addReplyErrorFormat(c, "ERR %s", err);
         else addReplyOk(c);
-    } else if (!strcasecmp(sub, "replicate") || !strcasecmp(sub, "failover")) {
-        addReplyError(c, "ERR replicas are not supported yet: every node is a primary");
+    } else if (!strcasecmp(sub, "failover")) {
+        replFailoverCommand(c);
     } else if (!strcasecmp(sub, "addslots") || !strcasecmp(sub, "addslotsrange") || !strcasecmp(sub, "delslots") ||
                !strcasecmp(sub, "delslotsrange") || !strcasecmp(sub, "setslot") || !strcasecmp(sub, "meet") ||
                !strcasecmp(sub, "forget") || !strcasecmp(sub, "reset") || !strcasecmp(sub, "set-config-epoch") ||
-               !strcasecmp(sub, "bumpepoch")) {
+               !strcasecmp(sub, "bumpepoch") || !strcasecmp(sub, "replicate")) {
         clusterTopologyCommand(c, sub);
     } else {
         addReplySubcommandSyntaxError(c);

@@ -31,7 +31,7 @@ typedef struct clusterNode {
     char ip[64];
     int port, cport;
     long long config_epoch;
-    char role[16];                   /* "primary" (replicas: a later issue) */
+    char role[16];                   /* "primary" or "replica" (then primary names its primary) */
     char primary[CLUSTER_NAMELEN + 1];
     int nranges;
     int (*ranges)[2];                /* slots owned, as inclusive ranges */
@@ -69,7 +69,15 @@ typedef struct clusterState {
     long long next_keepalive_ms;
     long long etcd_down_since;       /* 0: reachable */
     long long stat_etcd_errors, stat_txn_retries;
+    /* Fencing (cluster_sync.c): when the last lease renewal that etcd
+     * confirmed was sent; a primary refuses writes once it is older than
+     * 2/3 of the lease's TTL, before the lease can expire at etcd. */
+    long long lease_ok_sent_ms;
+    long long lease_ttl_ms;          /* the TTL etcd granted */
+    long long stat_failovers;        /* promotions this node won */
 } clusterState;
+
+static inline int clusterNodeIsReplica(const clusterNode *n) { return n->role[0] == 'r'; }
 
 /* cluster.c */
 void clusterInit(void);
@@ -102,5 +110,14 @@ int clusterSyncInit(char *err, size_t errlen);
 void clusterSyncCron(void);
 void clusterOpClientGone(struct client *c);
 void clusterTopologyCommand(struct client *c, const char *sub);
+/* Failover (cluster_sync.c): myself, a replica, takes its primary's slots in
+ * one etcd transaction. mode "auto": only while the primary's alive key is
+ * absent; "force": regardless. c (may be NULL) is told when it commits. */
+void clusterPromoteMyself(struct client *c, const char *mode);
+/* A primary hands its slots to its replica rid (planned CLUSTER FAILOVER). */
+void clusterHandOver(const char *rid);
+/* NULL, or the error a write gets from a primary that is fenced. */
+const char *clusterWriteFence(void);
+clusterNode *clusterMyPrimary(void);  /* NULL unless myself is a replica of a known node */
 
 #endif

@@ -6,9 +6,12 @@
  *               {"id","group","ip","port","cport","epoch","role","primary",
  *                "slots":[[start,end],...],
  *                "migrating":[[slot,"dst-id"],...],"importing":[[slot,"src-id"],...]}
- *               role/primary leave room for replicas (next issue).
+ *               role is "primary" or "replica"; a replica's "primary" names its
+ *               primary and its "slots" is empty (replication.c streams the data).
  *   alive/<id>  "ip:port" under the node's lease (TTL = cluster-node-timeout):
  *               present while the node lives.
+ *   repl/<id>   "<primary-id> <epoch> <offset>" under the node's lease: a replica's
+ *               offset when its primary died (replication.c ranks replicas by it).
  *
  * Every node holds a mirror of the prefix (server.cluster->nodes), loaded
  * by one range at start and kept current by a watch; cluster.c derives the
@@ -36,6 +39,8 @@
 
 #include "cluster.h"
 #include "etcd.h"
+#include "notify.h"
+#include "replication.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -54,6 +59,11 @@ typedef struct clusterOp {
     int ndeleted;
     sds reply;             /* status reply on success; NULL = +OK */
     char new_id[CLUSTER_NAMELEN + 1]; /* RESET HARD: the id myself takes */
+    /* Failover ops (no client, or one that waits): the primary whose slots
+     * are taken; with dead, only while its alive key is absent. */
+    char failed_primary[CLUSTER_NAMELEN + 1];
+    int dead;
+    int flush_after;       /* RESET of a replica: its copy of the data goes */
 } clusterOp;
 
 static dict *aliveIds;  /* ids with an alive/<id> key */
@@ -63,6 +73,7 @@ static int initInflight, registerInflight, watchStarted;
  * nor a reason to register the old id again. */
 static char resetHardNewId[CLUSTER_NAMELEN + 1];
 static long long nextInitTry;
+static long long keepaliveSentMs; /* when the lease request in flight was sent */
 
 static uint64_t idHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
 static int idCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
@@ -266,6 +277,10 @@ static long long leaseTTL(void) {
     return ttl < 1 ? 1 : ttl;
 }
 
+/* A renewal every sixth of the TTL: fencing (below) stops writes at 2/3
+ * of it, so one slow answer from etcd does not fence a healthy primary. */
+static long long keepaliveInterval(void) { return leaseTTL() * 1000 / 6; }
+
 static void leaseGranted(const etcdResult *r, void *privdata) {
     (void)privdata;
     clusterState *cs = server.cluster;
@@ -276,7 +291,9 @@ static void leaseGranted(const etcdResult *r, void *privdata) {
     }
     etcdReachable(1, NULL);
     cs->lease_id = r->lease_id;
-    cs->next_keepalive_ms = mstime() + leaseTTL() * 1000 / 3;
+    cs->lease_ttl_ms = (r->ttl > 0 ? r->ttl : leaseTTL()) * 1000;
+    cs->lease_ok_sent_ms = keepaliveSentMs;
+    cs->next_keepalive_ms = mstime() + keepaliveInterval();
     putAlive();
 }
 
@@ -291,10 +308,16 @@ static void keepaliveDone(const etcdResult *r, void *privdata) {
     etcdReachable(1, NULL);
     if (r->ttl <= 0) {
         /* Expired while etcd could not hear us (or was restarted without
-         * it): take a new lease and say we are alive again. */
-        serverLog(LL_WARNING, "Cluster: our etcd lease expired; taking a new one");
+         * it): a replica may have taken our slots meanwhile. Read the whole
+         * topology again before taking a new lease (which lifts the write
+         * fence), so we learn that first and never write as a primary that
+         * was replaced. */
+        serverLog(LL_WARNING, "Cluster: our etcd lease expired; reading the topology again, then taking a new lease");
         cs->lease_id = 0;
+        cs->synced = 0;
+        return;
     }
+    cs->lease_ok_sent_ms = keepaliveSentMs;
 }
 
 static void registered(const etcdResult *r, void *privdata) {
@@ -424,6 +447,31 @@ int clusterSyncInit(char *err, size_t errlen) {
     return C_OK;
 }
 
+/* Fencing. etcd expires our lease TTL after it last heard a renewal, which
+ * was after we sent it; so a primary that has not had a renewal confirmed
+ * within 2/3 of the TTL of sending it stops writing while a third of the TTL
+ * is left before any replica can see the lease gone and take the slots.
+ * Checked with a fresh clock on every write, so a process resumed after a
+ * SIGSTOP refuses at once. */
+const char *clusterWriteFence(void) {
+    clusterState *cs = server.cluster;
+    if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return NULL;
+    static int fenced;
+    long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
+    long long age = cs->lease_ok_sent_ms ? mstime() - cs->lease_ok_sent_ms : -1;
+    if (age >= 0 && age < ttl * 2 / 3) {
+        if (fenced) serverLog(LL_WARNING, "Cluster: lease renewed: this primary takes writes again");
+        fenced = 0;
+        return NULL;
+    }
+    if (!fenced)
+        serverLog(LL_WARNING, "Cluster: no lease renewal confirmed for %lld ms (2/3 of the %lld ms TTL): refusing "
+                  "writes, so that a replica promoted when the lease expires never races a write here",
+                  age, ttl);
+    fenced = 1;
+    return "-CLUSTERDOWN this primary cannot renew its etcd lease: writes are refused until it can (fencing)";
+}
+
 void clusterSyncCron(void) {
     clusterState *cs = server.cluster;
     long long now = mstime();
@@ -438,10 +486,12 @@ void clusterSyncCron(void) {
     if (cs->lease_inflight) return;
     if (cs->lease_id == 0) {
         cs->lease_inflight = 1;
+        keepaliveSentMs = now;
         etcdLeaseGrant(cs->etcd, leaseTTL(), leaseGranted, NULL);
     } else if (now >= cs->next_keepalive_ms) {
         cs->lease_inflight = 1;
-        cs->next_keepalive_ms = now + leaseTTL() * 1000 / 3;
+        keepaliveSentMs = now;
+        cs->next_keepalive_ms = now + keepaliveInterval();
         etcdLeaseKeepalive(cs->etcd, cs->lease_id, keepaliveDone, NULL);
     }
 }
@@ -505,6 +555,7 @@ static clusterNode *planNode(clusterOp *op, clusterNode *n) {
 }
 
 static void planReset(clusterOp *op) {
+    op->flush_after = 0;
     for (int i = 0; i < op->nclones; i++) clusterNodeFree(op->clones[i]);
     zfree(op->clones);
     op->clones = NULL;
@@ -735,8 +786,16 @@ static const char *planOp(clusterOp *op) {
         } else if (op->argc > 3) {
             return "ERR Syntax error.";
         }
-        if (storeSize() != 0) return "ERR CLUSTER RESET can't be called with master nodes containing keys";
+        /* A replica may hold keys (its primary's): it resets to an empty
+         * primary, as in Redis, its copy dropped once etcd committed. */
+        int replica = clusterNodeIsReplica(me);
+        if (!replica && storeSize() != 0) return "ERR CLUSTER RESET can't be called with master nodes containing keys";
         clusterNode *p = planNode(op, me);
+        if (replica) {
+            snprintf(p->role, sizeof(p->role), "primary");
+            p->primary[0] = '\0';
+            op->flush_after = 1;
+        }
         freshGroup(p->group);
         unsigned char bm[CLUSTER_SLOTS / 8];
         memset(bm, 0, sizeof(bm));
@@ -752,6 +811,67 @@ static const char *planOp(clusterOp *op) {
             snprintf(p->group, sizeof(p->group), "%s", op->new_id);
             p->mod_rev = 0;
         }
+        return NULL;
+    }
+    if (!strcasecmp(sub, "replicate")) {
+        clusterNode *p = clusterLookupNode(op->argv[2], sdslen(op->argv[2]));
+        if (!p || !clusterNodeInMyGroup(p)) {
+            snprintf(msg, sizeof(msg), "ERR Unknown node %.64s", op->argv[2]);
+            return msg;
+        }
+        if (p == me) return "ERR Can't replicate myself";
+        if (clusterNodeIsReplica(p)) return "ERR I can only replicate a master, not a replica.";
+        if (!clusterNodeIsReplica(me) && (me->nranges != 0 || storeSize() != 0))
+            return "ERR To set a master the node must be empty and without assigned slots.";
+        if (clusterNodeIsReplica(me) && !strcmp(me->primary, p->id)) return "";
+        clusterNode *c = planNode(op, me);
+        snprintf(c->role, sizeof(c->role), "replica");
+        snprintf(c->primary, sizeof(c->primary), "%s", p->id);
+        c->nranges = c->nmigrating = c->nimporting = 0;
+        return NULL;
+    }
+    if (!strcasecmp(sub, "promote") || !strcasecmp(sub, "handover")) {
+        /* promote: myself (a replica) takes its primary's place. handover:
+         * myself (a primary) gives its place to replica argv[2]. Either way
+         * the old primary becomes a replica of the new one (so it rejoins as
+         * one when it comes back), the new one gets its slots and a config
+         * epoch above all, and the old primary's other replicas follow. */
+        clusterNode *oldp, *newp;
+        if (!strcasecmp(sub, "promote")) {
+            newp = me;
+            oldp = clusterMyPrimary();
+            if (!oldp) return "ERR I'm not a replica of a known primary";
+            if (strcmp(oldp->id, op->failed_primary)) return "ERR my primary changed meanwhile";
+            if (clusterNodeIsReplica(oldp)) return "ERR my primary is a replica already";
+            if (op->dead && oldp->alive) return "ERR my primary is alive again";
+        } else {
+            oldp = me;
+            newp = clusterLookupNode(op->argv[2], sdslen(op->argv[2]));
+            if (clusterNodeIsReplica(me)) return "ERR I'm a replica already";
+            if (!newp || !clusterNodeIsReplica(newp) || strcmp(newp->primary, me->id))
+                return "ERR that node is not my replica";
+        }
+        clusterNode *np = planNode(op, newp), *op_ = planNode(op, oldp);
+        snprintf(np->role, sizeof(np->role), "primary");
+        np->primary[0] = '\0';
+        zfree(np->ranges);
+        np->nranges = op_->nranges;
+        np->ranges = zmalloc(sizeof(int[2]) * (size_t)(op_->nranges ? op_->nranges : 1));
+        memcpy(np->ranges, op_->ranges, sizeof(int[2]) * (size_t)op_->nranges);
+        np->nmigrating = np->nimporting = 0;
+        np->config_epoch = cs->current_epoch + 1;
+        snprintf(op_->role, sizeof(op_->role), "replica");
+        snprintf(op_->primary, sizeof(op_->primary), "%s", newp->id);
+        op_->nranges = op_->nmigrating = op_->nimporting = 0;
+        dictIterator *it = dictGetSafeIterator(cs->nodes);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            clusterNode *n = dictGetVal(de);
+            if (n == newp || n == oldp || !clusterNodeIsReplica(n) || strcmp(n->primary, oldp->id)) continue;
+            clusterNode *sib = planNode(op, n);
+            snprintf(sib->primary, sizeof(sib->primary), "%s", newp->id);
+        }
+        dictReleaseIterator(it);
         return NULL;
     }
     if (!strcasecmp(sub, "set-config-epoch")) {
@@ -796,6 +916,9 @@ static void opFree(clusterOp *op) {
 
 static void opReply(clusterOp *op, const char *err) {
     client *c = op->c;
+    if (!strcasecmp(op->argv[1], "promote") || !strcasecmp(op->argv[1], "handover"))
+        replFailoverDone(op->argv[1], op->failed_primary, op->dead, err);
+    if (op->flush_after && !(err && err[0])) storeFlush();
     if (c) {
         if (err && err[0]) addReplyError(c, err);
         else if (op->reply) addReplyStatus(c, op->reply);
@@ -895,6 +1018,13 @@ static void clusterOpRun(clusterOp *op) {
         etcdTxnDelete(t, 1, key, sdslen(key));
         sdsfree(key);
     }
+    if (op->dead) {
+        /* An automatic failover holds only while the primary stays dead:
+         * its alive key absent (mod revision 0) when the txn commits. */
+        sds key = keyFor("alive", op->failed_primary);
+        etcdTxnCompareModRev(t, key, sdslen(key), 0);
+        sdsfree(key);
+    }
     sds end = etcdPrefixEnd(cs->prefix, sdslen(cs->prefix));
     etcdTxnRange(t, 0, cs->prefix, sdslen(cs->prefix), end, sdslen(end));
     sdsfree(end);
@@ -912,6 +1042,38 @@ static void meetReread(const etcdResult *r, void *privdata) {
     applyFullState(r->kvs, r->nkvs, r->revision);
     clusterRebuild();
     clusterOpRun(op); /* plans again: a node still missing is reported then */
+}
+
+/* Internal ops (failover): argv is made here, the client may be NULL. */
+static clusterOp *internalOp(client *c, const char *sub, const char *arg) {
+    clusterOp *op = zcalloc(sizeof(*op));
+    op->c = c;
+    op->argc = arg ? 3 : 2;
+    op->argv = zmalloc(sizeof(sds) * 3);
+    op->argv[0] = sdsnew("cluster");
+    op->argv[1] = sdsnew(sub);
+    if (arg) op->argv[2] = sdsnew(arg);
+    return op;
+}
+
+void clusterPromoteMyself(client *c, const char *mode) {
+    clusterState *cs = server.cluster;
+    clusterNode *p = clusterMyPrimary();
+    clusterOp *op = internalOp(c, "promote", NULL);
+    snprintf(op->failed_primary, sizeof(op->failed_primary), "%s", p ? p->id : "");
+    op->dead = !strcmp(mode, "auto");
+    if (!cs->synced || !cs->registered) {
+        opReply(op, "-TRYAGAIN this node has not read the topology from etcd yet");
+        return;
+    }
+    if (c) blockClient(c, op);
+    clusterOpRun(op);
+}
+
+void clusterHandOver(const char *rid) {
+    clusterOp *op = internalOp(NULL, "handover", rid);
+    snprintf(op->failed_primary, sizeof(op->failed_primary), "%s", server.cluster->myself->id);
+    clusterOpRun(op);
 }
 
 void clusterOpClientGone(client *c) {

@@ -233,6 +233,8 @@ serverCommand commandTable[] = {
     /* cluster (cluster.c) */
     CMDX("cluster", clusterCommand, -2, S | L, 0, 0, 0, "cluster", "A container for Redis Cluster commands.", "3.0.0", "Depends on subcommand.", NULL, clusterSubcommands),
     CMD("asking", askingCommand, 1, F, 0, 0, 0, "cluster", "Signals that a cluster client is following an -ASK redirect.", "3.0.0", "O(1)"),
+    CMD("psync", psyncCommand, -3, A | S | X, 0, 0, 0, "server", "An internal command used in replication.", "2.8.0", "O(N) in the keys, for the full sync"),
+    CMD("replconf", replconfCommand, -2, A | S | L, 0, 0, 0, "server", "An internal command for configuring the replication stream.", "3.0.0", "O(1)"),
     CMD("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-only queries for a connection to a Redis Cluster replica node.", "3.0.0", "O(1)"),
     CMD("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "Enables read-write queries for a connection to a Redis Cluster replica node.", "3.0.0", "O(1)"),
     /* migration (migrate.c) */
@@ -393,6 +395,8 @@ static const struct {
     {"command|getkeys", "command:string [arg:string...]"},
     {"command|getkeysandflags", "command:string [arg:string...]"},
     {"info", "[section:string...]"},
+    {"psync", "replicationid:string offset:integer"},
+    {"replconf", "option:string [value:string...]"},
     {"config|get", "parameter:string..."},
     {"config|set", "parameter_value=(parameter:string value:string)..."},
     {"bgrewriteaof", ""},

@@ -455,6 +455,7 @@ static standardConfig configs[] = {
     INTC("cluster-announce-port", CFG_IMMUTABLE, &server.cluster_announce_port, 0, 65535, "0", NULL),
     INTC("cluster-announce-bus-port", CFG_IMMUTABLE, &server.cluster_announce_bus_port, 0, 65535, "0", NULL),
     BOOLCA("cluster-require-full-coverage", 0, &server.cluster_require_full_coverage, "yes", applyFullCoverage),
+    BOOLC("cluster-replica-ack", 0, &server.cluster_replica_ack, "no"),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
 static standardConfig *lookupConfig(const char *name) {

@@ -18,6 +18,7 @@
 #include "owner.h"
 #include "aof.h"
 #include "cluster.h"
+#include "replication.h"
 #include "http.h"
 #include "latency.h"
 #include "pubsub.h"
@@ -376,21 +377,8 @@ sds genInfoString(const char *section) {
         s = aofInfo(s);
     }
     if ((w = wantSection(section, "replication", &count))) {
-        /* A primary with no replicas, until replicas exist. */
         s = sectionHeader(s, w, "Replication");
-        s = sdscatprintf(s,
-                         "role:master\r\n"
-                         "connected_slaves:0\r\n"
-                         "master_failover_state:no-failover\r\n"
-                         "master_replid:%s\r\n"
-                         "master_replid2:0000000000000000000000000000000000000000\r\n"
-                         "master_repl_offset:0\r\n"
-                         "second_repl_offset:-1\r\n"
-                         "repl_backlog_active:0\r\n"
-                         "repl_backlog_size:0\r\n"
-                         "repl_backlog_first_byte_offset:0\r\n"
-                         "repl_backlog_histlen:0\r\n",
-                         server.runid);
+        s = replInfo(s);
     }
     if ((w = wantSection(section, "cpu", &count))) {
         struct rusage self;

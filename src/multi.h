@@ -8,6 +8,7 @@
 
 #include "aof.h"
 #include "detached.h"
+#include "replication.h"
 #include "server.h"
 
 void multiInit(void);
@@ -33,11 +34,13 @@ static inline void signalModifiedKey(sds key) {
     if (server.watching) touchWatchedKey(key);
     if (aofOn) aofKeyChanged(key);
     if (detachedEntries) detachedKeyChanged(key); /* a newer version: the held one never comes back */
+    if (replOn) replKeyChanged(key);
 }
 static inline void signalFlushedDb(void) {
     if (server.watching) touchAllWatchedKeys();
     if (aofOn) aofFlushedAll();
     if (detachedEntries) detachedFlushAll();
+    if (replOn) replFlushedAll();
 }
 
 #endif

@@ -174,6 +174,7 @@ void freeClient(client *c) {
         server.blocked_clients--;
         clusterOpClientGone(c);
     }
+    replClientGone(c);
     relayClientReset(c); /* its reads, cancelled */
     if (c->leases) clientLeasesPrune(c, 1);
     /* Its pending puts can never be ended now: the sweep gives them back. */
@@ -672,7 +673,17 @@ static int writeToClient(client *c, int handler_installed) {
 
 static void writeHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
     (void)el, (void)fd, (void)mask;
-    writeToClient(privdata, 1);
+    client *c = privdata;
+    if (c->flags & CLIENT_REPL_WAIT) {
+        /* Held for replicas' acks: clientQueueWrite sends it later. */
+        aeDeleteFileEvent(server.el, c->fd, AE_WRITABLE);
+        return;
+    }
+    writeToClient(c, 1);
+}
+
+void clientQueueWrite(client *c) {
+    if (clientHasPendingReplies(c)) prepareClientToWrite(c);
 }
 
 int handleClientsWithPendingWrites(void) {
@@ -681,7 +692,7 @@ int handleClientsWithPendingWrites(void) {
         client *c = server.pending_writes[--server.pending_writes_len];
         c->flags &= ~CLIENT_PENDING_WRITE;
         processed++;
-        if (c->flags & CLIENT_CLOSE_ASAP) continue;
+        if (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_REPL_WAIT)) continue;
         if (aeGetFileEvents(server.el, c->fd) & AE_WRITABLE) continue; /* handler will do it */
         if (writeToClient(c, 0) == C_ERR) continue;
         if (clientHasPendingReplies(c) &&

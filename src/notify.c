@@ -257,3 +257,12 @@ void notifyStoreFlushPublish(unsigned long keys) {
     sdsfree(msg);
     sdsfree(tmsg);
 }
+
+/* A node's own event (failover, role change): __store@0__:<event>, the
+ * message "node=<id> " and what the caller says. */
+void notifyStoreNodeEvent(const char *event, const char *what) {
+    if (!(server.notify_mask & NOTIFY_STORE) || !pubsubHasSubscribers()) return;
+    sds msg = sdscatprintf(sdsempty(), "node=%s %s", nodeId(), what);
+    pubsubPublishMessage(storeChannel(event), msg, sdslen(msg));
+    sdsfree(msg);
+}

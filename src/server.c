@@ -282,6 +282,12 @@ int processCommand(client *c) {
         rejectCommand(c, aof_refusal);
         return C_OK;
     }
+    /* A replica takes no writes; a primary that may have lost its slots
+     * (fencing) or is handing them over takes none either. */
+    if ((c->cmd->flags & CMD_WRITE) && server.cluster && (aof_refusal = replWriteRefusal(c)) != NULL) {
+        rejectCommand(c, aof_refusal);
+        return C_OK;
+    }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
         queueMultiCommand(c);
         addReplyProto(c, "+QUEUED\r\n", 9);
@@ -473,6 +479,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     ownerCron();
     segmentCron();
     clusterCron();
+    replCron();
     migrateCloseTimedoutSockets();
     relayCron();
     storePendingCron(period_us / 20);
@@ -495,6 +502,9 @@ static void beforeSleep(aeEventLoop *el) {
     /* The log before the replies: what a reply acknowledges is written
      * (and with appendfsync always, synced) first (aof.c). */
     aofBeforeSleep();
+    /* Records to the replicas; with cluster-replica-ack the replies of
+     * writes are held until they acknowledge (replication.c). */
+    replBeforeSleep();
     handleClientsWithPendingWrites();
     freeClientsInAsyncFreeQueue();
     /* An eviction round in progress gets a slice every iteration, not only

@@ -77,6 +77,7 @@
 #define CLIENT_PUBSUB (1 << 18)           /* subscribed to something (pubsub.c) */
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
+#define CLIENT_REPL_WAIT (1 << 22)        /* its replies wait for replicas' acks (replication.c) */
 #define CLIENT_MULTI (1 << 8)             /* after MULTI: commands are queued (multi.c) */
 #define CLIENT_DIRTY_CAS (1 << 9)         /* a WATCHed key changed: EXEC replies nil */
 #define CLIENT_DIRTY_EXEC (1 << 10)       /* a command was refused while queueing: EXECABORT */
@@ -222,6 +223,9 @@ typedef struct client {
     int nowners;
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
+    struct replicaLink *repl;     /* a replica's link to this primary, NULL if not one (replication.c) */
+    long long repl_wait_offset, repl_wait_since; /* CLIENT_REPL_WAIT: the offset replicas must ack */
+    int repl_marked, repl_held;   /* in replication.c's lists of writers / of held clients */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
     struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
@@ -395,6 +399,7 @@ struct mooncakeServer {
     char *cluster_announce_ip;
     long long cluster_announce_port, cluster_announce_bus_port;
     int cluster_require_full_coverage;
+    int cluster_replica_ack;        /* a write is acknowledged once its replicas have it */
     struct clusterState *cluster;
     /* HTTP endpoints (http.c). */
     long long http_port;            /* 0: no HTTP listener */
@@ -619,6 +624,9 @@ const char *storeObjFetch(client *c, struct storeObj *o, uint64_t off, uint64_t 
 void clusterCommand(client *c);
 void askingCommand(client *c);
 void readonlyCommand(client *c);
+void psyncCommand(client *c);
+void replconfCommand(client *c);
+void clientQueueWrite(client *c); /* replies queued while held go out now */
 void readwriteCommand(client *c);
 /* migrate.c */
 void dumpCommand(client *c);

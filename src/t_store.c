@@ -34,6 +34,7 @@
 #include "aof.h"
 #include "notify.h"
 #include "placement.h"
+#include "replication.h"
 #include "server.h"
 #include "store.h"
 #include "tenantkeys.h"
@@ -754,7 +755,8 @@ void pinCommand(client *c) {
     }
     if (hard) storeObjSetHardPin(o, 1);
     else storeObjGetExt(o)->softpin_until_ms = addSaturate(server.mstime, ms);
-    if (aofOn) aofKeyChanged(c->argv[1]); /* a pin is kept with the value (DUMP's payload) */
+    if (aofOn) aofKeyChanged(c->argv[1]);
+    if (replOn) replKeyChanged(c->argv[1]); /* a pin is kept with the value (DUMP's payload) */
     addReplyOk(c);
 }
 
@@ -767,6 +769,7 @@ void unpinCommand(client *c) {
     storeObjSetHardPin(o, 0);
     if (o->ext) o->ext->softpin_until_ms = 0;
     if (aofOn) aofKeyChanged(c->argv[1]);
+    if (replOn) replKeyChanged(c->argv[1]);
     addReplyOk(c);
 }
 

@@ -1,0 +1,1122 @@
+/* replication.c -- replicas in cluster mode: the primary's records streamed
+ * to them, writes acknowledged only once replicas have them, and the data
+ * side of failover.
+ *
+ * What flows is the append-only log's records (aofformat.c), not commands:
+ * the state of each key a command changed (RESTORE with the value's bytes
+ * and metadata, or DEL) and FLUSHALL, made by the same function the log
+ * uses (aofCatKeyState). So a replica needs no placement, eviction or
+ * expiry decisions of its own to end up equal, the pool's bytes travel
+ * with their keys, and the log's reader checks every record (length and
+ * CRC64) before the replica applies it. Like the log, the primary collects
+ * the keys that changed (replKeyChanged, from multi.h's signal) and writes
+ * their records in beforeSleep, before any reply of the iteration goes out.
+ *
+ * The link. The replica connects to its primary's client port and sends
+ * REPLCONF node-id, REPLCONF listening-port and PSYNC; the primary answers
+ * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
+ * bytes (FLUSHALL and one record per key, built in the event loop), then
+ * the live records. Offsets count the live stream's bytes (Redis's
+ * master_repl_offset); the replica applies records as they arrive and
+ * sends REPLCONF ACK <offset> after each batch and once a second. Every
+ * sync is full (there is no backlog yet); a replica that loses its link
+ * reconnects and syncs again. A replica refuses writes (keys: MOVED to its
+ * primary; others: -READONLY) and serves reads of its primary's slots to
+ * READONLY clients, as Redis does.
+ *
+ * cluster-replica-ack yes: a client whose command changed a key has its
+ * replies held (not written, its further input not read) until every
+ * replica of this primary -- each one connected, and each one alive in etcd
+ * (a replica syncing again counts) -- has acknowledged the offset that
+ * covers the change; a pipeline's writes share one wait. A
+ * primary without live replicas acknowledges at once (there is nobody to
+ * fail over to). A wait longer than cluster-node-timeout closes the
+ * connection: the client sees no acknowledgement, which is the truth.
+ * Together with fencing (cluster_sync.c) and the promotion rules below,
+ * nothing acknowledged is lost when a primary fails.
+ *
+ * Failover. A replica whose primary's alive key is gone (the lease
+ * expired: cluster-node-timeout without a renewal) promotes itself with one
+ * etcd transaction (cluster_sync.c "promote") that holds only while the
+ * key stays absent and the primary's record is unchanged: one winner among
+ * the replicas, config epoch above all. It must have completed a sync with
+ * that primary and lost the link at most 10 node timeouts before (Redis's
+ * replica validity factor); among several, the one with the highest offset
+ * goes first (the ranking below). The old primary's record becomes a replica of
+ * the winner, so when it comes back it discards its data and syncs.
+ * CLUSTER FAILOVER (planned) asks the primary over the link: the primary
+ * refuses writes with -TRYAGAIN, waits until the replica acknowledged its
+ * whole stream, then hands over its slots (cluster_sync.c "handover").
+ * FORCE and TAKEOVER promote without the primary.
+ */
+#include "replication.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "anet.h"
+#include "aof.h"
+#include "aofformat.h"
+#include "cluster.h"
+#include "dict.h"
+#include "dump.h"
+#include "etcd.h"
+#include "migrate.h"
+#include "notify.h"
+#include "server.h"
+#include "store.h"
+#include "util.h"
+#include "zmalloc.h"
+
+int replOn;
+
+#define REPL_VALIDITY_FACTOR 10   /* link lost at most this many node timeouts ago */
+#define REPL_READ_CHUNK (1024 * 1024)
+/* Live records queued to one replica beyond its snapshot: a replica this far
+ * behind is dropped (it syncs again), so a stalled one cannot take the
+ * primary's memory, as Redis's replica output buffer limit. */
+#define REPL_LINK_MAX_QUEUED (256LL * 1024 * 1024)
+
+enum { LINK_NONE = 0, LINK_CONNECTING, LINK_HANDSHAKE, LINK_SNAPSHOT, LINK_STREAM };
+static const char *linkStateName[] = {"none", "connect", "handshake", "sync", "connected"};
+
+/* The primary's view of one replica connection (client->repl). */
+typedef struct replicaLink {
+    char node_id[CLUSTER_NAMELEN + 1];
+    int port;
+    long long ack;        /* last offset it acknowledged; -1 none yet */
+    long long ack_ms;
+    int online;           /* sent the snapshot: live records follow */
+    size_t snap_len;      /* the snapshot's bytes, queued once */
+} replicaLink;
+
+static struct {
+    /* primary side */
+    char replid[CLUSTER_NAMELEN + 1];
+    long long offset;                 /* master_repl_offset */
+    sds buf;                          /* records of this iteration */
+    sds *dirty;
+    size_t ndirty, dirty_cap;
+    client **links;                   /* replica connections */
+    int nlinks;
+    client **marked;                  /* wrote this iteration (ack mode) */
+    size_t nmarked, marked_cap;
+    client **held;                    /* replies waiting for acks */
+    size_t nheld, held_cap;
+    long long pause_until;            /* planned failover: writes refused until */
+    long long debug_hold_until;       /* REPLCONF DEBUG-HOLD-STREAM */
+    char debug_hold_id[CLUSTER_NAMELEN + 1]; /* ... of this replica only, "" all */
+    char handover_to[CLUSTER_NAMELEN + 1];
+    int handover_inflight;
+    /* replica side */
+    int state;
+    int fd;
+    char primary_id[CLUSTER_NAMELEN + 1];
+    char host[64];
+    int port;
+    sds rbuf;
+    size_t rpos;
+    long long snap_left;              /* snapshot bytes still to apply */
+    long long applied;                /* offset of the primary's stream applied */
+    long long last_ack_sent, last_ack_ms, last_io_ms, state_since_ms;
+    long long link_down_since;        /* 0: up (or never synced) */
+    char synced_with[CLUSTER_NAMELEN + 1]; /* a full sync with it completed */
+    int was_replica;
+    int flush_pending;
+    int down_logged;
+    int promoting;
+    long long next_try_ms;
+    /* counters */
+    long long full_syncs_served, full_syncs_done, records_applied, held_writes, ack_timeouts, failovers;
+    long long last_failover_ms;
+} repl = {.fd = -1, .state = LINK_NONE};
+
+/* ---- hooks ------------------------------------------------------------- */
+
+/* The client whose command changed a key has its replies held from now on
+ * (CLIENT_REPL_WAIT); beforeSleep sets the offset they wait for. A client
+ * held already (a relayed read let its pipeline go on) waits for the newer
+ * offset. */
+static void markWriter(void) {
+    client *c = server.current_client;
+    if (!server.cluster_replica_ack || c == NULL || c->repl || c->repl_marked) return;
+    c->flags |= CLIENT_REPL_WAIT;
+    c->repl_marked = 1;
+    if (repl.nmarked == repl.marked_cap) {
+        repl.marked_cap = repl.marked_cap ? repl.marked_cap * 2 : 16;
+        repl.marked = zrealloc(repl.marked, repl.marked_cap * sizeof(client *));
+    }
+    repl.marked[repl.nmarked++] = c;
+}
+
+void replKeyChanged(sds key) {
+    markWriter();
+    if (repl.ndirty && sdslen(repl.dirty[repl.ndirty - 1]) == sdslen(key) &&
+        memcmp(repl.dirty[repl.ndirty - 1], key, sdslen(key)) == 0)
+        return;
+    if (repl.ndirty == repl.dirty_cap) {
+        repl.dirty_cap = repl.dirty_cap ? repl.dirty_cap * 2 : 64;
+        repl.dirty = zrealloc(repl.dirty, repl.dirty_cap * sizeof(sds));
+    }
+    repl.dirty[repl.ndirty++] = sdsdup(key);
+}
+
+static void dirtyClear(void) {
+    for (size_t i = 0; i < repl.ndirty; i++) sdsfree(repl.dirty[i]);
+    repl.ndirty = 0;
+}
+
+void replFlushedAll(void) {
+    markWriter();
+    dirtyClear();
+    if (!repl.buf) repl.buf = sdsempty();
+    repl.buf = aofCatFlushall(repl.buf);
+}
+
+long long replOffset(void) {
+    clusterNode *me = server.cluster ? server.cluster->myself : NULL;
+    return me && clusterNodeIsReplica(me) ? repl.applied : repl.offset;
+}
+
+/* ---- the primary's side -------------------------------------------------- */
+
+static void removeClient(client **v, size_t *n, client *c) {
+    for (size_t i = 0; i < *n; i++)
+        if (v[i] == c) {
+            v[i] = v[--*n];
+            return;
+        }
+}
+
+/* The offset every replica must have acknowledged before a held write is
+ * released: the least ack of the replicas connected (whether or not our
+ * mirror of etcd shows their record yet) and of those alive in etcd (-1 for
+ * one not connected); LLONG_MAX when there is none. */
+static long long ackedByAllOffset(void) {
+    clusterState *cs = server.cluster;
+    if (!cs) return LLONG_MAX;
+    long long min = LLONG_MAX;
+    for (int i = 0; i < repl.nlinks; i++)
+        if (repl.links[i]->repl->online && repl.links[i]->repl->ack < min) min = repl.links[i]->repl->ack;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        if (!clusterNodeIsReplica(n) || strcmp(n->primary, cs->myself->id) || !n->alive) continue;
+        int linked = 0;
+        for (int i = 0; i < repl.nlinks && !linked; i++) linked = !strcmp(repl.links[i]->repl->node_id, n->id);
+        if (!linked) min = -1;
+    }
+    dictReleaseIterator(it);
+    return min;
+}
+
+static void releaseHeld(client *c) {
+    c->flags &= ~CLIENT_REPL_WAIT;
+    c->repl_held = 0;
+    clientQueueWrite(c);
+    unblockClient(c); /* what it pipelined meanwhile runs now */
+}
+
+static void dropHeld(void);
+
+static void checkHeld(void) {
+    if (server.cluster && clusterNodeIsReplica(server.cluster->myself)) {
+        dropHeld();
+        return;
+    }
+    long long now = mstime(), acked = ackedByAllOffset();
+    for (size_t i = 0; i < repl.nheld;) {
+        client *c = repl.held[i];
+        if (acked >= c->repl_wait_offset) {
+            repl.held[i] = repl.held[--repl.nheld];
+            releaseHeld(c);
+            continue;
+        }
+        if (now - c->repl_wait_since > server.cluster_node_timeout) {
+            serverLog(LL_WARNING, "Replication: no replica acknowledged offset %lld within cluster-node-timeout; "
+                      "closing client id=%llu so it does not take the write as acknowledged",
+                      c->repl_wait_offset, (unsigned long long)c->id);
+            repl.ack_timeouts++;
+            repl.held[i] = repl.held[--repl.nheld];
+            c->flags &= ~CLIENT_REPL_WAIT;
+            c->repl_held = 0;
+            freeClientAsync(c);
+            continue;
+        }
+        i++;
+    }
+}
+
+void replBeforeSleep(void) {
+    if (repl.flush_pending) {
+        repl.flush_pending = 0;
+        storeFlush();
+    }
+    if (repl.ndirty) {
+        if (!repl.buf) repl.buf = sdsempty();
+        for (size_t i = 0; i < repl.ndirty; i++) repl.buf = aofCatKeyState(repl.buf, repl.dirty[i]);
+        dirtyClear();
+        if (repl.dirty_cap > 4096) {
+            zfree(repl.dirty);
+            repl.dirty = NULL;
+            repl.dirty_cap = 0;
+        }
+    }
+    if (repl.buf && sdslen(repl.buf)) {
+        for (int i = 0; i < repl.nlinks; i++) {
+            client *c = repl.links[i];
+            if (!c->repl->online) continue;
+            addReplyProto(c, repl.buf, sdslen(repl.buf));
+            if ((long long)(c->reply_bytes - (c->reply_bytes > c->repl->snap_len ? c->repl->snap_len : 0)) >
+                    REPL_LINK_MAX_QUEUED &&
+                !(c->flags & CLIENT_CLOSE_ASAP)) {
+                serverLog(LL_WARNING, "Replication: replica %s is more than %lld MiB of records behind: dropping "
+                          "its link (it will sync again)", c->repl->node_id, REPL_LINK_MAX_QUEUED >> 20);
+                freeClientAsync(c);
+            }
+        }
+        repl.offset += (long long)sdslen(repl.buf);
+        if (sdsalloc(repl.buf) > 1024 * 1024) {
+            sdsfree(repl.buf);
+            repl.buf = sdsempty();
+        } else {
+            sdsclear(repl.buf);
+        }
+    }
+    long long acked = repl.nmarked ? ackedByAllOffset() : 0;
+    for (size_t i = 0; i < repl.nmarked; i++) {
+        client *c = repl.marked[i];
+        c->repl_marked = 0;
+        c->repl_wait_offset = repl.offset;
+        if (c->repl_held) continue; /* waits on, for the newer offset */
+        if (acked >= repl.offset) {
+            c->flags &= ~CLIENT_REPL_WAIT;
+            continue;
+        }
+        c->repl_wait_since = mstime();
+        c->repl_held = 1;
+        blockClient(c, NULL);
+        repl.held_writes++;
+        if (repl.nheld == repl.held_cap) {
+            repl.held_cap = repl.held_cap ? repl.held_cap * 2 : 16;
+            repl.held = zrealloc(repl.held, repl.held_cap * sizeof(client *));
+        }
+        repl.held[repl.nheld++] = c;
+    }
+    repl.nmarked = 0;
+}
+
+int replClientHeld(client *c) { return (c->flags & CLIENT_REPL_WAIT) != 0; }
+
+void replClientGone(client *c) {
+    if (c->repl_marked) removeClient(repl.marked, &repl.nmarked, c);
+    if (c->repl_held) removeClient(repl.held, &repl.nheld, c);
+    c->repl_marked = c->repl_held = 0;
+    c->flags &= ~CLIENT_REPL_WAIT;
+    if (c->repl) {
+        for (int i = 0; i < repl.nlinks; i++)
+            if (repl.links[i] == c) {
+                repl.links[i] = repl.links[--repl.nlinks];
+                break;
+            }
+        serverLog(LL_NOTICE, "Replication: replica %.40s (%s) disconnected", c->repl->node_id, c->addr);
+        zfree(c->repl);
+        c->repl = NULL;
+    }
+}
+
+/* Demoted: writes whose replies wait for acks may never reach the new
+ * primary. Their clients are closed, so none is taken as acknowledged. */
+static void dropHeld(void) {
+    if (repl.nheld + repl.nmarked)
+        serverLog(LL_WARNING, "Replication: closing %zu clients whose writes were not acknowledged by a replica "
+                  "before this node stopped being a primary", repl.nheld + repl.nmarked);
+    while (repl.nheld) {
+        client *c = repl.held[--repl.nheld];
+        c->repl_held = 0;
+        freeClientAsync(c);
+    }
+    while (repl.nmarked) {
+        client *c = repl.marked[--repl.nmarked];
+        c->repl_marked = 0;
+        freeClientAsync(c);
+    }
+}
+
+static void dropLinks(void) {
+    while (repl.nlinks) {
+        client *c = repl.links[0];
+        replClientGone(c);
+        freeClientAsync(c);
+    }
+}
+
+static replicaLink *linkOf(client *c) {
+    if (!c->repl) c->repl = zcalloc(sizeof(replicaLink));
+    return c->repl;
+}
+
+void replconfCommand(client *c) {
+    const char *opt = c->argv[1];
+    if (!strcasecmp(opt, "ack") && c->argc >= 3) {
+        long long off;
+        if (!c->repl || !string2ll(c->argv[2], sdslen(c->argv[2]), &off)) return; /* never a reply */
+        if (off > c->repl->ack) c->repl->ack = off;
+        c->repl->ack_ms = server.mstime;
+        if (repl.nheld) checkHeld();
+        return;
+    }
+    if (!strcasecmp(opt, "failover") && c->argc == 2) {
+        /* A planned failover, asked by this replica (no reply: the link
+         * carries the stream). */
+        if (!c->repl || !c->repl->online || repl.handover_inflight) return;
+        repl.pause_until = mstime() + 2 * server.cluster_node_timeout;
+        snprintf(repl.handover_to, sizeof(repl.handover_to), "%s", c->repl->node_id);
+        serverLog(LL_NOTICE, "Replication: replica %s asks for a planned failover: writes paused until it has "
+                  "offset %lld", c->repl->node_id, repl.offset);
+        return;
+    }
+    if (!strcasecmp(opt, "debug-hold-stream") && (c->argc == 3 || c->argc == 4)) {
+        /* Tests: the stream to every replica (or to one) stops for ms
+         * (buffered, not lost), as a slow network would hold it. */
+        long long ms;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms) || ms < 0 || ms > 600000) {
+            addReplyError(c, "ERR invalid milliseconds");
+            return;
+        }
+        repl.debug_hold_until = mstime() + ms;
+        snprintf(repl.debug_hold_id, sizeof(repl.debug_hold_id), "%.40s", c->argc == 4 ? c->argv[3] : "");
+        for (int i = 0; i < repl.nlinks; i++)
+            if (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, repl.links[i]->repl->node_id))
+                repl.links[i]->flags |= CLIENT_REPL_WAIT;
+        addReplyOk(c);
+        return;
+    }
+    if (c->argc != 3) {
+        addReplyError(c, "ERR syntax error");
+        return;
+    }
+    if (!strcasecmp(opt, "node-id")) {
+        if (!clusterValidId(c->argv[2])) {
+            addReplyError(c, "ERR invalid node id");
+            return;
+        }
+        snprintf(linkOf(c)->node_id, sizeof(c->repl->node_id), "%s", c->argv[2]);
+        c->repl->ack = -1;
+        addReplyOk(c);
+    } else if (!strcasecmp(opt, "listening-port")) {
+        long long port;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &port) || port < 0 || port > 65535) {
+            addReplyError(c, "ERR invalid port");
+            return;
+        }
+        linkOf(c)->port = (int)port;
+        c->repl->ack = -1;
+        addReplyOk(c);
+    } else {
+        addReplyErrorFormat(c, "ERR Unrecognized REPLCONF option: %.64s", opt);
+    }
+}
+
+/* PSYNC <replid> <offset>: always a full sync (no backlog). The snapshot
+ * is every key's record after a FLUSHALL, built here in one go, so that
+ * it is exactly the state the live stream continues from. */
+void psyncCommand(client *c) {
+    clusterState *cs = server.cluster;
+    if (!cs) {
+        addReplyError(c, "ERR replication needs cluster mode (cluster-enabled yes)");
+        return;
+    }
+    if (clusterNodeIsReplica(cs->myself)) {
+        addReplyError(c, "-NOMASTERLINK this node is a replica: sync from its primary");
+        return;
+    }
+    if (c->repl && c->repl->online) {
+        addReplyError(c, "ERR already syncing");
+        return;
+    }
+    if (!repl.replid[0]) {
+        getRandomHexChars(repl.replid, CLUSTER_NAMELEN);
+        repl.replid[CLUSTER_NAMELEN] = '\0';
+    }
+    replicaLink *l = linkOf(c);
+    l->ack = -1;
+    long long start = mstime();
+    sds snap = aofCatFlushall(sdsempty());
+    dictIterator *it = dictGetSafeIterator(server.keys);
+    dictEntry *de;
+    long long keys = 0;
+    while ((de = dictNext(it)) != NULL) {
+        long long expire;
+        storeObj *o = storePeek(de->key, &expire);
+        if (o == NULL || storeObjLocalPtr(o) == NULL) continue; /* segment objects: see aof.c */
+        snap = aofCatKeyState(snap, de->key);
+        keys++;
+    }
+    dictReleaseIterator(it);
+    char head[128];
+    int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$%zu\r\n", repl.replid, repl.offset, sdslen(snap));
+    addReplyProto(c, head, (size_t)hl);
+    addReplyProto(c, snap, sdslen(snap));
+    serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s): %lld keys, %zu bytes, built in %lld ms, "
+              "from offset %lld", l->node_id[0] ? l->node_id : "?", c->addr, keys, sdslen(snap), mstime() - start,
+              repl.offset);
+    l->snap_len = sdslen(snap) + (size_t)hl;
+    sdsfree(snap);
+    l->online = 1;
+    repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
+    repl.links[repl.nlinks++] = c;
+    if (repl.debug_hold_until && (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, l->node_id)))
+        c->flags |= CLIENT_REPL_WAIT;
+    repl.full_syncs_served++;
+    replOn = 1;
+}
+
+/* ---- the replica's side -------------------------------------------------- */
+
+static void linkClose(const char *why) {
+    if (repl.fd != -1) {
+        aeDeleteFileEvent(server.el, repl.fd, AE_READABLE | AE_WRITABLE);
+        close(repl.fd);
+        repl.fd = -1;
+    }
+    if (repl.state == LINK_STREAM && !repl.link_down_since) repl.link_down_since = mstime();
+    /* Logged once per outage, not at every retry. */
+    if (repl.state != LINK_NONE && why && !repl.down_logged) {
+        serverLog(LL_NOTICE, "Replication: link with primary %s:%d down: %s (retrying every 500 ms)", repl.host,
+                  repl.port, why);
+        repl.down_logged = 1;
+    }
+    repl.state = LINK_NONE;
+    repl.state_since_ms = mstime();
+    if (repl.rbuf) sdsclear(repl.rbuf);
+    repl.rpos = 0;
+}
+
+static void sendAck(void) {
+    if (repl.fd == -1 || repl.state != LINK_STREAM) return;
+    char off[32], msg[96];
+    int ol = snprintf(off, sizeof(off), "%lld", repl.applied);
+    int n = snprintf(msg, sizeof(msg), "*3\r\n$8\r\nREPLCONF\r\n$3\r\nACK\r\n$%d\r\n%s\r\n", ol, off);
+    /* A full socket drops this ack (the next one says the same and more);
+     * half of one would garble the link, so that closes it. */
+    ssize_t w = write(repl.fd, msg, (size_t)n);
+    if (w == n) {
+        repl.last_ack_sent = repl.applied;
+        repl.last_ack_ms = mstime();
+    } else if (w > 0) {
+        linkClose("an acknowledgement did not fit in the socket");
+    }
+}
+
+static int applyRecord(const aofRecord *rec) {
+    repl.records_applied++;
+    if (rec->type == AOF_REC_FLUSHALL) {
+        storeFlush();
+        return 0;
+    }
+    /* A record type the log gained later (aofformat.h) must be applied
+     * here too; until it is, the link drops rather than guessing. */
+    if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE) return -1;
+    sds key = sdsnewlen(rec->key, rec->keylen);
+    int rc = 0;
+    if (rec->type == AOF_REC_DEL || (rec->expire_ms && rec->expire_ms <= server.mstime)) {
+        storeDelete(key);
+    } else {
+        dumpInfo d;
+        storeObj *o;
+        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK || (o = dumpObjectCreate(key, &d)) == NULL)
+            rc = -1;
+        else
+            storeSet(key, o, rec->expire_ms ? rec->expire_ms : -1, 0);
+    }
+    sdsfree(key);
+    return rc;
+}
+
+/* One line ending in CRLF at rbuf[rpos..]; NULL if not all here yet. */
+static char *takeLine(size_t *len, int *toolong) {
+    char *p = repl.rbuf + repl.rpos;
+    size_t avail = sdslen(repl.rbuf) - repl.rpos;
+    char *nl = memchr(p, '\n', avail);
+    *toolong = !nl && avail > 256; /* the handshake's lines are short */
+    if (!nl) return NULL;
+    *len = (size_t)(nl - p);
+    if (*len && p[*len - 1] == '\r') (*len)--;
+    p[*len] = '\0';
+    repl.rpos += (size_t)(nl - p) + 1;
+    return p;
+}
+
+/* Parses what arrived; -1 (the link is closed) on anything unexpected. */
+static int processLinkInput(void) {
+    for (;;) {
+        if (repl.state == LINK_HANDSHAKE) {
+            size_t len;
+            int toolong;
+            char *line = takeLine(&len, &toolong);
+            if (!line) return toolong ? -1 : 0;
+            if (len > 200) goto bad;
+            if (line[0] == '-') {
+                serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, line);
+                return -1;
+            }
+            if (!strcmp(line, "+OK")) continue;
+            if (!strncmp(line, "+FULLRESYNC ", 12)) {
+                char id[64];
+                long long off;
+                if (sscanf(line + 12, "%63s %lld", id, &off) != 2 || off < 0) goto bad;
+                repl.applied = off;
+                snprintf(repl.replid, sizeof(repl.replid), "%.40s", id);
+                repl.state = LINK_SNAPSHOT;
+                repl.snap_left = -1;
+                repl.flush_pending = 0;
+                storeFlush(); /* the snapshot starts with FLUSHALL too; nothing stale is served meanwhile */
+                repl.synced_with[0] = '\0'; /* half a snapshot is no data to take over with */
+                continue;
+            }
+            goto bad;
+        }
+        if (repl.state == LINK_SNAPSHOT && repl.snap_left < 0) {
+            size_t len;
+            int toolong;
+            char *line = takeLine(&len, &toolong);
+            if (!line) return toolong ? -1 : 0;
+            long long n;
+            if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0) goto bad;
+            repl.snap_left = n;
+            continue;
+        }
+        /* records: the snapshot's, then the stream's */
+        size_t avail = sdslen(repl.rbuf) - repl.rpos;
+        if (avail == 0) return 0;
+        if (repl.state == LINK_SNAPSHOT && repl.snap_left == 0) goto snapshot_done;
+        size_t lim = repl.state == LINK_SNAPSHOT && (long long)avail > repl.snap_left ? (size_t)repl.snap_left : avail;
+        aofRecord rec;
+        size_t next;
+        char why[128];
+        int rc = aofNextRecord(repl.rbuf + repl.rpos, lim, 0, SIZE_MAX, &rec, &next, why, sizeof(why));
+        if (rc == AOF_REC_END) return 0;
+        if (rc == AOF_REC_TRUNCATED) {
+            if (lim < avail) goto bad; /* a record longer than the snapshot says */
+            return 0;
+        }
+        if (rc != AOF_REC_OK) {
+            serverLog(LL_WARNING, "Replication: bad record from the primary at offset %lld: %s", repl.applied, why);
+            return -1;
+        }
+        if (applyRecord(&rec) == -1) {
+            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full or bad payload): "
+                      "dropping the link", repl.applied);
+            return -1;
+        }
+        repl.rpos += next;
+        if (repl.state == LINK_SNAPSHOT) {
+            repl.snap_left -= (long long)next;
+            if (repl.snap_left == 0) goto snapshot_done;
+        } else {
+            repl.applied += (long long)next;
+        }
+        continue;
+    snapshot_done:
+        repl.state = LINK_STREAM;
+        repl.state_since_ms = mstime();
+        repl.link_down_since = 0;
+        repl.down_logged = 0;
+        repl.full_syncs_done++;
+        snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
+        serverLog(LL_NOTICE, "Replication: full sync from %s:%d done (%llu keys), streaming from offset %lld",
+                  repl.host, repl.port, (unsigned long long)storeSize(), repl.applied);
+        continue;
+    }
+bad:
+    serverLog(LL_WARNING, "Replication: unexpected bytes from primary %s:%d in state %s", repl.host, repl.port,
+              linkStateName[repl.state]);
+    return -1;
+}
+
+static void linkReadHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)privdata, (void)mask;
+    if (!repl.rbuf) repl.rbuf = sdsempty();
+    if (repl.rpos > 0 && (repl.rpos == sdslen(repl.rbuf) || repl.rpos > 4 * 1024 * 1024)) {
+        sdsrange(repl.rbuf, (ssize_t)repl.rpos, -1);
+        repl.rpos = 0;
+    }
+    repl.rbuf = sdsMakeRoomFor(repl.rbuf, REPL_READ_CHUNK);
+    ssize_t n = read(fd, repl.rbuf + sdslen(repl.rbuf), REPL_READ_CHUNK);
+    if (n <= 0) {
+        if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
+        linkClose(n == 0 ? "closed by the primary" : strerror(errno));
+        return;
+    }
+    sdsIncrLen(repl.rbuf, n);
+    server.stat_net_input_bytes += n;
+    repl.last_io_ms = mstime();
+    long long before = repl.applied;
+    if (processLinkInput() == -1) {
+        linkClose("protocol error");
+        return;
+    }
+    if (repl.applied != before) sendAck();
+}
+
+static void linkConnected(aeEventLoop *el, int fd, void *privdata, int mask) {
+    (void)el, (void)privdata, (void)mask;
+    int err = 0;
+    socklen_t el_ = sizeof(err);
+    aeDeleteFileEvent(server.el, fd, AE_WRITABLE);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el_) == -1 || err) {
+        linkClose(strerror(err ? err : errno));
+        return;
+    }
+    char port[16];
+    int pl = snprintf(port, sizeof(port), "%d", server.cluster->myself->port);
+    sds hs = sdscatprintf(sdsempty(),
+                          "*3\r\n$8\r\nREPLCONF\r\n$7\r\nnode-id\r\n$40\r\n%s\r\n"
+                          "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$%d\r\n%s\r\n"
+                          "*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n",
+                          server.cluster->myself->id, pl, port);
+    ssize_t w = write(fd, hs, sdslen(hs));
+    int ok = w == (ssize_t)sdslen(hs);
+    sdsfree(hs);
+    if (!ok) {
+        linkClose("cannot send the handshake");
+        return;
+    }
+    repl.state = LINK_HANDSHAKE;
+    repl.state_since_ms = mstime();
+    aeCreateFileEvent(server.el, fd, AE_READABLE, linkReadHandler, NULL);
+}
+
+static void linkConnect(void) {
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)repl.port);
+    if (inet_pton(AF_INET, repl.host, &sa.sin_addr) != 1) {
+        serverLog(LL_WARNING, "Replication: primary address %s is not an IPv4 address", repl.host);
+        return;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd == -1) return;
+    anetEnableTcpNoDelay(NULL, fd);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == -1 && errno != EINPROGRESS) {
+        close(fd);
+        return;
+    }
+    repl.fd = fd;
+    repl.state = LINK_CONNECTING;
+    repl.state_since_ms = mstime();
+    repl.last_io_ms = mstime();
+    if (aeCreateFileEvent(server.el, fd, AE_WRITABLE, linkConnected, NULL) == AE_ERR) linkClose("event loop full");
+}
+
+/* ---- roles --------------------------------------------------------------- */
+
+static void event(const char *name, const char *fmt, const char *a, const char *b) {
+    char what[256];
+    snprintf(what, sizeof(what), fmt, a, b);
+    notifyStoreNodeEvent(name, what);
+}
+
+void replClusterChanged(void) {
+    clusterState *cs = server.cluster;
+    if (!cs) return;
+    clusterNode *me = cs->myself;
+    if (clusterNodeIsReplica(me)) {
+        replOn = 0;
+        if (!repl.was_replica) {
+            /* Demoted (or started as a replica): whatever this node holds
+             * may contain writes its successor never saw; it goes before
+             * anything is served, and a full sync brings the primary's. */
+            repl.was_replica = 1;
+            dropLinks();
+            dropHeld();
+            dirtyClear();
+            if (repl.buf) sdsclear(repl.buf);
+            repl.flush_pending = 1;
+            repl.pause_until = 0;
+            serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s (its etcd record says so): "
+                      "its data is discarded and a full sync follows", me->primary);
+            event("role", "role=replica primary=%s%s", me->primary, "");
+        }
+        clusterNode *p = clusterMyPrimary();
+        /* After a failover that did not rewrite our record, our primary
+         * may itself be a replica now: follow its primary. */
+        if (p && clusterNodeIsReplica(p) && p->primary[0] && strcmp(p->primary, me->id)) {
+            clusterNode *pp = dictFetchValue(cs->nodes, p->primary);
+            if (pp) p = pp;
+        }
+        if (p && (strcmp(p->id, repl.primary_id) || strcmp(p->ip, repl.host) || p->port != repl.port)) {
+            if (repl.primary_id[0]) linkClose("the primary changed");
+            snprintf(repl.primary_id, sizeof(repl.primary_id), "%s", p->id);
+            snprintf(repl.host, sizeof(repl.host), "%s", p->ip);
+            repl.port = p->port;
+            repl.next_try_ms = 0;
+            repl.link_down_since = 0;
+        }
+        return;
+    }
+    if (repl.was_replica) {
+        repl.was_replica = 0;
+        linkClose(NULL);
+        repl.primary_id[0] = '\0';
+        /* A new history: offsets go on from what was applied. */
+        repl.offset = repl.applied;
+        getRandomHexChars(repl.replid, CLUSTER_NAMELEN);
+        repl.replid[CLUSTER_NAMELEN] = '\0';
+        serverLog(LL_NOTICE, "Replication: this node is a primary now (config epoch %lld, %d slot ranges)",
+                  me->config_epoch, me->nranges);
+        event("role", "role=primary%s%s", "", "");
+    }
+    /* A primary tracks changes while any replica names it. */
+    int any = repl.nlinks > 0;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while (!any && (de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        any = clusterNodeIsReplica(n) && !strcmp(n->primary, me->id);
+    }
+    dictReleaseIterator(it);
+    if (!any && replOn) dirtyClear();
+    replOn = any;
+    if (repl.nheld) checkHeld(); /* a replica that left may have been all a write waited for */
+}
+
+/* May this replica take its primary's place? It synced with it, and lost
+ * the link recently enough that its data is worth serving. */
+static int eligible(void) {
+    if (strcmp(repl.synced_with, repl.primary_id)) return 0;
+    if (repl.state == LINK_STREAM) return 1;
+    return repl.link_down_since &&
+           mstime() - repl.link_down_since <= REPL_VALIDITY_FACTOR * server.cluster_node_timeout;
+}
+
+/* Which replica goes first. Each eligible replica of the dead primary posts
+ * its offset under repl/<id> in etcd (with its lease, so a dead one's goes
+ * too), waits a moment, and reads its siblings': the one with the highest
+ * offset (then the lowest id) sends the promotion; the others wait a node
+ * timeout for it before trying themselves. The transaction still decides
+ * who wins; the ranking only makes the winner the one that lost least. */
+#define RANK_WAIT_MS 300
+
+static struct {
+    int phase;                          /* 0 none, 1 posted, 2 reading, 3 deferred */
+    long long deadline;
+    char primary[CLUSTER_NAMELEN + 1];
+    long long epoch;
+} rank;
+
+static sds rankKey(const char *id) {
+    return sdscatprintf(sdsdup(server.cluster->prefix), "repl/%s", id);
+}
+
+static void rankPosted(const etcdResult *r, void *privdata) {
+    (void)r, (void)privdata; /* best effort: the ranking is an optimisation */
+}
+
+static void promoteNow(clusterNode *p, const char *why) {
+    repl.promoting = 1;
+    repl.last_failover_ms = mstime();
+    serverLog(LL_WARNING, "Replication: primary %s's etcd lease expired (no renewal for cluster-node-timeout); "
+              "this replica (offset %lld) tries to take its slots: %s", p->id, repl.applied, why);
+    clusterPromoteMyself(NULL, "auto");
+}
+
+static void rankRead(const etcdResult *r, void *privdata) {
+    (void)privdata;
+    clusterState *cs = server.cluster;
+    clusterNode *p = clusterMyPrimary();
+    if (rank.phase != 2 || !p || strcmp(p->id, rank.primary)) return;
+    if (!r->ok) {
+        rank.phase = 1;
+        rank.deadline = mstime() + RANK_WAIT_MS;
+        return;
+    }
+    const char *best = cs->myself->id;
+    long long best_off = repl.applied;
+    size_t pl = sdslen(cs->prefix) + 5;
+    for (int i = 0; i < r->nkvs; i++) {
+        const etcdKV *kv = &r->kvs[i];
+        if (sdslen(kv->key) != pl + CLUSTER_NAMELEN || !kv->value) continue;
+        char id[CLUSTER_NAMELEN + 1], prim[CLUSTER_NAMELEN + 1];
+        long long epoch, off;
+        memcpy(id, kv->key + pl, CLUSTER_NAMELEN);
+        id[CLUSTER_NAMELEN] = '\0';
+        if (sscanf(kv->value, "%40s %lld %lld", prim, &epoch, &off) != 3) continue;
+        clusterNode *n = clusterLookupNode(id, CLUSTER_NAMELEN);
+        if (!n || !n->alive || strcmp(prim, rank.primary) || epoch != rank.epoch || !strcmp(id, cs->myself->id))
+            continue;
+        if (off > best_off || (off == best_off && strcmp(n->id, best) < 0)) {
+            best = n->id;
+            best_off = off;
+        }
+    }
+    if (best == cs->myself->id) {
+        promoteNow(p, "it has the highest offset among the replicas that posted theirs");
+        return;
+    }
+    serverLog(LL_NOTICE, "Replication: replica %s has a higher offset (%lld > %lld): leaving the failover to it "
+              "for cluster-node-timeout", best, best_off, repl.applied);
+    rank.phase = 3;
+    rank.deadline = mstime() + server.cluster_node_timeout;
+}
+
+static void maybeFailover(void) {
+    clusterState *cs = server.cluster;
+    clusterNode *p = clusterMyPrimary();
+    if (!p || p->alive || clusterNodeIsReplica(p)) {
+        rank.phase = 0;
+        return;
+    }
+    if (repl.promoting || !cs->synced || cs->etcd_down_since) return;
+    if (!eligible()) {
+        static long long lastlog;
+        if (mstime() - lastlog > 5000) {
+            lastlog = mstime();
+            serverLog(LL_WARNING, "Replication: primary %s is down but this replica may not take over: %s",
+                      p->id, strcmp(repl.synced_with, p->id) ? "it has not completed a sync with it"
+                                                             : "its data is too old (link down too long)");
+        }
+        return;
+    }
+    long long now = mstime();
+    int siblings = 0;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        siblings += n != cs->myself && n->alive && clusterNodeIsReplica(n) && !strcmp(n->primary, p->id);
+    }
+    dictReleaseIterator(it);
+    if (siblings == 0) {
+        promoteNow(p, "it is its only live replica");
+        return;
+    }
+    if (rank.phase == 0 || strcmp(rank.primary, p->id) || rank.epoch != p->config_epoch) {
+        snprintf(rank.primary, sizeof(rank.primary), "%s", p->id);
+        rank.epoch = p->config_epoch;
+        sds key = rankKey(cs->myself->id);
+        sds val = sdscatprintf(sdsempty(), "%s %lld %lld", p->id, p->config_epoch, repl.applied);
+        etcdPut(cs->etcd, key, sdslen(key), val, sdslen(val), cs->lease_id, rankPosted, NULL);
+        sdsfree(key);
+        sdsfree(val);
+        rank.phase = 1;
+        rank.deadline = now + RANK_WAIT_MS;
+        return;
+    }
+    if (rank.phase == 1 && now >= rank.deadline) {
+        sds start = sdscatprintf(sdsdup(cs->prefix), "repl/");
+        sds end = etcdPrefixEnd(start, sdslen(start));
+        rank.phase = 2;
+        etcdRange(cs->etcd, start, sdslen(start), end, sdslen(end), rankRead, NULL);
+        sdsfree(start);
+        sdsfree(end);
+    } else if (rank.phase == 3 && now >= rank.deadline) {
+        promoteNow(p, "the replica with a higher offset did not take over");
+    }
+}
+
+void replFailoverDone(const char *kind, const char *old_primary, int automatic, const char *err) {
+    char ms[32];
+    repl.promoting = 0;
+    rank.phase = 0;
+    if (!strcasecmp(kind, "handover")) {
+        repl.handover_inflight = 0;
+        repl.pause_until = 0;
+        repl.handover_to[0] = '\0';
+    }
+    if (err && err[0]) {
+        serverLog(LL_WARNING, "Replication: %s failover (%s) did not happen: %s", automatic ? "automatic" : "manual",
+                  kind, err);
+        return;
+    }
+    repl.failovers++;
+    snprintf(ms, sizeof(ms), "%lld", repl.last_failover_ms ? mstime() - repl.last_failover_ms : 0LL);
+    if (!strcasecmp(kind, "promote")) {
+        serverLog(LL_WARNING, "Replication: %s failover done: this node took the slots of %s (%s ms after "
+                  "deciding), config epoch %lld", automatic ? "automatic" : "forced", old_primary, ms,
+                  server.cluster->myself->config_epoch);
+        event("failover", "old=%s took_ms=%s", old_primary, ms);
+    } else {
+        serverLog(LL_NOTICE, "Replication: planned failover done: slots handed to %s; this node is its replica now",
+                  server.cluster->myself->primary);
+        event("failover", "handed_to=%s%s", server.cluster->myself->primary, "");
+    }
+}
+
+void replFailoverCommand(client *c) {
+    clusterState *cs = server.cluster;
+    int force = 0, takeover = 0;
+    if (c->argc == 3) {
+        if (!strcasecmp(c->argv[2], "force")) force = 1;
+        else if (!strcasecmp(c->argv[2], "takeover")) takeover = 1;
+        else {
+            addReplyError(c, "ERR syntax error");
+            return;
+        }
+    } else if (c->argc > 3) {
+        addReplyError(c, "ERR syntax error");
+        return;
+    }
+    clusterNode *p = clusterMyPrimary();
+    if (!clusterNodeIsReplica(cs->myself)) {
+        addReplyError(c, "ERR You should send CLUSTER FAILOVER to a replica");
+        return;
+    }
+    if (!p) {
+        addReplyError(c, "ERR I'm a replica but my master is unknown to me");
+        return;
+    }
+    if (force || takeover) {
+        repl.last_failover_ms = mstime();
+        serverLog(LL_WARNING, "Replication: CLUSTER FAILOVER %s: taking the slots of %s without its agreement",
+                  force ? "FORCE" : "TAKEOVER", p->id);
+        repl.promoting = 1;
+        clusterPromoteMyself(c, "force"); /* replies when etcd committed */
+        return;
+    }
+    if (repl.state != LINK_STREAM || (p->flags & CNODE_FAIL)) {
+        addReplyError(c, "ERR Master is down or failed, please use CLUSTER FAILOVER FORCE");
+        return;
+    }
+    static const char msg[] = "*2\r\n$8\r\nREPLCONF\r\n$8\r\nFAILOVER\r\n";
+    if (write(repl.fd, msg, sizeof(msg) - 1) != (ssize_t)sizeof(msg) - 1) {
+        addReplyError(c, "ERR cannot reach the primary over the replication link");
+        return;
+    }
+    repl.last_failover_ms = mstime();
+    serverLog(LL_NOTICE, "Replication: CLUSTER FAILOVER: asked primary %s for a planned failover", p->id);
+    addReplyOk(c);
+}
+
+void replCron(void) {
+    clusterState *cs = server.cluster;
+    if (!cs) return;
+    long long now = mstime();
+    if (clusterNodeIsReplica(cs->myself) && repl.primary_id[0]) {
+        long long timeout = server.cluster_node_timeout;
+        if (repl.state == LINK_NONE && now >= repl.next_try_ms && !repl.promoting) {
+            repl.next_try_ms = now + 500;
+            linkConnect();
+        } else if ((repl.state == LINK_CONNECTING || repl.state == LINK_HANDSHAKE) &&
+                   now - repl.state_since_ms > timeout) {
+            linkClose("no answer within cluster-node-timeout");
+        } else if (repl.state == LINK_STREAM && now - repl.last_ack_ms >= 1000) {
+            sendAck();
+        }
+        maybeFailover();
+    }
+    if (repl.nheld) checkHeld();
+    if (repl.debug_hold_until && now >= repl.debug_hold_until) {
+        repl.debug_hold_until = 0;
+        for (int i = 0; i < repl.nlinks; i++) {
+            repl.links[i]->flags &= ~CLIENT_REPL_WAIT;
+            clientQueueWrite(repl.links[i]);
+        }
+    }
+    /* A planned failover: once the replica has everything, hand over. */
+    if (repl.pause_until) {
+        if (now > repl.pause_until) {
+            serverLog(LL_WARNING, "Replication: planned failover to %s timed out; writes resume", repl.handover_to);
+            repl.pause_until = 0;
+            repl.handover_to[0] = '\0';
+        } else if (!repl.handover_inflight) {
+            for (int i = 0; i < repl.nlinks; i++) {
+                replicaLink *l = repl.links[i]->repl;
+                if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && repl.ndirty == 0 &&
+                    (!repl.buf || sdslen(repl.buf) == 0)) {
+                    repl.handover_inflight = 1;
+                    serverLog(LL_NOTICE, "Replication: replica %s has offset %lld: handing over the slots",
+                              l->node_id, l->ack);
+                    clusterHandOver(l->node_id);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+const char *replWriteRefusal(client *c) {
+    if (!server.cluster) return NULL;
+    if (c->repl) return NULL;
+    if (clusterNodeIsReplica(server.cluster->myself)) return "-READONLY You can't write against a read only replica.";
+    if (repl.pause_until) return "-TRYAGAIN a planned failover is in progress: writes are paused";
+    return clusterWriteFence();
+}
+
+/* ---- INFO ---------------------------------------------------------------- */
+
+sds replInfo(sds s) {
+    clusterState *cs = server.cluster;
+    int replica = cs && clusterNodeIsReplica(cs->myself);
+    long long now = mstime();
+    if (replica) {
+        s = sdscatprintf(s,
+                         "role:slave\r\n"
+                         "master_host:%s\r\n"
+                         "master_port:%d\r\n"
+                         "master_node_id:%s\r\n"
+                         "master_link_status:%s\r\n"
+                         "master_link_state:%s\r\n"
+                         "master_last_io_seconds_ago:%lld\r\n"
+                         "master_sync_in_progress:%d\r\n"
+                         "slave_read_repl_offset:%lld\r\n"
+                         "slave_repl_offset:%lld\r\n"
+                         "master_link_down_since_seconds:%lld\r\n"
+                         "slave_read_only:1\r\n"
+                         "replica_announced:1\r\n"
+                         "full_syncs_done:%lld\r\n"
+                         "records_applied:%lld\r\n"
+                         "failover_eligible:%d\r\n",
+                         repl.host, repl.port, repl.primary_id, repl.state == LINK_STREAM ? "up" : "down",
+                         linkStateName[repl.state], repl.last_io_ms ? (now - repl.last_io_ms) / 1000 : -1,
+                         repl.state == LINK_SNAPSHOT || repl.state == LINK_HANDSHAKE, repl.applied, repl.applied,
+                         repl.state == LINK_STREAM ? 0 : (now - repl.state_since_ms) / 1000, repl.full_syncs_done,
+                         repl.records_applied, repl.primary_id[0] && eligible());
+    } else {
+        s = sdscatprintf(s, "role:master\r\nconnected_slaves:%d\r\n", repl.nlinks);
+        for (int i = 0; i < repl.nlinks; i++) {
+            client *c = repl.links[i];
+            replicaLink *l = c->repl;
+            char ip[NET_ADDR_STR_LEN];
+            snprintf(ip, sizeof(ip), "%s", c->addr);
+            char *colon = strrchr(ip, ':');
+            if (colon) *colon = '\0';
+            s = sdscatprintf(s, "slave%d:ip=%s,port=%d,state=%s,offset=%lld,lag=%lld,node_id=%s\r\n", i, ip, l->port,
+                             l->online ? "online" : "wait_bgsave", l->ack < 0 ? 0 : l->ack,
+                             l->ack_ms ? (now - l->ack_ms) / 1000 : -1, l->node_id);
+        }
+    }
+    return sdscatprintf(s,
+                        "master_failover_state:%s\r\n"
+                        "master_replid:%s\r\n"
+                        "master_replid2:0000000000000000000000000000000000000000\r\n"
+                        "master_repl_offset:%lld\r\n"
+                        "second_repl_offset:-1\r\n"
+                        "repl_backlog_active:0\r\n"
+                        "repl_backlog_size:0\r\n"
+                        "repl_backlog_first_byte_offset:0\r\n"
+                        "repl_backlog_histlen:0\r\n"
+                        "repl_replica_ack:%d\r\n"
+                        "repl_ack_waiting_clients:%zu\r\n"
+                        "repl_ack_held_writes:%lld\r\n"
+                        "repl_ack_timeouts:%lld\r\n"
+                        "repl_full_syncs_served:%lld\r\n"
+                        "repl_failovers:%lld\r\n"
+                        "repl_write_fenced:%d\r\n",
+                        repl.pause_until ? "waiting-for-sync" : repl.promoting ? "failover-in-progress" : "no-failover",
+                        repl.replid[0] ? repl.replid : server.runid, replOffset(), server.cluster_replica_ack,
+                        repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.failovers,
+                        cs && clusterWriteFence() != NULL);
+}

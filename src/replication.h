@@ -1,0 +1,33 @@
+/* replication.h -- a primary's records streamed to its replicas in cluster
+ * mode, acknowledged writes (cluster-replica-ack) and failover's data side.
+ * See replication.c for the design. */
+#ifndef REPLICATION_H
+#define REPLICATION_H
+
+#include "sds.h"
+
+struct client;
+
+/* Non-zero on a primary that has (or may get) replicas: the key hooks cost
+ * one load when it is off. */
+extern int replOn;
+
+void replKeyChanged(sds key);  /* a key's state changed (multi.h's signal) */
+void replFlushedAll(void);     /* every key went */
+void replBeforeSleep(void);    /* records to the replicas; held replies released */
+void replCron(void);           /* the replica's link, acks, timeouts, failover */
+void replClusterChanged(void); /* the topology was rebuilt: my role may differ */
+void replClientGone(struct client *c);
+int replClientHeld(struct client *c); /* its replies wait for replicas' acks */
+/* NULL, or why a write must be refused here: a replica (READONLY), a fenced
+ * primary, or a planned failover pausing writes. */
+const char *replWriteRefusal(struct client *c);
+long long replOffset(void);
+sds replInfo(sds s);           /* INFO replication */
+void replFailoverDone(const char *kind, const char *old_primary, int automatic, const char *err);
+
+void psyncCommand(struct client *c);
+void replconfCommand(struct client *c);
+void replFailoverCommand(struct client *c); /* CLUSTER FAILOVER */
+
+#endif

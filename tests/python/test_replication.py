@@ -1,0 +1,585 @@
+"""Replicas and failover in cluster mode (issue 28 item 3): each test starts
+its own etcd and nodes on free ports, so it may kill, freeze (SIGSTOP) and
+restart them. Failover times are printed (run with -s), not asserted: the
+assertions are about who serves what, and that nothing acknowledged is lost.
+Skipped without etcd (redis-cli for the redis-cli tests)."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from conftest import SERVER, child_env, free_port
+
+pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
+
+TIMEOUT_MS = 2000
+
+
+class RespError(Exception):
+    pass
+
+
+class Conn:
+    """A minimal RESP2 client: no dependency the test machine may lack."""
+
+    def __init__(self, port, timeout=5.0):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.f = self.s.makefile("rb")
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+    def send(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.s.sendall(b"".join(out))
+
+    def read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError("closed")
+        t, rest = line[:1], line[1:-2]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            raise RespError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        if t == b"=":  # verbatim (RESP3 only; not expected)
+            n = int(rest)
+            return self.f.read(n + 2)[4:-2]
+        raise RespError(f"unexpected reply {line!r}")
+
+    def __call__(self, *args):
+        self.send(*args)
+        return self.read()
+
+
+def call(port, *args, timeout=5.0):
+    c = Conn(port, timeout)
+    try:
+        return c(*args)
+    finally:
+        c.close()
+
+
+def wait_until(cond, timeout=30.0, what="condition"):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            if cond():
+                return
+        except (OSError, RespError, ConnectionError) as e:
+            last = e
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+def info(port, section="replication"):
+    text = call(port, "INFO", section).decode()
+    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l and not l.startswith("#"))
+
+
+class Etcd:
+    def __init__(self, d):
+        self.port, peer = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.path.join(d, "etcd.log"), "w")
+        self.args = ["etcd", "--name", "t", "--data-dir", os.path.join(d, "etcd"), "--listen-client-urls", self.url,
+             "--advertise-client-urls", self.url, "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}", "--initial-cluster",
+             f"t=http://127.0.0.1:{peer}"]
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
+
+        def healthy():
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"GET /health HTTP/1.0\r\n\r\n")
+                return b'"health":"true"' in s.recv(4096)
+        wait_until(healthy, 20, "etcd")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def restart(self):
+        """Killed and started again on the same ports and data."""
+        self.stop()
+        self.proc = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=child_env())
+
+
+class Node:
+    def __init__(self, d, etcd, name, *extra):
+        self.port = free_port()
+        self.dir = os.path.join(d, str(self.port))
+        os.makedirs(self.dir)
+        self.args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                     "--cluster-etcd-endpoints", etcd.url, "--cluster-name", name, "--cluster-node-timeout",
+                     str(TIMEOUT_MS), "--dir", self.dir, "--segment-size", "64mb", "--busy-poll-us", "0",
+                     "--logfile", os.path.join(self.dir, "node.log"), *extra]
+        self.proc = None
+        self.start()
+        self.id = call(self.port, "CLUSTER", "MYID").decode()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                     env=child_env())
+        wait_until(lambda: call(self.port, "PING") == "PONG", 20, f"node {self.port}")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def log(self):
+        with open(os.path.join(self.dir, "node.log")) as f:
+            return f.read()
+
+    def nodes(self):
+        out = call(self.port, "CLUSTER", "NODES")
+        return out.decode() if isinstance(out, bytes) else out
+
+
+@pytest.fixture
+def env():
+    d = tempfile.mkdtemp(prefix="pyrepl-")
+    etcd = Etcd(d)
+    nodes = []
+    name = f"repl-{os.getpid()}-{free_port()}"
+
+    def node(*extra):
+        n = Node(d, etcd, name, *extra)
+        nodes.append(n)
+        return n
+    try:
+        yield etcd, node
+    finally:
+        for n in nodes:
+            if n.proc and n.proc.poll() is None:
+                try:
+                    n.proc.send_signal(signal.SIGCONT)
+                except OSError:
+                    pass
+                n.kill()
+        if etcd.proc.poll() is None:
+            etcd.proc.send_signal(signal.SIGCONT)
+        etcd.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def link_up(port):
+    return info(port).get("master_link_status") == "up"
+
+
+def pair(node, *extra):
+    """A primary with every slot and one replica, synced."""
+    a, b = node(*extra), node(*extra)
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in b.nodes(), 10, "meet")
+    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    return a, b
+
+
+def first_ok_write(port, key, t0, limit=30.0):
+    """Seconds from t0 until a SET on port succeeds."""
+    deadline = time.time() + limit
+    while time.time() < deadline:
+        try:
+            if call(port, "SET", key, "1", timeout=1.0) == "OK":
+                return time.time() - t0
+        except (OSError, RespError, ConnectionError):
+            pass
+        time.sleep(0.01)
+    raise AssertionError("no write succeeded on the replica")
+
+
+def test_replicate_data_arrives_and_readonly(env):
+    _, node = env
+    a, b = node(), node()
+    big = os.urandom(1 << 20)
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert call(a.port, "SET", "before", "1") == "OK"
+    assert call(a.port, "SET", "big", big) == "OK"
+    assert call(a.port, "SET", "ttl", "x", "EX", 1000) == "OK"
+    # a node in another group is unknown; a node holding slots or keys cannot become a replica
+    with pytest.raises(RespError, match="Unknown node"):
+        call(b.port, "CLUSTER", "REPLICATE", a.id)
+    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in b.nodes() and b.id in a.nodes(), 10, "meet")
+    with pytest.raises(RespError, match="must be empty"):
+        call(a.port, "CLUSTER", "REPLICATE", b.id)
+    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: " slave " in a.nodes(), 10, "the replica's record")
+    with pytest.raises(RespError, match="only replicate a master"):
+        call(a.port, "CLUSTER", "REPLICATE", b.id)
+    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    assert call(a.port, "SET", "after", "2") == "OK"
+    assert call(a.port, "DEL", "before") == 1
+    # a replica owns no slots and says so as Redis does
+    line = [l for l in a.nodes().splitlines() if l.startswith(b.id)][0].split()
+    assert line[2] == "slave" and line[3] == a.id and len(line) == 8
+    reps = call(a.port, "CLUSTER", "REPLICAS", a.id)
+    assert len(reps) == 1 and reps[0].decode().startswith(b.id)
+    slots = call(a.port, "CLUSTER", "SLOTS")
+    assert [r[3][1] for r in slots] == [b.port] and slots[0][2][1] == a.port
+    with pytest.raises(RespError, match="not a master"):
+        call(a.port, "CLUSTER", "REPLICAS", b.id)
+    r = Conn(b.port)
+    try:
+        # without READONLY: MOVED to the primary, as Redis
+        with pytest.raises(RespError, match=f"MOVED .* 127.0.0.1:{a.port}"):
+            r("GET", "after")
+        assert r("READONLY") == "OK"
+        wait_until(lambda: r("GET", "after") == b"2", 10, "write to arrive")
+        assert r("GET", "before") is None
+        assert r("GET", "big") == big
+        assert 0 < r("TTL", "ttl") <= 1000
+        with pytest.raises(RespError, match="MOVED"):
+            r("SET", "after", "3")               # writes go to the primary even after READONLY
+        with pytest.raises(RespError, match="READONLY"):
+            r("FLUSHALL")
+    finally:
+        r.close()
+    i = info(a.port)
+    assert i["connected_slaves"] == "1" and "state=online" in i["slave0"]
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "offsets")
+
+
+def test_store_objects_replicate_with_metadata(env):
+    mooncake = pytest.importorskip("mooncake")
+    _, node = env
+    a, b = pair(node)
+    v = os.urandom(3 << 20)
+    with mooncake.connect(f"127.0.0.1:{a.port}") as s:
+        s.put("obj", v)
+        assert call(a.port, "PIN", "obj") in ("OK", 1)
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("GET", "obj") == v
+        mine, theirs = dict(zip(*[iter(call(a.port, "OBJECT.INFO", "obj"))] * 2)), \
+            dict(zip(*[iter(r("OBJECT.INFO", "obj"))] * 2))
+        for f in (b"size", b"created", b"pin", b"checksum", b"state"):
+            assert mine[f] == theirs[f], f
+    finally:
+        r.close()
+
+
+def test_kill9_failover_and_old_primary_rejoins(env):
+    _, node = env
+    a, b = pair(node)
+    for i in range(200):
+        assert call(a.port, "SET", f"k{i}", f"v{i}") == "OK"
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
+    t0 = time.time()
+    a.kill()
+    took = first_ok_write(b.port, "first-after", t0)
+    print(f"\nfailover after kill -9 (node timeout {TIMEOUT_MS} ms): {took:.2f} s to the first write on the replica")
+    assert call(b.port, "GET", "k199") == b"v199"
+    assert "myself,master" in b.nodes() and "took the slots" in b.log()
+    # the old primary comes back as a replica of the new one, with its data
+    call(b.port, "SET", "k0", "new")
+    a.start()
+    wait_until(lambda: link_up(a.port), 20, "old primary resyncs as a replica")
+    line = [l for l in b.nodes().splitlines() if l.startswith(a.id)][0].split()
+    assert line[2] == "slave" and line[3] == b.id
+    r = Conn(a.port)
+    try:
+        r("READONLY")
+        assert r("GET", "k0") == b"new" and r("GET", "first-after") == b"1"
+    finally:
+        r.close()
+    assert "its data is discarded" in a.log()
+
+
+def test_two_replicas_one_winner_the_other_follows(env):
+    _, node = env
+    a, b = pair(node)
+    c = node()
+    assert call(c.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in c.nodes(), 10, "meet")
+    assert call(c.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(c.port), 20, "second replica")
+    for i in range(50):
+        call(a.port, "SET", f"t{i}", i)
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(c.port)["slave_repl_offset"]
+               == info(a.port)["master_repl_offset"], 10, "both synced")
+    a.kill()
+    wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
+    win, other = (b, c) if "myself,master" in b.nodes() else (c, b)
+    assert "myself,master" not in other.nodes()
+    wait_until(lambda: link_up(other.port) and info(other.port)["master_node_id"] == win.id, 20, "the follower")
+    line = [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()
+    assert line[2] == "slave" and line[3] == win.id
+    assert call(win.port, "SET", "t0", "new") == "OK"
+    r = Conn(other.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "t0") == b"new" and r("GET", "t49") == b"49", 10, "the follower's data")
+    finally:
+        r.close()
+
+
+def test_the_replica_with_the_highest_offset_wins(env):
+    _, node = env
+    a, b = pair(node)
+    c = node()
+    assert call(c.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in c.nodes(), 10, "meet")
+    assert call(c.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(c.port), 20, "second replica")
+    for behind, ahead in ((c, b), (b, c)):    # each way round, so a coin toss cannot pass it
+        assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, behind.id) == "OK"
+        for i in range(30):
+            call(a.port, "SET", f"r{i}", ahead.id)
+        wait_until(lambda: info(ahead.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
+        a.kill()
+        wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
+        assert "myself,master" in ahead.nodes(), "the replica that had more did not win"
+        assert call(ahead.port, "GET", "r29") == ahead.id.encode()
+        # the old primary comes back as a replica; make it the primary again for the second round
+        a.start()
+        wait_until(lambda: link_up(a.port) and link_up(behind.port), 30, "both following the winner")
+        assert call(a.port, "CLUSTER", "FAILOVER") == "OK"
+        wait_until(lambda: "myself,master" in a.nodes() and link_up(b.port) and link_up(c.port), 30,
+                   "the first primary back")
+
+
+def test_sigstop_primary_is_fenced_and_replaced(env):
+    _, node = env
+    a, b = pair(node)
+    assert call(a.port, "SET", "x", "1") == "OK"
+    stale = Conn(a.port, timeout=30)
+    t0 = time.time()
+    a.proc.send_signal(signal.SIGSTOP)
+    stale.send("SET", "stale", "1")           # sits in the frozen primary's socket
+    took = first_ok_write(b.port, "first-after", t0)
+    print(f"\nfailover after SIGSTOP: {took:.2f} s to the first write on the replica")
+    a.proc.send_signal(signal.SIGCONT)
+    # the write the frozen primary finds when it wakes is refused (fenced or moved), never applied
+    with pytest.raises(RespError, match="CLUSTERDOWN|MOVED"):
+        stale.read()
+    stale.close()
+    wait_until(lambda: link_up(a.port), 20, "old primary resyncs as a replica")
+    assert call(b.port, "GET", "stale") is None
+    r = Conn(a.port)
+    try:
+        r("READONLY")
+        assert r("GET", "stale") is None and r("GET", "x") == b"1"
+    finally:
+        r.close()
+
+
+def test_fencing_when_etcd_is_unreachable(env):
+    etcd, node = env
+    a, b = pair(node)
+    assert call(a.port, "SET", "x", "1") == "OK"
+    t0 = time.time()
+    etcd.proc.send_signal(signal.SIGSTOP)
+    try:
+        refused = []
+
+        def fenced():
+            try:
+                call(a.port, "SET", "x", "2", timeout=1.0)
+                return False
+            except RespError as e:
+                refused.append(str(e))
+                return "fencing" in str(e)
+        wait_until(fenced, 20, "the primary to refuse writes")
+        print(f"\nprimary cut off from etcd refused writes after {time.time() - t0:.2f} s "
+              f"(lease TTL {TIMEOUT_MS / 1000:.0f} s)")
+        assert info(a.port)["repl_write_fenced"] == "1"
+        assert call(a.port, "GET", "x") in (b"1", b"2")     # reads still served
+    finally:
+        etcd.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: call(a.port, "SET", "x", "3") == "OK", 30, "writes to resume")
+
+
+def test_etcd_restarted_under_a_replicated_pair(env):
+    etcd, node = env
+    a, b = pair(node)
+    assert call(a.port, "SET", "x", "1") == "OK"
+    etcd.restart()
+    # writes resume on the primary (fenced meanwhile if the restart outlasted 2/3 of the TTL),
+    # the replica keeps streaming, and nobody was promoted
+    wait_until(lambda: call(a.port, "SET", "x", "2") == "OK", 30, "writes to resume")
+    wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 20, "stream")
+    assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("GET", "x") == b"2"
+    finally:
+        r.close()
+
+
+def test_a_replica_far_behind_is_dropped_and_syncs_again(env):
+    _, node = env
+    a, b = pair(node)
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 120000) == "OK"
+    for i in range(40):                       # 320 MiB of records queued for a stalled replica
+        assert call(a.port, "SET", "big", bytes([i]) * (8 << 20)) == "OK"
+    wait_until(lambda: "dropping its link" in a.log(), 10, "the link to be dropped")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
+    wait_until(lambda: link_up(b.port) and info(a.port)["connected_slaves"] == "1", 20, "a new sync")
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "big") == bytes([39]) * (8 << 20), 20, "the last value")
+    finally:
+        r.close()
+
+
+def test_replica_ack_no_acknowledged_write_lost(env):
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    keys = [f"h{i}" for i in range(20)]
+    acked = {k: -1 for k in keys}
+    stop = threading.Event()
+    errors = []
+
+    def writer(ks):
+        conns = {}
+        n = 0
+        while not stop.is_set():
+            n += 1
+            for k in ks:
+                for port in (a.port, b.port):
+                    try:
+                        c = conns.get(port) or conns.setdefault(port, Conn(port, timeout=5))
+                        if c("SET", k, str(n)) == "OK":
+                            acked[k] = n
+                            break
+                    except RespError:
+                        continue                   # MOVED / CLUSTERDOWN / READONLY: not acknowledged
+                    except (OSError, ConnectionError):
+                        conns.pop(port, None)      # not acknowledged either
+                        continue
+        for c in conns.values():
+            c.close()
+    ts = [threading.Thread(target=writer, args=(keys[i::4],)) for i in range(4)]
+    for t in ts:
+        t.start()
+    try:
+        wait_until(lambda: min(acked.values()) >= 20, 30, "writes under load")
+        assert int(info(a.port)["repl_ack_held_writes"]) > 0
+        # the stream stalls (as on a slow link) while writes go on, then the primary dies:
+        # what it acknowledged meanwhile would be lost if acknowledging did not wait
+        assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000) == "OK"
+        time.sleep(0.5)
+        t0 = time.time()
+        a.kill()                                   # mid-load
+    finally:
+        stop.set()
+        for t in ts:
+            t.join()
+    # what was acknowledged before the primary died is what the new primary must hold
+    wait_until(lambda: "myself,master" in b.nodes(), 30, "promotion")
+    print(f"\nfailover with cluster-replica-ack yes under load: {time.time() - t0:.2f} s")
+    for k in keys:
+        got = call(b.port, "GET", k)
+        assert got is not None and int(got) >= acked[k], f"{k}: acknowledged {acked[k]}, found {got}"
+    assert call(b.port, "SET", keys[0], "after") == "OK"   # its replica is dead: no wait
+
+
+def test_replica_ack_held_write_not_acknowledged_by_a_demoted_primary(env):
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000) == "OK"
+    w = Conn(a.port, timeout=20)
+    try:
+        w.send("SET", "w", "1")                  # applied on the primary, its reply held: no replica has it
+        wait_until(lambda: info(a.port)["repl_ack_waiting_clients"] == "1", 10, "the held write")
+        assert call(b.port, "CLUSTER", "FAILOVER", "FORCE") == "OK"
+        # the demoted primary must not acknowledge it: the client's connection is closed instead
+        with pytest.raises((ConnectionError, OSError)):
+            w.read()
+    finally:
+        w.close()
+    assert call(b.port, "GET", "w") is None
+    assert "were not acknowledged" in a.log()
+
+
+def test_manual_failover(env):
+    _, node = env
+    a, b = pair(node)
+    for i in range(100):
+        call(a.port, "SET", f"m{i}", i)
+    with pytest.raises(RespError, match="to a replica"):
+        call(a.port, "CLUSTER", "FAILOVER")
+    assert call(b.port, "CLUSTER", "FAILOVER") == "OK"
+    wait_until(lambda: "myself,master" in b.nodes() and link_up(a.port), 20, "planned failover")
+    assert call(b.port, "GET", "m99") == b"99"
+    ea = [l for l in b.nodes().splitlines() if "myself" in l][0].split()[6]
+    # and back, with TAKEOVER (no agreement from the primary); the promoted node announces it
+    assert call(a.port, "CONFIG", "SET", "notify-keyspace-events", "S") == "OK"
+    sub = Conn(a.port, timeout=20)
+    try:
+        assert sub("SUBSCRIBE", "__store@0__:failover")[0] == b"subscribe"
+        assert call(a.port, "CLUSTER", "FAILOVER", "TAKEOVER") == "OK"
+        msg = sub.read()
+        assert msg[0] == b"message" and msg[1] == b"__store@0__:failover"
+        assert msg[2].decode().startswith(f"node={a.id} old={b.id} took_ms=")
+    finally:
+        sub.close()
+    wait_until(lambda: "myself,master" in a.nodes() and link_up(b.port), 20, "takeover")
+    eb = [l for l in a.nodes().splitlines() if "myself" in l][0].split()[6]
+    assert int(eb) > int(ea)
+    assert call(a.port, "GET", "m99") == b"99"
+    assert "planned failover done" in a.log() + b.log()
+
+
+@pytest.mark.skipif(not shutil.which("redis-cli"), reason="redis-cli is not installed")
+def test_redis_cli_create_with_replicas_and_add_node_slave(env):
+    _, node = env
+    ns = [node() for _ in range(6)]
+    r = subprocess.run(["redis-cli", "--cluster", "create", *[f"127.0.0.1:{n.port}" for n in ns],
+                        "--cluster-replicas", "1", "--cluster-yes"], capture_output=True, text=True, timeout=120,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+    def checked():
+        c = subprocess.run(["redis-cli", "--cluster", "check", f"127.0.0.1:{ns[0].port}"], capture_output=True,
+                           text=True, timeout=60, stdin=subprocess.DEVNULL)
+        return c.returncode == 0 and c.stdout.count("1 additional replica(s)") == 3
+    wait_until(checked, 60, "redis-cli --cluster check with replicas")
+    lines = ns[0].nodes().splitlines()
+    assert sum(" slave " in l or ",slave " in l for l in lines) == 3
+    extra = node()
+    r = subprocess.run(["redis-cli", "--cluster", "add-node", f"127.0.0.1:{extra.port}", f"127.0.0.1:{ns[0].port}",
+                        "--cluster-slave"], capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wait_until(lambda: link_up(extra.port), 30, "the added replica to sync")
+    assert info(extra.port)["role"] == "slave"
+    # and removed again: del-node resets it, a replica holding its primary's keys included
+    for i in range(60):
+        subprocess.run(["redis-cli", "-c", "-p", str(ns[0].port), "SET", f"d{i}", "v"], capture_output=True,
+                       timeout=30, stdin=subprocess.DEVNULL)
+    wait_until(lambda: call(extra.port, "DBSIZE") > 0, 10, "keys on the added replica")
+    r = subprocess.run(["redis-cli", "--cluster", "del-node", f"127.0.0.1:{ns[0].port}", extra.id],
+                       capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    wait_until(lambda: info(extra.port)["role"] == "master", 10, "the removed replica to be a primary")
+    assert extra.id not in ns[0].nodes()
+    assert call(extra.port, "DBSIZE") == 0
