@@ -137,6 +137,18 @@ int mcMapApplySlots(mcMap *m, const mcReply *r, char *err, size_t errlen) {
             goto bad;
         }
         for (long long s = start; s <= end; s++) slots[s] = (uint16_t)idx;
+        /* Its replicas: known nodes, never routed to, that a client whose
+         * primary died can ask for the map the failover made (the table's
+         * room permitting). */
+        for (size_t j = 3; j < e->elements; j++) {
+            const mcReply *rn = e->element[j];
+            long long rport;
+            if (rn->type != MCR_ARRAY || rn->elements < 2 || rn->element[0]->type != MCR_BULK ||
+                !slotInt(rn->element[1], 1, 65535, &rport))
+                continue;
+            const char *rid = rn->elements >= 3 && rn->element[2]->type == MCR_BULK ? rn->element[2]->str : NULL;
+            (void)mcMapNode(m, rid, rn->element[0]->str, (int)rport);
+        }
     }
     for (int i = 0; i < m->nnodes; i++) {
         m->nodes[i].primary = 0;
