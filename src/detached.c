@@ -190,6 +190,26 @@ void detachedLoadDone(void) {
     dictReleaseIterator(it);
 }
 
+/* The live entries of l lose their replica in l's segment; those left
+ * with none end. Returns how many ended. */
+static unsigned long forgetSegment(segList *l) {
+    unsigned long ended = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        detachedObj *e = l->v[i];
+        if (e->dead) continue;
+        int left = 0;
+        for (int r = 0; r < e->nreplicas; r++) {
+            if (e->segid[r] == l->id) e->segid[r] = 0;
+            left |= e->segid[r] != 0;
+        }
+        if (!left) {
+            ended++;
+            endEntry(e);
+        }
+    }
+    return ended;
+}
+
 typedef struct placeAt {
     uint64_t offset;
     detachedObj *e;
@@ -256,20 +276,7 @@ unsigned long detachedAttach(segment *s) {
         attached++;
     }
     zfree(order);
-    /* Entries left alive here (a conflict) may live on in another segment. */
-    for (size_t i = 0; i < l->n; i++) {
-        detachedObj *e = l->v[i];
-        if (e->dead) continue;
-        int left = 0;
-        for (int r = 0; r < e->nreplicas; r++) {
-            if (e->segid[r] == s->id) e->segid[r] = 0;
-            left |= e->segid[r] != 0;
-        }
-        if (!left) {
-            dst.lost++;
-            endEntry(e);
-        }
-    }
+    dst.lost += forgetSegment(l); /* a conflict's entry may live on in another segment */
     listDrop(l);
     dst.attached += attached;
     return attached;
@@ -278,20 +285,7 @@ unsigned long detachedAttach(segment *s) {
 void detachedSegmentGone(segment *s) {
     segList *l = listFor(s->id, 0);
     if (l == NULL) return;
-    unsigned long lost = 0;
-    for (size_t i = 0; i < l->n; i++) {
-        detachedObj *e = l->v[i];
-        if (e->dead) continue;
-        int left = 0;
-        for (int r = 0; r < e->nreplicas; r++) {
-            if (e->segid[r] == s->id) e->segid[r] = 0;
-            left |= e->segid[r] != 0;
-        }
-        if (!left) {
-            lost++;
-            endEntry(e);
-        }
-    }
+    unsigned long lost = forgetSegment(l);
     dst.lost += lost;
     if (lost)
         serverLog(LL_NOTICE, "Segment '%s' (id %llu) was never re-attached: %lu objects the log held there are gone",
