@@ -237,6 +237,7 @@ void clusterRebuild(void) {
     memset(cs->importing_from, 0, sizeof(cs->importing_from));
     cs->current_epoch = 0;
     cs->known = 0;
+    cs->my_replicas = 0;
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {
@@ -246,7 +247,10 @@ void clusterRebuild(void) {
         if (!clusterNodeInMyGroup(n)) continue;
         cs->known++;
         if (n->config_epoch > cs->current_epoch) cs->current_epoch = n->config_epoch;
-        if (clusterNodeIsReplica(n)) continue; /* a replica serves its primary's slots, owns none */
+        if (clusterNodeIsReplica(n)) { /* a replica serves its primary's slots, owns none */
+            if (!strcmp(n->primary, cs->myself->id)) cs->my_replicas++;
+            continue;
+        }
         /* Two records claiming one slot (a MEET of two clusters that both
          * assigned it): the higher config epoch wins, then the lower id,
          * so every node resolves it the same way. */

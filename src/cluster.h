@@ -55,6 +55,7 @@ typedef struct clusterState {
     int state_ok;
     int size;                        /* primaries serving at least one slot */
     int known;                       /* nodes in my group */
+    int my_replicas;                 /* nodes whose record names me as their primary (fencing) */
     long long current_epoch;
     long long slots_assigned, slots_ok, slots_fail;
     /* Keys by slot, for COUNTKEYSINSLOT/GETKEYSINSLOT and migration. */

@@ -452,10 +452,11 @@ int clusterSyncInit(char *err, size_t errlen) {
  * within 2/3 of the TTL of sending it stops writing while a third of the TTL
  * is left before any replica can see the lease gone and take the slots.
  * Checked with a fresh clock on every write, so a process resumed after a
- * SIGSTOP refuses at once. */
+ * SIGSTOP refuses at once. A primary without replicas has no one to race:
+ * it keeps serving its slots through an etcd outage, as it always did. */
 const char *clusterWriteFence(void) {
     clusterState *cs = server.cluster;
-    if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return NULL;
+    if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0 || cs->my_replicas == 0) return NULL;
     static int fenced;
     long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
     long long age = cs->lease_ok_sent_ms ? mstime() - cs->lease_ok_sent_ms : -1;
