@@ -471,6 +471,7 @@ void testDevice(void) {
                 mc_close(c);
             }
             if (rc == 0) tsStop(&s2);
+            tsCleanup(&s2); /* its directory too */
         }
     } else {
         printf("SKIP: device: counters and failure injection (MC_CUDA_LIBRARY is not the fake runtime)\n");

@@ -37,6 +37,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -393,6 +394,14 @@ static inline int tsStop(tsServer *s) {
     return -1;
 }
 
+static inline int tsRemoveEntry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+    (void)st;
+    (void)ftw;
+    if (type == FTW_DP) rmdir(path);
+    else unlink(path);
+    return 0; /* best effort: go on with the rest */
+}
+
 /* Kills a server that is still running and removes its directory. */
 static inline void tsCleanup(tsServer *s) {
     if (s->pid) {
@@ -402,17 +411,9 @@ static inline void tsCleanup(tsServer *s) {
         s->pid = 0;
     }
     if (!s->dir[0]) return;
-    DIR *d = opendir(s->dir);
-    if (d) {
-        char path[sizeof(s->dir) + 300];
-        for (struct dirent *e; (e = readdir(d)) != NULL;) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-            snprintf(path, sizeof(path), "%s/%s", s->dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(s->dir);
+    /* Whole, depth first: a server may have made directories of its own
+     * there (appenddirname). */
+    nftw(s->dir, tsRemoveEntry, 16, FTW_DEPTH | FTW_PHYS);
     s->dir[0] = '\0';
 }
 

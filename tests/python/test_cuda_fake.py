@@ -47,12 +47,17 @@ def userver():
     if not os.path.exists(FAKE):
         pytest.skip("build/tests/libfakecuda.so is not built (make -C src unit-tests)")
     from conftest import Server
+    import shutil
     import tempfile
-    sock = os.path.join(tempfile.mkdtemp(prefix="pytest-cuda-"), "mc.sock")
+    d = tempfile.mkdtemp(prefix="pytest-cuda-")
+    sock = os.path.join(d, "mc.sock")
     s = Server("--unixsocket", sock)
     s.unix = sock
-    yield s
-    s.stop()
+    try:
+        yield s
+    finally:
+        s.stop()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def test_cuda_available_is_the_librarys_answer(userver):
