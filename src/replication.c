@@ -371,6 +371,9 @@ void replconfCommand(client *c) {
     if (!strcasecmp(opt, "ack") && c->argc >= 3) {
         long long off;
         if (!c->repl || !string2ll(c->argv[2], sdslen(c->argv[2]), &off)) return; /* never a reply */
+        /* An ack past what was sent cannot be true: taken, it would
+         * acknowledge writes (cluster-replica-ack) the replica lacks. */
+        if (off > repl.offset) return;
         if (off > c->repl->ack) c->repl->ack = off;
         c->repl->ack_ms = server.mstime;
         if (repl.nheld) checkHeld();

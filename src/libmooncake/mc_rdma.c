@@ -64,8 +64,8 @@
  *
  * The descriptor parser, NIC ordering and striping plan are plain functions
  * compiled in every build so that tests/c/test_rdma.c checks them on
- * machines without RDMA hardware. Without MC_HAVE_RDMA the engine functions
- * are stubs that report MC_ERR_UNSUPPORTED. */
+ * machines without RDMA hardware. Built without MC_HAVE_RDMA (no verbs
+ * header) the engine's entry points answer MC_ERR_UNSUPPORTED, saying so. */
 
 #include "mc_rdma.h"
 #include "mooncake.h"
