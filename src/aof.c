@@ -3,7 +3,7 @@
  *
  * What is logged: the state of each key a command changed, not the command
  * (aofformat.c says why: placement, eviction and expiry are not
- * deterministic). The key hooks (aofKeyChanged, aofFlushedAll, called where
+ * deterministic). The key hooks (multi.h's list of changed keys, aofFlushedAll, called where
  * store.c tells WATCH that a key changed) put the key in a set; in
  * beforeSleep, before any reply of this loop iteration is written, each key
  * of the set is looked up once and its state appended: RESTORE with the
@@ -75,6 +75,7 @@
 #include "dict.h"
 #include "dump.h"
 #include "migrate.h"
+#include "multi.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -91,8 +92,7 @@ static struct {
     int dirfd;               /* appenddirname, opened once: CONFIG SET dir cannot move it */
     int fd;                  /* the increment being written */
     sds buf;                 /* records not yet written */
-    sds *dirty;              /* keys changed since the last beforeSleep (see aofKeyChanged) */
-    size_t ndirty, dirty_cap;
+    changedCursor changed;   /* how far this iteration's changed keys are in buf (multi.h) */
     aofManifest man;
     long long base_seq, incr_seq;
     long long base_size;     /* bytes at the last rewrite (or load): auto rewrite's yardstick */
@@ -119,37 +119,13 @@ static struct {
 } aof = {.dirfd = -1, .fd = -1, .child = -1, .last_rewrite_ok = 1, .last_write_ok = 1,
          .mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .fsync_fd = -1};
 
-static void dirtyClear(void) {
-    for (size_t i = 0; i < aof.ndirty; i++) sdsfree(aof.dirty[i]);
-    aof.ndirty = 0;
-}
-
 int aofLoading(void) { return aof.loading; }
 
 /* ---- the hooks ------------------------------------------------------------ */
 
-/* A list, not a set: a set's insert and its emptying every iteration cost
- * more than the rare duplicate, which is written twice with the same, current
- * state (correct, since each record is the key's state when written). The
- * common duplicate, one key changed by a pipeline in a row (INCR counter),
- * is caught by comparing with the last one. */
-void aofKeyChanged(sds key) {
-    if (!aofOn || aof.loading) return;
-    if (aof.ndirty && sdslen(aof.dirty[aof.ndirty - 1]) == sdslen(key) &&
-        memcmp(aof.dirty[aof.ndirty - 1], key, sdslen(key)) == 0)
-        return;
-    if (aof.ndirty == aof.dirty_cap) {
-        aof.dirty_cap = aof.dirty_cap ? aof.dirty_cap * 2 : 64;
-        aof.dirty = zrealloc(aof.dirty, aof.dirty_cap * sizeof(sds));
-    }
-    aof.dirty[aof.ndirty++] = sdsdup(key);
-}
-
 void aofFlushedAll(void) {
     if (!aofOn || aof.loading) return;
-    /* What changed before the flush is gone with it. */
-    dirtyClear();
-    aof.buf = aofCatFlushall(aof.buf);
+    aof.buf = aofCatFlushall(aof.buf); /* what changed before it went with it (signalFlushedDb) */
 }
 
 /* ---- records from the keyspace --------------------------------------------- */
@@ -439,14 +415,16 @@ static int flushBuf(void) {
 void aofBeforeSleep(void) {
     if (!aofOn) return;
     int failed = 0;
-    if (aof.ndirty) {
-        for (size_t i = 0; i < aof.ndirty; i++) {
+    size_t from, to;
+    sds *keys = changedKeysNext(&aof.changed, &from, &to);
+    {
+        for (size_t i = from; i < to; i++) {
             int seg_only = 0;
             valueRef r = {0};
             /* A large value goes from the pool to the file: what is before
              * it first, then it; its end starts the buffer anew. Only a
              * write that fails copies the rest of it into the buffer. */
-            aof.buf = catKeyState(aof.buf, aof.dirty[i], &seg_only, failed ? NULL : &r, 1);
+            aof.buf = catKeyState(aof.buf, keys[i], &seg_only, failed ? NULL : &r, 1);
             if (r.value) {
                 size_t done = 0;
                 failed = flushBuf() == -1 || logWrite(r.value, r.vlen, &done) == -1;
@@ -454,13 +432,6 @@ void aofBeforeSleep(void) {
             }
             aof.segment_objects_not_logged += (unsigned)seg_only;
             aof.records_written++;
-        }
-        dirtyClear();
-        /* A burst (a REMOVE.ALL) does not keep its list for good. */
-        if (aof.dirty_cap > 4096) {
-            zfree(aof.dirty);
-            aof.dirty = NULL;
-            aof.dirty_cap = 0;
         }
     }
     if (!failed) {
@@ -958,7 +929,6 @@ int aofApplyConfig(const char **err) {
             rewriteDone(0);
         }
         switchFd(-1);
-        dirtyClear();
     }
     return C_OK;
 }

@@ -14,9 +14,6 @@ enum { AOF_FSYNC_NO = 0, AOF_FSYNC_ALWAYS, AOF_FSYNC_EVERYSEC };
 extern int aofOn;
 extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work */
 
-/* A key changed (written, deleted, its TTL or pin changed): its state goes
- * into the log before the replies of this loop iteration go out. */
-void aofKeyChanged(sds key);
 /* Appends key's state as one record (RESTORE or DEL): replication.c sends
  * replicas the records the log keeps. */
 sds aofCatKeyState(sds s, sds key);

@@ -386,3 +386,55 @@ void unwatchCommand(client *c) {
     c->flags &= ~CLIENT_DIRTY_CAS;
     addReplyOk(c);
 }
+
+/* ---- keys changed in this iteration (multi.h) ------------------------------- */
+
+/* A list, not a set: a set's insert and its emptying every iteration cost
+ * more than the rare duplicate, which is written twice with the same,
+ * current state (correct, since each record is the key's state when
+ * written). The common duplicate, one key changed by a pipeline in a row
+ * (INCR counter), is caught by comparing with the last one. */
+static struct {
+    sds *keys;
+    size_t n, cap;
+    unsigned long gen; /* bumped at each reset: cursors of an older list start over */
+} changed;
+
+void changedKeyAdd(sds key) {
+    if (changed.n && sdslen(changed.keys[changed.n - 1]) == sdslen(key) &&
+        memcmp(changed.keys[changed.n - 1], key, sdslen(key)) == 0)
+        return;
+    if (changed.n == changed.cap) {
+        changed.cap = changed.cap ? changed.cap * 2 : 64;
+        changed.keys = zrealloc(changed.keys, changed.cap * sizeof(sds));
+    }
+    changed.keys[changed.n++] = sdsdup(key);
+}
+
+sds *changedKeysNext(changedCursor *cur, size_t *from, size_t *to) {
+    if (cur->gen != changed.gen) {
+        cur->gen = changed.gen;
+        cur->done = 0;
+    }
+    *from = cur->done;
+    *to = changed.n;
+    cur->done = changed.n;
+    return changed.keys;
+}
+
+int changedKeysPending(const changedCursor *cur) {
+    return cur->gen != changed.gen ? changed.n > 0 : changed.n > cur->done;
+}
+
+void changedKeysReset(void) {
+    if (changed.n == 0) return;
+    for (size_t i = 0; i < changed.n; i++) sdsfree(changed.keys[i]);
+    changed.n = 0;
+    changed.gen++;
+    /* A burst (a REMOVE.ALL) does not keep its list for good. */
+    if (changed.cap > 4096) {
+        zfree(changed.keys);
+        changed.keys = NULL;
+        changed.cap = 0;
+    }
+}

@@ -9,7 +9,7 @@
  * expiry decisions of its own to end up equal, the pool's bytes travel
  * with their keys, and the log's reader checks every record (length and
  * CRC64) before the replica applies it. Like the log, the primary collects
- * the keys that changed (replKeyChanged, from multi.h's signal) and writes
+ * the keys that changed (multi.h's list, shared with the log) and writes
  * their records in beforeSleep, before any reply of the iteration goes out.
  *
  * The link. The replica connects to its primary's client port and sends
@@ -71,6 +71,7 @@
 #include "dump.h"
 #include "etcd.h"
 #include "migrate.h"
+#include "multi.h"
 #include "notify.h"
 #include "server.h"
 #include "store.h"
@@ -104,8 +105,7 @@ static struct {
     char replid[CLUSTER_NAMELEN + 1];
     long long offset;                 /* master_repl_offset */
     sds buf;                          /* records of this iteration */
-    sds *dirty;
-    size_t ndirty, dirty_cap;
+    changedCursor changed;            /* how far this iteration's changed keys are in buf (multi.h) */
     client **links;                   /* replica connections */
     int nlinks;
     client **marked;                  /* wrote this iteration (ack mode) */
@@ -158,26 +158,10 @@ static void markWriter(void) {
     repl.marked[repl.nmarked++] = c;
 }
 
-void replKeyChanged(sds key) {
-    markWriter();
-    if (repl.ndirty && sdslen(repl.dirty[repl.ndirty - 1]) == sdslen(key) &&
-        memcmp(repl.dirty[repl.ndirty - 1], key, sdslen(key)) == 0)
-        return;
-    if (repl.ndirty == repl.dirty_cap) {
-        repl.dirty_cap = repl.dirty_cap ? repl.dirty_cap * 2 : 64;
-        repl.dirty = zrealloc(repl.dirty, repl.dirty_cap * sizeof(sds));
-    }
-    repl.dirty[repl.ndirty++] = sdsdup(key);
-}
-
-static void dirtyClear(void) {
-    for (size_t i = 0; i < repl.ndirty; i++) sdsfree(repl.dirty[i]);
-    repl.ndirty = 0;
-}
+void replWriterSeen(void) { markWriter(); }
 
 void replFlushedAll(void) {
-    markWriter();
-    dirtyClear();
+    markWriter(); /* what changed before the flush went with it (signalFlushedDb) */
     if (!repl.buf) repl.buf = sdsempty();
     repl.buf = aofCatFlushall(repl.buf);
 }
@@ -262,15 +246,11 @@ void replBeforeSleep(void) {
         repl.flush_pending = 0;
         storeFlush();
     }
-    if (repl.ndirty) {
+    size_t from, to;
+    sds *keys = changedKeysNext(&repl.changed, &from, &to);
+    if (replOn && from < to) {
         if (!repl.buf) repl.buf = sdsempty();
-        for (size_t i = 0; i < repl.ndirty; i++) repl.buf = aofCatKeyState(repl.buf, repl.dirty[i]);
-        dirtyClear();
-        if (repl.dirty_cap > 4096) {
-            zfree(repl.dirty);
-            repl.dirty = NULL;
-            repl.dirty_cap = 0;
-        }
+        for (size_t i = from; i < to; i++) repl.buf = aofCatKeyState(repl.buf, keys[i]);
     }
     if (repl.buf && sdslen(repl.buf)) {
         for (int i = 0; i < repl.nlinks; i++) {
@@ -757,7 +737,6 @@ void replClusterChanged(void) {
             repl.was_replica = 1;
             dropLinks();
             dropHeld();
-            dirtyClear();
             if (repl.buf) sdsclear(repl.buf);
             repl.flush_pending = 1;
             repl.pause_until = 0;
@@ -803,7 +782,6 @@ void replClusterChanged(void) {
         any = clusterNodeIsReplica(n) && !strcmp(n->primary, me->id);
     }
     dictReleaseIterator(it);
-    if (!any && replOn) dirtyClear();
     replOn = any;
     if (repl.nheld) checkHeld(); /* a replica that left may have been all a write waited for */
 }
@@ -1049,7 +1027,7 @@ void replCron(void) {
         } else if (!repl.handover_inflight) {
             for (int i = 0; i < repl.nlinks; i++) {
                 replicaLink *l = repl.links[i]->repl;
-                if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && repl.ndirty == 0 &&
+                if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && !changedKeysPending(&repl.changed) &&
                     (!repl.buf || sdslen(repl.buf) == 0)) {
                     repl.handover_inflight = 1;
                     serverLog(LL_NOTICE, "Replication: replica %s has offset %lld: handing over the slots",

@@ -12,7 +12,8 @@ struct client;
  * one load when it is off. */
 extern int replOn;
 
-void replKeyChanged(sds key);  /* a key's state changed (multi.h's signal) */
+void replWriterSeen(void);     /* the current command changed a key (multi.h's signal): its replies wait
+                                * for the replicas under cluster-replica-ack */
 void replFlushedAll(void);     /* every key went */
 void replBeforeSleep(void);    /* records to the replicas; held replies released */
 void replCron(void);           /* the replica's link, acks, timeouts, failover */

@@ -505,6 +505,7 @@ static void beforeSleep(aeEventLoop *el) {
     /* Records to the replicas; with cluster-replica-ack the replies of
      * writes are held until they acknowledge (replication.c). */
     replBeforeSleep();
+    changedKeysReset(); /* both have written this iteration's changes out */
     handleClientsWithPendingWrites();
     freeClientsInAsyncFreeQueue();
     /* An eviction round in progress gets a slice every iteration, not only

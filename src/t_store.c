@@ -32,6 +32,7 @@
 
 #include "acl.h"
 #include "aof.h"
+#include "multi.h"
 #include "notify.h"
 #include "placement.h"
 #include "replication.h"
@@ -755,8 +756,7 @@ void pinCommand(client *c) {
     }
     if (hard) storeObjSetHardPin(o, 1);
     else storeObjGetExt(o)->softpin_until_ms = addSaturate(server.mstime, ms);
-    if (aofOn) aofKeyChanged(c->argv[1]);
-    if (replOn) replKeyChanged(c->argv[1]); /* a pin is kept with the value (DUMP's payload) */
+    signalKeyStateChanged(c->argv[1]); /* a pin is kept with the value (DUMP's payload) */
     addReplyOk(c);
 }
 
@@ -768,8 +768,7 @@ void unpinCommand(client *c) {
     }
     storeObjSetHardPin(o, 0);
     if (o->ext) o->ext->softpin_until_ms = 0;
-    if (aofOn) aofKeyChanged(c->argv[1]);
-    if (replOn) replKeyChanged(c->argv[1]);
+    signalKeyStateChanged(c->argv[1]);
     addReplyOk(c);
 }
 
