@@ -67,7 +67,7 @@ else
     GPU_BENCH=$ROOT/build/tests/gpu-bench FAKE=$ROOT/build/tests/libfakecuda.so
 fi
 export MC_SERVER=$SERVER MOONCAKE_SERVER=$SERVER MC_FAKE_CUDA_LIBRARY=$FAKE
-TMP=$(mktemp -d /tmp/gpu-check.XXXXXX)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 FAILED=
 
