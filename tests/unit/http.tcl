@@ -363,7 +363,19 @@ start_server [list tags {http mooncake} overrides [list http-port $::hp segment-
     }
 
     test {An oversized URL (414) or oversized headers (431) are refused; the server carries on} {
-        set res [http_get /query_key?key=[string repeat x 40000]]
+        # The library may answer 414 and close before the client has written
+        # the 40 kB (a loaded machine): the write then fails with a reset
+        # that takes the answer with it. Such a try is made again; the first
+        # answer that arrives must be 414.
+        set res {}
+        for {set try 0} {$try < 20 && $res eq {}} {incr try} {
+            set fd [http_connect $::hp]
+            if {[catch {puts -nonewline $fd [http_request_text GET /query_key?key=[string repeat x 40000] {}]}] ||
+                [catch {http_read $fd} res]} {
+                set res {}
+            }
+            catch {close $fd}
+        }
         assert_equal 414 [http_status $res]
         # The library may answer 431 and close while the client is still
         # writing the 40 kB (a busy machine): the write then fails, and the
