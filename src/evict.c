@@ -175,8 +175,8 @@ void evictWallAdded(storeObj *o, int was_wall) {
         storeReplica *r = storeObjReplica(o, i);
         segment *seg = storeReplicaSegment(r);
         if (seg == NULL || r->handle == ALLOC_NONE || !seg->runs.valid) continue;
-        if (storeObjLeased(o) && o->ext->lease_until_ms < seg->runs.lease_end_ms)
-            seg->runs.lease_end_ms = o->ext->lease_until_ms;
+        if (storeObjLeased(o) && storeLeaseEndMs(o) < seg->runs.lease_end_ms)
+            seg->runs.lease_end_ms = storeLeaseEndMs(o);
         if (was_wall) continue;
         uint64_t size = allocSize(seg->alloc, r->handle);
         runsSplit(&seg->runs, r->offset, size);
@@ -200,8 +200,8 @@ static void walkExtent(void *ctx, uint64_t offset, uint64_t size, int used, void
         w->R->wall_bytes += size;
         runsAdd(w->R, w->start, w->len);
         w->len = 0;
-        if (storeObjLeased(o) && o->ext->lease_until_ms < w->R->lease_end_ms)
-            w->R->lease_end_ms = o->ext->lease_until_ms;
+        if (storeObjLeased(o) && storeLeaseEndMs(o) < w->R->lease_end_ms)
+            w->R->lease_end_ms = storeLeaseEndMs(o);
         return;
     }
     if (w->len == 0) w->start = offset;

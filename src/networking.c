@@ -177,6 +177,7 @@ void freeClient(client *c) {
     replClientGone(c);
     relayClientReset(c); /* its reads, cancelled */
     if (c->leases) clientLeasesPrune(c, 1);
+    if (c->holds) clientHoldsFree(c);
     /* Its pending puts can never be ended now: the sweep gives them back. */
     storePutOwnerGone(c->put_owner);
     c->put_owner = NULL;

@@ -228,6 +228,7 @@ typedef struct client {
     int repl_marked, repl_held;   /* in replication.c's lists of writers / of held clients */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
+    struct clientHolds *holds;    /* HOLD.REPLICAS grants, NULL if none (t_store.c) */
     struct putOwner *put_owner;   /* its puts' writer record, NULL before its first PUT.START (store.h) */
     struct clientPubsub *pubsub;  /* its subscriptions, NULL if none (pubsub.c) */
     /* Transactions (multi.c). */
@@ -555,6 +556,10 @@ void copyCommand(client *c);
 void objectCommand(client *c);
 void memoryCommand(client *c);
 void leaseReleaseCommand(client *c);
+void holdReplicasCommand(client *c);
+void holdReleaseCommand(client *c);
+void clientHoldsFree(client *c);
+int clientHoldCount(const client *c);
 void clientLeasesPrune(client *c, int all);
 void clientShrinkIdleBuffers(client *c);
 void statsRecordError(const char *reply, size_t len); /* info.c: INFO errorstats */

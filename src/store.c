@@ -104,7 +104,11 @@ static size_t deferSlots;        /* the buckets' capacity, for the heap count */
 
 /* The tick at whose start the lease is over (rounded up: a version looked
  * at in its bucket's tick is never still leased, unless its lease moved). */
-static long long deferTickOf(const storeObj *o) { return (o->ext->lease_until_ms + DEFER_TICK_MS - 1) / DEFER_TICK_MS; }
+static long long deferTickOf(const storeObj *o) {
+    if (o->ext->lease_holds) /* held: no deadline; looked at once a revolution, re-filed when the hold ends */
+        return (deferTick >= 0 ? deferTick : server.mstime / DEFER_TICK_MS) + DEFER_WHEEL - 1;
+    return (o->ext->lease_until_ms + DEFER_TICK_MS - 1) / DEFER_TICK_MS;
+}
 
 static void deferAdd(storeObj *o) {
     long long tick = deferTickOf(o);
@@ -241,6 +245,7 @@ char storeEmptyValue[1];
 
 /* 48 bytes: every value has one, and intval lives in what was padding. */
 _Static_assert(sizeof(storeObj) == 48, "storeObj grew");
+_Static_assert(sizeof(storeObjExt) == 80, "storeObjExt grew past its 80-byte jemalloc class");
 
 storeObj *storeObjNew(uint64_t len) {
     storeObj *o = zmalloc(sizeof(*o));
@@ -508,7 +513,64 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
     return ended;
 }
 
-int storeObjLeased(const storeObj *o) { return o->ext && o->ext->lease_until_ms > server.mstime; }
+int storeObjLeased(const storeObj *o) {
+    return o->ext && (o->ext->lease_until_ms > server.mstime || o->ext->lease_holds);
+}
+
+long long storeLeaseEndMs(const storeObj *o) {
+    if (o->ext == NULL) return 0;
+    return o->ext->lease_holds ? LLONG_MAX : o->ext->lease_until_ms;
+}
+
+/* ---- holds (HOLD.REPLICAS) ------------------------------------------------
+ *
+ * A lease has a deadline because a reader of GET.REPLICAS copies and is
+ * done. A hold is for a reader that does not copy: libmooncake's views
+ * hand the engine the object's bytes where they lie (its mapping of the
+ * segment), for as long as the engine keeps the handle -- Mooncake's
+ * get_buffer handles, valid until freed. So a hold has no deadline: the
+ * version is leased while any hold on it stands (storeObjLeased), its space
+ * is not reused and it is not evicted, and it ends by HOLD.RELEASE or when
+ * the connection closes, which leaves lease-ttl more (the process may still
+ * be reading). Counted, not dated: a period's epoch and holders are
+ * untouched, so holds and timed grants of one version do not interfere. */
+static uint64_t holdsLive;
+
+uint64_t storeHoldsLive(void) { return holdsLive; }
+
+void storeHoldAdd(storeObj *o) {
+    int was_wall = evictIsWall(o);
+    storeObjExt *ext = storeObjGetExt(o);
+    ext->lease_holds++;
+    ext->lease_entries++; /* the connection's record points here */
+    holdsLive++;
+    evictWallAdded(o, was_wall);
+}
+
+void storeHoldDrop(storeObj *o, long long linger) {
+    storeObjExt *ext = o->ext;
+    serverAssert(ext && ext->lease_holds > 0 && ext->lease_entries > 0);
+    holdsLive--;
+    if (linger > 0) storeLeaseGrant(o, linger, 0);
+    if (--ext->lease_holds == 0) {
+        storeWallsGone++; /* its wall may end now, or at a deadline again (evict.c) */
+        if ((o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
+            deferRemove(o);
+            if (storeObjLeased(o)) {
+                deferAdd(o); /* filed by its deadline now */
+            } else {
+                serverVisit(VISITS_DEFERRED, 1);
+                st.lease_expiries++;
+                account(o, ACCT_DEFERRED, -1);
+                freeObject(o); /* retired: the record still points here */
+            }
+        }
+    }
+    if (--ext->lease_entries == 0 && (o->flags & OBJ_FLAG_RETIRED)) {
+        o->flags &= (uint8_t)~OBJ_FLAG_RETIRED;
+        freeObject(o);
+    }
+}
 
 static void freeObject(storeObj *o) {
     if (o->flags & (OBJ_FLAG_DEFERRED | OBJ_FLAG_UNLINKED)) storeWallsGone++; /* a wall goes (evict.c) */

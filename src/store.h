@@ -71,6 +71,7 @@ typedef struct storeObjExt {
                                   * STORE_LEASE_HELD: one of them cannot be */
     uint32_t lease_entries;      /* connections' records of grants (t_store.c) pointing here */
     uint32_t deferred_at;        /* OBJ_FLAG_DEFERRED: its place on the waiting list (store.c) */
+    uint32_t lease_holds;        /* HOLD.REPLICAS grants in force: leased while any, whatever the deadline */
 } storeObjExt;
 
 #define STORE_LEASE_HELD UINT32_MAX
@@ -227,6 +228,14 @@ void storeObjDecrRef(storeObj *o);
 char *storeObjWritableInPlace(storeObj *o, uint64_t len);
 void storeObjChangedInPlace(sds key, storeObj *o);
 int storeObjLeased(const storeObj *o);
+long long storeLeaseEndMs(const storeObj *o); /* when its lease ends; LLONG_MAX while held */
+/* Holds (HOLD.REPLICAS, t_store.c): a reader that keeps reading an object's
+ * bytes in place for as long as it wants. Add takes one on o (and keeps its
+ * header alive); Drop ends one, leaving the version leased for linger ms
+ * more (a connection that closed: its process may still be reading). */
+void storeHoldAdd(storeObj *o);
+void storeHoldDrop(storeObj *o, long long linger);
+uint64_t storeHoldsLive(void);
 
 /* Keys. Lookups expire lazily; the Read form also counts hits/misses and
  * refreshes the LRU clock. */

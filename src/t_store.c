@@ -47,6 +47,7 @@
 static struct {
     long long started, ended, revoked, taken_over, nospace, limited;
     long long get_hits, get_misses, get_notready, leases_granted, leases_released_early;
+    long long holds_granted, holds_released, holds_limited;
 } ss;
 
 void storeCommandStatsReset(void) { memset(&ss, 0, sizeof(ss)); }
@@ -58,10 +59,12 @@ sds storeCommandStatsInfo(sds s) {
                         "store_puts_limited:%lld\r\n"
                         "store_get_replicas_hits:%lld\r\nstore_get_replicas_misses:%lld\r\n"
                         "store_get_replicas_notready:%lld\r\nstore_leases_granted:%lld\r\n"
-                        "store_leases_released_early:%lld\r\n",
+                        "store_leases_released_early:%lld\r\nstore_holds:%llu\r\nstore_holds_granted:%lld\r\n"
+                        "store_holds_released:%lld\r\nstore_holds_limited:%lld\r\n",
                         ss.started, ss.ended, ss.revoked, ss.taken_over, ss.nospace, storePendingSize(), ss.limited,
                         ss.get_hits, ss.get_misses, ss.get_notready, ss.leases_granted,
-                        ss.leases_released_early);
+                        ss.leases_released_early, (unsigned long long)storeHoldsLive(), ss.holds_granted,
+                        ss.holds_released, ss.holds_limited);
 }
 
 /* ---- option parsing ------------------------------------------------------ */
@@ -596,8 +599,7 @@ _Static_assert(3 * 23 + (23 + 256 + 2) + STORE_MAX_REPLICAS * (4 + 3 * 23) <= RE
  * size]...]. The one reply a batch sends per key, so it is formatted in
  * one buffer and added once: element by element, a 128-key
  * BATCH.GET.REPLICAS spent 15% of the server in small copies. */
-static void addReplyReplicas(client *c, storeObj *o) {
-    long long lease = o->ext->lease_until_ms - server.mstime;
+static void addReplyReplicas(client *c, storeObj *o, long long lease) {
     sds ck = o->ext->checksum;
     if (lease < 0 || (ck && sdslen(ck) > 256)) {
         addReplyArrayLen(c, 3 + o->nreplicas);
@@ -650,7 +652,7 @@ static void getReplicasOne(client *c, sds key) {
     }
     ss.get_hits++;
     grantLease(c, key, o, server.lease_ttl);
-    addReplyReplicas(c, o);
+    addReplyReplicas(c, o, o->ext->lease_until_ms - server.mstime);
 }
 
 void getReplicasCommand(client *c) { getReplicasOne(c, c->argv[1]); }
@@ -658,6 +660,148 @@ void getReplicasCommand(client *c) { getReplicasOne(c, c->argv[1]); }
 void batchGetReplicasCommand(client *c) {
     addReplyArrayLen(c, c->argc - 1);
     for (int j = 1; j < c->argc; j++) getReplicasOne(c, c->argv[j]);
+}
+
+/* ---- holds ---------------------------------------------------------------
+ *
+ * HOLD.REPLICAS is BATCH.GET.REPLICAS for a reader that reads the bytes in
+ * place for as long as it likes (libmooncake's views: Mooncake's
+ * get_buffer handles without a copy) instead of copying them before a
+ * deadline: each grant is a hold (store.c), which ends by HOLD.RELEASE or
+ * when the connection closes (then lease-ttl more). A connection's holds
+ * are found by key: a dict of key -> its holds, oldest first, each a small
+ * record; a grant and a release are O(1) (DEBUG VISITS `leases` counts the
+ * records looked at). Bounded: CLIENT_MAX_HOLDS per connection; past that
+ * a key is refused (-LIMIT) and nothing is held, so a reader that never
+ * releases cannot pin the pool through one connection. (Many connections
+ * can, as many hard pins can: holds are for the store's own clients, and
+ * ACL keeps others off them as it does off PIN.) */
+#define CLIENT_MAX_HOLDS 4096
+
+typedef struct clientHold {
+    storeObj *o;
+    struct clientHold *next;
+} clientHold;
+
+typedef struct holdChain {
+    clientHold *oldest, *newest;
+} holdChain;
+
+typedef struct clientHolds {
+    dict *bykey; /* key (owned) -> holdChain */
+    int n;
+} clientHolds;
+
+static void holdKeyFree(void *key) { sdsfree(key); }
+static dictType holdKeysType = {leaseKeyHash, leaseKeyCompare, holdKeyFree, NULL};
+
+static void clientHoldAdd(client *c, sds key, storeObj *o) {
+    clientHolds *ch = c->holds;
+    if (ch == NULL) {
+        ch = c->holds = zcalloc(sizeof(*ch));
+        ch->bykey = dictCreate(&holdKeysType);
+    }
+    clientHold *h = zmalloc(sizeof(*h));
+    h->o = o;
+    h->next = NULL;
+    dictEntry *existing, *de = dictAddRaw(ch->bykey, key, &existing);
+    if (de) {
+        de->key = sdsdup(key);
+        holdChain *hc = zmalloc(sizeof(*hc));
+        hc->oldest = hc->newest = h;
+        de->val = hc;
+    } else {
+        holdChain *hc = dictGetVal(existing);
+        hc->newest->next = h;
+        hc->newest = h;
+    }
+    serverVisit(VISITS_LEASES, 1);
+    ch->n++;
+    storeHoldAdd(o);
+    ss.holds_granted++;
+}
+
+/* Ends this connection's oldest hold on key; 0 if it has none. */
+static int clientHoldRelease(client *c, sds key) {
+    clientHolds *ch = c->holds;
+    serverVisit(VISITS_LEASES, 1);
+    dictEntry *de = ch ? dictFind(ch->bykey, key) : NULL;
+    if (de == NULL) return 0;
+    holdChain *hc = dictGetVal(de);
+    clientHold *h = hc->oldest;
+    hc->oldest = h->next;
+    if (hc->oldest == NULL) {
+        zfree(hc);
+        dictDelete(ch->bykey, key);
+    }
+    storeHoldDrop(h->o, 0);
+    zfree(h);
+    ch->n--;
+    ss.holds_released++;
+    return 1;
+}
+
+/* The connection closed: each hold becomes a lease of lease-ttl (its
+ * process may still be reading the bytes). */
+void clientHoldsFree(client *c) {
+    clientHolds *ch = c->holds;
+    if (ch == NULL) return;
+    dictIterator *it = dictGetSafeIterator(ch->bykey);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        holdChain *hc = dictGetVal(de);
+        for (clientHold *h = hc->oldest, *next; h; h = next) {
+            next = h->next;
+            serverVisit(VISITS_LEASES, 1);
+            storeHoldDrop(h->o, server.lease_ttl);
+            zfree(h);
+        }
+        zfree(hc);
+    }
+    dictReleaseIterator(it);
+    dictRelease(ch->bykey);
+    zfree(ch);
+    c->holds = NULL;
+}
+
+int clientHoldCount(const client *c) { return c->holds ? c->holds->n : 0; }
+
+/* HOLD.REPLICAS key [key ...]: BATCH.GET.REPLICAS's reply, each key found
+ * held by this connection. The lease-ms element is lease-ttl: how long the
+ * bytes stay if the connection closes now. */
+void holdReplicasCommand(client *c) {
+    addReplyArrayLen(c, c->argc - 1);
+    for (int j = 1; j < c->argc; j++) {
+        sds key = c->argv[j];
+        storeObj *o = storeLookupRead(key);
+        if (o == NULL) {
+            if (storePendingLookup(key)) {
+                ss.get_notready++;
+                addReplyError(c, "-NOTREADY the key's put has not ended yet");
+            } else {
+                ss.get_misses++;
+                addReplyNullArray(c);
+            }
+            continue;
+        }
+        if (clientHoldCount(c) >= CLIENT_MAX_HOLDS) {
+            ss.holds_limited++;
+            addReplyErrorFormat(c, "-LIMIT this connection holds %d objects: end some first (HOLD.RELEASE)",
+                                CLIENT_MAX_HOLDS);
+            continue;
+        }
+        ss.get_hits++;
+        clientHoldAdd(c, key, o);
+        addReplyReplicas(c, o, server.lease_ttl);
+    }
+}
+
+/* HOLD.RELEASE key [key ...]: ends one hold of this connection per key (the
+ * oldest); the number ended. */
+void holdReleaseCommand(client *c) {
+    long long released = 0;
+    for (int j = 1; j < c->argc; j++) released += clientHoldRelease(c, c->argv[j]);
+    addReplyLongLong(c, released);
 }
 
 /* One key of BATCH.EXISTS: 1 if a readable version is there. Without a
@@ -916,7 +1060,7 @@ void objectInfoCommand(client *c) {
     long long lease = ext && ext->lease_until_ms > server.mstime ? ext->lease_until_ms - server.mstime : 0;
     const char *pin = (o->flags & OBJ_FLAG_HARDPIN) ? "hard"
                       : (ext && ext->softpin_until_ms > server.mstime) ? "soft" : "none";
-    addReplyMapLen(c, 11);
+    addReplyMapLen(c, 12);
     addReplyBulkCString(c, "state");
     addReplyBulkCString(c, o->state == OBJ_PENDING ? "pending" : "complete");
     addReplyBulkCString(c, "size");
@@ -926,6 +1070,8 @@ void objectInfoCommand(client *c) {
     for (int i = 0; i < o->nreplicas; i++) addReplyReplica(c, o, i);
     addReplyBulkCString(c, "lease-ms");
     addReplyLongLong(c, lease);
+    addReplyBulkCString(c, "holds");
+    addReplyLongLong(c, ext ? ext->lease_holds : 0);
     addReplyBulkCString(c, "pin");
     addReplyBulkCString(c, pin);
     addReplyBulkCString(c, "pin-ms");

@@ -16,7 +16,7 @@
 set KiB 1024
 set MiB 1048576
 
-set ::object_info_fields {state size replicas lease-ms pin pin-ms created last-access-ms checksum pending refcount}
+set ::object_info_fields {state size replicas lease-ms holds pin pin-ms created last-access-ms checksum pending refcount}
 
 # PUT.START + PUT.END on one connection; returns the PUT.START reply.
 proc put {key size args} {
@@ -149,7 +149,7 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         set c [redis_client]
         $c hello 3
         set m [$c object.info oi:1]
-        assert_equal {%11} [$c lastheader]
+        assert_equal {%12} [$c lastheader]
         assert_equal [oinfo_stable oi:1] [oinfo_stable oi:1 $c]
         $c close
     }
