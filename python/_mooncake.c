@@ -753,6 +753,60 @@ static int replicaClearCall(mc_client *h, size_t n, const mc_key *keys, void *ar
     return mc_batch_replica_clear(h, n, keys, (const char *)arg, results);
 }
 
+/* ---- views: get_buffer without a copy -------------------------------------- */
+
+static PyTypeObject BufferType;
+static PyObject *bufferOfView(mc_view *v);
+
+typedef struct {
+    mc_view **views;
+    long long *sizes;
+} viewsArg;
+
+static int viewsCall(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results) {
+    viewsArg *va = arg;
+    int rc = mc_batch_get_views(h, n, keys, va->views, va->sizes);
+    for (size_t i = 0; i < n; i++) results[i] = va->sizes[i] < 0 ? (int)va->sizes[i] : 0;
+    return rc;
+}
+
+/* views(keys) -> per key a read-only BufferHandle onto the object where it
+ * lies (held by the store until the handle goes: mc_batch_get_views), or a
+ * code (MC_ERR_UNSUPPORTED: no replica in shared memory from here). */
+static PyObject *Client_views(ClientObject *self, PyObject *args) {
+    PyObject *keys;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
+    callArgs a;
+    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
+    viewsArg va = {PyMem_Calloc((size_t)a.n + 1, sizeof(mc_view *)), PyMem_Calloc((size_t)a.n + 1, sizeof(long long))};
+    PyObject *out = NULL;
+    Py_ssize_t i = 0;
+    if (!r || !va.views || !va.sizes) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    int got = keysRun(self, &a, viewsCall, &va, r);
+    if ((out = PyList_New(a.n)) == NULL) goto end;
+    for (; i < a.n; i++) {
+        PyObject *v = va.views[i] ? bufferOfView(va.views[i]) : PyLong_FromLongLong(got < 0 ? got : va.sizes[i]);
+        va.views[i] = NULL; /* the handle owns it now, or it was released */
+        if (v == NULL) {
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+end:
+    for (Py_ssize_t j = i; va.views && j < a.n; j++) mc_view_release(va.views[j]);
+    PyMem_Free(r);
+    PyMem_Free(va.views);
+    PyMem_Free(va.sizes);
+    callArgsFree(&a);
+    return out;
+}
+
 static int replicasCall(mc_client *h, size_t n, const mc_key *keys, void *arg, int *results) {
     return mc_batch_replicas(h, n, keys, (mc_replicas *)arg, results);
 }
@@ -1236,7 +1290,23 @@ typedef struct {
     Py_ssize_t len;
     PyObject *owner;   /* the object whose memory this is (an arena), or NULL: ours */
     PyObject *weakrefs;
+    mc_view *view;     /* a view of a stored object (read-only), released with the handle */
 } BufferObject;
+
+/* A handle onto a stored object where it lies (Client.views). Read-only
+ * through the buffer protocol: writing would change the stored object under
+ * every other reader (a writable copy is bytes(handle) or numpy.array). */
+static PyObject *bufferOfView(mc_view *v) {
+    BufferObject *self = (BufferObject *)BufferType.tp_alloc(&BufferType, 0);
+    if (self == NULL) {
+        mc_view_release(v);
+        return NULL;
+    }
+    self->view = v;
+    self->mem = (char *)mc_view_data(v);
+    self->len = (Py_ssize_t)mc_view_size(v);
+    return (PyObject *)self;
+}
 
 /* Buffer(size) owns fresh memory; Buffer(size, owner, address) is a window
  * on memory an owner keeps alive -- the store's local buffer, carved by the
@@ -1273,14 +1343,16 @@ static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 
 static void Buffer_dealloc(BufferObject *self) {
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->owner) Py_DECREF(self->owner);
+    if (self->view) mc_view_release(self->view); /* queued: no I/O here */
+    else if (self->owner) Py_DECREF(self->owner);
     else PyMem_RawFree(self->mem);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
     static char empty[1];
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len, 0, flags);
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len, self->view != NULL,
+                             flags);
 }
 
 static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
@@ -1406,6 +1478,8 @@ static PyMethodDef Client_methods[] = {
     {"mount_name", (PyCFunction)Client_mount_name, METH_NOARGS, "the name mounted, or None"},
     {"replica_clear", (PyCFunction)(void (*)(void))Client_replica_clear, METH_VARARGS | METH_KEYWORDS,
      "replica_clear(keys, segment=None) -> (count, [1, 0 or code per key])"},
+    {"views", (PyCFunction)Client_views, METH_VARARGS,
+     "views(keys) -> per key a read-only BufferHandle onto the stored object, or a code"},
     {"replicas", (PyCFunction)Client_replicas, METH_VARARGS,
      "replicas(keys) -> per key a code or (size, [(seg_id, seg_name, offset, len, base, endpoint)])"},
     {"get_ranges", (PyCFunction)Client_get_ranges, METH_VARARGS,

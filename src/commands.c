@@ -289,7 +289,10 @@ serverCommand commandTable[] = {
     CMD("batch.put.end", batchPutEndCommand, -2, W, 1, -1, 1, "store", "PUT.END for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("batch.get.replicas", batchGetReplicasCommand, -2, R, 1, -1, 1, "store", "GET.REPLICAS for many keys; one result per key.", "0.1.0", "O(N)"),
     CMD("hold.replicas", holdReplicasCommand, -2, R, 1, -1, 1, "store", "BATCH.GET.REPLICAS whose grants last until HOLD.RELEASE or the connection closes.", "0.1.0", "O(N)"),
-    CMD("hold.release", holdReleaseCommand, -2, R | F, 1, -1, 1, "store", "Ends this connection's holds on keys it has finished reading.", "0.1.0", "O(N) where N is the number of keys"),
+    /* Keyless on purpose: a hold belongs to its connection, not to a slot
+     * (it is ended on the node that granted it, even after its slot moved
+     * or through ASK), and it names only this connection's own grants. */
+    CMD("hold.release", holdReleaseCommand, -2, R | F, 0, 0, 0, "store", "Ends this connection's holds on keys it has finished reading.", "0.1.0", "O(N) where N is the number of keys"),
     {.name = "batch.exists", .proc = batchExistsCommand, .arity = -3, .flags = R | F | CMD_MOVABLEKEYS,
      .group = "store", .summary = "Which keys hold a readable object, or how many leading ones do (PREFIX); LEASE grants read leases.",
      .since = "0.4.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
@@ -506,7 +509,7 @@ static const struct {
     {"batch.put.end", "key:key..."},
     {"batch.get.replicas", "key:key..."},
     {"hold.replicas", "key:key..."},
-    {"hold.release", "key:key..."},
+    {"hold.release", "key:string..."},
     {"batch.exists", "numkeys:integer key:key... [PREFIX] [LEASE]"},
     {"replica.clear", "numkeys:integer key:key... [SEGMENT segment:string]"},
     /* data plane */

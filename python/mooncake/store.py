@@ -54,6 +54,11 @@ from . import _mooncake
 
 _log = _logging.getLogger("mooncake.store")
 
+# get_buffer's handles are views of the stored objects where they lie (no
+# copy) unless MC_STORE_VIEWS=0: then copies in the local buffer, as
+# Mooncake's own are (batch_get_buffer).
+_VIEWS = _os.environ.get("MC_STORE_VIEWS", "1") != "0"
+
 # Mooncake's error codes (negative int32) that engines test.
 INTERNAL_ERROR = -1
 BUFFER_OVERFLOW = -10
@@ -670,16 +675,34 @@ class MooncakeDistributedStore:
         """One BufferHandle per key, or None (a miss, or no room left in the
         local buffer, as in Mooncake).
 
-        KV-cache chunks are mostly of one size, so the handles are first
-        reserved at the largest size the last batch saw and read into at
-        once (one round trip; the unused tail of each window goes back
-        right after); keys larger than that, or a first batch, are sized by
-        one request for all of them, then read."""
+        Where the object is in shared memory (same host), the handle is a
+        read-only view of it where it lies (Client.views): no copy, and the
+        store holds the object -- not reused, not evicted, whatever happens
+        to its key -- until the handle is freed (its release is sent with
+        this store's next get_buffer call, or at close). Set
+        MC_STORE_VIEWS=0 for handles that are copies (writable).
+
+        Other keys are copied into the local buffer. KV-cache chunks are
+        mostly of one size, so the handles are first reserved at the largest
+        size the last batch saw and read into at once (one round trip; the
+        unused tail of each window goes back right after); keys larger than
+        that, or a first batch, are sized by one request for all of them,
+        then read."""
         keys = list(keys)
         out = [None] * len(keys)
         if self._c is None or not keys:
             return out
         unread = list(range(len(keys)))
+        if _VIEWS:
+            copy = (_mooncake.ERR_UNSUPPORTED, _mooncake.ERR_SERVER)
+            unread = []
+            for i, got in enumerate(self._c.views(self._keys(keys))):
+                if not isinstance(got, int):
+                    out[i] = got
+                elif got in copy:  # no shared memory path, or the hold refused: copy it
+                    unread.append(i)
+            if not unread:
+                return out
         hint = self._size_hint
         if hint:
             unread = self._read_windows(keys, unread, [hint] * len(keys), out)

@@ -218,6 +218,12 @@ err:
     return NULL;
 }
 
+void mcShmRetain(mcShm *m) {
+    pthread_mutex_lock(&tableLock);
+    m->refs++;
+    pthread_mutex_unlock(&tableLock);
+}
+
 void mcShmRelease(mcShm *m) {
     if (m == NULL) return;
     pthread_mutex_lock(&tableLock);

@@ -14,6 +14,9 @@ typedef struct mcShm mcShm;
  * shared by every later caller that names the same memory; each call takes
  * a reference. fd stays the caller's to close. NULL with the reason in err. */
 mcShm *mcShmAcquire(int fd, uint64_t off, uint64_t size, char *err, size_t errlen);
+/* One more reference on a mapping already held (a view keeps its segment's
+ * mapping past the handle that made it). */
+void mcShmRetain(mcShm *m);
 /* Drops one reference; the last unmaps. NULL is a no-op. */
 void mcShmRelease(mcShm *m);
 char *mcShmBase(const mcShm *m);

@@ -147,6 +147,7 @@
 #include "mc_host.h"
 #include "mc_rdma.h"
 #include "mc_shm.h"
+#include "mc_view.h"
 #include "mc_tcp.h"
 
 #define MC_MAX_ENDPOINTS 16
@@ -258,6 +259,7 @@ struct mc_client {
     unsigned long reconnects;    /* metadata connections reopened after one broke (ride-through) */
     /* The worker of the non-blocking batches and its clone (mc_async.c). */
     _Atomic(struct mcAsync *) async;
+    mcViewQueue *views;          /* releases of the views it gave out (mc_view.c), NULL before the first */
 };
 
 typedef struct { uint64_t seg, off, len; } mcReplica;
@@ -765,6 +767,7 @@ void mc_close(mc_client *c) {
     if (c == NULL) return;
     mcAsyncStop(c); /* its queued batches first: they finish (mc_async.c) */
     pthread_mutex_lock(&c->lock);
+    mcViewQueueClose(c->views); /* later releases are dropped: closing ends the holds */
     unmountLocked(c);
     while (c->segs) {
         mcSeg *s = c->segs;
@@ -2851,6 +2854,116 @@ end:
     freeBKeys(k, n);
     free(reps);
     free(nreps);
+    return rc;
+}
+
+/* ---- views (mc_view.c) ----------------------------------------------------- */
+
+static void sendHoldRelease(mc_client *c, int node, unsigned gen, const void *key, size_t keylen);
+static void flushHoldReleases(mc_client *c);
+static void viewSend(void *owner, int node, unsigned gen, const void *key, size_t keylen) {
+    sendHoldRelease(owner, node, gen, key, keylen);
+}
+static void flushNodeWrites(mc_client *c);
+static void viewFlush(void *owner) { flushNodeWrites(owner); } /* under the queue's lock: no drain */
+
+static void sendHoldRelease(mc_client *c, int node, unsigned gen, const void *key, size_t keylen) {
+    if (node < 0 || node >= c->map.nnodes || c->map.nodes[node].gen != gen) return; /* that connection's close ended it */
+    mcConn *conn = c->map.nodes[node].conn;
+    if (conn == NULL || conn->broken) return;
+    const char *argv[2] = {"HOLD.RELEASE", key};
+    size_t lens[2] = {12, keylen};
+    mcConnAppendNoReply(conn, 2, argv, lens);
+}
+
+/* The HOLD.RELEASEs queued (by views released since the last call, and by
+ * this call's keys that made no view) go out, one write per node, without
+ * waiting for their replies. */
+static void flushHoldReleases(mc_client *c) {
+    if (c->views) mcViewQueueDrain(c->views);
+    flushNodeWrites(c);
+}
+
+static void flushNodeWrites(mc_client *c) {
+    for (int node = 0; node < c->map.nnodes; node++) {
+        mcConn *conn = c->map.nodes[node].conn;
+        if (conn && !conn->broken) flushLeaseReleases(conn);
+    }
+}
+
+/* A view of one key's object: its first replica in a segment this process
+ * maps (or can map: SHM.ATTACH), the page tables of the range filled now so
+ * that reading it takes no faults. NULL with *rc set when none is. */
+static mc_view *viewOf(mc_client *c, const mcBKey *k, const mcReplica *reps, size_t nreps, uint64_t size, int *rc) {
+    *rc = MC_ERR_UNSUPPORTED;
+    if (c->transport != MC_TRANSPORT_AUTO && c->transport != MC_TRANSPORT_SHM) return NULL;
+    for (size_t j = 0; j < nreps; j++) {
+        if (c->map.nodes[k->node].gen != k->gen) return NULL;
+        mcSeg *s = segGet(c, k->node, reps[j].seg);
+        if (s == NULL || s->gen != k->gen || shmAttach(c, s) != MC_OK || segStale(c, s)) continue;
+        if (reps[j].off > s->size || size > s->size - reps[j].off) {
+            *rc = setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
+            continue;
+        }
+        if (size) mcShmPrepare(s->shm, reps[j].off, size);
+        mc_view *v = mcViewNew(c->views, s->shm, s->map + reps[j].off, size, k->node, k->gen, k->key, k->keylen);
+        *rc = v ? MC_OK : MC_ERR_NOMEM;
+        return v;
+    }
+    if (*rc == MC_ERR_UNSUPPORTED) setErr(c, MC_ERR_UNSUPPORTED, "no replica in shared memory from here");
+    return NULL;
+}
+
+static int batchViewsLocked(mc_client *c, size_t n, const mc_key *keys, mc_view **views, long long *results) {
+    mcBKey *k = calloc(n, sizeof(*k));
+    mcReplica *reps = malloc(MC_MAX_REPLICAS * sizeof(*reps));
+    int rc = MC_OK, made = 0;
+    if (!k || !reps || (!c->views && (c->views = mcViewQueueNew(c, &c->lock, viewSend, viewFlush)) == NULL)) {
+        rc = setErr(c, MC_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    flushHoldReleases(c);
+    if ((rc = bkeysOf(c, keys, n, k)) != MC_OK) goto end;
+    mcPhase hold = {"HOLD.REPLICAS", 0, 0, NULL, 0};
+    if ((rc = runPhase(c, &hold, k, n)) != MC_OK) goto end;
+    for (size_t i = 0; i < n; i++) {
+        long long lease_ms;
+        uint64_t size = 0;
+        size_t nreps = 0;
+        int krc = k[i].rc != MC_OK ? k[i].rc : parseReplicas(c, k[i].res, &lease_ms, &size, reps, &nreps);
+        if (krc != MC_OK) {
+            results[i] = krc;
+            continue;
+        }
+        /* Held from here: a key that makes no view gives its hold back. */
+        views[i] = viewOf(c, &k[i], reps, nreps, size, &krc);
+        if (views[i] == NULL) {
+            sendHoldRelease(c, k[i].node, k[i].gen, k[i].key, k[i].keylen);
+            results[i] = krc;
+            continue;
+        }
+        results[i] = (long long)size;
+        made++;
+    }
+    flushHoldReleases(c);
+    rc = made;
+end:
+    if (rc < 0)
+        for (size_t i = 0; i < n; i++) results[i] = rc;
+    if (k) freeBKeys(k, n);
+    free(reps);
+    return rc;
+}
+
+int mc_batch_get_views(mc_client *c, size_t n, const mc_key *keys, mc_view **views, long long *results) {
+    if (c == NULL || (n && (keys == NULL || views == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
+    for (size_t i = 0; i < n; i++) views[i] = NULL;
+    if (n == 0) return 0;
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = 0;
+    int rc = batchViewsLocked(c, n, keys, views, results);
+    pthread_mutex_unlock(&c->lock);
     return rc;
 }
 

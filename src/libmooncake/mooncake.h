@@ -315,6 +315,31 @@ typedef struct {
 
 int mc_batch_replicas(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results);
 
+/* Zero-copy reads: views of objects where they lie. On the same host an
+ * object is in memory this process maps (its segment's shared mapping), so
+ * instead of copying it into a buffer the handle can give out the range
+ * itself, read-only by contract: writing to it is writing to the store.
+ * results[i] is the object's size with views[i] set, or a code with
+ * views[i] NULL: MC_ERR_NOT_FOUND, MC_ERR_NOT_READY, MC_ERR_UNSUPPORTED (no
+ * replica in shared memory from here: read it with a copy instead),
+ * MC_ERR_SERVER (this connection holds the most views a connection may,
+ * 4096), or the batch's failure. Returns the number of views made, or
+ * MC_ERR_* when the batch failed as a whole.
+ *
+ * What keeps a view valid: a hold (HOLD.REPLICAS) on the handle's
+ * connection keeps the object's space from reuse and eviction, whatever
+ * happens to its key, until the view is released; a reference keeps the
+ * mapping. mc_view_release may be called from any thread, before or after
+ * mc_close; its hold ends at the handle's next mc_batch_get_views (or when
+ * the handle closes). A view outlives its handle safely as memory, but its
+ * hold then ends with the connection, lease-ttl later; the same if the
+ * handle's connection to that server is lost and reopened (ride-through). */
+typedef struct mc_view mc_view;
+int mc_batch_get_views(mc_client *c, size_t n, const mc_key *keys, mc_view **views, long long *results);
+const void *mc_view_data(const mc_view *v);
+uint64_t mc_view_size(const mc_view *v);
+void mc_view_release(mc_view *v);
+
 /* Non-blocking batches: submit returns at once (NULL with mc_last_error()
  * set if it cannot be queued), the batch runs on the handle's background
  * worker, which has its own connections (opened on first use, with the
