@@ -71,6 +71,7 @@ static const struct {
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
     {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
+    {"views", testViews},
 };
 
 /* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */

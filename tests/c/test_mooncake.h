@@ -77,6 +77,7 @@ void testAsync(void);
 /* test_mooncake_device.c (against MC_CUDA_LIBRARY: the fake runtime unless set) */
 void testDevice(void);
 void testRide(void); /* test_mooncake_ride.c */
+void testViews(void); /* test_mooncake_views.c */
 
 /* ---- libmooncake helpers ---------------------------------------------------- */
 

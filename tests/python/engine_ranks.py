@@ -263,6 +263,8 @@ def lmcache_rank(rank, n, addr, barrier, opts):
         for i, b in enumerate(bufs):
             assert b is not None, f"chunk {i} missing"
             view = memoryview(b)
+            if opts.get("views"):  # same host: the handles are the stored chunks in place
+                assert view.readonly
             assert META.unpack(view[:META.size])[0] == chunk
             assert len(view) == META.size + chunk
             assert np.array_equal(np.frombuffer(b, dtype=np.uint8, offset=META.size, count=chunk), odata[i])

@@ -98,6 +98,20 @@ def test_lmcache_chunk_meta_ranks(server, n):
     # take is utils/bench/bench-engines.py's business, not a timed assertion here)
 
 
+@pytest.fixture(scope="module")
+def unix_server(tmp_path_factory):
+    """Ranks on the server's host, as engines are deployed: shared memory."""
+    sock = str(tmp_path_factory.mktemp("engines") / "mc.sock")
+    s = Server("--unixsocket", sock)
+    yield s
+    s.stop()
+
+
+def test_lmcache_chunk_meta_ranks_read_views(unix_server):
+    # batch_get_buffer's handles are views there (no copy into the local buffer)
+    run_ranks("lmcache", 2, unix_server, views=True)
+
+
 @pytest.mark.parametrize("n", [2, 4])
 def test_lmcache_zero_copy_ranks(server, n):
     run_ranks("lmcache", n, server, save_chunk_meta=False)
