@@ -31,8 +31,11 @@ How Mooncake's setup arguments map onto this store:
   segments of their own; ``get_hostname()`` returns it.
 - ``local_buffer_size`` bounds what the staged calls hold at once, as
   Mooncake's registered staging buffer does: put/get of bytes, put_parts,
-  get_buffer handles still alive. Zero-copy calls (put_from, get_into and
-  their batch forms) use none of it.
+  get_buffer handles still alive that are copies. Zero-copy calls (put_from,
+  get_into and their batch forms) use none of it, nor do get_buffer handles
+  that are views: where the object is in shared memory on this host, the
+  handle is the object in place, read-only, held by the store until the
+  handle is freed (MC_STORE_VIEWS=0: copies, as Mooncake's).
 - ``tenant_id`` other than ``"default"`` logs in as the ACL user of that
   name and keeps its keys under ``<tenant_id>:``, which an ACL user made with
   ``~<tenant_id>:*`` confines: isolation is the server's, never lost.
