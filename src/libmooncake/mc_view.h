@@ -15,11 +15,10 @@
  * or after its handle closes. */
 typedef struct mcViewQueue mcViewQueue;
 
-/* owner_lock: the handle's lock; send queues one HOLD.RELEASE on the
- * handle and flush writes them, both called with owner_lock held. */
+/* owner_lock: the handle's lock; send puts one HOLD.RELEASE on the hold's
+ * connection (sent with its next request), called with owner_lock held. */
 typedef void mcViewSendFn(void *owner, int node, unsigned gen, const void *key, size_t keylen);
-typedef void mcViewFlushFn(void *owner);
-mcViewQueue *mcViewQueueNew(void *owner, pthread_mutex_t *owner_lock, mcViewSendFn *send, mcViewFlushFn *flush);
+mcViewQueue *mcViewQueueNew(void *owner, pthread_mutex_t *owner_lock, mcViewSendFn *send);
 /* The handle closes: its reference goes, and releases queued later are
  * dropped (the holds end with the handle's connections). */
 void mcViewQueueClose(mcViewQueue *q);

@@ -2860,12 +2860,10 @@ end:
 /* ---- views (mc_view.c) ----------------------------------------------------- */
 
 static void sendHoldRelease(mc_client *c, int node, unsigned gen, const void *key, size_t keylen);
-static void flushHoldReleases(mc_client *c);
 static void viewSend(void *owner, int node, unsigned gen, const void *key, size_t keylen) {
     sendHoldRelease(owner, node, gen, key, keylen);
 }
 static void flushNodeWrites(mc_client *c);
-static void viewFlush(void *owner) { flushNodeWrites(owner); } /* under the queue's lock: no drain */
 
 static void sendHoldRelease(mc_client *c, int node, unsigned gen, const void *key, size_t keylen) {
     if (node < 0 || node >= c->map.nnodes || c->map.nodes[node].gen != gen) return; /* that connection's close ended it */
@@ -2874,20 +2872,16 @@ static void sendHoldRelease(mc_client *c, int node, unsigned gen, const void *ke
     const char *argv[2] = {"HOLD.RELEASE", key};
     size_t lens[2] = {12, keylen};
     mcConnAppendNoReply(conn, 2, argv, lens);
-}
-
-/* The HOLD.RELEASEs queued (by views released since the last call, and by
- * this call's keys that made no view) go out, one write per node, without
- * waiting for their replies. */
-static void flushHoldReleases(mc_client *c) {
-    if (c->views) mcViewQueueDrain(c->views);
-    flushNodeWrites(c);
+    /* Sent with the connection's next request -- unless the key was long
+     * enough to be referenced rather than copied (mc_conn.c): then now,
+     * while its memory is still the caller's. */
+    if (conn->nrefs) flushLeaseReleases(conn);
 }
 
 static void flushNodeWrites(mc_client *c) {
     for (int node = 0; node < c->map.nnodes; node++) {
         mcConn *conn = c->map.nodes[node].conn;
-        if (conn && !conn->broken) flushLeaseReleases(conn);
+        if (conn && !conn->broken && (conn->olen || conn->nrefs)) flushLeaseReleases(conn);
     }
 }
 
@@ -2918,11 +2912,11 @@ static int batchViewsLocked(mc_client *c, size_t n, const mc_key *keys, mc_view 
     mcBKey *k = calloc(n, sizeof(*k));
     mcReplica *reps = malloc(MC_MAX_REPLICAS * sizeof(*reps));
     int rc = MC_OK, made = 0;
-    if (!k || !reps || (!c->views && (c->views = mcViewQueueNew(c, &c->lock, viewSend, viewFlush)) == NULL)) {
+    if (!k || !reps || (!c->views && (c->views = mcViewQueueNew(c, &c->lock, viewSend)) == NULL)) {
         rc = setErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
-    flushHoldReleases(c);
+    mcViewQueueDrain(c->views); /* releases queued while the handle was busy: out with this call's requests */
     if ((rc = bkeysOf(c, keys, n, k)) != MC_OK) goto end;
     mcPhase hold = {"HOLD.REPLICAS", 0, 0, NULL, 0};
     if ((rc = runPhase(c, &hold, k, n)) != MC_OK) goto end;
@@ -2945,7 +2939,7 @@ static int batchViewsLocked(mc_client *c, size_t n, const mc_key *keys, mc_view 
         results[i] = (long long)size;
         made++;
     }
-    flushHoldReleases(c);
+    if (made < (int)n) flushNodeWrites(c); /* holds that made no view: given back now */
     rc = made;
 end:
     if (rc < 0)

@@ -3,7 +3,8 @@
  *
  *  - views of pool objects and of an object in a segment another handle
  *    hosts: byte-exact, the size, one hold each while they live and none
- *    once released; a missing and a pending key fail alone;
+ *    once released (the release goes out with the handle's next request);
+ *    a missing and a pending key fail alone;
  *  - a view's bytes stay the object's after the key is removed, past
  *    lease-ttl, while puts of the same size reuse the pool (without the
  *    hold they would be overwritten: the same sequence read through a lease
@@ -46,6 +47,10 @@ static int holdsBecome(redisContext *r, long long want) {
 }
 
 static mc_key keyOf(const char *k) { return (mc_key){k, strlen(k)}; }
+
+/* A released view's HOLD.RELEASE goes out with its handle's next request:
+ * make one. */
+static void nextRequest(mc_client *c) { CHECK_EQ(mc_exists(c, "vw:poke", 7), 0); }
 
 void testViews(void) {
     const char *group = "views";
@@ -91,11 +96,12 @@ void testViews(void) {
         CHECK(sameBytes("vw:b", mc_view_data(v[2]), VW_LEN, b, VW_LEN));
         CHECK(sameBytes("vw:h", mc_view_data(v[4]), VW_LEN, h, VW_LEN));
         CHECK_EQ(storeInfo(r, "store_holds"), 3);
-        /* A view is the object in place: a get into a buffer reads the same bytes. */
         mc_view_release(v[2]);
+        nextRequest(c);
         CHECK(holdsBecome(r, 2));
         mc_view_release(v[0]);
         mc_view_release(v[4]);
+        nextRequest(c);
         CHECK(holdsBecome(r, 0));
     }
 
@@ -125,6 +131,7 @@ void testViews(void) {
         CHECK(puts > 40);
         CHECK(sameBytes("vw:a held", mc_view_data(v), VW_LEN, a, VW_LEN));
         mc_view_release(v);
+        nextRequest(c);
         CHECK(holdsBecome(r, 0));
         x = rcmd(r, "CONFIG SET lease-ttl 10000");
         freeReplyObject(x);
@@ -173,6 +180,7 @@ void testViews(void) {
         CHECK(v[N - 1] == NULL);
         CHECK_EQ(storeInfo(r, "store_holds"), N - 1);
         for (int i = 0; i < N; i++) mc_view_release(v[i]);
+        nextRequest(c);
         CHECK(holdsBecome(r, 0));
         free(keys);
         free(v);

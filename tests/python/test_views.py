@@ -69,10 +69,13 @@ def test_handles_are_read_only_views_held_while_they_live(unix_server, st):
     assert hs[1] is None and bytes(hs[0]) == val and bytes(hs[2]) == val[::-1]
     assert hs[0].ptr() == h.ptr()  # the same object, the same place
     assert holds(unix_server) == 3
-    # freed: its hold goes at once (the store was idle), so a get() holds nothing
+    # freed: its hold ends with the store's next request, so a get() holds
+    # nothing for the calls after it
     del h, hs
+    assert st.is_exist("v:a") == 1
     assert holds_become(unix_server, 0)
     assert st.get("v:a") == val
+    assert st.is_exist("v:a") == 1
     assert holds_become(unix_server, 0)
 
 
@@ -90,6 +93,7 @@ def test_a_handle_keeps_its_object_after_remove_and_overwrite(unix_server, st):
             assert st.upsert(f"v:fill{i % 40}", other) == 0
         assert bytes(h) == val
         del h
+        assert st.is_exist("v:gone") == 0
         assert holds_become(unix_server, 0)
     finally:
         unix_server.cli("CONFIG", "SET", "lease-ttl", "10000")
