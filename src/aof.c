@@ -30,7 +30,9 @@
  * mounted without an IDENTITY (redis-cli, an old client) cannot prove that,
  * so its objects are logged as DEL: forgetting is safe, serving bytes that
  * may not be the object's is not. INFO counts those
- * (aof_segment_objects_not_logged).
+ * (aof_segment_objects_not_logged). The replicas get the same SEGMENT,
+ * SEGMENT.GONE and PLACED records (replication.c), log or no log, so a
+ * promoted replica holds the objects as a restarted server does.
  *
  * Files: Redis 7's multi-part layout in appenddirname under dir: one base
  * (the dataset at the last rewrite), increments, and a manifest listing
@@ -214,6 +216,14 @@ void aofSegmentGone(segment *s) {
     if (stream) *stream = aofCatSegmentGone(*stream, s->id);
     if (!aofOn || aof.loading) return;
     aof.buf = aofCatSegmentGone(aof.buf, s->id);
+}
+
+static sds keepInBuf(sds buf) { return buf; } /* detachedRewrite's emit: aof.buf is written in beforeSleep */
+
+void aofLogHeld(void) {
+    if (!aofOn || aof.loading) return;
+    aof.buf = aofCatSegments(aof.buf);
+    aof.buf = detachedRewrite(aof.buf, keepInBuf);
 }
 
 sds aofCatSegments(sds s) {

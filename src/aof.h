@@ -20,6 +20,10 @@ sds aofCatKeyState(sds s, sds key);
 /* Every client segment with an identity as a SEGMENT record (detached ones
  * too): what a PLACED record may name. The rewrite's and a full sync's. */
 sds aofCatSegments(sds s);
+/* A promoted replica's client segments and the objects it holds there
+ * (detached.c), into the log: as a replica it logged none of them, and a
+ * restart before their hosts remount must find them. */
+void aofLogHeld(void);
 struct storeObj;
 /* Whether o, held only in client segments, has a PLACED record to give
  * (its segments proved their memory with an identity). */

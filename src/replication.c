@@ -4,8 +4,9 @@
  *
  * What flows is the append-only log's records (aofformat.c), not commands:
  * the state of each key a command changed (RESTORE with the value's bytes
- * and metadata, or DEL) and FLUSHALL, made by the same function the log
- * uses (aofCatKeyState). So a replica needs no placement, eviction or
+ * and metadata, PLACED for an object held in client segments, or DEL),
+ * FLUSHALL, and client segments' SEGMENT and SEGMENT.GONE, made by the same
+ * functions the log uses (aofCatKeyState, aofSegmentMounted). So a replica needs no placement, eviction or
  * expiry decisions of its own to end up equal, the pool's bytes travel
  * with their keys, and the log's reader checks every record (length and
  * CRC64) before the replica applies it. Like the log, the primary collects
@@ -15,7 +16,8 @@
  * The link. The replica connects to its primary's client port and sends
  * REPLCONF node-id, REPLCONF listening-port and PSYNC; the primary answers
  * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
- * bytes (FLUSHALL and one record per key, built in the event loop), then
+ * bytes (FLUSHALL, the client segments, one record per key and the objects
+ * held for hosts not yet back, built in the event loop), then
  * the live records. Offsets count the live stream's bytes (Redis's
  * master_repl_offset); the replica applies records as they arrive and
  * sends REPLCONF ACK <offset> after each batch and once a second. Every
@@ -544,9 +546,21 @@ static void sendAck(void) {
  * finds the old primary gone and mounts on the slot's new owner with the
  * identity it kept (libmooncake). Owners on a replica neither expire nor
  * are probed (owner.c): the primary decides, and streams SEGMENT.GONE. */
+static int primaryIsLocal(void) {
+    char peer[NET_IP_STR_LEN], local[NET_IP_STR_LEN];
+    return repl.fd != -1 && anetFdToString(repl.fd, peer, sizeof(peer), NULL, 1) == 0 &&
+           anetFdToString(repl.fd, local, sizeof(local), NULL, 0) == 0 && anetPeerIsLocal(peer, local);
+}
+
 static void applySegmentRecord(const aofRecord *rec) {
     if (rec->type == AOF_REC_SEGMENT) {
-        if (segmentRestoreFromLog(&rec->seg) != 0)
+        /* "Mounted from this machine" was the primary's view: it holds here
+         * only if the primary runs on this machine too. Otherwise a probe
+         * (owner.c) of the host's loopback or abstract unix endpoints would
+         * reach another machine's and take a live host for a dead one. */
+        aofSegment g = rec->seg;
+        if (g.same_host && !primaryIsLocal()) g.same_host = 0;
+        if (segmentRestoreFromLog(&g) != 0)
             serverLog(LL_WARNING, "Replication: segment id %llu from the primary cannot be held (no slot left, or "
                       "its id is this node's pool): its objects will not be re-attached here",
                       (unsigned long long)rec->seg.id);
@@ -833,6 +847,7 @@ void replClusterChanged(void) {
          * their hosts, as after a restart (owner-ttl counts from here). */
         detachedLoadDone();
         ownersPromoted();
+        aofLogHeld();
         if (detachedEntries)
             serverLog(LL_NOTICE, "Replication: %lu objects in client segments are held until their hosts mount "
                       "those segments here with the identity they had (for owner-ttl at most)", detachedEntries);

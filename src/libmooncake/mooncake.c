@@ -100,7 +100,8 @@
  *
  * A handle that hosts a segment names its owner and runs a heartbeat thread
  * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
- * -NEEDREMOUNT): see heartbeatMain.
+ * -NEEDREMOUNT; after a failover, MOUNT on the slot's new owner, which
+ * re-attaches the slice's objects: sliceFollow): see heartbeatMain.
  *
  * Device memory (CUDA, mc_cuda.c) moves by the same paths, every call form
  * alike (single, scatter-gather, batch, ranges, async), each buffer of a
@@ -3202,7 +3203,11 @@ static void sliceFollow(mc_client *c, int i) {
     if (!c->cluster || sl->slot < 0) return;
     mapRefreshFrom(c, -1, sl->node, 0);
     int to = routeSlot(c, (unsigned)sl->slot);
-    if (c->map.slots == NULL || c->map.slots[sl->slot] == MC_NO_NODE || to == sl->node) return;
+    /* A failover takes all of the old node's slots; a node that still
+     * serves some only lost that one to a migration, and its slice stays. */
+    if (c->map.slots == NULL || c->map.slots[sl->slot] == MC_NO_NODE || to == sl->node ||
+        c->map.nodes[sl->node].primary)
+        return;
     for (int j = 0; j < c->nslices; j++)
         if (j != i && c->slices[j].node == to) return; /* one slice per node: that one stays where it is */
     sl->node = to;

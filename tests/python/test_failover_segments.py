@@ -16,7 +16,7 @@ import traceback
 
 import pytest
 
-from test_replication import Conn, call, env, info, pair, wait_until  # noqa: F401 (env is a fixture)
+from test_replication import Conn, call, env, info, link_up, pair, wait_until  # noqa: F401 (env is a fixture)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -65,6 +65,18 @@ def segment_info(port, name):
     return dict(zip(*[iter(call(port, "SEGMENT.INFO", name))] * 2))
 
 
+def read_all(port, name):
+    """Every object, byte-exact, read by a process that is not the host."""
+    from mooncake.store import MooncakeDistributedStore
+    rd = MooncakeDistributedStore()
+    assert rd.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", f"127.0.0.1:{port}") == 0
+    try:
+        for i in range(NOBJ):
+            assert rd.get(f"fo:{name}:{i}") == value_of(name, i), i
+    finally:
+        rd.close()
+
+
 def synced(a, b):
     return info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"]
 
@@ -93,14 +105,18 @@ def test_objects_in_a_client_segment_survive_a_failover(env):
         assert persistence(b.port, "detached_objects") == 0
         seg = segment_info(b.port, name)
         assert seg[b"id"] == seg_id and seg[b"state"] == b"active"
-        from mooncake.store import MooncakeDistributedStore
-        rd = MooncakeDistributedStore()
-        assert rd.setup("127.0.0.1", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", f"127.0.0.1:{b.port}") == 0
-        try:
-            for i in range(NOBJ):
-                assert rd.get(f"fo:{name}:{i}") == value_of(name, i), i
-        finally:
-            rd.close()
+        read_all(b.port, name)
+        # the old primary rejoins as a replica and learns them from the new one; a planned failover
+        # back hands the slots to it, and the host follows from the demoted node (-NEEDREMOUNT, -READONLY)
+        a.start()
+        wait_until(lambda: link_up(a.port) and synced(b, a), 20, "the old primary to sync as a replica")
+        assert persistence(a.port, "detached_objects") == NOBJ
+        assert call(a.port, "CLUSTER", "FAILOVER") == "OK"
+        wait_until(lambda: "myself,master" in a.nodes(), 30, "the planned failover")
+        wait_until(lambda: persistence(a.port, "reattached_objects") == NOBJ, 30,
+                   f"the host to follow the slots back:\n{a.log()[-3000:]}")
+        assert segment_info(a.port, name)[b"id"] == seg_id
+        read_all(a.port, name)
     finally:
         hold.set()
         host.join(30)
