@@ -5,8 +5,9 @@
  * What flows is the append-only log's records (aofformat.c), not commands:
  * the state of each key a command changed (RESTORE with the value's bytes
  * and metadata, PLACED for an object held in client segments, or DEL),
- * FLUSHALL, and client segments' SEGMENT and SEGMENT.GONE, made by the same
- * functions the log uses (aofCatKeyState, aofSegmentMounted). So a replica needs no placement, eviction or
+ * FLUSHALL, and client segments' SEGMENT and SEGMENT.GONE, made by the
+ * same functions the log uses (aofCatKeyState, aofSegmentMounted). So a
+ * replica needs no placement, eviction or
  * expiry decisions of its own to end up equal, the pool's bytes travel
  * with their keys, and the log's reader checks every record (length and
  * CRC64) before the replica applies it. Like the log, the primary collects
