@@ -5,9 +5,11 @@ learnt the segment and its objects from the stream and holds them detached,
 as a restarted server holds those of its log; the host's heartbeat finds
 its node gone, learns the slot's new owner from the map and mounts its
 slice there with the identity it kept, and a reader in another process gets
-every object back byte-exact from the new primary, nothing put again. A host
-that died during the failover never gets its objects served. Skipped
-without etcd."""
+every object back byte-exact from the new primary, nothing put again; the
+old primary, back as a replica, learns them and takes them back in a planned
+failover. A host that died during the failover never gets its objects
+served. A promoted node restarted before the host is back still holds them
+(its log). Skipped without etcd."""
 import multiprocessing as mp
 import os
 import shutil
@@ -140,3 +142,31 @@ def test_a_host_that_died_during_the_failover_is_not_served(env):
     for i in range(NOBJ):
         assert call(b.port, "EXISTS", f"fo:{name}:{i}") == 0
     assert call(b.port, "SEGMENT.INFO", name) is None
+
+
+def test_a_promoted_node_restarted_before_the_host_remounts_still_holds_them(env):
+    """The promoted node logs what it holds (appendonly yes): killed and restarted before the host
+    is back (the host is frozen meanwhile), it still holds the objects, and the host re-attaches."""
+    pytest.importorskip("mooncake")
+    _, node = env
+    a, b = pair(node, "--appendonly", "yes", "--appendfsync", "always", *OWNER_TTL)
+    host, name, hold = start_host(a.port)
+    try:
+        wait_until(lambda: synced(a, b), 10, "the replica to catch up")
+        os.kill(host.pid, signal.SIGSTOP)
+        a.kill()
+        wait_until(lambda: "myself,master" in b.nodes(), 30, "the promotion")
+        assert persistence(b.port, "detached_objects") == NOBJ
+        wait_until(lambda: persistence(b.port, "aof_buffer_length") == 0, 10, "the log written")
+        b.kill()
+        b.start()
+        wait_until(lambda: persistence(b.port, "detached_objects") == NOBJ, 10,
+                   f"the restarted node to hold them from its log:\n{b.log()[-3000:]}")
+        os.kill(host.pid, signal.SIGCONT)
+        wait_until(lambda: persistence(b.port, "reattached_objects") == NOBJ, 30,
+                   f"the host to re-attach its objects:\n{b.log()[-3000:]}")
+        read_all(b.port, name)
+    finally:
+        os.kill(host.pid, signal.SIGCONT)
+        hold.set()
+        host.join(30)
