@@ -550,7 +550,6 @@ void segmentTokenCommand(client *c) {
 }
 
 void heartbeatCommand(client *c) {
-    /* A tenant's owners are its own names; a server user reaches any. */
     if (server.cluster && clusterNodeIsReplica(server.cluster->myself)) {
         /* Demoted (a failover): the segments are mounted on the primary of
          * the slots now; MOUNT here answers -READONLY, which sends
@@ -558,6 +557,7 @@ void heartbeatCommand(client *c) {
         addReplyError(c, "-NEEDREMOUNT this node is a replica: mount on the primary of its slots");
         return;
     }
+    /* A tenant's owners are its own names; a server user reaches any. */
     const char *tenant = aclSegmentTenantFor(c);
     owner *o = tenant ? ownerLookup(tenant, c->argv[1], sdslen(c->argv[1]))
                       : ownerLookupAny(c->argv[1], sdslen(c->argv[1]));
