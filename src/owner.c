@@ -46,6 +46,13 @@
  * by segmentConnectUri -- the one rule for every connection the server
  * makes on a client's word (relayed reads use it too). The choice is kept per owner and made when a segment is mounted or
  * unmounted, so a disconnect costs O(1).
+ *
+ * Replicas. On a cluster replica the client segments are its primary's,
+ * learnt from the stream and held for a failover (replication.c): owners
+ * there neither expire nor are probed, and their segments go when the
+ * primary streams that they went. Promoted, every owner without a
+ * connection is an orphan from that moment, as after a restart
+ * (ownersPromoted): owner-ttl counts from it and its host is probed.
  */
 #include "owner.h"
 
