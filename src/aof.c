@@ -30,7 +30,9 @@
  * mounted without an IDENTITY (redis-cli, an old client) cannot prove that,
  * so its objects are logged as DEL: forgetting is safe, serving bytes that
  * may not be the object's is not. INFO counts those
- * (aof_segment_objects_not_logged).
+ * (aof_segment_objects_not_logged). The replicas get the same SEGMENT,
+ * SEGMENT.GONE and PLACED records (replication.c), log or no log, so a
+ * promoted replica holds the objects as a restarted server does.
  *
  * Files: Redis 7's multi-part layout in appenddirname under dir: one base
  * (the dataset at the last rewrite), increments, and a manifest listing
@@ -76,6 +78,7 @@
 #include "dump.h"
 #include "migrate.h"
 #include "multi.h"
+#include "replication.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -197,14 +200,41 @@ static sds catSegment(sds s, const segment *seg) {
     return aofCatSegment(s, &g);
 }
 
+/* Both go to the log and to the replicas (replication.c), which hold the
+ * segment and its objects as a restarted server does, for a failover. */
 void aofSegmentMounted(segment *s) {
-    if (!aofOn || aof.loading || !segmentLogged(s)) return;
+    if (!segmentLogged(s)) return;
+    sds *stream = replRecordBuf();
+    if (stream) *stream = catSegment(*stream, s);
+    if (!aofOn || aof.loading) return;
     aof.buf = catSegment(aof.buf, s);
 }
 
 void aofSegmentGone(segment *s) {
-    if (!aofOn || aof.loading || s->identity == NULL || s->mem) return;
+    if (s->identity == NULL || s->mem) return;
+    sds *stream = replRecordBuf();
+    if (stream) *stream = aofCatSegmentGone(*stream, s->id);
+    if (!aofOn || aof.loading) return;
     aof.buf = aofCatSegmentGone(aof.buf, s->id);
+}
+
+static sds keepInBuf(sds buf) { return buf; } /* detachedRewrite's emit: aof.buf is written in beforeSleep */
+
+void aofLogHeld(void) {
+    if (!aofOn || aof.loading) return;
+    aof.buf = aofCatSegments(aof.buf);
+    aof.buf = detachedRewrite(aof.buf, keepInBuf);
+}
+
+sds aofCatSegments(sds s) {
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->mem == NULL && segtab[i]->identity) s = catSegment(s, segtab[i]);
+    return s;
+}
+
+int aofObjectPlaced(storeObj *o) {
+    aofPlaced p;
+    return placedOf(o, &p);
 }
 
 /* Appends key's state. Shared by beforeSleep (into aof.buf) and the
@@ -245,12 +275,11 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int 
 }
 
 /* key's state as one record, whole (replication.c streams the same records).
- * An object only in client segments is DEL there: a replica has no
- * segments to hold it in (the log's PLACED records are for a restart of
- * this node, whose hosts remount here). */
+ * An object only in client segments is PLACED, as in the log: the replica
+ * holds it aside (detached.c) until, promoted, the hosts remount there. */
 sds aofCatKeyState(sds s, sds key) {
     int seg_only = 0;
-    return catKeyState(s, key, &seg_only, NULL, 0);
+    return catKeyState(s, key, &seg_only, NULL, 1);
 }
 
 /* The rest of a record catKeyState left out, from byte `from` of its value. */
@@ -481,9 +510,7 @@ static void rewriteChild(const char *tmp) {
     int fd = openat(aof.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd == -1) _exit(1);
     sds buf = sdsempty();
-    /* The segments first: a PLACED record names them. */
-    for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && segtab[i]->mem == NULL && segtab[i]->identity) buf = catSegment(buf, segtab[i]);
+    buf = aofCatSegments(buf); /* the segments first: a PLACED record names them */
     dictIterator *it = dictGetSafeIterator(server.keys);
     dictEntry *de;
     int seg_only;

@@ -14,9 +14,20 @@ enum { AOF_FSYNC_NO = 0, AOF_FSYNC_ALWAYS, AOF_FSYNC_EVERYSEC };
 extern int aofOn;
 extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work */
 
-/* Appends key's state as one record (RESTORE or DEL): replication.c sends
- * replicas the records the log keeps. */
+/* Appends key's state as one record (RESTORE, PLACED or DEL): replication.c
+ * sends replicas the records the log keeps. */
 sds aofCatKeyState(sds s, sds key);
+/* Every client segment with an identity as a SEGMENT record (detached ones
+ * too): what a PLACED record may name. The rewrite's and a full sync's. */
+sds aofCatSegments(sds s);
+/* A promoted replica's client segments and the objects it holds there
+ * (detached.c), into the log: as a replica it logged none of them, and a
+ * restart before their hosts remount must find them. */
+void aofLogHeld(void);
+struct storeObj;
+/* Whether o, held only in client segments, has a PLACED record to give
+ * (its segments proved their memory with an identity). */
+int aofObjectPlaced(struct storeObj *o);
 /* Every key went (FLUSHALL). */
 void aofFlushedAll(void);
 struct segment;

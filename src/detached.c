@@ -1,5 +1,6 @@
-/* detached.c -- objects of client segments loaded from the log, held aside
- * until their host proves it still has the same memory.
+/* detached.c -- objects of client segments loaded from the log (or learnt
+ * from the primary's stream on a cluster replica), held aside until their
+ * host proves it still has the same memory.
  *
  * A store object whose replicas live in a client process's memory is logged
  * with its metadata and places (aof.c: PLACED), never its bytes: those are
@@ -30,10 +31,22 @@
  * An object with replicas in several client segments comes back with those
  * in the first of them to be re-attached; the others' space stays free.
  *
+ * A failover is a restart seen from another node. A cluster replica gets
+ * the primary's SEGMENT and PLACED records over the stream (replication.c)
+ * and makes entries of them as the loader does, for as long as it is a
+ * replica: they stay in the dict only, filed under no segment, so a
+ * SEGMENT record that replaces a segment (its host re-attached on the
+ * primary) loses none, and a later record of the key ends them as on a
+ * load. Promoted, it files them (detachedLoadDone) and waits for the
+ * hosts, which libmooncake remounts on the slot's new owner. The dict is
+ * bounded by the primary's keyspace and what it held at the full sync
+ * (each full sync starts empty: FLUSHALL ends them all).
+ *
  * Cost: one dict entry and one small struct per held object; per segment a
  * list of its entries, walked once at its re-attach or its end. Entries
- * only leave after loading, so lists never grow after it; a list may hold
- * entries that ended since (dead), skipped and freed when it is walked.
+ * are filed only once, after loading or at a promotion, so lists never grow
+ * after it; a list may hold entries that ended since (dead), skipped and
+ * freed when it is walked.
  */
 #include "detached.h"
 

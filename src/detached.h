@@ -13,11 +13,13 @@ struct segment;
 /* Entries held now: the key hooks cost one load while there are none. */
 extern unsigned long detachedEntries;
 
-/* Loading (aof.c): a PLACED record makes key a detached entry (and no key
- * of the keyspace); any other record of the key ends its entry. */
+/* Loading (aof.c), or a replica's stream (replication.c): a PLACED record
+ * makes key a detached entry (and no key of the keyspace); any other
+ * record of the key ends its entry. */
 void detachedLoadPlaced(sds key, long long expire_ms, const aofPlaced *p);
-/* After the last record: entries whose segments the log does not hold
- * (detached) are dropped; the rest are filed under their segments. */
+/* After the last record, or at a replica's promotion: entries whose
+ * segments are not held here (detached) are dropped; the rest are filed
+ * under their segments. Once per load or promotion. */
 void detachedLoadDone(void);
 
 /* The key was written or deleted: a detached version of it is older than

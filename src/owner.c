@@ -46,11 +46,19 @@
  * by segmentConnectUri -- the one rule for every connection the server
  * makes on a client's word (relayed reads use it too). The choice is kept per owner and made when a segment is mounted or
  * unmounted, so a disconnect costs O(1).
+ *
+ * Replicas. On a cluster replica the client segments are its primary's,
+ * learnt from the stream and held for a failover (replication.c): owners
+ * there neither expire nor are probed, and their segments go when the
+ * primary streams that they went. Promoted, every owner without a
+ * connection is an orphan from that moment, as after a restart
+ * (ownersPromoted): owner-ttl counts from it and its host is probed.
  */
 #include "owner.h"
 
 #include <string.h>
 
+#include "cluster.h"
 #include "probe.h"
 #include "server.h"
 #include "util.h"
@@ -262,13 +270,18 @@ static void ownerReap(owner *o) {
     dictDelete(owners, o->key);
 }
 
+/* On a cluster replica owners stand still: its client segments are its
+ * primary's, held for a failover (replication.c), and they go when the
+ * primary streams that they went -- not by a clock or a probe of its own. */
+static int ownersFrozen(void) { return server.cluster && clusterNodeIsReplica(server.cluster->myself); }
+
 /* ---- probes ------------------------------------------------------------------- */
 
 static void ownerProbeDone(probeOutcome outcome, const char *detail, void *privdata) {
     owner *o = privdata;
     o->probe = NULL;
     ost.inflight--;
-    if (o->nconns > 0) return; /* back meanwhile (attach cancels, but be sure) */
+    if (o->nconns > 0 || ownersFrozen()) return; /* back meanwhile (attach cancels, but be sure), or demoted */
     switch (outcome) {
     case PROBE_ALIVE:
         ost.alive++;
@@ -294,6 +307,7 @@ static void ownerProbeDone(probeOutcome outcome, const char *detail, void *privd
  * endpoint can be asked; waits for a slot when all are taken. */
 static int ownerProbeStart(owner *o) {
     if (o->probe) return 1;
+    if (ownersFrozen()) return 0;
     if (server.owner_probe_timeout <= 0 || o->probe_uri == NULL) return 0;
     if (ost.inflight >= OWNER_PROBES_MAX) {
         o->probe_wanted = 1;
@@ -313,6 +327,22 @@ static int ownerProbeStart(owner *o) {
 }
 
 int ownerProbeAgain(owner *o) { return o->nconns == 0 && ownerProbeStart(o); }
+
+void ownersPromoted(void) {
+    if (!owners) return;
+    dictIterator *it = dictGetSafeIterator(owners);
+    dictEntry *de;
+    while ((de = dictNext(it)) != NULL) {
+        owner *o = de->val;
+        o->last_seen_ms = mstime();
+        if (o->nconns == 0) {
+            if (!o->orphaned) ost.orphaned++;
+            o->orphaned = 1;
+            o->probe_wanted = 1; /* ownerCron: a host that died meanwhile is found out at once */
+        }
+    }
+    dictReleaseIterator(it);
+}
 
 void ownerRestored(owner *o) {
     o->last_seen_ms = mstime();
@@ -368,7 +398,7 @@ unsigned long ownerCount(void) { return owners ? dictSize(owners) : 0; }
  * one. Owners are few (one per contributing process), so a full pass per
  * cron tick is cheap. */
 void ownerCron(void) {
-    if (!owners || dictSize(owners) == 0) return;
+    if (!owners || dictSize(owners) == 0 || ownersFrozen()) return;
     dictIterator *it = dictGetSafeIterator(owners);
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {

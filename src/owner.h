@@ -49,6 +49,10 @@ int ownerProbeAgain(owner *o);
  * from now (owner-ttl counts from the restart), its host probed once the
  * event loop runs. */
 void ownerRestored(owner *o);
+/* This cluster replica became a primary: every owner without a connection
+ * is an orphan from now (owner-ttl counts from the promotion), its host
+ * probed. On a replica owners neither expire nor are probed (owner.c). */
+void ownersPromoted(void);
 /* Whether the server may connect to endpoint ep of s, and where (into buf):
  * NULL, or the reason it may not (owner.c, docs/PROTOCOL.md). */
 const char *segmentConnectUri(const segment *s, const char *ep, char *buf, size_t len);

@@ -4,8 +4,10 @@
  *
  * What flows is the append-only log's records (aofformat.c), not commands:
  * the state of each key a command changed (RESTORE with the value's bytes
- * and metadata, or DEL) and FLUSHALL, made by the same function the log
- * uses (aofCatKeyState). So a replica needs no placement, eviction or
+ * and metadata, PLACED for an object held in client segments, or DEL),
+ * FLUSHALL, and client segments' SEGMENT and SEGMENT.GONE, made by the
+ * same functions the log uses (aofCatKeyState, aofSegmentMounted). So a
+ * replica needs no placement, eviction or
  * expiry decisions of its own to end up equal, the pool's bytes travel
  * with their keys, and the log's reader checks every record (length and
  * CRC64) before the replica applies it. Like the log, the primary collects
@@ -15,7 +17,8 @@
  * The link. The replica connects to its primary's client port and sends
  * REPLCONF node-id, REPLCONF listening-port and PSYNC; the primary answers
  * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
- * bytes (FLUSHALL and one record per key, built in the event loop), then
+ * bytes (FLUSHALL, the client segments, one record per key and the objects
+ * held for hosts not yet back, built in the event loop), then
  * the live records. Offsets count the live stream's bytes (Redis's
  * master_repl_offset); the replica applies records as they arrive and
  * sends REPLCONF ACK <offset> after each batch and once a second. Every
@@ -67,12 +70,14 @@
 #include "aof.h"
 #include "aofformat.h"
 #include "cluster.h"
+#include "detached.h"
 #include "dict.h"
 #include "dump.h"
 #include "etcd.h"
 #include "migrate.h"
 #include "multi.h"
 #include "notify.h"
+#include "owner.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -164,6 +169,13 @@ void replFlushedAll(void) {
     markWriter(); /* what changed before the flush went with it (signalFlushedDb) */
     if (!repl.buf) repl.buf = sdsempty();
     repl.buf = aofCatFlushall(repl.buf);
+}
+
+sds *replRecordBuf(void) {
+    clusterNode *me = server.cluster ? server.cluster->myself : NULL;
+    if (!replOn || me == NULL || clusterNodeIsReplica(me)) return NULL;
+    if (!repl.buf) repl.buf = sdsempty();
+    return &repl.buf;
 }
 
 long long replOffset(void) {
@@ -411,6 +423,8 @@ void replconfCommand(client *c) {
     }
 }
 
+static sds keepSnapshot(sds buf) { return buf; } /* detachedRewrite's emit: it all stays in the snapshot */
+
 /* PSYNC <replid> <offset>: always a full sync (no backlog). The snapshot
  * is every key's record after a FLUSHALL, built here in one go, so that
  * it is exactly the state the live stream continues from. */
@@ -450,15 +464,21 @@ void psyncCommand(client *c) {
     }
     dictReleaseIterator(it);
     snap = sdsMakeRoomFor(snap, need);
+    /* Client segments first (a PLACED record names them), then every key,
+     * then the objects this node still holds for hosts that have not
+     * remounted since its own restart or promotion: a replica holds them
+     * all the same way (detached.c). */
+    snap = aofCatSegments(snap);
     it = dictGetSafeIterator(server.keys);
     while ((de = dictNext(it)) != NULL) {
         long long expire;
         storeObj *o = storePeek(de->key, &expire);
-        if (o == NULL || storeObjLocalPtr(o) == NULL) continue; /* segment objects: see aof.c */
+        if (o == NULL || (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o))) continue; /* DEL: nothing to give */
         snap = aofCatKeyState(snap, de->key);
         keys++;
     }
     dictReleaseIterator(it);
+    snap = detachedRewrite(snap, keepSnapshot);
     char head[128];
     int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$%zu\r\n", repl.replid, repl.offset, sdslen(snap));
     addReplyProto(c, head, (size_t)hl);
@@ -514,19 +534,71 @@ static void sendAck(void) {
     }
 }
 
+/* Client segments on a replica. The primary streams SEGMENT and
+ * SEGMENT.GONE as its log keeps them, and an object whose replicas all lie
+ * in client segments as PLACED (aof.c). The replica holds them exactly as a
+ * server restarted from its log does: the segment detached (it takes and
+ * serves nothing), the object aside, not a key (detached.c), since nothing
+ * proves yet that the host's memory is still what was written. Unlike a
+ * load, the holding never "ends": entries stay unfiled (a SEGMENT record
+ * that re-describes a segment -- its host re-attached on the primary --
+ * replaces it without losing them) until this node is promoted; then they
+ * are filed under their segments and wait for the hosts, whose heartbeat
+ * finds the old primary gone and mounts on the slot's new owner with the
+ * identity it kept (libmooncake). Owners on a replica neither expire nor
+ * are probed (owner.c): the primary decides, and streams SEGMENT.GONE. */
+static int primaryIsLocal(void) {
+    char peer[NET_IP_STR_LEN], local[NET_IP_STR_LEN];
+    return repl.fd != -1 && anetFdToString(repl.fd, peer, sizeof(peer), NULL, 1) == 0 &&
+           anetFdToString(repl.fd, local, sizeof(local), NULL, 0) == 0 && anetPeerIsLocal(peer, local);
+}
+
+static void applySegmentRecord(const aofRecord *rec) {
+    if (rec->type == AOF_REC_SEGMENT) {
+        /* "Mounted from this machine" was the primary's view: it holds here
+         * only if the primary runs on this machine too. Otherwise a probe
+         * (owner.c) of the host's loopback or abstract unix endpoints would
+         * reach another machine's and take a live host for a dead one. */
+        aofSegment g = rec->seg;
+        if (g.same_host && !primaryIsLocal()) g.same_host = 0;
+        if (segmentRestoreFromLog(&g) != 0)
+            serverLog(LL_WARNING, "Replication: segment id %llu from the primary cannot be held (no slot left, or "
+                      "its id is this node's pool): its objects will not be re-attached here",
+                      (unsigned long long)rec->seg.id);
+        return;
+    }
+    segment *s = segmentLookupId(rec->segid);
+    if (s && s->state == SEG_DETACHED) segmentUnmount(s);
+}
+
+/* At a full sync: the client segments this node knew (replicated ones, or
+ * its own from before it was a replica: their objects went with its data)
+ * go; the snapshot names those that are. */
+static void dropClientSegments(void) {
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->id != SEGMENT_SELF_ID && segtab[i]->mem == NULL) segmentUnmount(segtab[i]);
+}
+
 static int applyRecord(const aofRecord *rec) {
     repl.records_applied++;
     if (rec->type == AOF_REC_FLUSHALL) {
         storeFlush();
         return 0;
     }
+    if (rec->type == AOF_REC_SEGMENT || rec->type == AOF_REC_SEGMENT_GONE) {
+        applySegmentRecord(rec);
+        return 0;
+    }
     /* A record type the log gained later (aofformat.h) must be applied
      * here too; until it is, the link drops rather than guessing. */
-    if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE) return -1;
+    if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE && rec->type != AOF_REC_PLACED) return -1;
     sds key = sdsnewlen(rec->key, rec->keylen);
     int rc = 0;
     if (rec->type == AOF_REC_DEL || (rec->expire_ms && rec->expire_ms <= server.mstime)) {
         storeDelete(key);
+    } else if (rec->type == AOF_REC_PLACED) {
+        storeDelete(key); /* ends a held version too (signalModifiedKey) */
+        detachedLoadPlaced(key, rec->expire_ms, &rec->placed);
     } else {
         dumpInfo d;
         storeObj *o;
@@ -577,6 +649,7 @@ static int processLinkInput(void) {
                 repl.snap_left = -1;
                 repl.flush_pending = 0;
                 storeFlush(); /* the snapshot starts with FLUSHALL too; nothing stale is served meanwhile */
+                dropClientSegments();
                 repl.synced_with[0] = '\0'; /* half a snapshot is no data to take over with */
                 continue;
             }
@@ -771,6 +844,14 @@ void replClusterChanged(void) {
         repl.replid[CLUSTER_NAMELEN] = '\0';
         serverLog(LL_NOTICE, "Replication: this node is a primary now (config epoch %lld, %d slot ranges)",
                   me->config_epoch, me->nranges);
+        /* The client segments' objects the stream held: now they wait for
+         * their hosts, as after a restart (owner-ttl counts from here). */
+        detachedLoadDone();
+        ownersPromoted();
+        aofLogHeld();
+        if (detachedEntries)
+            serverLog(LL_NOTICE, "Replication: %lu objects in client segments are held until their hosts mount "
+                      "those segments here with the identity they had (for owner-ttl at most)", detachedEntries);
         event("role", "role=primary%s%s", "", "");
     }
     /* A primary tracks changes while any replica names it. */

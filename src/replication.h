@@ -15,6 +15,10 @@ extern int replOn;
 void replWriterSeen(void);     /* the current command changed a key (multi.h's signal): its replies wait
                                 * for the replicas under cluster-replica-ack */
 void replFlushedAll(void);     /* every key went */
+/* The stream's buffer of this iteration, for a record that is no key's
+ * state (a client segment's SEGMENT, SEGMENT.GONE: aof.c); NULL when
+ * nothing is streamed (no replica, or this node is one). */
+sds *replRecordBuf(void);
 void replBeforeSleep(void);    /* records to the replicas; held replies released */
 void replCron(void);           /* the replica's link, acks, timeouts, failover */
 void replClusterChanged(void); /* the topology was rebuilt: my role may differ */

@@ -45,6 +45,7 @@
 #include "acl.h"
 #include "anet.h"
 #include "aof.h"
+#include "cluster.h"
 #include "detached.h"
 #include "owner.h"
 #include "sha256.h"
@@ -549,6 +550,13 @@ void segmentTokenCommand(client *c) {
 }
 
 void heartbeatCommand(client *c) {
+    if (server.cluster && clusterNodeIsReplica(server.cluster->myself)) {
+        /* Demoted (a failover): the segments are mounted on the primary of
+         * the slots now; MOUNT here answers -READONLY, which sends
+         * libmooncake to the slot's owner in its map. */
+        addReplyError(c, "-NEEDREMOUNT this node is a replica: mount on the primary of its slots");
+        return;
+    }
     /* A tenant's owners are its own names; a server user reaches any. */
     const char *tenant = aclSegmentTenantFor(c);
     owner *o = tenant ? ownerLookup(tenant, c->argv[1], sdslen(c->argv[1]))

@@ -100,7 +100,8 @@
  *
  * A handle that hosts a segment names its owner and runs a heartbeat thread
  * (HEARTBEAT to every node holding a slice, reconnect, MOUNT again after
- * -NEEDREMOUNT): see heartbeatMain.
+ * -NEEDREMOUNT; after a failover, MOUNT on the slot's new owner, which
+ * re-attaches the slice's objects: sliceFollow): see heartbeatMain.
  *
  * Device memory (CUDA, mc_cuda.c) moves by the same paths, every call form
  * alike (single, scatter-gather, batch, ranges, async), each buffer of a
@@ -203,6 +204,7 @@ typedef struct mcRegion {
 /* One slice of a hosted segment, mounted on one node. */
 typedef struct mcSlice {
     int node;
+    int slot;                    /* a slot its node served at the mount (-1: not a cluster): whose owner it follows */
     size_t off, size;            /* in host_mem */
     long long id;                /* its segment id on that node; 0 until mounted */
     char *argv[32];              /* its MOUNT, kept to mount again */
@@ -3295,21 +3297,51 @@ static int sendMount(mc_client *c, int i) {
     return MC_OK;
 }
 
+/* Slice i's node cannot be reached, or no longer takes the MOUNT (a
+ * replica now answers -READONLY): after a failover the slot it served has
+ * a new owner, the promoted replica, which holds the slice's segment and
+ * objects detached, as a restarted server holds those of its log. The map
+ * (from another node) names that owner; the slice is mounted there with
+ * the MOUNT it had -- same name, owner, size and IDENTITY -- so the
+ * objects come back where they are, nothing put again. Nothing moves
+ * while the map still names the old node (the failover is not done). */
+static void sliceFollow(mc_client *c, int i) {
+    mcSlice *sl = &c->slices[i];
+    if (!c->cluster || sl->slot < 0) return;
+    mapRefreshFrom(c, -1, sl->node, 0);
+    int to = routeSlot(c, (unsigned)sl->slot);
+    /* A failover takes all of the old node's slots; a node that still
+     * serves some only lost that one to a migration, and its slice stays. */
+    if (c->map.slots == NULL || c->map.slots[sl->slot] == MC_NO_NODE || to == sl->node ||
+        c->map.nodes[sl->node].primary)
+        return;
+    for (int j = 0; j < c->nslices; j++)
+        if (j != i && c->slices[j].node == to) return; /* one slice per node: that one stays where it is */
+    sl->node = to;
+    sendMount(c, i); /* a failure is tried again at the next beat (HEARTBEAT: -NEEDREMOUNT) */
+}
+
 /* A beat for slice i on its node: HEARTBEAT (reconnecting if the
  * connection broke), and MOUNT again if the node already let the owner go
  * (-NEEDREMOUNT: the old segment and its objects are gone, the new one gets
- * a new id). Errors are left for the next beat. */
+ * a new id; after a restart, the same id and objects, re-attached). A node
+ * that cannot be reached or refuses the MOUNT may have lost the slot to a
+ * failover: the slice follows it (sliceFollow). Errors are left for the
+ * next beat. */
 static void heartbeatSlice(mc_client *c, int i) {
     mcSlice *sl = &c->slices[i];
     if (sl->argc < 2) return;
     mcConn *conn = c->map.nodes[sl->node].conn;
-    if ((conn == NULL || conn->broken) && nodeReconnect(c, sl->node) != 0) return;
+    if ((conn == NULL || conn->broken) && nodeReconnect(c, sl->node) != 0) {
+        sliceFollow(c, i);
+        return;
+    }
     conn = c->map.nodes[sl->node].conn;
     const char *argv[2] = {"HEARTBEAT", sl->argv[sl->argc - 1]}; /* OWNER is last */
     mcReply *r = mcConnCommand(conn, 2, argv, NULL);
-    int remount = r && mcReplyIsError(r, "NEEDREMOUNT");
+    int remount = r && mcReplyIsError(r, "NEEDREMOUNT"), lost = r == NULL;
     mcReplyFree(r);
-    if (remount) sendMount(c, i);
+    if ((remount && sendMount(c, i) != MC_OK) || lost) sliceFollow(c, i);
 }
 
 /* Every slice mounted on node (called after its connection was reopened). */
@@ -3463,6 +3495,7 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     c->nslices = n;
     for (int i = 0; i < n; i++) {
         c->slices[i].node = nodes[i];
+        c->slices[i].slot = c->cluster ? c->map.nodes[nodes[i]].first_slot : -1;
         c->slices[i].off = off[i];
         c->slices[i].size = len[i];
     }
