@@ -292,6 +292,20 @@ static int nodeOfPort(long long port) {
     return -1;
 }
 
+/* A field of node i's INFO store, -1 if absent. */
+static long long infoStoreField(int i, const char *field) {
+    redisReply *r = rcmd(i, "INFO store");
+    long long v = -1;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        char needle[96];
+        snprintf(needle, sizeof(needle), "\n%s:", field);
+        const char *p = strstr(r->str, needle);
+        if (p) v = atoll(p + strlen(needle));
+    }
+    freeReplyObject(r);
+    return v;
+}
+
 /* The slot of key as the cluster computes it. */
 static int keySlot(const char *key) {
     redisReply *r = rcmd(0, "CLUSTER KEYSLOT %s", key);
@@ -868,6 +882,42 @@ static void testBatch(void) {
         }
         for (int i = 0; i < NNODES; i++) CHECK(per[i] > 0);
         free(d);
+    }
+    TEST("batch: mc_batch_get_views through node 3 (shm) of keys of every node: byte-exact, held on each key's owner until released") {
+        enum { NV = 12 };
+        mc_client *g = mcOpen(node[2].unix_uri, MC_TRANSPORT_AUTO);
+        CHECK(g != NULL);
+        if (!g) break;
+        mc_key vk[NV + 1];
+        mc_view *v[NV + 1];
+        long long vres[NV + 1];
+        int per[NNODES] = {0};
+        for (int i = 0; i < NV; i++) {
+            vk[i] = (mc_key){keys[i], strlen(keys[i])};
+            int o = ownerOf(keys[i]);
+            if (o >= 0) per[o]++;
+        }
+        vk[NV] = (mc_key){"cl:bt:missing", 13};
+        CHECK_EQ(mc_batch_get_views(g, NV + 1, vk, v, vres), NV);
+        CHECK_EQ(vres[NV], MC_ERR_NOT_FOUND);
+        for (int i = 0; i < NV; i++) {
+            char what[64];
+            snprintf(what, sizeof(what), "view %d (%s)", i, keys[i]);
+            CHECK(v[i] && sameBytes(what, mc_view_data(v[i]), vres[i], vals[i], btSize(i)));
+        }
+        for (int o = 0; o < NNODES; o++) {
+            CHECK(per[o] > 0);
+            CHECK_EQ(infoStoreField(o, "store_holds"), per[o]);
+        }
+        for (int i = 0; i <= NV; i++) mc_view_release(v[i]);
+        int ex[NV];
+        CHECK_EQ(mc_batch_exists(g, NV, vk, 0, ex), NV); /* a request to every node: the releases go with it */
+        for (int o = 0; o < NNODES; o++) {
+            long long h = -1;
+            for (int t = 0; t < 200 && (h = infoStoreField(o, "store_holds")) != 0; t++) usleep(10 * 1000);
+            CHECK_EQ(h, 0);
+        }
+        mcClose(&g);
     }
     for (int i = 0; i < BT_ALL; i++) free(vals[i]);
     free(vals);
