@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""bench-replication.py -- 1 MiB SETs acknowledged by a replica (issue 28's
+"replication of 1 MiB pool objects to a replica >= 1 GB/s on loopback").
+
+    make -C src && /usr/bin/python3 utils/bench/bench-replication.py [--rounds 3] [name=path/to/mooncake-server ...]
+
+For each build (default: src/mooncake-server), in interleaved rounds: its
+own etcd and a primary owning every slot with one replica, synced, with
+cluster-replica-ack yes (a SET is answered only once the replica has it),
+then `redis-benchmark -t set -d 1048576 -c 4 -n 1500 -r 64` against the
+primary. Prints MB/s acknowledged (10^6 bytes of values per second) per
+round and the median, and the CPU each server spent per MiB. Everything
+it starts is on 127.0.0.1, on free ports, and stopped at the end.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import shutil
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+
+import conftest  # noqa: E402  (SERVER, child_env, free_port)
+import test_replication as tr  # noqa: E402  (Etcd, Node, call, wait_until)
+
+
+def cpu_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def one_round(server, n, clients):
+    d = tempfile.mkdtemp(prefix="bench-repl-")
+    etcd = tr.Etcd(d)
+    nodes = []
+    try:
+        tr.SERVER = server
+        name = f"bench-{os.getpid()}-{conftest.free_port()}"
+        extra = ("--segment-size", "512mb", "--cluster-replica-ack", "yes")
+        a = tr.Node(d, etcd, name, *extra)
+        nodes.append(a)
+        b = tr.Node(d, etcd, name, *extra)
+        nodes.append(b)
+        assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+        assert tr.call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+        tr.wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        assert tr.call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+        tr.wait_until(lambda: tr.link_up(b.port), 20, "replica link up")
+        ca, cb = cpu_of(a.proc.pid), cpu_of(b.proc.pid)
+        out = subprocess.run(["redis-benchmark", "-p", str(a.port), "-t", "set", "-d", "1048576", "-c", str(clients),
+                              "-n", str(n), "-r", "64", "--csv"], capture_output=True, text=True, check=True).stdout
+        rps = float([line for line in out.splitlines() if line.startswith('"SET"')][0].split(",")[1].strip('"'))
+        mib = n
+        return rps * 1048576 / 1e6, (cpu_of(a.proc.pid) - ca) / mib * 1e3, (cpu_of(b.proc.pid) - cb) / mib * 1e3
+    finally:
+        for x in nodes:
+            x.kill()
+        etcd.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("-n", type=int, default=1500, help="SETs per round (default 1500)")
+    p.add_argument("-c", type=int, default=4, help="redis-benchmark clients (default 4)")
+    p.add_argument("builds", nargs="*", help="name=path to a mooncake-server (default: this tree's)")
+    args = p.parse_args()
+    builds = [b.split("=", 1) for b in args.builds] or [["this", conftest.SERVER]]
+    res = {name: [] for name, _ in builds}
+    for r in range(args.rounds):
+        for name, path in (builds if r % 2 == 0 else builds[::-1]):
+            mbs, pa, pb = one_round(os.path.abspath(path), args.n, args.c)
+            res[name].append((mbs, pa, pb))
+            print(f"round {r + 1} {name}: {mbs:.0f} MB/s acknowledged; CPU ms per MiB: primary {pa:.2f}, "
+                  f"replica {pb:.2f}", flush=True)
+    for name, rows in res.items():
+        m = [x[0] for x in rows]
+        print(f"{name}: median {statistics.median(m):.0f} MB/s ({min(m):.0f}-{max(m):.0f}); CPU ms per MiB: "
+              f"primary {statistics.median([x[1] for x in rows]):.2f}, replica {statistics.median([x[2] for x in rows]):.2f}")
+
+
+if __name__ == "__main__":
+    main()
