@@ -710,9 +710,7 @@ static void applyRecord(const aofRecord *rec, loadCounts *n, const char *file, l
         detachedLoadPlaced(key, rec->expire_ms, &rec->placed);
         n->placed++;
     } else {
-        dumpInfo d;
-        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK) refuse("AOF %s: bad payload at offset %lld: %s", file, off, "");
-        storeObj *o = dumpObjectCreate(key, &d);
+        storeObj *o = dumpObjectCreate(key, &rec->dump); /* parsed and checked by aofNextRecord */
         if (o == NULL)
             refuse("AOF %s at offset %lld: %s", file, off,
                    "the log holds more than the pool: start with a larger segment-size (or maxmemory)");

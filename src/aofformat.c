@@ -330,8 +330,7 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
         if (argl[1] == 0) return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE of an empty key");
         if (!string2ll(argv[2], argl[2], &exp) || exp < 0)
             return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE with a bad expiry");
-        dumpInfo d;
-        if (dumpParse(argv[3], argl[3], &d) != DUMP_OK)
+        if (dumpParse(argv[3], argl[3], &rec->dump) != DUMP_OK)
             return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE payload fails its checksum or format");
         rec->type = AOF_REC_RESTORE;
         rec->key = argv[1];

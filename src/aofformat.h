@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 
+#include "dump.h"
 #include "sds.h"
 
 /* ---- records ------------------------------------------------------------ */
@@ -66,6 +67,8 @@ typedef struct aofRecord {
     long long expire_ms;    /* RESTORE: absolute unix ms, 0 = none */
     const char *payload;    /* RESTORE: a DUMP payload whose CRC64 was checked */
     size_t payload_len;
+    dumpInfo dump;          /* RESTORE: the payload parsed (pointers into it): a
+                             * second dumpParse would checksum it again */
     uint64_t segid;         /* SEGMENT_GONE */
     aofSegment seg;         /* SEGMENT, checked */
     aofPlaced placed;       /* PLACED (with key and expire_ms), checked */

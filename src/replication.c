@@ -600,9 +600,8 @@ static int applyRecord(const aofRecord *rec) {
         storeDelete(key); /* ends a held version too (signalModifiedKey) */
         detachedLoadPlaced(key, rec->expire_ms, &rec->placed);
     } else {
-        dumpInfo d;
-        storeObj *o;
-        if (dumpParse(rec->payload, rec->payload_len, &d) != DUMP_OK || (o = dumpObjectCreate(key, &d)) == NULL)
+        storeObj *o = dumpObjectCreate(key, &rec->dump); /* parsed and checked by aofNextRecord */
+        if (o == NULL)
             rc = -1;
         else
             storeSet(key, o, rec->expire_ms ? rec->expire_ms : -1, 0);
