@@ -253,6 +253,32 @@ static void checkHeld(void) {
     }
 }
 
+/* The records buffer is kept between loop iterations, its pages warm: a
+ * buffer freed and grown again each iteration paid the first touch of
+ * every page it grew into (about 12 us per 4 KiB here: 3 ms per MiB of
+ * values, 8 ms per MiB with 16 writers of 1 MiB SETs) and a realloc copy
+ * per doubling. Bounded: one larger than REPL_BUF_KEEP, or four times what
+ * the last 64 iterations needed at most, goes back. */
+#define REPL_BUF_KEEP (64LL << 20)
+static void replBufRecycle(void) {
+    static size_t peak;
+    static unsigned iters;
+    if (sdslen(repl.buf) > peak) peak = sdslen(repl.buf);
+    size_t alloc = sdsalloc(repl.buf);
+    int shrink = (long long)alloc > REPL_BUF_KEEP;
+    if (++iters == 64) {
+        shrink |= alloc > 1024 * 1024 && alloc > 4 * peak;
+        iters = 0;
+        peak = 0;
+    }
+    if (shrink) {
+        sdsfree(repl.buf);
+        repl.buf = sdsempty();
+    } else {
+        sdsclear(repl.buf);
+    }
+}
+
 void replBeforeSleep(void) {
     if (repl.flush_pending) {
         repl.flush_pending = 0;
@@ -278,12 +304,7 @@ void replBeforeSleep(void) {
             }
         }
         repl.offset += (long long)sdslen(repl.buf);
-        if (sdsalloc(repl.buf) > 1024 * 1024) {
-            sdsfree(repl.buf);
-            repl.buf = sdsempty();
-        } else {
-            sdsclear(repl.buf);
-        }
+        replBufRecycle();
     }
     long long acked = repl.nmarked ? ackedByAllOffset() : 0;
     for (size_t i = 0; i < repl.nmarked; i++) {
