@@ -697,12 +697,12 @@ class MooncakeDistributedStore:
             return out
         unread = list(range(len(keys)))
         if _VIEWS:
-            copy = (_mooncake.ERR_UNSUPPORTED, _mooncake.ERR_SERVER)
+            absent = (_mooncake.ERR_NOT_FOUND, _mooncake.ERR_NOT_READY)
             unread = []
             for i, got in enumerate(self._c.views(self._keys(keys))):
                 if not isinstance(got, int):
                     out[i] = got
-                elif got in copy:  # no shared memory path, or the hold refused: copy it
+                elif got not in absent:  # no shared memory path, the hold refused, an older server: copy it
                     unread.append(i)
             if not unread:
                 return out
