@@ -278,6 +278,88 @@ def test_replicate_data_arrives_and_readonly(env):
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "offsets")
 
 
+def synced(a, b):
+    return info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"]
+
+
+def test_partial_resync_after_the_link_is_cut(env):
+    """A replica whose link drops continues from the backlog (PSYNC ->
+    +CONTINUE): only the bytes it lacks, no second full sync."""
+    _, node = env
+    a, b = pair(node)
+    for i in range(50):
+        assert write(a.port, "SET", f"p{i}", f"v{i}") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    before = info(a.port)
+    assert before["repl_backlog_active"] == "1" and before["repl_backlog_size"] == str(1 << 20)
+    assert int(before["repl_backlog_histlen"]) == int(before["master_repl_offset"]) > 0
+    assert before["repl_backlog_first_byte_offset"] == "1" and before["sync_full"] == "1"
+    assert info(b.port)["master_replid"] == before["master_replid"]
+    assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
+    for i in range(50, 100):                  # while it reconnects: these come from the backlog
+        assert write(a.port, "SET", f"p{i}", f"v{i}") == "OK"
+    assert call(a.port, "DEL", "p0") == 1
+    wait_until(lambda: link_up(b.port) and synced(a, b) and info(a.port)["connected_slaves"] == "1", 20,
+               "the replica to continue")
+    after = info(a.port)
+    assert (after["sync_full"], after["sync_partial_ok"], after["sync_partial_err"]) == ("1", "1", "0"), after
+    ib = info(b.port)
+    assert ib["full_syncs_done"] == "1" and ib["repl_partial_syncs_done"] == "1"
+    assert ib["repl_backlog_active"] == "1"   # a replica keeps one too, for when it is promoted
+    assert "partial resync" in b.log() and "partial resync for replica" in a.log()
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("DBSIZE") == call(a.port, "DBSIZE") == 99
+        assert r("GET", "p0") is None
+        assert all(r("GET", f"p{i}") == f"v{i}".encode() for i in range(1, 100))
+    finally:
+        r.close()
+
+
+def test_psync_offsets_outside_the_backlog_and_malformed(env):
+    _, node = env
+    a, b = pair(node)
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    assert call(a.port, "CONFIG", "GET", "repl-backlog-size") == [b"repl-backlog-size", b"16384"]
+    for i in range(10):
+        assert write(a.port, "SET", f"o{i}", os.urandom(4096)) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    i0 = info(a.port)
+    replid, off = i0["master_replid"], int(i0["master_repl_offset"])
+    first = int(i0["repl_backlog_first_byte_offset"])
+    assert i0["repl_backlog_histlen"] == "16384" and first == off - 16384 + 1 > 1
+    # malformed: an error, and nothing changes (no link, no counter)
+    for args in ((replid, "abc"), (replid, "-5"), (replid, "0"), (replid, "99999999999999999999"),
+                 ("nothex", "5"), ("?", "7"), (replid, "")):
+        with pytest.raises(RespError, match="invalid replication"):
+            call(a.port, "PSYNC", *args)
+    i1 = info(a.port)
+    for f in ("connected_slaves", "sync_full", "sync_partial_ok", "sync_partial_err", "master_repl_offset",
+              "repl_backlog_histlen"):
+        assert i1[f] == i0[f], f
+
+    def psync(rid, offset):
+        c = Conn(a.port)
+        c.send("PSYNC", rid, offset)
+        return c, c.f.readline().decode().rstrip("\r\n")
+    # inside the backlog: +CONTINUE and exactly the bytes from there
+    c, line = psync(replid, off + 1 - 100)
+    try:
+        assert line == f"+CONTINUE {replid}"
+        assert len(c.f.read(100)) == 100
+    finally:
+        c.close()
+    # before its first byte, past its end, or another history: a full sync
+    for rid, offset in ((replid, first - 1), (replid, off + 2), (replid, 1 << 62), ("f" * 40, off + 1)):
+        c, line = psync(rid, offset)
+        c.close()
+        assert line.startswith("+FULLRESYNC "), (rid, offset, line)
+    i2 = info(a.port)
+    assert (int(i2["sync_partial_ok"]), int(i2["sync_partial_err"]), int(i2["sync_full"])) == (1, 4, 5)
+    assert link_up(b.port)
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
@@ -338,11 +420,19 @@ def test_two_replicas_one_winner_the_other_follows(env):
         write(a.port, "SET", f"t{i}", i)
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(c.port)["slave_repl_offset"]
                == info(a.port)["master_repl_offset"], 10, "both synced")
+    ia = info(a.port)
     a.kill()
     wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
     win, other = (b, c) if "myself,master" in b.nodes() else (c, b)
     assert "myself,master" not in other.nodes()
     wait_until(lambda: link_up(other.port) and info(other.port)["master_node_id"] == win.id, 20, "the follower")
+    # the follower continued from the winner's backlog under the dead primary's replid (replid2), as
+    # Redis 4+: no full sync
+    iw = info(win.port)
+    assert iw["master_replid2"] == ia["master_replid"] and iw["master_replid"] != ia["master_replid"]
+    assert iw["second_repl_offset"] == str(int(ia["master_repl_offset"]) + 1)
+    assert (iw["sync_full"], iw["sync_partial_ok"]) == ("0", "1"), iw
+    assert info(other.port)["master_replid"] == iw["master_replid"]
     line = [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()
     assert line[2] == "slave" and line[3] == win.id
     assert write(win.port, "SET", "t0", "new") == "OK"
