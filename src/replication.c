@@ -13,7 +13,9 @@
  * their records in beforeSleep, before any reply of the iteration goes out.
  *
  * The link. The replica connects to its primary's client port and sends
- * REPLCONF node-id, REPLCONF listening-port and PSYNC; the primary answers
+ * AUTH [masteruser] masterauth when masterauth is set (the primary may
+ * have requirepass or ACL users, as Redis's), REPLCONF node-id, REPLCONF
+ * listening-port and PSYNC; the primary answers
  * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
  * bytes (FLUSHALL and one record per key, built in the event loop), then
  * the live records. Offsets count the live stream's bytes (Redis's
@@ -160,6 +162,7 @@ static struct {
     long long link_down_since;        /* 0: up (or never synced) */
     char synced_with[CLUSTER_NAMELEN + 1]; /* a full sync with it completed */
     int history;                      /* replid and applied describe what this node holds: PSYNC may continue */
+    int auth_sent;                    /* the next handshake line answers our AUTH */
     int was_replica;
     int flush_pending;
     int down_logged;
@@ -732,6 +735,31 @@ static char *takeLine(size_t *len, int *toolong) {
     return p;
 }
 
+/* Logs why the primary refused the handshake, naming the config to fix
+ * when it is authentication; the same reason is logged once a minute, not
+ * at every retry. */
+static void handshakeRefused(const char *line) {
+    static char last[160];
+    static long long last_ms;
+    char why[160];
+    if (repl.auth_sent)
+        snprintf(why, sizeof(why), "authentication with masterauth%s failed (%.100s)",
+                 server.masteruser && server.masteruser[0] ? " and masteruser" : "", line + 1);
+    else if (!strncmp(line, "-NOAUTH", 7))
+        snprintf(why, sizeof(why), "the primary requires a password: set masterauth (and masteruser for an "
+                 "ACL user)");
+    else if (!strncmp(line, "-NOPERM", 7))
+        snprintf(why, sizeof(why), "the user has no permission for the replication commands (%.80s)", line + 1);
+    else
+        snprintf(why, sizeof(why), "%.150s", line + 1);
+    long long now = mstime();
+    if (strcmp(last, why) || now - last_ms > 60000) {
+        serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, why);
+        snprintf(last, sizeof(last), "%s", why);
+        last_ms = now;
+    }
+}
+
 /* Parses what arrived; -1 (the link is closed) on anything unexpected. */
 static int processLinkInput(void) {
     for (;;) {
@@ -742,10 +770,13 @@ static int processLinkInput(void) {
             if (!line) return toolong ? -1 : 0;
             if (len > 200) goto bad;
             if (line[0] == '-') {
-                serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, line);
+                handshakeRefused(line);
                 return -1;
             }
-            if (!strcmp(line, "+OK")) continue;
+            if (!strcmp(line, "+OK")) {
+                repl.auth_sent = 0;
+                continue;
+            }
             if (!strncmp(line, "+FULLRESYNC ", 12)) {
                 char id[64];
                 long long off;
@@ -882,7 +913,19 @@ static void linkConnected(aeEventLoop *el, int fd, void *privdata, int mask) {
     }
     char port[16], from[32];
     int pl = snprintf(port, sizeof(port), "%d", server.cluster->myself->port);
-    sds hs = sdscatprintf(sdsempty(),
+    sds hs = sdsempty();
+    /* masterauth (masteruser): the primary may have requirepass or ACL
+     * users; its answer is the first line back (handshakeRefused). */
+    repl.auth_sent = server.masterauth != NULL;
+    if (repl.auth_sent) {
+        const char *u = server.masteruser && server.masteruser[0] ? server.masteruser : NULL;
+        hs = sdscatprintf(hs, "*%d\r\n$4\r\nAUTH\r\n", u ? 3 : 2);
+        if (u) hs = sdscatprintf(hs, "$%zu\r\n%s\r\n", strlen(u), u);
+        hs = sdscatprintf(hs, "$%zu\r\n", sdslen(server.masterauth));
+        hs = sdscatlen(hs, server.masterauth, sdslen(server.masterauth));
+        hs = sdscatlen(hs, "\r\n", 2);
+    }
+    hs = sdscatprintf(hs,
                           "*3\r\n$8\r\nREPLCONF\r\n$7\r\nnode-id\r\n$40\r\n%s\r\n"
                           "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$%d\r\n%s\r\n",
                           server.cluster->myself->id, pl, port);

@@ -360,6 +360,54 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
     assert link_up(b.port)
 
 
+def test_masterauth_and_masteruser(env):
+    """A replica of a primary with requirepass, or with an ACL user for
+    replication, syncs once masterauth (masteruser) says how; without it
+    the sync fails with a log line naming what to set."""
+    _, node = env
+    a, b = node(), node()
+    pw = "pw with spaces"
+    for n in (a, b):
+        assert call(n.port, "CONFIG", "SET", "requirepass", pw) == "OK"
+
+    def ac(port, *args):
+        c = Conn(port)
+        try:
+            assert c("AUTH", pw) == "OK"
+            return c(*args)
+        finally:
+            c.close()
+
+    def ainfo(port):
+        return dict(l.split(":", 1) for l in ac(port, "INFO", "replication").decode().splitlines() if ":" in l)
+    assert ac(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert ac(a.port, "SET", "k", "v") == "OK"
+    assert ac(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in ac(b.port, "CLUSTER", "NODES").decode(), 10, "meet")
+    assert ac(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: "requires a password: set masterauth" in b.log(), 10, "the refusal without masterauth")
+    assert ac(b.port, "CONFIG", "SET", "masterauth", "wrong") == "OK"
+    wait_until(lambda: "authentication with masterauth failed" in b.log(), 10, "the refusal of a wrong one")
+    assert ainfo(b.port)["master_link_status"] == "down" and ainfo(a.port)["sync_full"] == "0"
+    assert ac(b.port, "CONFIG", "SET", "masterauth", pw) == "OK"
+    wait_until(lambda: ainfo(b.port)["master_link_status"] == "up", 10, "the sync with masterauth")
+    # an ACL user with only what replication needs
+    assert ac(a.port, "ACL", "SETUSER", "repl", "on", ">rpw", "+psync", "+replconf") == "OK"
+    assert ac(b.port, "CONFIG", "SET", "masteruser", "repl", "masterauth", "rpw") == "OK"
+    assert ac(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
+    assert ac(a.port, "SET", "k2", "v2") == "OK"
+    wait_until(lambda: "user=repl" in ac(a.port, "CLIENT", "LIST", "TYPE", "replica").decode(), 10,
+               "the link as user repl")
+    wait_until(lambda: ainfo(b.port)["slave_repl_offset"] == ainfo(a.port)["master_repl_offset"], 10, "sync")
+    assert (ainfo(a.port)["sync_full"], ainfo(a.port)["sync_partial_ok"]) == ("1", "1")
+    c = Conn(b.port)
+    try:
+        assert c("AUTH", pw) == "OK" and c("READONLY") == "OK"
+        assert c("GET", "k") == b"v" and c("GET", "k2") == b"v2"
+    finally:
+        c.close()
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
