@@ -707,7 +707,9 @@ static int applyRecord(const aofRecord *rec) {
     if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE) return -1;
     sds key = sdsnewlen(rec->key, rec->keylen);
     int rc = 0;
-    if (rec->type == AOF_REC_DEL || (rec->expire_ms && rec->expire_ms <= server.mstime)) {
+    /* A key past its TTL is stored all the same: it reads as missing and
+     * goes with the primary's DEL (store.c: no expiry of a replica's own). */
+    if (rec->type == AOF_REC_DEL) {
         storeDelete(key);
     } else {
         dumpInfo d;
@@ -843,8 +845,9 @@ static int processLinkInput(void) {
             return -1;
         }
         if (applyRecord(&rec) == -1) {
-            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full or bad payload): "
-                      "dropping the link", repl.applied);
+            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full -- a replica "
+                      "evicts nothing, so its segment-size and maxmemory must hold its primary's data -- or a bad "
+                      "payload): dropping the link", repl.applied);
             return -1;
         }
         if (repl.state == LINK_SNAPSHOT) {
@@ -998,6 +1001,7 @@ void replClusterChanged(void) {
     clusterState *cs = server.cluster;
     if (!cs) return;
     clusterNode *me = cs->myself;
+    storeReplicaMode = clusterNodeIsReplica(me);
     if (clusterNodeIsReplica(me)) {
         replOn = 0;
         if (!repl.was_replica) {

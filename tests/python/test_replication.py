@@ -408,6 +408,31 @@ def test_masterauth_and_masteruser(env):
         c.close()
 
 
+def test_a_replica_expires_nothing_of_its_own(env):
+    """As Redis: a key past its TTL on the replica's clock reads as missing
+    there, but only the primary's DEL in the stream removes it."""
+    _, node = env
+    a, b = pair(node)
+    assert write(a.port, "SET", "keep", "1") == "OK"
+    assert write(a.port, "SET", "e", "v", "PX", 300) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, b.id) == "OK"   # the primary's DEL waits
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "e") is None, 10, "the TTL to pass")
+        assert r("EXISTS", "e") == 0 and r("TTL", "e") == -2 and r("GET", "keep") == b"1"
+        wait_until(lambda: info(a.port, "stats")["expired_keys"] == "1", 10, "the primary to expire it")
+        deadline = time.time() + 0.5             # several expiry cycles: the key stays on the replica
+        while time.time() < deadline:
+            assert r("DBSIZE") == 2 and r("GET", "e") is None
+        assert info(b.port, "stats")["expired_keys"] == "0"
+        assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
+        wait_until(lambda: r("DBSIZE") == 1 and synced(a, b), 10, "the primary's DEL")
+    finally:
+        r.close()
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
