@@ -287,17 +287,24 @@ def test_partial_resync_after_the_link_is_cut(env):
     +CONTINUE): only the bytes it lacks, no second full sync."""
     _, node = env
     a, b = pair(node)
+    assert write(a.port, "SET", "first", "1") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    i0 = info(a.port)
+    assert i0["repl_backlog_active"] == "1" and i0["repl_backlog_size"] == str(1 << 20)
+    assert int(i0["repl_backlog_histlen"]) == int(i0["master_repl_offset"]) > 0
+    assert i0["repl_backlog_first_byte_offset"] == "1"
+    # a small ring, written round more than once, so what is sent again crosses its end
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    val = lambda i, n: (f"v{i}-" * n)[:n]
     for i in range(50):
-        assert write(a.port, "SET", f"p{i}", f"v{i}") == "OK"
+        assert write(a.port, "SET", f"p{i}", val(i, 700)) == "OK"
     wait_until(lambda: synced(a, b), 10, "sync")
     before = info(a.port)
-    assert before["repl_backlog_active"] == "1" and before["repl_backlog_size"] == str(1 << 20)
-    assert int(before["repl_backlog_histlen"]) == int(before["master_repl_offset"]) > 0
-    assert before["repl_backlog_first_byte_offset"] == "1" and before["sync_full"] == "1"
+    assert before["repl_backlog_histlen"] == "16384" and before["sync_full"] == "1"
     assert info(b.port)["master_replid"] == before["master_replid"]
     assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
     for i in range(50, 100):                  # while it reconnects: these come from the backlog
-        assert write(a.port, "SET", f"p{i}", f"v{i}") == "OK"
+        assert write(a.port, "SET", f"p{i}", val(i, 100)) == "OK"
     assert call(a.port, "DEL", "p0") == 1
     wait_until(lambda: link_up(b.port) and synced(a, b) and info(a.port)["connected_slaves"] == "1", 20,
                "the replica to continue")
@@ -310,9 +317,9 @@ def test_partial_resync_after_the_link_is_cut(env):
     r = Conn(b.port)
     try:
         r("READONLY")
-        assert r("DBSIZE") == call(a.port, "DBSIZE") == 99
-        assert r("GET", "p0") is None
-        assert all(r("GET", f"p{i}") == f"v{i}".encode() for i in range(1, 100))
+        assert r("DBSIZE") == call(a.port, "DBSIZE") == 100
+        assert r("GET", "p0") is None and r("GET", "first") == b"1"
+        assert all(r("GET", f"p{i}") == val(i, 700 if i < 50 else 100).encode() for i in range(1, 100))
     finally:
         r.close()
 
@@ -343,21 +350,38 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
         c = Conn(a.port)
         c.send("PSYNC", rid, offset)
         return c, c.f.readline().decode().rstrip("\r\n")
-    # inside the backlog: +CONTINUE and exactly the bytes from there
-    c, line = psync(replid, off + 1 - 100)
-    try:
-        assert line == f"+CONTINUE {replid}"
-        assert len(c.f.read(100)) == 100
-    finally:
-        c.close()
+    # inside the backlog: +CONTINUE and exactly the bytes from there (the ring has wrapped)
+    def tail(offset, n):
+        c, line = psync(replid, offset)
+        try:
+            assert line == f"+CONTINUE {replid}"
+            return c.f.read(n)
+        finally:
+            c.close()
+    whole = tail(first, 16384)
+    assert len(whole) == 16384 and tail(off + 1 - 100, 100) == whole[-100:]
+    # a bigger ring keeps the history; a smaller one its newest part
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "32kb") == "OK"
+    assert info(a.port)["repl_backlog_histlen"] == "16384" and tail(first, 16384) == whole
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    assert info(a.port)["repl_backlog_histlen"] == "16384" and tail(first, 16384) == whole
     # before its first byte, past its end, or another history: a full sync
     for rid, offset in ((replid, first - 1), (replid, off + 2), (replid, 1 << 62), ("f" * 40, off + 1)):
         c, line = psync(rid, offset)
         c.close()
         assert line.startswith("+FULLRESYNC "), (rid, offset, line)
     i2 = info(a.port)
-    assert (int(i2["sync_partial_ok"]), int(i2["sync_partial_err"]), int(i2["sync_full"])) == (1, 4, 5)
+    assert (int(i2["sync_partial_ok"]), int(i2["sync_partial_err"]), int(i2["sync_full"])) == (4, 4, 5)
     assert link_up(b.port)
+    # no replica left for repl-backlog-ttl: the backlog goes, and with it the history (new replid)
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-ttl", "1") == "OK"
+    assert call(b.port, "CLUSTER", "RESET") == "OK"
+    wait_until(lambda: info(a.port)["repl_backlog_active"] == "0", 10, "the backlog to be freed")
+    i3 = info(a.port)
+    assert i3["master_replid"] != replid and i3["repl_backlog_histlen"] == "0" and "backlog freed" in a.log()
+    c, line = psync(replid, off + 1)
+    c.close()
+    assert line.startswith("+FULLRESYNC ")
 
 
 def test_masterauth_and_masteruser(env):
