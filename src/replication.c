@@ -113,7 +113,7 @@ typedef struct replicaLink {
     long long ack;        /* last offset it acknowledged; -1 none yet */
     long long ack_ms;
     int online;           /* sent the snapshot: live records follow */
-    size_t snap_len;      /* the snapshot's bytes, queued once */
+    size_t snap_len;      /* the snapshot's (or the backlog's) bytes, queued once: not "behind" */
 } replicaLink;
 
 /* The backlog: the last repl-backlog-size bytes of the record stream, a
@@ -607,8 +607,8 @@ void psyncCommand(client *c) {
             addReplyProto(c, head, (size_t)hl);
             long long n = backlogSend(c, from);
             l->snap_len = (size_t)n + (size_t)hl;
-            /* What it had is ours up to `from`: acknowledged, as far as a
-             * held write is concerned, once it says so. */
+            /* Its ack stays -1 until it sends one (at once, after
+             * +CONTINUE): held writes wait for it as for any replica. */
             linkOnline(c);
             repl.partial_ok++;
             serverLog(LL_NOTICE, "Replication: partial resync for replica %s (%s) from offset %lld: %lld bytes "
