@@ -35,8 +35,10 @@
  * stream it received too, and when promoted keeps its old primary's replid
  * as replid2, good up to the offset it had: that primary's other replicas
  * continue from it instead of copying everything (Redis 4+). A node that
- * becomes a replica after being a primary still starts with a full sync:
- * it discards what it holds (it may contain writes its successor lacks).
+ * becomes a replica after being a primary discards what it holds (it may
+ * contain writes its successor lacks) and syncs in full, unless it handed
+ * its slots over in a planned failover and changed nothing since its
+ * successor acknowledged its whole stream: then it continues too.
  * While a backlog exists the primary builds records even with no replica
  * connected, so the stream (and its offsets) never skip a write.
  *
@@ -148,6 +150,8 @@ static struct {
     char debug_hold_id[CLUSTER_NAMELEN + 1]; /* ... of this replica only, "" all */
     char handover_to[CLUSTER_NAMELEN + 1];
     int handover_inflight;
+    char handed_to[CLUSTER_NAMELEN + 1]; /* a planned failover handed the slots to it ... */
+    long long handed_offset;             /* ... once it had acknowledged this offset */
     /* replica side */
     int state;
     int fd;
@@ -1007,18 +1011,33 @@ void replClusterChanged(void) {
         if (!repl.was_replica) {
             /* Demoted (or started as a replica): whatever this node holds
              * may contain writes its successor never saw; it goes before
-             * anything is served, and a full sync brings the primary's. */
+             * anything is served, and a full sync brings the primary's.
+             * Except after a planned failover to this very primary, when
+             * nothing changed here since it acknowledged our whole stream:
+             * then we hold exactly what it held when it took over, and
+             * continue from there (PSYNC with our replid, its replid2). */
+            int keep = repl.handed_to[0] && !strcmp(me->primary, repl.handed_to) &&
+                       repl.offset == repl.handed_offset && !changedKeysPending(&repl.changed) &&
+                       (!repl.buf || sdslen(repl.buf) == 0) && repl.backlog;
+            repl.handed_to[0] = '\0';
             repl.was_replica = 1;
-            repl.history = 0; /* what it holds goes: nothing to continue */
+            repl.history = keep;
             repl.replid2[0] = '\0';
             repl.second_offset = -1;
             dropLinks();
             dropHeld();
             if (repl.buf) sdsclear(repl.buf);
-            repl.flush_pending = 1;
             repl.pause_until = 0;
-            serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s (its etcd record says so): "
-                      "its data is discarded and a full sync follows", me->primary);
+            if (keep) {
+                repl.applied = repl.offset;
+                serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s after a planned failover: it "
+                          "keeps its data (the new primary acknowledged all of it) and continues from offset %lld",
+                          me->primary, repl.applied);
+            } else {
+                repl.flush_pending = 1;
+                serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s (its etcd record says so): "
+                          "its data is discarded and a full sync follows", me->primary);
+            }
             event("role", "role=replica primary=%s%s", me->primary, "");
         }
         clusterNode *p = clusterMyPrimary();
@@ -1202,6 +1221,7 @@ void replFailoverDone(const char *kind, const char *old_primary, int automatic, 
         repl.handover_inflight = 0;
         repl.pause_until = 0;
         repl.handover_to[0] = '\0';
+        if (err && err[0]) repl.handed_to[0] = '\0';
     }
     if (err && err[0]) {
         serverLog(LL_WARNING, "Replication: %s failover (%s) did not happen: %s", automatic ? "automatic" : "manual",
@@ -1320,6 +1340,8 @@ void replCron(void) {
                 if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && !changedKeysPending(&repl.changed) &&
                     (!repl.buf || sdslen(repl.buf) == 0)) {
                     repl.handover_inflight = 1;
+                    snprintf(repl.handed_to, sizeof(repl.handed_to), "%s", l->node_id);
+                    repl.handed_offset = repl.offset;
                     serverLog(LL_NOTICE, "Replication: replica %s has offset %lld: handing over the slots",
                               l->node_id, l->ack);
                     clusterHandOver(l->node_id);

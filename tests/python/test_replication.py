@@ -732,6 +732,18 @@ def test_manual_failover(env):
     assert call(b.port, "CLUSTER", "FAILOVER") == "OK"
     wait_until(lambda: "myself,master" in b.nodes() and link_up(a.port), 20, "planned failover")
     assert call(b.port, "GET", "m99") == b"99"
+    # the old primary keeps its data (its successor had all of it) and continues, as Redis's
+    ib = info(b.port)
+    assert (ib["sync_full"], ib["sync_partial_ok"]) == ("0", "1"), ib
+    assert "keeps its data" in a.log() and "data is discarded" not in a.log()
+    assert write(b.port, "SET", "m0", "new") == "OK"
+    r = Conn(a.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "m0") == b"new", 10, "the stream after the partial resync")
+        assert r("DBSIZE") == 100 and r("GET", "m99") == b"99"
+    finally:
+        r.close()
     ea = [l for l in b.nodes().splitlines() if "myself" in l][0].split()[6]
     # and back, with TAKEOVER (no agreement from the primary); the promoted node announces it
     assert call(a.port, "CONFIG", "SET", "notify-keyspace-events", "S") == "OK"
@@ -748,6 +760,7 @@ def test_manual_failover(env):
     eb = [l for l in a.nodes().splitlines() if "myself" in l][0].split()[6]
     assert int(eb) > int(ea)
     assert call(a.port, "GET", "m99") == b"99"
+    assert b.log().count("data is discarded") == 2     # not planned: the demoted node syncs in full
     assert "planned failover done" in a.log() + b.log()
 
 
