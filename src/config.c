@@ -27,6 +27,7 @@
 #include "cluster.h"
 #include "http.h"
 #include "notify.h"
+#include "replication.h"
 #include "segment.h"
 #include "server.h"
 #include "store.h"
@@ -241,6 +242,21 @@ static int setRequirepass(sds *argv, int argc, const char **err) {
 
 static sds getRequirepass(void) { return server.requirepass ? sdsdup(server.requirepass) : sdsempty(); }
 
+/* The password a replica gives its primary (replication.c), binary-safe
+ * as requirepass and shown by CONFIG GET as requirepass is (as Redis
+ * does); SLOWLOG shows CONFIG SET's value of either as "(redacted)". */
+static int setMasterauth(sds *argv, int argc, const char **err) {
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    sdsfree(server.masterauth);
+    server.masterauth = sdslen(argv[0]) ? sdsdup(argv[0]) : NULL;
+    return C_OK;
+}
+
+static sds getMasterauth(void) { return server.masterauth ? sdsdup(server.masterauth) : sdsempty(); }
+
 /* latency-tracking-info-percentiles "50 99 99.9": what INFO latencystats
  * reports, each 0..100, at most 16. */
 static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
@@ -338,6 +354,12 @@ static int applyHttp(const char **err) { return httpApplyConfig(err); }
 static int applyHttpMaxclients(const char **err) {
     if (applyMaxclients(err) != C_OK) return C_ERR;
     return applyHttp(err);
+}
+
+static int applyBacklogSize(const char **err) {
+    (void)err;
+    replResizeBacklog();
+    return C_OK;
 }
 
 static int applyLoglevel(const char **err) {
@@ -456,6 +478,11 @@ static standardConfig configs[] = {
     INTC("cluster-announce-bus-port", CFG_IMMUTABLE, &server.cluster_announce_bus_port, 0, 65535, "0", NULL),
     BOOLCA("cluster-require-full-coverage", 0, &server.cluster_require_full_coverage, "yes", applyFullCoverage),
     BOOLC("cluster-replica-ack", 0, &server.cluster_replica_ack, "no"),
+    /* Replication (replication.c) */
+    MEMCA("repl-backlog-size", 0, &server.repl_backlog_size, 16 * 1024, LLONG_MAX / 2, "1mb", applyBacklogSize),
+    INTC("repl-backlog-ttl", 0, &server.repl_backlog_ttl, 0, LLONG_MAX / 1000, "3600", NULL),
+    SPECC("masterauth", CFG_ONEARG, "", setMasterauth, getMasterauth),
+    STRC("masteruser", 0, &server.masteruser, ""),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
 static standardConfig *lookupConfig(const char *name) {

@@ -300,6 +300,7 @@ static void poolFill(int wanted_class, segment *only) {
  * nothing is left to evict. Pool entries whose key is gone, or whose object
  * became unevictable since it was sampled, are skipped. */
 int evictOne(segment *only) {
+    if (storeReplicaMode) return 0; /* a replica's keys go as its primary says (store.c) */
     if (only != poolFilter) {
         evictResetPool(); /* candidates sampled for another segment */
         poolFilter = only;
@@ -358,7 +359,7 @@ static void evictLogCron(void) {
 
 void storeEvictionCron(long long budget_us) {
     evictLogCron();
-    if (server.evict_policy == EVICT_NOEVICTION) {
+    if (server.evict_policy == EVICT_NOEVICTION || storeReplicaMode) { /* a replica: its primary's DELs (store.c) */
         server.evict_pending = 0;
         return;
     }

@@ -11,8 +11,9 @@
  * MONITOR itself...) nor those flagged CMD_SKIP_MONITOR; the commands of a
  * transaction as MULTI, each queued command when EXEC runs it, then EXEC;
  * a monitor's own commands too. Passwords are replaced by "(redacted)":
- * AUTH's arguments, HELLO's after AUTH, MIGRATE's after AUTH/AUTH2, and
- * MOUNT's TOKEN (a segment's capability is a credential too).
+ * AUTH's arguments, HELLO's after AUTH, MIGRATE's after AUTH/AUTH2,
+ * MOUNT's TOKEN (a segment's capability is a credential too), and CONFIG
+ * SET's value of requirepass and masterauth (in SLOWLOG).
  *
  * One choice of ours: an argument of PROTO_BIG_ARG (32 KiB) or more is
  * shown as "(N bytes)" instead of its bytes. Such a value may never have
@@ -72,6 +73,15 @@ int commandRedactedArgs(client *c, char *r) {
                 j += 2;
             } else {
                 break; /* KEYS: the rest are keys; anything else: a syntax error */
+            }
+        }
+    } else if (cmd->proc == configCommand && c->argc >= 4 && !strcasecmp(c->argv[1], "set")) {
+        /* CONFIG SET's values of the password directives (MONITOR never
+         * shows CONFIG; SLOWLOG does). */
+        for (int j = 2; j + 1 < c->argc; j += 2) {
+            if (!strcasecmp(c->argv[j], "requirepass") || !strcasecmp(c->argv[j], "masterauth")) {
+                r[j + 1] = 1;
+                n++;
             }
         }
     } else if (cmd->proc == mountCommand) {

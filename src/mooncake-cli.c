@@ -46,6 +46,14 @@
  *
  *  - rm: REMOVE per key; a missing key counts 0 and is no error, as DEL.
  *
+ * Connecting. The first connect is tried again while the address refuses
+ * or is not there yet (a server restarting, a node being replaced in a
+ * failover), 50 ms doubling to 1 s apart, for at most --connect-retry ms
+ * (default 2000; 0 once): a script run during such a pause waits for it,
+ * and one pointed at nothing still fails within seconds. A bad address, a
+ * name that does not resolve, or a refused password fails at once.
+ * After that, every call rides through on its own (libmooncake's retries).
+ *
  * Exit status: 0 done, 1 failed (one line on stderr, "mooncake-cli: what:
  * short error name: the library's or the server's own words"), 2 bad usage.
  * Every command opens one handle; nothing is cached between runs. */
@@ -60,6 +68,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mc_conn.h"
@@ -80,15 +89,16 @@ static struct {
     int transport;
     int replace;
     int replicas;               /* 0: the server's default */
+    int connect_retry_ms;       /* how long the first connect is tried again */
     char uri[PATH_MAX + 16];
-} config = {"127.0.0.1", 6379, NULL, NULL, NULL, MC_TRANSPORT_AUTO, 0, 0, ""};
+} config = {"127.0.0.1", 6379, NULL, NULL, NULL, MC_TRANSPORT_AUTO, 0, 0, 2000, ""};
 
 /* ---- messages ------------------------------------------------------------ */
 
 static void usage(FILE *f) {
     fprintf(f,
 "Usage: " CLI_NAME " [-h host] [-p port] [-s unixsocket] [--user name] [-a password]\n"
-"                    [--transport auto|shm|tcp] <command> ...\n"
+"                    [--transport auto|shm|tcp] [--connect-retry ms] <command> ...\n"
 "\n"
 "Stores and reads KVCache objects through libmooncake, as an inference engine\n"
 "does (shared memory on the same host, the TCP data plane otherwise).\n"
@@ -111,6 +121,8 @@ static void usage(FILE *f) {
 "  --user <name>        AUTH as this ACL user (with -a; redis-cli's option)\n"
 "  -a <password>        AUTH with this password\n"
 "  --transport <t>      force the data path: auto (default), shm or tcp\n"
+"  --connect-retry <ms> try the first connect again while the server refuses\n"
+"                       or is not there yet, for up to ms (default 2000; 0: once)\n"
 "  --help               this text\n"
 "  -v, --version        print the version and exit\n"
 "  --                   the arguments after it are not options\n"
@@ -618,7 +630,8 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
             continue;
         }
         int known = !strcmp(o, "-h") || !strcmp(o, "-p") || !strcmp(o, "-s") || !strcmp(o, "-a") ||
-                    !strcmp(o, "--user") || !strcmp(o, "--transport") || !strcmp(o, "--replicas");
+                    !strcmp(o, "--user") || !strcmp(o, "--transport") || !strcmp(o, "--replicas") ||
+                    !strcmp(o, "--connect-retry");
         if (!known) usageError("unknown option %s", o);
         if (i == argc - 1) usageError("option %s needs a value", o);
         const char *v = argv[++i];
@@ -627,6 +640,7 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
         else if (!strcmp(o, "-s")) config.sock = v;
         else if (!strcmp(o, "-a")) config.password = v;
         else if (!strcmp(o, "--user")) config.user = v;
+        else if (!strcmp(o, "--connect-retry")) config.connect_retry_ms = argInt(o, v, 0, 3600000);
         else if (!strcmp(o, "--replicas")) {
             config.replicas = argInt(o, v, 1, 8);
             (*put_opts)++;
@@ -636,6 +650,27 @@ static int parseArgs(int argc, char **argv, int *put_opts) {
         else usageError("invalid value for --transport: '%s' (auto, shm or tcp)", v);
     }
     return npos;
+}
+
+/* The first connect, tried again with backoff while the connection itself
+ * fails (libmooncake's "connect <uri>: <strerror>"), for at most
+ * connect_retry_ms in all (see the top comment). */
+static mc_client *connectRetrying(char *err, size_t errlen) {
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    long delay = 50;
+    for (;;) {
+        mc_client *c = mc_connect_user(config.uri, config.user, config.password, err, errlen);
+        if (c || strncmp(err, "connect ", 8)) return c;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (long)((now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000);
+        long left = config.connect_retry_ms - elapsed;
+        if (left <= 0) return NULL;
+        long wait = delay < left ? delay : left;
+        struct timespec ts = {wait / 1000, (wait % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+        delay = delay * 2 > 1000 ? 1000 : delay * 2;
+    }
 }
 
 int main(int argc, char **argv) {
@@ -670,7 +705,7 @@ int main(int argc, char **argv) {
                  config.port);
     }
     char err[512];
-    c = mc_connect_user(config.uri, config.user, config.password, err, sizeof(err));
+    c = connectRetrying(err, sizeof(err));
     if (c == NULL) {
         fprintf(stderr, CLI_NAME ": %s: %s\n", cmd->name, err);
         goto err;

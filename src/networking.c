@@ -43,6 +43,7 @@
 #include "owner.h"
 #include "pubsub.h"
 #include "relay.h"
+#include "replication.h"
 #include "server.h"
 #include "store.h"
 #include "util.h"
@@ -1193,9 +1194,10 @@ size_t clientMemoryUsage(client *c) {
            c->mstate.bytes + c->reply_bytes + relayClientMemory(c);
 }
 
-/* The classes CLIENT LIST/KILL TYPE name, as Redis: a subscribed client is
- * pubsub, every other one normal (there are no replicas or masters yet,
- * so those types match nobody). */
+/* The classes CLIENT LIST/KILL TYPE name, as Redis: a replica's link
+ * (replication.c) is replica, a subscribed client pubsub, every other one
+ * normal (a replica's link to its primary is no client here, so master
+ * matches nobody). */
 enum { CLIENT_TYPE_NORMAL, CLIENT_TYPE_REPLICA, CLIENT_TYPE_PUBSUB, CLIENT_TYPE_MASTER };
 
 static int clientTypeByName(const char *name) {
@@ -1206,7 +1208,10 @@ static int clientTypeByName(const char *name) {
     return -1;
 }
 
-static int clientType(client *c) { return (c->flags & CLIENT_PUBSUB) ? CLIENT_TYPE_PUBSUB : CLIENT_TYPE_NORMAL; }
+static int clientType(client *c) {
+    if (replClientIsReplica(c)) return CLIENT_TYPE_REPLICA;
+    return (c->flags & CLIENT_PUBSUB) ? CLIENT_TYPE_PUBSUB : CLIENT_TYPE_NORMAL;
+}
 
 /* type -1: every client. */
 /* The clients viewer may see (a tenant: its own user's, acl.c). */

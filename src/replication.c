@@ -15,17 +15,35 @@
  * their records in beforeSleep, before any reply of the iteration goes out.
  *
  * The link. The replica connects to its primary's client port and sends
- * REPLCONF node-id, REPLCONF listening-port and PSYNC; the primary answers
+ * AUTH [masteruser] masterauth when masterauth is set (the primary may
+ * have requirepass or ACL users, as Redis's), REPLCONF node-id, REPLCONF
+ * listening-port and PSYNC; the primary answers
  * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
  * bytes (FLUSHALL, the client segments, one record per key and the objects
  * held for hosts not yet back, built in the event loop), then
  * the live records. Offsets count the live stream's bytes (Redis's
  * master_repl_offset); the replica applies records as they arrive and
- * sends REPLCONF ACK <offset> after each batch and once a second. Every
- * sync is full (there is no backlog yet); a replica that loses its link
- * reconnects and syncs again. A replica refuses writes (keys: MOVED to its
- * primary; others: -READONLY) and serves reads of its primary's slots to
- * READONLY clients, as Redis does.
+ * sends REPLCONF ACK <offset> after each batch and once a second. A
+ * replica refuses writes (keys: MOVED to its primary; others: -READONLY)
+ * and serves reads of its primary's slots to READONLY clients, as Redis
+ * does.
+ *
+ * Partial resync, as Redis's PSYNC. The primary keeps the last
+ * repl-backlog-size bytes of the live stream in a ring (from its first
+ * replica on; freed after repl-backlog-ttl without replicas, with a new
+ * replid, because the stream stops there). A replica that loses its link
+ * sends PSYNC <replid> <applied + 1>; the primary answers +CONTINUE and
+ * only the missing bytes when that history is its own and the byte is
+ * still in the ring, else a full sync. A replica keeps a ring of the
+ * stream it received too, and when promoted keeps its old primary's replid
+ * as replid2, good up to the offset it had: that primary's other replicas
+ * continue from it instead of copying everything (Redis 4+). A node that
+ * becomes a replica after being a primary discards what it holds (it may
+ * contain writes its successor lacks) and syncs in full, unless it handed
+ * its slots over in a planned failover and changed nothing since its
+ * successor acknowledged its whole stream: then it continues too.
+ * While a backlog exists the primary builds records even with no replica
+ * connected, so the stream (and its offsets) never skip a write.
  *
  * cluster-replica-ack yes: a client whose command changed a key has its
  * replies held (not written, its further input not read) until every
@@ -102,13 +120,28 @@ typedef struct replicaLink {
     long long ack;        /* last offset it acknowledged; -1 none yet */
     long long ack_ms;
     int online;           /* sent the snapshot: live records follow */
-    size_t snap_len;      /* the snapshot's bytes, queued once */
+    size_t snap_len;      /* the snapshot's (or the backlog's) bytes, queued once: not "behind" */
 } replicaLink;
+
+/* The backlog: the last repl-backlog-size bytes of the record stream, a
+ * ring. Its last byte is always the stream's offset (the primary's
+ * master_repl_offset, a replica's applied offset), so it holds offsets
+ * end - histlen + 1 .. end (1-based, as Redis counts them). */
+typedef struct replBacklog {
+    char *buf;
+    long long size;
+    long long idx;                    /* where the next byte goes */
+    long long histlen;                /* bytes held, at most size */
+} replBacklog;
 
 static struct {
     /* primary side */
     char replid[CLUSTER_NAMELEN + 1];
+    char replid2[CLUSTER_NAMELEN + 1]; /* the previous primary's history, "" none */
+    long long second_offset;          /* replid2 is valid for PSYNC offsets up to this one; -1 none */
     long long offset;                 /* master_repl_offset */
+    replBacklog *backlog;             /* NULL until a replica syncs (or a primary's is freed by ttl) */
+    long long no_replicas_since;      /* ms: the backlog's ttl counts from here */
     sds buf;                          /* records of this iteration */
     changedCursor changed;            /* how far this iteration's changed keys are in buf (multi.h) */
     client **links;                   /* replica connections */
@@ -122,6 +155,8 @@ static struct {
     char debug_hold_id[CLUSTER_NAMELEN + 1]; /* ... of this replica only, "" all */
     char handover_to[CLUSTER_NAMELEN + 1];
     int handover_inflight;
+    char handed_to[CLUSTER_NAMELEN + 1]; /* a planned failover handed the slots to it ... */
+    long long handed_offset;             /* ... once it had acknowledged this offset */
     /* replica side */
     int state;
     int fd;
@@ -135,6 +170,8 @@ static struct {
     long long last_ack_sent, last_ack_ms, last_io_ms, state_since_ms;
     long long link_down_since;        /* 0: up (or never synced) */
     char synced_with[CLUSTER_NAMELEN + 1]; /* a full sync with it completed */
+    int history;                      /* replid and applied describe what this node holds: PSYNC may continue */
+    int auth_sent;                    /* the next handshake line answers our AUTH */
     int was_replica;
     int flush_pending;
     int down_logged;
@@ -142,8 +179,109 @@ static struct {
     long long next_try_ms;
     /* counters */
     long long full_syncs_served, full_syncs_done, records_applied, held_writes, ack_timeouts, failovers;
+    long long partial_ok, partial_err, partial_syncs_done;
     long long last_failover_ms;
-} repl = {.fd = -1, .state = LINK_NONE};
+} repl = {.fd = -1, .state = LINK_NONE, .second_offset = -1};
+
+/* ---- the backlog --------------------------------------------------------- */
+
+static long long streamEnd(void) {
+    clusterNode *me = server.cluster ? server.cluster->myself : NULL;
+    return me && clusterNodeIsReplica(me) ? repl.applied : repl.offset;
+}
+
+static long long backlogFirstByte(void) {
+    return repl.backlog ? streamEnd() - repl.backlog->histlen + 1 : 0;
+}
+
+/* Empty, of repl-backlog-size; the next byte fed is the stream's next. */
+static void backlogReset(void) {
+    if (repl.backlog && repl.backlog->size != server.repl_backlog_size) {
+        zfree(repl.backlog->buf);
+        zfree(repl.backlog);
+        repl.backlog = NULL;
+    }
+    if (!repl.backlog) {
+        repl.backlog = zmalloc(sizeof(replBacklog));
+        repl.backlog->size = server.repl_backlog_size;
+        repl.backlog->buf = zmalloc((size_t)repl.backlog->size);
+    }
+    repl.backlog->idx = repl.backlog->histlen = 0;
+}
+
+static void backlogFree(void) {
+    if (!repl.backlog) return;
+    zfree(repl.backlog->buf);
+    zfree(repl.backlog);
+    repl.backlog = NULL;
+}
+
+/* Called with the bytes the stream's offset is about to advance by. */
+static void backlogFeed(const char *p, size_t len) {
+    replBacklog *b = repl.backlog;
+    if (!b || len == 0) return;
+    if ((long long)len > b->size) { /* only the tail can stay */
+        p += len - (size_t)b->size;
+        len = (size_t)b->size;
+    }
+    while (len) {
+        size_t room = (size_t)(b->size - b->idx), n = len < room ? len : room;
+        memcpy(b->buf + b->idx, p, n);
+        b->idx = (b->idx + (long long)n) % b->size;
+        b->histlen = b->histlen + (long long)n > b->size ? b->size : b->histlen + (long long)n;
+        p += n;
+        len -= n;
+    }
+}
+
+/* The bytes from offset `from` (1-based, inside the backlog) to its end,
+ * queued to c; returns how many. */
+static long long backlogSend(client *c, long long from) {
+    replBacklog *b = repl.backlog;
+    long long skip = from - backlogFirstByte(), len = b->histlen - skip;
+    long long pos = ((b->idx - b->histlen + skip) % b->size + b->size) % b->size;
+    for (long long left = len; left > 0;) {
+        long long n = left < b->size - pos ? left : b->size - pos;
+        addReplyProto(c, b->buf + pos, (size_t)n);
+        left -= n;
+        pos = (pos + n) % b->size;
+    }
+    return len;
+}
+
+/* CONFIG SET repl-backlog-size: what fits of the history is kept. */
+void replResizeBacklog(void) {
+    replBacklog *old = repl.backlog;
+    if (!old || old->size == server.repl_backlog_size) return;
+    long long keep = old->histlen < server.repl_backlog_size ? old->histlen : server.repl_backlog_size;
+    long long pos = ((old->idx - keep) % old->size + old->size) % old->size;
+    repl.backlog = NULL;
+    backlogReset();
+    for (long long left = keep; left > 0;) {
+        long long n = left < old->size - pos ? left : old->size - pos;
+        backlogFeed(old->buf + pos, (size_t)n);
+        left -= n;
+        pos = (pos + n) % old->size;
+    }
+    zfree(old->buf);
+    zfree(old);
+}
+
+/* A new history on this primary (Redis's shiftReplicationId when `keep`,
+ * changeReplicationId otherwise): the old one stays good, as replid2, for
+ * the offsets it had reached, so the siblings of a promoted replica
+ * continue from it. */
+static void newReplid(int keep) {
+    if (keep) {
+        memcpy(repl.replid2, repl.replid, sizeof(repl.replid2));
+        repl.second_offset = repl.offset + 1;
+    } else {
+        repl.replid2[0] = '\0';
+        repl.second_offset = -1;
+    }
+    getRandomHexChars(repl.replid, CLUSTER_NAMELEN);
+    repl.replid[CLUSTER_NAMELEN] = '\0';
+}
 
 /* ---- hooks ------------------------------------------------------------- */
 
@@ -178,10 +316,7 @@ sds *replRecordBuf(void) {
     return &repl.buf;
 }
 
-long long replOffset(void) {
-    clusterNode *me = server.cluster ? server.cluster->myself : NULL;
-    return me && clusterNodeIsReplica(me) ? repl.applied : repl.offset;
-}
+long long replOffset(void) { return streamEnd(); }
 
 /* ---- the primary's side -------------------------------------------------- */
 
@@ -303,6 +438,7 @@ void replBeforeSleep(void) {
                 freeClientAsync(c);
             }
         }
+        backlogFeed(repl.buf, sdslen(repl.buf));
         repl.offset += (long long)sdslen(repl.buf);
         replBufRecycle();
     }
@@ -328,6 +464,8 @@ void replBeforeSleep(void) {
     }
     repl.nmarked = 0;
 }
+
+int replClientIsReplica(client *c) { return c->repl && c->repl->online; }
 
 int replClientHeld(client *c) { return (c->flags & CLIENT_REPL_WAIT) != 0; }
 
@@ -446,9 +584,24 @@ void replconfCommand(client *c) {
 
 static sds keepSnapshot(sds buf) { return buf; } /* detachedRewrite's emit: it all stays in the snapshot */
 
-/* PSYNC <replid> <offset>: always a full sync (no backlog). The snapshot
- * is every key's record after a FLUSHALL, built here in one go, so that
- * it is exactly the state the live stream continues from. */
+/* Adds c to the replicas the stream goes to. */
+static void linkOnline(client *c) {
+    replicaLink *l = c->repl;
+    l->online = 1;
+    repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
+    repl.links[repl.nlinks++] = c;
+    if (repl.debug_hold_until && (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, l->node_id)))
+        c->flags |= CLIENT_REPL_WAIT;
+    if (!repl.backlog) backlogReset();
+    repl.no_replicas_since = 0;
+    replOn = 1;
+}
+
+/* PSYNC <replid> <offset>, as Redis: offset is the first byte the replica
+ * lacks (its applied offset + 1). When replid is this primary's (or the
+ * previous primary's, up to where this node followed it) and that byte is
+ * still in the backlog, "+CONTINUE <replid>" and the missing bytes;
+ * otherwise a full sync. "PSYNC ? -1" asks for a full sync. */
 void psyncCommand(client *c) {
     clusterState *cs = server.cluster;
     if (!cs) {
@@ -463,12 +616,50 @@ void psyncCommand(client *c) {
         addReplyError(c, "ERR already syncing");
         return;
     }
-    if (!repl.replid[0]) {
-        getRandomHexChars(repl.replid, CLUSTER_NAMELEN);
-        repl.replid[CLUSTER_NAMELEN] = '\0';
+    /* Checked before anything changes: a refused PSYNC leaves no trace. */
+    long long from;
+    int full_asked = !strcmp(c->argv[1], "?");
+    if (!string2ll(c->argv[2], sdslen(c->argv[2]), &from) || (full_asked ? from != -1 : from < 1)) {
+        addReplyError(c, "ERR invalid replication offset: PSYNC ? -1, or PSYNC <replid> <offset> with offset >= 1");
+        return;
     }
+    if (!full_asked && !clusterValidId(c->argv[1])) {
+        addReplyError(c, "ERR invalid replication id: 40 hexadecimal characters, or ?");
+        return;
+    }
+    if (!repl.replid[0]) newReplid(0);
     replicaLink *l = linkOf(c);
     l->ack = -1;
+    if (!full_asked) {
+        int mine = !strcasecmp(c->argv[1], repl.replid);
+        int previous = repl.replid2[0] && !strcasecmp(c->argv[1], repl.replid2) && from <= repl.second_offset;
+        const char *why = NULL;
+        if (!mine && !previous)
+            why = "the replication id is neither this primary's history nor its previous one's";
+        else if (!repl.backlog)
+            why = "no backlog";
+        else if (from < backlogFirstByte() || from > repl.offset + 1)
+            why = "the offset is outside the backlog";
+        if (why == NULL) {
+            char head[64];
+            int hl = snprintf(head, sizeof(head), "+CONTINUE %s\r\n", repl.replid);
+            addReplyProto(c, head, (size_t)hl);
+            long long n = backlogSend(c, from);
+            l->snap_len = (size_t)n + (size_t)hl;
+            /* Its ack stays -1 until it sends one (at once, after
+             * +CONTINUE): held writes wait for it as for any replica. */
+            linkOnline(c);
+            repl.partial_ok++;
+            serverLog(LL_NOTICE, "Replication: partial resync for replica %s (%s) from offset %lld: %lld bytes "
+                      "from the backlog%s", l->node_id[0] ? l->node_id : "?", c->addr, from, n,
+                      mine ? "" : " (it followed this node's previous primary)");
+            return;
+        }
+        repl.partial_err++;
+        serverLog(LL_NOTICE, "Replication: replica %s (%s) asked to continue from offset %lld of %.40s: full sync "
+                  "instead (%s; backlog holds %lld..%lld)", l->node_id[0] ? l->node_id : "?", c->addr, from,
+                  c->argv[1], why, backlogFirstByte(), repl.offset);
+    }
     long long start = mstime();
     sds snap = aofCatFlushall(sdsempty());
     dictIterator *it = dictGetSafeIterator(server.keys);
@@ -509,13 +700,8 @@ void psyncCommand(client *c) {
               repl.offset);
     l->snap_len = sdslen(snap) + (size_t)hl;
     sdsfree(snap);
-    l->online = 1;
-    repl.links = zrealloc(repl.links, sizeof(client *) * (size_t)(repl.nlinks + 1));
-    repl.links[repl.nlinks++] = c;
-    if (repl.debug_hold_until && (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, l->node_id)))
-        c->flags |= CLIENT_REPL_WAIT;
+    linkOnline(c);
     repl.full_syncs_served++;
-    replOn = 1;
 }
 
 /* ---- the replica's side -------------------------------------------------- */
@@ -615,7 +801,9 @@ static int applyRecord(const aofRecord *rec) {
     if (rec->type != AOF_REC_DEL && rec->type != AOF_REC_RESTORE && rec->type != AOF_REC_PLACED) return -1;
     sds key = sdsnewlen(rec->key, rec->keylen);
     int rc = 0;
-    if (rec->type == AOF_REC_DEL || (rec->expire_ms && rec->expire_ms <= server.mstime)) {
+    /* A key past its TTL is stored all the same: it reads as missing and
+     * goes with the primary's DEL (store.c: no expiry of a replica's own). */
+    if (rec->type == AOF_REC_DEL) {
         storeDelete(key);
     } else if (rec->type == AOF_REC_PLACED) {
         storeDelete(key); /* ends a held version too (signalModifiedKey) */
@@ -645,6 +833,31 @@ static char *takeLine(size_t *len, int *toolong) {
     return p;
 }
 
+/* Logs why the primary refused the handshake, naming the config to fix
+ * when it is authentication; the same reason is logged once a minute, not
+ * at every retry. */
+static void handshakeRefused(const char *line) {
+    static char last[160];
+    static long long last_ms;
+    char why[160];
+    if (repl.auth_sent)
+        snprintf(why, sizeof(why), "authentication with masterauth%s failed (%.100s)",
+                 server.masteruser && server.masteruser[0] ? " and masteruser" : "", line + 1);
+    else if (!strncmp(line, "-NOAUTH", 7))
+        snprintf(why, sizeof(why), "the primary requires a password: set masterauth (and masteruser for an "
+                 "ACL user)");
+    else if (!strncmp(line, "-NOPERM", 7))
+        snprintf(why, sizeof(why), "the user has no permission for the replication commands (%.80s)", line + 1);
+    else
+        snprintf(why, sizeof(why), "%.150s", line + 1);
+    long long now = mstime();
+    if (strcmp(last, why) || now - last_ms > 60000) {
+        serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, why);
+        snprintf(last, sizeof(last), "%s", why);
+        last_ms = now;
+    }
+}
+
 /* Parses what arrived; -1 (the link is closed) on anything unexpected. */
 static int processLinkInput(void) {
     for (;;) {
@@ -655,22 +868,47 @@ static int processLinkInput(void) {
             if (!line) return toolong ? -1 : 0;
             if (len > 200) goto bad;
             if (line[0] == '-') {
-                serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, line);
+                handshakeRefused(line);
                 return -1;
             }
-            if (!strcmp(line, "+OK")) continue;
+            if (!strcmp(line, "+OK")) {
+                repl.auth_sent = 0;
+                continue;
+            }
             if (!strncmp(line, "+FULLRESYNC ", 12)) {
                 char id[64];
                 long long off;
                 if (sscanf(line + 12, "%63s %lld", id, &off) != 2 || off < 0) goto bad;
                 repl.applied = off;
                 snprintf(repl.replid, sizeof(repl.replid), "%.40s", id);
+                repl.history = 0;
+                backlogReset(); /* the stream goes on from off */
                 repl.state = LINK_SNAPSHOT;
                 repl.snap_left = -1;
                 repl.flush_pending = 0;
                 storeFlush(); /* the snapshot starts with FLUSHALL too; nothing stale is served meanwhile */
                 dropClientSegments();
                 repl.synced_with[0] = '\0'; /* half a snapshot is no data to take over with */
+                continue;
+            }
+            if (!strcmp(line, "+CONTINUE") || !strncmp(line, "+CONTINUE ", 10)) {
+                /* The primary sends what we lack from the backlog; a new
+                 * replid (it was promoted) names the history from now on. */
+                if (!repl.history) goto bad;
+                if (len > 10) {
+                    if (!clusterValidId(line + 10)) goto bad;
+                    snprintf(repl.replid, sizeof(repl.replid), "%.40s", line + 10);
+                }
+                if (!repl.backlog) backlogReset();
+                repl.state = LINK_STREAM;
+                repl.state_since_ms = mstime();
+                repl.link_down_since = 0;
+                repl.down_logged = 0;
+                repl.partial_syncs_done++;
+                snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
+                serverLog(LL_NOTICE, "Replication: partial resync from %s:%d accepted: continuing from offset %lld",
+                          repl.host, repl.port, repl.applied);
+                sendAck(); /* held writes (cluster-replica-ack) need not wait for the next second */
                 continue;
             }
             goto bad;
@@ -704,15 +942,20 @@ static int processLinkInput(void) {
             return -1;
         }
         if (applyRecord(&rec) == -1) {
-            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full or bad payload): "
-                      "dropping the link", repl.applied);
+            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full -- a replica "
+                      "evicts nothing, so its segment-size and maxmemory must hold its primary's data -- or a bad "
+                      "payload): dropping the link", repl.applied);
             return -1;
         }
-        repl.rpos += next;
         if (repl.state == LINK_SNAPSHOT) {
+            repl.rpos += next;
             repl.snap_left -= (long long)next;
             if (repl.snap_left == 0) goto snapshot_done;
         } else {
+            /* The stream's bytes, as they came: kept for our own replicas'
+             * partial resyncs should this node be promoted. */
+            backlogFeed(repl.rbuf + repl.rpos, next);
+            repl.rpos += next;
             repl.applied += (long long)next;
         }
         continue;
@@ -722,6 +965,7 @@ static int processLinkInput(void) {
         repl.link_down_since = 0;
         repl.down_logged = 0;
         repl.full_syncs_done++;
+        repl.history = 1;
         snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
         serverLog(LL_NOTICE, "Replication: full sync from %s:%d done (%llu keys), streaming from offset %lld",
                   repl.host, repl.port, (unsigned long long)storeSize(), repl.applied);
@@ -767,13 +1011,32 @@ static void linkConnected(aeEventLoop *el, int fd, void *privdata, int mask) {
         linkClose(strerror(err ? err : errno));
         return;
     }
-    char port[16];
+    char port[16], from[32];
     int pl = snprintf(port, sizeof(port), "%d", server.cluster->myself->port);
-    sds hs = sdscatprintf(sdsempty(),
+    sds hs = sdsempty();
+    /* masterauth (masteruser): the primary may have requirepass or ACL
+     * users; its answer is the first line back (handshakeRefused). */
+    repl.auth_sent = server.masterauth != NULL;
+    if (repl.auth_sent) {
+        const char *u = server.masteruser && server.masteruser[0] ? server.masteruser : NULL;
+        hs = sdscatprintf(hs, "*%d\r\n$4\r\nAUTH\r\n", u ? 3 : 2);
+        if (u) hs = sdscatprintf(hs, "$%zu\r\n%s\r\n", strlen(u), u);
+        hs = sdscatprintf(hs, "$%zu\r\n", sdslen(server.masterauth));
+        hs = sdscatlen(hs, server.masterauth, sdslen(server.masterauth));
+        hs = sdscatlen(hs, "\r\n", 2);
+    }
+    hs = sdscatprintf(hs,
                           "*3\r\n$8\r\nREPLCONF\r\n$7\r\nnode-id\r\n$40\r\n%s\r\n"
-                          "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$%d\r\n%s\r\n"
-                          "*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n",
+                          "*3\r\n$8\r\nREPLCONF\r\n$14\r\nlistening-port\r\n$%d\r\n%s\r\n",
                           server.cluster->myself->id, pl, port);
+    /* What we hold continues the history we name, from the byte after the
+     * last one applied; with no such history, a full sync. */
+    if (repl.history) {
+        int fl = snprintf(from, sizeof(from), "%lld", repl.applied + 1);
+        hs = sdscatprintf(hs, "*3\r\n$5\r\nPSYNC\r\n$40\r\n%.40s\r\n$%d\r\n%s\r\n", repl.replid, fl, from);
+    } else {
+        hs = sdscat(hs, "*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n");
+    }
     ssize_t w = write(fd, hs, sdslen(hs));
     int ok = w == (ssize_t)sdslen(hs);
     sdsfree(hs);
@@ -817,24 +1080,57 @@ static void event(const char *name, const char *fmt, const char *a, const char *
     notifyStoreNodeEvent(name, what);
 }
 
+/* Some replica is connected, or names this node as its primary in etcd. */
+static int replicasNamed(void) {
+    clusterState *cs = server.cluster;
+    int any = repl.nlinks > 0;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    while (!any && (de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        any = clusterNodeIsReplica(n) && !strcmp(n->primary, cs->myself->id);
+    }
+    dictReleaseIterator(it);
+    return any;
+}
+
 void replClusterChanged(void) {
     clusterState *cs = server.cluster;
     if (!cs) return;
     clusterNode *me = cs->myself;
+    storeReplicaMode = clusterNodeIsReplica(me);
     if (clusterNodeIsReplica(me)) {
         replOn = 0;
         if (!repl.was_replica) {
             /* Demoted (or started as a replica): whatever this node holds
              * may contain writes its successor never saw; it goes before
-             * anything is served, and a full sync brings the primary's. */
+             * anything is served, and a full sync brings the primary's.
+             * Except after a planned failover to this very primary, when
+             * nothing changed here since it acknowledged our whole stream:
+             * then we hold exactly what it held when it took over, and
+             * continue from there (PSYNC with our replid, its replid2). */
+            int keep = repl.handed_to[0] && !strcmp(me->primary, repl.handed_to) &&
+                       repl.offset == repl.handed_offset && !changedKeysPending(&repl.changed) &&
+                       (!repl.buf || sdslen(repl.buf) == 0) && repl.backlog;
+            repl.handed_to[0] = '\0';
             repl.was_replica = 1;
+            repl.history = keep;
+            repl.replid2[0] = '\0';
+            repl.second_offset = -1;
             dropLinks();
             dropHeld();
             if (repl.buf) sdsclear(repl.buf);
-            repl.flush_pending = 1;
             repl.pause_until = 0;
-            serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s (its etcd record says so): "
-                      "its data is discarded and a full sync follows", me->primary);
+            if (keep) {
+                repl.applied = repl.offset;
+                serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s after a planned failover: it "
+                          "keeps its data (the new primary acknowledged all of it) and continues from offset %lld",
+                          me->primary, repl.applied);
+            } else {
+                repl.flush_pending = 1;
+                serverLog(LL_NOTICE, "Replication: this node is a replica of %.40s (its etcd record says so): "
+                          "its data is discarded and a full sync follows", me->primary);
+            }
             event("role", "role=replica primary=%s%s", me->primary, "");
         }
         clusterNode *p = clusterMyPrimary();
@@ -858,12 +1154,16 @@ void replClusterChanged(void) {
         repl.was_replica = 0;
         linkClose(NULL);
         repl.primary_id[0] = '\0';
-        /* A new history: offsets go on from what was applied. */
+        /* A new history: offsets go on from what was applied, and the old
+         * primary's replid stays good up to here (its backlog too), so the
+         * other replicas of that primary continue from this node. */
         repl.offset = repl.applied;
-        getRandomHexChars(repl.replid, CLUSTER_NAMELEN);
-        repl.replid[CLUSTER_NAMELEN] = '\0';
-        serverLog(LL_NOTICE, "Replication: this node is a primary now (config epoch %lld, %d slot ranges)",
-                  me->config_epoch, me->nranges);
+        newReplid(repl.history);
+        if (!repl.history) backlogFree();
+        repl.history = 0;
+        serverLog(LL_NOTICE, "Replication: this node is a primary now (config epoch %lld, %d slot ranges)%s",
+                  me->config_epoch, me->nranges,
+                  repl.replid2[0] ? "; its replicas' partial resyncs continue its old primary's history" : "");
         /* The client segments' objects the stream held: now they wait for
          * their hosts, as after a restart (owner-ttl counts from here). */
         detachedLoadDone();
@@ -874,16 +1174,9 @@ void replClusterChanged(void) {
                       "those segments here with the identity they had (for owner-ttl at most)", detachedEntries);
         event("role", "role=primary%s%s", "", "");
     }
-    /* A primary tracks changes while any replica names it. */
-    int any = repl.nlinks > 0;
-    dictIterator *it = dictGetSafeIterator(cs->nodes);
-    dictEntry *de;
-    while (!any && (de = dictNext(it)) != NULL) {
-        clusterNode *n = dictGetVal(de);
-        any = clusterNodeIsReplica(n) && !strcmp(n->primary, me->id);
-    }
-    dictReleaseIterator(it);
-    replOn = any;
+    /* A primary tracks changes while any replica names it, and while it
+     * keeps a backlog (a replica may come back and continue). */
+    replOn = replicasNamed() || repl.backlog != NULL;
     if (repl.nheld) checkHeld(); /* a replica that left may have been all a write waited for */
 }
 
@@ -1029,6 +1322,7 @@ void replFailoverDone(const char *kind, const char *old_primary, int automatic, 
         repl.handover_inflight = 0;
         repl.pause_until = 0;
         repl.handover_to[0] = '\0';
+        if (err && err[0]) repl.handed_to[0] = '\0';
     }
     if (err && err[0]) {
         serverLog(LL_WARNING, "Replication: %s failover (%s) did not happen: %s", automatic ? "automatic" : "manual",
@@ -1111,6 +1405,22 @@ void replCron(void) {
         }
         maybeFailover();
     }
+    if (repl.backlog && !clusterNodeIsReplica(cs->myself) && server.repl_backlog_ttl > 0) {
+        if (repl.nlinks || replicasNamed()) {
+            repl.no_replicas_since = 0;
+        } else if (!repl.no_replicas_since) {
+            repl.no_replicas_since = now;
+        } else if (now - repl.no_replicas_since > server.repl_backlog_ttl * 1000) {
+            /* The stream stops here, so its history ends: a replica that
+             * comes back later must not continue past writes it never got. */
+            backlogFree();
+            newReplid(0);
+            replOn = 0;
+            repl.no_replicas_since = 0;
+            serverLog(LL_NOTICE, "Replication: no replica for repl-backlog-ttl (%lld s): backlog freed, new "
+                      "replication id %s", server.repl_backlog_ttl, repl.replid);
+        }
+    }
     if (repl.nheld) checkHeld();
     if (repl.debug_hold_until && now >= repl.debug_hold_until) {
         repl.debug_hold_until = 0;
@@ -1131,6 +1441,8 @@ void replCron(void) {
                 if (!strcmp(l->node_id, repl.handover_to) && l->ack >= repl.offset && !changedKeysPending(&repl.changed) &&
                     (!repl.buf || sdslen(repl.buf) == 0)) {
                     repl.handover_inflight = 1;
+                    snprintf(repl.handed_to, sizeof(repl.handed_to), "%s", l->node_id);
+                    repl.handed_offset = repl.offset;
                     serverLog(LL_NOTICE, "Replication: replica %s has offset %lld: handing over the slots",
                               l->node_id, l->ack);
                     clusterHandOver(l->node_id);
@@ -1153,6 +1465,7 @@ const char *replWriteRefusal(client *c) {
 
 sds replInfo(sds s) {
     clusterState *cs = server.cluster;
+    if (!repl.replid[0]) newReplid(0);
     int replica = cs && clusterNodeIsReplica(cs->myself);
     long long now = mstime();
     if (replica) {
@@ -1195,13 +1508,17 @@ sds replInfo(sds s) {
     return sdscatprintf(s,
                         "master_failover_state:%s\r\n"
                         "master_replid:%s\r\n"
-                        "master_replid2:0000000000000000000000000000000000000000\r\n"
+                        "master_replid2:%s\r\n"
                         "master_repl_offset:%lld\r\n"
-                        "second_repl_offset:-1\r\n"
-                        "repl_backlog_active:0\r\n"
-                        "repl_backlog_size:0\r\n"
-                        "repl_backlog_first_byte_offset:0\r\n"
-                        "repl_backlog_histlen:0\r\n"
+                        "second_repl_offset:%lld\r\n"
+                        "repl_backlog_active:%d\r\n"
+                        "repl_backlog_size:%lld\r\n"
+                        "repl_backlog_first_byte_offset:%lld\r\n"
+                        "repl_backlog_histlen:%lld\r\n"
+                        "sync_full:%lld\r\n"
+                        "sync_partial_ok:%lld\r\n"
+                        "sync_partial_err:%lld\r\n"
+                        "repl_partial_syncs_done:%lld\r\n"
                         "repl_replica_ack:%d\r\n"
                         "repl_ack_waiting_clients:%zu\r\n"
                         "repl_ack_held_writes:%lld\r\n"
@@ -1210,7 +1527,11 @@ sds replInfo(sds s) {
                         "repl_failovers:%lld\r\n"
                         "repl_write_fenced:%d\r\n",
                         repl.pause_until ? "waiting-for-sync" : repl.promoting ? "failover-in-progress" : "no-failover",
-                        repl.replid[0] ? repl.replid : server.runid, replOffset(), server.cluster_replica_ack,
+                        repl.replid, repl.replid2[0] ? repl.replid2 : "0000000000000000000000000000000000000000",
+                        replOffset(), repl.second_offset, repl.backlog != NULL, server.repl_backlog_size,
+                        backlogFirstByte(), repl.backlog ? repl.backlog->histlen : 0LL,
+                        repl.full_syncs_served, repl.partial_ok, repl.partial_err, repl.partial_syncs_done,
+                        server.cluster_replica_ack,
                         repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.failovers,
                         cs && clusterWriteFence() != NULL);
 }

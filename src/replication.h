@@ -29,6 +29,8 @@ int replClientHeld(struct client *c); /* its replies wait for replicas' acks */
 const char *replWriteRefusal(struct client *c);
 long long replOffset(void);
 sds replInfo(sds s);           /* INFO replication */
+void replResizeBacklog(void);  /* CONFIG SET repl-backlog-size */
+int replClientIsReplica(struct client *c); /* a replica's link (CLIENT LIST/KILL TYPE replica) */
 void replFailoverDone(const char *kind, const char *old_primary, int automatic, const char *err);
 
 void psyncCommand(struct client *c);

@@ -401,6 +401,10 @@ struct mooncakeServer {
     long long cluster_announce_port, cluster_announce_bus_port;
     int cluster_require_full_coverage;
     int cluster_replica_ack;        /* a write is acknowledged once its replicas have it */
+    long long repl_backlog_size;    /* bytes of the record stream kept for partial resyncs */
+    long long repl_backlog_ttl;     /* s without replicas before a primary frees it; 0 never */
+    sds masterauth;                 /* NULL: none; binary-safe; what a replica AUTHs with */
+    char *masteruser;               /* NULL: AUTH <masterauth> (the default user) */
     struct clusterState *cluster;
     /* HTTP endpoints (http.c). */
     long long http_port;            /* 0: no HTTP listener */

@@ -53,6 +53,13 @@
  * than put-timeout + put-release-timeout) is given back by a sweep of the
  * pending table (storePendingCron), not by whoever touches its key next.
  *
+ * Replicas. On a replica (storeReplicaMode, set by replication.c) the
+ * keyspace changes only as its primary's stream says, as Redis's: a key
+ * past its TTL reads as missing but stays until the primary's DEL comes
+ * (no lazy or active expiry of its own), and nothing is evicted (a record
+ * that does not fit drops the link, which the replica's log says). Two
+ * clocks deciding differently would otherwise make the copies differ.
+ *
  * Eviction lives in evict.c.
  */
 #include "store.h"
@@ -326,7 +333,7 @@ storeObj *storeObjCreateFor(size_t len, sds key) {
         }
         if (zerofreeMakeRoom()) continue; /* freed space still being zeroed first */
         if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC's objects, before any eviction */
-        if (server.evict_policy == EVICT_NOEVICTION) break;
+        if (server.evict_policy == EVICT_NOEVICTION || storeReplicaMode) break;
         /* A write that would fail anyway evicts nothing (see evict.c). */
         storeEvictProtected = key;
         if (!checked && !storeEvictionCouldFit(seg, len)) break;
@@ -828,10 +835,15 @@ int storeKeyIsExpired(sds key) {
 /* Uses the loop's cached clock, as Redis does: every command of one
  * iteration sees the same "now", so a pipeline cannot observe a key
  * expiring halfway through it. */
+int storeReplicaMode;
+
+/* 1 when the key is logically expired: deleted here, except on a replica,
+ * where it stays for the primary's DEL. */
 static int expireIfNeeded(sds key) {
     if (dictSize(server.expires) == 0) return 0; /* skip the second hash */
     long long when = storeGetExpire(key);
     if (when < 0 || when > server.mstime) return 0;
+    if (storeReplicaMode) return 1;
     deleteKey(key, DEL_EXPIRED);
     server.stat_expiredkeys++;
     return 1;
@@ -841,7 +853,7 @@ static int expireIfNeeded(sds key) {
  * removed here, so every command (GET, EXISTS, PUT.START, GET.REPLICAS)
  * sees a missing key without waiting for the reaper. */
 storeObj *storeLookupWrite(sds key) {
-    expireIfNeeded(key);
+    if (expireIfNeeded(key)) return NULL;
     dictEntry *de = dictFind(server.keys, key);
     if (de == NULL) return NULL;
     storeObj *o = de->val;
@@ -920,7 +932,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
 }
 
 int storeDelete(sds key) {
-    if (expireIfNeeded(key)) return 0;
+    if (!storeReplicaMode && expireIfNeeded(key)) return 0; /* a replica's expired key goes when told */
     return deleteKey(key, DEL_REMOVED);
 }
 
@@ -1395,6 +1407,7 @@ unsigned long storeExpiresSize(void) { return dictSize(server.expires); }
  * quarter or more of a sample was expired (many more are likely) and the
  * time budget lasts. Checking the clock every sample bounds the slice. */
 void storeActiveExpireCycle(long long budget_us) {
+    if (storeReplicaMode) return; /* its primary's DELs do it */
     long long start = ustime();
     dictEntry *sample[EXPIRE_SAMPLE];
     sds keys[EXPIRE_SAMPLE];

@@ -182,25 +182,20 @@ static void runFree(cliRun *r) {
     memset(r, 0, sizeof(*r));
 }
 
-/* Runs mooncake-cli with the NULL-terminated arguments, stdin from in_path
- * (NULL: /dev/null), and waits for it. The previous contents of r are
- * freed. */
-__attribute__((sentinel)) static void cli(cliRun *r, const char *in_path, ...) {
+/* Starts mooncake-cli with the arguments (argv[0] set here), stdin from
+ * in_path (NULL: /dev/null); cliWait collects it. The previous contents of
+ * r are freed. Returns the pid, or -1 when it could not be started. */
+static pid_t cliStartv(cliRun *r, const char *in_path, const char **argv) {
     runFree(r);
     r->status = -1;
     const char *bin = cliBinary();
-    const char *argv[CLI_MAX_ARGS + 2];
-    int argc = 0;
-    argv[argc++] = bin ? bin : "mooncake-cli";
-    va_list ap;
-    va_start(ap, in_path);
-    for (const char *a; (a = va_arg(ap, const char *)) != NULL && argc <= CLI_MAX_ARGS;) argv[argc++] = a;
-    va_end(ap);
-    argv[argc] = NULL;
+    argv[0] = bin ? bin : "mooncake-cli";
     WPATH(outp, "cli.stdout");
     WPATH(errp, "cli.stderr");
+    pid_t pid = -1;
     if (bin) {
-        pid_t self = getpid(), pid = fork();
+        pid_t self = getpid();
+        pid = fork();
         if (pid == 0) {
             tsDieWithParent(self);
             int in = open(in_path ? in_path : "/dev/null", O_RDONLY);
@@ -213,15 +208,21 @@ __attribute__((sentinel)) static void cli(cliRun *r, const char *in_path, ...) {
             execv(bin, (char *const *)argv);
             _exit(127);
         }
-        if (pid > 0) {
-            tsTrack(pid);
-            int st;
-            while (waitpid(pid, &st, 0) == -1 && errno == EINTR) {}
-            tsUntrack(pid);
-            r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        }
+        if (pid > 0) tsTrack(pid);
     } else {
         fprintf(stderr, "  no executable mooncake-cli (build it with `make`, or set MC_CLI)\n");
+    }
+    return pid;
+}
+
+static void cliWait(cliRun *r, pid_t pid) {
+    WPATH(outp, "cli.stdout");
+    WPATH(errp, "cli.stderr");
+    if (pid > 0) {
+        int st;
+        while (waitpid(pid, &st, 0) == -1 && errno == EINTR) {}
+        tsUntrack(pid);
+        r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
     r->out = readFile(outp, &r->outlen);
     r->err = readFile(errp, NULL);
@@ -235,6 +236,28 @@ __attribute__((sentinel)) static void cli(cliRun *r, const char *in_path, ...) {
         fprintf(stderr, "  sanitizer report from mooncake-cli:\n%s", r->err);
         test_cur_failed = 1;
     }
+}
+
+#define CLI_ARGV(argv, in_path) \
+    const char *argv[CLI_MAX_ARGS + 2]; \
+    int argc_ = 1; \
+    va_list ap; \
+    va_start(ap, in_path); \
+    for (const char *a; (a = va_arg(ap, const char *)) != NULL && argc_ <= CLI_MAX_ARGS;) argv[argc_++] = a; \
+    va_end(ap); \
+    argv[argc_] = NULL
+
+/* Runs mooncake-cli with the NULL-terminated arguments, stdin from in_path
+ * (NULL: /dev/null), and waits for it. */
+__attribute__((sentinel)) static void cli(cliRun *r, const char *in_path, ...) {
+    CLI_ARGV(argv, in_path);
+    cliWait(r, cliStartv(r, in_path, argv));
+}
+
+/* The same, without waiting (cliWait). */
+__attribute__((sentinel)) static pid_t cliStart(cliRun *r, const char *in_path, ...) {
+    CLI_ARGV(argv, in_path);
+    return cliStartv(r, in_path, argv);
 }
 
 /* The exit status, with the tool's stderr shown when it is not the one wanted. */
@@ -394,12 +417,17 @@ static void groupUsage(void) {
             CHECK(namesOnlyRealFlags(r.err, !strcmp(a[2], "--bogus") ? a[2] : NULL));
         }
     }
-    TEST("usage: a server that is not there is exit 1 (a failure, not misuse)") {
+    TEST("usage: a server that is not there is exit 1 (a failure, not misuse), after --connect-retry") {
         char port[16];
         snprintf(port, sizeof(port), "%d", tsFreePort());
-        cli(&r, NULL, "-p", port, "ls", NULL);
+        long long t0 = tsNowMs();
+        cli(&r, NULL, "-p", port, "--connect-retry", "300", "ls", NULL);
+        long long took = tsNowMs() - t0;
         CHECK_EXIT(r, 1);
         CHECK_HAS(r.err, "mooncake-cli: ls: connect");
+        CHECK(took >= 300); /* it did wait, and (the watchdog says) not for ever */
+        cli(&r, NULL, "-p", port, "--connect-retry", "-1", "ls", NULL);
+        CHECK_EXIT(r, 2);
     }
     runFree(&r);
 }
@@ -420,6 +448,31 @@ static void groupData(void) {
     cliRun r = {0};
     WPATH(fa, "a.bin");
     WPATH(fb, "b.bin");
+
+    TEST("data: the first connect is tried again until a server is there (a restart, a failover)") {
+        WPATH(late, "late.sock");
+        WPATH(fl, "late.txt");
+        CHECK(writeFile(fl, "late", 4) == 0);
+        /* The tool's path appears (a link to a new server's socket) only
+         * once that server is up, well after the tool's first try. */
+        pid_t pid = cliStart(&r, NULL, "-s", late, "--connect-retry", "30000", "put", "late", fl, NULL);
+        tsSleepMs(100);
+        tsServer s2;
+        int started = tsStart(&s2, NULL) == 0, up = started && symlink(s2.sock, late) == 0;
+        CHECK(up);
+        cliWait(&r, pid);
+        CHECK_EXIT(r, 0);
+        if (up) {
+            cli(&r, NULL, "-s", late, "ls", NULL);
+            CHECK_OUT(r, "late\t4\n");
+        }
+        if (started) {
+            tsStop(&s2);
+            tsCleanup(&s2);
+        }
+        unlink(fl);
+        unlink(late);
+    }
 
     TEST("data: put+get of 3 MiB over shm (unix socket): byte for byte, by shared memory") {
         CHECK(writeFile(fa, a, n) == 0);

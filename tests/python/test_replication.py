@@ -278,6 +278,185 @@ def test_replicate_data_arrives_and_readonly(env):
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "offsets")
 
 
+def synced(a, b):
+    return info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"]
+
+
+def test_partial_resync_after_the_link_is_cut(env):
+    """A replica whose link drops continues from the backlog (PSYNC ->
+    +CONTINUE): only the bytes it lacks, no second full sync."""
+    _, node = env
+    a, b = pair(node)
+    assert write(a.port, "SET", "first", "1") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    i0 = info(a.port)
+    assert i0["repl_backlog_active"] == "1" and i0["repl_backlog_size"] == str(1 << 20)
+    assert int(i0["repl_backlog_histlen"]) == int(i0["master_repl_offset"]) > 0
+    assert i0["repl_backlog_first_byte_offset"] == "1"
+    # a small ring, written round more than once, so what is sent again crosses its end
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    val = lambda i, n: (f"v{i}-" * n)[:n]
+    for i in range(50):
+        assert write(a.port, "SET", f"p{i}", val(i, 700)) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    before = info(a.port)
+    assert before["repl_backlog_histlen"] == "16384" and before["sync_full"] == "1"
+    assert info(b.port)["master_replid"] == before["master_replid"]
+    assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
+    for i in range(50, 100):                  # while it reconnects: these come from the backlog
+        assert write(a.port, "SET", f"p{i}", val(i, 100)) == "OK"
+    assert call(a.port, "DEL", "p0") == 1
+    wait_until(lambda: link_up(b.port) and synced(a, b) and info(a.port)["connected_slaves"] == "1", 20,
+               "the replica to continue")
+    after = info(a.port)
+    assert (after["sync_full"], after["sync_partial_ok"], after["sync_partial_err"]) == ("1", "1", "0"), after
+    ib = info(b.port)
+    assert ib["full_syncs_done"] == "1" and ib["repl_partial_syncs_done"] == "1"
+    assert ib["repl_backlog_active"] == "1"   # a replica keeps one too, for when it is promoted
+    assert "partial resync" in b.log() and "partial resync for replica" in a.log()
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("DBSIZE") == call(a.port, "DBSIZE") == 100
+        assert r("GET", "p0") is None and r("GET", "first") == b"1"
+        assert all(r("GET", f"p{i}") == val(i, 700 if i < 50 else 100).encode() for i in range(1, 100))
+    finally:
+        r.close()
+
+
+def test_psync_offsets_outside_the_backlog_and_malformed(env):
+    _, node = env
+    a, b = pair(node)
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    assert call(a.port, "CONFIG", "GET", "repl-backlog-size") == [b"repl-backlog-size", b"16384"]
+    for i in range(10):
+        assert write(a.port, "SET", f"o{i}", os.urandom(4096)) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    i0 = info(a.port)
+    replid, off = i0["master_replid"], int(i0["master_repl_offset"])
+    first = int(i0["repl_backlog_first_byte_offset"])
+    assert i0["repl_backlog_histlen"] == "16384" and first == off - 16384 + 1 > 1
+    # malformed: an error, and nothing changes (no link, no counter)
+    for args in ((replid, "abc"), (replid, "-5"), (replid, "0"), (replid, "99999999999999999999"),
+                 ("nothex", "5"), ("?", "7"), (replid, "")):
+        with pytest.raises(RespError, match="invalid replication"):
+            call(a.port, "PSYNC", *args)
+    i1 = info(a.port)
+    for f in ("connected_slaves", "sync_full", "sync_partial_ok", "sync_partial_err", "master_repl_offset",
+              "repl_backlog_histlen"):
+        assert i1[f] == i0[f], f
+
+    def psync(rid, offset):
+        c = Conn(a.port)
+        c.send("PSYNC", rid, offset)
+        return c, c.f.readline().decode().rstrip("\r\n")
+    # inside the backlog: +CONTINUE and exactly the bytes from there (the ring has wrapped)
+    def tail(offset, n):
+        c, line = psync(replid, offset)
+        try:
+            assert line == f"+CONTINUE {replid}"
+            return c.f.read(n)
+        finally:
+            c.close()
+    whole = tail(first, 16384)
+    assert len(whole) == 16384 and tail(off + 1 - 100, 100) == whole[-100:]
+    # a bigger ring keeps the history; a smaller one its newest part
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "32kb") == "OK"
+    assert info(a.port)["repl_backlog_histlen"] == "16384" and tail(first, 16384) == whole
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-size", "16kb") == "OK"
+    assert info(a.port)["repl_backlog_histlen"] == "16384" and tail(first, 16384) == whole
+    # before its first byte, past its end, or another history: a full sync
+    for rid, offset in ((replid, first - 1), (replid, off + 2), (replid, 1 << 62), ("f" * 40, off + 1)):
+        c, line = psync(rid, offset)
+        c.close()
+        assert line.startswith("+FULLRESYNC "), (rid, offset, line)
+    i2 = info(a.port)
+    assert (int(i2["sync_partial_ok"]), int(i2["sync_partial_err"]), int(i2["sync_full"])) == (4, 4, 5)
+    assert link_up(b.port)
+    # no replica left for repl-backlog-ttl: the backlog goes, and with it the history (new replid)
+    assert call(a.port, "CONFIG", "SET", "repl-backlog-ttl", "1") == "OK"
+    assert call(b.port, "CLUSTER", "RESET") == "OK"
+    wait_until(lambda: info(a.port)["repl_backlog_active"] == "0", 10, "the backlog to be freed")
+    i3 = info(a.port)
+    assert i3["master_replid"] != replid and i3["repl_backlog_histlen"] == "0" and "backlog freed" in a.log()
+    c, line = psync(replid, off + 1)
+    c.close()
+    assert line.startswith("+FULLRESYNC ")
+
+
+def test_masterauth_and_masteruser(env):
+    """A replica of a primary with requirepass, or with an ACL user for
+    replication, syncs once masterauth (masteruser) says how; without it
+    the sync fails with a log line naming what to set."""
+    _, node = env
+    a, b = node(), node()
+    pw = "pw with spaces"
+    for n in (a, b):
+        assert call(n.port, "CONFIG", "SET", "requirepass", pw) == "OK"
+
+    def ac(port, *args):
+        c = Conn(port)
+        try:
+            assert c("AUTH", pw) == "OK"
+            return c(*args)
+        finally:
+            c.close()
+
+    def ainfo(port):
+        return dict(l.split(":", 1) for l in ac(port, "INFO", "replication").decode().splitlines() if ":" in l)
+    assert ac(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert ac(a.port, "SET", "k", "v") == "OK"
+    assert ac(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in ac(b.port, "CLUSTER", "NODES").decode(), 10, "meet")
+    assert ac(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: "requires a password: set masterauth" in b.log(), 10, "the refusal without masterauth")
+    assert ac(b.port, "CONFIG", "SET", "masterauth", "wrong") == "OK"
+    wait_until(lambda: "authentication with masterauth failed" in b.log(), 10, "the refusal of a wrong one")
+    assert ainfo(b.port)["master_link_status"] == "down" and ainfo(a.port)["sync_full"] == "0"
+    assert ac(b.port, "CONFIG", "SET", "masterauth", pw) == "OK"
+    wait_until(lambda: ainfo(b.port)["master_link_status"] == "up", 10, "the sync with masterauth")
+    # an ACL user with only what replication needs
+    assert ac(a.port, "ACL", "SETUSER", "repl", "on", ">rpw", "+psync", "+replconf") == "OK"
+    assert ac(b.port, "CONFIG", "SET", "masteruser", "repl", "masterauth", "rpw") == "OK"
+    assert ac(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
+    assert ac(a.port, "SET", "k2", "v2") == "OK"
+    wait_until(lambda: "user=repl" in ac(a.port, "CLIENT", "LIST", "TYPE", "replica").decode(), 10,
+               "the link as user repl")
+    wait_until(lambda: ainfo(b.port)["slave_repl_offset"] == ainfo(a.port)["master_repl_offset"], 10, "sync")
+    assert (ainfo(a.port)["sync_full"], ainfo(a.port)["sync_partial_ok"]) == ("1", "1")
+    c = Conn(b.port)
+    try:
+        assert c("AUTH", pw) == "OK" and c("READONLY") == "OK"
+        assert c("GET", "k") == b"v" and c("GET", "k2") == b"v2"
+    finally:
+        c.close()
+
+
+def test_a_replica_expires_nothing_of_its_own(env):
+    """As Redis: a key past its TTL on the replica's clock reads as missing
+    there, but only the primary's DEL in the stream removes it."""
+    _, node = env
+    a, b = pair(node)
+    assert write(a.port, "SET", "keep", "1") == "OK"
+    assert write(a.port, "SET", "e", "v", "PX", 300) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, b.id) == "OK"   # the primary's DEL waits
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "e") is None, 10, "the TTL to pass")
+        assert r("EXISTS", "e") == 0 and r("TTL", "e") == -2 and r("GET", "keep") == b"1"
+        wait_until(lambda: info(a.port, "stats")["expired_keys"] == "1", 10, "the primary to expire it")
+        deadline = time.time() + 0.5             # several expiry cycles: the key stays on the replica
+        while time.time() < deadline:
+            assert r("DBSIZE") == 2 and r("GET", "e") is None
+        assert info(b.port, "stats")["expired_keys"] == "0"
+        assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
+        wait_until(lambda: r("DBSIZE") == 1 and synced(a, b), 10, "the primary's DEL")
+    finally:
+        r.close()
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
@@ -338,11 +517,19 @@ def test_two_replicas_one_winner_the_other_follows(env):
         write(a.port, "SET", f"t{i}", i)
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(c.port)["slave_repl_offset"]
                == info(a.port)["master_repl_offset"], 10, "both synced")
+    ia = info(a.port)
     a.kill()
     wait_until(lambda: "myself,master" in b.nodes() or "myself,master" in c.nodes(), 30, "a promotion")
     win, other = (b, c) if "myself,master" in b.nodes() else (c, b)
     assert "myself,master" not in other.nodes()
     wait_until(lambda: link_up(other.port) and info(other.port)["master_node_id"] == win.id, 20, "the follower")
+    # the follower continued from the winner's backlog under the dead primary's replid (replid2), as
+    # Redis 4+: no full sync
+    iw = info(win.port)
+    assert iw["master_replid2"] == ia["master_replid"] and iw["master_replid"] != ia["master_replid"]
+    assert iw["second_repl_offset"] == str(int(ia["master_repl_offset"]) + 1)
+    assert (iw["sync_full"], iw["sync_partial_ok"]) == ("0", "1"), iw
+    assert info(other.port)["master_replid"] == iw["master_replid"]
     line = [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()
     assert line[2] == "slave" and line[3] == win.id
     assert write(win.port, "SET", "t0", "new") == "OK"
@@ -545,6 +732,18 @@ def test_manual_failover(env):
     assert call(b.port, "CLUSTER", "FAILOVER") == "OK"
     wait_until(lambda: "myself,master" in b.nodes() and link_up(a.port), 20, "planned failover")
     assert call(b.port, "GET", "m99") == b"99"
+    # the old primary keeps its data (its successor had all of it) and continues, as Redis's
+    ib = info(b.port)
+    assert (ib["sync_full"], ib["sync_partial_ok"]) == ("0", "1"), ib
+    assert "keeps its data" in a.log() and "data is discarded" not in a.log()
+    assert write(b.port, "SET", "m0", "new") == "OK"
+    r = Conn(a.port)
+    try:
+        r("READONLY")
+        wait_until(lambda: r("GET", "m0") == b"new", 10, "the stream after the partial resync")
+        assert r("DBSIZE") == 100 and r("GET", "m99") == b"99"
+    finally:
+        r.close()
     ea = [l for l in b.nodes().splitlines() if "myself" in l][0].split()[6]
     # and back, with TAKEOVER (no agreement from the primary); the promoted node announces it
     assert call(a.port, "CONFIG", "SET", "notify-keyspace-events", "S") == "OK"
@@ -561,6 +760,7 @@ def test_manual_failover(env):
     eb = [l for l in a.nodes().splitlines() if "myself" in l][0].split()[6]
     assert int(eb) > int(ea)
     assert call(a.port, "GET", "m99") == b"99"
+    assert b.log().count("data is discarded") == 2     # not planned: the demoted node syncs in full
     assert "planned failover done" in a.log() + b.log()
 
 

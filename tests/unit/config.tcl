@@ -19,6 +19,15 @@ start_server {tags {config}} {
         r config get port
     } [list port [srv 0 port]]
 
+    test {repl-backlog-size is at least 16kb, as Redis's; masterauth is binary-safe} {
+        assert_error {*repl-backlog-size*} {r config set repl-backlog-size 1kb}
+        assert_equal {repl-backlog-size 1048576} [r config get repl-backlog-size]
+        assert_equal OK [r config set masterauth "a b\x00c"]
+        set got [lindex [r config get masterauth] 1]
+        r config set masterauth ""
+        list [string length $got] [r config get masterauth]
+    } {5 {masterauth {}}}
+
     test {CONFIG GET of an unknown parameter is empty} {
         r config get no-such-parameter
     } {}
@@ -31,6 +40,9 @@ start_server {tags {config}} {
         proto-max-bulk-len         3000000  3000000
         client-query-buffer-limit  2mb      2097152
         client-query-buffer-limit  1gb      1073741824
+        repl-backlog-size          64kb     65536
+        repl-backlog-ttl           0        0
+        masteruser                 repl     repl
     } {
         test "CONFIG SET $param $value then CONFIG GET" {
             set old [lindex [r config get $param] 1]

@@ -233,6 +233,22 @@ start_server {tags {monitor mooncake} overrides {segment-size 16mb}} {
         r unmount mon-seg
         list [string first $tok $logged] [lindex $logged 3 6]
     } {-1 (redacted)}
+
+    test {CONFIG SET's requirepass and masterauth values are redacted in SLOWLOG} {
+        set slower [lindex [r config get slowlog-log-slower-than] 1]
+        r config set slowlog-log-slower-than 0
+        r slowlog reset
+        r config set masterauth pw-secret-1 masteruser repl-user
+        r config set requirepass pw-secret-2
+        r auth pw-secret-2
+        r config set requirepass ""
+        set masterauth [r config get masterauth]
+        r config set masterauth ""
+        r config set slowlog-log-slower-than $slower
+        set logged [r slowlog get -1]
+        list [string first pw-secret $logged] \
+            [lindex [lsearch -inline -index 3 $logged {config set masterauth * masteruser *}] 3] $masterauth
+    } {-1 {config set masterauth (redacted) masteruser repl-user} {masterauth pw-secret-1}}
 }
 
 # ---- CLIENT REPLY --------------------------------------------------------------
