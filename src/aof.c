@@ -137,13 +137,7 @@ void aofFlushedAll(void) {
  * (the pool), not copied into the buffer first. */
 #define AOF_DIRECT_VALUE (256 * 1024)
 
-/* What follows a record's head when its value is written from where it
- * lies: the value, then DUMP's trailer, then aofCatRestoreTail. */
-typedef struct valueRef {
-    const char *value; /* NULL: the whole record is in the buffer */
-    size_t vlen;
-    unsigned char trailer[DUMP_TRAILER_LEN];
-} valueRef;
+typedef aofValueRef valueRef; /* aof.h */
 
 /* Whether a client segment's objects can be logged: its host proved it
  * with an identity, so a restarted server can ask for it again. */
@@ -262,6 +256,7 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int 
     uint64_t crc = crc64(crc64(0, p, plen), (const unsigned char *)value, vlen);
     sdsIncrLen(s, (ssize_t)plen);
     if (direct && vlen >= AOF_DIRECT_VALUE) {
+        direct->obj = o;
         direct->value = value;
         direct->vlen = vlen;
         dumpWriteTrailer(crc, direct->trailer);
@@ -293,6 +288,14 @@ static sds catValueRef(sds s, const valueRef *r, size_t from) {
     s = sdscatlen(s, (const char *)r->trailer, DUMP_TRAILER_LEN);
     return aofCatRestoreTail(s);
 }
+
+sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref) {
+    int seg_only = 0;
+    memset(ref, 0, sizeof(*ref));
+    return catKeyState(s, key, &seg_only, ref, 1);
+}
+
+sds aofCatValueTail(sds s, const aofValueRef *ref) { return catValueRef(s, ref, ref->vlen); }
 
 /* ---- files ----------------------------------------------------------------- */
 

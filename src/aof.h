@@ -3,6 +3,7 @@
 #ifndef AOF_H
 #define AOF_H
 
+#include "dump.h"
 #include "sds.h"
 
 struct client;
@@ -17,6 +18,19 @@ extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work
 /* Appends key's state as one record (RESTORE, PLACED or DEL): replication.c
  * sends replicas the records the log keeps. */
 sds aofCatKeyState(sds s, sds key);
+/* The same record with a large value (256 KiB or more, in the pool) left
+ * where it lies: s gets the record up to the value, ref says what follows
+ * -- the value's bytes (ref->value, ref->vlen, inside ref->obj), then what
+ * aofCatValueTail appends. ref->value NULL: the record is whole in s. The
+ * replication stream sends the value by reference (networking.c). */
+typedef struct aofValueRef {
+    struct storeObj *obj;
+    const char *value;
+    size_t vlen;
+    unsigned char trailer[DUMP_TRAILER_LEN];
+} aofValueRef;
+sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref);
+sds aofCatValueTail(sds s, const aofValueRef *ref);
 /* Every client segment with an identity as a SEGMENT record (detached ones
  * too): what a PLACED record may name. The rewrite's and a full sync's. */
 sds aofCatSegments(sds s);

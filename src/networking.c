@@ -524,6 +524,25 @@ void addReplyPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
     addReplyProto(c, "\r\n", 2);
 }
 
+/* len raw bytes at p, inside one of o's local extents (no bulk framing):
+ * queued by reference when large, as addReplyPoolBytes. The replication
+ * stream sends large values so (replication.c). */
+void addReplyRawPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
+    if (len < PROTO_REPLY_OBJ_MIN) {
+        addReplyProto(c, p, len);
+        return;
+    }
+    if (prepareClientToWrite(c) != C_OK) return;
+    replyBlock *b = zmalloc(sizeof(*b));
+    storeObjIncrRef(o);
+    b->obj = o;
+    b->ptr = p;
+    b->size = b->used = len;
+    appendBlock(c, b);
+    c->reply_bytes += len;
+    server.stat_reply_zero_copy++;
+}
+
 void addReplyVerbatim(client *c, const char *s, size_t len, const char *ext) {
     if (c->resp == 2) {
         addReplyBulk(c, s, len);

@@ -414,6 +414,27 @@ static void replBufRecycle(void) {
     }
 }
 
+/* Bytes of the stream, in order: to every online replica (large values
+ * by reference to their pool extent when o is given: no copy, the version
+ * kept until written), into the backlog, and counted. */
+static void streamOut(const char *p, size_t len, storeObj *o) {
+    if (len == 0) return;
+    /* By reference only while the replica keeps up: a queued reference
+     * keeps its version's pool space, and a stalled replica must not fill
+     * the pool (writes would be refused) -- past a sixteenth of it (64 MiB
+     * at most) queued, values are copied, as they always were. */
+    unsigned long long refmax = server.self ? server.self->size / 16 : 0;
+    if (refmax > 64ULL << 20) refmax = 64ULL << 20;
+    for (int i = 0; i < repl.nlinks; i++) {
+        client *c = repl.links[i];
+        if (!c->repl->online) continue;
+        if (o && c->reply_bytes + len <= refmax) addReplyRawPoolBytes(c, o, p, len);
+        else addReplyProto(c, p, len);
+    }
+    backlogFeed(p, len);
+    repl.offset += (long long)len;
+}
+
 void replBeforeSleep(void) {
     if (repl.flush_pending) {
         repl.flush_pending = 0;
@@ -421,15 +442,30 @@ void replBeforeSleep(void) {
     }
     size_t from, to;
     sds *keys = changedKeysNext(&repl.changed, &from, &to);
+    int sent = 0;
     if (replOn && from < to) {
         if (!repl.buf) repl.buf = sdsempty();
-        for (size_t i = from; i < to; i++) repl.buf = aofCatKeyState(repl.buf, keys[i]);
+        for (size_t i = from; i < to; i++) {
+            aofValueRef r;
+            repl.buf = aofCatKeyStateRef(repl.buf, keys[i], &r);
+            if (r.value == NULL) continue;
+            /* A large value goes from the pool, by reference, after what
+             * came before it; its record's end starts the buffer anew. */
+            streamOut(repl.buf, sdslen(repl.buf), NULL);
+            sdsclear(repl.buf);
+            streamOut(r.value, r.vlen, r.obj);
+            repl.buf = aofCatValueTail(repl.buf, &r);
+            sent = 1;
+        }
     }
     if (repl.buf && sdslen(repl.buf)) {
+        streamOut(repl.buf, sdslen(repl.buf), NULL);
+        sent = 1;
+    }
+    if (sent) {
         for (int i = 0; i < repl.nlinks; i++) {
             client *c = repl.links[i];
             if (!c->repl->online) continue;
-            addReplyProto(c, repl.buf, sdslen(repl.buf));
             if ((long long)(c->reply_bytes - (c->reply_bytes > c->repl->snap_len ? c->repl->snap_len : 0)) >
                     REPL_LINK_MAX_QUEUED &&
                 !(c->flags & CLIENT_CLOSE_ASAP)) {
@@ -438,8 +474,6 @@ void replBeforeSleep(void) {
                 freeClientAsync(c);
             }
         }
-        backlogFeed(repl.buf, sdslen(repl.buf));
-        repl.offset += (long long)sdslen(repl.buf);
         replBufRecycle();
     }
     long long acked = repl.nmarked ? ackedByAllOffset() : 0;

@@ -476,6 +476,7 @@ void addReplyBulkSds(client *c, sds s);  /* takes ownership */
 void addReplyBulkCString(client *c, const char *s);
 void addReplyBulkLongLong(client *c, long long ll);
 void addReplyStoreObj(client *c, struct storeObj *o);
+void addReplyRawPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
 void addReplyNull(client *c);
 void addReplyNullArray(client *c);
 void addReplyArrayLen(client *c, long long len);

@@ -457,6 +457,36 @@ def test_a_replica_expires_nothing_of_its_own(env):
         r.close()
 
 
+def test_large_values_stream_from_the_pool_and_stay_theirs(env):
+    # Values of 256 KiB and more go to replicas by reference to their pool
+    # extent, not copied. A version overwritten and removed while its
+    # record still waits to be sent must keep its bytes: had its space been
+    # reused, the record's CRC64 would not match at the replica and the
+    # link would drop and sync in full.
+    _, node = env
+    a, b = pair(node, "--segment-size", "256mb")   # references up to a sixteenth of the pool: all of these
+    full0 = info(a.port)["sync_full"]
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000) == "OK"
+    v1, v2, v3 = (bytes([i]) * (1 << 20) for i in (1, 2, 3))
+    assert write(a.port, "SET", "lv:a", v1) == "OK"
+    assert write(a.port, "SET", "lv:a", v2) == "OK"
+    assert write(a.port, "DEL", "lv:a") == 1
+    for i in range(8):                          # the freed space, written over
+        assert write(a.port, "SET", f"lv:b{i}", v3) == "OK"
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
+    wait_until(lambda: synced(a, b), 20, "the replica to catch up")
+    r = Conn(b.port)
+    try:
+        r("READONLY")
+        assert r("EXISTS", "lv:a") == 0
+        assert all(r("GET", f"lv:b{i}") == v3 for i in range(8))
+    finally:
+        r.close()
+    assert info(a.port)["sync_full"] == full0, "a record failed its checksum: the link synced again"
+    # by reference: 10 values of 1 MiB queued zero-copy for the replica
+    assert int(info(a.port, "stats")["values_sent_from_pool"]) >= 10
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
