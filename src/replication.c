@@ -13,6 +13,14 @@
  * CRC64) before the replica applies it. Like the log, the primary collects
  * the keys that changed (multi.h's list, shared with the log) and writes
  * their records in beforeSleep, before any reply of the iteration goes out.
+ * A value of 256 KiB or more is not copied into the records: each
+ * replica's reply chain references its pool extent (the version kept
+ * until written, as a GET's large reply does) while that replica has less
+ * than a sixteenth of the pool queued; a replica further behind gets
+ * copies, so it can never hold the pool's space and fail writes. The
+ * backlog keeps its own copy. With the CRC64 folded by carry-less
+ * multiplies (crc.c) and the records buffer kept warm, 1 MiB SETs reach a
+ * replica at about 1 GB/s here (BENCHMARKS.md).
  *
  * The link. The replica connects to its primary's client port and sends
  * AUTH [masteruser] masterauth when masterauth is set (the primary may
