@@ -81,7 +81,9 @@ typedef struct libThread {
     int id;
     pthread_t tid;
     mc_client *mc;
-    unsigned char **vals;       /* batch slots: one buffer per key */
+    unsigned char **vals;       /* slots: one buffer per key (a batch, or --span's worth) */
+    int nslots;                 /* a multiple of the batch */
+    long long calls;            /* made so far: which batch of slots is next */
     unsigned char *expect;      /* --check: what a get must return */
     struct iovec *iov;          /* mcputv/mcgetv: the value's buffers */
     int iovcnt;
@@ -165,9 +167,23 @@ static void libOpFree(libOp *o) {
     free(o->gres);
 }
 
+/* With --span, the call's batch of slots: keys and buffers cycle through
+ * the client's span, so the row's working set is the span, not one batch. */
+static void libOpSlots(libThread *t, libOp *o) {
+    if (t->nslots <= o->batch) return;
+    int base = (int)((t->calls * o->batch) % t->nslots);
+    for (int i = 0; i < o->batch; i++) {
+        int klen = snprintf(o->keys[i], 64, "lib:%zu:%d:%d", t->vlen, t->id, base + i);
+        o->kv[i].keylen = (size_t)klen;
+        o->kv[i].buf = t->vals[base + i];
+    }
+}
+
 static void libOpRun(libThread *t, libOp *o, int record) {
     benchStats st;
     memset(&st, 0, sizeof(st));
+    libOpSlots(t, o);
+    t->calls++;
     mc_kv *kv = o->kv;
     size_t vlen = t->vlen;
     uint64_t t0 = nowNs();
@@ -261,11 +277,15 @@ static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, 
         }
         mc_set_transport(t->mc, cfg->transport);
         if (cfg->streams > 0) mc_set_streams(t->mc, cfg->streams);
-        t->vals = calloc((size_t)batch, sizeof(*t->vals));
-        for (int b = 0; b < batch; b++) {
+        /* --span: as many slots as fit in it, whole batches (one at least);
+         * the iov rows keep one buffer. */
+        long long slots = cfg->span && !cfg->iov ? (long long)(cfg->span / vlen) / batch * batch : batch;
+        t->nslots = slots < batch ? batch : (int)slots;
+        t->vals = calloc((size_t)t->nslots, sizeof(*t->vals));
+        for (int b = 0; b < t->nslots; b++) {
             t->vals[b] = mapFaulted(vlen);
             if (t->vals[b] == NULL) {
-                fprintf(stderr, "mooncake-benchmark: out of memory for %d x %zu bytes\n", batch, vlen);
+                fprintf(stderr, "mooncake-benchmark: out of memory for %d x %zu bytes\n", t->nslots, vlen);
                 rc = -1;
                 goto out;
             }
@@ -322,7 +342,7 @@ static int runLibrary(const char *test, size_t vlen, const benchLibConfig *cfg, 
 out:
     for (int i = 0; i < nthreads; i++) {
         mc_close(th[i].mc);
-        for (int b = 0; th[i].vals && b < batch; b++)
+        for (int b = 0; th[i].vals && b < th[i].nslots; b++)
             if (th[i].vals[b]) munmap(th[i].vals[b], vlen);
         free(th[i].vals);
         free(th[i].iov);

@@ -18,6 +18,7 @@ typedef struct benchLibConfig {
     int streams;            /* tcp connections per transfer (mc_set_streams), 0: default */
     int batch;              /* keys per mc_batch_* call */
     int iov;                /* buffers per mcputv/mcgetv call (0: 1) */
+    size_t span;            /* distinct value bytes per client, cycled a batch per call (0: one batch) */
     int replicas;
     int check;
 } benchLibConfig;

@@ -169,6 +169,7 @@ static struct benchConfig {
     int transport;            /* --transport for the library rows */
     int streams;              /* --streams for the library rows */
     int iov;                  /* --iov: buffers per mcputv/mcgetv call */
+    size_t span;              /* --span: library rows' distinct bytes per client, 0: one batch */
 } config = {
     .host = "127.0.0.1", .port = 6379, .pipeline = 1, .threads = 1, .batch = 16,
     .sink = BENCH_SINK_DEFAULT, .maxtime = -1, .progress = -1,
@@ -1243,7 +1244,7 @@ static void runLibTest(const char *name, size_t vlen) {
                          .requests = planRequests((uint64_t)vlen * (uint64_t)libBatch(name)),
                          .duration = config.duration, .maxtime = config.maxtime,
                          .transport = config.transport, .streams = config.streams, .batch = config.batch,
-                         .iov = config.iov,
+                         .iov = config.iov, .span = config.span,
                          .replicas = config.replicas, .check = config.check, .label = progresslabel};
     if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
     else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
@@ -1338,6 +1339,11 @@ static void usage(int code) {
 " --streams <n>      library rows: tcp connections one transfer may use at\n"
 "                    once, 1..16 (mc_set_streams; default: the library's,\n"
 "                    1 to a same-host peer, else one per CPU up to 4)\n"
+" --span <size>      library rows: each client cycles through this many bytes\n"
+"                    of distinct keys and buffers, a batch per call (default:\n"
+"                    the same batch every call, cache-warm); an engine's\n"
+"                    working set: a put row writes each key once per span, a\n"
+"                    get row after it reads them in turn\n"
 " --help             this text\n"
 " --version          print the version (the top-level VERSION file's)\n"
 "\n"
@@ -1480,6 +1486,8 @@ static void parseOptions(int argc, char **argv) {
             config.maxtime = strtod(v, &end);
             if (end == v || *end || !(config.maxtime >= 0) || config.maxtime > 1e6)
                 benchFatal("invalid value for --max-time: '%s'", v);
+        } else if (!strcmp(o, "--span")) {
+            if (parseSize(v, &config.span) == -1) benchFatal("invalid value for --span: '%s'", v);
         } else if (!strcmp(o, "--sink")) {
             if (parseSize(v, &config.sink) == -1 || config.sink < BENCH_BIG_PAYLOAD)
                 benchFatal("invalid value for --sink: '%s' (at least 64k)", v);

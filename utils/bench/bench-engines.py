@@ -62,16 +62,10 @@ Then `--rounds` rounds, the order of the patterns rotating every round:
      benchmark's library rows with as many client threads as ranks, each
      its own handle: mcbput/mcbget of the same object size and keys per
      call (LMCache's put: one object per call), the same bytes in all (the
-     get row: as many as the load's passes). The put row replaces one
-     batch of keys per client (so its puts walk the pool and, being a
-     fresh process, pay the first touch of its pages). The load row's C
-     row reads the same objects the engine's load does: as many distinct
-     objects of that size as the load's bytes, written once untimed
-     (-r --sequential), each read in turn, --load-passes times. The
-     control row's C row reads one batch per client again and again (a
-     cache-warm source and destination), as the control does. (Its
-     destination stays mooncake-benchmark's: each client's batch of
-     buffers, where the engine's ranks read into their registered memory.)
+     get row: as many as the load's passes). They
+     replace one batch of keys per client (so their puts walk the pool and,
+     being a fresh process, pay the first touch of its pages) and read that
+     batch again and again (a cache-warm source and destination).
      Goal: every engine pattern's save and load >= 0.8x its C row, the
      median of the rounds' ratios (each round's engine row against the same
      round's C row).
@@ -646,13 +640,9 @@ class Pool:
 
 # -- measuring -------------------------------------------------------------------
 
-def c_argv(args, server, test, size, batch, clients, calls, keyspace=0):
-    """keyspace: the calls name keys 0.. keyspace-1 in turn over all clients
-    (--sequential), so a get row reads that many distinct objects; 0: each
-    client its own batch of keys, again and again."""
-    more = ["-r", str(keyspace), "--sequential"] if keyspace else []
+def c_argv(args, server, test, size, batch, clients, calls):
     return [args.benchmark, "-p", str(server.port), "-t", test, "-d", size_arg(size), "--batch", str(batch),
-            "-c", str(clients), "-n", str(calls), "-q", "--csv", "--no-progress", *more]
+            "-c", str(clients), "-n", str(calls), "-q", "--csv", "--no-progress"]
 
 
 def c_startup(args, server, test, size, batch, clients):
@@ -662,11 +652,11 @@ def c_startup(args, server, test, size, batch, clients):
     return children_cpu() - c0
 
 
-def c_row(args, server, test, size, batch, clients, total, startup, keyspace=0):
+def c_row(args, server, test, size, batch, clients, total, startup):
     calls = max(1, total // (size * batch))
     s0, c0 = server.cpu(), children_cpu()
-    out = subprocess.run(c_argv(args, server, test, size, batch, clients, calls, keyspace), check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(c_argv(args, server, test, size, batch, clients, calls), check=True, capture_output=True,
+                         text=True).stdout
     c1, s1 = children_cpu(), server.cpu()
     rows = list(csv.DictReader(io.StringIO(out)))
     if len(rows) != 1 or int(rows[0]["errors"]) or int(rows[0]["nil"]):
@@ -799,21 +789,12 @@ def main():
                             crow[phase] = c_row(args, server, test, size, batch, n,
                                                 nbytes * (args.load_passes if phase == "load" else 1),
                                                 startup[(test, size, batch, n)])
-                        # The same bytes as the engine's load: all nbytes of
-                        # distinct objects (written once, untimed), read in
-                        # turn -- not one batch again and again.
-                        keys = nbytes // size // bload * bload
-                        subprocess.run(c_argv(args, server, "mcbput", size, bload, n, keys // bload, keys),
-                                       check=True, capture_output=True)
-                        server.settle()
-                        crow["spread"] = c_row(args, server, "mcbget", size, bload, n, nbytes * args.load_passes,
-                                               startup[("mcbget", size, bload, n)], keys)
                         clean()
                         if not measured:
                             continue
                         for idx, (phase, (wall, cli, srv, flt)) in enumerate(zip(PHASES, phases)):
                             py = Sample(nbytes * (1 if phase == "save" else args.load_passes), wall, cli, srv)
-                            c = crow[{"save": "save", "load": "spread", "hot": "load"}[phase]]
+                            c = crow["save" if phase == "save" else "load"]
                             samples.setdefault((pat, n, phase, "py"), []).append(py)
                             samples.setdefault((pat, n, phase, "C"), []).append(c)
                             ratios.setdefault((pat, n, phase), []).append(py.gbps / c.gbps)
@@ -917,10 +898,8 @@ def report(samples, ratios, breakdown, landed, exist, rounds, elapsed, total, ra
                     verdict = "met" if met else "MISSED"
                     if not met:
                         misses.append(f"{NAMES[pat]} {n} ranks {phase}")
-                cd = cdesc[(pat, cp)] + (", all the load's objects in turn" if phase == "load" else
-                                         ", one batch again and again" if phase == "hot" else "")
                 print(f"| {NAMES[pat]} | {n} | {what} | {med_range([s.gbps for s in py])} | "
-                      f"{med_range([s.gbps for s in c])} ({cd}) | {med_range(r)}x | {verdict} | "
+                      f"{med_range([s.gbps for s in c])} ({cdesc[(pat, cp)]}) | {med_range(r)}x | {verdict} | "
                       f"{per_gb(py, 'client_cpu'):.3f} / {per_gb(c, 'client_cpu'):.3f} | "
                       f"{per_gb(py, 'server_cpu'):.3f} / {per_gb(c, 'server_cpu'):.3f} |")
     if exist:
