@@ -512,15 +512,7 @@ void addReplyPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
         return;
     }
     addReplyLongLongWithPrefix(c, (long long)len, '$');
-    if (prepareClientToWrite(c) != C_OK) return;
-    replyBlock *b = zmalloc(sizeof(*b));
-    storeObjIncrRef(o);
-    b->obj = o;
-    b->ptr = p;
-    b->size = b->used = len;
-    appendBlock(c, b);
-    c->reply_bytes += len;
-    server.stat_reply_zero_copy++;
+    addReplyRawPoolBytes(c, o, p, len);
     addReplyProto(c, "\r\n", 2);
 }
 

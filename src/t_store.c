@@ -638,18 +638,24 @@ static void addReplyReplicas(client *c, storeObj *o, long long lease) {
     addReplyProto(c, buf, (size_t)(p - buf));
 }
 
-static void getReplicasOne(client *c, sds key) {
+/* The readable version of key for GET.REPLICAS and HOLD.REPLICAS, or NULL
+ * with nil (missing) or -NOTREADY (only pending) replied. */
+static storeObj *replicasLookup(client *c, sds key) {
     storeObj *o = storeLookupRead(key);
-    if (o == NULL) {
-        if (storePendingLookup(key)) {
-            ss.get_notready++;
-            addReplyError(c, "-NOTREADY the key's put has not ended yet");
-        } else {
-            ss.get_misses++;
-            addReplyNullArray(c);
-        }
-        return;
+    if (o) return o;
+    if (storePendingLookup(key)) {
+        ss.get_notready++;
+        addReplyError(c, "-NOTREADY the key's put has not ended yet");
+    } else {
+        ss.get_misses++;
+        addReplyNullArray(c);
     }
+    return NULL;
+}
+
+static void getReplicasOne(client *c, sds key) {
+    storeObj *o = replicasLookup(c, key);
+    if (o == NULL) return;
     ss.get_hits++;
     grantLease(c, key, o, server.lease_ttl);
     addReplyReplicas(c, o, o->ext->lease_until_ms - server.mstime);
@@ -773,17 +779,8 @@ void holdReplicasCommand(client *c) {
     addReplyArrayLen(c, c->argc - 1);
     for (int j = 1; j < c->argc; j++) {
         sds key = c->argv[j];
-        storeObj *o = storeLookupRead(key);
-        if (o == NULL) {
-            if (storePendingLookup(key)) {
-                ss.get_notready++;
-                addReplyError(c, "-NOTREADY the key's put has not ended yet");
-            } else {
-                ss.get_misses++;
-                addReplyNullArray(c);
-            }
-            continue;
-        }
+        storeObj *o = replicasLookup(c, key);
+        if (o == NULL) continue;
         if (clientHoldCount(c) >= CLIENT_MAX_HOLDS) {
             ss.holds_limited++;
             addReplyErrorFormat(c, "-LIMIT this connection holds %d objects: end some first (HOLD.RELEASE)",
