@@ -333,13 +333,20 @@ int processCommand(client *c) {
  * 4 ... 16 s if it keeps recurring, after which one second of spinning
  * probes again; a second that pays resets the back-off.
  *
- * busy-poll-auto no skips both rules (reason "always"): for a node with
+ * (3) appendfsync always: every iteration that wrote ends in an fsync of
+ * the log, a sleep of its own, and the next request comes a client round
+ * trip after the reply; a spin then only takes the CPU the log's flush and
+ * the clients need (SET with appendfsync always, 2 cores: 290k/s spinning
+ * against 315k/s not, 2.54 against 2.29 us of server CPU per request;
+ * BENCHMARKS.md), so it is off, reason fsync-always.
+ *
+ * busy-poll-auto no skips these rules (reason "always"): for a node with
  * cores of its own, where a busy host's other work should not take the
  * spin away -- a sleeping loop woken on an overloaded host can wait a
  * scheduler slice for a CPU, which a spinning one does not.
  *
  * INFO stats shows the verdict: busy_poll_active, busy_poll_reason
- * (idle-cores: spinning; cores-busy: the load; wasteful: the waste rule;
+ * (idle-cores: spinning; cores-busy: the load; wasteful: the waste rule; fsync-always: rule 3;
  * always: busy-poll-auto no; disabled: busy-poll-us 0), and the inputs (busy_poll_runnable, the mean,
  * and busy_poll_cpus). DEBUG BUSYPOLL SAMPLE feeds the decision made-up
  * inputs, one step per call, and stops the cron's own steps until DEBUG
@@ -396,6 +403,8 @@ static void busyPollStep(double runnable, int cpus, long long wasted_us, long lo
         bp.active = 0, bp.reason = "disabled";
     } else if (!server.busy_poll_auto) {
         bp.active = 1, bp.reason = "always";
+    } else if (aofOn && server.aof_fsync == AOF_FSYNC_ALWAYS) {
+        bp.active = 0, bp.reason = "fsync-always";
     } else if (runnable > cpus + 0.5) {
         bp.active = 0, bp.reason = "cores-busy";
     } else if (bp.hold > 0) {

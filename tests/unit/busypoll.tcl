@@ -194,6 +194,21 @@ start_server {tags {busypoll} overrides {segment-size 16mb segment-prefault no}}
         list [bp_field active] [bp_field reason]
     } {0 cores-busy}
 
+    test {appendfsync always: no spinning (each iteration ends in an fsync); everysec spins again} {
+        r config set appendonly yes
+        r config set appendfsync always
+        r debug busypoll sample 1 2 0 0
+        assert_equal {0 fsync-always} [list [bp_field active] [bp_field reason]]
+        assert_equal OK [r set bp:k v]
+        r config set appendfsync everysec
+        r debug busypoll sample 1 2 0 0
+        assert_equal {1 idle-cores} [list [bp_field active] [bp_field reason]]
+        r config set appendfsync always
+        r config set appendonly no
+        r debug busypoll sample 1 2 0 0
+        list [bp_field active] [bp_field reason]
+    } {1 idle-cores}
+
     test {DEBUG BUSYPOLL refuses bad inputs and changes nothing} {
         r debug busypoll sample 4 2 0 0
         assert_error {ERR value is out of range*} {r debug busypoll sample -1 2 0 0}
