@@ -736,7 +736,11 @@ def test_replica_ack_no_acknowledged_write_lost(env):
 
 def test_replica_ack_held_write_not_acknowledged_by_a_demoted_primary(env):
     _, node = env
-    a, b = pair(node, "--cluster-replica-ack", "yes")
+    # The failover here is a manual one: a node timeout of 10 s keeps a
+    # loaded machine (ASan beside another suite) from failing the primary
+    # over by itself (its lease not renewed in 2 s) before the test's own.
+    a, b = pair(node, "--cluster-replica-ack", "yes", "--cluster-node-timeout", "10000")
+    assert call(a.port, "CONFIG", "GET", "cluster-node-timeout")[1] == b"10000"
     assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000) == "OK"
     w = Conn(a.port, timeout=20)
     try:

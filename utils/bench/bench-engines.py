@@ -58,7 +58,16 @@ Then `--rounds` rounds, the order of the patterns rotating every round:
      A third phase, a control: the load's calls again, but of the first
      batch of keys into the same memory over and over, as mooncake-
      benchmark's rows do -- the same bytes, C's working set.
-  2. The C rows beside each pattern, right after it: src/mooncake-
+  2. The C rows beside each pattern, right after it. By default
+     (--c-rows inrank) the same rank processes run the pattern again
+     from C: libmooncake.so through ctypes (its arguments built before the
+     clock), mc_batch_put of the rank's share of objects of the pattern's
+     size and keys per call from the same source memory, mc_batch_get of
+     them into the same destination, the control's one batch again and
+     again -- the same bytes, memory, phases and barriers, in warm
+     processes (touch() warms the C library's own mappings as it warms the
+     binding's). What is left between the rows is the binding and the
+     engine's calls. With --c-rows benchmark, as before: src/mooncake-
      benchmark's library rows with as many client threads as ranks, each
      its own handle: mcbput/mcbget of the same object size and keys per
      call (LMCache's put: one object per call), the same bytes in all (the
@@ -278,6 +287,7 @@ class Rank:
         from mooncake.store import MooncakeDistributedStore, ReplicateConfig
         self.np = np
         self.rank, self.n, self.opts = rank, n, opts
+        self.addr, self._c = addr, None
         self.st = MooncakeDistributedStore()
         # vLLM's MooncakeStoreWorker: seven positional arguments, embedded
         # mode: the rank contributes a segment.
@@ -315,6 +325,89 @@ class Rank:
                 load(hot)
         return save, lambda: loads(False), lambda: loads(True)
 
+    # -- libmooncake from C, in this process (--c-rows inrank) --------------------------
+    def clib(self):
+        """libmooncake.so through ctypes: a handle of its own on the same
+        server, the rank's source and destination registered. (A library of
+        its own too: the binding links libmooncake statically, so this copy
+        keeps its own mappings, which touch() warms as it warms the
+        binding's.)"""
+        if self._c is None:
+            import ctypes as C
+            lib = C.CDLL(os.path.join(ROOT, "src", "libmooncake", "libmooncake.so"))
+            lib.mc_connect.restype = C.c_void_p
+            lib.mc_connect.argtypes = [C.c_char_p, C.c_char_p, C.c_char_p, C.c_size_t]
+            lib.mc_register.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int]
+            lib.mc_batch_put.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p, C.c_void_p, C.c_void_p]
+            lib.mc_batch_get.argtypes = [C.c_void_p, C.c_size_t, C.c_void_p, C.c_void_p]
+            lib.mc_remove_all.argtypes = [C.c_void_p]
+            lib.mc_remove_all.restype = C.c_longlong
+            lib.mc_close.argtypes = [C.c_void_p]
+            err = C.create_string_buffer(256)
+            h = lib.mc_connect(self.addr.encode(), None, err, 256)
+            if not h:
+                raise RuntimeError(f"mc_connect: {err.value.decode()}")
+            for a in (self.src, self.dst):
+                if lib.mc_register(h, a.ctypes.data, a.nbytes, 1) != 0:
+                    raise RuntimeError("mc_register failed")
+
+            class KV(C.Structure):
+                _fields_ = [("key", C.c_void_p), ("keylen", C.c_size_t), ("buf", C.c_void_p), ("len", C.c_size_t)]
+            self._c = (C, lib, h, KV)
+        return self._c
+
+    def ccalls(self, keys, base, size, batch):
+        """Prebuilt mc_batch_* arguments: per call (items, count, results),
+        object i at base + i * size."""
+        C, lib, h, KV = self.clib()
+        calls = []
+        for lo in range(0, len(keys), batch):
+            ks = keys[lo:lo + batch]
+            items = (KV * len(ks))(*[KV(C.cast(k, C.c_void_p), len(k), base + (lo + i) * size, size)
+                                     for i, k in enumerate(ks)])
+            calls.append((items, len(ks), (C.c_longlong * len(ks))(), ks))  # ks: the keys stay alive
+        return calls
+
+    def cpat(self, pat, tag, peer):
+        """The pattern's object size and keys per call, from C: mc_batch_put
+        of the rank's share from its source, mc_batch_get of the peer's into
+        its destination, the same bytes as the engine's phases."""
+        size, bsave, bload = SHAPES[pat]
+        C, lib, h, KV = self.clib()
+        nobj = self.share // size
+
+        def keys_of(r):
+            return [f"c:{pat}:{tag}:{r}:{i}".encode() for i in range(nobj)]
+        put = self.ccalls(keys_of(self.rank), self.sp, size, bsave)
+        get = self.ccalls(keys_of(peer), self.dp, size, bload)
+        hot = get[:1] * len(get)
+
+        def save():
+            for items, m, res, _ in put:
+                t0 = time.perf_counter()
+                rc = lib.mc_batch_put(h, m, items, None, res)
+                self._tick("C call", t0)
+                if rc != m:
+                    raise RuntimeError(f"mc_batch_put: {rc} of {m}")
+
+        def load(hot_batch=False):
+            for items, m, res, _ in (hot if hot_batch else get):
+                t0 = time.perf_counter()
+                rc = lib.mc_batch_get(h, m, items, res)
+                self._tick("C call", t0)
+                if rc != m:
+                    raise RuntimeError(f"mc_batch_get: {rc} of {m}")
+        return self._passes(save, load)
+
+    def c_vllm(self, tag, peer):
+        return self.cpat("vllm", tag, peer)
+
+    def c_sglang(self, tag, peer):
+        return self.cpat("sglang", tag, peer)
+
+    def c_lmcache(self, tag, peer):
+        return self.cpat("lmcache", tag, peer)
+
     def touch(self, capacity):
         """Untimed: write `capacity` bytes of 8 MiB objects, so that this
         process has touched every page of the pool and of the other ranks'
@@ -331,6 +424,15 @@ class Rank:
             if any(r != 0 for r in res):
                 break  # full: the rest is touched already
         self.st.remove_all()
+        if self.opts.get("c_inrank"):  # the C library's own mappings, the same way
+            C, lib, h, KV = self.clib()
+            ckeys = [f"ctouch:{self.rank}:{i}".encode() for i in range(capacity // size)]
+            for items, m, res, _ in self.ccalls(ckeys, self.sp, 0, batch):
+                for i in range(m):
+                    items[i].len = size
+                if lib.mc_batch_put(h, m, items, None, res) != m:
+                    break
+            lib.mc_remove_all(h)
 
     # timing of the parts of a phase, for the report's breakdown
     def _tick(self, what, t0):
@@ -551,6 +653,8 @@ def rank_main(rank, n, addr, opts, cmd_q, res_q, barrier):
             res_q.put((rank, "err", traceback.format_exc()))
             barrier.abort()
             return
+    if r._c is not None:
+        r._c[1].mc_close(r._c[2])
     r.st.close()
 
 
@@ -690,6 +794,10 @@ def main():
                    help="times each load phase reads the share (and its C row the same bytes; default 4: a "
                         "single pass of 1 GiB is ~0.1 s, too short to time on a shared machine)")
     p.add_argument("--exist-seconds", type=float, default=2.0, help="batch_is_exist polling per row (default 2)")
+    p.add_argument("--c-rows", choices=("inrank", "benchmark"), default="inrank",
+                   help="the C rows: inrank (default) -- the ranks themselves call libmooncake.so from C, the same "
+                        "objects from and into the same memory, warm; benchmark -- mooncake-benchmark processes "
+                        "re-reading one batch per client")
     p.add_argument("--rank-segment", default="64m", help="segment each rank contributes (default 64m)")
     p.add_argument("--local-buffer", default="64m", help="local_buffer_size of each rank (default 64m)")
     p.add_argument("--segment-size", default=None,
@@ -697,6 +805,7 @@ def main():
     p.add_argument("--server", default=os.path.join(ROOT, "src", "mooncake-server"))
     p.add_argument("--benchmark", default=os.path.join(ROOT, "src", "mooncake-benchmark"))
     args = p.parse_args()
+    inrank = args.c_rows == "inrank"
 
     total, rounds, exist_s = parse_size(args.total), args.rounds, args.exist_seconds
     if args.quick:
@@ -739,7 +848,7 @@ def main():
             ms.remove_all()
             server.settle()
 
-        for n in ranks:
+        for n in [] if inrank else ranks:
             for pat in patterns:
                 size, bsave, bload = SHAPES[pat]
                 for test, batch in (("mcbput", bsave), ("mcbget", bload)):
@@ -752,7 +861,8 @@ def main():
             if share == 0:
                 raise SystemExit(f"--total {total} is too small for {n} ranks (a rank needs {unit} bytes)")
             opts = {"segment": parse_size(args.rank_segment), "local_buffer": parse_size(args.local_buffer),
-                    "share": share, "load_other": args.load_other, "load_passes": args.load_passes}
+                    "share": share, "load_other": args.load_other, "load_passes": args.load_passes,
+                    "c_inrank": inrank}
             print(f"{n} ranks: starting them ...", file=sys.stderr, flush=True)
             pool = Pool(n, addr, opts)
             nbytes = share * n
@@ -778,9 +888,16 @@ def main():
 
                         phases, reports = pool.run(server, (pat, f"r{rnd}", rnd == 0), 3, after)
                         clean()
-                        # The C rows beside it: same object size, keys per call, bytes, clients.
                         crow = {}
-                        for phase, test, batch in (("save", "mcbput", bsave), ("load", "mcbget", bload)):
+                        if inrank:
+                            # The same ranks, from C: the same bytes, memory and phases.
+                            cph, _ = pool.run(server, ("c_" + pat, f"r{rnd}", rnd == 0), 3)
+                            clean()
+                            for phase, (wall, cli, srv, _) in zip(PHASES, cph):
+                                crow[phase] = Sample(nbytes * (1 if phase == "save" else args.load_passes), wall,
+                                                     cli, srv)
+                        for phase, test, batch in () if inrank else (("save", "mcbput", bsave),
+                                                                     ("load", "mcbget", bload)):
                             if test == "mcbget" and batch != bsave:
                                 # every client's keys of the get's batch (its warm call writes them)
                                 subprocess.run(c_argv(args, server, "mcbput", size, batch, n, 1), check=True,
@@ -794,7 +911,7 @@ def main():
                             continue
                         for idx, (phase, (wall, cli, srv, flt)) in enumerate(zip(PHASES, phases)):
                             py = Sample(nbytes * (1 if phase == "save" else args.load_passes), wall, cli, srv)
-                            c = crow["save" if phase == "save" else "load"]
+                            c = crow[phase] if inrank else crow["save" if phase == "save" else "load"]
                             samples.setdefault((pat, n, phase, "py"), []).append(py)
                             samples.setdefault((pat, n, phase, "C"), []).append(c)
                             ratios.setdefault((pat, n, phase), []).append(py.gbps / c.gbps)
@@ -851,6 +968,10 @@ def report(samples, ratios, breakdown, landed, exist, rounds, elapsed, total, ra
              ("sglang", "save"): "mcbput 512k x64", ("sglang", "load"): "mcbget 512k x64",
              ("lmcache", "save"): "mcbput 1m x1", ("lmcache", "load"): "mcbget 1m x16"}
 
+    def cname(pat, cp):
+        d = cdesc[(pat, cp)]
+        return d.replace("mcbput", "mc_batch_put").replace("mcbget", "mc_batch_get") + ", in the ranks" if inrank else d
+
     print(f"\n{rounds} round(s), {elapsed:.0f} s; {fmt_size(total)} of KV per row, split over the ranks; "
           f"GB/s = 10^9 B/s of payload, median (min-max) over rounds;")
     print("ratio = engine row / C row of the same round, median (min-max); CPU: seconds per GB moved, "
@@ -878,7 +999,7 @@ def report(samples, ratios, breakdown, landed, exist, rounds, elapsed, total, ra
                       f"minor faults {b['faults'] / rounds:.0f}")
 
     # The Markdown table.
-    print("\n| pattern | ranks | phase: calls | engine GB/s | C GB/s (mooncake-benchmark) | engine / C | >= 0.8x | "
+    print("\n| pattern | ranks | phase: calls | engine GB/s | C GB/s | engine / C | >= 0.8x | "
           "client s/GB engine / C | server s/GB engine / C |")
     print("|---|---|---|---|---|---|---|---|---|")
     misses = []
@@ -899,7 +1020,7 @@ def report(samples, ratios, breakdown, landed, exist, rounds, elapsed, total, ra
                     if not met:
                         misses.append(f"{NAMES[pat]} {n} ranks {phase}")
                 print(f"| {NAMES[pat]} | {n} | {what} | {med_range([s.gbps for s in py])} | "
-                      f"{med_range([s.gbps for s in c])} ({cdesc[(pat, cp)]}) | {med_range(r)}x | {verdict} | "
+                      f"{med_range([s.gbps for s in c])} ({cname(pat, cp)}) | {med_range(r)}x | {verdict} | "
                       f"{per_gb(py, 'client_cpu'):.3f} / {per_gb(c, 'client_cpu'):.3f} | "
                       f"{per_gb(py, 'server_cpu'):.3f} / {per_gb(c, 'server_cpu'):.3f} |")
     if exist:
