@@ -970,7 +970,7 @@ def report(samples, ratios, breakdown, landed, exist, rounds, elapsed, total, ra
 
     def cname(pat, cp):
         d = cdesc[(pat, cp)]
-        return d.replace("mcbput", "mc_batch_put").replace("mcbget", "mc_batch_get") + ", in the ranks" if inrank else d
+        return d.replace("mcbput", "mc_batch_put").replace("mcbget", "mc_batch_get") + ", in the ranks" if args.c_rows == "inrank" else d
 
     print(f"\n{rounds} round(s), {elapsed:.0f} s; {fmt_size(total)} of KV per row, split over the ranks; "
           f"GB/s = 10^9 B/s of payload, median (min-max) over rounds;")
