@@ -142,26 +142,25 @@ uint64_t mc_view_size(const mc_view *v) { return v ? v->size : 0; }
 void mc_view_release(mc_view *v) {
     if (v == NULL) return;
     mcViewQueue *q = v->q;
-    /* Made before the lock: a failed allocation only leaves the hold to
-     * the connection's close. */
-    mcViewRelease *r = malloc(sizeof(*r) + v->keylen);
     pthread_mutex_lock(&q->lock);
     if (q->open && pthread_mutex_trylock(q->owner_lock) == 0) { /* idle: onto its connection now */
         q->send(q->owner, v->node, v->gen, v->key, v->keylen);
         pthread_mutex_unlock(q->owner_lock);
-    } else if (r && q->open) {
-        r->node = v->node;
-        r->gen = v->gen;
-        r->keylen = v->keylen;
-        r->next = NULL;
-        memcpy(r->key, v->key, v->keylen);
-        if (q->tail) q->tail->next = r;
-        else q->head = r;
-        q->tail = r;
-        r = NULL;
+    } else if (q->open) {
+        /* A failed allocation only leaves the hold to the connection's close. */
+        mcViewRelease *r = malloc(sizeof(*r) + v->keylen);
+        if (r) {
+            r->node = v->node;
+            r->gen = v->gen;
+            r->keylen = v->keylen;
+            r->next = NULL;
+            memcpy(r->key, v->key, v->keylen);
+            if (q->tail) q->tail->next = r;
+            else q->head = r;
+            q->tail = r;
+        }
     }
     pthread_mutex_unlock(&q->lock);
-    free(r);
     mcShmRelease(v->shm);
     free(v);
     queueUnref(q);

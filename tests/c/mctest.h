@@ -152,6 +152,16 @@ static inline void showReply(const char *what, const redisReply *r) {
     else fprintf(stderr, "  %s: array of %zu\n", what, r->elements);
 }
 
+/* A numeric field of an INFO reply ("field:123" on a line of its own), -1
+ * if the reply is not one or lacks it. */
+static inline long long infoField(const redisReply *r, const char *field) {
+    if (!r || r->type != REDIS_REPLY_STRING) return -1;
+    size_t n = strlen(field);
+    for (const char *p = r->str; (p = strstr(p, field)) != NULL; p += n)
+        if ((p == r->str || p[-1] == '\n') && p[n] == ':') return atoll(p + n + 1);
+    return -1;
+}
+
 static inline long long replyInt(const redisReply *r) {
     if (!r) return -1;
     if (r->type == REDIS_REPLY_INTEGER) return r->integer;

@@ -295,13 +295,7 @@ static int nodeOfPort(long long port) {
 /* A field of node i's INFO store, -1 if absent. */
 static long long infoStoreField(int i, const char *field) {
     redisReply *r = rcmd(i, "INFO store");
-    long long v = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        char needle[96];
-        snprintf(needle, sizeof(needle), "\n%s:", field);
-        const char *p = strstr(r->str, needle);
-        if (p) v = atoll(p + strlen(needle));
-    }
+    long long v = infoField(r, field);
     freeReplyObject(r);
     return v;
 }

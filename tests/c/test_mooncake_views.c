@@ -25,13 +25,7 @@
 /* INFO store's field, -1 if absent. */
 static long long storeInfo(redisContext *r, const char *field) {
     redisReply *rep = r ? rcmd(r, "INFO store") : NULL;
-    long long v = -1;
-    if (rep && rep->type == REDIS_REPLY_STRING) {
-        char needle[96];
-        snprintf(needle, sizeof(needle), "%s:", field);
-        const char *p = strstr(rep->str, needle);
-        if (p) v = atoll(p + strlen(needle));
-    }
+    long long v = infoField(rep, field);
     if (rep) freeReplyObject(rep);
     return v;
 }

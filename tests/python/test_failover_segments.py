@@ -14,10 +14,10 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
-import traceback
 
 import pytest
 
+from test_reattach import hosting_process, value_of
 from test_replication import Conn, call, env, info, link_up, pair, wait_until  # noqa: F401 (env is a fixture)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
@@ -26,33 +26,10 @@ NOBJ = 16
 OWNER_TTL = ("--owner-ttl", "60000")  # long: the tests must not pass by owner-ttl
 
 
-def value_of(name, i):
-    seed = (sum(name.encode()) + 7 * i) % 251
-    return bytes((seed + j) % 256 for j in range(4096 + 512 * i))
-
-
-def hosting_process(q, addr, hold):
-    """Hosts a segment, puts NOBJ objects there, reports, then waits."""
-    try:
-        from mooncake.store import MooncakeDistributedStore, ReplicateConfig
-        store = MooncakeDistributedStore()
-        assert store.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", addr) == 0
-        name = store.get_hostname()
-        cfg = ReplicateConfig(preferred_segment=name)
-        for i in range(NOBJ):
-            assert store.put(f"fo:{name}:{i}", value_of(name, i), cfg) == 0
-        q.put(("ok", name))
-    except BaseException:  # noqa: BLE001
-        q.put(("err", traceback.format_exc()))
-        return
-    hold.wait(120)
-    store.close()
-
-
 def start_host(port):
     ctx = mp.get_context("spawn")
     q, hold = ctx.Queue(), ctx.Event()
-    p = ctx.Process(target=hosting_process, args=(q, f"127.0.0.1:{port}", hold))
+    p = ctx.Process(target=hosting_process, args=(q, f"127.0.0.1:{port}", hold, NOBJ, "fo"))
     p.start()
     status, name = q.get(timeout=60)
     assert status == "ok", name

@@ -24,16 +24,17 @@ def value_of(name, i):
     return bytes((seed + j) % 256 for j in range(4096 + 512 * i))
 
 
-def hosting_process(q, addr, hold):
-    """Hosts a segment, puts NOBJ objects there, reports, then waits."""
+def hosting_process(q, addr, hold, nobj=NOBJ, prefix="ra"):
+    """Hosts a segment, puts nobj objects there (<prefix>:<segment>:<i>),
+    reports, then waits. test_failover_segments.py hosts its objects so too."""
     try:
         from mooncake.store import MooncakeDistributedStore, ReplicateConfig
         store = MooncakeDistributedStore()
         assert store.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", addr) == 0
         name = store.get_hostname()
         cfg = ReplicateConfig(preferred_segment=name)
-        for i in range(NOBJ):
-            assert store.put(f"ra:{name}:{i}", value_of(name, i), cfg) == 0
+        for i in range(nobj):
+            assert store.put(f"{prefix}:{name}:{i}", value_of(name, i), cfg) == 0
         q.put(("ok", name))
     except BaseException:  # noqa: BLE001
         q.put(("err", traceback.format_exc()))

@@ -41,6 +41,25 @@ start_server {tags {mooncake lease hold} overrides {segment-size 16mb lease-ttl 
         assert_error {*wrong number*} {r hold.replicas}
     }
 
+    test {COMMAND: HOLD.REPLICAS names its keys (routing, ACL); HOLD.RELEASE names none, and ACL key patterns allow it only its own holds} {
+        assert_equal {hd:a hd:b} [r command getkeys hold.replicas hd:a hd:b]
+        assert_error {*no key arguments*} {r command getkeys hold.release hd:a}
+        assert_match {*Ends this connection's holds*} [r command docs hold.release]
+        r acl setuser hdt on >hdpw ~hdt:* +@all
+        r set hdt:1 x
+        set c [redis_client]
+        $c auth hdt hdpw
+        # a key outside the user's patterns is refused, and nothing is held
+        assert_error {NOPERM*} {$c hold.replicas hd:a hdt:1}
+        assert_equal 0 [hd_store store_holds]
+        assert_equal 1 [llength [$c hold.replicas hdt:1]]
+        # a release names no key the user reads: it can end only its own holds
+        assert_equal 0 [$c hold.release hd:a]
+        assert_equal 1 [$c hold.release hdt:1]
+        $c close
+        r acl deluser hdt
+    }
+
     test {A pending key is NOTREADY and nothing is held} {
         r put.start hd:pending 10
         set e [lindex [r hold.replicas hd:pending] 0]
