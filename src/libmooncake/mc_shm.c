@@ -36,34 +36,42 @@
  *  - offset and size: slices of one hosted memfd (one per cluster primary)
  *    are different segments of one file, each its own mapping.
  *
- * Population: lazy, by the range being copied. The mapping is made without
- * MAP_POPULATE (constant time whatever the segment's size). Before each
- * copy, mcShmPrepare populates the page tables of the 2 MiB chunks the copy
- * touches that no copy of this process touched yet, with one
- * madvise(MADV_POPULATE_READ) per run of such chunks; a bitmap of chunks
- * (one bit per 2 MiB, atomic, shared by the handles) makes this a few bit
- * tests and no system call once a chunk is in. Why so:
- *  - not the whole segment at attach: that is the cost above, paid even for
- *    memory the process never reads.
- *  - not in a background thread: it would still take a core for seconds
- *    and the page tables of the whole pool (200 MiB per 100 GiB) in every
- *    engine process, racing the engine's own first copies for the
- *    process's mmap lock.
- *  - not plain page faults inside memcpy: a write fault on a shared file
- *    maps one 4 KiB page, so a 16 MiB put into fresh space took 4096 faults
- *    (test_mooncake first-touch counts them). A read populate maps the
- *    pages writable -- shared memory keeps no dirty accounting, so the
- *    mapping's protection already allows writes -- and each of its faults
- *    maps the neighbouring resident pages too (fault-around, 64 KiB), so
- *    one system call per chunk does with 32 faults what memcpy did with 512.
+ * Cold memory is copied through the file, hot memory through the mapping.
+ * The mapping is made without MAP_POPULATE (constant time whatever the
+ * segment's size), and a copy (mcShmCopy) decides per 2 MiB chunk:
+ *  - a chunk this process has copied fewer than warm-after times is copied
+ *    with pread/pwrite on the segment's fd (kept, dup'ed, beside the
+ *    mapping): the kernel copies from its own map of the pages, so the
+ *    process builds no page tables for memory it touches once. On the PVM
+ *    VM of BENCHMARKS.md a first access to a page through a new user
+ *    mapping costs about 20 us whatever filled the page tables: a 16 MiB
+ *    memcpy out of a fresh mapping took 40 ms, a pread of it 2.4 ms. On
+ *    hardware that walks guest page tables itself the populate below costs
+ *    about what the copy does, and the fd copy about 1.3x a warm memcpy.
+ *  - past that count the chunk is populated (one madvise(MADV_POPULATE_READ)
+ *    of 2 MiB: a read populate maps the pages writable -- shared memory
+ *    keeps no dirty accounting -- and fault-around maps 64 KiB per fault, so
+ *    32 faults where memcpy would take 512) and copied with memcpy from then
+ *    on; a per-chunk byte (atomic, shared by the handles) says which.
+ * warm-after is ski rental: copy through the file until the rent paid
+ * equals the price of buying. The process measures both once, at its first
+ * populate of a chunk after fd copies of at least 256 KiB: the populate and
+ * the first memcpy through it, per byte, against its fd copies, per byte;
+ * warm-after becomes their ratio (1..64): about 30 on the PVM VM, 1-2 on
+ * ordinary hosts. Until measured it is 2. MC_SHM_WARM_AFTER=n fixes it (0:
+ * every chunk is populated at its first copy, the old behaviour).
+ * Why not the whole segment at attach: that was the cost above, paid even
+ * for memory the process never reads. Why not a background thread: it
+ * would take a core for seconds and the page tables of the whole pool
+ * (200 MiB per 100 GiB) in every engine process.
  * The page tables of a chunk stay until the mapping goes: the server never
  * punches holes in its pool. If the kernel drops them anyway (swapped
- * shared memory), copies fault them back in; the bitmap only skips work.
- * Kernels before 5.14 answer EINVAL: then page faults do the work, and a
- * process-wide flag stops asking. Under a hypervisor that shadows the
- * guest's page tables (the PVM VM of BENCHMARKS.md) the first access to
- * each page through a new mapping costs about 20 us whatever filled the
- * page tables; that is now paid once per process, not once per handle.
+ * shared memory), copies fault them back in; the chunk byte only skips
+ * work. Kernels before 5.14 answer the populate EINVAL: then page faults do
+ * that work, and a process-wide flag stops asking. A failed fd copy (a
+ * buffer the kernel cannot copy to or from) falls back to memcpy, so either
+ * path answers the same. Views (mc_view.c) and device copies read the
+ * mapping itself: their ranges are populated first (mcShmPrepare).
  *
  * Locking: one mutex around the table (acquire, release), held while
  * mapping -- an mmap without population is a constant cost -- so two
@@ -76,8 +84,9 @@
  * the mappings (MAP_SHARED survives fork), the table and the handles as one
  * consistent copy: the counts still match its handles, and closing them
  * there unmaps its own copies. fork() copies no page tables of shared
- * file mappings, so the child's chunk bits overstate: its first copies of
- * a chunk fault, as they would without the populate. (Using one handle
+ * file mappings, so the child's chunk bytes overstate: its first copies of
+ * a populated chunk fault, as they would without the populate. The fd is
+ * inherited too (close-on-exec, not close-on-fork). (Using one handle
  * from both sides of a fork is unsupported anyway: they would share its
  * connections.)
  *
@@ -107,6 +116,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifdef MADV_POPULATE_READ
 #define MC_POPULATE_READ MADV_POPULATE_READ
@@ -115,6 +126,9 @@
 #endif
 
 #define MC_SHM_CHUNK (2u << 20) /* a huge page: populated as one where the pool has them */
+#define MC_CHUNK_MAPPED 0xff     /* a chunk's byte once populated; below it, its fd copies so far */
+#define MC_WARM_MAX 64           /* bounds warm-after, below MC_CHUNK_MAPPED */
+#define MC_CALIBRATE_BYTES (256u << 10)
 
 struct mcShm {
     dev_t dev;
@@ -123,8 +137,9 @@ struct mcShm {
     uint32_t btime_nsec;
     uint64_t off, size;          /* the slice of the file */
     char *map;
+    int fd;                      /* the file itself, for the copies of cold chunks */
     int refs;                    /* under tableLock */
-    uint64_t *chunks;            /* bit i: chunk i populated */
+    uint8_t *chunks;             /* chunk i: fd copies so far, or MC_CHUNK_MAPPED */
     int cuda;                    /* page-locked for device copies: 0 not tried, 1 yes, -1 refused */
     struct mcShm *prev, *next;
 };
@@ -133,6 +148,11 @@ static pthread_mutex_t tableLock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t atforkOnce = PTHREAD_ONCE_INIT;
 static mcShm *table;
 static int populateOff; /* the kernel has no MADV_POPULATE_READ */
+static pthread_once_t warmOnce = PTHREAD_ONCE_INIT;
+static int warmAfter = 2;  /* fd copies of a chunk before it is populated (see the top) */
+static int warmState;      /* 0 measuring, 1 measured or fixed by MC_SHM_WARM_AFTER */
+static uint64_t fdNs, fdBytes; /* the fd copies timed while measuring */
+static mcShmStats stats;
 static pthread_mutex_t cudaLock = PTHREAD_MUTEX_INITIALIZER; /* one registration at a time */
 
 static void forkPrepare(void) { pthread_mutex_lock(&tableLock); }
@@ -194,9 +214,16 @@ mcShm *mcShmAcquire(int fd, uint64_t off, uint64_t size, char *err, size_t errle
     uint64_t nchunks = (size + MC_SHM_CHUNK - 1) / MC_SHM_CHUNK;
     m = malloc(sizeof(*m));
     if (m) *m = key;
-    if (m) m->chunks = calloc((size_t)((nchunks + 63) / 64), sizeof(uint64_t));
+    if (m) {
+        m->fd = -1;
+        m->chunks = calloc((size_t)nchunks, 1);
+    }
     if (m == NULL || m->chunks == NULL) {
         snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    if ((m->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) == -1) {
+        snprintf(err, errlen, "dup of the segment's fd: %s", strerror(errno));
         goto err;
     }
     m->map = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
@@ -213,6 +240,7 @@ out:
     return m;
 err:
     pthread_mutex_unlock(&tableLock);
+    if (m && m->fd != -1) close(m->fd);
     if (m) free(m->chunks);
     free(m);
     return NULL;
@@ -237,6 +265,7 @@ void mcShmRelease(mcShm *m) {
     if (!last) return;
     if (m->cuda == 1) mcCudaHostUnregister(m->map);
     munmap(m->map, (size_t)m->size); /* tearing down page tables: not under the lock */
+    close(m->fd);
     free(m->chunks);
     free(m);
 }
@@ -256,24 +285,49 @@ int mcShmCudaRegister(mcShm *m, char *err, size_t errlen) {
     return st;
 }
 
+static uint64_t nowNs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void warmInit(void) {
+    const char *env = getenv("MC_SHM_WARM_AFTER");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0) {
+            warmAfter = v > MC_WARM_MAX ? MC_WARM_MAX : (int)v;
+            warmState = 1;
+        }
+    }
+}
+
+static uint64_t fdBytesNow(void) { return __atomic_load_n(&fdBytes, __ATOMIC_RELAXED); }
+
+static int chunkMapped(const mcShm *m, uint64_t i) {
+    return __atomic_load_n(&m->chunks[i], __ATOMIC_ACQUIRE) == MC_CHUNK_MAPPED;
+}
+
 /* Populates chunks [from, to) and marks them; a failure leaves them to faults. */
 static void populateRun(mcShm *m, uint64_t from, uint64_t to) {
     uint64_t start = from * MC_SHM_CHUNK, end = to * MC_SHM_CHUNK;
     if (end > m->size) end = m->size;
-    if (madvise(m->map + start, (size_t)(end - start), MC_POPULATE_READ) == -1) {
-        if (errno == EINVAL) __atomic_store_n(&populateOff, 1, __ATOMIC_RELAXED);
-        return;
+    if (!__atomic_load_n(&populateOff, __ATOMIC_RELAXED) &&
+        madvise(m->map + start, (size_t)(end - start), MC_POPULATE_READ) == -1) {
+        if (errno != EINVAL) return;
+        __atomic_store_n(&populateOff, 1, __ATOMIC_RELAXED);
     }
-    for (uint64_t i = from; i < to; i++)
-        __atomic_fetch_or(&m->chunks[i / 64], 1ULL << (i % 64), __ATOMIC_RELEASE);
+    for (uint64_t i = from; i < to; i++) __atomic_store_n(&m->chunks[i], MC_CHUNK_MAPPED, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&stats.chunks_populated, to - from, __ATOMIC_RELAXED);
 }
 
 void mcShmPrepare(mcShm *m, uint64_t off, uint64_t len) {
-    if (len == 0 || off >= m->size || __atomic_load_n(&populateOff, __ATOMIC_RELAXED)) return;
+    if (len == 0 || off >= m->size) return;
     if (len > m->size - off) len = m->size - off;
     uint64_t first = off / MC_SHM_CHUNK, last = (off + len - 1) / MC_SHM_CHUNK, run = UINT64_MAX;
     for (uint64_t i = first; i <= last; i++) {
-        int in = (__atomic_load_n(&m->chunks[i / 64], __ATOMIC_ACQUIRE) >> (i % 64)) & 1;
+        int in = chunkMapped(m, i);
         if (!in && run == UINT64_MAX) run = i;
         if (in && run != UINT64_MAX) {
             populateRun(m, run, i);
@@ -281,4 +335,102 @@ void mcShmPrepare(mcShm *m, uint64_t off, uint64_t len) {
         }
     }
     if (run != UINT64_MAX) populateRun(m, run, last + 1);
+}
+
+/* n bytes at the segment's offset off through the file; 0, or -1 with
+ * nothing to say but that the mapping should do it (what moved stays). */
+static int fdCopy(mcShm *m, uint64_t off, char *buf, size_t n, int write) {
+    size_t done = 0;
+    while (done < n) {
+        off_t at = (off_t)(m->off + off + done);
+        ssize_t k = write ? pwrite(m->fd, buf + done, n - done, at) : pread(m->fd, buf + done, n - done, at);
+        if (k == -1 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+static void mapCopy(mcShm *m, uint64_t off, char *buf, size_t n, int write) {
+    if (write) memcpy(m->map + off, buf, n);
+    else memcpy(buf, m->map + off, n);
+    __atomic_fetch_add(&stats.map_bytes, n, __ATOMIC_RELAXED);
+}
+
+/* The first populate after enough timed fd copies sets warm-after: what
+ * populating a chunk costs (the populate, and the first copy through it
+ * scaled to the whole chunk: under a shadowing hypervisor that first touch
+ * is the price) against the rent of copying a whole chunk through the file
+ * (the design comment). One thread measures; the others go on with the
+ * provisional value meanwhile. */
+static void calibrate(mcShm *m, uint64_t chunk, uint64_t off, char *buf, size_t n, int write) {
+    uint64_t t0 = nowNs();
+    populateRun(m, chunk, chunk + 1);
+    uint64_t t1 = nowNs();
+    mapCopy(m, off, buf, n, write);
+    uint64_t t2 = nowNs();
+    uint64_t fns = __atomic_load_n(&fdNs, __ATOMIC_RELAXED), fbytes = __atomic_load_n(&fdBytes, __ATOMIC_RELAXED);
+    double price = (double)(t1 - t0) + (double)(t2 - t1) * MC_SHM_CHUNK / (double)n;
+    double rent = (double)fns * MC_SHM_CHUNK / (double)fbytes;
+    int w = rent > 0 ? (int)(price / rent + 0.999) : 1;
+    __atomic_store_n(&warmAfter, w < 1 ? 1 : w > MC_WARM_MAX ? MC_WARM_MAX : w, __ATOMIC_RELAXED);
+}
+
+void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
+    pthread_once(&warmOnce, warmInit);
+    char *p = buf;
+    while (n) {
+        uint64_t chunk = off / MC_SHM_CHUNK;
+        size_t len = (size_t)((chunk + 1) * MC_SHM_CHUNK - off);
+        if (len > n) len = n;
+        uint8_t seen = __atomic_load_n(&m->chunks[chunk], __ATOMIC_ACQUIRE);
+        int measuring = __atomic_load_n(&warmState, __ATOMIC_RELAXED) == 0;
+        if (seen == MC_CHUNK_MAPPED) {
+            mapCopy(m, off, p, len, write);
+        } else if (seen >= __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) {
+            int one = 0;
+            if (measuring && len >= MC_CALIBRATE_BYTES / 4 && fdBytesNow() >= MC_CALIBRATE_BYTES &&
+                __atomic_compare_exchange_n(&warmState, &one, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                calibrate(m, chunk, off, p, len, write);
+            } else {
+                populateRun(m, chunk, chunk + 1);
+                mapCopy(m, off, p, len, write);
+            }
+        } else {
+            uint64_t t0 = measuring ? nowNs() : 0;
+            if (fdCopy(m, off, p, len, write) == 0) {
+                if (measuring && len >= 4096) {
+                    __atomic_fetch_add(&fdNs, nowNs() - t0, __ATOMIC_RELAXED);
+                    __atomic_fetch_add(&fdBytes, len, __ATOMIC_RELAXED);
+                }
+                __atomic_fetch_add(&stats.fd_bytes, len, __ATOMIC_RELAXED);
+                /* Racing copies may count one visit for two: the chunk is
+                 * populated a copy late, no more. */
+                __atomic_compare_exchange_n(&m->chunks[chunk], &seen, (uint8_t)(seen + 1), 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_RELAXED);
+            } else {
+                mapCopy(m, off, p, len, write);
+            }
+        }
+        off += len;
+        p += len;
+        n -= len;
+    }
+}
+
+void mcShmSetWarmAfter(int n) {
+    pthread_once(&warmOnce, warmInit);
+    __atomic_store_n(&fdNs, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fdBytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&warmAfter, n < 0 ? 2 : n > MC_WARM_MAX ? MC_WARM_MAX : n, __ATOMIC_RELAXED);
+    __atomic_store_n(&warmState, n < 0 ? 0 : 1, __ATOMIC_RELAXED);
+}
+
+void mcShmGetStats(mcShmStats *out) {
+    pthread_once(&warmOnce, warmInit);
+    out->fd_bytes = __atomic_load_n(&stats.fd_bytes, __ATOMIC_RELAXED);
+    out->map_bytes = __atomic_load_n(&stats.map_bytes, __ATOMIC_RELAXED);
+    out->chunks_populated = __atomic_load_n(&stats.chunks_populated, __ATOMIC_RELAXED);
+    out->warm_after = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED);
+    out->warm_measured = __atomic_load_n(&warmState, __ATOMIC_RELAXED);
 }

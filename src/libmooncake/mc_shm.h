@@ -20,10 +20,28 @@ void mcShmRetain(mcShm *m);
 /* Drops one reference; the last unmaps. NULL is a no-op. */
 void mcShmRelease(mcShm *m);
 char *mcShmBase(const mcShm *m);
-/* Before a copy of [off, off+len) of the mapping: maps the page tables of
- * the 2 MiB chunks around it that no copy of this process touched yet
- * (MADV_POPULATE_READ), so the copy takes no page faults. */
+/* Before the caller reads [off, off+len) through the mapping itself (a
+ * view, a device copy): maps the page tables of the 2 MiB chunks around it
+ * not populated yet (MADV_POPULATE_READ), so the reads take no faults. */
 void mcShmPrepare(mcShm *m, uint64_t off, uint64_t len);
+/* Copies n bytes between buf and the segment at off (write: into the
+ * segment), through the file for chunks this process has seldom copied
+ * and through the mapping for the others (mc_shm.c). The range must lie in
+ * the segment; buf is host memory. */
+void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write);
+
+/* What the process's copies did, for tests and benchmarks. */
+typedef struct mcShmStats {
+    uint64_t fd_bytes;          /* copied with pread/pwrite */
+    uint64_t map_bytes;         /* copied through a mapping */
+    uint64_t chunks_populated;  /* 2 MiB chunks populated */
+    int warm_after;             /* fd copies of a chunk before it is populated */
+    int warm_measured;          /* 1 once measured, or fixed by MC_SHM_WARM_AFTER */
+} mcShmStats;
+void mcShmGetStats(mcShmStats *out);
+/* Fixes warm-after for the process, as MC_SHM_WARM_AFTER does; n < 0
+ * measures it again (tests). */
+void mcShmSetWarmAfter(int n);
 /* Before the first device copy to or from the mapping: page-locks all of
  * it with the CUDA runtime, once per mapping (the last release unlocks).
  * 1 registered, -1 refused (reason in err the first time; copies still

@@ -1052,30 +1052,27 @@ static mcRegion *regionOf(mc_client *c, const void *p, size_t len) {
     return NULL;
 }
 
-/* One replica's copy through the segment's shared mapping: one memcpy per
+/* One replica's copy to or from the segment's shared memory: one copy per
  * buffer, each at its own offset of the extent (the first rep->len bytes of
- * the buffers move). device: some buffers may be device memory, copied
+ * the buffers move), through the file or the mapping (mc_shm.c). device: some buffers may be device memory, copied
  * with the CUDA runtime straight to or from the mapping (page-locked at the
  * first such copy, mc_shm.c). */
 static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                    int write, int device) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
         return setErr(c, MC_ERR_PROTOCOL, "replica outside segment %llu", (unsigned long long)s->id);
-    mcShmPrepare(s->shm, rep->off, rep->len);
-    char *at = s->map + rep->off;
-    uint64_t left = rep->len;
+    uint64_t at = rep->off, left = rep->len;
     for (int i = 0; i < iovcnt && left; i++) {
         size_t n = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
         if (n && device && mcCudaIsDevicePtr(iov[i].iov_base)) {
             char err[256];
+            mcShmPrepare(s->shm, at, n);
             mcShmCudaRegister(s->shm, NULL, 0); /* once per mapping; refused: copies go unpinned */
-            int rc = write ? mcCudaCopy(at, iov[i].iov_base, n, err, sizeof(err))
-                           : mcCudaCopy(iov[i].iov_base, at, n, err, sizeof(err));
+            int rc = write ? mcCudaCopy(s->map + at, iov[i].iov_base, n, err, sizeof(err))
+                           : mcCudaCopy(iov[i].iov_base, s->map + at, n, err, sizeof(err));
             if (rc != MC_OK) return setErr(c, rc, "%s", err);
-        } else if (write) {
-            memcpy(at, iov[i].iov_base, n);
-        } else {
-            memcpy(iov[i].iov_base, at, n);
+        } else if (n) {
+            mcShmCopy(s->shm, at, iov[i].iov_base, n, write); /* through the file or the mapping (mc_shm.c) */
         }
         at += n;
         left -= n;

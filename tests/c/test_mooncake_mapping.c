@@ -28,6 +28,19 @@
  *     handle reads its own server's bytes, and closing one handle unmaps
  *     only its server's pool. A table keyed by segment id would read the
  *     first server's pool for the second.
+ *  7. cold: copies of chunks the process seldom copied go through the
+ *     segment's file (pread/pwrite), the others through the mapping
+ *     (mc_shm.c). On a memfd of the test's own, mapped by mcShmAcquire as
+ *     a slice at 2 MiB: bytes land at the slice's file offsets whichever
+ *     way they go, across chunk boundaries and in ranges half populated;
+ *     the library's counters say which way each copy went (warm-after fixed
+ *     at 1, then 3); measured, it is set at the first populate after fd
+ *     copies, within its bounds. Against a
+ *     server: with warm-after 3, a fresh process's 16 MiB put and a second
+ *     handle's read of it map no page of the pool (Rss 0), the fourth
+ *     copy populates it. A library that copies every chunk through the
+ *     mapping fails the Rss checks; one that loses the slice offset reads
+ *     the wrong bytes.
  *  6. short-file: a segment host (a fake one here, MOUNTed with a unix://@
  *     endpoint) that answers SHM.ATTACH with a 1 MiB slice of an empty
  *     memfd is refused: a shm put into it fails, maps nothing, and the
@@ -54,6 +67,7 @@
 #include "testgroup.h"
 
 #include "mooncake.h"
+#include "mc_shm.h"
 
 #define MiB (1024 * 1024)
 
@@ -213,6 +227,7 @@ static void testLazy(void) {
     fillPattern(big, 16 * MiB, 3);
     mc_client *a = mcOpen(s.unix_uri, MC_TRANSPORT_SHM), *b = NULL;
     long rss = -1;
+    mcShmSetWarmAfter(0); /* every copy through the mapping: the population itself is tested here */
     TEST("lazy: a handle's first transfer of 4 KiB maps at most 4 MiB of a 64 MiB pool") {
         CHECK_EQ(put(a, "lz:small", small, sizeof(small)), MC_OK);
         CHECK_EQ(mappings(), 1);
@@ -510,12 +525,150 @@ static void testShortFile(void) {
     tsGroupFinish(&s, group, failed0);
 }
 
+/* ==== 7. cold ================================================================= */
+
+static mcShmStats shmStats(void) {
+    mcShmStats st;
+    mcShmGetStats(&st);
+    return st;
+}
+
+/* The test's own memfd: 12 MiB, of which the segment is the slice at 2 MiB
+ * of 8 MiB (four 2 MiB chunks); the test checks the file through a mapping
+ * of its own (which /proc/self/smaps counts, so the server half of this
+ * group runs after it is unmapped). */
+static void testColdSlice(void) {
+    const size_t fsize = 12 * MiB, off = 2 * MiB, size = 8 * MiB;
+    int fd = memfd_create("cold-test", MFD_CLOEXEC);
+    char *file = MAP_FAILED, err[128] = "";
+    mcShm *m = NULL;
+    char *buf = xmalloc(size), *want = xmalloc(size);
+    if (fd >= 0 && ftruncate(fd, (off_t)fsize) == 0)
+        file = mmap(NULL, fsize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (file != MAP_FAILED) m = mcShmAcquire(fd, off, size, err, sizeof(err));
+    if (m == NULL) fprintf(stderr, "  mcShmAcquire: %s\n", err);
+    fillPattern(want, size, 71);
+    TEST("cold: with warm-after 1, a first copy across three chunks goes through the file, at the slice's offsets") {
+        CHECK(m != NULL);
+        mcShmSetWarmAfter(1);
+        mcShmStats a = shmStats();
+        /* [1 MiB + 123, 4 MiB + 123): chunks 0, 1 and 2 of the slice */
+        if (m) mcShmCopy(m, MiB + 123, want + MiB + 123, 3 * MiB, 1);
+        mcShmStats b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 3 * MiB);
+        CHECK_EQ(b.map_bytes - a.map_bytes, 0);
+        CHECK_EQ(b.chunks_populated - a.chunks_populated, 0);
+        CHECK(file != MAP_FAILED && memcmp(file + off + MiB + 123, want + MiB + 123, 3 * MiB) == 0);
+        CHECK(file != MAP_FAILED && file[off + MiB + 122] == 0 && file[off + 4 * MiB + 123] == 0);
+    }
+    TEST("cold: the second copy of those chunks populates them and reads through the mapping") {
+        mcShmStats a = shmStats();
+        memset(buf, 0, size);
+        if (m) mcShmCopy(m, MiB + 123, buf + MiB + 123, 3 * MiB, 0);
+        mcShmStats b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 0);
+        CHECK_EQ(b.map_bytes - a.map_bytes, 3 * MiB);
+        CHECK_EQ(b.chunks_populated - a.chunks_populated, 3);
+        CHECK(memcmp(buf + MiB + 123, want + MiB + 123, 3 * MiB) == 0);
+    }
+    TEST("cold: a range half populated moves its warm part through the mapping, the rest through the file") {
+        mcShmStats a = shmStats();
+        /* [5 MiB, 7 MiB + 5): chunk 2 is populated, chunk 3 never copied */
+        if (m) mcShmCopy(m, 5 * MiB, want + 5 * MiB, 2 * MiB + 5, 1);
+        memset(buf, 0, size);
+        if (m) mcShmCopy(m, 4 * MiB, buf + 4 * MiB, 4 * MiB, 0); /* chunk 3's second visit: populated */
+        mcShmStats b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 2 * MiB + 5 - MiB);
+        CHECK_EQ(b.map_bytes - a.map_bytes, MiB + 4 * MiB);
+        CHECK_EQ(b.chunks_populated - a.chunks_populated, 1);
+        CHECK(file != MAP_FAILED && memcmp(file + off + 5 * MiB, want + 5 * MiB, 2 * MiB + 5) == 0);
+        CHECK(memcmp(buf + 5 * MiB, want + 5 * MiB, 2 * MiB + 5) == 0);
+        CHECK(file != MAP_FAILED && memcmp(buf + 4 * MiB, file + off + 4 * MiB, 4 * MiB) == 0);
+    }
+    TEST("cold: with warm-after 3 a chunk takes three copies through the file before the mapping") {
+        mcShmSetWarmAfter(3);
+        /* the file's last 2 MiB: a segment of its own, never copied */
+        mcShm *t = file != MAP_FAILED ? mcShmAcquire(fd, 10 * MiB, 2 * MiB, err, sizeof(err)) : NULL;
+        CHECK(t != NULL);
+        int ways[4] = {0};
+        for (int i = 0; i < 4 && t; i++) {
+            mcShmStats a = shmStats();
+            mcShmCopy(t, 4096, want, 64 * 1024, 1);
+            mcShmStats b = shmStats();
+            ways[i] = b.fd_bytes > a.fd_bytes ? 'f' : b.map_bytes > a.map_bytes ? 'm' : '?';
+        }
+        CHECK(ways[0] == 'f' && ways[1] == 'f' && ways[2] == 'f' && ways[3] == 'm');
+        CHECK(file != MAP_FAILED && memcmp(file + 10 * MiB + 4096, want, 64 * 1024) == 0);
+        mcShmRelease(t);
+    }
+    TEST("cold: measured, warm-after is the populate's price over an fd copy's, within 1..64") {
+        mcShmSetWarmAfter(-1); /* measure again, as a process without MC_SHM_WARM_AFTER does */
+        mcShm *t = file != MAP_FAILED ? mcShmAcquire(fd, 0, 2 * MiB, err, sizeof(err)) : NULL;
+        CHECK(t != NULL);
+        CHECK_EQ(shmStats().warm_measured, 0);
+        mcShmStats a = shmStats();
+        for (int i = 0; i < 3 && t; i++) mcShmCopy(t, 0, buf, MiB, 0); /* two through the file, then populated */
+        mcShmStats b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 2 * MiB);
+        CHECK_EQ(b.map_bytes - a.map_bytes, MiB);
+        CHECK_EQ(b.warm_measured, 1);
+        CHECK(b.warm_after >= 1 && b.warm_after <= 64);
+        fprintf(stderr, "  (warm-after measured here: %d)\n", b.warm_after);
+        mcShmRelease(t);
+    }
+    mcShmRelease(m);
+    if (file != MAP_FAILED) munmap(file, fsize);
+    if (fd >= 0) close(fd);
+    free(buf);
+    free(want);
+}
+
+static void testCold(void) {
+    const char *group = "cold";
+    int failed0 = test_failed;
+    tsServer s;
+    watchdog();
+    testColdSlice();
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
+    char *v = xmalloc(16 * MiB);
+    fillPattern(v, 16 * MiB, 72);
+    mcShmSetWarmAfter(3);
+    mc_client *a = mcOpen(s.unix_uri, MC_TRANSPORT_SHM), *b = NULL;
+    TEST("cold: a fresh process's 16 MiB put and a new handle's read of it map no page of the pool") {
+        CHECK_EQ(mappings(), 0);
+        mcShmStats st0 = shmStats();
+        CHECK_EQ(put(a, "cold:big", v, 16 * MiB), MC_OK);
+        b = mcOpen(s.unix_uri, MC_TRANSPORT_SHM);
+        CHECK(readsSame(b, "cold:big", v, 16 * MiB));
+        mcShmStats st1 = shmStats();
+        CHECK_EQ(mappings(), 1);
+        CHECK_EQ(residentKb(), 0);
+        CHECK_EQ(st1.fd_bytes - st0.fd_bytes, 32 * MiB);
+        CHECK_EQ(st1.map_bytes - st0.map_bytes, 0);
+    }
+    TEST("cold: the fourth copy of its chunks populates them; every read is byte-exact") {
+        CHECK(readsSame(a, "cold:big", v, 16 * MiB));
+        CHECK_EQ(residentKb(), 0);
+        mcShmStats st0 = shmStats();
+        CHECK(readsSame(b, "cold:big", v, 16 * MiB));
+        mcShmStats st1 = shmStats();
+        CHECK_EQ(st1.map_bytes - st0.map_bytes, 16 * MiB);
+        CHECK(st1.chunks_populated - st0.chunks_populated >= 8);
+        CHECK(residentKb() >= 16 * 1024);
+    }
+    mcClose(&a);
+    mcClose(&b);
+    free(v);
+    tsGroupFinish(&s, group, failed0);
+}
+
 static const struct {
     const char *name;
     void (*fn)(void);
 } groups[] = {
     {"handles", testHandles}, {"lazy", testLazy}, {"threads", testThreads},
     {"fork", testFork},       {"distinct", testDistinct}, {"short-file", testShortFile},
+    {"cold", testCold},
 };
 
 int main(int argc, char **argv) {
