@@ -54,11 +54,12 @@
  *    32 faults where memcpy would take 512) and copied with memcpy from then
  *    on; a per-chunk byte (atomic, shared by the handles) says which.
  * warm-after is ski rental: copy through the file until the rent paid
- * equals the price of buying. The process measures both once, at its first
- * populate of a chunk after fd copies of at least 256 KiB: the populate and
- * the first memcpy through it, per byte, against its fd copies, per byte;
- * warm-after becomes their ratio (1..64): about 30 on the PVM VM, 1-2 on
- * ordinary hosts. Until measured it is 2. MC_SHM_WARM_AFTER=n fixes it (0:
+ * equals the price of buying, which costs at most twice the best choice
+ * made knowing the future, whatever the pattern of copies. The process
+ * measures both once, at its first populate of a chunk after four timed fd
+ * copies of at least 64 KiB: the populate and the first memcpy through it,
+ * scaled to a chunk, against the fastest of those fd copies, scaled to a
+ * chunk; warm-after becomes their ratio (1..64). Until measured it is 2. MC_SHM_WARM_AFTER=n fixes it (0:
  * every chunk is populated at its first copy, the old behaviour).
  * Why not the whole segment at attach: that was the cost above, paid even
  * for memory the process never reads. Why not a background thread: it
@@ -128,7 +129,8 @@
 #define MC_SHM_CHUNK (2u << 20) /* a huge page: populated as one where the pool has them */
 #define MC_CHUNK_MAPPED 0xff     /* a chunk's byte once populated; below it, its fd copies so far */
 #define MC_WARM_MAX 64           /* bounds warm-after, below MC_CHUNK_MAPPED */
-#define MC_CALIBRATE_BYTES (256u << 10)
+#define MC_CALIBRATE_MIN (64u << 10) /* copies shorter than this are not timed */
+#define MC_CALIBRATE_COPIES 4        /* timed fd copies before the first measured populate */
 
 struct mcShm {
     dev_t dev;
@@ -151,7 +153,8 @@ static int populateOff; /* the kernel has no MADV_POPULATE_READ */
 static pthread_once_t warmOnce = PTHREAD_ONCE_INIT;
 static int warmAfter = 2;  /* fd copies of a chunk before it is populated (see the top) */
 static int warmState;      /* 0 measuring, 1 measured or fixed by MC_SHM_WARM_AFTER */
-static uint64_t fdNs, fdBytes; /* the fd copies timed while measuring */
+static uint64_t fdTimed;   /* fd copies of at least MC_CALIBRATE_MIN timed while measuring */
+static uint64_t fdBest = UINT64_MAX; /* the fastest of them, in ns per MiB */
 static mcShmStats stats;
 static pthread_mutex_t cudaLock = PTHREAD_MUTEX_INITIALIZER; /* one registration at a time */
 
@@ -303,8 +306,6 @@ static void warmInit(void) {
     }
 }
 
-static uint64_t fdBytesNow(void) { return __atomic_load_n(&fdBytes, __ATOMIC_RELAXED); }
-
 static int chunkMapped(const mcShm *m, uint64_t i) {
     return __atomic_load_n(&m->chunks[i], __ATOMIC_ACQUIRE) == MC_CHUNK_MAPPED;
 }
@@ -361,19 +362,30 @@ static void mapCopy(mcShm *m, uint64_t off, char *buf, size_t n, int write) {
  * populating a chunk costs (the populate, and the first copy through it
  * scaled to the whole chunk: under a shadowing hypervisor that first touch
  * is the price) against the rent of copying a whole chunk through the file
- * (the design comment). One thread measures; the others go on with the
- * provisional value meanwhile. */
+ * (the design comment). The rent is the fastest fd copy seen, not their
+ * mean: an fd copy into a buffer the kernel never touched pays that
+ * buffer's own first-access charge under such a hypervisor, once per
+ * buffer, which is not the rent. One thread measures; the others go on
+ * with the provisional value meanwhile. */
 static void calibrate(mcShm *m, uint64_t chunk, uint64_t off, char *buf, size_t n, int write) {
     uint64_t t0 = nowNs();
     populateRun(m, chunk, chunk + 1);
     uint64_t t1 = nowNs();
     mapCopy(m, off, buf, n, write);
     uint64_t t2 = nowNs();
-    uint64_t fns = __atomic_load_n(&fdNs, __ATOMIC_RELAXED), fbytes = __atomic_load_n(&fdBytes, __ATOMIC_RELAXED);
     double price = (double)(t1 - t0) + (double)(t2 - t1) * MC_SHM_CHUNK / (double)n;
-    double rent = (double)fns * MC_SHM_CHUNK / (double)fbytes;
+    double rent = (double)__atomic_load_n(&fdBest, __ATOMIC_RELAXED) * (MC_SHM_CHUNK >> 20);
     int w = rent > 0 ? (int)(price / rent + 0.999) : 1;
     __atomic_store_n(&warmAfter, w < 1 ? 1 : w > MC_WARM_MAX ? MC_WARM_MAX : w, __ATOMIC_RELAXED);
+}
+
+static void fdTimedAdd(uint64_t ns, size_t len) {
+    uint64_t perMiB = (uint64_t)((double)ns * (1u << 20) / (double)len), best;
+    best = __atomic_load_n(&fdBest, __ATOMIC_RELAXED);
+    while (perMiB < best &&
+           !__atomic_compare_exchange_n(&fdBest, &best, perMiB, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    __atomic_fetch_add(&fdTimed, 1, __ATOMIC_RELAXED);
 }
 
 void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
@@ -389,7 +401,8 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
             mapCopy(m, off, p, len, write);
         } else if (seen >= __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) {
             int one = 0;
-            if (measuring && len >= MC_CALIBRATE_BYTES / 4 && fdBytesNow() >= MC_CALIBRATE_BYTES &&
+            if (measuring && len >= MC_CALIBRATE_MIN &&
+                __atomic_load_n(&fdTimed, __ATOMIC_RELAXED) >= MC_CALIBRATE_COPIES &&
                 __atomic_compare_exchange_n(&warmState, &one, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
                 calibrate(m, chunk, off, p, len, write);
             } else {
@@ -399,10 +412,7 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
         } else {
             uint64_t t0 = measuring ? nowNs() : 0;
             if (fdCopy(m, off, p, len, write) == 0) {
-                if (measuring && len >= 4096) {
-                    __atomic_fetch_add(&fdNs, nowNs() - t0, __ATOMIC_RELAXED);
-                    __atomic_fetch_add(&fdBytes, len, __ATOMIC_RELAXED);
-                }
+                if (measuring && len >= MC_CALIBRATE_MIN) fdTimedAdd(nowNs() - t0, len);
                 __atomic_fetch_add(&stats.fd_bytes, len, __ATOMIC_RELAXED);
                 /* Racing copies may count one visit for two: the chunk is
                  * populated a copy late, no more. */
@@ -420,8 +430,8 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
 
 void mcShmSetWarmAfter(int n) {
     pthread_once(&warmOnce, warmInit);
-    __atomic_store_n(&fdNs, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&fdBytes, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fdTimed, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fdBest, UINT64_MAX, __ATOMIC_RELAXED);
     __atomic_store_n(&warmAfter, n < 0 ? 2 : n > MC_WARM_MAX ? MC_WARM_MAX : n, __ATOMIC_RELAXED);
     __atomic_store_n(&warmState, n < 0 ? 0 : 1, __ATOMIC_RELAXED);
 }
