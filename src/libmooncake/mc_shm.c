@@ -39,10 +39,15 @@
  * Cold memory is copied through the file, hot memory through the mapping.
  * The mapping is made without MAP_POPULATE (constant time whatever the
  * segment's size), and a copy (mcShmCopy) decides per 2 MiB chunk:
- *  - a chunk this process has copied fewer than warm-after times is copied
- *    with pread/pwrite on the segment's fd (kept, dup'ed, beside the
- *    mapping): the kernel copies from its own map of the pages, so the
- *    process builds no page tables for memory it touches once. On the PVM
+ *  - a chunk this process has copied fewer than warm-after times is read
+ *    with pread on the segment's fd (kept, dup'ed, beside the mapping), and
+ *    one it never copied is written with pwrite: the kernel copies through
+ *    its own map of the pages, so the process builds no page tables for
+ *    memory it touches once. Writes get one visit only: shared memory's
+ *    write takes the file's lock, so pwrites to one pool from all the
+ *    threads and processes of a host go one at a time (4 threads putting
+ *    16 MiB objects: 5 GB/s against 17 through the mapping, measured),
+ *    where preads and memcpy run side by side. On the PVM
  *    VM of BENCHMARKS.md a first access to a page through a new user
  *    mapping costs about 20 us whatever filled the page tables: a 16 MiB
  *    memcpy out of a fresh mapping took 40 ms, a pread of it 2.4 ms. On
@@ -59,7 +64,10 @@
  * measures both once, at its first populate of a chunk after four timed fd
  * copies of at least 64 KiB: the populate and the first memcpy through it,
  * scaled to a chunk, against the fastest of those fd copies, scaled to a
- * chunk; warm-after becomes their ratio (1..64). Until measured it is 2. MC_SHM_WARM_AFTER=n fixes it (0:
+ * chunk; warm-after becomes their ratio, from 1 to 8. Until measured it is
+ * 2. The bound of 8 is the price of data read over and over: up to 8 reads
+ * of a chunk at the fd's rate (half memcpy's on the PVM VM, where the ratio
+ * comes out at 15-45) before the mapping's, instead of up to 45. MC_SHM_WARM_AFTER=n fixes it (0:
  * every chunk is populated at its first copy, the old behaviour).
  * Why not the whole segment at attach: that was the cost above, paid even
  * for memory the process never reads. Why not a background thread: it
@@ -129,6 +137,7 @@
 #define MC_SHM_CHUNK (2u << 20) /* a huge page: populated as one where the pool has them */
 #define MC_CHUNK_MAPPED 0xff     /* a chunk's byte once populated; below it, its fd copies so far */
 #define MC_WARM_MAX 64           /* bounds warm-after, below MC_CHUNK_MAPPED */
+#define MC_WARM_MEASURED_MAX 8   /* bounds a measured one (the design comment) */
 #define MC_CALIBRATE_MIN (64u << 10) /* copies shorter than this are not timed */
 #define MC_CALIBRATE_COPIES 4        /* timed fd copies before the first measured populate */
 
@@ -376,7 +385,7 @@ static void calibrate(mcShm *m, uint64_t chunk, uint64_t off, char *buf, size_t 
     double price = (double)(t1 - t0) + (double)(t2 - t1) * MC_SHM_CHUNK / (double)n;
     double rent = (double)__atomic_load_n(&fdBest, __ATOMIC_RELAXED) * (MC_SHM_CHUNK >> 20);
     int w = rent > 0 ? (int)(price / rent + 0.999) : 1;
-    __atomic_store_n(&warmAfter, w < 1 ? 1 : w > MC_WARM_MAX ? MC_WARM_MAX : w, __ATOMIC_RELAXED);
+    __atomic_store_n(&warmAfter, w < 1 ? 1 : w > MC_WARM_MEASURED_MAX ? MC_WARM_MEASURED_MAX : w, __ATOMIC_RELAXED);
 }
 
 static void fdTimedAdd(uint64_t ns, size_t len) {
@@ -399,7 +408,7 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
         int measuring = __atomic_load_n(&warmState, __ATOMIC_RELAXED) == 0;
         if (seen == MC_CHUNK_MAPPED) {
             mapCopy(m, off, p, len, write);
-        } else if (seen >= __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) {
+        } else if (seen >= __atomic_load_n(&warmAfter, __ATOMIC_RELAXED) || (write && seen > 0)) {
             int one = 0;
             if (measuring && len >= MC_CALIBRATE_MIN &&
                 __atomic_load_n(&fdTimed, __ATOMIC_RELAXED) >= MC_CALIBRATE_COPIES &&
