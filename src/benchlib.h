@@ -21,6 +21,7 @@ typedef struct benchLibConfig {
     size_t span;            /* distinct value bytes per client, cycled a batch per call (0: one batch) */
     int replicas;
     int check;
+    long long warmup;       /* calls per client off the clock before the row (the first counts) */
 } benchLibConfig;
 
 /* The printed label of a library test or baseline, NULL if name is not one. */

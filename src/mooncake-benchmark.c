@@ -1245,7 +1245,8 @@ static void runLibTest(const char *name, size_t vlen) {
                          .duration = config.duration, .maxtime = config.maxtime,
                          .transport = config.transport, .streams = config.streams, .batch = config.batch,
                          .iov = config.iov, .span = config.span,
-                         .replicas = config.replicas, .check = config.check, .label = progresslabel};
+                         .replicas = config.replicas, .check = config.check, .label = progresslabel,
+                         .warmup = config.warmup};
     if (config.unixsock) snprintf(uri, sizeof(uri), "unix://%s", config.unixsock);
     else snprintf(uri, sizeof(uri), strchr(config.host, ':') ? "tcp://[%s]:%d" : "tcp://%s:%d", config.host, config.port);
     int baseline = libBaseline(name);
@@ -1331,7 +1332,8 @@ static void usage(int code) {
 "                    times a second and erased before its result (default: on\n"
 "                    when stdout is a terminal, without --csv)\n"
 " --no-progress      never show it\n"
-" --warmup <n>       n unmeasured requests before each test\n"
+" --warmup <n>       n unmeasured requests before each test (library rows: n\n"
+"                    calls per client, the first call among them)\n"
 " --sink <size>      per-thread buffer that large values are read into, at most\n"
 "                    this much per read() (default 4m; larger values pass\n"
 "                    through it in pieces, each verified right after its read)\n"

@@ -11,7 +11,9 @@ incr:16,get:16,incr:1, SIZE its -d value size in bytes (default 3; from
 bench-vs-redis.sh's large rows, e.g. set:1:1048576); or a mooncake-benchmark test (mooncake-server only):
 a store test (getrep, putpair, batchget, batchput: 64-byte reservations,
 100k requests; batchget/128 sends 128 keys per batch instead of 16) or a library row (mcput, mcget, mcbput, mcbget) written
-TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 8 unmeasured).
+TEST/SIZE/TRANSPORT, e.g. mcput/16m/shm:1 (64 calls after 16 unmeasured: the rows measure the
+steady state, past libmooncake's switch of a chunk from its file to its mapping, at most 8
+copies in; bench-first-call.py measures the first calls).
 Each SERVER is NAME=BINARY[,ARG...]: BINARY `redis` starts redis-server (no
 persistence unless its ARGs ask, e.g. redis=redis,--appendonly,yes), anything else is a mooncake-server started with
 --segment-size 512mb, a unix socket, and the ARGs, e.g.
@@ -51,6 +53,7 @@ CLK = os.sysconf('SC_CLK_TCK')
 
 MC_STORE_TESTS = ('getrep', 'putpair', 'batchget', 'batchput')
 MC_LIB_TESTS = ('mcput', 'mcget', 'mcbput', 'mcbget')
+MC_LIB_WARMUP = 16
 
 
 def sock_path(port):
@@ -103,7 +106,7 @@ def run_mc(proc, port, bench, test, pipeline):
         transport = rest[1] if len(rest) > 1 else 'auto'
         n = 64
         where = ['-s', sock_path(port)] if transport == 'shm' else ['-p', str(port)]
-        cmd = [bench, *where, '-t', name, '-d', size, '-n', str(n), '--warmup', '8', '--transport', transport]
+        cmd = [bench, *where, '-t', name, '-d', size, '-n', str(n), '--warmup', str(MC_LIB_WARMUP), '--transport', transport]
     c0, k0 = cpu_seconds(proc.pid), children_cpu()
     out = subprocess.run(cmd + ['-q', '--csv', '--no-progress'], capture_output=True, text=True)
     c1, k1 = cpu_seconds(proc.pid), children_cpu()
@@ -111,7 +114,7 @@ def run_mc(proc, port, bench, test, pipeline):
     if out.returncode != 0 or not rows or int(rows[-1]['errors']):
         sys.exit(f'{" ".join(cmd)} failed: {out.stdout}{out.stderr}')
     ops = float(rows[-1]['ops_per_sec'])
-    done = int(rows[-1]['requests']) + (8 if name in MC_LIB_TESTS else 0)  # the warm-up calls cost CPU too
+    done = int(rows[-1]['requests']) + (MC_LIB_WARMUP if name in MC_LIB_TESTS else 0)  # the warm-up calls cost CPU too
     return ops, (c1 - c0) / done * 1e6, (k1 - k0) / done * 1e6
 
 
