@@ -43,11 +43,12 @@
  *    with pread on the segment's fd (kept, dup'ed, beside the mapping), and
  *    one it never copied is written with pwrite: the kernel copies through
  *    its own map of the pages, so the process builds no page tables for
- *    memory it touches once. Writes get one visit only: shared memory's
- *    write takes the file's lock, so pwrites to one pool from all the
- *    threads and processes of a host go one at a time (4 threads putting
- *    16 MiB objects: 5 GB/s against 17 through the mapping, measured),
- *    where preads and memcpy run side by side. On the PVM
+ *    memory it touches once. Writes get one visit only, and none where
+ *    warm-after is 1: shared memory's write takes the file's lock, so
+ *    pwrites to one pool from all the threads and processes of a host go
+ *    one at a time (4 threads putting 16 MiB objects: 5 GB/s against 17
+ *    through the mapping, measured), where preads and memcpy run side by
+ *    side. On the PVM
  *    VM of BENCHMARKS.md a first access to a page through a new user
  *    mapping costs about 20 us whatever filled the page tables: a 16 MiB
  *    memcpy out of a fresh mapping took 40 ms, a pread of it 2.4 ms. On
@@ -405,10 +406,11 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
         size_t len = (size_t)((chunk + 1) * MC_SHM_CHUNK - off);
         if (len > n) len = n;
         uint8_t seen = __atomic_load_n(&m->chunks[chunk], __ATOMIC_ACQUIRE);
+        int wa;
         int measuring = __atomic_load_n(&warmState, __ATOMIC_RELAXED) == 0;
         if (seen == MC_CHUNK_MAPPED) {
             mapCopy(m, off, p, len, write);
-        } else if (seen >= __atomic_load_n(&warmAfter, __ATOMIC_RELAXED) || (write && seen > 0)) {
+        } else if (seen >= (wa = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) || (write && (seen > 0 || wa < 2))) {
             int one = 0;
             if (measuring && len >= MC_CALIBRATE_MIN &&
                 __atomic_load_n(&fdTimed, __ATOMIC_RELAXED) >= MC_CALIBRATE_COPIES &&

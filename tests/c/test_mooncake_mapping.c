@@ -34,8 +34,8 @@
  *     a slice at 2 MiB: bytes land at the slice's file offsets whichever
  *     way they go, across chunk boundaries and in ranges half populated;
  *     the library's counters say which way each copy went (warm-after fixed
- *     at 1, then 3; a write goes through the file at a chunk's first visit
- *     only); measured, it is set at the first populate after fd
+ *     at 1, 2 or 3; a write goes through the file at a chunk's first visit
+ *     only, and not at all with warm-after 1); measured, it is set at the first populate after fd
  *     copies, within its bounds. Against a
  *     server: with warm-after 3, a fresh process's 16 MiB put and a second
  *     handle's read of it map no page of the pool (Rss 0), the fourth
@@ -549,9 +549,9 @@ static void testColdSlice(void) {
     if (file != MAP_FAILED) m = mcShmAcquire(fd, off, size, err, sizeof(err));
     if (m == NULL) fprintf(stderr, "  mcShmAcquire: %s\n", err);
     fillPattern(want, size, 71);
-    TEST("cold: with warm-after 1, a first copy across three chunks goes through the file, at the slice's offsets") {
+    TEST("cold: a first copy across three chunks goes through the file, at the slice's offsets") {
         CHECK(m != NULL);
-        mcShmSetWarmAfter(1);
+        mcShmSetWarmAfter(2);
         mcShmStats a = shmStats();
         /* [1 MiB + 123, 4 MiB + 123): chunks 0, 1 and 2 of the slice */
         if (m) mcShmCopy(m, MiB + 123, want + MiB + 123, 3 * MiB, 1);
@@ -562,7 +562,8 @@ static void testColdSlice(void) {
         CHECK(file != MAP_FAILED && memcmp(file + off + MiB + 123, want + MiB + 123, 3 * MiB) == 0);
         CHECK(file != MAP_FAILED && file[off + MiB + 122] == 0 && file[off + 4 * MiB + 123] == 0);
     }
-    TEST("cold: the second copy of those chunks populates them and reads through the mapping") {
+    TEST("cold: with warm-after 1, the second copy of those chunks populates them and reads through the mapping") {
+        mcShmSetWarmAfter(1);
         mcShmStats a = shmStats();
         memset(buf, 0, size);
         if (m) mcShmCopy(m, MiB + 123, buf + MiB + 123, 3 * MiB, 0);
@@ -574,8 +575,11 @@ static void testColdSlice(void) {
     }
     TEST("cold: a range half populated moves its warm part through the mapping, the rest through the file") {
         mcShmStats a = shmStats();
-        /* [5 MiB, 7 MiB + 5): chunk 2 is populated, chunk 3 never copied */
+        /* [5 MiB, 7 MiB + 5): chunk 2 is populated, chunk 3 never copied
+         * (a write's first visit goes through the file where warm-after >= 2) */
+        mcShmSetWarmAfter(2);
         if (m) mcShmCopy(m, 5 * MiB, want + 5 * MiB, 2 * MiB + 5, 1);
+        mcShmSetWarmAfter(1);
         memset(buf, 0, size);
         if (m) mcShmCopy(m, 4 * MiB, buf + 4 * MiB, 4 * MiB, 0); /* chunk 3's second visit: populated */
         mcShmStats b = shmStats();
@@ -602,7 +606,7 @@ static void testColdSlice(void) {
         CHECK(file != MAP_FAILED && memcmp(file + 10 * MiB + 4096, buf, 64 * 1024) == 0);
         mcShmRelease(t);
     }
-    TEST("cold: a write moves through the file only at its chunk's first visit, whatever warm-after") {
+    TEST("cold: a write moves through the file only at its chunk's first visit, and never with warm-after 1") {
         /* the file's lock makes the pwrites of a host's writers go one at a
          * time; the file's first 2 MiB as a segment of its own, never copied */
         mcShm *t = file != MAP_FAILED ? mcShmAcquire(fd, 0, 2 * MiB, err, sizeof(err)) : NULL;
@@ -617,6 +621,18 @@ static void testColdSlice(void) {
         CHECK_EQ(c.map_bytes - b.map_bytes, 64 * 1024);
         CHECK(file != MAP_FAILED && memcmp(file + 8192, want, 64 * 1024) == 0);
         CHECK(file != MAP_FAILED && memcmp(file + MiB, want + MiB, 64 * 1024) == 0);
+        mcShmRelease(t);
+        /* where populating costs no more than one fd copy (warm-after 1), a
+         * write never takes the file's lock: the first visit maps */
+        mcShmSetWarmAfter(1);
+        t = file != MAP_FAILED ? mcShmAcquire(fd, 2 * MiB, 2 * MiB, err, sizeof(err)) : NULL;
+        CHECK(t != NULL);
+        a = shmStats();
+        if (t) mcShmCopy(t, 0, want, 64 * 1024, 1);
+        b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 0);
+        CHECK_EQ(b.map_bytes - a.map_bytes, 64 * 1024);
+        CHECK(file != MAP_FAILED && memcmp(file + 2 * MiB, want, 64 * 1024) == 0);
         mcShmRelease(t);
     }
     TEST("cold: measured, warm-after is the populate's price over an fd copy's, within 1..8") {
