@@ -78,9 +78,10 @@
  * punches holes in its pool. If the kernel drops them anyway (swapped
  * shared memory), copies fault them back in; the chunk byte only skips
  * work. Kernels before 5.14 answer the populate EINVAL: then page faults do
- * that work, and a process-wide flag stops asking. A failed fd copy (a
- * buffer the kernel cannot copy to or from) falls back to memcpy, so either
- * path answers the same. Views (mc_view.c) and device copies read the
+ * that work, and a process-wide flag stops asking. A failed fd copy falls
+ * back to the mapping, so either path answers the same, and the mapping
+ * stops using its file (a pool of hugetlbfs pages has no write; a buffer
+ * the kernel cannot copy to or from would crash memcpy as well). Views (mc_view.c) and device copies read the
  * mapping itself: their ranges are populated first (mcShmPrepare).
  *
  * Locking: one mutex around the table (acquire, release), held while
@@ -150,6 +151,7 @@ struct mcShm {
     uint64_t off, size;          /* the slice of the file */
     char *map;
     int fd;                      /* the file itself, for the copies of cold chunks */
+    int nofd;                    /* the file refused a copy (hugetlbfs has no write): mapping only */
     int refs;                    /* under tableLock */
     uint8_t *chunks;             /* chunk i: fd copies so far, or MC_CHUNK_MAPPED */
     int cuda;                    /* page-locked for device copies: 0 not tried, 1 yes, -1 refused */
@@ -410,7 +412,8 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
         int measuring = __atomic_load_n(&warmState, __ATOMIC_RELAXED) == 0;
         if (seen == MC_CHUNK_MAPPED) {
             mapCopy(m, off, p, len, write);
-        } else if (seen >= (wa = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) || (write && (seen > 0 || wa < 2))) {
+        } else if (seen >= (wa = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) || (write && (seen > 0 || wa < 2)) ||
+                   __atomic_load_n(&m->nofd, __ATOMIC_RELAXED)) {
             int one = 0;
             if (measuring && len >= MC_CALIBRATE_MIN &&
                 __atomic_load_n(&fdTimed, __ATOMIC_RELAXED) >= MC_CALIBRATE_COPIES &&
@@ -430,6 +433,8 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
                 __atomic_compare_exchange_n(&m->chunks[chunk], &seen, (uint8_t)(seen + 1), 0, __ATOMIC_ACQ_REL,
                                             __ATOMIC_RELAXED);
             } else {
+                __atomic_store_n(&m->nofd, 1, __ATOMIC_RELAXED);
+                populateRun(m, chunk, chunk + 1);
                 mapCopy(m, off, p, len, write);
             }
         }

@@ -35,7 +35,8 @@
  *     way they go, across chunk boundaries and in ranges half populated;
  *     the library's counters say which way each copy went (warm-after fixed
  *     at 1, 2 or 3; a write goes through the file at a chunk's first visit
- *     only, and not at all with warm-after 1); measured, it is set at the first populate after fd
+ *     only, and not at all with warm-after 1; a file that refuses a copy,
+ *     sealed against write(2), leaves the mapping to do it); measured, it is set at the first populate after fd
  *     copies, within its bounds. Against a
  *     server: with warm-after 3, a fresh process's 16 MiB put and a second
  *     handle's read of it map no page of the pool (Rss 0), the fourth
@@ -48,6 +49,7 @@
  *     process lives (mapped as it was, the first copy was a SIGBUS).
  * Nothing is timed.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
@@ -652,6 +654,32 @@ static void testColdSlice(void) {
         CHECK(b.warm_after >= 1 && b.warm_after <= 8);
         fprintf(stderr, "  (warm-after measured here: %d)\n", b.warm_after);
         mcShmRelease(t);
+    }
+    TEST("cold: a file that refuses a copy leaves the mapping to do it, from then on") {
+        /* sealed against write(2) after the mapping exists, as a hugetlbfs
+         * pool has no write: the pwrite fails, the bytes go through the
+         * mapping, and the segment's later copies skip the file */
+        mcShmSetWarmAfter(3);
+        int sfd = memfd_create("cold-sealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        mcShm *t = sfd >= 0 && ftruncate(sfd, (off_t)(2 * MiB)) == 0 ? mcShmAcquire(sfd, 0, 2 * MiB, err, sizeof(err))
+                                                                      : NULL;
+        CHECK(t != NULL);
+        CHECK(sfd >= 0 && fcntl(sfd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE) == 0);
+        char probe = 1;
+        CHECK(sfd >= 0 && pwrite(sfd, &probe, 1, 0) == -1); /* the seal holds */
+        mcShmStats a = shmStats();
+        if (t) mcShmCopy(t, 4096, want, 64 * 1024, 1);
+        memset(buf, 0, 64 * 1024);
+        if (t) mcShmCopy(t, 4096, buf, 64 * 1024, 0);
+        mcShmStats b = shmStats();
+        CHECK_EQ(b.fd_bytes - a.fd_bytes, 0);
+        CHECK_EQ(b.map_bytes - a.map_bytes, 128 * 1024);
+        CHECK(memcmp(buf, want, 64 * 1024) == 0);
+        char back[16] = "";
+        CHECK(sfd >= 0 && pread(sfd, back, sizeof(back), 4096) == (ssize_t)sizeof(back) &&
+              memcmp(back, want, sizeof(back)) == 0);
+        mcShmRelease(t);
+        if (sfd >= 0) close(sfd);
     }
     mcShmRelease(m);
     if (file != MAP_FAILED) munmap(file, fsize);
