@@ -391,6 +391,56 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
     assert line.startswith("+FULLRESYNC ")
 
 
+def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
+    """A full sync queues values of 256 KiB and more by reference to their
+    pool extents: the primary's heap does not grow by the snapshot, and a
+    value overwritten or deleted while the snapshot still waits in the
+    queue reaches the replica as it was when the snapshot was taken (its
+    version keeps its space until written: if it did not, the new values,
+    written into the freed space, would show in the snapshot)."""
+    _, node = env
+    a, b = pair(node, *STEADY, "--segment-size", "256mb")
+    vals = {f"big{i}": os.urandom(1 << 20) for i in range(48)}
+    for k, v in vals.items():
+        assert write(a.port, "SET", k, v) == "OK"
+    wait_until(lambda: synced(a, b), 20, "sync")
+    by_ref0 = int(info(a.port)["repl_full_sync_bytes_from_pool"])
+    heap0 = int(info(a.port, "memory")["used_memory"])
+    c = Conn(a.port, timeout=30)
+    try:
+        c.send("PSYNC", "?", -1)  # a full sync to this connection, as a replica gets one
+        assert c.f.readline().startswith(b"+FULLRESYNC ")
+        head = c.f.readline()
+        assert head.startswith(b"$")
+        n = int(head[1:-2])
+        assert n > 48 << 20
+        # 48 MiB is far more than the sockets hold: most of it is queued
+        heap = int(info(a.port, "memory")["used_memory"])
+        assert heap - heap0 < 8 << 20, (heap0, heap)
+        assert int(info(a.port)["repl_full_sync_bytes_from_pool"]) - by_ref0 == 48 << 20
+        new = {k: os.urandom(1 << 20) for k in vals}
+        for i, (k, v) in enumerate(new.items()):
+            if i % 4 == 0:
+                assert write(a.port, "DEL", k) == 1
+            else:
+                assert write(a.port, "SET", k, v) == "OK"
+        snap = c.f.read(n)
+    finally:
+        c.close()
+    assert len(snap) == n
+    assert all(v in snap for v in vals.values())
+    assert not any(v in snap for v in new.values())
+    # the real replica follows the changes
+    wait_until(lambda: synced(a, b), 20, "sync after the changes")
+    c = Conn(b.port)
+    try:
+        assert c("READONLY") == "OK"
+        for i, (k, v) in enumerate(new.items()):
+            assert c("GET", k) == (None if i % 4 == 0 else v), k
+    finally:
+        c.close()
+
+
 def test_masterauth_and_masteruser(env):
     """A replica of a primary with requirepass, or with an ACL user for
     replication, syncs once masterauth (masteruser) says how; without it
