@@ -11,6 +11,14 @@ then `redis-benchmark -t set -d 1048576 -c 4 -n 1500 -r 64` against the
 primary. Prints MB/s acknowledged (10^6 bytes of values per second) per
 round and the median, and the CPU each server spent per MiB. Everything
 it starts is on 127.0.0.1, on free ports, and stopped at the end.
+
+With --full-sync MIB, each round instead fills a primary's pool with MIB
+values of 1 MiB, then makes a second node its replica and reports what the
+full sync cost: the primary's time building the snapshot (its event loop
+serves nothing meanwhile: its log's "built in"), the seconds from CLUSTER
+REPLICATE to the replica holding every value, and how much the primary's
+memory grew (its peak RSS, VmHWM, over its RSS before; the pool is pre-
+faulted, so this is the heap the sync took).
 """
 import argparse
 import os
@@ -19,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import shutil
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
@@ -63,14 +72,72 @@ def one_round(server, n, clients):
         shutil.rmtree(d, ignore_errors=True)
 
 
+def status_kib(pid, field):
+    with open(f"/proc/{pid}/status") as f:
+        return int([l for l in f if l.startswith(field + ":")][0].split()[1])
+
+
+def full_sync_round(server, mib):
+    d = tempfile.mkdtemp(prefix="bench-repl-")
+    etcd = tr.Etcd(d)
+    nodes = []
+    try:
+        tr.SERVER = server
+        name = f"bench-{os.getpid()}-{conftest.free_port()}"
+        pool = f"{mib + 128}mb"
+        a = tr.Node(d, etcd, name, "--segment-size", pool, *tr.STEADY)
+        nodes.append(a)
+        assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+        val = os.urandom(1 << 20)
+        c = tr.Conn(a.port, timeout=60)
+        for i in range(0, mib, 16):
+            for j in range(i, min(i + 16, mib)):
+                c.send("SET", f"v{j}", val)
+            for j in range(i, min(i + 16, mib)):
+                assert c.read() == "OK"
+        c.close()
+        rss0 = status_kib(a.proc.pid, "VmRSS")
+        b = tr.Node(d, etcd, name, "--segment-size", pool, *tr.STEADY)
+        nodes.append(b)
+        assert tr.call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+        tr.wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        t0 = time.time()
+        assert tr.call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+        tr.wait_until(lambda: tr.link_up(b.port) and tr.synced(a, b), 300, "full sync")
+        secs = time.time() - t0
+        peak = status_kib(a.proc.pid, "VmHWM")
+        built = [l for l in a.log().splitlines() if "full sync for replica" in l][-1]
+        ms = int(built.split("built in ")[1].split(" ms")[0])
+        return ms, secs, (peak - rss0) / 1024
+    finally:
+        for x in nodes:
+            x.kill()
+        etcd.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("-n", type=int, default=1500, help="SETs per round (default 1500)")
     p.add_argument("-c", type=int, default=4, help="redis-benchmark clients (default 4)")
+    p.add_argument("--full-sync", type=int, default=0, metavar="MIB",
+                   help="measure a full sync of MIB values of 1 MiB instead")
     p.add_argument("builds", nargs="*", help="name=path to a mooncake-server (default: this tree's)")
     args = p.parse_args()
     builds = [b.split("=", 1) for b in args.builds] or [["this", conftest.SERVER]]
+    if args.full_sync:
+        res = {name: [] for name, _ in builds}
+        for r in range(args.rounds):
+            for name, path in (builds if r % 2 == 0 else builds[::-1]):
+                ms, secs, grew = full_sync_round(os.path.abspath(path), args.full_sync)
+                res[name].append((ms, secs, grew))
+                print(f"round {r + 1} {name}: snapshot built in {ms} ms, synced in {secs:.2f} s, primary heap "
+                      f"+{grew:.0f} MiB at its peak", flush=True)
+        for name, rows in res.items():
+            print(f"{name}: median built {statistics.median([x[0] for x in rows]):.0f} ms, synced "
+                  f"{statistics.median([x[1] for x in rows]):.2f} s, heap +{statistics.median([x[2] for x in rows]):.0f} MiB")
+        return
     res = {name: [] for name, _ in builds}
     for r in range(args.rounds):
         for name, path in (builds if r % 2 == 0 else builds[::-1]):
