@@ -27,7 +27,11 @@ warm-up round runs every row once and checks every byte loaded. The reason
 is this project's CI machines: VMs with shadow paging, where the first
 access of a process to each page costs ~10 us however the mapping was
 populated (0.4 GB/s; a second pass over the same pages runs at memory
-speed). A long-lived engine paid that long ago. mooncake-benchmark, a fresh
+speed). A long-lived engine paid that long ago, and has every chunk of the
+pool it copies often in its mapping; the ranks run with MC_SHM_WARM_AFTER=0
+(--shm-warm-after), so that one pass of the warm-up maps them as that
+engine's have been (libmooncake otherwise copies a chunk through the
+segment's file for its first few visits: mc_shm.c). mooncake-benchmark, a fresh
 process per row, cannot be warmed so, and pays it for the pool pages it
 writes: see "the C rows" below.
 
@@ -804,8 +808,18 @@ def main():
                    help="mooncake-server's pool (default 2 GiB or 2x --total; --quick: 512 MiB)")
     p.add_argument("--server", default=os.path.join(ROOT, "src", "mooncake-server"))
     p.add_argument("--benchmark", default=os.path.join(ROOT, "src", "mooncake-benchmark"))
+    p.add_argument("--shm-warm-after", default="0",
+                   help="MC_SHM_WARM_AFTER for the ranks (default 0: every chunk copied through the mapping, "
+                        "the steady state of a long-lived engine, which the warm-up stands in for; 'auto': the "
+                        "library's own policy, under which the rows also time its fd copies of chunks it has "
+                        "copied few times)")
     args = p.parse_args()
     inrank = args.c_rows == "inrank"
+    # Spawned ranks inherit the environment.
+    if args.shm_warm_after == "auto":
+        os.environ.pop("MC_SHM_WARM_AFTER", None)
+    else:
+        os.environ["MC_SHM_WARM_AFTER"] = args.shm_warm_after
 
     total, rounds, exist_s = parse_size(args.total), args.rounds, args.exist_seconds
     if args.quick:
