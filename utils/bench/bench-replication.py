@@ -21,6 +21,7 @@ memory grew (its peak RSS, VmHWM, over its RSS before; the pool is pre-
 faulted, so this is the heap the sync took).
 """
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -42,21 +43,38 @@ def cpu_of(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def one_round(server, n, clients):
+@contextlib.contextmanager
+def nodes_of(server):
+    """A node factory on an etcd of its own, for one round; all stopped after."""
     d = tempfile.mkdtemp(prefix="bench-repl-")
     etcd = tr.Etcd(d)
     nodes = []
+    tr.SERVER = server
+    name = f"bench-{os.getpid()}-{conftest.free_port()}"
+
+    def node(*extra):
+        nodes.append(tr.Node(d, etcd, name, *extra))
+        return nodes[-1]
     try:
-        tr.SERVER = server
-        name = f"bench-{os.getpid()}-{conftest.free_port()}"
+        yield node
+    finally:
+        for x in nodes:
+            x.kill()
+        etcd.stop()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def meet(a, b):
+    assert tr.call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    tr.wait_until(lambda: a.id in b.nodes(), 10, "meet")
+
+
+def one_round(server, n, clients):
+    with nodes_of(server) as node:
         extra = ("--segment-size", "512mb", "--cluster-replica-ack", "yes")
-        a = tr.Node(d, etcd, name, *extra)
-        nodes.append(a)
-        b = tr.Node(d, etcd, name, *extra)
-        nodes.append(b)
+        a, b = node(*extra), node(*extra)
         assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-        assert tr.call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-        tr.wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        meet(a, b)
         assert tr.call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
         tr.wait_until(lambda: tr.link_up(b.port), 20, "replica link up")
         ca, cb = cpu_of(a.proc.pid), cpu_of(b.proc.pid)
@@ -65,11 +83,6 @@ def one_round(server, n, clients):
         rps = float([line for line in out.splitlines() if line.startswith('"SET"')][0].split(",")[1].strip('"'))
         mib = n
         return rps * 1048576 / 1e6, (cpu_of(a.proc.pid) - ca) / mib * 1e3, (cpu_of(b.proc.pid) - cb) / mib * 1e3
-    finally:
-        for x in nodes:
-            x.kill()
-        etcd.stop()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def status_kib(pid, field):
@@ -78,15 +91,9 @@ def status_kib(pid, field):
 
 
 def full_sync_round(server, mib):
-    d = tempfile.mkdtemp(prefix="bench-repl-")
-    etcd = tr.Etcd(d)
-    nodes = []
-    try:
-        tr.SERVER = server
-        name = f"bench-{os.getpid()}-{conftest.free_port()}"
+    with nodes_of(server) as node:
         pool = f"{mib + 128}mb"
-        a = tr.Node(d, etcd, name, "--segment-size", pool, *tr.STEADY)
-        nodes.append(a)
+        a = node("--segment-size", pool, *tr.STEADY)
         assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
         val = os.urandom(1 << 20)
         c = tr.Conn(a.port, timeout=60)
@@ -97,10 +104,8 @@ def full_sync_round(server, mib):
                 assert c.read() == "OK"
         c.close()
         rss0 = status_kib(a.proc.pid, "VmRSS")
-        b = tr.Node(d, etcd, name, "--segment-size", pool, *tr.STEADY)
-        nodes.append(b)
-        assert tr.call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-        tr.wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        b = node("--segment-size", pool, *tr.STEADY)
+        meet(a, b)
         t0 = time.time()
         assert tr.call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
         tr.wait_until(lambda: tr.link_up(b.port) and tr.synced(a, b), 300, "full sync")
@@ -109,11 +114,6 @@ def full_sync_round(server, mib):
         built = [l for l in a.log().splitlines() if "full sync for replica" in l][-1]
         ms = int(built.split("built in ")[1].split(" ms")[0])
         return ms, secs, (peak - rss0) / 1024
-    finally:
-        for x in nodes:
-            x.kill()
-        etcd.stop()
-        shutil.rmtree(d, ignore_errors=True)
 
 
 def main():
