@@ -172,11 +172,12 @@ def main():
         val = os.urandom(16 * MiB)
         runs = [(name, env, i) for i in range(args.procs) for name, env in policies]
         for name, env, i in runs:
-            objs = [("warm", 16 * MiB), ("a", 16 * MiB), ("b", 16 * MiB), ("s", 4096)]
-            if i == 0:
-                objs += [(f"t{j}", 16 * MiB) for j in range(NOBJ)]
-            for suffix, n in objs:
-                key = f"{name}{i}:{suffix}".encode()
+            objs = [(f"{name}{i}:{x}", n) for x, n in (("warm", 16 * MiB), ("a", 16 * MiB), ("b", 16 * MiB),
+                                                       ("s", 4096))]
+            if (name, env, i) == runs[0]:  # the threads rows' objects, one set for all policies
+                objs += [(f"threads:t{j}", 16 * MiB) for j in range(NOBJ)]
+            for key, n in objs:
+                key = key.encode()
                 if lib.mc_put(h, key, len(key), val, n, None) != 0:
                     raise SystemExit(f"mc_put({key}) failed")
         lib.mc_close(h)
@@ -190,13 +191,17 @@ def main():
                 e["MC_SHM_WARM_AFTER"] = env
             return e
 
+        def run_child(env, *argv):
+            p = subprocess.run([sys.executable, __file__, *argv], env=env_of(env), capture_output=True, text=True)
+            if p.returncode != 0:
+                raise SystemExit(f"{' '.join(argv)}: {p.stdout}{p.stderr}")
+            return p.stdout
+
         for name, env, i in runs:
-            out = subprocess.run([sys.executable, __file__, "--child", f"tcp://127.0.0.1:{port}", f"unix://{sock}",
-                                  f"{name}{i}"], env=env_of(env), capture_output=True, text=True, check=True).stdout
+            out = run_child(env, "--child", f"tcp://127.0.0.1:{port}", f"unix://{sock}", f"{name}{i}")
             got[name].append([float(x) for x in out.split()])
         for name, env in policies:
-            ratio[name] = subprocess.run([sys.executable, __file__, "--child-threads", sock, f"{name}0"],
-                                         env=env_of(env), capture_output=True, text=True, check=True).stdout.strip()
+            ratio[name] = run_child(env, "--child-threads", sock, "threads").strip()
         print(f"pool {args.pool}, {args.procs} processes per policy; ms, median (range)\n")
         print("| call | " + " | ".join(name for name, _ in policies) + " |")
         print("|---|" + "---|" * len(policies))
