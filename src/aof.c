@@ -253,15 +253,17 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int 
     s = sdsMakeRoomFor(s, plen);
     unsigned char *p = (unsigned char *)s + sdslen(s);
     dumpWritePrefix(&d, p);
-    uint64_t crc = crc64(crc64(0, p, plen), (const unsigned char *)value, vlen);
+    uint64_t seed = crc64(0, p, plen);
     sdsIncrLen(s, (ssize_t)plen);
     if (direct && vlen >= AOF_DIRECT_VALUE) {
         direct->obj = o;
         direct->value = value;
         direct->vlen = vlen;
-        dumpWriteTrailer(crc, direct->trailer);
+        direct->crc_seed = seed;
+        if (!direct->deferred) dumpWriteTrailer(crc64(seed, (const unsigned char *)value, vlen), direct->trailer);
         return s;
     }
+    uint64_t crc = crc64(seed, (const unsigned char *)value, vlen);
     unsigned char trailer[DUMP_TRAILER_LEN];
     dumpWriteTrailer(crc, trailer);
     /* Doubling, not sds's +1 MiB past 1 MiB: one loop iteration's records
@@ -296,6 +298,18 @@ sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref) {
 }
 
 sds aofCatValueTail(sds s, const aofValueRef *ref) { return catValueRef(s, ref, ref->vlen); }
+
+sds aofCatKeyStateDeferred(sds s, sds key, aofValueRef *ref) {
+    int seg_only = 0;
+    memset(ref, 0, sizeof(*ref));
+    ref->deferred = 1;
+    return catKeyState(s, key, &seg_only, ref, 1);
+}
+
+void aofWriteValueTail(char *dst, uint64_t crc_seed, const char *value, size_t vlen) {
+    dumpWriteTrailer(crc64(crc_seed, (const unsigned char *)value, vlen), (unsigned char *)dst);
+    memcpy(dst + DUMP_TRAILER_LEN, AOF_RESTORE_TAIL, AOF_RESTORE_TAIL_LEN);
+}
 
 /* ---- files ----------------------------------------------------------------- */
 

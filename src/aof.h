@@ -3,6 +3,7 @@
 #ifndef AOF_H
 #define AOF_H
 
+#include "aofformat.h"
 #include "dump.h"
 #include "sds.h"
 
@@ -28,9 +29,18 @@ typedef struct aofValueRef {
     const char *value;
     size_t vlen;
     unsigned char trailer[DUMP_TRAILER_LEN];
+    int deferred;          /* the trailer is not computed: crc_seed is the checksum of all before the value */
+    uint64_t crc_seed;
 } aofValueRef;
 sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref);
 sds aofCatValueTail(sds s, const aofValueRef *ref);
+/* As aofCatKeyStateRef, but a large value's checksum is left to
+ * aofWriteValueTail (ref->deferred): the value is not read now. */
+sds aofCatKeyStateDeferred(sds s, sds key, aofValueRef *ref);
+/* What follows a deferred value in its record: AOF_VALUE_TAIL_LEN bytes
+ * (its trailer, with the checksum computed now, and the record's end). */
+#define AOF_VALUE_TAIL_LEN (DUMP_TRAILER_LEN + AOF_RESTORE_TAIL_LEN)
+void aofWriteValueTail(char *dst, uint64_t crc_seed, const char *value, size_t vlen);
 /* Every client segment with an identity as a SEGMENT record (detached ones
  * too): what a PLACED record may name. The rewrite's and a full sync's. */
 sds aofCatSegments(sds s);

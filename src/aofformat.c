@@ -430,7 +430,7 @@ sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms
     return catHeader(s, '$', (long long)payload_len);
 }
 
-sds aofCatRestoreTail(sds s) { return sdscatlen(s, "\r\n$6\r\nABSTTL\r\n$7\r\nREPLACE\r\n", 27); }
+sds aofCatRestoreTail(sds s) { return sdscatlen(s, AOF_RESTORE_TAIL, AOF_RESTORE_TAIL_LEN); }
 
 /* ---- the manifest ------------------------------------------------------- */
 

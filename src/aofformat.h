@@ -92,6 +92,9 @@ sds aofCatDel(sds s, const char *key, size_t keylen);
 sds aofCatFlushall(sds s);
 sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms, size_t payload_len);
 sds aofCatRestoreTail(sds s);
+/* What aofCatRestoreTail appends. */
+#define AOF_RESTORE_TAIL "\r\n$6\r\nABSTTL\r\n$7\r\nREPLACE\r\n"
+#define AOF_RESTORE_TAIL_LEN (sizeof(AOF_RESTORE_TAIL) - 1)
 sds aofCatSegment(sds s, const aofSegment *g);
 sds aofCatSegmentGone(sds s, uint64_t id);
 sds aofCatPlaced(sds s, const char *key, size_t keylen, long long expire_ms, const aofPlaced *p);

@@ -52,6 +52,7 @@
 #define MAX_ACCEPTS_PER_CALL 1000
 #define NET_MAX_WRITES_PER_EVENT (256ULL * 1024 * 1024)
 #define IOV_BATCH 64
+#define REPLY_FILL_AHEAD (4u << 20) /* bytes gathered for a writev past which no block is filled */
 
 static void writeHandler(aeEventLoop *el, int fd, void *privdata, int mask);
 
@@ -338,6 +339,7 @@ static void addReplyToChain(client *c, const char *s, size_t len) {
         size_t size = len < PROTO_REPLY_CHUNK ? PROTO_REPLY_CHUNK : len;
         replyBlock *b = zmalloc(sizeof(*b) + size);
         b->obj = NULL;
+        b->fill = NULL;
         b->ptr = b->buf;
         b->size = size;
         b->used = len;
@@ -528,11 +530,31 @@ void addReplyRawPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
     replyBlock *b = zmalloc(sizeof(*b));
     storeObjIncrRef(o);
     b->obj = o;
+    b->fill = NULL;
     b->ptr = p;
     b->size = b->used = len;
     appendBlock(c, b);
     c->reply_bytes += len;
     server.stat_reply_zero_copy++;
+}
+
+/* len raw bytes that fill computes when the writer first reaches them, not
+ * now: a full sync's checksums of large values are so spread over the
+ * writes that drain it rather than taken in one pass of the event loop
+ * (replication.c). args (argslen bytes) are kept after the block's bytes
+ * for fill to read; o, if given, is held until the block is written. */
+void addReplyFilled(client *c, storeObj *o, size_t len, const void *args, size_t argslen,
+                    void (*fill)(replyBlock *b)) {
+    if (prepareClientToWrite(c) != C_OK) return;
+    replyBlock *b = zmalloc(sizeof(*b) + len + argslen);
+    if (o) storeObjIncrRef(o);
+    b->obj = o;
+    b->fill = fill;
+    b->ptr = b->buf;
+    b->size = b->used = len;
+    memcpy(b->buf + len, args, argslen);
+    appendBlock(c, b);
+    c->reply_bytes += len;
 }
 
 void addReplyVerbatim(client *c, const char *s, size_t len, const char *ext) {
@@ -618,6 +640,12 @@ static int writeToClient(client *c, int handler_installed) {
             off = 0;
         }
         for (replyBlock *b = c->reply_head; b && n < IOV_BATCH; b = b->next) {
+            if (b->fill) {
+                /* Filled only when within reach of this write. */
+                if (want >= REPLY_FILL_AHEAD) break;
+                b->fill(b);
+                b->fill = NULL;
+            }
             iov[n].iov_base = (char *)b->ptr + off;
             iov[n].iov_len = b->used - off;
             off = 0;

@@ -188,6 +188,7 @@ static struct {
     /* counters */
     long long full_syncs_served, full_syncs_done, records_applied, held_writes, ack_timeouts, failovers;
     long long snapshot_bytes_byref; /* values full syncs sent from the pool, by reference */
+    long long snapshot_tails_filled; /* their checksums, computed as the writes reached them */
     long long partial_ok, partial_err, partial_syncs_done;
     long long last_failover_ms;
 } repl = {.fd = -1, .state = LINK_NONE, .second_offset = -1};
@@ -629,8 +630,23 @@ static sds keepSnapshot(sds buf) { return buf; } /* detachedRewrite's emit: it a
 
 typedef struct snapPiece {
     sds bytes;      /* records, up to and including a large value's head */
-    aofValueRef ref; /* that value, in the pool */
+    aofValueRef ref; /* that value, in the pool, its checksum deferred */
 } snapPiece;
+
+/* A deferred record tail's arguments: the value (in the version the block
+ * holds) and the checksum of the record's bytes before it. */
+typedef struct snapTail {
+    const char *value;
+    size_t vlen;
+    uint64_t crc_seed;
+} snapTail;
+
+static void fillSnapTail(replyBlock *b) {
+    snapTail t;
+    memcpy(&t, b->buf + b->used, sizeof(t));
+    aofWriteValueTail(b->buf, t.crc_seed, t.value, t.vlen);
+    repl.snapshot_tails_filled++;
+}
 
 /* Adds c to the replicas the stream goes to. */
 static void linkOnline(client *c) {
@@ -711,16 +727,19 @@ void psyncCommand(client *c) {
     long long start = mstime();
     /* The snapshot is pieces: record bytes, each followed (but the last)
      * by a large value queued by reference to its pool extent, the version
-     * kept until written, as the live stream sends them (streamOut). It
-     * used to be one buffer with a copy of every value, copied once more
-     * into the reply: twice the pool's values in heap, and seconds of
-     * copying in the event loop for a pool of GiBs (0.45 s for 60 MB),
-     * long enough to miss lease renewals. What is built now is the record
-     * heads and the small values; the one pass over the large ones left is
-     * their checksum. Nothing runs between the building and the queueing,
-     * so the references need no hold of their own in between. A version
-     * the snapshot references keeps its space until the replica has it, as
-     * a forked child's copy-on-write would keep pages for Redis. */
+     * kept until written, as the live stream sends them (streamOut), and
+     * by that record's trailer, whose checksum of the value is computed
+     * when the writer reaches it (addReplyFilled): the writes that drain
+     * the snapshot take the checksums in turn, a few MiB at a time. It used
+     * to be one buffer with a copy of every value, copied once more into
+     * the reply: twice the pool's values in heap, and seconds of copying in
+     * the event loop for a pool of GiBs (9.5 s for 1 GiB), long enough to
+     * miss lease renewals. What is built now is the record heads and the
+     * small values, without reading a large value. Nothing runs between
+     * the building and the queueing, so the references need no hold of
+     * their own in between. A version the snapshot references keeps its
+     * space until the replica has it, as a forked child's copy-on-write
+     * would keep pages for Redis. */
     snapPiece *pieces = NULL;
     size_t npieces = 0, cap = 0, total = 0;
     long long keys = 0, byref = 0;
@@ -737,7 +756,7 @@ void psyncCommand(client *c) {
         storeObj *o = storePeek(de->key, &expire);
         if (o == NULL || (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o))) continue; /* DEL: nothing to give */
         aofValueRef r;
-        cur = aofCatKeyStateRef(cur, de->key, &r);
+        cur = aofCatKeyStateDeferred(cur, de->key, &r);
         keys++;
         if (r.value == NULL) continue;
         if (npieces == cap) {
@@ -745,9 +764,9 @@ void psyncCommand(client *c) {
             pieces = zrealloc(pieces, cap * sizeof(*pieces));
         }
         pieces[npieces++] = (snapPiece){cur, r};
-        total += sdslen(cur) + r.vlen;
+        total += sdslen(cur) + r.vlen + AOF_VALUE_TAIL_LEN;
         byref += (long long)r.vlen;
-        cur = aofCatValueTail(sdsempty(), &r);
+        cur = sdsempty();
     }
     dictReleaseIterator(it);
     cur = detachedRewrite(cur, keepSnapshot);
@@ -756,8 +775,11 @@ void psyncCommand(client *c) {
     int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$%zu\r\n", repl.replid, repl.offset, total);
     addReplyProto(c, head, (size_t)hl);
     for (size_t i = 0; i < npieces; i++) {
+        aofValueRef *r = &pieces[i].ref;
+        snapTail t = {r->value, r->vlen, r->crc_seed};
         addReplyProto(c, pieces[i].bytes, sdslen(pieces[i].bytes));
-        addReplyRawPoolBytes(c, pieces[i].ref.obj, pieces[i].ref.value, pieces[i].ref.vlen);
+        addReplyRawPoolBytes(c, r->obj, r->value, r->vlen);
+        addReplyFilled(c, r->obj, AOF_VALUE_TAIL_LEN, &t, sizeof(t), fillSnapTail);
         sdsfree(pieces[i].bytes);
     }
     addReplyProto(c, cur, sdslen(cur));
@@ -1593,6 +1615,7 @@ sds replInfo(sds s) {
                         "repl_ack_timeouts:%lld\r\n"
                         "repl_full_syncs_served:%lld\r\n"
                         "repl_full_sync_bytes_from_pool:%lld\r\n"
+                        "repl_full_sync_checksums_at_write:%lld\r\n"
                         "repl_failovers:%lld\r\n"
                         "repl_write_fenced:%d\r\n",
                         repl.pause_until ? "waiting-for-sync" : repl.promoting ? "failover-in-progress" : "no-failover",
@@ -1601,6 +1624,6 @@ sds replInfo(sds s) {
                         backlogFirstByte(), repl.backlog ? repl.backlog->histlen : 0LL,
                         repl.full_syncs_served, repl.partial_ok, repl.partial_err, repl.partial_syncs_done,
                         server.cluster_replica_ack,
-                        repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.snapshot_bytes_byref, repl.failovers,
+                        repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.snapshot_bytes_byref, repl.snapshot_tails_filled, repl.failovers,
                         cs && clusterWriteFence() != NULL);
 }

@@ -169,9 +169,12 @@ typedef struct multiState {
  * value that is written to the socket straight from segment memory. */
 typedef struct replyBlock {
     struct replyBlock *next;
-    struct storeObj *obj;  /* non-NULL: bytes are obj's, `ptr` into the segment */
+    struct storeObj *obj;  /* non-NULL: bytes are obj's, `ptr` into the segment (or held for fill) */
     const char *ptr;
     size_t size, used;     /* heap blocks: capacity and fill; obj blocks: used = len */
+    /* Non-NULL: buf's `used` bytes are computed by fill when the writer
+     * first reaches the block (addReplyFilled); its arguments follow them. */
+    void (*fill)(struct replyBlock *b);
     char buf[];
 } replyBlock;
 
@@ -477,6 +480,8 @@ void addReplyBulkCString(client *c, const char *s);
 void addReplyBulkLongLong(client *c, long long ll);
 void addReplyStoreObj(client *c, struct storeObj *o);
 void addReplyRawPoolBytes(client *c, struct storeObj *o, const char *p, size_t len);
+void addReplyFilled(client *c, struct storeObj *o, size_t len, const void *args, size_t argslen,
+                    void (*fill)(replyBlock *b));
 void addReplyNull(client *c);
 void addReplyNullArray(client *c);
 void addReplyArrayLen(client *c, long long len);

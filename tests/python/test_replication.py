@@ -397,7 +397,10 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     value overwritten or deleted while the snapshot still waits in the
     queue reaches the replica as it was when the snapshot was taken (its
     version keeps its space until written: if it did not, the new values,
-    written into the freed space, would show in the snapshot)."""
+    written into the freed space, would show in the snapshot). Their
+    records' checksums are computed as the writes reach them (4 of 48
+    before this reader reads; all 48 after), and a real replica that
+    syncs the values checks each one."""
     _, node = env
     a, b = pair(node, *STEADY, "--segment-size", "256mb")
     vals = {f"big{i}": os.urandom(1 << 20) for i in range(48)}
@@ -405,6 +408,7 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
         assert write(a.port, "SET", k, v) == "OK"
     wait_until(lambda: synced(a, b), 20, "sync")
     by_ref0 = int(info(a.port)["repl_full_sync_bytes_from_pool"])
+    sums0 = int(info(a.port)["repl_full_sync_checksums_at_write"])
     heap0 = int(info(a.port, "memory")["used_memory"])
     c = Conn(a.port, timeout=30)
     try:
@@ -417,7 +421,11 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
         # 48 MiB is far more than the sockets hold: most of it is queued
         heap = int(info(a.port, "memory")["used_memory"])
         assert heap - heap0 < 8 << 20, (heap0, heap)
-        assert int(info(a.port)["repl_full_sync_bytes_from_pool"]) - by_ref0 == 48 << 20
+        i1 = info(a.port)
+        assert int(i1["repl_full_sync_bytes_from_pool"]) - by_ref0 == 48 << 20
+        # the records' checksums wait for the writes: only those within a
+        # few MiB of what the sockets took are computed yet
+        assert int(i1["repl_full_sync_checksums_at_write"]) - sums0 < 24, i1["repl_full_sync_checksums_at_write"]
         new = {k: os.urandom(1 << 20) for k in vals}
         for i, (k, v) in enumerate(new.items()):
             if i % 4 == 0:
@@ -430,15 +438,23 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     assert len(snap) == n
     assert all(v in snap for v in vals.values())
     assert not any(v in snap for v in new.values())
-    # the real replica follows the changes
-    wait_until(lambda: synced(a, b), 20, "sync after the changes")
-    c = Conn(b.port)
-    try:
-        assert c("READONLY") == "OK"
-        for i, (k, v) in enumerate(new.items()):
-            assert c("GET", k) == (None if i % 4 == 0 else v), k
-    finally:
-        c.close()
+    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums0 == 48
+    # the real replica follows the changes; a new one syncs the values in
+    # full, checking every record's checksum as it applies it
+    d = node(*STEADY, "--segment-size", "256mb")
+    assert call(d.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in d.nodes(), 10, "meet")
+    assert call(d.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(d.port) and synced(a, b) and synced(a, d), 30, "both replicas synced")
+    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums0 == 48 + 36
+    for r in (b, d):
+        c = Conn(r.port)
+        try:
+            assert c("READONLY") == "OK"
+            for i, (k, v) in enumerate(new.items()):
+                assert c("GET", k) == (None if i % 4 == 0 else v), (r.port, k)
+        finally:
+            c.close()
 
 
 def test_masterauth_and_masteruser(env):
