@@ -906,6 +906,67 @@ def test_redis_cli_create_with_replicas_and_add_node_slave(env):
     assert call(extra.port, "DBSIZE") == 0
 
 
+def ioredis_node_path():
+    """A NODE_PATH under which node finds ioredis, or None. ioredis is not
+    a Debian package, so `make deps` cannot install it: the test runs
+    where one is installed ($MC_TEST_NODE_PATH, else node's own search)."""
+    if shutil.which("node") is None:
+        return None
+    path = os.environ.get("MC_TEST_NODE_PATH", os.environ.get("NODE_PATH", ""))
+    ok = subprocess.run(["node", "-e", "require('ioredis')"], env={**child_env(), "NODE_PATH": path},
+                        capture_output=True).returncode == 0
+    return path if ok else None
+
+
+def test_ioredis_rides_through_a_failover(env):
+    """ioredis's cluster client, unmodified (tests/helpers/ioredis_writer.js),
+    writing while its primary is killed: its writes resume on the promoted
+    replica, and with cluster-replica-ack yes every write it saw
+    acknowledged is there."""
+    path = ioredis_node_path()
+    if path is None:
+        pytest.skip("ioredis is not installed (not a Debian package): MC_TEST_NODE_PATH=<node_modules with "
+                    "ioredis> runs this test")
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    d = tempfile.mkdtemp(prefix="ioredis-")
+    progress = os.path.join(d, "progress")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "helpers", "ioredis_writer.js")
+    proc = subprocess.Popen(["node", script, progress, str(a.port), str(b.port)],
+                            env={**child_env(), "NODE_PATH": path}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+
+    def state():
+        try:
+            with open(progress) as f:
+                acked, errors = f.read().split()
+            return int(acked), int(errors)
+        except (OSError, ValueError):
+            return 0, 0
+    try:
+        wait_until(lambda: state()[0] > 50, 30, "ioredis writing")
+        a.kill()
+        before = state()[0]
+        wait_until(lambda: state()[0] > before + 20, 60, "ioredis's writes resume after the failover")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    acked, errors = state()
+    print(f"ioredis: {acked} writes acknowledged, {errors} failed and written again")
+    assert "myself,master" in b.nodes()
+    r = Conn(b.port)
+    try:
+        lost = [i for i in range(acked) if r("GET", f"io:{i}") != f"v{i}".encode()]
+    finally:
+        r.close()
+        shutil.rmtree(d, ignore_errors=True)
+    assert lost == [], f"{len(lost)} acknowledged ioredis writes lost of {acked}, first {lost[:5]}"
+
+
 def test_clients_ride_through_a_failover(env):
     """libmooncake (through the Python drop-in) and redis-py's cluster
     client, writing while their primary is killed: the library's calls
