@@ -400,6 +400,14 @@ static void fdTimedAdd(uint64_t ns, size_t len) {
     __atomic_fetch_add(&fdTimed, 1, __ATOMIC_RELAXED);
 }
 
+/* Whether a copy of a chunk not yet populated, `seen` copies in, goes
+ * through the file (the design comment); if not, the chunk is populated. */
+static int throughFile(const mcShm *m, uint8_t seen, int write) {
+    int wa = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&m->nofd, __ATOMIC_RELAXED) || seen >= wa) return 0;
+    return !write || (seen == 0 && wa >= 2); /* a write takes the file's lock: its first visit only */
+}
+
 void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
     pthread_once(&warmOnce, warmInit);
     char *p = buf;
@@ -408,12 +416,10 @@ void mcShmCopy(mcShm *m, uint64_t off, void *buf, size_t n, int write) {
         size_t len = (size_t)((chunk + 1) * MC_SHM_CHUNK - off);
         if (len > n) len = n;
         uint8_t seen = __atomic_load_n(&m->chunks[chunk], __ATOMIC_ACQUIRE);
-        int wa;
         int measuring = __atomic_load_n(&warmState, __ATOMIC_RELAXED) == 0;
         if (seen == MC_CHUNK_MAPPED) {
             mapCopy(m, off, p, len, write);
-        } else if (seen >= (wa = __atomic_load_n(&warmAfter, __ATOMIC_RELAXED)) || (write && (seen > 0 || wa < 2)) ||
-                   __atomic_load_n(&m->nofd, __ATOMIC_RELAXED)) {
+        } else if (!throughFile(m, seen, write)) {
             int one = 0;
             if (measuring && len >= MC_CALIBRATE_MIN &&
                 __atomic_load_n(&fdTimed, __ATOMIC_RELAXED) >= MC_CALIBRATE_COPIES &&

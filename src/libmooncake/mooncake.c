@@ -1054,9 +1054,9 @@ static mcRegion *regionOf(mc_client *c, const void *p, size_t len) {
 
 /* One replica's copy to or from the segment's shared memory: one copy per
  * buffer, each at its own offset of the extent (the first rep->len bytes of
- * the buffers move), through the file or the mapping (mc_shm.c). device: some buffers may be device memory, copied
- * with the CUDA runtime straight to or from the mapping (page-locked at the
- * first such copy, mc_shm.c). */
+ * the buffers move), through the file or the mapping (mc_shm.c). device:
+ * some buffers may be device memory, copied with the CUDA runtime straight
+ * to or from the mapping (page-locked at the first such copy, mc_shm.c). */
 static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                    int write, int device) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
@@ -1072,7 +1072,7 @@ static int shmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const str
                            : mcCudaCopy(iov[i].iov_base, s->map + at, n, err, sizeof(err));
             if (rc != MC_OK) return setErr(c, rc, "%s", err);
         } else if (n) {
-            mcShmCopy(s->shm, at, iov[i].iov_base, n, write); /* through the file or the mapping (mc_shm.c) */
+            mcShmCopy(s->shm, at, iov[i].iov_base, n, write);
         }
         at += n;
         left -= n;

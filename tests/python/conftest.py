@@ -27,6 +27,20 @@ def child_env(**extra):
     return env
 
 
+def stop_process(proc, sig=None):
+    """sig (SIGTERM by default), then SIGKILL if it has not exited within 10 s."""
+    if proc.poll() is None:
+        if sig:
+            proc.send_signal(sig)
+        else:
+            proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -68,16 +82,7 @@ class Server:
     _password = None
 
     def stop(self, sig=None):
-        if self.proc.poll() is None:
-            if sig:
-                self.proc.send_signal(sig)
-            else:
-                self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, sig)
         self.log.close()
         subprocess.run(["rm", "-rf", self.dir], check=False)
 
@@ -174,13 +179,7 @@ class LoggedServer:
         self.proc.wait(10)
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         subprocess.run(["rm", "-rf", self.dir], check=False)
 
     def log(self):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SERVER, child_env, free_port
+from conftest import SERVER, child_env, free_port, stop_process
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -949,12 +949,7 @@ def test_ioredis_rides_through_a_failover(env):
         before = state()[0]
         wait_until(lambda: state()[0] > before + 20, 60, "ioredis's writes resume after the failover")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
     acked, errors = state()
     print(f"ioredis: {acked} writes acknowledged, {errors} failed and written again")
     assert "myself,master" in b.nodes()
