@@ -64,14 +64,16 @@ Then `--rounds` rounds, the order of the patterns rotating every round:
      benchmark's rows do -- the same bytes, C's working set.
   2. The C rows beside each pattern, right after it. By default
      (--c-rows inrank) the same rank processes run the pattern again
-     from C: libmooncake.so through ctypes (its arguments built before the
-     clock), mc_batch_put of the rank's share of objects of the pattern's
-     size and keys per call from the same source memory, mc_batch_get of
-     them into the same destination, the control's one batch again and
-     again -- the same bytes, memory, phases and barriers, in warm
-     processes (touch() warms the C library's own mappings as it warms the
-     binding's). What is left between the rows is the binding and the
-     engine's calls. With --c-rows benchmark, as before: src/mooncake-
+     from C: the libmooncake linked into the binding's extension (it
+     exports the mc_* calls), through ctypes, its arguments built before
+     the clock: mc_batch_put of the rank's share of objects of the
+     pattern's size and keys per call from the same source memory,
+     mc_batch_get of them into the same destination, the control's one
+     batch again and again -- the same bytes, memory, mappings, phases and
+     barriers, in warm processes. What is left between the rows is the
+     binding and the engine's calls. Each round runs the two rows
+     --row-samples times each, alternating E C C E E C, and takes each
+     row's fastest run of a phase (pooled() says why). With --c-rows benchmark, as before: src/mooncake-
      benchmark's library rows with as many client threads as ranks, each
      its own handle: mcbput/mcbget of the same object size and keys per
      call (LMCache's put: one object per call), the same bytes in all (the
@@ -331,14 +333,18 @@ class Rank:
 
     # -- libmooncake from C, in this process (--c-rows inrank) --------------------------
     def clib(self):
-        """libmooncake.so through ctypes: a handle of its own on the same
-        server, the rank's source and destination registered. (A library of
-        its own too: the binding links libmooncake statically, so this copy
-        keeps its own mappings, which touch() warms as it warms the
-        binding's.)"""
+        """libmooncake from C, through ctypes: a handle of its own on the
+        same server, the rank's source and destination registered. The
+        library is the very copy the binding uses (its extension links
+        libmooncake statically and exports the mc_* calls), so the C rows
+        share the binding's mappings of the pool: libmooncake.so would be a
+        second copy with mappings of its own, and on this VM which mapping
+        last touched a page decides the speed of the next copy (measured:
+        rows 4x apart either way, depending on which ran just before)."""
         if self._c is None:
             import ctypes as C
-            lib = C.CDLL(os.path.join(ROOT, "src", "libmooncake", "libmooncake.so"))
+            from mooncake import _mooncake
+            lib = C.CDLL(_mooncake.__file__)
             lib.mc_connect.restype = C.c_void_p
             lib.mc_connect.argtypes = [C.c_char_p, C.c_char_p, C.c_char_p, C.c_size_t]
             lib.mc_register.argtypes = [C.c_void_p, C.c_void_p, C.c_size_t, C.c_int]
@@ -428,15 +434,6 @@ class Rank:
             if any(r != 0 for r in res):
                 break  # full: the rest is touched already
         self.st.remove_all()
-        if self.opts.get("c_inrank"):  # the C library's own mappings, the same way
-            C, lib, h, KV = self.clib()
-            ckeys = [f"ctouch:{self.rank}:{i}".encode() for i in range(capacity // size)]
-            for items, m, res, _ in self.ccalls(ckeys, self.sp, 0, batch):
-                for i in range(m):
-                    items[i].len = size
-                if lib.mc_batch_put(h, m, items, None, res) != m:
-                    break
-            lib.mc_remove_all(h)
 
     # timing of the parts of a phase, for the report's breakdown
     def _tick(self, what, t0):
@@ -777,6 +774,24 @@ def c_row(args, server, test, size, batch, clients, total, startup):
                   float(row["gb_per_sec"]))
 
 
+def pooled(first, more):
+    """One Sample of a row's runs of a phase in a round (`more`: (wall,
+    client CPU, server CPU, faults) of the runs after the first): the
+    fastest run's rate, and the CPU per byte of all of them. This VM has
+    slow spells (other guests, and its shadow page tables refilled after
+    the host's DAMON clears accessed bits) that only ever slow a phase
+    down, as long as a phase or longer; the fastest of a few runs is each
+    row's own speed, where a sum or a median would be whichever row the
+    spells happened to hit."""
+    if not more:
+        return first
+    n = len(more) + 1
+    best = min([first.wall] + [m[0] for m in more])
+    return Sample(first.nbytes * n, first.wall + sum(m[0] for m in more),
+                  first.client_cpu + sum(m[1] for m in more), first.server_cpu + sum(m[2] for m in more),
+                  first.nbytes / best / 1e9)
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -799,9 +814,12 @@ def main():
                         "single pass of 1 GiB is ~0.1 s, too short to time on a shared machine)")
     p.add_argument("--exist-seconds", type=float, default=2.0, help="batch_is_exist polling per row (default 2)")
     p.add_argument("--c-rows", choices=("inrank", "benchmark"), default="inrank",
-                   help="the C rows: inrank (default) -- the ranks themselves call libmooncake.so from C, the same "
+                   help="the C rows: inrank (default) -- the ranks themselves call libmooncake from C, the same "
                         "objects from and into the same memory, warm; benchmark -- mooncake-benchmark processes "
                         "re-reading one batch per client")
+    p.add_argument("--row-samples", type=int, default=3,
+                   help="times each round runs a pattern's engine row and its C row, in the order E C C E E C "
+                        "(default 3); each phase's rate in a round is the fastest of its runs (see pooled())")
     p.add_argument("--rank-segment", default="64m", help="segment each rank contributes (default 64m)")
     p.add_argument("--local-buffer", default="64m", help="local_buffer_size of each rank (default 64m)")
     p.add_argument("--segment-size", default=None,
@@ -923,9 +941,20 @@ def main():
                         clean()
                         if not measured:
                             continue
+                        # The rows again, C first, then the engine, and so on (E C C E ...):
+                        # each row gets its runs at the same places in the sequence.
+                        extra = {"py": [], "C": []}
+                        for j in range(1, args.row_samples if inrank else 1):
+                            for who in (("C", "py") if j % 2 else ("py", "C")):
+                                kind = "c_" + pat if who == "C" else pat
+                                ph, _ = pool.run(server, (kind, f"r{rnd}x{j}", False), 3)
+                                clean()
+                                extra[who].append(ph)
                         for idx, (phase, (wall, cli, srv, flt)) in enumerate(zip(PHASES, phases)):
                             py = Sample(nbytes * (1 if phase == "save" else args.load_passes), wall, cli, srv)
                             c = crow[phase] if inrank else crow["save" if phase == "save" else "load"]
+                            py = pooled(py, [ph[idx] for ph in extra["py"]])
+                            c = pooled(c, [ph[idx] for ph in extra["C"]])
                             samples.setdefault((pat, n, phase, "py"), []).append(py)
                             samples.setdefault((pat, n, phase, "C"), []).append(c)
                             ratios.setdefault((pat, n, phase), []).append(py.gbps / c.gbps)
