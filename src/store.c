@@ -22,7 +22,12 @@
  * per INCR cost an allocation, a free and a cache miss on the allocator's
  * node each, 0.74x Redis's pipelined INCR. Nothing outside the server can
  * tell the difference: every reader that could see the old bytes holds a
- * reference or a lease, which rules the shortcut out.
+ * reference or a lease, which rules the shortcut out. SET of a value as
+ * long as the old one takes the same shortcut (t_string.c) where the old
+ * version carries nothing a new one would not (a pin, a checksum): a SET
+ * that replaced its key's small value paid an allocation, a free with its
+ * memset, and a cache miss on the allocator's node (7% of the server in
+ * pipelined SETs over 100k keys, perf).
  *
  * Leases. A reader that got replica addresses (GET.REPLICAS) holds a lease
  * on that version; when the last reference goes while a lease is still
@@ -374,6 +379,25 @@ void storeObjChangedInPlace(sds key, storeObj *o) {
     o->lru = lruClock(); /* as the new version storeSet would have put there */
     signalModifiedKey(key);
     notifyStoreEvent("put", key, o);
+}
+
+char *storeObjReplaceableInPlace(storeObj *o, uint64_t len) {
+    if (o->flags & OBJ_FLAG_HARDPIN) return NULL;
+    const storeObjExt *x = o->ext; /* a lease that ended may leave one behind */
+    if (x && (x->created_ms || x->softpin_until_ms || x->checksum || x->key || x->put_owner)) return NULL;
+    return storeObjWritableInPlace(o, len);
+}
+
+void storeObjReplacedInPlace(sds key, storeObj *o, long long expire_ms, int keepttl) {
+    if (expire_ms >= 0) {
+        dictEntry *kde = dictFind(server.keys, key), *existing;
+        dictEntry *ee = dictAddRaw(server.expires, kde->key, &existing);
+        if (ee) ee->val = (void *)(intptr_t)expire_ms;
+        else existing->val = (void *)(intptr_t)expire_ms;
+    } else if (!keepttl) {
+        dictDelete(server.expires, key);
+    }
+    storeObjChangedInPlace(key, o);
 }
 
 /* Redis decides at write time (an integer of up to 20 characters that fits

@@ -227,6 +227,14 @@ void storeObjDecrRef(storeObj *o);
  * storeObjChangedInPlace tells WATCH and subscribers as storeSet would. */
 char *storeObjWritableInPlace(storeObj *o, uint64_t len);
 void storeObjChangedInPlace(sds key, storeObj *o);
+/* As storeObjWritableInPlace, for SET: where a new value may take o's
+ * place, which also needs o to carry nothing a new version would not (no
+ * pin, checksum or store metadata). */
+char *storeObjReplaceableInPlace(storeObj *o, uint64_t len);
+/* SET's new bytes were written over o's in place: o's TTL as storeSet
+ * would leave it (expire_ms >= 0 sets one; otherwise dropped unless
+ * keepttl), then storeObjChangedInPlace. */
+void storeObjReplacedInPlace(sds key, storeObj *o, long long expire_ms, int keepttl);
 int storeObjLeased(const storeObj *o);
 long long storeLeaseEndMs(const storeObj *o); /* when its lease ends; LLONG_MAX while held */
 /* Holds (HOLD.REPLICAS, t_store.c): a reader that keeps reading an object's

@@ -257,6 +257,22 @@ static void setGeneric(client *c, int flags, int vali, sds expire, int intreply)
         else addReplyNull(c);
         return;
     }
+    size_t vlen = sdslen(c->argv[vali]);
+    /* The old version, if no one else can read it and it is as long, takes
+     * the new bytes in place (store.c, "Immutability"), unless the server
+     * already read the value into an extent of its own (setBigArgProc). */
+    char *inplace = old && !(flags & SET_GET) && !(c->argobj && c->argobj[vali]) ?
+                    storeObjReplaceableInPlace(old, (uint64_t)vlen) : NULL;
+    if (inplace) {
+        memcpy(inplace, c->argv[vali], vlen);
+        old->flags &= (uint8_t)~(OBJ_FLAG_ENC_RAW | OBJ_FLAG_ENC_NOINT | OBJ_FLAG_INTVAL);
+        storeObjReplacedInPlace(key, old, when, flags & SET_KEEPTTL);
+        notifyKeyspaceEvent(NOTIFY_STRING, "set", key);
+        if (when >= 0) notifyKeyspaceEvent(NOTIFY_GENERIC, "expire", key);
+        if (intreply) addReplyLongLong(c, 1);
+        else addReplyOk(c);
+        return;
+    }
     storeObj *o = valueObject(c, vali, key);
     if (o == NULL) {
         addReplyOom(c);

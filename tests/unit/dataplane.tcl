@@ -279,6 +279,83 @@ start_server {tags {mooncake dataplane} overrides {segment-size 4mb lease-ttl 10
         $c close
     }
 
+    test {SET of an unread value as long as the old one writes over it: same extent} {
+        r set sp:1 abc
+        lassign [leased_replica sp:1] seg off len
+        r lease.release sp:1
+        assert_equal OK [r set sp:1 xyz]
+        assert_equal "$seg $off 3" [leased_replica sp:1]
+        assert_equal xyz [r seg.read $seg $off 3]
+        assert_equal xyz [r get sp:1]
+        r lease.release sp:1
+        # Another length: a new version elsewhere.
+        assert_equal OK [r set sp:1 abcd]
+        assert_equal abcd [r get sp:1]
+        assert {[lindex [leased_replica sp:1] 1] != $off}
+        r lease.release sp:1
+    }
+
+    test {SET under a lease, or beside a second reference, writes a new version} {
+        r set sp:2 old
+        lassign [leased_replica sp:2] seg off len
+        assert_equal OK [r set sp:2 new]
+        assert_equal old [r seg.read $seg $off 3]
+        assert_equal new [r get sp:2]
+        r lease.release sp:2
+        r set sp:3 one
+        r copy sp:3 sp:3c
+        assert_equal OK [r set sp:3 two]
+        assert_equal one [r get sp:3c]
+        assert_equal two [r get sp:3]
+        # A pinned value: the new version is not pinned (and not in place).
+        foreach how {HARD 60000} {
+            r set sp:p pin
+            r pin sp:p $how
+            lassign [leased_replica sp:p] seg off len
+            r lease.release sp:p
+            assert_equal OK [r set sp:p new]
+            assert_equal none [dict get [r object.info sp:p] pin]
+            assert_equal new [r get sp:p]
+            assert {[lindex [leased_replica sp:p] 1] != $off}
+            r lease.release sp:p
+            r del sp:p
+        }
+        # GETSET and SET GET answer the old bytes while the new ones land.
+        assert_equal two [r getset sp:3 six]
+        assert_equal six [r set sp:3 ten get]
+        assert_equal ten [r get sp:3]
+    }
+
+    test {SET in place: the TTL, encoding, WATCH and accounting as a new version's} {
+        r set sp:4 12 ex 1000
+        set used [get_info_field r store store_pool_used]
+        assert_equal 13 [r incr sp:4]
+        assert_equal int [r object encoding sp:4]
+        assert_equal OK [r set sp:4 ab]
+        assert_equal -1 [r ttl sp:4]
+        assert_equal embstr [r object encoding sp:4]
+        assert_error {*not an integer*} {r incr sp:4}
+        assert_equal OK [r set sp:4 cd keepttl]
+        assert_equal -1 [r ttl sp:4]
+        assert_equal OK [r set sp:4 ef ex 500]
+        assert_range [r ttl sp:4] 490 500
+        assert_equal OK [r set sp:4 gh keepttl]
+        assert_range [r ttl sp:4] 490 500
+        assert_equal OK [r set sp:4 12]
+        assert_equal 13 [r incr sp:4]
+        assert_equal $used [get_info_field r store store_pool_used]
+        set c [redis_client]
+        r watch sp:4
+        assert_equal OK [$c set sp:4 99]
+        r multi
+        r get sp:4
+        assert_equal {} [r exec]
+        $c close
+        assert_equal 0 [r setnx sp:4 77]
+        assert_equal OK [r set sp:4 55 xx]
+        assert_equal 55 [r get sp:4]
+    }
+
     test {INCR in place keeps the TTL and the memory accounting} {
         r set ip:5 100 ex 1000
         set used [get_info_field r store store_pool_used]
