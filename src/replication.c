@@ -26,9 +26,11 @@
  * AUTH [masteruser] masterauth when masterauth is set (the primary may
  * have requirepass or ACL users, as Redis's), REPLCONF node-id, REPLCONF
  * listening-port and PSYNC; the primary answers
- * "+FULLRESYNC <replid> <offset>", then "$<len>" and a snapshot of len
- * bytes (FLUSHALL, the client segments, one record per key and the objects
- * held for hosts not yet back, built in the event loop), then
+ * "+FULLRESYNC <replid> <offset>", then "$EOF" and a snapshot (FLUSHALL,
+ * the client segments, one record per key, a slice of the keyspace per
+ * event-loop iteration with the live records of the changes made meanwhile
+ * between the slices, the objects held for hosts not yet back, and
+ * "+SNAPSHOT-END <offset>": psyncCommand says why that is exact), then
  * the live records. Offsets count the live stream's bytes (Redis's
  * master_repl_offset); the replica applies records as they arrive and
  * sends REPLCONF ACK <offset> after each batch and once a second. A
@@ -117,6 +119,10 @@ int replOn;
  * behind is dropped (it syncs again), so a stalled one cannot take the
  * primary's memory, as Redis's replica output buffer limit. */
 #define REPL_LINK_MAX_QUEUED (256LL * 1024 * 1024)
+/* A full sync's slices (snapshotStep): at most this long each, and none
+ * while this much is queued to the replica. */
+#define REPL_SNAP_SLICE_US 1000
+#define REPL_SNAP_QUEUE_MAX (8u * 1024 * 1024)
 
 enum { LINK_NONE = 0, LINK_CONNECTING, LINK_HANDSHAKE, LINK_SNAPSHOT, LINK_STREAM };
 static const char *linkStateName[] = {"none", "connect", "handshake", "sync", "connected"};
@@ -127,8 +133,13 @@ typedef struct replicaLink {
     int port;
     long long ack;        /* last offset it acknowledged; -1 none yet */
     long long ack_ms;
-    int online;           /* sent the snapshot: live records follow */
+    int online;           /* live records go to it (from its snapshot's first slice on) */
     size_t snap_len;      /* the snapshot's (or the backlog's) bytes, queued once: not "behind" */
+    /* A full sync in progress (snapshotStep): the keyspace scanned a
+     * slice per event-loop iteration. */
+    int snapshotting;
+    unsigned long cursor;        /* dictScan's over server.keys */
+    long long snap_start_ms, snap_keys, snap_bytes, snap_byref, snap_slices, snap_longest_us;
 } replicaLink;
 
 /* The backlog: the last repl-backlog-size bytes of the record stream, a
@@ -189,9 +200,11 @@ static struct {
     long long full_syncs_served, full_syncs_done, records_applied, held_writes, ack_timeouts, failovers;
     long long snapshot_bytes_byref; /* values full syncs sent from the pool, by reference */
     long long snapshot_tails_filled; /* their checksums, computed as the writes reached them */
+    long long snapshot_slices, snapshot_longest_slice_us; /* full syncs' scans, a slice per iteration */
+    long long snapshot_step_id;      /* the time event that runs them; -1 none */
     long long partial_ok, partial_err, partial_syncs_done;
     long long last_failover_ms;
-} repl = {.fd = -1, .state = LINK_NONE, .second_offset = -1};
+} repl = {.fd = -1, .state = LINK_NONE, .second_offset = -1, .snapshot_step_id = -1};
 
 /* ---- the backlog --------------------------------------------------------- */
 
@@ -628,11 +641,6 @@ void replconfCommand(client *c) {
 
 static sds keepSnapshot(sds buf) { return buf; } /* detachedRewrite's emit: it all stays in the snapshot */
 
-typedef struct snapPiece {
-    sds bytes;      /* records, up to and including a large value's head */
-    aofValueRef ref; /* that value, in the pool, its checksum deferred */
-} snapPiece;
-
 /* A deferred record tail's arguments: the value (in the version the block
  * holds) and the checksum of the record's bytes before it. */
 typedef struct snapTail {
@@ -659,6 +667,109 @@ static void linkOnline(client *c) {
     if (!repl.backlog) backlogReset();
     repl.no_replicas_since = 0;
     replOn = 1;
+}
+
+/* One key's record into a snapshot slice: small values copied into the
+ * slice's buffer; a large one queued by reference to its pool extent (the
+ * version kept until written, as the live stream sends them), its
+ * record's trailer filled when the writer reaches it (addReplyFilled), so
+ * the checksums are computed by the writes that drain the snapshot, a few
+ * MiB at a time. */
+typedef struct snapSlice {
+    client *c;
+    sds cur;
+} snapSlice;
+
+static void snapshotKey(void *privdata, const dictEntry *de) {
+    snapSlice *sl = privdata;
+    replicaLink *l = sl->c->repl;
+    long long expire;
+    storeObj *o = storePeek(de->key, &expire);
+    if (o == NULL || (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o))) return; /* DEL: nothing to give */
+    aofValueRef r;
+    sl->cur = aofCatKeyStateDeferred(sl->cur, de->key, &r);
+    l->snap_keys++;
+    if (r.value == NULL) return;
+    snapTail t = {r.value, r.vlen, r.crc_seed};
+    addReplyProto(sl->c, sl->cur, sdslen(sl->cur));
+    addReplyRawPoolBytes(sl->c, r.obj, r.value, r.vlen);
+    addReplyFilled(sl->c, r.obj, AOF_VALUE_TAIL_LEN, &t, sizeof(t), fillSnapTail);
+    size_t piece = sdslen(sl->cur) + r.vlen + AOF_VALUE_TAIL_LEN;
+    if (piece + REPL_SNAP_QUEUE_MAX > l->snap_len) l->snap_len = piece + REPL_SNAP_QUEUE_MAX; /* not "behind" */
+    l->snap_bytes += (long long)piece;
+    l->snap_byref += (long long)r.vlen;
+    repl.snapshot_bytes_byref += (long long)r.vlen;
+    sdsclear(sl->cur);
+}
+
+/* The next slice of c's snapshot: keys until REPL_SNAP_SLICE_US have gone
+ * or REPL_SNAP_QUEUE_MAX is queued; at the end, the objects held for hosts
+ * not yet back (detached.c) and the end marker. 1: more to do. */
+static int snapshotSlice(client *c) {
+    replicaLink *l = c->repl;
+    if (c->reply_bytes >= REPL_SNAP_QUEUE_MAX) return 1; /* the socket first */
+    long long t0 = ustime(), now = t0;
+    snapSlice sl = {c, sdsempty()};
+    do {
+        for (int i = 0; i < 64; i++) { /* a bucket at a time; the clock every 64 */
+            l->cursor = dictScan(server.keys, l->cursor, snapshotKey, &sl);
+            if (l->cursor == 0 || c->reply_bytes >= REPL_SNAP_QUEUE_MAX) break;
+        }
+        if (sdslen(sl.cur) >= 1024 * 1024) {
+            addReplyProto(c, sl.cur, sdslen(sl.cur));
+            l->snap_bytes += (long long)sdslen(sl.cur);
+            sdsclear(sl.cur);
+        }
+        now = ustime();
+    } while (l->cursor != 0 && now - t0 < REPL_SNAP_SLICE_US && c->reply_bytes < REPL_SNAP_QUEUE_MAX);
+    if (l->cursor == 0) {
+        sl.cur = detachedRewrite(sl.cur, keepSnapshot);
+        /* Everything of the stream up to repl.offset is queued before it:
+         * this iteration's changes go out in beforeSleep, after it. */
+        sl.cur = sdscatprintf(sl.cur, "+SNAPSHOT-END %lld\r\n", repl.offset);
+    }
+    addReplyProto(c, sl.cur, sdslen(sl.cur));
+    l->snap_bytes += (long long)sdslen(sl.cur);
+    sdsfree(sl.cur);
+    now = ustime();
+    l->snap_slices++;
+    repl.snapshot_slices++;
+    if (now - t0 > l->snap_longest_us) l->snap_longest_us = now - t0;
+    if (now - t0 > repl.snapshot_longest_slice_us) repl.snapshot_longest_slice_us = now - t0;
+    if (l->cursor != 0) return 1;
+    l->snapshotting = 0;
+    serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s): %lld keys, %lld bytes (%lld of values sent "
+              "from the pool) in %lld slices over %lld ms, the longest %lld us, to offset %lld",
+              l->node_id[0] ? l->node_id : "?", c->addr, l->snap_keys, l->snap_bytes, l->snap_byref, l->snap_slices,
+              mstime() - l->snap_start_ms, l->snap_longest_us, repl.offset);
+    return 0;
+}
+
+static int snapshotsInProgress(void) {
+    int n = 0;
+    for (int i = 0; i < repl.nlinks; i++) n += repl.links[i]->repl->snapshotting;
+    return n;
+}
+
+/* A time event while any full sync is in progress: every iteration while
+ * a slice can be made, every millisecond while all wait for their
+ * sockets, gone when none is left. */
+static int snapshotStep(struct aeEventLoop *el, long long id, void *data) {
+    (void)el, (void)id, (void)data;
+    int active = 0, waiting = 0;
+    for (int i = 0; i < repl.nlinks; i++) {
+        client *c = repl.links[i];
+        if (!c->repl->snapshotting || (c->flags & CLIENT_CLOSE_ASAP)) continue;
+        if (c->reply_bytes >= REPL_SNAP_QUEUE_MAX) {
+            waiting = 1;
+            continue;
+        }
+        if (snapshotSlice(c)) active = 1;
+    }
+    if (active) return 0;
+    if (waiting) return 1;
+    repl.snapshot_step_id = -1;
+    return AE_NOMORE;
 }
 
 /* PSYNC <replid> <offset>, as Redis: offset is the first byte the replica
@@ -724,74 +835,40 @@ void psyncCommand(client *c) {
                   "instead (%s; backlog holds %lld..%lld)", l->node_id[0] ? l->node_id : "?", c->addr, from,
                   c->argv[1], why, backlogFirstByte(), repl.offset);
     }
-    long long start = mstime();
-    /* The snapshot is pieces: record bytes, each followed (but the last)
-     * by a large value queued by reference to its pool extent, the version
-     * kept until written, as the live stream sends them (streamOut), and
-     * by that record's trailer, whose checksum of the value is computed
-     * when the writer reaches it (addReplyFilled): the writes that drain
-     * the snapshot take the checksums in turn, a few MiB at a time. It used
-     * to be one buffer with a copy of every value, copied once more into
-     * the reply: twice the pool's values in heap, and seconds of copying in
-     * the event loop for a pool of GiBs (9.5 s for 1 GiB), long enough to
-     * miss lease renewals. What is built now is the record heads and the
-     * small values, without reading a large value. Nothing runs between
-     * the building and the queueing, so the references need no hold of
-     * their own in between. A version the snapshot references keeps its
-     * space until the replica has it, as a forked child's copy-on-write
-     * would keep pages for Redis. */
-    snapPiece *pieces = NULL;
-    size_t npieces = 0, cap = 0, total = 0;
-    long long keys = 0, byref = 0;
-    sds cur = aofCatFlushall(sdsempty());
-    /* Client segments first (a PLACED record names them), then every key,
-     * then the objects this node still holds for hosts that have not
-     * remounted since its own restart or promotion: a replica holds them
-     * all the same way (detached.c). */
-    cur = aofCatSegments(cur);
-    dictIterator *it = dictGetSafeIterator(server.keys);
-    dictEntry *de;
-    while ((de = dictNext(it)) != NULL) {
-        long long expire;
-        storeObj *o = storePeek(de->key, &expire);
-        if (o == NULL || (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o))) continue; /* DEL: nothing to give */
-        aofValueRef r;
-        cur = aofCatKeyStateDeferred(cur, de->key, &r);
-        keys++;
-        if (r.value == NULL) continue;
-        if (npieces == cap) {
-            cap = cap ? cap * 2 : 64;
-            pieces = zrealloc(pieces, cap * sizeof(*pieces));
-        }
-        pieces[npieces++] = (snapPiece){cur, r};
-        total += sdslen(cur) + r.vlen + AOF_VALUE_TAIL_LEN;
-        byref += (long long)r.vlen;
-        cur = sdsempty();
-    }
-    dictReleaseIterator(it);
-    cur = detachedRewrite(cur, keepSnapshot);
-    total += sdslen(cur);
+    /* A full sync: "$EOF", then the snapshot's records, a slice of the
+     * keyspace per event-loop iteration (snapshotStep), then
+     * "+SNAPSHOT-END <offset>". The link is online from the start: the
+     * live records of every change made meanwhile go into the same queue,
+     * between the slices, in the order they were made. Every record states
+     * a key's whole state when it was made (aofformat.c), so whichever of
+     * a key's records comes last -- its slice's, or a later change's --
+     * states what the key holds; the replica, applying them in order, ends
+     * equal to the primary at the end marker, whose offset it continues
+     * from. It used to be built in one pass before the reply: 6.1 s of
+     * event loop for 2 million small keys (every client waited, and the
+     * node's etcd lease lapses at 2 s), and the whole snapshot in heap at
+     * once. Now a slice stops after REPL_SNAP_SLICE_US, and no slice is
+     * made while the link has REPL_SNAP_QUEUE_MAX queued: the heap holds
+     * what the socket has yet to take, a slow replica slows its own sync. */
     char head[128];
-    int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$%zu\r\n", repl.replid, repl.offset, total);
+    int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$EOF\r\n", repl.replid, repl.offset);
     addReplyProto(c, head, (size_t)hl);
-    for (size_t i = 0; i < npieces; i++) {
-        aofValueRef *r = &pieces[i].ref;
-        snapTail t = {r->value, r->vlen, r->crc_seed};
-        addReplyProto(c, pieces[i].bytes, sdslen(pieces[i].bytes));
-        addReplyRawPoolBytes(c, r->obj, r->value, r->vlen);
-        addReplyFilled(c, r->obj, AOF_VALUE_TAIL_LEN, &t, sizeof(t), fillSnapTail);
-        sdsfree(pieces[i].bytes);
-    }
-    addReplyProto(c, cur, sdslen(cur));
-    sdsfree(cur);
-    zfree(pieces);
-    serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s): %lld keys, %zu bytes (%lld of values sent "
-              "from the pool), built in %lld ms, from offset %lld", l->node_id[0] ? l->node_id : "?", c->addr, keys,
-              total, byref, mstime() - start, repl.offset);
-    l->snap_len = total + (size_t)hl;
-    repl.snapshot_bytes_byref += byref;
+    /* Client segments first (a PLACED record names them); one mounted
+     * later comes as a live record, before any key placed in it. */
+    sds first = aofCatSegments(aofCatFlushall(sdsempty()));
+    addReplyProto(c, first, sdslen(first));
+    l->snap_len = REPL_SNAP_QUEUE_MAX + sdslen(first) + (size_t)hl;
+    l->snap_bytes = (long long)sdslen(first);
+    sdsfree(first);
+    l->snapshotting = 1;
+    l->cursor = 0;
+    l->snap_start_ms = mstime();
+    l->snap_keys = l->snap_byref = l->snap_slices = l->snap_longest_us = 0;
+    serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s) from offset %lld: the keyspace goes in slices",
+              l->node_id[0] ? l->node_id : "?", c->addr, repl.offset);
     linkOnline(c);
     repl.full_syncs_served++;
+    if (repl.snapshot_step_id == -1) repl.snapshot_step_id = aeCreateTimeEvent(server.el, 0, snapshotStep, NULL, NULL);
 }
 
 /* ---- the replica's side -------------------------------------------------- */
@@ -1009,9 +1086,30 @@ static int processLinkInput(void) {
             char *line = takeLine(&len, &toolong);
             if (!line) return toolong ? -1 : 0;
             long long n;
+            if (!strcmp(line, "$EOF")) {
+                /* Records until "+SNAPSHOT-END <offset>" (psyncCommand). */
+                repl.snap_left = LLONG_MAX;
+                continue;
+            }
             if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0) goto bad;
             repl.snap_left = n;
             continue;
+        }
+        if (repl.state == LINK_SNAPSHOT && repl.snap_left == LLONG_MAX && repl.rpos < sdslen(repl.rbuf) &&
+            repl.rbuf[repl.rpos] == '+') {
+            /* A record starts with '*': this is the end marker. The stream
+             * goes on from its offset; what came before it (the live records
+             * sent between the slices) is applied but is not the stream's. */
+            size_t len;
+            int toolong;
+            char *line = takeLine(&len, &toolong);
+            if (!line) return toolong ? -1 : 0;
+            long long off;
+            if (strncmp(line, "+SNAPSHOT-END ", 14) || !string2ll(line + 14, len - 14, &off) || off < repl.applied)
+                goto bad;
+            repl.applied = off;
+            backlogReset();
+            goto snapshot_done;
         }
         /* records: the snapshot's, then the stream's */
         size_t avail = sdslen(repl.rbuf) - repl.rpos;
@@ -1039,6 +1137,7 @@ static int processLinkInput(void) {
         }
         if (repl.state == LINK_SNAPSHOT) {
             repl.rpos += next;
+            if (repl.snap_left == LLONG_MAX) continue; /* until the end marker */
             repl.snap_left -= (long long)next;
             if (repl.snap_left == 0) goto snapshot_done;
         } else {
@@ -1059,6 +1158,7 @@ static int processLinkInput(void) {
         snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
         serverLog(LL_NOTICE, "Replication: full sync from %s:%d done (%llu keys), streaming from offset %lld",
                   repl.host, repl.port, (unsigned long long)storeSize(), repl.applied);
+        sendAck(); /* held writes (cluster-replica-ack) need not wait for the next second */
         continue;
     }
 bad:
@@ -1616,6 +1716,9 @@ sds replInfo(sds s) {
                         "repl_full_syncs_served:%lld\r\n"
                         "repl_full_sync_bytes_from_pool:%lld\r\n"
                         "repl_full_sync_checksums_at_write:%lld\r\n"
+                        "repl_full_syncs_in_progress:%d\r\n"
+                        "repl_full_sync_slices:%lld\r\n"
+                        "repl_full_sync_longest_slice_usec:%lld\r\n"
                         "repl_failovers:%lld\r\n"
                         "repl_write_fenced:%d\r\n",
                         repl.pause_until ? "waiting-for-sync" : repl.promoting ? "failover-in-progress" : "no-failover",
@@ -1624,6 +1727,7 @@ sds replInfo(sds s) {
                         backlogFirstByte(), repl.backlog ? repl.backlog->histlen : 0LL,
                         repl.full_syncs_served, repl.partial_ok, repl.partial_err, repl.partial_syncs_done,
                         server.cluster_replica_ack,
-                        repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.snapshot_bytes_byref, repl.snapshot_tails_filled, repl.failovers,
+                        repl.nheld, repl.held_writes, repl.ack_timeouts, repl.full_syncs_served, repl.snapshot_bytes_byref, repl.snapshot_tails_filled,
+                        snapshotsInProgress(), repl.snapshot_slices, repl.snapshot_longest_slice_us, repl.failovers,
                         cs && clusterWriteFence() != NULL);
 }

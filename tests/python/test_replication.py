@@ -391,16 +391,132 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
     assert line.startswith("+FULLRESYNC ")
 
 
+def read_record(f):
+    """One record of a replication stream as its arguments and its bytes;
+    a full sync's end marker as (None, its offset)."""
+    line = f.readline()
+    if line.startswith(b"+SNAPSHOT-END "):
+        return None, int(line[14:-2])
+    assert line.startswith(b"*"), line[:60]
+    args, n = [], len(line)
+    for _ in range(int(line[1:-2])):
+        h = f.readline()
+        assert h.startswith(b"$"), h[:60]
+        args.append(f.read(int(h[1:-2])))
+        assert f.read(2) == b"\r\n"
+        n += len(h) + len(args[-1]) + 2
+    return args, n
+
+
+def read_records(f):
+    """The records of a full sync's stream up to its end marker, as lists
+    of arguments, and the marker's offset."""
+    out = []
+    while True:
+        args, n = read_record(f)
+        if args is None:
+            return out, n
+        out.append(args)
+
+
+def pipelined(port, cmds, batch=2000):
+    c = Conn(port, timeout=60)
+    try:
+        for i in range(0, len(cmds), batch):
+            for cmd in cmds[i:i + batch]:
+                c.send(*cmd)
+            for cmd in cmds[i:i + batch]:
+                c.read()
+    finally:
+        c.close()
+
+
+def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
+    """A full sync scans the keyspace a slice per event-loop iteration and
+    makes none while 8 MiB waits for the replica's socket: with a reader
+    that reads nothing, the sync waits part-way, and writes are answered
+    meanwhile -- new keys enough to grow the table (it rehashes under the
+    scan), overwrites, deletes. Their live records come between the
+    slices: the records up to the end marker, applied in order, give
+    exactly the primary's keys and values, the stream goes on from the
+    marker's offset, and the real replica ends equal too."""
+    _, node = env
+    a, b = pair(node, *STEADY, "--segment-size", "256mb")
+    n = 300000
+    pipelined(a.port, [("SET", f"k{i}", f"<v{i}>") for i in range(n)])
+    wait_until(lambda: synced(a, b), 60, "sync")
+    slices0 = int(info(a.port)["repl_full_sync_slices"])
+    c = Conn(a.port, timeout=60)
+    try:
+        c.send("PSYNC", "?", -1)
+        assert c.f.readline().startswith(b"+FULLRESYNC ")
+        assert c.f.readline() == b"$EOF\r\n"
+        # ~30 MB of records against 8 MiB queued and what the sockets hold
+        wait_until(lambda: int(info(a.port)["repl_full_sync_slices"]) > slices0, 10, "a slice")
+        time.sleep(0.3)
+        assert int(info(a.port)["repl_full_syncs_in_progress"]) == 1
+        changes = [("SET", f"n{i}", f"<w{i}>") for i in range(250000)]            # grows the table
+        changes += [("SET", f"k{i}", f"<x{i}>longer") for i in range(0, n, 7)]   # overwritten
+        changes += [("DEL", f"k{i}") for i in range(3, n, 11)]                  # deleted
+        pipelined(a.port, changes)
+        assert int(info(a.port)["repl_full_syncs_in_progress"]) == 1  # all answered, the sync still waiting
+        target = int(info(a.port)["master_repl_offset"])
+        model = {}
+        while True:
+            rec, nb = read_record(c.f)
+            if rec is None:
+                end = nb
+                break
+            if rec[0] == b"FLUSHALL":
+                model.clear()
+            elif rec[0] == b"RESTORE":
+                model[rec[1]] = rec[3]
+            elif rec[0] == b"DEL":
+                model.pop(rec[1], None)
+        # after the marker, the stream: what is left of the changes, counted from its offset
+        off = end
+        while off < target:
+            rec, nb = read_record(c.f)
+            assert rec is not None
+            off += nb
+            if rec[0] == b"RESTORE":
+                model[rec[1]] = rec[3]
+            elif rec[0] == b"DEL":
+                model.pop(rec[1], None)
+        assert off == target
+    finally:
+        c.close()
+    want = {f"k{i}".encode(): f"<v{i}>".encode() for i in range(n)}
+    want.update({f"n{i}".encode(): f"<w{i}>".encode() for i in range(250000)})
+    want.update({f"k{i}".encode(): f"<x{i}>longer".encode() for i in range(0, n, 7)})
+    for i in range(3, n, 11):
+        want.pop(f"k{i}".encode(), None)
+    assert set(model) == set(want), (len(model), len(want))
+    # a RESTORE payload is the value's bytes after a short prefix (DUMP's)
+    bad = [k for k, v in want.items() if v not in model[k][:len(v) + 64]]
+    assert not bad, bad[:5]
+    i2 = info(a.port)
+    assert int(i2["repl_full_syncs_in_progress"]) == 0
+    assert int(i2["repl_full_sync_slices"]) - slices0 > 2
+    wait_until(lambda: synced(a, b), 60, "replica follows")
+    assert call(b.port, "DBSIZE") == call(a.port, "DBSIZE") == len(want)
+
+
+
+
 def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     """A full sync queues values of 256 KiB and more by reference to their
-    pool extents: the primary's heap does not grow by the snapshot, and a
-    value overwritten or deleted while the snapshot still waits in the
-    queue reaches the replica as it was when the snapshot was taken (its
-    version keeps its space until written: if it did not, the new values,
-    written into the freed space, would show in the snapshot). Their
-    records' checksums are computed as the writes reach them (4 of 48
-    before this reader reads; all 48 after), and a real replica that
-    syncs the values checks each one."""
+    pool extents, and goes in slices, none made while 8 MiB waits for the
+    replica's socket: a replica that reads nothing holds a few MiB of the
+    primary, not its whole pool, and the primary's heap does not grow by
+    the snapshot. Changes made meanwhile come as live records between the
+    slices: the last record of each key is its state at the end marker. A
+    version queued by reference reaches the replica as it was when it was
+    queued, even when overwritten or deleted meanwhile (its space is kept
+    until written: if it were not, the new values, written into the freed
+    space, would show in it). The records' checksums are computed as the
+    writes reach them, and a real replica that syncs the values checks
+    each one."""
     _, node = env
     a, b = pair(node, *STEADY, "--segment-size", "256mb")
     vals = {f"big{i}": os.urandom(1 << 20) for i in range(48)}
@@ -414,17 +530,16 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     try:
         c.send("PSYNC", "?", -1)  # a full sync to this connection, as a replica gets one
         assert c.f.readline().startswith(b"+FULLRESYNC ")
-        head = c.f.readline()
-        assert head.startswith(b"$")
-        n = int(head[1:-2])
-        assert n > 48 << 20
-        # 48 MiB is far more than the sockets hold: most of it is queued
+        assert c.f.readline() == b"$EOF\r\n"
+        time.sleep(0.5)  # slices would go on now if nothing held them
         heap = int(info(a.port, "memory")["used_memory"])
         assert heap - heap0 < 8 << 20, (heap0, heap)
         i1 = info(a.port)
-        assert int(i1["repl_full_sync_bytes_from_pool"]) - by_ref0 == 48 << 20
-        # the records' checksums wait for the writes: only those within a
-        # few MiB of what the sockets took are computed yet
+        assert int(i1["repl_full_syncs_in_progress"]) == 1
+        queued = int(i1["repl_full_sync_bytes_from_pool"]) - by_ref0
+        # what the sockets hold plus 8 MiB queued, not 48 MiB
+        assert 0 < queued <= 24 << 20, queued
+        # the records' checksums wait for the writes
         assert int(i1["repl_full_sync_checksums_at_write"]) - sums0 < 24, i1["repl_full_sync_checksums_at_write"]
         new = {k: os.urandom(1 << 20) for k in vals}
         for i, (k, v) in enumerate(new.items()):
@@ -432,21 +547,39 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
                 assert write(a.port, "DEL", k) == 1
             else:
                 assert write(a.port, "SET", k, v) == "OK"
-        snap = c.f.read(n)
+        records, end = read_records(c.f)
     finally:
         c.close()
-    assert len(snap) == n
-    assert all(v in snap for v in vals.values())
-    assert not any(v in snap for v in new.values())
-    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums0 == 48
+    assert end == int(info(a.port)["master_repl_offset"])
+    last, old_seen = {}, 0
+    for r in records:
+        if r[0] in (b"RESTORE", b"DEL"):
+            k = r[1].decode()
+            if k not in vals:
+                continue
+            if r[0] == b"DEL":
+                last[k] = None
+                continue
+            p = r[3]
+            # one version or the other, whole: never reused space
+            assert vals[k] in p or new[k] in p, k
+            old_seen += vals[k] in p
+            last[k] = new[k] if new[k] in p else vals[k]
+    assert old_seen >= 1  # queued before the changes, sent as it was
+    for i, (k, v) in enumerate(new.items()):
+        assert last[k] == (None if i % 4 == 0 else v), k
+    sent = int(info(a.port)["repl_full_sync_bytes_from_pool"]) - by_ref0
+    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums0 == sent >> 20
+    assert int(info(a.port)["repl_full_syncs_in_progress"]) == 0
     # the real replica follows the changes; a new one syncs the values in
     # full, checking every record's checksum as it applies it
+    sums1 = int(info(a.port)["repl_full_sync_checksums_at_write"])
     d = node(*STEADY, "--segment-size", "256mb")
     assert call(d.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
     wait_until(lambda: a.id in d.nodes(), 10, "meet")
     assert call(d.port, "CLUSTER", "REPLICATE", a.id) == "OK"
     wait_until(lambda: link_up(d.port) and synced(a, b) and synced(a, d), 30, "both replicas synced")
-    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums0 == 48 + 36
+    assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums1 == 36
     for r in (b, d):
         c = Conn(r.port)
         try:

@@ -14,11 +14,13 @@ it starts is on 127.0.0.1, on free ports, and stopped at the end.
 
 With --full-sync MIB, each round instead fills a primary's pool with MIB
 values of 1 MiB, then makes a second node its replica and reports what the
-full sync cost: the primary's time building the snapshot (its event loop
-serves nothing meanwhile: its log's "built in"), the seconds from CLUSTER
+full sync cost: the primary's longest slice of the snapshot (its event
+loop serves nothing during one: its log's "the longest"; before slices,
+the whole snapshot was built in one, "built in"), the seconds from CLUSTER
 REPLICATE to the replica holding every value, and how much the primary's
 memory grew (its peak RSS, VmHWM, over its RSS before; the pool is pre-
-faulted, so this is the heap the sync took).
+faulted, so this is the heap the sync took). --full-sync-keys N does the
+same with N small keys (3-byte values, written with redis-cli --pipe).
 """
 import argparse
 import contextlib
@@ -90,9 +92,9 @@ def status_kib(pid, field):
         return int([l for l in f if l.startswith(field + ":")][0].split()[1])
 
 
-def full_sync_round(server, mib):
+def full_sync_round(server, mib, keys=0):
     with nodes_of(server) as node:
-        pool = f"{mib + 128}mb"
+        pool = f"{mib + 128 + keys // 4096}mb"
         a = node("--segment-size", pool, *tr.STEADY)
         assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
         val = os.urandom(1 << 20)
@@ -103,6 +105,12 @@ def full_sync_round(server, mib):
             for j in range(i, min(i + 16, mib)):
                 assert c.read() == "OK"
         c.close()
+        if keys:  # small keys, through redis-cli --pipe
+            proto = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\nabc\r\n" % (len(k), k)
+                             for k in (b"key:%d" % i for i in range(keys)))
+            out = subprocess.run(["redis-cli", "-p", str(a.port), "--pipe"], input=proto, capture_output=True,
+                                 check=True).stdout.decode()
+            assert "errors: 0" in out, out
         rss0 = status_kib(a.proc.pid, "VmRSS")
         b = node("--segment-size", pool, *tr.STEADY)
         meet(a, b)
@@ -111,9 +119,16 @@ def full_sync_round(server, mib):
         tr.wait_until(lambda: tr.link_up(b.port) and tr.synced(a, b), 300, "full sync")
         secs = time.time() - t0
         peak = status_kib(a.proc.pid, "VmHWM")
-        built = [l for l in a.log().splitlines() if "full sync for replica" in l][-1]
-        ms = int(built.split("built in ")[1].split(" ms")[0])
-        return ms, secs, (peak - rss0) / 1024
+        return longest_stall_ms(a.log()), secs, (peak - rss0) / 1024
+
+
+def longest_stall_ms(log):
+    """The longest the primary's event loop spent on the full sync at once:
+    its longest slice, or (a build before slices) the whole snapshot."""
+    done = [l for l in log.splitlines() if "full sync for replica" in l and ("built in" in l or "slices over" in l)][-1]
+    if "built in" in done:
+        return int(done.split("built in ")[1].split(" ms")[0])
+    return int(done.split("the longest ")[1].split(" us")[0]) / 1000
 
 
 def main():
@@ -123,19 +138,21 @@ def main():
     p.add_argument("-c", type=int, default=4, help="redis-benchmark clients (default 4)")
     p.add_argument("--full-sync", type=int, default=0, metavar="MIB",
                    help="measure a full sync of MIB values of 1 MiB instead")
+    p.add_argument("--full-sync-keys", type=int, default=0, metavar="N",
+                   help="measure a full sync of N small keys (3-byte values; with --full-sync, both)")
     p.add_argument("builds", nargs="*", help="name=path to a mooncake-server (default: this tree's)")
     args = p.parse_args()
     builds = [b.split("=", 1) for b in args.builds] or [["this", conftest.SERVER]]
-    if args.full_sync:
+    if args.full_sync or args.full_sync_keys:
         res = {name: [] for name, _ in builds}
         for r in range(args.rounds):
             for name, path in (builds if r % 2 == 0 else builds[::-1]):
-                ms, secs, grew = full_sync_round(os.path.abspath(path), args.full_sync)
+                ms, secs, grew = full_sync_round(os.path.abspath(path), args.full_sync, args.full_sync_keys)
                 res[name].append((ms, secs, grew))
-                print(f"round {r + 1} {name}: snapshot built in {ms} ms, synced in {secs:.2f} s, primary heap "
-                      f"+{grew:.0f} MiB at its peak", flush=True)
+                print(f"round {r + 1} {name}: event loop held at most {ms:.1f} ms at once, synced in {secs:.2f} s, "
+                      f"primary heap +{grew:.0f} MiB at its peak", flush=True)
         for name, rows in res.items():
-            print(f"{name}: median built {statistics.median([x[0] for x in rows]):.0f} ms, synced "
+            print(f"{name}: median longest hold {statistics.median([x[0] for x in rows]):.1f} ms, synced "
                   f"{statistics.median([x[1] for x in rows]):.2f} s, heap +{statistics.median([x[2] for x in rows]):.0f} MiB")
         return
     res = {name: [] for name, _ in builds}
