@@ -433,7 +433,8 @@ def pipelined(port, cmds, batch=2000):
 
 def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     """A full sync scans the keyspace a slice per event-loop iteration and
-    makes none while 8 MiB waits for the replica's socket: with a reader
+    makes none while 8 MiB waits for the replica's socket. A reader that
+    goes away part-way ends its sync. With a reader
     that reads nothing, the sync waits part-way, and writes are answered
     meanwhile -- new keys enough to grow the table (it rehashes under the
     scan), overwrites, deletes. Their live records come between the
@@ -445,6 +446,16 @@ def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     n = 300000
     pipelined(a.port, [("SET", f"k{i}", f"<v{i}>") for i in range(n)])
     wait_until(lambda: synced(a, b), 60, "sync")
+    # A reader that goes away part-way: its sync ends with it, nothing leaks
+    # or stays pinned, and the primary serves on (ASan runs this too).
+    c = Conn(a.port, timeout=60)
+    c.send("PSYNC", "?", -1)
+    assert c.f.readline().startswith(b"+FULLRESYNC ")
+    assert c.f.readline() == b"$EOF\r\n"
+    wait_until(lambda: int(info(a.port)["repl_full_syncs_in_progress"]) == 1, 10, "a sync in progress")
+    c.close()
+    wait_until(lambda: int(info(a.port)["repl_full_syncs_in_progress"]) == 0, 10, "the sync ended with its reader")
+    assert write(a.port, "SET", "after-close", "1") == "OK"
     slices0 = int(info(a.port)["repl_full_sync_slices"])
     c = Conn(a.port, timeout=60)
     try:
@@ -487,6 +498,7 @@ def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     finally:
         c.close()
     want = {f"k{i}".encode(): f"<v{i}>".encode() for i in range(n)}
+    want[b"after-close"] = b"1"
     want.update({f"n{i}".encode(): f"<w{i}>".encode() for i in range(250000)})
     want.update({f"k{i}".encode(): f"<x{i}>longer".encode() for i in range(0, n, 7)})
     for i in range(3, n, 11):
