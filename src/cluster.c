@@ -309,10 +309,15 @@ static uint64_t ptrHash(const void *p) {
 static int ptrCompare(const void *a, const void *b) { return a == b; }
 static dictType slotKeysType = {ptrHash, ptrCompare, NULL, NULL};
 
+unsigned long clusterSlotKeysPresize;
+
 void clusterSlotKeyAdd(sds key) {
     int slot = (int)keyHashSlot(key, sdslen(key));
     dict **d = &server.cluster->slot_keys[slot];
-    if (*d == NULL) *d = dictCreate(&slotKeysType);
+    if (*d == NULL) {
+        *d = dictCreate(&slotKeysType);
+        if (clusterSlotKeysPresize) dictExpand(*d, clusterSlotKeysPresize);
+    }
     dictAdd(*d, key, NULL);
 }
 

@@ -88,6 +88,10 @@ void clusterRebuild(void);           /* derive the slot map and flags from the r
 int clusterRedirect(struct client *c); /* 1: a redirection or error was sent */
 void clusterResetAsking(struct client *c);
 void clusterSlotKeyAdd(sds key);
+/* Keys a slot's index is sized for when it is created, 0 none: a replica
+ * sets it while a full sync of a known size fills its keyspace
+ * (replication.c), so the indexes do not grow key by key. */
+extern unsigned long clusterSlotKeysPresize;
 void clusterSlotKeyDel(sds key);
 void clusterSlotKeysFlush(void);
 void clusterSlotKeysDetach(void (*take)(struct dict *d));

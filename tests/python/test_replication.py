@@ -451,7 +451,7 @@ def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     c = Conn(a.port, timeout=60)
     c.send("PSYNC", "?", -1)
     assert c.f.readline().startswith(b"+FULLRESYNC ")
-    assert c.f.readline() == b"$EOF\r\n"
+    assert c.f.readline() == b"$EOF %d\r\n" % n  # the key count: the replica sizes its tables
     wait_until(lambda: int(info(a.port)["repl_full_syncs_in_progress"]) == 1, 10, "a sync in progress")
     c.close()
     wait_until(lambda: int(info(a.port)["repl_full_syncs_in_progress"]) == 0, 10, "the sync ended with its reader")
@@ -461,7 +461,7 @@ def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     try:
         c.send("PSYNC", "?", -1)
         assert c.f.readline().startswith(b"+FULLRESYNC ")
-        assert c.f.readline() == b"$EOF\r\n"
+        assert c.f.readline() == b"$EOF %d\r\n" % (n + 1)
         # ~30 MB of records against 8 MiB queued and what the sockets hold
         wait_until(lambda: int(info(a.port)["repl_full_sync_slices"]) > slices0, 10, "a slice")
         time.sleep(0.3)
@@ -542,7 +542,7 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     try:
         c.send("PSYNC", "?", -1)  # a full sync to this connection, as a replica gets one
         assert c.f.readline().startswith(b"+FULLRESYNC ")
-        assert c.f.readline() == b"$EOF\r\n"
+        assert c.f.readline() == b"$EOF 48\r\n"
         time.sleep(0.5)  # slices would go on now if nothing held them
         heap = int(info(a.port, "memory")["used_memory"])
         assert heap - heap0 < 8 << 20, (heap0, heap)
@@ -592,6 +592,7 @@ def test_full_sync_sends_large_values_from_the_pool_as_they_were(env):
     assert call(d.port, "CLUSTER", "REPLICATE", a.id) == "OK"
     wait_until(lambda: link_up(d.port) and synced(a, b) and synced(a, d), 30, "both replicas synced")
     assert int(info(a.port)["repl_full_sync_checksums_at_write"]) - sums1 == 36
+    assert int(info(d.port)["full_sync_keys_presized"]) == 36  # "$EOF 36": its tables sized before the records
     for r in (b, d):
         c = Conn(r.port)
         try:
