@@ -20,7 +20,9 @@ the whole snapshot was built in one, "built in"), the seconds from CLUSTER
 REPLICATE to the replica holding every value, and how much the primary's
 memory grew (its peak RSS, VmHWM, over its RSS before; the pool is pre-
 faulted, so this is the heap the sync took). --full-sync-keys N does the
-same with N small keys (3-byte values, written with redis-cli --pipe).
+same with N small keys (3-byte values, written with redis-cli --pipe). In
+these modes a build named redis=redis runs redis-server instead, a primary
+and a replica with diskless sync, the same data, REPLICAOF.
 """
 import argparse
 import contextlib
@@ -126,6 +128,55 @@ def full_sync_round(server, mib, keys=0):
         return longest_stall_ms(a.log()), secs, (peak - rss0) / 1024
 
 
+def redis_full_sync_round(mib, keys):
+    """The same with redis-server: a primary (no persistence, diskless
+    sync, no delay), the same data, then a replica's REPLICAOF. Its longest
+    hold is the fork (INFO latest_fork_usec); the child's copy-on-write
+    pages are not the primary's."""
+    d = tempfile.mkdtemp(prefix="bench-repl-redis-")
+    procs = []
+    try:
+        ports = []
+        for name in ("a", "b"):
+            port = conftest.free_port()
+            os.makedirs(os.path.join(d, name))
+            procs.append(subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                           "--appendonly", "no", "--dir", os.path.join(d, name),
+                                           "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            ports.append(port)
+        for port in ports:
+            tr.wait_until(lambda port=port: ping(port), 10, "redis-server up")
+        a, b = ports
+        val = os.urandom(1 << 20)
+        c = tr.Conn(a, timeout=60)
+        for i in range(mib):
+            assert c("SET", f"v{i}", val) == "OK"
+        c.close()
+        if keys:
+            proto = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\nabc\r\n" % (len(k), k)
+                             for k in (b"key:%d" % i for i in range(keys)))
+            subprocess.run(["redis-cli", "-p", str(a), "--pipe"], input=proto, capture_output=True, check=True)
+        rss0 = status_kib(procs[0].pid, "VmRSS")
+        t0 = time.time()
+        assert tr.call(b, "REPLICAOF", "127.0.0.1", a) == "OK"
+        tr.wait_until(lambda: b"master_link_status:up" in tr.call(b, "INFO", "replication"), 300, "redis sync")
+        secs = time.time() - t0
+        fork_ms = int(tr.info(a, "stats").get("latest_fork_usec", 0)) / 1000
+        return fork_ms, secs, (status_kib(procs[0].pid, "VmHWM") - rss0) / 1024
+    finally:
+        for p in procs:
+            conftest.stop_process(p)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def ping(port):
+    try:
+        return tr.call(port, "PING") == "PONG"
+    except OSError:
+        return False
+
+
 def prefaulted(port):
     st = tr.info(port, "store")
     return int(st.get("store_pool_prefaulted", 0)) >= int(st.get("store_pool_size", 1))
@@ -156,7 +207,10 @@ def main():
         res = {name: [] for name, _ in builds}
         for r in range(args.rounds):
             for name, path in (builds if r % 2 == 0 else builds[::-1]):
-                ms, secs, grew = full_sync_round(os.path.abspath(path), args.full_sync, args.full_sync_keys)
+                if path == "redis":
+                    ms, secs, grew = redis_full_sync_round(args.full_sync, args.full_sync_keys)
+                else:
+                    ms, secs, grew = full_sync_round(os.path.abspath(path), args.full_sync, args.full_sync_keys)
                 res[name].append((ms, secs, grew))
                 print(f"round {r + 1} {name}: event loop held at most {ms:.1f} ms at once, synced in {secs:.2f} s, "
                       f"primary heap +{grew:.0f} MiB at its peak", flush=True)
