@@ -36,6 +36,11 @@
  * A single request in the buffer (no pipelining) costs one scan of its
  * header bytes and nothing else: prefetching a key just before its own
  * lookup would buy nothing and cost the hash.
+ *
+ * A replica applies its primary's records the same way (prefetchRequests,
+ * from replication.c): they are RESP requests too (RESTORE key ..., DEL
+ * key), and a full sync inserts millions of them, each a miss on its
+ * bucket and chain.
  */
 #include "prefetch.h"
 
@@ -139,13 +144,16 @@ static serverCommand *scanLookupCommand(const char *name, size_t len) {
 }
 
 int prefetchPipeline(client *c) {
-    pfReq reqs[PREFETCH_BATCH];
     /* An anonymous peer's requests are refused: nothing to fetch for them.
      * Once AUTH has run, the next request starts a batch again. */
     if (!c->authenticated) return 0;
-    const char *buf = c->querybuf + c->qb_pos;
-    size_t len = sdslen(c->querybuf) - c->qb_pos;
     int max = server.prefetch_batch < PREFETCH_BATCH ? (int)server.prefetch_batch : PREFETCH_BATCH;
+    return prefetchRequests(c->querybuf + c->qb_pos, sdslen(c->querybuf) - c->qb_pos, max);
+}
+
+int prefetchRequests(const char *buf, size_t len, int max) {
+    pfReq reqs[PREFETCH_BATCH];
+    if (max > PREFETCH_BATCH) max = PREFETCH_BATCH;
     int n = scanRequests(buf, len, reqs, max);
     if (n < 2) return n;
 

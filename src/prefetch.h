@@ -2,6 +2,8 @@
 #ifndef PREFETCH_H
 #define PREFETCH_H
 
+#include <stddef.h>
+
 struct client;
 
 /* Called by processInputBuffer where a request starts. Scans the complete
@@ -10,5 +12,8 @@ struct client;
  * requests it covered, so the caller scans again only after running them.
  * Changes nothing. */
 int prefetchPipeline(struct client *c);
+/* The same over any buffer of RESP requests (a replica's records from its
+ * primary), at most max of them (PREFETCH_BATCH at most). */
+int prefetchRequests(const char *buf, size_t len, int max);
 
 #endif

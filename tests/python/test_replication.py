@@ -444,8 +444,11 @@ def test_full_sync_of_many_keys_goes_in_slices_while_writes_go_on(env):
     _, node = env
     a, b = pair(node, *STEADY, "--segment-size", "256mb")
     n = 300000
+    keys0 = int(info(b.port, "stats")["prefetch_keys"])
     pipelined(a.port, [("SET", f"k{i}", f"<v{i}>") for i in range(n)])
     wait_until(lambda: synced(a, b), 60, "sync")
+    # the replica fetched the records' keys ahead, a batch at a time (prefetch.c)
+    assert int(info(b.port, "stats")["prefetch_keys"]) - keys0 > n // 2
     # A reader that goes away part-way: its sync ends with it, nothing leaks
     # or stays pinned, and the primary serves on (ASan runs this too).
     c = Conn(a.port, timeout=60)
