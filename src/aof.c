@@ -235,9 +235,8 @@ int aofObjectPlaced(storeObj *o) {
  * rewrite child (into its own buffer). With direct, a value of at least
  * AOF_DIRECT_VALUE bytes is left out: s ends just before it and direct
  * says what comes after (catValueRef appends it). */
-static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int places) {
-    long long expire;
-    storeObj *o = storePeek(key, &expire);
+static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segment_only, valueRef *direct,
+                       int places) {
     const char *value = o ? storeObjLocalPtr(o) : NULL;
     if (o && value == NULL) {
         aofPlaced p;
@@ -276,6 +275,13 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int 
     return aofCatRestoreTail(s);
 }
 
+/* As catObjState, for the key's state now (o NULL: it is gone). */
+static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int places) {
+    long long expire;
+    storeObj *o = storePeek(key, &expire);
+    return catObjState(s, key, o, expire, segment_only, direct, places);
+}
+
 /* key's state as one record, whole (replication.c streams the same records).
  * An object only in client segments is PLACED, as in the log: the replica
  * holds it aside (detached.c) until, promoted, the hosts remount there. */
@@ -299,11 +305,11 @@ sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref) {
 
 sds aofCatValueTail(sds s, const aofValueRef *ref) { return catValueRef(s, ref, ref->vlen); }
 
-sds aofCatKeyStateDeferred(sds s, sds key, aofValueRef *ref) {
+sds aofCatObjStateDeferred(sds s, sds key, storeObj *o, long long expire, aofValueRef *ref) {
     int seg_only = 0;
     memset(ref, 0, sizeof(*ref));
     ref->deferred = 1;
-    return catKeyState(s, key, &seg_only, ref, 1);
+    return catObjState(s, key, o, expire, &seg_only, ref, 1);
 }
 
 void aofWriteValueTail(char *dst, uint64_t crc_seed, const char *value, size_t vlen) {
@@ -544,7 +550,7 @@ static void rewriteChild(const char *tmp) {
         if (o == NULL || (storeObjLocalPtr(o) == NULL && !placedOf(o, &p)))
             continue; /* a base lists what is, DEL has no place */
         valueRef r = {0};
-        buf = catKeyState(buf, de->key, &seg_only, &r, 1);
+        buf = catObjState(buf, de->key, o, expire, &seg_only, &r, 1);
         if (r.value) { /* a large value from where it lies, as beforeSleep writes it */
             if (writeAll(fd, buf, sdslen(buf)) == -1 || writeAll(fd, r.value, r.vlen) == -1) _exit(1);
             sdsclear(buf);

@@ -34,9 +34,10 @@ typedef struct aofValueRef {
 } aofValueRef;
 sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref);
 sds aofCatValueTail(sds s, const aofValueRef *ref);
-/* As aofCatKeyStateRef, but a large value's checksum is left to
+/* As aofCatKeyStateRef, for key's object o (expire: its TTL, -1 none)
+ * found by a scan of the keyspace, and a large value's checksum left to
  * aofWriteValueTail (ref->deferred): the value is not read now. */
-sds aofCatKeyStateDeferred(sds s, sds key, aofValueRef *ref);
+sds aofCatObjStateDeferred(sds s, sds key, struct storeObj *o, long long expire, aofValueRef *ref);
 /* What follows a deferred value in its record: AOF_VALUE_TAIL_LEN bytes
  * (its trailer, with the checksum computed now, and the record's end). */
 #define AOF_VALUE_TAIL_LEN (DUMP_TRAILER_LEN + AOF_RESTORE_TAIL_LEN)

@@ -690,11 +690,10 @@ typedef struct snapSlice {
 static void snapshotKey(void *privdata, const dictEntry *de) {
     snapSlice *sl = privdata;
     replicaLink *l = sl->c->repl;
-    long long expire;
-    storeObj *o = storePeek(de->key, &expire);
-    if (o == NULL || (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o))) return; /* DEL: nothing to give */
+    storeObj *o = dictGetVal(de);
+    if (storeObjLocalPtr(o) == NULL && !aofObjectPlaced(o)) return; /* DEL: nothing to give */
     aofValueRef r;
-    sl->cur = aofCatKeyStateDeferred(sl->cur, de->key, &r);
+    sl->cur = aofCatObjStateDeferred(sl->cur, de->key, o, storeGetExpire(de->key), &r);
     l->snap_keys++;
     if (r.value == NULL) return;
     snapTail t = {r.value, r.vlen, r.crc_seed};

@@ -381,6 +381,15 @@ void storeObjChangedInPlace(sds key, storeObj *o) {
     notifyStoreEvent("put", key, o);
 }
 
+/* The TTL of the key whose keyspace string is kkey (the expires table
+ * shares it): set, or changed. */
+static void putExpire(sds kkey, long long when_ms) {
+    dictEntry *existing;
+    dictEntry *ee = dictAddRaw(server.expires, kkey, &existing);
+    if (ee) ee->val = (void *)(intptr_t)when_ms;
+    else existing->val = (void *)(intptr_t)when_ms;
+}
+
 char *storeObjReplaceableInPlace(storeObj *o, uint64_t len) {
     if (o->flags & OBJ_FLAG_HARDPIN) return NULL;
     const storeObjExt *x = o->ext; /* a lease that ended may leave one behind */
@@ -389,14 +398,8 @@ char *storeObjReplaceableInPlace(storeObj *o, uint64_t len) {
 }
 
 void storeObjReplacedInPlace(sds key, storeObj *o, long long expire_ms, int keepttl) {
-    if (expire_ms >= 0) {
-        dictEntry *kde = dictFind(server.keys, key), *existing;
-        dictEntry *ee = dictAddRaw(server.expires, kde->key, &existing);
-        if (ee) ee->val = (void *)(intptr_t)expire_ms;
-        else existing->val = (void *)(intptr_t)expire_ms;
-    } else if (!keepttl) {
-        dictDelete(server.expires, key);
-    }
+    if (expire_ms >= 0) putExpire(dictFind(server.keys, key)->key, expire_ms);
+    else if (!keepttl) dictDelete(server.expires, key);
     storeObjChangedInPlace(key, o);
 }
 
@@ -945,11 +948,7 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         if (!keepttl) dictDelete(server.expires, key);
         de = existing;
     }
-    if (expire_ms >= 0) {
-        dictEntry *ee = dictAddRaw(server.expires, de->key, &existing);
-        if (ee) ee->val = (void *)(intptr_t)expire_ms;
-        else existing->val = (void *)(intptr_t)expire_ms;
-    }
+    if (expire_ms >= 0) putExpire(de->key, expire_ms);
     signalModifiedKey(key);
     if (created) notifyKeyspaceEvent(NOTIFY_NEW, "new", key);
     notifyStoreEvent("put", key, o);
@@ -963,10 +962,7 @@ int storeDelete(sds key) {
 void storeSetExpire(sds key, long long when_ms) {
     dictEntry *kde = dictFind(server.keys, key);
     serverAssert(kde != NULL);
-    dictEntry *existing;
-    dictEntry *de = dictAddRaw(server.expires, kde->key, &existing);
-    if (de) de->val = (void *)(intptr_t)when_ms;
-    else existing->val = (void *)(intptr_t)when_ms;
+    putExpire(kde->key, when_ms);
     signalModifiedKey(key);
 }
 

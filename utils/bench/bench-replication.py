@@ -94,25 +94,31 @@ def status_kib(pid, field):
         return int([l for l in f if l.startswith(field + ":")][0].split()[1])
 
 
+def fill(port, mib, keys):
+    """A full-sync round's data: mib values of 1 MiB, 16 pipelined at a
+    time, then keys small keys (3-byte values) through redis-cli --pipe."""
+    val = os.urandom(1 << 20)
+    c = tr.Conn(port, timeout=60)
+    for i in range(0, mib, 16):
+        for j in range(i, min(i + 16, mib)):
+            c.send("SET", f"v{j}", val)
+        for j in range(i, min(i + 16, mib)):
+            assert c.read() == "OK"
+    c.close()
+    if keys:
+        proto = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\nabc\r\n" % (len(k), k)
+                         for k in (b"key:%d" % i for i in range(keys)))
+        out = subprocess.run(["redis-cli", "-p", str(port), "--pipe"], input=proto, capture_output=True,
+                             check=True).stdout.decode()
+        assert "errors: 0" in out, out
+
+
 def full_sync_round(server, mib, keys=0):
     with nodes_of(server) as node:
         pool = f"{mib + 128 + keys // 4096}mb"
         a = node("--segment-size", pool, *tr.STEADY)
         assert tr.call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-        val = os.urandom(1 << 20)
-        c = tr.Conn(a.port, timeout=60)
-        for i in range(0, mib, 16):
-            for j in range(i, min(i + 16, mib)):
-                c.send("SET", f"v{j}", val)
-            for j in range(i, min(i + 16, mib)):
-                assert c.read() == "OK"
-        c.close()
-        if keys:  # small keys, through redis-cli --pipe
-            proto = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\nabc\r\n" % (len(k), k)
-                             for k in (b"key:%d" % i for i in range(keys)))
-            out = subprocess.run(["redis-cli", "-p", str(a.port), "--pipe"], input=proto, capture_output=True,
-                                 check=True).stdout.decode()
-            assert "errors: 0" in out, out
+        fill(a.port, mib, keys)
         rss0 = status_kib(a.proc.pid, "VmRSS")
         b = node("--segment-size", pool, *tr.STEADY)
         meet(a, b)
@@ -148,15 +154,7 @@ def redis_full_sync_round(mib, keys):
         for port in ports:
             tr.wait_until(lambda port=port: ping(port), 10, "redis-server up")
         a, b = ports
-        val = os.urandom(1 << 20)
-        c = tr.Conn(a, timeout=60)
-        for i in range(mib):
-            assert c("SET", f"v{i}", val) == "OK"
-        c.close()
-        if keys:
-            proto = b"".join(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$3\r\nabc\r\n" % (len(k), k)
-                             for k in (b"key:%d" % i for i in range(keys)))
-            subprocess.run(["redis-cli", "-p", str(a), "--pipe"], input=proto, capture_output=True, check=True)
+        fill(a, mib, keys)
         rss0 = status_kib(procs[0].pid, "VmRSS")
         t0 = time.time()
         assert tr.call(b, "REPLICAOF", "127.0.0.1", a) == "OK"

@@ -1,18 +1,18 @@
 """benchutil.py -- what the Python benchmark scripts share (bench-python.py,
-bench-engines.py): free ports, the size notation of the servers' flags,
+bench-engines.py, bench-first-call.py): free ports and stopping a server
+(the tests' own, tests/python/conftest.py), the size notation of the servers' flags,
 CPU time of finished children, and one measured row. Imported from the
 scripts' own folder (python3 puts a script's folder first on sys.path)."""
+import os
 import resource
-import socket
-import subprocess
+import sys
+
+# Free ports and stopping a server, as the tests do them (one copy).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "tests", "python"))
+from conftest import free_port, stop_process  # noqa: E402,F401
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def size_arg(n):
@@ -50,14 +50,3 @@ class Sample:
         self.nbytes, self.wall = nbytes, wall
         self.client_cpu, self.server_cpu = client_cpu, server_cpu
         self.gbps = gbps if gbps is not None else nbytes / wall / 1e9
-
-
-def stop_process(proc):
-    """SIGTERM, then SIGKILL if it has not exited within 10 s."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
