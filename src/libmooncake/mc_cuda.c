@@ -5,7 +5,7 @@
  * When a caller hands over a device pointer the library copies it with the
  * CUDA runtime: straight into or out of a segment's shared mapping (shm,
  * the mapping page-locked once, mc_shm.c), or through pinned host memory
- * (tcp). This file is the whole of that dependency on CUDA; mooncake.c asks
+ * (tcp). This file is the whole of that dependency on CUDA; mc_xfer.c asks
  * it a few questions (is there a GPU? is this pointer on it? copy these
  * bytes; pin this mapping) and never includes a CUDA header itself.
  *
@@ -45,7 +45,7 @@
  *   cudaGetLastError() to consume it.
  *
  * - No runtime, no driver, no device: the same functions say why
- *   ("no CUDA runtime: ...", "no CUDA device: ..."), so mooncake.c needs no
+ *   ("no CUDA runtime: ...", "no CUDA device: ..."), so mc_xfer.c needs no
  *   #ifdefs and a user gets a reason instead of a link error.
  */
 #include "mc_cuda.h"

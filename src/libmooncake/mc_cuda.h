@@ -31,7 +31,7 @@ void mcCudaHostFree(void *p);
 int mcCudaHostRegister(void *p, size_t len, char *err, size_t errlen);
 void mcCudaHostUnregister(void *p);
 /* A stream of the runtime's (non-blocking), for copies that overlap the
- * socket (mooncake.c, tcp); NULL if unavailable. */
+ * socket (mc_xfer.c, tcp); NULL if unavailable. */
 void *mcCudaStreamCreate(void);
 void mcCudaStreamDestroy(void *stream);
 /* A copy queued on stream (either direction); done once mcCudaStreamSync

@@ -15,7 +15,7 @@
  * several peers proceed in parallel on several cores.
  *
  * Slices: against a cluster the memory is mounted as one segment per
- * primary (mooncake.c), each a slice [off, off+len) of the one allocation
+ * primary (mc_mount.c), each a slice [off, off+len) of the one allocation
  * with its own segment id, because every shard allocates in the segments
  * it knows. A request names the slice by its id and its offset counts from
  * the slice's start, so each shard's allocator sees an ordinary segment.

@@ -48,7 +48,7 @@
  * - Device memory (GPUDirect) is registered the first way the platform
  *   allows (mcRdmaGdrChoose): a dmabuf of the range (ibv_reg_dmabuf_mr),
  *   peer memory (ibv_reg_mr of the device pointer, nvidia_peermem), or not
- *   at all, in which case mooncake.c stages it through host memory. The
+ *   at all, in which case mc_xfer.c stages it through host memory. The
  *   decision is a plain function so that it is tested without a GPU.
  *
  * - One mutex covers the engine (regions, connection cache, CQ polling)

@@ -102,7 +102,7 @@
  * connections.)
  *
  * Device copies (CUDA): a device buffer is copied straight into or out of
- * the mapping with cudaMemcpy (mooncake.c), no bounce buffer. The copy runs
+ * the mapping with cudaMemcpy (mc_xfer.c), no bounce buffer. The copy runs
  * at the link's speed only if the mapping is page-locked, so the first
  * device transfer that touches a mapping registers all of it with
  * cudaHostRegister (mcShmCudaRegister: once per mapping and process, about

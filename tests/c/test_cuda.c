@@ -410,7 +410,7 @@ int main(int argc, char **argv) {
         }
 
         TEST("cuda: without a device the pointer check is cheap") {
-            /* mooncake.c asks on every put and get; the answer must come
+            /* mc_xfer.c asks on every put and get; the answer must come
              * from the cache, not from a runtime call. 1 us per call is
              * ~100x the real cost, loose enough for sanitizers and busy CI. */
             int x = 0, hits = 0;
