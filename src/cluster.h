@@ -90,7 +90,7 @@ void clusterResetAsking(struct client *c);
 void clusterSlotKeyAdd(sds key);
 /* Keys a slot's index is sized for when it is created, 0 none: a replica
  * sets it while a full sync of a known size fills its keyspace
- * (replication.c), so the indexes do not grow key by key. */
+ * (replication_replica.c), so the indexes do not grow key by key. */
 extern unsigned long clusterSlotKeysPresize;
 void clusterSlotKeyDel(sds key);
 void clusterSlotKeysFlush(void);

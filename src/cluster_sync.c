@@ -11,7 +11,7 @@
  *   alive/<id>  "ip:port" under the node's lease (TTL = cluster-node-timeout):
  *               present while the node lives.
  *   repl/<id>   "<primary-id> <epoch> <offset>" under the node's lease: a replica's
- *               offset when its primary died (replication.c ranks replicas by it).
+ *               offset when its primary died (replication_failover.c ranks replicas by it).
  *
  * Every node holds a mirror of the prefix (server.cluster->nodes), loaded
  * by one range at start and kept current by a watch; cluster.c derives the

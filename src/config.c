@@ -242,7 +242,7 @@ static int setRequirepass(sds *argv, int argc, const char **err) {
 
 static sds getRequirepass(void) { return server.requirepass ? sdsdup(server.requirepass) : sdsempty(); }
 
-/* The password a replica gives its primary (replication.c), binary-safe
+/* The password a replica gives its primary (replication_replica.c), binary-safe
  * as requirepass and shown by CONFIG GET as requirepass is (as Redis
  * does); SLOWLOG shows CONFIG SET's value of either as "(redacted)". */
 static int setMasterauth(sds *argv, int argc, const char **err) {

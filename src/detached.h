@@ -13,7 +13,7 @@ struct segment;
 /* Entries held now: the key hooks cost one load while there are none. */
 extern unsigned long detachedEntries;
 
-/* Loading (aof.c), or a replica's stream (replication.c): a PLACED record
+/* Loading (aof.c), or a replica's stream (replication_replica.c): a PLACED record
  * makes key a detached entry (and no key of the keyspace); any other
  * record of the key ends its entry. */
 void detachedLoadPlaced(sds key, long long expire_ms, const aofPlaced *p);

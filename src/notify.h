@@ -49,7 +49,7 @@ void notifySetFlags(int flags);
 void notifyKeyspaceEventPublish(int type, const char *event, sds key);
 void notifyStoreEventPublish(const char *event, sds key, const struct storeObj *o);
 void notifyStoreFlushPublish(unsigned long keys);
-void notifyStoreNodeEvent(const char *event, const char *what); /* failover, role (replication.c) */
+void notifyStoreNodeEvent(const char *event, const char *what); /* failover, role (replication_failover.c) */
 
 /* server.notify_mask holds a class's bit only when its events would reach a
  * channel: a Redis class needs K or E as well (g alone publishes nothing,

@@ -38,7 +38,7 @@
  * lookup would buy nothing and cost the hash.
  *
  * A replica applies its primary's records the same way (prefetchRequests,
- * from replication.c): they are RESP requests too (RESTORE key ..., DEL
+ * from replication_replica.c): they are RESP requests too (RESTORE key ..., DEL
  * key), and a full sync inserts millions of them, each a miss on its
  * bucket and chain.
  */

@@ -58,7 +58,7 @@
  * than put-timeout + put-release-timeout) is given back by a sweep of the
  * pending table (storePendingCron), not by whoever touches its key next.
  *
- * Replicas. On a replica (storeReplicaMode, set by replication.c) the
+ * Replicas. On a replica (storeReplicaMode, set by replication_failover.c) the
  * keyspace changes only as its primary's stream says, as Redis's: a key
  * past its TTL reads as missing but stays until the primary's DEL comes
  * (no lazy or active expiry of its own), and nothing is evicted (a record

@@ -298,8 +298,8 @@ void storeResetStats(void);
  * storeEvictProtected: the key being written, never evicted to make room
  * for its own write (NULL: none). */
 extern sds storeEvictProtected;
-/* This node is a replica (replication.c sets it): no expiry or eviction of
- * its own; an expired key reads as missing until its primary's DEL. */
+/* This node is a replica (replication_failover.c sets it): no expiry or
+ * eviction of its own; an expired key reads as missing until its primary's DEL. */
 extern int storeReplicaMode;
 int storeEvictionCouldFit(segment *s, uint64_t size);
 /* Bumped whenever an extent stops being a wall to eviction (evict.c). */
