@@ -466,6 +466,16 @@ static int parseLL(const char *s, long long *v) {
     return *s != '\0' && *end == '\0' && errno == 0;
 }
 
+/* A line's text, all n bytes of it: a peer may put a NUL inside, which
+ * strdup would stop at, leaving len to promise bytes the copy lacks. */
+static char *lineCopy(const char *s, size_t n) {
+    char *p = malloc(n + 1);
+    if (p == NULL) return NULL;
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
 static mcReply *readReplyDepth(mcConn *c, int depth) {
     if (depth > MC_CONN_MAX_DEPTH) {
         connFail(c, "protocol error: nesting too deep%s", NULL);
@@ -485,9 +495,8 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
     case '+':
     case '-':
         r->type = t == '+' ? MCR_STATUS : MCR_ERROR;
-        r->str = strdup(line + 1);
+        if ((r->str = lineCopy(line + 1, len - 1)) == NULL) goto oom;
         r->len = len - 1;
-        if (r->str == NULL) goto oom;
         return r;
     case ':':
         r->type = MCR_INT;
@@ -502,9 +511,8 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         return r;
     case ',':
         r->type = MCR_BULK; /* a double: keep its text */
-        r->str = strdup(line + 1);
+        if ((r->str = lineCopy(line + 1, len - 1)) == NULL) goto oom;
         r->len = len - 1;
-        if (r->str == NULL) goto oom;
         return r;
     case '$':
     case '=':

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh -- short libFuzzer runs of the RESP parser, the DUMP
-# payload parser, what cluster mode reads from etcd and the append-only
-# log's reader, as a test.
+# tests/fuzz/run.sh -- short libFuzzer runs of every parser that reads the
+# wire, as a test: the server's RESP parser, the DUMP payload parser, what
+# cluster mode reads from etcd, the append-only log's reader (also the
+# replication stream), and libmooncake's two: the replies a client reads
+# from servers and hosts, and the requests a hosted segment reads from peers.
 #
-# Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd and fuzz_aof when missing
-# or older than their sources, fuzzes them for ${FUZZ_SECONDS:-20} seconds in
-# all (half for the RESP parser, which has more state to explore, a sixth each
-# for the others), each on a scratch copy of its seeds (tests/fuzz/seeds,
-# seeds_dump, seeds_etcd, seeds_aof; inputs up to 4096 bytes), prints
+# Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply
+# and fuzz_mchost when missing or older than their sources, fuzzes them for
+# ${FUZZ_SECONDS:-24} seconds in all (about half for the RESP parser, which
+# has more state to explore, a tenth or so each for the others), each on a
+# scratch copy of its seeds (tests/fuzz/seeds, seeds_dump, seeds_etcd,
+# seeds_aof, seeds_mcreply, seeds_mchost; inputs up to 4096 bytes), prints
 # libFuzzer's summary for each and ends with the line the test runner sums:
 # one pass or failure per target, e.g. "3 passed, 0 failed". Without clang's
 # libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so and ends
@@ -21,7 +24,7 @@
 # location (or $MC_ROOT).
 set -u
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-24}
 CLANG=${CLANG:-clang}
 
 skip() {
@@ -139,11 +142,13 @@ fuzz_one() {
 
 # ---- fuzz ---------------------------------------------------------------------
 # The budget is shared; each target gets at least a second.
-dump_secs=$((FUZZ_SECONDS / 6))
+dump_secs=$((FUZZ_SECONDS / 10))
 [ $dump_secs -ge 1 ] || dump_secs=1
 etcd_secs=$dump_secs
 aof_secs=$dump_secs
-resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs))
+mcreply_secs=$dump_secs
+mchost_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -174,6 +179,23 @@ fi
 if fuzz_one fuzz_aof "$aof_secs" "$ROOT/tests/fuzz/seeds_aof" "the append-only log's reader (records, manifest)" \
         'aof[A-Za-z]*|readHeader|dump[A-Za-z]*|sds[A-Za-z]*|string2ll' \
         aofformat.c dump.c crc.c sds.c zmalloc.c util.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+if fuzz_one fuzz_mcreply "$mcreply_secs" "$ROOT/tests/fuzz/seeds_mcreply" \
+        "what libmooncake reads from servers and hosts (replies, CLUSTER SLOTS, redirections, RDMA descriptors)" \
+        'mc[A-Z][A-Za-z]*|readReply[A-Za-z]*|readLine|readHeader|fill|parseLL|check[A-Za-z]*' \
+        libmooncake/mc_conn.c libmooncake/mc_cluster.c libmooncake/mc_rdma.c anet.c crc.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+if EXTRA_DEPS="$SRC/libmooncake/mc_host.c $SRC/libmooncake/mc_host.h" \
+        fuzz_one fuzz_mchost "$mchost_secs" "$ROOT/tests/fuzz/seeds_mchost" \
+        "a hosted segment's requests from its peers (SEG.*, AUTH, SHM.ATTACH)" \
+        'serve[A-Za-z]*|readExact|readLine|parseLen|parseU64|checkRange|admitted[A-Za-z]*|drain' \
+        anet.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))
