@@ -55,6 +55,9 @@
 /* The most keys a replica sizes its keyspace for before a full sync's
  * records arrive (128 MiB of buckets); more grow as they come. */
 #define REPL_PRESIZE_MAX (16LL * 1024 * 1024)
+/* The largest offset a primary may name (2^62 bytes: never reached), so
+ * that adding the stream's bytes to it cannot overflow. */
+#define REPL_OFFSET_MAX (1LL << 62)
 
 const char *replLinkStateName[] = {"none", "connect", "handshake", "sync", "connected"};
 
@@ -241,9 +244,11 @@ static int processLinkInput(void) {
                 continue;
             }
             if (!strncmp(line, "+FULLRESYNC ", 12)) {
-                char id[64];
+                char id[64], tail;
                 long long off;
-                if (sscanf(line + 12, "%63s %lld", id, &off) != 2 || off < 0) goto bad;
+                if (sscanf(line + 12, "%63s %lld%c", id, &off, &tail) != 2 || !clusterValidId(id) || off < 0 ||
+                    off > REPL_OFFSET_MAX)
+                    goto bad;
                 repl.applied = off;
                 snprintf(repl.replid, sizeof(repl.replid), "%.40s", id);
                 repl.history = 0;
@@ -299,7 +304,8 @@ static int processLinkInput(void) {
                 repl.snap_left = LLONG_MAX;
                 continue;
             }
-            if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0) goto bad;
+            /* (LLONG_MAX is the $EOF form's "until the marker") */
+            if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0 || n == LLONG_MAX) goto bad;
             repl.snap_left = n;
             continue;
         }
@@ -313,7 +319,8 @@ static int processLinkInput(void) {
             char *line = takeLine(&len, &toolong);
             if (!line) return toolong ? -1 : 0;
             long long off;
-            if (strncmp(line, "+SNAPSHOT-END ", 14) || !string2ll(line + 14, len - 14, &off) || off < repl.applied)
+            if (strncmp(line, "+SNAPSHOT-END ", 14) || !string2ll(line + 14, len - 14, &off) || off < repl.applied ||
+                off > REPL_OFFSET_MAX)
                 goto bad;
             repl.applied = off;
             replBacklogReset();

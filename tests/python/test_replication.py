@@ -391,6 +391,141 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
     assert line.startswith("+FULLRESYNC ")
 
 
+def capture_full_sync(port):
+    """A full sync's stream as a primary sends it, raw: the +FULLRESYNC
+    line, the $EOF line, the records, the +SNAPSHOT-END line."""
+    c = Conn(port, timeout=10)
+    try:
+        c.send("PSYNC", "?", "-1")
+        head, eof = c.f.readline(), c.f.readline()
+        assert head.startswith(b"+FULLRESYNC ") and eof.startswith(b"$EOF"), (head, eof)
+        body = b""
+        while True:
+            line = c.f.readline()
+            if line.startswith(b"+SNAPSHOT-END "):
+                return head, eof, body, line
+            assert line.startswith(b"*"), line[:60]
+            body += line
+            for _ in range(int(line[1:-2])):
+                h = c.f.readline()
+                body += h + c.f.read(int(h[1:-2]) + 2)
+    finally:
+        c.close()
+
+
+def restore_payload_at(body):
+    """Where the first RESTORE record's payload starts in body, and its length."""
+    pos = 0
+    while pos < len(body):
+        eol = body.index(b"\r\n", pos)
+        argc, pos, args = int(body[pos + 1:eol]), eol + 2, []
+        for _ in range(argc):
+            eol = body.index(b"\r\n", pos)
+            n = int(body[pos + 1:eol])
+            args.append((eol + 2, n))
+            pos = eol + 2 + n + 2
+        if body[args[0][0]:args[0][0] + args[0][1]] == b"RESTORE":
+            return args[3]
+    raise AssertionError("no RESTORE record in the snapshot")
+
+
+def test_a_replica_refuses_what_a_broken_primary_sends(env):
+    """The primary's replies are wire input to a replica like any other: a
+    malformed handshake line, a bad count or offset, a damaged record or an
+    endless line ends the link with a reason in the log, and the replica
+    serves on. A fake primary takes the real one's place on its port and
+    answers each of the replica's reconnections with one such stream; the
+    real stream, replayed last, must sync it (so the fake is heard)."""
+    _, node = env
+    a, b = pair(node, "--cluster-node-timeout", "60000")  # no failover while the fake answers
+    for i in range(10):
+        assert write(a.port, "SET", f"fk{i}", f"value-{i}") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    head, eof, body, end = capture_full_sync(a.port)
+    rid, off = head.split()[1], int(head.split()[2])
+    at, n = restore_payload_at(body)
+    damaged = body[:at + n // 2] + bytes([body[at + n // 2] ^ 0x40]) + body[at + n // 2 + 1:]
+    big = 1 << 62
+    cases = [
+        ("an error instead of a sync", b"-ERR go away\r\n"),
+        ("no offset", b"+FULLRESYNC %s\r\n" % rid),
+        ("a replid that is not one", b"+FULLRESYNC zz%s %d\r\n" % (rid[2:], off) + eof + body + end),
+        ("a negative offset", b"+FULLRESYNC %s -1\r\n" % rid),
+        ("an offset past 2^62", b"+FULLRESYNC %s %d\r\n" % (rid, big + 1) + eof + body + end),
+        ("words after the offset", b"+FULLRESYNC %s %d x\r\n" % (rid, off) + eof + body + end),
+        ("a negative key count", head + b"$EOF -3\r\n"),
+        ("a key count past 64 bits", head + b"$EOF 99999999999999999999\r\n"),
+        ("the length that means until the marker", head + b"$9223372036854775807\r\n"),
+        ("a damaged record", head + eof + damaged + end),
+        ("an end marker behind the start", b"+FULLRESYNC %s %d\r\n" % (rid, off + 100) + eof + body + end),
+        ("an end marker past 2^62", head + eof + body + b"+SNAPSHOT-END %d\r\n" % (big + 1)),
+        ("a handshake line of 300 bytes", b"+" + b"x" * 300 + b"\r\n"),
+        ("a line that never ends", b"+" + b"y" * (2 << 20)),
+        ("a bad replid to continue with", b"+CONTINUE nothex\r\n"),
+    ]
+    port = a.port
+    a.kill()
+    fake = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    fake.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    fake.bind(("127.0.0.1", port))
+    fake.listen(4)
+    fake.settimeout(15)
+
+    def serve(stream):
+        """Takes the replica's next connection, waits for its PSYNC, sends
+        stream; the connection, still open."""
+        conn, _ = fake.accept()
+        conn.settimeout(10)
+        got = b""
+        while b"PSYNC" not in got or not got.endswith(b"\r\n") or got.count(b"\r\n", got.index(b"PSYNC")) < 5:
+            chunk = conn.recv(65536)
+            assert chunk, "the replica closed before its PSYNC"
+            got += chunk
+        try:
+            conn.sendall(stream)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the replica hung up before all of it: what closed_by_replica sees next
+        return conn
+
+    def closed_by_replica(conn):
+        try:
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return True
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+    try:
+        for what, stream in cases:
+            conn = serve(stream)
+            try:
+                assert closed_by_replica(conn), f"{what}: the replica kept the link"
+            finally:
+                conn.close()
+            assert call(b.port, "PING") == "PONG", what
+            assert info(b.port)["master_link_status"] == "down", what
+        log = b.log()
+        assert log.count("unexpected bytes from primary") >= 11, log[-3000:]
+        assert "bad record from the primary" in log and "refused" in log.lower(), log[-3000:]
+        # the real stream, from the fake: heard and applied
+        conn = serve(head + eof + body + end)
+        try:
+            wait_until(lambda: link_up(b.port), 10, "the replayed sync")
+            r = Conn(b.port)
+            try:
+                assert r("READONLY") == "OK"
+                assert [r("GET", f"fk{i}") for i in range(10)] == [f"value-{i}".encode() for i in range(10)]
+            finally:
+                r.close()
+        finally:
+            conn.close()
+    finally:
+        fake.close()
+
+
 def read_record(f):
     """One record of a replication stream as its arguments and its bytes;
     a full sync's end marker as (None, its offset)."""
