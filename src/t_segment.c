@@ -513,8 +513,12 @@ static void addReplySegment(client *c, segment *s) {
     for (int i = 0; i < s->nendpoints; i++) addReplyBulkCString(c, s->endpoints[i]);
     addReplyBulkCString(c, "base");
     addReplyLongLong(c, (long long)s->base);
+    /* The rkeys are to RDMA what the token is to shm and tcp: whoever holds
+     * them reads and writes the registered memory through the host's open
+     * QP listener. So they go to those who may get the token, by the same
+     * rule (SEGMENT.TOKEN); a tenant sees "" for a shared segment. */
     addReplyBulkCString(c, "rkey");
-    addReplyBulkCString(c, s->rkey ? s->rkey : "");
+    addReplyBulkCString(c, s->rkey && aclTenantMayHostIn(aclSegmentTenantFor(c), s) ? s->rkey : "");
     addReplyBulkCString(c, "objects");
     addReplyLongLong(c, (long long)as.allocations);
     addReplyBulkCString(c, "state");

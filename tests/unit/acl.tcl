@@ -697,11 +697,24 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         # Its host serves any range to whoever holds the token, so the token
         # would let a tenant read and overwrite the objects of every other
         # user placed there.
-        r mount shared-host 8mb OWNER adminS TOKEN [string repeat ab 16]
+        r mount shared-host 8mb OWNER adminS TOKEN [string repeat ab 16] ENDPOINT rdma://127.0.0.1:7001 BASE 4096 RKEY mlx5_0:1a2b,mlx5_1:3c4d
         set sid [dict get [r segment.info shared-host] id]
         assert_equal [string repeat ab 16] [r segment.token shared-host]
         assert_equal {} [$::cb segment.token shared-host]
         assert_equal {} [$::ca segment.token shared-host]
+        # Its rkeys are the same capability over RDMA (the host's QP listener
+        # admits anyone): the server's users see them, a tenant sees none,
+        # in SEGMENT.INFO and in SEGMENTS.
+        assert_equal mlx5_0:1a2b,mlx5_1:3c4d [dict get [r segment.info shared-host] rkey]
+        assert_equal {} [dict get [$::cb segment.info shared-host] rkey]
+        set listed none
+        foreach seg [$::ca segments] {
+            if {[dict get $seg id] == $sid} { set listed [dict get $seg rkey] }
+        }
+        assert_equal {} $listed
+        foreach seg [r segments] {
+            if {[dict get $seg id] == $sid} { assert_equal mlx5_0:1a2b,mlx5_1:3c4d [dict get $seg rkey] }
+        }
         # The tenant still sees it exist (its capacity), but never lands there,
         # not even when asking for every replica it can get ...
         assert_equal $sid [dict get [$::cb segment.info shared-host] id]
