@@ -8,20 +8,14 @@
  * Python where it is easy to read, and leaves C only what must be in C:
  * taking buffers without copying them and dropping the GIL while bytes move.
  *
- * Buffers. Each value is given as an object with the buffer protocol
- * (bytes, bytearray, memoryview, NumPy arrays, ...) or as a raw address
- * (an int, with its size beside it), or as a list of these for one object
- * made of several buffers (scatter-gather). Objects are held with
- * PyObject_GetBuffer for the whole call -- a bytearray cannot be resized
- * under us -- and the keys are copied into a tuple first, so another
- * thread changing the caller's lists while the GIL is released changes
- * nothing here. A raw address is trusted only inside memory registered
- * with register(): registration checks /proc/self/maps (host memory must be
- * mapped, and writable to be a get's target) or asks libmooncake whether it
- * is device memory (mc_register MC_MEM_CUDA: the library's CUDA runtime,
- * loaded with dlopen; cuda_available() is its answer, so the binding has no
- * CUDA of its own to disagree with), so a wrong pointer or size is
- * MC_ERR_INVALID, never a crash.
+ * Registered memory. A raw address (an int, with its size beside it) is
+ * trusted only inside memory registered with register(): registration
+ * checks /proc/self/maps (host memory must be mapped, and writable to be a
+ * get's target) or asks libmooncake whether it is device memory
+ * (mc_register MC_MEM_CUDA: the library's CUDA runtime, loaded with dlopen;
+ * cuda_available() is its answer, so the binding has no CUDA of its own to
+ * disagree with), so a wrong pointer or size is MC_ERR_INVALID, never a
+ * crash (the check itself is mcpyAddressAllowed, with the arguments).
  *
  * Threads. A libmooncake handle runs one call at a time (its lock), so a
  * Client keeps a pool of handles: each call borrows an idle one, or opens
@@ -37,36 +31,31 @@
  * fix in the code -- a non-buffer, a read-only buffer for a get -- raises
  * TypeError/ValueError here. BINDING_ERR_CLOSED (-100) is a call on a
  * closed Client.
+ *
+ * Files. This one is the module and its one public type, Client: the pool
+ * of handles, every method (each a thin body: take the arguments, borrow a
+ * handle, run without the GIL, answer), the method table and PyInit. What
+ * the methods lean on is cut out by concern, each file with its own notes:
+ * _mooncake_args.c (keys, options and buffers in, result lists out),
+ * _mooncake_buffer.c (the Buffer type: get_buffer's and views' handle) and
+ * _mooncake_async.c (the Op type: a batch running in the background).
+ * What they share -- the Client and call structs, the error words -- is in
+ * _mooncake.h, prefixed mcpy; everything else is static to its file.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_mooncake.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "mooncake.h"
+__thread char mcpyTlsErr[512];
 
-#define BINDING_ERR_CLOSED (-100)
-#define POOL_MAX 64 /* handles one Client opens at most; more threads wait for one */
-
-static __thread char tlsErr[512];
-
-static void setTlsErr(const char *msg) { snprintf(tlsErr, sizeof(tlsErr), "%s", msg ? msg : ""); }
+void mcpySetTlsErr(const char *msg) { snprintf(mcpyTlsErr, sizeof(mcpyTlsErr), "%s", msg ? msg : ""); }
 
 /* ---- registered memory --------------------------------------------------- */
 
-typedef struct {
-    uintptr_t addr;
-    size_t len;
-    int mem;      /* MC_MEM_HOST or MC_MEM_CUDA */
-    int writable; /* host memory mapped writable throughout */
-    int refs;     /* register() calls at this address not yet undone */
-} regionT;
+/* regionT, ClientObject: _mooncake.h (the arguments' checks read them). */
 
 /* Is [addr, addr+len) covered by mappings of this process (and all
  * writable, when asked)? Read from /proc/self/maps, so a bad pointer is
@@ -93,23 +82,6 @@ static int hostRangeMapped(uintptr_t addr, size_t len, int *writable) {
 
 /* ---- the Client type ----------------------------------------------------- */
 
-typedef struct {
-    PyObject_HEAD
-    pthread_mutex_t lock;
-    pthread_cond_t cond;         /* a handle came back / the last call ended */
-    char *uri, *user, *password;
-    int connect_ms, io_ms, transport, streams, lease_release; /* -1: library default */
-    mc_client *all[POOL_MAX];
-    int nall;
-    mc_client *idle[POOL_MAX];
-    int nidle;
-    int busy;                    /* handles lent out, and opens in progress */
-    int closed;
-    regionT *regions;
-    int nregions;
-    int inited;
-} ClientObject;
-
 static void applySettings(ClientObject *self, mc_client *h) {
     if (self->connect_ms >= 0 || self->io_ms >= 0)
         mc_set_timeouts(h, self->connect_ms >= 0 ? self->connect_ms : 5000, self->io_ms >= 0 ? self->io_ms : 30000);
@@ -119,7 +91,7 @@ static void applySettings(ClientObject *self, mc_client *h) {
 }
 
 /* Borrow a handle: an idle one, else a new one (opened without the GIL),
- * else wait for one to come back. NULL with tlsErr set, and *rc the code. */
+ * else wait for one to come back. NULL with mcpyTlsErr set, and *rc the code. */
 static mc_client *borrow(ClientObject *self, int *rc) {
     mc_client *h = NULL;
     char err[256] = "";
@@ -152,7 +124,7 @@ static mc_client *borrow(ClientObject *self, int *rc) {
     }
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
-    if (h == NULL) setTlsErr(*rc == BINDING_ERR_CLOSED ? "the store is closed" : err);
+    if (h == NULL) mcpySetTlsErr(*rc == BINDING_ERR_CLOSED ? "the store is closed" : err);
     return h;
 }
 
@@ -166,7 +138,7 @@ static void giveBack(ClientObject *self, mc_client *h) {
 }
 
 static void noteErr(mc_client *h, long long rc) {
-    if (rc < 0) setTlsErr(mc_last_error(h));
+    if (rc < 0) mcpySetTlsErr(mc_last_error(h));
 }
 
 static void closeAll(ClientObject *self) {
@@ -234,10 +206,10 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw) {
     mc_client *h = borrow(self, &rc);
     if (h == NULL) {
         PyObject *exc = PyExc_ConnectionError;
-        if (strstr(tlsErr, "NOAUTH") || strstr(tlsErr, "WRONGPASS") || strstr(tlsErr, "NOPERM") ||
-            strstr(tlsErr, "password") || strstr(tlsErr, "auth"))
+        if (strstr(mcpyTlsErr, "NOAUTH") || strstr(mcpyTlsErr, "WRONGPASS") || strstr(mcpyTlsErr, "NOPERM") ||
+            strstr(mcpyTlsErr, "password") || strstr(mcpyTlsErr, "auth"))
             exc = PyExc_PermissionError;
-        PyErr_Format(exc, "cannot connect to %s: %s", uri, tlsErr);
+        PyErr_Format(exc, "cannot connect to %s: %s", uri, mcpyTlsErr);
         return -1;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -253,267 +225,6 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw) {
             return NULL;                                                        \
         }                                                                       \
     } while (0)
-
-/* ---- arguments: keys, options, buffers ----------------------------------- */
-
-static int keyBytes(PyObject *o, const char **p, Py_ssize_t *n) {
-    if (PyUnicode_Check(o)) {
-        *p = PyUnicode_AsUTF8AndSize(o, n);
-        return *p ? 0 : -1;
-    }
-    if (PyBytes_Check(o)) {
-        *p = PyBytes_AS_STRING(o);
-        *n = PyBytes_GET_SIZE(o);
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "a key must be str or bytes, not %.100s", Py_TYPE(o)->tp_name);
-    return -1;
-}
-
-/* opts: None or (replicas, prefer or None, pin_ms, hard_pin, replace
- * [, prefer_is_hint]). The prefer string points into the tuple, which the
- * caller keeps. */
-static int parseOpts(PyObject *o, mc_put_opts *opts) {
-    memset(opts, 0, sizeof(*opts));
-    if (o == NULL || o == Py_None) return 0;
-    PyObject *prefer;
-    int hard, replace, hint = 0;
-    if (!PyArg_ParseTuple(o, "iOLpp|p;opts must be (replicas, prefer, pin_ms, hard_pin, replace[, hint])",
-                          &opts->replicas, &prefer, &opts->pin_ms, &hard, &replace, &hint))
-        return -1;
-    opts->prefer_hint = hint;
-    if (opts->replicas < 0 || opts->replicas > 8) {
-        PyErr_SetString(PyExc_ValueError, "replica_num must be between 1 and 8");
-        return -1;
-    }
-    if (opts->pin_ms < 0) {
-        PyErr_SetString(PyExc_ValueError, "a pin time cannot be negative");
-        return -1;
-    }
-    opts->hard_pin = hard;
-    opts->replace = replace;
-    if (prefer != Py_None) {
-        if (!PyUnicode_Check(prefer)) {
-            PyErr_SetString(PyExc_TypeError, "preferred segment must be str");
-            return -1;
-        }
-        opts->prefer = PyUnicode_AsUTF8(prefer);
-        if (opts->prefer == NULL) return -1;
-        if (opts->prefer[0] == '\0') opts->prefer = NULL;
-    }
-    return 0;
-}
-
-/* Everything one call holds: the key tuple, the buffers taken, the iovecs. */
-typedef struct {
-    PyObject *keys;     /* tuple */
-    Py_ssize_t n;
-    mc_kvv *items;
-    struct iovec *iov;  /* all items' pieces, item i's from items[i].iov */
-    Py_ssize_t niov, capiov;
-    Py_buffer *views;
-    Py_ssize_t nviews;
-    long long *item_err; /* per item: 0, or the code it failed with before any I/O */
-} callArgs;
-
-static void callArgsFree(callArgs *a) {
-    for (Py_ssize_t i = 0; i < a->nviews; i++) PyBuffer_Release(&a->views[i]);
-    PyMem_Free(a->views);
-    PyMem_Free(a->iov);
-    PyMem_Free(a->items);
-    PyMem_Free(a->item_err);
-    Py_XDECREF(a->keys);
-    memset(a, 0, sizeof(*a));
-}
-
-/* A raw address is accepted only inside a registered region (writable host
- * memory for a get's target). */
-static int addressAllowed(ClientObject *self, uintptr_t p, size_t len, int write_into) {
-    int ok = 0;
-    pthread_mutex_lock(&self->lock);
-    for (int i = 0; i < self->nregions && !ok; i++) {
-        const regionT *r = &self->regions[i];
-        if (p >= r->addr && len <= r->len && p - r->addr <= r->len - len)
-            ok = !write_into || r->mem == MC_MEM_CUDA || r->writable;
-    }
-    pthread_mutex_unlock(&self->lock);
-    return ok;
-}
-
-static int addPiece(callArgs *a, void *base, size_t len) {
-    if (a->niov == a->capiov) {
-        Py_ssize_t cap = a->capiov ? a->capiov * 2 : 16;
-        struct iovec *n = PyMem_Realloc(a->iov, (size_t)cap * sizeof(*n));
-        if (n == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        a->iov = n;
-        a->capiov = cap;
-    }
-    a->iov[a->niov].iov_base = base;
-    a->iov[a->niov].iov_len = len;
-    a->niov++;
-    return 0;
-}
-
-/* One piece: a buffer object, or an int address with its size. A bad
- * address is not an exception: the item fails with MC_ERR_INVALID. */
-static int takePiece(ClientObject *self, callArgs *a, Py_ssize_t item, PyObject *piece, PyObject *size,
-                     int write_into, Py_ssize_t maxviews) {
-    if (PyLong_Check(piece)) {
-        unsigned long long p = PyLong_AsUnsignedLongLong(piece);
-        if (p == (unsigned long long)-1 && PyErr_Occurred()) {
-            PyErr_SetString(PyExc_ValueError, "a buffer address must be a non-negative int");
-            return -1;
-        }
-        if (size == NULL || !PyLong_Check(size)) {
-            PyErr_SetString(PyExc_TypeError, "an address needs an int size beside it");
-            return -1;
-        }
-        long long len = PyLong_AsLongLong(size);
-        if (len == -1 && PyErr_Occurred()) return -1;
-        if (len < 0) {
-            PyErr_SetString(PyExc_ValueError, "a size cannot be negative");
-            return -1;
-        }
-        if (p == 0 || len == 0 || !addressAllowed(self, (uintptr_t)p, (size_t)len, write_into)) {
-            if (a->item_err[item] == 0) {
-                a->item_err[item] = MC_ERR_INVALID;
-                snprintf(tlsErr, sizeof(tlsErr),
-                         "address 0x%llx size %lld is not inside memory registered with register_buffer%s", p, len,
-                         write_into ? " (writable)" : "");
-            }
-        }
-        return addPiece(a, (void *)(uintptr_t)p, (size_t)len);
-    }
-    if (a->nviews == maxviews) {
-        PyErr_SetString(PyExc_ValueError, "too many buffers");
-        return -1;
-    }
-    Py_buffer *v = &a->views[a->nviews];
-    int flags = PyBUF_C_CONTIGUOUS | (write_into ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(piece, v, flags) != 0) {
-        if (PyErr_ExceptionMatches(PyExc_BufferError) || PyErr_ExceptionMatches(PyExc_TypeError) ||
-            PyErr_ExceptionMatches(PyExc_ValueError)) { /* NumPy: "buffer source array is read-only" */
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "%s needs %s, not %.100s", write_into ? "a get" : "a put",
-                         write_into ? "a writable C-contiguous buffer" : "a C-contiguous buffer (bytes-like)",
-                         Py_TYPE(piece)->tp_name);
-        }
-        return -1;
-    }
-    a->nviews++;
-    return addPiece(a, v->buf, (size_t)v->len);
-}
-
-static Py_ssize_t countPieces(PyObject *buf) {
-    if (PyList_Check(buf)) return PyList_GET_SIZE(buf);
-    return 1;
-}
-
-/* keys: sequence of str/bytes; bufs: sequence, one per key, each a piece
- * or a list of pieces; sizes: None or a sequence shaped like bufs giving
- * the size of every int piece. */
-static int parseCall(ClientObject *self, callArgs *a, PyObject *keys, PyObject *bufs, PyObject *sizes,
-                     int write_into) {
-    memset(a, 0, sizeof(*a));
-    a->keys = PySequence_Tuple(keys);
-    if (a->keys == NULL) return -1;
-    a->n = PyTuple_GET_SIZE(a->keys);
-    PyObject *bt = NULL, *st = NULL;
-    if (bufs) {
-        bt = PySequence_Tuple(bufs);
-        if (bt == NULL) goto err;
-        if (PyTuple_GET_SIZE(bt) != a->n) {
-            PyErr_Format(PyExc_ValueError, "%zd keys but %zd buffers", a->n, PyTuple_GET_SIZE(bt));
-            goto err;
-        }
-        if (sizes && sizes != Py_None) {
-            st = PySequence_Tuple(sizes);
-            if (st == NULL) goto err;
-            if (PyTuple_GET_SIZE(st) != a->n) {
-                PyErr_Format(PyExc_ValueError, "%zd keys but %zd sizes", a->n, PyTuple_GET_SIZE(st));
-                goto err;
-            }
-        }
-    }
-    a->items = PyMem_Calloc((size_t)a->n + 1, sizeof(*a->items));
-    a->item_err = PyMem_Calloc((size_t)a->n + 1, sizeof(*a->item_err));
-    Py_ssize_t maxviews = 0;
-    for (Py_ssize_t i = 0; bt && i < a->n; i++) maxviews += countPieces(PyTuple_GET_ITEM(bt, i));
-    a->views = PyMem_Calloc((size_t)maxviews + 1, sizeof(*a->views));
-    if (a->items == NULL || a->item_err == NULL || a->views == NULL) {
-        PyErr_NoMemory();
-        goto err;
-    }
-    Py_ssize_t *first = PyMem_Calloc((size_t)a->n + 1, sizeof(*first));
-    if (first == NULL) {
-        PyErr_NoMemory();
-        goto err;
-    }
-    for (Py_ssize_t i = 0; i < a->n; i++) {
-        const char *k;
-        Py_ssize_t kn;
-        if (keyBytes(PyTuple_GET_ITEM(a->keys, i), &k, &kn) < 0) goto err_first;
-        if (kn == 0) {
-            PyErr_SetString(PyExc_ValueError, "a key cannot be empty");
-            goto err_first;
-        }
-        a->items[i].key = k;
-        a->items[i].keylen = (size_t)kn;
-        first[i] = a->niov;
-        if (bt == NULL) continue;
-        PyObject *b = PyTuple_GET_ITEM(bt, i), *s = st ? PyTuple_GET_ITEM(st, i) : NULL;
-        if (PyList_Check(b)) {
-            Py_ssize_t np = PyList_GET_SIZE(b);
-            if (np == 0 || np > MC_MAX_IOV) {
-                PyErr_Format(PyExc_ValueError, "an object is made of 1 to %d buffers, not %zd", MC_MAX_IOV, np);
-                goto err_first;
-            }
-            if (s && (!PyList_Check(s) || PyList_GET_SIZE(s) != np)) {
-                PyErr_SetString(PyExc_ValueError, "sizes must have the shape of the buffers");
-                goto err_first;
-            }
-            for (Py_ssize_t j = 0; j < np; j++)
-                if (takePiece(self, a, i, PyList_GET_ITEM(b, j), s ? PyList_GET_ITEM(s, j) : NULL, write_into,
-                              maxviews) < 0)
-                    goto err_first;
-        } else if (takePiece(self, a, i, b, s, write_into, maxviews) < 0) {
-            goto err_first;
-        }
-    }
-    /* iovecs were reallocated while growing: point items at them last. */
-    for (Py_ssize_t i = 0; bt && i < a->n; i++) {
-        a->items[i].iov = a->iov + first[i];
-        a->items[i].iovcnt = (int)((i + 1 < a->n ? first[i + 1] : a->niov) - first[i]);
-    }
-    PyMem_Free(first);
-    Py_XDECREF(bt);
-    Py_XDECREF(st);
-    return 0;
-err_first:
-    PyMem_Free(first);
-err:
-    Py_XDECREF(bt);
-    Py_XDECREF(st);
-    callArgsFree(a);
-    return -1;
-}
-
-static PyObject *resultList(const long long *r, Py_ssize_t n) {
-    PyObject *l = PyList_New(n);
-    if (l == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong(r[i]);
-        if (v == NULL) {
-            Py_DECREF(l);
-            return NULL;
-        }
-        PyList_SET_ITEM(l, i, v);
-    }
-    return l;
-}
 
 /* Items that failed validation are left out of the batch and keep their
  * code; the rest run as one batch. Runs without the GIL. */
@@ -575,10 +286,10 @@ done:
 static PyObject *transfer(ClientObject *self, PyObject *keys, PyObject *bufs, PyObject *sizes,
                           const mc_put_opts *opts, int put) {
     callArgs a;
-    if (parseCall(self, &a, keys, bufs, sizes, !put) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, bufs, sizes, !put) < 0) return NULL;
     long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
     if (out == NULL) {
-        callArgsFree(&a);
+        mcpyCallArgsFree(&a);
         return PyErr_NoMemory();
     }
     int rc = 0;
@@ -591,9 +302,9 @@ static PyObject *transfer(ClientObject *self, PyObject *keys, PyObject *bufs, Py
         giveBack(self, h);
         Py_END_ALLOW_THREADS
     }
-    PyObject *res = resultList(out, a.n);
+    PyObject *res = mcpyResultList(out, a.n);
     PyMem_Free(out);
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return res;
 }
 
@@ -604,7 +315,7 @@ static PyObject *Client_put(ClientObject *self, PyObject *args, PyObject *kw) {
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
     mc_put_opts opts;
-    if (parseOpts(optsObj, &opts) < 0) return NULL;
+    if (mcpyParseOpts(optsObj, &opts) < 0) return NULL;
     return transfer(self, keys, bufs, sizes, &opts, 1);
 }
 
@@ -624,10 +335,10 @@ static PyObject *Client_get(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
     callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 1) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, NULL, NULL, 1) < 0) return NULL;
     PyObject *out = PyList_New(a.n);
     if (out == NULL) {
-        callArgsFree(&a);
+        mcpyCallArgsFree(&a);
         return NULL;
     }
     int rc = 0;
@@ -663,7 +374,7 @@ static PyObject *Client_get(ClientObject *self, PyObject *args) {
                 Py_END_ALLOW_THREADS
             }
             Py_DECREF(out);
-            callArgsFree(&a);
+            mcpyCallArgsFree(&a);
             return NULL;
         }
         if (v == NULL) v = PyLong_FromLongLong(got);
@@ -679,7 +390,7 @@ static PyObject *Client_get(ClientObject *self, PyObject *args) {
         giveBack(self, h);
         Py_END_ALLOW_THREADS
     }
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return out;
 }
 
@@ -715,7 +426,7 @@ static int keysRun(ClientObject *self, const callArgs *a, keysCallFn call, void 
 /* -> (count, [int per key]) */
 static PyObject *keysCall(ClientObject *self, PyObject *keys, keysCallFn call, void *arg) {
     callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
     int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
     long long *out = PyMem_Calloc((size_t)a.n + 1, sizeof(*out));
     PyObject *res = NULL;
@@ -725,12 +436,12 @@ static PyObject *keysCall(ClientObject *self, PyObject *keys, keysCallFn call, v
     }
     int count = keysRun(self, &a, call, arg, r);
     for (Py_ssize_t i = 0; i < a.n; i++) out[i] = count < 0 ? count : r[i];
-    PyObject *l = resultList(out, a.n);
+    PyObject *l = mcpyResultList(out, a.n);
     res = l ? Py_BuildValue("(iN)", count, l) : NULL;
 end:
     PyMem_Free(r);
     PyMem_Free(out);
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return res;
 }
 
@@ -755,9 +466,6 @@ static int replicaClearCall(mc_client *h, size_t n, const mc_key *keys, void *ar
 
 /* ---- views: get_buffer without a copy -------------------------------------- */
 
-static PyTypeObject BufferType;
-static PyObject *bufferOfView(mc_view *v);
-
 typedef struct {
     mc_view **views;
     long long *sizes;
@@ -778,7 +486,7 @@ static PyObject *Client_views(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
     callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
     int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
     viewsArg va = {PyMem_Calloc((size_t)a.n + 1, sizeof(mc_view *)), PyMem_Calloc((size_t)a.n + 1, sizeof(long long))};
     PyObject *out = NULL;
@@ -790,7 +498,7 @@ static PyObject *Client_views(ClientObject *self, PyObject *args) {
     int got = keysRun(self, &a, viewsCall, &va, r);
     if ((out = PyList_New(a.n)) == NULL) goto end;
     for (; i < a.n; i++) {
-        PyObject *v = va.views[i] ? bufferOfView(va.views[i]) : PyLong_FromLongLong(got < 0 ? got : va.sizes[i]);
+        PyObject *v = va.views[i] ? mcpyBufferOfView(va.views[i]) : PyLong_FromLongLong(got < 0 ? got : va.sizes[i]);
         va.views[i] = NULL; /* the handle owns it now, or it was released */
         if (v == NULL) {
             Py_CLEAR(out);
@@ -803,7 +511,7 @@ end:
     PyMem_Free(r);
     PyMem_Free(va.views);
     PyMem_Free(va.sizes);
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return out;
 }
 
@@ -833,7 +541,7 @@ static PyObject *Client_replicas(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "O", &keys)) return NULL;
     callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
     int *r = PyMem_Calloc((size_t)a.n + 1, sizeof(*r));
     mc_replicas *info = PyMem_Calloc((size_t)a.n + 1, sizeof(*info));
     PyObject *out = NULL;
@@ -872,7 +580,7 @@ static PyObject *Client_replicas(ClientObject *self, PyObject *args) {
 end:
     PyMem_Free(r);
     PyMem_Free(info);
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return out;
 }
 
@@ -885,7 +593,7 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "OO", &keys, &ranges)) return NULL;
     callArgs a;
-    if (parseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
+    if (mcpyParseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
     PyObject *rt = PySequence_Tuple(ranges), *out = NULL;
     mc_kranges *items = NULL;
     mc_range *all = NULL;
@@ -932,7 +640,7 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
             /* Only into registered, writable memory (the library knows the
              * registrations, not whether a host region may be written): a
              * range refused here is handed on empty and answers INVALID. */
-            int ok = len == 0 || addressAllowed(self, (uintptr_t)dst, (size_t)len, 1);
+            int ok = len == 0 || mcpyAddressAllowed(self, (uintptr_t)dst, (size_t)len, 1);
             all[at].dst = ok ? (void *)(uintptr_t)dst : NULL;
             all[at].src_off = off;
             all[at].len = ok ? (size_t)len : 0;
@@ -959,7 +667,7 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
             if (got < 0) res[at + j] = got;
             else if (refused[at + j]) res[at + j] = MC_ERR_INVALID;
         }
-        PyObject *l = resultList(res + at, items[i].nranges);
+        PyObject *l = mcpyResultList(res + at, items[i].nranges);
         if (l == NULL) {
             Py_CLEAR(out);
             goto end;
@@ -973,7 +681,7 @@ end:
     PyMem_Free(all);
     PyMem_Free(res);
     PyMem_Free(refused);
-    callArgsFree(&a);
+    mcpyCallArgsFree(&a);
     return out;
 }
 
@@ -983,7 +691,7 @@ static PyObject *keyCall(ClientObject *self, PyObject *args, int which) {
     const char *k;
     Py_ssize_t kn;
     CHECK_INIT(self);
-    if (!PyArg_ParseTuple(args, "O", &key) || keyBytes(key, &k, &kn) < 0) return NULL;
+    if (!PyArg_ParseTuple(args, "O", &key) || mcpyKeyBytes(key, &k, &kn) < 0) return NULL;
     if (kn == 0) {
         PyErr_SetString(PyExc_ValueError, "a key cannot be empty");
         return NULL;
@@ -1031,11 +739,11 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "KL", &addr, &len)) return NULL;
     if (addr == 0 || len <= 0) {
-        setTlsErr("register_buffer needs a non-null address and a positive size");
+        mcpySetTlsErr("register_buffer needs a non-null address and a positive size");
         return PyLong_FromLong(MC_ERR_INVALID);
     }
     if ((uintptr_t)addr + (uintptr_t)len < (uintptr_t)addr) {
-        setTlsErr("address + size overflows");
+        mcpySetTlsErr("address + size overflows");
         return PyLong_FromLong(MC_ERR_INVALID);
     }
     int writable = 0, mapped, rc = MC_OK;
@@ -1060,10 +768,10 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
             rc = mc_register(self->all[i], (void *)(uintptr_t)addr, (size_t)len, mem);
             if (rc < 0) {
                 if (!mapped && rc == MC_ERR_INVALID)
-                    snprintf(tlsErr, sizeof(tlsErr), "0x%llx..+%lld is neither mapped host memory nor device memory",
-                             addr, len);
+                    snprintf(mcpyTlsErr, sizeof(mcpyTlsErr),
+                             "0x%llx..+%lld is neither mapped host memory nor device memory", addr, len);
                 else
-                    setTlsErr(mc_last_error(self->all[i]));
+                    mcpySetTlsErr(mc_last_error(self->all[i]));
                 for (int j = 0; j < i; j++) mc_unregister(self->all[j], (void *)(uintptr_t)addr);
             }
         }
@@ -1097,7 +805,7 @@ static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
     }
     pthread_mutex_unlock(&self->lock);
     Py_END_ALLOW_THREADS
-    if (rc < 0) setTlsErr("no buffer was registered at that address");
+    if (rc < 0) mcpySetTlsErr("no buffer was registered at that address");
     return PyLong_FromLong(rc);
 }
 
@@ -1110,7 +818,7 @@ static PyObject *Client_mount(ClientObject *self, PyObject *args) {
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "Ls|ii", &size, &name, &port_min, &port_max)) return NULL;
     if (size <= 0) {
-        setTlsErr("a segment needs a positive size");
+        mcpySetTlsErr("a segment needs a positive size");
         return PyLong_FromLong(MC_ERR_INVALID);
     }
     long long rc;
@@ -1172,274 +880,7 @@ static PyObject *Client_last_transport(ClientObject *self, PyObject *Py_UNUSED(i
     return PyLong_FromLong(t);
 }
 
-/* ---- non-blocking batches ------------------------------------------------ */
-
-typedef struct {
-    PyObject_HEAD
-    mc_op *op;
-    callArgs args; /* the buffers stay taken until the op is freed */
-    Py_ssize_t n;
-    int put;
-} OpObject;
-
-static PyTypeObject OpType;
-
-static void Op_release(OpObject *self) {
-    if (self->op) {
-        mc_op *op = self->op;
-        self->op = NULL;
-        Py_BEGIN_ALLOW_THREADS
-        mc_op_free(op); /* waits for it: the buffers below are in use until then */
-        Py_END_ALLOW_THREADS
-    }
-    callArgsFree(&self->args);
-}
-
-static void Op_dealloc(OpObject *self) {
-    Op_release(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static PyObject *Op_done(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyBool_FromLong(self->op == NULL || mc_op_done(self->op));
-}
-
-static PyObject *Op_fileno(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->op == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the operation was released");
-        return NULL;
-    }
-    return PyLong_FromLong(mc_op_fd(self->op));
-}
-
-/* wait(timeout_ms=-1) -> the batch's return value, or MC_ERR_PENDING. */
-static PyObject *Op_wait(OpObject *self, PyObject *args) {
-    int ms = -1, rc;
-    if (!PyArg_ParseTuple(args, "|i", &ms)) return NULL;
-    if (self->op == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the operation was released");
-        return NULL;
-    }
-    Py_BEGIN_ALLOW_THREADS
-    rc = mc_op_wait(self->op, ms);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(rc);
-}
-
-/* results() -> [per item]; waits first. Items refused before submission
- * (bad addresses) keep their code. */
-static PyObject *Op_results(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->op == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the operation was released");
-        return NULL;
-    }
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = mc_op_wait(self->op, -1);
-    Py_END_ALLOW_THREADS
-    const long long *r = mc_op_results(self->op);
-    long long *out = PyMem_Calloc((size_t)self->n + 1, sizeof(*out));
-    if (out == NULL) return PyErr_NoMemory();
-    for (Py_ssize_t i = 0, j = 0; i < self->n; i++) {
-        if (self->args.item_err[i]) out[i] = self->args.item_err[i];
-        else if (r == NULL) out[i] = rc < 0 ? rc : MC_ERR_PROTOCOL; /* finished without results */
-        else out[i] = r[j++];
-    }
-    PyObject *l = resultList(out, self->n);
-    PyMem_Free(out);
-    return l;
-}
-
-/* release(): wait, then give the buffers back now rather than at GC. */
-static PyObject *Op_release_m(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    Op_release(self);
-    Py_RETURN_NONE;
-}
-
-static PyMethodDef Op_methods[] = {
-    {"done", (PyCFunction)Op_done, METH_NOARGS, "True once the batch has finished."},
-    {"fileno", (PyCFunction)Op_fileno, METH_NOARGS, "A descriptor readable once finished (for event loops)."},
-    {"wait", (PyCFunction)Op_wait, METH_VARARGS, "wait(timeout_ms=-1) -> batch result or MC_ERR_PENDING."},
-    {"results", (PyCFunction)Op_results, METH_NOARGS, "Per-item results (waits first)."},
-    {"release", (PyCFunction)Op_release_m, METH_NOARGS, "Wait, then release the buffers."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject OpType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake._mooncake.Op",
-    .tp_basicsize = sizeof(OpObject),
-    .tp_dealloc = (destructor)Op_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A batch running in the background (Client.put_async / get_async).",
-    .tp_methods = Op_methods,
-};
-
-/* ---- Buffer: get_buffer's handle ------------------------------------------ */
-
-/* Memory of its own with the buffer protocol, for Mooncake's get_buffer:
- * the engines read it through memoryview / numpy.frombuffer /
- * torch.frombuffer and by address (ptr()). Written in C because a Python
- * object can only lend its memory through the buffer protocol from C (a
- * bytearray would do, but cannot be kept from resizing -- moving the
- * address it handed out -- without a reference cycle that delays its
- * release to the garbage collector). The bytes are not zeroed: a get
- * fills them. Weak references let the Python layer know when it is gone. */
-typedef struct {
-    PyObject_HEAD
-    char *mem;
-    Py_ssize_t len;
-    PyObject *owner;   /* the object whose memory this is (an arena), or NULL: ours */
-    PyObject *weakrefs;
-    mc_view *view;     /* a view of a stored object (read-only), released with the handle */
-} BufferObject;
-
-/* A handle onto a stored object where it lies (Client.views). Read-only
- * through the buffer protocol: writing would change the stored object under
- * every other reader (a writable copy is bytes(handle) or numpy.array). */
-static PyObject *bufferOfView(mc_view *v) {
-    BufferObject *self = (BufferObject *)BufferType.tp_alloc(&BufferType, 0);
-    if (self == NULL) {
-        mc_view_release(v);
-        return NULL;
-    }
-    self->view = v;
-    self->mem = (char *)mc_view_data(v);
-    self->len = (Py_ssize_t)mc_view_size(v);
-    return (PyObject *)self;
-}
-
-/* Buffer(size) owns fresh memory; Buffer(size, owner, address) is a window
- * on memory an owner keeps alive -- the store's local buffer, carved by the
- * Python layer, which takes the window back when the handle goes (weak
- * reference): pre-faulted, registered memory instead of a fresh allocation
- * whose pages are faulted in by every get. */
-static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
-    Py_ssize_t len;
-    PyObject *owner = NULL;
-    unsigned long long addr = 0;
-    static char *kw[] = {"size", "owner", "address", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "n|OK", kw, &len, &owner, &addr)) return NULL;
-    if (len < 0) {
-        PyErr_SetString(PyExc_ValueError, "a buffer size cannot be negative");
-        return NULL;
-    }
-    if (owner && owner != Py_None && addr == 0 && len) {
-        PyErr_SetString(PyExc_ValueError, "a window on an owner's memory needs its address");
-        return NULL;
-    }
-    BufferObject *self = (BufferObject *)type->tp_alloc(type, 0);
-    if (self == NULL) return NULL;
-    self->len = len;
-    if (owner && owner != Py_None) {
-        Py_INCREF(owner);
-        self->owner = owner;
-        self->mem = (char *)(uintptr_t)addr;
-    } else if (len && (self->mem = PyMem_RawMalloc((size_t)len)) == NULL) {
-        Py_DECREF(self);
-        return PyErr_NoMemory();
-    }
-    return (PyObject *)self;
-}
-
-static void Buffer_dealloc(BufferObject *self) {
-    if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
-    if (self->view) mc_view_release(self->view); /* queued: no I/O here */
-    else if (self->owner) Py_DECREF(self->owner);
-    else PyMem_RawFree(self->mem);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
-    static char empty[1];
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len, self->view != NULL,
-                             flags);
-}
-
-static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
-
-static PyObject *Buffer_ptr(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromVoidPtr(self->mem);
-}
-
-static PyObject *Buffer_size(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromSsize_t(self->len);
-}
-
-static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};
-static PySequenceMethods Buffer_as_sequence = {.sq_length = (lenfunc)Buffer_length};
-static PyMethodDef Buffer_methods[] = {
-    {"ptr", (PyCFunction)Buffer_ptr, METH_NOARGS, "The address of the bytes (0 when empty)."},
-    {"size", (PyCFunction)Buffer_size, METH_NOARGS, "The number of bytes."},
-    {NULL, NULL, 0, NULL},
-};
-
-static PyTypeObject BufferType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "mooncake.store.BufferHandle",
-    .tp_basicsize = sizeof(BufferObject),
-    .tp_dealloc = (destructor)Buffer_dealloc,
-    .tp_as_buffer = &Buffer_as_buffer,
-    .tp_as_sequence = &Buffer_as_sequence,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Buffer(size[, owner, address]): bytes with the buffer protocol, ptr() and size() (get_buffer's handle).",
-    .tp_weaklistoffset = offsetof(BufferObject, weakrefs),
-    .tp_methods = Buffer_methods,
-    .tp_new = Buffer_new,
-};
-
-/* The op runs on the library's worker with its own connections: it needs
- * no handle from the pool, only the first one to hang it on. Items refused
- * here keep their code and are left out. */
-static PyObject *submit(ClientObject *self, PyObject *keys, PyObject *bufs, PyObject *sizes, PyObject *optsObj,
-                        int put) {
-    mc_put_opts opts;
-    if (put && parseOpts(optsObj, &opts) < 0) return NULL;
-    OpObject *op = PyObject_New(OpObject, &OpType);
-    if (op == NULL) return NULL;
-    op->op = NULL;
-    memset(&op->args, 0, sizeof(op->args));
-    op->put = put;
-    if (parseCall(self, &op->args, keys, bufs, sizes, !put) < 0) {
-        Py_DECREF(op);
-        return NULL;
-    }
-    op->n = op->args.n;
-    callArgs *a = &op->args;
-    mc_kvv *sub = PyMem_Calloc((size_t)a->n + 1, sizeof(*sub));
-    if (sub == NULL) {
-        Py_DECREF(op);
-        return PyErr_NoMemory();
-    }
-    size_t m = 0;
-    for (Py_ssize_t i = 0; i < a->n; i++)
-        if (!a->item_err[i]) sub[m++] = a->items[i];
-    if (m == 0) { /* nothing to run: the results are known now */
-        PyMem_Free(sub);
-        PyObject *l = resultList(a->item_err, a->n);
-        Py_DECREF(op);
-        return l;
-    }
-    mc_op *o = NULL;
-    int closed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&self->lock);
-    if (self->closed || self->nall == 0) {
-        closed = 1;
-    } else {
-        mc_client *h = self->all[0];
-        o = put ? mc_batch_put_async(h, m, sub, &opts) : mc_batch_get_async(h, m, sub);
-        if (o == NULL) setTlsErr(mc_last_error(h));
-    }
-    pthread_mutex_unlock(&self->lock);
-    Py_END_ALLOW_THREADS
-    PyMem_Free(sub);
-    if (o == NULL) {
-        Py_DECREF(op);
-        if (closed) setTlsErr("the store is closed");
-        return PyLong_FromLong(closed ? BINDING_ERR_CLOSED : MC_ERR_IO);
-    }
-    op->op = o;
-    return (PyObject *)op;
-}
+/* ---- non-blocking batches (the Op type: _mooncake_async.c) --------------- */
 
 /* put_async(keys, bufs, sizes=None, opts=None) -> Op, or a code */
 static PyObject *Client_put_async(ClientObject *self, PyObject *args, PyObject *kw) {
@@ -1447,7 +888,7 @@ static PyObject *Client_put_async(ClientObject *self, PyObject *args, PyObject *
     PyObject *keys, *bufs, *sizes = Py_None, *optsObj = Py_None;
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|OO", kwlist, &keys, &bufs, &sizes, &optsObj)) return NULL;
-    return submit(self, keys, bufs, sizes, optsObj, 1);
+    return mcpySubmit(self, keys, bufs, sizes, optsObj, 1);
 }
 
 static PyObject *Client_get_async(ClientObject *self, PyObject *args, PyObject *kw) {
@@ -1455,7 +896,7 @@ static PyObject *Client_get_async(ClientObject *self, PyObject *args, PyObject *
     PyObject *keys, *bufs, *sizes = Py_None;
     CHECK_INIT(self);
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|O", kwlist, &keys, &bufs, &sizes)) return NULL;
-    return submit(self, keys, bufs, sizes, NULL, 0);
+    return mcpySubmit(self, keys, bufs, sizes, NULL, 0);
 }
 
 /* ---- module -------------------------------------------------------------- */
@@ -1512,7 +953,7 @@ static PyTypeObject ClientType = {
 };
 
 static PyObject *mod_last_error(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(ignored)) {
-    return PyUnicode_DecodeUTF8(tlsErr, (Py_ssize_t)strlen(tlsErr), "replace");
+    return PyUnicode_DecodeUTF8(mcpyTlsErr, (Py_ssize_t)strlen(mcpyTlsErr), "replace");
 }
 
 static PyObject *mod_strerror(PyObject *Py_UNUSED(m), PyObject *args) {
@@ -1548,15 +989,16 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__mooncake(void) {
-    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&OpType) < 0 || PyType_Ready(&BufferType) < 0) return NULL;
+    if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&mcpyOpType) < 0 || PyType_Ready(&mcpyBufferType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&ClientType);
     if (PyModule_AddObject(m, "Client", (PyObject *)&ClientType) < 0) goto err;
-    Py_INCREF(&OpType);
-    if (PyModule_AddObject(m, "Op", (PyObject *)&OpType) < 0) goto err;
-    Py_INCREF(&BufferType);
-    if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufferType) < 0) goto err;
+    Py_INCREF(&mcpyOpType);
+    if (PyModule_AddObject(m, "Op", (PyObject *)&mcpyOpType) < 0) goto err;
+    Py_INCREF(&mcpyBufferType);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&mcpyBufferType) < 0) goto err;
     struct {
         const char *name;
         long v;

@@ -44,6 +44,8 @@ def library():
 
 setup(
     version=version(),
-    ext_modules=[Extension("mooncake._mooncake", [os.path.join("_mooncake.c")],
+    ext_modules=[Extension("mooncake._mooncake",
+                           ["_mooncake.c", "_mooncake_args.c", "_mooncake_buffer.c", "_mooncake_async.c"],
+                           depends=["_mooncake.h"],
                            define_macros=[("MOONCAKE_VERSION", '"%s"' % version())], **library())],
 )
