@@ -1,7 +1,7 @@
 /* benchlib.c -- mooncake-benchmark rows driven through libmooncake, and the
  * baselines they are judged against.
  *
- * The RESP engine in mooncake-benchmark.c measures a server; these rows
+ * The RESP engine (benchconn.c) measures a server; these rows
  * measure what an inference engine sees: a put or get through the library,
  * metadata round trips and the data path (shm, tcp data plane, rdma)
  * included. Each client is a thread with its own handle doing one call at
