@@ -138,6 +138,13 @@ def pytest_runtest_logreport(report):
             line = f"[skip] {report.nodeid}: {why.removeprefix('Skipped: ')}"
         else:
             why = str(report.longrepr).strip().splitlines()[-1] if report.longrepr else "failed"
+            # What failed, not only where: the assertion's own message (its
+            # values), so that a failure seen once in a suite's log says why.
+            crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", "")
+            if crash:
+                crash = crash.splitlines()[0][:400]
+                where = why.rsplit(": ", 1)[0] if why.endswith(": " + crash.split(":")[0]) else why
+                why = f"{where}: {crash}"
             line = f"[err] {report.nodeid}: {why}"
     elif report.when == "teardown" and report.failed:
         line = f"[err] {report.nodeid} (teardown): {str(report.longrepr).strip().splitlines()[-1]}"

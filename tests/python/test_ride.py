@@ -78,6 +78,11 @@ class LoggedServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def seen(got):
+    """What a read that went wrong returned, short: its length (0: a miss)."""
+    return None if got is None else len(got)
+
+
 def ride_loop(store, nkeys, progress, prefix):
     """Puts and reads back nkeys keys (every tenth a batch of four); the
     list of what went wrong."""
@@ -93,18 +98,20 @@ def ride_loop(store, nkeys, progress, prefix):
             progress[0] += 1
             got = store.get_batch(keys)
             if got != vals:
-                bad.append(("get_batch", i, [len(g) for g in got]))
+                bad.append(("get_batch", i, [seen(g) for g in got], progress[0]))
             i += len(keys)
         else:
             rc = store.put(f"{prefix}{i}", value(i))
             if rc != 0:
                 bad.append(("put", i, rc))
             progress[0] += 1
-            if store.get(f"{prefix}{i}") != value(i):
-                bad.append(("get", i))
+            got = store.get(f"{prefix}{i}")
+            if got != value(i):
+                bad.append(("get", i, seen(got), progress[0]))
             j = (i * 31) % (i + 1)
-            if store.get(f"{prefix}{j}") != value(j):
-                bad.append(("get older", j))
+            got = store.get(f"{prefix}{j}")
+            if got != value(j):
+                bad.append(("get older", j, seen(got), progress[0]))
             i += 1
         progress[0] += 1
     return bad
