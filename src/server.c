@@ -667,6 +667,26 @@ static void daemonize(void) {
     }
 }
 
+/* Clients are accepted only once the dataset is loaded. The listeners are
+ * bound before (a port in use is found at once, and connections made
+ * meanwhile wait in the backlog), but cluster mode runs the event loop
+ * while it waits for etcd at start-up (clusterInit, up to 5 s), and a
+ * client served then would see an empty store: DBSIZE 0, a write that the
+ * load then replays over, a host's HEARTBEAT told its owner is unknown so
+ * that it mounts a fresh segment beside the one its objects come back in. */
+static void acceptClients(void) {
+    for (int j = 0; j < server.ipfd_count; j++)
+        if (aeCreateFileEvent(server.el, server.ipfd[j], AE_READABLE, acceptTcpHandler, NULL) == AE_ERR) {
+            serverLog(LL_WARNING, "Unrecoverable error creating server.ipfd file event.");
+            exit(1);
+        }
+    if (server.sofd > 0 &&
+        aeCreateFileEvent(server.el, server.sofd, AE_READABLE, acceptUnixHandler, NULL) == AE_ERR) {
+        serverLog(LL_WARNING, "Unrecoverable error creating server.sofd file event.");
+        exit(1);
+    }
+}
+
 static void initServer(void) {
     char err[ANET_ERR_LEN * 2];
     setupSignalHandlers();
@@ -701,16 +721,6 @@ static void initServer(void) {
         serverLog(LL_WARNING, "Configured to not listen anywhere, exiting.");
         exit(1);
     }
-    for (int j = 0; j < server.ipfd_count; j++)
-        if (aeCreateFileEvent(server.el, server.ipfd[j], AE_READABLE, acceptTcpHandler, NULL) == AE_ERR) {
-            serverLog(LL_WARNING, "Unrecoverable error creating server.ipfd file event.");
-            exit(1);
-        }
-    if (server.sofd > 0 &&
-        aeCreateFileEvent(server.el, server.sofd, AE_READABLE, acceptUnixHandler, NULL) == AE_ERR) {
-        serverLog(LL_WARNING, "Unrecoverable error creating server.sofd file event.");
-        exit(1);
-    }
     multiInit();
     if (storeInit(err, sizeof(err)) != C_OK) {
         serverLog(LL_WARNING, "Cannot create the memory pool: %s", err);
@@ -720,6 +730,7 @@ static void initServer(void) {
     slowlogInit();
     clusterInit();
     aofLoadAtStart();
+    acceptClients();
     if (httpInit(err, sizeof(err)) != C_OK) {
         serverLog(LL_WARNING, "Failed listening for HTTP (http-port %lld), aborting: %s", server.http_port, err);
         exit(1);

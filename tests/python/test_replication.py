@@ -391,6 +391,38 @@ def test_psync_offsets_outside_the_backlog_and_malformed(env):
     assert line.startswith("+FULLRESYNC ")
 
 
+def test_no_command_is_answered_before_the_log_is_loaded(env):
+    """A cluster node waits for etcd at start-up (up to 5 s) running its
+    event loop; clients must not be served in that time, before the log is
+    loaded: DBSIZE would say 0, a PUT would land under what the load then
+    replays, and a hosting client's HEARTBEAT would hear "owner unknown" and
+    mount a fresh segment beside the one its objects come back in. With
+    etcd down the wait is its longest; the first answer any command gets
+    must already see every key of the log."""
+    etcd, node = env
+    a = node("--appendonly", "yes", "--appendfsync", "always", *STEADY)
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    wait_until(lambda: write(a.port, "SET", "probe", "1") == "OK", 10, "the cluster to take writes")
+    for i in range(200):
+        assert write(a.port, "SET", f"kept{i}", f"v{i}") == "OK"
+    assert call(a.port, "DBSIZE") == 201
+    a.kill()
+    etcd.stop()
+    try:
+        a.proc = subprocess.Popen(a.args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=child_env())
+        first, t0 = None, time.time()
+        while first is None and time.time() - t0 < 30:
+            try:
+                first = call(a.port, "DBSIZE", timeout=30)
+            except (OSError, ConnectionError):
+                time.sleep(0.01)
+        assert first == 201, f"DBSIZE answered {first!r} before the log was loaded"
+        log = a.log()
+        assert "did not answer in time" in log, log[-2000:]  # the start-up wait was there, at its longest
+    finally:
+        etcd.restart()
+
+
 def capture_full_sync(port):
     """A full sync's stream as a primary sends it, raw: the +FULLRESYNC
     line, the $EOF line, the records, the +SNAPSHOT-END line."""
