@@ -286,7 +286,10 @@ def test_replicate_data_arrives_and_readonly(env):
 
 
 def synced(a, b):
-    return info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"]
+    """b is a replica of a and has applied all a sent (False while b is not
+    a replica at all: a wait on it then fails naming what it waited for)."""
+    applied = info(b.port).get("slave_repl_offset")
+    return applied is not None and applied == info(a.port).get("master_repl_offset")
 
 
 def test_partial_resync_after_the_link_is_cut(env):
