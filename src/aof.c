@@ -72,6 +72,7 @@
 #include <unistd.h>
 
 #include "aofformat.h"
+#include "cluster.h"
 #include "crc.h"
 #include "detached.h"
 #include "dict.h"
@@ -844,7 +845,8 @@ static int readManifest(aofManifest *m, const char **name, char *why, size_t why
 }
 
 /* The keyspace sized once for what the log sets, not doubled and rehashed
- * all through the load (a third of loading small keys went to rehashing).
+ * all through the load (a third of loading small keys went to rehashing),
+ * and in cluster mode each slot's index for its share of this node's slots.
  * An upper bound: a key set twice is counted twice. */
 static void presizeKeyspace(void) {
     size_t keys = 0;
@@ -864,7 +866,7 @@ static void presizeKeyspace(void) {
         }
         close(fd);
     }
-    if (keys > dictSize(server.keys)) dictExpand(server.keys, keys);
+    storePresize(keys, server.cluster && server.cluster->myself ? server.cluster->myself->numslots : 0);
 }
 
 /* appenddirname and appendfilename name files in dir, never elsewhere. */
@@ -907,6 +909,7 @@ void aofLoadAtStart(void) {
             if (f->seq > aof.incr_seq) aof.incr_seq = f->seq;
         }
     }
+    storePresizeDone();
     detachedLoadDone();
     aof.loading = 0;
     if (aof.man.nfiles) {

@@ -58,13 +58,15 @@
 /* The largest offset a primary may name (2^62 bytes: never reached), so
  * that adding the stream's bytes to it cannot overflow. */
 #define REPL_OFFSET_MAX (1LL << 62)
+/* snap_left of the "$EOF" form: records until the end marker. */
+#define SNAP_UNTIL_MARKER LLONG_MAX
 
 const char *replLinkStateName[] = {"none", "connect", "handshake", "sync", "connected"};
 
 /* ---- the replica's side -------------------------------------------------- */
 
 void replLinkClose(const char *why) {
-    clusterSlotKeysPresize = 0; /* a sync cut short sizes nothing more */
+    storePresizeDone(); /* a sync cut short sizes nothing more */
     if (repl.fd != -1) {
         aeDeleteFileEvent(server.el, repl.fd, AE_READABLE | AE_WRITABLE);
         close(repl.fd);
@@ -149,13 +151,10 @@ static int applyRecord(const aofRecord *rec) {
     if (rec->type == AOF_REC_FLUSHALL) {
         storeFlush();
         if (repl.state == LINK_SNAPSHOT && repl.presize > 0) { /* "$EOF <keys>": sized once emptied */
-            dictExpand(server.keys, (unsigned long)repl.presize);
-            repl.presized = repl.presize;
-            /* and each slot's index, for its share of the primary's slots */
+            /* each slot's index for its share of the primary's slots */
             clusterNode *p = clusterLookupNode(repl.primary_id, strlen(repl.primary_id));
-            int nslots = p && p->numslots > 0 ? p->numslots : CLUSTER_SLOTS;
-            unsigned long share = (unsigned long)(repl.presize / nslots);
-            clusterSlotKeysPresize = share + share / 4;
+            storePresize((unsigned long)repl.presize, p && p->numslots > 0 ? p->numslots : CLUSTER_SLOTS);
+            repl.presized = repl.presize;
             repl.presize = 0;
         }
         return 0;
@@ -301,15 +300,14 @@ static int processLinkInput(void) {
                     if (!string2ll(line + 5, len - 5, &keys) || keys < 0) goto bad;
                     repl.presize = keys > REPL_PRESIZE_MAX ? REPL_PRESIZE_MAX : keys; /* at its FLUSHALL */
                 }
-                repl.snap_left = LLONG_MAX;
+                repl.snap_left = SNAP_UNTIL_MARKER;
                 continue;
             }
-            /* (LLONG_MAX is the $EOF form's "until the marker") */
-            if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0 || n == LLONG_MAX) goto bad;
+            if (line[0] != '$' || !string2ll(line + 1, len - 1, &n) || n < 0 || n == SNAP_UNTIL_MARKER) goto bad;
             repl.snap_left = n;
             continue;
         }
-        if (repl.state == LINK_SNAPSHOT && repl.snap_left == LLONG_MAX && repl.rpos < sdslen(repl.rbuf) &&
+        if (repl.state == LINK_SNAPSHOT && repl.snap_left == SNAP_UNTIL_MARKER && repl.rpos < sdslen(repl.rbuf) &&
             repl.rbuf[repl.rpos] == '+') {
             /* A record starts with '*': this is the end marker. The stream
              * goes on from its offset; what came before it (the live records
@@ -357,7 +355,7 @@ static int processLinkInput(void) {
         }
         if (repl.state == LINK_SNAPSHOT) {
             repl.rpos += next;
-            if (repl.snap_left == LLONG_MAX) continue; /* until the end marker */
+            if (repl.snap_left == SNAP_UNTIL_MARKER) continue;
             repl.snap_left -= (long long)next;
             if (repl.snap_left == 0) goto snapshot_done;
         } else {
@@ -369,7 +367,7 @@ static int processLinkInput(void) {
         }
         continue;
     snapshot_done:
-        clusterSlotKeysPresize = 0;
+        storePresizeDone();
         repl.state = LINK_STREAM;
         repl.state_since_ms = mstime();
         repl.link_down_since = 0;

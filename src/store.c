@@ -972,6 +972,16 @@ int storeRemoveExpire(sds key) {
     return 1;
 }
 
+void storePresize(unsigned long keys, int nslots) {
+    if (keys > dictSize(server.keys)) dictExpand(server.keys, keys);
+    if (server.cluster && nslots > 0) {
+        unsigned long share = keys / (unsigned long)nslots;
+        clusterSlotKeysPresize = share + share / 4;
+    }
+}
+
+void storePresizeDone(void) { clusterSlotKeysPresize = 0; }
+
 /* One flush event for all the keys: a router drops the node's whole index. */
 void storeFlush(void) {
     signalFlushedDb(); /* before: only keys that exist count as changed */

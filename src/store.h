@@ -263,6 +263,13 @@ int storeKeyIsExpired(sds key);  /* has a TTL that has passed (deleted yet or no
 void storeSetExpire(sds key, long long when_ms);  /* key must exist */
 int storeRemoveExpire(sds key);
 void storeFlush(void);
+/* Keys about to arrive in one go (a log's load, a full sync): the keyspace
+ * sized for them now, and each slot index created meanwhile for its share
+ * of nslots slots (0: no cluster), so that neither is grown and rehashed
+ * key by key. A hint: the caller bounds keys. storePresizeDone ends the
+ * slot indexes' part. */
+void storePresize(unsigned long keys, int nslots);
+void storePresizeDone(void);
 /* FLUSHALL ASYNC: the keyspace is empty at once, what it held is freed in
  * slices by a timer (store.c); Cron frees for budget_us (shutdown: all).
  * MakeRoom frees a slice for an allocation that found no room (1: try

@@ -466,9 +466,10 @@ static int parseLL(const char *s, long long *v) {
     return *s != '\0' && *end == '\0' && errno == 0;
 }
 
-/* A line's text, all n bytes of it: a peer may put a NUL inside, which
- * strdup would stop at, leaving len to promise bytes the copy lacks. */
-static char *lineCopy(const char *s, size_t n) {
+/* A reply's text, all n bytes of it, NUL-terminated: a peer may put a NUL
+ * inside a line, which strdup would stop at, leaving len to promise bytes
+ * the copy lacks. */
+static char *textCopy(const char *s, size_t n) {
     char *p = malloc(n + 1);
     if (p == NULL) return NULL;
     memcpy(p, s, n);
@@ -495,7 +496,7 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
     case '+':
     case '-':
         r->type = t == '+' ? MCR_STATUS : MCR_ERROR;
-        if ((r->str = lineCopy(line + 1, len - 1)) == NULL) goto oom;
+        if ((r->str = textCopy(line + 1, len - 1)) == NULL) goto oom;
         r->len = len - 1;
         return r;
     case ':':
@@ -511,7 +512,7 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         return r;
     case ',':
         r->type = MCR_BULK; /* a double: keep its text */
-        if ((r->str = lineCopy(line + 1, len - 1)) == NULL) goto oom;
+        if ((r->str = textCopy(line + 1, len - 1)) == NULL) goto oom;
         r->len = len - 1;
         return r;
     case '$':
@@ -523,10 +524,7 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         }
         r->type = MCR_BULK;
         if (fill(c, (size_t)n + 2) != MC_OK) goto fail;
-        r->str = malloc((size_t)n + 1);
-        if (r->str == NULL) goto oom;
-        memcpy(r->str, c->rbuf + c->rpos, (size_t)n);
-        r->str[n] = '\0';
+        if ((r->str = textCopy(c->rbuf + c->rpos, (size_t)n)) == NULL) goto oom;
         r->len = (size_t)n;
         if (c->rbuf[c->rpos + n] != '\r' || c->rbuf[c->rpos + n + 1] != '\n') goto proto;
         c->rpos += (size_t)n + 2;

@@ -426,6 +426,23 @@ def test_no_command_is_answered_before_the_log_is_loaded(env):
         etcd.restart()
 
 
+class Recorded:
+    """A file read through, keeping every byte read (read_record's input)."""
+
+    def __init__(self, f):
+        self.f, self.got = f, bytearray()
+
+    def readline(self):
+        line = self.f.readline()
+        self.got += line
+        return line
+
+    def read(self, n):
+        data = self.f.read(n)
+        self.got += data
+        return data
+
+
 def capture_full_sync(port):
     """A full sync's stream as a primary sends it, raw: the +FULLRESYNC
     line, the $EOF line, the records, the +SNAPSHOT-END line."""
@@ -434,16 +451,11 @@ def capture_full_sync(port):
         c.send("PSYNC", "?", "-1")
         head, eof = c.f.readline(), c.f.readline()
         assert head.startswith(b"+FULLRESYNC ") and eof.startswith(b"$EOF"), (head, eof)
-        body = b""
-        while True:
-            line = c.f.readline()
-            if line.startswith(b"+SNAPSHOT-END "):
-                return head, eof, body, line
-            assert line.startswith(b"*"), line[:60]
-            body += line
-            for _ in range(int(line[1:-2])):
-                h = c.f.readline()
-                body += h + c.f.read(int(h[1:-2]) + 2)
+        r = Recorded(c.f)
+        _, end_offset = read_records(r)
+        end = b"+SNAPSHOT-END %d\r\n" % end_offset
+        assert r.got.endswith(end)
+        return head, eof, bytes(r.got[:-len(end)]), end
     finally:
         c.close()
 
