@@ -301,6 +301,7 @@ proc run_c_programs {progs} {
         puts "=== $name"
         flush stdout
         set ::c_output {}
+        set t0 [clock milliseconds]
         lassign [run_with_timeout [list $prog] c_line $::harness(timeout)] code timedout
         set p {}
         set f {}
@@ -318,6 +319,7 @@ proc run_c_programs {progs} {
         }
         incr ::num_passed $p
         incr ::num_failed $f
+        set ::file_times($name) [format %.1f [expr {([clock milliseconds] - $t0) / 1000.0}]]
         if {$code ne "0" && $f == 0} {
             __report__ err "$name (exit status $code)" [join [lrange $::c_output end-15 end] "\n"]
             lappend ::failed_lines "\[err\] $name (exit status $code)"
@@ -417,6 +419,16 @@ if {[llength $::failed_lines]} {
     puts ""
     puts "Failed:"
     foreach l $::failed_lines { puts "  $l" }
+}
+# The slowest files, so a suite that creeps towards CI's time limit shows
+# where its time goes.
+set slow {}
+foreach {f s} [array get ::file_times] { lappend slow [list $f $s] }
+set slow [lrange [lsort -real -decreasing -index 1 $slow] 0 9]
+if {[llength $slow] > 1} {
+    puts ""
+    puts "Slowest:"
+    foreach e $slow { puts [format "  %7.1f s  %s" [lindex $e 1] [lindex $e 0]] }
 }
 puts ""
 puts "All done in $secs s."

@@ -126,9 +126,14 @@ def mstore(server):
 _REPORT = os.environ.get("MOONCAKE_PYTEST_REPORT")
 
 
+_module_seconds = {}
+
+
 def pytest_runtest_logreport(report):
     if not _REPORT:
         return
+    module = report.nodeid.split("::", 1)[0]
+    _module_seconds[module] = _module_seconds.get(module, 0.0) + report.duration
     line = None
     if report.when == "call" or (report.when == "setup" and not report.passed):
         if report.passed:
@@ -151,6 +156,16 @@ def pytest_runtest_logreport(report):
     if line:
         with open(_REPORT, "a") as f:
             f.write(line.replace("\n", " ") + "\n")
+
+
+def pytest_sessionfinish(session):
+    # Where the binding's suite spends its time ("@@seconds module s"), so
+    # make test's log shows which files to look at when the suite grows.
+    if not _REPORT:
+        return
+    with open(_REPORT, "a") as f:
+        for module, secs in _module_seconds.items():
+            f.write(f"@@seconds {module} {secs:.1f}\n")
 
 
 class LoggedServer:

@@ -63,6 +63,19 @@ tags {python mooncake} {
             if {$n < 60} { fail "only $n tests reported; pytest output:\n[string range $::py_out end-3000 end]" }
         }
 
+        set times {}
+        foreach line $lines {
+            if {[regexp {^@@seconds (\S+) ([0-9.]+)$} $line -> module secs]} {
+                lappend times [list $module $secs]
+            }
+        }
+        if {[llength $times]} {
+            puts "    slowest pytest files:"
+            foreach e [lrange [lsort -real -decreasing -index 1 $times] 0 7] {
+                puts [format "      %7.1f s  %s" [lindex $e 1] [lindex $e 0]]
+            }
+        }
+
         foreach line $lines {
             if {![regexp {^\[(ok|err|skip)\] (\S+)(?:: (.*))?$} $line -> status what why]} continue
             if {$status eq "skip"} {
