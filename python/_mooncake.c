@@ -730,6 +730,40 @@ static PyObject *Client_remove_all(ClientObject *self, PyObject *Py_UNUSED(ignor
     return PyLong_FromLongLong(v);
 }
 
+/* scan(match=None) -> [key bytes, ...] or a code: every key this Client
+ * may see (mc_scan_keys; a tenant's own), for what must look at them all
+ * in Python (remove_by_regex: a regular expression the server does not
+ * speak). One list; its size is the keyspace's. */
+static PyObject *Client_scan(ClientObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"match", NULL};
+    const char *match = NULL;
+    CHECK_INIT(self);
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|z", kwlist, &match)) return NULL;
+    int rc = 0;
+    mc_key *keys = NULL;
+    size_t n = 0;
+    mc_client *h = borrow(self, &rc);
+    if (h == NULL) return PyLong_FromLong(rc);
+    Py_BEGIN_ALLOW_THREADS
+    rc = mc_scan_keys(h, match, &keys, &n);
+    noteErr(h, rc);
+    giveBack(self, h);
+    Py_END_ALLOW_THREADS
+    if (rc != MC_OK) return PyLong_FromLong(rc);
+    if (n > (size_t)PY_SSIZE_T_MAX) {
+        free(keys);
+        return PyLong_FromLong(MC_ERR_NOMEM);
+    }
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out != NULL && i < n; i++) {
+        PyObject *k = PyBytes_FromStringAndSize(keys[i].key, (Py_ssize_t)keys[i].keylen);
+        if (k == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, (Py_ssize_t)i, k);
+    }
+    free(keys);
+    return out;
+}
+
 /* register(addr, size) -> code. Host memory must be mapped (checked in
  * /proc/self/maps); anything else is tried as CUDA device memory, which the
  * library checks. Replayed on every handle of the pool. */
@@ -912,6 +946,8 @@ static PyMethodDef Client_methods[] = {
     {"size", (PyCFunction)Client_size, METH_VARARGS, "size(key) -> bytes or code"},
     {"remove", (PyCFunction)Client_remove, METH_VARARGS, "remove(key) -> 1, 0 or code"},
     {"remove_all", (PyCFunction)Client_remove_all, METH_NOARGS, "remove_all() -> count or code"},
+    {"scan", (PyCFunction)(void (*)(void))Client_scan, METH_VARARGS | METH_KEYWORDS,
+     "scan(match=None) -> [every key this client may see] or code"},
     {"register", (PyCFunction)Client_register, METH_VARARGS, "register(addr, size) -> code"},
     {"unregister", (PyCFunction)Client_unregister, METH_VARARGS, "unregister(addr) -> code"},
     {"mount", (PyCFunction)Client_mount, METH_VARARGS,

@@ -793,6 +793,39 @@ class MooncakeDistributedStore:
             return RPC_FAIL
         return _code(self._c.remove_all())
 
+    def remove_by_regex(self, regex_pattern, force=False):
+        """Removes every object whose key matches ``regex_pattern`` anywhere
+        (re.search, as Mooncake's std::regex_search; a str, bytes or a
+        compiled pattern): the count removed, INVALID_PARAMS for a pattern
+        that does not compile, or the first failure. The server speaks no
+        regular expressions, so the keys are listed (SCAN on every node, a
+        tenant's own only, matched without its prefix) and matched here: its
+        cost is the keyspace's, as the master's walk is in Mooncake. ``force``
+        is accepted: as with remove, a leased object goes at once and its
+        space when its readers are done (upstream skips it without force)."""
+        if self._c is None:
+            return RPC_FAIL
+        try:
+            pat = regex_pattern if isinstance(regex_pattern, _re.Pattern) else _re.compile(regex_pattern)
+        except (_re.error, TypeError):
+            return INVALID_PARAMS
+        keys = self._c.scan(self._prefix + "*" if self._prefix else None)
+        if isinstance(keys, int):
+            return _code(keys)
+        cut = len(self._prefix.encode())
+        removed = 0
+        for k in keys:
+            name = k[cut:]
+            if isinstance(pat.pattern, str):
+                name = name.decode("utf-8", "surrogateescape")
+            if not pat.search(name):
+                continue
+            rc = self._c.remove(k)
+            if rc < 0:
+                return _code(rc)
+            removed += rc  # 0: removed meanwhile by someone else
+        return removed
+
     def get_size(self, key):
         if self._c is None:
             return RPC_FAIL

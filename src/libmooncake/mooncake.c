@@ -42,6 +42,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -773,6 +774,107 @@ long long mc_remove_all(mc_client *c) {
     c->errbuf[0] = '\0';
     long long rc = removeAllLocked(c);
     pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+/* SCAN's pages are gathered as (offset, length) into one growing byte
+ * buffer; the mc_key array is built in front of the bytes at the end, so
+ * the caller frees one pointer. */
+typedef struct {
+    char *bytes;
+    size_t used, cap;
+    size_t *offs, *lens;
+    size_t n, ncap;
+} keyList;
+
+static int keyListAdd(keyList *l, const char *k, size_t len) {
+    if (l->n == l->ncap) {
+        size_t nc = l->ncap ? l->ncap * 2 : 256;
+        if (nc > SIZE_MAX / sizeof(size_t) / 2) return MC_ERR_NOMEM;
+        size_t *o = realloc(l->offs, nc * sizeof(size_t)), *ln;
+        if (o == NULL) return MC_ERR_NOMEM;
+        l->offs = o;
+        if ((ln = realloc(l->lens, nc * sizeof(size_t))) == NULL) return MC_ERR_NOMEM;
+        l->lens = ln;
+        l->ncap = nc;
+    }
+    if (len > SIZE_MAX / 2 - l->used) return MC_ERR_NOMEM;
+    if (l->used + len > l->cap) {
+        size_t nc = l->cap ? l->cap : 4096;
+        while (nc < l->used + len) nc *= 2;
+        char *b = realloc(l->bytes, nc);
+        if (b == NULL) return MC_ERR_NOMEM;
+        l->bytes = b;
+        l->cap = nc;
+    }
+    memcpy(l->bytes + l->used, k, len);
+    l->offs[l->n] = l->used;
+    l->lens[l->n++] = len;
+    l->used += len;
+    return MC_OK;
+}
+
+/* One node's keys: SCAN from cursor 0 until it comes back to 0. A reply
+ * that is not [cursor, [keys...]] is a protocol error, never guessed at. */
+static int scanNodeLocked(mc_client *c, int node, const char *match, keyList *l) {
+    char cursor[32] = "0";
+    do {
+        const char *argv[6] = {"SCAN", cursor, "COUNT", "1000", "MATCH", match};
+        mcReply *r;
+        int rc = mcNodeCommand(c, node, 0, match ? 6 : 4, argv, NULL, &r);
+        if (rc != MC_OK) return rc;
+        if (r->type == MCR_ERROR) {
+            rc = mcErrReply(c, r);
+            mcReplyFree(r);
+            return rc;
+        }
+        if (r->type != MCR_ARRAY || r->elements != 2 || r->element[0]->type != MCR_BULK ||
+            r->element[0]->len == 0 || r->element[0]->len >= sizeof(cursor) || r->element[1]->type != MCR_ARRAY) {
+            mcReplyFree(r);
+            return mcErr(c, MC_ERR_PROTOCOL, "bad SCAN reply");
+        }
+        memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+        const mcReply *ks = r->element[1];
+        for (size_t i = 0; i < ks->elements && rc == MC_OK; i++) {
+            if (ks->element[i]->type != MCR_BULK) rc = mcErr(c, MC_ERR_PROTOCOL, "bad SCAN reply");
+            else if ((rc = keyListAdd(l, ks->element[i]->str, ks->element[i]->len)) != MC_OK)
+                rc = mcErr(c, rc, "out of memory listing keys");
+        }
+        mcReplyFree(r);
+        if (rc != MC_OK) return rc;
+    } while (strcmp(cursor, "0") != 0);
+    return MC_OK;
+}
+
+int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n) {
+    if (keys) *keys = NULL;
+    if (n) *n = 0;
+    if (c == NULL || keys == NULL || n == NULL) return MC_ERR_INVALID;
+    keyList l = {0};
+    pthread_mutex_lock(&c->lock);
+    c->errbuf[0] = '\0';
+    int rc = MC_OK, any = 0;
+    if (c->cluster) mcRefreshMap(c, 0, 1);
+    for (int i = 0; i < (c->cluster ? c->map.nnodes : 1) && rc == MC_OK; i++) {
+        if (c->cluster && !c->map.nodes[i].primary) continue;
+        any = 1;
+        rc = scanNodeLocked(c, i, match, &l);
+    }
+    if (rc == MC_OK && !any) rc = mcErr(c, MC_ERR_SERVER, "the cluster serves no slots: no node to scan");
+    pthread_mutex_unlock(&c->lock);
+    mc_key *out = NULL;
+    if (rc == MC_OK && l.n > (SIZE_MAX - l.used) / sizeof(mc_key)) rc = MC_ERR_NOMEM;
+    if (rc == MC_OK && (out = malloc(l.n * sizeof(mc_key) + l.used + 1)) == NULL) rc = MC_ERR_NOMEM;
+    if (rc == MC_OK) {
+        char *b = (char *)(out + l.n);
+        if (l.used) memcpy(b, l.bytes, l.used);
+        for (size_t i = 0; i < l.n; i++) out[i] = (mc_key){b + l.offs[i], l.lens[i]};
+        *keys = out;
+        *n = l.n;
+    }
+    free(l.bytes);
+    free(l.offs);
+    free(l.lens);
     return rc;
 }
 

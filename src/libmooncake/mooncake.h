@@ -390,6 +390,13 @@ int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *
 int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const char *segment, int *results);
 /* Remove every object (REMOVE.ALL on every node): the number removed. */
 long long mc_remove_all(mc_client *c);
+/* Every key this handle may see (a tenant: its own), from every primary
+ * (SCAN, its MATCH glob when match is not NULL): *keys gets an array of *n
+ * keys, one allocation with their bytes after it, freed by free(*keys).
+ * For calls that must look at every key (Mooncake's remove_by_regex
+ * matches a regular expression the server does not speak): its cost is
+ * the keyspace's. MC_OK or MC_ERR_* (then *keys is NULL and *n 0). */
+int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n);
 
 int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
 int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */

@@ -420,3 +420,44 @@ def test_batch_replica_clear(fresh_server):
     assert s.batch_replica_clear(["rcl:mine", "rcl:1"], s.get_hostname()) == ["rcl:mine"]
     assert s.batch_replica_clear([]) == []
     s.close()
+
+
+# -- remove_by_regex --------------------------------------------------------------
+
+def test_remove_by_regex_as_vllm_ec_store_calls_it(fresh_server):
+    """vLLM's encoder-cache Mooncake store evicts a pooled entry and its
+    metadata key with remove_by_regex(f"^(?:{key}|{meta})$"), and removes a
+    batch with a compiled \\b(k1|k2)\\b pattern; Mooncake matches anywhere
+    (regex_search) and answers the count removed."""
+    import re
+    srv = fresh_server
+    s = new_store(srv, seg=4 << 20, host="rx")
+    for k in ("ec:img1", "ec:img1_metadata", "ec:img10", "ec:img2", "other"):
+        assert s.put(k, k.encode()) == 0
+    key, meta = re.escape("ec:img1"), re.escape("ec:img1_metadata")
+    assert s.remove_by_regex(f"^(?:{key}|{meta})$") == 2
+    assert s.batch_is_exist(["ec:img1", "ec:img1_metadata", "ec:img10"]) == [0, 0, 1]
+    # a compiled pattern, as that store's batch_remove passes; \b keeps img10
+    assert s.remove_by_regex(re.compile(r"\b(ec:img2)\b")) == 1
+    assert s.remove_by_regex("img1", force=True) == 1          # search, not match
+    assert s.remove_by_regex(regex_pattern="^nothing$") == 0
+    assert s.remove_by_regex("(unclosed") == INVALID            # as upstream's regex_error
+    assert s.batch_is_exist(["ec:img10", "ec:img2", "other"]) == [0, 0, 1]
+    s.close()
+    assert s.remove_by_regex(".*") == ms.RPC_FAIL                # closed store: a code, not a crash
+
+
+def test_remove_by_regex_sees_a_tenants_own_keys(fresh_server):
+    srv = fresh_server
+    for t in ("ra", "rb"):
+        srv.cli("ACL", "SETUSER", t, "on", f">{t}-pw", f"~{t}:*", "+@all", "-@dangerous")
+    a = MooncakeDistributedStore()
+    assert a.setup("h", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", srv.addr, tenant_id="ra", password="ra-pw") == 0
+    b = MooncakeDistributedStore()
+    assert b.setup("h", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", srv.addr, tenant_id="rb", password="rb-pw") == 0
+    assert a.put("k1", b"a") == 0 and a.put("k2", b"a") == 0 and b.put("k1", b"b") == 0
+    # anchored at the tenant's own key names, and only its keys
+    assert a.remove_by_regex("^k") == 2
+    assert b.get("k1") == b"b" and b.remove_by_regex("^k1$") == 1
+    a.close()
+    b.close()
