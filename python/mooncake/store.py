@@ -129,7 +129,11 @@ class ReplicateConfig:
         self.soft_pin_action = soft_pin_action
         self.soft_pin_ttl_ms = soft_pin_ttl_ms
         self.prefer_alloc_in_same_node = False
-        self.group_ids = None
+        # No group_ids attribute on purpose: vLLM and SGLang probe
+        # hasattr(ReplicateConfig(), "group_ids") to turn on Mooncake's group
+        # semantics (a group's objects evicted together, a read refreshing
+        # every member's lease), which this store does not have; without the
+        # attribute they log that it is off and put as before.
 
     @property
     def soft_pin_ttl_ms(self):

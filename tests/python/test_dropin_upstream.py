@@ -461,3 +461,18 @@ def test_remove_by_regex_sees_a_tenants_own_keys(fresh_server):
     assert b.get("k1") == b"b" and b.remove_by_regex("^k1$") == 1
     a.close()
     b.close()
+
+
+def test_replicate_config_does_not_claim_group_semantics(server):
+    """vLLM's store worker and SGLang's HiCache probe
+    hasattr(ReplicateConfig, "group_ids") or hasattr(ReplicateConfig(), ...)
+    before they turn on group semantics; there are none here, so the probe
+    must say so (they then log it and put as before), and a config that sets
+    the attribute anyway still puts."""
+    assert not hasattr(ReplicateConfig, "group_ids")
+    assert not hasattr(ReplicateConfig(), "group_ids")
+    s = new_store(server, host="grp")
+    cfg = ReplicateConfig()
+    cfg.group_ids = ["g"]
+    assert s.put("grp:k", b"v", cfg) == 0 and s.get("grp:k") == b"v"
+    s.close()
