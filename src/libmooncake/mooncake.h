@@ -392,7 +392,8 @@ int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const cha
 long long mc_remove_all(mc_client *c);
 /* Every key this handle may see (a tenant: its own), from every primary
  * (SCAN, its MATCH glob when match is not NULL): *keys gets an array of *n
- * keys, one allocation with their bytes after it, freed by free(*keys).
+ * keys, one allocation with their bytes after it, freed by free(*keys)
+ * (a key caught on both ends of a slot migration may come twice).
  * For calls that must look at every key (Mooncake's remove_by_regex
  * matches a regular expression the server does not speak): its cost is
  * the keyspace's. MC_OK or MC_ERR_* (then *keys is NULL and *n 0). */
