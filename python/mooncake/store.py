@@ -421,6 +421,54 @@ def bind_to_numa_node(node):
 _MISSING = object()
 
 
+_REGEX_SPECIAL = frozenset(".^$*+?{}[]\\|()")
+
+
+def _anchored_literals(pat):
+    """The keys a compiled pattern can match when it is ``^lit$`` or
+    ``^(?:lit|lit...)$`` of literals (escapes of punctuation allowed, as
+    re.escape writes them), no flags beyond the default; else None, and the
+    caller looks at every key. ``$`` also matches before a final newline,
+    so each literal comes with that key too: the list is exactly what the
+    pattern matches, never more or fewer."""
+    p = pat.pattern
+    if not isinstance(p, str) or pat.flags & ~_re.UNICODE:
+        return None
+    if len(p) < 2 or p[0] != "^" or p[-1] != "$":
+        return None
+    body = p[1:-1]
+    grouped = body.startswith("(?:") and body.endswith(")")
+    if grouped:
+        body = body[3:-1]
+    alts, cur, i = [], [], 0
+    while i < len(body):
+        ch = body[i]
+        if ch == "\\":
+            # \d, \b, \1, \x41...: classes, anchors and codes, not literals
+            if i + 1 == len(body) or body[i + 1].isalnum() or body[i + 1] == "_":
+                return None
+            cur.append(body[i + 1])
+            i += 2
+        elif ch == "|" and grouped:
+            alts.append("".join(cur))
+            cur = []
+            i += 1
+        elif ch in _REGEX_SPECIAL:
+            return None  # also a | outside a group: ^a|b$ is (^a)|(b$)
+        else:
+            cur.append(ch)
+            i += 1
+    alts.append("".join(cur))
+    if "" in alts:
+        return None  # the empty key and "\n": rare enough to look at every key
+    return list(dict.fromkeys(n for a in alts for n in (a, a + "\n")))
+
+
+def _glob_escape(s):
+    """s as a literal in a SCAN MATCH glob."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in s)
+
+
 class MooncakeDistributedStore:
     """Mooncake's store client (see the module's comment for what the
     arguments mean here)."""
@@ -801,25 +849,41 @@ class MooncakeDistributedStore:
         """Removes every object whose key matches ``regex_pattern`` anywhere
         (re.search, as Mooncake's std::regex_search; a str, bytes or a
         compiled pattern): the count removed, INVALID_PARAMS for a pattern
-        that does not compile, or the first failure. The server speaks no
-        regular expressions, so the keys are listed (SCAN on every node, a
-        tenant's own only, matched without its prefix) and matched here: its
-        cost is the keyspace's, as the master's walk is in Mooncake. ``force``
-        is accepted: as with remove, a leased object goes at once and its
-        space when its readers are done (upstream skips it without force)."""
+        that does not compile, or the first failure. ``force`` is accepted:
+        as with remove, a leased object goes at once and its space when its
+        readers are done (upstream skips it without force).
+
+        The server speaks no regular expressions. A pattern that can only
+        match keys it names -- ``^key$`` or ``^(?:k1|k2)$`` of literals, the
+        form vLLM's encoder cache evicts with, one call per entry -- removes
+        those keys (a round trip each). Any other is matched here against the
+        keys listed by SCAN on every node (a tenant's own, matched without
+        its prefix): its cost is the keyspace's, as the master's walk is in
+        Mooncake."""
         if self._c is None:
             return RPC_FAIL
         try:
             pat = regex_pattern if isinstance(regex_pattern, _re.Pattern) else _re.compile(regex_pattern)
         except (_re.error, TypeError):
             return INVALID_PARAMS
-        keys = self._c.scan(self._prefix + "*" if self._prefix else None)
+        named = _anchored_literals(pat)
+        if named is not None:
+            removed = 0
+            for name in named:
+                rc = self._c.remove(self._key(name))
+                if rc < 0:
+                    return _code(rc)
+                removed += rc
+            return removed
+        prefix = self._prefix.encode()
+        keys = self._c.scan(_glob_escape(self._prefix) + "*" if self._prefix else None)
         if isinstance(keys, int):
             return _code(keys)
-        cut = len(self._prefix.encode())
         removed = 0
         for k in keys:
-            name = k[cut:]
+            if not k.startswith(prefix):
+                continue
+            name = k[len(prefix):]
             if isinstance(pat.pattern, str):
                 name = name.decode("utf-8", "surrogateescape")
             if not pat.search(name):

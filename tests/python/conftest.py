@@ -47,6 +47,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.fixture
+def refused_addr():
+    """host:port where a connection is refused, whatever else runs on this
+    machine: a socket bound there and never listening holds the port (no
+    other process can listen on it) and the kernel answers a connect with
+    RST."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield "127.0.0.1:%d" % s.getsockname()[1]
+
+
 class Server:
     """A mooncake-server of its own, on a free port."""
 

@@ -205,7 +205,7 @@ def test_get_buffer_sizes_vary(server):
 
 # -- standalone mode ----------------------------------------------------------------
 
-def test_setup_dummy_with_host_mem_allocator(server):
+def test_setup_dummy_with_host_mem_allocator(server, refused_addr):
     alloc = MooncakeHostMemAllocator()
     size = 1 << 20
     ptr = alloc.alloc(size)
@@ -226,7 +226,7 @@ def test_setup_dummy_with_host_mem_allocator(server):
     assert alloc.free(ptr) == -1
     with pytest.raises(ValueError):
         alloc.alloc(0)
-    assert MooncakeDistributedStore().setup_dummy(size, 0, "127.0.0.1:1") < 0
+    assert MooncakeDistributedStore().setup_dummy(size, 0, refused_addr) < 0
 
 
 # -- remove_all, NUMA, health ----------------------------------------------------------
@@ -476,3 +476,55 @@ def test_replicate_config_does_not_claim_group_semantics(server):
     cfg.group_ids = ["g"]
     assert s.put("grp:k", b"v", cfg) == 0 and s.get("grp:k") == b"v"
     s.close()
+
+
+def _scan_calls(srv):
+    return srv.cli("INFO", "commandstats").get("cmdstat_scan", {}).get("calls", 0)
+
+
+def test_remove_by_regex_of_named_keys_lists_no_keyspace(fresh_server):
+    """vLLM's encoder cache calls remove_by_regex once per evicted entry; a
+    pattern that names its keys must cost those keys, not a walk of every
+    key (SCAN), while any other pattern still looks at them all."""
+    import re
+    srv = fresh_server
+    s = new_store(srv, seg=4 << 20, host="rn")
+    for k in ("ec:a.b", "ec:a.b_metadata", "ec:aXb", "ec:a", "keep"):
+        assert s.put(k, k.encode()) == 0
+    before = _scan_calls(srv)
+    assert s.remove_by_regex(f"^(?:{re.escape('ec:a.b')}|{re.escape('ec:a.b_metadata')})$") == 2
+    assert s.remove_by_regex("^ec:gone$") == 0
+    assert _scan_calls(srv) == before
+    assert s.batch_is_exist(["ec:a.b", "ec:a.b_metadata", "ec:aXb", "ec:a"]) == [0, 0, 1, 1]
+    # '.' unescaped is any character: not a name, so every key is looked at
+    assert s.remove_by_regex("^ec:a.b$") == 1
+    assert _scan_calls(srv) > before
+    assert s.batch_is_exist(["ec:aXb", "ec:a", "keep"]) == [0, 1, 1]
+    s.close()
+
+
+def test_named_keys_are_exactly_what_the_pattern_matches():
+    """The shortcut above must never remove more or fewer keys than
+    re.search would: every pattern over a small alphabet of literals and
+    regex syntax, against every short key over the same characters."""
+    import itertools
+    import re
+    alphabet = ["a", "b", "|", ".", "\\.", "\\d", "*", "(?:", ")", "$", "^", "\n", "\\|", " "]
+    keys = ["".join(t) for n in range(0, 4) for t in itertools.product("ab.|\n d$^", repeat=n)]
+    tried = shortcut = 0
+    for n in range(0, 4):
+        for parts in itertools.product(alphabet, repeat=n):
+            for wrap in ("^%s$", "^(?:%s)$", "%s"):
+                src = wrap % "".join(parts)
+                try:
+                    pat = re.compile(src)
+                except re.error:
+                    continue
+                tried += 1
+                named = ms._anchored_literals(pat)
+                if named is None:
+                    continue
+                shortcut += 1
+                matched = sorted(k for k in keys if pat.search(k))
+                assert sorted(k for k in named if len(k) <= 3) == matched, src
+    assert tried > 1000 and shortcut > 100

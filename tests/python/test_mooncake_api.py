@@ -193,7 +193,7 @@ def test_preferred_own_hostname_without_segment(mstore):
     assert mstore.put("lm", b"v", cfg) == 0
 
 
-def test_setup_forms(server):
+def test_setup_forms(server, refused_addr):
     s = MooncakeDistributedStore()
     assert s.setup({"local_hostname": "h1", "metadata_server": "P2PHANDSHAKE",
                     "global_segment_size": "16MB", "local_buffer_size": "16 MB",
@@ -225,7 +225,7 @@ def test_setup_forms(server):
     assert s.get_hostname() == "h4:4321"
     s.close()
     assert s.setup({"global_segment_size": "50%", "master_server_addr": server.addr}) < 0
-    assert MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1") < 0
+    assert MooncakeDistributedStore().setup("h", "P2PHANDSHAKE", 0, 0, "tcp", "", refused_addr) < 0
 
 
 def test_closed_store_codes(server):
