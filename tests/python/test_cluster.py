@@ -130,3 +130,23 @@ def test_mooncake_class_with_a_segment(cluster):
         assert st.remove_all() >= 30
     finally:
         st.close()
+
+
+def test_remove_by_regex_walks_every_shard(cluster):
+    """remove_by_regex of a pattern that is not a list of names looks at
+    every key of every primary (mc_scan_keys), so keys in all three shards
+    go, and only those that match."""
+    st = MooncakeDistributedStore()
+    assert st.setup("rx", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", cluster[2]) == 0
+    try:
+        gone = [f"rx:{i}:drop" for i in range(40)]
+        kept = [f"rx:{i}:keep" for i in range(40)]
+        for k in gone + kept:
+            assert st.put(k, k.encode()) == 0
+        assert len(owners(cluster[0], gone)) > 20          # spread over the shards
+        assert st.remove_by_regex(r"^rx:\d+:drop$") == 40
+        assert st.batch_is_exist(gone + kept) == [0] * 40 + [1] * 40
+        assert st.remove_by_regex(r"^(?:rx:1:keep|rx:2:keep)$") == 2
+        assert st.remove_by_regex("keep") == 38
+    finally:
+        st.close()
