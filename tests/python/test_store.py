@@ -332,9 +332,9 @@ def test_context_manager(server):
     assert s.closed
 
 
-def test_connect_failures(server):
+def test_connect_failures(server, refused_addr):
     with pytest.raises(ConnectionError):
-        mooncake.connect("127.0.0.1:1", connect_timeout=1)
+        mooncake.connect(refused_addr, connect_timeout=1)
 
 
 def test_password(fresh_server):
