@@ -475,9 +475,11 @@ void pexpireatCommand(client *c) { expireGeneric(c, 0, 1); }
 
 /* TTL, PTTL (time left), EXPIRETIME, PEXPIRETIME (the absolute time):
  * -2 for a missing key, -1 without a TTL; seconds are rounded. Looking
- * does not make the key young. */
+ * does not make the key young, but a miss is a read's miss: a keymiss
+ * event, as Redis announces it for these four. */
 static void ttlGeneric(client *c, int ms, int absolute) {
     if (storeLookupNoTouch(c->argv[1]) == NULL) {
+        notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[1]);
         addReplyLongLong(c, -2);
         return;
     }

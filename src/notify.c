@@ -87,7 +87,8 @@
  *   (any key created)                           new [n], before the command's
  *                                               own event (storeSet emits it)
  *   (a read finds no key: GET MGET GETRANGE     keymiss [m] (storeLookupRead
- *    STRLEN TTL PTTL EXISTS TYPE DUMP           emits it)
+ *    STRLEN TTL PTTL EXPIRETIME EXISTS TYPE     emits it)
+ *    DUMP
  *    GETEX GETDEL SET..GET ...)
  *   (TTL passed)                                expired [x] (store.c)
  *   (evicted)                                   evicted [e] (evict.c)

@@ -182,6 +182,22 @@ start_server {tags {notify}} {
         set got
     } {new n:new set n:new set n:new keymiss n:none keymiss n:none2 keymiss n:none3 keymiss n:none4 keymiss n:none5 new n:none5 set n:none5}
 
+    test {m: TTL, PTTL, EXPIRETIME and PEXPIRETIME of a missing key are keymisses} {
+        r flushall
+        set c [key_listener]
+        r config set notify-keyspace-events Em
+        r set m:here v
+        assert_equal -2 [r ttl m:t]
+        assert_equal -2 [r pttl m:pt]
+        assert_equal -2 [r expiretime m:et]
+        assert_equal -2 [r pexpiretime m:pet]
+        assert_equal -1 [r ttl m:here]
+        set got [keyevents $c]
+        $c close
+        r config set notify-keyspace-events ""
+        set got
+    } {keymiss m:t keymiss m:pt keymiss m:et keymiss m:pet}
+
     test {RESTORE: restore (and new, even over a replaced key); a past TTL with REPLACE: del} {
         r set n:src v
         set dump [r dump n:src]
