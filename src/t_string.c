@@ -735,8 +735,9 @@ static int getBitOffset(client *c, sds arg, uint64_t *offset) {
 }
 
 /* Replies with the bit's old value. A SETBIT that changes nothing writes
- * no new version (the key is untouched, as for Redis's WATCH); OBJECT
- * ENCODING still says raw afterwards, as Redis's unsharing makes it. */
+ * no new version and announces nothing (the key is untouched, as Redis 7.0
+ * leaves it for WATCH and keyspace events); OBJECT ENCODING still says raw
+ * afterwards, as Redis's unsharing makes it. */
 void setbitCommand(client *c) {
     sds key = c->argv[1];
     uint64_t bitoffset;
@@ -768,10 +769,10 @@ void setbitCommand(client *c) {
         unsigned char b = (unsigned char)((cur & ~(1u << shift)) | ((unsigned)on << shift));
         uint64_t newlen = inside ? o->len : byte + 1;
         if (writeNewVersion(c, key, o, p, newlen, byte, &b, 1) == NULL) return;
+        notifyKeyspaceEvent(NOTIFY_STRING, "setbit", key);
     } else {
         o->flags |= OBJ_FLAG_ENC_RAW; /* metadata only: the bytes are untouched */
     }
-    notifyKeyspaceEvent(NOTIFY_STRING, "setbit", key); /* changed or not, as Redis */
     addReplyLongLong(c, old);
 }
 

@@ -198,6 +198,22 @@ start_server {tags {notify}} {
         set got
     } {keymiss m:t keymiss m:pt keymiss m:et keymiss m:pet}
 
+    test {SETBIT announces setbit only when the value changed (a new key, a longer value or a flipped bit)} {
+        r flushall
+        r set b:a "\x10"
+        r config set notify-keyspace-events E$
+        set c [key_listener]
+        assert_equal 1 [r setbit b:a 3 1]
+        assert_equal 0 [r setbit b:a 4 0]
+        assert_equal 0 [r setbit b:a 4 1]
+        assert_equal 0 [r setbit b:a 20 0]
+        assert_equal 0 [r setbit b:new 5 0]
+        set got [keyevents $c]
+        $c close
+        r config set notify-keyspace-events ""
+        set got
+    } {setbit b:a setbit b:a setbit b:new}
+
     test {RESTORE: restore (and new, even over a replaced key); a past TTL with REPLACE: del} {
         r set n:src v
         set dump [r dump n:src]
