@@ -48,10 +48,12 @@ void delCommand(client *c) {
     addReplyLongLong(c, deleted);
 }
 
+/* A read without an LRU touch, as Redis's: each key counts in
+ * keyspace_hits or keyspace_misses, and a miss is a keymiss event. */
 void existsCommand(client *c) {
     long long count = 0;
     for (int j = 1; j < c->argc; j++) {
-        if (storeLookupWrite(c->argv[j])) count++;
+        if (storeLookupNoTouch(c->argv[j])) count++;
         else notifyKeyspaceEvent(NOTIFY_KEY_MISS, "keymiss", c->argv[j]);
     }
     addReplyLongLong(c, count);

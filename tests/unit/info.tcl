@@ -94,6 +94,16 @@ start_server {tags {info}} {
         assert_equal [expr {$m + 1}] [get_info_field r stats keyspace_misses]
     }
 
+    test {INFO stats: EXISTS counts a hit or a miss per key, as Redis} {
+        r set hit v
+        r del nokey
+        set h [get_info_field r stats keyspace_hits]
+        set m [get_info_field r stats keyspace_misses]
+        assert_equal 2 [r exists hit nokey hit]
+        assert_equal [expr {$h + 2}] [get_info_field r stats keyspace_hits]
+        assert_equal [expr {$m + 1}] [get_info_field r stats keyspace_misses]
+    }
+
     test {INFO stats: expired_keys and evicted_keys} {
         set e [get_info_field r stats expired_keys]
         assert {[string is integer -strict [get_info_field r stats evicted_keys]]}
