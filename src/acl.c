@@ -101,6 +101,7 @@
 #include <strings.h>
 
 #include "cluster.h"
+#include "multi.h"
 #include "segment.h"
 #include "server.h"
 #include "tenantkeys.h"
@@ -944,16 +945,23 @@ void aclDenyCommand(client *c, int reason, int keypos) {
                                                        : "no permission to access one of the channels used as arguments");
         return;
     }
+    sds err;
     if (reason == ACL_DENIED_CMD) {
         aclLogAdd(c, reason, c->cmd->fullname, sdslen(c->cmd->fullname), c->user->name, sdslen(c->user->name));
-        addReplyErrorFormat(c, "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,
-                            c->cmd->fullname);
+        err = sdscatprintf(sdsempty(), "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,
+                           c->cmd->fullname);
     } else {
         sds object = c->argv[keypos];
         aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
-        addReplyError(c, reason == ACL_DENIED_CHANNEL ? "-NOPERM No permissions to access a channel"
-                                                      : "-NOPERM No permissions to access a key");
+        err = sdsnew(reason == ACL_DENIED_CHANNEL ? "-NOPERM No permissions to access a channel"
+                                                  : "-NOPERM No permissions to access a key");
     }
+    /* A refused EXEC still ends the transaction, as any refused EXEC does
+     * (multi.c): else the client would stay in MULTI, queueing what it
+     * meant to run at once. */
+    if (c->cmd->proc == execCommand) execCommandAbort(c, err);
+    else addReplyError(c, err);
+    sdsfree(err);
 }
 
 void aclLogDenial(client *c, int reason, const char *object, size_t len) {

@@ -685,6 +685,24 @@ start_server {tags {multi acl}} {
         $c close
     }
 
+    test {EXEC the user may not run is EXECABORT and ends the transaction} {
+        r acl setuser carol on >pw ~* +@all -exec
+        set c [redis_client]
+        $c auth carol pw
+        $c del t:1
+        assert_equal OK [$c multi]
+        assert_equal QUEUED [$c set t:1 x]
+        assert_error {EXECABORT*NOPERM*exec*} {$c exec}
+        # Not in MULTI any more: commands run at once, DISCARD has nothing to drop.
+        assert_equal PONG [$c ping]
+        assert_equal 0 [$c exists t:1]
+        assert_error {ERR DISCARD without MULTI} {$c discard}
+        # Outside MULTI too, a refused EXEC says EXECABORT, as in Redis.
+        assert_error {EXECABORT*NOPERM*} {$c exec}
+        $c close
+        r acl deluser carol
+    }
+
     test {Rules changed between MULTI and EXEC: EXEC checks each command again (ACL LOG context multi)} {
         r acl log reset
         r acl setuser bob on >pw ~* +@all
