@@ -63,6 +63,7 @@
 
 #include "acl.h"
 #include "crc.h"
+#include "multi.h"
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
@@ -627,7 +628,11 @@ int pubsubRejectCommand(client *c) {
         p == resetCommand)
         return 0;
     c->cmd->rejected_calls++;
-    addReplyErrorFormat(c, "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET "
-                           "are allowed in this context", c->cmd->fullname);
+    sds err = sdscatprintf(sdsempty(), "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                                       "QUIT / RESET are allowed in this context", c->cmd->fullname);
+    /* A refused EXEC answers -EXECABORT wherever it is refused, as Redis's. */
+    if (p == execCommand) execCommandAbort(c, err);
+    else addReplyError(c, err);
+    sdsfree(err);
     return 1;
 }

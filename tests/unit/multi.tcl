@@ -109,6 +109,14 @@ start_server {tags {multi}} {
         assert_error {ERR EXEC without MULTI} {r exec}
     }
 
+    test {EXEC in a RESP2 subscriber's context is refused as an EXECABORT} {
+        set c [redis_client]
+        $c subscribe ch
+        assert_error {EXECABORT*only (P|S)SUBSCRIBE*} {$c exec}
+        assert_error {ERR Can't execute 'multi'*} {$c multi}
+        $c close
+    }
+
     test {WATCH inside MULTI is an error that does not abort the transaction} {
         r multi
         assert_error {ERR WATCH inside MULTI is not allowed} {r watch a}
