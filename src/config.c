@@ -380,7 +380,7 @@ static int applyLoglevel(const char **err) {
 #define STRCA(n, f, p, d, ap) {n, CFG_STRING, f, p, 0, 0, 0, 0, d, NULL, ap, NULL, NULL}
 #define SPECC(n, f, d, set, get) {n, CFG_SPECIAL, f, NULL, 0, 0, 0, 0, d, NULL, NULL, set, get}
 
-static long long cfg_port, cfg_tcp_backlog, cfg_unixsocketperm;
+static long long cfg_port, cfg_tcp_backlog, cfg_unixsocketperm, cfg_databases;
 
 static standardConfig configs[] = {
     /* Network */
@@ -424,6 +424,9 @@ static standardConfig configs[] = {
     BOOLC("busy-poll-auto", 0, &server.busy_poll_auto, "yes"),
     INTC("prefetch-batch", 0, &server.prefetch_batch, 0, 16, "16", NULL),
     SPECC("save", 0, "", setSave, getSave),
+    /* One database (SELECT 0): shown, as tools size their database pickers
+     * by CONFIG GET databases, and 1 is the only value a file may give. */
+    INTC("databases", CFG_IMMUTABLE, &cfg_databases, 1, 1, "1", NULL),
     /* The append-only log (aof.c) */
     BOOLCA("appendonly", 0, &server.aof_enabled, "no", aofApplyConfig),
     ENUMC("appendfsync", 0, &server.aof_fsync, aofFsyncEnum, "everysec", NULL),

@@ -163,6 +163,19 @@ start_server {tags {config}} {
     }
 }
 
+# databases: there is one (SELECT 0), and CONFIG GET says so, for the tools
+# that size their database pickers from it (Redis answers 16).
+start_server {tags {config mooncake}} {
+    test {CONFIG GET databases is 1, immutable, and a config file may only say 1} {
+        assert_equal {databases 1} [r config get databases]
+        assert_error {*can't set immutable config*} {r config set databases 16}
+        assert_error {ERR DB index is out of range} {r select 1}
+        lassign [run_conf_expecting_exit "port [find_available_port]\nbind 127.0.0.1\ndatabases 16"] exited out
+        assert_equal 1 $exited "server exited?"
+        assert_match *databases* $out
+    }
+}
+
 # Protected configs, as Redis 7 (these pass against redis-server 7.0 too):
 # dir is refused to CONFIG SET unless enable-protected-configs allows it.
 start_server {tags {config}} {
