@@ -182,8 +182,13 @@ static uint64_t categoriesOf(serverCommand *cmd) {
     if (cmd->flags & CMD_ADMIN) cats |= ACL_CAT_ADMIN | ACL_CAT_DANGEROUS;
     if (cmd->flags & CMD_FAST) cats |= ACL_CAT_FAST;
     const char *group = cmd->group ? cmd->group : cmd->parent ? cmd->parent->group : "";
+    /* Redis's groups name its categories: rules such as +@transaction or
+     * -@pubsub written for Redis must reach the same commands here. */
     if (!strcmp(group, "generic")) cats |= ACL_CAT_KEYSPACE;
     else if (!strcmp(group, "string")) cats |= ACL_CAT_STRING;
+    else if (!strcmp(group, "bitmap")) cats |= ACL_CAT_BITMAP;
+    else if (!strcmp(group, "pubsub")) cats |= ACL_CAT_PUBSUB;
+    else if (!strcmp(group, "transactions")) cats |= ACL_CAT_TRANSACTION;
     else if (!strcmp(group, "connection")) cats |= ACL_CAT_CONNECTION;
     else if (!strcmp(group, "store") || !strcmp(group, "data")) cats |= ACL_CAT_STORE;
     cats |= extraCategories(cmd->parent ? cmd->parent->fullname : cmd->fullname);

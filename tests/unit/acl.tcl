@@ -274,6 +274,32 @@ start_server {tags {acl}} {
         assert_error {ERR*Unknown category*} {r acl cat nosuchcategory}
     }
 
+    test {@pubsub, @transaction and @bitmap hold their commands, and rules using them grant and deny} {
+        foreach {cat cmds} {
+            pubsub {subscribe psubscribe ssubscribe unsubscribe punsubscribe sunsubscribe publish spublish
+                    pubsub|channels pubsub|numsub pubsub|numpat}
+            transaction {multi exec discard watch unwatch}
+            bitmap {setbit getbit bitcount}
+        } {
+            set members [r acl cat $cat]
+            foreach cmd $cmds {
+                assert {[lsearch -exact $members $cmd] >= 0}
+            }
+        }
+        assert_equal {@write @bitmap @slow} [lindex [r command info setbit] 0 6]
+        r acl setuser txuser on >pw ~* &* +@read +@write +@transaction -@pubsub +@connection
+        set c [redis_client]
+        $c auth txuser pw
+        assert_equal OK [$c multi]
+        assert_equal QUEUED [$c set tx:k 1]
+        assert_equal {OK} [$c exec]
+        assert_error {NOPERM*} {$c publish ch m}
+        assert_error {NOPERM*} {$c subscribe ch}
+        $c close
+        r acl deluser txuser
+        r del tx:k
+    }
+
     test {COMMAND INFO shows the categories, COMMAND LIST filters by them} {
         assert_equal {@read @string @fast} [lindex [r command info get] 0 6]
         assert_equal {@write @string @slow} [lindex [r command info set] 0 6]
