@@ -838,23 +838,91 @@ static const struct {
                  {CMD_FAST, "fast"},     {CMD_NO_MULTI, "no_multi"}, {CMD_MOVABLEKEYS, "movablekeys"},
                  {0, NULL}};
 
-/* Key specs, the Redis 7 form of the key positions: one spec, found by
- * index, whose keys are either a range (first/last/step) or counted by a
- * numkeys argument (CMD_MOVABLEKEYS). */
-static void addReplyKeySpecs(client *c, serverCommand *cmd) {
-    /* MIGRATE's keys are argv[3] or follow KEYS: a range spec plus
-     * movablekeys (COMMAND GETKEYS), as Redis describes it. */
+/* Key flags as Redis 7's key specs name them (RW/RO/OW/RM and access,
+ * update, insert, delete), for COMMAND GETKEYSANDFLAGS and the key specs
+ * of COMMAND INFO. Most follow from
+ * the command's flags; the rest are listed, with a second entry where
+ * later keys differ (RENAME's destination). */
+static const struct {
+    const char *cmd;
+    const char *first, *rest;
+} keyFlagsTable[] = {
+    {"del", "RM delete", NULL},           {"unlink", "RM delete", NULL},
+    {"getdel", "RW access delete", NULL}, {"remove", "RM delete", NULL},
+    {"replica.clear", "RM delete", NULL},
+    {"set", "OW update", NULL},           {"mset", "OW update", NULL},
+    {"msetnx", "OW insert", NULL},        {"setnx", "OW insert", NULL},
+    {"setex", "OW update", NULL},         {"psetex", "OW update", NULL},
+    {"restore", "OW update", NULL},       {"restore-asking", "OW update", NULL},
+    {"append", "RW insert", NULL},        {"setrange", "RW update", NULL},
+    {"expire", "RW update", NULL},        {"pexpire", "RW update", NULL},
+    {"expireat", "RW update", NULL},      {"pexpireat", "RW update", NULL},
+    {"persist", "RW update", NULL},       {"rename", "RW access delete", "OW update"},
+    {"renamenx", "RW access delete", "OW insert"},
+    {"copy", "RO access", "OW update"},   {"migrate", "RW access delete", NULL},
+    /* Reads of the key's metadata, not its value: no "access". */
+    {"exists", "RO", NULL},               {"touch", "RO", NULL},
+    {"type", "RO", NULL},                 {"strlen", "RO", NULL},
+    {"object|encoding", "RO", NULL},      {"object|freq", "RO", NULL},
+    {"object|idletime", "RO", NULL},      {"object|refcount", "RO", NULL},
+    {"memory|usage", "RO", NULL},
+    {NULL, NULL, NULL}};
+
+static int keyFlagsRow(const serverCommand *cmd) {
+    for (int i = 0; keyFlagsTable[i].cmd; i++)
+        if (!strcmp(keyFlagsTable[i].cmd, cmd->fullname)) return i;
+    return -1;
+}
+
+static const char *keyFlags(const serverCommand *cmd, int ordinal) {
+    int i = keyFlagsRow(cmd);
+    if (i >= 0) return ordinal > 0 && keyFlagsTable[i].rest ? keyFlagsTable[i].rest : keyFlagsTable[i].first;
+    if (cmd->flags & CMD_PUBSUB) return "not_key";
+    if (cmd->flags & CMD_WRITE) return "RW access update";
+    if (cmd->flags & CMD_READONLY) return "RO access";
+    return "RO";
+}
+
+/* Key specs in COMMAND INFO (and key_spec_index in COMMAND DOCS): one, or
+ * two where later keys have flags of their own (RENAME, RENAMENX, COPY:
+ * source, then destination), as Redis 7 describes them. */
+static int keySpecCount(const serverCommand *cmd) {
     int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0 && cmd->proc != migrateCommand;
-    if (!keynum && cmd->firstkey == 0) {
-        addReplyArrayLen(c, 0);
-        return;
+    if (!keynum && cmd->firstkey == 0) return 0;
+    int i = keyFlagsRow(cmd);
+    return !keynum && i >= 0 && keyFlagsTable[i].rest && cmd->lastkey != cmd->firstkey ? 2 : 1;
+}
+
+/* A spec's flags are those of its keys, but fixed: SET reads its key only
+ * with GET, so its spec says both, with variable_flags, as Redis's does
+ * (GETKEYSANDFLAGS resolves them for the call at hand). */
+static const char *keySpecFlags(const serverCommand *cmd, int spec) {
+    if (!strcmp(cmd->fullname, "set")) return "RW access update variable_flags";
+    return keyFlags(cmd, spec);
+}
+
+static void addReplyKeyFlags(client *c, const char *flags) {
+    int n = 1;
+    for (const char *p = flags; *p; p++) n += *p == ' ';
+    addReplySetLen(c, n);
+    while (*flags) {
+        const char *sp = strchr(flags, ' ');
+        size_t len = sp ? (size_t)(sp - flags) : strlen(flags);
+        char word[32];
+        snprintf(word, sizeof(word), "%.*s", (int)len, flags);
+        addReplyStatus(c, word);
+        flags += len + (sp != NULL);
     }
-    addReplyArrayLen(c, 1);
+}
+
+/* Key specs, the Redis 7 form of the key positions: each found by index,
+ * its keys either a range (first/last/step) or counted by a numkeys
+ * argument (CMD_MOVABLEKEYS), with the flags of its keys (keyFlagsTable),
+ * the same words COMMAND GETKEYSANDFLAGS gives. */
+static void addReplyKeySpec(client *c, const char *flags, long long index, int keynum, long long a, long long b) {
     addReplyMapLen(c, 3);
     addReplyBulkCString(c, "flags");
-    addReplySetLen(c, 1);
-    /* A shard channel is routed like a key but is none (Redis: not_key). */
-    addReplyStatus(c, (cmd->flags & CMD_PUBSUB) ? "not_key" : (cmd->flags & CMD_WRITE) ? "RW" : "RO");
+    addReplyKeyFlags(c, flags);
     addReplyBulkCString(c, "begin_search");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
@@ -862,7 +930,7 @@ static void addReplyKeySpecs(client *c, serverCommand *cmd) {
     addReplyBulkCString(c, "spec");
     addReplyMapLen(c, 1);
     addReplyBulkCString(c, "index");
-    addReplyLongLong(c, keynum ? cmd->keynum_idx : cmd->firstkey);
+    addReplyLongLong(c, index);
     addReplyBulkCString(c, "find_keys");
     addReplyMapLen(c, 2);
     addReplyBulkCString(c, "type");
@@ -873,16 +941,38 @@ static void addReplyKeySpecs(client *c, serverCommand *cmd) {
         addReplyBulkCString(c, "keynumidx");
         addReplyLongLong(c, 0);
         addReplyBulkCString(c, "firstkey");
-        addReplyLongLong(c, cmd->keynum_first - cmd->keynum_idx);
+        addReplyLongLong(c, a);
         addReplyBulkCString(c, "keystep");
-        addReplyLongLong(c, cmd->keynum_step);
+        addReplyLongLong(c, b);
     } else {
         addReplyBulkCString(c, "lastkey");
-        addReplyLongLong(c, cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - cmd->firstkey);
+        addReplyLongLong(c, a);
         addReplyBulkCString(c, "keystep");
-        addReplyLongLong(c, cmd->keystep);
+        addReplyLongLong(c, b);
         addReplyBulkCString(c, "limit");
         addReplyLongLong(c, 0);
+    }
+}
+
+static void addReplyKeySpecs(client *c, serverCommand *cmd) {
+    /* MIGRATE's keys are argv[3] or follow KEYS: a range spec plus
+     * movablekeys (COMMAND GETKEYS), as Redis describes it. */
+    int keynum = (cmd->flags & CMD_MOVABLEKEYS) != 0 && cmd->proc != migrateCommand;
+    int nspecs = keySpecCount(cmd);
+    addReplyArrayLen(c, nspecs);
+    if (nspecs == 0) return;
+    if (keynum) {
+        addReplyKeySpec(c, keySpecFlags(cmd, 0), cmd->keynum_idx, 1, cmd->keynum_first - cmd->keynum_idx,
+                        cmd->keynum_step);
+    } else if (nspecs == 1) {
+        addReplyKeySpec(c, keySpecFlags(cmd, 0), cmd->firstkey, 0,
+                        cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - cmd->firstkey, cmd->keystep);
+    } else {
+        /* The first key alone, then the rest from the next one on. */
+        long long next = cmd->firstkey + cmd->keystep;
+        addReplyKeySpec(c, keySpecFlags(cmd, 0), cmd->firstkey, 0, 0, 1);
+        addReplyKeySpec(c, keySpecFlags(cmd, 1), next, 0, cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - next,
+                        cmd->keystep);
     }
 }
 
@@ -919,7 +1009,7 @@ static void addReplyCommandInfo(client *c, serverCommand *cmd) {
 /* Each argument as Redis 7 sends it (and redis-cli reads it for hints):
  * name, type, key_spec_index, token, flags (a set of status strings),
  * arguments (of a block or oneof), the optional fields only when set. */
-static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs) {
+static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs, int nspecs, int *keyno) {
     addReplyArrayLen(c, nargs);
     for (int i = 0; i < nargs; i++) {
         const cmdArg *a = &args[i];
@@ -931,8 +1021,10 @@ static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs) {
         addReplyBulkCString(c, "type");
         addReplyBulkCString(c, a->type);
         if (key) {
+            /* Key arguments in order: the first spec's, then the second's. */
             addReplyBulkCString(c, "key_spec_index");
-            addReplyLongLong(c, 0);
+            addReplyLongLong(c, *keyno < nspecs - 1 ? *keyno : (nspecs > 0 ? nspecs - 1 : 0));
+            (*keyno)++;
         }
         if (a->token) {
             addReplyBulkCString(c, "token");
@@ -947,7 +1039,7 @@ static void addReplyCommandArgs(client *c, const cmdArg *args, int nargs) {
         }
         if (a->nargs) {
             addReplyBulkCString(c, "arguments");
-            addReplyCommandArgs(c, a->args, a->nargs);
+            addReplyCommandArgs(c, a->args, a->nargs, nspecs, keyno);
         }
     }
 }
@@ -971,7 +1063,8 @@ static void addReplyCommandDocs(client *c, serverCommand *cmd) {
     }
     if (cmd->nargs) {
         addReplyBulkCString(c, "arguments");
-        addReplyCommandArgs(c, cmd->args, cmd->nargs);
+        int keyno = 0;
+        addReplyCommandArgs(c, cmd->args, cmd->nargs, keySpecCount(cmd), &keyno);
     }
     if (nsubs) {
         addReplyBulkCString(c, "subcommands");
@@ -992,53 +1085,6 @@ static long long commandCount(void) {
 /* COMMAND GETKEYS: key positions of the command given as arguments, as
  * cluster routing finds them (cluster.c), so a client that asks routes
  * exactly as the server will. */
-/* Key flags as Redis 7's key specs name them (RW/RO/OW/RM and access,
- * update, insert, delete), for COMMAND GETKEYSANDFLAGS. Most follow from
- * the command's flags; the rest are listed, with a second entry where
- * later keys differ (RENAME's destination). */
-static const struct {
-    const char *cmd;
-    const char *first, *rest;
-} keyFlagsTable[] = {
-    {"del", "RM delete", NULL},           {"unlink", "RM delete", NULL},
-    {"getdel", "RW access delete", NULL}, {"remove", "RM delete", NULL},
-    {"replica.clear", "RM delete", NULL},
-    {"set", "OW update", NULL},           {"mset", "OW update", NULL},
-    {"msetnx", "OW insert", NULL},        {"setnx", "OW insert", NULL},
-    {"setex", "OW update", NULL},         {"psetex", "OW update", NULL},
-    {"restore", "OW update", NULL},       {"restore-asking", "OW update", NULL},
-    {"append", "RW insert", NULL},        {"setrange", "RW update", NULL},
-    {"expire", "RW update", NULL},        {"pexpire", "RW update", NULL},
-    {"expireat", "RW update", NULL},      {"pexpireat", "RW update", NULL},
-    {"persist", "RW update", NULL},       {"rename", "RW access delete", "OW update"},
-    {"renamenx", "RW access delete", "OW insert"},
-    {"copy", "RO access", "OW update"},
-    {NULL, NULL, NULL}};
-
-static const char *keyFlags(const serverCommand *cmd, int ordinal) {
-    for (int i = 0; keyFlagsTable[i].cmd; i++)
-        if (!strcmp(keyFlagsTable[i].cmd, cmd->fullname))
-            return ordinal > 0 && keyFlagsTable[i].rest ? keyFlagsTable[i].rest : keyFlagsTable[i].first;
-    if (cmd->flags & CMD_PUBSUB) return "not_key";
-    if (cmd->flags & CMD_WRITE) return "RW access update";
-    if (cmd->flags & CMD_READONLY) return "RO access";
-    return "RO";
-}
-
-static void addReplyKeyFlags(client *c, const char *flags) {
-    int n = 1;
-    for (const char *p = flags; *p; p++) n += *p == ' ';
-    addReplySetLen(c, n);
-    while (*flags) {
-        const char *sp = strchr(flags, ' ');
-        size_t len = sp ? (size_t)(sp - flags) : strlen(flags);
-        char word[32];
-        snprintf(word, sizeof(word), "%.*s", (int)len, flags);
-        addReplyStatus(c, word);
-        flags += len + (sp != NULL);
-    }
-}
-
 /* COMMAND GETKEYS / GETKEYSANDFLAGS cmd args...: the keys, each with its
  * flags when asked. */
 static void commandGetKeys(client *c, int withflags) {
@@ -1069,11 +1115,15 @@ static void commandGetKeys(client *c, int withflags) {
         addReplyError(c, "ERR The command has no key arguments");
         return;
     }
+    /* SET's flags vary (keySpecFlags): with GET it reads the old value. */
+    int setget = 0;
+    if (cmd->proc == setCommand)
+        for (int j = 3; j < argc; j++) setget |= !strcasecmp(argv[j], "get");
     addReplyArrayLen(c, n);
     for (int j = 0; j < n; j++) {
         if (withflags) addReplyArrayLen(c, 2);
         addReplyBulk(c, argv[keys[j]], sdslen(argv[keys[j]]));
-        if (withflags) addReplyKeyFlags(c, keyFlags(cmd, j));
+        if (withflags) addReplyKeyFlags(c, setget ? "RW access update" : keyFlags(cmd, j));
     }
     zfree(keys);
 }

@@ -494,10 +494,11 @@ start_server {tags {keyspace}} {
     } {object|encoding 3 2 2 1 object|freq 3 2 2 1 object|help 2 0 0 0 object|idletime 3 2 2 1 object|refcount 3 2 2 1}
 
     # Redis 7's own answers (redis-server 7.0), as docs_shape reduces them.
-    # RENAME and COPY are left out: Redis gives their second key a key
-    # spec of its own (key_spec_index 1); here one spec covers both.
+    # RENAME, RENAMENX and COPY give their second key a key spec of its own.
     test {COMMAND DOCS of the generic commands as Redis 7 describes them} {
         set want {
+            rename {{name key type key key_spec_index 0} {name newkey type key key_spec_index 1}}
+            copy {{name source type key key_spec_index 0} {name destination type key key_spec_index 1} {name destination-db type integer token DB flags optional} {name replace type pure-token token REPLACE flags optional}}
             touch {{name key type key key_spec_index 0 flags multiple}}
             expireat {{name key type key key_spec_index 0} {name unix-time-seconds type unix-time} {name condition type oneof flags optional arguments {{name nx type pure-token token NX} {name xx type pure-token token XX} {name gt type pure-token token GT} {name lt type pure-token token LT}}}}
             pexpiretime {{name key type key key_spec_index 0}}
@@ -510,6 +511,27 @@ start_server {tags {keyspace}} {
         set enc [dict get [dict get $d subcommands] object|encoding]
         docs_shape {*}[dict get $enc arguments]
     } {{name key type key key_spec_index 0}}
+
+    # Each key spec's begin index and flags, as redis-server 7.0 answers.
+    test {COMMAND INFO key specs carry Redis 7's key flags, one spec per kind of key} {
+        set out {}
+        foreach c {get set del unlink exists touch type strlen ttl getdel getex incr append setrange
+                   mset msetnx setnx expire persist dump rename renamenx copy object|encoding} {
+            set specs [lindex [r command info $c] 0 8]
+            set got {}
+            foreach spec $specs {
+                set idx [dict get [dict get [dict get $spec begin_search] spec] index]
+                lappend got $idx [lsort [dict get $spec flags]]
+            }
+            lappend out $c $got
+        }
+        set out
+    } {get {1 {RO access}} set {1 {RW access update variable_flags}} del {1 {RM delete}} unlink {1 {RM delete}} exists {1 RO} touch {1 RO} type {1 RO} strlen {1 RO} ttl {1 {RO access}} getdel {1 {RW access delete}} getex {1 {RW access update}} incr {1 {RW access update}} append {1 {RW insert}} setrange {1 {RW update}} mset {1 {OW update}} msetnx {1 {OW insert}} setnx {1 {OW insert}} expire {1 {RW update}} persist {1 {RW update}} dump {1 {RO access}} rename {1 {RW access delete} 2 {OW update}} renamenx {1 {RW access delete} 2 {OW insert}} copy {1 {RO access} 2 {OW update}} object|encoding {2 RO}}
+
+    test {COMMAND GETKEYSANDFLAGS: SET with GET reads its key} {
+        list [r command getkeysandflags set k v] [r command getkeysandflags set k v ex 10 get] \
+             [r command getkeysandflags exists a b]
+    } {{{k {OW update}}} {{k {RW access update}}} {{a RO} {b RO}}}
 
     test {Wrong number of arguments} {
         foreach cmd {
