@@ -128,6 +128,8 @@ static mc_client *borrow(ClientObject *self, int *rc) {
     return h;
 }
 
+mc_client *mcpyBorrow(ClientObject *self, int *rc) { return borrow(self, rc); }
+
 /* Called without the GIL. */
 static void giveBack(ClientObject *self, mc_client *h) {
     pthread_mutex_lock(&self->lock);
@@ -148,6 +150,7 @@ static void closeAll(ClientObject *self) {
     while (self->busy > 0) pthread_cond_wait(&self->cond, &self->lock);
     int n = self->nall;
     self->nall = self->nidle = 0;
+    self->sess_h = NULL; /* one of all[] */
     pthread_mutex_unlock(&self->lock);
     /* The first handle hosts the segment: closed last, after the others
      * stopped using it as a place for replicas. */
@@ -966,6 +969,14 @@ static PyMethodDef Client_methods[] = {
     {"get_async", (PyCFunction)(void (*)(void))Client_get_async, METH_VARARGS | METH_KEYWORDS,
      "get_async(keys, bufs, sizes=None) -> Op or code"},
     {"last_transport", (PyCFunction)Client_last_transport, METH_NOARGS, "what moved the last replica"},
+    {"put_session_start", (PyCFunction)mcpyPutSessionStart, METH_VARARGS,
+     "put_session_start(keys, sizes, opts=None) -> per key a session or a code"},
+    {"put_session_write", (PyCFunction)mcpyPutSessionWrite, METH_VARARGS,
+     "put_session_write(sessions, ranges) -> per session bytes written or a code; ranges: (address, offset, length)"},
+    {"put_session_end", (PyCFunction)mcpyPutSessionEnd, METH_VARARGS,
+     "put_session_end(sessions) -> per session 0 or a code (every session given is closed)"},
+    {"put_session_revoke", (PyCFunction)mcpyPutSessionRevoke, METH_VARARGS,
+     "put_session_revoke(sessions) -> per session 0 or a code (every session given is closed)"},
     {"close", (PyCFunction)Client_close, METH_NOARGS, "close(): wait for calls in flight, then disconnect"},
     {NULL, NULL, 0, NULL},
 };

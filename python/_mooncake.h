@@ -53,6 +53,7 @@ typedef struct {
     regionT *regions;
     int nregions;
     int inited;
+    mc_client *sess_h;           /* the handle put sessions run on (_mooncake_session.c), NULL before the first */
 } ClientObject;
 
 /* This thread's last failure in words (last_error()), set by every file. */
@@ -79,6 +80,14 @@ int mcpyParseCall(ClientObject *self, callArgs *a, PyObject *keys, PyObject *buf
 void mcpyCallArgsFree(callArgs *a);
 int mcpyAddressAllowed(ClientObject *self, uintptr_t p, size_t len, int write_into);
 PyObject *mcpyResultList(const long long *r, Py_ssize_t n);
+
+/* ---- the pool (_mooncake.c) and put sessions (_mooncake_session.c) ----- */
+
+mc_client *mcpyBorrow(ClientObject *self, int *rc); /* with the GIL; NULL and *rc on failure */
+PyObject *mcpyPutSessionStart(ClientObject *self, PyObject *args);
+PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args);
+PyObject *mcpyPutSessionEnd(ClientObject *self, PyObject *args);
+PyObject *mcpyPutSessionRevoke(ClientObject *self, PyObject *args);
 
 /* ---- the Buffer type (_mooncake_buffer.c) -------------------------------- */
 

@@ -45,7 +45,7 @@ def library():
 setup(
     version=version(),
     ext_modules=[Extension("mooncake._mooncake",
-                           ["_mooncake.c", "_mooncake_args.c", "_mooncake_buffer.c", "_mooncake_async.c"],
+                           ["_mooncake.c", "_mooncake_args.c", "_mooncake_buffer.c", "_mooncake_async.c", "_mooncake_session.c"],
                            depends=["_mooncake.h"],
                            define_macros=[("MOONCAKE_VERSION", '"%s"' % version())], **library())],
 )

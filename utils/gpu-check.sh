@@ -109,7 +109,8 @@ python_path() {
     for l in libnuma.so.1 libibverbs.so.1 librdmacm.so.1; do [ -f "$BIN/$l" ] && libs="$libs $BIN/$l"; done
     mkdir -p "$TMP/site/mooncake" && cp "$ROOT"/python/mooncake/*.py "$TMP/site/mooncake/" &&
         cc -O2 -shared -fPIC -I"$inc" -I"$BIN" "$ROOT/python/_mooncake.c" "$ROOT/python/_mooncake_args.c" \
-            "$ROOT/python/_mooncake_buffer.c" "$ROOT/python/_mooncake_async.c" "$BIN/libmooncake.a" $libs \
+            "$ROOT/python/_mooncake_buffer.c" "$ROOT/python/_mooncake_async.c" "$ROOT/python/_mooncake_session.c" \
+            "$BIN/libmooncake.a" $libs \
             -ldl -pthread -o "$TMP/site/mooncake/_mooncake$suf" >&2 &&
         echo "$TMP/site"
 }

@@ -480,6 +480,7 @@ class MooncakeDistributedStore:
         self._prefix = ""
         self._budget = _LocalBuffer(0)
         self._sessions = {}
+        self._put_sessions = {}  # key -> put session (a capsule), None while one starts
         self._size_hint = 0
         self._lock = _threading.Lock()
 
@@ -609,7 +610,10 @@ class MooncakeDistributedStore:
             c, self._c = self._c, None
             self._mounted = False
             self._sessions = {}
+            puts, self._put_sessions = [p for p in self._put_sessions.values() if p is not None], {}
         if c is not None:
+            if puts:
+                c.put_session_revoke(puts)  # their space back now, not at put-timeout
             c.close()
         return 0
 
@@ -1021,6 +1025,116 @@ class MooncakeDistributedStore:
             for k in keys:
                 self._sessions.pop(k, None)
         return 0
+
+    # -- put sessions -------------------------------------------------------------
+    def batch_put_session_start(self, keys, sizes, config=None):
+        """Reserves each key's object of sizes[i] bytes and opens a put
+        session for it (libmooncake's mc_put_session_*): its bytes arrive by
+        later batch_put_from_multi_buffer_ranges calls, and
+        batch_put_session_end publishes it whole (or batch_put_session_revoke
+        gives the space back). Per key 0 or a code: INVALID_PARAMS for a key
+        with a session already (as upstream) or a size that is not positive,
+        OBJECT_ALREADY_EXISTS for a key stored or being put."""
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        try:
+            sizes = [int(n) for n in sizes]
+        except (TypeError, ValueError):
+            return res
+        if self._c is None or len(sizes) != len(keys):
+            return res
+        opts = self._opts(config)
+        if isinstance(opts, int):
+            return [opts] * len(keys)
+        start = []
+        with self._lock:
+            for i, k in enumerate(keys):
+                if sizes[i] <= 0 or k in self._put_sessions:
+                    continue
+                self._put_sessions[k] = None  # taken: a second start of it is refused meanwhile
+                start.append(i)
+        if not start:
+            return res
+        try:
+            got = self._c.put_session_start(self._keys([keys[i] for i in start]), [sizes[i] for i in start], opts)
+        except (TypeError, ValueError, OverflowError):
+            got = [INVALID_PARAMS] * len(start)
+        with self._lock:
+            for i, g in zip(start, got):
+                if isinstance(g, int):
+                    res[i] = _code(g)
+                    self._put_sessions.pop(keys[i], None)
+                else:
+                    res[i] = 0
+                    self._put_sessions[keys[i]] = g
+        return res
+
+    def batch_put_from_multi_buffer_ranges(self, keys, all_buffer_ptrs, all_sizes, all_dst_offsets):
+        """For each key with a put session: buffer j's size_j bytes go to
+        offset off_j of the object, in every replica, copied before the call
+        returns. Per key the bytes written or a code: INVALID_PARAMS for a
+        key without a session, mismatched lists, a range outside the object
+        or outside registered memory (nothing of that key is written); a
+        transfer that fails leaves the session for a revoke (its end would
+        revoke it too)."""
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        if self._c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
+            return res
+        sessions, ranges, where = [], [], []
+        with self._lock:
+            for i, k in enumerate(keys):
+                try:
+                    ptrs, sizes, offs = list(all_buffer_ptrs[i]), list(all_sizes[i]), list(all_dst_offsets[i])
+                except TypeError:
+                    continue
+                s = self._put_sessions.get(k)
+                if s is None or not (len(ptrs) == len(sizes) == len(offs)):
+                    continue
+                if not all(isinstance(x, int) and x >= 0 for x in ptrs + sizes + offs):
+                    continue
+                sessions.append(s)
+                ranges.append(list(zip(ptrs, offs, sizes)))
+                where.append(i)
+        if sessions:
+            try:
+                got = self._c.put_session_write(sessions, ranges)
+            except (TypeError, ValueError, OverflowError):
+                return res
+            for i, g in zip(where, got):
+                res[i] = _code(g)
+        return res
+
+    def _finish_put_sessions(self, keys, publish):
+        keys = list(keys)
+        res = [INVALID_PARAMS] * len(keys)
+        if self._c is None:
+            return res
+        sessions, where = [], []
+        with self._lock:
+            for i, k in enumerate(keys):
+                s = self._put_sessions.get(k)
+                if s is None:
+                    continue  # none, or still starting
+                del self._put_sessions[k]
+                sessions.append(s)
+                where.append(i)
+        if sessions:
+            got = (self._c.put_session_end if publish else self._c.put_session_revoke)(sessions)
+            for i, g in zip(where, got):
+                res[i] = _code(g)
+        return res
+
+    def batch_put_session_end(self, keys):
+        """Publishes each key's object (unwritten bytes are zeros). Per key 0
+        or a code; the session is closed either way (one whose write failed
+        is revoked, and answers that code)."""
+        return self._finish_put_sessions(keys, True)
+
+    def batch_put_session_revoke(self, keys):
+        """Closes each key's put session and gives its space back: per key
+        0, or INVALID_PARAMS for a key without a session."""
+        return self._finish_put_sessions(keys, False)
 
     # -- replica descriptions and clearing -------------------------------------
     def _descs(self, keys):

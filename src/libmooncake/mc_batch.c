@@ -31,7 +31,7 @@
  * for finishXfers; anything else is left to the sequential path (returns
  * MC_ERR_UNSUPPORTED). device (XF_*): GPUDirect is left to the sequential
  * path, and so is tcp of buffers with device memory (staged there). */
-static int startXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+int mcStartXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                      int write, int device, mcTcpItem *p) {
     if (device == XF_GPUDIRECT) return MC_ERR_UNSUPPORTED;
     if (c->map.nodes[node].gen != gen) return mcSegLost(c);
@@ -69,7 +69,7 @@ static int startXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep,
 /* Sends the queued tcp transfers (mc_tcp.c: small ones share vector
  * commands) and reads the replies; ok[item] is cleared for a transfer that
  * failed. */
-static void finishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok) {
+void mcFinishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok) {
     mcReply *err;
     mcTcpBatch(p, np, write, &err);
     if (err) mcErrReply(c, err);
@@ -163,14 +163,14 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     for (size_t i = 0; i < n; i++) {
         for (size_t j = 0; ok[i] && j < nreps[i]; j++) {
             const mcReplica *rep = &reps[i * MC_MAX_REPLICAS + j];
-            int s = startXfer(c, k[i].node, k[i].gen, rep, items[i].iov, items[i].iovcnt, 1, dev[i], &pend[np]);
+            int s = mcStartXfer(c, k[i].node, k[i].gen, rep, items[i].iov, items[i].iovcnt, 1, dev[i], &pend[np]);
             if (s == 1) pend[np++].item = i;
             else if (s != MC_OK &&
                      mcXferReplica(c, k[i].node, k[i].gen, rep, items[i].iov, items[i].iovcnt, 1, dev[i]) != MC_OK)
                 ok[i] = 0;
         }
     }
-    finishXfers(c, pend, np, 1, ok);
+    mcFinishXfers(c, pend, np, 1, ok);
     /* A transfer that failed because the connection was lost: the put is
      * gone with it, nothing to revoke; redone below. */
     for (size_t i = 0; i < n; i++)
@@ -448,12 +448,12 @@ static int batchReadLocked(mc_client *c, mcBKey *k, size_t nkeys, mcRead *rd, si
         if (r->done || r->len == 0 || nreps[r->key] == 0) continue;
         mcReplica first;
         narrowReplicas(&reps[r->key * MC_MAX_REPLICAS], 1, r->off, r->len, &first);
-        int s = startXfer(c, k[r->key].node, k[r->key].gen, &first, r->iov, r->iovcnt, 0, r->device, &pend[np]);
+        int s = mcStartXfer(c, k[r->key].node, k[r->key].gen, &first, r->iov, r->iovcnt, 0, r->device, &pend[np]);
         if (s == 1) pend[np++].item = i;
         started[i] = s == 1 || s == MC_OK;
         ok[i] = 1;
     }
-    finishXfers(c, pend, np, 0, ok);
+    mcFinishXfers(c, pend, np, 0, ok);
     for (size_t i = 0; i < nreads; i++) {
         mcRead *r = &rd[i];
         if (r->done) {

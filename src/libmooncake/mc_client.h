@@ -226,6 +226,13 @@ int mcIovCheck(mc_client *c, const struct iovec *iov, int iovcnt, size_t *total)
 int mcIovRegistered(mc_client *c, const struct iovec *iov, int iovcnt);
 int mcIovDevice(mc_client *c, const struct iovec *iov, int iovcnt, uint64_t len);
 
+/* mc_batch.c: a replica's transfer started now (shm, returns MC_OK) or
+ * queued for mcFinishXfers (tcp, returns 1); else MC_ERR_UNSUPPORTED and the
+ * caller moves it with mcXferReplica. */
+int mcStartXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
+                int write, int device, mcTcpItem *p);
+void mcFinishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok);
+
 /* mc_mount.c: the hosted segment's heartbeat and unmount. */
 void mcHeartbeatNode(mc_client *c, int node);
 void mcUnmountLocked(mc_client *c);

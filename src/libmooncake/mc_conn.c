@@ -739,3 +739,14 @@ long long mcReplyInt(const mcReply *r, int *ok) {
     if ((r->type == MCR_BULK || r->type == MCR_STATUS) && parseLL(r->str, &v)) *ok = 1;
     return v;
 }
+
+int mcConnPeerClosed(mcConn *c) {
+    if (c == NULL || c->broken) return 1;
+    struct pollfd p = {.fd = c->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 0; /* nothing to say: open */
+    char b;
+    int closed = (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) ||
+                 ((p.revents & POLLIN) && recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0);
+    if (closed) c->broken = 1;
+    return closed;
+}

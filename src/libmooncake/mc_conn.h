@@ -73,6 +73,11 @@ void mcConnAppend(mcConn *c, int argc, const char **argv, const size_t *lens);
 void mcConnAppendHeader(mcConn *c, int argc);
 void mcConnAppendArg(mcConn *c, const void *p, size_t len);
 void mcConnAppendArgV(mcConn *c, const struct iovec *iov, int iovcnt, size_t len);
+/* Whether the peer has closed the connection (EOF or an error waiting on
+ * the socket), asked without blocking and without reading: for state a
+ * connection holds across calls (a put session), which must not be used
+ * once the server has given it back. Marks it broken when so. */
+int mcConnPeerClosed(mcConn *c);
 int mcConnFlush(mcConn *c);                  /* MC_OK or MC_ERR_IO */
 /* The next reply (caller frees with mcReplyFree); NULL on I/O or protocol error. */
 mcReply *mcConnRead(mcConn *c);

@@ -399,6 +399,52 @@ long long mc_remove_all(mc_client *c);
  * the keyspace's. MC_OK or MC_ERR_* (then *keys is NULL and *n 0). */
 int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n);
 
+/* Put sessions (Mooncake's batch_put_session_*: vLLM's layerwise saves):
+ * an object reserved at once, written in byte ranges by later calls as its
+ * parts become ready, then published whole, or revoked.
+ * mc_put_session_start reserves n objects of sizes[i] bytes (one
+ * BATCH.PUT.START per node and slot; opts as mc_put): sessions[i] gets a
+ * session where results[i] is MC_OK, NULL elsewhere (MC_ERR_EXISTS for a
+ * key that is complete or being put, MC_ERR_NOSPACE, ...; MC_ERR_INVALID
+ * for all when a key is empty or a size 0). Returns the number started or
+ * MC_ERR_*.
+ * mc_put_session_write copies, for each item, each range's len bytes at
+ * src (inside registered memory, host or device) to dst_off of its
+ * session's object, in every replica; results[i] is the item's bytes
+ * written or MC_ERR_*. A range outside the object or outside registered
+ * memory refuses its item before any byte moves (MC_ERR_INVALID); a
+ * transfer that fails marks the session failed (MC_ERR_IO): its end
+ * revokes it. The bytes are copied when the call returns.
+ * mc_put_session_end publishes each session (BATCH.PUT.END; ranges never
+ * written hold zeros, as any put's unwritten bytes do), and
+ * mc_put_session_revoke gives its space back; results[i] MC_OK or
+ * MC_ERR_*. Both free every session given to them, whatever the result.
+ * A session belongs to the handle that started it (the server lets only
+ * that connection end a put): another handle gets MC_ERR_INVALID, and once
+ * that connection was lost, every call on it MC_ERR_IO (the server gave
+ * the put back). mc_put_session_free only frees one (no I/O): a put never
+ * ended is given back by the server after put-timeout. */
+typedef struct mc_put_session mc_put_session;
+
+typedef struct {
+    const void *src;           /* the bytes: inside registered memory */
+    uint64_t dst_off;          /* where they go in the object */
+    size_t len;
+} mc_src_range;
+
+typedef struct {
+    mc_put_session *session;
+    const mc_src_range *ranges;
+    int nranges;               /* 0..MC_MAX_IOV */
+} mc_session_ranges;
+
+int mc_put_session_start(mc_client *c, size_t n, const mc_key *keys, const size_t *sizes, const mc_put_opts *opts,
+                         mc_put_session **sessions, int *results);
+int mc_put_session_write(mc_client *c, size_t n, const mc_session_ranges *items, long long *results);
+int mc_put_session_end(mc_client *c, size_t n, mc_put_session *const *sessions, int *results);
+int mc_put_session_revoke(mc_client *c, size_t n, mc_put_session *const *sessions, int *results);
+void mc_put_session_free(mc_put_session *s);
+
 int mc_exists(mc_client *c, const void *key, size_t keylen);  /* 1, 0 or MC_ERR_* */
 int mc_remove(mc_client *c, const void *key, size_t keylen);  /* 1 removed, 0 missing, MC_ERR_* */
 const char *mc_strerror(int err);

@@ -84,6 +84,11 @@ def test_failing_device_copy(userver):
     run_case("failing_copy", userver)
 
 
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_put_sessions_from_device_memory(userver, transport):
+    run_case("sessions_" + transport, userver)
+
+
 # ---- the child side -----------------------------------------------------------------------
 
 class Dev:
@@ -344,6 +349,67 @@ def child_failing_copy():
     dev.fail("memcpy", 0, 0)
     assert ms.put_from("fd", a, MiB) == 0
     ms.close()
+
+
+def sessions(transport):
+    """vLLM's layerwise save from device memory: each layer's slice written
+    into its block's object from the GPU, over shm straight into the
+    mapping (one device copy per byte per replica); a failing device copy
+    fails its key's write, and the end of that session revokes it: a partly
+    written object is never published."""
+    import mooncake._mooncake as _mc
+    import mooncake.store as mst
+    from mooncake.store import MooncakeDistributedStore
+    dev = Dev()
+    ms = MooncakeDistributedStore()
+    assert ms.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", os.environ["MC_TEST_ADDR"]) == 0
+    old = ms._c
+    ms._c = _mc.Client(("unix://" + os.environ["MC_TEST_UNIX"]) if transport == "shm" else os.environ["MC_TEST_ADDR"],
+                       transport={"shm": 1, "tcp": 2}[transport])
+    assert ms._c.register(ms._budget.addr, 16 << 20) == 0
+    old.close()
+    layers, page = 4, 256 * 1024 + 3
+    a = dev.malloc(layers * page)
+    v = pattern(layers * page, "sessions" + transport)
+    dev.write(a, v)
+    assert ms.register_buffer(a, layers * page) == 0
+    keys = [f"ses{transport}:{i}" for i in range(2)]
+    assert ms.batch_put_session_start(keys, [layers * page] * 2) == [0, 0]
+    b0 = dev.count("memcpy_bytes")
+    for layer in range(layers):
+        got = ms.batch_put_from_multi_buffer_ranges(keys, [[a + layer * page]] * 2, [[page]] * 2, [[layer * page]] * 2)
+        assert got == [page, page], got
+    if transport == "shm":
+        assert dev.count("memcpy_bytes") - b0 == 2 * layers * page  # straight from the device into the mapping
+    assert ms.batch_put_session_end(keys) == [0, 0]
+    for k in keys:
+        got = ms.get(k)
+        assert got == v, (k, len(got), ms.is_exist(k), next((i for i in range(min(len(v), len(got))) if got[i] != v[i]), None))
+    bad, good = "bad" + transport, "good" + transport
+    # device copies that fail: that key's write fails (after one more try),
+    # while another session goes on
+    assert ms.batch_put_session_start([bad, good], [page, page]) == [0, 0]
+    dev.fail("memcpy", 0, -1)
+    got = ms.batch_put_from_multi_buffer_ranges([bad], [[a]], [[page]], [[0]])
+    dev.fail("memcpy", 0, 0)
+    assert got[0] < 0, got
+    assert ms.batch_put_from_multi_buffer_ranges([good, bad], [[a]] * 2, [[page]] * 2, [[0]] * 2) == \
+        [page, mst.RPC_FAIL]  # a failed session takes no more writes
+    assert ms.batch_put_session_end([bad, good]) == [mst.RPC_FAIL, 0]
+    assert ms.is_exist(bad) == 0 and ms.get(good) == v[:page]
+    # revoked by its end, not left pending: the key can be put again at once
+    assert ms.batch_put_session_start([bad], [page]) == [0]
+    assert ms.batch_put_session_revoke([bad]) == [0]
+    assert ms.unregister_buffer(a) == 0
+    ms.close()
+
+
+def child_sessions_shm():
+    sessions("shm")
+
+
+def child_sessions_tcp():
+    sessions("tcp")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,335 @@
+/* _mooncake_session.c -- put sessions for Python (libmooncake's
+ * mc_put_session_*, under Mooncake's batch_put_session_* calls).
+ *
+ * A session belongs to the libmooncake handle whose connection started it
+ * (the server ends a put only on that connection), while every other call
+ * of a Client borrows whichever handle of its pool is idle. So a Client
+ * keeps one handle apart for sessions (sess_h, out of the idle pool once
+ * taken; libmooncake serialises threads on it), and every session call
+ * runs there.
+ *
+ * A session crosses into Python as a capsule around a small box: the
+ * session pointer, cleared when the session is ended or revoked (the
+ * library frees it then), and a reference to the Client, so the Client
+ * (and the address of its handle, which the library compares) outlives
+ * every session it made. A capsule dropped unended frees its session
+ * without I/O: the server gives that put back after put-timeout.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "_mooncake.h"
+
+#define SESSION_CAPSULE "mooncake._mooncake.PutSession"
+
+typedef struct {
+    mc_put_session *s;           /* NULL once ended or revoked */
+    PyObject *client;            /* a reference: the Client that made it */
+} sessionBox;
+
+static void sessionCapsuleFree(PyObject *cap) {
+    sessionBox *b = PyCapsule_GetPointer(cap, SESSION_CAPSULE);
+    if (b == NULL) return;
+    mc_put_session_free(b->s);
+    Py_XDECREF(b->client);
+    PyMem_Free(b);
+}
+
+/* The open session in a capsule of this Client's, or NULL: a capsule of
+ * another Client, one already ended, or no capsule at all. */
+static sessionBox *boxOf(ClientObject *self, PyObject *o) {
+    if (!PyCapsule_IsValid(o, SESSION_CAPSULE)) return NULL;
+    sessionBox *b = PyCapsule_GetPointer(o, SESSION_CAPSULE);
+    return b && b->s && b->client == (PyObject *)self ? b : NULL;
+}
+
+/* Lends sess_h for one call (busy counts it, so close() waits), taking a
+ * handle of the pool for it the first time. Called with the GIL (the
+ * pool's borrow lets it go while it waits or connects). NULL with *rc set
+ * when the Client is closed or no handle could be opened. */
+static mc_client *borrowSessionHandle(ClientObject *self, int *rc) {
+    mc_client *h = NULL;
+    pthread_mutex_lock(&self->lock);
+    if (self->closed) {
+        *rc = BINDING_ERR_CLOSED;
+    } else if (self->sess_h) {
+        h = self->sess_h;
+        self->busy++;
+    }
+    pthread_mutex_unlock(&self->lock);
+    if (*rc) mcpySetTlsErr("the store is closed");
+    if (h || *rc) return h;
+    if ((h = mcpyBorrow(self, rc)) == NULL) return NULL;
+    pthread_mutex_lock(&self->lock);
+    if (self->sess_h == NULL) {
+        self->sess_h = h; /* kept apart from the idle pool from now on */
+    } else {
+        self->idle[self->nidle++] = h; /* another thread took one first */
+        h = self->sess_h;
+    }
+    pthread_mutex_unlock(&self->lock);
+    return h;
+}
+
+static void giveBackSessionHandle(ClientObject *self) {
+    pthread_mutex_lock(&self->lock);
+    self->busy--;
+    pthread_cond_broadcast(&self->cond);
+    pthread_mutex_unlock(&self->lock);
+}
+
+/* put_session_start(keys, sizes, opts) -> per key a session capsule or a
+ * code. */
+PyObject *mcpyPutSessionStart(ClientObject *self, PyObject *args) {
+    PyObject *keys, *sizes, *optsObj = Py_None;
+    if (!PyArg_ParseTuple(args, "OO|O", &keys, &sizes, &optsObj)) return NULL;
+    mc_put_opts opts;
+    if (mcpyParseOpts(optsObj, &opts) < 0) return NULL;
+    PyObject *kt = PySequence_Tuple(keys), *st = NULL, *out = NULL;
+    mc_key *k = NULL;
+    size_t *sz = NULL;
+    mc_put_session **sess = NULL;
+    int *res = NULL;
+    if (kt == NULL || (st = PySequence_Tuple(sizes)) == NULL) goto end;
+    Py_ssize_t n = PyTuple_GET_SIZE(kt);
+    if (PyTuple_GET_SIZE(st) != n) {
+        PyErr_SetString(PyExc_ValueError, "one size per key");
+        goto end;
+    }
+    k = PyMem_Calloc((size_t)n + 1, sizeof(*k));
+    sz = PyMem_Calloc((size_t)n + 1, sizeof(*sz));
+    sess = PyMem_Calloc((size_t)n + 1, sizeof(*sess));
+    res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
+    if (!k || !sz || !sess || !res) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *p;
+        Py_ssize_t len;
+        if (mcpyKeyBytes(PyTuple_GET_ITEM(kt, i), &p, &len) < 0) goto end;
+        unsigned long long v = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(st, i));
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) goto end;
+        if (v > SIZE_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "an object size past SIZE_MAX");
+            goto end;
+        }
+        k[i] = (mc_key){p, (size_t)len};
+        sz[i] = (size_t)v;
+    }
+    int rc = 0;
+    mc_client *h = borrowSessionHandle(self, &rc);
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_put_session_start(h, (size_t)n, k, sz, &opts, sess, res);
+        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        giveBackSessionHandle(self);
+        Py_END_ALLOW_THREADS
+    }
+    if ((out = PyList_New(n)) == NULL) goto end;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *e;
+        if (sess[i] == NULL) {
+            e = PyLong_FromLong(rc < 0 && res[i] == MC_ERR_INVALID ? rc : res[i]);
+        } else {
+            sessionBox *b = PyMem_Malloc(sizeof(*b));
+            e = b ? PyCapsule_New(b, SESSION_CAPSULE, sessionCapsuleFree) : NULL;
+            if (e == NULL) {
+                PyMem_Free(b);
+                mc_put_session_free(sess[i]); /* the server gives it back after put-timeout */
+            } else {
+                b->s = sess[i];
+                b->client = (PyObject *)self;
+                Py_INCREF(self);
+            }
+            sess[i] = NULL;
+        }
+        if (e == NULL) {
+            for (Py_ssize_t j = i + 1; j < n; j++) mc_put_session_free(sess[j]);
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, e);
+    }
+end:
+    Py_XDECREF(kt);
+    Py_XDECREF(st);
+    PyMem_Free(k);
+    PyMem_Free(sz);
+    PyMem_Free(sess);
+    PyMem_Free(res);
+    return out;
+}
+
+/* put_session_write(sessions, ranges) -> per session the bytes written or a
+ * code; ranges[i] is a list of (address, offset in the object, length). */
+PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
+    PyObject *sessions, *ranges;
+    if (!PyArg_ParseTuple(args, "OO", &sessions, &ranges)) return NULL;
+    PyObject *stt = PySequence_Tuple(sessions), *rt = NULL, *out = NULL;
+    mc_session_ranges *items = NULL;
+    mc_src_range *all = NULL;
+    long long *res = NULL, *early = NULL;
+    if (stt == NULL || (rt = PySequence_Tuple(ranges)) == NULL) goto end;
+    Py_ssize_t n = PyTuple_GET_SIZE(stt), total = 0;
+    if (PyTuple_GET_SIZE(rt) != n) {
+        PyErr_SetString(PyExc_ValueError, "one list of ranges per session");
+        goto end;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t m = PyObject_Length(PyTuple_GET_ITEM(rt, i));
+        if (m < 0) goto end;
+        if (m > MC_MAX_IOV) {
+            PyErr_Format(PyExc_ValueError, "at most %d ranges per session", MC_MAX_IOV);
+            goto end;
+        }
+        total += m;
+    }
+    items = PyMem_Calloc((size_t)n + 1, sizeof(*items));
+    all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
+    res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
+    early = PyMem_Calloc((size_t)n + 1, sizeof(*early));
+    if (!items || !all || !res || !early) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    /* Items refused here (no open session of this Client's, memory it may
+     * not read) are handed on empty, and answer their code. */
+    mc_session_ranges *pass = items;
+    size_t npass = 0;
+    Py_ssize_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        sessionBox *b = boxOf(self, PyTuple_GET_ITEM(stt, i));
+        PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(rt, i), "ranges must be sequences of (address, offset, length)");
+        if (seq == NULL) goto end;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        mc_src_range *r = all + at;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            unsigned long long src, off, len;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, j), "KKK;a range is (address, offset, length)", &src,
+                                  &off, &len)) {
+                Py_DECREF(seq);
+                goto end;
+            }
+            if (len && !mcpyAddressAllowed(self, (uintptr_t)src, (size_t)len, 0)) early[i] = MC_ERR_INVALID;
+            r[j] = (mc_src_range){(const void *)(uintptr_t)src, off, (size_t)len};
+        }
+        Py_DECREF(seq);
+        at += m;
+        if (b == NULL) early[i] = MC_ERR_INVALID;
+        if (early[i]) continue;
+        pass[npass++] = (mc_session_ranges){b->s, r, (int)m};
+        early[i] = 1; /* answered by the library: its result comes in order */
+    }
+    int rc = 0;
+    mc_client *h = npass ? borrowSessionHandle(self, &rc) : NULL;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = mc_put_session_write(h, npass, pass, res);
+        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        giveBackSessionHandle(self);
+        Py_END_ALLOW_THREADS
+    }
+    if ((out = PyList_New(n)) == NULL) goto end;
+    size_t next = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = early[i];
+        if (early[i] == 1) {
+            v = res[next++];
+            if (rc < 0 && v >= 0) v = rc; /* the call failed as a whole */
+        }
+        PyObject *e = PyLong_FromLongLong(v);
+        if (e == NULL) {
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, e);
+    }
+end:
+    Py_XDECREF(stt);
+    Py_XDECREF(rt);
+    PyMem_Free(items);
+    PyMem_Free(all);
+    PyMem_Free(res);
+    PyMem_Free(early);
+    return out;
+}
+
+/* put_session_end(sessions) / put_session_revoke(sessions) -> per session
+ * 0 or a code; every session given is closed, whatever came of it. */
+static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
+    PyObject *sessions;
+    if (!PyArg_ParseTuple(args, "O", &sessions)) return NULL;
+    PyObject *stt = PySequence_Tuple(sessions), *out = NULL;
+    mc_put_session **pass = NULL;
+    int *res = NULL, *early = NULL;
+    if (stt == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(stt);
+    pass = PyMem_Calloc((size_t)n + 1, sizeof(*pass));
+    res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
+    early = PyMem_Calloc((size_t)n + 1, sizeof(*early));
+    if (!pass || !res || !early) {
+        PyErr_NoMemory();
+        goto end;
+    }
+    size_t npass = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        sessionBox *b = boxOf(self, PyTuple_GET_ITEM(stt, i));
+        if (b == NULL) {
+            early[i] = MC_ERR_INVALID;
+            continue;
+        }
+        /* The same session twice: ended once, the second answers INVALID. */
+        int dup = 0;
+        for (size_t j = 0; j < npass && !dup; j++) dup = pass[j] == b->s;
+        if (dup) {
+            early[i] = MC_ERR_INVALID;
+            continue;
+        }
+        pass[npass++] = b->s;
+        early[i] = 1;
+    }
+    int rc = 0;
+    mc_client *h = npass ? borrowSessionHandle(self, &rc) : NULL;
+    if (h) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = publish ? mc_put_session_end(h, npass, pass, res) : mc_put_session_revoke(h, npass, pass, res);
+        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        giveBackSessionHandle(self);
+        Py_END_ALLOW_THREADS
+    } else {
+        /* Closed: the sessions are only freed (the server gives the puts
+         * back when their connection is gone). */
+        for (size_t j = 0; j < npass; j++) {
+            mc_put_session_free(pass[j]);
+            res[j] = rc;
+        }
+    }
+    /* Every session handed to the library is gone: its boxes forget it. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (early[i] != 1) continue;
+        sessionBox *b = PyCapsule_GetPointer(PyTuple_GET_ITEM(stt, i), SESSION_CAPSULE);
+        if (b) b->s = NULL;
+    }
+    if ((out = PyList_New(n)) == NULL) goto end;
+    size_t next = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = early[i] == 1 ? res[next++] : early[i];
+        PyObject *e = PyLong_FromLong(v);
+        if (e == NULL) {
+            Py_CLEAR(out);
+            goto end;
+        }
+        PyList_SET_ITEM(out, i, e);
+    }
+end:
+    Py_XDECREF(stt);
+    PyMem_Free(pass);
+    PyMem_Free(res);
+    PyMem_Free(early);
+    return out;
+}
+
+PyObject *mcpyPutSessionEnd(ClientObject *self, PyObject *args) { return finish(self, args, 1); }
+
+PyObject *mcpyPutSessionRevoke(ClientObject *self, PyObject *args) { return finish(self, args, 0); }
