@@ -332,9 +332,21 @@ int evictOne(segment *only) {
     return 0;
 }
 
-/* Eviction rounds triggered by the high watermark, across the server's
- * own pool (mounted segments are evicted by the same rule once placement
- * uses them: their used bytes count in the same sum). */
+/* Eviction rounds triggered by the high watermark, per memory segment:
+ * one fuller than evict-high-watermark gets a round that evicts about
+ * evict-ratio of its objects, taken only among objects with a replica
+ * there (evicting elsewhere frees nothing where the space is short). The
+ * fill was once summed over every memory segment, so one large client
+ * segment (clients contribute GBs, mostly empty) kept a full pool from
+ * ever reaching the watermark, and a round could evict objects that lived
+ * only in client segments while the pool stayed full. */
+static uint64_t evictRoundSegment; /* the id the running round evicts in */
+/* A round that found nothing evictable (everything there leased, pinned or
+ * pending) is not started again in that segment for a second: each try
+ * samples the keyspace up to 64 times 64 keys. */
+static uint64_t evictFruitlessSegment;
+static long long evictFruitlessUntil;
+
 /* Evictions are summed into one log line per EVICT_LOG_PERIOD_MS, so an
  * operator can tell a cache under pressure from keys that vanish. */
 #define EVICT_LOG_PERIOD_MS 10000
@@ -367,27 +379,44 @@ void storeEvictionCron(long long budget_us) {
         /* Freed extents still being zeroed are free space on its way back
          * (zerofree.c): they must not start a round of evictions. */
         zerofreeReclaim(0);
-        uint64_t used = 0, size = 0;
+        segment *over = NULL;
+        double worst = 0;
         for (uint32_t i = 0; i < segtabLen; i++) {
             segment *s = segtab[i];
             if (!s || s->tier != SEG_TIER_MEMORY) continue;
+            if (s->id == evictFruitlessSegment && server.mstime < evictFruitlessUntil) continue;
             allocStats as;
             allocGetStats(s->alloc, &as);
-            used += as.used;
-            size += as.limit; /* the pool's maxmemory, else the segment's size */
+            uint64_t used = as.used, size = as.limit; /* the pool's maxmemory, else the segment's size */
+            if (s == server.self) {
+                uint64_t zeroing = zerofreePendingBytes(); /* pool extents only */
+                used = used > zeroing ? used - zeroing : 0;
+                /* maxmemory bounds the dataset, heap included (store.c). */
+                if (server.maxmemory) used += storeDatasetHeap();
+            }
+            if (size == 0) continue;
+            double fill = (double)used / (double)size;
+            if (fill > server.evict_high_watermark && fill > worst) {
+                worst = fill;
+                over = s;
+            }
         }
-        uint64_t zeroing = zerofreePendingBytes();
-        used = used > zeroing ? used - zeroing : 0;
-        /* maxmemory bounds the dataset, heap included (store.c). */
-        if (server.maxmemory) used += storeDatasetHeap();
-        if (size == 0 || (double)used <= server.evict_high_watermark * (double)size) return;
-        long long n = (long long)(server.evict_ratio * (double)dictSize(server.keys));
+        if (over == NULL) return;
+        long long n = (long long)(server.evict_ratio * (double)segmentObjects(over));
         server.evict_pending = n > 0 ? n : 1;
+        evictRoundSegment = over->id;
+    }
+    segment *target = segmentLookupId(evictRoundSegment);
+    if (target == NULL) { /* unmounted since the round began */
+        server.evict_pending = 0;
+        return;
     }
     long long start = ustime();
     while (server.evict_pending > 0) {
-        if (!evictOne(NULL)) {
+        if (!evictOne(target)) {
             server.evict_pending = 0;
+            evictFruitlessSegment = target->id;
+            evictFruitlessUntil = server.mstime + 1000;
             break;
         }
         server.evict_pending--;

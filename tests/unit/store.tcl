@@ -960,6 +960,35 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy lru
 }
 
 # ---------------------------------------------------------------------------
+# The high watermark is per segment (mooncake.conf: "when the pool is fuller
+# than evict-high-watermark"). It was a sum over every memory segment, so a
+# large client segment, mostly empty as contributed memory is, kept a full
+# pool from ever starting a round.
+# ---------------------------------------------------------------------------
+
+start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy lru}} {
+    test {Watermark eviction: a large client segment does not hide a full pool} {
+        set m [redis_client]
+        $m mount wm:big 1tb OWNER wm-owner
+        put wm:remote 4096 PREFER wm:big
+        set ev0 [get_info_field r stats evicted_keys]
+        # 31 of the pool's 32 slots of 32 KiB: 97% full.
+        for {set i 0} {$i < 31} {incr i} {
+            assert_equal 1 [lindex [put wm:$i 32768 PREFER self] 0 0]
+        }
+        wait_for_condition 50 100 {
+            [istore store_pool_used] <= 0.9 * $::MiB
+        } else {
+            fail "the pool stayed above the watermark: [istore store_pool_used] bytes used"
+        }
+        assert {[get_info_field r stats evicted_keys] > $ev0}
+        # The round took objects of the full segment only.
+        assert_equal 1 [r exists wm:remote]
+        $m close
+    }
+}
+
+# ---------------------------------------------------------------------------
 # Placement over mounted segments. Mounts are made from a client that stays
 # connected, so their owner stays alive.
 # ---------------------------------------------------------------------------
