@@ -1199,9 +1199,20 @@ int storeDeleteKeyForEviction(sds key) { return deleteKey(key, DEL_EVICTED); }
  * see it, DBSIZE does not count it, and a key can have a complete version
  * (still readable) and a pending replacement (PUT.START REPLACE) at once;
  * PUT.END swaps them in one step. */
+/* A put whose every replica went with its segments (UNMOUNT, owner death)
+ * can never be ended: it is removed here, as storeLookupWrite removes such
+ * a complete version, so PUT.START, GET.REPLICAS and PUT.END see no put in
+ * progress without waiting for the reaper -- not -EXISTS / -NOTREADY for a
+ * put that no longer has anywhere to be written. */
 storeObj *storePendingLookup(sds key) {
     dictEntry *de = dictFind(server.pending, key);
-    return de ? de->val : NULL;
+    if (de == NULL) return NULL;
+    storeObj *o = de->val;
+    if (storeObjLiveReplicas(o) == 0) {
+        dictDelete(server.pending, key);
+        return NULL;
+    }
+    return o;
 }
 
 void storePendingAdd(sds key, storeObj *o) {

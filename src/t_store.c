@@ -269,11 +269,6 @@ static void putEndOne(client *c, sds key, sds checksum) {
         addReplyError(c, "-NOTOWNER the put was started by another connection");
         return;
     }
-    if (storeObjLiveReplicas(p) == 0) {
-        storeObjDecrRef(storePendingUnlink(key));
-        addReplyError(c, "-NOSPACE every replica of this put was lost with its segment: put it again");
-        return;
-    }
     storeObj *o = storePendingUnlink(key);
     o->state = OBJ_COMPLETE;
     o->lru = (uint32_t)server.mstime;
@@ -1043,11 +1038,7 @@ void removeAllCommand(client *c) {
 void objectInfoCommand(client *c) {
     sds key = c->argv[1];
     storeObj *o = storeLookupWrite(key); /* looking must not touch: last-access-ms is what it reports */
-    storeObj *p = storePendingLookup(key);
-    if (p && storeObjLiveReplicas(p) == 0) {
-        dictDelete(server.pending, key); /* its segments are gone */
-        p = NULL;
-    }
+    storeObj *p = storePendingLookup(key); /* NULL too if its segments are gone */
     if (!o) o = p;
     if (!o) {
         addReplyNull(c);

@@ -1215,6 +1215,32 @@ start_server {tags {mooncake store} overrides {segment-size 16mb owner-ttl 300}}
         }
         assert_equal 1000 [string length [r get od:both]]
     }
+
+    test {UNMOUNT: a put left without replicas is gone at once, not in progress} {
+        # Commands right after the UNMOUNT, before the reaper's cron slice
+        # (MULTI: nothing runs in between), must not see the dead put: it
+        # was -NOTREADY to readers and -EXISTS to a new writer.
+        set c [redis_client]
+        $c mount um1 1mb OWNER wu
+        $c put.start um:dead 1000 PREFER um1
+        set pend0 [istore store_pending_puts]
+        r multi
+        r unmount um1
+        r get.replicas um:dead
+        r put.start um:dead 1000 PREFER self
+        r object.info um:dead
+        set res [r exec]
+        assert_equal 1 [lindex $res 0]
+        assert_equal {} [lindex $res 1]
+        assert_equal 1 [llength [lindex $res 2]]
+        assert_equal pending [dict get [lindex $res 3] state]
+        assert_equal $pend0 [istore store_pending_puts]
+        # The first writer's put is no more: its PUT.END is NOTOWNER (the
+        # key has another writer's put), its REVOKE too.
+        assert_error {NOTOWNER*} {$c put.end um:dead}
+        assert_equal OK [r put.end um:dead]
+        $c close
+    }
 }
 
 # ---------------------------------------------------------------------------
