@@ -1,0 +1,91 @@
+"""Bad arguments and bad timing, as an engine's bug would pass them: the
+store lives in the inference server's process, so a crash here takes the
+server down. Every call must answer misuse with its documented code or a
+TypeError/ValueError/OverflowError, never crash, hang, store wrong bytes or
+change what is stored. Each test is a case that once did one of those.
+
+What could crash runs in a child interpreter (isolated()), so a regression
+fails its test instead of ending the suite."""
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import mooncake
+import mooncake.store as ms
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+
+INVALID, NOT_FOUND, RPC_FAIL = ms.INVALID_PARAMS, ms.OBJECT_NOT_FOUND, ms.RPC_FAIL
+
+
+def new_store(server, local=16 << 20, **kw):
+    s = MooncakeDistributedStore()
+    assert s.setup("h", "P2PHANDSHAKE", 0, local, "tcp", "", server.addr, **kw) == 0
+    return s
+
+
+def isolated(server, code, timeout=60):
+    """Runs code in a child python3 with ADDR set; its output, after
+    checking that it exited normally (a crash is a failed assertion here)."""
+    env = dict(os.environ, ADDR=server.addr, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    assert p.returncode == 0, f"child exited {p.returncode}:\n{p.stdout}\n{p.stderr[-3000:]}"
+    return p.stdout
+
+
+# -- get_ranges / get_into_ranges -------------------------------------------------
+
+def test_get_ranges_sized_from_what_the_sequence_yields(server):
+    # A sequence whose len() is smaller than what it yields once wrote
+    # ranges past the array sized from len(): a heap overflow.
+    out = isolated(server, """
+        import os, numpy as np
+        from mooncake.store import MooncakeDistributedStore
+        s = MooncakeDistributedStore()
+        assert s.setup("h", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", os.environ["ADDR"]) == 0
+        buf = np.zeros(1 << 16, np.uint8); ptr = buf.ctypes.data
+        assert s.register_buffer(ptr, buf.nbytes) == 0
+        assert s.put("rk", b"0123456789") == 0
+        class Liar:
+            def __len__(self): return 1
+            def __iter__(self): return iter([(ptr, 0, 1)] * 5000)
+        class Few:
+            def __len__(self): return 1000
+            def __iter__(self): return iter([(ptr, 0, 2), (ptr + 8, 2, 3)])
+        try:
+            s._c.get_ranges(["rk"], [Liar()])
+            print("no error")
+        except ValueError as e:
+            print("ValueError")
+        print(s._c.get_ranges(["rk"], [Few()]), bytes(buf[:2]), bytes(buf[8:11]))
+        s.close()
+    """)
+    assert out.split("\n")[:2] == ["ValueError", "[[2, 3]] b'01' b'234'"]
+
+
+def test_range_numbers_are_not_masked(server):
+    # (address, offset, length) were read modulo 2^64: a destination offset
+    # of 2^64 wrote at the buffer's start, -1 became the largest offset.
+    s = new_store(server)
+    buf = np.zeros(4096, np.uint8)
+    ptr = buf.ctypes.data
+    assert s.register_buffer(ptr, buf.nbytes) == 0
+    assert s.put("rn", b"abcdefgh") == 0
+    assert s.get_into_ranges([ptr], [["rn"]], [[[1 << 64]]], [[[0]]], [[[4]]]) == [[[INVALID]]]
+    assert s.get_into_ranges([ptr], [["rn"]], [[[16]]], [[[-1]]], [[[4]]]) == [[[INVALID]]]
+    assert s.get_into_ranges([ptr], [["rn"]], [[[16]]], [[[0]]], [[[(1 << 64) + 4]]]) == [[[INVALID]]]
+    assert not buf.any()
+    # one bad range fails alone; a numpy integer is a number
+    assert s.get_into_ranges([ptr], [["rn"]], [[[np.int64(8), 1 << 64]]], [[[2, 0]]], [[[3, 1]]]) == \
+        [[[3, INVALID]]]
+    assert bytes(buf[8:11]) == b"cde"
+    with pytest.raises(TypeError):
+        s._c.get_ranges(["rn"], [[(ptr, 0.5, 4)]])
+    with pytest.raises(TypeError):
+        s._c.get_ranges(["rn"], [[(ptr, 0)]])
+    s.close()
