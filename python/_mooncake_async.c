@@ -17,15 +17,24 @@
 
 #include <string.h>
 
+/* One Op may be waited on by several threads (a Future shared between
+ * them), and released by one while others still wait: mc_op_free must come
+ * after every other call on the op has returned, and the item codes read
+ * after the wait must still be there. So the calls that wait without the
+ * GIL count themselves in `waiting` (changed only with the GIL held), and
+ * release() with waiters only marks the op released: the last waiter out
+ * frees it. A call that finds it released answers ValueError. */
 typedef struct {
     PyObject_HEAD
     mc_op *op;
     callArgs args; /* the buffers stay taken until the op is freed */
     Py_ssize_t n;
     int put;
+    int waiting;   /* calls inside mc_op_wait without the GIL */
+    int released;  /* release() was called: no new call may start */
 } OpObject;
 
-static void Op_release(OpObject *self) {
+static void Op_free(OpObject *self) {
     if (self->op) {
         mc_op *op = self->op;
         self->op = NULL;
@@ -36,17 +45,38 @@ static void Op_release(OpObject *self) {
     mcpyCallArgsFree(&self->args);
 }
 
+static void Op_release(OpObject *self) {
+    if (self->released) return; /* a second release() must not free the buffers under the first's wait */
+    self->released = 1;
+    if (self->waiting == 0) Op_free(self);
+}
+
+/* NULL with ValueError once released; else the op, counted as waited on
+ * until opLeave. */
+static mc_op *opEnter(OpObject *self) {
+    if (self->released || self->op == NULL) {
+        PyErr_SetString(PyExc_ValueError, "the operation was released");
+        return NULL;
+    }
+    self->waiting++;
+    return self->op;
+}
+
+static void opLeave(OpObject *self) {
+    if (--self->waiting == 0 && self->released) Op_free(self);
+}
+
 static void Op_dealloc(OpObject *self) {
-    Op_release(self);
+    Op_free(self); /* no call is waiting: each holds a reference */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyObject *Op_done(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyBool_FromLong(self->op == NULL || mc_op_done(self->op));
+    return PyBool_FromLong(self->released || self->op == NULL || mc_op_done(self->op));
 }
 
 static PyObject *Op_fileno(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->op == NULL) {
+    if (self->released || self->op == NULL) {
         PyErr_SetString(PyExc_ValueError, "the operation was released");
         return NULL;
     }
@@ -57,37 +87,40 @@ static PyObject *Op_fileno(OpObject *self, PyObject *Py_UNUSED(ignored)) {
 static PyObject *Op_wait(OpObject *self, PyObject *args) {
     int ms = -1, rc;
     if (!PyArg_ParseTuple(args, "|i", &ms)) return NULL;
-    if (self->op == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the operation was released");
-        return NULL;
-    }
+    mc_op *op = opEnter(self);
+    if (op == NULL) return NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = mc_op_wait(self->op, ms);
+    rc = mc_op_wait(op, ms);
     Py_END_ALLOW_THREADS
+    opLeave(self);
     return PyLong_FromLong(rc);
 }
 
 /* results() -> [per item]; waits first. Items refused before submission
  * (bad addresses) keep their code. */
 static PyObject *Op_results(OpObject *self, PyObject *Py_UNUSED(ignored)) {
-    if (self->op == NULL) {
-        PyErr_SetString(PyExc_ValueError, "the operation was released");
-        return NULL;
-    }
+    mc_op *op = opEnter(self);
+    if (op == NULL) return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = mc_op_wait(self->op, -1);
+    rc = mc_op_wait(op, -1);
     Py_END_ALLOW_THREADS
-    const long long *r = mc_op_results(self->op);
+    /* Still counted in `waiting`: a release() meanwhile freed nothing. */
+    const long long *r = mc_op_results(op);
     long long *out = PyMem_Calloc((size_t)self->n + 1, sizeof(*out));
-    if (out == NULL) return PyErr_NoMemory();
-    for (Py_ssize_t i = 0, j = 0; i < self->n; i++) {
-        if (self->args.item_err[i]) out[i] = self->args.item_err[i];
-        else if (r == NULL) out[i] = rc < 0 ? rc : MC_ERR_PROTOCOL; /* finished without results */
-        else out[i] = r[j++];
+    PyObject *l = NULL;
+    if (out == NULL) {
+        PyErr_NoMemory();
+    } else {
+        for (Py_ssize_t i = 0, j = 0; i < self->n; i++) {
+            if (self->args.item_err[i]) out[i] = self->args.item_err[i];
+            else if (r == NULL) out[i] = rc < 0 ? rc : MC_ERR_PROTOCOL; /* finished without results */
+            else out[i] = r[j++];
+        }
+        l = mcpyResultList(out, self->n);
+        PyMem_Free(out);
     }
-    PyObject *l = mcpyResultList(out, self->n);
-    PyMem_Free(out);
+    opLeave(self);
     return l;
 }
 
@@ -125,6 +158,7 @@ PyObject *mcpySubmit(ClientObject *self, PyObject *keys, PyObject *bufs, PyObjec
     OpObject *op = PyObject_New(OpObject, &mcpyOpType);
     if (op == NULL) return NULL;
     op->op = NULL;
+    op->waiting = op->released = 0;
     memset(&op->args, 0, sizeof(op->args));
     op->put = put;
     if (mcpyParseCall(self, &op->args, keys, bufs, sizes, !put) < 0) {

@@ -15,6 +15,7 @@ be shared by threads: each call borrows one of a pool of library handles
 """
 import asyncio as _asyncio
 import os as _os
+import threading as _threading
 
 from . import _mooncake
 from ._buffers import Pieces as _Pieces
@@ -135,23 +136,32 @@ class Future:
         self._keep = keep
         self._result = None
         self._have = False
+        # Threads may share a future: the first to finish it reads and
+        # releases the op and converts once (the conversion gives CUDA
+        # registrations back); the others wait here for that result.
+        self._finish_lock = _threading.Lock()
 
     def done(self):
-        return isinstance(self._op, list) or self._op.done()
+        return self._have or isinstance(self._op, list) or self._op.done()
 
     def _finish(self):
-        if not self._have:
-            raw = self._op if isinstance(self._op, list) else self._op.results()
-            if not isinstance(self._op, list):
-                self._op.release()
-            self._result = self._convert(self._keys, raw)
-            self._have = True
-            self._keep = ()
+        with self._finish_lock:
+            if not self._have:
+                raw = self._op if isinstance(self._op, list) else self._op.results()
+                if not isinstance(self._op, list):
+                    self._op.release()
+                self._result = self._convert(self._keys, raw)
+                self._have = True
+                self._keep = ()
         return self._result
 
     def result(self, timeout=None):
         if not self.done() and timeout is not None:
-            rc = self._op.wait(int(timeout * 1000))
+            ms = max(0, min(int(timeout * 1000), 2**31 - 1))  # negative: a poll; longer than 24 days: the C int
+            try:
+                rc = self._op.wait(ms)
+            except ValueError:  # released by another thread's result() meanwhile: it is done
+                rc = 0
             if rc == _mooncake.ERR_PENDING:
                 raise TimeoutError("the batch has not finished")
         return self._finish()

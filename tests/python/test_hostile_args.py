@@ -89,3 +89,47 @@ def test_range_numbers_are_not_masked(server):
     with pytest.raises(TypeError):
         s._c.get_ranges(["rn"], [[(ptr, 0)]])
     s.close()
+
+
+# -- futures ------------------------------------------------------------------------
+
+def test_op_released_while_other_threads_wait(fresh_server):
+    # release() freed the library's op while another thread was still in
+    # results() on it (use after free, then the item codes read from freed
+    # memory): a future that two threads wait on crashed the process. The
+    # server is stopped so that the ops are still running when released.
+    out = isolated(fresh_server, f"""
+        import os, signal, threading, time
+        import mooncake
+        from mooncake import _mooncake
+        c = _mooncake.Client(os.environ["ADDR"])
+        st = mooncake.connect(os.environ["ADDR"])
+        os.kill({fresh_server.proc.pid}, signal.SIGSTOP)
+        threading.Timer(1.0, os.kill, ({fresh_server.proc.pid}, signal.SIGCONT)).start()
+        op = c.put_async(["raw"], [b"x" * 4096])
+        fut = st.batch_put_async(["f1", "f2"], [b"y" * 4096, b"z" * 10])
+        got = {{}}
+        def wait_raw():
+            got["raw"] = op.results()
+        def wait_fut(i):
+            got[i] = fut.result()
+        ts = [threading.Thread(target=wait_raw)] + [threading.Thread(target=wait_fut, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        time.sleep(0.3)
+        op.release()   # while wait_raw waits
+        op.release()
+        try:
+            op.results()
+            print("no error")
+        except ValueError:
+            print("released")
+        for t in ts:
+            t.join(60)
+        print(got["raw"], got[0], got[1], got[2], fut.result(timeout=-1), fut.done())
+        print(c.get(["raw"])[0][:1], st.get("f1")[:1], st.get("f2"))
+        st.close()
+        c.close()
+    """)
+    assert out.split("\n")[:3] == ["released", "[0] [None, None] [None, None] [None, None] [None, None] True",
+                                   "b'x' b'y' b'zzzzzzzzzz'"]
