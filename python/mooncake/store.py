@@ -48,6 +48,7 @@ import ctypes as _ctypes
 import enum as _enum
 import logging as _logging
 import mmap as _mmap
+import operator as _operator
 import os as _os
 import re as _re
 import threading as _threading
@@ -107,6 +108,17 @@ _TENANT_RE = _re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 def _code(rc):
     return rc if rc >= 0 else _CODE.get(rc, INTERNAL_ERROR)
+
+
+def _ints(seq):
+    """The addresses or sizes of the zero-copy calls (put_from, get_into and
+    their batch and multi-buffer forms) as Python ints, as Mooncake's binding
+    takes them: NumPy and torch integers too (their __index__). The
+    extension reads an object with the buffer protocol as a value, and a
+    NumPy integer has one: without this, np.int64(ptr) stored the 8 bytes of
+    the pointer itself, and NumPy sizes were refused. Anything else that is
+    not an integer is a TypeError (INVALID_PARAMS to the caller)."""
+    return [[_operator.index(x) for x in v] if isinstance(v, (list, tuple)) else _operator.index(v) for v in seq]
 
 
 class SoftPinAction(_enum.IntEnum):
@@ -622,9 +634,10 @@ class MooncakeDistributedStore:
 
     def health_check(self):
         """0 healthy, 1 not set up or closed, 2 server unreachable (Mooncake's codes)."""
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return 1
-        return 0 if self._c.exists([self._key("__mooncake_health__")])[1][0] >= 0 else 2
+        return 0 if c.exists([self._key("__mooncake_health__")])[1][0] >= 0 else 2
 
     # -- helpers ------------------------------------------------------------
     def _client(self):
@@ -643,6 +656,12 @@ class MooncakeDistributedStore:
         an error code for a config Mooncake refuses."""
         if config is None:
             return (0, None, 0, False, replace, True)
+        try:
+            return self._opts_of(config, replace)
+        except (AttributeError, TypeError, ValueError):
+            return INVALID_PARAMS  # not a ReplicateConfig (a dict, a string...), or fields of the wrong types
+
+    def _opts_of(self, config, replace):
         if getattr(config, "prefer_alloc_in_same_node", False):
             return INVALID_PARAMS  # Mooncake: "prefer_alloc_in_same_node is not supported" for puts
         prefer = config.preferred_segment or (config.preferred_segments[0] if config.preferred_segments else "")
@@ -663,15 +682,19 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         return (replicas, prefer or None, pin, bool(config.with_hard_pin), replace, True)
 
-    def _put(self, keys, bufs, sizes, config, replace):
-        if self._c is None:
+    def _put(self, keys, bufs, sizes, config, replace, raw=False):
+        """raw: bufs and sizes are addresses and sizes (the zero-copy calls)."""
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return [RPC_FAIL] * len(keys)
         opts = self._opts(config, replace)
         if isinstance(opts, int):
             return [opts] * len(keys)
         try:
-            rcs = self._c.put(self._keys(keys), bufs, sizes, opts)
-        except (TypeError, ValueError):
+            if raw:
+                bufs, sizes = _ints(bufs), _ints(sizes)
+            rcs = c.put(self._keys(keys), bufs, sizes, opts)
+        except (TypeError, ValueError, OverflowError):
             return [INVALID_PARAMS] * len(keys)
         # Mooncake: a put of a key that exists succeeds and leaves the value.
         return [0 if rc == _mooncake.ERR_EXISTS else _code(rc) for rc in rcs]
@@ -695,16 +718,18 @@ class MooncakeDistributedStore:
                 self._budget.give(off, total)
 
     def _get_into(self, keys, bufs, sizes):
-        if self._c is None:
+        """bufs and sizes: addresses and sizes (every caller is zero-copy)."""
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return [RPC_FAIL] * len(keys)
         try:
-            return [_code(rc) for rc in self._c.get_into(self._keys(keys), bufs, sizes)]
-        except (TypeError, ValueError):
+            return [_code(rc) for rc in c.get_into(self._keys(keys), _ints(bufs), _ints(sizes))]
+        except (TypeError, ValueError, OverflowError):
             return [INVALID_PARAMS] * len(keys)
 
-    def _sizes(self, keys):
+    def _sizes(self, c, keys):
         """Each key's size (>= 0) or code, in one round trip."""
-        return [_code(r) if isinstance(r, int) else r[0] for r in self._c.replicas(self._keys(keys))]
+        return [_code(r) if isinstance(r, int) else r[0] for r in c.replicas(self._keys(keys))]
 
     # -- single keys --------------------------------------------------------
     def put(self, key, value, config=None):
@@ -747,15 +772,16 @@ class MooncakeDistributedStore:
         unused tail of each window goes back right after); keys larger than
         that, or a first batch, are sized by one request for all of them,
         then read."""
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
         out = [None] * len(keys)
-        if self._c is None or not keys:
+        if c is None or not keys:
             return out
         unread = list(range(len(keys)))
         if _VIEWS:
             absent = (_mooncake.ERR_NOT_FOUND, _mooncake.ERR_NOT_READY)
             unread = []
-            for i, got in enumerate(self._c.views(self._keys(keys))):
+            for i, got in enumerate(c.views(self._keys(keys))):
                 if not isinstance(got, int):
                     out[i] = got
                 elif got not in absent:  # no shared memory path, the hold refused, an older server: copy it
@@ -764,17 +790,17 @@ class MooncakeDistributedStore:
                 return out
         hint = self._size_hint
         if hint:
-            unread = self._read_windows(keys, unread, [hint] * len(keys), out)
+            unread = self._read_windows(c, keys, unread, [hint] * len(keys), out)
         if unread:
-            sizes = self._sizes([keys[i] for i in unread])
+            sizes = self._sizes(c, [keys[i] for i in unread])
             caps = [0] * len(keys)
             for i, n in zip(unread, sizes):
                 caps[i] = n
             self._size_hint = max([n for n in sizes if n > 0], default=hint)
-            self._read_windows(keys, [i for i in unread if caps[i] > 0], caps, out)
+            self._read_windows(c, keys, [i for i in unread if caps[i] > 0], caps, out)
         return out
 
-    def _read_windows(self, keys, idx, caps, out):
+    def _read_windows(self, c, keys, idx, caps, out):
         """Reads keys[i] for i in idx into windows of caps[i] bytes; fills
         out[i] with a handle of the object's size. Returns the indexes
         whose object did not fit (to be sized and read again)."""
@@ -788,7 +814,7 @@ class MooncakeDistributedStore:
                 retry.append(i)  # no room at this size: sized exactly, it may fit
         if not win:
             return retry
-        got = self._c.get_into(self._keys([keys[i] for i in win]), [b.addr + off for off in win.values()],
+        got = c.get_into(self._keys([keys[i] for i in win]), [b.addr + off for off in win.values()],
                                [caps[i] for i in win])
         for (i, off), n in zip(win.items(), got):
             if n == _mooncake.ERR_TOO_SMALL:
@@ -803,38 +829,42 @@ class MooncakeDistributedStore:
         return retry
 
     def put_from(self, key, buffer_ptr, size, config=None):
-        return self._put([key], [buffer_ptr], [size], config, False)[0]
+        return self._put([key], [buffer_ptr], [size], config, False, raw=True)[0]
 
     def upsert_from(self, key, buffer_ptr, size, config=None):
-        return self._put([key], [buffer_ptr], [size], config, True)[0]
+        return self._put([key], [buffer_ptr], [size], config, True, raw=True)[0]
 
     def get_into(self, key, buffer_ptr, size):
         return self._get_into([key], [buffer_ptr], [size])[0]
 
     def register_buffer(self, buffer_ptr, size):
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        return _code(self._c.register(buffer_ptr, size))
+        return _code(c.register(buffer_ptr, size))
 
     def unregister_buffer(self, buffer_ptr):
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        return _code(self._c.unregister(buffer_ptr))
+        return _code(c.unregister(buffer_ptr))
 
     def is_exist(self, key):
         return self.batch_is_exist([key])[0]
 
     def batch_is_exist(self, keys):
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
-        if self._c is None:
+        if c is None:
             return [RPC_FAIL] * len(keys)
-        n, res = self._c.exists(self._keys(keys))
+        n, res = c.exists(self._keys(keys))
         return [_code(r) for r in res]
 
     def remove(self, key, force=False):
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        rc = self._c.remove(self._key(key))
+        rc = c.remove(self._key(key))
         return OBJECT_NOT_FOUND if rc == 0 else (0 if rc > 0 else _code(rc))
 
     def batch_remove(self, keys, force=False):
@@ -845,9 +875,10 @@ class MooncakeDistributedStore:
         the count, or a negative code. ``force`` is accepted: nothing here
         waits on leases or replication tasks (a removed object's space is
         reused once its readers' leases end)."""
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        return _code(self._c.remove_all())
+        return _code(c.remove_all())
 
     def remove_by_regex(self, regex_pattern, force=False):
         """Removes every object whose key matches ``regex_pattern`` anywhere
@@ -864,7 +895,8 @@ class MooncakeDistributedStore:
         keys listed by SCAN on every node (a tenant's own, matched without
         its prefix): its cost is the keyspace's, as the master's walk is in
         Mooncake."""
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
         try:
             pat = regex_pattern if isinstance(regex_pattern, _re.Pattern) else _re.compile(regex_pattern)
@@ -874,13 +906,13 @@ class MooncakeDistributedStore:
         if named is not None:
             removed = 0
             for name in named:
-                rc = self._c.remove(self._key(name))
+                rc = c.remove(self._key(name))
                 if rc < 0:
                     return _code(rc)
                 removed += rc
             return removed
         prefix = self._prefix.encode()
-        keys = self._c.scan(_glob_escape(self._prefix) + "*" if self._prefix else None)
+        keys = c.scan(_glob_escape(self._prefix) + "*" if self._prefix else None)
         if isinstance(keys, int):
             return _code(keys)
         removed = 0
@@ -892,16 +924,17 @@ class MooncakeDistributedStore:
                 name = name.decode("utf-8", "surrogateescape")
             if not pat.search(name):
                 continue
-            rc = self._c.remove(k)
+            rc = c.remove(k)
             if rc < 0:
                 return _code(rc)
             removed += rc  # 0: removed meanwhile by someone else
         return removed
 
     def get_size(self, key):
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        return _code(self._c.size(self._key(key)))
+        return _code(c.size(self._key(key)))
 
     # -- batches ------------------------------------------------------------
     def put_batch(self, keys, values, config=None):
@@ -916,17 +949,17 @@ class MooncakeDistributedStore:
         return [b"" if h is None else bytes(h) for h in self.batch_get_buffer(keys)]
 
     def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
-        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, False)
+        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, False, raw=True)
 
     def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=None):
-        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, True)
+        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, True, raw=True)
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
         return self._get_into(list(keys), list(buffer_ptrs), list(sizes))
 
     def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, config=None):
         return self._put(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes], config,
-                         False)
+                         False, raw=True)
 
     def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False):
         return self._get_into(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes])
@@ -938,6 +971,7 @@ class MooncakeDistributedStore:
         nesting, one int per fragment: bytes copied or a negative code.
         Buffers must be registered (a fragment outside them, or outside
         its object, is INVALID_PARAMS alone)."""
+        c = self._c  # once: close() on another thread sets it to None
         try:
             buffer_ptrs = list(buffer_ptrs)
             groups = [list(x) for x in (all_keys, all_dst_offsets, all_src_offsets, all_sizes)]
@@ -945,7 +979,7 @@ class MooncakeDistributedStore:
             return []
         shape = [[len(list(d)) for d in dsts] for dsts in groups[1]] if len(groups[1]) == len(buffer_ptrs) else []
         out = [[[INVALID_PARAMS] * n for n in row] for row in shape]
-        if self._c is None or any(len(g) != len(buffer_ptrs) for g in groups):
+        if c is None or any(len(g) != len(buffer_ptrs) for g in groups):
             return out
         keys, ranges, where = [], [], []
         for i, base in enumerate(buffer_ptrs):
@@ -960,7 +994,7 @@ class MooncakeDistributedStore:
                 ranges.append([(base + d[x], o[x], n[x]) for x in range(len(d))])
                 where.append((i, j))
         if keys:
-            for (i, j), res in zip(where, self._c.get_ranges(self._keys(keys), ranges)):
+            for (i, j), res in zip(where, c.get_ranges(self._keys(keys), ranges)):
                 out[i][j] = [_code(r) for r in res]
         return out
 
@@ -974,13 +1008,14 @@ class MooncakeDistributedStore:
     def batch_get_session_start_with_sources(self, keys):
         """batch_get_session_start, and per key where its bytes are:
         "memory" (every replica here is in memory) or "" when not found."""
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
-        if self._c is None:
+        if c is None:
             return [INVALID_PARAMS] * len(keys), [""] * len(keys)
         if not keys:
             return [], []
         codes, sources = [], []
-        found = self._c.replicas(self._keys(keys))
+        found = c.replicas(self._keys(keys))
         with self._lock:
             for k, r in zip(keys, found):
                 if isinstance(r, int):
@@ -998,9 +1033,10 @@ class MooncakeDistributedStore:
         off_j+size_j) of the object. Per key the bytes read, or a code
         (INVALID_PARAMS for a key without a session, mismatched lists or a
         range outside the object)."""
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
         res = [INVALID_PARAMS] * len(keys)
-        if self._c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
+        if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
             return res
         readable, ranges = [], []
         with self._lock:
@@ -1014,7 +1050,7 @@ class MooncakeDistributedStore:
                 readable.append(i)
                 ranges.append(list(zip(ptrs, offs, sizes)))
         if readable:
-            got = self._c.get_ranges(self._keys([keys[i] for i in readable]), ranges)
+            got = c.get_ranges(self._keys([keys[i] for i in readable]), ranges)
             for i, r in zip(readable, got):
                 bad = next((x for x in r if x < 0), None)
                 res[i] = _code(bad) if bad is not None else sum(r)
@@ -1138,11 +1174,12 @@ class MooncakeDistributedStore:
 
     # -- replica descriptions and clearing -------------------------------------
     def _descs(self, keys):
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
-        if self._c is None or not keys:
+        if c is None or not keys:
             return [None] * len(keys)
         out = []
-        for r in self._c.replicas(self._keys(keys)):
+        for r in c.replicas(self._keys(keys)):
             if isinstance(r, int):
                 out.append(None)
             else:
@@ -1163,10 +1200,11 @@ class MooncakeDistributedStore:
         """Gives memory back: each key whose object is complete and that no
         one is reading loses its replicas (all, or those in segment_name;
         an object that keeps replicas elsewhere is left). The keys cleared."""
+        c = self._c  # once: close() on another thread sets it to None
         keys = list(keys)
-        if self._c is None or not keys:
+        if c is None or not keys:
             return []
-        _, res = self._c.replica_clear(self._keys(keys), segment_name or None)
+        _, res = c.replica_clear(self._keys(keys), segment_name or None)
         return [k for k, r in zip(keys, res) if r == 1]
 
     # -- non-blocking (Mooncake-C's own; Mooncake has none) -------------------
@@ -1177,9 +1215,12 @@ class MooncakeDistributedStore:
         keys = list(keys)
         opts = self._opts(config)
         if isinstance(opts, int):
-            op = opts
-        else:
-            op = self._c.put_async(self._keys(keys), list(buffer_ptrs), list(sizes), opts) if self._c else RPC_FAIL
+            return Future([opts] * len(keys), keys, lambda k, r: r)  # Mooncake's code already
+        c = self._c  # once: close() on another thread sets it to None
+        try:
+            op = c.put_async(self._keys(keys), _ints(buffer_ptrs), _ints(sizes), opts) if c else RPC_FAIL
+        except (TypeError, ValueError, OverflowError):
+            return Future([INVALID_PARAMS] * len(keys), keys, lambda k, r: r)  # as batch_put_from answers
         if isinstance(op, int):
             return Future([_code(op)] * len(keys), keys, lambda k, r: r)
         return Future(op, keys, lambda k, r: [0 if rc == _mooncake.ERR_EXISTS else _code(rc) for rc in r])
@@ -1187,16 +1228,21 @@ class MooncakeDistributedStore:
     def batch_get_into_async(self, keys, buffer_ptrs, sizes):
         from . import Future
         keys = list(keys)
-        op = self._c.get_async(self._keys(keys), list(buffer_ptrs), list(sizes)) if self._c else RPC_FAIL
+        c = self._c  # once: close() on another thread sets it to None
+        try:
+            op = c.get_async(self._keys(keys), _ints(buffer_ptrs), _ints(sizes)) if c else RPC_FAIL
+        except (TypeError, ValueError, OverflowError):
+            return Future([INVALID_PARAMS] * len(keys), keys, lambda k, r: r)
         if isinstance(op, int):
             return Future([_code(op)] * len(keys), keys, lambda k, r: r)
         return Future(op, keys, lambda k, r: [_code(rc) for rc in r])
 
     def batch_prefix_exist(self, keys):
         """How many leading keys are stored, in one round trip (Mooncake-C's own)."""
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return RPC_FAIL
-        n, _ = self._c.exists(self._keys(keys), prefix=True)
+        n, _ = c.exists(self._keys(keys), prefix=True)
         return _code(n)
 
     def __del__(self):

@@ -133,3 +133,90 @@ def test_op_released_while_other_threads_wait(fresh_server):
     """)
     assert out.split("\n")[:3] == ["released", "[0] [None, None] [None, None] [None, None] [None, None] True",
                                    "b'x' b'y' b'zzzzzzzzzz'"]
+
+
+# -- the drop-in's arguments ------------------------------------------------------
+
+def test_numpy_integers_are_addresses_not_values(server):
+    # A NumPy integer has the buffer protocol: put_from(key, np.uint64(ptr),
+    # n) stored the 8 bytes of the pointer itself, and NumPy sizes were
+    # refused. Mooncake's binding takes them as the numbers they are.
+    s = new_store(server)
+    buf = np.zeros(4096, np.uint8)
+    ptr = buf.ctypes.data
+    assert s.register_buffer(ptr, buf.nbytes) == 0
+    buf[:32] = np.arange(32)
+    assert s.put_from("np1", np.uint64(ptr), 10) == 0
+    assert s.get("np1") == bytes(range(10))
+    assert s.get_into("np1", np.int64(ptr + 1000), np.int64(10)) == 10
+    assert bytes(buf[1000:1010]) == bytes(range(10))
+    assert s.batch_put_from(["np2", "np3"], np.array([ptr, ptr + 16], np.uint64), np.array([4, 4])) == [0, 0]
+    assert s.get_batch(["np2", "np3"]) == [bytes(range(4)), bytes(range(16, 20))]
+    assert s.batch_put_from_multi_buffers(["np4"], [[np.int64(ptr), ptr + 4]], [[np.int32(2), 2]]) == [0]
+    assert s.batch_get_into_multi_buffers(["np4"], [[np.int64(ptr + 2000)]], [[np.int64(4)]]) == [4]
+    assert bytes(buf[2000:2004]) == bytes([0, 1, 4, 5])
+    assert s.batch_put_from_async(["np5"], [np.int64(ptr)], [np.int64(3)]).result() == [0]
+    assert s.batch_get_into_async(["np5"], [np.int64(ptr + 3000)], [np.int64(3)]).result() == [3]
+    # what is not an integer is refused, and nothing is stored
+    for bad in (float(ptr), b"12345678", None, 1 << 64, -1):
+        assert s.put_from("bad", bad, 8) == INVALID
+        assert s.batch_put_from(["bad"], [bad], [8]) == [INVALID]
+        assert s.batch_put_from_async(["bad"], [bad], [8]).result() == [INVALID]
+        assert s.get_into("np1", bad, 8) == INVALID
+    assert s.put_from("bad", ptr, 1 << 64) == INVALID
+    assert s.is_exist("bad") == 0
+    s.close()
+
+
+def test_bad_config_is_invalid_params(server):
+    # A config that is not a ReplicateConfig raised AttributeError; an
+    # async put refused by its config answered -1 (its code mapped twice).
+    s = new_store(server)
+    buf = np.zeros(64, np.uint8)
+    assert s.register_buffer(buf.ctypes.data, 64) == 0
+    for cfg in ({}, "x", 5, object()):
+        assert s.put("cfg", b"v", cfg) == INVALID
+        assert s.batch_put_from(["cfg"], [buf.ctypes.data], [8], cfg) == [INVALID]
+    for bad in (dict(replica_num=-1), dict(replica_num=10 ** 9), dict(preferred_segment=5)):
+        cfg = ReplicateConfig(**bad)
+        assert s.put("cfg", b"v", cfg) == INVALID
+        assert s.batch_put_from_async(["cfg"], [buf.ctypes.data], [8], cfg).result() == [INVALID]
+    assert s.is_exist("cfg") == 0
+    s.close()
+
+
+def test_calls_racing_close_answer_codes(server):
+    # Every method read self._c twice (the check, then the call): close() on
+    # another thread in between made the call raise AttributeError on None.
+    s = new_store(server)
+    stop, errors = threading.Event(), []
+
+    def worker(i):
+        while not stop.is_set():
+            try:
+                s.put(f"rc{i}", b"v")
+                s.get(f"rc{i}")
+                s.is_exist("x")
+                s.batch_is_exist(["a"])
+                s.get_buffer(f"rc{i}")
+                s.get_size("x")
+                s.remove("x")
+                s.batch_get_into(["a"], [0], [4])
+                s.batch_put_from_async(["a"], [0], [4]).result()
+                s.batch_get_replica_desc(["a"])
+            except Exception as e:  # noqa: BLE001 -- any exception is the failure
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for _ in range(5):  # close while they run, and set up again
+        threading.Event().wait(0.02)
+        s.close()
+        threading.Event().wait(0.01)
+        assert s.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", server.addr) == 0
+    stop.set()
+    for t in threads:
+        t.join(30)
+    s.close()
+    assert errors == []
