@@ -1077,7 +1077,8 @@ class MooncakeDistributedStore:
             sizes = [int(n) for n in sizes]
         except (TypeError, ValueError):
             return res
-        if self._c is None or len(sizes) != len(keys):
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None or len(sizes) != len(keys):
             return res
         opts = self._opts(config)
         if isinstance(opts, int):
@@ -1092,7 +1093,7 @@ class MooncakeDistributedStore:
         if not start:
             return res
         try:
-            got = self._c.put_session_start(self._keys([keys[i] for i in start]), [sizes[i] for i in start], opts)
+            got = c.put_session_start(self._keys([keys[i] for i in start]), [sizes[i] for i in start], opts)
         except (TypeError, ValueError, OverflowError):
             got = [INVALID_PARAMS] * len(start)
         with self._lock:
@@ -1115,26 +1116,27 @@ class MooncakeDistributedStore:
         revoke it too)."""
         keys = list(keys)
         res = [INVALID_PARAMS] * len(keys)
-        if self._c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
             return res
         sessions, ranges, where = [], [], []
         with self._lock:
             for i, k in enumerate(keys):
-                try:
-                    ptrs, sizes, offs = list(all_buffer_ptrs[i]), list(all_sizes[i]), list(all_dst_offsets[i])
-                except TypeError:
+                try:  # NumPy and torch integers are numbers here, as upstream reads them
+                    ptrs, sizes, offs = _ints([all_buffer_ptrs[i], all_sizes[i], all_dst_offsets[i]])
+                except (TypeError, ValueError):
                     continue
                 s = self._put_sessions.get(k)
                 if s is None or not (len(ptrs) == len(sizes) == len(offs)):
                     continue
-                if not all(isinstance(x, int) and x >= 0 for x in ptrs + sizes + offs):
+                if not all(0 <= x < 1 << 64 for x in ptrs + sizes + offs):
                     continue
                 sessions.append(s)
                 ranges.append(list(zip(ptrs, offs, sizes)))
                 where.append(i)
         if sessions:
             try:
-                got = self._c.put_session_write(sessions, ranges)
+                got = c.put_session_write(sessions, ranges)
             except (TypeError, ValueError, OverflowError):
                 return res
             for i, g in zip(where, got):
@@ -1144,7 +1146,8 @@ class MooncakeDistributedStore:
     def _finish_put_sessions(self, keys, publish):
         keys = list(keys)
         res = [INVALID_PARAMS] * len(keys)
-        if self._c is None:
+        c = self._c  # once: close() on another thread sets it to None
+        if c is None:
             return res
         sessions, where = [], []
         with self._lock:
@@ -1156,7 +1159,7 @@ class MooncakeDistributedStore:
                 sessions.append(s)
                 where.append(i)
         if sessions:
-            got = (self._c.put_session_end if publish else self._c.put_session_revoke)(sessions)
+            got = (c.put_session_end if publish else c.put_session_revoke)(sessions)
             for i, g in zip(where, got):
                 res[i] = _code(g)
         return res

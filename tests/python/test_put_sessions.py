@@ -137,7 +137,10 @@ def test_refused_calls_change_nothing(server):
     assert s.batch_put_from_multi_buffer_ranges(["rf:none"], [[p]], [[10]], [[0]]) == [INVALID]
     assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[p]], [[10, 1]], [[0]]) == [INVALID]
     assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[p]], [[-1]], [[0]]) == [INVALID]
-    assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[p]], [[10]], [[0]], ) == [10]
+    assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[p]], [[10]], [[1 << 64]]) == [INVALID]
+    assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[p]], [[10.0]], [[0]]) == [INVALID]
+    # NumPy integers are numbers, as upstream reads them
+    assert s.batch_put_from_multi_buffer_ranges(["rf:k"], [[np.uint64(p)]], [[np.int64(10)]], [[np.int32(0)]]) == [10]
     assert s.batch_put_session_end(["rf:k", "rf:k", "rf:none"]) == [0, INVALID, INVALID]
     # only the accepted write landed: the refused ones (7s at 95..100) did not
     assert s.get("rf:k") == b"\x07" * 10 + b"\x00" * 90
