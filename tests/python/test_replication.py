@@ -235,7 +235,7 @@ def first_ok_write(port, key, t0, limit=30.0):
 
 def test_replicate_data_arrives_and_readonly(env):
     _, node = env
-    a, b = node(), node()
+    a, b = node(*STEADY), node(*STEADY)
     big = os.urandom(1 << 20)
     assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
     assert write(a.port, "SET", "before", "1") == "OK"
@@ -1056,7 +1056,7 @@ def test_fencing_when_etcd_is_unreachable(env):
 
 def test_etcd_restarted_under_a_replicated_pair(env):
     etcd, node = env
-    a, b = pair(node)
+    a, b = pair(node, "--cluster-node-timeout", "5000")  # an etcd restart, not a loaded machine, is the test
     assert write(a.port, "SET", "x", "1") == "OK"
     etcd.restart()
     # writes resume on the primary (fenced meanwhile if the restart outlasted 2/3 of the TTL),
@@ -1170,7 +1170,7 @@ def test_replica_ack_held_write_not_acknowledged_by_a_demoted_primary(env):
 
 def test_manual_failover(env):
     _, node = env
-    a, b = pair(node)
+    a, b = pair(node, *STEADY)  # planned: no lease may lapse meanwhile
     for i in range(100):
         write(a.port, "SET", f"m{i}", i)
     with pytest.raises(RespError, match="to a replica"):
