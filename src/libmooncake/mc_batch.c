@@ -303,6 +303,14 @@ static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens,
     return MC_OK;
 }
 
+/* Keys per BATCH.PUT.START..BATCH.PUT.END round. A connection may hold
+ * client-max-pending-puts (16384 by default) puts in progress at once, and
+ * a batch holds all of its keys' between its two phases: a larger batch
+ * goes in rounds, each ended before the next starts, so the server's limit
+ * never cuts one short. 4096 keys amortise the round trips as well as
+ * more would. */
+#define MC_PUT_ROUND 4096
+
 int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results) {
     if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
@@ -312,7 +320,21 @@ int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts
     c->errbuf[0] = '\0';
     int rc = batchCheck(c, n, items, lens, 1);
     if (rc == MC_OK) {
-        rc = batchPutLocked(c, n, items, lens, opts, results, 0, mcCallDeadline(c), NULL, c->reconnects);
+        int done = 0;
+        for (size_t at = 0; at < n; at += MC_PUT_ROUND) {
+            size_t m = n - at < MC_PUT_ROUND ? n - at : MC_PUT_ROUND;
+            int r = batchPutLocked(c, m, items + at, lens + at, opts, results + at, 0, mcCallDeadline(c), NULL,
+                                   c->reconnects);
+            if (r < 0) {
+                /* This round failed as a whole (the server unreachable past
+                 * the deadline): so do the rounds not yet sent. */
+                for (size_t i = at + m; i < n; i++) results[i] = r;
+                done = done ? done : r;
+                break;
+            }
+            done += r;
+        }
+        rc = done;
     } else {
         for (size_t i = 0; i < n; i++) results[i] = rc;
     }

@@ -208,7 +208,9 @@ long long mc_size(mc_client *c, const void *key, size_t keylen);
 /* Batches pipeline the metadata and overlap the transfers. results[i] is
  * item i's outcome (put: MC_OK or MC_ERR_*; get: bytes or MC_ERR_*); the
  * return value is the number of items that succeeded, or MC_ERR_* when the
- * batch as a whole failed (connection lost). */
+ * batch as a whole failed (connection lost). A put batch of more than 4096
+ * items goes in rounds of 4096, each ended before the next starts, so the
+ * server's client-max-pending-puts (16384 by default) never cuts it short. */
 int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results);
 int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results);
 

@@ -399,3 +399,21 @@ def test_errors_are_typed():
     for cls in (mooncake.NotFoundError, mooncake.NoSpaceError, mooncake.ClosedError):
         assert issubclass(cls, mooncake.Error)
     assert os.environ.get("PYTHONPATH") is None or "mooncake" in mooncake.__file__
+
+
+def test_a_batch_larger_than_the_servers_pending_put_limit(fresh_server):
+    """A batch holds all its keys' puts in progress between BATCH.PUT.START
+    and BATCH.PUT.END, and a connection may hold client-max-pending-puts
+    (16384) of them: libmooncake puts a larger batch in rounds, so every key
+    lands, and the server's limit is never met (store_puts_nospace and the
+    -LIMIT refusals stay at 0)."""
+    n = 20000
+    keys = [f"big:{i}" for i in range(n)]
+    vals = [i.to_bytes(4, "little") * 8 for i in range(n)]
+    with mooncake.connect(fresh_server.addr) as s:
+        assert s.batch_put(keys, vals) == [None] * n
+        bufs = [bytearray(32) for _ in range(n)]
+        assert s.batch_get_into(keys, bufs) == [32] * n
+        assert [bytes(b) for b in bufs] == vals
+    info = fresh_server.cli("INFO", "store")
+    assert int(info["store_puts_ended"]) == n and int(info["store_puts_pending"]) == 0
