@@ -283,10 +283,20 @@ static void putEndOne(client *c, sds key, sds checksum) {
     addReplyOk(c);
 }
 
+/* A checksum is kept with its object and sent with every GET.REPLICAS:
+ * room for any digest's name and hex (SHA-512's is 128 characters), not
+ * for a client to hang heap of its choosing on each object. */
+#define STORE_CHECKSUM_MAX 256
+
 void putEndCommand(client *c) {
     sds checksum = NULL;
     if (c->argc == 4 && !strcasecmp(c->argv[2], "checksum")) {
         checksum = c->argv[3];
+        if (sdslen(checksum) > STORE_CHECKSUM_MAX) {
+            /* Refused before anything changes: the put is still pending. */
+            addReplyErrorFormat(c, "ERR a checksum is at most %d bytes", STORE_CHECKSUM_MAX);
+            return;
+        }
     } else if (c->argc != 2) {
         addReplyErrorSyntax(c);
         return;

@@ -311,6 +311,16 @@ start_server {tags {mooncake store} overrides {segment-size 1mb evict-policy noe
         assert_equal $bin [lindex [r get.replicas ck:2] 2]
     }
 
+    test {PUT.END CHECKSUM is bounded: a longer one is refused and the put stays pending} {
+        r put.start ck:3 100
+        set long [string repeat x 257]
+        assert_error {ERR a checksum is at most 256 bytes} {r put.end ck:3 CHECKSUM $long}
+        assert_equal pending [ofield ck:3 state]
+        set most [string repeat y 256]
+        assert_equal OK [r put.end ck:3 CHECKSUM $most]
+        assert_equal $most [lindex [r get.replicas ck:3] 2]
+    }
+
     test {PUT.REVOKE frees the pending space at once} {
         set used0 [istore store_pool_used]
         set revoked0 [istore store_puts_revoked]
