@@ -18,7 +18,11 @@ from conftest import SERVER, child_env, free_port, stop_process
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
-TIMEOUT_MS = 2000
+# The failover tests' node timeout: the primary's etcd lease TTL, so the
+# time a failover takes. At 2 s a loaded machine (the sanitizer suite beside
+# the normal one, each with a cluster and an etcd) let a healthy primary's
+# lease lapse during a test's set-up, and the test then failed by chance.
+TIMEOUT_MS = 4000
 
 
 class RespError(Exception):
@@ -95,8 +99,14 @@ def write(port, *args, timeout=20.0):
             time.sleep(0.05)
 
 
+# Every wait's bound is scaled (MC_TEST_TIME_SCALE, 3 by default): a bound
+# only decides how long a failing test takes to say so, and a loaded
+# machine must not turn a slow success into a failure.
+TIME_SCALE = float(os.environ.get("MC_TEST_TIME_SCALE", "3"))
+
+
 def wait_until(cond, timeout=30.0, what="condition"):
-    deadline = time.time() + timeout
+    deadline = time.time() + timeout * TIME_SCALE
     last = None
     while time.time() < deadline:
         try:
@@ -205,7 +215,7 @@ def link_up(port):
 # For the tests in which no failover is meant to happen: a primary whose
 # etcd lease is not renewed within the 2 s node timeout on a loaded machine
 # (ASan beside another suite) is failed over, and such a test then fails by
-# chance. 10 s keeps them steady; the failover tests keep 2 s.
+# chance. 10 s keeps them steady; the failover tests use TIMEOUT_MS.
 STEADY = ("--cluster-node-timeout", "10000")
 
 
