@@ -78,6 +78,26 @@ static void giveBackSessionHandle(ClientObject *self) {
     pthread_mutex_unlock(&self->lock);
 }
 
+/* The result list of a call some of whose items were answered here
+ * (early[i]: a code) and the rest by the library (early[i] == 1: the next
+ * of lib, in order); rc < 0 is the library call's failure as a whole,
+ * which an item it left without a code of its own takes. */
+static PyObject *resultsInOrder(Py_ssize_t n, const long long *early, const long long *lib, int rc) {
+    PyObject *out = PyList_New(n);
+    size_t next = 0;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        long long v = early[i];
+        if (early[i] == 1) {
+            v = lib[next++];
+            if (rc < 0 && v >= 0) v = rc;
+        }
+        PyObject *e = PyLong_FromLongLong(v);
+        if (e == NULL) Py_CLEAR(out);
+        else PyList_SET_ITEM(out, i, e);
+    }
+    return out;
+}
+
 /* put_session_start(keys, sizes, opts) -> per key a session capsule or a
  * code. */
 PyObject *mcpyPutSessionStart(ClientObject *self, PyObject *args) {
@@ -230,21 +250,7 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
         giveBackSessionHandle(self);
         Py_END_ALLOW_THREADS
     }
-    if ((out = PyList_New(n)) == NULL) goto end;
-    size_t next = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long long v = early[i];
-        if (early[i] == 1) {
-            v = res[next++];
-            if (rc < 0 && v >= 0) v = rc; /* the call failed as a whole */
-        }
-        PyObject *e = PyLong_FromLongLong(v);
-        if (e == NULL) {
-            Py_CLEAR(out);
-            goto end;
-        }
-        PyList_SET_ITEM(out, i, e);
-    }
+    out = resultsInOrder(n, early, res, rc);
 end:
     Py_XDECREF(stt);
     Py_XDECREF(rt);
@@ -262,13 +268,15 @@ static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
     if (!PyArg_ParseTuple(args, "O", &sessions)) return NULL;
     PyObject *stt = PySequence_Tuple(sessions), *out = NULL;
     mc_put_session **pass = NULL;
-    int *res = NULL, *early = NULL;
+    int *res = NULL;
+    long long *early = NULL, *lres = NULL;
     if (stt == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(stt);
     pass = PyMem_Calloc((size_t)n + 1, sizeof(*pass));
     res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
     early = PyMem_Calloc((size_t)n + 1, sizeof(*early));
-    if (!pass || !res || !early) {
+    lres = PyMem_Calloc((size_t)n + 1, sizeof(*lres));
+    if (!pass || !res || !early || !lres) {
         PyErr_NoMemory();
         goto end;
     }
@@ -311,22 +319,14 @@ static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
         sessionBox *b = PyCapsule_GetPointer(PyTuple_GET_ITEM(stt, i), SESSION_CAPSULE);
         if (b) b->s = NULL;
     }
-    if ((out = PyList_New(n)) == NULL) goto end;
-    size_t next = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        long v = early[i] == 1 ? res[next++] : early[i];
-        PyObject *e = PyLong_FromLong(v);
-        if (e == NULL) {
-            Py_CLEAR(out);
-            goto end;
-        }
-        PyList_SET_ITEM(out, i, e);
-    }
+    for (size_t j = 0; j < npass; j++) lres[j] = res[j];
+    out = resultsInOrder(n, early, lres, 0); /* every session has its own code */
 end:
     Py_XDECREF(stt);
     PyMem_Free(pass);
     PyMem_Free(res);
     PyMem_Free(early);
+    PyMem_Free(lres);
     return out;
 }
 

@@ -177,18 +177,24 @@ def child_no_runtime():
     st.close()
 
 
-def dropin(transport):
+def dropin_on(transport):
+    """Mooncake's class set up as an engine does, its calls then made over
+    the transport under test on every handle it opens."""
     import mooncake._mooncake as _mc
     from mooncake.store import MooncakeDistributedStore
-    dev = Dev()
     ms = MooncakeDistributedStore()
     assert ms.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", os.environ["MC_TEST_ADDR"]) == 0
-    # The transport under test, on every handle the drop-in opens.
     old = ms._c
     ms._c = _mc.Client(("unix://" + os.environ["MC_TEST_UNIX"]) if transport == "shm" else os.environ["MC_TEST_ADDR"],
                        transport={"shm": 1, "tcp": 2}[transport])
     assert ms._c.register(ms._budget.addr, 16 << 20) == 0
     old.close()
+    return ms
+
+
+def dropin(transport):
+    dev = Dev()
+    ms = dropin_on(transport)
     ms.remove_all()
     size = 16 * MiB
     a, b = dev.malloc(size), dev.malloc(size)
@@ -357,17 +363,9 @@ def sessions(transport):
     mapping (one device copy per byte per replica); a failing device copy
     fails its key's write, and the end of that session revokes it: a partly
     written object is never published."""
-    import mooncake._mooncake as _mc
     import mooncake.store as mst
-    from mooncake.store import MooncakeDistributedStore
     dev = Dev()
-    ms = MooncakeDistributedStore()
-    assert ms.setup("h", "P2PHANDSHAKE", 0, 16 << 20, "tcp", "", os.environ["MC_TEST_ADDR"]) == 0
-    old = ms._c
-    ms._c = _mc.Client(("unix://" + os.environ["MC_TEST_UNIX"]) if transport == "shm" else os.environ["MC_TEST_ADDR"],
-                       transport={"shm": 1, "tcp": 2}[transport])
-    assert ms._c.register(ms._budget.addr, 16 << 20) == 0
-    old.close()
+    ms = dropin_on(transport)
     layers, page = 4, 256 * 1024 + 3
     a = dev.malloc(layers * page)
     v = pattern(layers * page, "sessions" + transport)
