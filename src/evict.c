@@ -83,13 +83,23 @@
 
 #define EVPOOL_SIZE 16
 
+/* Candidates outlive the call that sampled them (the pool is refilled, not
+ * rebuilt), so their ages must compare across calls: each is ranked by its
+ * age at the pool's epoch (set when the pool was empty), not at its own
+ * sampling time -- ranked so, a key sampled a moment after it was written
+ * could look older than keys sampled long before at the moment they were
+ * written, and the newest write could go first. A candidate whose object
+ * was touched (or replaced) since it was sampled is no candidate: its
+ * access time is kept and checked when it comes up. */
 typedef struct evictCandidate {
-    uint32_t idle;
-    sds key;  /* a copy: the key may be deleted before we get to it */
+    int32_t age;   /* ms between its last access and poolEpoch; negative: accessed after it */
+    uint32_t lru;  /* its access time when sampled */
+    sds key;       /* a copy: the key may be deleted before we get to it */
 } evictCandidate;
 
 static evictCandidate pool[EVPOOL_SIZE];
 static int poolLen;
+static uint32_t poolEpoch;
 static segment *poolFilter; /* the segment the pool's candidates were sampled for */
 
 void evictResetPool(void) {
@@ -251,13 +261,14 @@ static int isProtected(sds key) {
     return p && sdslen(p) == sdslen(key) && !memcmp(p, key, sdslen(key));
 }
 
-static void poolInsert(sds key, uint32_t idle) {
+static void poolInsert(sds key, uint32_t lru) {
     int i;
     for (i = 0; i < poolLen; i++)
         if (sdslen(pool[i].key) == sdslen(key) && !memcmp(pool[i].key, key, sdslen(key)))
             return; /* already a candidate */
-    /* Keep the pool sorted by idle, ascending: the best victim is last. */
-    for (i = 0; i < poolLen && pool[i].idle < idle; i++)
+    int32_t age = (int32_t)(poolEpoch - lru);
+    /* Keep the pool sorted by age, ascending: the best victim is last. */
+    for (i = 0; i < poolLen && pool[i].age < age; i++)
         ;
     if (poolLen == EVPOOL_SIZE) {
         if (i == 0) return; /* younger than everything we hold */
@@ -269,7 +280,8 @@ static void poolInsert(sds key, uint32_t idle) {
         poolLen++;
     }
     pool[i].key = sdsdup(key);
-    pool[i].idle = idle;
+    pool[i].age = age;
+    pool[i].lru = lru;
 }
 
 static int hasReplicaIn(storeObj *o, segment *only) {
@@ -287,12 +299,12 @@ static void poolFill(int wanted_class, segment *only) {
     dictEntry *sample[64];
     unsigned want = only ? 64 : server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
     unsigned n = dictGetSomeKeys(server.keys, sample, want);
-    uint32_t now = (uint32_t)server.mstime;
+    if (poolLen == 0) poolEpoch = (uint32_t)server.mstime;
     for (unsigned i = 0; i < n; i++) {
         storeObj *o = sample[i]->val;
         int cls = evictable(o);
         if (cls == 0 || cls > wanted_class || !hasReplicaIn(o, only)) continue;
-        poolInsert(sample[i]->key, now - o->lru);
+        poolInsert(sample[i]->key, o->lru);
     }
 }
 
@@ -319,8 +331,8 @@ int evictOne(segment *only) {
             /* Making room now (only set): a version a reply still holds
              * would free nothing now, so it is not taken (evictRunFits
              * counts it as a wall). */
-            int ok = cls != 0 && (cls == 1 || softpin_ok) && hasReplicaIn(de->val, only) && !isProtected(key) &&
-                     !(only && ((storeObj *)de->val)->refcount > 1);
+            int ok = cls != 0 && (cls == 1 || softpin_ok) && ((storeObj *)de->val)->lru == c->lru &&
+                     hasReplicaIn(de->val, only) && !isProtected(key) && !(only && ((storeObj *)de->val)->refcount > 1);
             if (ok) storeDeleteKeyForEviction(key);
             sdsfree(key);
             if (ok) {
