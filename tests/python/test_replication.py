@@ -938,8 +938,13 @@ def test_kill9_failover_and_old_primary_rejoins(env):
     write(b.port, "SET", "k0", "new")
     a.start()
     wait_until(lambda: link_up(a.port), 20, "old primary resyncs as a replica")
-    line = [l for l in b.nodes().splitlines() if l.startswith(a.id)][0].split()
-    assert line[2] == "slave" and line[3] == b.id
+
+    def a_seen_by_b():
+        # b clears a's fail flag when a's liveness record is back in etcd
+        # (its watch), which may come a moment after a's link is up
+        line = [l for l in b.nodes().splitlines() if l.startswith(a.id)][0].split()
+        return line[2:4]
+    wait_until(lambda: a_seen_by_b() == ["slave", b.id], 10, "b to see a as its replica, not failed")
     r = Conn(a.port)
     try:
         r("READONLY")
@@ -974,8 +979,9 @@ def test_two_replicas_one_winner_the_other_follows(env):
     assert iw["second_repl_offset"] == str(int(ia["master_repl_offset"]) + 1)
     assert (iw["sync_full"], iw["sync_partial_ok"]) == ("0", "1"), iw
     assert info(other.port)["master_replid"] == iw["master_replid"]
-    line = [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()
-    assert line[2] == "slave" and line[3] == win.id
+    # the winner learns the follower's new master from its record in etcd (a watch: a moment later)
+    wait_until(lambda: [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()[2:4] ==
+               ["slave", win.id], 10, "the winner to see the follower as its replica")
     assert write(win.port, "SET", "t0", "new") == "OK"
     r = Conn(other.port)
     try:
