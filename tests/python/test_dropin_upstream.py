@@ -80,21 +80,19 @@ def test_ranks_sharing_a_hostname_get_names_of_their_own(server):
 def test_client_port_range_from_the_environment(server, monkeypatch):
     import socket
     held = []
-    for _ in range(2):  # two neighbouring free ports, held by this test
-        so = socket.socket()
-        so.bind(("127.0.0.1", 0))
-        held.append(so)
-    lo = min(so.getsockname()[1] for so in held)
-    for so in held:
-        so.close()
-    held = []
-    for p in (lo, lo + 1):
-        so = socket.socket()
+    for _ in range(100):  # two neighbouring free ports, held by this test from the start
+        a, b = socket.socket(), socket.socket()
+        a.bind(("127.0.0.1", 0))
+        lo = a.getsockname()[1]
         try:
-            so.bind(("127.0.0.1", p))
+            b.bind(("127.0.0.1", lo + 1))
         except OSError:
-            pytest.skip(f"port {p} is not free here")
-        held.append(so)
+            a.close()
+            b.close()
+            continue
+        held = [a, b]
+        break
+    assert held, "no two neighbouring free ports in 100 tries"
     monkeypatch.setenv("MC_STORE_CLIENT_MIN_PORT", str(lo))
     monkeypatch.setenv("MC_STORE_CLIENT_MAX_PORT", str(lo + 1))
     s = MooncakeDistributedStore()
