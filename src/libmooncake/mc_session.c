@@ -93,9 +93,15 @@ static int startLocked(mc_client *c, size_t n, const mc_key *keys, const size_t 
             continue;
         }
         mc_put_session *s = calloc(1, sizeof(*s));
-        if (s == NULL || (s->key = malloc(keys[i].keylen)) == NULL) {
-            free(s);
-            results[i] = mcErr(c, MC_ERR_NOMEM, "out of memory");
+        int bad = s == NULL || (s->key = malloc(keys[i].keylen)) == NULL ? MC_ERR_NOMEM : MC_OK;
+        for (size_t j = 0; bad == MC_OK && j < e->elements && j < MC_MAX_REPLICAS; j++) {
+            if (mcParseReplica(e->element[j], &s->reps[j]) != 0 || s->reps[j].len != sizes[i]) bad = MC_ERR_PROTOCOL;
+            else s->nreps++;
+        }
+        if (bad == MC_OK && s->nreps == 0) bad = MC_ERR_PROTOCOL;
+        if (bad != MC_OK) {
+            mc_put_session_free(s);
+            results[i] = mcErr(c, bad, bad == MC_ERR_NOMEM ? "out of memory" : "bad replica in the reply to BATCH.PUT.START");
             /* Reserved but unusable: given back now, not at put-timeout. */
             mcBKey rv = k[i];
             rv.res = NULL;
@@ -115,17 +121,9 @@ static int startLocked(mc_client *c, size_t n, const mc_key *keys, const size_t 
         s->asking = k[i].asking;
         s->gen = k[i].gen;
         s->started_us = mcNowUs();
-        for (size_t j = 0; j < e->elements && j < MC_MAX_REPLICAS; j++) {
-            if (mcParseReplica(e->element[j], &s->reps[j]) != 0 || s->reps[j].len != sizes[i]) {
-                s->failed = 1; /* a reply we cannot use: the caller revokes it */
-                break;
-            }
-            s->nreps++;
-        }
-        if (s->nreps == 0) s->failed = 1;
         sessions[i] = s;
-        results[i] = s->failed ? mcErr(c, MC_ERR_PROTOCOL, "bad replica in the reply to BATCH.PUT.START") : MC_OK;
-        started += !s->failed;
+        results[i] = MC_OK;
+        started++;
     }
     rc = started;
 end:
