@@ -659,18 +659,26 @@ void initConfigValues(void) {
 
 /* ---- loading ------------------------------------------------------------- */
 
-static int loadConfigFromString(const char *config, const char *origin, char *errbuf, size_t errlen) {
+/* config is an sds: a file may hold any bytes, and the whole of it is read
+ * (strlen would stop at a zero byte and quietly ignore every directive
+ * after it). A line holding a zero byte is refused: sdssplitargs would end
+ * the line there, so "maxmemory 5\0gb" would set 5 bytes; a value that
+ * needs the byte writes it "\x00" in quotes, as CONFIG REWRITE does. */
+static int loadConfigFromString(const sds config, const char *origin, char *errbuf, size_t errlen) {
     int totlines;
     int rc = C_OK;
-    sds *lines = sdssplitlen(config, strlen(config), "\n", 1, &totlines);
+    sds *lines = sdssplitlen(config, sdslen(config), "\n", 1, &totlines);
     for (int i = 0; i < totlines; i++) {
         sds line = lines[i];
+        int has_nul = memchr(line, '\0', sdslen(line)) != NULL;
         sdstrim(line, " \t\r\n");
-        if (line[0] == '#' || line[0] == '\0') continue;
-        int argc;
-        sds *argv = sdssplitargs(line, &argc);
+        if (!has_nul && (line[0] == '#' || line[0] == '\0')) continue;
+        int argc = 0;
+        sds *argv = has_nul ? NULL : sdssplitargs(line, &argc);
         const char *err = NULL;
-        if (argv == NULL) {
+        if (has_nul) {
+            err = "A zero byte in a configuration line (write it \"\\x00\" inside double quotes)";
+        } else if (argv == NULL) {
             err = "Unbalanced quotes in configuration line";
         } else if (argc == 0) {
             sdsfreesplitres(argv, argc);
@@ -704,9 +712,18 @@ int loadServerConfig(const char *filename, int argc, char **argv, char *err, siz
             return C_ERR;
         }
         sds text = readFileSds(fp);
+        /* A read that fails (a directory: fopen opens it, read says EISDIR)
+         * must not look like an empty file, or the server would start on
+         * its defaults as if nothing were wrong. */
+        int read_errno = ferror(fp) ? (errno ? errno : EIO) : 0;
         config = sdscatsds(config, text);
         sdsfree(text);
         if (fp != stdin) fclose(fp);
+        if (read_errno) {
+            snprintf(err, errlen, "Fatal error, can't read config file '%s': %s", filename, strerror(read_errno));
+            sdsfree(config);
+            return C_ERR;
+        }
         if (strcmp(filename, "-")) {
             char *abs = realpath(filename, NULL);
             if (abs) {
@@ -911,7 +928,20 @@ static int isDefault(standardConfig *c) {
  * temporary file and renamed, so a crash never leaves half a config. */
 static int rewriteConfig(const char *path, const char **err) {
     FILE *fp = fopen(path, "r");
+    /* A file that is gone is written anew; one that is there but cannot be
+     * read is left alone: rewriting it from nothing would drop its comments
+     * and every directive it gives its default value. */
+    if (fp == NULL && errno != ENOENT) {
+        *err = strerror(errno);
+        return C_ERR;
+    }
     sds content = fp ? readFileSds(fp) : sdsempty();
+    if (fp && ferror(fp)) {
+        *err = strerror(errno ? errno : EIO);
+        fclose(fp);
+        sdsfree(content);
+        return C_ERR;
+    }
     if (fp) fclose(fp);
     int nlines;
     sds *lines = sdssplitlen(content, sdslen(content), "\n", 1, &nlines);

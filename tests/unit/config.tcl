@@ -161,6 +161,26 @@ start_server {tags {config}} {
         assert_equal 1 $exited "server exited?"
         assert_match *maxclients* $out
     }
+
+    test {A config file with a zero byte is refused, not read up to the byte} {
+        # Read as a C string, the file ended at the zero: the directive
+        # after it was never seen and the server started without it.
+        lassign [run_conf_expecting_exit "port [find_available_port]\nbind 127.0.0.1\n\0\nno-such-directive 1"] exited out
+        assert_equal 1 $exited "server exited?"
+        assert_match {*line 3*zero byte*} $out
+        lassign [run_conf_expecting_exit "port [find_available_port]\nbind 127.0.0.1\nmaxmemory 5\0gb"] exited out
+        assert_equal 1 $exited "server exited?"
+        assert_match {*line 3*zero byte*} $out
+    }
+
+    test {A config file that cannot be read is refused, not taken as empty} {
+        set dir [tmpfile conf-dir]
+        file mkdir $dir
+        lassign [run_server_expecting_exit $dir --port [find_available_port] --bind 127.0.0.1] exited out
+        file delete -force $dir
+        assert_equal 1 $exited "server exited?"
+        assert_match {*can't read config file*Is a directory*} $out
+    }
 }
 
 # databases: there is one (SELECT 0), and CONFIG GET says so, for the tools
