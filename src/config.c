@@ -40,6 +40,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 #define CFG_OCTAL (1 << 1)     /* integer printed and parsed in base 8 */
 #define CFG_ONEARG (1 << 2)    /* special taking one argument that may contain spaces */
 #define CFG_PROTECTED (1 << 3) /* CONFIG SET only as enable-protected-configs allows */
+#define CFG_BINARY (1 << 4)    /* the value may hold zero bytes (passwords) */
 
 typedef struct configEnum {
     const char *name;
@@ -390,7 +391,7 @@ static standardConfig configs[] = {
     INTC("unixsocketperm", CFG_IMMUTABLE | CFG_OCTAL, &cfg_unixsocketperm, 0, 0777, "0", NULL),
     INTC("tcp-backlog", CFG_IMMUTABLE, &cfg_tcp_backlog, 0, INT_MAX, "511", NULL),
     BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
-    SPECC("requirepass", CFG_ONEARG, "", setRequirepass, getRequirepass),
+    SPECC("requirepass", CFG_ONEARG | CFG_BINARY, "", setRequirepass, getRequirepass),
     STRC("aclfile", CFG_IMMUTABLE, &server.acl_filename, ""),
     INTC("acllog-max-len", 0, &server.acllog_max_len, 0, LONG_MAX, "128", applyAclLogMaxLen),
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
@@ -484,7 +485,7 @@ static standardConfig configs[] = {
     /* Replication (replication.c) */
     MEMCA("repl-backlog-size", 0, &server.repl_backlog_size, 16 * 1024, LLONG_MAX / 2, "1mb", applyBacklogSize),
     INTC("repl-backlog-ttl", 0, &server.repl_backlog_ttl, 0, LLONG_MAX / 1000, "3600", NULL),
-    SPECC("masterauth", CFG_ONEARG, "", setMasterauth, getMasterauth),
+    SPECC("masterauth", CFG_ONEARG | CFG_BINARY, "", setMasterauth, getMasterauth),
     STRC("masteruser", 0, &server.masteruser, ""),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
@@ -830,8 +831,20 @@ static void configSetCommand(client *c) {
      * restores every old value, so a multi-parameter SET is atomic. */
     for (int i = 0; i < n; i++) {
         old[i] = getConfigValue(cfs[i]);
+        /* The parsers (sdssplitargs included) read values as C strings, so
+         * "5\0junk" would set 5 and "127.0.0.1\0junk" 127.0.0.1: a value
+         * with a zero byte is refused unless the directive keeps its bytes
+         * (the passwords). A file cannot carry one either (loading refuses
+         * the line), nor can the command line. */
+        sds value = c->argv[3 + 2 * i];
+        if (!(cfs[i]->flags & CFG_BINARY) && memchr(value, '\0', sdslen(value)) != NULL) {
+            err = "argument must not contain a zero byte";
+            applied_upto = i;
+            failed = i;
+            goto restore;
+        }
         int argc;
-        sds *argv = splitValue(cfs[i], c->argv[3 + 2 * i], &argc);
+        sds *argv = splitValue(cfs[i], value, &argc);
         int rc = argv ? setConfigValue(cfs[i], argv, argc, &err) : C_ERR;
         if (!argv) err = "Unbalanced quotes";
         if (argv) sdsfreesplitres(argv, argc);

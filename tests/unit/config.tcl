@@ -73,6 +73,21 @@ start_server {tags {config}} {
         assert_equal $old [r config get maxclients]
     }
 
+    test {CONFIG SET refuses a value with a zero byte, except a password's} {
+        # Read as C strings, these were set to what comes before the zero.
+        foreach {name value} [list maxclients "5\x00junk" timeout "7\x00" protected-mode "no\x00x" \
+                                  maxmemory "1\x00gb" evict-ratio "0.5\x00" loglevel "debug\x00" \
+                                  http-bind "127.0.0.1\x00junk" masteruser "u\x00v" \
+                                  client-output-buffer-limit "normal 1 2 3\x00"] {
+            set old [r config get $name]
+            assert_error {*zero byte*} {r config set $name $value}
+            assert_equal $old [r config get $name]
+        }
+        assert_equal OK [r config set requirepass "p\x00q"]
+        r auth "p\x00q"
+        r config set requirepass ""
+    } {OK}
+
     test {CONFIG SET of an unknown parameter} {
         assert_error {ERR Unknown option*} {r config set no-such-parameter 1}
     }
