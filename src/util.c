@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -298,7 +299,14 @@ int writeFileAtomic(const char *path, const void *buf, size_t len) {
     }
     FILE *fp = fopen(tmp, "w");
     if (fp == NULL) return -1;
-    if (fwrite(buf, 1, len, fp) != len || fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
+    /* The new file takes the old one's permissions: these files hold
+     * passwords (requirepass, masterauth, ACL users), and one an operator
+     * made 0600 must not come back from a rewrite readable by everyone
+     * (fopen creates 0666 less the umask). */
+    struct stat st;
+    int keep_mode = stat(path, &st) == 0;
+    if (fwrite(buf, 1, len, fp) != len || fflush(fp) != 0 ||
+        (keep_mode && fchmod(fileno(fp), st.st_mode & 07777) != 0) || fsync(fileno(fp)) != 0) {
         int saved = errno;
         fclose(fp);
         unlink(tmp);

@@ -150,6 +150,14 @@ start_server {tags {config} overrides {tcp-keepalive 60}} {
         r ping
     } {PONG}
 
+    test {CONFIG REWRITE keeps the config file's permissions} {
+        # It may hold requirepass: a file made 0600 must not come back
+        # readable by everyone.
+        file attributes [srv 0 config_file] -permissions 0600
+        assert_equal OK [r config rewrite]
+        file attributes [srv 0 config_file] -permissions
+    } {00600}
+
     test {CONFIG REWRITE twice gives the same directives} {
         # Blank lines may differ (Redis adds one per rewrite), directives not;
         # Redis's own ACL "user" lines are not ours to judge.
