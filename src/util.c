@@ -302,11 +302,12 @@ int writeFileAtomic(const char *path, const void *buf, size_t len) {
     /* The new file takes the old one's permissions: these files hold
      * passwords (requirepass, masterauth, ACL users), and one an operator
      * made 0600 must not come back from a rewrite readable by everyone
-     * (fopen creates 0666 less the umask). */
+     * (fopen creates 0666 less the umask). Set before a byte is written,
+     * so the temporary file is never readable by more than the old one. */
     struct stat st;
     int keep_mode = stat(path, &st) == 0;
-    if (fwrite(buf, 1, len, fp) != len || fflush(fp) != 0 ||
-        (keep_mode && fchmod(fileno(fp), st.st_mode & 07777) != 0) || fsync(fileno(fp)) != 0) {
+    if ((keep_mode && fchmod(fileno(fp), st.st_mode & 07777) != 0) || fwrite(buf, 1, len, fp) != len ||
+        fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
         int saved = errno;
         fclose(fp);
         unlink(tmp);
