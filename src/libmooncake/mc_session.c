@@ -29,6 +29,7 @@
  * batches do: they can redo a put from its start because they still hold
  * the bytes, and a session does not.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,18 +302,53 @@ static void revokeBest(mc_client *c, mcBKey *k, size_t m) {
     mcRunPhase(c, &revoke, k, m);
 }
 
+/* The array sorted by session, ties by position: a session given twice
+ * is a run of equal pointers. */
+typedef struct {
+    const mc_put_session *s;
+    size_t i;
+} sessionAt;
+
+static int sessionAtCmp(const void *a, const void *b) {
+    const sessionAt *x = a, *y = b;
+    if (x->s != y->s) return (uintptr_t)x->s < (uintptr_t)y->s ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* dup[i] = 1 where sessions[i] is a session given earlier in the array.
+ * Its first place ends it (and frees it); a later one must touch neither
+ * the session nor the server: it would end the put twice and free the
+ * session twice. Sorted, not compared pairwise: n may be thousands. */
+static int markDuplicates(size_t n, mc_put_session *const *sessions, char *dup) {
+    sessionAt *at = malloc(n * sizeof(*at));
+    if (at == NULL) return MC_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) at[i] = (sessionAt){sessions[i], i};
+    qsort(at, n, sizeof(*at), sessionAtCmp);
+    for (size_t j = 1; j < n; j++)
+        if (at[j].s != NULL && at[j].s == at[j - 1].s) dup[at[j].i] = 1;
+    free(at);
+    return MC_OK;
+}
+
 static int finishLocked(mc_client *c, size_t n, mc_put_session *const *sessions, int *results, int publish) {
     mcBKey *k = calloc(n, sizeof(*k)), *rv = calloc(n, sizeof(*rv));
     size_t *item = malloc(n * sizeof(*item));
+    char *dup = calloc(n, 1);
     size_t m = 0, nrv = 0;
     int rc = MC_OK, done = 0;
-    if (k == NULL || rv == NULL || item == NULL) {
+    if (k == NULL || rv == NULL || item == NULL || dup == NULL || markDuplicates(n, sessions, dup) != MC_OK) {
         rc = mcErr(c, MC_ERR_NOMEM, "out of memory");
+        free(dup);
+        dup = NULL; /* nothing was ended: the sessions are freed below all the same, once each */
         goto end;
     }
     for (size_t i = 0; i < n; i++) {
         mc_put_session *s = sessions[i];
         int st = MC_OK;
+        if (dup[i]) {
+            results[i] = mcErr(c, MC_ERR_INVALID, "session %zu is given twice (its first place ends it)", i);
+            continue;
+        }
         if (s == NULL || s->owner != c)
             st = mcErr(c, MC_ERR_INVALID, s ? "the session was started on another handle" : "no session");
         else if (publish)
@@ -347,15 +383,23 @@ static int finishLocked(mc_client *c, size_t n, mc_put_session *const *sessions,
 end:
     if (rc < 0)
         for (size_t i = 0; i < n; i++)
-            if (results[i] == MC_ERR_INVALID && sessions[i] && sessions[i]->owner == c) results[i] = rc;
+            if (results[i] == MC_ERR_INVALID && sessions[i] && (dup == NULL || !dup[i]) && sessions[i]->owner == c)
+                results[i] = rc;
     /* Ended or revoked, the caller's sessions are gone: a failed end
      * leaves nothing to do but revoke, and the server gives back a put
-     * its connection never ends. */
-    for (size_t i = 0; i < n; i++)
-        if (sessions[i] && sessions[i]->owner == c) mc_put_session_free(sessions[i]);
+     * its connection never ends. Each once: a session given twice is
+     * freed at its first place (dup NULL: out of memory before the
+     * duplicates were found, so they are looked for here, pairwise). */
+    for (size_t i = 0; i < n; i++) {
+        mc_put_session *s = sessions[i];
+        int seen = dup ? dup[i] : 0;
+        for (size_t j = 0; dup == NULL && j < i && !seen; j++) seen = sessions[j] == s;
+        if (s && !seen && s->owner == c) mc_put_session_free(s);
+    }
     mcFreeBKeys(k, m);
     mcFreeBKeys(rv, nrv);
     free(item);
+    free(dup);
     return rc;
 }
 

@@ -420,7 +420,9 @@ int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n);
  * mc_put_session_end publishes each session (BATCH.PUT.END; ranges never
  * written hold zeros, as any put's unwritten bytes do), and
  * mc_put_session_revoke gives its space back; results[i] MC_OK or
- * MC_ERR_*. Both free every session given to them, whatever the result.
+ * MC_ERR_*. Both free every session given to them, whatever the result
+ * (a session given twice is ended and freed at its first place; its later
+ * places answer MC_ERR_INVALID).
  * A session belongs to the handle that started it (the server lets only
  * that connection end a put): another handle gets MC_ERR_INVALID, and once
  * that connection was lost, every call on it MC_ERR_IO (the server gave

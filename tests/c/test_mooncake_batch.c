@@ -3,6 +3,7 @@
  *
  *  - batch: 128 values at once, a missing key, a too-small buffer and an
  *    existing key inside a batch each fail alone; batches mixing tcp and shm.
+ *    A put session given twice to one end or revoke: ended and freed once.
  *  - exists: mc_batch_exists (BATCH.EXISTS) per key, PREFIX and LEASE, its
  *    invalid arguments; mc_remove_all.
  *  - scatter-gather: mc_put_fromv, mc_get_intov, mc_batch_putv/getv over
@@ -230,6 +231,25 @@ void testBatch(void) {
         CHECK_EQ(rc, MC_OK);
         if (rc == MC_OK) batchMixedTcp(&s, ctcp, cshm, "host-b", "bh");
         mcClose(&host);
+    }
+    TEST("batch: a put session given twice to one end or revoke is ended and freed once (INVALID after)") {
+        CHECK(c != NULL);
+        if (c) {
+            mc_key keys[2] = {{"bt:sess:a", 9}, {"bt:sess:b", 9}};
+            size_t sizes[2] = {64, 64};
+            mc_put_session *ss[2] = {NULL, NULL};
+            int res[3] = {1, 1, 1};
+            CHECK_EQ(mc_put_session_start(c, 2, keys, sizes, NULL, ss, res), 2);
+            mc_put_session *twice[3] = {ss[0], ss[0], ss[0]};
+            CHECK_EQ(mc_put_session_revoke(c, 3, twice, res), 1);
+            CHECK(res[0] == MC_OK && res[1] == MC_ERR_INVALID && res[2] == MC_ERR_INVALID);
+            CHECK(strstr(mc_last_error(c), "twice") != NULL);
+            mc_put_session *ends[2] = {ss[1], ss[1]};
+            CHECK_EQ(mc_put_session_end(c, 2, ends, res), 1);
+            CHECK(res[0] == MC_OK && res[1] == MC_ERR_INVALID);
+            CHECK_EQ(mc_exists(c, "bt:sess:a", 9), 0); /* revoked */
+            CHECK_EQ(mc_exists(c, "bt:sess:b", 9), 1); /* published once */
+        }
     }
     mcClose(&c);
     mcClose(&ctcp);
