@@ -815,9 +815,16 @@ static int keyListAdd(keyList *l, const char *k, size_t len) {
 }
 
 /* One node's keys: SCAN from cursor 0 until it comes back to 0. A reply
- * that is not [cursor, [keys...]] is a protocol error, never guessed at. */
+ * that is not [cursor, [keys...]] is a protocol error, never guessed at.
+ * So is a cursor that comes back to one it gave before: each page is a
+ * quick round trip, so no timeout would ever end such a scan, and its
+ * keys would fill memory. A server's cursors never repeat within one scan
+ * (each names the next bucket in order), so a repeat is a cycle; it is
+ * found with O(1) memory by Brent's method: the cursor saved at steps
+ * 1, 2, 4, 8, ... is compared with each one after it. */
 static int scanNodeLocked(mc_client *c, int node, const char *match, keyList *l) {
-    char cursor[32] = "0";
+    char cursor[32] = "0", saved[32] = "0";
+    unsigned long long steps = 0, power = 1;
     do {
         const char *argv[6] = {"SCAN", cursor, "COUNT", "1000", "MATCH", match};
         mcReply *r;
@@ -834,6 +841,15 @@ static int scanNodeLocked(mc_client *c, int node, const char *match, keyList *l)
             return mcErr(c, MC_ERR_PROTOCOL, "bad SCAN reply");
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+        if (strcmp(cursor, "0") != 0 && strcmp(cursor, saved) == 0) {
+            mcReplyFree(r);
+            return mcErr(c, MC_ERR_PROTOCOL, "SCAN cursor %s came back: the scan would never end", saved);
+        }
+        if (++steps == power) {
+            memcpy(saved, cursor, sizeof(saved));
+            power *= 2;
+            steps = 0;
+        }
         const mcReply *ks = r->element[1];
         for (size_t i = 0; i < ks->elements && rc == MC_OK; i++) {
             if (ks->element[i]->type != MCR_BULK) rc = mcErr(c, MC_ERR_PROTOCOL, "bad SCAN reply");

@@ -155,6 +155,24 @@ static void errExistsRemove(mc_client *c, const char *tag) {
     CHECK(getSame(c, key, v, sizeof(v), MC_TRANSPORT_AUTO));
 }
 
+/* A server of one connection whose SCAN always answers cursor 5 and a
+ * key (a broken cursor): every other command gets the error a server
+ * without cluster support gives. One command per read is enough here:
+ * the client waits for each reply. */
+static void *scanLoopServer(void *p) {
+    int fd = accept((int)(intptr_t)p, NULL, NULL);
+    char buf[4096];
+    ssize_t r;
+    while (fd >= 0 && (r = read(fd, buf, sizeof(buf) - 1)) > 0) {
+        buf[r] = '\0';
+        const char *rep = strstr(buf, "SCAN") ? "*2\r\n$1\r\n5\r\n*1\r\n$3\r\nkey\r\n"
+                                              : "-ERR This instance has cluster support disabled\r\n";
+        if (tsWriteAll(fd, rep, strlen(rep)) != 0) break;
+    }
+    if (fd >= 0) close(fd);
+    return NULL;
+}
+
 void testErrors(void) {
     const char *group = "errors";
     int failed0 = test_failed;
@@ -192,6 +210,30 @@ void testErrors(void) {
             if (c) errExistsRemove(c, tag);
         }
         mcClose(&c);
+    }
+    TEST("errors: a server whose SCAN cursor comes back to an earlier one fails mc_scan_keys (no endless scan)") {
+        int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof(sa);
+        pthread_t t;
+        int up = lfd >= 0 && bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) == 0 && listen(lfd, 4) == 0 &&
+                 getsockname(lfd, (struct sockaddr *)&sa, &len) == 0 &&
+                 pthread_create(&t, NULL, scanLoopServer, (void *)(intptr_t)lfd) == 0;
+        CHECK(up);
+        char uri[64];
+        snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%d", ntohs(sa.sin_port));
+        mc_client *c = up ? mc_connect(uri, NULL, NULL, 0) : NULL;
+        CHECK(c != NULL);
+        if (c) {
+            mc_key *keys = (mc_key *)1;
+            size_t n = 1;
+            CHECK_EQ(mc_scan_keys(c, NULL, &keys, &n), MC_ERR_PROTOCOL);
+            CHECK(keys == NULL && n == 0);
+            CHECK(strstr(mc_last_error(c), "came back") != NULL);
+        }
+        mcClose(&c);
+        if (up) pthread_join(t, NULL);
+        if (lfd >= 0) close(lfd);
     }
     tsGroupFinish(&s, group, failed0);
 }
