@@ -942,9 +942,20 @@ int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen) {
 }
 
 int mc_register(mc_client *c, void *addr, size_t len, int mem) {
-    if (c == NULL || addr == NULL || len == 0 || (mem != MC_MEM_HOST && mem != MC_MEM_CUDA)) return MC_ERR_INVALID;
+    if (c == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = MC_OK;
+    /* A region past the end of the address space would make every "inside
+     * a registered region" check true for pointers it never covered. */
+    if (addr == NULL || len == 0 || (mem != MC_MEM_HOST && mem != MC_MEM_CUDA) ||
+        (uintptr_t)addr > UINTPTR_MAX - len) {
+        rc = mcErr(c, MC_ERR_INVALID, "register: %s",
+                   addr == NULL ? "a NULL address"
+                   : len == 0   ? "a length of 0"
+                   : mem != MC_MEM_HOST && mem != MC_MEM_CUDA ? "an unknown memory kind"
+                                                              : "the region runs past the end of the address space");
+        goto out;
+    }
     if (mem == MC_MEM_CUDA && !mcCudaIsDevicePtr(addr)) {
         char why[256];
         rc = mcCudaAvailable(why, sizeof(why)) ? mcErr(c, MC_ERR_INVALID, "not device memory")

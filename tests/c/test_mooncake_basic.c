@@ -209,6 +209,21 @@ void testErrors(void) {
             CHECK(c != NULL);
             if (c) errExistsRemove(c, tag);
         }
+        snprintf(name, sizeof(name),
+                 "errors (%s): mc_register refuses a region past the end of the address space, saying why", tag);
+        TEST(name) {
+            CHECK(c != NULL);
+            if (c) {
+                static char probe[64];
+                CHECK_EQ(mc_register(c, (void *)(UINTPTR_MAX - 10), 100, MC_MEM_HOST), MC_ERR_INVALID);
+                CHECK(strstr(mc_last_error(c), "past the end") != NULL);
+                CHECK_EQ(mc_register(c, probe, SIZE_MAX, MC_MEM_HOST), MC_ERR_INVALID);
+                CHECK_EQ(mc_register(c, NULL, 10, MC_MEM_HOST), MC_ERR_INVALID);
+                CHECK(strstr(mc_last_error(c), "NULL") != NULL);
+                /* nothing was registered: a put_from out of it is still refused */
+                CHECK_EQ(mc_put_from(c, "reg:wrap", 8, probe, sizeof(probe), NULL), MC_ERR_INVALID);
+            }
+        }
         mcClose(&c);
     }
     TEST("errors: a server whose SCAN cursor comes back to an earlier one fails mc_scan_keys (no endless scan)") {
