@@ -101,7 +101,6 @@
 #include <strings.h>
 
 #include "cluster.h"
-#include "multi.h"
 #include "segment.h"
 #include "server.h"
 #include "tenantkeys.h"
@@ -934,39 +933,25 @@ int aclCheckCommand(client *c, int *keypos) {
     return checkUser(u, c->cmd, c->argv, c->argc, keypos);
 }
 
-void aclDenyCommand(client *c, int reason, int keypos) {
-    c->cmd->rejected_calls++;
+sds aclDenialError(client *c, int reason, int keypos) {
     c->lastcmd = c->cmd; /* the entry's client-info names the refused command, as Redis's */
+    sds object = reason == ACL_DENIED_CMD ? c->cmd->fullname : c->argv[keypos];
+    aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
     if (c->flags & CLIENT_IN_EXEC) {
         /* Allowed when queued, refused now: the user's rules changed in
          * between. Redis's words, and the log entry's context is multi. */
-        sds object = reason == ACL_DENIED_CMD ? c->cmd->fullname : c->argv[keypos];
-        aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
-        addReplyErrorFormat(c,
+        return sdscatprintf(sdsempty(),
                             "-NOPERM ACLs rules changed between the moment the transaction was accumulated and the "
                             "EXEC call. This command is no longer allowed for the following reason: %s",
                             reason == ACL_DENIED_CMD   ? "no permission to execute the command or subcommand"
                             : reason == ACL_DENIED_KEY ? "no permission to touch the specified keys"
                                                        : "no permission to access one of the channels used as arguments");
-        return;
     }
-    sds err;
-    if (reason == ACL_DENIED_CMD) {
-        aclLogAdd(c, reason, c->cmd->fullname, sdslen(c->cmd->fullname), c->user->name, sdslen(c->user->name));
-        err = sdscatprintf(sdsempty(), "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,
-                           c->cmd->fullname);
-    } else {
-        sds object = c->argv[keypos];
-        aclLogAdd(c, reason, object, sdslen(object), c->user->name, sdslen(c->user->name));
-        err = sdsnew(reason == ACL_DENIED_CHANNEL ? "-NOPERM No permissions to access a channel"
-                                                  : "-NOPERM No permissions to access a key");
-    }
-    /* A refused EXEC still ends the transaction, as any refused EXEC does
-     * (multi.c): else the client would stay in MULTI, queueing what it
-     * meant to run at once. */
-    if (c->cmd->proc == execCommand) execCommandAbort(c, err);
-    else addReplyError(c, err);
-    sdsfree(err);
+    if (reason == ACL_DENIED_CMD)
+        return sdscatprintf(sdsempty(), "-NOPERM User %s has no permissions to run the '%s' command", c->user->name,
+                            c->cmd->fullname);
+    return sdsnew(reason == ACL_DENIED_CHANNEL ? "-NOPERM No permissions to access a channel"
+                                               : "-NOPERM No permissions to access a key");
 }
 
 void aclLogDenial(client *c, int reason, const char *object, size_t len) {

@@ -98,8 +98,10 @@ user *aclCheckPassword(const char *name, size_t nlen, const char *pass, size_t p
  * argv index of the refused key. The default user (every command, every key)
  * costs one flag test. */
 int aclCheckCommand(struct client *c, int *keypos);
-/* Replies the -NOPERM error for a failed aclCheckCommand and logs it. */
-void aclDenyCommand(struct client *c, int reason, int keypos);
+/* Logs a failed aclCheckCommand and returns its -NOPERM error for the
+ * caller to reply with (processCommand's rejectCommand, EXEC's loop); the
+ * caller frees it. */
+sds aclDenialError(struct client *c, int reason, int keypos);
 /* Whether the user may run cmd at all (bigarg placement asks first). */
 int aclUserCanRun(const user *u, const struct serverCommand *cmd);
 /* A user restricted by key patterns (no allkeys): the store and the data

@@ -222,7 +222,10 @@ void execCommand(client *c) {
          * (ACL SETUSER from another connection): checked again, as Redis does. */
         int keypos, acl = aclCheckCommand(c, &keypos);
         if (acl != ACL_OK) {
-            aclDenyCommand(c, acl, keypos);
+            sds err = aclDenialError(c, acl, keypos);
+            c->cmd->rejected_calls++;
+            addReplyError(c, err);
+            sdsfree(err);
             freeMultiCmd(mc);
             continue;
         }

@@ -37,7 +37,7 @@
  * push frames ('>'), which a RESP3 client can receive between the replies
  * of its ordinary commands. Under RESP2 a subscribed connection can only
  * (un)subscribe, PING, QUIT and RESET, since a message and a reply could
- * not be told apart; processCommand asks pubsubRejectCommand. A subscriber
+ * not be told apart; processCommand asks pubsubRefusal. A subscriber
  * that does not read is bounded by `client-output-buffer-limit pubsub`
  * (32mb hard, 8mb for 60 s by default): past it the connection is closed,
  * and the server never holds more than that for it.
@@ -63,7 +63,6 @@
 
 #include "acl.h"
 #include "crc.h"
-#include "multi.h"
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
@@ -621,18 +620,12 @@ void pubsubCommand(client *c) {
 
 /* ---- the RESP2 subscribed context ----------------------------------------- */
 
-int pubsubRejectCommand(client *c) {
+sds pubsubRefusal(client *c) {
     commandProc *p = c->cmd->proc;
     if (p == pingCommand || p == subscribeCommand || p == ssubscribeCommand || p == unsubscribeCommand ||
         p == sunsubscribeCommand || p == psubscribeCommand || p == punsubscribeCommand || p == quitCommand ||
         p == resetCommand)
-        return 0;
-    c->cmd->rejected_calls++;
-    sds err = sdscatprintf(sdsempty(), "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
-                                       "QUIT / RESET are allowed in this context", c->cmd->fullname);
-    /* A refused EXEC answers -EXECABORT wherever it is refused, as Redis's. */
-    if (p == execCommand) execCommandAbort(c, err);
-    else addReplyError(c, err);
-    sdsfree(err);
-    return 1;
+        return NULL;
+    return sdscatprintf(sdsempty(), "ERR Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / "
+                                    "QUIT / RESET are allowed in this context", c->cmd->fullname);
 }

@@ -28,9 +28,9 @@ int pubsubHasSubscribers(void);
 void pubsubUnsubscribeAll(struct client *c, int notify);
 /* CLIENT LIST's sub=, psub=, ssub=. */
 void pubsubClientCounts(struct client *c, long long *sub, long long *psub, long long *ssub);
-/* RESP2 subscribed mode: 1 (and the error is sent) when c's current
- * command is not one a subscribed connection may run. */
-int pubsubRejectCommand(struct client *c);
+/* RESP2 subscribed mode: the error (the caller frees it) when c's current
+ * command is not one a subscribed connection may run, else NULL. */
+sds pubsubRefusal(struct client *c);
 
 /* Cluster mode: the slots set in the bitmap lost left this node. */
 void pubsubShardSlotsLost(const unsigned char *lost);

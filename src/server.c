@@ -162,8 +162,11 @@ serverCommand *lookupCommand(sds *argv, int argc) {
     return lookupSubcommand(cmd, argv[1]);
 }
 
-/* A command refused before it ran. Inside MULTI that dooms the transaction;
- * a refused EXEC ends it there and then (multi.c). */
+/* A command refused before it ran, whatever refused it (unknown, arity,
+ * auth, ACL, a subscriber's context, OOM, ...). Inside MULTI that dooms
+ * the transaction; a refused EXEC ends it there and then with -EXECABORT
+ * (multi.c), or the client would stay in MULTI queueing what it meant to
+ * run at once. */
 static void rejectCommand(client *c, const char *err) {
     flagTransaction(c);
     if (c->cmd) c->cmd->rejected_calls++;
@@ -231,8 +234,9 @@ int processCommand(client *c) {
     }
     int keypos, acl = aclCheckCommand(c, &keypos);
     if (acl != ACL_OK) {
-        flagTransaction(c); /* refused while queueing: EXEC aborts, as in Redis */
-        aclDenyCommand(c, acl, keypos);
+        sds err = aclDenialError(c, acl, keypos);
+        rejectCommand(c, err);
+        sdsfree(err);
         return C_OK;
     }
     if ((c->flags & CLIENT_MULTI) && (c->cmd->flags & CMD_NO_MULTI)) {
@@ -254,7 +258,12 @@ int processCommand(client *c) {
         return C_OK;
     }
     /* A RESP2 subscriber's replies must look like its messages. */
-    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && pubsubRejectCommand(c)) return C_OK;
+    sds refusal;
+    if ((c->flags & CLIENT_PUBSUB) && c->resp == 2 && (refusal = pubsubRefusal(c)) != NULL) {
+        rejectCommand(c, refusal);
+        sdsfree(refusal);
+        return C_OK;
+    }
     /* A monitor's connection carries its stream; Redis keeps the keyspace
      * out of it (the replies would be lost among the lines). */
     if ((c->flags & CLIENT_MONITOR) && (c->cmd->flags & (CMD_READONLY | CMD_WRITE))) {
