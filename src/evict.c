@@ -423,9 +423,13 @@ void storeEvictionCron(long long budget_us) {
         server.evict_pending = 0;
         return;
     }
+    /* Where every key has a replica in the target (the usual single pool),
+     * any victim frees space there: sampled as any eviction, not with the
+     * wide samples a filter needs to find a segment's few keys. */
+    segment *only = segmentObjects(target) >= dictSize(server.keys) ? NULL : target;
     long long start = ustime();
     while (server.evict_pending > 0) {
-        if (!evictOne(target)) {
+        if (!evictOne(only)) {
             server.evict_pending = 0;
             evictFruitlessSegment = target->id;
             evictFruitlessUntil = server.mstime + 1000;
