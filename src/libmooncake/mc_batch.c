@@ -87,6 +87,26 @@ void mcFinishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok) {
     }
 }
 
+/* A key of BATCH.PUT.START (its size formatted into sizebuf, which must
+ * live as long as k), and the same key for the PUT.END or PUT.REVOKE that
+ * must go where its PUT.START was answered: the batch put and put sessions
+ * (mc_session.c) build both the same way. */
+void mcPutStartKey(mc_client *c, mcBKey *k, const void *key, size_t keylen, uint64_t size, char sizebuf[24]) {
+    mcFmtU64(sizebuf, 24, size);
+    k->key = key;
+    k->keylen = keylen;
+    k->arg = sizebuf;
+    k->slot = mcSlotOf(c, key, keylen);
+}
+
+mcBKey mcPutEndKey(const mcBKey *started) {
+    mcBKey e = *started;
+    e.res = NULL;
+    e.pinned = 1;
+    e.arg = NULL;
+    return e;
+}
+
 /* Items whose buffers are all checked (batchCheck). */
 /* The batch put. Riding through as mcPutLocked does: an item whose node's
  * connection was lost after its PUT.START (transfer failed, or
@@ -121,13 +141,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     }
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
     /* BATCH.PUT.START numkeys key size ... [options], per node and slot. */
-    for (size_t i = 0; i < n; i++) {
-        mcFmtU64(sizes[i], sizeof(sizes[i]), lens[i]);
-        k[i].key = items[i].key;
-        k[i].keylen = items[i].keylen;
-        k[i].arg = sizes[i];
-        k[i].slot = mcSlotOf(c, items[i].key, items[i].keylen);
-    }
+    for (size_t i = 0; i < n; i++) mcPutStartKey(c, &k[i], items[i].key, items[i].keylen, lens[i], sizes[i]);
     mcPhase start = {"BATCH.PUT.START", 1, 0, tail, mcPutOptArgs(opts, tail, repbuf, pinbuf)};
     if ((rc = mcRunPhase(c, &start, k, n)) != MC_OK) goto end;
     for (size_t i = 0; i < n; i++) {
@@ -183,11 +197,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     size_t nfin = 0;
     for (size_t i = 0; i < n; i++) {
         if (!started[i] || ok[i]) continue;
-        fin[nfin] = k[i];
-        fin[nfin].res = NULL;
-        fin[nfin].pinned = 1;
-        fin[nfin].arg = NULL;
-        nfin++;
+        fin[nfin++] = mcPutEndKey(&k[i]);
         if (results[i] == MC_ERR_INVALID) results[i] = MC_ERR_IO;
     }
     if (nfin) {
@@ -201,11 +211,8 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
     nfin = 0;
     for (size_t i = 0; i < n; i++) {
         if (!started[i] || !ok[i]) continue;
-        fin[nfin] = k[i];
-        fin[nfin].res = NULL;
-        fin[nfin].pinned = 1;
-        fin[nfin].arg = NULL;
-        fin_item[nfin++] = i;
+        fin_item[nfin] = i;
+        fin[nfin++] = mcPutEndKey(&k[i]);
     }
     if (nfin) {
         mcPhase end = {"BATCH.PUT.END", 0, 0, NULL, 0};

@@ -232,6 +232,10 @@ int mcIovDevice(mc_client *c, const struct iovec *iov, int iovcnt, uint64_t len)
 int mcStartXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                 int write, int device, mcTcpItem *p);
 void mcFinishXfers(mc_client *c, mcTcpItem *p, size_t np, int write, int *ok);
+/* A BATCH.PUT.START key (size formatted into sizebuf), and the key of its
+ * PUT.END/PUT.REVOKE, pinned where the start was answered. */
+void mcPutStartKey(mc_client *c, mcBKey *k, const void *key, size_t keylen, uint64_t size, char sizebuf[24]);
+mcBKey mcPutEndKey(const mcBKey *started);
 
 /* mc_mount.c: the hosted segment's heartbeat and unmount. */
 void mcHeartbeatNode(mc_client *c, int node);

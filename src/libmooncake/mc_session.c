@@ -39,12 +39,10 @@
 
 struct mc_put_session {
     mc_client *owner;            /* the handle whose connection started it */
-    void *key;
-    size_t keylen;
+    void *key;                   /* a copy: the end key's bytes (end.key, end.keylen) */
     uint64_t size;
-    unsigned slot;
-    int node, asking;
-    unsigned gen;                /* that connection's generation */
+    mcBKey end;                  /* its PUT.END/PUT.REVOKE key: the node and connection generation
+                                    that answered PUT.START (end.node, end.gen), the slot; end.key is key */
     mcReplica reps[MC_MAX_REPLICAS];
     size_t nreps;
     long long started_us;        /* when its PUT.START was answered */
@@ -78,13 +76,7 @@ static int startLocked(mc_client *c, size_t n, const mc_key *keys, const size_t 
         rc = mcErr(c, MC_ERR_NOMEM, "out of memory");
         goto end;
     }
-    for (size_t i = 0; i < n; i++) {
-        mcFmtU64(sizebuf[i], sizeof(sizebuf[i]), sizes[i]);
-        k[i].key = keys[i].key;
-        k[i].keylen = keys[i].keylen;
-        k[i].arg = sizebuf[i];
-        k[i].slot = mcSlotOf(c, keys[i].key, keys[i].keylen);
-    }
+    for (size_t i = 0; i < n; i++) mcPutStartKey(c, &k[i], keys[i].key, keys[i].keylen, sizes[i], sizebuf[i]);
     mcPhase start = {"BATCH.PUT.START", 1, 0, tail, mcPutOptArgs(opts, tail, repbuf, pinbuf)};
     if ((rc = mcRunPhase(c, &start, k, n)) != MC_OK) goto end;
     for (size_t i = 0; i < n; i++) {
@@ -104,10 +96,7 @@ static int startLocked(mc_client *c, size_t n, const mc_key *keys, const size_t 
             mc_put_session_free(s);
             results[i] = mcErr(c, bad, bad == MC_ERR_NOMEM ? "out of memory" : "bad replica in the reply to BATCH.PUT.START");
             /* Reserved but unusable: given back now, not at put-timeout. */
-            mcBKey rv = k[i];
-            rv.res = NULL;
-            rv.pinned = 1;
-            rv.arg = NULL;
+            mcBKey rv = mcPutEndKey(&k[i]);
             mcPhase revoke = {"PUT.REVOKE", 0, 1, NULL, 0};
             mcRunPhase(c, &revoke, &rv, 1);
             mcReplyFree(rv.res);
@@ -115,12 +104,9 @@ static int startLocked(mc_client *c, size_t n, const mc_key *keys, const size_t 
         }
         memcpy(s->key, keys[i].key, keys[i].keylen);
         s->owner = c;
-        s->keylen = keys[i].keylen;
         s->size = sizes[i];
-        s->slot = k[i].slot;
-        s->node = k[i].node;
-        s->asking = k[i].asking;
-        s->gen = k[i].gen;
+        s->end = mcPutEndKey(&k[i]);
+        s->end.key = s->key;
         s->started_us = mcNowUs();
         sessions[i] = s;
         results[i] = MC_OK;
@@ -165,8 +151,8 @@ static int sessionUsable(mc_client *c, mc_put_session *s, int write) {
     if (s == NULL) return mcErr(c, MC_ERR_INVALID, "no session");
     if (s->owner != c) return mcErr(c, MC_ERR_INVALID, "the session was started on another handle");
     if (s->failed) return mcErr(c, MC_ERR_IO, "an earlier write of the session failed (ending it revokes it)");
-    if (s->node < 0 || s->node >= c->map.nnodes || !mcNodeSame(c, s->node, s->gen) ||
-        (write && mcConnPeerClosed(c->map.nodes[s->node].conn)))
+    if (s->end.node < 0 || s->end.node >= c->map.nnodes || !mcNodeSame(c, s->end.node, s->end.gen) ||
+        (write && mcConnPeerClosed(c->map.nodes[s->end.node].conn)))
         return mcErr(c, MC_ERR_IO, "the connection that started the session was lost (the server gave the put back)");
     if (write && mcNowUs() - s->started_us > MC_PUT_SESSION_WRITE_US) {
         s->failed = 1;
@@ -225,9 +211,9 @@ static int writeLocked(mc_client *c, size_t n, const mc_session_ranges *items, l
             for (size_t j = 0; j < s->nreps && ok[i]; j++) {
                 mcReplica *rep = &narrow[nn++];
                 *rep = (mcReplica){s->reps[j].seg, s->reps[j].off + g->dst_off, g->len};
-                int x = mcStartXfer(c, s->node, s->gen, rep, &iov[ni], 1, 1, dev, &pend[np]);
+                int x = mcStartXfer(c, s->end.node, s->end.gen, rep, &iov[ni], 1, 1, dev, &pend[np]);
                 if (x == 1) pend[np++].item = i;
-                else if (x != MC_OK && mcXferReplica(c, s->node, s->gen, rep, &iov[ni], 1, 1, dev) != MC_OK)
+                else if (x != MC_OK && mcXferReplica(c, s->end.node, s->end.gen, rep, &iov[ni], 1, 1, dev) != MC_OK)
                     ok[i] = 0;
             }
             ni++;
@@ -241,7 +227,7 @@ static int writeLocked(mc_client *c, size_t n, const mc_session_ranges *items, l
      * a lost put this needs nothing but another try. */
     for (size_t i = 0; i < n; i++) {
         mc_put_session *s = items[i].session;
-        if (results[i] < 0 || ok[i] || !mcNodeAlive(c, s->node, s->gen)) continue;
+        if (results[i] < 0 || ok[i] || !mcNodeAlive(c, s->end.node, s->end.gen)) continue;
         ok[i] = 1;
         for (int r = 0; r < items[i].nranges && ok[i]; r++) {
             const mc_src_range *g = &items[i].ranges[r];
@@ -250,7 +236,7 @@ static int writeLocked(mc_client *c, size_t n, const mc_session_ranges *items, l
             int dev = mcIovDevice(c, &one, 1, g->len);
             for (size_t j = 0; j < s->nreps && ok[i]; j++) {
                 mcReplica rep = {s->reps[j].seg, s->reps[j].off + g->dst_off, g->len};
-                if (mcXferReplica(c, s->node, s->gen, &rep, &one, 1, 1, dev) != MC_OK) ok[i] = 0;
+                if (mcXferReplica(c, s->end.node, s->end.gen, &rep, &one, 1, 1, dev) != MC_OK) ok[i] = 0;
             }
         }
     }
@@ -355,13 +341,11 @@ static int finishLocked(mc_client *c, size_t n, mc_put_session *const *sessions,
             st = sessionUsable(c, s, 0);
         if (st != MC_OK) {
             results[i] = st;
-            if (s && s->owner == c && s->failed && mcNodeSame(c, s->node, s->gen))
-                rv[nrv++] = (mcBKey){.key = s->key, .keylen = s->keylen, .slot = s->slot, .node = s->node,
-                                     .asking = s->asking, .pinned = 1, .gen = s->gen};
+            if (s && s->owner == c && s->failed && mcNodeSame(c, s->end.node, s->end.gen))
+                rv[nrv++] = s->end;
             continue;
         }
-        k[m] = (mcBKey){.key = s->key, .keylen = s->keylen, .slot = s->slot, .node = s->node,
-                        .asking = s->asking, .pinned = 1, .gen = s->gen};
+        k[m] = s->end;
         item[m++] = i;
     }
     revokeBest(c, rv, nrv);

@@ -781,21 +781,23 @@ long long mc_remove_all(mc_client *c) {
  * buffer; the mc_key array is built in front of the bytes at the end, so
  * the caller frees one pointer. */
 typedef struct {
+    size_t off, len;
+} keyAt;
+
+typedef struct {
     char *bytes;
     size_t used, cap;
-    size_t *offs, *lens;
+    keyAt *at;
     size_t n, ncap;
 } keyList;
 
 static int keyListAdd(keyList *l, const char *k, size_t len) {
     if (l->n == l->ncap) {
         size_t nc = l->ncap ? l->ncap * 2 : 256;
-        if (nc > SIZE_MAX / sizeof(size_t) / 2) return MC_ERR_NOMEM;
-        size_t *o = realloc(l->offs, nc * sizeof(size_t)), *ln;
-        if (o == NULL) return MC_ERR_NOMEM;
-        l->offs = o;
-        if ((ln = realloc(l->lens, nc * sizeof(size_t))) == NULL) return MC_ERR_NOMEM;
-        l->lens = ln;
+        if (nc > SIZE_MAX / sizeof(keyAt)) return MC_ERR_NOMEM;
+        keyAt *a = realloc(l->at, nc * sizeof(keyAt));
+        if (a == NULL) return MC_ERR_NOMEM;
+        l->at = a;
         l->ncap = nc;
     }
     if (len > SIZE_MAX / 2 - l->used) return MC_ERR_NOMEM;
@@ -808,8 +810,7 @@ static int keyListAdd(keyList *l, const char *k, size_t len) {
         l->cap = nc;
     }
     memcpy(l->bytes + l->used, k, len);
-    l->offs[l->n] = l->used;
-    l->lens[l->n++] = len;
+    l->at[l->n++] = (keyAt){l->used, len};
     l->used += len;
     return MC_OK;
 }
@@ -884,13 +885,12 @@ int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n) {
     if (rc == MC_OK) {
         char *b = (char *)(out + l.n);
         if (l.used) memcpy(b, l.bytes, l.used);
-        for (size_t i = 0; i < l.n; i++) out[i] = (mc_key){b + l.offs[i], l.lens[i]};
+        for (size_t i = 0; i < l.n; i++) out[i] = (mc_key){b + l.at[i].off, l.at[i].len};
         *keys = out;
         *n = l.n;
     }
     free(l.bytes);
-    free(l.offs);
-    free(l.lens);
+    free(l.at);
     return rc;
 }
 
