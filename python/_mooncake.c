@@ -587,68 +587,19 @@ end:
     return out;
 }
 
-/* One number of a range: an int (or what has __index__) that fits 64 bits
- * unsigned. One that does not -- negative, or 2^64 and more -- is not
- * masked into some other address or offset: *refuse is set and the range
- * answers MC_ERR_INVALID alone. Anything else is a TypeError. */
-static int rangeNumber(PyObject *o, unsigned long long *v, int *refuse) {
-    PyObject *i = PyNumber_Index(o);
-    if (i == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
-            PyErr_Clear();
-            PyErr_Format(PyExc_TypeError, "a range is (address, offset, length) of ints, not %.100s",
-                         Py_TYPE(o)->tp_name);
-        }
-        return -1;
-    }
-    *v = PyLong_AsUnsignedLongLong(i);
-    Py_DECREF(i);
-    if (*v == (unsigned long long)-1 && PyErr_Occurred()) {
-        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
-        PyErr_Clear();
-        *v = 0;
-        *refuse = 1;
-    }
-    return 0;
-}
-
-/* get_ranges(keys, ranges) -> per key a list of per-range results, where
- * ranges[i] is a sequence of (dst_address, src_offset, length) for keys[i]:
- * bytes read or a code. Addresses must be inside registered memory (the
- * library checks each range against its registrations).
- *
- * Each key's ranges are copied into a tuple first and everything is sized
- * from those copies: a list that another thread (or a number's __index__)
- * changes meanwhile, or a sequence whose len() disagrees with what it
- * yields, cannot make the ranges outgrow the array counted for them. */
 static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
     PyObject *keys, *ranges;
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "OO", &keys, &ranges)) return NULL;
     callArgs a;
     if (mcpyParseCall(self, &a, keys, NULL, NULL, 0) < 0) return NULL;
-    PyObject *rt = PySequence_Tuple(ranges), *seqs = NULL, *out = NULL;
+    PyObject *seqs = NULL, *out = NULL;
     mc_kranges *items = NULL;
     mc_range *all = NULL;
     long long *res = NULL;
     char *refused = NULL;
     Py_ssize_t total = 0;
-    if (rt == NULL) goto end;
-    if (PyTuple_GET_SIZE(rt) != a.n) {
-        PyErr_SetString(PyExc_ValueError, "one list of ranges per key");
-        goto end;
-    }
-    if ((seqs = PyTuple_New(a.n)) == NULL) goto end;
-    for (Py_ssize_t i = 0; i < a.n; i++) {
-        PyObject *seq = PySequence_Tuple(PyTuple_GET_ITEM(rt, i));
-        if (seq == NULL) goto end;
-        PyTuple_SET_ITEM(seqs, i, seq);
-        if (PyTuple_GET_SIZE(seq) > MC_MAX_IOV) {
-            PyErr_Format(PyExc_ValueError, "at most %d ranges per key", MC_MAX_IOV);
-            goto end;
-        }
-        total += PyTuple_GET_SIZE(seq);
-    }
+    if ((seqs = mcpyRangeLists(ranges, a.n, &total, "one list of ranges per key")) == NULL) goto end;
     items = PyMem_Calloc((size_t)a.n + 1, sizeof(*items));
     all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
     res = PyMem_Calloc((size_t)total + 1, sizeof(*res));
@@ -665,24 +616,10 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
         items[i].ranges = all + at;
         items[i].nranges = (int)PyTuple_GET_SIZE(seq);
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(seq); j++) {
-            PyObject *r = PyTuple_GET_ITEM(seq, j), *t = PySequence_Tuple(r);
-            unsigned long long dst = 0, off = 0, len = 0;
+            unsigned long long v[3];
             int bad = 0;
-            if (t != NULL && PyTuple_GET_SIZE(t) != 3) {
-                PyErr_SetString(PyExc_TypeError, "a range is (address, offset, length)");
-                Py_CLEAR(t);
-            }
-            if (t == NULL || rangeNumber(PyTuple_GET_ITEM(t, 0), &dst, &bad) < 0 ||
-                rangeNumber(PyTuple_GET_ITEM(t, 1), &off, &bad) < 0 ||
-                rangeNumber(PyTuple_GET_ITEM(t, 2), &len, &bad) < 0) {
-                if (t == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
-                    PyErr_Clear();
-                    PyErr_SetString(PyExc_TypeError, "a range is (address, offset, length)");
-                }
-                Py_XDECREF(t);
-                goto end;
-            }
-            Py_DECREF(t);
+            if (mcpyRangeTriple(PyTuple_GET_ITEM(seq, j), v, &bad) < 0) goto end;
+            unsigned long long dst = v[0], off = v[1], len = v[2];
             /* Only into registered, writable memory (the library knows the
              * registrations, not whether a host region may be written): a
              * range refused here is handed on empty and answers INVALID. */
@@ -721,7 +658,6 @@ static PyObject *Client_get_ranges(ClientObject *self, PyObject *args) {
         at += items[i].nranges;
     }
 end:
-    Py_XDECREF(rt);
     Py_XDECREF(seqs);
     PyMem_Free(items);
     PyMem_Free(all);

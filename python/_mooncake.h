@@ -80,6 +80,17 @@ int mcpyParseCall(ClientObject *self, callArgs *a, PyObject *keys, PyObject *buf
 void mcpyCallArgsFree(callArgs *a);
 int mcpyAddressAllowed(ClientObject *self, uintptr_t p, size_t len, int write_into);
 PyObject *mcpyResultList(const long long *r, Py_ssize_t n);
+/* Per item a list of (a, b, c) ranges (get_ranges, put_session_write): each
+ * item's list copied into a tuple first, so that a sequence whose len()
+ * disagrees with what it yields cannot size one array and fill another.
+ * The tuple of n tuples and *total ranges, or NULL with an exception
+ * (ValueError one_per when there are not n lists, or more than
+ * MC_MAX_IOV in one). */
+PyObject *mcpyRangeLists(PyObject *ranges, Py_ssize_t n, Py_ssize_t *total, const char *one_per);
+/* A range's three numbers: 0, or -1 with TypeError. A number that does not
+ * fit 64 bits unsigned sets *bad (the range is refused alone), never
+ * masked into another. */
+int mcpyRangeTriple(PyObject *r, unsigned long long v[3], int *bad);
 
 /* ---- the pool (_mooncake.c) and put sessions (_mooncake_session.c) ----- */
 

@@ -271,3 +271,75 @@ PyObject *mcpyResultList(const long long *r, Py_ssize_t n) {
     }
     return l;
 }
+
+/* One number of a range: an int (or what has __index__) that fits 64 bits
+ * unsigned. One that does not -- negative, or 2^64 and more -- is not
+ * masked into some other address or offset: *refuse is set and the range
+ * answers MC_ERR_INVALID alone. Anything else is a TypeError. */
+static int rangeNumber(PyObject *o, unsigned long long *v, int *refuse) {
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "a range is (address, offset, length) of ints, not %.100s",
+                         Py_TYPE(o)->tp_name);
+        }
+        return -1;
+    }
+    *v = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    if (*v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        *v = 0;
+        *refuse = 1;
+    }
+    return 0;
+}
+
+PyObject *mcpyRangeLists(PyObject *ranges, Py_ssize_t n, Py_ssize_t *total, const char *one_per) {
+    PyObject *rt = PySequence_Tuple(ranges), *seqs = NULL;
+    *total = 0;
+    if (rt == NULL) return NULL;
+    if (PyTuple_GET_SIZE(rt) != n) {
+        PyErr_SetString(PyExc_ValueError, one_per);
+        goto err;
+    }
+    if ((seqs = PyTuple_New(n)) == NULL) goto err;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *seq = PySequence_Tuple(PyTuple_GET_ITEM(rt, i));
+        if (seq == NULL) goto err;
+        PyTuple_SET_ITEM(seqs, i, seq);
+        if (PyTuple_GET_SIZE(seq) > MC_MAX_IOV) {
+            PyErr_Format(PyExc_ValueError, "at most %d ranges per item", MC_MAX_IOV);
+            goto err;
+        }
+        *total += PyTuple_GET_SIZE(seq);
+    }
+    Py_DECREF(rt);
+    return seqs;
+err:
+    Py_DECREF(rt);
+    Py_XDECREF(seqs);
+    return NULL;
+}
+
+int mcpyRangeTriple(PyObject *r, unsigned long long v[3], int *bad) {
+    PyObject *t = PySequence_Tuple(r);
+    v[0] = v[1] = v[2] = 0;
+    if (t != NULL && PyTuple_GET_SIZE(t) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a range is (address, offset, length)");
+        Py_CLEAR(t);
+    }
+    if (t == NULL || rangeNumber(PyTuple_GET_ITEM(t, 0), &v[0], bad) < 0 ||
+        rangeNumber(PyTuple_GET_ITEM(t, 1), &v[1], bad) < 0 || rangeNumber(PyTuple_GET_ITEM(t, 2), &v[2], bad) < 0) {
+        if (t == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "a range is (address, offset, length)");
+        }
+        Py_XDECREF(t);
+        return -1;
+    }
+    Py_DECREF(t);
+    return 0;
+}

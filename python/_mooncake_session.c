@@ -190,21 +190,10 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
     mc_session_ranges *items = NULL;
     mc_src_range *all = NULL;
     long long *res = NULL, *early = NULL;
-    if (stt == NULL || (rt = PySequence_Tuple(ranges)) == NULL) goto end;
-    Py_ssize_t n = PyTuple_GET_SIZE(stt), total = 0;
-    if (PyTuple_GET_SIZE(rt) != n) {
-        PyErr_SetString(PyExc_ValueError, "one list of ranges per session");
-        goto end;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t m = PyObject_Length(PyTuple_GET_ITEM(rt, i));
-        if (m < 0) goto end;
-        if (m > MC_MAX_IOV) {
-            PyErr_Format(PyExc_ValueError, "at most %d ranges per session", MC_MAX_IOV);
-            goto end;
-        }
-        total += m;
-    }
+    Py_ssize_t n = 0, total = 0;
+    if (stt == NULL) goto end;
+    n = PyTuple_GET_SIZE(stt);
+    if ((rt = mcpyRangeLists(ranges, n, &total, "one list of ranges per session")) == NULL) goto end;
     items = PyMem_Calloc((size_t)n + 1, sizeof(*items));
     all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
     res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
@@ -213,28 +202,24 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto end;
     }
-    /* Items refused here (no open session of this Client's, memory it may
-     * not read) are handed on empty, and answer their code. */
+    /* Items refused here (no open session of this Client's, a number past
+     * 64 bits, memory it may not read) are handed on empty, and answer
+     * their code. */
     mc_session_ranges *pass = items;
     size_t npass = 0;
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         sessionBox *b = boxOf(self, PyTuple_GET_ITEM(stt, i));
-        PyObject *seq = PySequence_Fast(PyTuple_GET_ITEM(rt, i), "ranges must be sequences of (address, offset, length)");
-        if (seq == NULL) goto end;
-        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        PyObject *seq = PyTuple_GET_ITEM(rt, i);
+        Py_ssize_t m = PyTuple_GET_SIZE(seq);
         mc_src_range *r = all + at;
         for (Py_ssize_t j = 0; j < m; j++) {
-            unsigned long long src, off, len;
-            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, j), "KKK;a range is (address, offset, length)", &src,
-                                  &off, &len)) {
-                Py_DECREF(seq);
-                goto end;
-            }
-            if (len && !mcpyAddressAllowed(self, (uintptr_t)src, (size_t)len, 0)) early[i] = MC_ERR_INVALID;
-            r[j] = (mc_src_range){(const void *)(uintptr_t)src, off, (size_t)len};
+            unsigned long long v[3];
+            int bad = 0;
+            if (mcpyRangeTriple(PyTuple_GET_ITEM(seq, j), v, &bad) < 0) goto end;
+            if (bad || (v[2] && !mcpyAddressAllowed(self, (uintptr_t)v[0], (size_t)v[2], 0))) early[i] = MC_ERR_INVALID;
+            r[j] = (mc_src_range){(const void *)(uintptr_t)v[0], v[1], (size_t)v[2]};
         }
-        Py_DECREF(seq);
         at += m;
         if (b == NULL) early[i] = MC_ERR_INVALID;
         if (early[i]) continue;

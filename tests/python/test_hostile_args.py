@@ -68,6 +68,35 @@ def test_get_ranges_sized_from_what_the_sequence_yields(server):
     assert out.split("\n")[:2] == ["ValueError", "[[2, 3]] b'01' b'234'"]
 
 
+def test_put_session_ranges_sized_from_what_the_sequence_yields(server):
+    # put_session_write had the same shape as get_ranges before its fix:
+    # each session's ranges counted with len() and then copied as yielded.
+    out = isolated(server, """
+        import os, numpy as np
+        from mooncake.store import MooncakeDistributedStore
+        s = MooncakeDistributedStore()
+        assert s.setup("h", "P2PHANDSHAKE", 0, 1 << 20, "tcp", "", os.environ["ADDR"]) == 0
+        buf = np.arange(1 << 16, dtype=np.uint8); ptr = buf.ctypes.data
+        assert s.register_buffer(ptr, buf.nbytes) == 0
+        sess = s._c.put_session_start(["ps"], [16])
+        class Liar:
+            def __len__(self): return 1
+            def __iter__(self): return iter([(ptr, 0, 1)] * 5000)
+        class Few:
+            def __len__(self): return 1000
+            def __iter__(self): return iter([(ptr, 0, 2), (ptr + 8, 2, 3)])
+        try:
+            s._c.put_session_write(sess, [Liar()])
+            print("no error")
+        except ValueError:
+            print("ValueError")
+        print(s._c.put_session_write(sess, [Few()]), s._c.put_session_write(sess, [[(ptr, 1 << 64, 1)]]))
+        print(s._c.put_session_end(sess), s.get("ps")[:5])
+        s.close()
+    """)
+    assert out.split("\n")[:3] == ["ValueError", "[5] [-6]", "[0] b'\\x00\\x01\\x08\\t\\n'"], out
+
+
 def test_range_numbers_are_not_masked(server):
     # (address, offset, length) were read modulo 2^64: a destination offset
     # of 2^64 wrote at the buffer's start, -1 became the largest offset.
