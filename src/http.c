@@ -438,21 +438,36 @@ static int requestHasBody(struct MHD_Connection *conn) {
     return cl && strspn(cl, "0") != strlen(cl);
 }
 
-/* The library calls this once the headers are in (*req_cls NULL), then
- * again when the request is complete. Answering at the first call would
- * close the connection after the reply (the library cannot tell where an
- * unread body ends), so a request without a body is answered at the
- * second, keeping the connection; one with a body at the first, unread. */
+/* The addresses of these mark where a request stands in *req_cls. The
+ * library hands the access handler a decoded path without its length, so
+ * "/health%00x" would arrive as "/health": the raw URI is looked at first
+ * (httpRawUri) and a path with an encoded zero byte is refused. */
+static int path_has_nul, headers_seen, headers_seen_nul;
+
+static void *httpRawUri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    (void)cls;
+    (void)conn;
+    size_t pathlen = strcspn(uri, "?");
+    for (size_t i = 0; i + 2 < pathlen; i++)
+        if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0') return &path_has_nul;
+    return NULL;
+}
+
+/* The library calls this once the headers are in (*req_cls NULL or
+ * &path_has_nul), then again when the request is complete. Answering at
+ * the first call would close the connection after the reply (the library
+ * cannot tell where an unread body ends), so a request without a body is
+ * answered at the second, keeping the connection; one with a body at the
+ * first, unread. */
 static enum MHD_Result httpAccess(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **req_cls) {
-    static int headers_seen; /* its address marks a request past its first call */
     (void)cls;
     (void)version;
     (void)upload_data;
     httpRequest req = {conn, method, url, NULL, MHD_HTTP_OK, CT_JSON, NULL, 0, 0};
-    if (*req_cls == NULL) {
-        *req_cls = &headers_seen;
+    if (*req_cls == NULL || *req_cls == &path_has_nul) {
+        *req_cls = *req_cls ? &headers_seen_nul : &headers_seen;
         if (!requestHasBody(conn)) return MHD_YES;
         server.stat_http_requests++;
         server.stat_http_rejected++;
@@ -461,6 +476,11 @@ static enum MHD_Result httpAccess(void *cls, struct MHD_Connection *conn, const 
     }
     if (*upload_data_size != 0) return MHD_NO; /* a body nothing announced: close */
     server.stat_http_requests++;
+    if (*req_cls == &headers_seen_nul) {
+        server.stat_http_rejected++;
+        replyError(&req, MHD_HTTP_BAD_REQUEST, "the path holds a zero byte (%00)");
+        return httpSend(&req);
+    }
     httpDispatch(&req);
     return httpSend(&req);
 }
@@ -591,6 +611,7 @@ static int httpStart(char *err, size_t errlen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)server.http_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)server.http_max_request_size,
         MHD_OPTION_NOTIFY_CONNECTION, httpNotifyConnection, NULL,
+        MHD_OPTION_URI_LOG_CALLBACK, httpRawUri, NULL,
         MHD_OPTION_END);
     const union MHD_DaemonInfo *info = d ? MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;
     if (info == NULL || aeCreateFileEvent(server.el, info->epoll_fd, AE_READABLE, httpReadable, NULL) == AE_ERR) {

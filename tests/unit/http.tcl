@@ -302,6 +302,14 @@ start_server [list tags {http mooncake} overrides [list http-port $::hp segment-
         assert_equal 404 [http_status $res]
         assert_match {*"success":false*} [http_body $res]
         assert_equal 404 [http_status [http_get /health/x]]
+        # The library decodes the path into a C string: a zero byte must not
+        # cut "/health%00x" down to a path that exists.
+        foreach path {/health%00x /health%00 /get_all_segments%00?x=1 /query_key%00?key=foo} {
+            set res [http_get $path]
+            assert_equal 400 [http_status $res] $path
+            assert_match {*zero byte*} [http_body $res]
+        }
+        assert_equal 200 [http_status [http_get /health?x=%00]]
         foreach m {DELETE PUT OPTIONS POST} {
             set res [http_do $m /health]
             assert_equal 405 [http_status $res] $m
