@@ -87,6 +87,12 @@ int mcErrReply(mc_client *c, const mcReply *r) {
     snprintf(c->errbuf, sizeof(c->errbuf), "%s", r->str);
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (mcReplyIsError(r, map[i].word)) return map[i].code;
+    /* The store's two size rules answer with Redis's ERR word (SET must say
+     * what redis-server would); to a caller of this library they are a bad
+     * argument, not a server failure. The words are docs/PROTOCOL.md's. */
+    static const char *const too_big[] = {"ERR key is too long", "ERR value is too large"};
+    for (size_t i = 0; i < sizeof(too_big) / sizeof(too_big[0]); i++)
+        if (!strncmp(r->str, too_big[i], strlen(too_big[i]))) return MC_ERR_INVALID;
     return MC_ERR_SERVER;
 }
 

@@ -74,7 +74,7 @@ enum {
     MC_ERR_NOSPACE = -3,        /* no segment can hold the value */
     MC_ERR_LEASE_EXPIRED = -4,  /* the read outlived its lease: the bytes are not valid */
     MC_ERR_TOO_SMALL = -5,      /* get: the buffer is smaller than the value */
-    MC_ERR_INVALID = -6,        /* bad argument */
+    MC_ERR_INVALID = -6,        /* bad argument (a key or value past the server's max-key-size, max-object-size too) */
     MC_ERR_AUTH = -7,           /* wrong or missing password, or the ACL user may not (NOPERM) */
     MC_ERR_PROTOCOL = -8,       /* the peer said something unexpected */
     MC_ERR_IO = -9,             /* connection failed, closed or timed out */

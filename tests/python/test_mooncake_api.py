@@ -137,6 +137,31 @@ def test_zero_copy_batches_and_codes(mstore):
     assert mstore.put_from("z9", base, 100) == INVALID   # no longer registered
 
 
+def test_size_rules_are_invalid_params(server, mstore):
+    """A key past max-key-size or a value past max-object-size is a bad
+    argument (INVALID_PARAMS), not INTERNAL_ERROR: the server's refusal is
+    Redis's ERR word, which the library maps by its documented text."""
+    buf = np.zeros(1 << 16, dtype=np.uint8)
+    base = buf.ctypes.data
+    assert mstore.register_buffer(base, buf.nbytes) == 0
+    long_key = "k" * 5000  # max-key-size is 4096 by default
+    assert mstore.put(long_key, b"v") == INVALID
+    assert mstore.put_batch([long_key, "short"], [b"1", b"2"]) == INVALID
+    assert mstore.put_from(long_key, base, 100) == INVALID
+    assert mstore.batch_put_from([long_key, "ok1"], [base, base], [100, 100]) == [INVALID, 0]
+    assert mstore.is_exist(long_key) == 0
+    old = server.cli("CONFIG", "GET", "max-object-size")[1]
+    server.cli("CONFIG", "SET", "max-object-size", "1000")
+    try:
+        assert mstore.put("big", b"x" * 2000) == INVALID
+        assert mstore.put_from("big", base, 2000) == INVALID
+        assert mstore.put("small", b"x" * 500) == 0
+    finally:
+        server.cli("CONFIG", "SET", "max-object-size", old)
+    assert mstore.is_exist("big") == 0
+    assert mstore.unregister_buffer(base) == 0
+
+
 def test_multi_buffer_objects(mstore):
     buf = np.zeros(1 << 20, dtype=np.uint8)
     base = buf.ctypes.data
