@@ -589,10 +589,30 @@ static int applyRules(user *u, sds *ops, int nops, int *errop, const char **err)
     return C_OK;
 }
 
+/* One word of a user's line, prefix (a rule's sigil) and all. A name or a
+ * pattern may hold a quote, and sdssplitargs -- the ACL file's reader --
+ * starts a quoted string at a quote anywhere in a word, so such a word is
+ * written quoted, or the file ACL SAVE writes would not load back (found
+ * by fuzzing: ACL SETUSER "'" then ACL SAVE made the server refuse its own
+ * aclfile at the next start). Other words stay as they are, as Redis
+ * shows them. */
+static sds catWord(sds s, const char *prefix, const char *w, size_t len) {
+    s = sdscatlen(s, " ", 1);
+    if (memchr(w, '"', len) == NULL && memchr(w, '\'', len) == NULL) {
+        s = sdscat(s, prefix);
+        return sdscatlen(s, w, len);
+    }
+    sds word = sdscatlen(sdsnew(prefix), w, len);
+    s = sdscatrepr(s, word, sdslen(word));
+    sdsfree(word);
+    return s;
+}
+
 /* The user as ACL LIST shows it and the ACL file stores it; reading the
  * line back (ACL LOAD) gives the same user. */
 static sds describeUser(sds s, const user *u) {
-    s = sdscatprintf(s, "user %s %s", u->name, (u->flags & USER_ON) ? "on" : "off");
+    s = catWord(sdscat(s, "user"), "", u->name, sdslen(u->name));
+    s = sdscat(s, (u->flags & USER_ON) ? " on" : " off");
     if (u->flags & USER_NOPASS) s = sdscat(s, " nopass");
     if (u->flags & USER_SANITIZE) s = sdscat(s, " sanitize-payload");
     if (u->flags & USER_SKIP_SANITIZE) s = sdscat(s, " skip-sanitize-payload");
@@ -605,15 +625,11 @@ static sds describeUser(sds s, const user *u) {
     for (int i = 0; i < u->nkeys; i++) {
         int perm = u->keys[i].perm;
         const char *p = perm == (ACL_READ | ACL_WRITE) ? "~" : perm == ACL_READ ? "%R~" : "%W~";
-        s = sdscatprintf(s, " %s", p);
-        s = sdscatsds(s, u->keys[i].pattern);
+        s = catWord(s, p, u->keys[i].pattern, sdslen(u->keys[i].pattern));
     }
     if (u->flags & USER_ALLCHANNELS) s = sdscat(s, " &*");
     else s = sdscat(s, " resetchannels");
-    for (int i = 0; i < u->nchannels; i++) {
-        s = sdscat(s, " &");
-        s = sdscatsds(s, u->channels[i]);
-    }
+    for (int i = 0; i < u->nchannels; i++) s = catWord(s, "&", u->channels[i], sdslen(u->channels[i]));
     s = sdscat(s, " ");
     return sdscatsds(s, u->cmdrules);
 }

@@ -432,6 +432,22 @@ start_server [list tags {acl} overrides [list aclfile $::aclfile]] {
         $c close
     }
 
+    test {ACL SAVE quotes a name or pattern holding a quote, and ACL LOAD reads it back} {
+        # sdssplitargs starts a quoted string at a quote inside a word, so
+        # these were saved as lines ACL LOAD (and the next start) refused:
+        # found by fuzz_config.
+        r acl setuser {o'neil} on >p1 {~it's:*} {%R~say"hi:*} {&ch'an} +get
+        set before [r acl list]
+        assert_equal OK [r acl save]
+        assert_equal OK [r acl load]
+        assert_equal $before [r acl list]
+        set c [acl_client {o'neil} p1]
+        assert_equal {} [$c get {it's:1}]
+        assert_error {NOPERM*} {$c get other}
+        $c close
+        r acl deluser {o'neil}
+    }
+
     test {ACL LOAD replaces the users with the file's} {
         acl_write_file $::aclfile "user carol on #$::p1hash ~c:* +@all\nuser default on nopass ~* &* +@all\n"
         assert_equal OK [r acl load]
