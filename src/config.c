@@ -81,10 +81,26 @@ static int setBind(sds *argv, int argc, const char **err) {
         *err = "Too many bind addresses specified.";
         return C_ERR;
     }
+    /* `bind ""` means no TCP listener at all (unix socket only). Otherwise
+     * each word is an address: printable, no quote (CONFIG GET and REWRITE
+     * join the words with spaces as they are, so one that held a space, a
+     * quote or nothing at all would not read back as itself -- found by
+     * fuzzing: `bind 10.0.0.1 ""` was taken, and rewritten as one address). */
+    int none = argc == 1 && sdslen(argv[0]) == 0;
+    for (int j = 0; j < argc && !none; j++) {
+        int ok = sdslen(argv[j]) > 0;
+        for (size_t i = 0; i < sdslen(argv[j]) && ok; i++) {
+            unsigned char ch = (unsigned char)argv[j][i];
+            ok = ch > ' ' && ch <= '~' && ch != '"' && ch != '\'';
+        }
+        if (!ok) {
+            *err = "Invalid bind address: a host name or IP address, printable and without quotes";
+            return C_ERR;
+        }
+    }
     for (int j = 0; j < server.bindaddr_count; j++) zfree(server.bindaddr[j]);
     server.bindaddr_count = 0;
-    /* `bind ""` means no TCP listener at all (unix socket only). */
-    if (argc == 1 && sdslen(argv[0]) == 0) return C_OK;
+    if (none) return C_OK;
     for (int j = 0; j < argc; j++) server.bindaddr[server.bindaddr_count++] = zstrdup(argv[j]);
     return C_OK;
 }

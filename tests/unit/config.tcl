@@ -196,6 +196,17 @@ start_server {tags {config}} {
         assert_match {*line 3*zero byte*} $out
     }
 
+    test {bind refuses an empty word or a quote among its addresses} {
+        # Taken before, and written back by CONFIG REWRITE as other
+        # addresses than were given (`127.0.0.1 ""` became one address, a
+        # quote made a file that did not load): found by fuzz_config.
+        foreach bad [list {127.0.0.1 ""} {127.0.0.1 "a'b"} {"\x01"}] {
+            lassign [run_conf_expecting_exit "port [find_available_port]\nbind $bad"] exited out
+            assert_equal 1 $exited "server exited with bind $bad?"
+            assert_match {*line 2*Invalid bind address*} $out
+        }
+    }
+
     test {A config file that cannot be read is refused, not taken as empty} {
         set dir [tmpfile conf-dir]
         file mkdir $dir
