@@ -1,30 +1,38 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh -- short libFuzzer runs of every parser that reads the
-# wire, as a test: the server's RESP parser, the DUMP payload parser, what
-# cluster mode reads from etcd, the append-only log's reader (also the
-# replication stream), and libmooncake's two: the replies a client reads
-# from servers and hosts, and the requests a hosted segment reads from peers.
+# wire or a file, as a test: the server's RESP parser, the DUMP payload
+# parser, what cluster mode reads from etcd, the append-only log's reader
+# (also the replication stream's records), the server's own text parsers
+# (the config file, CONFIG SET values, ACL SETUSER rules, the ACL file), and
+# libmooncake's two: the replies a client reads from servers and hosts, and
+# the requests a hosted segment reads from peers. (HTTP is parsed by
+# libmicrohttpd; http.c only compares the path and reads Content-Length's
+# digits. mooncake-cli reads replies through libmooncake's mc_conn, and
+# mooncake-check-aof through aofformat.c, both fuzzed here.)
 #
-# Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply
-# and fuzz_mchost when missing or older than their sources, fuzzes them for
-# ${FUZZ_SECONDS:-24} seconds in all (about half for the RESP parser, which
-# has more state to explore, a tenth or so each for the others), each on a
-# scratch copy of its seeds (tests/fuzz/seeds, seeds_dump, seeds_etcd,
-# seeds_aof, seeds_mcreply, seeds_mchost; inputs up to 4096 bytes), prints
-# libFuzzer's summary for each and ends with the line the test runner sums:
-# one pass or failure per target, e.g. "3 passed, 0 failed". Without clang's
-# libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so and ends
-# with "0 passed, 0 failed".
+# Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply,
+# fuzz_mchost and fuzz_config when missing or older than their sources
+# (fuzz_config links the whole server: its first build takes a minute),
+# fuzzes them for ${FUZZ_SECONDS:-26} seconds in all (about half for the
+# RESP parser, which has more state to explore, a tenth or so each for the
+# others), each on a scratch copy of its seeds (tests/fuzz/seeds,
+# seeds_dump, seeds_etcd, seeds_aof, seeds_mcreply, seeds_mchost,
+# seeds_config; inputs up to 4096 bytes), prints libFuzzer's summary for
+# each and ends with the line the test runner sums: one pass or failure per
+# target, e.g. "7 passed, 0 failed". Without clang's libFuzzer runtime
+# (Debian: clang libclang-rt-14-dev) it says so and ends with
+# "0 passed, 0 failed".
 #
 # A crash leaves its input in build/fuzz/ (crash-*, printed in hex here);
-# replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or fuzz_dump)
+# replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or the target that
+# found it)
 #
 # It may be run from anywhere, or through a symlink such as
 # build/tests/test_fuzz_resp: the repository is found from the script's own
 # location (or $MC_ROOT).
 set -u
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-24}
+FUZZ_SECONDS=${FUZZ_SECONDS:-26}
 CLANG=${CLANG:-clang}
 
 skip() {
@@ -74,8 +82,9 @@ trap 'rm -rf "$work"' EXIT INT TERM
 # the summary, and on a crash the report and the reproducer. SOURCES are in
 # src/ and, with their headers, decide when to rebuild. FRAMES is a regexp of
 # function names worth showing from the sanitizer's stack. Returns 0 if the
-# run was clean. LIBS (libraries to link) and EXTRA_DEPS (files that also
-# decide a rebuild, e.g. a source the target #includes) may be set per call.
+# run was clean. LIBS (libraries to link), DEFS (compiler flags) and
+# EXTRA_DEPS (files that also decide a rebuild, e.g. a source the target
+# #includes) may be set per call.
 fuzz_one() {
     local name=$1 secs=$2 seeds=$3 what=$4 frames=$5
     shift 5
@@ -100,7 +109,7 @@ fuzz_one() {
         echo "building $bin"
         # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
         (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-            ${FUZZ_CFLAGS:-} -I. "$fuzz_src" "$@" -pthread ${LIBS:-} -o "$bin") ||
+            ${FUZZ_CFLAGS:-} ${DEFS:-} -I. "$fuzz_src" "$@" -pthread ${LIBS:-} -o "$bin") ||
             { echo "FAIL: building $name"; return 1; }
         printf '%s\n' "${FUZZ_CFLAGS:-}" >"$bin.flags"
     fi
@@ -148,7 +157,8 @@ etcd_secs=$dump_secs
 aof_secs=$dump_secs
 mcreply_secs=$dump_secs
 mchost_secs=$dump_secs
-resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs))
+config_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs - config_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -196,6 +206,25 @@ if EXTRA_DEPS="$SRC/libmooncake/mc_host.c $SRC/libmooncake/mc_host.h" \
         "a hosted segment's requests from its peers (SEG.*, AUTH, SHM.ATTACH)" \
         'serve[A-Za-z]*|readExact|readLine|parseLen|parseU64|checkRange|admitted[A-Za-z]*|drain' \
         anet.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+# The whole server but main: config.c and acl.c come in through the target.
+SERVER_SRCS="ae.c anet.c alloc.c dict.c siphash.c sds.c resp.c util.c zmalloc.c etcd.c crc.c dump.c aofformat.c
+    latency.c sha256.c probe.c server.c networking.c client.c commands.c db.c info.c segment.c tenantkeys.c
+    slowlog.c store.c evict.c t_string.c t_segment.c t_store.c t_data.c placement.c owner.c cluster.c
+    cluster_sync.c cluster_node.c replication.c replication_replica.c replication_failover.c migrate.c relay.c
+    multi.c monitor.c pubsub.c notify.c prefetch.c zerofree.c http.c aof.c detached.c"
+SERVER_PKGS="numa libcurl jansson libmicrohttpd"
+# shellcheck disable=SC2046,SC2086  # word lists
+if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
+        DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
+        EXTRA_DEPS="$SRC/config.c $SRC/acl.c $SRC/acl.h $SRC/server.h $SRC/sds.c" \
+        fuzz_one fuzz_config "$config_secs" "$ROOT/tests/fuzz/seeds_config" \
+        "the config file, CONFIG SET values, ACL SETUSER rules and the ACL file" \
+        'load[A-Za-z]*|set[A-Z][A-Za-z]*|get[A-Z][A-Za-z]*|formatConfigLine|splitValue|check[A-Za-z]*|applyRules?|parseAclFile|describeUser|catWord|sds[A-Za-z]*' \
+        $SERVER_SRCS; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))
