@@ -36,6 +36,9 @@
  * its compare, so a caller that sees a failed CAS after a restart of etcd
  * re-reads before it concludes that it lost. With one endpoint, a request
  * that was sent is given the whole budget rather than re-sent (etcdExecute).
+ * A reply, or a watch message, larger than the reply limit is cut off as it
+ * arrives (memory stays bounded whatever answers on etcd's port): the
+ * request fails at once, the watch reconnects.
  *
  * Wire facts (etcd 3.4.23, checked by experiment): keys and values are
  * standard base64; every 64-bit integer comes back as a JSON string; zero
@@ -74,6 +77,12 @@
  * minute; the low-speed limit catches an etcd that is alive but hung. */
 #define ETCD_WATCH_SILENCE_S 660
 #define ETCD_STOPPED (-1)   /* etcdPerform: etcdRelease (or a watch restart) cut it short */
+/* The most we buffer of one reply, or of one watch message before its
+ * newline. Nothing we ask for comes near it (etcd refuses requests over
+ * 1.5 MiB, so a range of our prefix or a watch message of one txn is a few
+ * MiB at most); without a bound, an etcd (or whatever answers on its port)
+ * that streams an endless body would take all our memory. */
+#define ETCD_DEFAULT_REPLY_LIMIT (64 * 1024 * 1024)
 
 enum { OP_RANGE, OP_PUT, OP_DELETE, OP_TXN, OP_GRANT, OP_KEEPALIVE, OP_REVOKE, OP_WATCH };
 static const char *etcdOpPath[] = {"/v3/kv/range",    "/v3/kv/put",          "/v3/kv/deleterange",
@@ -104,6 +113,8 @@ typedef struct etcdConn {
     CURLM *multi;
     CURL *easy;
     sds buf;                 /* the reply body, or the watch stream's unparsed tail */
+    size_t limit;            /* buf never grows past it (ec->reply_limit) */
+    int overflow;            /* the transfer was cut because buf would have */
     char errbuf[CURL_ERROR_SIZE];
 } etcdConn;
 
@@ -112,6 +123,7 @@ struct etcdClient {
     sds *endpoints;
     int nendpoints;
     long long timeout_ms;
+    size_t reply_limit;
     struct curl_slist *headers;
     int pipefd[2];           /* threads -> loop: "ec->done has something" */
     int in_callback, release_pending; /* etcdRelease from inside a callback */
@@ -448,12 +460,17 @@ static void etcdOnPipe(aeEventLoop *el, int fd, void *privdata, int mask) {
 
 static size_t etcdWriteBody(char *data, size_t size, size_t nmemb, void *priv) {
     etcdConn *c = priv;
+    if (sdslen(c->buf) + size * nmemb > c->limit) {
+        c->overflow = 1;
+        return 0; /* libcurl ends the transfer: CURLE_WRITE_ERROR */
+    }
     c->buf = sdscatlen(c->buf, data, size * nmemb);
     return size * nmemb;
 }
 
 static int etcdConnInit(etcdClient *ec, etcdConn *c) {
     c->buf = sdsempty();
+    c->limit = ec->reply_limit;
     if ((c->multi = curl_multi_init()) == NULL || (c->easy = curl_easy_init()) == NULL) return -1;
     CURL *e = c->easy;
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L); /* we are threaded */
@@ -508,7 +525,9 @@ static void etcdSetPost(etcdClient *ec, etcdConn *c, int ep, const char *path, s
     sdsfree(url);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)sdslen(body));
-    sdsclear(c->buf);
+    sdsfree(c->buf);
+    c->buf = sdsempty(); /* a large reply's room is not kept for the next */
+    c->overflow = 0;
     c->errbuf[0] = '\0';
 }
 
@@ -547,6 +566,14 @@ static void etcdExecute(etcdClient *ec, etcdOp *op) {
         curl_easy_setopt(c->easy, CURLOPT_TIMEOUT_MS, (long)attempt);
         int rc = etcdPerform(ec, c, NULL);
         if (rc == ETCD_STOPPED) return;
+        if (c->overflow) {
+            /* What answers there is not an etcd we can use: asking again
+             * would only read the same flood. Refused, not retried. */
+            sdsfree(ec->lasterr);
+            ec->lasterr = sdscatprintf(sdsempty(), "%s: reply over %zu bytes, refused unread", ec->endpoints[ep],
+                                       c->limit);
+            break;
+        }
         if (rc == CURLE_OK) {
             long status = 0;
             curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -686,12 +713,19 @@ static size_t etcdWatchWrite(char *data, size_t size, size_t nmemb, void *priv) 
     char *nl;
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) return 0; /* an error body: drop it and reconnect */
-    c->buf = sdscatlen(c->buf, data, size * nmemb);
-    while ((nl = memchr(c->buf + used, '\n', sdslen(c->buf) - used)) != NULL) {
+    /* The tail kept from before has no newline: look only at the new bytes,
+     * or a long message would be scanned once per piece of it. */
+    size_t from = sdslen(c->buf);
+    c->buf = sdscatlen(c->buf, data, size * nmemb); /* libcurl hands at most 16 KiB at a time */
+    while ((nl = memchr(c->buf + from, '\n', sdslen(c->buf) - from)) != NULL) {
         if (etcdWatchLine(st, c->buf + used, (size_t)(nl - (c->buf + used))) == -1) return 0;
-        used = (size_t)(nl - c->buf) + 1;
+        used = from = (size_t)(nl - c->buf) + 1;
     }
     sdsrange(c->buf, (ssize_t)used, -1);
+    if (sdslen(c->buf) > c->limit) {
+        c->overflow = 1; /* half a message larger than any etcd sends: reconnect */
+        return 0;
+    }
     return size * nmemb;
 }
 
@@ -784,6 +818,7 @@ etcdClient *etcdCreate(aeEventLoop *el, sds *endpoints, int n, char *err, size_t
     ec = zcalloc(sizeof(*ec));
     ec->el = el;
     ec->timeout_ms = ETCD_DEFAULT_TIMEOUT_MS;
+    ec->reply_limit = ETCD_DEFAULT_REPLY_LIMIT;
     ec->pipefd[0] = ec->pipefd[1] = -1;
     pthread_mutex_init(&ec->lock, NULL);
     pthread_cond_init(&ec->cond, NULL);
@@ -834,6 +869,12 @@ void etcdRelease(etcdClient *ec) {
 }
 
 void etcdSetRequestTimeout(etcdClient *ec, long long timeout_ms) { ec->timeout_ms = timeout_ms > 0 ? timeout_ms : 1; }
+
+/* Before any request or watch: the threads read it without a lock. */
+void etcdSetReplyLimit(etcdClient *ec, size_t bytes) {
+    ec->reply_limit = bytes ? bytes : ETCD_DEFAULT_REPLY_LIMIT;
+    ec->conn.limit = ec->wconn.limit = ec->reply_limit;
+}
 
 /* Queues a request (taking body), or completes it at once with an error
  * when it is too large for etcd: sending it would only fetch a 400. */

@@ -72,6 +72,12 @@ void etcdRelease(etcdClient *ec);
  * backoff until timeout_ms has passed since it was queued; then its
  * callback gets ok=0. HTTP errors are not retried. */
 void etcdSetRequestTimeout(etcdClient *ec, long long timeout_ms);
+/* The most bytes kept of one reply, or of one watch message (0: the
+ * default, 64 MiB). A larger reply fails its request at once ("reply over
+ * N bytes"), a larger watch message drops the stream (it reconnects), so
+ * a broken or hostile etcd cannot take all our memory. Set it before the
+ * first request; tests lower it. */
+void etcdSetReplyLimit(etcdClient *ec, size_t bytes);
 
 /* Range: one key (range_end NULL), or [key, range_end). etcdPrefixEnd
  * gives the range_end of a prefix. */

@@ -293,6 +293,8 @@ static struct {
     sds parts[8];             /* written in turn, 30 ms apart; none: close at once */
     int nparts;
     int hold;                 /* then keep the connection until the client closes it */
+    size_t filler;            /* after the parts, this many 'a' bytes ... */
+    sds after;                /* ... then this (NULL: nothing) */
     volatile int stop;
     pthread_t th;
 } fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -304,6 +306,18 @@ static void fakeSet(const char *const *parts, int hold) {
     for (fake.nparts = 0; parts[fake.nparts] && fake.nparts < 8; fake.nparts++)
         fake.parts[fake.nparts] = sdsnew(parts[fake.nparts]);
     fake.hold = hold;
+    fake.filler = 0;
+    sdsfree(fake.after);
+    fake.after = NULL;
+    pthread_mutex_unlock(&fake.lock);
+}
+
+/* A body too large to hold in the fake: filler bytes streamed after the
+ * parts set by fakeSet, then after. Call after fakeSet. */
+static void fakeSetFiller(size_t filler, const char *after) {
+    pthread_mutex_lock(&fake.lock);
+    fake.filler = filler;
+    fake.after = after ? sdsnew(after) : NULL;
     pthread_mutex_unlock(&fake.lock);
 }
 
@@ -323,6 +337,8 @@ static void fakeServe(int fd) {
     pthread_mutex_lock(&fake.lock);
     sds parts[8];
     int n = fake.nparts, hold = fake.hold;
+    size_t filler = fake.filler;
+    sds after = fake.after ? sdsdup(fake.after) : NULL;
     for (int i = 0; i < n; i++) parts[i] = sdsdup(fake.parts[i]);
     pthread_mutex_unlock(&fake.lock);
     for (int i = 0; i < n; i++) {
@@ -330,6 +346,16 @@ static void fakeServe(int fd) {
         sdsfree(parts[i]);
         if (hold || i + 1 < n) tsSleepMs(30);
     }
+    int gone = 0; /* the client hung up: stop writing */
+    if (filler) {
+        char block[65536];
+        memset(block, 'a', sizeof(block));
+        for (size_t left = filler; left > 0 && !gone; left -= left < sizeof(block) ? left : sizeof(block))
+            gone = tsWriteAll(fd, block, left < sizeof(block) ? left : sizeof(block)) == -1;
+    }
+    if (after && !gone) gone = tsWriteAll(fd, after, sdslen(after)) == -1;
+    if (gone) hold = 0;
+    sdsfree(after);
     while (hold && !fake.stop) {
         struct pollfd pfd = {fd, POLLIN, 0};
         if (poll(&pfd, 1, 50) == 1 && read(fd, buf, sizeof(buf)) <= 0) break;
@@ -737,6 +763,27 @@ static void testFake(void) {
         CHECK(a.done && !a.ok && a.http_status == 0 && a.err && strstr(a.err, "etcd unreachable"));
         CHECK(a.at_ms - t0 >= 350);
     }
+    TEST("etcd: a reply over the reply limit fails its request at once, and the next one works") {
+        /* A valid reply but for its size: before the limit it was read
+         * whole into memory (an endless one took all of it). */
+        static char head[256];
+        const char *pre = "{\"header\":{\"revision\":\"3\"},\"pad\":\"", *post = "\"}";
+        size_t filler = 4u << 20;
+        snprintf(head, sizeof(head), "HTTP/1.1 200 X\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "Connection: close\r\n\r\n%s", strlen(pre) + filler + strlen(post), pre);
+        etcdSetReplyLimit(ec, 1u << 20);
+        fakeSet((const char *const[]){head, NULL}, 0);
+        fakeSetFiller(filler, post);
+        resClear(&a);
+        etcdRange(ec, "a", 1, NULL, 0, resCb, &a);
+        WAIT_FOR(a.done, T_WAIT);
+        CHECK(a.done && !a.ok && a.err && strstr(a.err, "reply over 1048576 bytes"));
+        if (a.done && a.ok) fprintf(stderr, "  a 4 MiB reply was accepted under a 1 MiB limit\n");
+        fakeSet((const char *const[]){fakeReply(200, cases[0].body), NULL}, 0);
+        resClear(&a);
+        etcdRange(ec, "a", 1, NULL, 0, resCb, &a);
+        CHECK(waitRes(&a, T_WAIT) && a.ok && a.revision == 12);
+    }
     TEST("etcd: etcdRelease from inside a callback") {
         fakeSet((const char *const[]){fakeReply(200, "{}"), NULL}, 0);
         etcdClient *self = ec;
@@ -780,6 +827,25 @@ static void testFake(void) {
         }
         etcdRelease(ec); /* closes the stream, which ends the fake's hold */
         for (int i = 0; i < 5; i++) sdsfree(chunks[i]);
+    }
+    TEST("etcd: a watch message over the reply limit drops the stream instead of growing without end") {
+        /* "created", then a message whose newline never comes, the
+         * connection held open: before the limit the watcher kept every
+         * byte of it, for as long as the sender went on. */
+        static const char *const parts[] = {
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+            "{\"result\":{\"header\":{\"revision\":\"5\"},\"created\":true}}\n{\"result\":{\"pad\":\"",
+            NULL};
+        fakeSet(parts, 1);
+        fakeSetFiller(4u << 20, NULL);
+        int base = nwlog;
+        ec = newClient(url, NULL);
+        if (ec) etcdSetReplyLimit(ec, 1u << 20);
+        CHECK(ec && etcdWatchPrefix(ec, "w/", 2, 0, watchCb, NULL) == 0);
+        WAIT_FOR(countStatus(ETCD_WATCH_DOWN, base) >= 1, T_WAIT);
+        CHECK(countStatus(ETCD_WATCH_UP, base) >= 1 && countStatus(ETCD_WATCH_DOWN, base) >= 1);
+        fakeSet((const char *const[]){NULL}, 0);
+        etcdRelease(ec);
     }
     resClear(&a);
 }
