@@ -175,9 +175,51 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
     }
 }
 
+/* etcd's revision never goes back within one history, and the worker's
+ * requests are answered in order (one at a time, each linearizable), so
+ * each reply's header revision is at least the one before. One below it
+ * means this etcd is not the one we knew: recreated empty or restored from
+ * a backup. (The watch is not compared: its events may run ahead of a
+ * reply still on its way.) Returns 1 when that happened: the caller reads
+ * the whole prefix again, and applyFullState takes it as it is. */
+static long long replyRev;   /* the highest header revision of a request's reply */
+static int historyChanged;   /* seen going back; applyFullState resets the mirror */
+
+static int noteReplyRevision(long long rev) {
+    if (rev <= 0) return 0;
+    if (rev < replyRev) {
+        historyChanged = 1;
+        replyRev = rev;
+        return 1;
+    }
+    replyRev = rev;
+    return 0;
+}
+
 /* A full read of the prefix: the mirror becomes exactly that. */
 static void applyFullState(const etcdKV *kvs, int n, long long revision) {
     clusterState *cs = server.cluster;
+    if (noteReplyRevision(revision) || historyChanged) {
+        /* This etcd was recreated or restored from a backup (see
+         * noteReplyRevision). Our records' mod revisions are from the other
+         * history, and every record it has would look older than ours and
+         * be ignored (a node restarted meanwhile would then own slots nobody
+         * else saw, and every topology change fail its compare). Its records
+         * replace the mirror whole; ours, if it is missing, is written back
+         * as we have it (registration), so a wiped etcd gets the topology
+         * again from the nodes. */
+        serverLog(LL_WARNING, "Cluster: etcd's revision went back from %lld to %lld (etcd recreated or "
+                  "restored): taking its records as they are, and writing ours again if it is missing",
+                  cs->revision, revision);
+        dictIterator *it = dictGetSafeIterator(cs->nodes);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) ((clusterNode *)dictGetVal(de))->mod_rev = 0;
+        dictReleaseIterator(it);
+        cs->revision = revision;
+        cs->registered = 0; /* re-checked by registration's CAS against what etcd has */
+        historyChanged = 0;
+        if (watchStarted) etcdWatchRestart(cs->etcd, revision + 1); /* it waits for a revision never coming */
+    }
     dictEmpty(aliveIds, NULL);
     dict *seen = dictCreate(&aliveType);
     for (int i = 0; i < n; i++) {
@@ -260,6 +302,7 @@ static void alivePut(const etcdResult *r, void *privdata) {
         return;
     }
     etcdReachable(1, NULL);
+    if (noteReplyRevision(r->revision)) cs->synced = 0; /* another etcd: read it all again */
 }
 
 static void putAlive(void) {
@@ -336,6 +379,7 @@ static void registered(const etcdResult *r, void *privdata) {
         clusterRebuild();
         return;
     }
+    if (noteReplyRevision(r->revision)) cs->synced = 0; /* another etcd: read it all again */
     rec->mod_rev = r->revision;
     replaceNodeFields(cs->myself, rec);
     cs->myself->alive = 1;
@@ -960,6 +1004,7 @@ static void opDone(const etcdResult *r, void *privdata) {
         clusterOpRun(op);
         return;
     }
+    if (noteReplyRevision(r->revision)) cs->synced = 0; /* another etcd: read it all again */
     for (int i = 0; i < op->ndeleted; i++) {
         sds key = keyFor("nodes", op->deleted[i]);
         etcdKV kv = {key, NULL, 0, r->revision, 0, 0};

@@ -54,6 +54,11 @@ proc cs_group_of {i} {
     return $g
 }
 
+# {id ranges} of every node as node via sees it, sorted.
+proc cs_slot_map {via} {
+    lsort -index 0 [lmap n [cluster_nodes $via] {list [dict get $n id] [cluster_ranges_of [dict get $n slots]]}]
+}
+
 proc cs_etcd_put {key value} {
     set body [format {{"key":"%s","value":"%s"}} [binary encode base64 $key] [binary encode base64 $value]]
     exec curl -s -X POST [etcd_endpoint]/v3/kv/put -d $body
@@ -236,6 +241,31 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         assert_match "*\[$slot->-$dst\]*" [R 0 cluster nodes]
         assert_equal OK [R 0 cluster setslot $slot stable]
         assert_no_match "*\[$slot->-*" [R 0 cluster nodes]
+    }
+
+    test "etcd recreated empty: the nodes write their records again, a node restarted then has its slots" {
+        # etcd's revisions start again from 1. Before, every node kept its
+        # mirror's newer mod revisions, ignored what etcd said and never
+        # wrote its record again: a node restarted came back with no slots
+        # while the others still sent it their clients, and every topology
+        # change failed its compare until TRYAGAIN.
+        cluster_settle {0 1 2}
+        set map [cs_slot_map 0]
+        etcd_wipe
+        set prefix "/mooncake/$::cluster(name)/nodes/"
+        set body [format {{"key":"%s","range_end":"%s","count_only":true}} [binary encode base64 $prefix] \
+            [binary encode base64 "/mooncake/$::cluster(name)/nodes0"]]
+        wait_for_condition 100 100 {
+            [regexp {"count":"3"} [exec curl -s -X POST [etcd_endpoint]/v3/kv/range -d $body]]
+        } else { fail "the nodes did not write their records into the new etcd: [exec curl -s -X POST [etcd_endpoint]/v3/kv/range -d $body]" }
+        assert_match "*etcd's revision went back*" [exec cat [cluster_log 0]]
+        cluster_stop_node 1
+        cluster_restart_node 1
+        cluster_wait_ok {0 1 2}
+        foreach i {0 1 2} { assert_equal $map [cs_slot_map $i] "node $i" }
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        assert_equal OK [R 0 cluster setslot $slot migrating [cluster_node_id 1]]
+        assert_equal OK [R 0 cluster setslot $slot stable]
     }
 
     test "a malformed record in etcd is ignored with a log line; the cluster keeps working" {

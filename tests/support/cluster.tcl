@@ -74,7 +74,7 @@
 #   cluster_key_in_slot slot ?prefix? a key ({tag}-style) hashing to slot
 #   cluster_key_for_node i ?prefix?   a key that node i serves
 #   crc16 bytes / key_hash_slot key   CRC16/XMODEM and Redis's keyslot
-#   etcd_start / etcd_stop / etcd_restart / etcd_endpoint / etcd_healthy
+#   etcd_start / etcd_stop / etcd_restart / etcd_wipe / etcd_endpoint / etcd_healthy
 #   cluster_free_ports n              a base port P with P..P+n-1 and their
 #                                     +10000 free (for utils/create-cluster)
 #   cluster_track_pid pid / cluster_untrack_pid pid
@@ -273,6 +273,17 @@ proc etcd_restart {} {
     etcd_stop
     set err [__etcd_spawn__]
     if {$err ne ""} { error "etcd_restart: $err" }
+}
+
+# etcd_wipe: stop it, drop its data, start a fresh one on the same ports
+# (etcd recreated, or restored from an old backup: its revisions start
+# again from 1).
+proc etcd_wipe {} {
+    if {$::skip_reason ne ""} return
+    etcd_stop
+    file delete -force [file join $::etcd(dir) data]
+    set err [__etcd_spawn__]
+    if {$err ne ""} { error "etcd_wipe: $err" }
 }
 
 # Remove the etcd's directory, unless a test failed in the block.
