@@ -622,6 +622,7 @@ typedef struct etcdStream {
     etcdClient *ec;
     long long gen;           /* the etcdWatchRestart generation it serves */
     int created, compacted;
+    long long created_us;    /* when "created" came */
     int down;                /* DOWN was reported and no UP since: once per outage */
 } etcdStream;
 
@@ -693,6 +694,7 @@ static int etcdWatchLine(etcdStream *st, const char *line, size_t len) {
     if (json_is_true(json_object_get(res, "canceled"))) goto done;
     if (json_is_true(json_object_get(res, "created")) && !st->created) {
         st->created = 1;
+        st->created_us = aeMonotonicUs();
         st->down = 0;
         /* A watch "from now" starts after hrev: resume there, not "now". */
         etcdWatchResumeAt(st, hrev + 1, 1);
@@ -761,7 +763,12 @@ static void *etcdWatchMain(void *arg) {
         int rc = etcdPerform(ec, c, &st.gen);
         sdsfree(body);
         if (rc == ETCD_STOPPED || st.compacted) continue; /* stop, restart, or wait for one */
-        if (st.created) backoff = ETCD_BACKOFF_MIN_MS;
+        /* Back to the shortest pause only after a stream that held: one
+         * that breaks as soon as it is created (a watch canceled at once,
+         * a message we cannot read) would otherwise be reopened, and an
+         * UP and a DOWN reported, twenty times a second for ever. */
+        if (st.created && aeMonotonicUs() - st.created_us >= ETCD_BACKOFF_MAX_MS * 1000LL)
+            backoff = ETCD_BACKOFF_MIN_MS;
         if (!st.down) {
             st.down = 1;
             etcdWatchPost(&st, ETCD_WATCH_DOWN, NULL, 0, 0);

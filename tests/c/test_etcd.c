@@ -828,6 +828,28 @@ static void testFake(void) {
         etcdRelease(ec); /* closes the stream, which ends the fake's hold */
         for (int i = 0; i < 5; i++) sdsfree(chunks[i]);
     }
+    TEST("etcd: a watch that breaks right after it is created is reopened with growing pauses") {
+        /* "created", then a line that is not JSON, then the stream ends:
+         * the backoff used to start again from 50 ms after every "created",
+         * so the watch was reopened (UP and DOWN reported) ~15 times a
+         * second. With the pauses growing (50, 100, ... 1000 ms) at most 6
+         * connects fit in 1.5 s, however fast the machine. */
+        static const char *const parts[] = {
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n"
+            "{\"result\":{\"header\":{\"revision\":\"5\"},\"created\":true}}\nnot json\n",
+            NULL};
+        fakeSet(parts, 0);
+        int base = nwlog;
+        ec = newClient(url, NULL);
+        CHECK(ec && etcdWatchPrefix(ec, "w/", 2, 0, watchCb, NULL) == 0);
+        WAIT_FOR(countStatus(ETCD_WATCH_UP, base) >= 1, T_WAIT);
+        int first = nwlog;
+        runFor(1500);
+        int ups = countStatus(ETCD_WATCH_UP, first);
+        CHECK(ups <= 6);
+        if (ups > 6) fprintf(stderr, "  the watch was reopened %d times in 1.5 s\n", ups);
+        etcdRelease(ec);
+    }
     TEST("etcd: a watch message over the reply limit drops the stream instead of growing without end") {
         /* "created", then a message whose newline never comes, the
          * connection held open: before the limit the watcher kept every
