@@ -52,7 +52,8 @@
  * that ends inside a record (a write cut by a crash) is cut there with a log
  * line if it is the last one and aof-load-truncated is yes; any other damage
  * (a bad record, a payload failing its CRC64, a truncated file that is not
- * the last) refuses to start, naming the file and offset, and says to run
+ * the last, a listed file that is missing) refuses to start, naming the
+ * file and offset, and says to run
  * mooncake-check-aof. A log that holds more than the pool also refuses:
  * nothing acknowledged is dropped silently.
  */
@@ -691,14 +692,18 @@ void bgrewriteaofCommand(client *c) {
 
 /* ---- loading --------------------------------------------------------------- */
 
-static void refuse(const char *fmt, const char *file, long long off, const char *why) {
-    char msg[1024];
-    snprintf(msg, sizeof(msg), fmt, file, off, why);
+static void refuseLine(const char *msg) {
     serverLog(LL_WARNING, "%s", msg);
     serverLog(LL_WARNING, "Refusing to start: run mooncake-check-aof %s/%s%s to see the damage (and --fix to cut a "
                           "damaged tail), or move the directory away to start empty",
               server.aof_dirname, server.aof_filename, AOF_MANIFEST_SUFFIX);
     exit(1);
+}
+
+static void refuse(const char *fmt, const char *file, long long off, const char *why) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), fmt, file, off, why);
+    refuseLine(msg);
 }
 
 typedef struct loadCounts {
@@ -751,9 +756,19 @@ static void applyRecord(const aofRecord *rec, loadCounts *n, const char *file, l
 
 /* Replays one file; the last one may be cut where a crash cut it. */
 static long long loadFile(const char *name, int last, loadCounts *n) {
+    /* A listed file is always there: each is created before the manifest
+     * that names it is renamed into place (and the directory synced). One
+     * that is missing was deleted or lost, with whatever it held, so it
+     * refuses to start as Redis does, even the last increment: loading
+     * without it would drop acknowledged writes without a word. */
     int fd = openat(aof.dirfd, name, O_RDONLY | O_CLOEXEC);
     if (fd == -1) {
-        if (errno == ENOENT && last) return 0; /* an increment made just before a crash, never written */
+        if (errno == ENOENT) {
+            char msg[512];
+            snprintf(msg, sizeof(msg), "AOF %s is listed in the manifest but does not exist: it was deleted or lost, "
+                                       "and what it held with it", name);
+            refuseLine(msg);
+        }
         refuse("AOF %s: cannot open (%lld): %s", name, 0, strerror(errno));
     }
     struct stat st;

@@ -224,6 +224,26 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {A file the manifest lists that is missing refuses to start, even the last increment} {
+        r set a 1
+        r set b 2
+        set incr [lindex [aof_listed i] end]
+        kill_server
+        file delete [file join [aof_dir] $incr]
+        # Loading without it would drop a and b without a word.
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*AOF $incr is listed in the manifest but does not exist*Refusing to start*" $out
+        lassign [check_aof [file join [aof_dir] appendonly.aof.manifest]] rc checked
+        assert_equal 2 $rc
+        assert_match "*$incr: cannot open*The AOF could not be read*" $checked
+        file delete -force [aof_dir]
+        restart_server
+        assert_equal 0 [r dbsize]
+    }
+}
+
 start_server {overrides {appendonly yes appendfsync everysec auto-aof-rewrite-percentage 0}} {
     test {BGREWRITEAOF while writes go on: base plus the increment since the fork, old files gone, nothing lost} {
         for {set i 0} {$i < 500} {incr i} { r set k:$i v0:$i }
