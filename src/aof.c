@@ -59,6 +59,7 @@
  */
 #include "aof.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -884,6 +885,52 @@ static void presizeKeyspace(void) {
     storePresize(keys, server.cluster && server.cluster->myself ? server.cluster->myself->numslots : 0);
 }
 
+/* Whether name is one of the log's data files, <appendfilename>.<seq>.base.aof
+ * or .incr.aof, as fileName makes them. */
+static int dataFileName(const char *name) {
+    size_t fl = strlen(server.aof_filename);
+    if (strncmp(name, server.aof_filename, fl) != 0 || name[fl] != '.') return 0;
+    const char *p = name + fl + 1, *q = p;
+    while (*q >= '0' && *q <= '9') q++;
+    return q > p && (!strcmp(q, ".base.aof") || !strcmp(q, ".incr.aof"));
+}
+
+/* Removes what a crash left in the log's directory: a rewrite's unfinished
+ * base (temp-rewriteaof-bg-<pid>.aof, a copy of the whole dataset), a
+ * manifest never renamed into place, and -- when a manifest lists files --
+ * data files it does not list (a base renamed or an increment opened just
+ * before a crash, old files a finished rewrite had not deleted yet). None
+ * of them is ever loaded: the manifest is the whole truth. Left alone,
+ * each kill -9 during a rewrite leaked a dataset's worth of disk, until
+ * the disk was full and the log could no longer be written. Only our own
+ * names are touched. */
+static void removeLeftovers(int have_manifest) {
+    int fd = dup(aof.dirfd);
+    DIR *dir = fd == -1 ? NULL : fdopendir(fd);
+    if (dir == NULL) {
+        if (fd != -1) close(fd);
+        return;
+    }
+    struct dirent *de;
+    while ((de = readdir(dir)) != NULL) {
+        const char *name = de->d_name;
+        int temp = !strcmp(name, AOF_TEMP_MANIFEST) ||
+                   (!strncmp(name, "temp-rewriteaof-bg-", 19) && strlen(name) > 23 &&
+                    !strcmp(name + strlen(name) - 4, ".aof"));
+        int orphan = 0;
+        if (!temp && have_manifest && dataFileName(name)) {
+            orphan = 1;
+            for (int j = 0; j < aof.man.nfiles && orphan; j++)
+                if (!strcmp(aof.man.files[j].name, name)) orphan = 0;
+        }
+        if (!temp && !orphan) continue;
+        if (unlinkat(aof.dirfd, name, 0) == 0)
+            serverLog(LL_NOTICE, "AOF: removed %s, %s", name,
+                      temp ? "left unfinished by a crash" : "a file the manifest does not list");
+    }
+    closedir(dir);
+}
+
 /* appenddirname and appendfilename name files in dir, never elsewhere. */
 static int plainName(const char *s) { return s[0] && s[0] != '.' && strchr(s, '/') == NULL && strlen(s) <= 200; }
 
@@ -901,8 +948,9 @@ void aofLoadAtStart(void) {
     }
     const char *mname;
     char why[160];
-    if (readManifest(&aof.man, &mname, why, sizeof(why)) == -1)
-        refuse("AOF manifest %s is corrupt or unreadable (%lld): %s", mname, 0, why);
+    int mrc = readManifest(&aof.man, &mname, why, sizeof(why));
+    if (mrc == -1) refuse("AOF manifest %s is corrupt or unreadable (%lld): %s", mname, 0, why);
+    int listed = aof.man.nfiles; /* a manifest that lists nothing vouches for nothing: removeLeftovers */
     long long start = mstime();
     loadCounts n = {0};
     long long total = 0;
@@ -951,6 +999,7 @@ void aofLoadAtStart(void) {
     }
     aof.man = next;
     switchFd(fd);
+    removeLeftovers(listed > 0);
     aofOn = 1;
 }
 

@@ -244,6 +244,41 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {What a crash left in the log's directory goes at the next start; the listed files and others' stay} {
+        r set kept 1
+        set listed [aof_listed]
+        kill_server
+        # As a kill -9 leaves them: a rewrite's unfinished base (a copy of
+        # the dataset), a manifest never renamed, an increment opened just
+        # before the crash; each must be neither loaded nor kept.
+        proc plant {name text} {
+            set f [open [file join [aof_dir] $name] w]
+            fconfigure $f -translation binary
+            puts -nonewline $f $text
+            close $f
+        }
+        set stray "*2\r\n\$3\r\nDEL\r\n\$4\r\nkept\r\n"
+        plant temp-rewriteaof-bg-4242.aof [string repeat x 100000]
+        plant temp-manifest "file x seq 1 type i\n"
+        plant appendonly.aof.900.incr.aof $stray
+        plant notes.txt "not ours"
+        restart_server
+        assert_equal 1 [r get kept]
+        set files [aof_files]
+        foreach gone {temp-rewriteaof-bg-4242.aof temp-manifest appendonly.aof.900.incr.aof} {
+            assert {$gone ni $files}
+        }
+        assert {"notes.txt" in $files}
+        foreach f $listed { assert {$f in $files} }
+        set log [exec cat [srv 0 stdout]]
+        assert_match "*removed temp-rewriteaof-bg-4242.aof, left unfinished by a crash*" $log
+        assert_match "*removed appendonly.aof.900.incr.aof, a file the manifest does not list*" $log
+        restart_server 0 kill
+        assert_equal 1 [r get kept]
+    }
+}
+
 start_server {overrides {appendonly yes appendfsync everysec auto-aof-rewrite-percentage 0}} {
     test {BGREWRITEAOF while writes go on: base plus the increment since the fork, old files gone, nothing lost} {
         for {set i 0} {$i < 500} {incr i} { r set k:$i v0:$i }
