@@ -44,7 +44,9 @@
  * needed. The child reads values from the pool, which is shared memory, so
  * it may see bytes the parent changed after the fork; every such change is
  * in the new increment, which replays after the base, so the end state is
- * exact. The rewrite starts by itself when the increments outgrow the base
+ * exact. So it checksums the copy it writes, never a second read of the
+ * pool: a record whose bytes changed between two reads would fail its
+ * CRC64 and make the whole base refuse to load. The rewrite starts by itself when the increments outgrow the base
  * (auto-aof-rewrite-percentage, auto-aof-rewrite-min-size), so the log
  * never grows without bound.
  *
@@ -89,6 +91,7 @@
 
 int aofOn;
 int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR: the log's writes fail with it (tests) */
+int aofDebugRewriteDelayMs; /* DEBUG AOF-REWRITE-DELAY: the rewrite child waits before each large value (tests) */
 
 #define AOF_MANIFEST_SUFFIX ".manifest"
 #define AOF_TEMP_MANIFEST "temp-manifest"
@@ -265,15 +268,20 @@ static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segme
         if (!direct->deferred) dumpWriteTrailer(crc64(seed, (const unsigned char *)value, vlen), direct->trailer);
         return s;
     }
-    uint64_t crc = crc64(seed, (const unsigned char *)value, vlen);
-    unsigned char trailer[DUMP_TRAILER_LEN];
-    dumpWriteTrailer(crc, trailer);
     /* Doubling, not sds's +1 MiB past 1 MiB: one loop iteration's records
      * (the replication stream's) can be tens of MiB of values, and growing
      * by 1 MiB copied the buffer once per MiB (quadratic: 16 clients of 1
      * MiB SETs spent 24% of the primary in realloc). */
     if (sdsavail(s) < vlen + DUMP_TRAILER_LEN + 2) s = sdsMakeRoomFor(s, sdslen(s) + vlen + DUMP_TRAILER_LEN + 2);
+    /* The checksum is of the copy, not of the pool: the pool is shared
+     * memory, and in the rewrite child the parent may free and zero (or
+     * reuse) the extent between two reads of it. A checksum of one read
+     * and bytes of another made a base that failed its own check at the
+     * next start. The copy may be of a newer state; the increment opened
+     * at the fork holds the key's change, and replays after it. */
     s = sdscatlen(s, value, vlen);
+    unsigned char trailer[DUMP_TRAILER_LEN];
+    dumpWriteTrailer(crc64(seed, (const unsigned char *)s + sdslen(s) - vlen, vlen), trailer);
     s = sdscatlen(s, (const char *)trailer, DUMP_TRAILER_LEN);
     return aofCatRestoreTail(s);
 }
@@ -530,6 +538,27 @@ const char *aofWriteRefusal(void) {
 
 static int rewriteFd = -1;
 
+/* A large value from the pool into the rewrite's file, through a private
+ * copy, a chunk at a time, checksummed as copied (catObjState says why
+ * not from the pool directly); then the rest of its record. */
+static int rewriteValue(int fd, const valueRef *r, sds *buf) {
+    static char chunk[1024 * 1024];
+    uint64_t crc = r->crc_seed;
+    if (aofDebugRewriteDelayMs) usleep((useconds_t)aofDebugRewriteDelayMs * 1000);
+    for (size_t off = 0; off < r->vlen;) {
+        size_t n = r->vlen - off < sizeof(chunk) ? r->vlen - off : sizeof(chunk);
+        memcpy(chunk, r->value + off, n);
+        crc = crc64(crc, (const unsigned char *)chunk, n);
+        if (writeAll(fd, chunk, n) == -1) return -1;
+        off += n;
+    }
+    unsigned char trailer[DUMP_TRAILER_LEN];
+    dumpWriteTrailer(crc, trailer);
+    *buf = sdscatlen(*buf, (const char *)trailer, DUMP_TRAILER_LEN);
+    *buf = aofCatRestoreTail(*buf);
+    return 0;
+}
+
 static sds rewriteEmit(sds buf) {
     if (writeAll(rewriteFd, buf, sdslen(buf)) == -1) _exit(1);
     sdsclear(buf);
@@ -552,12 +581,12 @@ static void rewriteChild(const char *tmp) {
         aofPlaced p;
         if (o == NULL || (storeObjLocalPtr(o) == NULL && !placedOf(o, &p)))
             continue; /* a base lists what is, DEL has no place */
-        valueRef r = {0};
+        valueRef r = {.deferred = 1}; /* its checksum is rewriteValue's */
         buf = catObjState(buf, de->key, o, expire, &seg_only, &r, 1);
-        if (r.value) { /* a large value from where it lies, as beforeSleep writes it */
-            if (writeAll(fd, buf, sdslen(buf)) == -1 || writeAll(fd, r.value, r.vlen) == -1) _exit(1);
+        if (r.value) {
+            if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);
             sdsclear(buf);
-            buf = catValueRef(buf, &r, r.vlen);
+            if (rewriteValue(fd, &r, &buf) == -1) _exit(1);
         }
         if (sdslen(buf) >= 4 * 1024 * 1024) {
             if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);

@@ -15,6 +15,9 @@ enum { AOF_FSYNC_NO = 0, AOF_FSYNC_ALWAYS, AOF_FSYNC_EVERYSEC };
  * when it is off. */
 extern int aofOn;
 extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work */
+/* DEBUG AOF-REWRITE-DELAY (tests): ms the rewrite child waits before it
+ * copies each large value, so a test can change the pool meanwhile. */
+extern int aofDebugRewriteDelayMs;
 
 /* Appends key's state as one record (RESTORE, PLACED or DEL): replication.c
  * sends replicas the records the log keeps. */

@@ -849,6 +849,7 @@ void debugCommand(client *c) {
             "ZEROFREE PAUSE|RESUME|DRAIN", "    Hold, release or finish the zeroing of freed pool extents (tests).",
             "OBJECT <key>", "    Show low-level information about the key's value.",
             "AOF-WRITE-ERROR ENOSPC|EIO|OFF", "    Make the append-only log's writes fail (tests).",
+            "AOF-REWRITE-DELAY <ms>", "    The next rewrites wait <ms> before each large value they copy (tests).",
             "VISITS [RESET]", "    Entries visited by the structures that grow with use, per structure.",
             "BUSYPOLL SAMPLE <runnable> <cpus> <wasted-us> <caught>",
             "    One busy-poll decision from these inputs (one second's); the cron's own steps stop (tests).",
@@ -889,6 +890,14 @@ void debugCommand(client *c) {
             addReplySubcommandSyntaxError(c);
             return;
         }
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "aof-rewrite-delay") && c->argc == 3) {
+        long long ms;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms) || ms < 0 || ms > 60000) {
+            addReplyError(c, "ERR milliseconds must be an integer from 0 to 60000");
+            return;
+        }
+        aofDebugRewriteDelayMs = (int)ms;
         addReplyOk(c);
     } else if (!strcasecmp(sub, "visits") && (c->argc == 2 || (c->argc == 3 && !strcasecmp(c->argv[2], "reset")))) {
         /* Counted since start (or the last RESET); see VISITS_* in server.h. */
