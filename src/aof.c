@@ -91,7 +91,8 @@
 
 int aofOn;
 int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR: the log's writes fail with it (tests) */
-int aofDebugRewriteDelayMs; /* DEBUG AOF-REWRITE-DELAY: the rewrite child waits before each large value (tests) */
+int aofDebugRewriteDelayMs;
+int aofDebugFsyncErrno; /* DEBUG AOF-FSYNC-ERROR: the everysec thread's fsyncs fail with it (tests) */ /* DEBUG AOF-REWRITE-DELAY: the rewrite child waits before each large value (tests) */
 
 #define AOF_MANIFEST_SUFFIX ".manifest"
 #define AOF_TEMP_MANIFEST "temp-manifest"
@@ -122,6 +123,8 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int fsync_fd, fsync_requested, fsync_running, thread_exit;
+    int fsync_errno;          /* the thread's last fdatasync: 0 or its errno (under mu) */
+    int fsync_failed;         /* the main thread's copy (aofCron): writes are refused while set */
     long long last_fsync_ms, delayed_fsync;
     /* counts for INFO and tests */
     unsigned long long segment_objects_not_logged, records_written;
@@ -420,8 +423,10 @@ static void *fsyncThread(void *arg) {
         aof.fsync_requested = 0;
         aof.fsync_running = 1;
         pthread_mutex_unlock(&aof.mu);
-        if (fd != -1) fdatasync(fd);
+        int err = 0, debug = __atomic_load_n(&aofDebugFsyncErrno, __ATOMIC_RELAXED);
+        if (fd != -1 && (debug || fdatasync(fd) == -1)) err = debug ? debug : errno;
         pthread_mutex_lock(&aof.mu);
+        aof.fsync_errno = err;
         aof.fsync_running = 0;
     }
     pthread_mutex_unlock(&aof.mu);
@@ -431,7 +436,10 @@ static void *fsyncThread(void *arg) {
 static void requestFsync(void) {
     if (!aof.thread_started) {
         if (pthread_create(&aof.thread, NULL, fsyncThread, NULL) != 0) {
-            fdatasync(aof.fd);
+            int err = fdatasync(aof.fd) == -1 ? errno : 0;
+            pthread_mutex_lock(&aof.mu);
+            aof.fsync_errno = err;
+            pthread_mutex_unlock(&aof.mu);
             return;
         }
         aof.thread_started = 1;
@@ -529,8 +537,24 @@ void aofBeforeSleep(void) {
     }
 }
 
+/* An fsync that failed under everysec refuses writes as a failed write
+ * does, until one succeeds, as Redis's does: the kernel reports a writeback
+ * error once and may drop the pages, so what was written may never reach
+ * the disk, and acknowledging more on top of it would hide that. Read from
+ * the thread once per cron tick. */
+static void checkFsync(void) {
+    pthread_mutex_lock(&aof.mu);
+    int err = aof.fsync_errno;
+    pthread_mutex_unlock(&aof.mu);
+    if (err && !aof.fsync_failed)
+        serverLog(LL_WARNING, "AOF: fsync failed (%s): writes are refused until one succeeds", strerror(err));
+    else if (!err && aof.fsync_failed)
+        serverLog(LL_WARNING, "AOF: fsync succeeds again");
+    aof.fsync_failed = err;
+}
+
 const char *aofWriteRefusal(void) {
-    if (!aofOn || aof.last_write_ok) return NULL;
+    if (!aofOn || (aof.last_write_ok && !aof.fsync_failed)) return NULL;
     return "-MISCONF Errors writing to the AOF file: writes are refused until the log can be written again";
 }
 
@@ -691,6 +715,7 @@ void aofCron(void) {
         if (pid == aof.child) rewriteDone(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
     if (!aofOn) return;
+    checkFsync();
     if (server.aof_fsync == AOF_FSYNC_EVERYSEC && server.mstime - aof.last_fsync_ms >= 1000) {
         aof.last_fsync_ms = server.mstime;
         requestFsync();
@@ -1062,6 +1087,9 @@ int aofApplyConfig(const char **err) {
         }
         aofOn = 1;
         aof.last_write_ok = 1;
+        pthread_mutex_lock(&aof.mu);
+        aof.fsync_errno = aof.fsync_failed = 0; /* what an earlier log's disk said */
+        pthread_mutex_unlock(&aof.mu);
         if (rewriteStart(err) != C_OK) {
             aofOn = 0;
             return C_ERR;
@@ -1112,7 +1140,7 @@ sds aofInfo(sds s) {
                      aofOn, aof.child != -1, aof.rewrite_scheduled,
                      aof.rewrites || !aof.last_rewrite_ok ? aof.last_rewrite_ms / 1000 : -1LL,
                      aof.child != -1 ? (mstime() - aof.rewrite_start_ms) / 1000 : -1LL,
-                     aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok ? "ok" : "err");
+                     aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok && !aof.fsync_failed ? "ok" : "err");
     if (aofOn) {
         s = sdscatprintf(s,
                          "aof_current_size:%lld\r\n"

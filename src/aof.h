@@ -18,6 +18,8 @@ extern int aofDebugWriteErrno; /* DEBUG AOF-WRITE-ERROR (tests): 0 = writes work
 /* DEBUG AOF-REWRITE-DELAY (tests): ms the rewrite child waits before it
  * copies each large value, so a test can change the pool meanwhile. */
 extern int aofDebugRewriteDelayMs;
+/* DEBUG AOF-FSYNC-ERROR (tests): the everysec thread's fsyncs fail with it. */
+extern int aofDebugFsyncErrno;
 
 /* Appends key's state as one record (RESTORE, PLACED or DEL): replication.c
  * sends replicas the records the log keeps. */

@@ -849,6 +849,7 @@ void debugCommand(client *c) {
             "ZEROFREE PAUSE|RESUME|DRAIN", "    Hold, release or finish the zeroing of freed pool extents (tests).",
             "OBJECT <key>", "    Show low-level information about the key's value.",
             "AOF-WRITE-ERROR ENOSPC|EIO|OFF", "    Make the append-only log's writes fail (tests).",
+            "AOF-FSYNC-ERROR EIO|OFF", "    Make the append-only log's background fsyncs fail (tests).",
             "AOF-REWRITE-DELAY <ms>", "    The next rewrites wait <ms> before each large value they copy (tests).",
             "VISITS [RESET]", "    Entries visited by the structures that grow with use, per structure.",
             "BUSYPOLL SAMPLE <runnable> <cpus> <wasted-us> <caught>",
@@ -886,6 +887,15 @@ void debugCommand(client *c) {
         if (!strcasecmp(e, "enospc")) aofDebugWriteErrno = ENOSPC;
         else if (!strcasecmp(e, "eio")) aofDebugWriteErrno = EIO;
         else if (!strcasecmp(e, "off")) aofDebugWriteErrno = 0;
+        else {
+            addReplySubcommandSyntaxError(c);
+            return;
+        }
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "aof-fsync-error") && c->argc == 3) {
+        const char *e = c->argv[2];
+        if (!strcasecmp(e, "eio")) __atomic_store_n(&aofDebugFsyncErrno, EIO, __ATOMIC_RELAXED);
+        else if (!strcasecmp(e, "off")) __atomic_store_n(&aofDebugFsyncErrno, 0, __ATOMIC_RELAXED);
         else {
             addReplySubcommandSyntaxError(c);
             return;

@@ -414,6 +414,27 @@ start_server {overrides {appendonly yes appendfsync everysec}} {
 }
 
 start_server {overrides {appendonly yes appendfsync everysec}} {
+    test {An fsync that fails under everysec refuses writes (MISCONF) until one succeeds, as Redis} {
+        r set a 1
+        # The kernel reports a writeback error once and may drop the pages:
+        # what was written may never reach the disk.
+        r debug aof-fsync-error EIO
+        wait_for_condition 100 50 {[aof_field aof_last_write_status] eq "err"} else {
+            fail "a failed fsync left writes accepted"
+        }
+        assert_error {MISCONF*AOF*} {r set b 2}
+        assert_equal 1 [r get a]
+        r debug aof-fsync-error OFF
+        wait_for_condition 100 50 {[aof_field aof_last_write_status] eq "ok"} else { fail "no fsync succeeded" }
+        assert_equal OK [r set c 3]
+        assert_match "*AOF: fsync failed (Input/output error): writes are refused*AOF: fsync succeeds again*" \
+            [exec cat [srv 0 stdout]]
+        restart_server 0 kill
+        assert_equal {1 {} 3} [r mget a b c]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync everysec}} {
     test {A large value written from the pool: a write that fails keeps the rest of its record for the retry} {
         set big [pattern_bytes 1048576 11]
         r set before [string repeat b 300000]
