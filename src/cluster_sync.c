@@ -26,7 +26,9 @@
  * success the clones replace the records and the client gets its reply; on
  * a conflict the failure branch returns the whole prefix, the mirror is
  * refreshed and the plan runs again (a few times); if etcd cannot be
- * reached the client gets -TRYAGAIN and nothing changed. Requests run on
+ * reached the client gets -TRYAGAIN and nothing changed (or, when a try
+ * reached etcd and its answer was lost, a -TRYAGAIN that says the change
+ * may have been applied). Requests run on
  * etcd.c's worker thread, so the event loop never waits for etcd: a slow or
  * dead etcd delays topology changes, never a GET.
  */
@@ -973,13 +975,18 @@ static void opReply(clusterOp *op, const char *err) {
     opFree(op);
 }
 
-/* etcd did not answer or refused: the client hears why, and that nothing
- * changed (a reply lost after a commit shows up through the watch). */
+/* etcd refused, or could not be reached: the client hears why, and that
+ * nothing changed. Where a try reached etcd and its answer was lost, the
+ * change may have been committed: the client is told so, not "nothing
+ * changed" (a commit shows up through the watch, and in CLUSTER NODES,
+ * once etcd answers again). */
 static void opReplyEtcdFailed(clusterOp *op, const etcdResult *r) {
     char msg[300];
     etcdReachable(r->http_status != 0, r->err);
-    snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not take the topology change (%s); nothing changed",
-             r->err ? r->err : "error");
+    snprintf(msg, sizeof(msg), "-TRYAGAIN etcd did not take the topology change (%s); %s", r->err ? r->err : "error",
+             r->unanswered ? "its answer was lost, so it may have been applied: CLUSTER NODES shows it once etcd "
+                             "answers"
+                           : "nothing changed");
     opReply(op, msg);
 }
 

@@ -548,6 +548,7 @@ static sds etcdTransportError(etcdClient *ec, etcdConn *c, int ep, int rc) {
 static void etcdExecute(etcdClient *ec, etcdOp *op) {
     etcdConn *c = &ec->conn;
     long long backoff = ETCD_BACKOFF_MIN_MS;
+    int unanswered = 0; /* a try that may have reached etcd came back without its answer */
     for (int tries = 1;; tries++) {
         long long left = etcdMsUntil(op->deadline_us);
         /* Out of time, and etcd is known to be away. A request that only
@@ -569,6 +570,7 @@ static void etcdExecute(etcdClient *ec, etcdOp *op) {
         if (c->overflow) {
             /* What answers there is not an etcd we can use: asking again
              * would only read the same flood. Refused, not retried. */
+            unanswered = 1;
             sdsfree(ec->lasterr);
             ec->lasterr = sdscatprintf(sdsempty(), "%s: reply over %zu bytes, refused unread", ec->endpoints[ep],
                                        c->limit);
@@ -582,6 +584,8 @@ static void etcdExecute(etcdClient *ec, etcdOp *op) {
             etcdParseReply(op, status, c->buf, sdslen(c->buf));
             return;
         }
+        /* Only a connection never made is sure to have sent nothing. */
+        if (rc != CURLE_COULDNT_CONNECT && rc != CURLE_COULDNT_RESOLVE_HOST) unanswered = 1;
         sdsfree(ec->lasterr);
         ec->lasterr = etcdTransportError(ec, c, ep, rc);
         ec->cur = (ec->cur + 1) % ec->nendpoints;
@@ -593,6 +597,7 @@ static void etcdExecute(etcdClient *ec, etcdOp *op) {
         }
     }
     etcdSetErr(op, "etcd unreachable (%s)", ec->lasterr);
+    op->r.unanswered = unanswered;
 }
 
 static void *etcdWorkerMain(void *arg) {

@@ -32,6 +32,8 @@ typedef struct etcdKV {
 typedef struct etcdResult {
     int ok;                  /* 1: an HTTP 200 with a parsable body */
     int http_status;         /* 0 when no HTTP answer came (transport error) */
+    int unanswered;          /* !ok, no HTTP status: a try may have reached etcd and its answer
+                                was lost (a write may have been applied); 0: none got through */
     const char *err;         /* !ok: why, for a log line or an error reply */
     long long revision;      /* header.revision */
     int succeeded;           /* txn: the compare held */

@@ -175,7 +175,7 @@ static void runFor(long long ms) { WAIT_FOR(0, ms); }
 
 #define MAXKV 8
 typedef struct res {
-    int done, ok, http_status, succeeded, nkvs;
+    int done, ok, http_status, succeeded, nkvs, unanswered;
     sds err;
     long long revision, deleted, lease_id, ttl, at_ms;
     etcdKV kvs[MAXKV];
@@ -198,6 +198,7 @@ static void resCb(const etcdResult *r, void *priv) {
     x->at_ms = tsNowMs();
     x->ok = r->ok;
     x->http_status = r->http_status;
+    x->unanswered = r->unanswered;
     x->err = r->err ? sdsnew(r->err) : NULL;
     x->revision = r->revision;
     x->succeeded = r->succeeded;
@@ -754,6 +755,7 @@ static void testFake(void) {
         etcdRange(ec, "a", 1, NULL, 0, resCb, &a);
         WAIT_FOR(a.done, T_WAIT);
         CHECK(a.done && !a.ok && a.http_status == 503 && a.err && strstr(a.err, "HTTP 503"));
+        CHECK(a.unanswered == 0);
         fakeSet((const char *const[]){NULL}, 0);
         etcdSetRequestTimeout(ec, 400);
         resClear(&a);
@@ -762,6 +764,30 @@ static void testFake(void) {
         WAIT_FOR(a.done, T_WAIT);
         CHECK(a.done && !a.ok && a.http_status == 0 && a.err && strstr(a.err, "etcd unreachable"));
         CHECK(a.at_ms - t0 >= 350);
+        /* The request went out and no answer came: a write may have been
+         * applied (cluster_sync.c says so instead of "nothing changed"). An
+         * HTTP error is an answer. */
+        CHECK(a.unanswered == 1);
+        /* A refused connection sent nothing: that failure is sure. The
+         * port is held by a socket bound and never listening, so nothing
+         * else can take it meanwhile. */
+        int held = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t salen = sizeof(sa);
+        CHECK(held >= 0 && bind(held, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+              getsockname(held, (struct sockaddr *)&sa, &salen) == 0);
+        char refused[64];
+        snprintf(refused, sizeof(refused), "http://127.0.0.1:%d", ntohs(sa.sin_port));
+        etcdClient *rc = newClient(refused, NULL);
+        if (rc) {
+            etcdSetRequestTimeout(rc, 400);
+            resClear(&a);
+            etcdRange(rc, "a", 1, NULL, 0, resCb, &a);
+            WAIT_FOR(a.done, T_WAIT);
+            CHECK(a.done && !a.ok && a.http_status == 0 && a.unanswered == 0);
+            etcdRelease(rc);
+        }
+        if (held >= 0) close(held);
     }
     TEST("etcd: a reply over the reply limit fails its request at once, and the next one works") {
         /* A valid reply but for its size: before the limit it was read
