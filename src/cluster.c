@@ -799,7 +799,11 @@ void clusterCommand(client *c) {
         addReplyLongLong(c, keyHashSlot(c->argv[2], sdslen(c->argv[2])));
     } else if (!strcasecmp(sub, "countkeysinslot") && c->argc == 3) {
         long long slot;
-        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &slot) || slot < 0 || slot >= CLUSTER_SLOTS) {
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &slot)) {
+            addReplyError(c, "ERR value is not an integer or out of range"); /* Redis's words, in its order */
+            return;
+        }
+        if (slot < 0 || slot >= CLUSTER_SLOTS) {
             addReplyError(c, "ERR Invalid slot");
             return;
         }
@@ -828,8 +832,11 @@ void clusterCommand(client *c) {
         addReplyLongLong(c, n);
     } else if (!strcasecmp(sub, "getkeysinslot") && c->argc == 4) {
         long long slot, max;
-        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &slot) || !string2ll(c->argv[3], sdslen(c->argv[3]), &max) ||
-            slot < 0 || slot >= CLUSTER_SLOTS || max < 0) {
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &slot) || !string2ll(c->argv[3], sdslen(c->argv[3]), &max)) {
+            addReplyError(c, "ERR value is not an integer or out of range");
+            return;
+        }
+        if (slot < 0 || slot >= CLUSTER_SLOTS || max < 0) {
             addReplyError(c, "ERR Invalid slot or number of keys");
             return;
         }

@@ -482,6 +482,12 @@ cluster_block $kind [list nodes 3 timeout $::node_timeout] {
         assert_match "ERR*" [err_of {R $o cluster countkeysinslot 16384}]
         assert_match "ERR*" [err_of {R $o cluster getkeysinslot $slot -1}]
         assert_match "ERR*" [err_of {R $o cluster getkeysinslot 16384 1}]
+        # A word that is not a number is Redis's integer error, a number out
+        # of range its slot error (redis-server 7 answers so).
+        assert_equal "ERR value is not an integer or out of range" [err_of {R $o cluster countkeysinslot abc}]
+        assert_equal "ERR Invalid slot" [err_of {R $o cluster countkeysinslot 16384}]
+        assert_equal "ERR value is not an integer or out of range" [err_of {R $o cluster getkeysinslot $slot x}]
+        assert_equal "ERR Invalid slot or number of keys" [err_of {R $o cluster getkeysinslot -1 1}]
         if {$kind eq "mooncake"} {
             # A user restricted by key patterns is shown only its keys (Redis shows all).
             R $o acl setuser gk on >p "~$base:1" "~$base:2" +@all
