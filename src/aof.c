@@ -64,6 +64,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -949,6 +950,18 @@ static int dataFileName(const char *name) {
     return q > p && (!strcmp(q, ".base.aof") || !strcmp(q, ".incr.aof"));
 }
 
+/* temp-rewriteaof-bg-<pid>.aof of a rewrite child no longer running. One
+ * still running belongs to another server sharing this directory (another
+ * appendfilename): its rewrite must not lose its file under it. */
+static int deadRewriteTemp(const char *name) {
+    const char *pre = "temp-rewriteaof-bg-";
+    size_t pl = strlen(pre), len = strlen(name);
+    if (strncmp(name, pre, pl) || len <= pl + 4 || strcmp(name + len - 4, ".aof")) return 0;
+    long long pid;
+    if (!string2ll(name + pl, len - pl - 4, &pid) || pid <= 0 || pid > INT_MAX) return 0;
+    return kill((pid_t)pid, 0) == -1 && errno == ESRCH;
+}
+
 /* Removes what a crash left in the log's directory: a rewrite's unfinished
  * base (temp-rewriteaof-bg-<pid>.aof, a copy of the whole dataset), a
  * manifest never renamed into place, and -- when a manifest lists files --
@@ -968,9 +981,7 @@ static void removeLeftovers(int have_manifest) {
     struct dirent *de;
     while ((de = readdir(dir)) != NULL) {
         const char *name = de->d_name;
-        int temp = !strcmp(name, AOF_TEMP_MANIFEST) ||
-                   (!strncmp(name, "temp-rewriteaof-bg-", 19) && strlen(name) > 23 &&
-                    !strcmp(name + strlen(name) - 4, ".aof"));
+        int temp = !strcmp(name, AOF_TEMP_MANIFEST) || deadRewriteTemp(name);
         int orphan = 0;
         if (!temp && have_manifest && dataFileName(name)) {
             orphan = 1;

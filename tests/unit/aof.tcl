@@ -259,20 +259,25 @@ start_server {overrides {appendonly yes appendfsync always}} {
             close $f
         }
         set stray "*2\r\n\$3\r\nDEL\r\n\$4\r\nkept\r\n"
-        plant temp-rewriteaof-bg-4242.aof [string repeat x 100000]
+        # A pid above any pid_max: that child is surely gone. One of a live
+        # process (this test's) may be another server's rewrite in progress
+        # (a directory shared under another appendfilename): it stays.
+        plant temp-rewriteaof-bg-2147483647.aof [string repeat x 100000]
+        plant temp-rewriteaof-bg-[pid].aof "in progress"
         plant temp-manifest "file x seq 1 type i\n"
         plant appendonly.aof.900.incr.aof $stray
         plant notes.txt "not ours"
         restart_server
         assert_equal 1 [r get kept]
         set files [aof_files]
-        foreach gone {temp-rewriteaof-bg-4242.aof temp-manifest appendonly.aof.900.incr.aof} {
+        foreach gone {temp-rewriteaof-bg-2147483647.aof temp-manifest appendonly.aof.900.incr.aof} {
             assert {$gone ni $files}
         }
         assert {"notes.txt" in $files}
+        assert {"temp-rewriteaof-bg-[pid].aof" in $files}
         foreach f $listed { assert {$f in $files} }
         set log [exec cat [srv 0 stdout]]
-        assert_match "*removed temp-rewriteaof-bg-4242.aof, left unfinished by a crash*" $log
+        assert_match "*removed temp-rewriteaof-bg-2147483647.aof, left unfinished by a crash*" $log
         assert_match "*removed appendonly.aof.900.incr.aof, a file the manifest does not list*" $log
         restart_server 0 kill
         assert_equal 1 [r get kept]
