@@ -29,6 +29,7 @@
 
 sds catClientInfoString(sds s, client *c) {
     char flags[16], *p = flags;
+    if (replClientIsReplica(c)) *p++ = 'S'; /* a replica's link, as Redis shows it */
     if (c->flags & CLIENT_MONITOR) *p++ = 'O';
     if (c->flags & CLIENT_MULTI) *p++ = 'x';
     if (c->flags & CLIENT_BLOCKED) *p++ = 'b';

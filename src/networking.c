@@ -610,10 +610,15 @@ int getPositiveLongFromObjectOrReply(client *c, sds o, long long *target, const 
  * limit: the hard limit at once, the soft one after soft_seconds above it.
  * A subscribed client is held to the pubsub class (32mb, or 8mb for 60 s,
  * by default): messages arrive whether it reads or not, and this is what
- * bounds the memory a subscriber that stopped reading can make us hold. */
+ * bounds the memory a subscriber that stopped reading can make us hold. A
+ * replica's link is held to the replica class by what it is behind
+ * (replication.c: its snapshot does not count), never to the normal one,
+ * which an operator may set low for ordinary clients. */
 int checkClientOutputBufferLimits(client *c) {
-    cobLimit *l = &server.cob[(c->flags & (CLIENT_MONITOR | CLIENT_PUBSUB)) ? COB_PUBSUB : COB_NORMAL]; /* monitor.c: why */
-    unsigned long long used = c->reply_bytes;
+    int replica = replClientIsReplica(c);
+    int class = replica ? COB_REPLICA : (c->flags & (CLIENT_MONITOR | CLIENT_PUBSUB)) ? COB_PUBSUB : COB_NORMAL; /* monitor.c: why */
+    cobLimit *l = &server.cob[class];
+    unsigned long long used = replica ? replLinkBehind(c) : c->reply_bytes;
     int hard = l->hard && used >= l->hard;
     int soft = l->soft && used >= l->soft;
     /* The loop's cached clock: this runs for every reply queued behind a
@@ -634,6 +639,10 @@ int checkClientOutputBufferLimits(client *c) {
     if (!(c->flags & CLIENT_CLOSE_ASAP)) {
         sds info = catClientInfoString(sdsempty(), c);
         serverLog(LL_WARNING, "Client %s scheduled to be closed ASAP for overcoming of output buffer limits.", info);
+        if (replica)
+            serverLog(LL_WARNING, "Replication: replica %s is %llu bytes of records behind, past "
+                      "client-output-buffer-limit replica: dropping its link (it will sync again)",
+                      replLinkNodeId(c), used);
         sdsfree(info);
         server.stat_client_outbuf_limit_disconnections++;
         freeClientAsync(c);

@@ -80,10 +80,6 @@
 
 int replOn;
 
-/* Live records queued to one replica beyond its snapshot: a replica this far
- * behind is dropped (it syncs again), so a stalled one cannot take the
- * primary's memory, as Redis's replica output buffer limit. */
-#define REPL_LINK_MAX_QUEUED (256LL * 1024 * 1024)
 /* A full sync's slices (snapshotStep): at most this long each, and none
  * while this much is queued to the replica. */
 #define REPL_SNAP_SLICE_US 1000
@@ -383,20 +379,7 @@ void replBeforeSleep(void) {
         streamOut(repl.buf, sdslen(repl.buf), NULL);
         sent = 1;
     }
-    if (sent) {
-        for (int i = 0; i < repl.nlinks; i++) {
-            client *c = repl.links[i];
-            if (!c->repl->online) continue;
-            if ((long long)(c->reply_bytes - (c->reply_bytes > c->repl->snap_len ? c->repl->snap_len : 0)) >
-                    REPL_LINK_MAX_QUEUED &&
-                !(c->flags & CLIENT_CLOSE_ASAP)) {
-                serverLog(LL_WARNING, "Replication: replica %s is more than %lld MiB of records behind: dropping "
-                          "its link (it will sync again)", c->repl->node_id, REPL_LINK_MAX_QUEUED >> 20);
-                freeClientAsync(c);
-            }
-        }
-        replBufRecycle();
-    }
+    if (sent) replBufRecycle();
     long long acked = repl.nmarked ? ackedByAllOffset() : 0;
     for (size_t i = 0; i < repl.nmarked; i++) {
         client *c = repl.marked[i];
@@ -421,6 +404,18 @@ void replBeforeSleep(void) {
 }
 
 int replClientIsReplica(client *c) { return c->repl && c->repl->online; }
+
+/* What a replica's link is behind by, for client-output-buffer-limit
+ * replica (networking.c): its queued bytes less its snapshot's (or the
+ * backlog's), which are queued once on purpose and are not "behind". A
+ * link past the limit is dropped and the replica syncs again, so a stalled
+ * one cannot take the primary's memory, as in Redis. */
+unsigned long long replLinkBehind(client *c) {
+    size_t snap = c->repl ? c->repl->snap_len : 0;
+    return c->reply_bytes > snap ? c->reply_bytes - snap : 0;
+}
+
+const char *replLinkNodeId(client *c) { return c->repl && c->repl->node_id[0] ? c->repl->node_id : "?"; }
 
 int replClientHeld(client *c) { return (c->flags & CLIENT_REPL_WAIT) != 0; }
 
@@ -715,12 +710,15 @@ void psyncCommand(client *c) {
         if (why == NULL) {
             char head[64];
             int hl = snprintf(head, sizeof(head), "+CONTINUE %s\r\n", repl.replid);
+            /* Online, its backlog bytes counted as not behind, before they
+             * are queued: they are held to the replica output class, not
+             * the normal one (networking.c). Its ack stays -1 until it
+             * sends one (at once, after +CONTINUE): held writes wait for
+             * it as for any replica. */
+            l->snap_len = (size_t)(repl.offset + 1 - from) + (size_t)hl;
+            linkOnline(c);
             addReplyProto(c, head, (size_t)hl);
             long long n = backlogSend(c, from);
-            l->snap_len = (size_t)n + (size_t)hl;
-            /* Its ack stays -1 until it sends one (at once, after
-             * +CONTINUE): held writes wait for it as for any replica. */
-            linkOnline(c);
             repl.partial_ok++;
             serverLog(LL_NOTICE, "Replication: partial resync for replica %s (%s) from offset %lld: %lld bytes "
                       "from the backlog%s", l->node_id[0] ? l->node_id : "?", c->addr, from, n,
@@ -750,13 +748,16 @@ void psyncCommand(client *c) {
     char head[128];
     int hl = snprintf(head, sizeof(head), "+FULLRESYNC %s %lld\r\n$EOF %lu\r\n", repl.replid, repl.offset,
                       dictSize(server.keys));
-    addReplyProto(c, head, (size_t)hl);
     /* Client segments first (a PLACED record names them); one mounted
-     * later comes as a live record, before any key placed in it. */
+     * later comes as a live record, before any key placed in it. Online,
+     * and these counted as not behind, before anything is queued, as for
+     * +CONTINUE. */
     sds first = aofCatSegments(aofCatFlushall(sdsempty()));
-    addReplyProto(c, first, sdslen(first));
     l->snap_len = REPL_SNAP_QUEUE_MAX + sdslen(first) + (size_t)hl;
     l->snap_bytes = (long long)sdslen(first);
+    linkOnline(c);
+    addReplyProto(c, head, (size_t)hl);
+    addReplyProto(c, first, sdslen(first));
     sdsfree(first);
     l->snapshotting = 1;
     l->cursor = 0;
@@ -764,7 +765,6 @@ void psyncCommand(client *c) {
     l->snap_keys = l->snap_byref = l->snap_slices = l->snap_longest_us = 0;
     serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s) from offset %lld: the keyspace goes in slices",
               l->node_id[0] ? l->node_id : "?", c->addr, repl.offset);
-    linkOnline(c);
     repl.full_syncs_served++;
     if (repl.snapshot_step_id == -1) repl.snapshot_step_id = aeCreateTimeEvent(server.el, 0, snapshotStep, NULL, NULL);
 }

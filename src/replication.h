@@ -31,6 +31,8 @@ long long replOffset(void);
 sds replInfo(sds s);           /* INFO replication */
 void replResizeBacklog(void);  /* CONFIG SET repl-backlog-size */
 int replClientIsReplica(struct client *c); /* a replica's link (CLIENT LIST/KILL TYPE replica) */
+unsigned long long replLinkBehind(struct client *c); /* queued past its snapshot: the replica class's measure */
+const char *replLinkNodeId(struct client *c);
 void replFailoverDone(const char *kind, const char *old_primary, int automatic, const char *err);
 
 void psyncCommand(struct client *c);

@@ -318,7 +318,7 @@ struct mooncakeServer {
     char tcp_congestion[16]; /* "auto", "system" or an algorithm (config.c) */
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
-    cobLimit cob[COB_CLASSES];  /* normal, replica (no such clients yet), pubsub (and MONITOR) */
+    cobLimit cob[COB_CLASSES];  /* normal, replica (links to replicas), pubsub (and MONITOR) */
     int notify_keyspace_events; /* NOTIFY_* classes configured (notify.h) */
     int notify_mask;            /* the classes that reach a channel: what notify.h tests */
     long long hz;

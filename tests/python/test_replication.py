@@ -1411,3 +1411,66 @@ def test_clients_ride_through_a_failover(env):
         r.close()
         store.close()
         rc.close()
+
+
+def fake_replica(port):
+    """A replica that asks for a full sync and then never reads: the
+    primary's queue to it grows until an output limit stops it. Its receive
+    window is kept small so the queue stays in the primary."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.connect(("127.0.0.1", port))
+    s.sendall(b"*3\r\n$5\r\nPSYNC\r\n$1\r\n?\r\n$2\r\n-1\r\n")
+    return s
+
+
+def replica_links(port):
+    """CLIENT LIST TYPE replica as a list of field dicts."""
+    out = call(port, "CLIENT", "LIST", "TYPE", "replica").decode()
+    return [dict(f.split("=", 1) for f in l.split() if "=" in f) for l in out.splitlines() if l]
+
+
+def test_replica_links_are_held_to_the_replica_output_class(env):
+    """client-output-buffer-limit replica bounds a replica link that stopped
+    reading, as in Redis (hard at once, soft after its seconds), and the
+    normal class, which an operator may set low, never cuts a replica's
+    link: before, links were held to the normal class and to a fixed
+    256 MiB, so 'replica' changed nothing and 'normal 1mb' made every full
+    sync fail. Found by the bounds audit (hostile slow readers)."""
+    _, node = env
+    a = node(*STEADY)
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    for i in range(4):
+        assert write(a.port, "SET", f"v{i}", bytes([i]) * (1 << 20)) == "OK"
+    assert call(a.port, "CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0") == "OK"
+    disc = lambda: int(info(a.port, "stats")["client_output_buffer_limit_disconnections"])
+    before = disc()
+    # The snapshot (4 MiB of values) queued to a replica that does not read
+    # goes past the normal class's 1 MiB: the link stays.
+    s = fake_replica(a.port)
+    try:
+        wait_until(lambda: any(int(l["omem"]) > (2 << 20) for l in replica_links(a.port)), 10,
+                   "the snapshot queued to the silent replica")
+        links = replica_links(a.port)
+        assert len(links) == 1 and disc() == before
+        assert "S" in links[0]["flags"]
+        # Its hard limit: live records 16 MiB past the snapshot cut it.
+        assert call(a.port, "CONFIG", "SET", "client-output-buffer-limit", "replica 4mb 0 0") == "OK"
+        for i in range(16):
+            assert write(a.port, "SET", "big", bytes([i]) * (1 << 20)) == "OK"
+        wait_until(lambda: not replica_links(a.port), 10, "the link over the replica hard limit to be dropped")
+        assert disc() == before + 1
+    finally:
+        s.close()
+    # The soft limit, after its seconds over it.
+    assert call(a.port, "CONFIG", "SET", "client-output-buffer-limit", "replica 0 2mb 1") == "OK"
+    s = fake_replica(a.port)
+    try:
+        wait_until(lambda: replica_links(a.port), 10, "the second link")
+        for i in range(16):
+            assert write(a.port, "SET", "big", bytes([i]) * (1 << 20)) == "OK"
+        wait_until(lambda: not replica_links(a.port), 10, "the link over the replica soft limit to be dropped")
+        assert disc() == before + 2
+    finally:
+        s.close()
+    assert "output buffer limits" in a.log()
