@@ -317,6 +317,15 @@ void segmentTableRemove(segment *s) {
 
 uint32_t segmentCount(void) { return segtabUsed; }
 
+/* Linear, as the lookups below: only a tenant's MOUNT of a new name asks,
+ * and the table it walks is what tenant-max-segments keeps small. */
+uint32_t segmentCountTenant(const char *tenant) {
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < segtabLen; i++)
+        if (segtab[i] && segtab[i]->tenant && !strcmp(segtab[i]->tenant, tenant)) n++;
+    return n;
+}
+
 /* Linear: a server has tens to hundreds of segments and these lookups are
  * for commands that name a segment, never for the data path. */
 segment *segmentLookupName(const char *name) {

@@ -105,6 +105,7 @@ segment *segmentLookupName(const char *name);
 segment *segmentLookupId(uint64_t id);
 segment *segmentLookup(const char *name_or_id);  /* a name, else a decimal id */
 uint32_t segmentCount(void);
+uint32_t segmentCountTenant(const char *tenant); /* a tenant's mounted segments (tenant-max-segments) */
 const char *segmentTierName(int tier);
 /* Live extents: one per replica, counted by the allocator itself. */
 static inline uint64_t segmentObjects(const segment *s) {

@@ -387,6 +387,7 @@ struct mooncakeServer {
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;
     long long client_max_pending_puts; /* puts one connection may hold open at a time */
+    long long tenant_max_segments; /* segments one tenant (a user restricted by key patterns) may have mounted, 0 = any */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;

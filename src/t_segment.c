@@ -419,6 +419,15 @@ void mountCommand(client *c) {
             return;
         }
     }
+    /* The segment table is the server's, one for every user: a tenant
+     * that could fill it (65535 slots; ~5 KiB of heap each) would leave the
+     * others nothing to mount. */
+    if (tenant && server.tenant_max_segments &&
+        segmentCountTenant(tenant) >= (uint32_t)server.tenant_max_segments) {
+        addReplyErrorFormat(c, "-LIMIT this user has tenant-max-segments (%lld) segments mounted: "
+                            "unmount some first", server.tenant_max_segments);
+        return;
+    }
     if (segmentCount() >= SEGMENT_MAX_SLOTS) {
         addReplyErrorFormat(c, "ERR at most %d segments can be mounted", SEGMENT_MAX_SLOTS);
         return;

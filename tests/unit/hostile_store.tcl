@@ -369,3 +369,39 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         assert_pool_accounted
     }
 }
+
+# One tenant's MOUNTs cannot take the server's segment table (65535 slots,
+# ~5 KiB of heap each) from the others: 20000 mounts took 1.8 s and 107 MB
+# here before tenant-max-segments, and past 65535 no one else could mount.
+start_server {tags {mooncake acl hostile} overrides {segment-size 4mb}} {
+    test {tenant-max-segments bounds one tenant's segments; others and server users still mount} {
+        assert_equal {tenant-max-segments 1024} [r config get tenant-max-segments]
+        r acl setuser segA on >pa ~segA:* +@all
+        r acl setuser segB on >pb ~segB:* +@all
+        r config set tenant-max-segments 4
+        set a [redis_client]
+        $a auth segA pa
+        set b [redis_client]
+        $b auth segB pb
+        set ids {}
+        for {set i 0} {$i < 4} {incr i} { lappend ids [$a mount a$i 1mb] }
+        set before [r segments]
+        assert_error {LIMIT*tenant-max-segments (4)*} {$a mount a4 1mb}
+        assert_equal $before [r segments]
+        # A remount of one it has is no new segment.
+        assert_equal [lindex $ids 0] [$a mount a0 1mb]
+        # The other tenant and a server user mount as before.
+        for {set i 0} {$i < 4} {incr i} { $b mount b$i 1mb }
+        for {set i 0} {$i < 6} {incr i} { r mount srv$i 1mb }
+        # One unmounted, one more fits.
+        assert_equal 0 [$a unmount a1]
+        assert_morethan [$a mount a4 1mb] 1
+        assert_error {LIMIT*} {$a mount a5 1mb}
+        # 0: no limit.
+        r config set tenant-max-segments 0
+        assert_morethan [$a mount a5 1mb] 1
+        r config set tenant-max-segments 1024
+        $a close
+        $b close
+    }
+}
