@@ -115,9 +115,9 @@ static sds getBind(void) {
 }
 
 /* "<class> <hard> <soft> <seconds>" groups, as Redis writes them. The
- * classes are Redis's: normal, replica (alias slave: there are no replicas
- * yet, the values are kept for CONFIG GET and REWRITE) and pubsub, which
- * also bounds MONITOR clients (monitor.c says why). */
+ * classes are Redis's: normal, replica (alias slave: links to replicas,
+ * by what they are behind, replication.c) and pubsub, which also bounds
+ * MONITOR clients (monitor.c says why). */
 static int cobClass(const char *name) {
     if (!strcasecmp(name, "normal")) return COB_NORMAL;
     if (!strcasecmp(name, "replica") || !strcasecmp(name, "slave")) return COB_REPLICA;
@@ -703,8 +703,22 @@ static int loadConfigFromString(const sds config, const char *origin, char *errb
             continue;
         } else {
             standardConfig *c = lookupConfig(argv[0]);
-            if (c == NULL) err = "Bad directive or wrong number of arguments";
-            else if (setConfigValue(c, argv + 1, argc - 1, &err) == C_OK) err = NULL;
+            if (c == NULL) {
+                err = "Bad directive or wrong number of arguments";
+            } else if (argc == 2 && c->type == CFG_SPECIAL && !(c->flags & CFG_ONEARG) &&
+                       strchr(argv[1], ' ')) {
+                /* Several words as one quoted argument, the form a command
+                 * line gives (--client-output-buffer-limit "normal 1mb 0 0",
+                 * --bind "127.0.0.1 ::1"): split as CONFIG SET splits, as
+                 * redis-server takes it. */
+                int sargc = 0;
+                sds *sargv = splitValue(c, argv[1], &sargc);
+                if (sargv == NULL) err = "Unbalanced quotes in configuration line";
+                else if (setConfigValue(c, sargv, sargc, &err) == C_OK) err = NULL;
+                if (sargv) sdsfreesplitres(sargv, sargc);
+            } else if (setConfigValue(c, argv + 1, argc - 1, &err) == C_OK) {
+                err = NULL;
+            }
         }
         if (argv) sdsfreesplitres(argv, argc);
         if (err) {

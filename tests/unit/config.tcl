@@ -128,6 +128,15 @@ start_server {tags {config} args {--maxclients 222}} {
     } {222}
 }
 
+# A directive of several words given as one argument, the command line's
+# form (redis-server takes it so): split as CONFIG SET splits it.
+start_server {tags {config} args {--client-output-buffer-limit {normal 1mb 2mb 3} --latency-tracking-info-percentiles {50 99.5}}} {
+    test {Command-line --directive with several words in one argument} {
+        assert_equal {normal 1048576 2097152 3} [lrange [lindex [r config get client-output-buffer-limit] 1] 0 3]
+        lindex [r config get latency-tracking-info-percentiles] 1
+    } {50 99.5}
+}
+
 start_server {tags {config} overrides {tcp-keepalive 60}} {
     test {CONFIG REWRITE writes the running values to the config file} {
         r config set maxclients 777
