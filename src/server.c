@@ -696,6 +696,15 @@ static void acceptClients(void) {
     }
 }
 
+/* The unix socket is our file from the moment it is bound: a start-up that
+ * fails after that (a busy http-port, a pool too big, a damaged AOF, etcd
+ * out of reach) and any later exit() would otherwise leave it behind in
+ * /tmp. SHUTDOWN has unlinked it already (sofd -1); a fork's child never
+ * runs this (_exit), and the pid check keeps it so should one ever exit(). */
+static void removeUnixSocketAtExit(void) {
+    if (server.sofd != -1 && server.unixsocket && getpid() == server.pid) unlink(server.unixsocket);
+}
+
 static void initServer(void) {
     char err[ANET_ERR_LEN * 2];
     setupSignalHandlers();
@@ -725,6 +734,7 @@ static void initServer(void) {
             exit(1);
         }
         anetNonBlock(NULL, server.sofd);
+        atexit(removeUnixSocketAtExit);
     }
     if (server.ipfd_count == 0 && server.sofd < 0) {
         serverLog(LL_WARNING, "Configured to not listen anywhere, exiting.");

@@ -104,6 +104,25 @@ test {A socket left by a server that was killed is replaced at start-up} {
     assert_equal 1 $gone
 }
 
+test {A start-up that fails after the unix socket is bound removes the socket file} {
+    # A busy http-port is found after the unix socket is made (the HTTP
+    # daemon starts last), as are a pool the machine cannot hold and a
+    # damaged AOF; each such refusal used to leave the file behind.
+    set dir [file normalize [tmpfile usock-failed-start]]
+    file mkdir $dir
+    set sock [file join $dir s.sock]
+    set busy [socket -server {apply {{ch args} {close $ch}}} -myaddr 127.0.0.1 0]
+    set hport [lindex [fconfigure $busy -sockname] 2]
+    lassign [run_server_expecting_exit --port 0 --unixsocket $sock --segment-size 16mb \
+                 --segment-prefault no --http-port $hport] exited out
+    close $busy
+    set left [file exists $sock]
+    file delete -force $dir
+    assert_equal 1 $exited
+    assert_match "*Failed listening for HTTP*" $out
+    assert_equal 0 $left
+}
+
 test {make run starts the server from a copy of mooncake.conf, with ARGS appended} {
     # -n prints the commands without running the server (nor the build);
     # -W: as if mooncake.conf had just been edited, so the copy is refreshed.
