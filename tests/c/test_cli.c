@@ -517,6 +517,21 @@ static void groupData(void) {
         CHECK_EXIT(r, 0);
         CHECK(fileIs(out, b, n));
     }
+    TEST("data: a client connected by TCP (-p) reads over shared memory too, as --help says") {
+        /* -s is no condition for shm: the segment lists the server's unix
+         * socket among its endpoints, so the library maps the pool whichever
+         * way it connected (the help once said -s was needed). */
+        long long shm0 = infoField(s.port, "shm_attaches"), r0 = infoField(s.port, "data_read_bytes");
+        WPATH(out, "tcp-shm.bin");
+        cli(&r, NULL, "-p", port, "--transport", "shm", "get", "big:tcp", out, NULL);
+        CHECK_EXIT(r, 0);
+        CHECK(fileIs(out, b, n));
+        CHECK(infoField(s.port, "shm_attaches") > shm0);
+        CHECK_EQ(infoField(s.port, "data_read_bytes"), r0);
+        cli(&r, NULL, "--help", NULL);
+        CHECK_EXIT(r, 0);
+        CHECK(r.out != NULL && strstr(r.out, "needed for") == NULL);
+    }
     TEST("data: put from stdin, get to stdout ('-')") {
         cli(&r, fb, "-s", s.sock, "put", "stdin:key", "-", NULL);
         CHECK_EXIT(r, 0);
