@@ -916,21 +916,41 @@ cleanup:
     zfree(cfs);
 }
 
-/* A value as it should appear in a config file line. */
+/* A size as a config file gives it: the largest binary unit that divides it. */
+static sds catMemory(sds s, long long ll) {
+    const char *unit = "";
+    long long div = 1;
+    if (ll && ll % (1024LL * 1024 * 1024) == 0) unit = "gb", div = 1024LL * 1024 * 1024;
+    else if (ll && ll % (1024LL * 1024) == 0) unit = "mb", div = 1024LL * 1024;
+    else if (ll && ll % 1024 == 0) unit = "kb", div = 1024;
+    return sdscatprintf(s, "%lld%s", ll / div, unit);
+}
+
+/* A value as it should appear in a config file line. The output buffer
+ * limits are one line per class with sizes in units, as Redis writes them
+ * and as mooncake.conf gives them: CONFIG GET's one line of bytes (Redis
+ * 7.0's form, "slave" included) would replace the file's three readable
+ * lines with one an operator has to decode. */
 static sds formatConfigLine(standardConfig *c) {
+    if (c->type == CFG_SPECIAL && !strcmp(c->name, "client-output-buffer-limit")) {
+        static const char *names[COB_CLASSES] = {"normal", "replica", "pubsub"};
+        sds line = sdsempty();
+        for (int i = 0; i < COB_CLASSES; i++) {
+            line = sdscatprintf(line, "%s%s %s ", i ? "\n" : "", c->name, names[i]);
+            line = catMemory(line, (long long)server.cob[i].hard);
+            line = sdscat(line, " ");
+            line = catMemory(line, (long long)server.cob[i].soft);
+            line = sdscatprintf(line, " %lld", server.cob[i].soft_seconds);
+        }
+        return line;
+    }
     sds v = getConfigValue(c);
     sds line = sdsnew(c->name);
     line = sdscat(line, " ");
     if (c->type == CFG_SPECIAL && !(c->flags & CFG_ONEARG)) {
         line = sdslen(v) ? sdscatsds(line, v) : sdscat(line, "\"\"");
     } else if (c->type == CFG_MEM) {
-        long long ll = *(long long *)c->ptr;
-        const char *unit = "";
-        long long div = 1;
-        if (ll && ll % (1024LL * 1024 * 1024) == 0) unit = "gb", div = 1024LL * 1024 * 1024;
-        else if (ll && ll % (1024LL * 1024) == 0) unit = "mb", div = 1024LL * 1024;
-        else if (ll && ll % 1024 == 0) unit = "kb", div = 1024;
-        line = sdscatprintf(line, "%lld%s", ll / div, unit);
+        line = catMemory(line, *(long long *)c->ptr);
     } else {
         int plain = sdslen(v) > 0;
         for (size_t i = 0; i < sdslen(v); i++)

@@ -159,6 +159,21 @@ start_server {tags {config} overrides {tcp-keepalive 60}} {
         r ping
     } {PONG}
 
+    test {CONFIG REWRITE writes the output buffer limits one class a line, sizes in units} {
+        # As mooncake.conf gives them and Redis writes them; it wrote CONFIG
+        # GET's single line of bytes ("normal 0 0 0 slave 268435456 ...").
+        r config set client-output-buffer-limit {pubsub 64mb 16mb 30}
+        assert_equal OK [r config rewrite]
+        set f [open [srv 0 config_file] r]
+        set lines [lsearch -all -inline -glob [split [read $f] "\n"] client-output-buffer-limit*]
+        close $f
+        assert_equal [list {client-output-buffer-limit normal 0 0 0} \
+                          {client-output-buffer-limit replica 256mb 64mb 60} \
+                          {client-output-buffer-limit pubsub 64mb 16mb 30}] $lines
+        restart_server
+        lindex [r config get client-output-buffer-limit] 1
+    } {normal 0 0 0 slave 268435456 67108864 60 pubsub 67108864 16777216 30}
+
     test {CONFIG REWRITE keeps the config file's permissions} {
         # It may hold requirepass: a file made 0600 must not come back
         # readable by everyone.
