@@ -8,7 +8,8 @@
 #   deps/install.sh all      everything (today the same as test)
 #
 # Idempotent: it asks dpkg first and runs apt-get only for what is missing,
-# and says what it installs. Nothing is vendored; every dependency is a
+# and says what it installs. The daemons of the test packages (redis-server,
+# etcd) are not started and are left disabled: the tests start their own. Nothing is vendored; every dependency is a
 # Debian package found later through pkg-config.
 set -e
 what=${1:-build}
@@ -35,8 +36,30 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq || { echo "deps: apt-get update failed" >&2; exit 1; }
-# redis-server's package starts a service where an init system runs; the
-# tests start their own on free ports, so that one is harmless.
+# redis-server's and etcd-server's packages start their daemon where an
+# init system runs: one on 6379 takes `make run`'s port, and the tests
+# start their own servers on free ports anyway. So while installing, a
+# policy-rc.d forbids starting services (Debian's switch: invoke-rc.d and
+# deb-systemd-invoke ask it) -- unless the machine has a policy of its own,
+# which is left as it is -- and the daemons installed here are disabled.
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# deps/install.sh (Mooncake-C): no daemon starts while it installs\nexit 101\n' |
+    $SUDO tee "$policy" >/dev/null && $SUDO chmod 755 "$policy" && own_policy=1
+  trap '$SUDO rm -f "$policy"' EXIT INT TERM
+fi
 $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null || {
   echo "deps: apt-get install failed for:$missing" >&2; exit 1; }
+[ -n "$own_policy" ] && $SUDO rm -f "$policy"
+if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+  for pair in redis-server:redis-server etcd-server:etcd; do
+    pkg=${pair%%:*} svc=${pair#*:}
+    case " $missing " in
+      *" $pkg "*)
+        $SUDO systemctl disable --now --quiet "$svc" 2>/dev/null &&
+          echo "deps: $svc's service is left off (the tests start their own); 'systemctl enable --now $svc' runs it" ;;
+    esac
+  done
+fi
 echo "deps: done"
