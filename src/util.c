@@ -163,7 +163,15 @@ static int stringmatchlenImpl(const char *p, size_t plen, const char *s, size_t 
                 p++;
                 plen--;
             }
-            if (plen == 0) return 0; /* unterminated set never matches */
+            /* An unterminated set ends where the pattern does, as in Redis:
+             * "k[0-1" is "k[0-1]" and "h[^" matches h and any one byte. A
+             * client written against Redis (KEYS, SCAN MATCH, PSUBSCRIBE, an
+             * ACL key pattern) gets the keys it got there. The loop below
+             * must not step past the end: leave plen at 1 for it. */
+            if (plen == 0) {
+                p--;
+                plen++;
+            }
             if (not) match = !match;
             if (!match) return 0;
             s++;

@@ -79,6 +79,15 @@ int main(void) {
         CHECK(match("h\\*llo", "h*llo"));
         CHECK(!match("h\\*llo", "hallo"));
         CHECK(!match("a[", "a"));
+        CHECK(!match("a[", "ab"));
+        /* An unterminated set ends with the pattern, as in Redis. */
+        CHECK(match("k[0-1", "k1"));
+        CHECK(!match("k[0-1", "k2"));
+        CHECK(!match("k[0-1", "k1x"));
+        CHECK(match("h[^", "hx"));
+        CHECK(!match("h[^", "h"));
+        CHECK(match("h[^a", "hb"));
+        CHECK(!match("h[^a", "ha"));
         CHECK(match("*a*b*c*", "xxaxxbxxcxx"));
         CHECK(!match("*a*b*c*d", "xxaxxbxxcxx"));
     }

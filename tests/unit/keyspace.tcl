@@ -270,6 +270,22 @@ start_server {tags {keyspace}} {
         } [lsort $expected]
     }
 
+    # An unterminated [set] ends with the pattern, as Redis's matcher has
+    # it, in KEYS and SCAN MATCH alike (found by tests/helpers/redis_diff.py:
+    # "KEYS k[0-1" listed nothing here, k0 and k1 in Redis).
+    test {KEYS and SCAN MATCH: an unterminated [set] ends with the pattern} {
+        r flushall
+        r mset ha 1 hb 1 h- 1 hab 1 h 1 k0 1 k1 1 k2 1
+        assert_equal {k0 k1} [lsort [r keys {k[0-1}]]
+        assert_equal {ha} [lsort [r keys {h[a}]]
+        assert_equal {h- ha} [lsort [r keys {h[a-}]]
+        assert_equal {h- hb} [lsort [r keys {h[^a}]]
+        assert_equal {h- ha hb} [lsort [r keys {h[^}]]
+        assert_equal {} [r keys {h[}]
+        assert_equal {k0 k1} [lsort [lindex [r scan 0 MATCH {k[0-1} COUNT 1000] 1]]
+        r flushall
+    } {OK}
+
     test {FLUSHDB empties the keyspace} {
         r mset f1 a f2 b
         assert_equal OK [r flushdb]
