@@ -25,6 +25,8 @@
  * learn of another's (acl.c, "Tenancy"). Redis lists every key; a user
  * with allkeys sees exactly that here too.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,9 +335,22 @@ static void scanCallback(void *privdata, const dictEntry *de) {
     s->keys[s->n++] = sdsdup(de->key);
 }
 
+/* A cursor read as Redis reads it (strtoul): a sign, leading zeros and an
+ * empty string (0) are accepted, "-1" is the largest cursor; leading space,
+ * trailing bytes and overflow are not. Clients echo back what the server
+ * sent, but some start from "-1" or "" and Redis answers them, so we do too.
+ * Any value is safe for dictScan, which only masks it. */
+static int parseScanCursor(sds s, unsigned long long *cursor) {
+    char *end;
+    errno = 0;
+    if (isspace((unsigned char)s[0])) return 0;
+    *cursor = strtoull(s, &end, 10);
+    return *end == '\0' && end == s + sdslen(s) && errno != ERANGE;
+}
+
 void scanCommand(client *c) {
     unsigned long long cursor;
-    if (!string2ull(c->argv[1], sdslen(c->argv[1]), &cursor)) {
+    if (!parseScanCursor(c->argv[1], &cursor)) {
         addReplyError(c, "ERR invalid cursor");
         return;
     }

@@ -83,7 +83,27 @@ start_server {tags {scan}} {
     test {SCAN with an invalid cursor} {
         assert_error {ERR invalid cursor*} {r scan abc}
         assert_error {ERR invalid cursor*} {r scan 1.5}
+        assert_error {ERR invalid cursor*} {r scan " 1"}
+        assert_error {ERR invalid cursor*} {r scan "1 "}
+        assert_error {ERR invalid cursor*} {r scan 18446744073709551616}
     }
+
+    # As Redis reads a cursor (strtoul): a sign, leading zeros and "" are
+    # accepted, "-1" is the largest cursor (found by tests/helpers/redis_diff.py:
+    # "SCAN -1" was an error here, a page in Redis).
+    test {SCAN accepts the cursors Redis accepts} {
+        r flushall
+        r set k 1
+        foreach cur {"" 00 +0 -0} {
+            assert_equal {0 k} [r scan $cur COUNT 100]
+        }
+        foreach cur {-1 18446744073709551615 +5} {
+            set reply [r scan $cur]
+            assert_equal 2 [llength $reply]
+            assert_equal 1 [string is digit -strict [lindex $reply 0]]
+        }
+        r flushall
+    } {OK}
 
     test {SCAN syntax errors} {
         assert_error {ERR syntax error*} {r scan 0 COUNT 0}
