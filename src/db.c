@@ -134,6 +134,13 @@ void randomkeyCommand(client *c) {
 
 static int sameKey(sds a, sds b) { return sdslen(a) == sdslen(b) && memcmp(a, b, sdslen(a)) == 0; }
 
+/* Redis deletes a destination that exists and adds the key again, so its
+ * "new" event announces RENAME's and COPY's destination even when it
+ * replaced one; storeSet has announced it only if the name was free. */
+static void destinationIsNew(sds dst, int replaced) {
+    if (replaced) notifyKeyspaceEvent(NOTIFY_NEW, "new", dst);
+}
+
 /* The source's TTL goes with it; the destination's old value and TTL go. */
 static void renameGeneric(client *c, int nx) {
     sds src = c->argv[1], dst = c->argv[2];
@@ -147,7 +154,8 @@ static void renameGeneric(client *c, int nx) {
         else addReplyOk(c);
         return;
     }
-    if (storeLookupWrite(dst) && nx) {
+    int replaced = storeLookupWrite(dst) != NULL;
+    if (replaced && nx) {
         addReplyLongLong(c, 0);
         return;
     }
@@ -157,6 +165,7 @@ static void renameGeneric(client *c, int nx) {
     storeDelete(src);
     o->lru = (uint32_t)server.mstime; /* Redis's write lookup touches it too */
     storeSet(dst, o, when, 0);
+    destinationIsNew(dst, replaced);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_to", dst);
     if (nx) addReplyLongLong(c, 1);
@@ -227,7 +236,8 @@ void copyCommand(client *c) {
         addReplyLongLong(c, 0);
         return;
     }
-    if (storeLookupWrite(dst) && !replace) {
+    int replaced = storeLookupWrite(dst) != NULL;
+    if (replaced && !replace) {
         addReplyLongLong(c, 0);
         return;
     }
@@ -236,6 +246,7 @@ void copyCommand(client *c) {
     storeObj *n = copyObject(c, o, dst);
     if (n == NULL) return;
     storeSet(dst, n, when, 0);
+    destinationIsNew(dst, replaced);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "copy_to", dst);
     addReplyLongLong(c, 1);
 }

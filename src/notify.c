@@ -85,7 +85,10 @@
  *   MIGRATE                                     del [g] per key moved (no COPY)
  *   FLUSHALL FLUSHDB                            nothing per key
  *   (any key created)                           new [n], before the command's
- *                                               own event (storeSet emits it)
+ *                                               own event (storeSet emits it;
+ *                                               RENAME's and COPY's destination
+ *                                               even over a replaced key, as
+ *                                               Redis deletes and adds it)
  *   (a read finds no key: GET MGET GETRANGE     keymiss [m] (storeLookupRead
  *    STRLEN TTL PTTL EXPIRETIME EXISTS TYPE     emits it)
  *    DUMP
