@@ -1,0 +1,1073 @@
+#!/usr/bin/python3
+"""redis_diff.py -- a randomized differential test of mooncake-server against redis-server.
+
+Both servers are started on free 127.0.0.1 ports (redis-server with --save ""
+--appendonly no), each in a scratch directory this script removes. For each
+seed a seeded random sequence of commands over a small key space (so the
+commands collide) is sent to both over raw RESP, on the same connections in
+the same order, and every reply is compared by type and value. A run is
+RESP2, then the same seed again under RESP3 (HELLO 3 on every connection).
+
+Four connections per server, mirrored: A and B run the random commands (A
+holds MULTI/EXEC/WATCH state, B is "another client" that can touch A's
+watched keys), C subscribes (SUBSCRIBE/PSUBSCRIBE ...; after each of its
+commands and after each PUBLISH it is synchronised with a PING whose
+argument no payload carries, so the frames before that reply are exactly
+what the server queued), D checks state: every CHECK_EVERY commands and at
+the end it compares KEYS *, and each key's GET, PTTL and OBJECT ENCODING.
+
+What is compared, and how:
+  - error replies by their first word (ERR, WRONGTYPE, EXECABORT ...); a
+    different full text is counted and shown as informational, not a failure
+    (--show-info lists them);
+  - KEYS replies, RESP3 sets and SCAN as sets: SCAN runs as a whole
+    iteration (cursor 0 to 0, the same MATCH/COUNT/TYPE on every call) and
+    the union of keys is compared, since cursors and order are the
+    implementation's;
+  - TTL, PTTL, EXPIRETIME, PEXPIRETIME within a tolerance:
+    the two servers run a command at times that differ by at most the
+    round trip of both (measured; the largest seen so far, twice, since a
+    TTL is set by one command and read by another, plus the second's
+    rounding); the script never sleeps, and every TTL it sets is either in
+    the past (deleted at once, deterministic) or at least a day ahead, so
+    nothing expires while it runs; no two relative times are equal (see
+    Gen.rel), so EXPIRE ... GT/LT never compares two deadlines that only
+    the servers' clocks tell apart;
+  - values of server-specific content by shape only: CLIENT ID (a number),
+    CLIENT LIST/INFO (a string), HELLO (a map), RANDOMKEY (which key is
+    the table's draw), OBJECT HELP (an array of strings), OBJECT IDLETIME
+    (redis-server shares small integers' objects between keys, so a read
+    of one key touches others), OBJECT REFCOUNT (redis-server's shared
+    integers answer 2147483647; PROTOCOL.md "Keys and values"), a SCAN page
+    from a cursor other than 0.
+
+Left out, with the reason:
+  - DUMP/RESTORE: the payload is mooncake's own format (it carries pins, the
+    checksum and the creation time, PROTOCOL.md "Persistence"), not RDB.
+  - MEMORY USAGE, INFO, CONFIG, COMMAND, DEBUG, SLOWLOG, TIME: the figures
+    are each implementation's.
+  - CLIENT REPLY: OFF/SKIP suppress replies, so the mirrored reading would
+    wait; CLIENT NO-TOUCH and CLIENT SETINFO: Redis 7.2, redis-server here is
+    7.0; BITPOS, SUBSTR and every non-string type: not implemented
+    (PROTOCOL.md lists the commands).
+  - MONITOR, SHUTDOWN, MIGRATE, cluster and the store commands: not part of
+    Redis's string/keyspace surface or not comparable.
+Both servers are started with `databases 1` semantics (redis-server
+--databases 1; mooncake has one database, PROTOCOL.md "Choices") and
+proto-max-bulk-len 1mb, so SETRANGE/SETBIT offsets past the limit are cheap
+to probe on both; mooncake's max-key-size (4096) is not reached by the keys
+used here.
+
+Usage:  redis_diff.py [--seeds 1,2,3 | --seed-range 1:100] [--count N]
+                      [--resp 2|3|both] [--show-info] [--stats]
+One line per seed and protocol: "[ok] seed 7 resp2: 2000 commands" or
+"[err] seed 7 resp2: N differences" followed by the differences (the command
+index, the command, both replies, and the commands before it on the same
+key space). Exit status 0 when no seed differed, 1 otherwise, 2 when a server
+could not start; "[skip] ..." and status 0 when redis-server is absent.
+"""
+import argparse
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MOONCAKE = os.environ.get("MC_SERVER_BINARY", os.path.join(ROOT, "src", "mooncake-server"))
+REDIS = os.environ.get("REDIS_SERVER_BINARY", shutil.which("redis-server") or "/usr/bin/redis-server")
+CHECK_EVERY = 64
+
+
+# ---------------------------------------------------------------- RESP client
+
+class Reply:
+    """A parsed reply: kind is the RESP type byte ('+', '-', ':', '$', '*',
+    '%', '~', '_', '#', ',', '(', '=', '>'), val its value (bytes, int, list,
+    None for a RESP2 null bulk/array)."""
+    __slots__ = ("kind", "val")
+
+    def __init__(self, kind, val):
+        self.kind = kind
+        self.val = val
+
+    def __repr__(self):
+        return show(self)
+
+
+def show(r, limit=200):
+    if r is None:
+        return "(no reply)"
+    k, v = r.kind, r.val
+    if k in "*~>%":
+        if v is None:
+            return k + "nil"
+        inner = ", ".join(show(x, limit) for x in v)
+        return k + "[" + inner + "]"
+    if k == "$" and v is None:
+        return "$nil"
+    if isinstance(v, bytes):
+        s = repr(v[:limit])[1:]
+        if len(v) > limit:
+            s += "...(%d bytes)" % len(v)
+        return k + s
+    return k + repr(v)
+
+
+def encode(args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+        self.pos = 0
+
+    def send(self, args):
+        self.sock.sendall(encode(args))
+
+    def _fill(self):
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("connection closed")
+        if self.pos:
+            self.buf = self.buf[self.pos:]
+            self.pos = 0
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n", self.pos)
+            if i >= 0:
+                line = self.buf[self.pos:i]
+                self.pos = i + 2
+                return line
+            self._fill()
+
+    def _bytes(self, n):
+        while len(self.buf) - self.pos < n + 2:
+            self._fill()
+        data = self.buf[self.pos:self.pos + n]
+        self.pos += n + 2
+        return data
+
+    def read(self):
+        line = self._line()
+        k, rest = chr(line[0]), line[1:]
+        if k in "+-":
+            return Reply(k, rest)
+        if k == ":":
+            return Reply(k, int(rest))
+        if k in "$=":
+            n = int(rest)
+            if n < 0:
+                return Reply(k, None)
+            return Reply(k, self._bytes(n))
+        if k in "*~>":
+            n = int(rest)
+            if n < 0:
+                return Reply(k, None)
+            return Reply(k, [self.read() for _ in range(n)])
+        if k == "%":
+            n = int(rest)
+            return Reply(k, [self.read() for _ in range(2 * n)])
+        if k == "|":  # an attribute: read it and return what it annotates
+            for _ in range(2 * int(rest)):
+                self.read()
+            return self.read()
+        if k == "_":
+            return Reply(k, None)
+        if k == "#":
+            return Reply(k, rest == b"t")
+        if k == ",":
+            return Reply(k, rest)
+        if k == "(":
+            return Reply(k, int(rest))
+        raise ValueError("bad reply type %r" % line[:40])
+
+    def call(self, args):
+        self.send(args)
+        return self.read()
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------- servers
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    def __init__(self, name, argv_fn, scratch):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix=name + "-", dir=scratch)
+        self.log = os.path.join(self.dir, "log")
+        last = ""
+        for _ in range(5):  # a port taken between free_port and bind: try another
+            self.port = free_port()
+            with open(self.log, "w") as lf:
+                self.proc = subprocess.Popen(argv_fn(self.port, self.dir), stdout=lf,
+                                             stderr=subprocess.STDOUT, cwd=self.dir)
+            for _ in range(400):
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    c = Conn(self.port)
+                    r = c.call([b"PING"])
+                    c.close()
+                    if r.kind == "+":
+                        return
+                except OSError:
+                    pass
+                time.sleep(0.025)
+            last = open(self.log, errors="replace").read()[-2000:]
+            self.stop()
+        raise RuntimeError("%s did not start:\n%s" % (name, last))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def mooncake_argv(port, d):
+    return [MOONCAKE, "--port", str(port), "--bind", "127.0.0.1", "--unixsocket", "",
+            "--dir", d, "--segment-size", "64mb", "--proto-max-bulk-len", "1mb",
+            "--appendonly", "no"]
+
+
+def redis_argv(port, d):
+    return [REDIS, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--databases", "1", "--proto-max-bulk-len", "1mb",
+            "--dir", d, "--protected-mode", "no", "--daemonize", "no"]
+
+
+# ---------------------------------------------------------------- generator
+
+KEYS = [b"k0", b"k1", b"k2", b"n0", b"n1", b"b:0", b"\x00bin\xff", b"a b", b"K0"]
+NEWKEYS = [b"new", b"k0", b"n1"]
+PATTERNS = [b"*", b"k*", b"?0", b"[kn]*", b"[^k]*", b"*0", b"b:*", b"\\*", b"a?b",
+            b"nomatch", b"[a-c]*", b"*\xff", b"K*", b"[", b"k[0-1", b"\\k0"]
+INTS = [b"0", b"1", b"-1", b"2", b"42", b"-7", b"100", b"9223372036854775807",
+        b"-9223372036854775808", b"9223372036854775806", b"-9223372036854775807",
+        b"9223372036854775808", b"-9223372036854775809", b"10000", b"9999",
+        b"01", b"+1", b" 1", b"1 ", b"1e3", b"0x10", b"3.5", b"-0", b"", b"abc",
+        b"12345678901234567890", b"4294967296", b"\x001"]
+FLOATS = [b"1.5", b"-2.25", b"0.1", b"1e308", b"-1e308", b"inf", b"-inf", b"+inf", b"nan",
+          b"5.0e3", b"1e-320", b"3", b"-0.0", b"1.7976931348623157e308", b"1e400",
+          b"0x1p3", b" 1.5", b"1.5 ", b"", b"abc", b"10.50", b"17.0000000000000001"]
+OFFSETS = [b"0", b"1", b"2", b"3", b"5", b"7", b"8", b"15", b"100", b"1000", b"-1", b"-2",
+           b"-100", b"-1000", b"1048575", b"1048576", b"8388607", b"8388608",
+           b"4294967295", b"4294967296", b"9223372036854775807", b"-9223372036854775808",
+           b"abc", b"1.5", b""]
+CHANNELS = [b"ch0", b"ch1", b"news.a", b"news.b", b"\x00c"]
+CPATTERNS = [b"ch*", b"news.*", b"*", b"ch[0]", b"?h1"]
+DAY = 86400
+
+
+class Gen:
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+        self.now = int(time.time())
+        self.k = 0
+
+    def key(self):
+        return self.r.choice(KEYS)
+
+    def keys(self, lo=1, hi=4):
+        return [self.key() for _ in range(self.r.randint(lo, hi))]
+
+    def value(self):
+        r = self.r
+        c = r.random()
+        if c < 0.3:
+            return r.choice(INTS)
+        if c < 0.4:
+            return r.choice(FLOATS)
+        if c < 0.7:
+            return bytes(r.choice(b"abcxyz01") for _ in range(r.randint(0, 12)))
+        if c < 0.8:
+            return bytes(r.randrange(256) for _ in range(r.randint(1, 16)))
+        if c < 0.9:
+            # around the embstr boundary (44) and a little past
+            return b"v" * r.choice([20, 21, 43, 44, 45, 64, 200])
+        if c < 0.97:
+            return bytes(r.choice(b"\r\n\x00ab") for _ in range(r.randint(1, 8)))
+        # large values take mooncake's pool path (>= 32 KiB) and writev GETs
+        return bytes([r.randrange(97, 123)]) * r.choice([16384, 32768, 40000])
+
+    def num(self):
+        return self.r.choice(INTS)
+
+    def rel(self):
+        """A relative time, in seconds, that no earlier one equals: each
+        server adds its own clock, so two equal relative times compared by
+        EXPIRE GT/LT would be decided by which millisecond each server ran
+        them in. Each is 1000 s past the last, and none is within 200 s of
+        an absolute one (at_secs) for the first 800 s of a run."""
+        self.k += 1
+        c = self.r.random()
+        if c < 0.8:
+            return 100000 + 1000 * self.k
+        if c < 0.9:
+            return 10 ** 12 + 1000 * self.k
+        return 4611686018427387 - 1000 * self.k  # * 1000 + now is just under LLONG_MAX / 2
+
+    def secs(self):
+        """An EX/EXPIRE argument: never a few seconds ahead (it would expire
+        mid-run at a different moment on each server)."""
+        if self.r.random() < 0.5:
+            return str(self.rel()).encode()
+        return self.r.choice([b"0", b"-1", b"-100", b"abc", b"1.5", b"", b"9223372036854775807",
+                              b"-9223372036854775808", b"9223372036854775", b"9223372036854776"])
+
+    def msecs(self):
+        if self.r.random() < 0.5:
+            return str(self.rel() * 1000).encode()
+        return self.r.choice([b"0", b"-1", b"-5000", b"abc", b"", b"9223372036854775807",
+                              b"9223372036854775000", b"-9223372036854775808"])
+
+    def at_secs(self, past=True):
+        n = self.now
+        if not past:
+            return self.r.choice([str(n + DAY).encode(), str(n + 2 * DAY).encode(), b"0", b"-1",
+                                  b"abc", b"9223372036854775807", b"9223372036854775"])
+        return self.r.choice([str(n + DAY).encode(), str(n + 2 * DAY).encode(),
+                              str(n - 100).encode(), b"1", b"0", b"-1", b"abc",
+                              b"9223372036854775807", b"9223372036854775", str(n).encode()[:-1]])
+
+    def at_msecs(self, past=True):
+        n = self.now * 1000
+        if not past:
+            return self.r.choice([str(n + DAY * 1000).encode(), str(n + 3 * DAY * 1000).encode(),
+                                  b"0", b"-1", b"abc", b"9223372036854775807", b"9223372036854775000"])
+        return self.r.choice([str(n + DAY * 1000).encode(), str(n + 3 * DAY * 1000).encode(),
+                              str(n - 100000).encode(), b"1", b"0", b"-1", b"abc",
+                              b"9223372036854775807", b"9223372036854775000"])
+
+    def expiry_opts(self, allow_keepttl=False, allow_persist=False, past=True):
+        r = self.r
+        out = []
+        for _ in range(r.choice([0, 1, 1, 1, 2])):
+            c = r.randrange(6 + allow_keepttl + allow_persist)
+            if c == 0:
+                out += [r.choice([b"EX", b"ex"]), self.secs()]
+            elif c == 1:
+                out += [b"PX", self.msecs()]
+            elif c == 2:
+                out += [b"EXAT", self.at_secs(past)]
+            elif c == 3:
+                out += [b"PXAT", self.at_msecs(past)]
+            elif c == 4:
+                out += [r.choice([b"EX", b"PX"])]  # missing its number
+            elif c == 5:
+                out += [b"EX", self.secs(), b"EX", self.secs()] if r.random() < 0.3 else []
+            elif c == 6:
+                out += [b"KEEPTTL" if allow_keepttl else b"PERSIST"]
+            else:
+                out += [b"PERSIST"]
+        return out
+
+    def set_cmd(self):
+        r = self.r
+        if r.random() < 0.4:
+            return [b"SET", self.key(), self.value()] + r.choice([
+                [], [], [b"NX"], [b"XX"], [b"GET"], [b"EX", self.secs()], [b"PX", self.msecs()],
+                [b"KEEPTTL"], [b"XX", b"GET", b"KEEPTTL"], [b"NX", b"GET"],
+                [b"EXAT", str(self.now + DAY).encode()], [b"GET", b"PXAT", str(self.now * 1000 + DAY * 1000).encode()]])
+        opts = []
+        pool = [[b"NX"], [b"XX"], [b"GET"], [b"nx"], [b"get"]]
+        for _ in range(r.choice([0, 0, 1, 1, 2, 3])):
+            opts += r.choice(pool)
+        # SET with an EXAT/PXAT already past: redis-server 7.0 keeps the key
+        # in its table until its expire cycle takes it (DBSIZE counts it,
+        # SCAN TYPE none lists it), so what it answers depends on timing
+        opts += self.expiry_opts(allow_keepttl=True, past=False)
+        if r.random() < 0.3:
+            opts.append(b"KEEPTTL")
+        r.shuffle(opts) if r.random() < 0.2 else None
+        return [b"SET", self.key(), self.value()] + opts
+
+    def expire_flags(self):
+        r = self.r
+        flags = []
+        for _ in range(r.choice([0, 0, 1, 1, 2])):
+            flags.append(r.choice([b"NX", b"XX", b"GT", b"LT", b"gt", b"BOGUS"]))
+        return flags
+
+    def lcs(self):
+        r = self.r
+        args = [b"LCS", self.key(), self.key()]
+        for _ in range(r.choice([0, 1, 1, 2, 3])):
+            c = r.randrange(6)
+            if c == 0:
+                args.append(b"LEN")
+            elif c == 1:
+                args.append(b"IDX")
+            elif c == 2:
+                args += [b"MINMATCHLEN", r.choice([b"0", b"1", b"2", b"3", b"-1", b"abc", b"100"])]
+            elif c == 3:
+                args.append(b"WITHMATCHLEN")
+            elif c == 4:
+                args.append(b"MINMATCHLEN")
+            else:
+                args.append(b"BOGUS")
+        return args
+
+    def bitcount(self):
+        r = self.r
+        args = [b"BITCOUNT", self.key()]
+        c = r.randrange(5)
+        if c >= 1:
+            args += [r.choice(OFFSETS), r.choice(OFFSETS)]
+        if c >= 3:
+            args.append(r.choice([b"BYTE", b"BIT", b"bit", b"WORD"]))
+        if c == 4 and r.random() < 0.3:
+            args = args[:3]  # start without end
+        return args
+
+    def copy(self):
+        r = self.r
+        args = [b"COPY", self.key(), r.choice(KEYS + NEWKEYS)]
+        for _ in range(r.choice([0, 0, 1, 2])):
+            c = r.randrange(4)
+            if c == 0:
+                args.append(b"REPLACE")
+            elif c == 1:
+                args += [b"DB", r.choice([b"0", b"1", b"-1", b"abc", b"16"])]
+            elif c == 2:
+                args.append(b"DB")
+            else:
+                args.append(b"BOGUS")
+        return args
+
+    def getex(self):
+        return [b"GETEX", self.key()] + self.expiry_opts(allow_persist=True)
+
+    def object_cmd(self):
+        r = self.r
+        sub = r.choice([b"ENCODING", b"ENCODING", b"encoding", b"REFCOUNT", b"FREQ",
+                        b"IDLETIME", b"HELP", b"BOGUS"])
+        if sub == b"HELP":
+            return [b"OBJECT", sub] + ([b"x"] if r.random() < 0.3 else [])
+        args = [b"OBJECT", sub, self.key()]
+        if r.random() < 0.1:
+            args = args[:2] if r.random() < 0.5 else args + [b"extra"]
+        return args
+
+    def client_cmd(self):
+        r = self.r
+        c = r.randrange(8)
+        if c == 0:
+            return [b"CLIENT", b"SETNAME", r.choice([b"worker-1", b"", b"a b", b"x\ny", b"n\x01",
+                                                   b"name", b"\xff"])]
+        if c == 1:
+            return [b"CLIENT", b"GETNAME"]
+        if c == 2:
+            return [b"CLIENT", b"ID"]
+        if c == 3:
+            return [b"CLIENT", b"NO-EVICT", r.choice([b"ON", b"OFF", b"on", b"maybe"])]
+        if c == 4:
+            return [b"CLIENT", r.choice([b"INFO", b"LIST"])]
+        if c == 5:
+            return [b"CLIENT", b"BOGUS"]
+        if c == 6:
+            return [b"CLIENT", b"SETNAME"]
+        return [b"CLIENT", b"GETNAME", b"extra"]
+
+    def scan(self):
+        r = self.r
+        args = [b"SCAN", r.choice([b"0"] * 8 + [b"abc", b"-1", b"18446744073709551616"])]
+        for _ in range(r.choice([0, 1, 1, 2, 3])):
+            c = r.randrange(7)
+            if c == 0:
+                args += [b"MATCH", r.choice(PATTERNS)]
+            elif c == 1:
+                args += [b"COUNT", r.choice([b"1", b"2", b"3", b"10", b"1000", b"0", b"-1", b"abc"])]
+            elif c == 2:
+                args += [b"TYPE", r.choice([b"string", b"STRING", b"list", b"hash", b"none"])]
+            elif c == 3:
+                args.append(b"MATCH")
+            elif c == 4:
+                args += [b"count", b"5"]
+            elif c == 5:
+                args.append(b"BOGUS")
+            else:
+                args += [b"match", b"*"]
+        return args
+
+    def multi_cmd(self):
+        r = self.r
+        return r.choice([[b"MULTI"], [b"MULTI"], [b"EXEC"], [b"EXEC"], [b"DISCARD"],
+                         [b"WATCH"] + self.keys(), [b"WATCH"] + self.keys(), [b"UNWATCH"],
+                         [b"EXEC", b"x"], [b"MULTI", b"x"], [b"DISCARD", b"x"], [b"WATCH"]])
+
+    def command(self, resp=2):
+        """One command for connection A or B."""
+        r = self.r
+        k = self.key
+        v = self.value
+        table = [
+            (8, lambda: self.set_cmd()),
+            (6, lambda: [b"GET", k()]),
+            (3, lambda: self.getex()),
+            (2, lambda: [b"GETDEL", k()]),
+            (2, lambda: [b"GETSET", k(), v()]),
+            (2, lambda: [b"SETNX", k(), v()]),
+            (2, lambda: [b"SETEX", k(), self.secs(), v()]),
+            (2, lambda: [b"PSETEX", k(), self.msecs(), v()]),
+            (2, lambda: [b"MSET"] + sum(([k(), v()] for _ in range(r.randint(1, 3))), [])),
+            (2, lambda: [b"MSETNX"] + sum(([k(), v()] for _ in range(r.randint(1, 3))), [])),
+            (2, lambda: [b"MGET"] + self.keys()),
+            (3, lambda: [b"APPEND", k(), v()]),
+            (2, lambda: [b"STRLEN", k()]),
+            (3, lambda: [b"GETRANGE", k(), r.choice(OFFSETS), r.choice(OFFSETS)]),
+            (3, lambda: [b"SETRANGE", k(), r.choice(OFFSETS), v()]),
+            (3, lambda: [b"INCR", k()]),
+            (3, lambda: [b"INCRBY", k(), self.num()]),
+            (3, lambda: [b"INCRBYFLOAT", k(), r.choice(FLOATS + INTS)]),
+            (2, lambda: [b"DECR", k()]),
+            (2, lambda: [b"DECRBY", k(), self.num()]),
+            (3, lambda: [b"SETBIT", k(), r.choice(OFFSETS), r.choice([b"0", b"1", b"1", b"2", b"-1", b"a"])]),
+            (3, lambda: [b"GETBIT", k(), r.choice(OFFSETS)]),
+            (3, lambda: self.bitcount()),
+            (2, lambda: self.lcs()),
+            (3, lambda: [b"DEL"] + self.keys()),
+            (1, lambda: [b"UNLINK"] + self.keys()),
+            (2, lambda: [b"EXISTS"] + self.keys()),
+            (1, lambda: [b"TOUCH"] + self.keys()),
+            (2, lambda: [b"TYPE", k()]),
+            (2, lambda: [b"RENAME", k(), r.choice(KEYS + NEWKEYS)]),
+            (2, lambda: [b"RENAMENX", k(), r.choice(KEYS + NEWKEYS)]),
+            (2, lambda: self.copy()),
+            (3, lambda: [b"EXPIRE", k(), self.secs()] + self.expire_flags()),
+            (2, lambda: [b"PEXPIRE", k(), self.msecs()] + self.expire_flags()),
+            (2, lambda: [b"EXPIREAT", k(), self.at_secs()] + self.expire_flags()),
+            (2, lambda: [b"PEXPIREAT", k(), self.at_msecs()] + self.expire_flags()),
+            (2, lambda: [b"PERSIST", k()]),
+            (3, lambda: [b"TTL", k()]),
+            (2, lambda: [b"PTTL", k()]),
+            (2, lambda: [b"EXPIRETIME", k()]),
+            (1, lambda: [b"PEXPIRETIME", k()]),
+            (2, lambda: self.object_cmd()),
+            (1, lambda: [b"DBSIZE"]),
+            (2, lambda: [b"KEYS", r.choice(PATTERNS)]),
+            (2, lambda: self.scan()),
+            (1, lambda: [b"RANDOMKEY"]),
+            (5, lambda: self.multi_cmd()),
+            (2, lambda: [b"PUBLISH", r.choice(CHANNELS), v()]),
+            (1, lambda: [b"PUBSUB", r.choice([b"CHANNELS", b"NUMPAT", b"NUMSUB"])] +
+                        ([r.choice(PATTERNS + CHANNELS)] if r.random() < 0.5 else [])),
+            (1, lambda: self.client_cmd()),
+            (1, lambda: r.choice([[b"PING"], [b"PING", v()], [b"ECHO", v()], [b"ECHO"],
+                                  [b"PING", b"a", b"b"], [b"SELECT", r.choice([b"0", b"1", b"x"])],
+                                  [b"HELLO", r.choice([b"4", b"x", b"-1", b"1"])],
+                                  [b"HELLO", str(resp).encode()] + r.choice([
+                                      [], [b"SETNAME", b"h"], [b"AUTH", b"default", b"pw"],
+                                      [b"AUTH", b"nobody", b"pw"], [b"SETNAME"], [b"BOGUS"]]),
+                                  [b"NOSUCHCMD", k()], [b"FLUSHALL"] if r.random() < 0.1 else [b"DBSIZE", b"x"],
+                                  [b"FLUSHDB", r.choice([b"SYNC", b"ASYNC", b"BOGUS"])] if r.random() < 0.1
+                                  else [b"TYPE"]])),
+        ]
+        total = sum(w for w, _ in table)
+        x = r.uniform(0, total)
+        for w, f in table:
+            x -= w
+            if x <= 0:
+                break
+        args = f()
+        # wrong arity now and then: drop or add an argument
+        c = r.random()
+        if c < 0.015 and len(args) > 1:
+            args = args[:r.randint(1, len(args) - 1)]
+        elif c < 0.02:
+            # never a number: after a bare EX/PX it would be a TTL of a few
+            # ms, expiring at a different moment on each server
+            args = args + [r.choice([b"extra", b"x y", b"\x00", b"NX"])]
+        # mixed-case command names
+        if r.random() < 0.05:
+            args[0] = bytes(ch ^ 32 if r.random() < 0.5 and 65 <= ch <= 90 else ch for ch in args[0])
+        return args
+
+    def pubsub_cmd(self):
+        r = self.r
+        c = r.randrange(7)
+        if c == 0:
+            return [b"SUBSCRIBE"] + r.sample(CHANNELS, r.randint(1, 3))
+        if c == 1:
+            return [b"PSUBSCRIBE"] + r.sample(CPATTERNS, r.randint(1, 2))
+        if c == 2:
+            return [b"UNSUBSCRIBE"] + r.sample(CHANNELS, r.randint(0, 2))
+        if c == 3:
+            return [b"PUNSUBSCRIBE"] + r.sample(CPATTERNS, r.randint(0, 2))
+        if c == 4:
+            return [b"GET", self.key()]
+        if c == 5:
+            return [b"PING"] + ([b"hi"] if r.random() < 0.5 else [])
+        return r.choice([[b"SUBSCRIBE"], [b"PSUBSCRIBE"], [b"PUBSUB", b"NUMPAT"]])
+
+
+# ---------------------------------------------------------------- comparing
+
+class Tolerance:
+    def __init__(self):
+        self.window = 0.0  # the largest round trip of one mirrored command, seconds
+
+    def ms(self):
+        return int(2000 * self.window) + 50
+
+    def secs(self):
+        return int(2 * self.window) + 2
+
+
+def err_word(v):
+    return v.split(b" ", 1)[0]
+
+
+def same(a, b, info, tol, mode=None):
+    """Compare two replies; returns None when they agree, else a reason.
+    Error texts that differ past their first word go to info."""
+    if a.kind != b.kind:
+        # RESP2 null bulk and null array are both 'nil' but not the same type
+        return "type %s vs %s" % (a.kind, b.kind)
+    k = a.kind
+    if k == "-":
+        if err_word(a.val) != err_word(b.val):
+            return "error word"
+        if a.val != b.val:
+            info.add((a.val, b.val))
+        return None
+    if mode == "ttl" and k == ":":
+        if a.val < 0 or b.val < 0:
+            return None if a.val == b.val else "ttl sentinel"
+        return None if abs(a.val - b.val) <= tol else "ttl beyond tolerance %d" % tol
+    if mode == "shape":
+        return None
+    if k in "*~>":
+        if a.val is None or b.val is None:
+            return None if a.val is b.val else "nil vs array"
+        if len(a.val) != len(b.val):
+            return "length %d vs %d" % (len(a.val), len(b.val))
+        av, bv = a.val, b.val
+        if k == "~" or mode == "set":
+            av = sorted(av, key=lambda x: (x.kind, repr(x.val)))
+            bv = sorted(bv, key=lambda x: (x.kind, repr(x.val)))
+        for x, y in zip(av, bv):
+            why = same(x, y, info, tol, None if mode in ("set", None) else mode)
+            if why:
+                return why
+        return None
+    if k == "%":
+        for x, y in zip(a.val, b.val):
+            why = same(x, y, info, tol)
+            if why:
+                return why
+        return None if len(a.val) == len(b.val) else "map size"
+    if k == ",":
+        try:
+            fa, fb = float(a.val), float(b.val)
+        except ValueError:
+            return None if a.val == b.val else "double"
+        return None if fa == fb or (fa != fa and fb != fb) else "double"
+    return None if a.val == b.val else "value"
+
+
+def cmd_mode(args):
+    name = args[0].upper()
+    if name in (b"TTL", b"PTTL", b"EXPIRETIME", b"PEXPIRETIME"):
+        return "ttl-ms" if name in (b"PTTL", b"PEXPIRETIME") else "ttl-s"
+    if name == b"KEYS":
+        return "set"
+    if name == b"OBJECT" and len(args) > 1 and args[1].upper() == b"IDLETIME":
+        # redis-server shares the objects of small integers between keys (a
+        # read of one touches all) and ticks its LRU clock in its cron
+        return "shape"
+    if name == b"OBJECT" and len(args) > 1 and args[1].upper() in (b"HELP", b"REFCOUNT"):
+        return "shape"
+    if name == b"CLIENT" and len(args) > 1 and args[1].upper() in (b"ID", b"INFO", b"LIST"):
+        return "shape"
+    if name == b"SCAN":  # one page: which keys is the table's business
+        return "shape"
+    if name in (b"RANDOMKEY", b"HELLO"):
+        return "shape"
+    if name == b"PUBSUB" and len(args) > 1 and args[1].upper() == b"CHANNELS":
+        return "set"
+    return None
+
+
+def sort_pmessages(frames):
+    """One PUBLISH reaches a subscriber once per matching pattern, in the
+    order of the server's pattern table (a dict in Redis): a run of
+    pmessage frames is compared sorted by pattern."""
+    out, run = [], []
+    for f in frames + [None]:
+        if f is not None and f.kind in "*>" and f.val and len(f.val) == 4 and f.val[0].val == b"pmessage":
+            run.append(f)
+            continue
+        out += sorted(run, key=lambda x: x.val[1].val)
+        run = []
+        if f is not None:
+            out.append(f)
+    return out
+
+
+# ---------------------------------------------------------------- a run
+
+class Run:
+    def __init__(self, mc, rd, seed, count, resp, verbose):
+        self.seed = seed
+        self.count = count
+        self.resp = resp
+        self.verbose = verbose
+        self.gen = Gen(seed * 2 + (resp == 3))
+        self.tol = Tolerance()
+        self.info = set()
+        self.diffs = []
+        self.history = []
+        self.conns = {}
+        for name in "ABCDE":
+            self.conns[name] = (Conn(mc.port), Conn(rd.port))
+        self.in_multi = {"A": False, "B": False}
+        self.queued = {}  # connection -> the commands queued since MULTI
+        self.stats = None
+        self.log = None
+        for name in "ABCDE":
+            m, r = self.conns[name]
+            m.call([b"FLUSHALL"]) if name == "A" else None
+            r.call([b"FLUSHALL"]) if name == "A" else None
+            if resp == 3:
+                m.call([b"HELLO", b"3"])
+                r.call([b"HELLO", b"3"])
+        # E hears every keyspace event (notify-keyspace-events, set by main)
+        for conn in self.conns["E"]:
+            conn.call([b"PSUBSCRIBE", b"__key*__:*"])
+        self.n = 0
+
+    def close(self):
+        for m, r in self.conns.values():
+            m.close()
+            r.close()
+
+    def mirror(self, name, args):
+        m, r = self.conns[name]
+        t0 = time.monotonic()
+        m.send(args)
+        r.send(args)
+        a = m.read()
+        b = r.read()
+        self.tol.window = max(self.tol.window, time.monotonic() - t0)
+        return a, b
+
+    def report(self, name, args, a, b, why):
+        hist = [" ".join(show(Reply("+", x), 40)[1:] for x in h) for h in self.history[-12:]]
+        self.diffs.append("  #%d %s: %s (%s)\n    mooncake: %s\n    redis:    %s\n    before: %s" % (
+            self.n, name, b" ".join(x[:60] for x in args), why, show(a), show(b),
+            "\n            ".join(hist)))
+
+    def compare(self, name, args, a, b, mode=None):
+        mode = mode if mode is not None else cmd_mode(args)
+        if self.log:
+            self.log.write("#%d %s %s\n    mc: %s\n    rd: %s\n" % (
+                self.n, name, show(Reply("*", [Reply("$", x) for x in args]), 80), show(a, 80), show(b, 80)))
+        if self.stats is not None:
+            key = (args[0].upper().decode(errors="replace"),
+                   "err" if b.kind == "-" else "nil" if b.val is None or b.kind == "_" else "ok")
+            self.stats[key] = self.stats.get(key, 0) + 1
+        queued = self.queued.get(name)
+        if args[0].upper() == b"EXEC" and len(args) == 1 and queued is not None \
+                and a.kind == b.kind and a.kind in "*" and a.val is not None and b.val is not None \
+                and len(a.val) == len(b.val) == len(queued):
+            # each element as its own command's reply
+            ok = True
+            for q, x, y in zip(queued, a.val, b.val):
+                ok = self.compare(name, [b"EXEC:"] + q, x, y, cmd_mode(q)) and ok
+            return ok
+        if mode in ("ttl-s", "ttl-ms"):
+            tol = self.tol.secs() if mode == "ttl-s" else self.tol.ms()
+            why = same(a, b, self.info, tol, "ttl")
+        else:
+            why = same(a, b, self.info, 0, mode)
+        if why:
+            self.report(name, args, a, b, why)
+        return why is None
+
+    def track_multi(self, name, args, b):
+        cmd = args[0].upper()
+        # redis-server's reply says where the connection now is
+        if cmd == b"MULTI" and b.kind == "+":
+            self.in_multi[name] = True
+            self.queued[name] = []
+        elif cmd in (b"EXEC", b"DISCARD") and (b.kind != "-" or err_word(b.val) == b"EXECABORT"):
+            self.in_multi[name] = False
+            self.queued.pop(name, None)
+        elif self.in_multi[name] and b.kind == "+" and b.val == b"QUEUED":
+            self.queued[name].append(list(args))
+
+    def scan_all(self, name, args):
+        """SCAN from cursor 0 to 0 on both; compare the sets of keys."""
+        a, b = self.mirror(name, args)
+        if a.kind == "-" or b.kind == "-":
+            return self.compare(name, args, a, b)
+        if args[1].lstrip(b"+-").lstrip(b"0") != b"":
+            # from a cursor other than 0 the keys are the table's business:
+            # compare the shape of the first page only
+            return self.compare(name, args, a, b, "shape")
+        found = []
+        for srv, rep in ((0, a), (1, b)):
+            conn = self.conns[name][srv]
+            keys = set()
+            for _ in range(10000):
+                if rep.kind != "*" or len(rep.val) != 2:
+                    self.report(name, args, a, b, "scan reply shape")
+                    return False
+                keys.update(x.val for x in rep.val[1].val)
+                cursor = rep.val[0].val
+                if cursor == b"0":
+                    break
+                rep = conn.call([args[0], cursor] + args[2:])
+            found.append(keys)
+        if found[0] != found[1]:
+            self.report(name, args, a, b, "scan keys %r vs %r" % (sorted(found[0]), sorted(found[1])))
+            return False
+        return True
+
+    def sync_c(self, args=None, name="C"):
+        """Frames queued on C so far, each server's, up to a PING reply.
+        A bare UNSUBSCRIBE or PUNSUBSCRIBE leaves the channels in the order
+        of the server's table: their names are compared sorted, their counts
+        in order."""
+        self.n += 1
+        token = b"sync-%d" % self.n
+        out = []
+        for conn in self.conns[name]:
+            conn.send([b"PING", token])
+            frames = []
+            while True:
+                f = conn.read()
+                if f.kind == "$" and f.val == token:
+                    break
+                if f.kind in "*>" and f.val and len(f.val) == 2 and f.val[0].val == b"pong" \
+                        and f.val[1].val == token:
+                    break
+                frames.append(f)
+            if args and len(args) == 1 and args[0].upper() in (b"UNSUBSCRIBE", b"PUNSUBSCRIBE"):
+                confirm = [f for f in frames if f.kind in "*>" and f.val and len(f.val) == 3
+                           and f.val[0].val in (b"unsubscribe", b"punsubscribe")]
+                names = sorted((f.val[1].val or b"") for f in confirm)
+                for f, name in zip(confirm, names):
+                    f.val[1] = Reply("$", name)
+            out.append(sort_pmessages(frames))
+        a, b = Reply("*", out[0]), Reply("*", out[1])
+        self.compare(name, args or [b"(frames before PING)"], a, b)
+
+    def lcs_guard(self, args):
+        # LCS is O(len1 * len2) memory in both: skip pairs of large values
+        # (asked of both, since a miss is a keymiss event on E)
+        n1 = self.mirror("D", [b"STRLEN", args[1]])[1]
+        n2 = self.mirror("D", [b"STRLEN", args[2]])[1]
+        if n1.kind != ":" or n2.kind != ":":
+            return True
+        return n1.val * n2.val <= 4000000
+
+    def pipeline(self, name, first):
+        """Several commands in one write (the large values' direct path
+        then meets the next command in the same read), the replies read
+        after; some sent split at random points."""
+        g = self.gen
+        batch = [first]
+        for _ in range(g.r.randint(1, 7)):
+            args = g.command(self.resp)
+            if args[0].upper() in (b"LCS", b"SCAN"):
+                continue
+            batch.append(args)
+        data = b"".join(encode(a) for a in batch)
+        cuts = sorted(g.r.sample(range(1, len(data)), min(3, len(data) - 1))) if g.r.random() < 0.3 else []
+        t0 = time.monotonic()
+        for conn in self.conns[name]:
+            prev = 0
+            for cut in cuts + [len(data)]:
+                conn.sock.sendall(data[prev:cut])
+                prev = cut
+        replies = [[conn.read() for _ in batch] for conn in self.conns[name]]
+        self.tol.window = max(self.tol.window, time.monotonic() - t0)
+        for i, args in enumerate(batch):
+            if i:
+                self.history.append([name.encode() + b"|"] + args)
+            self.compare(name, args, replies[0][i], replies[1][i])
+            self.track_multi(name, args, replies[1][i])
+        if any(a[0].upper() in (b"PUBLISH", b"EXEC") for a in batch):
+            self.sync_c()
+        self.sync_c([b"(pipeline)"], "E")
+
+    def check_state(self):
+        name = "D"
+        a, b = self.mirror(name, [b"KEYS", b"*"])
+        if not self.compare(name, [b"KEYS", b"*"], a, b, "set"):
+            return
+        if b.kind not in "*~" or b.val is None:
+            return
+        for key in sorted(x.val for x in b.val):
+            for args in ([b"GET", key], [b"PTTL", key], [b"OBJECT", b"ENCODING", key]):
+                a, b2 = self.mirror(name, args)
+                self.compare(name, args, a, b2)
+
+    def step(self):
+        g = self.gen
+        r = g.r
+        self.n += 1
+        c = r.random()
+        if c < 0.08:
+            args = g.pubsub_cmd()
+            self.history.append([b"C:"] + args)
+            for conn in self.conns["C"]:
+                conn.send(args)
+            # the command's replies (one per channel for SUBSCRIBE) and what
+            # came before them, compared as one list
+            self.sync_c(args)
+            return
+        name = "A" if c < 0.75 else "B"
+        if self.in_multi[name] and r.random() < 0.15:
+            # end most transactions, so EXEC runs what was queued
+            args = r.choice([[b"EXEC"]] * 6 + [[b"DISCARD"], [b"EXEC", b"x"]])
+        else:
+            args = g.command(self.resp)
+        self.history.append([name.encode() + b":"] + args)
+        cmd = args[0].upper()
+        if cmd == b"LCS" and len(args) >= 3 and not self.lcs_guard(args):
+            return
+        if cmd == b"SCAN" and not self.in_multi[name]:
+            self.scan_all(name, args)
+            return
+        if r.random() < 0.05:
+            self.pipeline(name, args)
+            return
+        a, b = self.mirror(name, args)
+        self.compare(name, args, a, b)
+        self.track_multi(name, args, b)
+        if cmd in (b"PUBLISH", b"EXEC"):
+            self.sync_c()
+        self.sync_c(args, "E")
+
+    def go(self):
+        for i in range(self.count):
+            self.step()
+            if (i + 1) % CHECK_EVERY == 0:
+                self.check_state()
+        for name in "AB":
+            if self.in_multi[name]:
+                a, b = self.mirror(name, [b"DISCARD"])
+        self.check_state()
+        self.close()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--seed-range", default=None, help="first:last (inclusive)")
+    p.add_argument("--count", type=int, default=2000)
+    p.add_argument("--resp", default="both", choices=["2", "3", "both"])
+    p.add_argument("--show-info", action="store_true")
+    p.add_argument("--max-diffs", type=int, default=5, help="differences shown per seed")
+    p.add_argument("--verbose", action="store_true")
+    p.add_argument("--stats", action="store_true", help="count the replies by command and kind")
+    p.add_argument("--log", default=None, help="write every command and both replies to LOG.SEED.respN")
+    opt = p.parse_args()
+
+    if not os.access(REDIS, os.X_OK):
+        print("[skip] redis-server is not installed (%s): apt-get install redis-server" % REDIS)
+        return 0
+    if opt.seed_range:
+        lo, hi = opt.seed_range.split(":")
+        seeds = list(range(int(lo), int(hi) + 1))
+    else:
+        seeds = [int(s) for s in opt.seeds.split(",") if s]
+    resps = [2, 3] if opt.resp == "both" else [int(opt.resp)]
+
+    scratch = tempfile.mkdtemp(prefix="redis-diff-")
+    servers = []
+    failed = 0
+    info = set()
+    stats = {} if opt.stats else None
+    try:
+        try:
+            mc = Server("mooncake", mooncake_argv, scratch)
+            servers.append(mc)
+            rd = Server("redis", redis_argv, scratch)
+            servers.append(rd)
+        except RuntimeError as e:
+            print("[err] %s" % e)
+            return 2
+        for srv in servers:
+            c = Conn(srv.port)
+            r = c.call([b"CONFIG", b"SET", b"notify-keyspace-events", b"KEAnm"])
+            c.close()
+            if r.kind != "+":
+                print("[err] %s: CONFIG SET notify-keyspace-events: %s" % (srv.name, show(r)))
+                return 2
+        for seed in seeds:
+            for resp in resps:
+                run = Run(mc, rd, seed, opt.count, resp, opt.verbose)
+                run.stats = stats
+                if opt.log:
+                    run.log = open("%s.%d.resp%d" % (opt.log, seed, resp), "w")
+                try:
+                    run.go()
+                except (OSError, ConnectionError, ValueError) as e:
+                    run.diffs.append("  #%d: %s: %s\n    before: %s" % (
+                        run.n, type(e).__name__, e, run.history[-5:]))
+                    run.close()
+                    # a server that went away ends the whole run
+                    for s in servers:
+                        if s.proc.poll() is not None:
+                            print("[err] seed %d resp%d: %s exited:\n%s" % (
+                                seed, resp, s.name, open(s.log, errors="replace").read()[-3000:]))
+                            return 1
+                info |= run.info
+                if run.diffs:
+                    failed += 1
+                    print("[err] seed %d resp%d: %d differences in %d commands" % (
+                        seed, resp, len(run.diffs), opt.count))
+                    for d in run.diffs[:opt.max_diffs]:
+                        print(d)
+                else:
+                    print("[ok] seed %d resp%d: %d commands" % (seed, resp, opt.count))
+                sys.stdout.flush()
+        if stats:
+            print("replies seen (redis-server's): command ok/nil/err")
+            for cmd in sorted({k[0] for k in stats}):
+                print("  %-14s %6d %6d %6d" % (cmd, stats.get((cmd, "ok"), 0), stats.get((cmd, "nil"), 0),
+                                               stats.get((cmd, "err"), 0)))
+        if opt.show_info and info:
+            print("informational: %d error texts differ past their first word" % len(info))
+            for a, b in sorted(info):
+                print("  mooncake: %r\n  redis:    %r" % (a, b))
+    finally:
+        for s in servers:
+            s.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
