@@ -518,7 +518,9 @@ static void ttlGeneric(client *c, int ms, int absolute) {
     }
     long long t = absolute ? when : when - mstime();
     if (t < 0) t = 0;
-    addReplyLongLong(c, ms ? t : (t + 500) / 1000);
+    /* Rounded without adding 500 first: a time within 500 ms of LLONG_MAX
+     * (PEXPIREAT k 9223372036854775807) would overflow. */
+    addReplyLongLong(c, ms ? t : t / 1000 + (t % 1000 >= 500));
 }
 
 void ttlCommand(client *c) { ttlGeneric(c, 0, 0); }

@@ -184,6 +184,20 @@ start_server {tags {expire}} {
         r expiretime k
     } {4102444801}
 
+    # The rounding added 500 to the time in ms: a key expiring within 500 ms
+    # of LLONG_MAX overflowed it (undefined behaviour; a sanitizer build
+    # died on it). Found by tests/helpers/redis_diff.py on an ASan build.
+    test {EXPIRETIME of a key expiring at the largest time there is} {
+        r set k v
+        assert_equal 1 [r pexpireat k 9223372036854775807]
+        assert_equal 9223372036854775807 [r pexpiretime k]
+        assert_equal 9223372036854776 [r expiretime k]
+        r pexpireat k 9223372036854775307
+        assert_equal 9223372036854775 [r expiretime k]
+        assert_morethan [r ttl k] 9223370000000000
+        r del k
+    } {1}
+
     test {EXPIREAT NX, XX, GT and LT} {
         r set k v
         assert_equal 0 [r expireat k 4102444800 XX]
