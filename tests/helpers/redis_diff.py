@@ -5,16 +5,26 @@ Both servers are started on free 127.0.0.1 ports (redis-server with --save ""
 --appendonly no), each in a scratch directory this script removes. For each
 seed a seeded random sequence of commands over a small key space (so the
 commands collide) is sent to both over raw RESP, on the same connections in
-the same order, and every reply is compared by type and value. A run is
-RESP2, then the same seed again under RESP3 (HELLO 3 on every connection).
+the same order, and every reply is compared by type and value. Each seed
+runs twice: under RESP2, then (another sequence from the same seed) under
+RESP3, HELLO 3 on every connection; HELLO 2/3 in the sequence switch one.
 
-Four connections per server, mirrored: A and B run the random commands (A
-holds MULTI/EXEC/WATCH state, B is "another client" that can touch A's
-watched keys), C subscribes (SUBSCRIBE/PSUBSCRIBE ...; after each of its
-commands and after each PUBLISH it is synchronised with a PING whose
-argument no payload carries, so the frames before that reply are exactly
-what the server queued), D checks state: every CHECK_EVERY commands and at
-the end it compares KEYS *, and each key's GET, PTTL and OBJECT ENCODING.
+Five connections per server, mirrored: A and B run the random commands
+(either may be in MULTI; B is "another client" that can touch A's watched
+keys); C subscribes (SUBSCRIBE/PSUBSCRIBE ...; after each of its commands
+and after each PUBLISH it is synchronised with a PING whose argument no
+payload carries, so the frames before that reply are exactly what the
+server queued); D checks state: every CHECK_EVERY commands and at the end
+it compares KEYS *, and each key's GET, PTTL and OBJECT ENCODING; E hears
+every keyspace event (notify-keyspace-events KEAnm, PSUBSCRIBE __key*__:*)
+and is synchronised after every command of A and B, so each command's
+events are compared too. Now and then A or B sends several commands in one
+write (some split at random points: a large value then arrives in pieces)
+or one command in the inline form (quotes and escapes as redis-cli's).
+
+Built with a sanitizer (make SANITIZER=address), mooncake-server dies on
+undefined behaviour and reports leaks when it exits: a report in its log
+fails the run.
 
 What is compared, and how:
   - error replies by their first word (ERR, WRONGTYPE, EXECABORT ...); a
@@ -115,6 +125,30 @@ def show(r, limit=200):
             s += "...(%d bytes)" % len(v)
         return k + s
     return k + repr(v)
+
+
+def inline(args, r):
+    """The inline form redis-cli and telnet send: words, double-quoted with
+    escapes where needed (sdssplitargs's), sometimes single-quoted."""
+    words = []
+    for a in args:
+        if a and all(33 <= c < 127 and c not in b'"\'' for c in a) and r.random() < 0.7:
+            words.append(a)
+        elif b"'" not in a and b"\\" not in a and all(32 <= c < 127 for c in a) and r.random() < 0.3:
+            words.append(b"'" + a + b"'")
+        else:
+            out = []
+            for c in a:
+                if c == 0x22 or c == 0x5c:
+                    out.append(b"\\" + bytes([c]))
+                elif c == 10:
+                    out.append(b"\\n")
+                elif 32 <= c < 127:
+                    out.append(bytes([c]))
+                else:
+                    out.append(b"\\x%02x" % c)
+            words.append(b'"' + b"".join(out) + b'"')
+    return r.choice([b" ", b"  ", b"\t"]).join(words) + r.choice([b"\r\n", b"\n"])
 
 
 def encode(args):
@@ -406,7 +440,8 @@ class Gen:
         opts += self.expiry_opts(allow_keepttl=True, past=False)
         if r.random() < 0.3:
             opts.append(b"KEEPTTL")
-        r.shuffle(opts) if r.random() < 0.2 else None
+        if r.random() < 0.2:
+            r.shuffle(opts)
         return [b"SET", self.key(), self.value()] + opts
 
     def expire_flags(self):
@@ -478,7 +513,7 @@ class Gen:
 
     def client_cmd(self):
         r = self.r
-        c = r.randrange(8)
+        c = r.randrange(9)
         if c == 0:
             return [b"CLIENT", b"SETNAME", r.choice([b"worker-1", b"", b"a b", b"x\ny", b"n\x01",
                                                    b"name", b"\xff"])]
@@ -493,7 +528,19 @@ class Gen:
         if c == 5:
             return [b"CLIENT", b"BOGUS"]
         if c == 6:
-            return [b"CLIENT", b"SETNAME"]
+            return r.choice([[b"CLIENT", b"SETNAME"], [b"CLIENT", b"LIST", b"TYPE", b"normal"],
+                             [b"CLIENT", b"LIST", b"TYPE", b"bogus"], [b"CLIENT", b"LIST", b"ID", b"abc"],
+                             [b"CLIENT", b"LIST", b"ID"], [b"CLIENT", b"LIST", b"BOGUS", b"x"],
+                             [b"CLIENT", b"INFO", b"x"], [b"CLIENT"]])
+        if c == 7:
+            # only clients that do not exist: the mirrored ones must live
+            return r.choice([[b"CLIENT", b"KILL", b"ID", b"999999"], [b"CLIENT", b"KILL", b"ID", b"abc"],
+                             [b"CLIENT", b"KILL", b"ADDR", b"1.2.3.4:5"], [b"CLIENT", b"KILL", b"1.2.3.4:5"],
+                             [b"CLIENT", b"KILL", b"LADDR", b"1.2.3.4:5"],
+                             [b"CLIENT", b"KILL", b"USER", b"nobody"], [b"CLIENT", b"KILL", b"TYPE", b"bogus"],
+                             [b"CLIENT", b"KILL", b"TYPE", b"master"], [b"CLIENT", b"KILL", b"SKIPME", b"maybe"],
+                             [b"CLIENT", b"KILL", b"ID", b"999999", b"SKIPME", b"no"], [b"CLIENT", b"KILL"],
+                             [b"CLIENT", b"KILL", b"ID"], [b"CLIENT", b"KILL", b"BOGUS", b"1"]])
         return [b"CLIENT", b"GETNAME", b"extra"]
 
     def scan(self):
@@ -583,10 +630,12 @@ class Gen:
             (1, lambda: r.choice([[b"PING"], [b"PING", v()], [b"ECHO", v()], [b"ECHO"],
                                   [b"PING", b"a", b"b"], [b"SELECT", r.choice([b"0", b"1", b"x"])],
                                   [b"HELLO", r.choice([b"4", b"x", b"-1", b"1"])],
-                                  [b"HELLO", str(resp).encode()] + r.choice([
+                                  [b"HELLO", r.choice([b"2", b"3", str(resp).encode()])] + r.choice([
                                       [], [b"SETNAME", b"h"], [b"AUTH", b"default", b"pw"],
                                       [b"AUTH", b"nobody", b"pw"], [b"SETNAME"], [b"BOGUS"]]),
-                                  [b"NOSUCHCMD", k()], [b"FLUSHALL"] if r.random() < 0.1 else [b"DBSIZE", b"x"],
+                                  [b"NOSUCHCMD", k()], [b"RESET"],
+                                  r.choice([[b"AUTH", b"pw"], [b"AUTH", b"default", b"pw"], [b"AUTH", b"nobody", b"pw"],
+                                            [b"AUTH"], [b"AUTH", b"a", b"b", b"c"]]), [b"FLUSHALL"] if r.random() < 0.1 else [b"DBSIZE", b"x"],
                                   [b"FLUSHDB", r.choice([b"SYNC", b"ASYNC", b"BOGUS"])] if r.random() < 0.1
                                   else [b"TYPE"]])),
         ]
@@ -735,11 +784,10 @@ def sort_pmessages(frames):
 # ---------------------------------------------------------------- a run
 
 class Run:
-    def __init__(self, mc, rd, seed, count, resp, verbose):
+    def __init__(self, mc, rd, seed, count, resp):
         self.seed = seed
         self.count = count
         self.resp = resp
-        self.verbose = verbose
         self.gen = Gen(seed * 2 + (resp == 3))
         self.tol = Tolerance()
         self.info = set()
@@ -752,13 +800,12 @@ class Run:
         self.queued = {}  # connection -> the commands queued since MULTI
         self.stats = None
         self.log = None
-        for name in "ABCDE":
-            m, r = self.conns[name]
-            m.call([b"FLUSHALL"]) if name == "A" else None
-            r.call([b"FLUSHALL"]) if name == "A" else None
-            if resp == 3:
-                m.call([b"HELLO", b"3"])
-                r.call([b"HELLO", b"3"])
+        for conn in self.conns["A"]:
+            conn.call([b"FLUSHALL"])
+        if resp == 3:
+            for pair in self.conns.values():
+                for conn in pair:
+                    conn.call([b"HELLO", b"3"])
         # E hears every keyspace event (notify-keyspace-events, set by main)
         for conn in self.conns["E"]:
             conn.call([b"PSUBSCRIBE", b"__key*__:*"])
@@ -818,7 +865,7 @@ class Run:
         if cmd == b"MULTI" and b.kind == "+":
             self.in_multi[name] = True
             self.queued[name] = []
-        elif cmd in (b"EXEC", b"DISCARD") and (b.kind != "-" or err_word(b.val) == b"EXECABORT"):
+        elif cmd in (b"EXEC", b"DISCARD", b"RESET") and (b.kind != "-" or err_word(b.val) == b"EXECABORT"):
             self.in_multi[name] = False
             self.queued.pop(name, None)
         elif self.in_multi[name] and b.kind == "+" and b.val == b"QUEUED":
@@ -962,6 +1009,20 @@ class Run:
         if r.random() < 0.05:
             self.pipeline(name, args)
             return
+        if r.random() < 0.04 and sum(len(a) for a in args) < 2000:
+            data = inline(args, r)
+            self.history.append([name.encode() + b" inline:", data])
+            t0 = time.monotonic()
+            for conn in self.conns[name]:
+                conn.sock.sendall(data)
+            a, b = (conn.read() for conn in self.conns[name])
+            self.tol.window = max(self.tol.window, time.monotonic() - t0)
+            self.compare(name, args, a, b)
+            self.track_multi(name, args, b)
+            if cmd in (b"PUBLISH", b"EXEC"):
+                self.sync_c()
+            self.sync_c(args, "E")
+            return
         a, b = self.mirror(name, args)
         self.compare(name, args, a, b)
         self.track_multi(name, args, b)
@@ -989,7 +1050,6 @@ def main():
     p.add_argument("--resp", default="both", choices=["2", "3", "both"])
     p.add_argument("--show-info", action="store_true")
     p.add_argument("--max-diffs", type=int, default=5, help="differences shown per seed")
-    p.add_argument("--verbose", action="store_true")
     p.add_argument("--stats", action="store_true", help="count the replies by command and kind")
     p.add_argument("--log", default=None, help="write every command and both replies to LOG.SEED.respN")
     opt = p.parse_args()
@@ -1027,22 +1087,29 @@ def main():
                 return 2
         for seed in seeds:
             for resp in resps:
-                run = Run(mc, rd, seed, opt.count, resp, opt.verbose)
-                run.stats = stats
-                if opt.log:
-                    run.log = open("%s.%d.resp%d" % (opt.log, seed, resp), "w")
+                run = None
                 try:
+                    run = Run(mc, rd, seed, opt.count, resp)
+                    run.stats = stats
+                    if opt.log:
+                        run.log = open("%s.%d.resp%d" % (opt.log, seed, resp), "w")
                     run.go()
                 except (OSError, ConnectionError, ValueError) as e:
-                    run.diffs.append("  #%d: %s: %s\n    before: %s" % (
-                        run.n, type(e).__name__, e, run.history[-5:]))
-                    run.close()
+                    if run is None:
+                        print("[err] seed %d resp%d: %s: %s" % (seed, resp, type(e).__name__, e))
+                    else:
+                        run.diffs.append("  #%d: %s: %s\n    before: %s" % (
+                            run.n, type(e).__name__, e, run.history[-5:]))
+                        run.close()
                     # a server that went away ends the whole run
                     for s in servers:
                         if s.proc.poll() is not None:
                             print("[err] seed %d resp%d: %s exited:\n%s" % (
                                 seed, resp, s.name, open(s.log, errors="replace").read()[-3000:]))
                             return 1
+                    if run is None:
+                        failed += 1
+                        continue
                 info |= run.info
                 if run.diffs:
                     failed += 1
@@ -1065,6 +1132,15 @@ def main():
     finally:
         for s in servers:
             s.stop()
+        # a sanitizer build reports at exit (leaks) or dies on the spot
+        for s in servers[:1]:
+            text = open(s.log, errors="replace").read()
+            for mark in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+                i = text.find(mark)
+                if i >= 0:
+                    print("[err] %s's log: %s" % (s.name, text[max(0, i - 200):i + 3000]))
+                    failed += 1
+                    break
         shutil.rmtree(scratch, ignore_errors=True)
     return 1 if failed else 0
 
