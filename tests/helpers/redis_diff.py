@@ -624,8 +624,10 @@ class Gen:
             (1, lambda: [b"RANDOMKEY"]),
             (5, lambda: self.multi_cmd()),
             (2, lambda: [b"PUBLISH", r.choice(CHANNELS), v()]),
-            (1, lambda: [b"PUBSUB", r.choice([b"CHANNELS", b"NUMPAT", b"NUMSUB"])] +
-                        ([r.choice(PATTERNS + CHANNELS)] if r.random() < 0.5 else [])),
+            (1, lambda: [b"SPUBLISH", r.choice(CHANNELS), v()]),
+            (1, lambda: [b"PUBSUB", r.choice([b"CHANNELS", b"NUMPAT", b"NUMSUB", b"SHARDCHANNELS",
+                                              b"SHARDNUMSUB", b"BOGUS"])] +
+                        [r.choice(PATTERNS + CHANNELS) for _ in range(r.choice([0, 0, 1, 2]))]),
             (1, lambda: self.client_cmd()),
             (1, lambda: r.choice([[b"PING"], [b"PING", v()], [b"ECHO", v()], [b"ECHO"],
                                   [b"PING", b"a", b"b"], [b"SELECT", r.choice([b"0", b"1", b"x"])],
@@ -661,7 +663,11 @@ class Gen:
 
     def pubsub_cmd(self):
         r = self.r
-        c = r.randrange(7)
+        c = r.randrange(9)
+        if c == 7:
+            return [b"SSUBSCRIBE"] + r.sample(CHANNELS, r.randint(1, 2))
+        if c == 8:
+            return [b"SUNSUBSCRIBE"] + r.sample(CHANNELS, r.randint(0, 2))
         if c == 0:
             return [b"SUBSCRIBE"] + r.sample(CHANNELS, r.randint(1, 3))
         if c == 1:
@@ -760,7 +766,7 @@ def cmd_mode(args):
         return "shape"
     if name in (b"RANDOMKEY", b"HELLO"):
         return "shape"
-    if name == b"PUBSUB" and len(args) > 1 and args[1].upper() == b"CHANNELS":
+    if name == b"PUBSUB" and len(args) > 1 and args[1].upper() in (b"CHANNELS", b"SHARDCHANNELS"):
         return "set"
     return None
 
@@ -918,9 +924,9 @@ class Run:
                         and f.val[1].val == token:
                     break
                 frames.append(f)
-            if args and len(args) == 1 and args[0].upper() in (b"UNSUBSCRIBE", b"PUNSUBSCRIBE"):
+            if args and len(args) == 1 and args[0].upper() in (b"UNSUBSCRIBE", b"PUNSUBSCRIBE", b"SUNSUBSCRIBE"):
                 confirm = [f for f in frames if f.kind in "*>" and f.val and len(f.val) == 3
-                           and f.val[0].val in (b"unsubscribe", b"punsubscribe")]
+                           and f.val[0].val in (b"unsubscribe", b"punsubscribe", b"sunsubscribe")]
                 names = sorted((f.val[1].val or b"") for f in confirm)
                 for f, name in zip(confirm, names):
                     f.val[1] = Reply("$", name)
@@ -963,9 +969,43 @@ class Run:
                 self.history.append([name.encode() + b"|"] + args)
             self.compare(name, args, replies[0][i], replies[1][i])
             self.track_multi(name, args, replies[1][i])
-        if any(a[0].upper() in (b"PUBLISH", b"EXEC") for a in batch):
+        if any(a[0].upper() in (b"PUBLISH", b"SPUBLISH", b"EXEC") for a in batch):
             self.sync_c()
         self.sync_c([b"(pipeline)"], "E")
+
+    def reply_block(self, name):
+        """CLIENT REPLY OFF|SKIP|ON and a few commands, then CLIENT REPLY ON
+        and a PING: what came back before the PING's reply is compared as
+        one list, so a reply one server drops and the other sends shows."""
+        g = self.gen
+        self.n += 1
+        token = b"reply-%d" % self.n
+        batch = [[b"CLIENT", b"REPLY", g.r.choice([b"OFF", b"SKIP", b"ON", b"on", b"BOGUS"])]]
+        for _ in range(g.r.randint(0, 3)):
+            args = g.command(self.resp)
+            # compared as they come: only replies compared by value
+            if args[0].upper() in (b"LCS", b"MULTI", b"EXEC", b"DISCARD", b"RESET", b"HELLO", b"CLIENT") \
+                    or cmd_mode(args) is not None:
+                continue
+            batch.append(args)
+            if g.r.random() < 0.3:
+                batch.append([b"CLIENT", b"REPLY", g.r.choice([b"SKIP", b"OFF", b"ON"])])
+        batch += [[b"CLIENT", b"REPLY", b"ON"], [b"PING", token]]
+        for args in batch:
+            self.history.append([name.encode() + b"~"] + args)
+        data = b"".join(encode(a) for a in batch)
+        got = []
+        for conn in self.conns[name]:
+            conn.sock.sendall(data)
+            frames = []
+            while True:
+                f = conn.read()
+                if f.kind == "$" and f.val == token:
+                    break
+                frames.append(f)
+            got.append(frames)
+        self.compare(name, [b"(CLIENT REPLY block)"], Reply("*", got[0]), Reply("*", got[1]))
+        self.sync_c([b"(CLIENT REPLY block)"], "E")
 
     def check_state(self):
         name = "D"
@@ -1009,6 +1049,9 @@ class Run:
         if r.random() < 0.05:
             self.pipeline(name, args)
             return
+        if r.random() < 0.01 and not self.in_multi[name]:
+            self.reply_block(name)
+            return
         if r.random() < 0.04 and sum(len(a) for a in args) < 2000:
             data = inline(args, r)
             self.history.append([name.encode() + b" inline:", data])
@@ -1019,14 +1062,14 @@ class Run:
             self.tol.window = max(self.tol.window, time.monotonic() - t0)
             self.compare(name, args, a, b)
             self.track_multi(name, args, b)
-            if cmd in (b"PUBLISH", b"EXEC"):
+            if cmd in (b"PUBLISH", b"SPUBLISH", b"EXEC"):
                 self.sync_c()
             self.sync_c(args, "E")
             return
         a, b = self.mirror(name, args)
         self.compare(name, args, a, b)
         self.track_multi(name, args, b)
-        if cmd in (b"PUBLISH", b"EXEC"):
+        if cmd in (b"PUBLISH", b"SPUBLISH", b"EXEC"):
             self.sync_c()
         self.sync_c(args, "E")
 
