@@ -308,6 +308,7 @@ serverCommand commandTable[] = {
     CMDX("set", setCommand, -3, W | M, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "1.0.0", "O(1)", setBigArgProc, NULL),
     CMD("get", getCommand, 2, R | F, 1, 1, 1, "string", "Returns the string value of a key.", "1.0.0", "O(1)"),
     CMD("getrange", getrangeCommand, 4, R, 1, 1, 1, "string", "Returns a substring of the string stored at a key.", "2.4.0", "O(N) where N is the length of the returned string"),
+    CMD("substr", getrangeCommand, 4, R, 1, 1, 1, "string", "Returns a substring from a string value (GETRANGE's older name).", "1.0.0", "O(N) where N is the length of the returned string"),
     CMD("strlen", strlenCommand, 2, R | F, 1, 1, 1, "string", "Returns the length of a string value.", "2.2.0", "O(1)"),
     CMD("mget", mgetCommand, -2, R | F, 1, -1, 1, "string", "Atomically returns the string values of one or more keys.", "1.0.0", "O(N) where N is the number of keys to retrieve"),
     CMDX("mset", msetCommand, -3, W | M, 1, -1, 2, "string", "Atomically creates or modifies the string values of one or more keys.", "1.0.1", "O(N) where N is the number of keys to set", msetBigArgProc, NULL),
@@ -330,6 +331,7 @@ serverCommand commandTable[] = {
     CMD("setbit", setbitCommand, 4, W | M, 1, 1, 1, "bitmap", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist.", "2.2.0", "O(N) where N is the length of the resulting value when a bit changes: a new version is written."),
     CMD("getbit", getbitCommand, 3, R | F, 1, 1, 1, "bitmap", "Returns a bit value by offset.", "2.2.0", "O(1)"),
     CMD("bitcount", bitcountCommand, -2, R, 1, 1, 1, "bitmap", "Counts the number of set bits (population counting) in a string.", "2.6.0", "O(N)"),
+    CMD("bitpos", bitposCommand, -3, R, 1, 1, 1, "bitmap", "Finds the first set (1) or clear (0) bit in a string.", "2.8.7", "O(N)"),
     END};
 
 #undef W
@@ -523,6 +525,7 @@ static const struct {
             "EXAT unix-time-seconds:unix-time|PXAT unix-time-milliseconds:unix-time|KEEPTTL]"},
     {"get", "key:key"},
     {"getrange", "key:key start:integer end:integer"},
+    {"substr", "key:key start:integer end:integer"},
     {"strlen", "key:key"},
     {"mget", "key:key..."},
     {"mset", "key_value=(key:key value:string)..."},
@@ -546,6 +549,7 @@ static const struct {
     {"setbit", "key:key offset:integer value:integer"},
     {"getbit", "key:key offset:integer"},
     {"bitcount", "key:key index=[start:integer end:integer index_unit=[BYTE|BIT]]"},
+    {"bitpos", "key:key bit:integer index=[start:integer end_index=[end:integer index_unit=[BYTE|BIT]]]"},
     {NULL, NULL}};
 
 #define ARG_OPTIONAL (1 << 0)

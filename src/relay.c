@@ -4,7 +4,7 @@
  *
  * The server holds such a value's layout, not its bytes. A command that
  * must send or compute on them (GET, GETRANGE, MGET, GETEX, GETDEL, SET
- * ... GET, GETBIT, BITCOUNT, LCS, COPY, DUMP, MIGRATE) reads them from the
+ * ... GET, GETBIT, BITCOUNT, BITPOS, LCS, COPY, DUMP, MIGRATE) reads them from the
  * host with SEG.READ over its data plane, as any client would. The host is
  * another process, possibly another machine, and possibly stopped, wedged
  * or hostile: waiting for it inside the event loop (as this server once

@@ -553,6 +553,7 @@ void incrbyfloatCommand(client *c);
 void setbitCommand(client *c);
 void getbitCommand(client *c);
 void bitcountCommand(client *c);
+void bitposCommand(client *c);
 void lcsCommand(client *c);
 /* max-key-size, for every command that creates a key (t_string.c). */
 int checkKeyLength(client *c, sds key);

@@ -863,6 +863,91 @@ void bitcountCommand(client *c) {
     addReplyLongLong(c, count);
 }
 
+/* The first bit equal to bit in p[0..n), the first byte's bits before
+ * from and the last byte's after to (bit numbers 0..7 from the high end)
+ * left out; -1 if none. Eight bytes at a time past the edges: a bitmap of
+ * many set (or clear) bits is skipped a word per step. */
+static long long firstBit(const unsigned char *p, size_t n, int bit, unsigned from, unsigned to) {
+    unsigned char flip = bit ? 0 : 0xFF; /* looking for 1s in the flipped bytes */
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && i + 1 < n) {
+            uint64_t skip = bit ? 0 : ~(uint64_t)0, w;
+            while (i + 8 < n && (memcpy(&w, p + i, 8), w == skip)) i += 8;
+        }
+        unsigned b = (unsigned char)(p[i] ^ flip);
+        if (i == 0) b &= 0xFFu >> from;
+        if (i + 1 == n) b &= (0xFFu << (7 - to)) & 0xFF;
+        if (b) return (long long)i * 8 + (__builtin_clz(b) - 24);
+    }
+    return -1;
+}
+
+/* Redis 7.0's BITPOS, in its order: the bit is checked first, a missing
+ * key is an endless run of 0s (0 for a clear bit, -1 for a set one), then
+ * start, BYTE|BIT and end. Not found: -1, except a clear bit looked for
+ * without an end, which is the first bit past the string (the value reads
+ * as padded with 0s on the right). Only the range's bytes are fetched from
+ * a mounted segment. */
+void bitposCommand(client *c) {
+    long long bit;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &bit, NULL) != C_OK) return;
+    if (bit != 0 && bit != 1) {
+        addReplyError(c, "ERR The bit argument must be 1 or 0.");
+        return;
+    }
+    storeObj *o = storeLookupRead(c->argv[1]);
+    if (o == NULL) {
+        addReplyLongLong(c, bit ? -1 : 0);
+        return;
+    }
+    long long len = (long long)o->len, start = 0, end = len - 1;
+    int isbit = 0, end_given = 0;
+    if (c->argc >= 4 && c->argc <= 6) {
+        long long total = len;
+        if (getLongLongFromObjectOrReply(c, c->argv[3], &start, NULL) != C_OK) return;
+        if (c->argc == 6) {
+            if (!strcasecmp(c->argv[5], "bit")) {
+                isbit = 1;
+                total = len * 8;
+            } else if (strcasecmp(c->argv[5], "byte")) {
+                addReplyErrorSyntax(c);
+                return;
+            }
+        }
+        end = total - 1;
+        if (c->argc >= 5) {
+            if (getLongLongFromObjectOrReply(c, c->argv[4], &end, NULL) != C_OK) return;
+            end_given = 1;
+        }
+        if (start < 0) start = total + start;
+        if (end < 0) end = total + end;
+        if (start < 0) start = 0;
+        if (end < 0) end = 0;
+        if (end >= total) end = total - 1;
+        if (!isbit && start <= end) { /* bytes: the same range in bits (both below len now) */
+            start *= 8;
+            end = end * 8 + 7;
+        }
+    } else if (c->argc == 3) {
+        start = 0;
+        end = len * 8 - 1;
+    } else {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    if (start > end || len == 0) {
+        addReplyLongLong(c, -1); /* an empty range holds neither a 0 nor a 1 */
+        return;
+    }
+    size_t first = (size_t)(start >> 3), n = (size_t)(end >> 3) - first + 1;
+    const unsigned char *p = (const unsigned char *)valueBytes(c, o, (uint64_t)first, n);
+    if (p == NULL) return;
+    long long pos = firstBit(p, n, (int)bit, (unsigned)(start & 7), (unsigned)(end & 7));
+    if (pos >= 0) addReplyLongLong(c, (long long)first * 8 + pos);
+    else if (bit == 0 && !end_given) addReplyLongLong(c, end + 1);
+    else addReplyLongLong(c, -1);
+}
+
 /* ---- LCS ----------------------------------------------------------------- */
 
 /* One matched range of LCS IDX: a[a0..a1] is b[b0..b1]. */

@@ -58,8 +58,8 @@ Left out, with the reason:
     are each implementation's.
   - CLIENT REPLY: OFF/SKIP suppress replies, so the mirrored reading would
     wait; CLIENT NO-TOUCH and CLIENT SETINFO: Redis 7.2, redis-server here is
-    7.0; BITPOS, SUBSTR and every non-string type: not implemented
-    (PROTOCOL.md lists the commands).
+    7.0; every non-string type: not implemented (PROTOCOL.md lists the
+    commands).
   - MONITOR, SHUTDOWN, MIGRATE, cluster and the store commands: not part of
     Redis's string/keyspace surface or not comparable.
 Both servers are started with `databases 1` semantics (redis-server
@@ -346,8 +346,13 @@ class Gen:
         if c < 0.9:
             # around the embstr boundary (44) and a little past
             return b"v" * r.choice([20, 21, 43, 44, 45, 64, 200])
-        if c < 0.97:
+        if c < 0.94:
             return bytes(r.choice(b"\r\n\x00ab") for _ in range(r.randint(1, 8)))
+        if c < 0.97:
+            # bitmaps: runs of all-set and all-clear bytes (BITPOS skips
+            # them a word at a time) around odd bytes
+            return b"".join(bytes([r.choice([0, 255, 0x80, 0x01, 0xF0, 0x7F])]) * r.randint(1, 20)
+                            for _ in range(r.randint(1, 3)))
         # large values take mooncake's pool path (>= 32 KiB) and writev GETs
         return bytes([r.randrange(97, 123)]) * r.choice([16384, 32768, 40000])
 
@@ -482,6 +487,20 @@ class Gen:
             args = args[:3]  # start without end
         return args
 
+    def bitpos(self):
+        r = self.r
+        args = [b"BITPOS", self.key(), r.choice([b"0", b"1", b"1", b"0", b"2", b"-1", b"x"])]
+        c = r.randrange(5)
+        if c >= 1:
+            args.append(r.choice(OFFSETS))
+        if c >= 2:
+            args.append(r.choice(OFFSETS))
+        if c >= 3:
+            args.append(r.choice([b"BYTE", b"BIT", b"bit", b"WORD"]))
+        if c == 4 and r.random() < 0.2:
+            args.append(b"extra")
+        return args
+
     def copy(self):
         r = self.r
         args = [b"COPY", self.key(), r.choice(KEYS + NEWKEYS)]
@@ -599,6 +618,8 @@ class Gen:
             (3, lambda: [b"SETBIT", k(), r.choice(OFFSETS), r.choice([b"0", b"1", b"1", b"2", b"-1", b"a"])]),
             (3, lambda: [b"GETBIT", k(), r.choice(OFFSETS)]),
             (3, lambda: self.bitcount()),
+            (3, lambda: self.bitpos()),
+            (1, lambda: [b"SUBSTR", k(), r.choice(OFFSETS), r.choice(OFFSETS)]),
             (2, lambda: self.lcs()),
             (3, lambda: [b"DEL"] + self.keys()),
             (1, lambda: [b"UNLINK"] + self.keys()),

@@ -1,6 +1,6 @@
 # The string and bitmap commands beyond SET/GET (keyspace.tcl has those):
 # SETNX, SETEX, PSETEX, GETEX, GETDEL, GETSET, MSETNX, APPEND, SETRANGE,
-# GETRANGE, the INCR family, INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT, LCS and
+# GETRANGE (SUBSTR), the INCR family, INCRBYFLOAT, SETBIT, GETBIT, BITCOUNT, BITPOS, LCS and
 # OBJECT ENCODING of what they leave. Everything outside the mooncake block
 # runs against redis-server 7 too (--server-binary), so the replies, the
 # errors and their order are Redis's byte for byte. The mooncake block:
@@ -490,6 +490,73 @@ start_server {tags {string}} {
             assert_equal [string length [string map {0 {}} $sub]] [r bitcount bc $s $e BIT]
         }
     }
+
+    test {BITPOS: Redis's documented cases, byte and bit ranges} {
+        r set bp "\xff\xf0\x00"
+        assert_equal 12 [r bitpos bp 0]
+        r set bp "\x00\xff\xf0"
+        assert_equal 8 [r bitpos bp 1 0]
+        assert_equal 16 [r bitpos bp 1 2]
+        assert_equal 16 [r bitpos bp 1 2 -1 BYTE]
+        assert_equal 8 [r bitpos bp 1 7 15 BIT]
+        assert_equal 8 [r bitpos bp 1 7 -3 bit]
+        assert_equal -1 [r bitpos bp 1 3]
+        assert_equal -1 [r bitpos bp 1 2 1]
+        r set bp "\x00\x00\x00"
+        assert_equal -1 [r bitpos bp 1]
+        # A clear bit looked for without an end: the first bit past the
+        # string (padded with 0s); with an end, -1 where the range has none.
+        r set bp "\xff\xff\xff"
+        assert_equal 24 [r bitpos bp 0]
+        assert_equal 24 [r bitpos bp 0 1]
+        assert_equal -1 [r bitpos bp 0 0 -1]
+        assert_equal -1 [r bitpos bp 0 0 23 BIT]
+        r set bp ""
+        assert_equal -1 [r bitpos bp 0]
+        assert_equal -1 [r bitpos bp 1]
+        r del nokey
+        assert_equal 0 [r bitpos nokey 0]
+        assert_equal -1 [r bitpos nokey 1]
+        assert_error "*bit argument must be 1 or 0*" {r bitpos bp 2}
+        assert_error "*not an integer*" {r bitpos bp 1 x}
+        assert_error "*syntax*" {r bitpos bp 1 0 1 WORD}
+        # long runs are skipped a word at a time: the edges must still count
+        r set bp "[string repeat \xff 100]\xfe[string repeat \x00 50]\x01"
+        assert_equal 807 [r bitpos bp 0]
+        assert_equal 807 [r bitpos bp 0 3]
+        assert_equal -1 [r bitpos bp 0 0 99]
+        assert_equal 0 [r bitpos bp 1]
+        assert_equal 1215 [r bitpos bp 1 101]
+        assert_equal 1215 [r bitpos bp 1 808 -1 BIT]
+        assert_equal -1 [r bitpos bp 1 808 1214 BIT]
+    }
+
+    test {BITPOS agrees with a search done here, random values and bit ranges} {
+        for {set i 0} {$i < 100} {incr i} {
+            set v [randstring 0 60 binary]
+            if {$i % 3 == 0} { set v "[string repeat \xff [expr {$i % 20}]][string repeat \x00 [expr {$i % 13}]]$v" }
+            r set bp $v
+            set bits {}
+            binary scan $v B* bits
+            set n [string length $bits]
+            foreach bit {0 1} {
+                set want [string first $bit $bits]
+                if {$want < 0 && $bit == 0 && $n > 0} { set want $n }
+                if {$n == 0} { set want -1 }
+                assert_equal $want [r bitpos bp $bit]
+                if {$n == 0} continue
+                set s [expr {int(rand() * $n)}]
+                set e [expr {$s + int(rand() * ($n - $s))}]
+                set at [string first $bit [string range $bits $s $e]]
+                assert_equal [expr {$at < 0 ? -1 : $s + $at}] [r bitpos bp $bit $s $e BIT]
+            }
+        }
+    }
+
+    test {SUBSTR is GETRANGE} {
+        r set sub "Hello World"
+        list [r substr sub 0 4] [r substr sub -5 -1] [r substr sub 100 200]
+    } {Hello World {}}
 
     test {BITCOUNT of a missing key is 0, whatever the arguments} {
         r del nokey
