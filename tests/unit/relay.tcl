@@ -336,7 +336,7 @@ start_server {tags {mooncake relay} overrides {segment-size 16mb}} {
         list [rl_stat remote_get_in_flight] [rl_stat blocked_clients]
     } {0 0}
 
-    test {Relayed reads are byte-exact: GET, GETRANGE, MGET, GETBIT, BITCOUNT, DUMP, COPY, SET GET, GETEX, GETDEL} {
+    test {Relayed reads are byte-exact: GET, GETRANGE, MGET, GETBIT, BITCOUNT, BITPOS, DUMP, COPY, SET GET, GETEX, GETDEL} {
         r set loc:1 $v1
         assert {[relayed get rl:1] eq $v1}
         assert {[relayed getrange rl:1 1000 1999] eq [string range $v1 1000 1999]}
@@ -345,6 +345,8 @@ start_server {tags {mooncake relay} overrides {segment-size 16mb}} {
         assert_equal [r getbit loc:1 4321] [relayed getbit rl:1 4321]
         assert_equal [r bitcount loc:1] [relayed bitcount rl:1]
         assert_equal [r bitcount loc:1 7 5000 bit] [relayed bitcount rl:1 7 5000 bit]
+        assert_equal [r bitpos loc:1 1] [relayed bitpos rl:1 1]
+        assert_equal [r bitpos loc:1 0 3 5000 bit] [relayed bitpos rl:1 0 3 5000 bit]
         set p [relayed dump rl:1]
         r restore rl:restored 0 $p
         assert {[r get rl:restored] eq $v1}
