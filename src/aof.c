@@ -71,6 +71,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -644,12 +645,18 @@ static int rewriteStart(const char **err) {
     const char *tmp = aof.child_tmp;
     snprintf(aof.child_tmp, sizeof(aof.child_tmp), "temp-rewriteaof-bg-%d.aof", (int)getpid());
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
         /* A child of a server with threads: it only walks memory and writes
-         * a file, and leaves without running the parent's exit handlers. */
+         * a file, and leaves without running the parent's exit handlers.
+         * It dies with the server: a killed server's child went on writing
+         * a dataset's copy no one would ever rename (the next start keeps
+         * a temp file whose writer is alive), and held its memory. */
         signal(SIGTERM, SIG_DFL);
         signal(SIGINT, SIG_DFL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1); /* the server died before the line above */
         rewriteChild(tmp);
     }
     if (pid == -1) {

@@ -351,6 +351,29 @@ start_server {overrides {appendonly yes appendfsync everysec auto-aof-rewrite-pe
         assert_equal s [r get small]
         assert_equal $other [r get other]
     }
+    test {A rewrite child dies with its server (kill -9): none is left writing a copy} {
+        r set big [pattern_bytes 1048576 5]
+        r debug aof-rewrite-delay 60000 ;# the child waits before it copies big
+        set off [file size [srv 0 stdout]]
+        r bgrewriteaof
+        set child ""
+        wait_for_condition 100 50 {
+            [regexp {rewriting started by pid (\d+)} [string range [exec cat [srv 0 stdout]] $off end] -> child]
+        } else { fail "the log names no rewrite child" }
+        assert {[process_is_alive $child]}
+        # Before, the orphan also held the listening sockets: the restart
+        # failed ("server exited during startup") until it was done.
+        if {[catch {restart_server 0 kill} e]} {
+            catch {exec kill -9 $child}
+            error $e
+        }
+        wait_for_condition 100 50 {![process_is_alive $child]} else {
+            catch {exec kill -9 $child}
+            fail "rewrite child $child outlived its server"
+        }
+        r del big
+        r set small s
+    }
     test {A store object freed and zeroed while the rewrite copies it: the same} {
         aof_put obj [pattern_bytes 1048576 6]
         r debug aof-rewrite-delay 1500
