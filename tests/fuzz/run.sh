@@ -3,25 +3,27 @@
 # wire or a file, as a test: the server's RESP parser, the DUMP payload
 # parser, what cluster mode reads from etcd, the append-only log's reader
 # (also the replication stream's records), the server's own text parsers
-# (the config file, CONFIG SET values, ACL SETUSER rules, the ACL file), and
-# libmooncake's two: the replies a client reads from servers and hosts, and
-# the requests a hosted segment reads from peers. (HTTP is parsed by
-# libmicrohttpd; http.c only compares the path and reads Content-Length's
-# digits. mooncake-cli reads replies through libmooncake's mc_conn, and
-# mooncake-check-aof through aofformat.c, both fuzzed here.)
+# (the config file, CONFIG SET values, ACL SETUSER rules, the ACL file),
+# the replication link's handshake as each side reads it (with the
+# pipeline prefetch scan, which reads client pipelines and the replica's
+# records), and libmooncake's two: the replies a client reads from
+# servers and hosts, and the requests a hosted segment reads from peers.
+# (HTTP is parsed by libmicrohttpd; http.c only compares the path and reads
+# Content-Length's digits. mooncake-cli reads replies through libmooncake's
+# mc_conn, and mooncake-check-aof through aofformat.c, both fuzzed here.)
 #
 # Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply,
-# fuzz_mchost and fuzz_config when missing or older than their sources
-# (fuzz_config links the whole server: its first build takes a minute),
-# fuzzes them for ${FUZZ_SECONDS:-26} seconds in all (about half for the
-# RESP parser, which has more state to explore, a tenth or so each for the
-# others), each on a scratch copy of its seeds (tests/fuzz/seeds,
-# seeds_dump, seeds_etcd, seeds_aof, seeds_mcreply, seeds_mchost,
-# seeds_config; inputs up to 4096 bytes), prints libFuzzer's summary for
-# each and ends with the line the test runner sums: one pass or failure per
-# target, e.g. "7 passed, 0 failed". Without clang's libFuzzer runtime
-# (Debian: clang libclang-rt-14-dev) it says so and ends with
-# "0 passed, 0 failed".
+# fuzz_mchost, fuzz_config and fuzz_repl when missing or older than their
+# sources (fuzz_config and fuzz_repl link the whole server: their first
+# build takes a minute each), fuzzes them for ${FUZZ_SECONDS:-28} seconds
+# in all (about half for the RESP parser, which has more state to explore,
+# a tenth or so each for the others), each on a scratch copy of its seeds
+# (tests/fuzz/seeds, seeds_dump, seeds_etcd, seeds_aof, seeds_mcreply,
+# seeds_mchost, seeds_config, seeds_repl; inputs up to 4096 bytes), prints
+# libFuzzer's summary for each and ends with the line the test runner
+# sums: one pass or failure per target, e.g. "8 passed, 0 failed". Without
+# clang's libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so
+# and ends with "0 passed, 0 failed".
 #
 # A crash leaves its input in build/fuzz/ (crash-*, printed in hex here);
 # replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or the target that
@@ -32,7 +34,7 @@
 # location (or $MC_ROOT).
 set -u
 
-FUZZ_SECONDS=${FUZZ_SECONDS:-26}
+FUZZ_SECONDS=${FUZZ_SECONDS:-28}
 CLANG=${CLANG:-clang}
 
 skip() {
@@ -158,7 +160,8 @@ aof_secs=$dump_secs
 mcreply_secs=$dump_secs
 mchost_secs=$dump_secs
 config_secs=$dump_secs
-resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs - config_secs))
+repl_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs - config_secs - repl_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -225,6 +228,20 @@ if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
         "the config file, CONFIG SET values, ACL SETUSER rules and the ACL file" \
         'load[A-Za-z]*|set[A-Z][A-Za-z]*|get[A-Z][A-Za-z]*|formatConfigLine|splitValue|check[A-Za-z]*|applyRules?|parseAclFile|describeUser|catWord|sds[A-Za-z]*' \
         $SERVER_SRCS; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+# The same server, with replication_replica.c and prefetch.c included by the
+# target instead (their static readers) and config.c and acl.c linked.
+# shellcheck disable=SC2046,SC2086  # word lists
+if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
+        DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
+        EXTRA_DEPS="$SRC/replication_replica.c $SRC/prefetch.c $SRC/prefetch.h $SRC/replication_internal.h $SRC/server.h" \
+        fuzz_one fuzz_repl "$repl_secs" "$ROOT/tests/fuzz/seeds_repl" \
+        "the replication link (what a replica reads from its primary, what a primary reads from a replica) and the pipeline prefetch scan" \
+        'processLinkInput|takeLine|linkReadHandler|applyRecord|handshakeRefused|psyncCommand|replconfCommand|backlog[A-Za-z]*|snapshot[A-Za-z]*|scan[A-Z][A-Za-z]*|prefetch[A-Za-z]*|aof[A-Za-z]*|sds[A-Za-z]*' \
+        $(echo $SERVER_SRCS | sed 's/replication_replica\.c//; s/prefetch\.c//') config.c acl.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))
