@@ -325,9 +325,11 @@ static int processLinkInput(void) {
             goto snapshot_done;
         }
         /* records: the snapshot's, then the stream's */
+        /* A counted snapshot of no bytes ("$0") is complete now, not when
+         * the first live record happens to arrive. */
+        if (repl.state == LINK_SNAPSHOT && repl.snap_left == 0) goto snapshot_done;
         size_t avail = sdslen(repl.rbuf) - repl.rpos;
         if (avail == 0) return 0;
-        if (repl.state == LINK_SNAPSHOT && repl.snap_left == 0) goto snapshot_done;
         size_t lim = repl.state == LINK_SNAPSHOT && (long long)avail > repl.snap_left ? (size_t)repl.snap_left : avail;
         /* The next records' keys, a batch at a time, fetched before they
          * are applied (prefetch.c): a full sync inserts millions, each a

@@ -583,6 +583,48 @@ def test_a_replica_refuses_what_a_broken_primary_sends(env):
         fake.close()
 
 
+def test_a_counted_empty_snapshot_completes_at_once(env):
+    """"$<len>" is the snapshot's other form (records counted, no end
+    marker); "$0" is a primary with no keys. The sync is done when the
+    header is read: it waited for the first live record, so an idle
+    primary left its replica syncing, unacknowledged and not eligible for
+    failover (found building fuzz_repl)."""
+    _, node = env
+    a, b = pair(node, "--cluster-node-timeout", "60000")  # no failover while the fake answers
+    assert write(a.port, "SET", "gone", "1") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    head, _, _, _ = capture_full_sync(a.port)
+    port = a.port
+    a.kill()
+    fake = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    fake.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    fake.bind(("127.0.0.1", port))
+    fake.listen(4)
+    fake.settimeout(15)
+    try:
+        conn, _ = fake.accept()
+        conn.settimeout(10)
+        got = b""
+        while b"PSYNC" not in got or got.count(b"\r\n", got.index(b"PSYNC")) < 5:
+            chunk = conn.recv(65536)
+            assert chunk, "the replica closed before its PSYNC"
+            got += chunk
+        conn.sendall(head + b"$0\r\n")  # and nothing more: an idle primary
+        try:
+            wait_until(lambda: link_up(b.port), 10, "the empty sync to complete")
+            ib = info(b.port)
+            assert ib["full_syncs_done"] == "2" and ib["master_sync_in_progress"] == "0", ib
+            r = Conn(b.port)
+            try:
+                assert r("READONLY") == "OK" and r("DBSIZE") == 0
+            finally:
+                r.close()
+        finally:
+            conn.close()
+    finally:
+        fake.close()
+
+
 def read_record(f):
     """One record of a replication stream as its arguments and its bytes;
     a full sync's end marker as (None, its offset)."""
