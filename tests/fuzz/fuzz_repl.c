@@ -142,7 +142,9 @@ static void setUp(void) {
     mooncakeServerMain(2, vargv);
     /* The default user may run what a replica sends, nothing else; "repl"
      * is a masteruser. */
-    char aclpath[] = "/tmp/fuzz_repl_acl.XXXXXX";
+    const char *tmpdir = getenv("TMPDIR"); /* the test runner's own (unit/tmpfiles) */
+    char aclpath[512];
+    snprintf(aclpath, sizeof(aclpath), "%s/fuzz_repl_acl.XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
     int fd = mkstemp(aclpath);
     FUZZ_CHECK(fd != -1);
     const char *acl = "user default on nopass ~* +psync +replconf +ping +auth +hello +select +echo +multi +exec "
