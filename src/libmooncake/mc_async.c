@@ -52,6 +52,13 @@
  *    fail at once with MC_ERR_IO rather than time out one by one. Finished
  *    ops hold no reference to the handle, so they stay valid to wait on and
  *    read until mc_op_free, after mc_close too.
+ *  - Fork: a child inherits the handle but not its worker. Each op records
+ *    the process's fork generation (mc_fork.h); in another process every
+ *    call on it fails at once (MC_ERR_INVALID, NULL) instead of waiting
+ *    for a worker that is not there, mc_op_free frees the child's copy
+ *    without waiting, and closing the handle there frees the worker's
+ *    state without joining it (mcAsyncForget). A submit on an inherited
+ *    handle returns NULL.
  *  - Errors: a submit that cannot be queued (NULL items, a NULL key with a
  *    length, no memory, no eventfd, no thread) returns NULL with
  *    mc_last_error set. n == 0 gives an op that is done at once with 0,
@@ -63,6 +70,7 @@
  *    there too.
  */
 #include "mc_async.h"
+#include "mc_fork.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -89,6 +97,7 @@ struct mc_op {
     long long *results;
     int *put_results;            /* mc_batch_putv's, copied to results */
     void *mem;                   /* one block: items, iovecs, results, keys, prefer */
+    unsigned fork_gen;           /* the process that made it (mc_fork.h) */
     struct mc_op *next;          /* in the queue */
 };
 
@@ -179,6 +188,7 @@ static mc_op *opNew(int put, size_t n, const mc_kvv *items, const mc_put_opts *o
     op = calloc(1, sizeof(*op));
     if (op == NULL) goto nomem;
     op->efd = -1;
+    op->fork_gen = mcForkGenNow();
     pthread_mutex_init(&op->lock, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -355,6 +365,13 @@ void mcAsyncStop(mc_client *c) {
     free(a);
 }
 
+void mcAsyncForget(mc_client *c) {
+    mcAsync *a = atomic_exchange(mcAsyncSlot(c), NULL);
+    if (a == NULL) return;
+    mc_close(a->clone); /* inherited too: closed the same way */
+    free(a);
+}
+
 void mcAsyncRegister(mc_client *c, void *addr, size_t len, int mem) {
     mcAsync *a = asyncOf(c, 0, NULL, 0);
     if (a == NULL) return;
@@ -380,7 +397,7 @@ void mcAsyncSettingsChanged(mc_client *c) {
 
 static mc_op *submit(mc_client *c, int put, size_t n, const mc_kvv *items, const mc_put_opts *opts) {
     char err[256] = "";
-    if (c == NULL) return NULL;
+    if (mcClientBad(c)) return NULL; /* inherited: mc_last_error says so */
     mc_op *op = opNew(put, n, items, opts, err, sizeof(err));
     if (op == NULL) goto err;
     if (n == 0) { /* nothing to do: done now, as mc_batch_put answers 0 */
@@ -408,13 +425,16 @@ mc_op *mc_batch_put_async(mc_client *c, size_t n, const mc_kvv *items, const mc_
 
 mc_op *mc_batch_get_async(mc_client *c, size_t n, const mc_kvv *items) { return submit(c, 0, n, items, NULL); }
 
+/* NULL, or inherited across fork(): its worker is not in this process. */
+static int opBad(const mc_op *op) { return op == NULL || mcInherited(op->fork_gen); }
+
 int mc_op_done(mc_op *op) {
-    if (op == NULL) return MC_ERR_INVALID;
+    if (opBad(op)) return MC_ERR_INVALID;
     return opDone(op);
 }
 
 int mc_op_wait(mc_op *op, int timeout_ms) {
-    if (op == NULL) return MC_ERR_INVALID;
+    if (opBad(op)) return MC_ERR_INVALID;
     if (timeout_ms == 0) return opDone(op) ? op->rc : MC_ERR_PENDING;
     if (atomic_load_explicit(&op->done, memory_order_acquire)) return op->rc;
     struct timespec until;
@@ -438,14 +458,20 @@ int mc_op_wait(mc_op *op, int timeout_ms) {
 }
 
 const long long *mc_op_results(mc_op *op) {
-    if (op == NULL || !opDone(op)) return NULL;
+    if (opBad(op) || !opDone(op)) return NULL;
     return op->results;
 }
 
-int mc_op_fd(mc_op *op) { return op ? op->efd : MC_ERR_INVALID; }
+int mc_op_fd(mc_op *op) { return opBad(op) ? MC_ERR_INVALID : op->efd; }
 
 void mc_op_free(mc_op *op) {
     if (op == NULL) return;
+    if (mcInherited(op->fork_gen)) { /* the child's copy: no worker will finish it, its lock may be held */
+        if (op->efd >= 0) close(op->efd);
+        free(op->mem);
+        free(op);
+        return;
+    }
     /* Waiting under the lock: the worker's last touch of the op is its
      * unlock in opFinish. */
     pthread_mutex_lock(&op->lock);

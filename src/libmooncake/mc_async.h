@@ -25,6 +25,8 @@ void mcCloneSync(mc_client *clone, mc_client *c);
 _Atomic(struct mcAsync *) *mcAsyncSlot(mc_client *c);
 /* mc_last_error's text, set under the handle's lock. */
 void mcSetError(mc_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* NULL, or inherited across fork(): no call may use it (mooncake.c, "Fork"). */
+int mcClientBad(mc_client *c);
 
 /* Implemented in mc_async.c; each does nothing for a handle without a
  * worker. */
@@ -32,6 +34,11 @@ void mcSetError(mc_client *c, const char *fmt, ...) __attribute__((format(printf
 /* mc_close: runs what is queued to its end, joins the worker, closes the
  * clone. */
 void mcAsyncStop(mc_client *c);
+/* mc_close of a handle inherited across fork(): the worker is the
+ * parent's thread, not here; frees this process's copy of its state and
+ * closes the clone the same way (its queued ops are their callers' to
+ * free). */
+void mcAsyncForget(mc_client *c);
 /* mc_register/mc_unregister succeeded on c: the same on the clone. */
 void mcAsyncRegister(mc_client *c, void *addr, size_t len, int mem);
 void mcAsyncUnregister(mc_client *c, void *addr);

@@ -319,7 +319,7 @@ static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens,
 #define MC_PUT_ROUND 4096
 
 int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts *opts, int *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     size_t *lens = malloc(n * sizeof(*lens));
     if (lens == NULL) return MC_ERR_NOMEM;
@@ -365,7 +365,7 @@ static mc_kvv *kvAsKvv(size_t n, const mc_kv *items) {
 }
 
 int mc_batch_put(mc_client *c, size_t n, const mc_kv *items, const mc_put_opts *opts, int *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     mc_kvv *v = kvAsKvv(n, items);
     if (v == NULL) return MC_ERR_NOMEM;
@@ -582,7 +582,7 @@ end:
 }
 
 int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     size_t *caps = malloc(n * sizeof(*caps));
     if (caps == NULL) return MC_ERR_NOMEM;
@@ -597,7 +597,7 @@ int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *result
 }
 
 int mc_batch_get(mc_client *c, size_t n, mc_kv *items, long long *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     mc_kvv *v = kvAsKvv(n, items);
     if (v == NULL) return MC_ERR_NOMEM;
@@ -663,7 +663,7 @@ static void rangesPlan(mc_client *c, size_t n, const mc_kranges *items, mcRead *
 }
 
 int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long long *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     /* The result slots are every item's nranges as the caller counts them
      * (an item refused for too many ranges still fills its slots); reads
@@ -875,7 +875,7 @@ end:
 }
 
 int mc_batch_get_views(mc_client *c, size_t n, const mc_key *keys, mc_view **views, long long *results) {
-    if (c == NULL || (n && (keys == NULL || views == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (keys == NULL || views == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
     for (size_t i = 0; i < n; i++) views[i] = NULL;
     if (n == 0) return 0;
@@ -887,7 +887,7 @@ int mc_batch_get_views(mc_client *c, size_t n, const mc_key *keys, mc_view **vie
 }
 
 int mc_batch_replicas(mc_client *c, size_t n, const mc_key *keys, mc_replicas *out, int *results) {
-    if (c == NULL || (n && (keys == NULL || out == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (keys == NULL || out == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
     memset(out, 0, n * sizeof(*out));
@@ -953,7 +953,7 @@ end:
 }
 
 int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *results) {
-    if (c == NULL || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
     if (flags & ~(MC_EXISTS_PREFIX | MC_EXISTS_LEASE)) return MC_ERR_INVALID;
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
@@ -969,7 +969,7 @@ int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *
 /* REPLICA.CLEAR per node and slot, as BATCH.EXISTS goes: each answer is
  * the key's 1 or 0. */
 int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const char *segment, int *results) {
-    if (c == NULL || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);

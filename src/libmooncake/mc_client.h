@@ -20,6 +20,7 @@
 #include "mooncake.h"
 #include "mc_cluster.h"
 #include "mc_conn.h"
+#include "mc_fork.h"
 #include "mc_host.h"
 #include "mc_rdma.h"
 #include "mc_shm.h"
@@ -86,6 +87,7 @@ typedef struct {
 
 struct mc_client {
     pthread_mutex_t lock;
+    unsigned fork_gen;           /* the process that made it (mc_fork.h): any other may only free it */
     mcMap map;                   /* nodes[0]: the server mc_connect was given */
     int cluster;                 /* it is a cluster node: route by slot */
     long long map_at_us;         /* last CLUSTER SLOTS */
@@ -132,6 +134,11 @@ struct mc_client {
 };
 
 typedef struct { uint64_t seg, off, len; } mcReplica;
+
+/* What every public call checks first: no handle, or one inherited across
+ * fork() (mooncake.c, "Fork"), is MC_ERR_INVALID, before its lock is taken
+ * (a thread of the parent may have held it at the fork). */
+static inline int mcHandleBad(const mc_client *c) { return c == NULL || mcInherited(c->fork_gen); }
 
 
 /* One key of a batch phase. */

@@ -769,6 +769,28 @@ void mcHostStop(mcHost *h) {
     free(h);
 }
 
+/* A child's copy (mc_host.h). Its connection threads are not here, so the
+ * list is walked without the lock (a thread of the parent may have held
+ * it at the fork). Closing the abstract socket here does not release its
+ * name: the parent's descriptor still holds it. */
+void mcHostForget(mcHost *h) {
+    if (h == NULL) return;
+    while (h->conns) {
+        hostConn *c = h->conns;
+        h->conns = c->next;
+        close(c->fd);
+        free(c->admit);
+        free(c);
+    }
+    int fds[4] = {h->tcp_fd, h->unix_fd, h->wake[0], h->wake[1]};
+    for (int i = 0; i < 4; i++)
+        if (fds[i] >= 0) close(fds[i]);
+    free(h->password);
+    free(h->user);
+    free(h->slices);
+    free(h);
+}
+
 void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id) {
     if (slice < 0 || slice >= h->nslices) return;
     hostSlice *sl = &h->slices[slice];

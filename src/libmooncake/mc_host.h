@@ -27,6 +27,12 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
 /* Closes the listeners and every connection, and waits for their threads:
  * after it returns nothing touches the memory. NULL is a no-op. */
 void mcHostStop(mcHost *h);
+/* In a child forked from the hosting process: frees this process's copy
+ * of h and closes its descriptors (close only: no shutdown(), which would
+ * end the parent's connections too; no wake-up written, no thread joined
+ * -- they are the parent's). The parent's listeners and connections go on.
+ * NULL is a no-op. */
+void mcHostForget(mcHost *h);
 /* The segment id slice i was mounted under (0: none, refused). The MOUNT
  * was answered: the token it proposed is now the only one slice i takes. */
 void mcHostSetSegmentId(mcHost *h, int slice, uint64_t id);

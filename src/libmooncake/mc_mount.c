@@ -409,7 +409,7 @@ out:
 }
 
 int mc_mount(mc_client *c, size_t size, const char *name) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = mountLocked(c, NULL, size, name);
     pthread_mutex_unlock(&c->lock);
@@ -417,7 +417,7 @@ int mc_mount(mc_client *c, size_t size, const char *name) {
 }
 
 int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name) {
-    if (c == NULL || buf == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || buf == NULL) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = mountLocked(c, buf, size, name);
     pthread_mutex_unlock(&c->lock);
@@ -425,7 +425,7 @@ int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name) {
 }
 
 int mc_unmount(mc_client *c) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = c->host ? MC_OK : MC_ERR_NOT_FOUND;
     mcUnmountLocked(c);
@@ -433,7 +433,7 @@ int mc_unmount(mc_client *c) {
     return rc;
 }
 
-long long mc_mount_id(mc_client *c) { return c ? c->host_id : MC_ERR_INVALID; }
+long long mc_mount_id(mc_client *c) { return mcHandleBad(c) ? MC_ERR_INVALID : c->host_id; }
 
-const char *mc_mount_name(mc_client *c) { return c && c->host ? c->host_name : NULL; }
+const char *mc_mount_name(mc_client *c) { return !mcHandleBad(c) && c->host ? c->host_name : NULL; }
 

@@ -124,7 +124,7 @@ end:
 
 int mc_put_session_start(mc_client *c, size_t n, const mc_key *keys, const size_t *sizes, const mc_put_opts *opts,
                          mc_put_session **sessions, int *results) {
-    if (c == NULL || (n && (keys == NULL || sizes == NULL || sessions == NULL || results == NULL)))
+    if (mcHandleBad(c) || (n && (keys == NULL || sizes == NULL || sessions == NULL || results == NULL)))
         return MC_ERR_INVALID;
     if (n == 0) return 0;
     int bad = 0;
@@ -259,7 +259,7 @@ end:
 }
 
 int mc_put_session_write(mc_client *c, size_t n, const mc_session_ranges *items, long long *results) {
-    if (c == NULL || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || (n && (items == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -387,8 +387,23 @@ end:
     return rc;
 }
 
+/* End or revoke on a handle inherited across fork(): the put is the
+ * parent's to end (mooncake.c, "Fork"), so nothing is sent; the sessions
+ * are freed as the call promises, each once -- only this process's copies. */
+static int finishInherited(mc_client *c, size_t n, mc_put_session *const *sessions, int *results) {
+    for (size_t i = 0; i < n; i++) {
+        mc_put_session *s = sessions[i];
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) seen = sessions[j] == s;
+        if (s && !seen && s->owner == c) mc_put_session_free(s);
+        results[i] = MC_ERR_INVALID;
+    }
+    return MC_ERR_INVALID;
+}
+
 static int finish(mc_client *c, size_t n, mc_put_session *const *sessions, int *results, int publish) {
     if (c == NULL || (n && (sessions == NULL || results == NULL))) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return finishInherited(c, n, sessions, results);
     if (n == 0) return 0;
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);

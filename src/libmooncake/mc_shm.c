@@ -97,9 +97,12 @@
  * there unmaps its own copies. fork() copies no page tables of shared
  * file mappings, so the child's chunk bytes overstate: its first copies of
  * a populated chunk fault, as they would without the populate. The fd is
- * inherited too (close-on-exec, not close-on-fork). (Using one handle
- * from both sides of a fork is unsupported anyway: they would share its
- * connections.)
+ * inherited too (close-on-exec, not close-on-fork). A mapping the parent
+ * page-locked for device copies is not locked for the child (cuda reset:
+ * the child locks it afresh if it copies to a device). Handles themselves
+ * are the parent's only: in the child every call on one fails and closing
+ * it frees the child's copies (mooncake.c, "Fork"); its segments' last
+ * release here unmaps the child's mapping, never the parent's.
  *
  * Device copies (CUDA): a device buffer is copied straight into or out of
  * the mapping with cudaMemcpy (mc_xfer.c), no bounce buffer. The copy runs
@@ -172,7 +175,13 @@ static pthread_mutex_t cudaLock = PTHREAD_MUTEX_INITIALIZER; /* one registration
 
 static void forkPrepare(void) { pthread_mutex_lock(&tableLock); }
 static void forkParent(void) { pthread_mutex_unlock(&tableLock); }
-static void forkChild(void) { pthread_mutex_unlock(&tableLock); }
+/* The child's page-locking is its own to make: the parent's registration
+ * is in a CUDA context the child cannot use, and must not be undone from
+ * here at the last release. */
+static void forkChild(void) {
+    for (mcShm *m = table; m; m = m->next) m->cuda = 0;
+    pthread_mutex_unlock(&tableLock);
+}
 static void atforkInstall(void) { pthread_atfork(forkPrepare, forkParent, forkChild); }
 
 /* The identity of fd's file (see the design comment) into key's fields,

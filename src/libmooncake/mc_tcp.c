@@ -334,6 +334,15 @@ void mcTcpPoolFree(mcTcpPool *p) {
     free(p);
 }
 
+void mcTcpPoolForget(mcTcpPool *p) {
+    if (p == NULL) return;
+    for (int i = 0; i < p->nworkers; i++)
+        for (int j = 0; j < p->workers[i].nconns; j++) mcConnClose(p->workers[i].conns[j]);
+    free(p->password);
+    free(p->user);
+    free(p);
+}
+
 int mcTcpPoolWorkers(const mcTcpPool *p) { return p ? p->nworkers : 0; }
 
 int mcTcpStreamCount(uint64_t len, int want) {

@@ -47,6 +47,10 @@ typedef struct mcTcpPool mcTcpPool;
 
 mcTcpPool *mcTcpPoolCreate(int nworkers, const char *user, const char *password);
 void mcTcpPoolFree(mcTcpPool *p);
+/* In a child forked from the pool's process: frees this process's copy and
+ * closes the workers' connections (close only); the worker threads are the
+ * parent's and are not joined. NULL is a no-op. */
+void mcTcpPoolForget(mcTcpPool *p);
 int mcTcpPoolWorkers(const mcTcpPool *p);
 
 /* What failed in a striped transfer: the server's error reply (caller

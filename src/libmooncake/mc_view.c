@@ -34,8 +34,19 @@
  * the last of them frees it. Bounded: at most one entry per view released
  * while the handle was busy, and the server holds at most 4096 per
  * connection.
+ *
+ * Fork. A child inherits the views with the handle, but their holds are
+ * the parent's, on the parent's connection: the child cannot know how long
+ * they stand. So a view records the process's fork generation (mc_fork.h)
+ * and in another process gives no data (NULL, size 0); releasing it there
+ * drops the child's mapping reference and its memory only -- nothing is
+ * queued or put on the parent's connection, and the queue's lock (which a
+ * thread of the parent may have held at the fork) is not taken: in the
+ * child every reference to an inherited queue is dropped this way (its
+ * handle makes no views there), so an atomic count is enough.
  */
 #include "mc_view.h"
+#include "mc_fork.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -48,6 +59,7 @@ struct mc_view {
     uint64_t size;
     int node;
     unsigned gen;
+    unsigned fork_gen; /* the process that made it */
     size_t keylen;
     char key[]; /* the hold's key, for its HOLD.RELEASE */
 };
@@ -82,6 +94,21 @@ static void queueUnref(mcViewQueue *q) {
     }
     pthread_mutex_destroy(&q->lock);
     free(q);
+}
+
+/* queueUnref in a child forked from the queue's process (see the top). */
+static void queueForget(mcViewQueue *q) {
+    if (__atomic_sub_fetch(&q->refs, 1, __ATOMIC_ACQ_REL) != 0) return;
+    while (q->head) {
+        mcViewRelease *r = q->head;
+        q->head = r->next;
+        free(r);
+    }
+    free(q);
+}
+
+void mcViewQueueForget(mcViewQueue *q) {
+    if (q) queueForget(q);
 }
 
 mcViewQueue *mcViewQueueNew(void *owner, pthread_mutex_t *owner_lock, mcViewSendFn *send) {
@@ -127,6 +154,7 @@ mc_view *mcViewNew(mcViewQueue *q, mcShm *m, const char *data, uint64_t size, in
     v->size = size;
     v->node = node;
     v->gen = gen;
+    v->fork_gen = mcForkGenNow();
     v->keylen = keylen;
     memcpy(v->key, key, keylen);
     mcShmRetain(m);
@@ -136,11 +164,20 @@ mc_view *mcViewNew(mcViewQueue *q, mcShm *m, const char *data, uint64_t size, in
     return v;
 }
 
-const void *mc_view_data(const mc_view *v) { return v ? v->data : NULL; }
-uint64_t mc_view_size(const mc_view *v) { return v ? v->size : 0; }
+static int viewBad(const mc_view *v) { return v == NULL || mcInherited(v->fork_gen); }
+
+const void *mc_view_data(const mc_view *v) { return viewBad(v) ? NULL : v->data; }
+uint64_t mc_view_size(const mc_view *v) { return viewBad(v) ? 0 : v->size; }
 
 void mc_view_release(mc_view *v) {
     if (v == NULL) return;
+    if (mcInherited(v->fork_gen)) { /* the child's copy (see the top): nothing queued or sent */
+        mcViewQueue *q = v->q;
+        mcShmRelease(v->shm);
+        free(v);
+        queueForget(q);
+        return;
+    }
     mcViewQueue *q = v->q;
     pthread_mutex_lock(&q->lock);
     if (q->open && pthread_mutex_trylock(q->owner_lock) == 0) { /* idle: onto its connection now */

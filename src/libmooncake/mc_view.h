@@ -22,6 +22,9 @@ mcViewQueue *mcViewQueueNew(void *owner, pthread_mutex_t *owner_lock, mcViewSend
 /* The handle closes: its reference goes, and releases queued later are
  * dropped (the holds end with the handle's connections). */
 void mcViewQueueClose(mcViewQueue *q);
+/* mcViewQueueClose in a child forked from the handle's process: the
+ * handle's reference goes, nothing else (mc_view.c, "Fork"). */
+void mcViewQueueForget(mcViewQueue *q);
 /* Sends every queued release (q's send) and empties the queue. Called by
  * the handle, under its lock; the caller flushes. */
 void mcViewQueueDrain(mcViewQueue *q);

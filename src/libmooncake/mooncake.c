@@ -37,6 +37,31 @@
  * this handle's lock and its synchronous calls go on meanwhile. Setters and
  * mc_register/mc_unregister tell the worker (mc_async.h); mc_close stops it
  * first.
+ *
+ * Fork. A child forked after a handle was made inherits it, and with it
+ * the parent's sockets, its hosted segment's listener and memfd, the holds
+ * of its views and its pending puts -- but none of its threads (heartbeat,
+ * async worker, tcp streams, listeners), and perhaps its lock held by a
+ * thread that is not there. A request from the child on such a socket
+ * interleaves with the parent's (either may read the other's reply: wrong
+ * bytes, protocol errors in the parent), and closing it the old way sent
+ * UNMOUNT, PUT.REVOKE or HOLD.RELEASE for the parent and joined threads the
+ * child does not have. So a handle records the process's fork generation
+ * (mc_fork.h) when made, and in any other process:
+ *  - every call on it fails at once with MC_ERR_INVALID (mcHandleBad, one
+ *    load, before the lock), mc_last_error saying to make a new handle:
+ *    the child connects afresh, as it would after an exec;
+ *  - mc_close frees only what is the child's own (closeInherited): its
+ *    copies of the memory, its descriptors closed without shutdown() --
+ *    the parent's own descriptors keep every socket open -- and nothing
+ *    sent, joined, unmounted or unlinked. What the child cannot release
+ *    without touching the parent's is left to the exit: RDMA resources
+ *    (verbs objects live in the device context the two share, and
+ *    destroying one from the child destroys it for the parent), CUDA
+ *    memory and streams (the runtime is not usable in a forked child),
+ *    and the lock and condition variables, which may be held.
+ * The ops and views a handle gave out record the generation too
+ * (mc_async.c, mc_view.c); put sessions are plain memory.
  */
 #include "mooncake.h"
 
@@ -46,6 +71,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +80,16 @@
 #include "mc_cuda.h"
 
 /* ---- small helpers ------------------------------------------------------- */
+
+unsigned mcForkGen;
+
+static void forkChild(void) { __atomic_add_fetch(&mcForkGen, 1, __ATOMIC_RELAXED); }
+static void forkInstallOnce(void) { pthread_atfork(NULL, NULL, forkChild); }
+
+void mcForkInstall(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, forkInstallOnce);
+}
 
 long long mcNowUs(void) {
     struct timespec ts;
@@ -185,6 +221,8 @@ static mc_client *connectWith(const char *uri, const char *user, const char *pas
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    mcForkInstall();
+    c->fork_gen = mcForkGenNow();
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->hb_lock, NULL);
     pthread_cond_init(&c->hb_cond, NULL);
@@ -235,7 +273,7 @@ err:
 }
 
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
-    if (c == NULL || connect_ms < 0 || io_ms < 0) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || connect_ms < 0 || io_ms < 0) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->connect_ms = connect_ms;
     c->io_ms = io_ms;
@@ -252,7 +290,7 @@ int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
 }
 
 int mc_set_transport(mc_client *c, int transport) {
-    if (c == NULL || transport < MC_TRANSPORT_AUTO || transport > MC_TRANSPORT_RDMA) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || transport < MC_TRANSPORT_AUTO || transport > MC_TRANSPORT_RDMA) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->transport = transport;
     pthread_mutex_unlock(&c->lock);
@@ -261,7 +299,7 @@ int mc_set_transport(mc_client *c, int transport) {
 }
 
 int mc_set_streams(mc_client *c, int streams) {
-    if (c == NULL || streams < 1 || streams > MC_TCP_MAX_STREAMS) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || streams < 1 || streams > MC_TCP_MAX_STREAMS) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->streams = streams;
     pthread_mutex_unlock(&c->lock);
@@ -270,7 +308,7 @@ int mc_set_streams(mc_client *c, int streams) {
 }
 
 int mc_set_host_ports(mc_client *c, int port_min, int port_max) {
-    if (c == NULL || !((port_min == 0 && port_max == 0) || (port_min > 0 && port_min <= port_max && port_max < 65536)))
+    if (mcHandleBad(c) || !((port_min == 0 && port_max == 0) || (port_min > 0 && port_min <= port_max && port_max < 65536)))
         return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->host_port_min = port_min;
@@ -279,11 +317,56 @@ int mc_set_host_ports(mc_client *c, int port_min, int port_max) {
     return MC_OK;
 }
 
-int mc_last_transport(mc_client *c) { return c ? c->last_transport : MC_ERR_INVALID; }
-const char *mc_last_error(mc_client *c) { return c ? c->errbuf : "no handle"; }
+int mc_last_transport(mc_client *c) { return mcHandleBad(c) ? MC_ERR_INVALID : c->last_transport; }
+
+const char *mc_last_error(mc_client *c) {
+    if (c == NULL) return "no handle";
+    return mcInherited(c->fork_gen) ? MC_FORK_ERR : c->errbuf;
+}
+
+/* mc_close of a handle inherited across fork() (see the top: "Fork"):
+ * what is this process's own copy goes, nothing of the parent's is
+ * touched. No lock is taken: one may have been held by a thread of the
+ * parent at the fork. */
+static void closeInherited(mc_client *c) {
+    mcAsyncForget(c);
+    mcViewQueueForget(c->views);
+    mcHostForget(c->host); /* no UNMOUNT, no shutdown(), no thread joined */
+    for (int i = 0; i < c->nslices; i++)
+        for (int j = 0; j < c->slices[i].argc; j++) free(c->slices[i].argv[j]);
+    free(c->slices);
+    if (c->host_owned && c->host_mem) munmap(c->host_mem, c->host_size); /* the child's mapping */
+    if (c->host_fd >= 0) close(c->host_fd);
+    free(c->host_name);
+    while (c->segs) {
+        mcSeg *s = c->segs;
+        c->segs = s->next;
+        mcSegFree(s); /* unmaps the child's mapping; the parent's stays */
+    }
+    while (c->dconns) {
+        mcDataConn *d = c->dconns;
+        c->dconns = d->next;
+        mcConnClose(d->conn); /* close(), no shutdown(): the parent's descriptor keeps it open */
+        free(d);
+    }
+    while (c->regions) {
+        mcRegion *r = c->regions;
+        c->regions = r->next;
+        free(r);
+    }
+    mcTcpPoolForget(c->tcp_pool);
+    mcMapFree(&c->map);
+    free(c->password);
+    free(c->user);
+    free(c);
+}
 
 void mc_close(mc_client *c) {
     if (c == NULL) return;
+    if (mcInherited(c->fork_gen)) {
+        closeInherited(c);
+        return;
+    }
     mcAsyncStop(c); /* its queued batches first: they finish (mc_async.c) */
     pthread_mutex_lock(&c->lock);
     mcViewQueueClose(c->views); /* later releases are dropped: closing ends the holds */
@@ -522,7 +605,7 @@ static int putStaged(mc_client *c, const void *key, size_t keylen, const struct 
 }
 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len, const mc_put_opts *opts) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {(void *)buf, len};
     pthread_mutex_lock(&c->lock);
     int rc = putStaged(c, key, keylen, &one, 1, opts, 0);
@@ -532,7 +615,7 @@ int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t
 
 int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len,
                 const mc_put_opts *opts) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {(void *)buf, len};
     pthread_mutex_lock(&c->lock);
     int rc = putStaged(c, key, keylen, &one, 1, opts, 1);
@@ -543,7 +626,7 @@ int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, s
 /* The v-forms: one body, registered memory required or not. */
 static int putv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                 const mc_put_opts *opts, int registered) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = putStaged(c, key, keylen, iov, iovcnt, opts, registered);
     pthread_mutex_unlock(&c->lock);
@@ -621,7 +704,7 @@ void mcFlushLeaseReleases(mcConn *conn) {
 }
 
 int mc_set_lease_release(mc_client *c, int on) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->lease_release = on != 0;
     pthread_mutex_unlock(&c->lock);
@@ -690,7 +773,7 @@ static long long getOnce(mc_client *c, const void *key, size_t keylen, const str
 }
 
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {buf, cap};
     pthread_mutex_lock(&c->lock);
     long long rc = getAndRelease(c, key, keylen, &one, 1, cap, 0);
@@ -699,7 +782,7 @@ long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t
 }
 
 long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {buf, cap};
     pthread_mutex_lock(&c->lock);
     long long rc = mcRegionOf(c, buf, cap) ? getAndRelease(c, key, keylen, &one, 1, cap, 0)
@@ -709,7 +792,7 @@ long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, s
 }
 
 long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     size_t cap;
     long long rc = mcIovCheck(c, iov, iovcnt, &cap);
@@ -720,7 +803,7 @@ long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struc
 }
 
 long long mc_size(mc_client *c, const void *key, size_t keylen) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec none = {NULL, 0};
     pthread_mutex_lock(&c->lock);
     long long rc = getAndRelease(c, key, keylen, &none, 1, 0, 1);
@@ -730,7 +813,7 @@ long long mc_size(mc_client *c, const void *key, size_t keylen) {
 
 /* A one-key command answering an integer: 1 when it is > 0, 0, or MC_ERR_*. */
 static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t keylen) {
-    if (c == NULL || key == NULL || keylen == 0) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || key == NULL || keylen == 0) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     const char *argv[2] = {cmd, key};
     size_t lens[2] = {strlen(cmd), keylen};
@@ -775,7 +858,7 @@ static long long removeAllLocked(mc_client *c) {
 }
 
 long long mc_remove_all(mc_client *c) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     c->errbuf[0] = '\0';
     long long rc = removeAllLocked(c);
@@ -872,7 +955,7 @@ static int scanNodeLocked(mc_client *c, int node, const char *match, keyList *l)
 int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n) {
     if (keys) *keys = NULL;
     if (n) *n = 0;
-    if (c == NULL || keys == NULL || n == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c) || keys == NULL || n == NULL) return MC_ERR_INVALID;
     keyList l = {0};
     pthread_mutex_lock(&c->lock);
     c->errbuf[0] = '\0';
@@ -938,7 +1021,7 @@ static void regionRdma(mc_client *c, mcRegion *r, char *rkeys, size_t cap) {
 }
 
 int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     mcRegion *r = mcRegionOf(c, addr, 1);
     int rc = r ? r->rdma_mode : MC_ERR_NOT_FOUND;
@@ -948,7 +1031,7 @@ int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen) {
 }
 
 int mc_register(mc_client *c, void *addr, size_t len, int mem) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = MC_OK;
     /* A region past the end of the address space would make every "inside
@@ -990,7 +1073,7 @@ out:
 int mc_cuda_available(char *why, size_t len) { return mcCudaAvailable(why, len); }
 
 int mc_unregister(mc_client *c, void *addr) {
-    if (c == NULL) return MC_ERR_INVALID;
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
     pthread_mutex_lock(&c->lock);
     int rc = MC_ERR_NOT_FOUND;
     for (mcRegion **pp = &c->regions; *pp; pp = &(*pp)->next) {
@@ -1071,6 +1154,8 @@ void mcCloneSync(mc_client *clone, mc_client *c) {
 }
 
 _Atomic(struct mcAsync *) *mcAsyncSlot(mc_client *c) { return &c->async; }
+
+int mcClientBad(mc_client *c) { return mcHandleBad(c); }
 
 void mcSetError(mc_client *c, const char *fmt, ...) {
     va_list ap;

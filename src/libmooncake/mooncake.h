@@ -18,6 +18,12 @@
  * be shared by threads; calls on one handle then run one at a time. For
  * parallel transfers open one handle per thread (connections are cheap).
  *
+ * Fork: a handle belongs to the process that made it. In a child forked
+ * after, every call on it (and on its ops and views) fails with
+ * MC_ERR_INVALID, and closing it there frees only the child's copy: nothing
+ * is sent on the parent's connections (docs/PROTOCOL.md, "Handles across
+ * fork()"). The child opens handles of its own.
+ *
  * Latency: a call polls its socket for a reply for up to 50 us before
  * sleeping in read() (environment MC_SPIN_US sets the window, 0 disables).
  *

@@ -18,6 +18,8 @@
  *   test_mooncake_batch.c      batches, exists, scatter-gather, ranged reads
  *   test_mooncake_async.c      non-blocking batches (mc_async.c)
  *   test_mooncake_device.c     device memory, against the fake CUDA runtime
+ *   test_mooncake_fork.c       handles inherited across fork(): the child
+ *                              never touches what the parent holds
  *
  * test_mooncake.h holds what these files share (the connect, put, get and
  * compare helpers, the helper process that hosts a segment, the groups'
@@ -71,7 +73,7 @@ static const struct {
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
     {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
-    {"views", testViews},
+    {"views", testViews},              {"fork", testFork},
 };
 
 /* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */

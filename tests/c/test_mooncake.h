@@ -78,6 +78,7 @@ void testAsync(void);
 void testDevice(void);
 void testRide(void); /* test_mooncake_ride.c */
 void testViews(void); /* test_mooncake_views.c */
+void testFork(void); /* test_mooncake_fork.c */
 
 /* ---- libmooncake helpers ---------------------------------------------------- */
 
