@@ -32,6 +32,19 @@
  * TypeError/ValueError here. BINDING_ERR_CLOSED (-100) is a call on a
  * closed Client.
  *
+ * Fork. A child forked from a process that holds a Client inherits it --
+ * its handles, whose sockets are the parent's, its hosted segment, its
+ * lock perhaps held by a parent thread that is not there, and a busy count
+ * of calls that will never end in the child. The Client records the
+ * process's fork generation (a pthread_atfork child handler bumps it, so
+ * a call pays one load, not a getpid system call), and in another process
+ * every call answers MC_ERR_INVALID (the Python layers map it to
+ * INVALID_PARAMS, or InvalidArgumentError) with words saying to make a new
+ * store there; close(), and the finalizers that run at the child's exit,
+ * close the handles the child's way (libmooncake frees its own copies and
+ * sends nothing: mooncake.c, "Fork") without taking the lock or waiting
+ * for the parent's calls. A Client made in the child works as any other.
+ *
  * Files. This one is the module and its one public type, Client: the pool
  * of handles, every method (each a thin body: take the arguments, borrow a
  * handle, run without the GIL, answer), the method table and PyInit. What
@@ -52,6 +65,19 @@
 __thread char mcpyTlsErr[512];
 
 void mcpySetTlsErr(const char *msg) { snprintf(mcpyTlsErr, sizeof(mcpyTlsErr), "%s", msg ? msg : ""); }
+
+/* ---- fork ------------------------------------------------------------------ */
+
+unsigned mcpyForkGen;
+
+static void forkChild(void) { __atomic_add_fetch(&mcpyForkGen, 1, __ATOMIC_RELAXED); }
+
+int mcpyInherited(ClientObject *self) {
+    if (self->fork_gen == __atomic_load_n(&mcpyForkGen, __ATOMIC_RELAXED)) return 0;
+    mcpySetTlsErr("this store was created in another process (inherited across fork()): it cannot be used here; "
+                  "create a new one in this process");
+    return 1;
+}
 
 /* ---- registered memory --------------------------------------------------- */
 
@@ -95,6 +121,10 @@ static void applySettings(ClientObject *self, mc_client *h) {
 static mc_client *borrow(ClientObject *self, int *rc) {
     mc_client *h = NULL;
     char err[256] = "";
+    if (mcpyInherited(self)) {
+        *rc = MC_ERR_INVALID;
+        return NULL;
+    }
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
     while (!self->closed && self->nidle == 0 && self->busy >= POOL_MAX)
@@ -143,7 +173,22 @@ static void noteErr(mc_client *h, long long rc) {
     if (rc < 0) mcpySetTlsErr(mc_last_error(h));
 }
 
+/* close() in a child forked from the Client's process (see the top):
+ * the parent's calls in flight are not here to wait for, and its lock may
+ * be held; each handle is closed the child's way by libmooncake itself. */
+static void closeInherited(ClientObject *self) {
+    int n = self->nall;
+    self->closed = 1;
+    self->nall = self->nidle = self->busy = 0;
+    self->sess_h = NULL;
+    for (int i = n - 1; i >= 0; i--) mc_close(self->all[i]);
+}
+
 static void closeAll(ClientObject *self) {
+    if (self->fork_gen != __atomic_load_n(&mcpyForkGen, __ATOMIC_RELAXED)) {
+        closeInherited(self);
+        return;
+    }
     pthread_mutex_lock(&self->lock);
     self->closed = 1;
     pthread_cond_broadcast(&self->cond);
@@ -159,11 +204,14 @@ static void closeAll(ClientObject *self) {
 
 static void Client_dealloc(ClientObject *self) {
     if (self->inited) {
+        int inherited = self->fork_gen != __atomic_load_n(&mcpyForkGen, __ATOMIC_RELAXED);
         Py_BEGIN_ALLOW_THREADS
         closeAll(self);
         Py_END_ALLOW_THREADS
-        pthread_mutex_destroy(&self->lock);
-        pthread_cond_destroy(&self->cond);
+        if (!inherited) { /* else they may be held: left to the exit */
+            pthread_mutex_destroy(&self->lock);
+            pthread_cond_destroy(&self->cond);
+        }
     }
     free(self->uri);
     free(self->user);
@@ -202,6 +250,7 @@ static int Client_init(ClientObject *self, PyObject *args, PyObject *kw) {
     self->transport = transport;
     self->streams = streams;
     self->lease_release = lease_release;
+    self->fork_gen = __atomic_load_n(&mcpyForkGen, __ATOMIC_RELAXED);
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->cond, NULL);
     self->inited = 1;
@@ -762,6 +811,7 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
         mcpySetTlsErr("address + size overflows");
         return PyLong_FromLong(MC_ERR_INVALID);
     }
+    if (mcpyInherited(self)) return PyLong_FromLong(MC_ERR_INVALID);
     int writable = 0, mapped, rc = MC_OK;
     Py_BEGIN_ALLOW_THREADS
     mapped = hostRangeMapped((uintptr_t)addr, (size_t)len, &writable);
@@ -808,6 +858,7 @@ static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
     unsigned long long addr;
     CHECK_INIT(self);
     if (!PyArg_ParseTuple(args, "K", &addr)) return NULL;
+    if (mcpyInherited(self)) return PyLong_FromLong(MC_ERR_INVALID);
     int rc = MC_ERR_NOT_FOUND;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
@@ -837,6 +888,7 @@ static PyObject *Client_mount(ClientObject *self, PyObject *args) {
         mcpySetTlsErr("a segment needs a positive size");
         return PyLong_FromLong(MC_ERR_INVALID);
     }
+    if (mcpyInherited(self)) return PyLong_FromLong(MC_ERR_INVALID);
     long long rc;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
@@ -858,6 +910,7 @@ static PyObject *Client_mount(ClientObject *self, PyObject *args) {
  * listener's port), or None. */
 static PyObject *Client_mount_name(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
     CHECK_INIT(self);
+    if (mcpyInherited(self)) Py_RETURN_NONE;
     char name[512] = "";
     pthread_mutex_lock(&self->lock);
     const char *n = !self->closed && self->nall ? mc_mount_name(self->all[0]) : NULL;
@@ -881,6 +934,7 @@ static PyObject *Client_closed(ClientObject *self, void *Py_UNUSED(closure)) {
 }
 
 static PyObject *Client_handles(ClientObject *self, void *Py_UNUSED(closure)) {
+    if (self->inited && mcpyInherited(self)) return PyLong_FromLong(0); /* none usable here */
     pthread_mutex_lock(&self->lock);
     int n = self->nall;
     pthread_mutex_unlock(&self->lock);
@@ -890,6 +944,7 @@ static PyObject *Client_handles(ClientObject *self, void *Py_UNUSED(closure)) {
 static PyObject *Client_last_transport(ClientObject *self, PyObject *Py_UNUSED(ignored)) {
     CHECK_INIT(self);
     int t = -1;
+    if (mcpyInherited(self)) return PyLong_FromLong(t);
     pthread_mutex_lock(&self->lock);
     if (self->nidle > 0) t = mc_last_transport(self->idle[self->nidle - 1]);
     pthread_mutex_unlock(&self->lock);
@@ -1014,9 +1069,13 @@ static struct PyModuleDef moduledef = {
     module_methods, NULL, NULL, NULL, NULL,
 };
 
+static void forkInstall(void) { pthread_atfork(NULL, NULL, forkChild); }
+
 PyMODINIT_FUNC PyInit__mooncake(void) {
     if (PyType_Ready(&ClientType) < 0 || PyType_Ready(&mcpyOpType) < 0 || PyType_Ready(&mcpyBufferType) < 0)
         return NULL;
+    static pthread_once_t forkOnce = PTHREAD_ONCE_INIT;
+    pthread_once(&forkOnce, forkInstall);
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL) return NULL;
     Py_INCREF(&ClientType);

@@ -54,7 +54,17 @@ typedef struct {
     int nregions;
     int inited;
     mc_client *sess_h;           /* the handle put sessions run on (_mooncake_session.c), NULL before the first */
+    unsigned fork_gen;           /* mcpyForkGen when made: another value means inherited across fork() */
 } ClientObject;
+
+/* The process's fork generation (_mooncake.c: one more in each child,
+ * by a pthread_atfork handler installed at import). */
+extern unsigned mcpyForkGen;
+
+/* A Client inherited across fork(): 1 with this thread's error words set
+ * (every call then answers MC_ERR_INVALID; see _mooncake.c, "Fork"). Its
+ * lock is not taken: a thread of the parent may have held it at the fork. */
+int mcpyInherited(ClientObject *self);
 
 /* This thread's last failure in words (last_error()), set by every file. */
 extern __thread char mcpyTlsErr[512];

@@ -87,6 +87,7 @@ void mcpyCallArgsFree(callArgs *a) {
  * memory for a get's target). */
 int mcpyAddressAllowed(ClientObject *self, uintptr_t p, size_t len, int write_into) {
     int ok = 0;
+    if (mcpyInherited(self)) return 0; /* the call fails as a whole anyway; the lock may be held */
     pthread_mutex_lock(&self->lock);
     for (int i = 0; i < self->nregions && !ok; i++) {
         const regionT *r = &self->regions[i];

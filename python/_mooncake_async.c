@@ -183,6 +183,11 @@ PyObject *mcpySubmit(ClientObject *self, PyObject *keys, PyObject *bufs, PyObjec
     }
     mc_op *o = NULL;
     int closed = 0;
+    if (mcpyInherited(self)) {
+        PyMem_Free(sub);
+        Py_DECREF(op);
+        return PyLong_FromLong(MC_ERR_INVALID);
+    }
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
     if (self->closed || self->nall == 0) {

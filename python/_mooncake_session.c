@@ -49,6 +49,10 @@ static sessionBox *boxOf(ClientObject *self, PyObject *o) {
  * when the Client is closed or no handle could be opened. */
 static mc_client *borrowSessionHandle(ClientObject *self, int *rc) {
     mc_client *h = NULL;
+    if (mcpyInherited(self)) {
+        *rc = MC_ERR_INVALID;
+        return NULL;
+    }
     pthread_mutex_lock(&self->lock);
     if (self->closed) {
         *rc = BINDING_ERR_CLOSED;
