@@ -151,6 +151,8 @@ int main(int argc, char **argv) {
         set pyver [exec /usr/bin/python3 -c {import sys; print("%d.%d" % sys.version_info[:2])}]
         set pydir [file join $prefix lib python$pyver dist-packages]
         assert_match "*installed the Python package in $pydir*" $out
+        # A prefix python3 does not search: the install says how to reach it.
+        assert_match "*does not look there: run it with PYTHONPATH=$pydir*" $out
         foreach f {__init__.py store.py} {
             assert_equal 1 [file isfile [file join $pydir mooncake $f]] "missing $f"
         }
