@@ -81,6 +81,10 @@ static int setBind(sds *argv, int argc, const char **err) {
         *err = "Too many bind addresses specified.";
         return C_ERR;
     }
+    if (argc == 0) { /* `bind " "`: blanks split into no word; only "" means no TCP listener */
+        *err = "Invalid bind address: a host name or IP address, printable and without quotes";
+        return C_ERR;
+    }
     /* `bind ""` means no TCP listener at all (unix socket only). Otherwise
      * each word is an address: printable, no quote (CONFIG GET and REWRITE
      * join the words with spaces as they are, so one that held a space, a

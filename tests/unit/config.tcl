@@ -224,7 +224,7 @@ start_server {tags {config}} {
         # Taken before, and written back by CONFIG REWRITE as other
         # addresses than were given (`127.0.0.1 ""` became one address, a
         # quote made a file that did not load): found by fuzz_config.
-        foreach bad [list {127.0.0.1 ""} {127.0.0.1 "a'b"} {"\x01"}] {
+        foreach bad [list {127.0.0.1 ""} {127.0.0.1 "a'b"} {"\x01"} {" "} {"  \t "}] {
             lassign [run_conf_expecting_exit "port [find_available_port]\nbind $bad"] exited out
             assert_equal 1 $exited "server exited with bind $bad?"
             assert_match {*line 2*Invalid bind address*} $out
