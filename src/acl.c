@@ -176,6 +176,13 @@ static uint64_t extraCategories(const char *name) {
 
 static uint64_t categoriesOf(serverCommand *cmd) {
     uint64_t cats = 0;
+    /* A container (OBJECT, PUBSUB, CLIENT, SLOWLOG ...) declares no category
+     * in Redis: its subcommands carry them, and ACL CAT <category> lists the
+     * subcommands only. Its own id is @slow, as Redis's containers are (COMMAND,
+     * which runs bare, keeps its row below). */
+    if (cmd->subcommands) return ACL_CAT_SLOW | extraCategories(cmd->fullname);
+    /* The one help subcommand Redis leaves out of its group's category. */
+    if (!strcmp(cmd->fullname, "pubsub|help")) return ACL_CAT_SLOW;
     if (cmd->flags & CMD_WRITE) cats |= ACL_CAT_WRITE;
     if (cmd->flags & CMD_READONLY) cats |= ACL_CAT_READ;
     if (cmd->flags & CMD_ADMIN) cats |= ACL_CAT_ADMIN | ACL_CAT_DANGEROUS;
