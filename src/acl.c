@@ -1334,7 +1334,7 @@ static void aclDryRunCommand(client *c) {
     } else {
         sds msg = sdscatprintf(sdsempty(), "User %s has no permissions to access the '", u->name);
         msg = sdscatsds(msg, argv[keypos]);
-        addReplyBulkSds(c, sdscat(msg, "' key"));
+        addReplyBulkSds(c, sdscat(msg, rc == ACL_DENIED_CHANNEL ? "' channel" : "' key"));
     }
 }
 

@@ -190,6 +190,20 @@ start_server {tags {acl}} {
         assert_error {ERR*} {r acl dryrun nosuchuser get k}
     }
 
+    test {ACL DRYRUN names a refused channel as a channel, a refused key as a key} {
+        # found by tests/helpers/redis_diff.py --acl-seeds: a channel was
+        # reported as "the 'news' key"
+        r acl setuser dryrunch on >pw ~k* &ok* +@all
+        assert_equal {User dryrunch has no permissions to access the 'news' channel} \
+            [r acl dryrun dryrunch publish news m]
+        assert_equal {User dryrunch has no permissions to access the 'news' channel} \
+            [r acl dryrun dryrunch subscribe ok1 news]
+        assert_equal {User dryrunch has no permissions to access the 'x' key} \
+            [r acl dryrun dryrunch get x]
+        assert_equal OK [r acl dryrun dryrunch publish ok1 m]
+        r acl deluser dryrunch
+    }
+
     test {Commands allowed before AUTH stay allowed to any user} {
         set c [acl_client getter p1]
         assert_equal OK [$c auth getter p1]
