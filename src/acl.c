@@ -456,7 +456,9 @@ static void setCommandBits(user *u, serverCommand *cmd, int on) {
  * the caller works on a copy). */
 static int applyRule(user *u, const char *op, size_t len, const char **err) {
     *err = ERR_SYNTAX;
-    if (len == 0) return C_ERR;
+    /* An empty rule changes nothing, as in Redis (a script that joins an
+     * empty list of rules must not fail the others). */
+    if (len == 0) return C_OK;
 #define IS(word) (len == strlen(word) && !strncasecmp(op, word, len))
     if (IS("on")) {
         u->flags |= USER_ON;

@@ -204,6 +204,17 @@ start_server {tags {acl}} {
         r acl deluser dryrunch
     }
 
+    test {ACL SETUSER takes an empty rule as a no-op, as Redis} {
+        # found by tests/helpers/redis_diff.py --acl-seeds: "" was a syntax
+        # error that refused the whole SETUSER
+        r acl setuser emptyrule on >pw {} ~e* {} +get
+        assert_equal {on} [dict get [r acl getuser emptyrule] flags]
+        assert_equal {~e*} [dict get [r acl getuser emptyrule] keys]
+        assert_equal OK [r acl setuser emptyrule {}]
+        assert_equal OK [r acl dryrun emptyrule get e1]
+        r acl deluser emptyrule
+    }
+
     test {Commands allowed before AUTH stay allowed to any user} {
         set c [acl_client getter p1]
         assert_equal OK [$c auth getter p1]
