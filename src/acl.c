@@ -546,6 +546,9 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
             return C_ERR;
         }
         if (!validPattern(op + 1, len - 1)) return C_ERR;
+        /* A pattern the user already has is not listed twice (Redis). */
+        for (int i = 0; i < u->nchannels; i++)
+            if (sdslen(u->channels[i]) == len - 1 && !memcmp(u->channels[i], op + 1, len - 1)) return C_OK;
         u->channels = zrealloc(u->channels, sizeof(sds) * (size_t)(u->nchannels + 1));
         u->channels[u->nchannels++] = sdsnewlen(op + 1, len - 1);
     } else if (op[0] == '(' || IS("clearselectors")) {

@@ -215,6 +215,15 @@ start_server {tags {acl}} {
         r acl deluser emptyrule
     }
 
+    test {ACL SETUSER lists a channel pattern given twice once, as Redis} {
+        # found by tests/helpers/redis_diff.py --acl-seeds: "&n?ws &n?ws"
+        r acl setuser dupch on >pw &n?ws &n?ws &other
+        assert_equal {&n?ws &other} [dict get [r acl getuser dupch] channels]
+        r acl setuser dupch &other
+        assert_equal {&n?ws &other} [dict get [r acl getuser dupch] channels]
+        r acl deluser dupch
+    }
+
     test {Commands allowed before AUTH stay allowed to any user} {
         set c [acl_client getter p1]
         assert_equal OK [$c auth getter p1]
