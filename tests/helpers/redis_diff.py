@@ -69,7 +69,10 @@ to probe on both; mooncake's max-key-size (4096) is not reached by the keys
 used here.
 
 Usage:  redis_diff.py [--seeds 1,2,3 | --seed-range 1:100] [--count N]
+                      [--acl-seeds 1,2 [--acl-count N]]
                       [--resp 2|3|both] [--show-info] [--stats]
+--acl-seeds runs the ACL sequence too ("the ACL mode" below says what it
+sends and leaves out); its lines read "[ok] acl seed 1 resp2: ...".
 One line per seed and protocol: "[ok] seed 7 resp2: 2000 commands" or
 "[err] seed 7 resp2: N differences" followed by the differences (the command
 index, the command, both replies, and the commands before it on the same
@@ -1106,11 +1109,355 @@ class Run:
         self.close()
 
 
+# ---------------------------------------------------------------- the ACL mode
+#
+# --acl-seeds runs another sequence per seed: ACL SETUSER with random rule
+# lists (valid and malformed) on a few users, ACL GETUSER/LIST/USERS/DELUSER/
+# WHOAMI/CAT/DRYRUN/LOG, and bursts on a fresh connection that AUTHs as one
+# of the users (or fails to) and runs commands its rules allow or deny, so
+# every NOPERM refusal is compared. ACL DRYRUN's reasons are plain strings:
+# those are compared to the letter.
+#
+# Left out of it, with the reason (PROTOCOL.md "ACL: users and tenants"):
+#  - selectors "(...)", clearselectors, and +cmd|firstarg rules: refused
+#    here on purpose (Redis 7.0 takes them);
+#  - the command part of GETUSER and ACL LIST: shown as Redis 7.2 shows the
+#    rules (each rule as given), redis-server 7.0 recomputes it from the
+#    bitmap; what the rules allow is compared through DRYRUN and the bursts;
+#  - @store and this server's own commands; ACL CAT <category> is compared
+#    on the commands both servers have (COMMAND LIST of each);
+#  - as a restricted user, KEYS/SCAN/DBSIZE/RANDOMKEY/FLUSHALL/CLIENT LIST and
+#    PUBSUB listings: a tenant sees only its own here ("Tenancy");
+#  - the user `default` is never changed (the other connections run as it);
+#  - the user named "" (Redis 7.0 creates it; refused here) and ACL LOG
+#    with a negative count (an empty list in Redis 7.0, an error here, as in
+#    later Redis);
+#  - DRYRUN's reasons are compared with "User <name> has" (Redis 7.2's
+#    wording, as this server's NOPERM errors) read as 7.0's "This user has";
+#  - %R~/%W~ users' keyed commands: here a read-only command needs read and
+#    a write command write (PROTOCOL.md "Checks"); Redis 7.0 asks per key
+#    spec (INCR needs both, EXISTS neither). So only unkeyed commands are
+#    sent as such a user, its DRYRUNs are not compared, and %RW~* (allkeys
+#    here, a pattern there) and a bare "%R" (taken by Redis 7.0) are not sent;
+#  - ~* after other patterns: here it replaces them (allkeys), Redis 7.0
+#    lists "~k* ~*"; GETUSER and ACL LIST are compared with that folded;
+#  - ACL LOG by shape: entry count and each entry's reason, context, object
+#    and username (ages, ids, client-info are each server's);
+#  - ACL LOAD/SAVE (need an aclfile) and GENPASS (random).
+
+ACL_USERS = [b"alice", b"bob", b"carol", b"o'neil"]
+ACL_PASS = [b"pw1", b"pw2", b"", b"p w\x00x", b"secret"]
+ACL_KEYS = [b"k0", b"k1", b"app:1", b"app:2", b"log:x", b"x"]
+ACL_KEYPATS = [b"k*", b"app:*", b"log:*", b"*", b"k?", b"[ak]*", b"x", b"it's*"]
+ACL_CHANS = [b"news", b"news.eu", b"ch1", b"other"]
+ACL_CHANPATS = [b"news*", b"ch1", b"*", b"n?ws"]
+ACL_CATS = [b"keyspace", b"read", b"write", b"string", b"pubsub", b"admin", b"fast", b"slow",
+            b"dangerous", b"connection", b"transaction", b"blocking", b"all", b"hash", b"scripting"]
+ACL_CMDS = [b"get", b"set", b"del", b"mget", b"mset", b"incr", b"append", b"exists", b"publish",
+            b"subscribe", b"ping", b"echo", b"config", b"client", b"acl", b"keys", b"flushall",
+            b"copy", b"rename", b"object", b"info", b"multi", b"exec", b"GET", b"strlen"]
+ACL_SUBS = [b"config|get", b"config|set", b"client|id", b"client|setname", b"acl|whoami",
+            b"acl|getuser", b"object|encoding", b"acl|cat"]
+
+
+def sha(p):
+    import hashlib
+    return hashlib.sha256(p).hexdigest().encode()
+
+
+class AclGen:
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+
+    def user(self, default=True):
+        if default and self.r.random() < 0.1:
+            return b"default"
+        if self.r.random() < 0.05:
+            return self.r.choice([b"nobody", b"a b"])
+        return self.r.choice(ACL_USERS)
+
+    def rule(self):
+        r = self.r
+        c = r.randrange(30)
+        if c == 0:
+            return r.choice([b"on", b"off", b"ON"])
+        if c == 1:
+            return b">" + r.choice(ACL_PASS)
+        if c == 2:
+            return b"<" + r.choice(ACL_PASS)
+        if c == 3:
+            return b"#" + sha(r.choice(ACL_PASS))
+        if c == 4:
+            return b"!" + sha(r.choice(ACL_PASS))
+        if c == 5:
+            return r.choice([b"nopass", b"resetpass"])
+        if c in (6, 7):
+            return b"~" + r.choice(ACL_KEYPATS)
+        if c == 8:
+            # not %RW~*: it is allkeys here, a pattern in Redis 7.0
+            return r.choice([b"%R~", b"%W~", b"%RW~", b"%WR~", b"%r~"]) + r.choice(ACL_KEYPATS[:3] + ACL_KEYPATS[4:])
+        if c == 9:
+            return r.choice([b"allkeys", b"resetkeys"])
+        if c == 10:
+            return b"&" + r.choice(ACL_CHANPATS)
+        if c == 11:
+            return r.choice([b"allchannels", b"resetchannels"])
+        if c in (12, 13, 14):
+            return r.choice([b"+", b"-"]) + r.choice(ACL_CMDS)
+        if c in (15, 16, 17):
+            return r.choice([b"+@", b"-@"]) + r.choice(ACL_CATS)
+        if c == 18:
+            return r.choice([b"+", b"-"]) + r.choice(ACL_SUBS)
+        if c == 19:
+            return r.choice([b"allcommands", b"nocommands"])
+        if c == 20:
+            return b"reset"
+        if c == 21:
+            return r.choice([b"sanitize-payload", b"skip-sanitize-payload"])
+        if c == 22:
+            # malformed
+            return r.choice([b"bogus", b"#abc", b"!zz", b"#" + b"G" * 64, b"#" + b"A" * 64,
+                             b"+nosuchcmd", b"-nosuchcmd", b"+@nosuch", b"-@", b"+@", b"+", b"-",
+                             b"%X~a", b"%~a", b"%", b"~", b"&", b"+config|nosuch",
+                             b"+get|", b"+|get", b"<", b">", b"allkeys ", b""])
+        if c == 23:
+            return b"on"
+        if c in (24, 25):
+            return b">" + r.choice(ACL_PASS[:2])
+        if c == 26:
+            return r.choice([b"+@all", b"+@read", b"+@write"])
+        return r.choice([b"~*", b"~k*", b"&*", b"+get", b"+set"])
+
+    def setuser(self):
+        r = self.r
+        return [b"ACL", b"SETUSER", self.user(default=False)] + \
+            [self.rule() for _ in range(r.choice([0, 1, 2, 3, 4, 5, 6, 8]))]
+
+    def cmd_for_user(self):
+        r = self.r
+        k = lambda: r.choice(ACL_KEYS)
+        c = r.randrange(22)
+        return [
+            [b"GET", k()], [b"SET", k(), b"v"], [b"SET", k(), b"v", b"GET"], [b"DEL", k(), k()],
+            [b"MGET", k(), k()], [b"MSET", k(), b"1", k(), b"2"], [b"INCR", k()],
+            [b"APPEND", k(), b"z"], [b"EXISTS", k()], [b"PUBLISH", r.choice(ACL_CHANS), b"m"],
+            [b"PING"], [b"ECHO", b"e"], [b"CONFIG", b"GET", b"maxmemory-policy"],
+            [b"CLIENT", b"GETNAME"], [b"ACL", b"WHOAMI"], [b"ACL", b"GETUSER", b"alice"],
+            [b"COPY", k(), k(), b"REPLACE"], [b"RENAME", k(), k()], [b"OBJECT", b"ENCODING", k()],
+            [b"STRLEN", k()], [b"GETDEL", k()], [b"NOSUCH"],
+        ][c]
+
+    def dryrun(self):
+        r = self.r
+        args = [b"ACL", b"DRYRUN", self.user()]
+        c = r.random()
+        if c < 0.7:
+            return args + self.cmd_for_user()
+        if c < 0.8:
+            return args + [b"SUBSCRIBE"] + r.sample(ACL_CHANS, r.randint(1, 2))
+        if c < 0.85:
+            return args + [b"PSUBSCRIBE", r.choice(ACL_CHANPATS + ACL_CHANS)]
+        return args + r.choice([[], [b"nosuchcmd"], [b"get"], [b"get", b"a", b"b"],
+                                [b"config", b"nosuch"], [b"set", b"k0"]])
+
+
+class AclRun(Run):
+    """The ACL sequence of one seed: A (the default user) administers, and a
+    fresh pair of connections per burst runs as a user."""
+
+    def __init__(self, mc, rd, seed, count, resp, known):
+        Run.__init__(self, mc, rd, seed, count, resp)
+        self.gen = AclGen(seed * 2 + (resp == 3) + 7919)
+        self.mc, self.rd = mc, rd
+        self.known = known  # the commands both servers have (COMMAND LIST)
+        for u in ACL_USERS:
+            for conn in self.conns["A"]:
+                conn.call([b"ACL", b"DELUSER", u])
+        for conn in self.conns["A"]:
+            conn.call([b"ACL", b"LOG", b"RESET"])
+
+    def burst(self):
+        g = self.gen
+        r = g.r
+        user = g.user()
+        pw = r.choice(ACL_PASS)
+        loose = self.selective(user)
+        pair = (Conn(self.mc.port), Conn(self.rd.port))
+        self.conns["U"] = pair
+        try:
+            if r.random() < 0.2:
+                args = [b"HELLO", str(self.resp).encode(), b"AUTH", user, pw]
+            else:
+                if self.resp == 3:
+                    for conn in pair:
+                        conn.call([b"HELLO", b"3"])
+                args = [b"AUTH", user, pw] if r.random() < 0.9 else [b"AUTH", pw]
+            self.history.append([b"U:"] + args)
+            a, b = self.mirror("U", args)
+            self.compare("U", args, a, b, "shape" if args[0] == b"HELLO" and b.kind != "-" else None)
+            for _ in range(r.randint(1, 5)):
+                args = g.cmd_for_user()
+                if loose and args[0] not in (b"PING", b"ECHO", b"PUBLISH", b"CONFIG", b"CLIENT", b"ACL"):
+                    continue  # not even sent: the keyspaces would part
+                self.history.append([b"U:"] + args)
+                a, b = self.mirror("U", args)
+                mode = None
+                if args[0] in (b"CONFIG", b"ACL") and a.kind != "-" and b.kind != "-":
+                    mode = "shape"
+                self.compare("U", args, a, b, mode)
+        finally:
+            for conn in pair:
+                conn.close()
+            del self.conns["U"]
+
+    @staticmethod
+    def norm_keys(words):
+        # ~* (allkeys) replaces the key patterns here; Redis 7.0 appends it
+        if b"~*" in words:
+            return [w for w in words if w[:1] not in (b"~", b"%") or w == b"~*"]
+        return words
+
+    def mask_rules(self, line):
+        # the command part is each server's way to say the same bitmap; a
+        # name or pattern holding a quote is written quoted here
+        words = [w for w in line.replace(b'"', b"").split(b" ") if w[:1] not in (b"+", b"-")]
+        return b" ".join(self.norm_keys(words))
+
+    def selective(self, user):
+        """Whether the user has a %R~ or %W~ pattern: then which commands
+        need read and which write is each server's (below)."""
+        rep = self.conns["D"][1].call([b"ACL", b"GETUSER", user])
+        if rep.kind not in "*%" or not rep.val:
+            return False
+        f = {x.val: y for x, y in zip(rep.val[::2], rep.val[1::2])}
+        return b"%" in (f.get(b"keys", Reply("$", b"")).val or b"")
+
+    @staticmethod
+    def dryrun_text(r):
+        # Redis 7.2's wording, "User alice has no permissions ...", where 7.0
+        # says "This user has ..."
+        if r.kind in "$+" and r.val and r.val.startswith(b"User "):
+            i = r.val.find(b" has no permissions ")
+            if i > 0:
+                return Reply(r.kind, b"This user" + r.val[i:])
+        return r
+
+    def compare_getuser(self, args, a, b):
+        if a.kind != b.kind or a.kind not in "*%" or a.val is None or b.val is None:
+            return self.compare("A", args, a, b)
+        fa = {x.val: y for x, y in zip(a.val[::2], a.val[1::2])}
+        fb = {x.val: y for x, y in zip(b.val[::2], b.val[1::2])}
+        fb.pop(b"selectors", None)
+        fa.pop(b"selectors", None)
+        if sorted(fa) != sorted(fb):
+            self.report("A", args, a, b, "fields %r vs %r" % (sorted(fa), sorted(fb)))
+            return
+        for k in (fa, fb):
+            if k.get(b"keys") is not None and k[b"keys"].kind == "$":
+                k[b"keys"] = Reply("$", b" ".join(self.norm_keys(k[b"keys"].val.split(b" "))))
+        for f in fa:
+            if f == b"commands":
+                continue
+            why = same(fa[f], fb[f], self.info, 0, "set" if f == b"flags" else None)
+            if why:
+                self.report("A", args, a, b, "%s: %s" % (f.decode(), why))
+                return
+
+    def compare_cat(self, args, a, b):
+        if a.kind == "-" or b.kind == "-" or a.kind != b.kind:
+            return self.compare("A", args, a, b)
+        sa = {x.val.lower() for x in a.val} & self.known
+        sb = {x.val.lower() for x in b.val} & self.known
+        if len(args) == 2:  # the categories: ours (store) is documented
+            sa = {x.val for x in a.val} - {b"store"}
+            sb = {x.val for x in b.val}
+        if sa != sb:
+            self.report("A", args, a, b, "only mooncake %r, only redis %r" % (
+                sorted(sa - sb), sorted(sb - sa)))
+
+    def compare_log(self, args, a, b):
+        if a.kind == "-" or b.kind == "-" or a.kind != b.kind or args[2:3] == [b"RESET"]:
+            return self.compare("A", args, a, b)
+        if len(a.val) != len(b.val):
+            return self.report("A", args, a, b, "entries %d vs %d" % (len(a.val), len(b.val)))
+        for ea, eb in zip(a.val, b.val):
+            fa = {x.val: y for x, y in zip(ea.val[::2], ea.val[1::2])}
+            fb = {x.val: y for x, y in zip(eb.val[::2], eb.val[1::2])}
+            for f in (b"count", b"reason", b"context", b"object", b"username"):
+                if f not in fa or f not in fb or same(fa[f], fb[f], self.info, 0):
+                    return self.report("A", args, a, b, "entry field %s" % f.decode())
+
+    def step(self):
+        g = self.gen
+        r = g.r
+        self.n += 1
+        c = r.random()
+        if c < 0.2:
+            return self.burst()
+        if c < 0.5:
+            args = g.setuser()
+        elif c < 0.6:
+            args = g.dryrun()
+        elif c < 0.68:
+            args = [b"ACL", b"GETUSER", g.user()] + ([b"x"] if r.random() < 0.05 else [])
+        elif c < 0.72:
+            args = [b"ACL", r.choice([b"LIST", b"USERS", b"WHOAMI", b"list"])]
+        elif c < 0.76:
+            args = [b"ACL", b"DELUSER"] + [g.user(default=False) for _ in range(r.choice([0, 1, 1, 2]))]
+        elif c < 0.84:
+            args = [b"ACL", b"CAT"] + r.choice([[], [r.choice(ACL_CATS[:-2] + [b"nosuch", b"READ"])],
+                                                [b"read", b"x"]])
+        elif c < 0.9:
+            args = [b"ACL", b"LOG"] + r.choice([[], [b"5"], [b"RESET"], [b"abc"], [b"0"], [b"1"]])
+        else:
+            args = r.choice([[b"ACL"], [b"ACL", b"BOGUS"], [b"ACL", b"SETUSER"],
+                             [b"ACL", b"DRYRUN", b"alice"], [b"ACL", b"WHOAMI", b"x"],
+                             [b"AUTH", b"default", b"x"], [b"ACL", b"USERS", b"x"]])
+        self.history.append([b"A:"] + args)
+        a, b = self.mirror("A", args)
+        sub = args[1].upper() if len(args) > 1 else b""
+        if args[0] == b"ACL" and sub == b"GETUSER":
+            self.compare_getuser(args, a, b)
+        elif args[0] == b"ACL" and sub == b"LIST" and a.kind == b.kind == "*":
+            ma = Reply("*", [Reply("$", self.mask_rules(x.val)) for x in a.val])
+            mb = Reply("*", [Reply("$", self.mask_rules(x.val)) for x in b.val])
+            self.compare("A", args, ma, mb)
+        elif args[0] == b"ACL" and sub == b"CAT":
+            self.compare_cat(args, a, b)
+        elif args[0] == b"ACL" and sub == b"DRYRUN":
+            if len(args) < 4 or not self.selective(args[2]):
+                self.compare("A", args, self.dryrun_text(a), b)
+        elif args[0] == b"ACL" and sub == b"LOG":
+            self.compare_log(args, a, b)
+        else:
+            self.compare("A", args, a, b)
+
+    def go(self):
+        for _ in range(self.count):
+            self.step()
+        for u in ACL_USERS:
+            for conn in self.conns["A"]:
+                conn.call([b"ACL", b"DELUSER", u])
+        self.close()
+
+
+def known_commands(mc, rd):
+    names = []
+    for srv in (mc, rd):
+        c = Conn(srv.port)
+        rep = c.call([b"COMMAND", b"LIST"])
+        c.close()
+        names.append({x.val.lower() for x in rep.val})
+    return names[0] & names[1]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--seed-range", default=None, help="first:last (inclusive)")
     p.add_argument("--count", type=int, default=2000)
+    p.add_argument("--acl-seeds", default="", help="seeds of the ACL sequence (see 'the ACL mode')")
+    p.add_argument("--acl-count", type=int, default=300)
     p.add_argument("--resp", default="both", choices=["2", "3", "both"])
     p.add_argument("--show-info", action="store_true")
     p.add_argument("--max-diffs", type=int, default=5, help="differences shown per seed")
@@ -1149,18 +1496,22 @@ def main():
             if r.kind != "+":
                 print("[err] %s: CONFIG SET notify-keyspace-events: %s" % (srv.name, show(r)))
                 return 2
-        for seed in seeds:
+        known = known_commands(mc, rd) if opt.acl_seeds else set()
+        acl_seeds = [int(s) for s in opt.acl_seeds.split(",") if s]
+        for kind, seed in [("", s) for s in seeds] + [("acl ", s) for s in acl_seeds]:
             for resp in resps:
                 run = None
+                count = opt.acl_count if kind else opt.count
                 try:
-                    run = Run(mc, rd, seed, opt.count, resp)
+                    run = AclRun(mc, rd, seed, count, resp, known) if kind else \
+                        Run(mc, rd, seed, count, resp)
                     run.stats = stats
                     if opt.log:
                         run.log = open("%s.%d.resp%d" % (opt.log, seed, resp), "w")
                     run.go()
                 except (OSError, ConnectionError, ValueError) as e:
                     if run is None:
-                        print("[err] seed %d resp%d: %s: %s" % (seed, resp, type(e).__name__, e))
+                        print("[err] %sseed %d resp%d: %s: %s" % (kind, seed, resp, type(e).__name__, e))
                     else:
                         run.diffs.append("  #%d: %s: %s\n    before: %s" % (
                             run.n, type(e).__name__, e, run.history[-5:]))
@@ -1177,12 +1528,12 @@ def main():
                 info |= run.info
                 if run.diffs:
                     failed += 1
-                    print("[err] seed %d resp%d: %d differences in %d commands" % (
-                        seed, resp, len(run.diffs), opt.count))
+                    print("[err] %sseed %d resp%d: %d differences in %d commands" % (
+                        kind, seed, resp, len(run.diffs), count))
                     for d in run.diffs[:opt.max_diffs]:
                         print(d)
                 else:
-                    print("[ok] seed %d resp%d: %d commands" % (seed, resp, opt.count))
+                    print("[ok] %sseed %d resp%d: %d commands" % (kind, seed, resp, count))
                 sys.stdout.flush()
         if stats:
             print("replies seen (redis-server's): command ok/nil/err")

@@ -10,12 +10,16 @@
 # so a seed that passes once passes every time. One test per seed and
 # protocol; a failure shows the commands before the first differences.
 # Longer runs by hand: tests/helpers/redis_diff.py --seed-range 1:200 --count 5000
+# Then the ACL sequence of a few seeds (users, rules, AUTH as them, DRYRUN,
+# CAT, LOG; the script's "the ACL mode"), by hand with --seeds "" --acl-seeds.
 #
 # Skipped, saying so, when redis-server (Debian's redis-server 7) is not
 # installed.
 
 set ::rdiff_seeds {1 2 3}
 set ::rdiff_count 1500
+set ::rdiff_acl_seeds {1 2}
+set ::rdiff_acl_count 300
 set ::rdiff_out {}
 set ::rdiff_rc 0
 
@@ -24,7 +28,8 @@ tags {redis_diff mooncake} {
         set ::rdiff_rc [catch {
             exec env MC_SERVER_BINARY=$::harness(binary) /usr/bin/python3 \
                 [file join $::harness(testsdir) helpers redis_diff.py] \
-                --seeds [join $::rdiff_seeds ,] --count $::rdiff_count --max-diffs 3 2>@1
+                --seeds [join $::rdiff_seeds ,] --count $::rdiff_count \
+                --acl-seeds [join $::rdiff_acl_seeds ,] --acl-count $::rdiff_acl_count --max-diffs 3 2>@1
         } ::rdiff_out]
     }
 
@@ -47,6 +52,26 @@ tags {redis_diff mooncake} {
                     }
                 }
                 test "redis_diff: seed $seed over RESP$resp, $::rdiff_count commands, same replies as redis-server" {
+                    if {$::rdiff_line eq ""} {
+                        fail "no line for this seed; output:\n[string range $::rdiff_out end-3000 end]"
+                    }
+                    assert_match {\[ok\] *} $::rdiff_line "$::rdiff_line\n$::rdiff_detail"
+                }
+            }
+        }
+
+        foreach seed $::rdiff_acl_seeds {
+            foreach resp {2 3} {
+                set ::rdiff_line [lsearch -inline -regexp $lines "^\\\[(ok|err)\\\] acl seed $seed resp$resp:"]
+                set ::rdiff_detail {}
+                set i [lsearch -exact $lines $::rdiff_line]
+                if {$i >= 0} {
+                    foreach l [lrange $lines [expr {$i + 1}] end] {
+                        if {[string match {\[*} $l]} break
+                        append ::rdiff_detail $l "\n"
+                    }
+                }
+                test "redis_diff: ACL seed $seed over RESP$resp, $::rdiff_acl_count commands, same replies as redis-server" {
                     if {$::rdiff_line eq ""} {
                         fail "no line for this seed; output:\n[string range $::rdiff_out end-3000 end]"
                     }
