@@ -52,6 +52,7 @@
 #include "../../src/prefetch.c"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 
 #include "acl.h"
@@ -142,16 +143,15 @@ static void setUp(void) {
     mooncakeServerMain(2, vargv);
     /* The default user may run what a replica sends, nothing else; "repl"
      * is a masteruser. */
-    const char *tmpdir = getenv("TMPDIR"); /* the test runner's own (unit/tmpfiles) */
-    char aclpath[512];
-    snprintf(aclpath, sizeof(aclpath), "%s/fuzz_repl_acl.XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
-    int fd = mkstemp(aclpath);
+    /* A memfd named through /proc: a file no one else sees and nothing to clean up. */
+    int fd = memfd_create("fuzz_repl_acl", 0);
     FUZZ_CHECK(fd != -1);
+    char aclpath[64];
+    snprintf(aclpath, sizeof(aclpath), "/proc/self/fd/%d", fd);
     const char *acl = "user default on nopass ~* +psync +replconf +ping +auth +hello +select +echo +multi +exec "
                       "+discard +reset +quit +subscribe +unsubscribe +monitor\n"
                       "user repl on >secret ~* +psync +replconf +ping\n";
     FUZZ_CHECK(write(fd, acl, strlen(acl)) == (ssize_t)strlen(acl));
-    close(fd);
     char *cargv[] = {"--segment-size", "4mb", "--segment-prefault", "no", "--cluster-enabled", "yes",
                      "--repl-backlog-size", "16kb", "--loglevel", "warning", "--logfile", "/dev/null",
                      "--aclfile", aclpath};
@@ -161,7 +161,7 @@ static void setUp(void) {
         fprintf(stderr, "fuzz_repl set-up: %s\n", err);
         __builtin_trap();
     }
-    unlink(aclpath);
+    close(fd);
     server.el = aeCreateEventLoop(1024);
     FUZZ_CHECK(server.el != NULL);
     multiInit();

@@ -58,8 +58,8 @@ Left out, with the reason:
     are each implementation's.
   - CLIENT REPLY: OFF/SKIP suppress replies, so the mirrored reading would
     wait; CLIENT NO-TOUCH and CLIENT SETINFO: Redis 7.2, redis-server here is
-    7.0; every non-string type: not implemented (PROTOCOL.md lists the
-    commands).
+    7.0; lists, hashes, sets and the other non-string types: outside this
+    server's command set (PROTOCOL.md lists what it serves).
   - MONITOR, SHUTDOWN, MIGRATE, cluster and the store commands: not part of
     Redis's string/keyspace surface or not comparable.
 Both servers are started with `databases 1` semantics (redis-server

@@ -39,43 +39,28 @@ tags {redis_diff mooncake} {
         test {redis_diff: mooncake-server against redis-server} { skip $skip }
     } else {
         set lines [split $::rdiff_out "\n"]
-        foreach seed $::rdiff_seeds {
-            foreach resp {2 3} {
-                set ::rdiff_line [lsearch -inline -regexp $lines "^\\\[(ok|err)\\\] seed $seed resp$resp:"]
-                # The differences follow their seed's line, up to the next one.
-                set ::rdiff_detail {}
-                set i [lsearch -exact $lines $::rdiff_line]
-                if {$i >= 0} {
-                    foreach l [lrange $lines [expr {$i + 1}] end] {
-                        if {[string match {\[*} $l]} break
-                        append ::rdiff_detail $l "\n"
+        # One test per seed and protocol, for the string/keyspace mode and the
+        # ACL mode alike ("[ok] seed N respR:" / "[ok] acl seed N respR:").
+        foreach {mode seeds count} [list "" $::rdiff_seeds $::rdiff_count "acl " $::rdiff_acl_seeds $::rdiff_acl_count] {
+            foreach seed $seeds {
+                foreach resp {2 3} {
+                    set ::rdiff_line [lsearch -inline -regexp $lines "^\\\[(ok|err)\\\] ${mode}seed $seed resp$resp:"]
+                    # The differences follow their seed's line, up to the next one.
+                    set ::rdiff_detail {}
+                    set i [lsearch -exact $lines $::rdiff_line]
+                    if {$i >= 0} {
+                        foreach l [lrange $lines [expr {$i + 1}] end] {
+                            if {[string match {\[*} $l]} break
+                            append ::rdiff_detail $l "\n"
+                        }
                     }
-                }
-                test "redis_diff: seed $seed over RESP$resp, $::rdiff_count commands, same replies as redis-server" {
-                    if {$::rdiff_line eq ""} {
-                        fail "no line for this seed; output:\n[string range $::rdiff_out end-3000 end]"
+                    set what [expr {$mode eq "" ? "seed" : "ACL seed"}]
+                    test "redis_diff: $what $seed over RESP$resp, $count commands, same replies as redis-server" {
+                        if {$::rdiff_line eq ""} {
+                            fail "no line for this seed; output:\n[string range $::rdiff_out end-3000 end]"
+                        }
+                        assert_match {\[ok\] *} $::rdiff_line "$::rdiff_line\n$::rdiff_detail"
                     }
-                    assert_match {\[ok\] *} $::rdiff_line "$::rdiff_line\n$::rdiff_detail"
-                }
-            }
-        }
-
-        foreach seed $::rdiff_acl_seeds {
-            foreach resp {2 3} {
-                set ::rdiff_line [lsearch -inline -regexp $lines "^\\\[(ok|err)\\\] acl seed $seed resp$resp:"]
-                set ::rdiff_detail {}
-                set i [lsearch -exact $lines $::rdiff_line]
-                if {$i >= 0} {
-                    foreach l [lrange $lines [expr {$i + 1}] end] {
-                        if {[string match {\[*} $l]} break
-                        append ::rdiff_detail $l "\n"
-                    }
-                }
-                test "redis_diff: ACL seed $seed over RESP$resp, $::rdiff_acl_count commands, same replies as redis-server" {
-                    if {$::rdiff_line eq ""} {
-                        fail "no line for this seed; output:\n[string range $::rdiff_out end-3000 end]"
-                    }
-                    assert_match {\[ok\] *} $::rdiff_line "$::rdiff_line\n$::rdiff_detail"
                 }
             }
         }
