@@ -39,6 +39,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "dict.h"
+#include "sds.h"
 #include "zmalloc.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -265,6 +267,42 @@ void segmentSetNextId(uint64_t id) {
     if (id > nextSegmentId) nextSegmentId = id;
 }
 
+/* Segments in the table per tenant (tenant-max-segments), kept as the
+ * table changes: a tenant's MOUNT asks for its count, and a walk of the
+ * table (up to 65535 slots) per MOUNT would cost every tenant for all of
+ * them. Keys: the tenant names (sds, owned); values: the count. */
+static uint64_t tenantHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+static int tenantCompare(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
+}
+static void tenantFree(void *key) { sdsfree(key); }
+static dictType tenantCountType = {tenantHash, tenantCompare, tenantFree, NULL};
+static dict *tenantSegments;
+
+static void tenantCountAdd(const char *tenant, int delta) {
+    if (tenant == NULL) return;
+    if (tenantSegments == NULL) tenantSegments = dictCreate(&tenantCountType);
+    sds name = sdsnew(tenant);
+    dictEntry *de = dictFind(tenantSegments, name);
+    if (de == NULL) {
+        if (delta > 0) dictAdd(tenantSegments, name, (void *)(uintptr_t)delta); /* the dict owns name */
+        else sdsfree(name); /* a removal always follows its add: not reached */
+        return;
+    }
+    uintptr_t n = (uintptr_t)dictGetVal(de);
+    if (delta < 0 && n <= (uintptr_t)-delta) dictDelete(tenantSegments, name); /* its last segment went */
+    else de->val = (void *)(uintptr_t)((intptr_t)n + delta);
+    sdsfree(name);
+}
+
+uint32_t segmentCountTenant(const char *tenant) {
+    if (tenantSegments == NULL) return 0;
+    sds name = sdsnew(tenant);
+    dictEntry *de = dictFind(tenantSegments, name);
+    sdsfree(name);
+    return de ? (uint32_t)(uintptr_t)dictGetVal(de) : 0;
+}
+
 int segmentTableAdd(segment *s) {
     uint32_t slot = segtabLen;
     /* A slot whose 16-bit generation is used up is retired, never reused:
@@ -290,6 +328,7 @@ int segmentTableAdd(segment *s) {
     s->id = nextSegmentId++;
     segtab[slot] = s;
     segtabUsed++;
+    tenantCountAdd(s->tenant, 1);
     return 0;
 }
 
@@ -310,21 +349,13 @@ int segmentTableAddWithId(segment *s, uint64_t id) {
 void segmentTableRemove(segment *s) {
     segtab[s->slot] = NULL;
     segtabUsed--;
+    tenantCountAdd(s->tenant, -1);
     /* Trailing free slots are forgotten, unless retired (their generation
      * must stay remembered). */
     while (segtabLen && segtab[segtabLen - 1] == NULL && slotGen[segtabLen - 1] != UINT16_MAX) segtabLen--;
 }
 
 uint32_t segmentCount(void) { return segtabUsed; }
-
-/* Linear, as the lookups below: only a tenant's MOUNT of a new name asks,
- * and the table it walks is what tenant-max-segments keeps small. */
-uint32_t segmentCountTenant(const char *tenant) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && segtab[i]->tenant && !strcmp(segtab[i]->tenant, tenant)) n++;
-    return n;
-}
 
 /* Linear: a server has tens to hundreds of segments and these lookups are
  * for commands that name a segment, never for the data path. */
