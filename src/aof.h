@@ -45,7 +45,6 @@ sds aofCatValueTail(sds s, const aofValueRef *ref);
 sds aofCatObjStateDeferred(sds s, sds key, struct storeObj *o, long long expire, aofValueRef *ref);
 /* What follows a deferred value in its record: AOF_VALUE_TAIL_LEN bytes
  * (its trailer, with the checksum computed now, and the record's end). */
-#define AOF_VALUE_TAIL_LEN (DUMP_TRAILER_LEN + AOF_RESTORE_TAIL_LEN)
 void aofWriteValueTail(char *dst, uint64_t crc_seed, const char *value, size_t vlen);
 /* Every client segment with an identity as a SEGMENT record (detached ones
  * too): what a PLACED record may name. The rewrite's and a full sync's. */

@@ -375,6 +375,58 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
     return AOF_REC_OK;
 }
 
+int aofReadRestoreHead(const char *buf, size_t len, aofRestoreHead *h, char *why, size_t whylen) {
+    size_t pos = 0;
+    long long argc, n;
+    memset(h, 0, sizeof(*h));
+    int r = readHeader(buf, len, &pos, '*', &argc);
+    if (r == 0) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a record's header");
+    if (r < 0 || argc != 6) return AOF_REC_OTHER;
+    /* The command, key and expiry: whole; then the payload's header. */
+    const char *argv[3];
+    size_t argl[3];
+    for (int j = 0; j < 3; j++) {
+        r = readHeader(buf, len, &pos, '$', &n);
+        if (r == 0) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a record");
+        if (r < 0 || n < 0) return AOF_REC_OTHER; /* aofNextRecord says why */
+        if (len - pos < (size_t)n + 2) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a record");
+        if (buf[pos + (size_t)n] != '\r' || buf[pos + (size_t)n + 1] != '\n') return AOF_REC_OTHER;
+        argv[j] = buf + pos;
+        argl[j] = (size_t)n;
+        pos += (size_t)n + 2;
+    }
+    if (argl[0] != 7 || strncasecmp(argv[0], "RESTORE", 7)) return AOF_REC_OTHER;
+    if (argl[1] == 0) return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE of an empty key");
+    if (!string2ll(argv[2], argl[2], &h->expire_ms) || h->expire_ms < 0)
+        return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE with a bad expiry");
+    r = readHeader(buf, len, &pos, '$', &n);
+    if (r == 0) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a record");
+    if (r < 0 || n < 0) return verdict(AOF_REC_CORRUPT, why, whylen, "expected a part ('$<length>')");
+    int d = dumpParsePrefix(buf + pos, len - pos, &h->dump, &h->prefix_len);
+    if (d == DUMP_MORE) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a payload's prefix");
+    /* The payload is exactly prefix, value and trailer (dumpParse's rule). */
+    if (d != DUMP_OK || (uint64_t)n < h->prefix_len + DUMP_TRAILER_LEN ||
+        (uint64_t)n - h->prefix_len - DUMP_TRAILER_LEN != h->dump.value_len)
+        return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE payload fails its checksum or format");
+    h->key = argv[1];
+    h->keylen = argl[1];
+    h->head_len = pos + h->prefix_len;
+    if (h->dump.value_len > SIZE_MAX - h->head_len - AOF_VALUE_TAIL_LEN)
+        return verdict(AOF_REC_CORRUPT, why, whylen, "a part is too long");
+    h->total_len = h->head_len + (size_t)h->dump.value_len + AOF_VALUE_TAIL_LEN;
+    return AOF_REC_OK;
+}
+
+int aofCheckRestoreTail(const char *buf, size_t len, uint64_t body_crc, char *why, size_t whylen) {
+    if (len < AOF_VALUE_TAIL_LEN) return verdict(AOF_REC_TRUNCATED, why, whylen, "the bytes end inside a record");
+    if (dumpTrailerCheck(body_crc, (const unsigned char *)buf) != DUMP_OK)
+        return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE payload fails its checksum or format");
+    if (strncasecmp(buf + DUMP_TRAILER_LEN, AOF_RESTORE_TAIL, AOF_RESTORE_TAIL_LEN))
+        return verdict(AOF_REC_CORRUPT, why, whylen,
+                       "not a record (RESTORE, DEL, FLUSHALL, SEGMENT, SEGMENT.GONE or PLACED with their arity)");
+    return AOF_REC_OK;
+}
+
 /* Counts the records that set a key (RESTORE, PLACED) by their headers
  * alone: no payload is read or checked, so a loader can size its tables
  * before replaying (aofNextRecord checks everything then). Stops at the

@@ -81,6 +81,31 @@ typedef struct aofRecord {
 int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
                   char *why, size_t whylen);
 
+/* What aofCatRestoreTail appends. */
+#define AOF_RESTORE_TAIL "\r\n$6\r\nABSTTL\r\n$7\r\nREPLACE\r\n"
+#define AOF_RESTORE_TAIL_LEN (sizeof(AOF_RESTORE_TAIL) - 1)
+
+/* A RESTORE record read in two pieces, for a reader that puts a large value
+ * elsewhere than after its head (a replica reads it straight into the
+ * pool, replication_replica.c): the head, up to the value's first byte,
+ * then -- once the value is in place -- the AOF_VALUE_TAIL_LEN bytes after
+ * it. Together they check what aofNextRecord checks of the record. */
+#define AOF_REC_OTHER 4 /* aofReadRestoreHead: the record is not a RESTORE */
+typedef struct aofRestoreHead {
+    const char *key;        /* points into the buffer read */
+    size_t keylen;
+    long long expire_ms;    /* absolute unix ms, 0 = none */
+    dumpInfo dump;          /* the payload's fields before the value (value NULL) */
+    size_t head_len;        /* bytes from the record's start to the value */
+    size_t prefix_len;      /* of them, the payload's (its CRC64 runs from there) */
+    size_t total_len;       /* the whole record: head, value, AOF_VALUE_TAIL_LEN */
+} aofRestoreHead;
+int aofReadRestoreHead(const char *buf, size_t len, aofRestoreHead *h, char *why, size_t whylen);
+/* The bytes after the value: the payload's trailer (version and CRC64;
+ * body_crc is the CRC64 of the prefix and the value) and ABSTTL REPLACE. */
+#define AOF_VALUE_TAIL_LEN (DUMP_TRAILER_LEN + AOF_RESTORE_TAIL_LEN)
+int aofCheckRestoreTail(const char *buf, size_t len, uint64_t body_crc, char *why, size_t whylen);
+
 /* Records that set a key, counted from their headers only (sizing). */
 size_t aofSkimKeyRecords(const char *buf, size_t len);
 
@@ -92,9 +117,6 @@ sds aofCatDel(sds s, const char *key, size_t keylen);
 sds aofCatFlushall(sds s);
 sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms, size_t payload_len);
 sds aofCatRestoreTail(sds s);
-/* What aofCatRestoreTail appends. */
-#define AOF_RESTORE_TAIL "\r\n$6\r\nABSTTL\r\n$7\r\nREPLACE\r\n"
-#define AOF_RESTORE_TAIL_LEN (sizeof(AOF_RESTORE_TAIL) - 1)
 sds aofCatSegment(sds s, const aofSegment *g);
 sds aofCatSegmentGone(sds s, uint64_t id);
 sds aofCatPlaced(sds s, const char *key, size_t keylen, long long expire_ms, const aofPlaced *p);

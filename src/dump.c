@@ -100,21 +100,20 @@ sds dumpCreate(const dumpInfo *d) {
     return s;
 }
 
-int dumpParse(const char *payload, size_t len, dumpInfo *d) {
+/* The body's fields before the value, at p[0..avail): DUMP_OK with d filled
+ * (d->value NULL) and *prefix_len the bytes they take; DUMP_MORE if avail
+ * ends inside them; DUMP_ERR_FORMAT if they are no body. Shared by
+ * dumpParse and by a reader that has the prefix long before the value (a
+ * replica reading a large value straight into the pool). */
+int dumpParsePrefix(const char *payload, size_t avail, dumpInfo *d, size_t *prefix_len) {
     const unsigned char *p = (const unsigned char *)payload;
-    if (len < DUMP_TRAILER_LEN) return DUMP_ERR_CHECKSUM;
-    size_t body = len - DUMP_TRAILER_LEN;
-    if (get16(p + body) != DUMP_VERSION) return DUMP_ERR_CHECKSUM;
-    if (crc64(0, p, body + 2) != get64(p + body + 2)) return DUMP_ERR_CHECKSUM;
-
-    /* From here `left` is what remains of the body; every read checks it. */
-    size_t left = body;
+    size_t left = avail;
     memset(d, 0, sizeof(*d));
-    if (left < 1) return DUMP_ERR_FORMAT;
+    if (left < 1) return DUMP_MORE;
     d->type = *p++;
     left--;
     if (d->type == DUMP_TYPE_OBJECT) {
-        if (left < OBJ_FIXED - 1) return DUMP_ERR_FORMAT;
+        if (left < OBJ_FIXED - 1) return DUMP_MORE;
         d->flags = *p;
         d->created_ms = (long long)get64(p + 1);
         d->softpin_ms = (long long)get64(p + 9);
@@ -123,11 +122,11 @@ int dumpParse(const char *payload, size_t len, dumpInfo *d) {
         if (d->flags & ~(unsigned)DUMP_F_KNOWN) return DUMP_ERR_FORMAT;
         if (d->created_ms < 0 || d->softpin_ms < 0) return DUMP_ERR_FORMAT;
         if (d->flags & DUMP_F_CHECKSUM) {
-            if (left < 4) return DUMP_ERR_FORMAT;
+            if (left < 4) return DUMP_MORE;
             uint32_t clen = get32(p);
             p += 4;
             left -= 4;
-            if (clen > left) return DUMP_ERR_FORMAT;
+            if (clen > left) return DUMP_MORE;
             d->checksum = (const char *)p;
             d->checksum_len = clen;
             p += clen;
@@ -136,12 +135,28 @@ int dumpParse(const char *payload, size_t len, dumpInfo *d) {
     } else if (d->type != DUMP_TYPE_STRING) {
         return DUMP_ERR_FORMAT;
     }
-    if (left < 8) return DUMP_ERR_FORMAT;
+    if (left < 8) return DUMP_MORE;
     d->value_len = get64(p);
-    p += 8;
-    left -= 8;
-    /* Exactly the rest: neither more than is there nor trailing bytes. */
-    if (d->value_len != (uint64_t)left) return DUMP_ERR_FORMAT;
-    d->value = (const char *)p;
+    *prefix_len = avail - left + 8;
     return DUMP_OK;
+}
+
+int dumpParse(const char *payload, size_t len, dumpInfo *d) {
+    const unsigned char *p = (const unsigned char *)payload;
+    if (len < DUMP_TRAILER_LEN) return DUMP_ERR_CHECKSUM;
+    size_t body = len - DUMP_TRAILER_LEN;
+    if (get16(p + body) != DUMP_VERSION) return DUMP_ERR_CHECKSUM;
+    if (crc64(0, p, body + 2) != get64(p + body + 2)) return DUMP_ERR_CHECKSUM;
+    /* The CRC holds: a prefix that runs past the body is bad format. */
+    size_t plen;
+    if (dumpParsePrefix(payload, body, d, &plen) != DUMP_OK) return DUMP_ERR_FORMAT;
+    /* Exactly the rest: neither more than is there nor trailing bytes. */
+    if (d->value_len != (uint64_t)(body - plen)) return DUMP_ERR_FORMAT;
+    d->value = payload + plen;
+    return DUMP_OK;
+}
+
+int dumpTrailerCheck(uint64_t body_crc, const unsigned char *trailer) {
+    if (get16(trailer) != DUMP_VERSION) return DUMP_ERR_CHECKSUM;
+    return crc64(body_crc, trailer, 2) == get64(trailer + 2) ? DUMP_OK : DUMP_ERR_CHECKSUM;
 }

@@ -68,4 +68,12 @@ sds dumpCreate(const dumpInfo *d);
  * unspecified. Safe on arbitrary bytes. */
 int dumpParse(const char *p, size_t len, dumpInfo *d);
 
+/* In pieces, for a payload whose value is read elsewhere (the replica's
+ * in-place reads): the fields before the value -- DUMP_MORE while avail
+ * ends inside them -- and then the trailer, given the CRC64 of everything
+ * before it (prefix and value). */
+#define DUMP_MORE 1
+int dumpParsePrefix(const char *p, size_t avail, dumpInfo *d, size_t *prefix_len);
+int dumpTrailerCheck(uint64_t body_crc, const unsigned char *trailer);
+
 #endif

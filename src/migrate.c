@@ -420,6 +420,11 @@ void dumpCommand(client *c) {
 storeObj *dumpObjectCreate(sds key, const dumpInfo *d) {
     storeObj *o = storeObjCreateFrom(d->value, (size_t)d->value_len);
     if (o == NULL) return NULL;
+    dumpObjectDress(o, key, d);
+    return o;
+}
+
+void dumpObjectDress(storeObj *o, sds key, const dumpInfo *d) {
     if (d->type == DUMP_TYPE_OBJECT) {
         storeObjExt *ext = storeObjGetExt(o);
         ext->created_ms = d->created_ms;
@@ -431,7 +436,6 @@ storeObj *dumpObjectCreate(sds key, const dumpInfo *d) {
         }
         if (d->flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
     }
-    return o;
 }
 
 /* RESTORE key ttl payload [REPLACE] [ABSTTL] [IDLETIME s] [FREQ f]: the

@@ -17,5 +17,8 @@ struct storeObj;
 struct dumpInfo;
 void dumpInfoFromObj(struct storeObj *o, struct dumpInfo *d);
 struct storeObj *dumpObjectCreate(sds key, const struct dumpInfo *d);
+/* What the payload says beyond the bytes (store metadata, pins), given to
+ * o, whose bytes are the value already (a replica's in-place read). */
+void dumpObjectDress(struct storeObj *o, sds key, const struct dumpInfo *d);
 
 #endif

@@ -71,6 +71,13 @@ typedef struct replState {
     long long presize;                /* keys the snapshot will bring ("$EOF <keys>"), 0 unknown */
     long long presized;               /* ... the last sync's, as its tables were sized (INFO) */
     int prefetch_left;                /* records ahead whose keys were prefetched */
+    /* A large RESTORE's value being read straight into its extent
+     * (replication_replica.c, "Large values"): NULL when none. */
+    struct storeObj *inplace_obj;
+    sds inplace_head;                 /* the record's bytes before the value */
+    uint64_t inplace_got;             /* value bytes in inplace_obj so far */
+    uint64_t inplace_crc;             /* CRC64 of the payload's prefix and those bytes */
+    long long values_in_place;        /* INFO: such values applied */
     long long applied;                /* offset of the primary's stream applied */
     long long last_ack_sent, last_ack_ms, last_io_ms, state_since_ms;
     long long link_down_since;        /* 0: up (or never synced) */

@@ -26,6 +26,19 @@
  * offset applied here and the backlog fed with the stream received become
  * this node's history as a primary when it is promoted
  * (replication_failover.c), so its own replicas continue from it.
+ *
+ * Large values. A RESTORE record whose value is repl_inplace_min or more
+ * (1 MiB) and has not all arrived is not gathered in the read buffer: its head is
+ * checked (aofReadRestoreHead), the value's extent taken in the pool, and
+ * the socket read straight into it, the CRC64 kept as the bytes come; the
+ * trailer after it is checked (aofCheckRestoreTail) before the key sees the
+ * object, so a bad value is never applied, as with a whole record. Gathered
+ * in the buffer, a value of N bytes cost a second copy of N on the heap,
+ * kept after it was applied (the buffer is reused), and the buffer grew by
+ * sds's 1 MiB steps, each a realloc copy: a first 256 MiB value took 4 s to
+ * apply, and a value of 4 GiB or more could not be held at all (sds
+ * lengths are 32-bit), so the replica died. The record still counts as
+ * applied, acknowledged and kept in the backlog only once it is whole.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -40,6 +53,7 @@
 #include "anet.h"
 #include "aofformat.h"
 #include "cluster.h"
+#include "crc.h"
 #include "detached.h"
 #include "dict.h"
 #include "dump.h"
@@ -52,6 +66,11 @@
 #include "util.h"
 
 #define REPL_READ_CHUNK (1024 * 1024)
+/* Values from this size on are read straight into the pool ("Large
+ * values"), up to REPL_INPLACE_READ bytes per read. A variable so the fuzz
+ * target (fuzz_repl.c) can reach that path with small inputs. */
+static uint64_t repl_inplace_min = 1024 * 1024;
+#define REPL_INPLACE_READ (64 * 1024 * 1024)
 /* The most keys a replica sizes its keyspace for before a full sync's
  * records arrive (128 MiB of buckets); more grow as they come. */
 #define REPL_PRESIZE_MAX (16LL * 1024 * 1024)
@@ -65,8 +84,16 @@ const char *replLinkStateName[] = {"none", "connect", "handshake", "sync", "conn
 
 /* ---- the replica's side -------------------------------------------------- */
 
+static void inplaceDrop(void) {
+    if (repl.inplace_obj) storeObjDecrRef(repl.inplace_obj);
+    sdsfree(repl.inplace_head);
+    repl.inplace_obj = NULL;
+    repl.inplace_head = NULL;
+}
+
 void replLinkClose(const char *why) {
     storePresizeDone(); /* a sync cut short sizes nothing more */
+    inplaceDrop(); /* half a value: never applied */
     if (repl.fd != -1) {
         aeDeleteFileEvent(server.el, repl.fd, AE_READABLE | AE_WRITABLE);
         close(repl.fd);
@@ -226,8 +253,108 @@ static void handshakeRefused(const char *line) {
 }
 
 /* Parses what arrived; -1 (the link is closed) on anything unexpected. */
+static void badRecord(const char *why) {
+    serverLog(LL_WARNING, "Replication: bad record from the primary at offset %lld: %s", repl.applied, why);
+}
+
+static void cannotApply(void) {
+    serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full -- a replica "
+              "evicts nothing, so its segment-size and maxmemory must hold its primary's data -- or a bad "
+              "payload): dropping the link", repl.applied);
+}
+
+/* The record at rbuf[rpos..rpos+lim) has not all arrived. If it is a
+ * RESTORE of a large value, its head is taken, the value's extent too, and
+ * the value's bytes here go there ("Large values"). 1: so (the value's
+ * other bytes are read into the extent); 0: not such a record, or its head
+ * not all here yet (read on); -1: bad bytes or no room (the link drops). */
+static int inplaceStart(size_t lim) {
+    const char *p = repl.rbuf + repl.rpos;
+    aofRestoreHead h;
+    char why[128];
+    int rc = aofReadRestoreHead(p, lim, &h, why, sizeof(why));
+    if (rc == AOF_REC_CORRUPT) {
+        badRecord(why);
+        return -1;
+    }
+    if (rc != AOF_REC_OK || h.dump.value_len < repl_inplace_min) return 0;
+    if (repl.state == LINK_SNAPSHOT && repl.snap_left != SNAP_UNTIL_MARKER && h.total_len > (size_t)repl.snap_left) {
+        badRecord("a record longer than the snapshot says");
+        return -1;
+    }
+    sds key = sdsnewlen(h.key, h.keylen);
+    /* Every byte comes from the primary before the object is used. */
+    storeObj *o = storeObjCreateForFullWrite((size_t)h.dump.value_len, key);
+    sdsfree(key);
+    if (o == NULL) {
+        cannotApply();
+        return -1;
+    }
+    size_t have = lim - h.head_len, take = have < h.dump.value_len ? have : (size_t)h.dump.value_len;
+    memcpy(storeObjPtr(o), p + h.head_len, take);
+    uint64_t crc = crc64(0, (const unsigned char *)p + h.head_len - h.prefix_len, h.prefix_len);
+    repl.inplace_crc = crc64(crc, (const unsigned char *)p + h.head_len, take);
+    repl.inplace_head = sdsnewlen(p, h.head_len);
+    repl.inplace_obj = o;
+    repl.inplace_got = take;
+    repl.rpos += h.head_len + take;
+    return 1;
+}
+
+/* The in-place record once its value is all in: the bytes after the value
+ * (avail of them at rbuf[rpos..]) checked, then the record applied as
+ * processLinkInput applies a whole one. 1: applied; 0: wait for more;
+ * -1: bad bytes (the link drops, the half-read value with it). */
+static int inplaceFinish(size_t avail) {
+    storeObj *o = repl.inplace_obj;
+    if (repl.inplace_got < o->len) return 0; /* linkReadHandler reads into the extent */
+    const char *tail = repl.rbuf + repl.rpos;
+    char why[128];
+    int rc = aofCheckRestoreTail(tail, avail, repl.inplace_crc, why, sizeof(why));
+    if (rc == AOF_REC_TRUNCATED) return 0;
+    if (rc != AOF_REC_OK) {
+        badRecord(why);
+        return -1;
+    }
+    aofRestoreHead h;
+    if (aofReadRestoreHead(repl.inplace_head, sdslen(repl.inplace_head), &h, why, sizeof(why)) != AOF_REC_OK)
+        return -1; /* it was read so before: cannot happen */
+    if (repl.state == LINK_SNAPSHOT) {
+        if (repl.snap_left != SNAP_UNTIL_MARKER) repl.snap_left -= (long long)h.total_len;
+    } else {
+        replBacklogFeed(repl.inplace_head, sdslen(repl.inplace_head));
+        replBacklogFeed(storeObjPtr(o), (size_t)o->len);
+        replBacklogFeed(tail, AOF_VALUE_TAIL_LEN);
+        repl.applied += (long long)h.total_len;
+    }
+    repl.rpos += AOF_VALUE_TAIL_LEN;
+    h.dump.value = storeObjPtr(o);
+    sds key = sdsnewlen(h.key, h.keylen);
+    dumpObjectDress(o, key, &h.dump);
+    storeSet(key, o, h.expire_ms ? h.expire_ms : -1, 0); /* the key holds our reference now */
+    sdsfree(key);
+    repl.inplace_obj = NULL;
+    inplaceDrop();
+    repl.records_applied++;
+    repl.values_in_place++;
+    return 1;
+}
+
+/* The most bytes a record read whole may take in the buffer: a value
+ * under repl_inplace_min, a key of max-key-size and the rest (expiry,
+ * metadata, a SEGMENT's fields) well within 1 MiB. */
+static size_t replGatheredMax(void) {
+    return (size_t)repl_inplace_min + (size_t)server.max_key_size + 1024 * 1024;
+}
+
 static int processLinkInput(void) {
     for (;;) {
+        if (repl.inplace_obj) { /* a large value's record ("Large values") */
+            int r = inplaceFinish(sdslen(repl.rbuf) - repl.rpos);
+            if (r != 1) return r;
+            if (repl.state == LINK_SNAPSHOT && repl.snap_left == 0) goto snapshot_done;
+            continue;
+        }
         if (repl.state == LINK_HANDSHAKE) {
             size_t len;
             int toolong;
@@ -342,17 +469,28 @@ static int processLinkInput(void) {
         int rc = aofNextRecord(repl.rbuf + repl.rpos, lim, 0, SIZE_MAX, &rec, &next, why, sizeof(why));
         if (rc == AOF_REC_END) return 0;
         if (rc == AOF_REC_TRUNCATED) {
-            if (lim < avail) goto bad; /* a record longer than the snapshot says */
+            if (lim < avail) {
+                badRecord("a record longer than the snapshot says");
+                return -1;
+            }
+            int r = inplaceStart(lim);
+            if (r == 1) continue;
+            if (r == -1) return -1;
+            /* Gathered whole: bounded, or a primary that announces a part
+             * it never ends grows the buffer for ever. */
+            if (avail > replGatheredMax()) {
+                badRecord("a record longer than this node takes whole (a value under 1 MiB and a key within "
+                          "max-key-size: is the primary's max-key-size larger?)");
+                return -1;
+            }
             return 0;
         }
         if (rc != AOF_REC_OK) {
-            serverLog(LL_WARNING, "Replication: bad record from the primary at offset %lld: %s", repl.applied, why);
+            badRecord(why);
             return -1;
         }
         if (applyRecord(&rec) == -1) {
-            serverLog(LL_WARNING, "Replication: cannot apply a record at offset %lld (pool full -- a replica "
-                      "evicts nothing, so its segment-size and maxmemory must hold its primary's data -- or a bad "
-                      "payload): dropping the link", repl.applied);
+            cannotApply();
             return -1;
         }
         if (repl.state == LINK_SNAPSHOT) {
@@ -395,14 +533,27 @@ static void linkReadHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
         sdsrange(repl.rbuf, (ssize_t)repl.rpos, -1);
         repl.rpos = 0;
     }
-    repl.rbuf = sdsMakeRoomFor(repl.rbuf, REPL_READ_CHUNK);
-    ssize_t n = read(fd, repl.rbuf + sdslen(repl.rbuf), REPL_READ_CHUNK);
+    storeObj *o = repl.inplace_obj;
+    ssize_t n;
+    if (o && repl.inplace_got < o->len) {
+        /* A large value's next bytes, straight into its extent. */
+        char *dst = storeObjPtr(o) + repl.inplace_got;
+        uint64_t want = o->len - repl.inplace_got;
+        n = read(fd, dst, want < REPL_INPLACE_READ ? (size_t)want : REPL_INPLACE_READ);
+        if (n > 0) {
+            repl.inplace_crc = crc64(repl.inplace_crc, (const unsigned char *)dst, (size_t)n);
+            repl.inplace_got += (uint64_t)n;
+        }
+    } else {
+        repl.rbuf = sdsMakeRoomFor(repl.rbuf, REPL_READ_CHUNK);
+        n = read(fd, repl.rbuf + sdslen(repl.rbuf), REPL_READ_CHUNK);
+        if (n > 0) sdsIncrLen(repl.rbuf, n);
+    }
     if (n <= 0) {
         if (n == -1 && (errno == EAGAIN || errno == EINTR)) return;
         replLinkClose(n == 0 ? "closed by the primary" : strerror(errno));
         return;
     }
-    sdsIncrLen(repl.rbuf, n);
     server.stat_net_input_bytes += n;
     repl.last_io_ms = mstime();
     long long before = repl.applied;

@@ -40,6 +40,28 @@ static int inside(const char *buf, size_t len, const char *p, size_t n) {
 }
 
 /* Reads buf to its end; returns the last result and where it stopped. */
+/* A RESTORE aofNextRecord took, read again as a replica reads a large
+ * value (aofReadRestoreHead, the value elsewhere, aofCheckRestoreTail):
+ * the two readings must agree on every field and on where the record ends;
+ * and the head alone, cut anywhere, is never taken as a whole head. */
+static void inPieces(const char *p, size_t len, const aofRecord *rec) {
+    aofRestoreHead h;
+    char why[128];
+    FUZZ_CHECK(aofReadRestoreHead(p, len, &h, why, sizeof(why)) == AOF_REC_OK);
+    FUZZ_CHECK(h.total_len == len && h.keylen == rec->keylen && h.key == rec->key);
+    FUZZ_CHECK(h.expire_ms == rec->expire_ms && h.dump.type == rec->dump.type && h.dump.flags == rec->dump.flags);
+    FUZZ_CHECK(h.dump.value_len == rec->dump.value_len && p + h.head_len == rec->dump.value);
+    FUZZ_CHECK(h.dump.checksum_len == rec->dump.checksum_len && h.dump.checksum == rec->dump.checksum);
+    uint64_t crc = crc64(0, (const unsigned char *)p + h.head_len - h.prefix_len, h.prefix_len);
+    crc = crc64(crc, (const unsigned char *)rec->dump.value, (size_t)rec->dump.value_len);
+    size_t tail = h.head_len + (size_t)h.dump.value_len;
+    FUZZ_CHECK(aofCheckRestoreTail(p + tail, len - tail, crc, why, sizeof(why)) == AOF_REC_OK);
+    FUZZ_CHECK(aofCheckRestoreTail(p + tail, len - tail - 1, crc, why, sizeof(why)) == AOF_REC_TRUNCATED);
+    FUZZ_CHECK(aofCheckRestoreTail(p + tail, len - tail, crc ^ 1, why, sizeof(why)) == AOF_REC_CORRUPT);
+    size_t cut = h.head_len ? (size_t)(rec->expire_ms + (long long)h.dump.value_len) % h.head_len : 0;
+    FUZZ_CHECK(aofReadRestoreHead(p, cut, &h, why, sizeof(why)) == AOF_REC_TRUNCATED);
+}
+
 static int readAll(const char *buf, size_t len, size_t *stop, int *nrec) {
     size_t off = 0, next;
     aofRecord rec;
@@ -51,6 +73,7 @@ static int readAll(const char *buf, size_t len, size_t *stop, int *nrec) {
         FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= AOF_REC_PLACED);
         FUZZ_CHECK(inside(buf, len, rec.key, rec.keylen));
         FUZZ_CHECK(inside(buf, len, rec.payload, rec.payload_len));
+        if (rec.type == AOF_REC_RESTORE) inPieces(buf + off, next - off, &rec);
         if (rec.type == AOF_REC_SEGMENT) {
             const aofSegment *g = &rec.seg;
             FUZZ_CHECK(g->id >= 2 && g->nendpoints <= AOF_SEG_MAX_ENDPOINTS && g->name.len && g->identity.len);

@@ -30,7 +30,9 @@
  *      whether it has a history to continue (and so may take +CONTINUE),
  *      whether it sent AUTH, whether prefetch is on; byte 2 the size of
  *      the pieces the rest arrives in, through a socketpair, read by the
- *      link's own read handler (its acknowledgements drained)
+ *      link's own read handler (its acknowledgements drained); values of 16
+ *      bytes or more are read in place (repl_inplace_min), and after each
+ *      input none may be left half-read or holding pool space
  *   1  the primary's side: this node is a primary with a backlog of the
  *      length byte 1 picks (its replid fixed, so a seed can continue it);
  *      byte 2 the piece size; the rest is what a replica connection sends,
@@ -141,6 +143,7 @@ static void putKeys(void) {
 static void setUp(void) {
     char *vargv[] = {"mooncake-server", "--version", NULL};
     mooncakeServerMain(2, vargv);
+    repl_inplace_min = 16; /* large values' in-place reads, with small inputs */
     /* The default user may run what a replica sends, nothing else; "repl"
      * is a masteruser. */
     /* A memfd named through /proc: a file no one else sees and nothing to clean up. */
@@ -237,9 +240,16 @@ static void fuzzReplicaLink(const uint8_t *data, size_t size) {
         data += n, size -= n;
         linkReadHandler(server.el, sv[0], NULL, AE_READABLE);
         FUZZ_CHECK(repl.fd == -1 || repl.rpos <= sdslen(repl.rbuf));
+        FUZZ_CHECK(!repl.inplace_obj || (repl.fd != -1 && repl.inplace_got <= repl.inplace_obj->len));
         drain(sv[1]);
     }
     if (repl.fd != -1) replLinkClose(NULL);
+    /* A value cut short or refused was given back with the link. */
+    FUZZ_CHECK(repl.inplace_obj == NULL && repl.inplace_head == NULL);
+    storeFlush();
+    storeStats st;
+    storeGetStats(&st);
+    FUZZ_CHECK(st.pool_values == 0 && st.pool_pending == 0);
     close(sv[1]);
     server.prefetch_batch = 16;
 }

@@ -486,6 +486,49 @@ def restore_payload_at(body):
     raise AssertionError("no RESTORE record in the snapshot")
 
 
+class FakePrimary:
+    """A listener on a killed primary's port that answers its replica's
+    reconnections with streams of the test's making."""
+
+    def __init__(self, port):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(4)
+        self.sock.settimeout(15)
+
+    def close(self):
+        self.sock.close()
+
+    def serve(self, stream):
+        """Takes the replica's next connection, waits for its PSYNC, sends
+        stream; the connection, still open."""
+        conn, _ = self.sock.accept()
+        conn.settimeout(10)
+        got = b""
+        while b"PSYNC" not in got or not got.endswith(b"\r\n") or got.count(b"\r\n", got.index(b"PSYNC")) < 5:
+            chunk = conn.recv(65536)
+            assert chunk, "the replica closed before its PSYNC"
+            got += chunk
+        try:
+            conn.sendall(stream)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the replica hung up before all of it: what closed_by_replica sees next
+        return conn
+
+    @staticmethod
+    def closed_by_replica(conn):
+        try:
+            while True:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return True
+        except socket.timeout:
+            return False
+        except ConnectionResetError:
+            return True
+
+
 def test_a_replica_refuses_what_a_broken_primary_sends(env):
     """The primary's replies are wire input to a replica like any other: a
     malformed handshake line, a bad count or offset, a damaged record or an
@@ -519,42 +562,12 @@ def test_a_replica_refuses_what_a_broken_primary_sends(env):
         ("a handshake line of 300 bytes", b"+" + b"x" * 300 + b"\r\n"),
         ("a line that never ends", b"+" + b"y" * (2 << 20)),
         ("a bad replid to continue with", b"+CONTINUE nothex\r\n"),
+        # a part announced past what a record read whole may be, never ended: the buffer grew for ever
+        ("a record too long to gather", head + eof + b"*2\r\n$3\r\nDEL\r\n$100000000\r\n" + b"x" * (3 << 20)),
     ]
-    port = a.port
     a.kill()
-    fake = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    fake.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    fake.bind(("127.0.0.1", port))
-    fake.listen(4)
-    fake.settimeout(15)
-
-    def serve(stream):
-        """Takes the replica's next connection, waits for its PSYNC, sends
-        stream; the connection, still open."""
-        conn, _ = fake.accept()
-        conn.settimeout(10)
-        got = b""
-        while b"PSYNC" not in got or not got.endswith(b"\r\n") or got.count(b"\r\n", got.index(b"PSYNC")) < 5:
-            chunk = conn.recv(65536)
-            assert chunk, "the replica closed before its PSYNC"
-            got += chunk
-        try:
-            conn.sendall(stream)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the replica hung up before all of it: what closed_by_replica sees next
-        return conn
-
-    def closed_by_replica(conn):
-        try:
-            while True:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return True
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            return True
-
+    fake = FakePrimary(a.port)
+    serve, closed_by_replica = fake.serve, FakePrimary.closed_by_replica
     try:
         for what, stream in cases:
             conn = serve(stream)
@@ -567,6 +580,7 @@ def test_a_replica_refuses_what_a_broken_primary_sends(env):
         log = b.log()
         assert log.count("unexpected bytes from primary") >= 11, log[-3000:]
         assert "bad record from the primary" in log and "refused" in log.lower(), log[-3000:]
+        assert "a record longer than this node takes whole" in log, log[-3000:]
         # the real stream, from the fake: heard and applied
         conn = serve(head + eof + body + end)
         try:
@@ -594,22 +608,10 @@ def test_a_counted_empty_snapshot_completes_at_once(env):
     assert write(a.port, "SET", "gone", "1") == "OK"
     wait_until(lambda: synced(a, b), 10, "sync")
     head, _, _, _ = capture_full_sync(a.port)
-    port = a.port
     a.kill()
-    fake = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    fake.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    fake.bind(("127.0.0.1", port))
-    fake.listen(4)
-    fake.settimeout(15)
+    fake = FakePrimary(a.port)
     try:
-        conn, _ = fake.accept()
-        conn.settimeout(10)
-        got = b""
-        while b"PSYNC" not in got or got.count(b"\r\n", got.index(b"PSYNC")) < 5:
-            chunk = conn.recv(65536)
-            assert chunk, "the replica closed before its PSYNC"
-            got += chunk
-        conn.sendall(head + b"$0\r\n")  # and nothing more: an idle primary
+        conn = fake.serve(head + b"$0\r\n")  # and nothing more: an idle primary
         try:
             wait_until(lambda: link_up(b.port), 10, "the empty sync to complete")
             ib = info(b.port)
@@ -941,6 +943,112 @@ def test_large_values_stream_from_the_pool_and_stay_theirs(env):
     assert info(a.port)["sync_full"] == full0, "a record failed its checksum: the link synced again"
     # by reference: 10 values of 1 MiB queued zero-copy for the replica
     assert int(info(a.port, "stats")["values_sent_from_pool"]) >= 10
+
+
+def test_large_values_are_read_into_the_pool_and_kept_for_partial_resyncs(env):
+    """A value of 1 MiB or more reaches a replica straight into its pool
+    extent (replication_replica.c, "Large values"), not gathered on the
+    heap first: the replica's heap does not grow by the value (it grew by
+    each new largest value, and kept it). The record still goes into the
+    replica's backlog whole: a sibling that was behind continues from there
+    after a failover, byte-exact, without a full sync."""
+    _, node = env
+    a, b = pair(node, "--repl-backlog-size", "64mb")
+    c = node("--repl-backlog-size", "64mb")
+    assert call(c.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in c.nodes(), 10, "meet")
+    assert call(c.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(c.port), 20, "second replica")
+    heap0 = int(info(b.port, "memory")["used_memory_heap"])
+    assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, c.id) == "OK"   # c falls behind
+    vals = {"lv:exact": os.urandom(1 << 20), "lv:odd": os.urandom((5 << 20) + 3), "lv:ttl": os.urandom(9 << 20),
+            "lv:small": b"s" * 100}
+    for k, v in vals.items():
+        assert write(a.port, "SET", k, v, *(("EX", 1000) if k == "lv:ttl" else ())) == "OK"
+    wait_until(lambda: synced(a, b), 20, "sync")
+    assert info(b.port)["values_read_in_place"] == "3"      # not the small one
+
+    def exact(port):
+        r = Conn(port, timeout=20)
+        try:
+            r("READONLY")
+            assert all(r("GET", k) == v for k, v in vals.items())
+            assert 0 < r("TTL", "lv:ttl") <= 1000 and r("TTL", "lv:odd") == -1
+        finally:
+            r.close()
+    exact(b.port)
+    grown = int(info(b.port, "memory")["used_memory_heap"]) - heap0
+    assert grown < 4 << 20, f"the replica's heap grew by {grown} bytes for 15 MiB of values"
+    a.kill()
+    wait_until(lambda: "myself,master" in b.nodes(), 30, "b, the replica with more, promoted")
+    wait_until(lambda: link_up(c.port) and info(c.port)["master_node_id"] == b.id, 20, "c following b")
+    ib = info(b.port)
+    assert (ib["sync_full"], ib["sync_partial_ok"]) == ("0", "1"), ib
+    exact(c.port)
+    assert info(c.port)["values_read_in_place"] == "3"      # from b's backlog, read in place again
+
+
+def test_a_large_value_damaged_or_cut_is_never_applied(env):
+    """A large value read in place is checked as a whole record is: a
+    flipped byte in it, or a stream that ends inside it, ends the link with
+    the key not applied and the extent given back; a counted snapshot
+    ("$<len>") whose length ends inside the record is refused before the
+    value is read. The same stream undamaged syncs the replica."""
+    _, node = env
+    a, b = pair(node, "--cluster-node-timeout", "60000")  # no failover while the fake answers
+    value = os.urandom((3 << 20) + 7)
+    assert write(a.port, "SET", "lv", value) == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    head, eof, body, end = capture_full_sync(a.port)
+    at = body.index(value[:64])
+    flipped = body[:at + len(value) // 2] + bytes([body[at + len(value) // 2] ^ 1]) + body[at + len(value) // 2 + 1:]
+    a.kill()
+    fake = FakePrimary(a.port)
+
+    def pool_used():
+        return int(info(b.port, "memory")["used_memory_pool"])
+    try:
+        for what, stream, cut in (("a flipped byte in the value", head + eof + flipped + end, False),
+                                  ("the stream ends inside the value", head + eof + body[:at + (2 << 20)], True),
+                                  ("a count that ends inside the record",
+                                   head + b"$%d\r\n" % (at + 100) + body, False)):
+            in_place = int(info(b.port)["values_read_in_place"])
+            conn = fake.serve(stream)
+            try:
+                if cut:
+                    wait_until(lambda: int(info(b.port)["slave_read_repl_offset"]) >= 0 and
+                               pool_used() >= 2 << 20, 10, f"{what}: the value's extent taken")
+                    conn.shutdown(socket.SHUT_RDWR)
+                else:
+                    assert FakePrimary.closed_by_replica(conn), f"{what}: the replica kept the link"
+            finally:
+                conn.close()
+            wait_until(lambda: info(b.port)["master_link_status"] == "down" and pool_used() == 0, 10,
+                       f"{what}: the extent given back")
+            r = Conn(b.port)
+            try:
+                assert r("READONLY") == "OK" and r("EXISTS", "lv") == 0, what
+            finally:
+                r.close()
+            assert int(info(b.port)["values_read_in_place"]) == in_place, what
+        log = b.log()
+        assert "RESTORE payload fails its checksum" in log and "longer than the snapshot says" in log, log[-3000:]
+        in_place = int(info(b.port)["values_read_in_place"])
+        for stream in (head + eof + body + end, head + b"$%d\r\n" % len(body) + body):   # both forms, whole
+            conn = fake.serve(stream)
+            try:
+                wait_until(lambda: link_up(b.port), 10, "the sync")
+                r = Conn(b.port)
+                try:
+                    assert r("READONLY") == "OK" and r("GET", "lv") == value
+                finally:
+                    r.close()
+            finally:
+                conn.close()
+            wait_until(lambda: info(b.port)["master_link_status"] == "down", 10, "the link down")
+        assert int(info(b.port)["values_read_in_place"]) == in_place + 2
+    finally:
+        fake.close()
 
 
 def test_store_objects_replicate_with_metadata(env):
