@@ -529,10 +529,12 @@ void storeLeaseEntryAdd(storeObj *o) { storeObjGetExt(o)->lease_entries++; }
 
 int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
     int ended = release && storeLeaseRelease(o, epoch);
-    if (ended && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0) {
+    if (ended && (o->flags & OBJ_FLAG_DEFERRED) && o->refcount == 0 && !storeObjLeased(o)) {
         /* Unlinked and waiting for exactly this lease: free it now, not at
          * the next cron. It knows its place on the list (a reader that
-         * never released makes the list as long as lease-ttl of removals). */
+         * never released makes the list as long as lease-ttl of removals).
+         * A hold (HOLD.REPLICAS) outlives the timed period: a version still
+         * held stays on the list, and the last HOLD.RELEASE frees it. */
         serverVisit(VISITS_DEFERRED, 1);
         deferRemove(o);
         st.lease_expiries++;
