@@ -200,6 +200,15 @@ void call(client *c) {
     if (monitor_line) monitorFeed(monitor_line, c);
 }
 
+/* Pool bytes this command's values already took: large SET/MSET values are
+ * read straight into the pool (networking.c) before the command runs. */
+static uint64_t placedArgBytes(const client *c) {
+    uint64_t n = 0;
+    for (int j = 0; c->argobj && j < c->argc; j++)
+        if (c->argobj[j]) n += (c->argobj[j]->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1);
+    return n;
+}
+
 int processCommand(client *c) {
     c->cmd = lookupCommand(c->argv, c->argc);
     if (!c->cmd) {
@@ -277,7 +286,7 @@ int processCommand(client *c) {
      * the pool) and a generous 128 bytes of header, table entry and
      * extension per argument. */
     if (server.maxmemory && (c->cmd->flags & CMD_DENYOOM) &&
-        storeMakeRoomForDataset(2 * (uint64_t)c->argv_bytes + 128 * (uint64_t)c->argc) != C_OK) {
+        storeMakeRoomForDataset(2 * (uint64_t)c->argv_bytes + 128 * (uint64_t)c->argc, placedArgBytes(c)) != C_OK) {
         server.stat_oom_rejections++;
         /* A put's refusal keeps the put's word (libmooncake maps both). */
         rejectCommand(c, c->cmd->group && !strcmp(c->cmd->group, "store")

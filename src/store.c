@@ -1406,14 +1406,22 @@ uint64_t storeDatasetUsed(void) {
  * bound on what it can add: server.c) fits in what is left skips the sum.
  * Every pool extent taken is charged to it as well (storeObjAddReplica:
  * a PUT.START's size is not in its arguments), so the headroom never
- * says "under" for a dataset that is over by more than one command. */
-int storeMakeRoomForDataset(uint64_t cost) {
+ * says "under" for a dataset that is over by more than one command.
+ *
+ * `placed`: pool bytes this very command's values already took (a large
+ * SET value is read straight into the pool before the command runs,
+ * networking.c). They are what the command adds, not what the store held
+ * before it: counted, a SET of 32 KiB or more found the store "over" by
+ * its own value, evicted keys that had nothing to do with it (the key it
+ * was writing included) and was then refused with -OOM, where the same
+ * SET of a shorter value ran. */
+int storeMakeRoomForDataset(uint64_t cost, uint64_t placed) {
     if (headroom.limit == server.maxmemory && headroom.left > cost) {
         headroom.left -= cost;
         return C_OK;
     }
     uint64_t used;
-    while ((used = storeDatasetUsed()) > (uint64_t)server.maxmemory) {
+    while ((used = storeDatasetUsed()) > (uint64_t)server.maxmemory + placed) {
         if (zerofreeMakeRoom()) continue;
         if (server.evict_policy == EVICT_NOEVICTION || !evictOne(NULL)) {
             st.oom++;
@@ -1422,7 +1430,7 @@ int storeMakeRoomForDataset(uint64_t cost) {
         }
     }
     headroom.limit = server.maxmemory;
-    headroom.left = (uint64_t)server.maxmemory - used;
+    headroom.left = used < (uint64_t)server.maxmemory ? (uint64_t)server.maxmemory - used : 0;
     headroom.left = headroom.left > cost ? headroom.left - cost : 0;
     return C_OK;
 }

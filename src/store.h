@@ -318,7 +318,7 @@ uint64_t storeDatasetHeap(void);
 uint64_t storeDatasetUsed(void);
 /* C_OK: under maxmemory (evicting if the policy allows). cost: at least
  * what the command about to run can add to the heap. */
-int storeMakeRoomForDataset(uint64_t cost);
+int storeMakeRoomForDataset(uint64_t cost, uint64_t placed); /* placed: the command's values already in the pool */
 
 /* evict.c */
 int evictOne(segment *only);  /* only: evict objects with a replica there (NULL: any) */
