@@ -123,6 +123,9 @@ void clusterPromoteMyself(struct client *c, const char *mode);
 void clusterHandOver(const char *rid);
 /* NULL, or the error a write gets from a primary that is fenced. */
 const char *clusterWriteFence(void);
+/* Our alive key is in the mirror: as far as we know, our primary counts us
+ * among the replicas its acknowledged writes wait for. */
+int clusterMyselfAliveInEtcd(void);
 clusterNode *clusterMyPrimary(void);  /* NULL unless myself is a replica of a known node */
 
 #endif

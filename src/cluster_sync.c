@@ -135,6 +135,7 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
         if (deleted) {
             dictDelete(aliveIds, idbuf);
             if (n && n != cs->myself) n->alive = 0;
+            if (n == cs->myself) replAliveLapsed();
         } else {
             if (!dictFind(aliveIds, idbuf)) dictAdd(aliveIds, sdsnew(idbuf), NULL);
             if (n) n->alive = 1;
@@ -247,6 +248,13 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
     dictReleaseIterator(it);
     dictRelease(seen);
     if (revision > cs->revision) cs->revision = revision;
+    /* Our alive key gone while the watch did not say so (a compacted
+     * history, a new etcd): the lapse counts as if seen (replAliveLapsed). */
+    if (!dictFind(aliveIds, cs->myself->id)) replAliveLapsed();
+}
+
+int clusterMyselfAliveInEtcd(void) {
+    return server.cluster && aliveIds && dictFind(aliveIds, server.cluster->myself->id) != NULL;
 }
 
 static void etcdReachable(int yes, const char *why) {

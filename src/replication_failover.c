@@ -153,8 +153,30 @@ void replClusterChanged(void) {
     if (repl.nheld) replCheckHeld(); /* a replica that left may have been all a write waited for */
 }
 
-/* May this replica take its primary's place? It synced with it, and lost
- * the link recently enough that its data is worth serving. */
+/* Our alive key left etcd (our lease lapsed: frozen, or cut off from
+ * etcd). Our primary stops waiting for a replica that is neither alive
+ * there nor linked to it, so it may have acknowledged writes (cluster-
+ * replica-ack) that never reached us -- and a link dropped at its end
+ * while we were frozen is found closed only when we wake, "just now" by
+ * our clock. What we hold is not proven complete: we may not take over
+ * until a sync with the primary completes again (a partial resync will
+ * do: it brings everything from our offset on). A link still up is
+ * renewed for that; while it is up, the primary counts us again. Called
+ * from the etcd mirror (cluster_sync.c), in revision order: a write
+ * acknowledged without us came after our key went, so we see our lapse
+ * before we could see the primary's death. */
+void replAliveLapsed(void) {
+    clusterState *cs = server.cluster;
+    if (!cs || !clusterNodeIsReplica(cs->myself) || !repl.synced_with[0]) return;
+    serverLog(LL_WARNING, "Replication: our etcd lease lapsed: primary %.40s may have acknowledged writes without "
+              "this replica, which may not take over until it has synced with it again", repl.synced_with);
+    repl.synced_with[0] = '\0';
+    if (repl.state == LINK_STREAM) replLinkClose("our etcd lease lapsed: syncing again to prove we lack nothing");
+}
+
+/* May this replica take its primary's place? It synced with it (and its
+ * lease has not lapsed since: replAliveLapsed), and lost the link recently
+ * enough that its data is worth serving. */
 int replEligible(void) {
     if (strcmp(repl.synced_with, repl.primary_id)) return 0;
     if (repl.state == LINK_STREAM) return 1;

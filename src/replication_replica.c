@@ -100,6 +100,9 @@ void replLinkClose(const char *why) {
         repl.fd = -1;
     }
     if (repl.state == LINK_STREAM && !repl.link_down_since) repl.link_down_since = mstime();
+    /* Unlinked and not alive in etcd (as far as we know), the primary
+     * waits for us no more: what it acknowledges now we may lack. */
+    if (repl.synced_with[0] && server.cluster && !clusterMyselfAliveInEtcd()) replAliveLapsed();
     /* Logged once per outage, not at every retry. */
     if (repl.state != LINK_NONE && why && !repl.down_logged) {
         serverLog(LL_NOTICE, "Replication: link with primary %s:%d down: %s (retrying every 500 ms)", repl.host,

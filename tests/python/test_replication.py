@@ -1624,3 +1624,31 @@ def test_replica_links_are_held_to_the_replica_output_class(env):
     finally:
         s.close()
     assert "output buffer limits" in a.log()
+
+
+def test_a_replica_whose_lease_lapsed_does_not_take_over_with_less(env):
+    """cluster-replica-ack yes waits only for the replicas linked or alive
+    in etcd. A replica frozen (SIGSTOP) past its lease, its link dropped
+    meanwhile, is neither: the primary acknowledges writes without it. Woken
+    just as the primary dies, it found its link closed "just now" and took
+    over without those writes (found by this audit). It must first sync
+    again; with its primary gone it may not take over at all."""
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    assert write(a.port, "SET", "before", "1") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
+        wait_until(lambda: [l for l in a.nodes().splitlines() if l.startswith(b.id)][0].split()[2] == "slave,fail",
+                   10, "the primary to see the frozen replica's lease gone")
+        assert write(a.port, "SET", "acked", "1") == "OK"   # nobody to wait for: acknowledged at once
+        a.kill()
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: "myself,master" in b.nodes() or "may not take over" in b.log(), 30,
+               "the replica to decide")
+    if "myself,master" in b.nodes():
+        assert call(b.port, "GET", "acked") == b"1", "an acknowledged write was lost in the failover"
+    assert "myself,master" not in b.nodes()
+    assert "lease lapsed" in b.log()
