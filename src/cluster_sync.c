@@ -136,6 +136,7 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
             dictDelete(aliveIds, idbuf);
             if (n && n != cs->myself) n->alive = 0;
             if (n == cs->myself) replAliveLapsed();
+            else replPeerLapsed(idbuf);
         } else {
             if (!dictFind(aliveIds, idbuf)) dictAdd(aliveIds, sdsnew(idbuf), NULL);
             if (n) n->alive = 1;

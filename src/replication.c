@@ -45,7 +45,9 @@
  * (a replica syncing again counts) -- has acknowledged the offset that
  * covers the change; a pipeline's writes share one wait. A
  * primary without live replicas acknowledges at once (there is nobody to
- * fail over to). A wait longer than cluster-node-timeout closes the
+ * fail over to); a replica whose lease lapses has its link dropped
+ * (replPeerLapsed), so a frozen one does not hold every write, and may not
+ * take over until it has synced again (replAliveLapsed). A wait longer than cluster-node-timeout closes the
  * connection: the client sees no acknowledgement, which is the truth.
  * Together with fencing (cluster_sync.c) and the promotion rules
  * (replication_failover.c), nothing acknowledged is lost when a primary fails.
@@ -450,6 +452,31 @@ void replDropHeld(void) {
     while (repl.nmarked) {
         client *c = repl.marked[--repl.nmarked];
         c->repl_marked = 0;
+        freeClientAsync(c);
+    }
+}
+
+/* A replica's alive key left etcd: its lease lapsed (it died, froze, or
+ * lost etcd). A link still open to it -- a frozen process's socket stays
+ * open, its acks stop -- would hold every acknowledged write until
+ * cluster-node-timeout closed its client, for as long as the replica
+ * stayed frozen: a replica that is not alive is waited for no more. Its
+ * link goes now, so the writes waiting on it are released when the
+ * topology is rebuilt (replClusterChanged) and new ones are not held for
+ * it; woken, it finds its link closed and its own lease lapsed, and may not
+ * take over until it has synced again (replAliveLapsed). */
+void replPeerLapsed(const char *id) {
+    clusterState *cs = server.cluster;
+    if (!cs || clusterNodeIsReplica(cs->myself)) return;
+    for (int i = 0; i < repl.nlinks;) {
+        client *c = repl.links[i];
+        if (strcmp(c->repl->node_id, id)) {
+            i++;
+            continue;
+        }
+        serverLog(LL_WARNING, "Replication: replica %s's etcd lease lapsed: dropping its link (%s), writes no "
+                  "longer wait for it", id, c->addr);
+        replClientGone(c); /* takes it out of links: the same i is the next one */
         freeClientAsync(c);
     }
 }

@@ -23,6 +23,7 @@ void replBeforeSleep(void);    /* records to the replicas; held replies released
 void replCron(void);           /* the replica's link, acks, timeouts, failover */
 void replClusterChanged(void); /* the topology was rebuilt: my role may differ */
 void replAliveLapsed(void);    /* our alive key left etcd: a replica's data is not proven complete */
+void replPeerLapsed(const char *id); /* a node's alive key left etcd: a link to it as our replica goes */
 void replClientGone(struct client *c);
 int replClientHeld(struct client *c); /* its replies wait for replicas' acks */
 /* NULL, or why a write must be refused here: a replica (READONLY), a fenced

@@ -1652,3 +1652,34 @@ def test_a_replica_whose_lease_lapsed_does_not_take_over_with_less(env):
         assert call(b.port, "GET", "acked") == b"1", "an acknowledged write was lost in the failover"
     assert "myself,master" not in b.nodes()
     assert "lease lapsed" in b.log()
+
+
+def test_replica_ack_a_frozen_replica_stops_holding_writes_when_its_lease_lapses(env):
+    """cluster-replica-ack yes waits for the replicas alive in etcd. A
+    replica frozen with its link open (SIGSTOP: the kernel keeps the socket)
+    held every write until cluster-node-timeout closed the client's
+    connection, long after its lease lapsed, for as long as it stayed frozen
+    (found by this audit). Its link is dropped when its alive key goes, and
+    writes are acknowledged again; woken, it syncs again (a partial resync)
+    before it counts as eligible."""
+    _, node = env
+    a, b = pair(node, "--cluster-replica-ack", "yes")
+    assert write(a.port, "SET", "x", "1") == "OK"
+    wait_until(lambda: synced(a, b), 10, "sync")
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: [l for l in a.nodes().splitlines() if l.startswith(b.id)][0].split()[2] == "slave,fail",
+                   10, "the primary to see the frozen replica's lease gone")
+        assert call(a.port, "SET", "y", "2", timeout=30) == "OK"
+        assert info(a.port)["connected_slaves"] == "0" and "lease lapsed" in a.log()
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: link_up(b.port) and synced(a, b) and info(b.port)["failover_eligible"] == "1", 20,
+               "the woken replica to sync again")
+    ia = info(a.port)
+    assert ia["sync_full"] == "1" and int(ia["sync_partial_ok"]) >= 1, ia  # from the backlog, not in full
+    r = Conn(b.port)
+    try:
+        assert r("READONLY") == "OK" and r("GET", "y") == b"2"
+    finally:
+        r.close()
