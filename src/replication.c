@@ -509,8 +509,14 @@ void replconfCommand(client *c) {
     }
     if (!strcasecmp(opt, "failover") && c->argc == 2) {
         /* A planned failover, asked by this replica (no reply: the link
-         * carries the stream). */
-        if (!c->repl || !c->repl->online || repl.handover_inflight) return;
+         * carries the stream). Any other client is answered: it would
+         * wait for a reply forever. */
+        if (!c->repl || !c->repl->online) {
+            addReplyError(c, "ERR REPLCONF FAILOVER is sent only by a replica over its replication link: send "
+                          "CLUSTER FAILOVER to the replica");
+            return;
+        }
+        if (repl.handover_inflight) return;
         repl.pause_until = mstime() + 2 * server.cluster_node_timeout;
         snprintf(repl.handover_to, sizeof(repl.handover_to), "%s", c->repl->node_id);
         serverLog(LL_NOTICE, "Replication: replica %s asks for a planned failover: writes paused until it has "

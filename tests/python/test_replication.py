@@ -1683,3 +1683,17 @@ def test_replica_ack_a_frozen_replica_stops_holding_writes_when_its_lease_lapses
         assert r("READONLY") == "OK" and r("GET", "y") == b"2"
     finally:
         r.close()
+
+
+def test_replconf_failover_from_a_client_that_is_no_replica_is_refused(env):
+    """REPLCONF FAILOVER is a replica's request over its link, answered by
+    nothing there (the link carries the stream). Sent by any other client
+    it got no reply either, and the client waited forever (found by this
+    audit); it gets an error now, and no planned failover starts."""
+    _, node = env
+    a, b = pair(node, *STEADY)
+    with pytest.raises(RespError, match="sent only by a replica"):
+        call(a.port, "REPLCONF", "FAILOVER", timeout=3)
+    assert info(a.port)["master_failover_state"] == "no-failover"
+    assert write(a.port, "SET", "k", "1") == "OK"      # writes not paused
+    wait_until(lambda: synced(a, b), 10, "sync")
