@@ -183,8 +183,14 @@ void testFirstTouch(void) {
             CHECK_EQ(put(c, key, v, MiB, NULL), MC_OK);
         }
         long faults = minorFaults() - before;
+#if defined(__SANITIZE_THREAD__)
+        /* ThreadSanitizer's shadow of the 16 MiB faults in page by page
+         * under the copy: the count says nothing about the pool here. */
+        (void)faults;
+#else
         if (faults >= 1024) fprintf(stderr, "  %ld minor faults in 16 MiB of puts\n", faults);
         CHECK(faults < 1024);
+#endif
         CHECK(getSame(c, "ft:15", v, MiB, MC_TRANSPORT_SHM));
     }
     free(v);
