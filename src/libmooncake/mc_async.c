@@ -65,9 +65,15 @@
  *    like mc_batch_put. A bad iovcnt or iov is not copied and is the
  *    batch's to report, as mc_batch_putv/getv report it synchronously. A
  *    worker that cannot connect finishes the op with MC_ERR_IO in every
- *    slot, the reason in the handle's mc_last_error, and tries again at
- *    the next op; a batch that fails as a whole leaves the clone's reason
- *    there too.
+ *    slot and tries again at the next op. The reason, and the clone's
+ *    reason for a batch that fails as a whole, travel in the op: the
+ *    thread whose mc_op_wait or mc_op_results finds it failed gets it as
+ *    its mc_last_error of the handle (the text is per thread, mooncake.c
+ *    "Threads"; the worker's own would be seen by no one).
+ *  - mc_close on another thread: a submit goes through the handle's gate
+ *    (mcEnter), so mc_close waits for a submit in progress before it stops
+ *    the worker, and a submit after it began fails with MC_ERR_INVALID --
+ *    never a worker started on a handle being freed.
  */
 #include "mc_async.h"
 #include "mc_fork.h"
@@ -98,6 +104,8 @@ struct mc_op {
     int *put_results;            /* mc_batch_putv's, copied to results */
     void *mem;                   /* one block: items, iovecs, results, keys, prefer */
     unsigned fork_gen;           /* the process that made it (mc_fork.h) */
+    uint64_t owner;              /* its handle's serial: whose error slot err goes to */
+    char err[512];               /* why it failed ("": it did not), set before done */
     struct mc_op *next;          /* in the queue */
 };
 
@@ -253,14 +261,14 @@ err:
 /* ---- the worker ------------------------------------------------------------- */
 
 /* The clone, made now if it is not yet; NULL when it cannot connect (the
- * reason is then the handle's mc_last_error). */
-static mc_client *workerClone(mcAsync *a) {
+ * reason is then the op's). */
+static mc_client *workerClone(mcAsync *a, mc_op *op) {
     if (a->clone) return a->clone;
     char err[256] = "";
     pthread_mutex_lock(&a->reg_lock);
     a->clone = mcClone(a->owner, err, sizeof(err));
     pthread_mutex_unlock(&a->reg_lock);
-    if (a->clone == NULL) mcSetError(a->owner, "async batch: cannot connect: %s", err);
+    if (a->clone == NULL) snprintf(op->err, sizeof(op->err), "async batch: cannot connect: %s", err);
     else atomic_store(&a->dirty, 0); /* the clone has the settings of now */
     return a->clone;
 }
@@ -268,7 +276,7 @@ static mc_client *workerClone(mcAsync *a) {
 /* Runs op on the clone and finishes it: the batch's return value (the op
  * itself may be freed by its owner as soon as it is finished). */
 static int workerRun(mcAsync *a, mc_op *op) {
-    mc_client *k = workerClone(a);
+    mc_client *k = workerClone(a, op);
     if (k == NULL) {
         opFailAll(op, MC_ERR_IO);
         return MC_ERR_IO;
@@ -281,7 +289,7 @@ static int workerRun(mcAsync *a, mc_op *op) {
     } else {
         rc = mc_batch_getv(k, op->n, op->items, op->results);
     }
-    if (rc < 0) mcSetError(a->owner, "async batch: %s", mc_last_error(k));
+    if (rc < 0) snprintf(op->err, sizeof(op->err), "async batch: %s", mc_last_error(k));
     opFinish(op, rc);
     return rc;
 }
@@ -398,10 +406,13 @@ void mcAsyncSettingsChanged(mc_client *c) {
 static mc_op *submit(mc_client *c, int put, size_t n, const mc_kvv *items, const mc_put_opts *opts) {
     char err[256] = "";
     if (mcClientBad(c)) return NULL; /* inherited: mc_last_error says so */
+    if (mcEnter(c) != MC_OK) return NULL; /* mc_close has begun: mc_last_error says so */
     mc_op *op = opNew(put, n, items, opts, err, sizeof(err));
     if (op == NULL) goto err;
+    op->owner = mcSerial(c);
     if (n == 0) { /* nothing to do: done now, as mc_batch_put answers 0 */
         opFinish(op, 0);
+        mcLeave(c);
         return op;
     }
     mcAsync *a = asyncOf(c, 1, err, sizeof(err));
@@ -412,10 +423,12 @@ static mc_op *submit(mc_client *c, int put, size_t n, const mc_kvv *items, const
     a->tail = op;
     pthread_cond_signal(&a->cond);
     pthread_mutex_unlock(&a->lock);
+    mcLeave(c);
     return op;
 err:
     opDestroy(op);
     mcSetError(c, "%s", err);
+    mcLeave(c);
     return NULL;
 }
 
@@ -428,6 +441,12 @@ mc_op *mc_batch_get_async(mc_client *c, size_t n, const mc_kvv *items) { return 
 /* NULL, or inherited across fork(): its worker is not in this process. */
 static int opBad(const mc_op *op) { return op == NULL || mcInherited(op->fork_gen); }
 
+/* A finished op that failed: its reason becomes the calling thread's
+ * mc_last_error of the handle (see the top, "Errors"). */
+static void opTellErr(const mc_op *op) {
+    if (op->err[0]) mcThreadErrSet(op->owner, op->err);
+}
+
 int mc_op_done(mc_op *op) {
     if (opBad(op)) return MC_ERR_INVALID;
     return opDone(op);
@@ -435,8 +454,11 @@ int mc_op_done(mc_op *op) {
 
 int mc_op_wait(mc_op *op, int timeout_ms) {
     if (opBad(op)) return MC_ERR_INVALID;
-    if (timeout_ms == 0) return opDone(op) ? op->rc : MC_ERR_PENDING;
-    if (atomic_load_explicit(&op->done, memory_order_acquire)) return op->rc;
+    if (timeout_ms == 0 || atomic_load_explicit(&op->done, memory_order_acquire)) {
+        if (!opDone(op)) return MC_ERR_PENDING;
+        opTellErr(op);
+        return op->rc;
+    }
     struct timespec until;
     if (timeout_ms > 0) {
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -454,11 +476,13 @@ int mc_op_wait(mc_op *op, int timeout_ms) {
     }
     int rc = atomic_load_explicit(&op->done, memory_order_acquire) ? op->rc : MC_ERR_PENDING;
     pthread_mutex_unlock(&op->lock);
+    if (rc != MC_ERR_PENDING) opTellErr(op);
     return rc;
 }
 
 const long long *mc_op_results(mc_op *op) {
     if (opBad(op) || !opDone(op)) return NULL;
+    opTellErr(op);
     return op->results;
 }
 

@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "mooncake.h"
 
@@ -27,6 +28,15 @@ _Atomic(struct mcAsync *) *mcAsyncSlot(mc_client *c);
 void mcSetError(mc_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* NULL, or inherited across fork(): no call may use it (mooncake.c, "Fork"). */
 int mcClientBad(mc_client *c);
+/* Through mc_close's gate (mooncake.c, "Threads"): a submit is a call on
+ * the handle, so mc_close waits for it, and refuses it once closing
+ * (MC_ERR_INVALID with this thread's error set). */
+int mcEnter(mc_client *c);
+void mcLeave(mc_client *c);
+/* The handle's serial, and this thread's error text for the handle of
+ * that serial: an op's reason, given to the thread that waited for it. */
+uint64_t mcSerial(const mc_client *c);
+void mcThreadErrSet(uint64_t serial, const char *text);
 
 /* Implemented in mc_async.c; each does nothing for a handle without a
  * worker. */

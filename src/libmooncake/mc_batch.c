@@ -259,7 +259,7 @@ static int batchPutLocked(mc_client *c, size_t n, const mc_kvv *items, const siz
             redo[m++] = items[i];
         }
         if (any_lost) {
-            char why[sizeof(c->errbuf)];
+            char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
             mcBackoff(MC_LOST_BACKOFF + depth, deadline);
             memcpy(c->errbuf, why, sizeof(why));
@@ -300,7 +300,7 @@ static int batchCheck(mc_client *c, size_t n, const mc_kvv *items, size_t *lens,
     for (size_t i = 0; i < n; i++) {
         int rc = mcIovCheck(c, items[i].iov, items[i].iovcnt, &lens[i]);
         if (rc != MC_OK) {
-            char why[sizeof(c->errbuf)];
+            char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
             return mcErr(c, rc, "item %zu: %.400s", i, why);
         }
@@ -323,7 +323,10 @@ int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts
     if (n == 0) return 0;
     size_t *lens = malloc(n * sizeof(*lens));
     if (lens == NULL) return MC_ERR_NOMEM;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) {
+        free(lens);
+        return MC_ERR_INVALID;
+    }
     c->errbuf[0] = '\0';
     int rc = batchCheck(c, n, items, lens, 1);
     if (rc == MC_OK) {
@@ -345,7 +348,7 @@ int mc_batch_putv(mc_client *c, size_t n, const mc_kvv *items, const mc_put_opts
     } else {
         for (size_t i = 0; i < n; i++) results[i] = rc;
     }
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     free(lens);
     return rc;
 }
@@ -586,12 +589,15 @@ int mc_batch_getv(mc_client *c, size_t n, const mc_kvv *items, long long *result
     if (n == 0) return 0;
     size_t *caps = malloc(n * sizeof(*caps));
     if (caps == NULL) return MC_ERR_NOMEM;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) {
+        free(caps);
+        return MC_ERR_INVALID;
+    }
     c->errbuf[0] = '\0';
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
     int rc = batchCheck(c, n, items, caps, 0);
     if (rc == MC_OK) rc = batchGetLocked(c, n, items, caps, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     free(caps);
     return rc;
 }
@@ -675,7 +681,7 @@ int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long lo
         if (slots > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
         if (!rangesItemBad(&items[i])) nreads += (size_t)items[i].nranges;
     }
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     mcRead *rd = calloc(nreads ? nreads : 1, sizeof(*rd));
     mcBKey *k = calloc(n, sizeof(*k));
@@ -695,7 +701,7 @@ int mc_batch_get_ranges(mc_client *c, size_t n, const mc_kranges *items, long lo
 end:
     mcFreeBKeys(k, n);
     free(rd);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -879,10 +885,10 @@ int mc_batch_get_views(mc_client *c, size_t n, const mc_key *keys, mc_view **vie
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
     for (size_t i = 0; i < n; i++) views[i] = NULL;
     if (n == 0) return 0;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = 0;
     int rc = batchViewsLocked(c, n, keys, views, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -891,10 +897,10 @@ int mc_batch_replicas(mc_client *c, size_t n, const mc_key *keys, mc_replicas *o
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
     memset(out, 0, n * sizeof(*out));
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = batchReplicasLocked(c, n, keys, out, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -957,10 +963,10 @@ int mc_batch_exists(mc_client *c, size_t n, const mc_key *keys, int flags, int *
     if (flags & ~(MC_EXISTS_PREFIX | MC_EXISTS_LEASE)) return MC_ERR_INVALID;
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID; /* the count is returned as an int */
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = batchExistsLocked(c, n, keys, flags, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -972,7 +978,7 @@ int mc_batch_replica_clear(mc_client *c, size_t n, const mc_key *keys, const cha
     if (mcHandleBad(c) || (n && (keys == NULL || results == NULL))) return MC_ERR_INVALID;
     if (n == 0) return 0;
     if (n > INT_MAX) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = MC_OK;
     mcBKey *k = calloc(n, sizeof(*k));
@@ -992,7 +998,7 @@ end:
     if (rc < 0)
         for (size_t i = 0; i < n; i++) results[i] = rc;
     mcFreeBKeys(k, n);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 

@@ -85,8 +85,20 @@ typedef struct {
     unsigned gen;                /* the node's connection that answered (a put lives and dies with it) */
 } mcRoute;
 
+/* The text of a call's failure and the transport of its last replica are
+ * the calling thread's (mooncake.c, "Threads"): mcLock points these two at
+ * the thread's slot for the handle, so the code under the lock writes them
+ * as plain fields. */
+#define MC_ERRLEN 512
+
 struct mc_client {
     pthread_mutex_t lock;
+    /* mc_close against calls in flight (mcLock, mc_close): users counts the
+     * calls inside the handle, closing refuses new ones. */
+    pthread_mutex_t gate_lock;
+    pthread_cond_t gate_cond;
+    int users, closing;
+    uint64_t serial;             /* never reused: keys the threads' error slots */
     unsigned fork_gen;           /* the process that made it (mc_fork.h): any other may only free it */
     mcMap map;                   /* nodes[0]: the server mc_connect was given */
     int cluster;                 /* it is a cluster node: route by slot */
@@ -94,8 +106,9 @@ struct mc_client {
     char *user;                  /* ACL user, NULL: default */
     char *password;
     int connect_ms, io_ms;
-    int transport, last_transport;
-    char errbuf[512];
+    int transport;
+    int *last_transport;         /* the locking thread's (see MC_ERRLEN) */
+    char *errbuf;                /* the locking thread's, MC_ERRLEN bytes */
     mcSeg *segs;
     mcDataConn *dconns;
     int streams;                 /* tcp connections per peer for one transfer */
@@ -169,6 +182,16 @@ typedef struct mcPhase {
     const char **tail;           /* arguments after the keys */
     int ntail;
 } mcPhase;
+
+/* mooncake.c: the handle's lock and gate (every public call: mcLock, 0 or
+ * MC_ERR_INVALID once mc_close has begun; mcUnlock), the calling thread's
+ * error slot for a handle by its serial (mcThreadErrSet: an async op's
+ * reason given to the thread that waited for it). */
+int mcLock(mc_client *c);
+void mcUnlock(mc_client *c);
+void mcLockInternal(mc_client *c);
+int mcTryLockInternal(mc_client *c);
+void mcThreadErrSet(uint64_t serial, const char *text);
 
 /* mooncake.c: errors, replies, clocks; the single-key put and get the batches
  * fall back to; the lease releases they queue. */

@@ -163,7 +163,7 @@ static void *heartbeatMain(void *arg) {
         pthread_cond_timedwait(&c->hb_cond, &c->hb_lock, &ts);
         if (c->hb_stop) break;
         pthread_mutex_unlock(&c->hb_lock);
-        if (pthread_mutex_trylock(&c->lock) == 0) {
+        if (mcTryLockInternal(c) == 0) {
             heartbeatLocked(c);
             pthread_mutex_unlock(&c->lock);
         }
@@ -410,26 +410,26 @@ out:
 
 int mc_mount(mc_client *c, size_t size, const char *name) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = mountLocked(c, NULL, size, name);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 int mc_mount_buffer(mc_client *c, void *buf, size_t size, const char *name) {
     if (mcHandleBad(c) || buf == NULL) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = mountLocked(c, buf, size, name);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 int mc_unmount(mc_client *c) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = c->host ? MC_OK : MC_ERR_NOT_FOUND;
     mcUnmountLocked(c);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 

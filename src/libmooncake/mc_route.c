@@ -148,7 +148,7 @@ void mcRefreshMapFrom(mc_client *c, int hint, int avoid, int force) {
     long long now = mcNowUs();
     if (!c->cluster || (!force && now - c->map_at_us < MC_MAP_REFRESH_MS * 1000LL)) return;
     c->map_at_us = now;
-    char saved[sizeof(c->errbuf)];
+    char saved[MC_ERRLEN];
     memcpy(saved, c->errbuf, sizeof(saved));
     const char *argv[2] = {"CLUSTER", "SLOTS"};
     for (int k = -2; k < c->map.nnodes; k++) {
@@ -209,7 +209,7 @@ int mcNodeSame(const mc_client *c, int i, unsigned gen) {
  * metadata one died too. On failure paths only. */
 int mcNodeAlive(mc_client *c, int i, unsigned gen) {
     if (!mcNodeSame(c, i, gen)) return 0;
-    char saved[sizeof(c->errbuf)];
+    char saved[MC_ERRLEN];
     memcpy(saved, c->errbuf, sizeof(saved));
     const char *argv[1] = {"PING"};
     mcReply *r;
@@ -247,7 +247,7 @@ int mcKeyCommand(mc_client *c, const void *key, size_t keylen, int argc, const c
     for (;;) {
         int rc = mcNodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
         if (rc != MC_OK) {
-            char why[sizeof(c->errbuf)];
+            char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
             if (rideLost(c, rt->node, &lost, deadline) != MC_OK) {
                 memcpy(c->errbuf, why, sizeof(why));
@@ -562,7 +562,7 @@ int mcRunPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
         /* Between rounds, with no reply outstanding: waits and map reloads
          * (redirected again and again: two nodes disagreeing for a moment). */
         if (lost_node >= 0) {
-            char why[sizeof(c->errbuf)];
+            char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
             mcBackoff(MC_LOST_BACKOFF + lost_tries++, deadline);
             mcRefreshMapFrom(c, -1, lost_node, 0);

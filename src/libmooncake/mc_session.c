@@ -133,11 +133,11 @@ int mc_put_session_start(mc_client *c, size_t n, const mc_key *keys, const size_
         results[i] = MC_ERR_INVALID;
         if (keys[i].key == NULL || keys[i].keylen == 0 || sizes[i] == 0) bad = 1;
     }
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = bad ? mcErr(c, MC_ERR_INVALID, "put session: an empty key or a size of 0")
                  : startLocked(c, n, keys, sizes, opts, sessions, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -267,11 +267,11 @@ int mc_put_session_write(mc_client *c, size_t n, const mc_session_ranges *items,
         if (items[i].nranges < 0 || items[i].nranges > MC_MAX_IOV || (items[i].nranges && items[i].ranges == NULL))
             bad = 1;
     }
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = bad ? mcErr(c, MC_ERR_INVALID, "put session write: nranges outside 0..%d", MC_MAX_IOV)
                  : writeLocked(c, n, items, results);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -406,10 +406,10 @@ static int finish(mc_client *c, size_t n, mc_put_session *const *sessions, int *
     if (mcHandleBad(c)) return finishInherited(c, n, sessions, results);
     if (n == 0) return 0;
     for (size_t i = 0; i < n; i++) results[i] = MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = finishLocked(c, n, sessions, results, publish);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 

@@ -306,7 +306,7 @@ int mcSegShmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struc
         at += n;
         left -= n;
     }
-    c->last_transport = MC_TRANSPORT_SHM;
+    *c->last_transport = MC_TRANSPORT_SHM;
     return MC_OK;
 }
 
@@ -349,7 +349,7 @@ int mcSegTcpXfer(mc_client *c, mcSeg *s, const mcReplica *rep, const struct iove
                 if (mcSegStale(c, s)) return mcSegLost(c);
                 if (mcTcpStriped(tcpPool(c, streams), conn, uri, segToken(c, s, 0), streams, c->connect_ms,
                                  c->io_ms, s->id, rep->off, rep->len, iov, iovcnt, write, &f)) {
-                    c->last_transport = MC_TRANSPORT_TCP;
+                    *c->last_transport = MC_TRANSPORT_TCP;
                     return MC_OK;
                 }
                 rc = f.reply ? mcErrReply(c, f.reply) : mcErr(c, f.auth ? MC_ERR_AUTH : MC_ERR_IO, "%s", f.err);
@@ -518,7 +518,7 @@ int mcXferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, co
             if (mcSegStale(c, s)) return mcSegLost(c);
             rc = rdmaXfer(c, &d, rep, iov, iovcnt, write, err, sizeof(err));
             if (rc == MC_OK) {
-                c->last_transport = MC_TRANSPORT_RDMA;
+                *c->last_transport = MC_TRANSPORT_RDMA;
                 return MC_OK;
             }
             mcErr(c, rc, "rdma: %s", err);

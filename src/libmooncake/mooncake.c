@@ -31,6 +31,25 @@
  * Locking: one mutex per handle around every public call (mooncake.h); the
  * connections to all nodes are used under it.
  *
+ * Threads. An engine shares one handle between its I/O threads, so what a
+ * call leaves behind for its caller must be the caller's: mc_last_error
+ * and mc_last_transport read a slot of the calling thread (thread-local,
+ * keyed by the handle's serial, a few per thread), which mcLock points
+ * c->errbuf and c->last_transport at. A handle-wide buffer was both a data
+ * race (read without the lock while another call wrote it) and wrong: a
+ * thread read the failure of whichever call ran last. The code under the
+ * lock writes them as before; an async op carries its reason to the
+ * thread that waits for it (mc_async.c).
+ *
+ * mc_close may be called while other threads are inside calls on the
+ * handle (a store closed under its I/O threads). Each public call enters
+ * through mcLock, counted in users; mc_close first sets closing, so a call
+ * that has not yet taken the lock fails with MC_ERR_INVALID ("the handle
+ * is being closed"), waits for the calls inside to leave (the one running
+ * ends within its I/O timeout), and only then frees. What stays the
+ * caller's to order is a call that starts after mc_close has returned: the
+ * handle is freed memory by then, as after free().
+ *
  * Non-blocking batches (mc_batch_put_async, mc_async.c) run on a worker
  * thread with a handle of its own, a clone of this one (mcClone below:
  * same server, user, settings and registered buffers), so they never take
@@ -103,10 +122,111 @@ void mcSleepMs(long ms) {
     }
 }
 
+/* ---- threads: the caller's error slot, the gate ------------------------- */
+
+#define MC_ERR_SLOTS 8 /* handles a thread keeps the last error of; the least recently used goes */
+
+typedef struct {
+    uint64_t serial;             /* 0: free */
+    unsigned long long used;
+    int transport;
+    char text[MC_ERRLEN];
+} mcErrSlot;
+
+static __thread mcErrSlot errSlots[MC_ERR_SLOTS];
+static __thread unsigned long long errTick;
+static uint64_t nextSerial;
+
+/* This thread's slot for the handle numbered serial; with create, made
+ * (emptied) if there is none. NULL without. */
+static mcErrSlot *errSlot(uint64_t serial, int create) {
+    mcErrSlot *lru = &errSlots[0];
+    for (int i = 0; i < MC_ERR_SLOTS; i++) {
+        if (errSlots[i].serial == serial) {
+            errSlots[i].used = ++errTick;
+            return &errSlots[i];
+        }
+        if (errSlots[i].used < lru->used) lru = &errSlots[i];
+    }
+    if (!create) return NULL;
+    lru->serial = serial;
+    lru->used = ++errTick;
+    lru->transport = MC_TRANSPORT_AUTO;
+    lru->text[0] = '\0';
+    return lru;
+}
+
+static void pointAtSlot(mc_client *c) {
+    mcErrSlot *s = errSlot(c->serial, 1);
+    c->errbuf = s->text;
+    c->last_transport = &s->transport;
+}
+
+void mcThreadErrSet(uint64_t serial, const char *text) {
+    snprintf(errSlot(serial, 1)->text, MC_ERRLEN, "%s", text);
+}
+
+/* Enters a public call: counted among the users mc_close waits for,
+ * refused once closing (MC_ERR_INVALID, this thread's error set). */
+int mcEnter(mc_client *c) {
+    pthread_mutex_lock(&c->gate_lock);
+    int closing = c->closing;
+    uint64_t serial = c->serial; /* read here: once refused, c may be freed at any moment */
+    if (!closing) c->users++;
+    pthread_mutex_unlock(&c->gate_lock);
+    if (!closing) return MC_OK;
+    snprintf(errSlot(serial, 1)->text, MC_ERRLEN, "the handle is being closed (mc_close)");
+    return MC_ERR_INVALID;
+}
+
+void mcLeave(mc_client *c) {
+    pthread_mutex_lock(&c->gate_lock);
+    if (--c->users == 0 && c->closing) pthread_cond_broadcast(&c->gate_cond);
+    pthread_mutex_unlock(&c->gate_lock);
+}
+
+/* The lock of a public call, entered through the gate. */
+int mcLock(mc_client *c) {
+    if (mcEnter(c) != MC_OK) return MC_ERR_INVALID;
+    pthread_mutex_lock(&c->lock);
+    /* Waited for the lock while mc_close began: refused now, not run
+     * (each would hold a closing handle for a whole call). The text is
+     * set before leaving: after mcLeave, c may be freed. */
+    pthread_mutex_lock(&c->gate_lock);
+    int closing = c->closing;
+    pthread_mutex_unlock(&c->gate_lock);
+    if (closing) {
+        snprintf(errSlot(c->serial, 1)->text, MC_ERRLEN, "the handle is being closed (mc_close)");
+        pthread_mutex_unlock(&c->lock);
+        mcLeave(c);
+        return MC_ERR_INVALID;
+    }
+    pointAtSlot(c);
+    return MC_OK;
+}
+
+void mcUnlock(mc_client *c) {
+    pthread_mutex_unlock(&c->lock);
+    mcLeave(c);
+}
+
+/* The lock alone, for the library's own threads (the async worker copying
+ * settings, the heartbeat) and mc_close: not counted, never refused. */
+void mcLockInternal(mc_client *c) {
+    pthread_mutex_lock(&c->lock);
+    pointAtSlot(c);
+}
+
+int mcTryLockInternal(mc_client *c) {
+    if (pthread_mutex_trylock(&c->lock) != 0) return -1;
+    pointAtSlot(c);
+    return 0;
+}
+
 int mcErr(mc_client *c, int code, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+    vsnprintf(c->errbuf, MC_ERRLEN, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -120,7 +240,7 @@ int mcErrReply(mc_client *c, const mcReply *r) {
     };
     if (r == NULL) return mcErr(c, MC_ERR_IO, "no reply");
     if (r->type != MCR_ERROR) return mcErr(c, MC_ERR_PROTOCOL, "unexpected reply type %d", r->type);
-    snprintf(c->errbuf, sizeof(c->errbuf), "%s", r->str);
+    snprintf(c->errbuf, MC_ERRLEN, "%s", r->str);
     for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
         if (mcReplyIsError(r, map[i].word)) return map[i].code;
     /* The store's two size rules answer with Redis's ERR word (SET must say
@@ -223,7 +343,11 @@ static mc_client *connectWith(const char *uri, const char *user, const char *pas
     }
     mcForkInstall();
     c->fork_gen = mcForkGenNow();
+    c->serial = __atomic_add_fetch(&nextSerial, 1, __ATOMIC_RELAXED);
+    pointAtSlot(c); /* nothing else can hold it yet */
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->gate_lock, NULL);
+    pthread_cond_init(&c->gate_cond, NULL);
     pthread_mutex_init(&c->hb_lock, NULL);
     pthread_cond_init(&c->hb_cond, NULL);
     c->connect_ms = connect_ms;
@@ -266,6 +390,8 @@ err:
     free(c->password);
     free(c->user);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->gate_lock);
+    pthread_cond_destroy(&c->gate_cond);
     pthread_mutex_destroy(&c->hb_lock);
     pthread_cond_destroy(&c->hb_cond);
     free(c);
@@ -274,7 +400,7 @@ err:
 
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
     if (mcHandleBad(c) || connect_ms < 0 || io_ms < 0) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->connect_ms = connect_ms;
     c->io_ms = io_ms;
     struct timeval tv = {.tv_sec = io_ms / 1000, .tv_usec = (io_ms % 1000) * 1000};
@@ -284,25 +410,25 @@ int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
         setsockopt(conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
         setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     }
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
 int mc_set_transport(mc_client *c, int transport) {
     if (mcHandleBad(c) || transport < MC_TRANSPORT_AUTO || transport > MC_TRANSPORT_RDMA) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->transport = transport;
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     mcAsyncSettingsChanged(c);
     return MC_OK;
 }
 
 int mc_set_streams(mc_client *c, int streams) {
     if (mcHandleBad(c) || streams < 1 || streams > MC_TCP_MAX_STREAMS) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->streams = streams;
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     mcAsyncSettingsChanged(c);
     return MC_OK;
 }
@@ -310,18 +436,25 @@ int mc_set_streams(mc_client *c, int streams) {
 int mc_set_host_ports(mc_client *c, int port_min, int port_max) {
     if (mcHandleBad(c) || !((port_min == 0 && port_max == 0) || (port_min > 0 && port_min <= port_max && port_max < 65536)))
         return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->host_port_min = port_min;
     c->host_port_max = port_max;
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return MC_OK;
 }
 
-int mc_last_transport(mc_client *c) { return mcHandleBad(c) ? MC_ERR_INVALID : c->last_transport; }
+/* Both the calling thread's own (see the top: "Threads"). */
+int mc_last_transport(mc_client *c) {
+    if (mcHandleBad(c)) return MC_ERR_INVALID;
+    mcErrSlot *s = errSlot(c->serial, 0);
+    return s ? s->transport : MC_TRANSPORT_AUTO;
+}
 
 const char *mc_last_error(mc_client *c) {
     if (c == NULL) return "no handle";
-    return mcInherited(c->fork_gen) ? MC_FORK_ERR : c->errbuf;
+    if (mcInherited(c->fork_gen)) return MC_FORK_ERR;
+    mcErrSlot *s = errSlot(c->serial, 0);
+    return s ? s->text : "";
 }
 
 /* mc_close of a handle inherited across fork() (see the top: "Fork"):
@@ -367,8 +500,15 @@ void mc_close(mc_client *c) {
         closeInherited(c);
         return;
     }
+    /* Calls in flight on other threads leave first; those not yet inside
+     * are refused (see the top: "Threads"). A second mc_close of the same
+     * handle is a double free, as before. */
+    pthread_mutex_lock(&c->gate_lock);
+    c->closing = 1;
+    while (c->users > 0) pthread_cond_wait(&c->gate_cond, &c->gate_lock);
+    pthread_mutex_unlock(&c->gate_lock);
     mcAsyncStop(c); /* its queued batches first: they finish (mc_async.c) */
-    pthread_mutex_lock(&c->lock);
+    mcLockInternal(c);
     mcViewQueueClose(c->views); /* later releases are dropped: closing ends the holds */
     mcUnmountLocked(c);
     while (c->segs) {
@@ -396,7 +536,12 @@ void mc_close(mc_client *c) {
     free(c->password);
     free(c->user);
     pthread_mutex_unlock(&c->lock);
+    /* A call refused at the gate meanwhile may still be in its unlock. */
+    pthread_mutex_lock(&c->gate_lock);
+    pthread_mutex_unlock(&c->gate_lock);
     pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->gate_lock);
+    pthread_cond_destroy(&c->gate_cond);
     pthread_mutex_destroy(&c->hb_lock);
     pthread_cond_destroy(&c->hb_cond);
     free(c);
@@ -560,7 +705,7 @@ int mcPutLocked(mc_client *c, const void *key, size_t keylen, const struct iovec
             char why[512];
             snprintf(why, sizeof(why), "%s", c->errbuf);
             putRevoke(c, &rt, key, keylen);
-            snprintf(c->errbuf, sizeof(c->errbuf), "replica %zu: %.400s (put revoked)", i, why);
+            snprintf(c->errbuf, MC_ERRLEN, "replica %zu: %.400s (put revoked)", i, why);
             return rc;
         }
         int redirected = 0;
@@ -579,7 +724,7 @@ int mcPutLocked(mc_client *c, const void *key, size_t keylen, const struct iovec
             }
         }
         if (lost) {
-            char why[sizeof(c->errbuf)];
+            char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
             if (mcNowUs() >= deadline) return mcErr(c, MC_ERR_IO, "put: %.400s", why);
             mcBackoff(MC_LOST_BACKOFF + lost_tries++, deadline);
@@ -607,9 +752,9 @@ static int putStaged(mc_client *c, const void *key, size_t keylen, const struct 
 int mc_put(mc_client *c, const void *key, size_t keylen, const void *buf, size_t len, const mc_put_opts *opts) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {(void *)buf, len};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = putStaged(c, key, keylen, &one, 1, opts, 0);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -617,9 +762,9 @@ int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, s
                 const mc_put_opts *opts) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {(void *)buf, len};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = putStaged(c, key, keylen, &one, 1, opts, 1);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -627,9 +772,9 @@ int mc_put_from(mc_client *c, const void *key, size_t keylen, const void *buf, s
 static int putv(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt,
                 const mc_put_opts *opts, int registered) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = putStaged(c, key, keylen, iov, iovcnt, opts, registered);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -683,7 +828,7 @@ long long mcReadReplicas(mc_client *c, int node, unsigned gen, const mcReplica *
         }
         if (!first_err[0]) snprintf(first_err, sizeof(first_err), "%s", c->errbuf);
     }
-    snprintf(c->errbuf, sizeof(c->errbuf), "no replica could be read: %s", first_err);
+    snprintf(c->errbuf, MC_ERRLEN, "no replica could be read: %s", first_err);
     return rc;
 }
 
@@ -705,9 +850,9 @@ void mcFlushLeaseReleases(mcConn *conn) {
 
 int mc_set_lease_release(mc_client *c, int on) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->lease_release = on != 0;
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     mcAsyncSettingsChanged(c);
     return MC_OK;
 }
@@ -775,46 +920,46 @@ static long long getOnce(mc_client *c, const void *key, size_t keylen, const str
 long long mc_get(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {buf, cap};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     long long rc = getAndRelease(c, key, keylen, &one, 1, cap, 0);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 long long mc_get_into(mc_client *c, const void *key, size_t keylen, void *buf, size_t cap) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec one = {buf, cap};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     long long rc = mcRegionOf(c, buf, cap) ? getAndRelease(c, key, keylen, &one, 1, cap, 0)
                                          : mcErr(c, MC_ERR_INVALID, "buffer is not inside a registered region");
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 long long mc_get_intov(mc_client *c, const void *key, size_t keylen, const struct iovec *iov, int iovcnt) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     size_t cap;
     long long rc = mcIovCheck(c, iov, iovcnt, &cap);
     if (rc == MC_OK) rc = mcIovRegistered(c, iov, iovcnt);
     if (rc == MC_OK) rc = getAndRelease(c, key, keylen, iov, iovcnt, cap, 0);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 long long mc_size(mc_client *c, const void *key, size_t keylen) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
     struct iovec none = {NULL, 0};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     long long rc = getAndRelease(c, key, keylen, &none, 1, 0, 1);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 /* A one-key command answering an integer: 1 when it is > 0, 0, or MC_ERR_*. */
 static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t keylen) {
     if (mcHandleBad(c) || key == NULL || keylen == 0) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     const char *argv[2] = {cmd, key};
     size_t lens[2] = {strlen(cmd), keylen};
     mcReply *r;
@@ -824,7 +969,7 @@ static int keyIntCommand(mc_client *c, const char *cmd, const void *key, size_t 
         rc = r->type == MCR_INT ? (r->integer > 0) : mcErrReply(c, r);
         mcReplyFree(r);
     }
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -859,10 +1004,10 @@ static long long removeAllLocked(mc_client *c) {
 
 long long mc_remove_all(mc_client *c) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     long long rc = removeAllLocked(c);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
@@ -957,7 +1102,7 @@ int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n) {
     if (n) *n = 0;
     if (mcHandleBad(c) || keys == NULL || n == NULL) return MC_ERR_INVALID;
     keyList l = {0};
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->errbuf[0] = '\0';
     int rc = MC_OK, any = 0;
     if (c->cluster) mcRefreshMap(c, 0, 1);
@@ -967,7 +1112,7 @@ int mc_scan_keys(mc_client *c, const char *match, mc_key **keys, size_t *n) {
         rc = scanNodeLocked(c, i, match, &l);
     }
     if (rc == MC_OK && !any) rc = mcErr(c, MC_ERR_SERVER, "the cluster serves no slots: no node to scan");
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     mc_key *out = NULL;
     if (rc == MC_OK && l.n > (SIZE_MAX - l.used) / sizeof(mc_key)) rc = MC_ERR_NOMEM;
     if (rc == MC_OK && (out = malloc(l.n * sizeof(mc_key) + l.used + 1)) == NULL) rc = MC_ERR_NOMEM;
@@ -1022,17 +1167,17 @@ static void regionRdma(mc_client *c, mcRegion *r, char *rkeys, size_t cap) {
 
 int mc_region_rdma(mc_client *c, const void *addr, char *why, size_t whylen) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     mcRegion *r = mcRegionOf(c, addr, 1);
     int rc = r ? r->rdma_mode : MC_ERR_NOT_FOUND;
     if (r && why && whylen) snprintf(why, whylen, "%s", r->rdma_why);
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     return rc;
 }
 
 int mc_register(mc_client *c, void *addr, size_t len, int mem) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = MC_OK;
     /* A region past the end of the address space would make every "inside
      * a registered region" check true for pointers it never covered. */
@@ -1065,7 +1210,7 @@ int mc_register(mc_client *c, void *addr, size_t len, int mem) {
     r->next = c->regions;
     c->regions = r;
 out:
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     if (rc == MC_OK) mcAsyncRegister(c, addr, len, mem);
     return rc;
 }
@@ -1074,7 +1219,7 @@ int mc_cuda_available(char *why, size_t len) { return mcCudaAvailable(why, len);
 
 int mc_unregister(mc_client *c, void *addr) {
     if (mcHandleBad(c)) return MC_ERR_INVALID;
-    pthread_mutex_lock(&c->lock);
+    if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     int rc = MC_ERR_NOT_FOUND;
     for (mcRegion **pp = &c->regions; *pp; pp = &(*pp)->next) {
         if ((*pp)->addr == addr) {
@@ -1086,7 +1231,7 @@ int mc_unregister(mc_client *c, void *addr) {
             break;
         }
     }
-    pthread_mutex_unlock(&c->lock);
+    mcUnlock(c);
     if (rc == MC_OK) mcAsyncUnregister(c, addr);
     return rc;
 }
@@ -1120,7 +1265,7 @@ mc_client *mcClone(mc_client *c, char *err, size_t errlen) {
     mcRegion *regs = NULL;
     mc_client *k = NULL;
 
-    pthread_mutex_lock(&c->lock);
+    mcLockInternal(c);
     settingsOf(c, &st);
     for (mcRegion *r = c->regions; r; r = r->next) nreg++;
     uri = strdup(c->map.nodes[0].uri); /* the address mc_connect was given */
@@ -1147,7 +1292,7 @@ out:
 
 void mcCloneSync(mc_client *clone, mc_client *c) {
     mcSettings st;
-    pthread_mutex_lock(&c->lock);
+    mcLockInternal(c);
     settingsOf(c, &st);
     pthread_mutex_unlock(&c->lock);
     settingsApply(clone, &st);
@@ -1157,12 +1302,13 @@ _Atomic(struct mcAsync *) *mcAsyncSlot(mc_client *c) { return &c->async; }
 
 int mcClientBad(mc_client *c) { return mcHandleBad(c); }
 
+uint64_t mcSerial(const mc_client *c) { return c->serial; }
+
+/* The calling thread's own slot: no lock (see the top: "Threads"). */
 void mcSetError(mc_client *c, const char *fmt, ...) {
     va_list ap;
-    pthread_mutex_lock(&c->lock);
     va_start(ap, fmt);
-    vsnprintf(c->errbuf, sizeof(c->errbuf), fmt, ap);
+    vsnprintf(errSlot(c->serial, 1)->text, MC_ERRLEN, fmt, ap);
     va_end(ap);
-    pthread_mutex_unlock(&c->lock);
 }
 

@@ -17,6 +17,12 @@
  * Threads: every call on one handle takes the handle's lock, so a handle may
  * be shared by threads; calls on one handle then run one at a time. For
  * parallel transfers open one handle per thread (connections are cheap).
+ * mc_last_error and mc_last_transport answer for the calling thread's own
+ * last call on the handle. mc_close may run while other threads are inside
+ * calls on the handle: those not yet holding its lock fail with
+ * MC_ERR_INVALID, the one holding it ends first; a call that starts after
+ * mc_close returned is the caller's error (docs/PROTOCOL.md, "Threads
+ * sharing a handle").
  *
  * Fork: a handle belongs to the process that made it. In a child forked
  * after, every call on it (and on its ops and views) fails with
@@ -28,8 +34,8 @@
  * sleeping in read() (environment MC_SPIN_US sets the window, 0 disables).
  *
  * Errors are negative MC_ERR_* values; mc_strerror() names them, and
- * mc_last_error() gives the server's or the system's own words for the last
- * failure on a handle. */
+ * mc_last_error() gives the server's or the system's own words for the
+ * calling thread's last failure on a handle. */
 #ifndef MOONCAKE_H
 #define MOONCAKE_H
 
@@ -356,7 +362,8 @@ void mc_view_release(mc_view *v);
  * must stay valid and untouched until it is done. Ops run in submission
  * order. n == 0 gives an op that is done at once with 0. A worker that
  * cannot connect finishes the op with MC_ERR_IO in every slot (the reason
- * in mc_last_error). mc_register/mc_unregister apply to the worker's
+ * in mc_last_error of the thread whose mc_op_wait/mc_op_results finds the
+ * op failed). mc_register/mc_unregister apply to the worker's
  * connections too (waiting for the batch it runs); setters from its next
  * op. mc_close lets queued ops run to their end first (each bounded by the
  * I/O timeout); ops stay valid to wait on, read and free after mc_close,

@@ -20,6 +20,8 @@
  *   test_mooncake_device.c     device memory, against the fake CUDA runtime
  *   test_mooncake_fork.c       handles inherited across fork(): the child
  *                              never touches what the parent holds
+ *   test_mooncake_stress.c     one handle shared by 12 threads; per-thread
+ *                              error texts; mc_close under calls in flight
  *
  * test_mooncake.h holds what these files share (the connect, put, get and
  * compare helpers, the helper process that hosts a segment, the groups'
@@ -73,7 +75,7 @@ static const struct {
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
     {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
-    {"views", testViews},              {"fork", testFork},
+    {"views", testViews},              {"fork", testFork},         {"stress", testStress},
 };
 
 /* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */

@@ -79,6 +79,7 @@ void testDevice(void);
 void testRide(void); /* test_mooncake_ride.c */
 void testViews(void); /* test_mooncake_views.c */
 void testFork(void); /* test_mooncake_fork.c */
+void testStress(void); /* test_mooncake_stress.c */
 
 /* ---- libmooncake helpers ---------------------------------------------------- */
 
