@@ -25,6 +25,8 @@
  */
 #include "test_mooncake.h"
 
+#include "mc_client.h"
+
 #include <stdatomic.h>
 
 #define ST_THREADS 12
@@ -343,6 +345,15 @@ static void *clThread(void *arg) {
 
 #define CL_THREADS 8
 
+/* The calls inside the handle (mooncake.c, "Threads"): the test's way to
+ * know its threads are in their calls, not about to start them. */
+static int gateUsers(mc_client *c) {
+    pthread_mutex_lock(&c->gate_lock);
+    int n = c->users;
+    pthread_mutex_unlock(&c->gate_lock);
+    return n;
+}
+
 void testStress(void) {
     const char *group = "stress";
     int failed0 = test_failed;
@@ -411,7 +422,10 @@ void testStress(void) {
                 if (pthread_create(&t[i], NULL, clThread, &w[i]) == 0) started++;
             }
             while (atomic_load(&entered) < started) tsSleepMs(1);
-            tsSleepMs(200); /* into the calls: well inside the 1.5 s the first one is held */
+            /* Every one inside its call (counted at the handle's gate)
+             * before mc_close: a call that began after it returned would
+             * use freed memory, whatever the machine's load. */
+            while (gateUsers(c) < started) tsSleepMs(1);
             mc_close(c);
             c = NULL;
             kill(s.pid, SIGCONT);
