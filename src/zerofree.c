@@ -44,13 +44,20 @@
  * the socket into the extent before the object exists -- and a workload of
  * SETs replacing large values paid a full memset per SET for nothing (a
  * quarter of the server's CPU in 1 MiB SETs, perf; Redis frees and reuses
- * without zeroing). So the last ZF_STASH large extents freed from SET
- * values (zerofreeExtentForReuse: where the next SET of the same size is
- * likeliest to come) are not queued at once but kept aside, still
- * allocated, with their old bytes:
+ * without zeroing). So the last ZF_STASH extents of at least PROTO_BIG_ARG
+ * freed from SET values (zerofreeExtentForReuse: where the next SET of the
+ * same size is likeliest to come) are neither zeroed inline nor queued at
+ * once but kept aside, still allocated, with their old bytes. The bound is
+ * the parser's: from PROTO_BIG_ARG on a SET value is read in place, the
+ * only writer that takes a kept extent, so below it keeping one would only
+ * delay its zeroing (a 64 KiB SET replacing a 64 KiB value paid a 64 KiB
+ * memset on the main thread before this, as much as the copy from the
+ * socket, where the bound was zero-free-async-threshold: BENCHMARKS.md,
+ * "Instructions per request"):
  * zerofreeTakeDirty hands one of exactly the size asked for to such a
  * writer (zeroing only its aligned tail past the value), and the rest go
- * to the queue when the stash is full (oldest first), when space is needed
+ * to be zeroed (inline or queued, by size, as any freed extent) when the
+ * stash is full (oldest first), when space is needed
  * (zerofreeMakeRoom) and when pool figures are settled (zerofreeReclaim
  * with wait). Kept extents count as zeroing for INFO and the eviction
  * watermark (zerofreePendingBytes), have no object (the data plane refuses
@@ -238,11 +245,16 @@ static void zfStashPopOldest(void) {
     zf.stash_first = (zf.stash_first + 1) % ZF_STASH;
     zf.nstash--;
     zf.stash_bytes -= zf.stash[i].len;
-    zfQueue(zf.stash[i].seg, zf.stash[i].handle);
+    zerofreeExtent(zf.stash[i].seg, zf.stash[i].handle);
 }
 
-static void zfStashFlush(void) {
+/* Empties the stash: 1 if some of it went back to the allocator at once
+ * (extents below zero-free-async-threshold are zeroed inline), so that an
+ * allocation waiting for room can retry before anything is queued. */
+static int zfStashFlush(void) {
+    uint64_t inline0 = zf.inline_bytes;
     while (zf.nstash) zfStashPopOldest();
+    return zf.inline_bytes != inline0;
 }
 
 /* Small extents are zeroed at once: 1 when this one was. */
@@ -262,9 +274,13 @@ void zerofreeExtent(segment *seg, uint32_t handle) {
 }
 
 void zerofreeExtentForReuse(segment *seg, uint32_t handle) {
-    if (zfInline(seg, handle)) return;
-    allocSetUser(seg->alloc, handle, NULL);
     uint64_t len = allocSize(seg->alloc, handle);
+    /* No SET of a value this short takes a kept extent (Reuse). */
+    if (len < PROTO_BIG_ARG) {
+        zerofreeExtent(seg, handle);
+        return;
+    }
+    allocSetUser(seg->alloc, handle, NULL);
     if (zf.nstash == ZF_STASH) zfStashPopOldest();
     int i = (zf.stash_first + zf.nstash++) % ZF_STASH;
     zf.stash[i].seg = seg;
@@ -331,7 +347,7 @@ uint64_t zerofreeReclaim(int wait) {
 }
 
 int zerofreeMakeRoom(void) {
-    zfStashFlush(); /* space is needed: nothing is kept aside any more */
+    if (zfStashFlush()) return 1; /* space is needed: nothing is kept aside any more */
     if (zf.pending_extents == 0) return 0;
     if (zerofreeReclaim(0)) return 1; /* the finished ones may be enough */
     long long start = ustime();

@@ -150,7 +150,10 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
         r del tiny
         assert_equal 1 [zf_field store_pool_zeroing_extents]
         r config set zero-free-async-threshold 16mb
-        r set notqueued [pattern_bytes $MiB 5]
+        # A store object's extent: a SET value's may be kept for the next SET
+        # (Reuse), which INFO counts as zeroing too.
+        r put.start notqueued $MiB
+        r put.end notqueued
         r del notqueued
         assert_equal 0 [zf_field store_pool_zeroing_extents]
         r config set zero-free-async-threshold 256kb
@@ -281,6 +284,25 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
         r debug alloc-check
     } {OK}
 
+    test {A SET replacing a 64 KiB value takes the freed extent too (read in place, below the async threshold)} {
+        # From PROTO_BIG_ARG (32 KiB) on a SET's value is read from the
+        # socket into its extent: such an extent is kept, not memset inline.
+        set r0 [zf_field store_pool_reused_unzeroed_bytes]
+        r set k64 [pattern_bytes [expr {64 * $KiB}] 3]
+        r set k64 [pattern_bytes [expr {64 * $KiB}] 4]
+        set v [pattern_bytes [expr {64 * $KiB - 3}] 5]
+        r set k64 $v
+        assert_equal $v [r get k64]
+        assert_equal [expr {$r0 + 64 * $KiB}] [zf_field store_pool_reused_unzeroed_bytes]
+        # Below the bound nothing is kept: no SET that short reads in place.
+        r set k16 [pattern_bytes [expr {16 * $KiB}] 3]
+        r set k16 [pattern_bytes [expr {16 * $KiB}] 4]
+        r set k16 [pattern_bytes [expr {16 * $KiB}] 5]
+        assert_equal [expr {$r0 + 64 * $KiB}] [zf_field store_pool_reused_unzeroed_bytes]
+        r del k64 k16
+        r debug alloc-check
+    } {OK}
+
     test {A store object's extent is queued, not kept: a put loop stays on its pages} {
         set r0 [zf_field store_pool_reused_unzeroed_bytes]
         r put.start p $MiB
@@ -304,15 +326,18 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
         r del s
     } {1}
 
-    test {Kept extents never reach free space unzeroed (a put needs them back)} {
-        r debug zerofree pause
-        set keys [zf_fill_pattern keep {1048576 2097152 524288}]
-        r del {*}$keys
-        # Eight of them are kept aside for SETs; unwritten puts over the whole
-        # pool must still read zeros, no INFO in between.
-        r del {*}[zf_cover_unwritten keepput $MiB]
-        r debug zerofree resume
-        assert_equal 0 [zf_field store_pool_used]
+    foreach {sizes putsize} {{1048576 2097152 524288} 1048576 {65536 131072 196608} 65536} {
+        test "Kept extents never reach free space unzeroed (a put needs them back; values of $sizes bytes)" {
+            r debug zerofree pause
+            set keys [zf_fill_pattern keep {*}[list $sizes]]
+            r del {*}$keys
+            # Eight of them are kept aside for SETs (the small ones are zeroed
+            # inline when they leave, the large ones queued); unwritten puts
+            # over the whole pool must still read zeros, no INFO in between.
+            r del {*}[zf_cover_unwritten keepput $putsize]
+            r debug zerofree resume
+            assert_equal 0 [zf_field store_pool_used]
+        }
     }
 }
 
