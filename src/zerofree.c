@@ -44,7 +44,7 @@
  * the socket into the extent before the object exists -- and a workload of
  * SETs replacing large values paid a full memset per SET for nothing (a
  * quarter of the server's CPU in 1 MiB SETs, perf; Redis frees and reuses
- * without zeroing). So the last ZF_STASH extents of at least PROTO_BIG_ARG
+ * without zeroing). So the last extents of at least PROTO_BIG_ARG
  * freed from SET values (zerofreeExtentForReuse: where the next SET of the
  * same size is likeliest to come) are neither zeroed inline nor queued at
  * once but kept aside, still allocated, with their old bytes. The bound is
@@ -91,8 +91,17 @@
  * that needs space never waits long for a chunk in the worker's hands. */
 #define ZF_CHUNK (4ULL << 20)
 
-/* Large freed extents kept aside for writers of every byte (see Reuse). */
-#define ZF_STASH 8
+/* Freed extents kept aside for writers of every byte (see Reuse): at
+ * most ZF_STASH of them, and past ZF_STASH_MIN only while they add up to
+ * ZF_STASH_BYTES. Clients that pipeline MSETs place their new values
+ * before the old ones go, a hundred 64 KiB values in flight with ten
+ * clients of ten keys: a stash of 8 or 16 overflowed and zeroed half of
+ * what it was for. The byte bound keeps what a put that needs the space
+ * may have to wait for (zerofreeMakeRoom zeroes it all) where eight 16 MiB
+ * values put it; the first eight are kept whatever their size, as before. */
+#define ZF_STASH 128
+#define ZF_STASH_MIN 8
+#define ZF_STASH_BYTES (128ULL << 20)
 
 typedef struct zfJob {
     struct zfJob *next;
@@ -281,7 +290,8 @@ void zerofreeExtentForReuse(segment *seg, uint32_t handle) {
         return;
     }
     allocSetUser(seg->alloc, handle, NULL);
-    if (zf.nstash == ZF_STASH) zfStashPopOldest();
+    while (zf.nstash == ZF_STASH || (zf.nstash >= ZF_STASH_MIN && zf.stash_bytes + len > ZF_STASH_BYTES))
+        zfStashPopOldest();
     int i = (zf.stash_first + zf.nstash++) % ZF_STASH;
     zf.stash[i].seg = seg;
     zf.stash[i].handle = handle;

@@ -303,6 +303,24 @@ start_server {tags {mooncake zerofree} overrides {segment-size 16mb evict-policy
         r debug alloc-check
     } {OK}
 
+    test {An MSET of ten 64 KiB values replacing ten takes all ten extents} {
+        set keys {}
+        for {set i 0} {$i < 10} {incr i} { lappend keys m:$i }
+        # No INFO in between: it zeroes what is kept (settling the figures).
+        set r0 [zf_field store_pool_reused_unzeroed_bytes]
+        foreach seed {1 2 3} {
+            set args {}
+            foreach k $keys { lappend args $k [pattern_bytes [expr {64 * $KiB}] $seed] }
+            r mset {*}$args
+        }
+        # Each MSET's values are placed before the previous ones go: the
+        # second's in fresh space, the third's in the ten the first freed.
+        assert_equal [expr {$r0 + 10 * 64 * $KiB}] [zf_field store_pool_reused_unzeroed_bytes]
+        assert_equal [pattern_bytes [expr {64 * $KiB}] 3] [r get m:9]
+        r del {*}$keys
+        r debug alloc-check
+    } {OK}
+
     test {A store object's extent is queued, not kept: a put loop stays on its pages} {
         set r0 [zf_field store_pool_reused_unzeroed_bytes]
         r put.start p $MiB
