@@ -142,10 +142,14 @@ static int checkKey(client *c, sds key) {
     return checkKeyLength(c, key);
 }
 
-/* The writer's host as segments record it, for local-first placement. */
+/* The writer's host as segments record it, for local-first placement.
+ * Every key of a put pays it: a copy, not snprintf (whose format parsing
+ * was a tenth of a BATCH.PUT.START's instructions per key). */
 static const char *clientHost(client *c, char *buf, size_t len) {
     if (c->flags & CLIENT_UNIX_SOCKET) return "localhost";
-    snprintf(buf, len, "%s", c->addr);
+    size_t n = strnlen(c->addr, len - 1);
+    memcpy(buf, c->addr, n);
+    buf[n] = '\0';
     char *colon = strrchr(buf, ':');
     if (colon) *colon = '\0';
     return buf;
