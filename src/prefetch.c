@@ -122,27 +122,6 @@ static int scanRequests(const char *buf, size_t len, pfReq *reqs, int max) {
     return n;
 }
 
-/* The commands of a pipeline are usually all the same: remember the last
- * name looked up. The table never changes after start-up, so the pointer
- * stays valid; the name is compared byte for byte (a differently cased one
- * is merely looked up again). */
-static struct {
-    char name[32];
-    size_t len;
-    serverCommand *cmd;
-} lastcmd;
-
-static serverCommand *scanLookupCommand(const char *name, size_t len) {
-    if (len == lastcmd.len && lastcmd.cmd && memcmp(name, lastcmd.name, len) == 0) return lastcmd.cmd;
-    serverCommand *cmd = lookupCommandBuf(name, len);
-    if (cmd && len <= sizeof(lastcmd.name)) {
-        memcpy(lastcmd.name, name, len);
-        lastcmd.len = len;
-        lastcmd.cmd = cmd;
-    }
-    return cmd;
-}
-
 int prefetchPipeline(client *c) {
     /* An anonymous peer's requests are refused: nothing to fetch for them.
      * Once AUTH has run, the next request starts a batch again. */
@@ -167,7 +146,9 @@ int prefetchRequests(const char *buf, size_t len, int max) {
 
     /* 1: hash each first key, ask for its bucket slot(s). */
     for (int i = 0; i < n; i++) {
-        serverCommand *cmd = scanLookupCommand(reqs[i].name, reqs[i].namelen);
+        /* The names a pipeline repeats are found without hashing
+         * (lookupCommandBuf's cache, server.c). */
+        serverCommand *cmd = lookupCommandBuf(reqs[i].name, reqs[i].namelen);
         if (cmd == NULL || cmd->subcommands || cmd->firstkey < 1 || cmd->firstkey > PREFETCH_ARGS_KEPT ||
             cmd->firstkey >= reqs[i].argc)
             continue;

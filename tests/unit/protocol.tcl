@@ -143,6 +143,28 @@ start_server {tags {protocol}} {
         set out
     } {PONG hello OK 5}
 
+    test {Command names in one pipeline: any case, near misses, unknown and long names} {
+        # The server remembers the last names it found, byte for byte
+        # (server.c, lookupBySds): a name of the same length, another
+        # case or an unknown one in between must each be looked up anew.
+        set rd [redis_deferring_client]
+        set long [string repeat x 40]
+        set cmds {}
+        foreach cmd [list {SET cn v} {GET cn} {get cn} {GEX cn} {gEt cn} [list $long cn] {EXISTS cn} \
+                         {GET cn} {EXISTX cn} {exists cn} {GET cn} {exists cn}] {
+            append cmds [::redis::format_command {*}$cmd]
+        }
+        $rd write $cmds
+        $rd flush
+        set out {}
+        for {set i 0} {$i < 12} {incr i} {
+            if {[catch {$rd read} reply]} { set reply [lindex [split $reply] 0] }
+            lappend out $reply
+        }
+        $rd close
+        set out
+    } {OK v v ERR v ERR 1 v ERR 1 v 1}
+
     test {A reader much slower than the replies: 200 x 100 KiB} {
         set v [pattern_bytes 102400 5]
         r set bigread $v
