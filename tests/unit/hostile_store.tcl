@@ -164,14 +164,23 @@ start_server {tags {mooncake store hostile} overrides {segment-size 1mb evict-po
         for {set i 0} {$i < 8} {incr i} { r set v:$i [string repeat v [expr {64 * $KiB}]] }
         set c [redis_client]
         set n 0
-        while {![catch {$c put.start p:$n [expr {128 * $KiB}]} err]} { incr n }
+        while 1 {
+            set before [istore store_evictions]
+            if {[catch {$c put.start p:$n [expr {128 * $KiB}]} err]} break
+            incr n
+        }
         assert_match {NOSPACE*} $err
-        # Every evicted value made room for a put that succeeded: 8 puts.
-        assert_equal 8 $n
+        # The refused put evicted nothing.
+        assert_equal $before [istore store_evictions]
+        # The values fill the pool's first half, the first 4 puts its
+        # second. Which values eviction takes is sampled (evict.c), so the
+        # 64 KiB holes pair up for 4 more puts, or a put lands across two
+        # and leaves one unpaired at each end: 3 more (it was taken to
+        # be 8 always, and failed by chance). Never fewer: 4 free slots of
+        # 64 KiB in at most 3 pieces hold a third put.
+        assert {$n == 7 || $n == 8}
         set evicted [istore store_evictions]
         assert_equal [expr {8 - [r dbsize]}] $evicted
-        # The refused put evicted nothing: only pending puts are left.
-        assert_equal 0 [r dbsize]
         assert_pool_accounted
         $c close
         wait_for_condition 200 20 {[istore store_pool_used] == 0} else {
