@@ -535,6 +535,7 @@ void addReplyRawPoolBytes(client *c, storeObj *o, const char *p, size_t len) {
     b->size = b->used = len;
     appendBlock(c, b);
     c->reply_bytes += len;
+    c->reply_ref_bytes += len;
     server.stat_reply_zero_copy++;
 }
 
@@ -720,6 +721,7 @@ static int writeToClient(client *c, int handler_installed) {
                 left -= inblk;
                 c->sentlen = 0;
                 c->reply_bytes -= b->used;
+                if (b->obj && !b->fill) c->reply_ref_bytes -= b->used;
                 c->reply_head = b->next;
                 if (c->reply_head == NULL) c->reply_tail = NULL;
                 freeReplyBlock(b);

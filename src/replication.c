@@ -15,9 +15,11 @@
  * their records in beforeSleep, before any reply of the iteration goes out.
  * A value of 256 KiB or more is not copied into the records: each
  * replica's reply chain references its pool extent (the version kept
- * until written, as a GET's large reply does) while that replica has less
- * than a sixteenth of the pool queued; a replica further behind gets
- * copies, so it can never hold the pool's space and fail writes. The
+ * until written, as a GET's large reply does) while that replica holds
+ * references to less than a sixteenth of the pool (or to none: then one
+ * value of any size); a replica further behind gets copies, so it can
+ * never hold the pool's space and fail writes. Only the copies count
+ * against client-output-buffer-limit replica (replLinkBehind). The
  * backlog keeps its own copy. With the CRC64 folded by carry-less
  * multiplies (crc.c) and the records buffer kept warm, 1 MiB SETs reach a
  * replica at about 1 GB/s here (BENCHMARKS.md).
@@ -338,16 +340,21 @@ static void replBufRecycle(void) {
  * kept until written), into the backlog, and counted. */
 static void streamOut(const char *p, size_t len, storeObj *o) {
     if (len == 0) return;
-    /* By reference only while the replica keeps up: a queued reference
-     * keeps its version's pool space, and a stalled replica must not fill
-     * the pool (writes would be refused) -- past a sixteenth of it (64 MiB
-     * at most) queued, values are copied, as they always were. */
+    /* By reference while the replica keeps up: a queued reference keeps
+     * its version's pool space, and a stalled replica must not fill the
+     * pool (writes would be refused). So a replica holds references to a
+     * sixteenth of the pool at most (64 MiB), or to one value of any size
+     * when it holds none -- past that, values are copied. The one value:
+     * a value larger than the bound was always copied, and one larger than
+     * client-output-buffer-limit replica (256 MiB by default, where
+     * max-object-size is 1 GiB) put the link past its limit on its own, so
+     * every such SET dropped the link and synced the whole dataset again. */
     unsigned long long refmax = server.self ? server.self->size / 16 : 0;
     if (refmax > 64ULL << 20) refmax = 64ULL << 20;
     for (int i = 0; i < repl.nlinks; i++) {
         client *c = repl.links[i];
         if (!c->repl->online) continue;
-        if (o && c->reply_bytes + len <= refmax) addReplyRawPoolBytes(c, o, p, len);
+        if (o && (c->reply_ref_bytes == 0 || c->reply_ref_bytes + len <= refmax)) addReplyRawPoolBytes(c, o, p, len);
         else addReplyProto(c, p, len);
     }
     replBacklogFeed(p, len);
@@ -408,13 +415,15 @@ void replBeforeSleep(void) {
 int replClientIsReplica(client *c) { return c->repl && c->repl->online; }
 
 /* What a replica's link is behind by, for client-output-buffer-limit
- * replica (networking.c): its queued bytes less its snapshot's (or the
+ * replica (networking.c): its queued copies less its snapshot's (or the
  * backlog's), which are queued once on purpose and are not "behind". A
  * link past the limit is dropped and the replica syncs again, so a stalled
- * one cannot take the primary's memory, as in Redis. */
+ * one cannot take the primary's memory, as in Redis. Values queued by
+ * reference to the pool are not counted: they take no memory of the
+ * primary's beyond the values themselves, and streamOut bounds them. */
 unsigned long long replLinkBehind(client *c) {
-    size_t snap = c->repl ? c->repl->snap_len : 0;
-    return c->reply_bytes > snap ? c->reply_bytes - snap : 0;
+    size_t snap = c->repl ? c->repl->snap_len : 0, copied = c->reply_bytes - c->reply_ref_bytes;
+    return copied > snap ? copied - snap : 0;
 }
 
 const char *replLinkNodeId(client *c) { return c->repl && c->repl->node_id[0] ? c->repl->node_id : "?"; }

@@ -220,6 +220,7 @@ typedef struct client {
     size_t buf_peak;         /* most of buf used since it was last given back (CLIENT LIST rbp) */
     replyBlock *reply_head, *reply_tail;
     size_t reply_bytes;      /* bytes queued in blocks (heap and pool slices) */
+    size_t reply_ref_bytes;  /* of them, pool slices queued by reference (addReplyRawPoolBytes) */
     mstime_t obuf_soft_limit_since;
     unsigned long long net_in, net_out;
     struct owner **owners;  /* owners this connection keeps alive (owner.c) */

@@ -1051,6 +1051,31 @@ def test_a_large_value_damaged_or_cut_is_never_applied(env):
         fake.close()
 
 
+def test_a_value_larger_than_the_replica_output_limit_keeps_the_link(env):
+    """A value past client-output-buffer-limit replica (and past a
+    sixteenth of the pool) was copied into the replica's queue and put the
+    link over its limit on its own: every such SET dropped the link and
+    synced the whole dataset again (256 MiB by default, where
+    max-object-size is 1 GiB). It goes by reference now, and references do
+    not count against the limit."""
+    _, node = env
+    a, b = pair(node, *STEADY, "--segment-size", "128mb", "--client-output-buffer-limit", "replica 8mb 0 0")
+    full0 = info(a.port)["sync_full"]
+    sent0 = int(info(a.port, "stats")["values_sent_from_pool"])
+    big = os.urandom(24 << 20)                      # > 8 MiB limit, > 128 MiB / 16
+    assert write(a.port, "SET", "huge", big) == "OK"
+    wait_until(lambda: synced(a, b), 20, "the replica to catch up")
+    assert info(a.port)["sync_full"] == full0, "the link was dropped and synced in full"
+    assert "past client-output-buffer-limit" not in a.log()
+    assert int(info(a.port, "stats")["values_sent_from_pool"]) > sent0
+    r = Conn(b.port, timeout=20)
+    try:
+        r("READONLY")
+        assert r("GET", "huge") == big
+    finally:
+        r.close()
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
