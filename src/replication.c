@@ -904,12 +904,13 @@ sds replInfo(sds s) {
                          "records_applied:%lld\r\n"
                          "full_sync_keys_presized:%lld\r\n"
                          "values_read_in_place:%lld\r\n"
+                         "sync_failures_in_a_row:%d\r\n"
                          "failover_eligible:%d\r\n",
                          repl.host, repl.port, repl.primary_id, repl.state == LINK_STREAM ? "up" : "down",
                          replLinkStateName[repl.state], repl.last_io_ms ? (now - repl.last_io_ms) / 1000 : -1,
                          repl.state == LINK_SNAPSHOT || repl.state == LINK_HANDSHAKE, repl.applied, repl.applied,
                          repl.state == LINK_STREAM ? 0 : (now - repl.state_since_ms) / 1000, repl.full_syncs_done,
-                         repl.records_applied, repl.presized, repl.values_in_place,
+                         repl.records_applied, repl.presized, repl.values_in_place, repl.sync_failures,
                          repl.primary_id[0] && replEligible());
     } else {
         s = sdscatprintf(s, "role:master\r\nconnected_slaves:%d\r\n", repl.nlinks);

@@ -119,6 +119,7 @@ void replClusterChanged(void) {
             snprintf(repl.host, sizeof(repl.host), "%s", p->ip);
             repl.port = p->port;
             repl.next_try_ms = 0;
+            repl.sync_failures = 0; /* another primary: no reason to wait */
             repl.link_down_since = 0;
         }
         return;

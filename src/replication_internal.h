@@ -78,6 +78,7 @@ typedef struct replState {
     uint64_t inplace_got;             /* value bytes in inplace_obj so far */
     uint64_t inplace_crc;             /* CRC64 of the payload's prefix and those bytes */
     long long values_in_place;        /* INFO: such values applied */
+    int sync_failures;                /* syncs in a row cut before their end: the retries back off */
     long long applied;                /* offset of the primary's stream applied */
     long long last_ack_sent, last_ack_ms, last_io_ms, state_since_ms;
     long long link_down_since;        /* 0: up (or never synced) */

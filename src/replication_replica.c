@@ -71,6 +71,8 @@
  * target (fuzz_repl.c) can reach that path with small inputs. */
 static uint64_t repl_inplace_min = 1024 * 1024;
 #define REPL_INPLACE_READ (64 * 1024 * 1024)
+/* The longest wait between syncs that keep failing (replLinkClose). */
+#define REPL_RETRY_MAX_MS 8000LL
 /* The most keys a replica sizes its keyspace for before a full sync's
  * records arrive (128 MiB of buckets); more grow as they come. */
 #define REPL_PRESIZE_MAX (16LL * 1024 * 1024)
@@ -100,6 +102,20 @@ void replLinkClose(const char *why) {
         repl.fd = -1;
     }
     if (repl.state == LINK_STREAM && !repl.link_down_since) repl.link_down_since = mstime();
+    /* A full sync cut short: a replica whose pool cannot hold its
+     * primary's data (or that the primary keeps dropping) would start one
+     * every 500 ms for ever, each a scan of the primary's whole keyspace
+     * and a log line here. Each failure in a row doubles the wait, up to
+     * REPL_RETRY_MAX_MS; a sync that completes resets it. */
+    if (repl.state == LINK_SNAPSHOT) {
+        int n = ++repl.sync_failures;
+        long long wait = n >= 5 ? REPL_RETRY_MAX_MS : 500LL << (n - 1);
+        if (wait > REPL_RETRY_MAX_MS) wait = REPL_RETRY_MAX_MS;
+        repl.next_try_ms = mstime() + wait;
+        if (n > 1)
+            serverLog(LL_WARNING, "Replication: %d syncs with %s:%d in a row ended before their end: next try in %lld "
+                      "ms", n, repl.host, repl.port, wait);
+    }
     /* Unlinked and not alive in etcd (as far as we know), the primary
      * waits for us no more: what it acknowledges now we may lack. */
     if (repl.synced_with[0] && server.cluster && !clusterMyselfAliveInEtcd()) replAliveLapsed();
@@ -405,6 +421,7 @@ static int processLinkInput(void) {
                 repl.link_down_since = 0;
                 repl.down_logged = 0;
                 repl.partial_syncs_done++;
+                repl.sync_failures = 0;
                 snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
                 serverLog(LL_NOTICE, "Replication: partial resync from %s:%d accepted: continuing from offset %lld",
                           repl.host, repl.port, repl.applied);
@@ -516,6 +533,7 @@ static int processLinkInput(void) {
         repl.link_down_since = 0;
         repl.down_logged = 0;
         repl.full_syncs_done++;
+        repl.sync_failures = 0;
         repl.history = 1;
         snprintf(repl.synced_with, sizeof(repl.synced_with), "%s", repl.primary_id);
         serverLog(LL_NOTICE, "Replication: full sync from %s:%d done (%llu keys), streaming from offset %lld",

@@ -1076,6 +1076,34 @@ def test_a_value_larger_than_the_replica_output_limit_keeps_the_link(env):
         r.close()
 
 
+def test_a_replica_too_small_for_its_primary_backs_off(env):
+    """A replica whose pool cannot hold its primary's data fails every full
+    sync. It started one every 500 ms for ever, each a scan of the
+    primary's keyspace and a WARNING here; each failure in a row now
+    doubles the wait (500 ms up to 8 s), and a sync that completes resets
+    it."""
+    _, node = env
+    a = node(*STEADY, "--segment-size", "64mb")
+    b = node(*STEADY, "--segment-size", "8mb")
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    v = os.urandom(1 << 20)
+    for i in range(24):
+        assert write(a.port, "SET", f"big{i}", v) == "OK"
+    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in b.nodes(), 10, "meet")
+    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: int(info(b.port).get("sync_failures_in_a_row", 0)) >= 3, 30, "three failed syncs")
+    log = b.log()
+    assert "cannot apply a record" in log
+    for n, wait in ((2, 1000), (3, 2000)):
+        assert f"{n} syncs with 127.0.0.1:{a.port} in a row ended before their end: next try in {wait} ms" in log
+    # room made on the primary: the next sync completes and the count goes
+    for i in range(20):
+        assert call(a.port, "DEL", f"big{i}") == 1
+    wait_until(lambda: link_up(b.port), 30, "a sync that fits")
+    assert info(b.port)["sync_failures_in_a_row"] == "0"
+
+
 def test_store_objects_replicate_with_metadata(env):
     mooncake = pytest.importorskip("mooncake")
     _, node = env
