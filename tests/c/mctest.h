@@ -67,6 +67,42 @@ static inline void fillPattern(void *buf, size_t n, uint64_t seed) {
     }
 }
 
+/* A value that says which version of which key it is, for tests where
+ * threads write and read the same keys at once: a header, then bytes
+ * regenerated from (key, version). A read that mixes two versions, or a
+ * stale tail, fails vvCheck. The caller picks the lengths (len, and lenOf
+ * for the check: a version's length must be its own). */
+typedef struct {
+    uint64_t key, version;
+    uint64_t len; /* the whole value, header included */
+    uint64_t sum; /* fnv1a of the payload */
+} vvHeader;
+
+static inline uint64_t vvSeed(uint64_t key, uint64_t version) { return mix64(key ^ (version << 8) ^ 0x5656); }
+
+static inline size_t vvMake(char *buf, size_t len, uint64_t key, uint64_t version) {
+    vvHeader h = {key, version, len, 0};
+    fillPattern(buf + sizeof(h), len - sizeof(h), vvSeed(key, version));
+    h.sum = fnv1a(buf + sizeof(h), len - sizeof(h));
+    memcpy(buf, &h, sizeof(h));
+    return len;
+}
+
+/* NULL if buf[0..n) is one whole version of key, else what is wrong;
+ * scratch holds n bytes. */
+static inline const char *vvCheck(const char *buf, long long n, uint64_t key,
+                                  size_t (*lenOf)(uint64_t key, uint64_t version), char *scratch) {
+    vvHeader h;
+    if (n < (long long)sizeof(h)) return "shorter than the header";
+    memcpy(&h, buf, sizeof(h));
+    if (h.key != key) return "the value of another key";
+    if (h.len != (uint64_t)n || h.len != lenOf(key, h.version)) return "length differs from its version's";
+    if (fnv1a(buf + sizeof(h), (size_t)n - sizeof(h)) != h.sum) return "checksum mismatch (torn read)";
+    fillPattern(scratch, (size_t)n - sizeof(h), vvSeed(key, h.version));
+    if (memcmp(scratch, buf + sizeof(h), (size_t)n - sizeof(h))) return "payload differs from its version";
+    return NULL;
+}
+
 
 /* 1 if got (gotlen bytes, or an MC_ERR_* code) is exactly want[0..n);
  * otherwise says how it differs. */

@@ -37,36 +37,15 @@
 
 /* ---- values ---------------------------------------------------------------------- */
 
-/* A shared key's value: version, length and checksum first, then bytes
- * regenerated from (key, version). */
-typedef struct {
-    uint64_t key, version, len, sum;
-} stHeader;
-
+/* A shared key's value (mctest.h's vvMake), of a length its version picks. */
 static size_t stLen(uint64_t key, uint64_t version) {
-    return sizeof(stHeader) + 1 + (size_t)(mix64(key * 977 + version) % (ST_MAX - sizeof(stHeader) - 1));
+    return sizeof(vvHeader) + 1 + (size_t)(mix64(key * 977 + version) % (ST_MAX - sizeof(vvHeader) - 1));
 }
 
-static size_t stMake(char *buf, uint64_t key, uint64_t version) {
-    size_t len = stLen(key, version);
-    stHeader h = {key, version, len, 0};
-    fillPattern(buf + sizeof(h), len - sizeof(h), mix64(key ^ (version << 8)));
-    h.sum = fnv1a(buf + sizeof(h), len - sizeof(h));
-    memcpy(buf, &h, sizeof(h));
-    return len;
-}
+static size_t stMake(char *buf, uint64_t key, uint64_t version) { return vvMake(buf, stLen(key, version), key, version); }
 
-/* NULL if buf[0..n) is one whole version of key. */
 static const char *stCheck(const char *buf, long long n, uint64_t key, char *scratch) {
-    stHeader h;
-    if (n < (long long)sizeof(h)) return "shorter than the header";
-    memcpy(&h, buf, sizeof(h));
-    if (h.key != key) return "the value of another key";
-    if (h.len != (uint64_t)n || h.len != stLen(key, h.version)) return "length differs from its version's";
-    if (fnv1a(buf + sizeof(h), (size_t)n - sizeof(h)) != h.sum) return "checksum mismatch (torn read)";
-    fillPattern(scratch, (size_t)n - sizeof(h), mix64(key ^ (h.version << 8)));
-    if (memcmp(scratch, buf + sizeof(h), (size_t)n - sizeof(h))) return "payload differs from its version";
-    return NULL;
+    return vvCheck(buf, n, key, stLen, scratch);
 }
 
 /* A thread's own key's value: from (thread, key, round). */

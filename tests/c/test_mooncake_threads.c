@@ -17,51 +17,22 @@
 
 /* ==== 6. threads ======================================================================= */
 
-/* A value: this header, then a payload regenerated from (key, version). A
- * read that mixes two versions, or a stale tail, fails the checksum or the
- * regeneration. */
-typedef struct {
-    uint32_t magic;
-    uint32_t key;
-    uint64_t version;
-    uint64_t len;        /* whole value, header included */
-    uint64_t sum;        /* fnv1a of the payload */
-} ccHeader;
-
-#define CC_MAGIC 0x4D43763Fu
+/* A value (mctest.h's vvMake), of a length its version picks. */
 #define CC_KEYS 4
-#define CC_MAX (64 * KiB + sizeof(ccHeader))
+#define CC_MAX (64 * KiB + sizeof(vvHeader))
 #define CC_THREADS 4
 #define CC_ITERS 250
 
-static size_t ccLen(int key, uint64_t version) {
-    return sizeof(ccHeader) + 4 * KiB + (size_t)(mix64(version * 131 + (uint64_t)key) % (60 * KiB));
+static size_t ccLen(uint64_t key, uint64_t version) {
+    return sizeof(vvHeader) + 4 * KiB + (size_t)(mix64(version * 131 + key) % (60 * KiB));
 }
-
-static uint64_t ccSeed(int key, uint64_t version) { return mix64(version ^ ((uint64_t)key << 56)); }
 
 static size_t ccMake(char *buf, int key, uint64_t version) {
-    size_t len = ccLen(key, version);
-    ccHeader h = {CC_MAGIC, (uint32_t)key, version, len, 0};
-    fillPattern(buf + sizeof(h), len - sizeof(h), ccSeed(key, version));
-    h.sum = fnv1a(buf + sizeof(h), len - sizeof(h));
-    memcpy(buf, &h, sizeof(h));
-    return len;
+    return vvMake(buf, ccLen((uint64_t)key, version), (uint64_t)key, version);
 }
 
-/* NULL if buf[0..n) is a whole version of key, else what is wrong. */
 static const char *ccCheck(const char *buf, long long n, int key, char *scratch) {
-    ccHeader h;
-    if (n < (long long)sizeof(h)) return "shorter than the header";
-    memcpy(&h, buf, sizeof(h));
-    if (h.magic != CC_MAGIC) return "bad magic";
-    if (h.key != (uint32_t)key) return "the value of another key";
-    if (h.len != (uint64_t)n) return "length differs from the header's";
-    if (h.len != ccLen(key, h.version)) return "length does not match the version";
-    if (fnv1a(buf + sizeof(h), (size_t)n - sizeof(h)) != h.sum) return "checksum mismatch (torn read)";
-    fillPattern(scratch, (size_t)n - sizeof(h), ccSeed(key, h.version));
-    if (memcmp(scratch, buf + sizeof(h), (size_t)n - sizeof(h)) != 0) return "payload differs from its version";
-    return NULL;
+    return vvCheck(buf, n, (uint64_t)key, ccLen, scratch);
 }
 
 typedef struct {

@@ -1679,6 +1679,11 @@ def test_replica_links_are_held_to_the_replica_output_class(env):
     assert "output buffer limits" in a.log()
 
 
+def flags_of(seen_by, node):
+    """node's flags in seen_by's CLUSTER NODES ("slave", "slave,fail", ...)."""
+    return [l for l in seen_by.nodes().splitlines() if l.startswith(node.id)][0].split()[2]
+
+
 def test_a_replica_whose_lease_lapsed_does_not_take_over_with_less(env):
     """cluster-replica-ack yes waits only for the replicas linked or alive
     in etcd. A replica frozen (SIGSTOP) past its lease, its link dropped
@@ -1693,8 +1698,7 @@ def test_a_replica_whose_lease_lapsed_does_not_take_over_with_less(env):
     b.proc.send_signal(signal.SIGSTOP)
     try:
         assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
-        wait_until(lambda: [l for l in a.nodes().splitlines() if l.startswith(b.id)][0].split()[2] == "slave,fail",
-                   10, "the primary to see the frozen replica's lease gone")
+        wait_until(lambda: flags_of(a, b) == "slave,fail", 10, "the primary to see the frozen replica's lease gone")
         assert write(a.port, "SET", "acked", "1") == "OK"   # nobody to wait for: acknowledged at once
         a.kill()
     finally:
@@ -1721,8 +1725,7 @@ def test_replica_ack_a_frozen_replica_stops_holding_writes_when_its_lease_lapses
     wait_until(lambda: synced(a, b), 10, "sync")
     b.proc.send_signal(signal.SIGSTOP)
     try:
-        wait_until(lambda: [l for l in a.nodes().splitlines() if l.startswith(b.id)][0].split()[2] == "slave,fail",
-                   10, "the primary to see the frozen replica's lease gone")
+        wait_until(lambda: flags_of(a, b) == "slave,fail", 10, "the primary to see the frozen replica's lease gone")
         assert call(a.port, "SET", "y", "2", timeout=30) == "OK"
         assert info(a.port)["connected_slaves"] == "0" and "lease lapsed" in a.log()
     finally:
