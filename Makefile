@@ -44,8 +44,7 @@ run: all $(RUN_CONF)
 	./src/mooncake-server $(RUN_CONF) $(ARGS)
 
 fuzz: deps-test
-	$(MAKE) -C src fuzz
-	./build/fuzz/fuzz_resp -max_total_time=$${FUZZ_SECONDS:-30} -max_len=4096 build/fuzz/corpus tests/fuzz/seeds
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-120} sh tests/fuzz/run.sh
 
 bench: all
 	./utils/bench/bench-vs-redis.sh
