@@ -4,6 +4,10 @@
  * 128 bytes, with a note of what was cut) so a slow 64 MiB SET is logged
  * without pinning 64 MiB of memory. The list is a ring of slowlog-max-len
  * entries; lowering the limit at run time trims it on the next push.
+ *
+ * Each entry records its user: a tenant (acl.c) gets and resets only its
+ * own user's entries, so the log stays the server users' record whoever
+ * has SLOWLOG.
  */
 #include <string.h>
 #include <strings.h>
@@ -101,6 +105,24 @@ static int slowlogVisible(const client *c, const slowlogEntry *se) {
     return aclUserSeesUser(c->user, se->user, sdslen(se->user));
 }
 
+/* SLOWLOG RESET: what c may see goes. For a tenant that is its own user's
+ * entries: the log is the server's, and one tenant's RESET must not erase
+ * the others' or the server users' record of slow commands. */
+static void slowlogResetVisible(const client *c) {
+    if (!aclUserRestricted(c->user)) {
+        slowlogReset();
+        return;
+    }
+    long long kept = 0;
+    for (long long i = 0; i < server.slowlog_len; i++) {
+        if (slowlogVisible(c, server.slowlog[i]))
+            slowlogFreeEntry(server.slowlog[i]);
+        else
+            server.slowlog[kept++] = server.slowlog[i];
+    }
+    server.slowlog_len = kept;
+}
+
 void slowlogCommand(client *c) {
     const char *sub = c->argv[1];
     if (c->argc == 2 && !strcasecmp(sub, "help")) {
@@ -111,7 +133,7 @@ void slowlogCommand(client *c) {
             NULL};
         addReplyHelp(c, help);
     } else if (c->argc == 2 && !strcasecmp(sub, "reset")) {
-        slowlogReset();
+        slowlogResetVisible(c);
         addReplyOk(c);
     } else if (c->argc == 2 && !strcasecmp(sub, "len")) {
         long long n = 0;

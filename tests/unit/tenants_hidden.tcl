@@ -223,6 +223,31 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         r config set slowlog-log-slower-than 10000
     }
 
+    test {SLOWLOG RESET by a tenant clears its own entries only} {
+        # A tenant sees its own entries (above); its RESET must not erase
+        # the others' and the server users' record of slow commands.
+        r config set slowlog-log-slower-than 0
+        r slowlog reset
+        $cb set tenantB:kept v
+        r set shared:kept v
+        $ca set tenantA:gone v
+        assert_equal OK [$ca slowlog reset]
+        set all [r slowlog get -1]
+        assert_match {*tenantB:kept*} $all
+        assert_match {*shared:kept*} $all
+        assert_no_match {*tenantA:gone*} $all
+        # Alice's own log starts again from her RESET (logged after it answered).
+        set mine [$ca slowlog get -1]
+        assert_no_match {*tenantA:gone*} $mine
+        assert_match {*slowlog*reset*} $mine
+        assert_no_match {*tenantB*} $mine
+        # Bob's entries are still his to see, and a server user's RESET clears all.
+        assert_match {*tenantB:kept*} [$cb slowlog get -1]
+        r slowlog reset
+        assert_no_match {*tenantB:kept*} [r slowlog get -1]
+        r config set slowlog-log-slower-than 10000
+    }
+
 
     test {Owner names are per tenant: another tenant's owner name is free, and the same name is two owners} {
         set idb [$cb mount ownb-seg 1mb OWNER sharedname-owner]
