@@ -500,14 +500,18 @@ class MooncakeDistributedStore:
     def setup(self, local_hostname=_MISSING, metadata_server=_MISSING, global_segment_size=_MISSING,
               local_buffer_size=_MISSING, protocol=_MISSING, rdma_devices=_MISSING,
               master_server_addr=_MISSING, engine=None, enable_ssd_offload=False, ssd_offload_path="",
-              tenant_id="default", enable_client_http_server=False, client_http_port=9300, *, password=None,
-              user=None):
+              tenant_id="default", enable_client_http_server=False, client_http_port=9300, *, config=_MISSING,
+              password=None, user=None):
         """setup(local_hostname, metadata_server, global_segment_size,
         local_buffer_size, protocol, rdma_devices, master_server_addr,
         engine=None, enable_ssd_offload=False, ssd_offload_path="",
         tenant_id="default", enable_client_http_server=False,
-        client_http_port=9300), or setup(config: dict). 0 or a negative
-        code."""
+        client_http_port=9300), or setup(config: dict) (also by its
+        keyword, as upstream's overload names it). 0 or a negative code."""
+        if config is not _MISSING:
+            if local_hostname is not _MISSING or not isinstance(config, dict):
+                raise TypeError("setup(): incompatible function arguments: config= is one dict, alone")
+            return self._setup_dict(config, password, user)
         if isinstance(local_hostname, dict) and metadata_server is _MISSING:
             return self._setup_dict(local_hostname, password, user)
         required = (local_hostname, metadata_server, global_segment_size, local_buffer_size, protocol,
