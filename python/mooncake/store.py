@@ -110,15 +110,84 @@ def _code(rc):
     return rc if rc >= 0 else _CODE.get(rc, INTERNAL_ERROR)
 
 
-def _ints(seq):
-    """The addresses or sizes of the zero-copy calls (put_from, get_into and
-    their batch and multi-buffer forms) as Python ints, as Mooncake's binding
-    takes them: NumPy and torch integers too (their __index__). The
-    extension reads an object with the buffer protocol as a value, and a
-    NumPy integer has one: without this, np.int64(ptr) stored the 8 bytes of
-    the pointer itself, and NumPy sizes were refused. Anything else that is
-    not an integer is a TypeError (INVALID_PARAMS to the caller)."""
-    return [[_operator.index(x) for x in v] if isinstance(v, (list, tuple)) else _operator.index(v) for v in seq]
+# The types of the arguments, checked as upstream's binding (pybind11)
+# converts them, before anything is sent: a key is str or bytes, a list of
+# keys is a sequence of them (never one str, which pybind refuses rather
+# than iterate), an address or a size is an int of 0 .. 2**64-1 (NumPy and
+# torch integers too, by their __index__), a value has the buffer
+# protocol, a config is a ReplicateConfig (or None). Anything else raises
+# TypeError naming the call and the argument: a caller's bug shows at its
+# first call, as upstream shows it, instead of every put failing with
+# INVALID_PARAMS (which LMCache and SGLang count as a miss, quietly). Values
+# of the right type that the store refuses -- ptr 0, size 0, an address
+# outside registered memory, lists of mismatched lengths -- stay negative
+# codes, as upstream's are.
+_U64 = 1 << 64
+_NOT_A_LIST = (str, bytes, bytearray, memoryview)
+
+
+def _type_error(fn, arg, v, want):
+    return TypeError(f"{fn}(): incompatible function arguments: {arg} must be {want}, "
+                     f"not {type(v).__name__} {v!r:.60}")
+
+
+def _arg_key(fn, k, arg="key"):
+    if isinstance(k, (str, bytes)):
+        return k
+    raise _type_error(fn, arg, k, "str or bytes")
+
+
+def _arg_list(fn, v, arg):
+    if isinstance(v, _NOT_A_LIST):
+        raise _type_error(fn, arg, v, "a list")
+    try:
+        return list(v)
+    except TypeError:
+        raise _type_error(fn, arg, v, "a list") from None
+
+
+def _arg_keys(fn, keys, arg="keys"):
+    keys = _arg_list(fn, keys, arg)
+    for k in keys:
+        if not isinstance(k, (str, bytes)):
+            raise _type_error(fn, arg + "[i]", k, "str or bytes")
+    return keys
+
+
+def _arg_uint(fn, v, arg):
+    try:
+        n = _operator.index(v)
+    except TypeError:
+        raise _type_error(fn, arg, v, "an int") from None
+    if not 0 <= n < _U64:
+        raise _type_error(fn, arg, v, "an int of 0 .. 2**64-1")
+    return n
+
+
+def _arg_uints(fn, v, arg, depth=1):
+    """A list (depth 1), list of lists (2)... of addresses or sizes; depth
+    None: each item one or a list of them (the async calls take both)."""
+    v = _arg_list(fn, v, arg)
+    if depth is None:
+        return [_arg_uints(fn, x, arg + "[i]") if isinstance(x, (list, tuple)) else _arg_uint(fn, x, arg + "[i]")
+                for x in v]
+    if depth == 1:
+        return [_arg_uint(fn, x, arg + "[i]") for x in v]
+    return [_arg_uints(fn, x, arg + "[i]", depth - 1) for x in v]
+
+
+def _arg_config(fn, config):
+    if config is None or isinstance(config, ReplicateConfig):
+        return config
+    raise _type_error(fn, "config", config, "a ReplicateConfig")
+
+
+def _arg_value(fn, v, arg="value"):
+    """The size of a value with the buffer protocol."""
+    try:
+        return memoryview(v).nbytes
+    except TypeError:
+        raise _type_error(fn, arg, v, "bytes-like (the buffer protocol)") from None
 
 
 class SoftPinAction(_enum.IntEnum):
@@ -520,6 +589,14 @@ class MooncakeDistributedStore:
             raise TypeError("setup(): incompatible function arguments: local_hostname, metadata_server, "
                             "global_segment_size, local_buffer_size, protocol, rdma_devices and "
                             "master_server_addr are required (or one dict)")
+        for name, v in (("local_hostname", local_hostname), ("metadata_server", metadata_server),
+                        ("protocol", protocol), ("rdma_devices", rdma_devices),
+                        ("master_server_addr", master_server_addr), ("tenant_id", tenant_id)):
+            if not isinstance(v, str):
+                raise _type_error("setup", name, v, "str")
+        for name, v in (("global_segment_size", global_segment_size), ("local_buffer_size", local_buffer_size)):
+            if not isinstance(v, str):  # "16MB": our own leniency, read by _size
+                _arg_uint("setup", v, name)
         if enable_ssd_offload:
             # No disk tier here yet: answer as a Mooncake without the
             # feature would, so callers that probe for it (SGLang retries
@@ -663,7 +740,7 @@ class MooncakeDistributedStore:
         try:
             return self._opts_of(config, replace)
         except (AttributeError, TypeError, ValueError):
-            return INVALID_PARAMS  # not a ReplicateConfig (a dict, a string...), or fields of the wrong types
+            return INVALID_PARAMS  # fields of the wrong types (the type of config itself: _arg_config)
 
     def _opts_of(self, config, replace):
         if getattr(config, "prefer_alloc_in_same_node", False):
@@ -686,8 +763,9 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS
         return (replicas, prefer or None, pin, bool(config.with_hard_pin), replace, True)
 
-    def _put(self, keys, bufs, sizes, config, replace, raw=False):
-        """raw: bufs and sizes are addresses and sizes (the zero-copy calls)."""
+    def _put(self, keys, bufs, sizes, config, replace):
+        """keys, bufs (values, or addresses with their sizes) and config of
+        the types checked (_arg_*) by the public method."""
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return [RPC_FAIL] * len(keys)
@@ -695,23 +773,19 @@ class MooncakeDistributedStore:
         if isinstance(opts, int):
             return [opts] * len(keys)
         try:
-            if raw:
-                bufs, sizes = _ints(bufs), _ints(sizes)
             rcs = c.put(self._keys(keys), bufs, sizes, opts)
         except (TypeError, ValueError, OverflowError):
             return [INVALID_PARAMS] * len(keys)
         # Mooncake: a put of a key that exists succeeds and leaves the value.
         return [0 if rc == _mooncake.ERR_EXISTS else _code(rc) for rc in rcs]
 
-    def _staged_put(self, keys, values, config, replace):
+    def _staged_put(self, fn, keys, values, config, replace):
         """put/put_parts/put_batch of bytes: the values pass through the
         local buffer in Mooncake, so each must fit in it (INVALID_PARAMS,
         Mooncake's answer, when it does not)."""
-        try:
-            total = sum(sum(memoryview(p).nbytes for p in v) if isinstance(v, list) else memoryview(v).nbytes
-                        for v in values)
-        except TypeError:
-            return [INVALID_PARAMS] * len(keys)
+        config = _arg_config(fn, config)
+        total = sum(sum(_arg_value(fn, p, "parts[i]") for p in v) if isinstance(v, list) else _arg_value(fn, v)
+                    for v in values)
         off = self._budget.take(total) if total else None
         if total and off is None:
             return [INVALID_PARAMS] * len(keys)
@@ -722,12 +796,13 @@ class MooncakeDistributedStore:
                 self._budget.give(off, total)
 
     def _get_into(self, keys, bufs, sizes):
-        """bufs and sizes: addresses and sizes (every caller is zero-copy)."""
+        """bufs and sizes: addresses and sizes (every caller is zero-copy),
+        checked by the caller (_arg_uints)."""
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return [RPC_FAIL] * len(keys)
         try:
-            return [_code(rc) for rc in c.get_into(self._keys(keys), _ints(bufs), _ints(sizes))]
+            return [_code(rc) for rc in c.get_into(self._keys(keys), bufs, sizes)]
         except (TypeError, ValueError, OverflowError):
             return [INVALID_PARAMS] * len(keys)
 
@@ -737,29 +812,34 @@ class MooncakeDistributedStore:
 
     # -- single keys --------------------------------------------------------
     def put(self, key, value, config=None):
-        return self._staged_put([key], [value], config, False)[0]
+        return self._staged_put("put", [_arg_key("put", key)], [value], config, False)[0]
 
     def upsert(self, key, value, config=None):
-        return self._staged_put([key], [value], config, True)[0]
+        return self._staged_put("upsert", [_arg_key("upsert", key)], [value], config, True)[0]
 
     def put_parts(self, key, *parts, config=None):
+        key = _arg_key("put_parts", key)
         if not parts:
             return INVALID_PARAMS
-        return self._staged_put([key], [list(parts)], config, False)[0]
+        return self._staged_put("put_parts", [key], [list(parts)], config, False)[0]
 
     def upsert_parts(self, key, *parts, config=None):
+        key = _arg_key("upsert_parts", key)
         if not parts:
             return INVALID_PARAMS
-        return self._staged_put([key], [list(parts)], config, True)[0]
+        return self._staged_put("upsert_parts", [key], [list(parts)], config, True)[0]
 
     def get(self, key):
-        h = self.get_buffer(key)
+        h = self._get_buffers([_arg_key("get", key)])[0]
         return b"" if h is None else bytes(h)
 
     def get_buffer(self, key):
-        return self.batch_get_buffer([key])[0]
+        return self._get_buffers([_arg_key("get_buffer", key)])[0]
 
     def batch_get_buffer(self, keys):
+        return self._get_buffers(_arg_keys("batch_get_buffer", keys))
+
+    def _get_buffers(self, keys):
         """One BufferHandle per key, or None (a miss, or no room left in the
         local buffer, as in Mooncake).
 
@@ -777,7 +857,6 @@ class MooncakeDistributedStore:
         that, or a first batch, are sized by one request for all of them,
         then read."""
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         out = [None] * len(keys)
         if c is None or not keys:
             return out
@@ -832,39 +911,53 @@ class MooncakeDistributedStore:
             out[i] = h
         return retry
 
+    def _from(self, fn, key, buffer_ptr, size, config, replace):
+        key, ptr, size = _arg_key(fn, key), _arg_uint(fn, buffer_ptr, "buffer_ptr"), _arg_uint(fn, size, "size")
+        return self._put([key], [ptr], [size], _arg_config(fn, config), replace)[0]
+
     def put_from(self, key, buffer_ptr, size, config=None):
-        return self._put([key], [buffer_ptr], [size], config, False, raw=True)[0]
+        return self._from("put_from", key, buffer_ptr, size, config, False)
 
     def upsert_from(self, key, buffer_ptr, size, config=None):
-        return self._put([key], [buffer_ptr], [size], config, True, raw=True)[0]
+        return self._from("upsert_from", key, buffer_ptr, size, config, True)
 
     def get_into(self, key, buffer_ptr, size):
-        return self._get_into([key], [buffer_ptr], [size])[0]
+        key = _arg_key("get_into", key)
+        ptr, size = _arg_uint("get_into", buffer_ptr, "buffer_ptr"), _arg_uint("get_into", size, "size")
+        return self._get_into([key], [ptr], [size])[0]
 
     def register_buffer(self, buffer_ptr, size):
+        ptr, size = _arg_uint("register_buffer", buffer_ptr, "buffer_ptr"), _arg_uint("register_buffer", size, "size")
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
-        return _code(c.register(buffer_ptr, size))
+        try:
+            return _code(c.register(ptr, size))
+        except OverflowError:  # past what the library's size type holds: no memory is that large
+            return INVALID_PARAMS
 
     def unregister_buffer(self, buffer_ptr):
+        ptr = _arg_uint("unregister_buffer", buffer_ptr, "buffer_ptr")
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
-        return _code(c.unregister(buffer_ptr))
+        return _code(c.unregister(ptr))
 
     def is_exist(self, key):
-        return self.batch_is_exist([key])[0]
+        return self._is_exist([_arg_key("is_exist", key)])[0]
 
     def batch_is_exist(self, keys):
+        return self._is_exist(_arg_keys("batch_is_exist", keys))
+
+    def _is_exist(self, keys):
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         if c is None:
             return [RPC_FAIL] * len(keys)
         n, res = c.exists(self._keys(keys))
         return [_code(r) for r in res]
 
     def remove(self, key, force=False):
+        key = _arg_key("remove", key)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
@@ -872,7 +965,7 @@ class MooncakeDistributedStore:
         return OBJECT_NOT_FOUND if rc == 0 else (0 if rc > 0 else _code(rc))
 
     def batch_remove(self, keys, force=False):
-        return [self.remove(k, force) for k in keys]
+        return [self.remove(k, force) for k in _arg_keys("batch_remove", keys)]
 
     def remove_all(self, force=False):
         """Removes every object this client may remove (a tenant: its own);
@@ -899,12 +992,14 @@ class MooncakeDistributedStore:
         keys listed by SCAN on every node (a tenant's own, matched without
         its prefix): its cost is the keyspace's, as the master's walk is in
         Mooncake."""
+        if not isinstance(regex_pattern, (str, bytes, _re.Pattern)):
+            raise _type_error("remove_by_regex", "regex_pattern", regex_pattern, "str, bytes or a compiled pattern")
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
         try:
             pat = regex_pattern if isinstance(regex_pattern, _re.Pattern) else _re.compile(regex_pattern)
-        except (_re.error, TypeError):
+        except _re.error:
             return INVALID_PARAMS
         named = _anchored_literals(pat)
         if named is not None:
@@ -935,38 +1030,51 @@ class MooncakeDistributedStore:
         return removed
 
     def get_size(self, key):
+        key = _arg_key("get_size", key)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
         return _code(c.size(self._key(key)))
 
     # -- batches ------------------------------------------------------------
-    def put_batch(self, keys, values, config=None):
-        rcs = self._staged_put(list(keys), list(values), config, False)
+    def _batch(self, fn, keys, values, config, replace):
+        keys, values = _arg_keys(fn, keys), _arg_list(fn, values, "values")
+        rcs = self._staged_put(fn, keys, values, config, replace)
         return next((rc for rc in rcs if rc < 0), 0)
+
+    def put_batch(self, keys, values, config=None):
+        return self._batch("put_batch", keys, values, config, False)
 
     def upsert_batch(self, keys, values, config=None):
-        rcs = self._staged_put(list(keys), list(values), config, True)
-        return next((rc for rc in rcs if rc < 0), 0)
+        return self._batch("upsert_batch", keys, values, config, True)
 
     def get_batch(self, keys):
-        return [b"" if h is None else bytes(h) for h in self.batch_get_buffer(keys)]
+        return [b"" if h is None else bytes(h) for h in self._get_buffers(_arg_keys("get_batch", keys))]
+
+    def _batch_from(self, fn, keys, ptrs, sizes, config, replace, depth=1):
+        keys = _arg_keys(fn, keys)
+        ptrs = _arg_uints(fn, ptrs, "buffer_ptrs" if depth == 1 else "all_buffer_ptrs", depth)
+        sizes = _arg_uints(fn, sizes, "sizes" if depth == 1 else "all_sizes", depth)
+        return self._put(keys, ptrs, sizes, _arg_config(fn, config), replace)
 
     def batch_put_from(self, keys, buffer_ptrs, sizes, config=None):
-        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, False, raw=True)
+        return self._batch_from("batch_put_from", keys, buffer_ptrs, sizes, config, False)
 
     def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=None):
-        return self._put(list(keys), list(buffer_ptrs), list(sizes), config, True, raw=True)
+        return self._batch_from("batch_upsert_from", keys, buffer_ptrs, sizes, config, True)
 
     def batch_get_into(self, keys, buffer_ptrs, sizes):
-        return self._get_into(list(keys), list(buffer_ptrs), list(sizes))
+        fn = "batch_get_into"
+        return self._get_into(_arg_keys(fn, keys), _arg_uints(fn, buffer_ptrs, "buffer_ptrs"),
+                              _arg_uints(fn, sizes, "sizes"))
 
     def batch_put_from_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, config=None):
-        return self._put(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes], config,
-                         False, raw=True)
+        return self._batch_from("batch_put_from_multi_buffers", keys, all_buffer_ptrs, all_sizes, config, False, 2)
 
     def batch_get_into_multi_buffers(self, keys, all_buffer_ptrs, all_sizes, prefer_alloc_in_same_node=False):
-        return self._get_into(list(keys), [list(p) for p in all_buffer_ptrs], [list(s) for s in all_sizes])
+        fn = "batch_get_into_multi_buffers"
+        return self._get_into(_arg_keys(fn, keys), _arg_uints(fn, all_buffer_ptrs, "all_buffer_ptrs", 2),
+                              _arg_uints(fn, all_sizes, "all_sizes", 2))
 
     # -- byte ranges and get sessions ------------------------------------------
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets, all_sizes):
@@ -975,13 +1083,14 @@ class MooncakeDistributedStore:
         nesting, one int per fragment: bytes copied or a negative code.
         Buffers must be registered (a fragment outside them, or outside
         its object, is INVALID_PARAMS alone)."""
+        fn = "get_into_ranges"
+        buffer_ptrs = _arg_uints(fn, buffer_ptrs, "buffer_ptrs")
+        groups = [[_arg_keys(fn, ks, "all_keys[i]") for ks in _arg_list(fn, all_keys, "all_keys")]]
+        groups += [_arg_uints(fn, x, name, 3) for x, name in ((all_dst_offsets, "all_dst_offsets"),
+                                                               (all_src_offsets, "all_src_offsets"),
+                                                               (all_sizes, "all_sizes"))]
         c = self._c  # once: close() on another thread sets it to None
-        try:
-            buffer_ptrs = list(buffer_ptrs)
-            groups = [list(x) for x in (all_keys, all_dst_offsets, all_src_offsets, all_sizes)]
-        except TypeError:
-            return []
-        shape = [[len(list(d)) for d in dsts] for dsts in groups[1]] if len(groups[1]) == len(buffer_ptrs) else []
+        shape = [[len(d) for d in dsts] for dsts in groups[1]] if len(groups[1]) == len(buffer_ptrs) else []
         out = [[[INVALID_PARAMS] * n for n in row] for row in shape]
         if c is None or any(len(g) != len(buffer_ptrs) for g in groups):
             return out
@@ -991,7 +1100,7 @@ class MooncakeDistributedStore:
             if not (len(ks) == len(dsts) == len(srcs) == len(sizes)):
                 continue  # upstream leaves the buffer's fragments INVALID_PARAMS
             for j, k in enumerate(ks):
-                d, o, n = list(dsts[j]), list(srcs[j]), list(sizes[j])
+                d, o, n = dsts[j], srcs[j], sizes[j]
                 if not (len(d) == len(o) == len(n)):
                     continue
                 keys.append(k)
@@ -1012,8 +1121,8 @@ class MooncakeDistributedStore:
     def batch_get_session_start_with_sources(self, keys):
         """batch_get_session_start, and per key where its bytes are:
         "memory" (every replica here is in memory) or "" when not found."""
+        keys = _arg_keys("batch_get_session_start", keys)
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         if c is None:
             return [INVALID_PARAMS] * len(keys), [""] * len(keys)
         if not keys:
@@ -1037,19 +1146,23 @@ class MooncakeDistributedStore:
         off_j+size_j) of the object. Per key the bytes read, or a code
         (INVALID_PARAMS for a key without a session, mismatched lists or a
         range outside the object)."""
+        fn = "batch_get_into_multi_buffer_ranges"
+        keys = _arg_keys(fn, keys)
+        all_buffer_ptrs = _arg_uints(fn, all_buffer_ptrs, "all_buffer_ptrs", 2)
+        all_sizes = _arg_uints(fn, all_sizes, "all_sizes", 2)
+        all_src_offsets = _arg_uints(fn, all_src_offsets, "all_src_offsets", 2)
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         res = [INVALID_PARAMS] * len(keys)
         if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
             return res
         readable, ranges = [], []
         with self._lock:
             for i, k in enumerate(keys):
-                ptrs, sizes, offs = list(all_buffer_ptrs[i]), list(all_sizes[i]), list(all_src_offsets[i])
+                ptrs, sizes, offs = all_buffer_ptrs[i], all_sizes[i], all_src_offsets[i]
                 size = self._sessions.get(k)
                 if size is None or not (len(ptrs) == len(sizes) == len(offs)):
                     continue
-                if any(o < 0 or n < 0 or o > size or n > size - o for o, n in zip(offs, sizes)):
+                if any(o > size or n > size - o for o, n in zip(offs, sizes)):
                     continue
                 readable.append(i)
                 ranges.append(list(zip(ptrs, offs, sizes)))
@@ -1061,6 +1174,7 @@ class MooncakeDistributedStore:
         return res
 
     def batch_get_session_end(self, keys):
+        keys = _arg_keys("batch_get_session_end", keys)
         with self._lock:
             for k in keys:
                 self._sessions.pop(k, None)
@@ -1075,12 +1189,10 @@ class MooncakeDistributedStore:
         gives the space back). Per key 0 or a code: INVALID_PARAMS for a key
         with a session already (as upstream) or a size that is not positive,
         OBJECT_ALREADY_EXISTS for a key stored or being put."""
-        keys = list(keys)
+        fn = "batch_put_session_start"
+        keys, sizes = _arg_keys(fn, keys), _arg_uints(fn, sizes, "sizes")
+        config = _arg_config(fn, config)
         res = [INVALID_PARAMS] * len(keys)
-        try:
-            sizes = [int(n) for n in sizes]
-        except (TypeError, ValueError):
-            return res
         c = self._c  # once: close() on another thread sets it to None
         if c is None or len(sizes) != len(keys):
             return res
@@ -1118,7 +1230,11 @@ class MooncakeDistributedStore:
         or outside registered memory (nothing of that key is written); a
         transfer that fails leaves the session for a revoke (its end would
         revoke it too)."""
-        keys = list(keys)
+        fn = "batch_put_from_multi_buffer_ranges"
+        keys = _arg_keys(fn, keys)
+        all_buffer_ptrs = _arg_uints(fn, all_buffer_ptrs, "all_buffer_ptrs", 2)
+        all_sizes = _arg_uints(fn, all_sizes, "all_sizes", 2)
+        all_dst_offsets = _arg_uints(fn, all_dst_offsets, "all_dst_offsets", 2)
         res = [INVALID_PARAMS] * len(keys)
         c = self._c  # once: close() on another thread sets it to None
         if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
@@ -1126,14 +1242,9 @@ class MooncakeDistributedStore:
         sessions, ranges, where = [], [], []
         with self._lock:
             for i, k in enumerate(keys):
-                try:  # NumPy and torch integers are numbers here, as upstream reads them
-                    ptrs, sizes, offs = _ints([all_buffer_ptrs[i], all_sizes[i], all_dst_offsets[i]])
-                except (TypeError, ValueError):
-                    continue
+                ptrs, sizes, offs = all_buffer_ptrs[i], all_sizes[i], all_dst_offsets[i]
                 s = self._put_sessions.get(k)
                 if s is None or not (len(ptrs) == len(sizes) == len(offs)):
-                    continue
-                if not all(0 <= x < 1 << 64 for x in ptrs + sizes + offs):
                     continue
                 sessions.append(s)
                 ranges.append(list(zip(ptrs, offs, sizes)))
@@ -1148,7 +1259,7 @@ class MooncakeDistributedStore:
         return res
 
     def _finish_put_sessions(self, keys, publish):
-        keys = list(keys)
+        keys = _arg_keys("batch_put_session_end" if publish else "batch_put_session_revoke", keys)
         res = [INVALID_PARAMS] * len(keys)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
@@ -1182,7 +1293,6 @@ class MooncakeDistributedStore:
     # -- replica descriptions and clearing -------------------------------------
     def _descs(self, keys):
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         if c is None or not keys:
             return [None] * len(keys)
         out = []
@@ -1195,20 +1305,22 @@ class MooncakeDistributedStore:
 
     def get_replica_desc(self, key):
         """The key's replicas (ReplicaDescriptor), or [] when not found."""
-        return self._descs([key])[0] or []
+        return self._descs([_arg_key("get_replica_desc", key)])[0] or []
 
     def batch_get_replica_desc(self, keys):
         """{key: [ReplicaDescriptor, ...]} for the keys found (as upstream,
         a missing key is left out)."""
-        keys = list(keys)
+        keys = _arg_keys("batch_get_replica_desc", keys)
         return {k: d for k, d in zip(keys, self._descs(keys)) if d is not None}
 
     def batch_replica_clear(self, keys, segment_name=""):
         """Gives memory back: each key whose object is complete and that no
         one is reading loses its replicas (all, or those in segment_name;
         an object that keeps replicas elsewhere is left). The keys cleared."""
+        keys = _arg_keys("batch_replica_clear", keys)
+        if not isinstance(segment_name, (str, bytes)):
+            raise _type_error("batch_replica_clear", "segment_name", segment_name, "str")
         c = self._c  # once: close() on another thread sets it to None
-        keys = list(keys)
         if c is None or not keys:
             return []
         _, res = c.replica_clear(self._keys(keys), segment_name or None)
@@ -1219,13 +1331,15 @@ class MooncakeDistributedStore:
         """Like batch_put_from, but returns a mooncake.Future at once:
         ``fut.result()`` (or ``await fut``) gives the list of codes."""
         from . import Future
-        keys = list(keys)
-        opts = self._opts(config)
+        fn = "batch_put_from_async"  # one address per key, or a list (an object of several buffers)
+        keys = _arg_keys(fn, keys)
+        ptrs, sizes = _arg_uints(fn, buffer_ptrs, "buffer_ptrs", None), _arg_uints(fn, sizes, "sizes", None)
+        opts = self._opts(_arg_config(fn, config))
         if isinstance(opts, int):
             return Future([opts] * len(keys), keys, lambda k, r: r)  # Mooncake's code already
         c = self._c  # once: close() on another thread sets it to None
         try:
-            op = c.put_async(self._keys(keys), _ints(buffer_ptrs), _ints(sizes), opts) if c else RPC_FAIL
+            op = c.put_async(self._keys(keys), ptrs, sizes, opts) if c else RPC_FAIL
         except (TypeError, ValueError, OverflowError):
             return Future([INVALID_PARAMS] * len(keys), keys, lambda k, r: r)  # as batch_put_from answers
         if isinstance(op, int):
@@ -1234,10 +1348,12 @@ class MooncakeDistributedStore:
 
     def batch_get_into_async(self, keys, buffer_ptrs, sizes):
         from . import Future
-        keys = list(keys)
+        fn = "batch_get_into_async"  # one address per key, or a list (an object of several buffers)
+        keys = _arg_keys(fn, keys)
+        ptrs, sizes = _arg_uints(fn, buffer_ptrs, "buffer_ptrs", None), _arg_uints(fn, sizes, "sizes", None)
         c = self._c  # once: close() on another thread sets it to None
         try:
-            op = c.get_async(self._keys(keys), _ints(buffer_ptrs), _ints(sizes)) if c else RPC_FAIL
+            op = c.get_async(self._keys(keys), ptrs, sizes) if c else RPC_FAIL
         except (TypeError, ValueError, OverflowError):
             return Future([INVALID_PARAMS] * len(keys), keys, lambda k, r: r)
         if isinstance(op, int):
@@ -1246,6 +1362,7 @@ class MooncakeDistributedStore:
 
     def batch_prefix_exist(self, keys):
         """How many leading keys are stored, in one round trip (Mooncake-C's own)."""
+        keys = _arg_keys("batch_prefix_exist", keys)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL

@@ -105,14 +105,16 @@ def test_range_numbers_are_not_masked(server):
     ptr = buf.ctypes.data
     assert s.register_buffer(ptr, buf.nbytes) == 0
     assert s.put("rn", b"abcdefgh") == 0
-    assert s.get_into_ranges([ptr], [["rn"]], [[[1 << 64]]], [[[0]]], [[[4]]]) == [[[INVALID]]]
-    assert s.get_into_ranges([ptr], [["rn"]], [[[16]]], [[[-1]]], [[[4]]]) == [[[INVALID]]]
-    assert s.get_into_ranges([ptr], [["rn"]], [[[16]]], [[[0]]], [[[(1 << 64) + 4]]]) == [[[INVALID]]]
+    # a number that is no size_t is refused as upstream's pybind refuses it
+    # (TypeError, the whole call), before any range is read
+    for dst, src, n in ((1 << 64, 0, 4), (16, -1, 4), (16, 0, (1 << 64) + 4)):
+        with pytest.raises(TypeError):
+            s.get_into_ranges([ptr], [["rn"]], [[[8, dst]]], [[[2, src]]], [[[3, n]]])
     assert not buf.any()
-    # one bad range fails alone; a numpy integer is a number
-    assert s.get_into_ranges([ptr], [["rn"]], [[[np.int64(8), 1 << 64]]], [[[2, 0]]], [[[3, 1]]]) == \
+    # a range past the object fails alone; a numpy integer is a number
+    assert s.get_into_ranges([ptr], [["rn"]], [[[np.int64(8), 16]]], [[[2, 7]]], [[[3, 4]]]) == \
         [[[3, INVALID]]]
-    assert bytes(buf[8:11]) == b"cde"
+    assert bytes(buf[8:11]) == b"cde" and not buf[16:].any()
     with pytest.raises(TypeError):
         s._c.get_ranges(["rn"], [[(ptr, 0.5, 4)]])
     with pytest.raises(TypeError):
@@ -186,13 +188,15 @@ def test_numpy_integers_are_addresses_not_values(server):
     assert bytes(buf[2000:2004]) == bytes([0, 1, 4, 5])
     assert s.batch_put_from_async(["np5"], [np.int64(ptr)], [np.int64(3)]).result() == [0]
     assert s.batch_get_into_async(["np5"], [np.int64(ptr + 3000)], [np.int64(3)]).result() == [3]
-    # what is not an integer is refused, and nothing is stored
+    # what is not an integer of 0 .. 2**64-1 is a TypeError, as upstream's
+    # pybind raises it, and nothing is stored
     for bad in (float(ptr), b"12345678", None, 1 << 64, -1):
-        assert s.put_from("bad", bad, 8) == INVALID
-        assert s.batch_put_from(["bad"], [bad], [8]) == [INVALID]
-        assert s.batch_put_from_async(["bad"], [bad], [8]).result() == [INVALID]
-        assert s.get_into("np1", bad, 8) == INVALID
-    assert s.put_from("bad", ptr, 1 << 64) == INVALID
+        for call in (lambda: s.put_from("bad", bad, 8), lambda: s.batch_put_from(["bad"], [bad], [8]),
+                     lambda: s.batch_put_from_async(["bad"], [bad], [8]), lambda: s.get_into("np1", bad, 8),
+                     lambda: s.put_from("bad", ptr, bad)):
+            with pytest.raises(TypeError):
+                call()
+    assert s.put_from("bad", ptr, 1 << 63) == INVALID  # a size_t, but no such memory
     assert s.is_exist("bad") == 0
     s.close()
 
@@ -200,12 +204,15 @@ def test_numpy_integers_are_addresses_not_values(server):
 def test_bad_config_is_invalid_params(server):
     # A config that is not a ReplicateConfig raised AttributeError; an
     # async put refused by its config answered -1 (its code mapped twice).
+    # Now: a TypeError naming it, as upstream's pybind raises.
     s = new_store(server)
     buf = np.zeros(64, np.uint8)
     assert s.register_buffer(buf.ctypes.data, 64) == 0
     for cfg in ({}, "x", 5, object()):
-        assert s.put("cfg", b"v", cfg) == INVALID
-        assert s.batch_put_from(["cfg"], [buf.ctypes.data], [8], cfg) == [INVALID]
+        with pytest.raises(TypeError, match="config"):
+            s.put("cfg", b"v", cfg)
+        with pytest.raises(TypeError, match="config"):
+            s.batch_put_from(["cfg"], [buf.ctypes.data], [8], cfg)
     for bad in (dict(replica_num=-1), dict(replica_num=10 ** 9), dict(preferred_segment=5)):
         cfg = ReplicateConfig(**bad)
         assert s.put("cfg", b"v", cfg) == INVALID

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mooncake.store as ms
-from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+from mooncake.store import MooncakeDistributedStore
 
 INVALID = ms.INVALID_PARAMS
 
@@ -54,3 +54,117 @@ def test_setup_takes_its_dict_by_keyword(server):
     with pytest.raises(TypeError):
         s.setup(config="local_hostname=h")
     assert s.get_hostname() == "kw" and s.health_check() == 1  # neither set it up
+
+
+# Calls upstream's pybind refuses to convert (TypeError, nothing sent). Here
+# they answered INVALID_PARAMS (-600), which LMCache and SGLang count as a
+# miss, so a caller's bug never showed; a keys list given as one str was
+# walked as its characters (batch_remove("abc") removed "a", "b" and "c").
+WRONG_TYPES = {
+    "put key int": lambda s: s.put(123, b"v"),
+    "put value str": lambda s: s.put("par:t", "text"),
+    "put value int": lambda s: s.put("par:t", 5),
+    "put config str": lambda s: s.put("par:t", b"v", "cfg"),
+    "put config dict": lambda s: s.put("par:t", b"v", {"replica_num": 1}),
+    "upsert key None": lambda s: s.upsert(None, b"v"),
+    "put_parts part str": lambda s: s.put_parts("par:t", b"a", "b"),
+    "put_batch keys str": lambda s: s.put_batch("par:t", [b"v"]),
+    "put_batch values bytes": lambda s: s.put_batch(["par:t"], b"v"),
+    "put_batch value int": lambda s: s.put_batch(["par:t"], [7]),
+    "put_from ptr float": lambda s: s.put_from("par:t", float(s.ptr), 8),
+    "put_from ptr negative": lambda s: s.put_from("par:t", -1, 8),
+    "put_from size negative": lambda s: s.put_from("par:t", s.ptr, -8),
+    "put_from size 2**64": lambda s: s.put_from("par:t", s.ptr, 1 << 64),
+    "put_from ptr bytes": lambda s: s.put_from("par:t", b"12345678", 8),
+    "upsert_from size None": lambda s: s.upsert_from("par:t", s.ptr, None),
+    "batch_put_from keys str": lambda s: s.batch_put_from("par:t", [s.ptr], [8]),
+    "batch_put_from key int": lambda s: s.batch_put_from([1], [s.ptr], [8]),
+    "batch_put_from ptrs int": lambda s: s.batch_put_from(["par:t"], s.ptr, [8]),
+    "batch_put_from size negative": lambda s: s.batch_put_from(["par:t"], [s.ptr], [-1]),
+    "batch_put_from config int": lambda s: s.batch_put_from(["par:t"], [s.ptr], [8], 1),
+    "batch_upsert_from size float": lambda s: s.batch_upsert_from(["par:t"], [s.ptr], [8.0]),
+    "multi put ptrs flat": lambda s: s.batch_put_from_multi_buffers(["par:t"], [s.ptr], [[8]]),
+    "multi put size negative": lambda s: s.batch_put_from_multi_buffers(["par:t"], [[s.ptr]], [[-8]]),
+    "session start size str": lambda s: s.batch_put_session_start(["par:t"], ["8"]),
+    "remove key int": lambda s: s.remove(5),
+    "remove_by_regex int": lambda s: s.remove_by_regex(5),
+    "register size negative": lambda s: s.register_buffer(s.ptr, -1),
+    "register size 2**70": lambda s: s.register_buffer(s.ptr, 1 << 70),
+    "setup size float": lambda s: MooncakeDistributedStore().setup("h", "P2P", 1.5, 0, "tcp", "", "x:1"),
+    "setup hostname int": lambda s: MooncakeDistributedStore().setup(5, "P2P", 0, 0, "tcp", "", "x:1"),
+}
+
+# The same against stored keys: nothing read, nothing removed.
+WRONG_TYPES_READ = {
+    "get key int": lambda s: s.get(1),
+    "get_buffer key bytearray": lambda s: s.get_buffer(bytearray(b"k")),
+    "get_batch keys str": lambda s: s.get_batch("par:a"),
+    "batch_get_buffer keys bytes": lambda s: s.batch_get_buffer(b"par:a"),
+    "is_exist key None": lambda s: s.is_exist(None),
+    "batch_is_exist keys str": lambda s: s.batch_is_exist("par:a"),
+    "batch_is_exist key int": lambda s: s.batch_is_exist(["par:a", 2]),
+    "get_size key float": lambda s: s.get_size(1.0),
+    "get_into ptr str": lambda s: s.get_into("par:a", "0x1000", 8),
+    "get_into size negative": lambda s: s.get_into("par:a", s.ptr, -1),
+    "batch_get_into sizes float": lambda s: s.batch_get_into(["par:a"], [s.ptr], [8.0]),
+    "multi get sizes flat": lambda s: s.batch_get_into_multi_buffers(["par:a"], [[s.ptr]], [8]),
+    "get_into_ranges offset negative": lambda s: s.get_into_ranges([s.ptr], [["par:a"]], [[[-1]]], [[[0]]],
+                                                                   [[[1]]]),
+    "get_into_ranges keys str": lambda s: s.get_into_ranges([s.ptr], ["par:a"], [[[0]]], [[[0]]], [[[1]]]),
+    "session ranges size 2**64": lambda s: s.batch_get_into_multi_buffer_ranges(["par:a"], [[s.ptr]],
+                                                                                [[1 << 64]], [[0]]),
+    "replica_desc keys str": lambda s: s.batch_get_replica_desc("par:a"),
+    "batch_remove keys str": lambda s: s.batch_remove("par:a"),  # removed "p", "a", "r"...
+    "batch_remove key int": lambda s: s.batch_remove(["par:a", 1]),
+}
+
+
+@pytest.mark.parametrize("call", WRONG_TYPES.values(), ids=WRONG_TYPES.keys())
+def test_wrong_types_raise_and_store_nothing(st, call):
+    with pytest.raises(TypeError):
+        call(st)
+    assert st.batch_is_exist(["par:t", "p", "a", "r", ":", "t"]) == [0] * 6
+    assert st.is_exist("par:t") == 0
+
+
+@pytest.mark.parametrize("call", WRONG_TYPES_READ.values(), ids=WRONG_TYPES_READ.keys())
+def test_wrong_types_of_reads_raise_and_remove_nothing(st, call):
+    assert st.put_batch(["par:a", "p", "a", "r"], [b"abcd", b"1", b"2", b"3"]) == 0
+    st.buf[:16] = 0
+    with pytest.raises(TypeError):
+        call(st)
+    assert st.batch_is_exist(["par:a", "p", "a", "r"]) == [1] * 4
+    assert not st.buf[:16].any()  # nothing read into the buffer either
+
+
+# Right types, values the store refuses: codes, as upstream's.
+BAD_VALUES = {
+    "put_from ptr 0": (lambda s: s.put_from("par:t", 0, 8), INVALID),
+    "put_from size 0": (lambda s: s.put_from("par:t", s.ptr, 0), INVALID),
+    "put_from unregistered": (lambda s: s.put_from("par:t", 0x1000, 8), INVALID),
+    "put_from size 2**63": (lambda s: s.put_from("par:t", s.ptr, 1 << 63), INVALID),
+    "batch_put_from short ptrs": (lambda s: s.batch_put_from(["par:t", "par:u"], [s.ptr], [8, 8]),
+                                  [INVALID, INVALID]),
+    "batch_put_from short keys": (lambda s: s.batch_put_from(["par:t"], [s.ptr, s.ptr], [8, 8]), [INVALID]),
+    "multi put shapes differ": (lambda s: s.batch_put_from_multi_buffers(["par:t"], [[s.ptr, s.ptr]], [[8]]),
+                                [INVALID]),
+    "put_batch short values": (lambda s: s.put_batch(["par:t", "par:u"], [b"v"]), INVALID),
+    "get_into ptr 0": (lambda s: s.get_into("par:t", 0, 8), INVALID),
+    "register ptr 0": (lambda s: s.register_buffer(0, 8), INVALID),
+    "remove missing": (lambda s: s.remove("par:t"), ms.OBJECT_NOT_FOUND),
+}
+
+
+@pytest.mark.parametrize("call,want", BAD_VALUES.values(), ids=BAD_VALUES.keys())
+def test_bad_values_are_codes(st, call, want):
+    assert call(st) == want
+    assert st.batch_is_exist(["par:t", "par:u"]) == [0, 0]
+
+
+def test_huge_batches_answer_per_key(st):
+    keys = [f"par:h{i}" for i in range(20000)]
+    st.buf[:4] = 1
+    assert st.batch_put_from(keys, [st.ptr] * len(keys), [4] * len(keys)) == [0] * len(keys)
+    assert sum(st.batch_is_exist(keys + ["par:none"])) == len(keys)
+    assert st.batch_get_into(keys[:3] + ["par:none"], [st.ptr + 64] * 4, [4] * 4) == [4, 4, 4, ms.OBJECT_NOT_FOUND]
+    assert st.remove_all() >= len(keys)
