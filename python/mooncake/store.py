@@ -196,42 +196,156 @@ class SoftPinAction(_enum.IntEnum):
     DISABLE = 2
 
 
+class ObjectDataType(_enum.IntEnum):
+    """What an object holds (upstream tracks it for policies to come and
+    acts on none yet; accepted here and not acted on either)."""
+    UNKNOWN = 0
+    KVCACHE = 1
+    TENSOR = 2
+    WEIGHT = 3
+    SAMPLE = 4
+    ACTIVATION = 5
+    GRADIENT = 6
+    OPTIMIZER_STATE = 7
+    METADATA = 8
+    GENERAL = 9
+
+
+class ReplicaStatus(_enum.IntEnum):
+    """ReplicaDescriptor.status: a replica described here is COMPLETE (a
+    put in progress is not listed)."""
+    UNDEFINED = 0
+    INITIALIZED = 1
+    PROCESSING = 2
+    COMPLETE = 3
+    REMOVED = 4
+    FAILED = 5
+
+
+# ReplicateConfig's fields, checked when set as upstream's def_readwrite
+# converts them: a wrong type is a TypeError at the assignment, and a name
+# that is no field is an AttributeError (__slots__), where a typo such as
+# cfg.replica_nmu = 2 used to be kept and ignored.
+def _cfg_count(name, v):
+    if isinstance(v, (str, bytes, float)):
+        raise TypeError(f"ReplicateConfig.{name} must be an int of 0 .. 2**64-1, not {type(v).__name__}")
+    try:
+        n = _operator.index(v)
+    except TypeError:
+        raise TypeError(f"ReplicateConfig.{name} must be an int of 0 .. 2**64-1, not {type(v).__name__}") from None
+    if not 0 <= n < _U64:
+        raise TypeError(f"ReplicateConfig.{name} must be an int of 0 .. 2**64-1, not {n}")
+    return n
+
+
+def _cfg_bool(name, v):
+    if v is None or isinstance(v, (bool, int)) or type(v).__name__ == "bool_":  # NumPy's too
+        return bool(v)
+    raise TypeError(f"ReplicateConfig.{name} must be a bool, not {type(v).__name__}")
+
+
+def _cfg_str(name, v):
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bytes):
+        return v.decode()
+    raise TypeError(f"ReplicateConfig.{name} must be str, not {type(v).__name__}")
+
+
+def _cfg_strs(name, v):
+    if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)):
+        raise TypeError(f"ReplicateConfig.{name} must be a list of str, not {type(v).__name__}")
+    return [_cfg_str(name + "[i]", x) for x in v]
+
+
+def _cfg_enum(enum):
+    def check(name, v):
+        try:
+            return enum(v)  # an int of a member, as our IntEnums compare
+        except (ValueError, TypeError):
+            raise TypeError(f"ReplicateConfig.{name} must be a {enum.__name__}, not {v!r}") from None
+    return check
+
+
+def _cfg_ttl(name, v):
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= _U64):
+        raise TypeError("soft_pin_ttl_ms must be None or a non-negative int that fits 64 bits")
+    return v
+
+
+def _cfg_field(name, check):
+    slot = "_" + name
+
+    def get(self):
+        return getattr(self, slot)
+
+    def put(self, v):
+        setattr(self, slot, check(name, v))
+    return property(get, put)
+
+
 class ReplicateConfig:
-    """How many replicas and where (Mooncake's ReplicateConfig).
-    ``with_soft_pin`` is the older spelling of ``soft_pin_action=ENABLE``."""
+    """How many replicas and where (Mooncake's ReplicateConfig), with its
+    fields and defaults; the constructor also takes them by keyword.
+    ``with_soft_pin`` is the older spelling of ``soft_pin_action=ENABLE``.
+    NoF and DFS replicas (``nof_replica_num``, ``dfs_replica_num`` > 0)
+    are tiers this store does not have: a put asking for them is
+    INVALID_PARAMS; ``preferred_nof_segments`` and ``data_type`` are kept
+    and not acted on.
+
+    No group_ids field on purpose: vLLM and SGLang probe
+    hasattr(ReplicateConfig(), "group_ids") to turn on Mooncake's group
+    semantics (a group's objects evicted together, a read refreshing every
+    member's lease), which this store does not have; without the attribute
+    they log that it is off and put as before. Code that sets it anyway
+    (written for a Mooncake that has it) still may: the value is kept,
+    typed as upstream's (None or a list of str), and not acted on."""
+
+    _FIELDS = {"replica_num": (_cfg_count, 1), "nof_replica_num": (_cfg_count, 0),
+               "dfs_replica_num": (_cfg_count, 0), "with_soft_pin": (_cfg_bool, False),
+               "with_hard_pin": (_cfg_bool, False), "preferred_segment": (_cfg_str, ""),
+               "preferred_segments": (_cfg_strs, ()), "preferred_nof_segments": (_cfg_strs, ()),
+               "soft_pin_action": (_cfg_enum(SoftPinAction), SoftPinAction.PRESERVE),
+               "soft_pin_ttl_ms": (_cfg_ttl, None), "prefer_alloc_in_same_node": (_cfg_bool, False),
+               "data_type": (_cfg_enum(ObjectDataType), ObjectDataType.UNKNOWN)}
+    __slots__ = tuple("_" + f for f in _FIELDS) + ("_group_ids",)
+
+    def __setattr__(self, name, v):
+        if name == "group_ids":
+            name, v = "_group_ids", None if v is None else _cfg_strs(name, v)
+        object.__setattr__(self, name, v)
+
+    def __getattr__(self, name):  # only when the ordinary lookup failed
+        if name == "group_ids":
+            return self._group_ids  # AttributeError until set: hasattr() says no
+        raise AttributeError(f"'ReplicateConfig' object has no attribute {name!r}")
 
     def __init__(self, replica_num=1, with_soft_pin=False, with_hard_pin=False, preferred_segment="",
-                 preferred_segments=None, soft_pin_action=SoftPinAction.PRESERVE, soft_pin_ttl_ms=None):
+                 preferred_segments=None, soft_pin_action=SoftPinAction.PRESERVE, soft_pin_ttl_ms=None, *,
+                 nof_replica_num=0, dfs_replica_num=0, preferred_nof_segments=None, prefer_alloc_in_same_node=False,
+                 data_type=ObjectDataType.UNKNOWN):
         self.replica_num = replica_num
+        self.nof_replica_num = nof_replica_num
+        self.dfs_replica_num = dfs_replica_num
         self.with_soft_pin = with_soft_pin
         self.with_hard_pin = with_hard_pin
         self.preferred_segment = preferred_segment
-        self.preferred_segments = list(preferred_segments or [])
+        self.preferred_segments = [] if preferred_segments is None else preferred_segments
+        self.preferred_nof_segments = [] if preferred_nof_segments is None else preferred_nof_segments
         self.soft_pin_action = soft_pin_action
         self.soft_pin_ttl_ms = soft_pin_ttl_ms
-        self.prefer_alloc_in_same_node = False
-        # No group_ids attribute on purpose: vLLM and SGLang probe
-        # hasattr(ReplicateConfig(), "group_ids") to turn on Mooncake's group
-        # semantics (a group's objects evicted together, a read refreshing
-        # every member's lease), which this store does not have; without the
-        # attribute they log that it is off and put as before.
-
-    @property
-    def soft_pin_ttl_ms(self):
-        return self._soft_pin_ttl_ms
-
-    @soft_pin_ttl_ms.setter
-    def soft_pin_ttl_ms(self, v):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= 1 << 64):
-            raise TypeError("soft_pin_ttl_ms must be None or a non-negative int that fits 64 bits")
-        self._soft_pin_ttl_ms = v
+        self.prefer_alloc_in_same_node = prefer_alloc_in_same_node
+        self.data_type = data_type
 
     def __repr__(self):
-        return (f"ReplicateConfig(replica_num={self.replica_num}, soft_pin_action={self.soft_pin_action!r}, "
-                f"soft_pin_ttl_ms={self.soft_pin_ttl_ms}, with_hard_pin={self.with_hard_pin}, "
-                f"preferred_segment={self.preferred_segment!r}, preferred_segments={self.preferred_segments!r})")
+        return "ReplicateConfig(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in self._FIELDS) + ")"
 
     __str__ = __repr__
+
+
+for _f, (_check, _) in ReplicateConfig._FIELDS.items():
+    setattr(ReplicateConfig, _f, _cfg_field(_f, _check))
+del _f, _check
 
 
 _SIZE_RE = _re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", _re.I)
@@ -412,7 +526,7 @@ class ReplicaDescriptor:
     class _Memory:
         __slots__ = ("buffer_descriptor",)
 
-    def __init__(self, segment, offset, size, endpoint, status="COMPLETE"):
+    def __init__(self, segment, offset, size, endpoint, status=ReplicaStatus.COMPLETE):
         b = ReplicaDescriptor._Buffer()
         b.size_, b.buffer_address_, b.protocol_, b.transport_endpoint_, b.segment_name_ = (
             size, offset, endpoint.split("://", 1)[0] if "://" in endpoint else "tcp", endpoint, segment)
@@ -743,11 +857,12 @@ class MooncakeDistributedStore:
             return INVALID_PARAMS  # fields of the wrong types (the type of config itself: _arg_config)
 
     def _opts_of(self, config, replace):
-        if getattr(config, "prefer_alloc_in_same_node", False):
+        if config.prefer_alloc_in_same_node:
             return INVALID_PARAMS  # Mooncake: "prefer_alloc_in_same_node is not supported" for puts
+        if config.nof_replica_num or config.dfs_replica_num:
+            return INVALID_PARAMS  # replicas in tiers this store does not have
         prefer = config.preferred_segment or (config.preferred_segments[0] if config.preferred_segments else "")
-        action = getattr(config, "soft_pin_action", SoftPinAction.PRESERVE)
-        ttl = getattr(config, "soft_pin_ttl_ms", None)
+        action, ttl = config.soft_pin_action, config.soft_pin_ttl_ms
         pin = 0
         if action == SoftPinAction.ENABLE or (config.with_soft_pin and action == SoftPinAction.PRESERVE):
             pin = _SOFT_PIN_DEFAULT_MS if ttl is None else ttl
@@ -755,13 +870,10 @@ class MooncakeDistributedStore:
                 return INVALID_PARAMS
         elif ttl is not None:
             return INVALID_PARAMS  # a time without ENABLE (Mooncake: ttl_requires_enable)
-        try:
-            replicas = int(config.replica_num or 0)
-        except (TypeError, ValueError):
+        replicas = config.replica_num  # an int >= 0 (its setter); 0: the server's default
+        if replicas > 8:
             return INVALID_PARAMS
-        if replicas < 0 or replicas > 8:
-            return INVALID_PARAMS
-        return (replicas, prefer or None, pin, bool(config.with_hard_pin), replace, True)
+        return (replicas, prefer or None, pin, config.with_hard_pin, replace, True)
 
     def _put(self, keys, bufs, sizes, config, replace):
         """keys, bufs (values, or addresses with their sizes) and config of

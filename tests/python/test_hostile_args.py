@@ -213,7 +213,10 @@ def test_bad_config_is_invalid_params(server):
             s.put("cfg", b"v", cfg)
         with pytest.raises(TypeError, match="config"):
             s.batch_put_from(["cfg"], [buf.ctypes.data], [8], cfg)
-    for bad in (dict(replica_num=-1), dict(replica_num=10 ** 9), dict(preferred_segment=5)):
+    for bad in (dict(replica_num=-1), dict(preferred_segment=5)):  # fields of the wrong type: when set
+        with pytest.raises(TypeError):
+            ReplicateConfig(**bad)
+    for bad in (dict(replica_num=10 ** 9), dict(dfs_replica_num=1)):  # more than this store can place
         cfg = ReplicateConfig(**bad)
         assert s.put("cfg", b"v", cfg) == INVALID
         assert s.batch_put_from_async(["cfg"], [buf.ctypes.data], [8], cfg).result() == [INVALID]

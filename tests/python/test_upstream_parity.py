@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import mooncake.store as ms
-from mooncake.store import MooncakeDistributedStore
+from mooncake.store import MooncakeDistributedStore, ReplicateConfig
 
 INVALID = ms.INVALID_PARAMS
 
@@ -168,3 +168,72 @@ def test_huge_batches_answer_per_key(st):
     assert sum(st.batch_is_exist(keys + ["par:none"])) == len(keys)
     assert st.batch_get_into(keys[:3] + ["par:none"], [st.ptr + 64] * 4, [4] * 4) == [4, 4, 4, ms.OBJECT_NOT_FOUND]
     assert st.remove_all() >= len(keys)
+
+
+# -- ReplicateConfig and the module's enums ------------------------------------
+
+def test_replicate_config_fields_as_upstream_binds_them():
+    # Upstream's fields and defaults; nof_replica_num, dfs_replica_num,
+    # preferred_nof_segments and data_type were missing (AttributeError).
+    c = ReplicateConfig()
+    assert (c.replica_num, c.nof_replica_num, c.dfs_replica_num) == (1, 0, 0)
+    assert (c.with_hard_pin, c.prefer_alloc_in_same_node, c.soft_pin_ttl_ms) == (False, False, None)
+    assert (c.preferred_segment, c.preferred_segments, c.preferred_nof_segments) == ("", [], [])
+    assert c.soft_pin_action is ms.SoftPinAction.PRESERVE and c.data_type is ms.ObjectDataType.UNKNOWN
+    c.data_type = ms.ObjectDataType.KVCACHE
+    c.replica_num, c.preferred_segments = np.int64(2), ("a:1", "b:2")
+    assert (c.replica_num, c.preferred_segments, c.data_type) == (2, ["a:1", "b:2"], ms.ObjectDataType.KVCACHE)
+    assert not hasattr(c, "group_ids")  # no group semantics here: the engines' probe finds them off
+    assert [m.name for m in ms.ReplicaStatus] == ["UNDEFINED", "INITIALIZED", "PROCESSING", "COMPLETE",
+                                                  "REMOVED", "FAILED"]
+    assert ms.ObjectDataType.GENERAL == 9
+
+
+# A typo was a new attribute, silently ignored (cfg.replica_nmu = 2: one
+# replica); a field of the wrong type was kept until a put answered -600.
+# Upstream's def_readwrite raises at the assignment.
+BAD_FIELDS = {
+    "typo": ("replica_nmu", 2, AttributeError),
+    "group_ids str": ("group_ids", "g", TypeError),
+    "replica_num str": ("replica_num", "2", TypeError),
+    "replica_num negative": ("replica_num", -1, TypeError),
+    "replica_num float": ("replica_num", 2.0, TypeError),
+    "preferred_segment int": ("preferred_segment", 5, TypeError),
+    "preferred_segments str": ("preferred_segments", "seg:1", TypeError),
+    "preferred_segments ints": ("preferred_segments", [1], TypeError),
+    "with_hard_pin str": ("with_hard_pin", "yes", TypeError),
+    "soft_pin_action 7": ("soft_pin_action", 7, TypeError),
+    "data_type str": ("data_type", "KVCACHE", TypeError),
+    "soft_pin_ttl_ms negative": ("soft_pin_ttl_ms", -1, TypeError),
+}
+
+
+@pytest.mark.parametrize("field,value,exc", BAD_FIELDS.values(), ids=BAD_FIELDS.keys())
+def test_replicate_config_refuses_bad_fields(field, value, exc):
+    c = ReplicateConfig()
+    before = repr(c)
+    with pytest.raises(exc):
+        setattr(c, field, value)
+    assert repr(c) == before
+
+
+def test_configs_of_tiers_not_here_are_refused(st):
+    # NoF and DFS replicas: tiers this store does not have, refused rather
+    # than silently stored in memory only; data_type is only a label.
+    for field in ("nof_replica_num", "dfs_replica_num"):
+        c = ReplicateConfig()
+        setattr(c, field, 1)
+        assert st.put("par:tier", b"v", c) == INVALID
+        assert st.batch_put_from(["par:tier"], [st.ptr], [8], c) == [INVALID]
+    assert st.is_exist("par:tier") == 0
+    c = ReplicateConfig()
+    c.data_type, c.preferred_nof_segments = ms.ObjectDataType.KVCACHE, ["nof:1"]
+    assert st.put("par:tier", b"v", c) == 0 and st.get("par:tier") == b"v"
+
+
+def test_replica_descriptor_status_is_the_enum(st):
+    # status was the string "COMPLETE": upstream's is ReplicaStatus.COMPLETE.
+    assert st.put("par:rd", b"x" * 100) == 0
+    descs = st.get_replica_desc("par:rd")
+    assert descs and all(d.status == ms.ReplicaStatus.COMPLETE for d in descs)
+    assert st.batch_get_replica_desc(["par:rd"])["par:rd"][0].status is ms.ReplicaStatus.COMPLETE
