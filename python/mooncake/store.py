@@ -1033,6 +1033,26 @@ class MooncakeDistributedStore:
     def upsert_from(self, key, buffer_ptr, size, config=None):
         return self._from("upsert_from", key, buffer_ptr, size, config, True)
 
+    def put_from_with_metadata(self, key, buffer_ptr, metadata_buffer_ptr, size, metadata_size, config=None):
+        """One object: metadata_size bytes at metadata_buffer_ptr, then size
+        bytes at buffer_ptr (both registered), as upstream lays it out. 0
+        or a code; a size of 0 is INVALID_PARAMS as put_from's is (upstream
+        answers 0 and stores nothing), and so are errors (upstream's are
+        positive here, its codes negated twice)."""
+        fn = "put_from_with_metadata"
+        key, config = _arg_key(fn, key), _arg_config(fn, config)
+        ptr, meta = _arg_uint(fn, buffer_ptr, "buffer_ptr"), _arg_uint(fn, metadata_buffer_ptr, "metadata_buffer_ptr")
+        size, meta_size = _arg_uint(fn, size, "size"), _arg_uint(fn, metadata_size, "metadata_size")
+        if size == 0:
+            return INVALID_PARAMS
+        ptrs, sizes = ([meta, ptr], [meta_size, size]) if meta_size else ([ptr], [size])
+        return self._put([key], [ptrs], [sizes], config, False)[0]
+
+    def get_offload_rpc_read_count(self):
+        """Reads served from upstream's SSD offload tier: none here (0, as
+        upstream answers without one)."""
+        return 0
+
     def get_into(self, key, buffer_ptr, size):
         key = _arg_key("get_into", key)
         ptr, size = _arg_uint("get_into", buffer_ptr, "buffer_ptr"), _arg_uint("get_into", size, "size")

@@ -237,3 +237,20 @@ def test_replica_descriptor_status_is_the_enum(st):
     descs = st.get_replica_desc("par:rd")
     assert descs and all(d.status == ms.ReplicaStatus.COMPLETE for d in descs)
     assert st.batch_get_replica_desc(["par:rd"])["par:rd"][0].status is ms.ReplicaStatus.COMPLETE
+
+
+def test_put_from_with_metadata(st):
+    # Upstream's call was missing (AttributeError): the metadata bytes, then
+    # the data, as one object.
+    st.buf[:8] = np.frombuffer(b"METADATA", np.uint8)
+    st.buf[100:110] = np.arange(10, dtype=np.uint8)
+    assert st.put_from_with_metadata("par:md", st.ptr + 100, st.ptr, 10, 8) == 0
+    assert st.get("par:md") == b"METADATA" + bytes(range(10))
+    assert st.put_from_with_metadata("par:md0", st.ptr + 100, 0, 10, 0, ReplicateConfig()) == 0
+    assert st.get("par:md0") == bytes(range(10))
+    assert st.put_from_with_metadata("par:mdz", st.ptr, st.ptr, 0, 8) == INVALID
+    assert st.put_from_with_metadata("par:mdu", 0x1000, st.ptr, 10, 8) == INVALID  # not registered
+    with pytest.raises(TypeError):
+        st.put_from_with_metadata("par:mdt", st.ptr, st.ptr, 10, -8)
+    assert st.batch_is_exist(["par:mdz", "par:mdu", "par:mdt"]) == [0, 0, 0]
+    assert st.get_offload_rpc_read_count() == 0
