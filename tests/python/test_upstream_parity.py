@@ -12,7 +12,8 @@ same call. Each test is a call upstream answers in a way callers rely on:
   def_readwrite does: a typo is an AttributeError, not a setting ignored;
 - the enums and fields upstream exports exist (ReplicaStatus,
   ObjectDataType, nof/dfs replica counts, data_type);
-- setup(config=dict) by keyword.
+- setup(config=dict) by keyword; put_from_with_metadata and
+  get_offload_rpc_read_count exist.
 
 The deliberate differences are in README.md, "Python".
 """
