@@ -385,8 +385,20 @@ int clusterCommandKeys(serverCommand *cmd, sds *argv, int argc, int *keys, int m
     return n;
 }
 
-static int keyIsHere(sds key) {
-    return storeLookupWrite(key) != NULL || storePendingLookup(key) != NULL;
+/* Whether a key of an open slot counts as here. On the importing side a
+ * pending put does: it was started there after an -ASK and ends there. On
+ * the migrating side only a complete version does. The migration moves
+ * complete keys (GETKEYSINSLOT, MIGRATE) until none is left and then gives
+ * the slot away, so a put published here after its last look would stay
+ * behind on a node that no longer owns its slot, acknowledged and lost (the
+ * target takes the slot without seeing our keys). So everything but the
+ * put's withdrawal goes to the target: its PUT.END gets -ASK, the put is
+ * dropped here (storeDropAskedPuts) and the writer redoes it there, as it
+ * does after -MOVED. */
+static int keyIsHere(sds key, serverCommand *cmd, int migrating) {
+    if (storeLookupWrite(key) != NULL) return 1;
+    if (migrating && cmd->proc != putRevokeCommand) return 0;
+    return storePendingLookup(key) != NULL;
 }
 
 static int multiHasWrite(client *c) {
@@ -420,7 +432,7 @@ int clusterRedirect(client *c) {
     int stackkeys[64];
     int *keys = stackkeys, keyscap = 64;
     int replied = 0;
-    int slot = -1, missing = 0, existing = 0;
+    int slot = -1, missing = 0, existing = 0, nkeys = 0;
     clusterNode *n = NULL;
     int migrating = 0, importing = 0;
     for (int m = 0; m < ncmds; m++) {
@@ -430,7 +442,7 @@ int clusterRedirect(client *c) {
             keyscap = mc->argc;
             keys = zmalloc(sizeof(int) * (size_t)keyscap);
         }
-        int nkeys = clusterCommandKeys(mc->cmd, mc->argv, mc->argc, keys, keyscap);
+        nkeys = clusterCommandKeys(mc->cmd, mc->argv, mc->argc, keys, keyscap);
         /* The common case: one command, every key in one slot that is ours
          * and settled. */
         if (ncmds == 1 && nkeys > 0) {
@@ -459,7 +471,7 @@ int clusterRedirect(client *c) {
                 replied = 1;
                 goto done;
             }
-            if ((migrating || importing) && keyIsHere(k)) existing++;
+            if ((migrating || importing) && keyIsHere(k, mc->cmd, migrating)) existing++;
             else if (migrating || importing) missing++;
         }
     }
@@ -473,8 +485,13 @@ int clusterRedirect(client *c) {
      * move in both directions. */
     if ((migrating || importing) && cmd->proc == migrateCommand) goto done;
     if (migrating && missing) {
-        if (existing) addReplyError(c, "-TRYAGAIN Multiple keys request during rehashing of slot");
-        else addReplyRedirect(c, "ASK", slot, cs->migrating_to[slot]);
+        if (existing) {
+            addReplyError(c, "-TRYAGAIN Multiple keys request during rehashing of slot");
+        } else {
+            if (ncmds == 1 && (cmd->proc == putEndCommand || cmd->proc == batchPutEndCommand))
+                storeDropAskedPuts(c, c->argv, keys, nkeys);
+            addReplyRedirect(c, "ASK", slot, cs->migrating_to[slot]);
+        }
         replied = 1;
         goto done;
     }

@@ -610,6 +610,7 @@ void batchExistsCommand(client *c);
 void replicaClearCommand(client *c);
 void storeCommandStatsReset(void);
 sds storeCommandStatsInfo(sds s);
+void storeDropAskedPuts(client *c, sds *argv, const int *keys, int nkeys);
 void mountCommand(client *c);
 void unmountCommand(client *c);
 void segmentsCommand(client *c);

@@ -287,6 +287,22 @@ static void putEndOne(client *c, sds key, sds checksum) {
     addReplyOk(c);
 }
 
+/* A PUT.END (or BATCH.PUT.END) answered -ASK: its slot is migrating and
+ * none of its keys has a complete version here (cluster.c, keyIsHere).
+ * The writer redoes those puts on the target, so this node's are dropped
+ * now rather than held until the slot leaves. The writer sent PUT.END, so
+ * it has stopped writing: the space is free at once, as after PUT.REVOKE.
+ * Another connection's put is left to its own writer. */
+void storeDropAskedPuts(client *c, sds *argv, const int *keys, int nkeys) {
+    for (int i = 0; i < nkeys; i++) {
+        sds key = argv[keys[i]];
+        storeObj *p = storePendingLookup(key);
+        if (p == NULL || !storeObjPutBy(p, c->put_owner)) continue;
+        storeObjDecrRef(storePendingUnlink(key));
+        ss.revoked++;
+    }
+}
+
 /* A checksum is kept with its object and sent with every GET.REPLICAS:
  * room for any digest's name and hex (SHA-512's is 128 characters), not
  * for a client to hang heap of its choosing on each object. */

@@ -14,8 +14,9 @@
  *  - a put's PUT.END (and PUT.REVOKE) go to the node that answered its
  *    PUT.START, behind ASKING if that node was reached by -ASK: the extents
  *    are that node's. If the slot moved meanwhile, the node abandoned the
- *    pending put and its PUT.END answers -MOVED: the whole put is redone on
- *    the new owner (the bytes written before are never published).
+ *    pending put and its PUT.END answers -MOVED; if it is migrating, the
+ *    node dropped the put and answers -ASK: either way the whole put is
+ *    redone on the node named (the bytes written before are never published).
  *  - batches (mcRunPhase) group keys by (node, ASKING, slot): a node refuses
  *    a multi-key command whose keys hash to different slots (-CROSSSLOT,
  *    as Redis does even when it owns both), so one command per slot. The

@@ -57,7 +57,11 @@
  *     fake segment host moves the slot while it holds the SEG.WRITE) is put
  *     again on the new owner: one write into each node's segment, the key
  *     on the new owner with the new replica, the bytes right; and the same
- *     for a batch (BATCH.PUT.END redirected: the batch redone, in order).
+ *     for a batch (BATCH.PUT.END redirected: the batch redone, in order);
+ *     and a slot that only starts migrating meanwhile: the source answers
+ *     that PUT.END with -ASK and drops the put (it would stay behind once
+ *     the slot is given away), the put is redone on the target, and the
+ *     key is there, and only there, once the move ends target first.
  *  7. cli: mooncake-cli put/get/ls/rm through different nodes.
  *  8. single node: against a server without cluster support the handle
  *     sends exactly what it always did (one CLUSTER probe instead of PING,
@@ -1411,8 +1415,10 @@ static void fhStop(void) {
 }
 
 /* The move the hook makes: slot pm_slot from pm_src to pm_dst, on
- * connections of its own, then waits until the source redirects. */
-static int pm_slot, pm_src, pm_dst, pm_ok;
+ * connections of its own, then waits until the source redirects. With
+ * pm_open_only it only opens the slot (IMPORTING, MIGRATING): the put ends
+ * while the slot migrates. */
+static int pm_slot, pm_src, pm_dst, pm_ok, pm_open_only;
 static char pm_key[64];
 
 static void pmMoveSlot(void) {
@@ -1428,7 +1434,7 @@ static void pmMoveSlot(void) {
     int order[5] = {pm_dst, pm_src, pm_dst, pm_src, 3 - pm_src - pm_dst};
     const char *words[5] = {"IMPORTING", "MIGRATING", "NODE", "NODE", "NODE"};
     const char *ids[5] = {node_id[pm_src], node_id[pm_dst], node_id[pm_dst], node_id[pm_dst], node_id[pm_dst]};
-    for (int k = 0; k < 5 && pm_ok; k++) {
+    for (int k = 0; k < (pm_open_only ? 2 : 5) && pm_ok; k++) {
         redisReply *r = redisCommand(c[order[k]], "CLUSTER SETSLOT %s %s %s", s, words[k], ids[k]);
         if (!r || r->type != REDIS_REPLY_STATUS) {
             showReply("hook: CLUSTER SETSLOT", r);
@@ -1437,7 +1443,7 @@ static void pmMoveSlot(void) {
         freeReplyObject(r);
     }
     /* The source gave the slot away once it redirects the key. */
-    int redirected = 0;
+    int redirected = pm_open_only;
     for (long long deadline = tsNowMs() + 5000; pm_ok && !redirected && tsNowMs() < deadline; tsSleepMs(10)) {
         redisReply *r = redisCommand(c[pm_src], "EXISTS %s", pm_key);
         redirected = r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "MOVED", 5);
@@ -1448,12 +1454,20 @@ static void pmMoveSlot(void) {
         if (c[i]) redisFree(c[i]);
 }
 
+static long long countKeysInSlot(int i, int slot) {
+    redisReply *r = rcmd(i, "CLUSTER COUNTKEYSINSLOT %d", slot);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return n;
+}
+
 static void testPutMoved(void) {
     /* A key whose slot has no other keys. */
     snprintf(pm_key, sizeof(pm_key), "{cl:pm:%d}", (int)getpid());
     pm_slot = keySlot(pm_key);
     pm_src = slotOwner(pm_slot);
     pm_dst = (pm_src + 1) % NNODES;
+    int host0 = pm_src, host1 = pm_dst; /* the nodes 'mid' is mounted on as ids[0] and ids[1] */
     int client_node = (pm_src + 2) % NNODES;
     long long owner_ok = 0;
     TEST("put-moved: a test segment host named 'mid' is mounted on the source and on the target") {
@@ -1533,6 +1547,47 @@ static void testPutMoved(void) {
             mc_remove(c, keys[k], strlen(keys[k]));
             free(vals[k]);
         }
+    }
+    /* Found probing a reshard under load: a put started before its slot
+     * was set MIGRATING was published on the source after the key loop had
+     * found the slot empty, and SETSLOT NODE on the target (first, as
+     * redis-cli does it) then gave the slot away with the key left behind.
+     * Now the source answers that PUT.END with -ASK and drops the put; the
+     * library redoes it on the target behind ASKING. */
+    TEST("put-moved: the slot starts migrating while the source's replica is written; -ASK to PUT.END redoes it on the target") {
+        int found = 0;
+        for (int t = 0; t < 256 && !found; t++) {
+            snprintf(pm_key, sizeof(pm_key), "{cl:pma:%d:%d}", (int)getpid(), t);
+            found = ownerOf(pm_key) == host0 && countKeysInSlot(host0, keySlot(pm_key)) == 0;
+        }
+        CHECK(found);
+        pm_slot = keySlot(pm_key);
+        pm_src = host0;
+        pm_dst = host1;
+        pm_ok = 0;
+        pm_open_only = 1;
+        fh.hooked = 0;
+        fh.hook_id = fh.ids[0];
+        fh.writes[0] = fh.writes[1] = 0;
+        CHECK_EQ(c && found ? putKey(c, pm_key, 100 * KiB, &o) : -1, MC_OK);
+        pm_open_only = 0;
+        CHECK(pm_ok);
+        CHECK_EQ(fh.writes[0], 1); /* the source's, never published */
+        CHECK_EQ(fh.writes[1], 1); /* redone on the target's */
+        CHECK_EQ(countKeysInSlot(host0, pm_slot), 0);
+        CHECK_EQ(infoStoreField(host0, "store_puts_pending"), 0);
+        /* The move ends as redis-cli ends it: the target first. */
+        CHECK(rOk(host1, "CLUSTER SETSLOT %d NODE %s", pm_slot, node_id[host1]));
+        CHECK(rOk(host0, "CLUSTER SETSLOT %d NODE %s", pm_slot, node_id[host1]));
+        CHECK(rOk(3 - host0 - host1, "CLUSTER SETSLOT %d NODE %s", pm_slot, node_id[host1]));
+        int moved = 0;
+        for (long long deadline = tsNowMs() + 5000; !moved && tsNowMs() < deadline; tsSleepMs(10))
+            moved = rawExists(host0, pm_key) == -1;
+        CHECK(moved);
+        CHECK_EQ(rawExists(host1, pm_key), 1);
+        CHECK_EQ(firstReplica(host1, pm_key, NULL), fh.ids[1]);
+        CHECK(getKey(c, pm_key, 100 * KiB, MC_TRANSPORT_TCP));
+        mc_remove(c, pm_key, strlen(pm_key));
     }
     mcClose(&c);
     for (int k = 0; k < 2; k++) {

@@ -132,6 +132,59 @@ cluster_block mooncake {nodes 3 timeout 2000} {
         assert_equal $data [cs_read 1 $key]
     }
 
+    test "a put pending on the source of a migrating slot is never published there: PUT.END gets ASK, redone on the target" {
+        # Found by probing a reshard under load: a put started before the
+        # slot was set MIGRATING was published on the source after the
+        # key loop had found the slot empty, so SETSLOT NODE (sent to the
+        # target first, as redis-cli does) gave the slot away with the key
+        # left behind: acknowledged, and gone. With REPLACE over a key the
+        # loop had moved, the target kept the old value.
+        cluster_settle {0 1 2}
+        set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
+        while {[R 0 cluster countkeysinslot $slot] > 0} { incr slot }
+        set new [cluster_key_in_slot $slot askput]
+        set old [cluster_key_in_slot $slot askrep]
+        set gone [cluster_key_in_slot $slot askrev]
+        set data [cs_bytes 43 3000]
+        cs_put 0 $old [cs_bytes 44 3000]
+        foreach {key opts} [list $new {} $old {replace} $gone {}] {
+            lassign [lindex [R 0 put.start $key 3000 {*}$opts] 0] seg off len
+            assert_equal OK [R 0 seg.write $seg $off $data]
+        }
+        set src [cluster_node_id 0]
+        set dst [cluster_node_id 1]
+        assert_equal OK [R 1 cluster setslot $slot importing $src]
+        assert_equal OK [R 0 cluster setslot $slot migrating $dst]
+        # The key loop: only the complete key is there to move.
+        assert_equal [list $old] [R 0 cluster getkeysinslot $slot 10]
+        assert_equal OK [R 0 migrate 127.0.0.1 [cluster_port 1] $old 0 5000]
+        assert_equal {} [R 0 cluster getkeysinslot $slot 10]
+        # Ending either put now would leave a key behind: both are sent on,
+        # and the source drops them. A withdrawal still works here.
+        assert_match "ASK $slot *:[cluster_port 1]" [cs_err {R 0 put.end $new}]
+        assert_match "ASK $slot *:[cluster_port 1]" [cs_err {R 0 batch.put.end $old}]
+        assert_equal OK [R 0 put.revoke $gone]
+        assert_match "*store_pending_puts:0\r*" [R 0 info store]
+        assert_equal 0 [R 0 cluster countkeysinslot $slot]
+        # The writer redoes them on the target, behind ASKING.
+        foreach {key opts} [list $new {} $old {replace}] {
+            R 1 asking
+            lassign [lindex [R 1 put.start $key 3000 {*}$opts] 0] seg off len
+            assert_equal OK [R 1 seg.write $seg $off $data]
+            R 1 asking
+            assert_equal OK [R 1 put.end $key]
+        }
+        foreach i {1 0 2} { assert_equal OK [R $i cluster setslot $slot node $dst] }
+        wait_for_condition 50 100 {
+            [cluster_slot_owner $slot 0] == 1 && [cluster_slot_owner $slot 2] == 1
+        } else { fail "slot $slot did not move" }
+        assert_equal 0 [R 0 cluster countkeysinslot $slot]
+        assert_equal 2 [R 1 cluster countkeysinslot $slot]
+        assert_equal $data [cs_read 1 $new]
+        assert_equal $data [cs_read 1 $old]
+        R 1 del $new $old
+    }
+
     test "a lease taken before a move keeps the old bytes readable on the source" {
         cluster_settle {0 1 2}
         set slot [lindex [lindex [cluster_slot_ranges 0] 0] 0]
