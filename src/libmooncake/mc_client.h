@@ -28,6 +28,7 @@
 #include "mc_view.h"
 
 #define MC_MAX_ENDPOINTS 16
+#define MC_SEG_SWEEP_MIN 16          /* segment descriptions cached before mcSegSweep asks which are gone */
 
 /* Cluster retry policy shared by the single-key calls and the batches (the
  * rest of it is mc_route.c's). */
@@ -110,6 +111,8 @@ struct mc_client {
     int *last_transport;         /* the locking thread's (see MC_ERRLEN) */
     char *errbuf;                /* the locking thread's, MC_ERRLEN bytes */
     mcSeg *segs;
+    int nsegs;                   /* entries in segs */
+    int segs_sweep_at;           /* mcSegSweep runs when nsegs reaches it */
     mcDataConn *dconns;
     int streams;                 /* tcp connections per peer for one transfer */
     int host_port_min, host_port_max; /* mc_set_host_ports: the hosted segment's TCP port range */
@@ -240,6 +243,7 @@ void mcSegFree(mcSeg *s);
 int mcSegStale(const mc_client *c, const mcSeg *s);
 int mcSegLost(mc_client *c);
 mcSeg *mcSegGet(mc_client *c, int node, uint64_t id);
+void mcSegSweep(mc_client *c);
 void mcEndpointUri(mc_client *c, const mcSeg *s, const char *ep, char *out, size_t len);
 void mcDropConn(mc_client *c, mcConn *conn);
 mcConn *mcSegConn(mc_client *c, mcSeg *s, const char *uri);

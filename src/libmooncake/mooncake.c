@@ -202,6 +202,10 @@ int mcLock(mc_client *c) {
         return MC_ERR_INVALID;
     }
     pointAtSlot(c);
+    /* Here, before the call's work, no segment description or data
+     * connection is in use: the only place to forget those of segments
+     * that went away (mc_xfer.c, "Forgetting segments"). */
+    mcSegSweep(c);
     return MC_OK;
 }
 

@@ -15,6 +15,7 @@
 #define TEST_MOONCAKE_H
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -84,6 +85,16 @@ void testStress(void); /* test_mooncake_stress.c */
 /* ---- libmooncake helpers ---------------------------------------------------- */
 
 /* Connects and forces the transport (AUTO leaves the library's choice). */
+/* Descriptors this process has open now (a leak check's measure). */
+static inline int countOpenFds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
 static inline mc_client *mcOpen(const char *uri, const char *password, int transport) {
     char err[256] = "";
     mc_client *c = mc_connect(uri, password, err, sizeof(err));

@@ -167,6 +167,37 @@ void testHostedSegment(void) {
             CHECK_EQ(segs[0], host_id);
         }
     }
+    TEST("hosted segment: a reader outlives 200 hosts that came and went, its descriptors stay bounded") {
+        /* Each host's segment is read over shm (a mapping of its memfd) and
+         * tcp (a data connection); once it is unmounted, nothing of it may
+         * stay in the reader: before mcSegSweep the handle kept one mapping
+         * and one socket per host it ever read, +400 descriptors here. */
+        mc_client *rd = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        CHECK(rd != NULL);
+        char v[4096], back[4096];
+        memset(v, 'q', sizeof(v));
+        int fds0 = -1, ok = 1;
+        for (int i = 0; i < 200 && rd && ok; i++) {
+            char name[32];
+            snprintf(name, sizeof(name), "churn-%d", i);
+            mc_client *h = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+            ok = h && mc_mount(h, 1 * MiB, name) == MC_OK;
+            mc_put_opts o = {0};
+            o.prefer = name;
+            o.replace = 1;
+            ok = ok && put(rd, "churn", v, sizeof(v), &o) == MC_OK;
+            ok = ok && mc_get(rd, "churn", 5, back, sizeof(back)) == (long long)sizeof(back);
+            mcClose(&h);
+            if (i == 0) fds0 = countOpenFds();
+        }
+        CHECK(ok);
+        int fds = countOpenFds();
+        /* what stays: at most the cache's floor (MC_SEG_SWEEP_MIN, 16) of
+         * segments, two descriptors each */
+        CHECK(fds - fds0 <= 36);
+        if (fds - fds0 > 36) fprintf(stderr, "  descriptors %d after the first host, %d after 200\n", fds0, fds);
+        mcClose(&rd);
+    }
     mcClose(&ctcp);
     mcClose(&cshm);
     mcClose(&host);
