@@ -35,6 +35,7 @@ owner *ownerLookupAny(const char *name, size_t len);
 owner *ownerGetOrCreate(const char *tenant, const char *name);
 void ownerAttachClient(owner *o, struct client *c);
 void ownerDetachClient(struct client *c);   /* on disconnect */
+void ownerUnmountedBy(owner *o, struct client *c); /* c unmounted a segment of o's (UNMOUNT) */
 int ownerIsAlive(const owner *o);
 void ownerCron(void);                        /* unmounts the segments of dead owners */
 unsigned long ownerCount(void);

@@ -491,7 +491,9 @@ void unmountCommand(client *c) {
         return;
     }
     serverLog(LL_NOTICE, "Unmounting segment '%s' (id %llu)", s->name, (unsigned long long)s->id);
+    owner *o = s->ownerp;
     addReplyLongLong(c, (long long)segmentUnmount(s));
+    if (o) ownerUnmountedBy(o, c); /* its last: this connection holds it no more */
 }
 
 static void addReplySegment(client *c, segment *s) {

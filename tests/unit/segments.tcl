@@ -536,4 +536,33 @@ start_server {tags {mooncake segments owners} overrides {segment-size 16mb owner
         }
         assert_equal [list 1] [seg_ids]
     }
+
+    test {A connection that mounts and unmounts under ever new owners holds none of them} {
+        # Each cycle's owner had nothing left once its segment went, yet the
+        # connection kept it alive until it closed: 2000 cycles, 2000 owners.
+        set owners0 [get_info_field r segments owners]
+        set heap0 [get_info_field r memory used_memory_heap]
+        set c [redis_client]
+        for {set i 0} {$i < 2000} {incr i} {
+            $c mount cyc-$i 4096 OWNER cyc-owner-$i
+            assert_equal 0 [$c unmount cyc-$i]
+        }
+        assert_equal $owners0 [get_info_field r segments owners]
+        assert_lessthan [expr {[get_info_field r memory used_memory_heap] - $heap0}] 65536
+        # An owner that still has a segment stays, and so does one whose
+        # segment someone else unmounted (its HEARTBEAT stays OK).
+        $c mount cyc-a 4096 OWNER cyc-keep
+        $c mount cyc-b 4096 OWNER cyc-keep
+        $c unmount cyc-a
+        assert_equal OK [$c heartbeat cyc-keep]
+        r unmount cyc-b
+        assert_equal OK [$c heartbeat cyc-keep]
+        assert_equal [expr {$owners0 + 1}] [get_info_field r segments owners]
+        # Its own last UNMOUNT lets it go: a HEARTBEAT then asks for a MOUNT.
+        $c mount cyc-c 4096 OWNER cyc-keep
+        $c unmount cyc-c
+        assert_equal $owners0 [get_info_field r segments owners]
+        assert_error {NEEDREMOUNT*} {$c heartbeat cyc-keep}
+        $c close
+    }
 }
