@@ -29,6 +29,7 @@
 
 #define MC_MAX_ENDPOINTS 16
 #define MC_SEG_SWEEP_MIN 16          /* segment descriptions cached before mcSegSweep asks which are gone */
+#define MC_SEG_SWEEP_MS 30000        /* and at most this long between asks while a hosted segment is mapped */
 
 /* Cluster retry policy shared by the single-key calls and the batches (the
  * rest of it is mc_route.c's). */
@@ -113,6 +114,8 @@ struct mc_client {
     mcSeg *segs;
     int nsegs;                   /* entries in segs */
     int segs_sweep_at;           /* mcSegSweep runs when nsegs reaches it */
+    int segs_sweep_ms;           /* or this long after the last sweep, if a hosted segment is mapped */
+    long long segs_swept_us;
     mcDataConn *dconns;
     int streams;                 /* tcp connections per peer for one transfer */
     int host_port_min, host_port_max; /* mc_set_host_ports: the hosted segment's TCP port range */

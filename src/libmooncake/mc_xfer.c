@@ -49,7 +49,14 @@
  * of a call (mcLock), where no description or connection is in use, once
  * the cache has doubled since the last sweep (MC_SEG_SWEEP_MIN at least):
  * one round trip per node per doubling, so O(1) per new segment whatever
- * the churn, and nothing at all for a handle whose segments stay.
+ * the churn. The count alone would let up to MC_SEG_SWEEP_MIN dead hosts'
+ * memory stay mapped here for as long as no new segment comes -- a dead
+ * 16 GiB segment is 16 GiB the kernel cannot free -- so while a hosted
+ * segment (not a node's pool, id 1, which never goes) is mapped, a call
+ * also sweeps when MC_SEG_SWEEP_MS (30 s) passed since the last sweep: a
+ * round trip per node every 30 s for an active reader of hosted memory,
+ * nothing for one that reads only pools. An idle handle makes no call
+ * and sweeps nothing: its next call does.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -195,8 +202,18 @@ static int uriInUse(mc_client *c, const char *uri) {
  * connections only they used (see the top: "Forgetting segments"). Only at
  * the start of a call, under the lock. What it asks never shows as the
  * call's error. */
+/* Whether a sweep is due (see the top: "Forgetting segments"). */
+static int sweepDue(mc_client *c) {
+    if (c->nsegs >= c->segs_sweep_at && c->nsegs >= MC_SEG_SWEEP_MIN) return 1;
+    if (c->segs == NULL || mcNowUs() - c->segs_swept_us < (long long)c->segs_sweep_ms * 1000) return 0;
+    for (mcSeg *s = c->segs; s; s = s->next)
+        if (s->shm && s->id != 1) return 1;
+    c->segs_swept_us = mcNowUs(); /* nothing hosted mapped: look again in a period */
+    return 0;
+}
+
 void mcSegSweep(mc_client *c) {
-    if (c->nsegs < c->segs_sweep_at || c->nsegs < MC_SEG_SWEEP_MIN) return;
+    if (!sweepDue(c)) return;
     char saved[MC_ERRLEN];
     memcpy(saved, c->errbuf, sizeof(saved));
     for (int node = 0; node < c->map.nnodes; node++) {
@@ -232,6 +249,7 @@ void mcSegSweep(mc_client *c) {
         free(d);
     }
     c->segs_sweep_at = 2 * c->nsegs;
+    c->segs_swept_us = mcNowUs();
     memcpy(c->errbuf, saved, sizeof(saved));
 }
 

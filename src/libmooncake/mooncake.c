@@ -362,6 +362,9 @@ static mc_client *connectWith(const char *uri, const char *user, const char *pas
     c->streams = 0; /* per peer: see mcSegTcpXfer */
     c->lease_release = 1;
     c->leased_node = -1;
+    const char *sweep = getenv("MC_SEG_SWEEP_MS"); /* tests: the time-based sweep sooner (mc_xfer.c) */
+    c->segs_sweep_ms = sweep && atoi(sweep) > 0 ? atoi(sweep) : MC_SEG_SWEEP_MS;
+    c->segs_swept_us = mcNowUs();
     c->map.nodes = calloc(1, sizeof(mcNode));
     if (c->map.nodes == NULL) {
         snprintf(err, errlen, "out of memory");

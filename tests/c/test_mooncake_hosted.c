@@ -198,6 +198,33 @@ void testHostedSegment(void) {
         if (fds - fds0 > 36) fprintf(stderr, "  descriptors %d after the first host, %d after 200\n", fds0, fds);
         mcClose(&rd);
     }
+    TEST("hosted segment: a dead host's mapping and socket leave a reader at its first call after MC_SEG_SWEEP_MS") {
+        /* Below the count that starts a sweep, time does: the dead host's
+         * memory must not stay mapped here for as long as no new segment
+         * comes. The period is 30 s; 100 ms here. */
+        setenv("MC_SEG_SWEEP_MS", "100", 1);
+        mc_client *rd = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        unsetenv("MC_SEG_SWEEP_MS");
+        mc_client *h = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+        char v[4096], back[4096];
+        memset(v, 'w', sizeof(v));
+        mc_put_opts o = {0};
+        o.prefer = "sweep-host";
+        o.replace = 1;
+        int ok = rd && h && mc_mount(h, 1 * MiB, "sweep-host") == MC_OK;
+        ok = ok && put(rd, "sweep", v, sizeof(v), &o) == MC_OK;
+        ok = ok && mc_get(rd, "sweep", 5, back, sizeof(back)) == (long long)sizeof(back);
+        CHECK(ok);
+        CHECK_EQ(mc_last_transport(rd), MC_TRANSPORT_SHM);
+        mcClose(&h);
+        tsSleepMs(150);
+        int before = countOpenFds();
+        CHECK(rd && mc_exists(rd, "sweep", 5) == 0); /* gone with its segment; the call sweeps first */
+        int after = countOpenFds();
+        CHECK(after <= before - 2); /* the mapping's descriptor and the data connection */
+        if (after > before - 2) fprintf(stderr, "  descriptors %d before the call, %d after\n", before, after);
+        mcClose(&rd);
+    }
     mcClose(&ctcp);
     mcClose(&cshm);
     mcClose(&host);
