@@ -21,28 +21,18 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
+from benchutil import free_port, resp
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MC = os.environ.get('MOONCAKE_SERVER', os.path.join(ROOT, 'src', 'mooncake-server'))
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def resp(*args):
-    out = [b'*%d\r\n' % len(args)]
-    for a in args:
-        out.append(b'$%d\r\n%s\r\n' % (len(a), a))
-    return b''.join(out)
 
 
 def write_commands(path, keys, objects):

@@ -1,7 +1,8 @@
 """benchutil.py -- what the Python benchmark scripts share (bench-python.py,
-bench-engines.py, bench-first-call.py): free ports and stopping a server
-(the tests' own, tests/python/conftest.py), the size notation of the servers' flags,
-CPU time of finished children, and one measured row. Imported from the
+bench-engines.py, bench-first-call.py, bench-ir.py, bench-aof-load.py): free
+ports and stopping a server (the tests' own, tests/python/conftest.py), a
+request in RESP, the size notation of the servers' flags, CPU time of finished
+children, and one measured row. Imported from the
 scripts' own folder (python3 puts a script's folder first on sys.path)."""
 import os
 import resource
@@ -13,6 +14,15 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
 from conftest import free_port, stop_process  # noqa: E402,F401
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
+
+
+def resp(*args):
+    """One request in RESP: str, int or bytes arguments."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
 
 
 def size_arg(n):
