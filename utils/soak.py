@@ -55,6 +55,8 @@ import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "utils", "bench"))
+from benchutil import resp  # noqa: E402  (one RESP encoder for the utilities)
 PASS = "soak-pw"
 USERS = [(None, None), ("alice", PASS), ("tA", PASS)]  # default, a server user, a tenant
 MIB = 1 << 20
@@ -69,13 +71,7 @@ class Conn:
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.buf = b""
 
-    @staticmethod
-    def encode(*args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        return b"".join(out)
+    encode = staticmethod(resp)  # benchutil's
 
     def send(self, *args):
         self.s.sendall(self.encode(*args))

@@ -96,27 +96,25 @@ static void noSlots(clusterNode *n) {
 
 /* Roles as etcd would state them, applied by the cluster's own rebuild
  * (replClusterChanged does the demotion or promotion). */
+static void setRoles(clusterNode *primary, const char *primary_id, clusterNode *replica) {
+    snprintf(replica->role, sizeof(replica->role), "replica");
+    snprintf(replica->primary, sizeof(replica->primary), "%s", primary_id);
+    noSlots(replica);
+    snprintf(primary->role, sizeof(primary->role), "primary");
+    primary->primary[0] = '\0';
+    allSlots(primary);
+    clusterRebuild();
+}
+
 static void becomeReplica(void) {
     if (clusterNodeIsReplica(me)) return;
-    snprintf(me->role, sizeof(me->role), "replica");
-    snprintf(me->primary, sizeof(me->primary), "%s", PEER_ID);
-    noSlots(me);
-    snprintf(peer->role, sizeof(peer->role), "primary");
-    peer->primary[0] = '\0';
-    allSlots(peer);
-    clusterRebuild();
+    setRoles(peer, PEER_ID, me);
     replBeforeSleep(); /* the demotion's flush */
 }
 
 static void becomePrimary(void) {
     if (!clusterNodeIsReplica(me)) return;
-    snprintf(peer->role, sizeof(peer->role), "replica");
-    snprintf(peer->primary, sizeof(peer->primary), "%s", ME_ID);
-    noSlots(peer);
-    snprintf(me->role, sizeof(me->role), "primary");
-    me->primary[0] = '\0';
-    allSlots(me);
-    clusterRebuild();
+    setRoles(me, ME_ID, peer);
 }
 
 static void putKey(const char *k, const char *v, long long ttl_ms) {

@@ -90,6 +90,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from conftest import free_port  # noqa: E402  (the tests' own)
 MOONCAKE = os.environ.get("MC_SERVER_BINARY", os.path.join(ROOT, "src", "mooncake-server"))
 REDIS = os.environ.get("REDIS_SERVER_BINARY", shutil.which("redis-server") or "/usr/bin/redis-server")
 CHECK_EVERY = 64
@@ -242,14 +244,6 @@ class Conn:
 
 
 # ---------------------------------------------------------------- servers
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 class Server:
     def __init__(self, name, argv_fn, scratch):

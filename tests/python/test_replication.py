@@ -3,6 +3,7 @@ its own etcd and nodes on free ports, so it may kill, freeze (SIGSTOP) and
 restart them. Failover times are printed (run with -s), not asserted: the
 assertions are about who serves what, and that nothing acknowledged is lost.
 Skipped without etcd (redis-cli for the redis-cli tests)."""
+import contextlib
 import os
 import shutil
 import signal
@@ -116,6 +117,18 @@ def wait_until(cond, timeout=30.0, what="condition"):
             last = e
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what} (last error: {last})")
+
+
+@contextlib.contextmanager
+def replica_reader(port, timeout=5.0):
+    """A connection to a replica that has said READONLY (reads of its
+    primary's slots are served, not redirected), closed after."""
+    r = Conn(port, timeout)
+    try:
+        assert r("READONLY") == "OK"
+        yield r
+    finally:
+        r.close()
 
 
 def info(port, section="replication"):
@@ -334,14 +347,10 @@ def test_partial_resync_after_the_link_is_cut(env):
     assert ib["full_syncs_done"] == "1" and ib["repl_partial_syncs_done"] == "1"
     assert ib["repl_backlog_active"] == "1"   # a replica keeps one too, for when it is promoted
     assert "partial resync" in b.log() and "partial resync for replica" in a.log()
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         assert r("DBSIZE") == call(a.port, "DBSIZE") == 100
         assert r("GET", "p0") is None and r("GET", "first") == b"1"
         assert all(r("GET", f"p{i}") == val(i, 700 if i < 50 else 100).encode() for i in range(1, 100))
-    finally:
-        r.close()
 
 
 def test_psync_offsets_outside_the_backlog_and_malformed(env):
@@ -585,12 +594,8 @@ def test_a_replica_refuses_what_a_broken_primary_sends(env):
         conn = serve(head + eof + body + end)
         try:
             wait_until(lambda: link_up(b.port), 10, "the replayed sync")
-            r = Conn(b.port)
-            try:
-                assert r("READONLY") == "OK"
+            with replica_reader(b.port) as r:
                 assert [r("GET", f"fk{i}") for i in range(10)] == [f"value-{i}".encode() for i in range(10)]
-            finally:
-                r.close()
         finally:
             conn.close()
     finally:
@@ -616,11 +621,8 @@ def test_a_counted_empty_snapshot_completes_at_once(env):
             wait_until(lambda: link_up(b.port), 10, "the empty sync to complete")
             ib = info(b.port)
             assert ib["full_syncs_done"] == "2" and ib["master_sync_in_progress"] == "0", ib
-            r = Conn(b.port)
-            try:
-                assert r("READONLY") == "OK" and r("DBSIZE") == 0
-            finally:
-                r.close()
+            with replica_reader(b.port) as r:
+                assert r("DBSIZE") == 0
         finally:
             conn.close()
     finally:
@@ -899,9 +901,7 @@ def test_a_replica_expires_nothing_of_its_own(env):
     assert write(a.port, "SET", "e", "v", "PX", 300) == "OK"
     wait_until(lambda: synced(a, b), 10, "sync")
     assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 60000, b.id) == "OK"   # the primary's DEL waits
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         wait_until(lambda: r("GET", "e") is None, 10, "the TTL to pass")
         assert r("EXISTS", "e") == 0 and r("TTL", "e") == -2 and r("GET", "keep") == b"1"
         wait_until(lambda: info(a.port, "stats")["expired_keys"] == "1", 10, "the primary to expire it")
@@ -911,8 +911,6 @@ def test_a_replica_expires_nothing_of_its_own(env):
         assert info(b.port, "stats")["expired_keys"] == "0"
         assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
         wait_until(lambda: r("DBSIZE") == 1 and synced(a, b), 10, "the primary's DEL")
-    finally:
-        r.close()
 
 
 def test_large_values_stream_from_the_pool_and_stay_theirs(env):
@@ -933,13 +931,9 @@ def test_large_values_stream_from_the_pool_and_stay_theirs(env):
         assert write(a.port, "SET", f"lv:b{i}", v3) == "OK"
     assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
     wait_until(lambda: synced(a, b), 20, "the replica to catch up")
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         assert r("EXISTS", "lv:a") == 0
         assert all(r("GET", f"lv:b{i}") == v3 for i in range(8))
-    finally:
-        r.close()
     assert info(a.port)["sync_full"] == full0, "a record failed its checksum: the link synced again"
     # by reference: 10 values of 1 MiB queued zero-copy for the replica
     assert int(info(a.port, "stats")["values_sent_from_pool"]) >= 10
@@ -969,13 +963,9 @@ def test_large_values_are_read_into_the_pool_and_kept_for_partial_resyncs(env):
     assert info(b.port)["values_read_in_place"] == "3"      # not the small one
 
     def exact(port):
-        r = Conn(port, timeout=20)
-        try:
-            r("READONLY")
+        with replica_reader(port, timeout=20) as r:
             assert all(r("GET", k) == v for k, v in vals.items())
             assert 0 < r("TTL", "lv:ttl") <= 1000 and r("TTL", "lv:odd") == -1
-        finally:
-            r.close()
     exact(b.port)
     grown = int(info(b.port, "memory")["used_memory_heap"]) - heap0
     assert grown < 4 << 20, f"the replica's heap grew by {grown} bytes for 15 MiB of values"
@@ -1025,11 +1015,8 @@ def test_a_large_value_damaged_or_cut_is_never_applied(env):
                 conn.close()
             wait_until(lambda: info(b.port)["master_link_status"] == "down" and pool_used() == 0, 10,
                        f"{what}: the extent given back")
-            r = Conn(b.port)
-            try:
-                assert r("READONLY") == "OK" and r("EXISTS", "lv") == 0, what
-            finally:
-                r.close()
+            with replica_reader(b.port) as r:
+                assert r("EXISTS", "lv") == 0, what
             assert int(info(b.port)["values_read_in_place"]) == in_place, what
         log = b.log()
         assert "RESTORE payload fails its checksum" in log and "longer than the snapshot says" in log, log[-3000:]
@@ -1038,11 +1025,8 @@ def test_a_large_value_damaged_or_cut_is_never_applied(env):
             conn = fake.serve(stream)
             try:
                 wait_until(lambda: link_up(b.port), 10, "the sync")
-                r = Conn(b.port)
-                try:
-                    assert r("READONLY") == "OK" and r("GET", "lv") == value
-                finally:
-                    r.close()
+                with replica_reader(b.port) as r:
+                    assert r("GET", "lv") == value
             finally:
                 conn.close()
             wait_until(lambda: info(b.port)["master_link_status"] == "down", 10, "the link down")
@@ -1068,12 +1052,8 @@ def test_a_value_larger_than_the_replica_output_limit_keeps_the_link(env):
     assert info(a.port)["sync_full"] == full0, "the link was dropped and synced in full"
     assert "past client-output-buffer-limit" not in a.log()
     assert int(info(a.port, "stats")["values_sent_from_pool"]) > sent0
-    r = Conn(b.port, timeout=20)
-    try:
-        r("READONLY")
+    with replica_reader(b.port, timeout=20) as r:
         assert r("GET", "huge") == big
-    finally:
-        r.close()
 
 
 def test_a_replica_too_small_for_its_primary_backs_off(env):
@@ -1113,16 +1093,12 @@ def test_store_objects_replicate_with_metadata(env):
         s.put("obj", v)
         assert write(a.port, "PIN", "obj") in ("OK", 1)
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 10, "sync")
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         assert r("GET", "obj") == v
         mine, theirs = dict(zip(*[iter(call(a.port, "OBJECT.INFO", "obj"))] * 2)), \
             dict(zip(*[iter(r("OBJECT.INFO", "obj"))] * 2))
         for f in (b"size", b"created", b"pin", b"checksum", b"state"):
             assert mine[f] == theirs[f], f
-    finally:
-        r.close()
 
 
 def test_kill9_failover_and_old_primary_rejoins(env):
@@ -1148,12 +1124,8 @@ def test_kill9_failover_and_old_primary_rejoins(env):
         line = [l for l in b.nodes().splitlines() if l.startswith(a.id)][0].split()
         return line[2:4]
     wait_until(lambda: a_seen_by_b() == ["slave", b.id], 10, "b to see a as its replica, not failed")
-    r = Conn(a.port)
-    try:
-        r("READONLY")
+    with replica_reader(a.port) as r:
         assert r("GET", "k0") == b"new" and r("GET", "first-after") == b"1"
-    finally:
-        r.close()
     assert "its data is discarded" in a.log()
 
 
@@ -1186,12 +1158,8 @@ def test_two_replicas_one_winner_the_other_follows(env):
     wait_until(lambda: [l for l in win.nodes().splitlines() if l.startswith(other.id)][0].split()[2:4] ==
                ["slave", win.id], 10, "the winner to see the follower as its replica")
     assert write(win.port, "SET", "t0", "new") == "OK"
-    r = Conn(other.port)
-    try:
-        r("READONLY")
+    with replica_reader(other.port) as r:
         wait_until(lambda: r("GET", "t0") == b"new" and r("GET", "t49") == b"49", 10, "the follower's data")
-    finally:
-        r.close()
 
 
 def test_the_replica_with_the_highest_offset_wins(env):
@@ -1239,12 +1207,8 @@ def test_sigstop_primary_is_fenced_and_replaced(env):
     stale.close()
     wait_until(lambda: link_up(a.port), 20, "old primary resyncs as a replica")
     assert call(b.port, "GET", "stale") is None
-    r = Conn(a.port)
-    try:
-        r("READONLY")
+    with replica_reader(a.port) as r:
         assert r("GET", "stale") is None and r("GET", "x") == b"1"
-    finally:
-        r.close()
 
 
 def test_fencing_when_etcd_is_unreachable(env):
@@ -1283,12 +1247,8 @@ def test_etcd_restarted_under_a_replicated_pair(env):
     wait_until(lambda: call(a.port, "SET", "x", "2") == "OK", 30, "writes to resume")
     wait_until(lambda: info(b.port)["slave_repl_offset"] == info(a.port)["master_repl_offset"], 20, "stream")
     assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         assert r("GET", "x") == b"2"
-    finally:
-        r.close()
 
 
 def test_a_replica_far_behind_is_dropped_and_syncs_again(env):
@@ -1300,12 +1260,8 @@ def test_a_replica_far_behind_is_dropped_and_syncs_again(env):
     wait_until(lambda: "dropping its link" in a.log(), 10, "the link to be dropped")
     assert call(a.port, "REPLCONF", "DEBUG-HOLD-STREAM", 0) == "OK"
     wait_until(lambda: link_up(b.port) and info(a.port)["connected_slaves"] == "1", 20, "a new sync")
-    r = Conn(b.port)
-    try:
-        r("READONLY")
+    with replica_reader(b.port) as r:
         wait_until(lambda: r("GET", "big") == bytes([39]) * (8 << 20), 20, "the last value")
-    finally:
-        r.close()
 
 
 def test_replica_ack_no_acknowledged_write_lost(env):
@@ -1319,7 +1275,6 @@ def test_replica_ack_no_acknowledged_write_lost(env):
     keys = [f"h{i}" for i in range(20)]
     acked = {k: -1 for k in keys}
     stop = threading.Event()
-    errors = []
 
     def writer(ks):
         conns = {}
@@ -1402,13 +1357,9 @@ def test_manual_failover(env):
     assert (ib["sync_full"], ib["sync_partial_ok"]) == ("0", "1"), ib
     assert "keeps its data" in a.log() and "data is discarded" not in a.log()
     assert write(b.port, "SET", "m0", "new") == "OK"
-    r = Conn(a.port)
-    try:
-        r("READONLY")
+    with replica_reader(a.port) as r:
         wait_until(lambda: r("GET", "m0") == b"new", 10, "the stream after the partial resync")
         assert r("DBSIZE") == 100 and r("GET", "m99") == b"99"
-    finally:
-        r.close()
     ea = [l for l in b.nodes().splitlines() if "myself" in l][0].split()[6]
     # and back, with TAKEOVER (no agreement from the primary); the promoted node announces it
     assert call(a.port, "CONFIG", "SET", "notify-keyspace-events", "S") == "OK"
@@ -1734,11 +1685,8 @@ def test_replica_ack_a_frozen_replica_stops_holding_writes_when_its_lease_lapses
                "the woken replica to sync again")
     ia = info(a.port)
     assert ia["sync_full"] == "1" and int(ia["sync_partial_ok"]) >= 1, ia  # from the backlog, not in full
-    r = Conn(b.port)
-    try:
-        assert r("READONLY") == "OK" and r("GET", "y") == b"2"
-    finally:
-        r.close()
+    with replica_reader(b.port) as r:
+        assert r("GET", "y") == b"2"
 
 
 def test_replconf_failover_from_a_client_that_is_no_replica_is_refused(env):
