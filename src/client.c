@@ -122,7 +122,7 @@ static int clientSetName(client *c, sds name) {
     return C_OK;
 }
 
-static client *lookupClientByID(uint64_t id) {
+client *lookupClientByID(uint64_t id) {
     for (client *c = server.clients_head; c; c = c->next)
         if (c->id == id) return c;
     return NULL;

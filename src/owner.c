@@ -409,6 +409,12 @@ void ownerUnmountedBy(owner *o, client *c) {
     }
 }
 
+int ownerHeldBy(const owner *o, const client *c) {
+    for (int i = 0; i < c->nowners; i++)
+        if (c->owners[i] == o) return 1;
+    return 0;
+}
+
 int ownerIsAlive(const owner *o) {
     return o->nconns > 0 || mstime() - o->last_seen_ms <= server.owner_ttl;
 }

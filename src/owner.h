@@ -36,6 +36,7 @@ owner *ownerGetOrCreate(const char *tenant, const char *name);
 void ownerAttachClient(owner *o, struct client *c);
 void ownerDetachClient(struct client *c);   /* on disconnect */
 void ownerUnmountedBy(owner *o, struct client *c); /* c unmounted a segment of o's (UNMOUNT) */
+int ownerHeldBy(const owner *o, const struct client *c); /* c MOUNTed or HEARTBEATed for o */
 int ownerIsAlive(const owner *o);
 void ownerCron(void);                        /* unmounts the segments of dead owners */
 unsigned long ownerCount(void);

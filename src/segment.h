@@ -68,6 +68,8 @@ typedef struct segment {
     int state;
     long long mounted_ms;
     long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time */
+    uint64_t drain_client_id;     /* the owner's connection that asked, 0 if none:
+                                   * it lets go of the owner when the drain ends */
     allocator *alloc;
     /* Its extents' bytes by whose they are (store.c keeps them; allocator
      * granules, so they add up with the allocator's used and free): */

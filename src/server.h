@@ -455,6 +455,7 @@ int prepareForShutdown(void);
 
 /* networking.c */
 client *createClient(int fd, int unix);
+client *lookupClientByID(uint64_t id); /* O(clients): for rare paths only */
 void freeClient(client *c);
 void freeClientAsync(client *c);
 void freeClientsInAsyncFreeQueue(void);

@@ -487,6 +487,7 @@ void unmountCommand(client *c) {
         long long deadline = addSaturate(mstime(), graceful);
         if (s->state != SEG_DRAINING || deadline < s->drain_deadline_ms) s->drain_deadline_ms = deadline;
         s->state = SEG_DRAINING;
+        if (s->ownerp && ownerHeldBy(s->ownerp, c)) s->drain_client_id = c->id;
         addReplyLongLong(c, 0);
         return;
     }
@@ -598,7 +599,12 @@ void segmentCron(void) {
         if (s && s->state == SEG_DRAINING && now >= s->drain_deadline_ms) {
             serverLog(LL_NOTICE, "Graceful unmount of segment '%s' (id %llu) done", s->name,
                       (unsigned long long)s->id);
+            /* As for UNMOUNT at once: the owner's own connection asked, so
+             * its last segment gone, that connection holds it no more. */
+            owner *o = s->ownerp;
+            client *by = s->drain_client_id ? lookupClientByID(s->drain_client_id) : NULL;
             segmentUnmount(s);
+            if (o && by) ownerUnmountedBy(o, by);
         }
     }
 }

@@ -565,4 +565,29 @@ start_server {tags {mooncake segments owners} overrides {segment-size 16mb owner
         assert_error {NEEDREMOUNT*} {$c heartbeat cyc-keep}
         $c close
     }
+
+    test {A GRACEFUL unmount of an owner's last segment by its own connection lets go of the owner} {
+        # The drain ends in the cron, after the UNMOUNT replied: the owner
+        # stayed attached to the connection that asked, however many cycles.
+        set owners0 [get_info_field r segments owners]
+        set c [redis_client]
+        for {set i 0} {$i < 20} {incr i} {
+            $c mount gcyc-$i 4096 OWNER gcyc-owner-$i
+            assert_equal 0 [$c unmount gcyc-$i GRACEFUL 0]
+        }
+        wait_for_condition 200 10 {[get_info_field r segments owners] == $owners0} else {
+            fail "graceful unmounts left [expr {[get_info_field r segments owners] - $owners0}] owners"
+        }
+        $c mount gcyc-k 4096 OWNER gcyc-keep
+        $c unmount gcyc-k GRACEFUL 0
+        wait_for_condition 200 10 {[catch {$c heartbeat gcyc-keep} e] && [string match NEEDREMOUNT* $e]} else {
+            fail "the owner outlived its drained last segment"
+        }
+        # Someone else's GRACEFUL unmount leaves the owner with its connection.
+        $c mount gcyc-o 4096 OWNER gcyc-other
+        r unmount gcyc-o GRACEFUL 0
+        wait_for_condition 200 10 {[r segment.info gcyc-o] eq {}} else { fail "the drain did not end" }
+        assert_equal OK [$c heartbeat gcyc-other]
+        $c close
+    }
 }
