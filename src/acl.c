@@ -713,6 +713,39 @@ void aclUpdateDefaultUserPassword(sds password) {
     }
 }
 
+struct aclPasswordsCopy {
+    int nopass;
+    int npasswords;
+    unsigned char (*passwords)[SHA256_DIGEST_LEN];
+};
+
+aclPasswordsCopy *aclDefaultUserPasswordsCopy(void) {
+    aclPasswordsCopy *copy = zcalloc(sizeof(*copy));
+    copy->nopass = !!(DefaultUser->flags & USER_NOPASS);
+    copy->npasswords = DefaultUser->npasswords;
+    if (copy->npasswords) {
+        size_t len = SHA256_DIGEST_LEN * (size_t)copy->npasswords;
+        copy->passwords = zmalloc(len);
+        memcpy(copy->passwords, DefaultUser->passwords, len);
+    }
+    return copy;
+}
+
+void aclDefaultUserPasswordsRestore(aclPasswordsCopy *copy) {
+    resetPasswords(DefaultUser);
+    DefaultUser->passwords = copy->passwords;
+    DefaultUser->npasswords = copy->npasswords;
+    if (copy->nopass) DefaultUser->flags |= USER_NOPASS;
+    else DefaultUser->flags &= ~USER_NOPASS;
+    zfree(copy);
+}
+
+void aclDefaultUserPasswordsFree(aclPasswordsCopy *copy) {
+    if (copy == NULL) return;
+    zfree(copy->passwords);
+    zfree(copy);
+}
+
 int aclUserOpensWithoutAuth(const user *u) { return (u->flags & (USER_ON | USER_NOPASS)) == (USER_ON | USER_NOPASS); }
 
 int aclDefaultUserHasPassword(void) { return !(DefaultUser->flags & USER_NOPASS); }

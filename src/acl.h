@@ -81,6 +81,13 @@ void aclInit(void);
 int aclLoadConfiguredFile(char *err, size_t errlen);
 /* CONFIG SET requirepass: `ACL SETUSER default resetpass >pass` (or nopass). */
 void aclUpdateDefaultUserPassword(sds password);
+/* The default user's passwords and nopass as they are, for CONFIG SET to
+ * put back when it refuses: requirepass's old value cannot say them (ACL
+ * SETUSER default >a >b leaves requirepass ""). Restore frees the copy. */
+typedef struct aclPasswordsCopy aclPasswordsCopy;
+aclPasswordsCopy *aclDefaultUserPasswordsCopy(void);
+void aclDefaultUserPasswordsRestore(aclPasswordsCopy *copy);
+void aclDefaultUserPasswordsFree(aclPasswordsCopy *copy);
 
 /* A connection's user: authenticated at once if the user is on and nopass. */
 int aclUserOpensWithoutAuth(const user *u);

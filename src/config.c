@@ -837,6 +837,7 @@ static void configSetCommand(client *c) {
     sds *old = zcalloc(sizeof(sds) * (size_t)n);
     const char *err = NULL;
     int failed = -1, applied_upto = 0;
+    aclPasswordsCopy *passwords = NULL;
     for (int i = 0; i < n; i++) {
         sds name = c->argv[2 + 2 * i];
         cfs[i] = lookupConfig(name);
@@ -863,7 +864,13 @@ static void configSetCommand(client *c) {
         }
     }
     /* Set all, remembering the old values, then apply all. Any failure
-     * restores every old value, so a multi-parameter SET is atomic. */
+     * restores every old value, so a multi-parameter SET is atomic. The
+     * default user's passwords are kept aside as well: requirepass's old
+     * value is not all of them (ACL SETUSER default >a leaves it ""), and
+     * setting it back alone would leave the default user nopass -- a
+     * refused `CONFIG SET requirepass x maxmemory junk` opened the server
+     * to everyone (found probing CONFIG SET's atomicity). */
+    passwords = aclDefaultUserPasswordsCopy();
     for (int i = 0; i < n; i++) {
         old[i] = getConfigValue(cfs[i]);
         /* The parsers (sdssplitargs included) read values as C strings, so
@@ -910,11 +917,14 @@ restore:
         }
         if (cfs[i]->apply) cfs[i]->apply(&ignored);
     }
+    aclDefaultUserPasswordsRestore(passwords);
+    passwords = NULL;
     syncDerived();
 fail:
     addReplyErrorFormat(c, "ERR CONFIG SET failed (possibly related to argument '%s') - %s",
                         c->argv[2 + 2 * failed], err);
 cleanup:
+    aclDefaultUserPasswordsFree(passwords);
     for (int i = 0; i < n; i++) sdsfree(old[i]);
     zfree(old);
     zfree(cfs);

@@ -73,6 +73,25 @@ start_server {tags {config}} {
         assert_equal $old [r config get maxclients]
     }
 
+    test {A refused CONFIG SET with requirepass leaves the default user's passwords as they were} {
+        # requirepass stays "" when ACL SETUSER gives default its passwords:
+        # setting that old value back on a refusal made default nopass.
+        r acl setuser default resetpass >secret1 >secret2
+        r auth secret1
+        assert_equal {} [lindex [r config get requirepass] 1]
+        # Refused while setting (a bad value) and while applying (a busy port).
+        assert_error {ERR CONFIG SET failed*maxmemory*} {r config set requirepass x maxmemory junk}
+        assert_error {ERR CONFIG SET failed*http-port*} {r config set requirepass x http-port [srv port]}
+        set rd [redis_client]
+        assert_error {NOAUTH*} {$rd ping}
+        assert_error {WRONGPASS*} {$rd auth x}
+        assert_equal OK [$rd auth secret2]
+        $rd close
+        set default [lsearch -inline [r acl list] {user default *}]
+        r acl setuser default resetpass nopass
+        list [string match {* nopass *} $default] [llength [regexp -all -inline {#[0-9a-f]{64}} $default]]
+    } {0 2}
+
     test {CONFIG SET refuses a value with a zero byte, except a password's} {
         # Read as C strings, these were set to what comes before the zero.
         foreach {name value} [list maxclients "5\x00junk" timeout "7\x00" protected-mode "no\x00x" \
