@@ -143,18 +143,8 @@ static void replyJson(httpRequest *req, unsigned int status, json_t *j) {
     free(text);
 }
 
-/* Upstream's short error: {"success":false,"error":"..."}. */
-static void replyError(httpRequest *req, unsigned int status, const char *msg) {
-    replyJson(req, status, json_pack("{s:b,s:s}", "success", 0, "error", msg));
-}
-
-/* Upstream's coded error: {"success":false,"error_code":N,"error_message":"NAME"}. */
-static void replyCodedError(httpRequest *req, unsigned int status, int code, const char *name) {
-    replyJson(req, status, json_pack("{s:b,s:i,s:s}", "success", 0, "error_code", code, "error_message", name));
-}
-
 /* A JSON string of any bytes. Names and endpoints are checked printable at
- * MOUNT, but HOST is not: bytes that are not UTF-8 are written \xNN, so the
+ * MOUNT, but HOST is not, nor is a user name an error quotes: bytes that are not UTF-8 are written \xNN, so the
  * document stays valid and nothing is lost silently. */
 static json_t *jsonBytes(const char *p, size_t len) {
     json_t *j = json_stringn(p, len);
@@ -167,6 +157,18 @@ static json_t *jsonBytes(const char *p, size_t len) {
     j = json_stringn(s, sdslen(s));
     sdsfree(s);
     return j;
+}
+
+/* Upstream's short error: {"success":false,"error":"..."}. Through
+ * jsonBytes: json_pack's "s" refuses text that is not UTF-8, and a 403
+ * naming such a user said "out of memory" instead. */
+static void replyError(httpRequest *req, unsigned int status, const char *msg) {
+    replyJson(req, status, json_pack("{s:b,s:o}", "success", 0, "error", jsonBytes(msg, strlen(msg))));
+}
+
+/* Upstream's coded error: {"success":false,"error_code":N,"error_message":"NAME"}. */
+static void replyCodedError(httpRequest *req, unsigned int status, int code, const char *name) {
+    replyJson(req, status, json_pack("{s:b,s:i,s:s}", "success", 0, "error_code", code, "error_message", name));
 }
 
 static enum MHD_Result httpSend(httpRequest *req) {

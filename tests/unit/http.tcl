@@ -591,6 +591,16 @@ start_server [list tags {http mooncake acl} overrides [list http-port $::hp segm
         assert_equal 200 [http_status [http_get /get_all_segments {noping pw}]]
     }
 
+    test {A refusal naming a user whose name is not UTF-8 is still its JSON error} {
+        # json_pack refused the message, and the body said "out of memory".
+        set name "caf\xe9\x01"
+        r acl setuser $name on >pw ~* -@all
+        set res [http_get /health [list $name pw]]
+        r acl deluser $name
+        assert_equal 403 [http_status $res]
+        http_body $res
+    } {{"success":false,"error":"NOPERM User caf\\xe9\\x01 has no permissions to run the 'ping' command"}}
+
     test {A tenant sees its own segments and the shared ones, and only its keys} {
         r acl setuser ta on >pa ~tenantA:* +@all
         r acl setuser tb on >pb ~tenantB:* +@all
