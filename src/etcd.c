@@ -63,6 +63,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util.h"
 #include "zmalloc.h"
 
 #define ETCD_MAX_REQUEST (1536 * 1024) /* etcd's default --max-request-bytes */
@@ -152,60 +153,10 @@ struct etcdClient {
     _Atomic long long wgen;  /* bumped by etcdWatchRestart; written under lock */
 };
 
-/* ---- base64 (standard alphabet, padded, as Go's encoding/json writes []byte) */
-
-static const char etcdB64Chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-static sds etcdB64Encode(const char *p, size_t len) {
-    const unsigned char *s = (const unsigned char *)p;
-    sds out = sdsMakeRoomFor(sdsempty(), (len + 2) / 3 * 4);
-    char *o = out;
-    for (size_t i = 0; i < len; i += 3) {
-        unsigned v = (unsigned)s[i] << 16 | (i + 1 < len ? (unsigned)s[i + 1] << 8 : 0) | (i + 2 < len ? s[i + 2] : 0);
-        *o++ = etcdB64Chars[v >> 18];
-        *o++ = etcdB64Chars[(v >> 12) & 63];
-        *o++ = i + 1 < len ? etcdB64Chars[(v >> 6) & 63] : '=';
-        *o++ = i + 2 < len ? etcdB64Chars[v & 63] : '=';
-    }
-    sdsIncrLen(out, o - out);
-    return out;
-}
-
-static int etcdB64Value(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
-/* NULL unless s is whole quads of the alphabet, '=' only at the very end. */
-static sds etcdB64Decode(const char *s, size_t len) {
-    if (len % 4) return NULL;
-    sds out = sdsMakeRoomFor(sdsempty(), len / 4 * 3);
-    char *o = out;
-    for (size_t i = 0; i < len; i += 4) {
-        int last = i + 4 == len;
-        int pad = last ? (s[i + 3] == '=') + (s[i + 3] == '=' && s[i + 2] == '=') : 0;
-        int v[4] = {0, 0, 0, 0};
-        for (int k = 0; k < 4 - pad; k++)
-            if ((v[k] = etcdB64Value((unsigned char)s[i + k])) < 0) goto err;
-        *o++ = (char)((v[0] << 2) | (v[1] >> 4));
-        if (pad < 2) *o++ = (char)(((v[1] & 15) << 4) | (v[2] >> 2));
-        if (pad < 1) *o++ = (char)(((v[2] & 3) << 6) | v[3]);
-    }
-    sdsIncrLen(out, o - out);
-    return out;
-err:
-    sdsfree(out);
-    return NULL;
-}
-
 /* ---- JSON helpers ---------------------------------------------------------- */
 
 static json_t *etcdJsonBytes(const char *p, size_t len) {
-    sds b = etcdB64Encode(p, len);
+    sds b = base64Encode(p, len);
     json_t *j = json_stringn(b, sdslen(b));
     sdsfree(b);
     return j;
@@ -252,7 +203,7 @@ static sds etcdGetBytes(json_t *obj, const char *name) {
     json_t *v = json_object_get(obj, name);
     if (v == NULL) return sdsempty();
     if (!json_is_string(v)) return NULL;
-    return etcdB64Decode(json_string_value(v), json_string_length(v));
+    return base64Decode(json_string_value(v), json_string_length(v));
 }
 
 static void etcdFreeKVs(etcdKV *kvs, int n) {

@@ -35,7 +35,8 @@
  *
  * Identity. With no password anywhere (default on and nopass) the paths
  * are open, as RESP is. Otherwise a request needs HTTP Basic credentials
- * -- user `default` for requirepass -- checked by the function AUTH uses;
+ * -- user `default` for requirepass -- decoded here as bytes (a password
+ * may hold a zero byte, as AUTH's may) and checked by the function AUTH uses;
  * a failure is 401 with a WWW-Authenticate challenge, an ACL LOG entry
  * (reason auth) and acl_access_denied_auth, as a failed AUTH is. Nothing
  * is remembered between requests, so an ACL change applies to the next one.
@@ -223,12 +224,35 @@ static int httpProtectedRefusal(httpRequest *req) {
     return 1;
 }
 
+/* The Basic credentials of the request, "name:password" decoded, or NULL
+ * when it gives none that parse. Read here rather than by the library's
+ * MHD_basic_auth_get_username_password: that one hands back C strings, so
+ * a password sent as "pa\0junk" was checked as "pa" -- a wrong password
+ * taken -- and one holding a zero byte (requirepass is binary-safe) could
+ * never be given. *colon: where the name ends. */
+static sds httpBasicCredentials(struct MHD_Connection *conn, size_t *colon) {
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (h == NULL || strncasecmp(h, "Basic ", 6)) return NULL;
+    h += 6;
+    size_t len = strlen(h);
+    while (*h == ' ') h++, len--;
+    while (len && h[len - 1] == ' ') len--;
+    sds cred = base64Decode(h, len);
+    const char *c = cred ? memchr(cred, ':', sdslen(cred)) : NULL;
+    if (c == NULL) {
+        sdsfree(cred);
+        return NULL;
+    }
+    *colon = (size_t)(c - cred);
+    return cred;
+}
+
 /* C_OK with req->user set, or C_ERR with the 401 in req. */
 static int httpAuthenticate(httpRequest *req) {
-    char *pass = NULL;
-    char *name = MHD_basic_auth_get_username_password(req->conn, &pass);
+    size_t nlen = 0;
+    sds cred = httpBasicCredentials(req->conn, &nlen);
     int rc = C_ERR;
-    if (name == NULL) {
+    if (cred == NULL) {
         /* No credentials: the connection is default's, as a new RESP one. */
         if (aclUserOpensWithoutAuth(DefaultUser)) {
             req->user = DefaultUser;
@@ -239,21 +263,23 @@ static int httpAuthenticate(httpRequest *req) {
             req->challenge = 1;
         }
     } else {
-        req->user = aclCheckPassword(name, strlen(name), pass ? pass : "", pass ? strlen(pass) : 0);
+        const char *pass = cred + nlen + 1;
+        req->user = aclCheckPassword(cred, nlen, pass, sdslen(cred) - nlen - 1);
         if (req->user) {
             rc = C_OK;
         } else {
+            sds name = sdsnewlen(cred, nlen);
             sds cinfo = httpClientInfo(req, name);
-            aclLogDenialFrom(ACL_DENIED_AUTH, "http", 4, name, strlen(name), cinfo);
+            aclLogDenialFrom(ACL_DENIED_AUTH, "http", 4, name, nlen, cinfo);
             sdsfree(cinfo);
             serverLog(LL_VERBOSE, "HTTP: authentication failed for user '%.64s'", name);
+            sdsfree(name);
             replyError(req, MHD_HTTP_UNAUTHORIZED,
                        "WRONGPASS invalid username-password pair or user is disabled.");
             req->challenge = 1;
         }
     }
-    MHD_free(name);
-    MHD_free(pass);
+    sdsfree(cred);
     return rc;
 }
 

@@ -331,3 +331,52 @@ int writeFileAtomic(const char *path, const void *buf, size_t len) {
     }
     return 0;
 }
+
+/* ---- base64 ------------------------------------------------------------------ */
+
+static const char base64Chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+sds base64Encode(const char *p, size_t len) {
+    const unsigned char *s = (const unsigned char *)p;
+    sds out = sdsMakeRoomFor(sdsempty(), (len + 2) / 3 * 4);
+    char *o = out;
+    for (size_t i = 0; i < len; i += 3) {
+        unsigned v = (unsigned)s[i] << 16 | (i + 1 < len ? (unsigned)s[i + 1] << 8 : 0) | (i + 2 < len ? s[i + 2] : 0);
+        *o++ = base64Chars[v >> 18];
+        *o++ = base64Chars[(v >> 12) & 63];
+        *o++ = i + 1 < len ? base64Chars[(v >> 6) & 63] : '=';
+        *o++ = i + 2 < len ? base64Chars[v & 63] : '=';
+    }
+    sdsIncrLen(out, o - out);
+    return out;
+}
+
+static int base64Value(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+sds base64Decode(const char *s, size_t len) {
+    if (len % 4) return NULL;
+    sds out = sdsMakeRoomFor(sdsempty(), len / 4 * 3);
+    char *o = out;
+    for (size_t i = 0; i < len; i += 4) {
+        int last = i + 4 == len;
+        int pad = last ? (s[i + 3] == '=') + (s[i + 3] == '=' && s[i + 2] == '=') : 0;
+        int v[4] = {0, 0, 0, 0};
+        for (int k = 0; k < 4 - pad; k++)
+            if ((v[k] = base64Value((unsigned char)s[i + k])) < 0) goto err;
+        *o++ = (char)((v[0] << 2) | (v[1] >> 4));
+        if (pad < 2) *o++ = (char)(((v[1] & 15) << 4) | (v[2] >> 2));
+        if (pad < 1) *o++ = (char)(((v[2] & 3) << 6) | v[3]);
+    }
+    sdsIncrLen(out, o - out);
+    return out;
+err:
+    sdsfree(out);
+    return NULL;
+}

@@ -27,6 +27,12 @@ static inline long long addSaturate(long long a, long long b) {
 void getRandomBytes(unsigned char *p, size_t len);
 void getRandomHexChars(char *p, size_t len);
 
+/* Standard base64, padded: etcd's []byte fields (as Go's encoding/json
+ * writes them) and HTTP Basic credentials. Decode: NULL unless s is whole
+ * quads of the alphabet, '=' only at the very end. */
+sds base64Encode(const char *p, size_t len);
+sds base64Decode(const char *s, size_t len);
+
 sds readFileSds(FILE *fp);
 int writeFileAtomic(const char *path, const void *buf, size_t len);
 

@@ -184,7 +184,7 @@ if LIBS="-lcurl -ljansson" EXTRA_DEPS="$SRC/etcd.c $SRC/etcd.h $SRC/cluster.h" \
         fuzz_one fuzz_etcd "$etcd_secs" "$ROOT/tests/fuzz/seeds_etcd" \
         "what cluster mode reads from etcd (replies, watch lines, node records)" \
         'etcd[A-Za-z]*|cluster[A-Za-z]*|sds[A-Za-z]*' \
-        cluster_node.c ae.c sds.c zmalloc.c; then
+        cluster_node.c ae.c sds.c util.c zmalloc.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))

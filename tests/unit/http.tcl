@@ -560,6 +560,20 @@ start_server [list tags {http mooncake acl} overrides [list http-port $::hp segm
         assert_match {*proto=http*GET /health*} [dict get $e client-info]
     }
 
+    test {Basic credentials are bytes: a zero byte in the password is neither dropped nor an end} {
+        # The library's parser returned C strings: "pa\0junk" was checked
+        # as "pa", and a password holding a zero byte could never be given.
+        r acl setuser zp1 on >pa ~* +@all
+        r acl setuser zp2 on ">pa\x00ss" ~* +@all
+        set got {}
+        foreach auth [list [list zp1 "pa\x00junk"] [list zp1 pa] [list zp2 "pa\x00ss"] [list zp2 pa] \
+                          [list "zp1\x00x" pa]] {
+            lappend got [http_status [http_get /health $auth]]
+        }
+        r acl deluser zp1 zp2
+        set got
+    } {401 200 200 401 401}
+
     test {The default user's password (requirepass) opens every path} {
         assert_equal 200 [http_status [http_get /health {default s3cret}]]
         assert_equal "self\n" [http_body [http_get /get_all_segments {default s3cret}]]
