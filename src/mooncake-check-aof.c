@@ -43,6 +43,13 @@ static int checkFile(const char *path, const char *label, int fix) {
         close(fd);
         return 2;
     }
+    /* Only a regular file has a size to map: a directory failed as "cannot
+     * map: No such device", and a FIFO or a device (size 0) was "valid". */
+    if (!S_ISREG(st.st_mode)) {
+        printf("%s: not a regular file\n", label);
+        close(fd);
+        return 2;
+    }
     size_t len = (size_t)st.st_size;
     const char *map = NULL;
     if (len) {
@@ -111,6 +118,13 @@ int main(int argc, char **argv) {
     }
     static char text[AOF_MANIFEST_MAX_FILES * 300];
     size_t got = fread(text, 1, sizeof(text), fp);
+    /* A read that fails (a directory named *.manifest: EISDIR) is not an
+     * empty manifest: that said "0 files", "The AOF is valid", exit 0. */
+    if (ferror(fp)) {
+        printf("%s: cannot read: %s\n", path, strerror(errno ? errno : EIO));
+        fclose(fp);
+        return 2;
+    }
     fclose(fp);
     static aofManifest m;
     char why[160];

@@ -511,4 +511,19 @@ test {mooncake-check-aof: usage, a missing file} {
     assert_match "*cannot open*" $out
 }
 
+test {mooncake-check-aof: a directory or a device is unreadable (2), never valid} {
+    # A directory named *.manifest read as an empty manifest: "0 files",
+    # "The AOF is valid", 0. /dev/null (size 0) was a valid AOF file.
+    set base [file join $::env(TMPDIR) check_aof_dirs]
+    set dir [file join $base appendonly.aof.manifest]
+    file mkdir $dir
+    set got {}
+    foreach path [list $dir $base /dev/null] {
+        lassign [check_aof $path] rc out
+        lappend got $rc [expr {[string match "*valid*" $out] && ![string match "*not a valid*" $out]}]
+    }
+    file delete -force $base
+    set got
+} {2 0 2 0 2 0}
+
 }
