@@ -458,12 +458,26 @@ rejected:
     server.stat_http_rejected++;
 }
 
-/* Whether the headers announce a body (Content-Length above 0, or any
- * Transfer-Encoding: HTTP/1.1 frames a body no other way). */
+/* MHD_get_connection_values' callback: counts a Content-Length that is
+ * not all zeros. */
+static enum MHD_Result countBodyLength(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) && (value == NULL || strspn(value, "0") != strlen(value)))
+        (*(int *)cls)++;
+    return MHD_YES;
+}
+
+/* Whether the headers announce a body (a Content-Length above 0, or any
+ * Transfer-Encoding: HTTP/1.1 frames a body no other way). Every
+ * Content-Length is looked at, not the first: the library frames the
+ * request by the first, so "Content-Length: 0" then "Content-Length: 6"
+ * was answered 200 and the six bytes after it read as the next request
+ * -- one a proxy that frames by the last would have passed on as a body. */
 static int requestHasBody(struct MHD_Connection *conn) {
     if (MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING)) return 1;
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    return cl && strspn(cl, "0") != strlen(cl);
+    int lengths = 0;
+    MHD_get_connection_values(conn, MHD_HEADER_KIND, countBodyLength, &lengths);
+    return lengths > 0;
 }
 
 /* The addresses of these mark where a request stands in *req_cls. The

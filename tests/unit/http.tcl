@@ -332,6 +332,18 @@ start_server [list tags {http mooncake} overrides [list http-port $::hp segment-
         assert_equal PONG [r ping]
     }
 
+    test {A second Content-Length is looked at too: its body is not read as the next request} {
+        # The library frames by the first; "0" then "38" was answered 200 and
+        # the 38 bytes after it, a request of their own, answered as well.
+        set fd [http_connect $::hp]
+        set smuggled "GET /nope HTTP/1.1\r\nHost: t\r\n\r\n"
+        puts -nonewline $fd "GET /health HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: [string length $smuggled]\r\n\r\n$smuggled"
+        set first [http_read $fd]
+        set closed [raw_wait_closed $fd 2000]
+        close $fd
+        list [http_status $first] $closed
+    } {413 1}
+
     test {Keep-alive: several requests on one connection} {
         set fd [http_connect $::hp]
         foreach path {/health /get_all_segments /query_key?key=foo /nope} want {200 200 200 404} {
