@@ -41,6 +41,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 #define CFG_ONEARG (1 << 2)    /* special taking one argument that may contain spaces */
 #define CFG_PROTECTED (1 << 3) /* CONFIG SET only as enable-protected-configs allows */
 #define CFG_BINARY (1 << 4)    /* the value may hold zero bytes (passwords) */
+#define CFG_APPLY_LAST (1 << 5) /* apply hook an undo cannot take back: run after the others */
 
 typedef struct configEnum {
     const char *name;
@@ -413,7 +414,7 @@ static standardConfig configs[] = {
     BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
     SPECC("requirepass", CFG_ONEARG | CFG_BINARY, "", setRequirepass, getRequirepass),
     STRC("aclfile", CFG_IMMUTABLE, &server.acl_filename, ""),
-    INTC("acllog-max-len", 0, &server.acllog_max_len, 0, LONG_MAX, "128", applyAclLogMaxLen),
+    INTC("acllog-max-len", CFG_APPLY_LAST, &server.acllog_max_len, 0, LONG_MAX, "128", applyAclLogMaxLen),
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
     INTC("timeout", 0, &server.maxidletime, 0, INT_MAX, "0", NULL),
     INTC("tcp-keepalive", 0, &server.tcpkeepalive, 0, INT_MAX, "300", NULL),
@@ -449,7 +450,7 @@ static standardConfig configs[] = {
      * by CONFIG GET databases, and 1 is the only value a file may give. */
     INTC("databases", CFG_IMMUTABLE, &cfg_databases, 1, 1, "1", NULL),
     /* The append-only log (aof.c) */
-    BOOLCA("appendonly", 0, &server.aof_enabled, "no", aofApplyConfig),
+    BOOLCA("appendonly", CFG_APPLY_LAST, &server.aof_enabled, "no", aofApplyConfig),
     ENUMC("appendfsync", 0, &server.aof_fsync, aofFsyncEnum, "everysec", NULL),
     STRC("appenddirname", CFG_IMMUTABLE, &server.aof_dirname, "appendonlydir"),
     STRC("appendfilename", CFG_IMMUTABLE, &server.aof_filename, "appendonly.aof"),
@@ -504,7 +505,7 @@ static standardConfig configs[] = {
     BOOLCA("cluster-require-full-coverage", 0, &server.cluster_require_full_coverage, "yes", applyFullCoverage),
     BOOLC("cluster-replica-ack", 0, &server.cluster_replica_ack, "no"),
     /* Replication (replication.c) */
-    MEMCA("repl-backlog-size", 0, &server.repl_backlog_size, 16 * 1024, LLONG_MAX / 2, "1mb", applyBacklogSize),
+    MEMCA("repl-backlog-size", CFG_APPLY_LAST, &server.repl_backlog_size, 16 * 1024, LLONG_MAX / 2, "1mb", applyBacklogSize),
     INTC("repl-backlog-ttl", 0, &server.repl_backlog_ttl, 0, LLONG_MAX / 1000, "3600", NULL),
     SPECC("masterauth", CFG_ONEARG | CFG_BINARY, "", setMasterauth, getMasterauth),
     STRC("masteruser", 0, &server.masteruser, ""),
@@ -897,10 +898,21 @@ static void configSetCommand(client *c) {
         }
         applied_upto = i + 1;
     }
-    for (int i = 0; i < n; i++) {
-        if (cfs[i]->apply && cfs[i]->apply(&err) != C_OK) {
-            failed = i;
-            goto restore;
+    /* The hooks that may refuse (http-*, maxclients, maxmemory) and whose
+     * effect the undo reverses run first; the CFG_APPLY_LAST ones after
+     * them: trimming the ACL log or the replication backlog loses entries,
+     * and turning the AOF on forks a rewrite and writes files, none of which
+     * setting the old value back restores. In the order given,
+     * `CONFIG SET appendonly yes http-port <busy>` was refused after
+     * leaving an appendonlydir behind, and `acllog-max-len 0 maxmemory
+     * <too big>` after emptying the ACL log. */
+    for (int last = 0; last < 2; last++) {
+        for (int i = 0; i < n; i++) {
+            if (cfs[i]->apply == NULL || !!(cfs[i]->flags & CFG_APPLY_LAST) != last) continue;
+            if (cfs[i]->apply(&err) != C_OK) {
+                failed = i;
+                goto restore;
+            }
         }
     }
     syncDerived();

@@ -92,6 +92,19 @@ start_server {tags {config}} {
         list [string match {* nopass *} $default] [llength [regexp -all -inline {#[0-9a-f]{64}} $default]]
     } {0 2}
 
+    test {A refused CONFIG SET leaves no effect an undo cannot take back: the ACL log, the AOF} {
+        # Applied in the order given, the ACL log was trimmed to 0 before
+        # maxmemory was refused, and the AOF turned on (a forked rewrite,
+        # an appendonlydir) before the busy http-port was.
+        r acl log reset
+        catch {r auth nosuchuser nosuchpass}
+        assert_equal 1 [llength [r acl log]]
+        assert_error {*maxmemory*} {r config set acllog-max-len 0 maxmemory 1tb}
+        assert_error {*http-port*} {r config set appendonly yes http-port [srv port]}
+        list [llength [r acl log]] [lindex [r config get acllog-max-len] 1] [lindex [r config get appendonly] 1] \
+            [file exists [file join [srv dir] appendonlydir]]
+    } {1 128 no 0}
+
     test {CONFIG SET refuses a value with a zero byte, except a password's} {
         # Read as C strings, these were set to what comes before the zero.
         foreach {name value} [list maxclients "5\x00junk" timeout "7\x00" protected-mode "no\x00x" \
