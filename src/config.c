@@ -312,7 +312,7 @@ static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
 static sds getLatencyPercentiles(void) {
     sds s = sdsempty();
     for (int i = 0; i < server.latency_npercentiles; i++)
-        s = sdscatprintf(s, "%s%g", i ? " " : "", server.latency_percentiles[i]);
+        s = sdscatdouble(i ? sdscat(s, " ") : s, server.latency_percentiles[i]);
     return s;
 }
 
@@ -619,7 +619,7 @@ static sds getConfigValue(standardConfig *c) {
     case CFG_MEM:
         if (c->flags & CFG_OCTAL) return sdscatprintf(sdsempty(), "%llo", *(long long *)c->ptr);
         return sdscatprintf(sdsempty(), "%lld", *(long long *)c->ptr);
-    case CFG_DOUBLE: return sdscatprintf(sdsempty(), "%.12g", *(double *)c->ptr);
+    case CFG_DOUBLE: return sdscatdouble(sdsempty(), *(double *)c->ptr);
     case CFG_ENUM:
         for (const configEnum *e = c->enums; e->name; e++)
             if (e->value == *(int *)c->ptr) return sdsnew(e->name);
@@ -998,7 +998,7 @@ static int isDefault(standardConfig *c) {
         int e;
         canon = sdscatprintf(sdsempty(), "%lld", memtoll(d, &e));
     } else if (c->type == CFG_DOUBLE) {
-        canon = sdscatprintf(sdsempty(), "%.12g", strtod(d, NULL));
+        canon = sdscatdouble(sdsempty(), strtod(d, NULL));
     } else if (c->flags & CFG_OCTAL) {
         canon = sdscatprintf(sdsempty(), "%llo", strtoull(d, NULL, 8));
     } else {

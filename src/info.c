@@ -105,7 +105,8 @@ static sds catLatencyStats(sds s, serverCommand *cmd) {
         s = sdscatprintf(s, "latency_percentiles_usec_%s:", cmd->fullname);
         for (int i = 0; i < server.latency_npercentiles; i++) {
             double p = server.latency_percentiles[i];
-            s = sdscatprintf(s, "%sp%g=%.3f", i ? "," : "", p, latencyPercentile(cmd->latency, p));
+            s = sdscatdouble(sdscat(s, i ? ",p" : "p"), p);
+            s = sdscatprintf(s, "=%.3f", latencyPercentile(cmd->latency, p));
         }
         s = sdscat(s, "\r\n");
     }

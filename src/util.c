@@ -332,6 +332,17 @@ int writeFileAtomic(const char *path, const void *buf, size_t len) {
     return 0;
 }
 
+/* %g keeps six digits: a percentile given as 99.99999 was shown (CONFIG
+ * GET, INFO), rewritten and, when a CONFIG SET was undone, set back as 100
+ * -- the maximum, another percentile. 15 digits give back every decimal
+ * of up to 15 digits; the rare double that needs more gets 17. */
+sds sdscatdouble(sds s, double d) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.15g", d);
+    if (strtod(buf, NULL) != d) snprintf(buf, sizeof(buf), "%.17g", d);
+    return sdscat(s, buf);
+}
+
 /* ---- base64 ------------------------------------------------------------------ */
 
 static const char base64Chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

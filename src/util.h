@@ -33,6 +33,9 @@ void getRandomHexChars(char *p, size_t len);
 sds base64Encode(const char *p, size_t len);
 sds base64Decode(const char *s, size_t len);
 
+/* d in the fewest digits (%.15g, else %.17g) that read back as d. */
+sds sdscatdouble(sds s, double d);
+
 sds readFileSds(FILE *fp);
 int writeFileAtomic(const char *path, const void *buf, size_t len);
 

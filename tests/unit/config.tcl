@@ -105,6 +105,19 @@ start_server {tags {config}} {
             [file exists [file join [srv dir] appendonlydir]]
     } {1 128 no 0}
 
+    test {Numbers with decimals read back as given: a percentile of 99.99999 is not 100} {
+        # %g kept six digits: GET, INFO and REWRITE said 100, and the undo of
+        # a refused CONFIG SET set 100, the maximum, in its place.
+        r config set latency-tracking-info-percentiles "50 99.99999" evict-ratio 0.123456789012345678
+        assert_error {*maxmemory*} {r config set latency-tracking-info-percentiles "1 2" evict-ratio 0.5 maxmemory junk}
+        set p [lindex [r config get latency-tracking-info-percentiles] 1]
+        set e [lindex [r config get evict-ratio] 1]
+        r ping
+        set info [r info latencystats]
+        r config set latency-tracking-info-percentiles "50 99 99.9" evict-ratio 0.05
+        list $p [expr {$e == 0.123456789012345678}] [string match {*ping:p50=*,p99.99999=*} $info]
+    } {{50 99.99999} 1 1}
+
     test {CONFIG SET refuses a value with a zero byte, except a password's} {
         # Read as C strings, these were set to what comes before the zero.
         foreach {name value} [list maxclients "5\x00junk" timeout "7\x00" protected-mode "no\x00x" \
