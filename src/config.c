@@ -42,6 +42,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 #define CFG_PROTECTED (1 << 3) /* CONFIG SET only as enable-protected-configs allows */
 #define CFG_BINARY (1 << 4)    /* the value may hold zero bytes (passwords) */
 #define CFG_APPLY_LAST (1 << 5) /* apply hook an undo cannot take back: run after the others */
+#define CFG_APPLY_MAY_REFUSE (1 << 6) /* CFG_APPLY_LAST whose hook may refuse: first among those */
 
 typedef struct configEnum {
     const char *name;
@@ -450,7 +451,7 @@ static standardConfig configs[] = {
      * by CONFIG GET databases, and 1 is the only value a file may give. */
     INTC("databases", CFG_IMMUTABLE, &cfg_databases, 1, 1, "1", NULL),
     /* The append-only log (aof.c) */
-    BOOLCA("appendonly", CFG_APPLY_LAST, &server.aof_enabled, "no", aofApplyConfig),
+    BOOLCA("appendonly", CFG_APPLY_LAST | CFG_APPLY_MAY_REFUSE, &server.aof_enabled, "no", aofApplyConfig),
     ENUMC("appendfsync", 0, &server.aof_fsync, aofFsyncEnum, "everysec", NULL),
     STRC("appenddirname", CFG_IMMUTABLE, &server.aof_dirname, "appendonlydir"),
     STRC("appendfilename", CFG_IMMUTABLE, &server.aof_filename, "appendonly.aof"),
@@ -905,10 +906,13 @@ static void configSetCommand(client *c) {
      * setting the old value back restores. In the order given,
      * `CONFIG SET appendonly yes http-port <busy>` was refused after
      * leaving an appendonlydir behind, and `acllog-max-len 0 maxmemory
-     * <too big>` after emptying the ACL log. */
-    for (int last = 0; last < 2; last++) {
+     * <too big>` after emptying the ACL log. Of those, the AOF's may still
+     * refuse (its directory cannot be opened): it goes before the trims. */
+    for (int tier = 0; tier < 3; tier++) {
         for (int i = 0; i < n; i++) {
-            if (cfs[i]->apply == NULL || !!(cfs[i]->flags & CFG_APPLY_LAST) != last) continue;
+            int f = cfs[i]->flags;
+            int t = !(f & CFG_APPLY_LAST) ? 0 : (f & CFG_APPLY_MAY_REFUSE) ? 1 : 2;
+            if (cfs[i]->apply == NULL || t != tier) continue;
             if (cfs[i]->apply(&err) != C_OK) {
                 failed = i;
                 goto restore;

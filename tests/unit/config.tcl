@@ -101,9 +101,16 @@ start_server {tags {config}} {
         assert_equal 1 [llength [r acl log]]
         assert_error {*maxmemory*} {r config set acllog-max-len 0 maxmemory 1tb}
         assert_error {*http-port*} {r config set appendonly yes http-port [srv port]}
-        list [llength [r acl log]] [lindex [r config get acllog-max-len] 1] [lindex [r config get appendonly] 1] \
-            [file exists [file join [srv dir] appendonlydir]]
-    } {1 128 no 0}
+        set got [list [llength [r acl log]] [lindex [r config get acllog-max-len] 1] \
+                     [lindex [r config get appendonly] 1] [file exists [file join [srv dir] appendonlydir]]]
+        # The AOF's hook may refuse too (a file where its directory goes):
+        # it runs before the trim of the ACL log, not in the order given.
+        set blocker [file join [srv dir] appendonlydir]
+        close [open $blocker w]
+        catch {r config set acllog-max-len 0 appendonly yes} e
+        file delete $blocker
+        lappend got [string match {*appendonly*AOF directory*} $e] [llength [r acl log]]
+    } {1 128 no 0 1 1}
 
     test {Numbers with decimals read back as given: a percentile of 99.99999 is not 100} {
         # %g kept six digits: GET, INFO and REWRITE said 100, and the undo of
