@@ -22,9 +22,15 @@
  * Bounds, each a directive: http-maxclients connections (past it, new ones
  * wait in the listen backlog until one closes), http-max-request-size bytes
  * for the request line and headers (the library answers 414 or 431 past
- * it), http-timeout seconds of idleness. No path takes a body: a request that
- * announces one is answered 413 before a byte of it is read, and its
- * connection is closed (the library's "early response").
+ * it), http-timeout seconds of idleness -- and as long for a request's
+ * headers to arrive whole: the library's timeout is one of idleness only,
+ * so a client sending a byte a second kept its slot for ever, and
+ * http-maxclients of them kept every probe out. httpConn notes when each
+ * connection began waiting for headers; httpReapSlow, a tick apart,
+ * shuts down the socket of one that waited too long, and the library
+ * closes it. No path takes a body: a request that announces one is
+ * answered 413 before a byte of it is read, and its connection is closed
+ * (the library's "early response").
  *
  * Routes. One row per path in httpRoutes, as commands are rows of the
  * command table: the handler, and the RESP command whose ACL permission
@@ -57,6 +63,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "acl.h"
@@ -113,6 +120,16 @@ static httpRoute httpRoutes[] = {
     {"/query_key", queryKeyHandler, "object.info", NULL},
     {"/query", queryKeyHandler, "object.info", NULL}, /* an alias of upstream's name */
     {NULL, NULL, NULL, NULL}};
+
+/* An open connection, in the list httpReapSlow walks: since when it has
+ * been waiting for a request's headers (ms; 0 while one is answered). */
+typedef struct httpConn {
+    struct MHD_Connection *conn;
+    long long since;
+    struct httpConn *prev, *next;
+} httpConn;
+
+static httpConn *httpConns;
 
 /* The running daemon and what it was started with. */
 static struct {
@@ -510,6 +527,8 @@ static enum MHD_Result httpAccess(void *cls, struct MHD_Connection *conn, const 
     httpRequest req = {conn, method, url, NULL, MHD_HTTP_OK, CT_JSON, NULL, 0, 0};
     if (*req_cls == NULL || *req_cls == &path_has_nul) {
         *req_cls = *req_cls ? &headers_seen_nul : &headers_seen;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        if (ci && ci->socket_context) ((httpConn *)ci->socket_context)->since = 0; /* headers in */
         if (!requestHasBody(conn)) return MHD_YES;
         server.stat_http_requests++;
         server.stat_http_rejected++;
@@ -532,14 +551,55 @@ static enum MHD_Result httpAccess(void *cls, struct MHD_Connection *conn, const 
 static void httpNotifyConnection(void *cls, struct MHD_Connection *conn, void **socket_context,
                                  enum MHD_ConnectionNotificationCode toe) {
     (void)cls;
-    (void)conn;
-    (void)socket_context;
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         http.connected++;
         server.stat_http_connections++;
+        httpConn *hc = zcalloc(sizeof(*hc));
+        hc->conn = conn;
+        hc->since = mstime();
+        hc->next = httpConns;
+        if (httpConns) httpConns->prev = hc;
+        httpConns = hc;
+        *socket_context = hc;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
         http.connected--;
         http.closed++;
+        httpConn *hc = *socket_context;
+        if (hc == NULL) return;
+        if (hc->prev) hc->prev->next = hc->next;
+        else httpConns = hc->next;
+        if (hc->next) hc->next->prev = hc->prev;
+        zfree(hc);
+        *socket_context = NULL;
+    }
+}
+
+/* A request answered (or given up): the next one's headers are waited for
+ * from now. */
+static void httpRequestDone(void *cls, struct MHD_Connection *conn, void **req_cls,
+                            enum MHD_RequestTerminationCode toe) {
+    (void)cls;
+    (void)req_cls;
+    (void)toe;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (ci && ci->socket_context) ((httpConn *)ci->socket_context)->since = mstime();
+}
+
+/* Connections that have waited more than http-timeout for a request's
+ * headers: their sockets are shut down, which the library reads as the
+ * peer gone and closes (it has no call to close one itself). */
+static void httpReapSlow(void) {
+    static long long last;
+    long long now = mstime(), limit = http.timeout * 1000;
+    if (now - last < HTTP_TICK_MS) return; /* a walk a tick is enough */
+    last = now;
+    for (httpConn *hc = httpConns; hc; hc = hc->next) {
+        if (hc->since == 0 || now - hc->since <= limit) continue;
+        hc->since = 0;
+        int fd = connFd(hc->conn);
+        if (fd == -1) continue;
+        serverLog(LL_VERBOSE, "HTTP: closing a connection whose request took more than %llds", http.timeout);
+        shutdown(fd, SHUT_RDWR);
     }
 }
 
@@ -558,6 +618,9 @@ static void httpLogger(void *cls, const char *fmt, va_list ap) {
  * its epoll set, and puts it back at the start of its next run: when a run
  * closed connections, one more run accepts what waits in the backlog. */
 static void httpRun(void) {
+    /* Here, not in the timer only: a busy HTTP port re-arms the timer on
+     * every event, and tricklers are what keeps it busy. */
+    httpReapSlow();
     for (int i = 0; i < 3 && http.daemon; i++) {
         long long closed = http.closed;
         MHD_run(http.daemon);
@@ -653,6 +716,7 @@ static int httpStart(char *err, size_t errlen) {
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)server.http_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)server.http_max_request_size,
         MHD_OPTION_NOTIFY_CONNECTION, httpNotifyConnection, NULL,
+        MHD_OPTION_NOTIFY_COMPLETED, httpRequestDone, NULL,
         MHD_OPTION_URI_LOG_CALLBACK, httpRawUri, NULL,
         MHD_OPTION_END);
     const union MHD_DaemonInfo *info = d ? MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD) : NULL;

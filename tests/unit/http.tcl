@@ -468,6 +468,28 @@ start_server [list tags {http mooncake} overrides [list http-port $::hp segment-
         assert_equal 200 [http_status [http_get /health]]
     }
 
+    test {http-timeout also bounds a request sent a byte at a time, not only idleness} {
+        # The library's timeout is one of idleness: a header byte every
+        # 200 ms kept the connection, and its slot, for ever.
+        r config set http-timeout 1
+        set fd [http_connect $::hp]
+        fconfigure $fd -blocking 0
+        puts -nonewline $fd "GET /health HTTP/1.1\r\nX-Slow: "
+        set closed 0
+        set deadline [expr {[clock milliseconds] + 8000}]
+        while {!$closed && [clock milliseconds] < $deadline} {
+            if {[catch {puts -nonewline $fd a; flush $fd}] || [catch {read $fd} chunk] ||
+                ($chunk eq "" && [eof $fd])} {
+                set closed 1
+            }
+            after 200
+        }
+        catch {close $fd}
+        r config set http-timeout 30
+        assert_equal 200 [http_status [http_get /health]]
+        set closed
+    } {1}
+
     test {INFO: HTTP connections, requests and refusals are counted} {
         r config resetstat
         http_get /health
