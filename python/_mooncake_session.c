@@ -14,6 +14,17 @@
  * (and the address of its handle, which the library compares) outlives
  * every session it made. A capsule dropped unended frees its session
  * without I/O: the server gives that put back after put-timeout.
+ *
+ * Threads. The calls hand the session pointer to the library without the
+ * GIL, so another thread may end the same session meanwhile, and the
+ * library frees it at the end: a write still waiting for the handle, or a
+ * second end of it, would then read freed memory (and could end another
+ * session that got the same address). So the box is claimed with the GIL
+ * held: an end or revoke takes the pointer out of the box before it lets
+ * the GIL go (a later call finds no session: MC_ERR_INVALID), and a write
+ * counts itself in the box's users, which an end waits to see at zero
+ * before the library frees the session. users changes under the Client's
+ * lock, and its cond says when it fell.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,8 +34,9 @@
 #define SESSION_CAPSULE "mooncake._mooncake.PutSession"
 
 typedef struct {
-    mc_put_session *s;           /* NULL once ended or revoked */
+    mc_put_session *s;           /* NULL once an end or revoke took it */
     PyObject *client;            /* a reference: the Client that made it */
+    int users;                   /* writes using s without the GIL (the Client's lock) */
 } sessionBox;
 
 static void sessionCapsuleFree(PyObject *cap) {
@@ -164,6 +176,7 @@ PyObject *mcpyPutSessionStart(ClientObject *self, PyObject *args) {
             } else {
                 b->s = sess[i];
                 b->client = (PyObject *)self;
+                b->users = 0;
                 Py_INCREF(self);
             }
             sess[i] = NULL;
@@ -194,7 +207,9 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
     mc_session_ranges *items = NULL;
     mc_src_range *all = NULL;
     long long *res = NULL, *early = NULL;
+    sessionBox **used = NULL;
     Py_ssize_t n = 0, total = 0;
+    size_t npass = 0;
     if (stt == NULL) goto end;
     n = PyTuple_GET_SIZE(stt);
     if ((rt = mcpyRangeLists(ranges, n, &total, "one list of ranges per session")) == NULL) goto end;
@@ -202,7 +217,8 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
     all = PyMem_Calloc((size_t)total + 1, sizeof(*all));
     res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
     early = PyMem_Calloc((size_t)n + 1, sizeof(*early));
-    if (!items || !all || !res || !early) {
+    used = PyMem_Calloc((size_t)n + 1, sizeof(*used));
+    if (!items || !all || !res || !early || !used) {
         PyErr_NoMemory();
         goto end;
     }
@@ -210,7 +226,6 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
      * 64 bits, memory it may not read) are handed on empty, and answer
      * their code. */
     mc_session_ranges *pass = items;
-    size_t npass = 0;
     Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         sessionBox *b = boxOf(self, PyTuple_GET_ITEM(stt, i));
@@ -227,18 +242,35 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
         at += m;
         if (b == NULL) early[i] = MC_ERR_INVALID;
         if (early[i]) continue;
-        pass[npass++] = (mc_session_ranges){b->s, r, (int)m};
+        pass[npass] = (mc_session_ranges){b->s, r, (int)m};
+        used[npass++] = b;
         early[i] = 1; /* answered by the library: its result comes in order */
+    }
+    /* In use from here until the library returns: an end on another
+     * thread waits for it (see the top). With the GIL still held, so no
+     * end can have taken a session between boxOf and here. Not in a
+     * forked child: its lock may be held, and nothing runs there. */
+    int counted = npass > 0 && !mcpyInherited(self);
+    if (counted) {
+        pthread_mutex_lock(&self->lock);
+        for (size_t j = 0; j < npass; j++) used[j]->users++;
+        pthread_mutex_unlock(&self->lock);
     }
     int rc = 0;
     mc_client *h = npass ? borrowSessionHandle(self, &rc) : NULL;
+    Py_BEGIN_ALLOW_THREADS
     if (h) {
-        Py_BEGIN_ALLOW_THREADS
         rc = mc_put_session_write(h, npass, pass, res);
         if (rc < 0) mcpySetTlsErr(mc_last_error(h));
         giveBackSessionHandle(self);
-        Py_END_ALLOW_THREADS
     }
+    if (counted) {
+        pthread_mutex_lock(&self->lock);
+        for (size_t j = 0; j < npass; j++) used[j]->users--;
+        pthread_cond_broadcast(&self->cond);
+        pthread_mutex_unlock(&self->lock);
+    }
+    Py_END_ALLOW_THREADS
     out = resultsInOrder(n, early, res, rc);
 end:
     Py_XDECREF(stt);
@@ -247,6 +279,7 @@ end:
     PyMem_Free(all);
     PyMem_Free(res);
     PyMem_Free(early);
+    PyMem_Free(used);
     return out;
 }
 
@@ -257,36 +290,47 @@ static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
     if (!PyArg_ParseTuple(args, "O", &sessions)) return NULL;
     PyObject *stt = PySequence_Tuple(sessions), *out = NULL;
     mc_put_session **pass = NULL;
+    sessionBox **taken = NULL;
     int *res = NULL;
     long long *early = NULL, *lres = NULL;
     if (stt == NULL) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(stt);
     pass = PyMem_Calloc((size_t)n + 1, sizeof(*pass));
+    taken = PyMem_Calloc((size_t)n + 1, sizeof(*taken));
     res = PyMem_Calloc((size_t)n + 1, sizeof(*res));
     early = PyMem_Calloc((size_t)n + 1, sizeof(*early));
     lres = PyMem_Calloc((size_t)n + 1, sizeof(*lres));
-    if (!pass || !res || !early || !lres) {
+    if (!pass || !taken || !res || !early || !lres) {
         PyErr_NoMemory();
         goto end;
     }
+    /* Each session is taken out of its box now, with the GIL held (see
+     * the top): the same session given twice here, or ended by another
+     * thread meanwhile, is found empty and answers INVALID. */
     size_t npass = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         sessionBox *b = boxOf(self, PyTuple_GET_ITEM(stt, i));
         if (b == NULL) {
             early[i] = MC_ERR_INVALID;
+            mcpySetTlsErr("not an open put session of this store (ended, revoked, or being ended by another call)");
             continue;
         }
-        /* The same session twice: ended once, the second answers INVALID. */
-        int dup = 0;
-        for (size_t j = 0; j < npass && !dup; j++) dup = pass[j] == b->s;
-        if (dup) {
-            early[i] = MC_ERR_INVALID;
-            continue;
-        }
+        taken[npass] = b;
         pass[npass++] = b->s;
+        b->s = NULL;
         early[i] = 1;
     }
-    int rc = 0;
+    int rc = 0, inherited = npass > 0 && mcpyInherited(self);
+    if (npass && !inherited) {
+        /* Writes to these sessions still running on other threads finish
+         * first: the library frees each session here. */
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&self->lock);
+        for (size_t j = 0; j < npass; j++)
+            while (taken[j]->users > 0) pthread_cond_wait(&self->cond, &self->lock);
+        pthread_mutex_unlock(&self->lock);
+        Py_END_ALLOW_THREADS
+    }
     mc_client *h = npass ? borrowSessionHandle(self, &rc) : NULL;
     if (h) {
         Py_BEGIN_ALLOW_THREADS
@@ -302,17 +346,12 @@ static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
             res[j] = rc;
         }
     }
-    /* Every session handed to the library is gone: its boxes forget it. */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (early[i] != 1) continue;
-        sessionBox *b = PyCapsule_GetPointer(PyTuple_GET_ITEM(stt, i), SESSION_CAPSULE);
-        if (b) b->s = NULL;
-    }
     for (size_t j = 0; j < npass; j++) lres[j] = res[j];
     out = resultsInOrder(n, early, lres, 0); /* every session has its own code */
 end:
     Py_XDECREF(stt);
     PyMem_Free(pass);
+    PyMem_Free(taken);
     PyMem_Free(res);
     PyMem_Free(early);
     PyMem_Free(lres);

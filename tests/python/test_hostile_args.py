@@ -122,6 +122,60 @@ def test_range_numbers_are_not_masked(server):
     s.close()
 
 
+def test_a_session_ended_while_other_threads_use_it(fresh_server):
+    # put_session_end handed the session to the library without the GIL
+    # and forgot it only after: a write or a second end queued behind it
+    # on the session handle read the session the first end had freed (ASan:
+    # heap-use-after-free in finishLocked), and could end another session
+    # that got its address. The server is stopped so that a long write on
+    # another session holds the handle while the calls queue behind it.
+    pid = fresh_server.proc.pid
+    out = isolated(fresh_server, f"""
+        import os, signal, threading, time
+        import numpy as np
+        from mooncake import _mooncake
+        c = _mooncake.Client(os.environ["ADDR"], transport=2)
+        big = np.ones(32 << 20, np.uint8)
+        data = np.arange(1024, dtype=np.uint32).view(np.uint8)
+        assert c.register(big.ctypes.data, big.nbytes) == 0 and c.register(data.ctypes.data, 4096) == 0
+        s_hold, s = c.put_session_start(["hold", "race"], [big.nbytes, 4096])
+        assert not isinstance(s_hold, int) and not isinstance(s, int)
+        r, words = {{}}, {{}}
+        def run(name, f):
+            r[name] = f()
+            words[name] = _mooncake.last_error()
+        ts = [threading.Thread(target=run, args=("hold", lambda: c.put_session_write(
+                  [s_hold], [[(big.ctypes.data, 0, big.nbytes)]]))),
+              threading.Thread(target=run, args=("w", lambda: c.put_session_write(
+                  [s], [[(data.ctypes.data, 0, 4096)]]))),
+              threading.Thread(target=run, args=("e1", lambda: c.put_session_end([s]))),
+              threading.Thread(target=run, args=("e2", lambda: c.put_session_end([s])))]
+        os.kill({pid}, signal.SIGSTOP)
+        try:
+            for t in ts:
+                t.start()
+                time.sleep(0.2)
+        finally:
+            os.kill({pid}, signal.SIGCONT)
+        for t in ts:
+            t.join(60)
+        assert r["hold"] == [big.nbytes] and c.put_session_revoke([s_hold]) == [0], r
+        # one end published it, the other found it gone; the write came
+        # before the end (its bytes are the object's) or after (refused)
+        assert sorted([r["e1"][0], r["e2"][0]]) == [_mooncake.ERR_INVALID, 0], r
+        bad = "e1" if r["e1"][0] else "e2"
+        assert "not an open put session" in words[bad], words
+        got = c.get(["race"])[0]
+        assert (r["w"], got) in (([4096], data.tobytes()), ([_mooncake.ERR_INVALID], bytes(4096))), (r, got[:16])
+        # gone for good: no later call hands it to the library
+        assert c.put_session_write([s], [[(data.ctypes.data, 0, 8)]]) == [_mooncake.ERR_INVALID]
+        assert c.put_session_revoke([s]) == [_mooncake.ERR_INVALID]
+        c.close()
+        print(r["w"], r["e1"], r["e2"])
+    """)
+    assert out.split("\n")[0] in ("[4096] [0] [-6]", "[4096] [-6] [0]", "[-6] [0] [-6]", "[-6] [-6] [0]"), out
+
+
 # -- futures ------------------------------------------------------------------------
 
 def test_op_released_while_other_threads_wait(fresh_server):
