@@ -16,6 +16,7 @@ be shared by threads: each call borrows one of a pool of library handles
 import asyncio as _asyncio
 import os as _os
 import threading as _threading
+import weakref as _weakref
 
 from . import _mooncake
 from ._buffers import Pieces as _Pieces
@@ -124,12 +125,21 @@ def _uri(addr):
     return addr  # host:port, as libmooncake reads it
 
 
+def _after_op(op, cleanup):
+    """A future's end, whether its result was read or it was dropped: the
+    batch over (release() waits for it), then what was held for it given
+    back -- never before, as the worker may still be moving those bytes."""
+    if not isinstance(op, list):
+        op.release()
+    cleanup()
+
+
 class Future:
     """A batch running in the background. ``result(timeout=None)`` waits and
     returns the per-key results; ``await fut`` does the same in asyncio
     without blocking the loop (the library signals a descriptor)."""
 
-    def __init__(self, op, keys, convert, keep=()):
+    def __init__(self, op, keys, convert, keep=(), cleanup=None):
         self._op = op            # _mooncake.Op, or a list of results already known
         self._keys = keys
         self._convert = convert
@@ -137,9 +147,14 @@ class Future:
         self._result = None
         self._have = False
         # Threads may share a future: the first to finish it reads and
-        # releases the op and converts once (the conversion gives CUDA
-        # registrations back); the others wait here for that result.
+        # releases the op and converts once; the others wait here for that
+        # result.
         self._finish_lock = _threading.Lock()
+        # What the batch holds (the CUDA tensors' registrations) goes back
+        # once, when the result is read or, for a future dropped unread,
+        # when it is collected: a finalizer, not __del__, so it runs
+        # exactly once either way.
+        self._cleanup = _weakref.finalize(self, _after_op, op, cleanup) if cleanup else None
 
     def done(self):
         return self._have or isinstance(self._op, list) or self._op.done()
@@ -150,6 +165,8 @@ class Future:
                 raw = self._op if isinstance(self._op, list) else self._op.results()
                 if not isinstance(self._op, list):
                     self._op.release()
+                if self._cleanup is not None:
+                    self._cleanup()
                 self._result = self._convert(self._keys, raw)
                 self._have = True
                 self._keep = ()
@@ -211,13 +228,18 @@ class Store:
 
     # -- plumbing ---------------------------------------------------------
     def _pieces(self, values, writable):
+        """The values' pieces, their CUDA tensors registered (a failure
+        gives back those registered before it)."""
         p = _Pieces()
         for v in values:
             p.add(v, writable)
-        for addr, n in p.device:
+        for i, (addr, n) in enumerate(p.device):
             rc = self._c.register(addr, n)
             if rc < 0:
-                raise _error(rc, "CUDA tensor")
+                err = _error(rc, "CUDA tensor")
+                for a, _ in p.device[:i]:
+                    self._c.unregister(a)
+                raise err
         return p
 
     def _done_with(self, p):
@@ -352,28 +374,30 @@ class Store:
         must not change until it is done. ``result()`` gives what batch_put
         with raise_on_error=False gives."""
         keys = list(keys)
-        p = self._pieces(values, False)  # CUDA tensors registered until the result is read
-        op = self._c.put_async(keys, p.bufs, p.size_arg(),
-                               _opts(replicas, prefer, pin_ms, hard_pin, replace))
-        if isinstance(op, int):
-            self._done_with(p)
-            raise _error(op, "batch_put_async")
-        return Future(op, keys, self._async_outcome(p, lambda rc: None), (p,))
+        p = self._pieces(values, False)  # CUDA tensors registered until the batch is over
+        return self._submit(self._c.put_async, p, "batch_put_async", lambda rc: None, keys, p.bufs,
+                            p.size_arg(), _opts(replicas, prefer, pin_ms, hard_pin, replace))
 
     def batch_get_into_async(self, keys, bufs):
         keys = list(keys)
         p = self._pieces(bufs, True)
-        op = self._c.get_async(keys, p.bufs, p.size_arg())
+        return self._submit(self._c.get_async, p, "batch_get_into_async", lambda rc: rc, keys, p.bufs,
+                            p.size_arg())
+
+    def _submit(self, call, p, what, ok, keys, *args):
+        """The Future of an async call on p's pieces. Its CUDA registrations
+        go back when the batch is over: at once when it was refused (a code,
+        or an exception), else when the result is read or the future dropped."""
+        try:
+            op = call(keys, *args)
+        except BaseException:
+            self._done_with(p)
+            raise
         if isinstance(op, int):
             self._done_with(p)
-            raise _error(op, "batch_get_into_async")
-        return Future(op, keys, self._async_outcome(p, lambda rc: rc), (p,))
-
-    def _async_outcome(self, p, ok):
-        def convert(k, r):
-            self._done_with(p)  # the batch is over: its CUDA tensors' registrations go
-            return _batch_outcome(k, r, False, ok)
-        return convert
+            raise _error(op, what)
+        return Future(op, keys, lambda k, r: _batch_outcome(k, r, False, ok), (p,),
+                      cleanup=(lambda: self._done_with(p)) if p.device else None)
 
     # -- lifetime -----------------------------------------------------------
     def close(self):

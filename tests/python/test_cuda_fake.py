@@ -84,6 +84,10 @@ def test_failing_device_copy(userver):
     run_case("failing_copy", userver)
 
 
+def test_tensor_registrations_end_with_their_call(userver):
+    run_case("registrations", userver)
+
+
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_put_sessions_from_device_memory(userver, transport):
     run_case("sessions_" + transport, userver)
@@ -355,6 +359,61 @@ def child_failing_copy():
     dev.fail("memcpy", 0, 0)
     assert ms.put_from("fd", a, MiB) == 0
     ms.close()
+
+
+def child_registrations():
+    """The Store registers each CUDA tensor for the length of its call. An
+    async batch gave the registrations back only in result(): a future
+    dropped unread, a submit that raised, or a put whose second tensor
+    could not be registered left them for good -- one more region per call,
+    and a raw address inside a freed tensor still allowed."""
+    import gc
+    import mooncake
+    dev = Dev()
+    st = mooncake.connect(os.environ["MC_TEST_ADDR"])
+    a = dev.malloc(MiB)
+    v = pattern(4096, "reg")
+    dev.write(a, v)
+    n = [0]
+
+    def raw_put(addr):  # INVALID unless addr is registered
+        n[0] += 1
+        return st._c.put([f"raw{n[0]}"], [addr], [100])[0]
+
+    assert raw_put(a) == mooncake.InvalidArgumentError.code
+    # a future dropped unread: the batch finishes, then its tensors go
+    fut = st.batch_put_async(["d0", "d1"], [FakeCudaTensor(a, 100), FakeCudaTensor(a + 4096, 100)])
+    del fut
+    gc.collect()
+    assert st.get("d0") == v[:100] and st.get("d1") == bytes(100)
+    fut = st.batch_get_into_async(["d0"], [FakeCudaTensor(a + 8192, 100)])
+    del fut
+    gc.collect()
+    assert dev.read(a + 8192, 100) == v[:100]
+    # a submit refused by the extension (not a buffer)
+    with pytest.raises(TypeError):
+        st.batch_put_async(["e0", "e1"], [FakeCudaTensor(a + 12288, 100), object()])
+    with pytest.raises(TypeError):
+        st.batch_get_into_async(["d0", "d1"], [FakeCudaTensor(a + 12288, 100), b"read-only"])
+    # a second tensor that is no device memory
+    bogus = FakeCudaTensor(a + 512 * MiB, 100)  # inside the fake's range, never allocated
+    with pytest.raises(mooncake.Error):
+        st.put("e2", [FakeCudaTensor(a + 16384, 100), bogus])
+    with pytest.raises(mooncake.Error):
+        st.batch_get_into_async(["d0", "d1"], [FakeCudaTensor(a + 16384, 100), bogus])
+    for off in (0, 4096, 8192, 12288, 16384):
+        assert raw_put(a + off) == mooncake.InvalidArgumentError.code, off
+    # read or dropped, a future gives each registration back exactly once:
+    # one the caller made itself stays
+    st.register(a, MiB)
+    fut = st.batch_put_async(["f0"], [FakeCudaTensor(a, 100)])
+    assert fut.result() == [None]
+    del fut
+    gc.collect()
+    assert raw_put(a) == 0
+    st.unregister(a)
+    assert raw_put(a) == mooncake.InvalidArgumentError.code
+    st.close()
 
 
 def sessions(transport):
