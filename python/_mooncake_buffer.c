@@ -19,13 +19,22 @@
  * object can only lend its memory through the buffer protocol from C (a
  * bytearray would do, but cannot be kept from resizing -- moving the
  * address it handed out -- without a reference cycle that delays its
- * release to the garbage collector). The bytes are not zeroed: a get
- * fills them. Weak references let the Python layer know when it is gone. */
+ * release to the garbage collector). Weak references let the Python layer
+ * know when it is gone.
+ *
+ * The type is public (mooncake.store.BufferHandle) and can be called from
+ * any Python code, so what it is given is checked like any other
+ * argument: fresh memory is zeroed (never another object's old bytes),
+ * and a window must lie inside its owner's buffer, which it holds
+ * exported for its whole life (the owner cannot be resized or unmapped
+ * under it) and is read-only when the owner's is. */
 typedef struct {
     PyObject_HEAD
     char *mem;
     Py_ssize_t len;
-    PyObject *owner;   /* the object whose memory this is (an arena), or NULL: ours */
+    int has_owner;     /* a window on owner's memory (an arena), else ours */
+    int readonly;      /* the owner's buffer is */
+    Py_buffer owner;   /* held while the window lives */
     PyObject *weakrefs;
     mc_view *view;     /* a view of a stored object (read-only), released with the handle */
 } BufferObject;
@@ -49,7 +58,9 @@ PyObject *mcpyBufferOfView(mc_view *v) {
  * on memory an owner keeps alive -- the store's local buffer, carved by the
  * Python layer, which takes the window back when the handle goes (weak
  * reference): pre-faulted, registered memory instead of a fresh allocation
- * whose pages are faulted in by every get. */
+ * whose pages are faulted in by every get. The window is checked against
+ * the owner's buffer: a wrong address is a ValueError, not a handle onto
+ * memory no one owns. */
 static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     Py_ssize_t len;
     PyObject *owner = NULL;
@@ -68,10 +79,21 @@ static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
     if (self == NULL) return NULL;
     self->len = len;
     if (owner && owner != Py_None) {
-        Py_INCREF(owner);
-        self->owner = owner;
-        self->mem = (char *)(uintptr_t)addr;
-    } else if (len && (self->mem = PyMem_RawMalloc((size_t)len)) == NULL) {
+        if (PyObject_GetBuffer(owner, &self->owner, PyBUF_SIMPLE) != 0) {
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->has_owner = 1;
+        self->readonly = self->owner.readonly;
+        uintptr_t lo = (uintptr_t)self->owner.buf, a = (uintptr_t)addr;
+        if (len && (a < lo || a - lo > (uintptr_t)self->owner.len || (uintptr_t)len > (uintptr_t)self->owner.len - (a - lo))) {
+            PyErr_Format(PyExc_ValueError, "a window of %zd bytes at %p is not inside its owner's %zd bytes", len,
+                         (void *)a, self->owner.len);
+            Py_DECREF(self);
+            return NULL;
+        }
+        self->mem = (char *)a;
+    } else if (len && (self->mem = PyMem_RawCalloc(1, (size_t)len)) == NULL) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -81,15 +103,15 @@ static PyObject *Buffer_new(PyTypeObject *type, PyObject *args, PyObject *kwds) 
 static void Buffer_dealloc(BufferObject *self) {
     if (self->weakrefs) PyObject_ClearWeakRefs((PyObject *)self);
     if (self->view) mc_view_release(self->view); /* queued: no I/O here */
-    else if (self->owner) Py_DECREF(self->owner);
+    else if (self->has_owner) PyBuffer_Release(&self->owner);
     else PyMem_RawFree(self->mem);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
     static char empty[1];
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len, self->view != NULL,
-                             flags);
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len,
+                             self->view != NULL || self->readonly, flags);
 }
 
 static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
@@ -117,7 +139,7 @@ PyTypeObject mcpyBufferType = {
     .tp_as_buffer = &Buffer_as_buffer,
     .tp_as_sequence = &Buffer_as_sequence,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Buffer(size[, owner, address]): bytes with the buffer protocol, ptr() and size() (get_buffer's handle).",
+    .tp_doc = "Buffer(size[, owner, address]): zeroed bytes of its own, or a window inside owner's buffer, with the buffer protocol, ptr() and size() (get_buffer's handle).",
     .tp_weaklistoffset = offsetof(BufferObject, weakrefs),
     .tp_methods = Buffer_methods,
     .tp_new = Buffer_new,

@@ -220,6 +220,49 @@ def test_op_released_while_other_threads_wait(fresh_server):
                                    "b'x' b'y' b'zzzzzzzzzz'"]
 
 
+# -- BufferHandle ---------------------------------------------------------------------
+
+def test_buffer_handle_checks_what_it_is_given(server):
+    # mooncake.store.BufferHandle is public and callable: BufferHandle(n,
+    # owner, address) took any address (a handle onto unmapped memory: a
+    # segfault at the first read; a writable window onto an immutable
+    # bytes), and BufferHandle(n) handed out the allocator's old bytes.
+    out = isolated(server, """
+        import ctypes, mmap
+        from mooncake.store import BufferHandle
+        for bad in ((16, b"abc", 1), (16, bytearray(8), 0), (16, object(), 1)):
+            try:
+                BufferHandle(*bad)
+                print("accepted", bad)
+            except (TypeError, ValueError) as e:
+                print(type(e).__name__)
+        junk = [bytes([0xA5]) * 4000 for _ in range(64)]
+        del junk
+        print(all(not any(bytes(BufferHandle(n))) for n in (1, 100, 4000, 1 << 20)))
+        b = b"immutable bytes!"
+        at = ctypes.cast(b, ctypes.c_void_p).value
+        h = BufferHandle(8, b, at + 8)
+        print(bytes(h), memoryview(h).readonly)
+        try:
+            BufferHandle(9, b, at + 8)
+        except ValueError:
+            print("past the end")
+        m = mmap.mmap(-1, 4096)
+        base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        h = BufferHandle(96, m, base + 4000)
+        memoryview(h)[:3] = b"abc"
+        print(m[4000:4003], h.ptr() == base + 4000)
+        try:
+            m.close()  # the window holds its owner: no unmapping under it
+        except BufferError:
+            print("held")
+        del h
+        m.close()
+    """)
+    assert out.split("\n")[:8] == ["ValueError", "ValueError", "TypeError", "True", "b'e bytes!' True",
+                                    "past the end", "b'abc' True", "held"], out
+
+
 # -- the drop-in's arguments ------------------------------------------------------
 
 def test_numpy_integers_are_addresses_not_values(server):
