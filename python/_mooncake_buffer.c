@@ -41,7 +41,12 @@ typedef struct {
 
 /* A handle onto a stored object where it lies (Client.views). Read-only
  * through the buffer protocol: writing would change the stored object under
- * every other reader (a writable copy is bytes(handle) or numpy.array). */
+ * every other reader (a writable copy is bytes(handle) or numpy.array).
+ * Its bytes are the library's answer each time they are asked for, not an
+ * address kept from its making: in a child forked after it was made the
+ * hold that keeps them the object's is the parent's, and the library gives
+ * such a view no data (mc_view_data NULL, size 0), so neither does the
+ * handle (BufferError, saying why). */
 PyObject *mcpyBufferOfView(mc_view *v) {
     BufferObject *self = (BufferObject *)mcpyBufferType.tp_alloc(&mcpyBufferType, 0);
     if (self == NULL) {
@@ -49,8 +54,6 @@ PyObject *mcpyBufferOfView(mc_view *v) {
         return NULL;
     }
     self->view = v;
-    self->mem = (char *)mc_view_data(v);
-    self->len = (Py_ssize_t)mc_view_size(v);
     return (PyObject *)self;
 }
 
@@ -108,20 +111,33 @@ static void Buffer_dealloc(BufferObject *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
+/* The bytes now: a view's are NULL and 0 in a forked child (see above). */
+static char *bufferMem(BufferObject *self) { return self->view ? (char *)mc_view_data(self->view) : self->mem; }
+static Py_ssize_t bufferLen(BufferObject *self) {
+    return self->view ? (Py_ssize_t)mc_view_size(self->view) : self->len;
+}
+
 static int Buffer_getbuffer(BufferObject *self, Py_buffer *view, int flags) {
     static char empty[1];
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->mem ? self->mem : empty, self->len,
+    char *mem = bufferMem(self);
+    if (self->view && mem == NULL) {
+        PyErr_SetString(PyExc_BufferError, "this view of a stored object was made in another process (inherited "
+                                           "across fork()): its bytes are not held for this one; get it again from a store made here");
+        view->obj = NULL;
+        return -1;
+    }
+    return PyBuffer_FillInfo(view, (PyObject *)self, mem ? mem : empty, bufferLen(self),
                              self->view != NULL || self->readonly, flags);
 }
 
-static Py_ssize_t Buffer_length(BufferObject *self) { return self->len; }
+static Py_ssize_t Buffer_length(BufferObject *self) { return bufferLen(self); }
 
 static PyObject *Buffer_ptr(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromVoidPtr(self->mem);
+    return PyLong_FromVoidPtr(bufferMem(self));
 }
 
 static PyObject *Buffer_size(BufferObject *self, PyObject *Py_UNUSED(ignored)) {
-    return PyLong_FromSsize_t(self->len);
+    return PyLong_FromSsize_t(bufferLen(self));
 }
 
 static PyBufferProcs Buffer_as_buffer = {(getbufferproc)Buffer_getbuffer, NULL};

@@ -163,3 +163,55 @@ def test_forked_child_never_touches_the_parents_stores(server):
     assert out["segment"] and out["put_to_segment"] == 0 and out["get_from_segment"], out
     assert out["session_write"] == [8192] and out["session_end"] == [0] and out["session_value"] is True, out
     assert out["holds"][1] == out["holds"][0] and out["view_bytes"], out
+
+
+VIEW_PROGRAM = r'''
+import json, os
+import mooncake.store as ms
+from mooncake.store import MooncakeDistributedStore
+
+st = MooncakeDistributedStore()
+assert st.setup("fv-host:0", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", os.environ["ADDR"]) == 0
+own = ms.ReplicateConfig(preferred_segment=st.get_hostname())
+val = bytes(range(256)) * 64
+assert st.put("fv:a", val, own) == 0
+view = st.get_buffer("fv:a")
+assert memoryview(view).readonly and bytes(view) == val  # a view of the object in place, held
+rd, wr = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(rd)
+    rep = {}
+    try:
+        rep["bytes"] = bytes(view)[:8].hex()
+    except BufferError as e:
+        rep["refused"] = str(e)
+    rep["sizes"] = [len(view), view.size(), view.ptr()]
+    os.write(wr, json.dumps(rep).encode())
+    os._exit(0)
+os.close(wr)
+child = json.loads(os.read(rd, 65536).decode())
+os.waitpid(pid, 0)
+out = {"child": child, "parent": bytes(view) == val and len(view) == len(val)}
+del view
+st.close()
+print(json.dumps(out))
+'''
+
+
+def test_a_view_in_a_forked_child_has_no_bytes(server):
+    # A get_buffer view is the object where it lies, valid while its hold
+    # stands -- a hold on the parent's connection, released whenever the
+    # parent frees the handle. libmooncake gives an inherited view no data
+    # (mc_view_data NULL), but the handle had kept the address from its
+    # making: the child read the mapping with no hold of its own, bytes
+    # that become any later object's once the parent lets go.
+    env = dict(os.environ, ADDR=server.addr, PYTHONPATH=os.pathsep.join(sys.path))
+    p = subprocess.run([sys.executable, "-c", textwrap.dedent(VIEW_PROGRAM)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, f"exited {p.returncode}:\n{p.stdout}\n{p.stderr[-3000:]}"
+    import json
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["parent"] is True, out
+    assert "another process" in out["child"].get("refused", ""), out
+    assert out["child"]["sizes"] == [0, 0, 0], out
