@@ -822,8 +822,9 @@ static PyObject *Client_register(ClientObject *self, PyObject *args) {
         int mem = mapped ? MC_MEM_HOST : MC_MEM_CUDA;
         /* Registered again at the same address (engines register per layer
          * and again on restart): counted, so one unregister does not undo
-         * the other's. */
-        for (int i = 0; i < self->nregions; i++) {
+         * the other's. The latest registration there first, as unregister
+         * takes them (below). */
+        for (int i = self->nregions - 1; i >= 0; i--) {
             regionT *r = &self->regions[i];
             if (r->addr == (uintptr_t)addr && r->len >= (size_t)len) {
                 r->refs++;
@@ -862,11 +863,17 @@ static PyObject *Client_unregister(ClientObject *self, PyObject *args) {
     int rc = MC_ERR_NOT_FOUND;
     Py_BEGIN_ALLOW_THREADS
     pthread_mutex_lock(&self->lock);
-    for (int i = 0; i < self->nregions; i++) {
+    /* Two registrations may start at one address with different lengths
+     * (a caller's buffer, and a longer tensor over it that the Store
+     * registers for one call): the latest is undone first, as libmooncake
+     * removes the latest region at an address, so the call's own goes and
+     * the caller's stays. The array keeps registration order for that. */
+    for (int i = self->nregions - 1; i >= 0; i--) {
         if (self->regions[i].addr != (uintptr_t)addr) continue;
         rc = MC_OK;
         if (--self->regions[i].refs > 0) break;
-        self->regions[i] = self->regions[--self->nregions];
+        memmove(&self->regions[i], &self->regions[i + 1], (size_t)(self->nregions - i - 1) * sizeof(regionT));
+        self->nregions--;
         for (int j = 0; j < self->nall; j++) mc_unregister(self->all[j], (void *)(uintptr_t)addr);
         break;
     }

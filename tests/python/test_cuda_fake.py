@@ -413,6 +413,15 @@ def child_registrations():
     assert raw_put(a) == 0
     st.unregister(a)
     assert raw_put(a) == mooncake.InvalidArgumentError.code
+    # the caller's registration and a longer tensor's at the same address:
+    # the call undoes its own, not the caller's (the first one found was)
+    st.register(a, 4096)
+    st.put("g0", FakeCudaTensor(a, 8192))
+    assert raw_put(a) == 0 and raw_put(a + 5000) == mooncake.InvalidArgumentError.code
+    assert st.batch_put_async(["g1"], [FakeCudaTensor(a, 8192)]).result() == [None]
+    assert raw_put(a) == 0 and raw_put(a + 5000) == mooncake.InvalidArgumentError.code
+    st.unregister(a)
+    assert raw_put(a) == mooncake.InvalidArgumentError.code
     st.close()
 
 
