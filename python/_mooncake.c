@@ -85,14 +85,19 @@ int mcpyInherited(ClientObject *self) {
 
 /* Is [addr, addr+len) covered by mappings of this process (and all
  * writable, when asked)? Read from /proc/self/maps, so a bad pointer is
- * found at registration rather than by a fault during a copy. */
+ * found at registration rather than by a fault during a copy. Whole lines
+ * (getline): a line ends in the mapped file's path, which any program may
+ * make as long as it likes, and a fixed buffer read the rest of a long one
+ * as a line of its own -- a path that spells "lo-hi rw-p" there made
+ * memory mapped nowhere look mapped. */
 static int hostRangeMapped(uintptr_t addr, size_t len, int *writable) {
     FILE *f = fopen("/proc/self/maps", "r");
     if (f == NULL) return 0;
     uintptr_t want = addr, end = addr + len;
     int w = 1;
-    char line[512];
-    while (want < end && fgets(line, sizeof(line), f)) {
+    char *line = NULL;
+    size_t cap = 0;
+    while (want < end && getline(&line, &cap, f) > 0) {
         unsigned long lo, hi;
         char perms[8];
         if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
@@ -101,6 +106,7 @@ static int hostRangeMapped(uintptr_t addr, size_t len, int *writable) {
         if (perms[1] != 'w') w = 0;
         want = hi;
     }
+    free(line);
     fclose(f);
     *writable = w;
     return want >= end;

@@ -220,6 +220,49 @@ def test_op_released_while_other_threads_wait(fresh_server):
                                    "b'x' b'y' b'zzzzzzzzzz'"]
 
 
+# -- registration -----------------------------------------------------------------------
+
+def test_registration_reads_whole_lines_of_the_maps(server, tmp_path):
+    # register() checks host memory in /proc/self/maps, read in 512-byte
+    # pieces: the rest of a long line (a mapped file's path) was read as a
+    # line of its own, so a file whose path spells "lo-hi rw-p" at byte 511
+    # made memory mapped nowhere registrable, and a get into it a segfault.
+    out = isolated(server, f"""
+        import ctypes, mmap, os
+        from mooncake import _mooncake
+        c = _mooncake.Client(os.environ["ADDR"])
+        gone = mmap.mmap(-1, 1 << 20)
+        lo = ctypes.addressof(ctypes.c_char.from_buffer(gone))
+        gone.close()  # an address range mapped nowhere now
+        fake = f"{{lo:x}}-{{lo + (1 << 20):x}} rw-p 00000000 00:00 0"
+        keep = []
+        def line_of(path):
+            fd = os.open(path, os.O_RDWR)
+            m = mmap.mmap(fd, 4096)
+            os.close(fd)
+            keep.append(m)
+            at = ctypes.addressof(ctypes.c_char.from_buffer(m))
+            return next(l.rstrip("\\n") for l in open("/proc/self/maps") if int(l.split("-")[0], 16) == at)
+        d = {str(tmp_path)!r}
+        probe = os.path.join(d, "p")
+        open(probe, "wb").write(bytes(4096))
+        col = len(line_of(probe)) - len(probe)  # where a line's path starts
+        dirs, left = d, 511 - col - len(d) - 1  # bytes of path before the fake entry, after d/
+        while left > 200:
+            dirs = os.path.join(dirs, "a" * 150)
+            left -= 151
+        os.makedirs(dirs, exist_ok=True)
+        path = os.path.join(dirs, "c" * left + fake)
+        open(path, "wb").write(bytes(4096))
+        assert line_of(path).find(fake) == 511
+        print(c.register(lo, 4096) < 0)
+        assert c.put(["mk"], [b"z" * 4096]) == [0]
+        print(c.get_into(["mk"], [lo], [4096]))
+        c.close()
+    """)
+    assert out.split("\n")[:2] == ["True", f"[{mooncake._mooncake.ERR_INVALID}]"], out
+
+
 # -- BufferHandle ---------------------------------------------------------------------
 
 def test_buffer_handle_checks_what_it_is_given(server):
