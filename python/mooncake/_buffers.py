@@ -13,6 +13,27 @@ def _is_tensor(obj):
     return t.__module__.startswith("torch") and hasattr(obj, "data_ptr") and hasattr(obj, "is_cuda")
 
 
+def _check_inside_storage(t, addr, n):
+    """[addr, addr+n) must lie inside the tensor's storage. What torch says a
+    tensor's bytes are is not always so: a packed dtype (quint4x2: two
+    values a byte) counts numel() values of element_size() 1 over a storage
+    half that size, and its uint8 view claims the whole count -- a get
+    into it wrote past the end of the allocation. The storage's own span is
+    the bound. Objects without one (stand-ins with the tensor interface)
+    are taken at their word."""
+    get = getattr(t, "untyped_storage", None) or getattr(t, "storage", None)
+    if get is None:
+        return
+    try:
+        st = get()
+        lo, size = st.data_ptr(), st.nbytes()
+    except (AttributeError, RuntimeError, TypeError):
+        return
+    if addr < lo or addr + n > lo + size:
+        raise ValueError(f"this tensor's {n} bytes as torch counts them (dtype {t.dtype}) are not inside its "
+                         f"storage of {size} bytes: a packed dtype cannot be stored or loaded as it is")
+
+
 def tensor_bytes(t, writable):
     """A CPU tensor as a uint8 NumPy view of its memory."""
     if not t.is_contiguous():
@@ -22,7 +43,9 @@ def tensor_bytes(t, writable):
     if flat.numel() == 0:
         raise ValueError("an empty tensor holds no bytes")
     import torch  # noqa: PLC0415 -- only reached with a tensor in hand
-    return flat.view(torch.uint8).numpy()
+    arr = flat.view(torch.uint8).numpy()
+    _check_inside_storage(t, arr.ctypes.data, arr.nbytes)
+    return arr
 
 
 class Pieces:
@@ -43,6 +66,7 @@ class Pieces:
                 if not obj.is_contiguous():
                     raise ValueError("a CUDA tensor must be contiguous")
                 n = obj.numel() * obj.element_size()
+                _check_inside_storage(obj, obj.data_ptr(), n)
                 self.device.append((obj.data_ptr(), n))
                 self.keep.append(obj)
                 return obj.data_ptr(), n

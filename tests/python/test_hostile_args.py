@@ -263,6 +263,40 @@ def test_registration_reads_whole_lines_of_the_maps(server, tmp_path):
     assert out.split("\n")[:2] == ["True", f"[{mooncake._mooncake.ERR_INVALID}]"], out
 
 
+# -- tensors ------------------------------------------------------------------------------
+
+def test_a_packed_tensor_is_refused_not_overrun(server):
+    # A quint4x2 tensor (two 4-bit values a byte) has numel() values of
+    # element_size() 1 over a storage half that size, and its uint8 view
+    # -- what the Store hands the extension -- claims the whole count: a
+    # get into it wrote past the end of the allocation (ASan: heap-buffer-
+    # overflow in the shm copy), a put sent bytes from past it.
+    pytest.importorskip("torch")
+    out = isolated(server, """
+        import os, warnings
+        import torch
+        import mooncake
+        warnings.simplefilter("ignore")
+        st = mooncake.connect(os.environ["ADDR"])
+        st.put("q4", b"\\xff" * 64)
+        q = torch.quantize_per_tensor(torch.zeros(64), 1.0, 0, torch.quint4x2)
+        for what, call in (("get_into", lambda: st.get_into("q4", q)), ("put", lambda: st.put("q4b", q)),
+                           ("batch", lambda: st.batch_get_into(["q4"], [[q]])),
+                           ("async", lambda: st.batch_get_into_async(["q4"], [q]).result())):
+            try:
+                print(what, call())
+            except ValueError as e:
+                print(what, "refused" if "storage" in str(e) else e)
+        print(q.int_repr().sum().item(), st.exists("q4b"))
+        # tensors whose bytes are theirs still go, offsets and all
+        t = torch.zeros(128, dtype=torch.uint8)[64:]
+        print(st.get_into("q4", t), bytes(t.numpy()) == b"\\xff" * 64)
+        st.close()
+    """)
+    assert out.split("\n")[:6] == ["get_into refused", "put refused", "batch refused", "async refused", "0 False",
+                                    "64 True"], out
+
+
 # -- BufferHandle ---------------------------------------------------------------------
 
 def test_buffer_handle_checks_what_it_is_given(server):
