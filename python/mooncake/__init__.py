@@ -16,6 +16,7 @@ be shared by threads: each call borrows one of a pool of library handles
 import asyncio as _asyncio
 import os as _os
 import threading as _threading
+import time as _time
 import weakref as _weakref
 
 from . import _mooncake
@@ -172,15 +173,29 @@ class Future:
                 self._keep = ()
         return self._result
 
+    # How long one wait in result() lets the GIL go at most: Python runs
+    # signal handlers only between its own steps, so a wait of the whole
+    # batch in one call kept Ctrl-C out until the batch ended (with a
+    # server gone, the I/O timeout).
+    _WAIT_SLICE = 0.2
+
     def result(self, timeout=None):
-        if not self.done() and timeout is not None:
-            ms = max(0, min(int(timeout * 1000), 2**31 - 1))  # negative: a poll; longer than 24 days: the C int
-            try:
-                rc = self._op.wait(ms)
-            except ValueError:  # released by another thread's result() meanwhile: it is done
-                rc = 0
-            if rc == _mooncake.ERR_PENDING:
-                raise TimeoutError("the batch has not finished")
+        """The per-key results, waiting up to timeout seconds (None: until
+        the batch ends; 0 or less: a poll) else TimeoutError. Ctrl-C
+        interrupts the wait, not the batch: it goes on, and result() may
+        be called again."""
+        if not self.done():
+            end = None if timeout is None else _time.monotonic() + max(0.0, timeout)
+            while True:
+                left = self._WAIT_SLICE if end is None else min(self._WAIT_SLICE, max(0.0, end - _time.monotonic()))
+                try:
+                    rc = self._op.wait(int(left * 1000))
+                except ValueError:  # released by another thread's result() meanwhile: it is done
+                    break
+                if rc != _mooncake.ERR_PENDING:
+                    break
+                if end is not None and _time.monotonic() >= end:
+                    raise TimeoutError("the batch has not finished")
         return self._finish()
 
     def __await__(self):

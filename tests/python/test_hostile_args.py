@@ -340,6 +340,39 @@ def test_buffer_handle_checks_what_it_is_given(server):
                                     "past the end", "b'abc' True", "held"], out
 
 
+def test_ctrl_c_interrupts_a_futures_wait_not_its_batch(fresh_server):
+    # Future.result() waited for the whole batch in one C call without the
+    # GIL, and Python runs signal handlers only between its own steps: with
+    # the server gone, Ctrl-C did nothing until the I/O timeout. The server
+    # is stopped here until a watchdog resumes it; the KeyboardInterrupt
+    # must come before that, and the batch must still finish after it.
+    pid = fresh_server.proc.pid
+    out = isolated(fresh_server, f"""
+        import os, signal, threading
+        import mooncake
+        st = mooncake.connect(os.environ["ADDR"], timeout=60)
+        resumed = threading.Event()
+        def resume():
+            resumed.set()
+            os.kill({pid}, signal.SIGCONT)
+        os.kill({pid}, signal.SIGSTOP)
+        watchdog = threading.Timer(10.0, resume)
+        watchdog.start()
+        fut = st.batch_put_async(["cc0", "cc1"], [b"a" * 4096, b"b" * 100])
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            fut.result()
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print("interrupted", "after" if resumed.is_set() else "before", "the server resumed")
+        watchdog.cancel()
+        resume()
+        print(fut.result(), st.get("cc0") == b"a" * 4096, st.get("cc1") == b"b" * 100)
+        st.close()
+    """)
+    assert out.split("\n")[:2] == ["interrupted before the server resumed", "[None, None] True True"], out
+
+
 # -- the drop-in's arguments ------------------------------------------------------
 
 def test_numpy_integers_are_addresses_not_values(server):
