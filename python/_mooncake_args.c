@@ -224,19 +224,31 @@ int mcpyParseCall(ClientObject *self, callArgs *a, PyObject *keys, PyObject *buf
         if (bt == NULL) continue;
         PyObject *b = PyTuple_GET_ITEM(bt, i), *s = st ? PyTuple_GET_ITEM(st, i) : NULL;
         if (PyList_Check(b)) {
-            Py_ssize_t np = PyList_GET_SIZE(b);
+            /* Pieces and sizes are walked as tuples of their own: a piece's
+             * buffer export may run Python code (__buffer__, 3.12) that
+             * shrinks the very list being walked. */
+            PyObject *bp = PyList_AsTuple(b), *sp = NULL;
+            int rc = -1;
+            if (bp == NULL) goto err_first;
+            Py_ssize_t np = PyTuple_GET_SIZE(bp);
             if (np == 0 || np > MC_MAX_IOV) {
                 PyErr_Format(PyExc_ValueError, "an object is made of 1 to %d buffers, not %zd", MC_MAX_IOV, np);
-                goto err_first;
+                goto pieces_done;
             }
             if (s && (!PyList_Check(s) || PyList_GET_SIZE(s) != np)) {
                 PyErr_SetString(PyExc_ValueError, "sizes must have the shape of the buffers");
-                goto err_first;
+                goto pieces_done;
             }
+            if (s && (sp = PyList_AsTuple(s)) == NULL) goto pieces_done;
             for (Py_ssize_t j = 0; j < np; j++)
-                if (takePiece(self, a, i, PyList_GET_ITEM(b, j), s ? PyList_GET_ITEM(s, j) : NULL, write_into,
+                if (takePiece(self, a, i, PyTuple_GET_ITEM(bp, j), sp ? PyTuple_GET_ITEM(sp, j) : NULL, write_into,
                               maxviews) < 0)
-                    goto err_first;
+                    goto pieces_done;
+            rc = 0;
+        pieces_done:
+            Py_DECREF(bp);
+            Py_XDECREF(sp);
+            if (rc < 0) goto err_first;
         } else if (takePiece(self, a, i, b, s, write_into, maxviews) < 0) {
             goto err_first;
         }
