@@ -17,6 +17,10 @@ void multiInit(void);
  * (EXEC, DISCARD, MULTI, WATCH, QUIT, RESET) rather than being queued? */
 int multiRunsNow(const serverCommand *cmd);
 void queueMultiCommand(client *c);     /* takes c's arguments over */
+/* Would queueing c's command take the queue past client-query-buffer-limit?
+ * If so the queue is freed at once (the caller refuses the command, which
+ * dooms the transaction). */
+int multiQueueOverLimit(client *c);
 void flagTransaction(client *c);       /* a refused command: EXEC will say EXECABORT */
 void execCommandAbort(client *c, const char *err); /* EXEC itself refused */
 void discardTransaction(client *c);    /* drops the queue, the flags and the WATCHes */

@@ -344,6 +344,10 @@ int processCommand(client *c) {
         return C_OK;
     }
     if ((c->flags & CLIENT_MULTI) && !multiRunsNow(c->cmd)) {
+        if (multiQueueOverLimit(c)) {
+            rejectCommand(c, "ERR transaction discarded: the queued commands passed client-query-buffer-limit");
+            return C_OK;
+        }
         queueMultiCommand(c);
         addReplyProto(c, "+QUEUED\r\n", 9);
         return C_OK;

@@ -347,6 +347,7 @@ struct mooncakeServer {
     long long remote_get_inflight;    /* relayed reads in flight now */
     long long blocked_clients;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
+    long long stat_client_state_limited; /* refused by a per-connection bound: a MULTI queue */
     long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key, stat_acl_denied_channel; /* acl.c */
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */

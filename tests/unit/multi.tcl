@@ -545,6 +545,40 @@ start_server {tags {multi mooncake} overrides {segment-size 16mb}} {
         assert_error {EXECABORT*} {r exec}
     }
 
+    test {A transaction's queue is bounded by client-query-buffer-limit} {
+        # Each queued command's arguments stay in the heap until EXEC: a
+        # client that queues forever must not grow the server forever.
+        set old [lindex [r config get client-query-buffer-limit] 1]
+        r config set client-query-buffer-limit 1mb
+        set before [s client_state_limit_refusals]
+        set c [redis_client]
+        set id [$c client id]
+        set big [string repeat x 100000]
+        $c multi
+        set queued 0
+        set err {}
+        for {set i 0} {$i < 20} {incr i} {
+            if {[catch {$c echo $big} e]} { set err $e; break }
+            incr queued
+        }
+        assert_match {ERR transaction discarded: the queued commands passed client-query-buffer-limit} $err
+        assert {$queued >= 9 && $queued < 11}
+        # What was queued is freed at once, and the rest is not kept.
+        set line [lindex [split [r client list id $id] "\n"] 0]
+        assert_match {* multi-mem=0 *} $line
+        catch {$c echo $big}
+        assert_match {* multi-mem=0 *} [lindex [split [r client list id $id] "\n"] 0]
+        assert_error {EXECABORT*} {$c exec}
+        assert_equal [expr {$before + 1}] [s client_state_limit_refusals]
+        # Values read into the pool are the pool's to bound, not the queue's.
+        $c multi
+        for {set i 0} {$i < 12} {incr i} { assert_equal QUEUED [$c set qlim:$i $big] }
+        assert_equal 12 [llength [$c exec]]
+        assert_equal 100000 [r strlen qlim:11]
+        $c close
+        r config set client-query-buffer-limit $old
+    }
+
     test {CLUSTER topology changes are refused inside MULTI} {
         r multi
         assert_error {ERR Command not allowed inside a transaction} {r cluster addslots 1}
