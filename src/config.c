@@ -487,6 +487,8 @@ static standardConfig configs[] = {
     INTC("max-soft-pin-ttl", 0, &server.max_soft_pin_ttl, 1, LLONG_MAX, "86400000", NULL),
     INTC("put-timeout", 0, &server.put_timeout, 0, LLONG_MAX, "30000", NULL),
     INTC("client-max-pending-puts", 0, &server.client_max_pending_puts, 1, LLONG_MAX, "16384", NULL),
+    INTC("client-max-watched-keys", 0, &server.client_max_watched_keys, 0, LLONG_MAX, "100000", NULL),
+    INTC("client-max-subscriptions", 0, &server.client_max_subscriptions, 0, LLONG_MAX, "100000", NULL),
     INTC("put-release-timeout", 0, &server.put_release_timeout, 0, LLONG_MAX, "600000", NULL),
     INTC("default-replicas", 0, &server.default_replicas, 1, STORE_MAX_REPLICAS, "1", NULL),
     ENUMC("allocation-strategy", 0, &server.allocation_strategy, placementEnum, "random", NULL),

@@ -347,7 +347,7 @@ struct mooncakeServer {
     long long remote_get_inflight;    /* relayed reads in flight now */
     long long blocked_clients;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
-    long long stat_client_state_limited; /* refused by a per-connection bound: a MULTI queue */
+    long long stat_client_state_limited; /* refused by a per-connection bound: MULTI queue, WATCH, SUBSCRIBE */
     long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key, stat_acl_denied_channel; /* acl.c */
     /* Slowlog. */
     struct slowlogEntry **slowlog;  /* ring, newest first when read */
@@ -389,6 +389,8 @@ struct mooncakeServer {
     long long soft_pin_ttl, max_soft_pin_ttl;
     long long put_timeout, put_release_timeout;
     long long client_max_pending_puts; /* puts one connection may hold open at a time */
+    long long client_max_watched_keys;  /* keys one connection may WATCH at a time (0: no limit) */
+    long long client_max_subscriptions; /* channels + patterns + shard channels per connection (0: no limit) */
     long long tenant_max_segments; /* segments one tenant (a user restricted by key patterns) may have mounted, 0 = any */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;

@@ -579,6 +579,31 @@ start_server {tags {multi mooncake} overrides {segment-size 16mb}} {
         r config set client-query-buffer-limit $old
     }
 
+    test {client-max-watched-keys bounds one connection's WATCHes} {
+        set old [lindex [r config get client-max-watched-keys] 1]
+        r config set client-max-watched-keys 3
+        set before [s client_state_limit_refusals]
+        set c [redis_client]
+        assert_equal OK [$c watch w1 w2]
+        # Keys already watched do not count again.
+        assert_equal OK [$c watch w1 w2 w3]
+        assert_error {LIMIT this connection would WATCH more than client-max-watched-keys (3) keys*} {$c watch w4}
+        assert_equal [expr {$before + 1}] [s client_state_limit_refusals]
+        # The refused WATCH watched nothing: w4 changing does not fail EXEC.
+        r set w4 changed
+        $c multi
+        $c ping
+        assert_equal PONG [$c exec]
+        # EXEC ended the WATCHes: there is room again, and they still work.
+        assert_equal OK [$c watch w4 w5 w6]
+        r set w6 changed
+        $c multi
+        $c ping
+        assert_equal {} [$c exec]
+        $c close
+        r config set client-max-watched-keys $old
+    }
+
     test {CLUSTER topology changes are refused inside MULTI} {
         r multi
         assert_error {ERR Command not allowed inside a transaction} {r cluster addslots 1}

@@ -364,6 +364,42 @@ start_server {tags {pubsub}} {
             set d [dict get [r command docs psubscribe] psubscribe]
             docs_shape {*}[dict get $d arguments]
         } {{name pattern type pattern flags multiple}}
+
+        test {client-max-subscriptions bounds one connection's channels and patterns} {
+            wait_no_subscribers
+            set old [lindex [r config get client-max-subscriptions] 1]
+            r config set client-max-subscriptions 4
+            set before [s client_state_limit_refusals]
+            set c [redis_deferring_client]
+            $c subscribe a b c
+            read_n $c 3
+            # Names already held do not count again; a command that would
+            # pass the limit subscribes to nothing.
+            $c subscribe a b
+            read_n $c 2
+            $c psubscribe p1* p2*
+            catch {read_with_timeout $c} err
+            assert_match {LIMIT this connection would have more than client-max-subscriptions (4)*} $err
+            assert_equal 0 [r pubsub numpat]
+            $c ssubscribe s1 s2
+            catch {read_with_timeout $c} err
+            assert_match {LIMIT *client-max-subscriptions*} $err
+            assert_equal {} [r pubsub shardchannels]
+            # Up to the limit is fine, and the connection still works.
+            $c psubscribe p1*
+            assert_equal {psubscribe p1* 4} [read_with_timeout $c]
+            assert_equal 1 [r publish a hello]
+            assert_equal {message a hello} [read_with_timeout $c]
+            assert_equal [expr {$before + 2}] [s client_state_limit_refusals]
+            # Leaving frees room.
+            $c unsubscribe c
+            read_with_timeout $c
+            $c subscribe d
+            assert_equal {subscribe d 4} [read_with_timeout $c]
+            $c close
+            r config set client-max-subscriptions $old
+            wait_no_subscribers
+        }
     }
 }
 
