@@ -423,6 +423,7 @@ static standardConfig configs[] = {
     MEMC("tcp-notsent-lowat", 0, &server.tcp_notsent_lowat, 0, INT_MAX, "16kb"),
     MEMC("proto-max-bulk-len", 0, &server.proto_max_bulk_len, 1024 * 1024, LLONG_MAX, "1gb"),
     MEMC("client-query-buffer-limit", 0, &server.client_max_querybuf_len, 1024 * 1024, LLONG_MAX, "1gb"),
+    MEMC("client-reply-pause-limit", 0, &server.client_reply_pause_limit, 0, LLONG_MAX, "64mb"),
     SPECC("client-output-buffer-limit", 0, "normal 0 0 0 slave 268435456 67108864 60 pubsub 33554432 8388608 60", setCob, getCob),
     SPECC("notify-keyspace-events", CFG_ONEARG, "", setNotify, getNotify),
     /* HTTP endpoints (http.c) */

@@ -55,7 +55,7 @@ void resetServerStats(void) {
     server.stat_remote_get_refused = 0;
     server.stat_remote_get_timeouts = 0;
     server.stat_client_qbuf_limit_disconnections = server.stat_client_outbuf_limit_disconnections = 0;
-    server.stat_client_state_limited = 0;
+    server.stat_client_state_limited = server.stat_client_reply_pauses = 0;
     server.stat_acl_denied_auth = server.stat_acl_denied_cmd = server.stat_acl_denied_key = 0;
     server.stat_acl_denied_channel = 0;
     server.stat_http_connections = server.stat_http_requests = server.stat_http_rejected = 0;
@@ -257,6 +257,7 @@ sds genInfoString(const char *section) {
                          "client_query_buffer_limit_disconnections:%lld\r\n"
                          "client_output_buffer_limit_disconnections:%lld\r\n"
                          "client_state_limit_refusals:%lld\r\n"
+                         "client_reply_pauses:%lld\r\n"
                          "values_read_in_place:%lld\r\n"
                          "values_sent_from_pool:%lld\r\n"
                          "data_write_bytes:%lld\r\n"
@@ -284,7 +285,7 @@ sds genInfoString(const char *section) {
                          server.stat_total_error_replies, server.stat_oom_rejections,
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_client_state_limited,
-                         server.stat_bigarg_inplace,
+                         server.stat_client_reply_pauses,                         server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
                          server.remote_get_inflight, server.stat_remote_get_refused, server.stat_remote_get_timeouts,

@@ -86,6 +86,7 @@
 #define CLIENT_REPLY_OFF (1 << 13)        /* CLIENT REPLY OFF */
 #define CLIENT_REPLY_SKIP (1 << 14)       /* this command's reply is dropped (CLIENT REPLY SKIP) */
 #define CLIENT_REPLY_SKIP_NEXT (1 << 15)  /* ... and the next one's: set by SKIP itself */
+#define CLIENT_REPLY_PAUSED (1 << 19)     /* its unread replies passed client-reply-pause-limit: input waits */
 
 /* Command flags (bits) and their COMMAND INFO names. */
 #define CMD_WRITE (1 << 0)
@@ -319,6 +320,7 @@ struct mooncakeServer {
     char tcp_congestion[16]; /* "auto", "system" or an algorithm (config.c) */
     long long proto_max_bulk_len;
     long long client_max_querybuf_len;
+    long long client_reply_pause_limit; /* unread reply bytes past which a client's commands wait (0: never) */
     cobLimit cob[COB_CLASSES];  /* normal, replica (links to replicas), pubsub (and MONITOR) */
     int notify_keyspace_events; /* NOTIFY_* classes configured (notify.h) */
     int notify_mask;            /* the classes that reach a channel: what notify.h tests */
@@ -347,6 +349,7 @@ struct mooncakeServer {
     long long remote_get_inflight;    /* relayed reads in flight now */
     long long blocked_clients;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
+    long long stat_client_reply_pauses; /* times a client's input waited for it to read its replies */
     long long stat_client_state_limited; /* refused by a per-connection bound: MULTI queue, WATCH, SUBSCRIBE */
     long long stat_acl_denied_auth, stat_acl_denied_cmd, stat_acl_denied_key, stat_acl_denied_channel; /* acl.c */
     /* Slowlog. */
