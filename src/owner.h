@@ -16,6 +16,7 @@ typedef struct owner {
     int nconns;              /* connections that mounted or sent HEARTBEAT */
     long long last_seen_ms;  /* last heartbeat, or when the last connection closed */
     int nsegments;
+    struct segment *segments; /* its segments, linked through owner_prev/owner_next */
     sds tenant;              /* the restricted ACL user that created it, NULL: shared (acl.c) */
     int orphaned;            /* its last connection closed (counted in owners_orphaned) */
     /* Asking its host whether it still lives (owner.c, probe.c). */

@@ -49,6 +49,7 @@ typedef struct segment {
     char *name;
     char *owner;
     struct owner *ownerp;    /* that owner (owner.c), which outlives it; NULL for the pool */
+    struct segment *owner_prev, *owner_next; /* the owner's segments, a list (owner.c) */
     int same_host;           /* mounted from this machine: its unix:// endpoints reach it (owner.c) */
     char *peer_ip;           /* the address the MOUNT came from (tcp), NULL over unix: the only remote
                               * address a probe may connect to (owner.c) */

@@ -274,6 +274,7 @@ enum {
     VISITS_DEFERRED_SWEEP, /* ... looked at by the cron's sweep of them (store.c) */
     VISITS_WATCHED,  /* a connection's WATCHes, looked at by WATCH (multi.c) */
     VISITS_PUBSUB,   /* subscriber slots and patterns looked at to (un)subscribe (pubsub.c) */
+    VISITS_OWNER_SEGMENTS, /* segments looked at to find an owner's (owner.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

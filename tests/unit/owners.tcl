@@ -302,3 +302,29 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 6000
         r unmount og-path
     }
 }
+
+# Owners that die together: each finds its own segments, not every
+# segment (owner.c), so a process that mounted many under as many owners
+# and died costs O(its segments) to reap, not O(segments^2).
+start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 100 owner-probe-timeout 0}} {
+    test {Reaping many dead owners looks only at their own segments} {
+        set n 300
+        set base [owner_stat owners]
+        set segs [owner_stat segments]
+        set lost0 [owner_stat owners_lost_by_ttl]
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c mount reap-seg$i 1mb OWNER reap-owner$i }
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        assert_equal [expr {$base + $n}] [owner_stat owners]
+        r debug visits reset
+        $c close
+        wait_for_condition 200 20 {[owner_stat owners] == $base} else {
+            fail "the dead owners were not reaped"
+        }
+        assert_equal [expr {$lost0 + $n}] [owner_stat owners_lost_by_ttl]
+        assert_equal $segs [owner_stat segments]
+        # One visit per segment reaped (the table has 300 more: a pass over
+        # it per owner would be 90000).
+        assert_equal $n [dict get [r debug visits] owner-segments]
+    }
+}
