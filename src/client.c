@@ -50,7 +50,7 @@ sds catClientInfoString(sds s, client *c) {
     mstime_t now = mstime();
     size_t obl = c->bufpos, oll = 0;
     for (replyBlock *b = c->reply_head; b; b = b->next) oll++;
-    size_t qbuf = sdslen(c->querybuf);
+    size_t qbuf = sdslen(c->querybuf) - c->qb_pos; /* not parsed yet */
     long long sub, psub, ssub;
     pubsubClientCounts(c, &sub, &psub, &ssub);
     return sdscatprintf(s,

@@ -183,7 +183,7 @@ sds genInfoString(const char *section) {
     if ((w = wantSection(section, "clients", &count))) {
         size_t maxin = 0, maxout = 0;
         for (client *c = server.clients_head; c; c = c->next) {
-            if (sdslen(c->querybuf) > maxin) maxin = sdslen(c->querybuf);
+            if (sdslen(c->querybuf) - c->qb_pos > maxin) maxin = sdslen(c->querybuf) - c->qb_pos;
             if (c->reply_bytes > maxout) maxout = c->reply_bytes;
         }
         s = sectionHeader(s, w, "Clients");

@@ -835,7 +835,7 @@ static size_t clientArgvMemory(const client *c) {
  * limit; if so the client is closed (as Redis closes one whose query
  * buffer is). */
 static int clientInputOverLimit(client *c) {
-    size_t buffered = sdslen(c->querybuf) + clientArgvMemory(c);
+    size_t buffered = sdslen(c->querybuf) - c->qb_pos + clientArgvMemory(c);
     /* A large argument read into the heap counts as it arrives; one read
      * into the pool does not: the pool's capacity (and eviction) bounds that. */
     if (c->big.len && c->argv[c->big.argi] && c->big.dst == c->argv[c->big.argi]) buffered += c->big.got;
@@ -1047,11 +1047,22 @@ static void processInputBuffer(client *c) {
             if (executeParsedCommand(c) != C_OK) break;
         }
     }
-    /* Drop what was consumed, keep the tail for the next read. */
+    /* Drop what was consumed, keep the tail for the next read. The tail
+     * may be long: a pipeline waiting behind a pause (clientRepliesUnread)
+     * or a blocked command. Moving it down each time a few of its commands
+     * ran would cost O(tail) per resume, O(n^2) for the whole pipeline, so
+     * the consumed head goes only once it is half the buffer or more: each
+     * byte is moved O(1) times. */
     if (c->qb_pos) {
-        if (c->qb_pos == sdslen(c->querybuf)) sdsclear(c->querybuf);
-        else sdsrange(c->querybuf, (ssize_t)c->qb_pos, -1);
-        c->qb_pos = 0;
+        size_t len = sdslen(c->querybuf);
+        if (c->qb_pos == len) {
+            sdsclear(c->querybuf);
+            c->qb_pos = 0;
+        } else if (c->qb_pos >= len / 2) {
+            serverVisit(VISITS_QUERYBUF, len - c->qb_pos);
+            sdsrange(c->querybuf, (ssize_t)c->qb_pos, -1);
+            c->qb_pos = 0;
+        }
     }
 }
 

@@ -275,6 +275,7 @@ enum {
     VISITS_WATCHED,  /* a connection's WATCHes, looked at by WATCH (multi.c) */
     VISITS_PUBSUB,   /* subscriber slots and patterns looked at to (un)subscribe (pubsub.c) */
     VISITS_OWNER_SEGMENTS, /* segments looked at to find an owner's (owner.c) */
+    VISITS_QUERYBUF, /* bytes of a query buffer's unparsed tail moved down (networking.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))
