@@ -1224,18 +1224,29 @@ void resumeBlockedCommand(client *c) {
 /* An idle client keeps neither its 16 KiB reply buffer nor its query
  * buffer: 10k idle connections would otherwise hold 320 MiB between them.
  * Both come back (one allocation each) with the client's next request. A
- * buffer holding anything -- a partial request, replies not yet sent, a
- * large argument being read in place -- is kept. */
+ * buffer holding replies not yet sent, or a large argument being read in
+ * place, is kept. A partial request is kept at its size: a client that
+ * sends a byte now and then and never ends its request (slowloris) held
+ * the 32 KiB the read had made room for, ~42 KB a connection in all (found
+ * probing: 2000 such connections, 83 MB, for as long as they stayed). */
 void clientShrinkIdleBuffers(client *c) {
     if (c->buf && c->bufpos == 0 && c->reply_head == NULL) {
         zfree(c->buf);
         c->buf = NULL;
         c->buf_peak = 0;
     }
-    if (sdslen(c->querybuf) == 0 && c->big.len == 0 && sdsalloc(c->querybuf) > 0) {
+    if (c->big.len) return;
+    size_t len = sdslen(c->querybuf);
+    if (len == 0 && sdsalloc(c->querybuf) > 0) {
         sdsfree(c->querybuf);
         c->querybuf = sdsempty();
         c->querybuf_peak = 0;
+        c->qb_pos = 0;
+    } else if (len && sdsavail(c->querybuf) + c->qb_pos > len - c->qb_pos + 1024) {
+        if (c->qb_pos) sdsrange(c->querybuf, (ssize_t)c->qb_pos, -1);
+        c->qb_pos = 0;
+        c->querybuf = sdsRemoveFreeSpace(c->querybuf);
+        c->querybuf_peak = sdslen(c->querybuf);
     }
 }
 
