@@ -972,7 +972,8 @@ void debugCommand(client *c) {
     } else if (!strcasecmp(sub, "visits") && (c->argc == 2 || (c->argc == 3 && !strcasecmp(c->argv[2], "reset")))) {
         /* Counted since start (or the last RESET); see VISITS_* in server.h. */
         static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys", "pubsub",
-                                                  "owner-segments", "querybuf-moved"};
+                                                  "owner-segments", "querybuf-moved",
+                                                  "client-owners"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

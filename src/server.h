@@ -225,7 +225,8 @@ typedef struct client {
     mstime_t obuf_soft_limit_since;
     unsigned long long net_in, net_out;
     struct owner **owners;  /* owners this connection keeps alive (owner.c) */
-    int nowners;
+    int nowners, owners_cap;
+    struct dict *owners_index; /* owner -> 1 + its slot in owners, once there are many (owner.c) */
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
     struct replicaLink *repl;     /* a replica's link to this primary, NULL if not one (replication.c) */
@@ -276,6 +277,7 @@ enum {
     VISITS_PUBSUB,   /* subscriber slots and patterns looked at to (un)subscribe (pubsub.c) */
     VISITS_OWNER_SEGMENTS, /* segments looked at to find an owner's (owner.c) */
     VISITS_QUERYBUF, /* bytes of a query buffer's unparsed tail moved down (networking.c) */
+    VISITS_CLIENT_OWNERS, /* a connection's owners looked at to find one (owner.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

@@ -327,4 +327,29 @@ start_server {tags {mooncake owners} overrides {segment-size 16mb owner-ttl 100 
         # it per owner would be 90000).
         assert_equal $n [dict get [r debug visits] owner-segments]
     }
+
+    test {A connection holding many owners finds each in O(1) (MOUNT, HEARTBEAT, UNMOUNT)} {
+        set n 300
+        set base [owner_stat owners]
+        r debug visits reset
+        set c [redis_deferring_client]
+        for {set i 0} {$i < $n} {incr i} { $c mount many-seg$i 1mb OWNER many-owner$i }
+        for {set i 0} {$i < $n} {incr i} { $c read }
+        for {set i 0} {$i < $n} {incr i} { $c heartbeat many-owner$i }
+        for {set i 0} {$i < $n} {incr i} { assert_equal OK [$c read] }
+        # Its own UNMOUNT of an owner's last segment lets go of that owner.
+        for {set i 0} {$i < $n} {incr i 2} { $c unmount many-seg$i }
+        for {set i 0} {$i < $n} {incr i 2} { $c read }
+        assert_equal [expr {$base + $n / 2}] [owner_stat owners]
+        $c heartbeat many-owner1
+        assert_equal OK [$c read]
+        $c heartbeat many-owner0
+        assert_error {NEEDREMOUNT*} {$c read}
+        # A scan per MOUNT and HEARTBEAT would be ~135000.
+        assert_lessthan [dict get [r debug visits] client-owners] [expr {5 * $n}]
+        $c close
+        wait_for_condition 200 20 {[owner_stat owners] == $base} else {
+            fail "the owners were not reaped"
+        }
+    }
 }
