@@ -285,7 +285,7 @@ sds genInfoString(const char *section) {
                          server.stat_total_error_replies, server.stat_oom_rejections,
                          server.stat_client_qbuf_limit_disconnections,
                          server.stat_client_outbuf_limit_disconnections, server.stat_client_state_limited,
-                         server.stat_client_reply_pauses,                         server.stat_bigarg_inplace,
+                         server.stat_client_reply_pauses, server.stat_bigarg_inplace,
                          server.stat_reply_zero_copy, server.stat_data_write_bytes,
                          server.stat_data_read_bytes, server.stat_shm_attach, server.stat_remote_get_bytes,
                          server.remote_get_inflight, server.stat_remote_get_refused, server.stat_remote_get_timeouts,
