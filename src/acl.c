@@ -1102,9 +1102,9 @@ int aclUserSeesSegmentUsage(const user *u, const segment *s) {
  * A user with allkeys sees every segment: where two tenants chose the same
  * name it gets the first (by slot) and names the other by its id. */
 segment *aclLookupSegment(const client *c, const char *name_or_id) {
-    for (uint32_t i = 0; i < segtabLen; i++) {
-        segment *s = segtab[i];
-        if (s && !strcmp(s->name, name_or_id) && aclSegmentVisible(c, s)) return s;
+    for (segment *s = segmentNamed(name_or_id); s; s = s->name_next) {
+        serverVisit(VISITS_SEGMENTS, 1);
+        if (aclSegmentVisible(c, s)) return s;
     }
     if (*name_or_id < '0' || *name_or_id > '9') return NULL;
     char *end;

@@ -108,14 +108,69 @@ static int hostUsed(storeObj *o, segment *s) {
  * version shuffled and probed all of them per put, which at 128 segments
  * halved PUT.START throughput. A segment on a host that already has a
  * replica is set aside and used only if nothing better turns up. */
+/* A random placeable segment of the table, or NULL: one draw. */
+static segment *drawSlot(void) {
+    serverVisit(VISITS_SEGMENTS, 1);
+    segment *s = segtab[rnd() % segtabLen];
+    return s && segmentPlaceable(s) ? s : NULL;
+}
+
+/* With many segments mounted (up to 65535 metadata-only ones), even the
+ * copy of the table above cost every put O(segments). So a large table is
+ * first drawn from directly: random slots, a bounded number of draws,
+ * which find the replicas in a few when most segments could take them.
+ * What is still missing then -- a table of holes, segments mostly full,
+ * replicas that want other hosts -- comes from the walk below, so the
+ * sampling never refuses a put the walk would place. Local-first orders
+ * by host, which draws cannot: it always walks. */
+#define PLACE_DRAW_MIN_SLOTS 64
+
+/* Distinct hosts among o's replicas (few: at most STORE_MAX_REPLICAS). */
+static uint32_t hostsOf(storeObj *o) {
+    uint32_t n = 0;
+    for (int i = 0; i < o->nreplicas; i++) {
+        segment *r = storeReplicaSegment(storeObjReplica(o, i));
+        if (r == NULL || r->host == NULL) continue;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) {
+            segment *q = storeReplicaSegment(storeObjReplica(o, j));
+            seen = q && hostEq(q->host, r->host);
+        }
+        n += !seen;
+    }
+    return n;
+}
+
+static void placeByDraws(storeObj *o, uint64_t size, int want, const char *tenant) {
+    for (int draws = 8 * want + 16; o->nreplicas < want && draws > 0; draws--) {
+        segment *s = drawSlot();
+        if (s == NULL) continue;
+        if (server.allocation_strategy == PLACE_FREE_RATIO) {
+            segment *t = drawSlot(); /* two random choices, keep the emptier */
+            if (t && freeRatio(t) > freeRatio(s)) s = t;
+        }
+        /* Another host is wanted while one is left that no replica is on
+         * (the walk's rule); once every host has one, any segment will do. */
+        if (hasReplicaOn(o, s) || (hostUsed(o, s) && hostsOf(o) < segmentHostCount()) ||
+            !eligible(s, size, tenant))
+            continue;
+        allocateOn(o, s, size);
+    }
+}
+
 static int tryPlace(storeObj *o, uint64_t size, int want, segment **prefer, int nprefer,
                     const char *writer_host, const char *tenant) {
     for (int i = 0; i < nprefer && o->nreplicas < want; i++)
         if (!hasReplicaOn(o, prefer[i]) && eligible(prefer[i], size, tenant)) allocateOn(o, prefer[i], size);
     if (o->nreplicas >= want) return o->nreplicas;
+    if (segtabLen >= PLACE_DRAW_MIN_SLOTS && server.allocation_strategy != PLACE_LOCAL_FIRST) {
+        placeByDraws(o, size, want, tenant);
+        if (o->nreplicas >= want) return o->nreplicas;
+    }
 
     int n = 0, nlocal = 0;
     segment **pool = zmalloc(sizeof(segment *) * (segtabLen + 1));
+    serverVisit(VISITS_SEGMENTS, segtabLen);
     for (uint32_t i = 0; i < segtabLen; i++)
         if (segtab[i] && segmentPlaceable(segtab[i])) pool[n++] = segtab[i];
     if (server.allocation_strategy == PLACE_LOCAL_FIRST && writer_host) {

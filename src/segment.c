@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "dict.h"
+#include "server.h"
 #include "sds.h"
 #include "zmalloc.h"
 
@@ -303,16 +304,117 @@ uint32_t segmentCountTenant(const char *tenant) {
     return de ? (uint32_t)(uintptr_t)dictGetVal(de) : 0;
 }
 
+/* Finding a segment by id, by name, or a free slot is O(1): segments grow
+ * with use (up to 65535 mounted metadata-only ones), and a SEG.READ names
+ * its segment by id on the data path. Ids index a dict; names a dict of
+ * chains, since two tenants may choose one name (acl.c), each chain in slot
+ * order as the table walk it replaces found them; free slots a stack. */
+static uint64_t idHash(const void *key) {
+    uint64_t id = (uint64_t)(uintptr_t)key;
+    return dictGenHashFunction(&id, sizeof(id));
+}
+static int idCompare(const void *a, const void *b) { return a == b; }
+static dictType segmentIdType = {idHash, idCompare, NULL, NULL};
+static uint64_t nameHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
+static int nameCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
+static dictType segmentNameType = {nameHash, nameCompare, NULL, NULL}; /* keys: the head's name */
+static dict *segmentsById, *segmentsByName;
+static uint32_t *freeSlots, nfreeSlots; /* below segtabLen, free, not retired; may hold stale ones */
+static uint8_t *slotFreeListed;
+
+static void nameIndexAdd(segment *s) {
+    dictEntry *de = dictFind(segmentsByName, s->name);
+    if (de == NULL) {
+        s->name_next = NULL;
+        dictAdd(segmentsByName, s->name, s);
+        return;
+    }
+    segment *head = dictGetVal(de);
+    if (s->slot < head->slot) { /* the new head: its name becomes the key */
+        s->name_next = head;
+        dictDelete(segmentsByName, head->name);
+        dictAdd(segmentsByName, s->name, s);
+        return;
+    }
+    segment *p = head;
+    while (p->name_next && p->name_next->slot < s->slot) p = p->name_next;
+    s->name_next = p->name_next;
+    p->name_next = s;
+}
+
+static void nameIndexRemove(segment *s) {
+    segment *head = dictFetchValue(segmentsByName, s->name);
+    if (head == s) {
+        dictDelete(segmentsByName, s->name);
+        if (s->name_next) dictAdd(segmentsByName, s->name_next->name, s->name_next);
+    } else {
+        for (segment *p = head; p; p = p->name_next)
+            if (p->name_next == s) {
+                p->name_next = s->name_next;
+                break;
+            }
+    }
+    s->name_next = NULL;
+}
+
+/* Distinct hosts among the table's segments (a segment with no host is
+ * one of its own and never counted): placement draws need to know when a
+ * put's replicas already cover every host, to stop looking for another.
+ * Keys: host names (owned copies); values: segments on that host. */
+static dictType segmentHostType = {nameHash, nameCompare, zfree, NULL};
+static dict *segmentHosts;
+
+static void hostCount(const char *host, int delta) {
+    if (host == NULL) return;
+    if (segmentHosts == NULL) segmentHosts = dictCreate(&segmentHostType);
+    dictEntry *de = dictFind(segmentHosts, host);
+    if (de == NULL) {
+        if (delta > 0) dictAdd(segmentHosts, zstrdup(host), (void *)(uintptr_t)1);
+        return;
+    }
+    uintptr_t n = (uintptr_t)dictGetVal(de) + (uintptr_t)(intptr_t)delta;
+    if (n == 0) dictDelete(segmentHosts, host);
+    else de->val = (void *)n;
+}
+
+uint32_t segmentHostCount(void) { return segmentHosts ? (uint32_t)dictSize(segmentHosts) : 0; }
+
+static int segmentInTable(const segment *s) { return s->slot < segtabLen && segtab[s->slot] == s; }
+
+void segmentSetHost(segment *s, char *host) {
+    if (segmentInTable(s)) hostCount(s->host, -1);
+    zfree(s->host);
+    s->host = host;
+    if (segmentInTable(s)) hostCount(s->host, 1);
+}
+
+static void freeSlotPush(uint32_t slot) {
+    if (slotFreeListed[slot]) return;
+    slotFreeListed[slot] = 1;
+    freeSlots[nfreeSlots++] = slot;
+}
+
+/* A free slot below segtabLen, or segtabLen itself if none. Entries made
+ * stale by the table's trimming (at or past segtabLen, or taken again
+ * through the end) are dropped as they come up: each was pushed once. */
+static uint32_t freeSlotPop(void) {
+    while (nfreeSlots) {
+        uint32_t slot = freeSlots[--nfreeSlots];
+        slotFreeListed[slot] = 0;
+        serverVisit(VISITS_SEGMENTS, 1);
+        if (slot < segtabLen && segtab[slot] == NULL && slotGen[slot] != UINT16_MAX) return slot;
+    }
+    return segtabLen;
+}
+
 int segmentTableAdd(segment *s) {
-    uint32_t slot = segtabLen;
+    if (segmentsById == NULL) {
+        segmentsById = dictCreate(&segmentIdType);
+        segmentsByName = dictCreate(&segmentNameType);
+    }
     /* A slot whose 16-bit generation is used up is retired, never reused:
      * a stale replica anywhere could otherwise match a new segment again. */
-    for (uint32_t i = 0; i < segtabLen; i++) {
-        if (segtab[i] == NULL && slotGen[i] != UINT16_MAX) {
-            slot = i;
-            break;
-        }
-    }
+    uint32_t slot = freeSlotPop();
     if (slot == segtabLen) {
         if (segtabLen >= SEGMENT_MAX_SLOTS) return -1; /* replicas hold a 16-bit slot */
         if (segtabLen == segtabCap) {
@@ -320,6 +422,9 @@ int segmentTableAdd(segment *s) {
             segtab = zrealloc(segtab, sizeof(segment *) * segtabCap);
             slotGen = zrealloc(slotGen, sizeof(uint16_t) * segtabCap);
             memset(slotGen + segtabLen, 0, sizeof(uint16_t) * (segtabCap - segtabLen));
+            freeSlots = zrealloc(freeSlots, sizeof(uint32_t) * segtabCap);
+            slotFreeListed = zrealloc(slotFreeListed, segtabCap);
+            memset(slotFreeListed + segtabLen, 0, segtabCap - segtabLen);
         }
         segtabLen++;
     }
@@ -328,6 +433,9 @@ int segmentTableAdd(segment *s) {
     s->id = nextSegmentId++;
     segtab[slot] = s;
     segtabUsed++;
+    dictAdd(segmentsById, (void *)(uintptr_t)s->id, s);
+    nameIndexAdd(s);
+    hostCount(s->host, 1);
     tenantCountAdd(s->tenant, 1);
     return 0;
 }
@@ -349,26 +457,29 @@ int segmentTableAddWithId(segment *s, uint64_t id) {
 void segmentTableRemove(segment *s) {
     segtab[s->slot] = NULL;
     segtabUsed--;
+    dictDelete(segmentsById, (void *)(uintptr_t)s->id);
+    nameIndexRemove(s);
+    hostCount(s->host, -1);
     tenantCountAdd(s->tenant, -1);
+    if (slotGen[s->slot] != UINT16_MAX) freeSlotPush(s->slot);
     /* Trailing free slots are forgotten, unless retired (their generation
-     * must stay remembered). */
+     * must stay remembered); the free stack drops them as they come up. */
     while (segtabLen && segtab[segtabLen - 1] == NULL && slotGen[segtabLen - 1] != UINT16_MAX) segtabLen--;
 }
 
 uint32_t segmentCount(void) { return segtabUsed; }
 
-/* Linear: a server has tens to hundreds of segments and these lookups are
- * for commands that name a segment, never for the data path. */
-segment *segmentLookupName(const char *name) {
-    for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && !strcmp(segtab[i]->name, name)) return segtab[i];
-    return NULL;
+segment *segmentNamed(const char *name) {
+    serverVisit(VISITS_SEGMENTS, 1);
+    return segmentsByName ? dictFetchValue(segmentsByName, name) : NULL;
 }
 
+/* The first by slot of those so named (any tenant's). */
+segment *segmentLookupName(const char *name) { return segmentNamed(name); }
+
 segment *segmentLookupId(uint64_t id) {
-    for (uint32_t i = 0; i < segtabLen; i++)
-        if (segtab[i] && segtab[i]->id == id) return segtab[i];
-    return NULL;
+    serverVisit(VISITS_SEGMENTS, 1);
+    return segmentsById ? dictFetchValue(segmentsById, (void *)(uintptr_t)id) : NULL;
 }
 
 segment *segmentLookup(const char *name_or_id) {

@@ -47,6 +47,8 @@ typedef struct segment {
     uint32_t slot;           /* index in segtab (slots are reused, ids are not) */
     uint16_t gen;            /* bumped each time the slot is reused: see store.h */
     char *name;
+    struct segment *name_next; /* the next segment in the table under the same name (another
+                                * tenant's: names are per tenant, acl.c), slot order */
     char *owner;
     struct owner *ownerp;    /* that owner (owner.c), which outlives it; NULL for the pool */
     struct segment *owner_prev, *owner_next; /* the owner's segments, a list (owner.c) */
@@ -101,6 +103,9 @@ static inline char *segmentPtr(const segment *s, uint64_t offset) { return s->me
 /* The table: slot -> segment, ids assigned on insertion. */
 extern segment **segtab;
 extern uint32_t segtabLen;   /* slots in use or free, the scan bound */
+uint32_t segmentHostCount(void);          /* distinct hosts of the table's segments */
+void segmentSetHost(segment *s, char *host); /* takes host (zmalloc'd); keeps the count */
+segment *segmentNamed(const char *name); /* the first in slot order of those named so, a chain by name_next */
 int segmentTableAdd(segment *s);  /* -1: no slot left */
 int segmentTableAddWithId(segment *s, uint64_t id); /* a segment loaded from the log; -1: no slot or id taken */
 void segmentTableRemove(segment *s);

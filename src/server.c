@@ -973,7 +973,7 @@ void debugCommand(client *c) {
         /* Counted since start (or the last RESET); see VISITS_* in server.h. */
         static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys", "pubsub",
                                                   "owner-segments", "querybuf-moved",
-                                                  "client-owners"};
+                                                  "client-owners", "segments"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

@@ -278,6 +278,8 @@ enum {
     VISITS_OWNER_SEGMENTS, /* segments looked at to find an owner's (owner.c) */
     VISITS_QUERYBUF, /* bytes of a query buffer's unparsed tail moved down (networking.c) */
     VISITS_CLIENT_OWNERS, /* a connection's owners looked at to find one (owner.c) */
+    VISITS_SEGMENTS, /* segments looked at to find one by id or name, a free slot, or a put's
+                      * place (segment.c, acl.c, placement.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

@@ -179,12 +179,12 @@ static void segmentDescribe(segment *s, client *c, sds host, sds *endpoints, int
     s->base = base;
     zfree(s->rkey);
     s->rkey = rkey ? zstrdup(rkey) : NULL;
-    zfree(s->host);
-    s->host = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
+    char *h = zstrdup(host ? host : (c->flags & CLIENT_UNIX_SOCKET) ? "localhost" : c->addr);
     if (!host && !(c->flags & CLIENT_UNIX_SOCKET)) {
-        char *colon = strrchr(s->host, ':'); /* keep the address, drop the port */
+        char *colon = strrchr(h, ':'); /* keep the address, drop the port */
         if (colon) *colon = '\0';
     }
+    segmentSetHost(s, h);
     for (int i = 0; i < s->nendpoints; i++) zfree(s->endpoints[i]);
     for (int i = 0; i < nendpoints; i++) s->endpoints[i] = zstrdup(endpoints[i]);
     s->nendpoints = nendpoints;
@@ -236,9 +236,8 @@ int segmentRestoreFromLog(const aofSegment *g) {
      * restart) replaces the earlier; a name is one segment's. */
     segment *old = segmentLookupId(g->id);
     if (old) segmentUnmount(old);
-    for (uint32_t i = 0; i < segtabLen; i++) {
-        segment *t = segtab[i];
-        if (t && t->id != SEGMENT_SELF_ID && !strcmp(t->name, name) &&
+    for (segment *t = segmentNamed(name); t; t = t->name_next) {
+        if (t->id != SEGMENT_SELF_ID &&
             ((t->tenant == NULL && tenant == NULL) || (t->tenant && tenant && !strcmp(t->tenant, tenant)))) {
             segmentUnmount(t);
             break;
@@ -253,7 +252,7 @@ int segmentRestoreFromLog(const aofSegment *g) {
     s->tenant = tenant;
     s->base = g->base;
     s->rkey = dupStr(g->rkey);
-    s->host = dupStr(g->host);
+    segmentSetHost(s, dupStr(g->host));
     s->peer_ip = dupStr(g->peer_ip);
     s->same_host = g->same_host;
     s->identity = dupStr(g->identity);

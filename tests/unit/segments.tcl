@@ -590,4 +590,75 @@ start_server {tags {mooncake segments owners} overrides {segment-size 16mb owner
         assert_equal OK [$c heartbeat gcyc-other]
         $c close
     }
+
+    test {With thousands of segments, MOUNT, lookups by name and id, and puts look at a few of them} {
+        # Each of these walked the whole segment table: a put copied it to
+        # draw from, a SEG.READ found its segment by id, a MOUNT looked for
+        # its name and a free slot. 2000 segments: ~2000 visits per put.
+        set c [redis_client]
+        for {set i 0} {$i < 2000} {incr i} { $c mount many-$i 1048576 OWNER many-owner }
+        assert_equal OK [r debug visits reset]
+        for {set i 0} {$i < 200} {incr i} {
+            set reps [r put.start many-key-$i 4096 REPLICAS 2]
+            assert_equal 2 [llength $reps]
+            r put.end many-key-$i
+        }
+        set puts [dict get [r debug visits] segments]
+        assert_lessthan $puts [expr {200 * 64}]
+        assert_equal OK [r debug visits reset]
+        set id [dict get [r segment.info many-1500] id]
+        for {set i 0} {$i < 100} {incr i} {
+            assert_equal many-1500 [dict get [r segment.info many-1500] name]
+            assert_equal many-1500 [dict get [r segment.info $id] name]
+        }
+        $c unmount many-7
+        assert_equal {} [r segment.info many-7]
+        $c mount many-7 1048576 OWNER many-owner
+        assert_lessthan [dict get [r debug visits] segments] 1000
+        # Names are per tenant: two tenants' same name, each finds its own.
+        r acl setuser many-t1 on >p ~t1:* +@all -@dangerous
+        r acl setuser many-t2 on >p ~t2:* +@all -@dangerous
+        set t1 [redis_client]
+        set t2 [redis_client]
+        $t1 auth many-t1 p
+        $t2 auth many-t2 p
+        set id1 [$t1 mount many-shared-name 1048576]
+        set id2 [$t2 mount many-shared-name 1048576]
+        assert {$id1 != $id2}
+        assert_equal $id1 [dict get [$t1 segment.info many-shared-name] id]
+        assert_equal $id2 [dict get [$t2 segment.info many-shared-name] id]
+        assert_equal 0 [$t1 unmount many-shared-name]
+        assert_equal {} [$t1 segment.info many-shared-name]
+        assert_equal $id2 [dict get [$t2 segment.info many-shared-name] id]
+        assert_equal 0 [$t2 unmount many-shared-name]
+        $t1 close
+        $t2 close
+        r acl deluser many-t1 many-t2
+        for {set i 0} {$i < 2000} {incr i} { $c unmount many-$i }
+        assert_equal {} [r segment.info many-1999]
+        $c close
+    }
+
+    test {Drawn placement still spreads replicas over hosts: 150 segments on one host, one on another} {
+        set c [redis_client]
+        for {set i 0} {$i < 150} {incr i} { $c mount spread-a-$i 1048576 HOST host-a OWNER spread }
+        $c mount spread-b 1048576 HOST host-b OWNER spread
+        r config set allocation-strategy random
+        for {set i 0} {$i < 40} {incr i} {
+            set hosts {}
+            foreach rep [r put.start spread-key-$i 4096 REPLICAS 2] {
+                lappend hosts [dict get [r segment.info [lindex $rep 0]] host]
+            }
+            r put.end spread-key-$i
+            assert_equal 2 [llength [lsort -unique $hosts]]
+        }
+        # Every host has a replica once the pool and both hosts hold one:
+        # a fourth goes anywhere (the same rule as the walk).
+        set reps [r put.start spread-key-x 4096 REPLICAS 4]
+        assert_equal 4 [llength $reps]
+        r put.end spread-key-x
+        for {set i 0} {$i < 150} {incr i} { $c unmount spread-a-$i }
+        $c unmount spread-b
+        $c close
+    }
 }
