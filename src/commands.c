@@ -1204,8 +1204,11 @@ void commandCommand(client *c) {
         addReplyArrayLen(c, c->argc - 2);
         for (int j = 2; j < c->argc; j++) {
             serverCommand *cmd = lookupCommandByName(c->argv[j]);
+            /* An unknown name is a null bulk under RESP2 ($-1), as Redis
+             * answers it; *-1 reads the same in most clients but not in
+             * those that check the type. */
             if (cmd) addReplyCommandInfo(c, cmd);
-            else addReplyNullArray(c);
+            else addReplyNull(c);
         }
     } else if (!strcasecmp(sub, "docs")) {
         if (c->argc == 2) {

@@ -354,6 +354,19 @@ start_server {tags {client}} {
         assert_equal {{a {RW update}}} [r command getkeysandflags expire a 10]
         assert_error {*Invalid command*} {r command getkeysandflags nosuchcmd a}
     }
+
+    # Found by the differential fuzzer (tests/helpers/redis_diff.py) against
+    # redis-server 7.0: each answer below is redis-server's.
+    test {COMMAND INFO of an unknown name is a null bulk under RESP2, as Redis} {
+        r readraw 1
+        set head [r command info get nosuchcommand]
+        set items {}
+        # get's entry holds no null: read until the first one, whichever type
+        while {[set line [r read]] ni {$-1 *-1}} { lappend items $line }
+        r readraw 0
+        assert_equal {*2} $head
+        assert_equal {$-1} $line
+    }
 }
 
 start_server {tags {client slow}} {
