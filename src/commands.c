@@ -84,8 +84,9 @@ static serverCommand commandSubcommands[] = {
     SUB("info", commandCommand, -2, L | S, "Returns information about one, multiple or all commands."),
     SUB("docs", commandCommand, -2, L | S, "Returns documentary information about one, multiple or all commands."),
     SUB("list", commandCommand, -2, L | S, "Returns a list of command names."),
-    SUB("getkeys", commandCommand, -3, L | S, "Extracts the key names from an arbitrary command."),
-    {.name = "getkeysandflags", .proc = commandCommand, .arity = -3, .flags = L | S, .since = "7.0.0",
+    /* -4, as Redis 7.0: a command name and at least one argument. */
+    SUB("getkeys", commandCommand, -4, L | S, "Extracts the key names from an arbitrary command."),
+    {.name = "getkeysandflags", .proc = commandCommand, .arity = -4, .flags = L | S, .since = "7.0.0",
      .summary = "Extracts the key names and access flags for an arbitrary command.",
      .complexity = "O(N) where N is the number of arguments to the command"},
     SUB("help", commandCommand, 2, L | S, "Returns helpful text about the different subcommands."),
@@ -399,8 +400,8 @@ static const struct {
     {"command|info", "[command-name:string...]"},
     {"command|docs", "[command-name:string...]"},
     {"command|list", "[FILTERBY filterby=(MODULE module-name:string|ACLCAT category:string|PATTERN pattern:pattern)]"},
-    {"command|getkeys", "command:string [arg:string...]"},
-    {"command|getkeysandflags", "command:string [arg:string...]"},
+    {"command|getkeys", "command:string arg:string [arg:string...]"},
+    {"command|getkeysandflags", "command:string arg:string [arg:string...]"},
     {"info", "[section:string...]"},
     {"psync", "replicationid:string offset:integer"},
     {"replconf", "option:string [value:string...]"},
@@ -1099,6 +1100,11 @@ static void commandGetKeys(client *c, int withflags) {
         addReplyError(c, "ERR Invalid command specified");
         return;
     }
+    /* Before the arity, as Redis: ECHO a b has no keys, whatever its count. */
+    if (keySpecCount(cmd) == 0) {
+        addReplyError(c, "ERR The command has no key arguments");
+        return;
+    }
     if ((cmd->arity > 0 && cmd->arity != argc) || argc < -cmd->arity) {
         addReplyError(c, "ERR Invalid number of arguments specified for command");
         return;
@@ -1231,9 +1237,9 @@ void commandCommand(client *c) {
         }
     } else if (!strcasecmp(sub, "list")) {
         commandListCommand(c);
-    } else if (!strcasecmp(sub, "getkeys") && c->argc >= 3) {
+    } else if (!strcasecmp(sub, "getkeys") && c->argc >= 4) {
         commandGetKeys(c, 0);
-    } else if (!strcasecmp(sub, "getkeysandflags") && c->argc >= 3) {
+    } else if (!strcasecmp(sub, "getkeysandflags") && c->argc >= 4) {
         commandGetKeys(c, 1);
     } else {
         addReplySubcommandSyntaxError(c);

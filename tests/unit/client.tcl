@@ -367,6 +367,16 @@ start_server {tags {client}} {
         assert_equal {*2} $head
         assert_equal {$-1} $line
     }
+
+    test {COMMAND GETKEYS: arity -4 and "no key arguments" before the count, as Redis 7.0} {
+        assert_equal -4 [lindex [r command info command|getkeys] 0 1]
+        assert_equal -4 [lindex [r command info command|getkeysandflags] 0 1]
+        assert_error {*wrong number of arguments for 'command|getkeys' command*} {r command getkeys ping}
+        assert_error {*wrong number of arguments for 'command|getkeysandflags' command*} {r command getkeysandflags get}
+        assert_error {ERR The command has no key arguments} {r command getkeys echo a b}
+        assert_error {ERR Invalid number of arguments specified for command} {r command getkeys get a b}
+        assert_equal {a} [r command getkeys get a]
+    }
 }
 
 start_server {tags {client slow}} {
