@@ -246,12 +246,14 @@ void clientCommand(client *c) {
             s = sdsempty();
             for (int j = 3; j < c->argc; j++) {
                 long long id;
-                if (!string2ll(c->argv[j], sdslen(c->argv[j]), &id) || id <= 0) {
+                if (!string2ll(c->argv[j], sdslen(c->argv[j]), &id)) {
                     sdsfree(s);
                     addReplyError(c, "ERR Invalid client ID");
                     return;
                 }
-                client *t = lookupClientByID((uint64_t)id);
+                /* 0 or below names no client: listed as nothing, as Redis
+                 * 7.0 does, not refused. */
+                client *t = id > 0 ? lookupClientByID((uint64_t)id) : NULL;
                 if (t && aclUserSeesClient(c->user, t)) {
                     s = catClientInfoString(s, t);
                     s = sdscatlen(s, "\n", 1);

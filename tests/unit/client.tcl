@@ -377,6 +377,14 @@ start_server {tags {client}} {
         assert_error {ERR Invalid number of arguments specified for command} {r command getkeys get a b}
         assert_equal {a} [r command getkeys get a]
     }
+
+    test {CLIENT LIST ID 0 or a negative id lists nothing, as Redis; not a number is refused} {
+        assert_equal {} [r client list id 0]
+        assert_equal {} [r client list id -1]
+        set id [r client id]
+        assert_match "id=$id *" [r client list id -5 $id]
+        assert_error {ERR Invalid client ID} {r client list id abc}
+    }
 }
 
 start_server {tags {client slow}} {
