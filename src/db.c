@@ -570,8 +570,14 @@ void memoryCommand(client *c) {
     } else if (!strcasecmp(sub, "usage") && c->argc >= 3) {
         for (int j = 3; j < c->argc; j += 2) {
             long long samples;
-            if (strcasecmp(c->argv[j], "samples") || j + 1 >= c->argc ||
-                !string2ll(c->argv[j + 1], sdslen(c->argv[j + 1]), &samples) || samples < 0) {
+            if (strcasecmp(c->argv[j], "samples") || j + 1 >= c->argc) {
+                addReplyErrorSyntax(c);
+                return;
+            }
+            /* A count that is not a number is that error, a negative one
+             * a syntax error: Redis's two answers. */
+            if (getLongLongFromObjectOrReply(c, c->argv[j + 1], &samples, NULL) != C_OK) return;
+            if (samples < 0) {
                 addReplyErrorSyntax(c);
                 return;
             }

@@ -385,6 +385,14 @@ start_server {tags {client}} {
         assert_match "id=$id *" [r client list id -5 $id]
         assert_error {ERR Invalid client ID} {r client list id abc}
     }
+
+    test {MEMORY USAGE SAMPLES: not a number is that error, a negative count a syntax error} {
+        r set mu v
+        assert_error {ERR value is not an integer or out of range} {r memory usage mu samples abc}
+        assert_error {ERR syntax error} {r memory usage mu samples -1}
+        assert_error {ERR syntax error} {r memory usage mu samples}
+        assert_morethan [r memory usage mu samples 0] 0
+    }
 }
 
 start_server {tags {client slow}} {
