@@ -142,9 +142,11 @@ void slowlogCommand(client *c) {
     } else if ((c->argc == 2 || c->argc == 3) && !strcasecmp(sub, "get")) {
         long long count = 10;
         if (c->argc == 3) {
-            if (getLongLongFromObjectOrReply(c, c->argv[2], &count, NULL) != C_OK) return;
+            /* Not a number gets the range's message too, as in Redis. */
+            static const char *range = "ERR count should be greater than or equal to -1";
+            if (getLongLongFromObjectOrReply(c, c->argv[2], &count, range) != C_OK) return;
             if (count < -1) {
-                addReplyError(c, "ERR count should be greater than or equal to -1");
+                addReplyError(c, range);
                 return;
             }
             if (count == -1) count = server.slowlog_len;

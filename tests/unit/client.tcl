@@ -393,6 +393,11 @@ start_server {tags {client}} {
         assert_error {ERR syntax error} {r memory usage mu samples}
         assert_morethan [r memory usage mu samples 0] 0
     }
+
+    test {SLOWLOG GET with a count that is not a number: the range's message, as Redis} {
+        assert_error {ERR count should be greater than or equal to -1} {r slowlog get abc}
+        assert_error {ERR count should be greater than or equal to -1} {r slowlog get -2}
+    }
 }
 
 start_server {tags {client slow}} {
