@@ -808,7 +808,11 @@ static void configGetCommand(client *c) {
             if (stringmatchlen(c->argv[j], sdslen(c->argv[j]), cf->name, strlen(cf->name), 1)) {
                 names = zrealloc(names, sizeof(sds) * (size_t)(n + 1));
                 values = zrealloc(values, sizeof(sds) * (size_t)(n + 1));
-                names[n] = sdsnew(cf->name);
+                /* A plain name (no glob) comes back as it was asked, in
+                 * its case: Redis 7.0 does so, and clients index the
+                 * reply by the name they asked for (CONFIG GET MAXMEMORY). */
+                int plain = strpbrk(c->argv[j], "*?[") == NULL;
+                names[n] = plain ? sdsdup(c->argv[j]) : sdsnew(cf->name);
                 values[n] = getConfigValue(cf);
                 n++;
                 break;

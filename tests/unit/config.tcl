@@ -366,3 +366,14 @@ start_server {tags {config} overrides {maxclients 100 http-maxclients 10 remote-
         assert_equal PONG [r ping]
     }
 }
+
+# Found by the differential fuzzer against redis-server 7.0 (its answers).
+start_server {tags {config}} {
+    test {CONFIG GET of a plain name answers with the name as asked (its case), a pattern with the canonical name} {
+        assert_equal {MAXMEMORY 0} [r config get MAXMEMORY]
+        assert_equal {maxMemory 0} [r config get maxMemory]
+        assert_equal {maxmemory 0} [r config get maxmemor?]
+        # the same parameter asked twice: once, as first asked
+        assert_equal {Timeout 0} [r config get Timeout timeout]
+    }
+}
