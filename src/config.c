@@ -559,7 +559,9 @@ static int setConfigValue(standardConfig *c, sds *argv, int argc, const char **e
         } else if (c->type == CFG_MEM) {
             int e;
             ll = memtoll(v, &e);
-            if (e) {
+            /* A negative size is not a memory value (Redis's words for
+             * it), rather than a number out of range. */
+            if (e || ll < 0) {
                 *err = "argument must be a memory value";
                 return C_ERR;
             }

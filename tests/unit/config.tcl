@@ -376,4 +376,13 @@ start_server {tags {config}} {
         # the same parameter asked twice: once, as first asked
         assert_equal {Timeout 0} [r config get Timeout timeout]
     }
+
+    test {CONFIG SET of a negative size: "must be a memory value", and nothing changes} {
+        set before [r config get maxmemory]
+        foreach v {-1 -5mb} {
+            assert_error {*argument 'maxmemory') - argument must be a memory value} {r config set maxmemory $v}
+        }
+        assert_error {*argument must be between 1048576 and*} {r config set proto-max-bulk-len 100}
+        assert_equal $before [r config get maxmemory]
+    }
 }
