@@ -72,7 +72,8 @@ static const configEnum protectedEnum[] = {
     {"no", PROTECTED_NO}, {"yes", PROTECTED_YES}, {"local", PROTECTED_LOCAL}, {NULL, 0}};
 static const configEnum evictPolicyEnum[] = {{"lru", EVICT_LRU}, {"noeviction", EVICT_NOEVICTION}, {NULL, 0}};
 static const configEnum aofFsyncEnum[] = {
-    {"always", AOF_FSYNC_ALWAYS}, {"everysec", AOF_FSYNC_EVERYSEC}, {"no", AOF_FSYNC_NO}, {NULL, 0}};
+    /* Redis's order: its error message lists the values in it. */
+    {"everysec", AOF_FSYNC_EVERYSEC}, {"always", AOF_FSYNC_ALWAYS}, {"no", AOF_FSYNC_NO}, {NULL, 0}};
 static const configEnum placementEnum[] = {
     {"random", PLACE_RANDOM}, {"free-ratio", PLACE_FREE_RATIO}, {"local-first", PLACE_LOCAL_FIRST}, {NULL, 0}};
 

@@ -385,4 +385,8 @@ start_server {tags {config}} {
         assert_error {*argument must be between 1048576 and*} {r config set proto-max-bulk-len 100}
         assert_equal $before [r config get maxmemory]
     }
+
+    test {CONFIG SET appendfsync: the choices listed in Redis's order} {
+        assert_error {*argument(s) must be one of the following: everysec, always, no} {r config set appendfsync bogus}
+    }
 }
