@@ -294,8 +294,13 @@ static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
             if (!*p) break;
             char *end;
             double d = strtod(p, &end);
-            if (end == p || (*end && *end != ' ' && *end != '\t') || !(d >= 0.0 && d <= 100.0)) {
-                *err = "percentiles must be numbers between 0 and 100";
+            /* Redis's two messages: not a number, then out of range. */
+            if (end == p || (*end && *end != ' ' && *end != '\t') || d != d) {
+                *err = "Invalid latency-tracking-info-percentiles parameters";
+                return C_ERR;
+            }
+            if (!(d >= 0.0 && d <= 100.0)) {
+                *err = "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]";
                 return C_ERR;
             }
             if (n == 16) {

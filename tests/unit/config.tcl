@@ -389,4 +389,13 @@ start_server {tags {config}} {
     test {CONFIG SET appendfsync: the choices listed in Redis's order} {
         assert_error {*argument(s) must be one of the following: everysec, always, no} {r config set appendfsync bogus}
     }
+
+    test {CONFIG SET latency-tracking-info-percentiles: Redis's messages, not a number then out of range} {
+        set before [r config get latency-tracking-info-percentiles]
+        assert_error {*- Invalid latency-tracking-info-percentiles parameters} {r config set latency-tracking-info-percentiles abc}
+        assert_error {*- Invalid latency-tracking-info-percentiles parameters} {r config set latency-tracking-info-percentiles "50 x"}
+        assert_error {*- latency-tracking-info-percentiles parameters should sit between \[0.0,100.0\]} {r config set latency-tracking-info-percentiles -1}
+        assert_error {*should sit between*} {r config set latency-tracking-info-percentiles "50 100.5"}
+        assert_equal $before [r config get latency-tracking-info-percentiles]
+    }
 }
