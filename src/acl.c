@@ -518,6 +518,12 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
     } else if (op[0] == '~' || op[0] == '%') {
         int perm = ACL_READ | ACL_WRITE;
         size_t start = 1;
+        /* Before the pattern is parsed, as Redis: after allkeys even a
+         * malformed %... is refused for coming after it. */
+        if (u->flags & USER_ALLKEYS) {
+            *err = ERR_AFTER_ALL;
+            return C_ERR;
+        }
         if (op[0] == '%') {
             perm = 0;
             for (start = 1; start < len && op[start] != '~'; start++) {
@@ -527,10 +533,6 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
             }
             if (perm == 0 || start == len) return C_ERR;
             start++;
-        }
-        if (u->flags & USER_ALLKEYS) {
-            *err = ERR_AFTER_ALL;
-            return C_ERR;
         }
         if (!validPattern(op + start, len - start)) return C_ERR;
         if (perm == (ACL_READ | ACL_WRITE) && len - start == 1 && op[start] == '*') {

@@ -120,6 +120,17 @@ start_server {tags {acl}} {
         assert_equal OK [r acl setuser kp resetkeys %RW~*]
         assert_equal ~* [dict get [r acl getuser kp] keys]
     }
+
+    # Both found by redis_diff.py's ACL mode once error texts were compared
+    # to the letter; the texts are redis-server 7.0's.
+    test {After allkeys even a malformed %... is refused for coming after it, as Redis} {
+        r acl setuser kp2 reset allkeys
+        foreach rule {% %X~a %R ~k*} {
+            assert_error "ERR Error in ACL SETUSER modifier '$rule': Adding a pattern after the \* pattern*" \
+                [list r acl setuser kp2 $rule]
+        }
+        assert_error "ERR Error in ACL SETUSER modifier '%': Syntax error" {r acl setuser kp3 reset %}
+    }
 }
 
 start_server {tags {acl}} {
