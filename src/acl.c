@@ -572,8 +572,18 @@ static int applyRule(user *u, const char *op, size_t len, const char **err) {
         } else {
             serverCommand *cmd = strlen(name) == sdslen(name) ? lookupCommandByName(name) : NULL;
             if (cmd == NULL) {
+                /* "+get|", "+config|": a known command and nothing after
+                 * the bar is a syntax error in Redis 7.0, not an unknown
+                 * name (it is one for "-get|": removal takes full names). */
+                size_t bar = strcspn(name, "|");
+                serverCommand *base = NULL;
+                if (on && bar + 1 == sdslen(name) && bar > 0) {
+                    sds head = sdsnewlen(name, bar);
+                    base = lookupCommandByName(head);
+                    sdsfree(head);
+                }
                 sdsfree(name);
-                *err = ERR_UNKNOWN;
+                *err = base ? ERR_SYNTAX : ERR_UNKNOWN;
                 return C_ERR;
             }
             setCommandBits(u, cmd, on);

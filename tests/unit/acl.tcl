@@ -131,6 +131,18 @@ start_server {tags {acl}} {
         }
         assert_error "ERR Error in ACL SETUSER modifier '%': Syntax error" {r acl setuser kp3 reset %}
     }
+
+    test {+cmd| with nothing after the bar: a syntax error, as Redis 7.0 (-cmd| an unknown name)} {
+        assert_error "ERR Error in ACL SETUSER modifier '+get|': Syntax error" {r acl setuser sub1 +get|}
+        assert_error "ERR Error in ACL SETUSER modifier '+config|': Syntax error" {r acl setuser sub1 +config|}
+        assert_error "ERR Error in ACL SETUSER modifier '-get|': Unknown command or category name in ACL" \
+            {r acl setuser sub1 -get|}
+        assert_error "ERR Error in ACL SETUSER modifier '+|get': Unknown command or category name in ACL" \
+            {r acl setuser sub1 +|get}
+        assert_error "ERR Error in ACL SETUSER modifier '+nosuch|': Unknown command or category name in ACL" \
+            {r acl setuser sub1 +nosuch|}
+        assert_equal {} [r acl getuser sub1]
+    }
 }
 
 start_server {tags {acl}} {
