@@ -845,8 +845,10 @@ static int protectedConfigAllowed(const client *c) {
 }
 
 static void configSetCommand(client *c) {
+    /* A name without its value among pairs: Redis 7.0's syntax error (the
+     * arity, -4, already refused CONFIG SET name alone). */
     if (c->argc % 2 != 0) {
-        addReplyErrorArity(c);
+        addReplyErrorSyntax(c);
         return;
     }
     int n = (c->argc - 2) / 2;

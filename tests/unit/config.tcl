@@ -386,6 +386,14 @@ start_server {tags {config}} {
         assert_equal $before [r config get maxmemory]
     }
 
+    test {CONFIG SET with a name left without its value: a syntax error, as Redis, and nothing set} {
+        set before [r config get timeout]
+        assert_error {ERR syntax error} {r config set timeout 5 hz}
+        assert_error {ERR syntax error} {r config set timeout 5 hz 10 x}
+        assert_error {ERR wrong number of arguments for 'config|set' command} {r config set timeout}
+        assert_equal $before [r config get timeout]
+    }
+
     test {CONFIG SET appendfsync: the choices listed in Redis's order} {
         assert_error {*argument(s) must be one of the following: everysec, always, no} {r config set appendfsync bogus}
     }
