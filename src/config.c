@@ -12,6 +12,7 @@
  * Errors name the file, the line, the line itself and the reason, as Redis
  * does, so a typo stops start-up with a message a person can act on.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -286,16 +287,28 @@ static sds getMasterauth(void) { return server.masterauth ? sdsdup(server.master
 static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
     double v[16];
     int n = 0;
-    /* Given as one quoted word ("50 99 99.9", the config file) or several. */
+    /* Given as one quoted word ("50 99 99.9", the config file) or several.
+     * Split at each single space as Redis does, so a leading, trailing or
+     * doubled space leaves an empty word, which is not a number; an empty
+     * value is no percentiles. */
     for (int i = 0; i < argc; i++) {
         const char *p = argv[i];
-        while (*p) {
-            while (*p == ' ' || *p == '\t') p++;
-            if (!*p) break;
-            char *end;
-            double d = strtod(p, &end);
+        if (!*p) continue;
+        for (;;) {
+            const char *sp = strchr(p, ' ');
+            size_t wl = sp ? (size_t)(sp - p) : strlen(p);
+            char word[64], *end;
+            double d = 0;
+            int ok = wl > 0 && wl < sizeof(word);
+            if (ok) {
+                memcpy(word, p, wl);
+                word[wl] = '\0';
+                errno = 0;
+                d = strtod(word, &end);
+                ok = !isspace((unsigned char)word[0]) && *end == '\0' && errno != ERANGE && d == d;
+            }
             /* Redis's two messages: not a number, then out of range. */
-            if (end == p || (*end && *end != ' ' && *end != '\t') || d != d) {
+            if (!ok) {
                 *err = "Invalid latency-tracking-info-percentiles parameters";
                 return C_ERR;
             }
@@ -308,7 +321,8 @@ static int setLatencyPercentiles(sds *argv, int argc, const char **err) {
                 return C_ERR;
             }
             v[n++] = d;
-            p = end;
+            if (!sp) break;
+            p = sp + 1;
         }
     }
     memcpy(server.latency_percentiles, v, sizeof(double) * (size_t)n);
@@ -482,7 +496,8 @@ static standardConfig configs[] = {
     ENUMC("evict-policy", 0, &server.evict_policy, evictPolicyEnum, "lru", NULL),
     SPECC("maxmemory-policy", 0, "allkeys-lru", setMaxmemoryPolicy, getMaxmemoryPolicy),
     BOOLC("latency-tracking", 0, &server.latency_tracking, "yes"),
-    SPECC("latency-tracking-info-percentiles", 0, "50 99 99.9", setLatencyPercentiles, getLatencyPercentiles),
+    /* One argument, split by the setter at single spaces as Redis splits it. */
+    SPECC("latency-tracking-info-percentiles", CFG_ONEARG, "50 99 99.9", setLatencyPercentiles, getLatencyPercentiles),
     MEMCA("maxmemory", 0, &server.maxmemory, 0, LLONG_MAX, "0", applyMaxmemory),
     INTC("evict-samples", 0, &server.evict_samples, 1, 64, "5", NULL),
     /* Segments and owners */

@@ -406,4 +406,19 @@ start_server {tags {config}} {
         assert_error {*should sit between*} {r config set latency-tracking-info-percentiles "50 100.5"}
         assert_equal $before [r config get latency-tracking-info-percentiles]
     }
+
+    test {CONFIG SET latency-tracking-info-percentiles splits at each single space, as Redis} {
+        set before [r config get latency-tracking-info-percentiles]
+        # an empty word (leading, trailing or doubled space) or a tab is not a number
+        foreach v [list " 1" "1 " "50  99" "50\t99" "\t50"] {
+            assert_error {*- Invalid latency-tracking-info-percentiles parameters} \
+                [list r config set latency-tracking-info-percentiles $v]
+        }
+        assert_equal $before [r config get latency-tracking-info-percentiles]
+        assert_equal OK [r config set latency-tracking-info-percentiles "1e1 5"]
+        assert_equal {latency-tracking-info-percentiles {10 5}} [r config get latency-tracking-info-percentiles]
+        assert_equal OK [r config set latency-tracking-info-percentiles ""]
+        assert_equal {latency-tracking-info-percentiles {}} [r config get latency-tracking-info-percentiles]
+        r config set latency-tracking-info-percentiles "50 99 99.9"
+    }
 }
