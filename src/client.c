@@ -147,11 +147,13 @@ static void clientKill(client *c) {
         addReplyError(c, "ERR No such client");
         return;
     }
-    if (c->argc % 2 != 0) {
-        addReplyErrorSyntax(c);
-        return;
-    }
+    /* Pairs read in order, as Redis: a bad pair before a last option that
+     * lacks its value gets its own error, not the syntax error. */
     for (int i = 2; i < c->argc; i += 2) {
+        if (i + 1 >= c->argc) {
+            addReplyErrorSyntax(c);
+            return;
+        }
         sds opt = c->argv[i], val = c->argv[i + 1];
         if (!strcasecmp(opt, "id")) {
             long long v;

@@ -81,6 +81,16 @@ start_server {tags {client}} {
         llength [split [string trim $line] "\n"]
     } {1}
 
+    # Found by tests/helpers/redis_diff.py (seed 18): redis-server 7.0's answers.
+    test {CLIENT KILL reads its pairs in order: a bad pair's error before a last option's missing value} {
+        assert_error {ERR No such user 'nobody'} {r client kill user nobody extra}
+        assert_error {ERR Unknown client type 'bogus'} {r client kill type bogus extra}
+        assert_error {ERR client-id should be greater than 0} {r client kill id 0 extra}
+        assert_error {ERR syntax error} {r client kill skipme maybe extra}
+        assert_error {ERR syntax error} {r client kill id 999999 skipme}
+        assert_equal PONG [r ping]
+    }
+
     test {CLIENT KILL ID} {
         set c [redis_client]
         set id [$c client id]
