@@ -27,9 +27,18 @@ undefined behaviour and reports leaks when it exits: a report in its log
 fails the run.
 
 What is compared, and how:
-  - error replies by their first word (ERR, WRONGTYPE, EXECABORT ...); a
-    different full text is counted and shown as informational, not a failure
-    (--show-info lists them);
+  - error replies to the letter, first word (ERR, WRONGTYPE, EXECABORT ...)
+    and text: clients match on both. The texts that differ on purpose are
+    rewritten first (ERR_NORMAL, same_err; each listed in PROTOCOL.md with
+    its reason); --show-info lists every pair that still differed;
+  - CONFIG GET as a map over the parameters both servers have with the
+    same value at start (the order is each one's table's); CONFIG SET of
+    edge values to the letter (CONFIG_SETS says what is left out, and why);
+  - COMMAND INFO field by field (name, arity, key positions, categories:
+    the flags, tips and key specs differ on purpose, PROTOCOL.md
+    "Commands"); COMMAND GETKEYS/GETKEYSANDFLAGS of the generator's own
+    commands to the letter; the whole table (COMMAND, COUNT, DOCS, LIST) by
+    shape;
   - KEYS replies, RESP3 sets and SCAN as sets: SCAN runs as a whole
     iteration (cursor 0 to 0, the same MATCH/COUNT/TYPE on every call) and
     the union of keys is compared, since cursors and order are the
@@ -49,13 +58,17 @@ What is compared, and how:
     (redis-server shares small integers' objects between keys, so a read
     of one key touches others), OBJECT REFCOUNT (redis-server's shared
     integers answer 2147483647; PROTOCOL.md "Keys and values"), a SCAN page
-    from a cursor other than 0.
+    from a cursor other than 0, MEMORY USAGE (a number or nil), SLOWLOG
+    GET/LEN, TIME, INFO.
 
 Left out, with the reason:
-  - DUMP/RESTORE: the payload is mooncake's own format (it carries pins, the
-    checksum and the creation time, PROTOCOL.md "Persistence"), not RDB.
-  - MEMORY USAGE, INFO, CONFIG, COMMAND, DEBUG, SLOWLOG, TIME: the figures
-    are each implementation's.
+  - DUMP of a key and RESTORE of a real payload: the payload is mooncake's
+    own format (it carries pins, the checksum and the creation time,
+    PROTOCOL.md "Persistence"), not RDB. DUMP of a missing key, RESTORE of
+    garbage and their wrong arities are sent.
+  - WRONGTYPE: both servers hold strings only (TYPE is string or none);
+    mooncake's WRONGTYPE paths (store objects) have no Redis counterpart.
+  - DEBUG: not allowed by redis-server's default (enable-debug-command).
   - CLIENT REPLY: OFF/SKIP suppress replies, so the mirrored reading would
     wait; CLIENT NO-TOUCH and CLIENT SETINFO: Redis 7.2, redis-server here is
     7.0; lists, hashes, sets and the other non-string types: outside this
@@ -68,7 +81,10 @@ proto-max-bulk-len 1mb, so SETRANGE/SETBIT offsets past the limit are cheap
 to probe on both; mooncake's max-key-size (4096) is not reached by the keys
 used here.
 
-Usage:  redis_diff.py [--seeds 1,2,3 | --seed-range 1:100] [--count N]
+Keys include the empty key and one holding CR LF; the generator sends wrong
+arities, odd-case names and options, duplicated options and several pairs.
+
+Usage:  redis_diff.py [--seed N | --seeds 1,2,3 | --seed-range 1:100] [--count N]
                       [--acl-seeds 1,2 [--acl-count N]]
                       [--resp 2|3|both] [--show-info] [--stats]
 --acl-seeds runs the ACL sequence too ("the ACL mode" below says what it
@@ -82,6 +98,7 @@ could not start; "[skip] ..." and status 0 when redis-server is absent.
 import argparse
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -296,7 +313,7 @@ def redis_argv(port, d):
 
 # ---------------------------------------------------------------- generator
 
-KEYS = [b"k0", b"k1", b"k2", b"n0", b"n1", b"b:0", b"\x00bin\xff", b"a b", b"K0"]
+KEYS = [b"k0", b"k1", b"k2", b"n0", b"n1", b"b:0", b"\x00bin\xff", b"a b", b"K0", b"", b"a\r\nb"]
 NEWKEYS = [b"new", b"k0", b"n1"]
 PATTERNS = [b"*", b"k*", b"?0", b"[kn]*", b"[^k]*", b"*0", b"b:*", b"\\*", b"a?b",
             b"nomatch", b"[a-c]*", b"*\xff", b"K*", b"[", b"k[0-1", b"\\k0"]
@@ -316,12 +333,62 @@ CHANNELS = [b"ch0", b"ch1", b"news.a", b"news.b", b"\x00c"]
 CPATTERNS = [b"ch*", b"news.*", b"*", b"ch[0]", b"?h1"]
 DAY = 86400
 
+# CONFIG: names both servers have and default alike (redis_argv and
+# mooncake_argv), and edge values per name. A valid value is sent only where
+# it changes nothing the run depends on (never proto-max-bulk-len, timeout
+# or notify-keyspace-events, which the run relies on). Left out, with the
+# reason (PROTOCOL.md "Server", CONFIG): maxmemory-policy (two policies
+# here), hz and repl-backlog-size/-ttl (ranges of their own), cluster-* and
+# port (fixed at start here), memory values given as "", "mb" or past 2^63
+# (Redis reads the first two as 0 and saturates overflow; refused here),
+# and a value holding a zero byte (Redis reads up to it; refused here).
+CONFIG_NAMES = [b"maxmemory", b"slowlog-log-slower-than", b"slowlog-max-len", b"timeout",
+                b"appendfsync", b"appendonly", b"databases", b"notify-keyspace-events",
+                b"latency-tracking-info-percentiles", b"acllog-max-len", b"tcp-keepalive",
+                b"proto-max-bulk-len", b"client-query-buffer-limit", b"auto-aof-rewrite-percentage",
+                b"client-output-buffer-limit", b"save", b"loglevel", b"latency-tracking", b"maxclients"]
+CONFIG_ODD = [b"MAXMEMORY", b"Timeout", b"nosuch", b"", b"slowlog-*", b"*max-len", b"latency-track*",
+              b"acllog?max-len", b"[st]imeout", b"maxmemory", b"\x00"]
+_EDGE = [b"", b"abc", b"-1", b"-2", b"1.5", b"yes", b"YES", b"99999999999999999999", b"0x10", b" 1"]
+_MEM_EDGE = [b"abc", b"-1", b"-5mb", b"1.5mb", b"0x10", b"1 mb", b"1mbx", b"--1"]
+CONFIG_SETS = [
+    (b"slowlog-log-slower-than", _EDGE + [b"10000", b"-1", b"20000"]),
+    (b"slowlog-max-len", _EDGE + [b"128", b"0", b"5"]),
+    (b"acllog-max-len", _EDGE + [b"128", b"0"]),
+    (b"tcp-keepalive", _EDGE + [b"300", b"0"]),
+    (b"auto-aof-rewrite-percentage", _EDGE + [b"100", b"0"]),
+    (b"appendfsync", _EDGE + [b"everysec", b"always", b"no", b"EVERYSEC", b"bogus"]),
+    (b"loglevel", _EDGE + [b"notice", b"NOTICE", b"warning", b"bogus"]),
+    (b"latency-tracking", _EDGE + [b"yes", b"no", b"maybe"]),
+    (b"latency-tracking-info-percentiles", _EDGE + [b"50 99 99.9", b"50 100.5", b"x 50", b"-1", b"50"]),
+    (b"maxmemory", _MEM_EDGE),
+    (b"client-query-buffer-limit", _MEM_EDGE + [b"1gb", b"100", b"2gb", b"1K"]),
+    (b"proto-max-bulk-len", _MEM_EDGE + [b"100", b"0"]),
+    (b"timeout", _EDGE[1:] + [b"0"]),
+    (b"notify-keyspace-events", [b"Z", b"KEAnmZ", b"!", b"KEAnm "]),
+    (b"databases", [b"1", b"2"]),
+    (b"nosuch-param", [b"1"]),
+]
+# COMMAND INFO names: commands both have, subcommands, odd case, unknown.
+COMMAND_NAMES = [b"get", b"set", b"GET", b"mset", b"del", b"copy", b"rename", b"expire", b"lcs",
+                 b"bitcount", b"object", b"object|encoding", b"config|get", b"client|list", b"Config|GET",
+                 b"nosuch", b"get|x", b"config|nope", b"", b"echo", b"ping", b"watch", b"scan", b"keys",
+                 b"getex", b"getdel", b"setrange", b"incrbyfloat", b"subscribe", b"publish", b"exists",
+                 b"touch", b"unlink", b"memory|usage", b"command|getkeys", b"dump", b"restore"]
+# Not asked of COMMAND GETKEYS, with the reason (PROTOCOL.md "Server"):
+# sharded Pub/Sub answers its channels (flag not_key, what cluster routing
+# uses) where Redis 7.0 says "no key arguments"; the rest is left to their
+# own generators or has no keys.
+GETKEYS_APART = {b"SPUBLISH", b"SSUBSCRIBE", b"SUNSUBSCRIBE", b"COMMAND", b"MIGRATE"}
+
 
 class Gen:
     def __init__(self, seed):
         self.r = random.Random(seed)
         self.now = int(time.time())
         self.k = 0
+        self.notify_dirty = False
+        self.no_notify = False
 
     def key(self):
         return self.r.choice(KEYS)
@@ -580,13 +647,88 @@ class Gen:
                 args += [b"match", b"*"]
         return args
 
+    def config_cmd(self):
+        """CONFIG GET of names both servers default alike (in odd case,
+        twice, as patterns), CONFIG SET of edge values: valid ones only
+        where the value changes nothing the run depends on."""
+        r = self.r
+        c = r.randrange(10)
+        if c < 4:
+            names = [r.choice(CONFIG_NAMES + CONFIG_ODD) for _ in range(r.choice([1, 1, 2, 3]))]
+            if r.random() < 0.2:
+                names = [bytes(ch ^ 32 if 97 <= ch <= 122 and r.random() < 0.5 else ch for ch in n) for n in names]
+            return [b"CONFIG", r.choice([b"GET", b"get"])] + names
+        if c < 8:
+            sets = CONFIG_SETS if not self.no_notify else \
+                [x for x in CONFIG_SETS if x[0] != b"notify-keyspace-events"]
+            name, vals = r.choice(sets)
+            args = [b"CONFIG", b"SET", name, r.choice(vals)]
+            # redis-server 7.0 undoes a failed CONFIG SET by setting each
+            # name to its CONFIG GET string, which leaves out "n" (AKEm for
+            # KEAnm): its new-key events would stop. The run sets it back
+            # (Run.step) before the next command; so never where more
+            # commands follow before that (no_notify: in MULTI, pipelines).
+            self.notify_dirty |= name == b"notify-keyspace-events"
+            if r.random() < 0.2:
+                name2, vals2 = r.choice(sets)
+                args += [name2, r.choice(vals2)]  # all applied or none; the same name twice
+                self.notify_dirty |= name2 == b"notify-keyspace-events"
+            return args
+        return r.choice([[b"CONFIG"], [b"CONFIG", b"BOGUS"], [b"CONFIG", b"GET"], [b"CONFIG", b"SET"],
+                         [b"CONFIG", b"SET", b"timeout"], [b"CONFIG", b"SET", b"nosuch", b"1"],
+                         [b"CONFIG", b"SET", b"timeout", b"0", b"hz"], [b"CONFIG", b"RESETSTAT", b"x"],
+                         [b"CONFIG", b"REWRITE", b"x"], [b"CONFIG", b"HELP", b"x"],
+                         [b"CONFIG", b"SET", b"databases", b"2"], [b"CONFIG", b"SET", b"daemonize", b"yes"],
+                         [b"CONFIG", b"SET", b"dir", b"/tmp"]])
+
+    def command_cmd(self, resp):
+        """COMMAND INFO (compared field by field, see cmdinfo), GETKEYS and
+        GETKEYSANDFLAGS of this generator's own commands, and the error
+        forms of the rest."""
+        r = self.r
+        c = r.randrange(10)
+        if c < 3:
+            return [b"COMMAND", r.choice([b"INFO", b"info"])] + \
+                [r.choice(COMMAND_NAMES) for _ in range(r.choice([1, 1, 2, 3]))]
+        if c < 7:
+            inner = self.command(resp, 1)
+            while inner[0].upper() in GETKEYS_APART:
+                inner = self.command(resp, 1)
+            return [b"COMMAND", r.choice([b"GETKEYS", b"GETKEYSANDFLAGS", b"getkeys"])] + inner
+        return r.choice([[b"COMMAND", b"COUNT", b"x"], [b"COMMAND", b"BOGUS"], [b"COMMAND", b"GETKEYS"],
+                         [b"COMMAND", b"GETKEYS", b"get"], [b"COMMAND", b"GETKEYS", b"nosuch", b"a"],
+                         [b"COMMAND", b"GETKEYS", b"echo", b"a"], [b"COMMAND", b"GETKEYS", b"ping", b"a", b"b"],
+                         [b"COMMAND", b"LIST", b"FILTERBY"], [b"COMMAND", b"LIST", b"FILTERBY", b"bogus", b"x"],
+                         [b"COMMAND", b"LIST", b"bogus"], [b"COMMAND", b"DOCS", b"nosuch"],
+                         [b"COMMAND", b"HELP", b"x"], [b"COMMAND", b"LIST", b"FILTERBY", b"MODULE", b"x"]])
+
+    def server_cmd(self):
+        """MEMORY, SLOWLOG, TIME, INFO, DUMP and RESTORE: figures by shape
+        (cmd_mode), refusals and nils to the letter."""
+        r = self.r
+        k = self.key
+        return r.choice([
+            [b"MEMORY", b"USAGE", k()], [b"MEMORY", b"USAGE", k(), b"SAMPLES", r.choice(INTS)],
+            [b"MEMORY", b"USAGE", k(), r.choice([b"SAMPLES", b"samples", b"bogus"])],
+            [b"MEMORY", b"USAGE", k(), b"SAMPLES", b"5", b"SAMPLES", b"0"], [b"MEMORY", b"USAGE"],
+            [b"MEMORY", b"BOGUS"], [b"MEMORY"], [b"MEMORY", b"HELP", b"x"],
+            [b"SLOWLOG", b"GET", r.choice(INTS)], [b"SLOWLOG", b"GET"], [b"SLOWLOG", b"LEN"],
+            [b"SLOWLOG", b"LEN", b"x"], [b"SLOWLOG", b"BOGUS"], [b"SLOWLOG"], [b"SLOWLOG", b"RESET", b"x"],
+            [b"SLOWLOG", b"GET", b"1", b"2"],
+            [b"TIME"], [b"TIME", b"x"], [b"INFO", r.choice([b"server", b"keyspace", b"nosuch", b"ALL"])],
+            [b"ECHO", b"a", b"b"], [b"DUMP", b"nosuchkey"], [b"DUMP"], [b"DUMP", k(), b"x"],
+            [b"RESTORE", k(), r.choice(INTS), b"garbage"] + r.choice([[], [b"REPLACE"], [b"ABSTTL"],
+                                                                   [b"IDLETIME", b"x"], [b"FREQ"], [b"BOGUS"]]),
+            [b"RESTORE", k(), b"0"],
+        ])
+
     def multi_cmd(self):
         r = self.r
         return r.choice([[b"MULTI"], [b"MULTI"], [b"EXEC"], [b"EXEC"], [b"DISCARD"],
                          [b"WATCH"] + self.keys(), [b"WATCH"] + self.keys(), [b"UNWATCH"],
                          [b"EXEC", b"x"], [b"MULTI", b"x"], [b"DISCARD", b"x"], [b"WATCH"]])
 
-    def command(self, resp=2):
+    def command(self, resp=2, depth=0):
         """One command for connection A or B."""
         r = self.r
         k = self.key
@@ -647,6 +789,9 @@ class Gen:
                                               b"SHARDNUMSUB", b"BOGUS"])] +
                         [r.choice(PATTERNS + CHANNELS) for _ in range(r.choice([0, 0, 1, 2]))]),
             (1, lambda: self.client_cmd()),
+            (2, lambda: self.config_cmd()),
+            (2, lambda: self.command_cmd(resp) if depth == 0 else [b"PING"]),
+            (2, lambda: self.server_cmd()),
             (1, lambda: r.choice([[b"PING"], [b"PING", v()], [b"ECHO", v()], [b"ECHO"],
                                   [b"PING", b"a", b"b"], [b"SELECT", r.choice([b"0", b"1", b"x"])],
                                   [b"HELLO", r.choice([b"4", b"x", b"-1", b"1"])],
@@ -718,6 +863,44 @@ def err_word(v):
     return v.split(b" ", 1)[0]
 
 
+# Error texts that differ on purpose, each listed in docs/PROTOCOL.md with its
+# reason: (compiled pattern, replacement) applied to mooncake's text before
+# the two are compared to the letter. Everything else counts.
+ERR_NORMAL = [
+    # "ACL: users and tenants": refusals name the user, as Redis 7.2 does
+    (re.compile(rb"^NOPERM User .* has no permissions to run the '(.*)' command$"),
+     rb"NOPERM this user has no permissions to run the '\1' command"),
+    # "Keyspace notifications": class S (store events) is ours
+    (re.compile(rb"^(ERR CONFIG SET failed .* Invalid event class character\. Use 'Ag\$lshzxeKEtmdn)S'\.$"),
+     rb"\1'."),
+    # "Checks": a key or channel refused in Redis 7.2's words
+    (re.compile(rb"^NOPERM No permissions to access a key$"),
+     rb"NOPERM this user has no permissions to access one of the keys used as arguments"),
+    (re.compile(rb"^NOPERM No permissions to access a channel$"),
+     rb"NOPERM this user has no permissions to access one of the channels used as arguments"),
+]
+
+
+def norm_err(v):
+    for pat, to in ERR_NORMAL:
+        v = pat.sub(to, v)
+    return v
+
+
+# "Server", CONFIG: a value with a zero byte is refused here whatever the
+# parameter; redis-server reads up to the zero byte and refuses or takes
+# what it read. Either refusal names the same parameter.
+ZERO_BYTE = re.compile(rb"^(ERR CONFIG SET failed \(possibly related to argument '[^']*'\) - )"
+                       rb"argument must not contain a zero byte$")
+
+
+def same_err(a, b):
+    if norm_err(a) == b:
+        return True
+    m = ZERO_BYTE.match(a)
+    return bool(m) and b.startswith(m.group(1))
+
+
 def same(a, b, info, tol, mode=None):
     """Compare two replies; returns None when they agree, else a reason.
     Error texts that differ past their first word go to info."""
@@ -728,8 +911,11 @@ def same(a, b, info, tol, mode=None):
     if k == "-":
         if err_word(a.val) != err_word(b.val):
             return "error word"
-        if a.val != b.val:
+        if not same_err(a.val, b.val):
+            # the whole text counts (clients match on it); --show-info
+            # lists every pair seen, for a longer run's summary
             info.add((a.val, b.val))
+            return "error text"
         return None
     if mode == "ttl" and k == ":":
         if a.val < 0 or b.val < 0:
@@ -737,6 +923,10 @@ def same(a, b, info, tol, mode=None):
         return None if abs(a.val - b.val) <= tol else "ttl beyond tolerance %d" % tol
     if mode == "shape":
         return None
+    if mode == "config" and k in "*%":
+        return same_config(a, b)
+    if mode == "cmdinfo" and k in "*":
+        return same_cmdinfo(a, b, info)
     if k in "*~>":
         if a.val is None or b.val is None:
             return None if a.val is b.val else "nil vs array"
@@ -766,6 +956,47 @@ def same(a, b, info, tol, mode=None):
     return None if a.val == b.val else "value"
 
 
+# Filled by main: the parameters both servers list in CONFIG GET * with the
+# same value at start (lower case); others are left out of CONFIG GET replies.
+CONFIG_COMMON = set()
+
+
+def same_config(a, b):
+    """CONFIG GET: as maps (the order is each server's table's), restricted
+    to CONFIG_COMMON; a name comes back as asked for a plain name, so it is
+    compared as given."""
+    def pairs(r):
+        v = r.val
+        return {x.val: y.val for x, y in zip(v[::2], v[1::2]) if x.val.lower() in CONFIG_COMMON}
+    pa, pb = pairs(a), pairs(b)
+    if pa != pb:
+        return "config %r vs %r" % (sorted(pa.items()), sorted(pb.items()))
+    return None
+
+
+def same_cmdinfo(a, b, info):
+    """COMMAND INFO: per entry, the name, arity, first/last/step and ACL
+    categories to the letter; flags, tips and key specs differ on purpose
+    (PROTOCOL.md "Commands": no noscript/allow_busy flags, no tips, no
+    notes, MIGRATE's keyword spec), a null for an unknown name exactly."""
+    if len(a.val) != len(b.val):
+        return "entries %d vs %d" % (len(a.val), len(b.val))
+    for x, y in zip(a.val, b.val):
+        if x.kind != y.kind or x.val is None or y.val is None or x.kind not in "*":
+            why = same(x, y, info, 0)
+            if why:
+                return why
+            continue
+        for i in (0, 1, 3, 4, 5):
+            why = same(x.val[i], y.val[i], info, 0)
+            if why:
+                return "field %d: %s" % (i, why)
+        why = same(x.val[6], y.val[6], info, 0, "set")
+        if why:
+            return "categories: " + why
+    return None
+
+
 def cmd_mode(args):
     name = args[0].upper()
     if name in (b"TTL", b"PTTL", b"EXPIRETIME", b"PEXPIRETIME"):
@@ -782,7 +1013,19 @@ def cmd_mode(args):
         return "shape"
     if name == b"SCAN":  # one page: which keys is the table's business
         return "shape"
-    if name in (b"RANDOMKEY", b"HELLO"):
+    if name in (b"RANDOMKEY", b"HELLO", b"TIME", b"INFO"):
+        return "shape"
+    sub = args[1].upper() if len(args) > 1 else b""
+    if name == b"MEMORY" and sub == b"USAGE":
+        return "shape"  # the bytes are each one's; nil and refusals still count
+    if name == b"SLOWLOG" and sub in (b"GET", b"LEN"):
+        return "shape"  # which commands were slow is each one's
+    if name == b"CONFIG" and sub == b"GET":
+        return "config"
+    if name == b"COMMAND" and sub == b"INFO" and len(args) > 2:
+        return "cmdinfo"
+    if name == b"COMMAND" and sub in (b"", b"INFO", b"DOCS", b"COUNT", b"LIST"):
+        # the whole table, counted or listed: each server's commands
         return "shape"
     if name == b"PUBSUB" and len(args) > 1 and args[1].upper() in (b"CHANNELS", b"SHARDCHANNELS"):
         return "set"
@@ -967,6 +1210,7 @@ class Run:
         after; some sent split at random points."""
         g = self.gen
         batch = [first]
+        g.no_notify = True
         for _ in range(g.r.randint(1, 7)):
             args = g.command(self.resp)
             if args[0].upper() in (b"LCS", b"SCAN"):
@@ -999,6 +1243,7 @@ class Run:
         self.n += 1
         token = b"reply-%d" % self.n
         batch = [[b"CLIENT", b"REPLY", g.r.choice([b"OFF", b"SKIP", b"ON", b"on", b"BOGUS"])]]
+        g.no_notify = True
         for _ in range(g.r.randint(0, 3)):
             args = g.command(self.resp)
             # compared as they come: only replies compared by value
@@ -1040,6 +1285,12 @@ class Run:
     def step(self):
         g = self.gen
         r = g.r
+        if g.notify_dirty:
+            for conn in self.conns["D"]:
+                conn.call([b"CONFIG", b"SET", b"notify-keyspace-events", b"KEAnm"])
+            g.notify_dirty = False
+        # a transaction may hold more commands after this one
+        g.no_notify = any(self.in_multi.values())
         self.n += 1
         c = r.random()
         if c < 0.08:
@@ -1064,7 +1315,7 @@ class Run:
         if cmd == b"SCAN" and not self.in_multi[name]:
             self.scan_all(name, args)
             return
-        if r.random() < 0.05:
+        if r.random() < 0.05 and not g.notify_dirty:
             self.pipeline(name, args)
             return
         if r.random() < 0.01 and not self.in_multi[name]:
@@ -1435,6 +1686,18 @@ class AclRun(Run):
         self.close()
 
 
+def config_common(mc, rd):
+    """Parameters both servers have with the same value now (before the
+    run's CONFIG SETs, which both get alike)."""
+    vals = []
+    for srv in (mc, rd):
+        c = Conn(srv.port)
+        rep = c.call([b"CONFIG", b"GET", b"*"])
+        c.close()
+        vals.append({x.val: y.val for x, y in zip(rep.val[::2], rep.val[1::2])})
+    return {k for k in vals[0] if k in vals[1] and vals[0][k] == vals[1][k]}
+
+
 def known_commands(mc, rd):
     names = []
     for srv in (mc, rd):
@@ -1448,6 +1711,7 @@ def known_commands(mc, rd):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seeds", default="1,2,3")
+    p.add_argument("--seed", type=int, default=None, help="one seed (a longer run: --seed N --count 20000)")
     p.add_argument("--seed-range", default=None, help="first:last (inclusive)")
     p.add_argument("--count", type=int, default=2000)
     p.add_argument("--acl-seeds", default="", help="seeds of the ACL sequence (see 'the ACL mode')")
@@ -1462,7 +1726,9 @@ def main():
     if not os.access(REDIS, os.X_OK):
         print("[skip] redis-server is not installed (%s): apt-get install redis-server" % REDIS)
         return 0
-    if opt.seed_range:
+    if opt.seed is not None:
+        seeds = [opt.seed]
+    elif opt.seed_range:
         lo, hi = opt.seed_range.split(":")
         seeds = list(range(int(lo), int(hi) + 1))
     else:
@@ -1491,6 +1757,7 @@ def main():
                 print("[err] %s: CONFIG SET notify-keyspace-events: %s" % (srv.name, show(r)))
                 return 2
         known = known_commands(mc, rd) if opt.acl_seeds else set()
+        CONFIG_COMMON.update(config_common(mc, rd))
         acl_seeds = [int(s) for s in opt.acl_seeds.split(",") if s]
         for kind, seed in [("", s) for s in seeds] + [("acl ", s) for s in acl_seeds]:
             for resp in resps:

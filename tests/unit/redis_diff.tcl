@@ -1,15 +1,17 @@
 # The server against redis-server, command for command: a short run of
 # tests/helpers/redis_diff.py, which starts both servers on free ports,
 # sends each a seeded random sequence of string, keyspace, expiry, SCAN,
-# MULTI/EXEC/WATCH, Pub/Sub and CLIENT commands over raw RESP2 and then
-# RESP3, and compares every reply and every keyspace event (see the
+# MULTI/EXEC/WATCH, Pub/Sub, CLIENT, CONFIG, COMMAND, MEMORY, SLOWLOG and
+# DUMP/RESTORE-error commands over raw RESP2 and then RESP3, and compares
+# every reply (error texts to the letter) and every keyspace event (see the
 # script's top for what is compared how, and what is left out and why).
 #
 # Fixed seeds and no timing: the script never sleeps, sets no TTL that could
 # pass while it runs, and compares TTLs within the round trips it measured,
 # so a seed that passes once passes every time. One test per seed and
 # protocol; a failure shows the commands before the first differences.
-# Longer runs by hand: tests/helpers/redis_diff.py --seed-range 1:200 --count 5000
+# Longer runs by hand: tests/helpers/redis_diff.py --seed N --count 20000, or
+# --seed-range 1:200 --count 5000 (--show-info lists every error text that differed).
 # Then the ACL sequence of a few seeds (users, rules, AUTH as them, DRYRUN,
 # CAT, LOG; the script's "the ACL mode"), by hand with --seeds "" --acl-seeds.
 #
