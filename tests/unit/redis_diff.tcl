@@ -72,4 +72,22 @@ tags {redis_diff mooncake} {
             assert_equal $failed $::rdiff_rc "output:\n[string range $::rdiff_out end-3000 end]"
         }
     }
+
+    # The same redis-py calls against both servers, compared as redis-py
+    # parses them (tests/helpers/redis_py_diff.py says what and why).
+    set ::rpy_out {}
+    set ::rpy_rc 0
+    if {[__tags_skip_reason__ {redis_diff mooncake}] eq ""} {
+        set ::rpy_rc [catch {
+            exec env MC_SERVER_BINARY=$::harness(binary) /usr/bin/python3 \
+                [file join $::harness(testsdir) helpers redis_py_diff.py] 2>@1
+        } ::rpy_out]
+    }
+    set skip ""
+    regexp -line {^\[skip\] (.*)$} $::rpy_out -> skip
+    test {redis_py_diff: redis-py's parsed results alike from mooncake-server and redis-server} {
+        if {$skip ne ""} { skip $skip }
+        assert_match {\[ok\] redis-py*} $::rpy_out $::rpy_out
+        assert_equal 0 $::rpy_rc $::rpy_out
+    }
 }
