@@ -15,7 +15,8 @@ keys); C subscribes (SUBSCRIBE/PSUBSCRIBE ...; after each of its commands
 and after each PUBLISH it is synchronised with a PING whose argument no
 payload carries, so the frames before that reply are exactly what the
 server queued); D checks state: every CHECK_EVERY commands and at the end
-it compares KEYS *, and each key's GET, PTTL and OBJECT ENCODING; E hears
+it compares KEYS *, and each key's GET, PTTL, EXPIRETIME, TYPE and OBJECT
+ENCODING (so every path that wrote the key is checked); E hears
 every keyspace event (notify-keyspace-events KEAnm, PSUBSCRIBE __key*__:*)
 and is synchronised after every command of A and B, so each command's
 events are compared too. Now and then A or B sends several commands in one
@@ -1282,7 +1283,8 @@ class Run:
         if b.kind not in "*~" or b.val is None:
             return
         for key in sorted(x.val for x in b.val):
-            for args in ([b"GET", key], [b"PTTL", key], [b"OBJECT", b"ENCODING", key]):
+            for args in ([b"GET", key], [b"PTTL", key], [b"EXPIRETIME", key], [b"TYPE", key],
+                         [b"OBJECT", b"ENCODING", key]):
                 a, b2 = self.mirror(name, args)
                 self.compare(name, args, a, b2)
 
