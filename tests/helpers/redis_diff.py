@@ -378,8 +378,8 @@ COMMAND_NAMES = [b"get", b"set", b"GET", b"mset", b"del", b"copy", b"rename", b"
                  b"touch", b"unlink", b"memory|usage", b"command|getkeys", b"dump", b"restore"]
 # Not asked of COMMAND GETKEYS, with the reason (PROTOCOL.md "Server"):
 # sharded Pub/Sub answers its channels (flag not_key, what cluster routing
-# uses) where Redis 7.0 says "no key arguments"; the rest is left to their
-# own generators or has no keys.
+# uses) where Redis 7.0 says "no key arguments"; MIGRATE (its "" key
+# argument, same section); COMMAND itself (no nesting).
 GETKEYS_APART = {b"SPUBLISH", b"SSUBSCRIBE", b"SUNSUBSCRIBE", b"COMMAND", b"MIGRATE"}
 
 
