@@ -139,7 +139,8 @@ int aofLoading(void) { return aof.loading; }
 
 void aofFlushedAll(void) {
     if (!aofOn || aof.loading) return;
-    aof.buf = aofCatFlushall(aof.buf); /* what changed before it went with it (signalFlushedDb) */
+    size_t from = sdslen(aof.buf);
+    aof.buf = aofCheckRecords(aofCatFlushall(aof.buf), from); /* what changed before it went with it (signalFlushedDb) */
 }
 
 /* ---- records from the keyspace --------------------------------------------- */
@@ -212,7 +213,8 @@ void aofSegmentMounted(segment *s) {
     sds *stream = replRecordBuf();
     if (stream) *stream = catSegment(*stream, s);
     if (!aofOn || aof.loading) return;
-    aof.buf = catSegment(aof.buf, s);
+    size_t from = sdslen(aof.buf);
+    aof.buf = aofCheckRecords(catSegment(aof.buf, s), from);
 }
 
 void aofSegmentGone(segment *s) {
@@ -220,15 +222,18 @@ void aofSegmentGone(segment *s) {
     sds *stream = replRecordBuf();
     if (stream) *stream = aofCatSegmentGone(*stream, s->id);
     if (!aofOn || aof.loading) return;
-    aof.buf = aofCatSegmentGone(aof.buf, s->id);
+    size_t from = sdslen(aof.buf);
+    aof.buf = aofCheckRecords(aofCatSegmentGone(aof.buf, s->id), from);
 }
 
 static sds keepInBuf(sds buf) { return buf; } /* detachedRewrite's emit: aof.buf is written in beforeSleep */
 
 void aofLogHeld(void) {
     if (!aofOn || aof.loading) return;
+    size_t from = sdslen(aof.buf);
     aof.buf = aofCatSegments(aof.buf);
     aof.buf = detachedRewrite(aof.buf, keepInBuf);
+    aof.buf = aofCheckRecords(aof.buf, from);
 }
 
 sds aofCatSegments(sds s) {
@@ -242,24 +247,34 @@ int aofObjectPlaced(storeObj *o) {
     return placedOf(o, &p);
 }
 
-/* Appends key's state. Shared by beforeSleep (into aof.buf) and the
- * rewrite child (into its own buffer). With direct, a value of at least
- * AOF_DIRECT_VALUE bytes is left out: s ends just before it and direct
- * says what comes after (catValueRef appends it). */
+/* Appends key's state. Shared by beforeSleep (into aof.buf), the rewrite
+ * child (into its own buffer) and the replication stream. With direct, a
+ * value of at least AOF_DIRECT_VALUE bytes is left out: s ends just before
+ * it and direct says what comes after (catValueRef appends it). checked:
+ * the record is the log's, with its check (format 2); the replicas' stream
+ * keeps format 1. */
 static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segment_only, valueRef *direct,
-                       int places) {
+                       int places, int checked) {
     const char *value = o ? storeObjLocalPtr(o) : NULL;
+    size_t start = sdslen(s);
     if (o && value == NULL) {
         aofPlaced p;
-        if (places && placedOf(o, &p)) return aofCatPlaced(s, key, sdslen(key), expire, &p);
+        if (places && placedOf(o, &p)) {
+            s = aofCatPlaced(s, key, sdslen(key), expire, &p);
+            return checked ? aofCheckRecords(s, start) : s;
+        }
         *segment_only = 1;
     }
-    if (o == NULL || value == NULL) return aofCatDel(s, key, sdslen(key));
+    if (o == NULL || value == NULL) {
+        s = aofCatDel(s, key, sdslen(key));
+        return checked ? aofCheckRecords(s, start) : s;
+    }
     dumpInfo d;
     dumpInfoFromObj(o, &d);
     size_t plen = dumpPrefixLen(&d);
     size_t vlen = (size_t)o->len;
     s = aofCatRestoreHead(s, key, sdslen(key), expire, plen + vlen + DUMP_TRAILER_LEN);
+    uint64_t head_crc = checked ? aofRestoreHeadChecked(s, start) : 0;
     s = sdsMakeRoomFor(s, plen);
     unsigned char *p = (unsigned char *)s + sdslen(s);
     dumpWritePrefix(&d, p);
@@ -270,6 +285,8 @@ static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segme
         direct->value = value;
         direct->vlen = vlen;
         direct->crc_seed = seed;
+        direct->checked = checked;
+        direct->check_seed = head_crc;
         if (!direct->deferred) dumpWriteTrailer(crc64(seed, (const unsigned char *)value, vlen), direct->trailer);
         return s;
     }
@@ -277,7 +294,7 @@ static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segme
      * (the replication stream's) can be tens of MiB of values, and growing
      * by 1 MiB copied the buffer once per MiB (quadratic: 16 clients of 1
      * MiB SETs spent 24% of the primary in realloc). */
-    if (sdsavail(s) < vlen + DUMP_TRAILER_LEN + 2) s = sdsMakeRoomFor(s, sdslen(s) + vlen + DUMP_TRAILER_LEN + 2);
+    if (sdsavail(s) < vlen + DUMP_TRAILER_LEN + 64) s = sdsMakeRoomFor(s, sdslen(s) + vlen + DUMP_TRAILER_LEN + 64);
     /* The checksum is of the copy, not of the pool: the pool is shared
      * memory, and in the rewrite child the parent may free and zero (or
      * reuse) the extent between two reads of it. A checksum of one read
@@ -287,15 +304,14 @@ static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segme
     s = sdscatlen(s, value, vlen);
     unsigned char trailer[DUMP_TRAILER_LEN];
     dumpWriteTrailer(crc64(seed, (const unsigned char *)s + sdslen(s) - vlen, vlen), trailer);
-    s = sdscatlen(s, (const char *)trailer, DUMP_TRAILER_LEN);
-    return aofCatRestoreTail(s);
+    return aofCatRestoreEnd(s, trailer, checked, head_crc);
 }
 
 /* As catObjState, for the key's state now (o NULL: it is gone). */
-static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int places) {
+static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int places, int checked) {
     long long expire;
     storeObj *o = storePeek(key, &expire);
-    return catObjState(s, key, o, expire, segment_only, direct, places);
+    return catObjState(s, key, o, expire, segment_only, direct, places, checked);
 }
 
 /* key's state as one record, whole (replication.c streams the same records).
@@ -303,20 +319,19 @@ static sds catKeyState(sds s, sds key, int *segment_only, valueRef *direct, int 
  * holds it aside (detached.c) until, promoted, the hosts remount there. */
 sds aofCatKeyState(sds s, sds key) {
     int seg_only = 0;
-    return catKeyState(s, key, &seg_only, NULL, 1);
+    return catKeyState(s, key, &seg_only, NULL, 1, 0);
 }
 
 /* The rest of a record catKeyState left out, from byte `from` of its value. */
 static sds catValueRef(sds s, const valueRef *r, size_t from) {
     s = sdscatlen(s, r->value + from, r->vlen - from);
-    s = sdscatlen(s, (const char *)r->trailer, DUMP_TRAILER_LEN);
-    return aofCatRestoreTail(s);
+    return aofCatRestoreEnd(s, r->trailer, r->checked, r->check_seed);
 }
 
 sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref) {
     int seg_only = 0;
     memset(ref, 0, sizeof(*ref));
-    return catKeyState(s, key, &seg_only, ref, 1);
+    return catKeyState(s, key, &seg_only, ref, 1, 0);
 }
 
 sds aofCatValueTail(sds s, const aofValueRef *ref) { return catValueRef(s, ref, ref->vlen); }
@@ -325,7 +340,7 @@ sds aofCatObjStateDeferred(sds s, sds key, storeObj *o, long long expire, aofVal
     int seg_only = 0;
     memset(ref, 0, sizeof(*ref));
     ref->deferred = 1;
-    return catObjState(s, key, o, expire, &seg_only, ref, 1);
+    return catObjState(s, key, o, expire, &seg_only, ref, 1, 0);
 }
 
 void aofWriteValueTail(char *dst, uint64_t crc_seed, const char *value, size_t vlen) {
@@ -396,6 +411,15 @@ static int openNewIncr(aofManifest *m) {
         fd = openat(aof.dirfd, name, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     } while (fd == -1 && errno == EEXIST && seq < aof.incr_seq + 1000);
     if (fd == -1) return -1;
+    /* The format's header, synced before a manifest names the file: a file
+     * listed is never one whose records could be read as format 1. */
+    if (writeAll(fd, AOF_FILE_HEADER, AOF_FILE_HEADER_LEN) == -1 || fsync(fd) == -1) {
+        int err = errno;
+        close(fd);
+        unlinkat(aof.dirfd, name, 0);
+        errno = err;
+        return -1;
+    }
     aofManifestFile *f = &m->files[m->nfiles++];
     snprintf(f->name, sizeof(f->name), "%s", name);
     f->seq = seq;
@@ -502,7 +526,7 @@ void aofBeforeSleep(void) {
             /* A large value goes from the pool to the file: what is before
              * it first, then it; its end starts the buffer anew. Only a
              * write that fails copies the rest of it into the buffer. */
-            aof.buf = catKeyState(aof.buf, keys[i], &seg_only, failed ? NULL : &r, 1);
+            aof.buf = catKeyState(aof.buf, keys[i], &seg_only, failed ? NULL : &r, 1, 1);
             if (r.value) {
                 size_t done = 0;
                 failed = flushBuf() == -1 || logWrite(r.value, r.vlen, &done) == -1;
@@ -580,12 +604,12 @@ static int rewriteValue(int fd, const valueRef *r, sds *buf) {
     }
     unsigned char trailer[DUMP_TRAILER_LEN];
     dumpWriteTrailer(crc, trailer);
-    *buf = sdscatlen(*buf, (const char *)trailer, DUMP_TRAILER_LEN);
-    *buf = aofCatRestoreTail(*buf);
+    *buf = aofCatRestoreEnd(*buf, trailer, r->checked, r->check_seed);
     return 0;
 }
 
 static sds rewriteEmit(sds buf) {
+    buf = aofCheckRecords(buf, 0); /* detachedRewrite's PLACED records */
     if (writeAll(rewriteFd, buf, sdslen(buf)) == -1) _exit(1);
     sdsclear(buf);
     return buf;
@@ -595,8 +619,9 @@ static sds rewriteEmit(sds buf) {
 static void rewriteChild(const char *tmp) {
     int fd = openat(aof.dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd == -1) _exit(1);
-    sds buf = sdsempty();
-    buf = aofCatSegments(buf); /* the segments first: a PLACED record names them */
+    sds buf = aofCatFileHeader(sdsempty());
+    size_t from = sdslen(buf);
+    buf = aofCheckRecords(aofCatSegments(buf), from); /* the segments first: a PLACED record names them */
     dictIterator *it = dictGetSafeIterator(server.keys);
     dictEntry *de;
     int seg_only;
@@ -608,7 +633,7 @@ static void rewriteChild(const char *tmp) {
         if (o == NULL || (storeObjLocalPtr(o) == NULL && !placedOf(o, &p)))
             continue; /* a base lists what is, DEL has no place */
         valueRef r = {.deferred = 1}; /* its checksum is rewriteValue's */
-        buf = catObjState(buf, de->key, o, expire, &seg_only, &r, 1);
+        buf = catObjState(buf, de->key, o, expire, &seg_only, &r, 1, 1);
         if (r.value) {
             if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);
             sdsclear(buf);
@@ -621,7 +646,10 @@ static void rewriteChild(const char *tmp) {
     }
     dictReleaseIterator(it);
     rewriteFd = fd;
+    if (writeAll(fd, buf, sdslen(buf)) == -1) _exit(1);
+    sdsclear(buf);
     buf = detachedRewrite(buf, rewriteEmit); /* objects still waiting for their hosts */
+    buf = aofCheckRecords(buf, 0);
     if (writeAll(fd, buf, sdslen(buf)) == -1 || fsync(fd) == -1 || close(fd) == -1) _exit(1);
     _exit(0);
 }
@@ -771,6 +799,7 @@ static void refuse(const char *fmt, const char *file, long long off, const char 
 
 typedef struct loadCounts {
     long long records, restored, deleted, flushes, expired_skipped, segments, placed;
+    int old_format; /* files of format 1 (no header): a rewrite follows the load */
 } loadCounts;
 
 static void applyRecord(const aofRecord *rec, loadCounts *n, const char *file, long long off) {
@@ -849,8 +878,12 @@ static long long loadFile(const char *name, int last, loadCounts *n) {
     /* Parts are bounded by the file itself (it is mapped): a value the log
      * holds loads even if max-object-size was lowered since it was written. */
     size_t max_record = SIZE_MAX;
+    int version;
+    int rc = aofFileFormat(map, len, &version, &off, why, sizeof(why));
+    if (rc == AOF_REC_CORRUPT) refuse("AOF %s cannot be read (offset %lld): %s", name, 0, why);
+    if (rc == AOF_REC_OK && version < AOF_FORMAT_VERSION && len) n->old_format++;
     for (;;) {
-        int rc = aofNextRecord(map, len, off, max_record, &rec, &next, why, sizeof(why));
+        if (rc == AOF_REC_OK) rc = aofNextLogRecord(map, len, off, max_record, version, &rec, &next, why, sizeof(why));
         if (rc == AOF_REC_END) break;
         if (rc == AOF_REC_OK) {
             applyRecord(&rec, n, name, (long long)off);
@@ -1073,6 +1106,13 @@ void aofLoadAtStart(void) {
     switchFd(fd);
     removeLeftovers(listed > 0);
     aofOn = 1;
+    if (n.old_format) {
+        /* Format 1's records check their values but not their keys and
+         * expiries: the first rewrite puts the whole dataset in format 2. */
+        serverLog(LL_NOTICE, "AOF: %d files of format 1 (an older build's, keys and expiries unchecked): "
+                             "rewriting the log in format %d", n.old_format, AOF_FORMAT_VERSION);
+        aof.rewrite_scheduled = 1;
+    }
 }
 
 /* ---- CONFIG SET appendonly ----------------------------------------------------- */

@@ -36,6 +36,8 @@ typedef struct aofValueRef {
     unsigned char trailer[DUMP_TRAILER_LEN];
     int deferred;          /* the trailer is not computed: crc_seed is the checksum of all before the value */
     uint64_t crc_seed;
+    int checked;           /* a log record (format 2): its check follows, from check_seed */
+    uint64_t check_seed;
 } aofValueRef;
 sds aofCatKeyStateRef(sds s, sds key, aofValueRef *ref);
 sds aofCatValueTail(sds s, const aofValueRef *ref);

@@ -38,6 +38,20 @@
  * file is a sequence of records; replaying them in order, base first and
  * then each increment, gives the dataset.
  *
+ * Format 2 checks every byte. In format 1 only payloads carried a CRC64:
+ * a flipped bit in a key or an expiry loaded as another key or expiry,
+ * and one in a length could turn the rest of a file into a "cut tail".
+ * So a file of format 2 starts with the record AOF.FORMAT 2 and each of
+ * its records ends in one more part, a check: the CRC64 of the record's
+ * bytes before it, hex, except a RESTORE payload's body -- its own
+ * trailer's CRC64 covers that, and the trailer is inside what the check
+ * covers, so a large value is not read twice to write or load it. A file
+ * without the header is of format 1 and loads as before (the server then
+ * rewrites the log), rather than refusing an upgrade's files; a header of
+ * another format is refused by name. The replication stream keeps format
+ * 1: a replica of the previous build reads it, and the link has its own
+ * checks (TCP's, and the payload CRC64 the replica verifies).
+ *
  * Reading tells three endings apart, because they call for different
  * actions: the bytes end between records (a whole log), the bytes end
  * inside a record (a tail cut by a crash mid-write: the server may cut it
@@ -70,7 +84,7 @@
 
 /* ---- reading records ------------------------------------------------------ */
 
-#define AOF_MAX_ARGS 6
+#define AOF_MAX_ARGS 7 /* RESTORE's six, and format 2's check */
 #define AOF_FIELD_MAX 1024 /* a segment's names, endpoints, a checksum */
 #define AOF_HEADER_MAX 32 /* "*6\r\n" or "$<20 digits>\r\n" */
 
@@ -298,10 +312,30 @@ static int parsePlaced(const char *p, size_t len, aofPlaced *pl) {
     return r.left == 0;
 }
 
-int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
-                  char *why, size_t whylen) {
+/* A record's check (format 2): 16 hex digits, the CRC64 of the record's
+ * bytes before it -- except a RESTORE payload's body (its value and
+ * metadata), which its own trailer's CRC64 covers: the trailer is inside
+ * what the check covers, so the check vouches for every byte of the record
+ * without reading a large value twice. */
+#define AOF_CHECK_HEX 16
+
+static int readCheck(const char *p, size_t len, uint64_t *crc) {
+    if (len != AOF_CHECK_HEX) return 0;
+    uint64_t v = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    *crc = v;
+    return 1;
+}
+
+static int parseRecord(const char *buf, size_t len, size_t off, size_t max_record, int version, aofRecord *rec,
+                       size_t *next, char *why, size_t whylen) {
     const char *argv[AOF_MAX_ARGS];
-    size_t argl[AOF_MAX_ARGS];
+    size_t argl[AOF_MAX_ARGS], hdr[AOF_MAX_ARGS];
     long long argc, n;
     size_t pos = off;
     memset(rec, 0, sizeof(*rec));
@@ -309,8 +343,9 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
     int r = readHeader(buf, len, &pos, '*', &argc);
     if (r == 0) return verdict(AOF_REC_TRUNCATED, why, whylen, "the file ends inside a record's header");
     if (r < 0) return verdict(AOF_REC_CORRUPT, why, whylen, "expected a record ('*<count>')");
-    if (argc < 1 || argc > AOF_MAX_ARGS) return verdict(AOF_REC_CORRUPT, why, whylen, "a record has 1 to 6 parts");
+    if (argc < 1 || argc > AOF_MAX_ARGS - (version < 2)) return verdict(AOF_REC_CORRUPT, why, whylen, "a record has too many parts");
     for (long long j = 0; j < argc; j++) {
+        hdr[j] = pos;
         r = readHeader(buf, len, &pos, '$', &n);
         if (r == 0) return verdict(AOF_REC_TRUNCATED, why, whylen, "the file ends inside a record");
         if (r < 0 || n < 0) return verdict(AOF_REC_CORRUPT, why, whylen, "expected a part ('$<length>')");
@@ -325,6 +360,25 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
         pos += (size_t)n + 2;
     }
 #define IS(i, s) (argl[i] == sizeof(s) - 1 && !strncasecmp(argv[i], s, sizeof(s) - 1))
+    if (version >= 2) {
+        /* The check first: until it holds, no field of the record is
+         * believed (a scan for records after a cut relies on that). */
+        uint64_t want, got;
+        if (argc < 2 || !readCheck(argv[argc - 1], argl[argc - 1], &want))
+            return verdict(AOF_REC_CORRUPT, why, whylen, "a record without its check");
+        const unsigned char *u = (const unsigned char *)buf;
+        size_t end = hdr[argc - 1]; /* where the check's "$16\r\n" starts */
+        if (argc == 7 && IS(0, "RESTORE") && argl[3] >= DUMP_TRAILER_LEN) {
+            size_t body = (size_t)(argv[3] - buf), trailer = body + argl[3] - DUMP_TRAILER_LEN;
+            got = crc64(crc64(0, u + off, body - off), u + trailer, end - trailer);
+        } else {
+            got = crc64(0, u + off, end - off);
+        }
+        if (got != want)
+            return verdict(AOF_REC_CORRUPT, why, whylen,
+                           "a record fails its check (a damaged command, key, expiry or length)");
+        argc--;
+    }
     if (argc == 6 && IS(0, "RESTORE") && IS(4, "ABSTTL") && IS(5, "REPLACE")) {
         long long exp;
         if (argl[1] == 0) return verdict(AOF_REC_CORRUPT, why, whylen, "RESTORE of an empty key");
@@ -372,6 +426,68 @@ int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, ao
     }
 #undef IS
     *next = pos;
+    return AOF_REC_OK;
+}
+
+int aofNextRecord(const char *buf, size_t len, size_t off, size_t max_record, aofRecord *rec, size_t *next,
+                  char *why, size_t whylen) {
+    return parseRecord(buf, len, off, max_record, 1, rec, next, why, whylen);
+}
+
+/* Whether a whole, checked record starts anywhere in buf[from..len). A
+ * record whose declared lengths run to the end of the file reads as a cut
+ * tail; if checked records follow it, the lengths are damage, and cutting
+ * there would drop what those records hold. Only format 2 can tell: a
+ * check that holds by chance is one in 2^64. */
+static int checkedRecordFrom(const char *buf, size_t len, size_t from, size_t max_record) {
+    while (from < len) {
+        const char *star = memchr(buf + from, '*', len - from);
+        if (star == NULL) return 0;
+        size_t p = (size_t)(star - buf), next;
+        aofRecord r;
+        char why[8];
+        if (parseRecord(buf, len, p, max_record, 2, &r, &next, why, sizeof(why)) == AOF_REC_OK) return 1;
+        from = p + 1;
+    }
+    return 0;
+}
+
+int aofNextLogRecord(const char *buf, size_t len, size_t off, size_t max_record, int version, aofRecord *rec,
+                     size_t *next, char *why, size_t whylen) {
+    int rc = parseRecord(buf, len, off, max_record, version, rec, next, why, whylen);
+    if (rc == AOF_REC_TRUNCATED && version >= 2 && checkedRecordFrom(buf, len, off + 1, max_record))
+        return verdict(AOF_REC_CORRUPT, why, whylen,
+                       "a record's lengths run past whole records after it (damage, not a cut tail)");
+    return rc;
+}
+
+int aofFileFormat(const char *buf, size_t len, int *version, size_t *start, char *why, size_t whylen) {
+    static const char head[] = "*2\r\n$10\r\nAOF.FORMAT\r\n";
+    size_t hl = sizeof(head) - 1;
+    *version = AOF_FORMAT_VERSION;
+    *start = 0;
+    if (len == 0) return AOF_REC_OK;
+    if (len >= AOF_FILE_HEADER_LEN && !memcmp(buf, AOF_FILE_HEADER, AOF_FILE_HEADER_LEN)) {
+        *start = AOF_FILE_HEADER_LEN;
+        return AOF_REC_OK;
+    }
+    if (len < AOF_FILE_HEADER_LEN && !memcmp(buf, AOF_FILE_HEADER, len))
+        return verdict(AOF_REC_TRUNCATED, why, whylen, "the file ends inside its format header");
+    if (len >= hl && !memcmp(buf, head, hl)) {
+        /* Our header naming another version: a newer build wrote it. */
+        size_t pos = hl;
+        long long n, v;
+        if (readHeader(buf, len, &pos, '$', &n) == 1 && n > 0 && n <= 20 && len - pos >= (size_t)n &&
+            string2ll(buf + pos, (size_t)n, &v))
+            snprintf(why, whylen, "the file is in format %lld; this build reads formats 1 and %d", v,
+                     AOF_FORMAT_VERSION);
+        else
+            snprintf(why, whylen, "a damaged format header");
+        return AOF_REC_CORRUPT;
+    }
+    /* No header: written by a build before format 2 (its records carry no
+     * check of their keys and expiries, only of their values). */
+    *version = 1;
     return AOF_REC_OK;
 }
 
@@ -483,6 +599,67 @@ sds aofCatRestoreHead(sds s, const char *key, size_t keylen, long long expire_ms
 }
 
 sds aofCatRestoreTail(sds s) { return sdscatlen(s, AOF_RESTORE_TAIL, AOF_RESTORE_TAIL_LEN); }
+
+/* ---- format 2: the checks ----------------------------------------------- */
+
+sds aofCatFileHeader(sds s) { return sdscatlen(s, AOF_FILE_HEADER, AOF_FILE_HEADER_LEN); }
+
+sds aofCatCheck(sds s, uint64_t crc) {
+    static const char hex[] = "0123456789abcdef";
+    char b[5 + AOF_CHECK_HEX + 2] = "$16\r\n";
+    for (int i = 0; i < AOF_CHECK_HEX; i++) b[5 + i] = hex[(crc >> (60 - 4 * i)) & 0xf];
+    b[5 + AOF_CHECK_HEX] = '\r';
+    b[6 + AOF_CHECK_HEX] = '\n';
+    return sdscatlen(s, b, sizeof(b));
+}
+
+/* Every record the writer makes has 1 to 6 parts: its count is one digit,
+ * and one more part keeps it one digit. */
+static void countUp(sds s, size_t start) { s[start + 1]++; }
+
+uint64_t aofRestoreHeadChecked(sds s, size_t start) {
+    countUp(s, start);
+    return crc64(0, (const unsigned char *)s + start, sdslen(s) - start);
+}
+
+sds aofCatRestoreEnd(sds s, const unsigned char *trailer, int checked, uint64_t head_crc) {
+    size_t from = sdslen(s);
+    s = sdscatlen(s, (const char *)trailer, DUMP_TRAILER_LEN);
+    s = aofCatRestoreTail(s);
+    if (!checked) return s;
+    return aofCatCheck(s, crc64(head_crc, (const unsigned char *)s + from, sdslen(s) - from));
+}
+
+sds aofCheckRecords(sds s, size_t from) {
+    size_t len = sdslen(s);
+    if (from >= len) return s;
+    sds in = sdsnewlen(s + from, len - from);
+    sdssetlen(s, from);
+    s[from] = '\0';
+    size_t off = 0, next;
+    aofRecord rec;
+    char why[8];
+    while (parseRecord(in, sdslen(in), off, SIZE_MAX, 1, &rec, &next, why, sizeof(why)) == AOF_REC_OK) {
+        size_t start = sdslen(s);
+        s = sdscatlen(s, in + off, next - off);
+        countUp(s, start);
+        const unsigned char *u = (const unsigned char *)s;
+        uint64_t crc;
+        if (rec.type == AOF_REC_RESTORE) {
+            size_t body = start + (size_t)(rec.payload - (in + off));
+            size_t trailer = body + rec.payload_len - DUMP_TRAILER_LEN;
+            crc = crc64(crc64(0, u + start, body - start), u + trailer, sdslen(s) - trailer);
+        } else {
+            crc = crc64(0, u + start, sdslen(s) - start);
+        }
+        s = aofCatCheck(s, crc);
+        off = next;
+    }
+    /* Not a record: kept as it is, for the reader to refuse (never dropped). */
+    if (off < sdslen(in)) s = sdscatlen(s, in + off, sdslen(in) - off);
+    sdsfree(in);
+    return s;
+}
 
 /* ---- the manifest ------------------------------------------------------- */
 

@@ -106,6 +106,38 @@ int aofReadRestoreHead(const char *buf, size_t len, aofRestoreHead *h, char *why
 #define AOF_VALUE_TAIL_LEN (DUMP_TRAILER_LEN + AOF_RESTORE_TAIL_LEN)
 int aofCheckRestoreTail(const char *buf, size_t len, uint64_t body_crc, char *why, size_t whylen);
 
+/* ---- format 2: every record checked ---------------------------------------
+ *
+ * A log file of format 2 starts with AOF_FILE_HEADER, and each record has
+ * one more part, last: its check (aofformat.c says what it covers). A file
+ * without the header is of format 1, as builds before wrote it: read as
+ * then, with no check of keys and expiries. The replication stream's
+ * records stay of format 1 (a replica of an older build reads them). */
+#define AOF_FORMAT_VERSION 2
+#define AOF_FILE_HEADER "*2\r\n$10\r\nAOF.FORMAT\r\n$1\r\n2\r\n"
+#define AOF_FILE_HEADER_LEN (sizeof(AOF_FILE_HEADER) - 1)
+
+/* The file's format from its first bytes: *version, and *start, where its
+ * records begin. AOF_REC_OK; AOF_REC_TRUNCATED (it ends inside the header);
+ * AOF_REC_CORRUPT (a header of another version, or a damaged one: why). */
+int aofFileFormat(const char *buf, size_t len, int *version, size_t *start, char *why, size_t whylen);
+/* aofNextRecord for a file of that format. Under format 2 a record cut by
+ * the end of the file is AOF_REC_TRUNCATED only when no checked record
+ * follows its start: a length damaged to run past the end is corruption. */
+int aofNextLogRecord(const char *buf, size_t len, size_t off, size_t max_record, int version, aofRecord *rec,
+                     size_t *next, char *why, size_t whylen);
+
+/* Writing format 2. aofCheckRecords turns the whole records in s[from..)
+ * (as aofCat* wrote them) into checked ones. A RESTORE written in pieces:
+ * aofRestoreHeadChecked after aofCatRestoreHead (it counts the check in
+ * and returns the CRC64 so far), then, after the payload's body,
+ * aofCatRestoreEnd with the payload's trailer (checked 0: format 1). */
+sds aofCatFileHeader(sds s);
+sds aofCatCheck(sds s, uint64_t crc);
+sds aofCheckRecords(sds s, size_t from);
+uint64_t aofRestoreHeadChecked(sds s, size_t start);
+sds aofCatRestoreEnd(sds s, const unsigned char *trailer, int checked, uint64_t head_crc);
+
 /* Records that set a key, counted from their headers only (sizing). */
 size_t aofSkimKeyRecords(const char *buf, size_t len);
 

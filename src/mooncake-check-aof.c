@@ -5,8 +5,8 @@
  *
  * Reads each file the manifest lists (or the one file given) with the
  * server's own reader (aofformat.c), so what it calls valid is exactly what
- * the server loads: every record whole, of the three kinds with their arity,
- * every value's CRC64 right. It prints one line per file, and for a damaged
+ * the server loads: every record whole, of the six kinds with their arity,
+ * every value's CRC64 right and, in format 2, every record's check. It prints one line per file, and for a damaged
  * one the offset of the first bad record and what is wrong there.
  *
  * --fix cuts the last file at its first bad record: a tail a crash cut, or
@@ -64,14 +64,23 @@ static int checkFile(const char *path, const char *label, int fix) {
     long long records = 0;
     aofRecord rec;
     char why[128];
-    int rc;
-    while ((rc = aofNextRecord(map, len, off, MAX_RECORD, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
+    int version;
+    int rc = aofFileFormat(map, len, &version, &off, why, sizeof(why));
+    if (rc == AOF_REC_CORRUPT) {
+        /* Not cut even with --fix: a newer build's file is not damage. */
+        printf("%s: cannot be read: %s\n", label, why);
+        if (map) munmap((void *)map, len);
+        close(fd);
+        return 1;
+    }
+    while (rc == AOF_REC_OK &&
+           (rc = aofNextLogRecord(map, len, off, MAX_RECORD, version, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
         records++;
         off = next;
     }
     int result = 0;
     if (rc == AOF_REC_END) {
-        printf("%s: %lld records, %zu bytes: valid\n", label, records, len);
+        printf("%s: format %d, %lld records, %zu bytes: valid\n", label, version, records, len);
     } else {
         printf("%s: %s at offset %zu of %zu, after %lld valid records: %s\n", label,
                rc == AOF_REC_TRUNCATED ? "truncated" : "corrupt", off, len, records, why);

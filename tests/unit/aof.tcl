@@ -224,6 +224,81 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+# The bytes of file (binary), and the file written back with one byte XORed.
+proc aof_read {path} {
+    set f [open $path r]
+    fconfigure $f -translation binary
+    set data [read $f]
+    close $f
+    return $data
+}
+proc aof_write {path data} {
+    set f [open $path w]
+    fconfigure $f -translation binary
+    puts -nonewline $f $data
+    close $f
+}
+proc aof_flip {path at mask} {
+    set data [aof_read $path]
+    binary scan [string index $data $at] cu b
+    aof_write $path [string replace $data $at $at [binary format c [expr {$b ^ $mask}]]]
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {Format 2: a flipped bit in a key, an expiry or a length refuses to start; format 1 loaded them as others} {
+        r set alpha [string repeat a 50]
+        r set beta [string repeat b 50] pxat 4102444800000
+        r set gamma [string repeat c 50]
+        set incr [lindex [aof_listed i] end]
+        set path [file join [aof_dir] $incr]
+        kill_server
+        set clean [aof_read $path]
+        assert_equal 0 [string first "*2\r\n\$10\r\nAOF.FORMAT\r\n\$1\r\n2\r\n" $clean]
+        set manifest [file join [aof_dir] appendonly.aof.manifest]
+        # A bit of alpha's key, of beta's expiry (in 2100, it would stay in
+        # the future), of gamma's key length: each is refused, never loaded
+        # as another key or expiry, and the checker says so.
+        foreach {what at} [list key [string first alpha $clean] expiry [expr {[string first 4102444800000 $clean] + 12}] \
+                               length [expr {[string first gamma $clean] - 3}]] {
+            aof_flip $path $at 1
+            lassign [aof_start_refused] exited out
+            assert_equal 1 $exited
+            assert_match "*AOF $incr is corrupt at offset *fails its check*Refusing to start*" $out
+            lassign [check_aof $manifest] rc checked
+            assert_equal 1 $rc
+            assert_match "*$incr: corrupt at offset*" $checked
+            aof_write $path $clean
+        }
+        restart_server
+        assert_equal [string repeat a 50] [r get alpha]
+        assert_equal 4102444800000 [r pexpiretime beta]
+        assert_equal 3 [r dbsize]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {A log of format 1 (an older build's) still loads, and is rewritten in format 2} {
+        r set k [string repeat v 40]
+        set payload [r dump k]
+        set incr [lindex [aof_listed i] end]
+        kill_server
+        # The records as the build before format 2 wrote them: no header, no checks.
+        set rec "*6\r\n\$7\r\nRESTORE\r\n\$2\r\nk1\r\n\$1\r\n0\r\n\$[string length $payload]\r\n$payload\r\n"
+        append rec "\$6\r\nABSTTL\r\n\$7\r\nREPLACE\r\n*2\r\n\$3\r\nDEL\r\n\$1\r\nk\r\n"
+        aof_write [file join [aof_dir] $incr] $rec
+        restart_server
+        assert_equal [string repeat v 40] [r get k1]
+        assert_equal 0 [r exists k]
+        assert_match "*1 files of format 1*rewriting the log in format 2*" [exec cat [srv 0 stdout]]
+        wait_rewrite_done 1
+        set base [lindex [aof_listed b] 0]
+        assert_equal 0 [string first "*2\r\n\$10\r\nAOF.FORMAT" [aof_read [file join [aof_dir] $base]]]
+        lassign [check_aof [file join [aof_dir] appendonly.aof.manifest]] rc checked
+        assert_equal 0 $rc
+        assert_match "*$base: format 2, 1 records*" $checked
+    }
+}
+
 start_server {overrides {appendonly yes appendfsync always}} {
     test {A file the manifest lists that is missing refuses to start, even the last increment} {
         r set a 1
