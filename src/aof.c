@@ -81,6 +81,7 @@
 #include "cluster.h"
 #include "crc.h"
 #include "detached.h"
+#include "http.h"
 #include "dict.h"
 #include "dump.h"
 #include "migrate.h"
@@ -654,6 +655,20 @@ static void rewriteChild(const char *tmp) {
     _exit(0);
 }
 
+/* The child accepts no one: its copies of the listening sockets would keep
+ * the ports open after a kill -9 of the server for as long as the child
+ * takes to die (its memory goes before its files), so a client connected
+ * to a process that never answers, and a server restarted at once could
+ * not bind. As Redis's children, it closes them first: close() alone, not
+ * closeListeners(), whose epoll deletes would reach the parent's epoll
+ * set (shared across the fork) and whose unlink would remove its socket. */
+static void childCloseListeners(void) {
+    for (int j = 0; j < server.ipfd_count; j++) close(server.ipfd[j]);
+    if (server.sofd != -1) close(server.sofd);
+    int http = httpListenFd();
+    if (http != -1) close(http);
+}
+
 static int rewriteStart(const char **err) {
     if (aof.child != -1) {
         *err = "ERR Background append only file rewriting already in progress";
@@ -685,6 +700,7 @@ static int rewriteStart(const char **err) {
         signal(SIGINT, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(1); /* the server died before the line above */
+        childCloseListeners();
         rewriteChild(tmp);
     }
     if (pid == -1) {

@@ -745,6 +745,8 @@ static int httpStart(char *err, size_t errlen) {
 
 /* ---- interface ---------------------------------------------------------------- */
 
+int httpListenFd(void) { return http.daemon ? http.listenfd : -1; }
+
 int httpInit(char *err, size_t errlen) { return httpStart(err, errlen); }
 
 int httpApplyConfig(const char **err) {

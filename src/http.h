@@ -16,6 +16,7 @@ int httpApplyConfig(const char **err);
 void httpShutdown(void);
 /* INFO. */
 int httpListeningPort(void);      /* 0: not listening */
+int httpListenFd(void);           /* -1: not listening (a forked child closes it) */
 long long httpConnectedClients(void);
 
 #endif
