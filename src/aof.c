@@ -1184,7 +1184,25 @@ int aofApplyConfig(const char **err) {
     return C_OK;
 }
 
-void aofShutdown(void) {
+int aofShutdown(int force) {
+    if (aofOn) {
+        /* What was acknowledged since the disk last took a write is only
+         * in aof.buf (everysec and no acknowledge it, and retry): exiting
+         * now would lose it, so the shutdown is refused, as Redis's is
+         * when it cannot persist, unless forced. */
+        aofBeforeSleep();
+        int pending = sdslen(aof.buf) > 0;
+        int synced = aof.fd == -1 || fsync(aof.fd) == 0;
+        if (!synced) serverLog(LL_WARNING, "AOF: fsync at shutdown failed: %s", strerror(errno));
+        else serverLog(LL_NOTICE, "Calling fsync() on the AOF file.");
+        if ((pending || !synced) && !force) {
+            serverLog(LL_WARNING, "AOF: %s: refusing to exit, which would lose acknowledged writes (SHUTDOWN "
+                                  "FORCE exits anyway)",
+                      pending ? "the log cannot take the writes acknowledged since its last good write"
+                              : "the log's last writes may not be on disk (fsync failed)");
+            return C_ERR;
+        }
+    }
     if (aof.child != -1) {
         kill(aof.child, SIGKILL);
         int status;
@@ -1192,10 +1210,7 @@ void aofShutdown(void) {
         unlinkat(aof.dirfd, aof.child_tmp, 0);
         aof.child = -1;
     }
-    if (!aofOn) return;
-    aofBeforeSleep();
-    if (aof.fd != -1) fsync(aof.fd);
-    serverLog(LL_NOTICE, "Calling fsync() on the AOF file.");
+    return C_OK;
 }
 
 /* ---- INFO ---------------------------------------------------------------------- */

@@ -77,7 +77,7 @@ void aofBeforeSleep(void);
 /* serverCron: background fsync, the rewrite child, automatic rewrites. */
 void aofCron(void);
 /* SHUTDOWN: everything written and synced, no child left. */
-void aofShutdown(void);
+int aofShutdown(int force); /* C_ERR: acknowledged writes the log cannot take (force: exit anyway) */
 /* A write the server must refuse (the log cannot be written): its error. */
 const char *aofWriteRefusal(void);
 

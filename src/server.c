@@ -536,7 +536,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     long long period_us = 1000000 / server.hz;
     server.cron_loops++;
     if (server.shutdown_asap) {
-        if (prepareForShutdown() == C_OK) exit(0);
+        if (prepareForShutdown(0) == C_OK) exit(0);
         server.shutdown_asap = 0;
     }
     clientsCron();
@@ -810,12 +810,17 @@ static void initServer(void) {
     server.mstime = mstime();
 }
 
-int prepareForShutdown(void) {
+int prepareForShutdown(int force) {
     serverLog(LL_WARNING, "User requested shutdown...");
+    /* What was acknowledged is written and synced first: if it cannot be,
+     * the server keeps serving (and refusing writes) rather than exit. */
+    if (aofShutdown(force) != C_OK) {
+        serverLog(LL_WARNING, "Errors trying to shut down the server: it keeps running. Check the logs.");
+        return C_ERR;
+    }
     closeListeners();
     httpShutdown();
     if (server.pidfile && server.pidfile[0]) unlink(server.pidfile);
-    aofShutdown(); /* what was acknowledged is synced */
     zerofreeShutdown(); /* no thread left writing the pool while we exit */
     serverLog(LL_WARNING, "Mooncake is now ready to exit, bye bye...");
     return C_OK;
@@ -881,6 +886,7 @@ void timeCommand(client *c) {
 }
 
 void shutdownCommand(client *c) {
+    int force = 0;
     for (int j = 1; j < c->argc; j++) {
         const char *o = c->argv[j];
         if (!strcasecmp(o, "abort")) {
@@ -892,11 +898,16 @@ void shutdownCommand(client *c) {
             addReplyErrorSyntax(c);
             return;
         }
+        if (!strcasecmp(o, "force")) force = 1;
     }
-    /* Nothing is persisted (the pool is a cache), so shutting down is
-     * closing the doors. The client sees the connection close, as with
-     * Redis. */
-    prepareForShutdown();
+    /* Shutting down is writing and syncing the log (if on) and closing the
+     * doors. The client sees the connection close, as with Redis; or an
+     * error, when the log cannot take what was acknowledged (FORCE: exit
+     * anyway). */
+    if (prepareForShutdown(force) != C_OK) {
+        addReplyError(c, "ERR Errors trying to SHUTDOWN. Check logs.");
+        return;
+    }
     exit(0);
 }
 

@@ -463,7 +463,7 @@ void call(client *c);
 int processCommand(client *c);
 int listenToPort(void);
 void closeListeners(void);
-int prepareForShutdown(void);
+int prepareForShutdown(int force); /* C_ERR: refused (the log cannot take acknowledged writes) */
 
 /* networking.c */
 client *createClient(int fd, int unix);

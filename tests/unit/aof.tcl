@@ -517,6 +517,33 @@ start_server {overrides {appendonly yes appendfsync everysec}} {
 }
 
 start_server {overrides {appendonly yes appendfsync everysec}} {
+    test {SHUTDOWN while the log cannot take an acknowledged write: refused, the server goes on; FORCE exits} {
+        r debug aof-write-error ENOSPC
+        # Acknowledged (everysec), in the buffer only: exiting would lose it.
+        assert_equal OK [r set held 1]
+        assert_error {*Errors trying to SHUTDOWN*} {r shutdown}
+        assert_equal 1 [r get held]
+        assert_equal 1 [process_is_alive [srv 0 pid]]
+        assert_match "*cannot take the writes acknowledged since its last good write*refusing to exit*" \
+            [exec cat [srv 0 stdout]]
+        # Once the disk takes it, SHUTDOWN exits, and the write is there.
+        r debug aof-write-error OFF
+        wait_for_condition 100 20 {[aof_field aof_last_write_status] eq "ok"} else { fail "the log stays unwritable" }
+        catch {r shutdown}
+        assert_equal 1 [server_exited]
+        restart_server
+        assert_equal 1 [r get held]
+        # FORCE exits even so, as Redis's.
+        r debug aof-write-error ENOSPC
+        assert_equal OK [r set lost 1]
+        catch {r shutdown force}
+        assert_equal 1 [server_exited]
+        restart_server
+        assert_equal 1 [r get held]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync everysec}} {
     test {An fsync that fails under everysec refuses writes (MISCONF) until one succeeds, as Redis} {
         r set a 1
         # The kernel reports a writeback error once and may drop the pages:
