@@ -643,6 +643,11 @@ static void setupSignalHandlers(void) {
     sigaction(SIGINT, &act, NULL);
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
+    /* A file past RLIMIT_FSIZE: write() and ftruncate() fail with EFBIG,
+     * which the log handles as a disk refusing writes (-MISCONF until it
+     * takes them again), instead of the signal killing the server with no
+     * word in its log. */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 /* The descriptors the server may hold at once: every client (RESP and
