@@ -18,7 +18,10 @@
  * cache has it; a power cut loses at most about two seconds); with no the
  * kernel decides. A write the log cannot take makes the server refuse writes
  * (-MISCONF, as Redis) until one succeeds; under always it exits, since it
- * would otherwise have acknowledged what is not on disk.
+ * would otherwise have acknowledged what is not on disk. Files deleted or
+ * replaced under the server refuse writes the same way until a rewrite has
+ * rebuilt the log (checkFiles): a write into a deleted inode succeeds, and
+ * no start would ever read it.
  *
  * Values in the server's pool (and the small ones on the heap) are logged
  * with their bytes. An object whose replicas all live in client segments is
@@ -111,6 +114,11 @@ static struct {
     long long base_size;     /* bytes at the last rewrite (or load): auto rewrite's yardstick */
     long long incr_size;     /* bytes in the increments since */
     long long fsynced_size;  /* what the last fsync covered */
+    long long cur_size;      /* bytes written to the increment open now */
+    ino_t manifest_ino;      /* the manifest last renamed into place (0: unknown) */
+    dev_t manifest_dev;
+    const char *files_lost;  /* why the files on disk are no longer the log (NULL: they are) */
+    long long lost_rewrite_ms; /* when checkFiles last started a rewrite */
     int loading;
     /* the rewrite child */
     pid_t child;
@@ -385,8 +393,11 @@ static int writeManifest(const aofManifest *m) {
     int fd = openat(aof.dirfd, AOF_TEMP_MANIFEST, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     int rc = -1;
     if (fd == -1) goto out;
-    if (writeAll(fd, text, sdslen(text)) == -1 || fsync(fd) == -1) goto out;
+    struct stat st;
+    if (writeAll(fd, text, sdslen(text)) == -1 || fsync(fd) == -1 || fstat(fd, &st) == -1) goto out;
     if (renameat(aof.dirfd, AOF_TEMP_MANIFEST, aof.dirfd, name) == -1) goto out;
+    aof.manifest_ino = st.st_ino;
+    aof.manifest_dev = st.st_dev;
     fsync(aof.dirfd);
     rc = 0;
 out:
@@ -436,6 +447,7 @@ static void switchFd(int fd) {
     }
     aof.fd = fd;
     aof.fsynced_size = 0;
+    aof.cur_size = fd == -1 ? 0 : (long long)AOF_FILE_HEADER_LEN; /* openNewIncr wrote it */
 }
 
 /* ---- the everysec fsync thread ---------------------------------------------- */
@@ -497,6 +509,7 @@ static int logWrite(const char *p, size_t len, size_t *done) {
     }
     int rc = writeSome(aof.fd, p, len, done);
     aof.incr_size += (long long)*done;
+    aof.cur_size += (long long)*done;
     return rc;
 }
 
@@ -581,8 +594,68 @@ static void checkFsync(void) {
 }
 
 const char *aofWriteRefusal(void) {
-    if (!aofOn || (aof.last_write_ok && !aof.fsync_failed)) return NULL;
+    if (!aofOn || (aof.last_write_ok && !aof.fsync_failed && !aof.files_lost)) return NULL;
+    if (aof.files_lost)
+        return "-MISCONF The AOF files were deleted or replaced: writes are refused until a rewrite has put the "
+               "dataset in new ones";
     return "-MISCONF Errors writing to the AOF file: writes are refused until the log can be written again";
+}
+
+/* ---- files deleted or replaced under the server ---------------------------- */
+
+static int rewriteStart(const char **err);
+static int openDir(void);
+
+/* Whether the files the manifest lists are still the log: NULL if so, else
+ * what happened. Writes to an increment someone deleted (or moved, or
+ * replaced by another file) still succeed -- into an inode no start will
+ * read -- and a start refuses a manifest whose files are missing: every
+ * write acknowledged meanwhile would be lost, and the log with them. A
+ * few fstatat()s a cron tick. */
+static const char *filesLost(void) {
+    struct stat fst, nst;
+    const char *cur = NULL;
+    if (fstat(aof.dirfd, &nst) == -1 || nst.st_nlink == 0) return "the AOF directory was deleted";
+    for (int j = 0; j < aof.man.nfiles; j++) {
+        const aofManifestFile *f = &aof.man.files[j];
+        if (f->type == 'h') continue;
+        if (fstatat(aof.dirfd, f->name, &nst, 0) == -1) return "a file the manifest lists was deleted";
+        if (f->type == 'i') cur = f->name;
+    }
+    if (aof.fd != -1 && cur) {
+        if (fstat(aof.fd, &fst) == -1 || fst.st_nlink == 0) return "the increment being written was deleted";
+        if (fstatat(aof.dirfd, cur, &nst, 0) == -1 || nst.st_ino != fst.st_ino || nst.st_dev != fst.st_dev)
+            return "the increment being written was replaced";
+        if ((long long)fst.st_size < aof.cur_size) return "the increment being written was truncated";
+    }
+    char name[AOF_FILE_NAME_MAX + 32];
+    snprintf(name, sizeof(name), "%s%s", server.aof_filename, AOF_MANIFEST_SUFFIX);
+    if (aof.manifest_ino &&
+        (fstatat(aof.dirfd, name, &nst, 0) == -1 || nst.st_ino != aof.manifest_ino || nst.st_dev != aof.manifest_dev))
+        return "the manifest was deleted or replaced";
+    return NULL;
+}
+
+/* Refuses writes while the files are not the log, and rebuilds it: a
+ * rewrite puts the whole dataset (the writes since the loss included: they
+ * are in memory) in a new base, listed with a new increment by a new
+ * manifest. Until that is done, writes answer MISCONF, so none is
+ * acknowledged that only a lost file holds. */
+static void checkFiles(void) {
+    const char *why = filesLost();
+    if (why && !aof.files_lost)
+        serverLog(LL_WARNING, "AOF: %s: writes are refused until a rewrite has put the dataset in new files", why);
+    else if (!why && aof.files_lost)
+        serverLog(LL_WARNING, "AOF: the log is whole again (rewritten): writes are accepted");
+    aof.files_lost = why;
+    /* One rewrite at a time, and a failed one tried again after a pause:
+     * each start opens an increment. */
+    if (!why || aof.child != -1 || server.mstime - aof.lost_rewrite_ms < 5000) return;
+    aof.lost_rewrite_ms = server.mstime;
+    struct stat st;
+    if ((fstat(aof.dirfd, &st) == -1 || st.st_nlink == 0) && openDir() == -1) return; /* try again next tick */
+    const char *err;
+    if (rewriteStart(&err) != C_OK) serverLog(LL_WARNING, "AOF: cannot rewrite the log yet: %s", err);
 }
 
 /* ---- the rewrite ----------------------------------------------------------- */
@@ -768,6 +841,7 @@ void aofCron(void) {
     }
     if (!aofOn) return;
     checkFsync();
+    checkFiles();
     if (server.aof_fsync == AOF_FSYNC_EVERYSEC && server.mstime - aof.last_fsync_ms >= 1000) {
         aof.last_fsync_ms = server.mstime;
         requestFsync();
@@ -1161,6 +1235,7 @@ int aofApplyConfig(const char **err) {
         }
         aofOn = 1;
         aof.last_write_ok = 1;
+        aof.files_lost = NULL; /* an earlier log's: this one is checked from now */
         pthread_mutex_lock(&aof.mu);
         aof.fsync_errno = aof.fsync_failed = 0; /* what an earlier log's disk said */
         pthread_mutex_unlock(&aof.mu);
@@ -1229,7 +1304,7 @@ sds aofInfo(sds s) {
                      aofOn, aof.child != -1, aof.rewrite_scheduled,
                      aof.rewrites || !aof.last_rewrite_ok ? aof.last_rewrite_ms / 1000 : -1LL,
                      aof.child != -1 ? (mstime() - aof.rewrite_start_ms) / 1000 : -1LL,
-                     aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok && !aof.fsync_failed ? "ok" : "err");
+                     aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok && !aof.fsync_failed && !aof.files_lost ? "ok" : "err");
     if (aofOn) {
         s = sdscatprintf(s,
                          "aof_current_size:%lld\r\n"
