@@ -1136,6 +1136,12 @@ void aofLoadAtStart(void) {
         exit(1);
     }
     if (!server.aof_enabled) return;
+    /* The clock the records' expiries are judged by: the event loop sets
+     * it only once it runs, and at 0 every key that expired while the
+     * server was down came back (into the pool, counted by DBSIZE, until
+     * the cron expired it -- and a log of such values could even refuse to
+     * start, as holding more than the pool). */
+    server.mstime = mstime();
     initState();
     if (openDir() == -1) {
         serverLog(LL_WARNING, "Cannot open the AOF directory %s: %s", server.aof_dirname, strerror(errno));

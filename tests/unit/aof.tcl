@@ -277,6 +277,40 @@ start_server {overrides {appendonly yes appendfsync always}} {
 }
 
 start_server {overrides {appendonly yes appendfsync always}} {
+    test {Loading: expiries passed while down, a key set twice, a key over today's max-key-size, zeros} {
+        set at [expr {[clock milliseconds] + 300}]
+        r set gone v pxat $at
+        r set dup 1
+        r set dup 2
+        # A key accepted when the limit was larger: acknowledged, so it loads.
+        r config set max-key-size 8192
+        set long [string repeat L 5000]
+        r set $long v
+        r config set max-key-size 4096
+        r config rewrite
+        set incr [lindex [aof_listed i] end]
+        kill_server
+        wait_for_condition 100 10 {[clock milliseconds] > $at + 50} else { fail "the clock stands still" }
+        restart_server
+        assert_equal 0 [r exists gone]
+        assert_equal 2 [r dbsize]
+        assert_equal 2 [r get dup]
+        assert_equal v [r get $long]
+        assert_equal 4096 [lindex [r config get max-key-size] 1]
+        assert_match "*DB loaded from append only file:*, 1 expired while down;*" [exec cat [srv 0 stdout]]
+        # A file of zeros (a disk that lost the blocks) is damage at offset 0.
+        set path [file join [aof_dir] $incr]
+        kill_server
+        aof_write $path [string repeat "\0" 4096]
+        lassign [aof_start_refused] exited out
+        assert_equal 1 $exited
+        assert_match "*AOF $incr is corrupt at offset 0:*Refusing to start*" $out
+        file delete -force [aof_dir]
+        restart_server
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
     test {A log of format 1 (an older build's) still loads, and is rewritten in format 2} {
         r set k [string repeat v 40]
         set payload [r dump k]
