@@ -124,6 +124,8 @@ static struct {
     pid_t child;
     long long rewrite_start_ms, last_rewrite_ms;
     int rewrite_scheduled, last_rewrite_ok, rewrites;
+    int rewrite_failures;          /* failed in a row: the automatic retries back off */
+    long long rewrite_retry_ms;    /* no automatic rewrite before this */
     long long child_incr_seq; /* the first increment opened at the fork */
     char child_tmp[64];       /* the base the child writes */
     /* write status */
@@ -742,21 +744,44 @@ static void childCloseListeners(void) {
     if (http != -1) close(http);
 }
 
+/* A rewrite failed: the automatic ones wait 1 s, then 2, 4 ... up to a
+ * minute before the next try, as Redis's back off. Retried at once, every
+ * cron tick, one that keeps failing (a disk too small for the base, a
+ * file-size limit) forked a copy of the dataset ten times a second. */
+static void rewriteFailed(void) {
+    aof.last_rewrite_ok = 0;
+    aof.rewrite_failures++;
+    int shift = aof.rewrite_failures - 1 < 6 ? aof.rewrite_failures - 1 : 6;
+    long long delay = 1000LL << shift;
+    if (delay > 60000) delay = 60000;
+    aof.rewrite_retry_ms = mstime() + delay;
+    serverLog(LL_WARNING, "Background AOF rewrite failed (%d in a row); the log goes on in its increments, and "
+                          "the next automatic rewrite waits %lld s",
+              aof.rewrite_failures, delay / 1000);
+}
+
 static int rewriteStart(const char **err) {
     if (aof.child != -1) {
         *err = "ERR Background append only file rewriting already in progress";
         return C_ERR;
     }
     aofBeforeSleep(); /* the increment holds everything up to the fork */
-    aofManifest next = aof.man;
-    int fd = openNewIncr(&next);
-    if (fd == -1 || writeManifest(&next) == -1) {
-        if (fd != -1) close(fd);
-        *err = "ERR cannot open a new AOF increment (see the log)";
-        return C_ERR;
+    /* An increment that holds nothing yet (opened at the start, or at a
+     * rewrite that failed) can be this fork's: all it will hold comes
+     * after the fork. A new one per attempt made a failing rewrite pile
+     * up increments, one per try, until the manifest was full and the
+     * server could no longer start. */
+    if (aof.fd == -1 || aof.cur_size > (long long)AOF_FILE_HEADER_LEN || aof.files_lost) {
+        aofManifest next = aof.man;
+        int fd = openNewIncr(&next);
+        if (fd == -1 || writeManifest(&next) == -1) {
+            if (fd != -1) close(fd);
+            *err = "ERR cannot open a new AOF increment (see the log)";
+            return C_ERR;
+        }
+        aof.man = next;
+        switchFd(fd);
     }
-    aof.man = next;
-    switchFd(fd);
     aof.child_incr_seq = aof.incr_seq;
     const char *tmp = aof.child_tmp;
     snprintf(aof.child_tmp, sizeof(aof.child_tmp), "temp-rewriteaof-bg-%d.aof", (int)getpid());
@@ -779,7 +804,7 @@ static int rewriteStart(const char **err) {
     if (pid == -1) {
         *err = "ERR cannot fork for the AOF rewrite";
         serverLog(LL_WARNING, "AOF: fork failed: %s", strerror(errno));
-        aof.last_rewrite_ok = 0;
+        rewriteFailed();
         return C_ERR;
     }
     aof.child = pid;
@@ -824,13 +849,14 @@ static void rewriteDone(int ok) {
     for (int j = 1; j < next.nfiles; j++)
         if (fstatat(aof.dirfd, next.files[j].name, &st, 0) == 0) aof.incr_size += (long long)st.st_size;
     aof.last_rewrite_ok = 1;
+    aof.rewrite_failures = 0;
+    aof.rewrite_retry_ms = 0;
     aof.rewrites++;
     serverLog(LL_NOTICE, "Background AOF rewrite finished successfully: base %s, %lld bytes", base, aof.base_size);
     return;
 fail:
     unlinkat(aof.dirfd, tmp, 0);
-    aof.last_rewrite_ok = 0;
-    serverLog(LL_WARNING, "Background AOF rewrite failed; the log goes on in its increments");
+    rewriteFailed();
 }
 
 void aofCron(void) {
@@ -846,14 +872,17 @@ void aofCron(void) {
         aof.last_fsync_ms = server.mstime;
         requestFsync();
     }
-    if (aof.child == -1 && (aof.rewrite_scheduled ||
+    if (aof.child == -1 && server.mstime >= aof.rewrite_retry_ms && (aof.rewrite_scheduled ||
                             (server.auto_aof_rewrite_percentage > 0 &&
                              aof.incr_size >= server.auto_aof_rewrite_min_size &&
                              aof.incr_size * 100 >= (aof.base_size ? aof.base_size : 1) *
                                                         server.auto_aof_rewrite_percentage))) {
         const char *err;
+        int scheduled = aof.rewrite_scheduled;
         if (rewriteStart(&err) == C_OK) {
-            if (!aof.rewrite_scheduled) serverLog(LL_NOTICE, "Starting automatic rewriting of AOF");
+            if (!scheduled) serverLog(LL_NOTICE, "Starting automatic rewriting of AOF");
+        } else {
+            aof.rewrite_retry_ms = server.mstime + 1000; /* no increment to open, say: not every tick */
         }
     }
 }
