@@ -774,7 +774,10 @@ static int rewriteStart(const char **err) {
     if (aof.fd == -1 || aof.cur_size > (long long)AOF_FILE_HEADER_LEN || aof.files_lost) {
         aofManifest next = aof.man;
         int fd = openNewIncr(&next);
-        if (fd == -1 || writeManifest(&next) == -1) {
+        if (fd == -1)
+            serverLog(LL_WARNING, "AOF: cannot open a new increment in %s for a rewrite: %s", server.aof_dirname,
+                      strerror(errno));
+        if (fd == -1 || writeManifest(&next) == -1) { /* writeManifest logs its own failure */
             if (fd != -1) close(fd);
             *err = "ERR cannot open a new AOF increment (see the log)";
             return C_ERR;

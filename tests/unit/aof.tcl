@@ -634,6 +634,27 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {BGREWRITEAOF that cannot open an increment: a clear error, the reason in the log, the log goes on} {
+        r set a 1
+        # Every name the next increment could take is taken (as a directory
+        # the server may not write would refuse it, which root cannot show).
+        set seq [lindex [split [lindex [aof_listed i] end] .] 2]
+        for {set i 1} {$i <= 1000} {incr i} {
+            close [open [file join [aof_dir] appendonly.aof.[expr {$seq + $i}].incr.aof] w]
+        }
+        assert_error {*cannot open a new AOF increment (see the log)*} {r bgrewriteaof}
+        assert_match "*AOF: cannot open a new increment in appendonlydir for a rewrite: File exists*" \
+            [exec cat [srv 0 stdout]]
+        assert_equal OK [r set b 2]
+        for {set i 1} {$i <= 1000} {incr i} {
+            file delete [file join [aof_dir] appendonly.aof.[expr {$seq + $i}].incr.aof]
+        }
+        restart_server 0 kill
+        assert_equal {1 2} [r mget a b]
+    }
+}
+
 test {appenddirname and appendfilename name plain files in dir} {
     lassign [run_server_expecting_exit --port [find_available_port] --appendonly yes --appenddirname ../escape] exited out
     assert_equal 1 $exited
