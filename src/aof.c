@@ -8,8 +8,10 @@
  * beforeSleep, before any reply of this loop iteration is written, each key
  * of the set is looked up once and its state appended: RESTORE with the
  * value's bytes and metadata (DUMP's payload) or DEL. A key changed by a
- * thousand pipelined commands is written once per iteration, and a MULTI's
- * keys go out in one write(), so a crash keeps all or none of them.
+ * thousand pipelined commands is written once per iteration, and an
+ * iteration's records (a MULTI's among them) go between MULTI and EXEC
+ * records, so a load keeps all or none of them even when a crash cut
+ * their writes short.
  *
  * When a reply is sent, its write is in the log: beforeSleep writes the log
  * first, then the replies (networking.c sends nothing from a command). With
@@ -115,6 +117,7 @@ static struct {
     long long incr_size;     /* bytes in the increments since */
     long long fsynced_size;  /* what the last fsync covered */
     long long cur_size;      /* bytes written to the increment open now */
+    size_t iter_start;       /* where in buf this loop iteration's records start (hooks append before beforeSleep) */
     ino_t manifest_ino;      /* the manifest last renamed into place (0: unknown) */
     dev_t manifest_dev;
     const char *files_lost;  /* why the files on disk are no longer the log (NULL: they are) */
@@ -535,6 +538,22 @@ void aofBeforeSleep(void) {
     int failed = 0;
     size_t from, to;
     sds *keys = changedKeysNext(&aof.changed, &from, &to);
+    /* More than one record this iteration (a MULTI's, a pipeline's, a
+     * FLUSHALL's and what followed it): MULTI ... EXEC around them, so a
+     * load takes all or none. One write() does not make them atomic: a
+     * large value goes out in writes of its own, and a kill -9 can cut a
+     * long write short; the load cut such a tail at the record it ended
+     * in, keeping the group's first records -- a transaction half made,
+     * though its reply was never sent. */
+    if (aof.iter_start > sdslen(aof.buf)) aof.iter_start = sdslen(aof.buf);
+    int hooks = sdslen(aof.buf) > aof.iter_start;
+    int group = to - from >= 2 || (to - from >= 1 && hooks);
+    if (group) {
+        sds b = aofCatGroup(sdsnewlen(aof.buf, aof.iter_start), 1);
+        b = sdscatlen(b, aof.buf + aof.iter_start, sdslen(aof.buf) - aof.iter_start);
+        sdsfree(aof.buf);
+        aof.buf = b;
+    }
     {
         for (size_t i = from; i < to; i++) {
             int seg_only = 0;
@@ -552,10 +571,13 @@ void aofBeforeSleep(void) {
             aof.records_written++;
         }
     }
+    if (group) aof.buf = aofCatGroup(aof.buf, 0);
+    aof.iter_start = 0;
     if (!failed) {
         if (sdslen(aof.buf) == 0) return;
         failed = flushBuf() == -1;
     }
+    aof.iter_start = sdslen(aof.buf); /* what a failed write left: an earlier iteration's */
     if (failed) {
         /* Until a write succeeds, writes are refused (aofWriteRefusal). */
         if (aof.last_write_ok) serverLog(LL_WARNING, "AOF: write error: %s", strerror(errno));
@@ -1004,14 +1026,51 @@ static long long loadFile(const char *name, int last, loadCounts *n) {
     int rc = aofFileFormat(map, len, &version, &off, why, sizeof(why));
     if (rc == AOF_REC_CORRUPT) refuse("AOF %s cannot be read (offset %lld): %s", name, 0, why);
     if (rc == AOF_REC_OK && version < AOF_FORMAT_VERSION && len) n->old_format++;
+    /* A group (MULTI ... EXEC) is applied at its EXEC, all of it: its
+     * records are read again from their offsets then (checked twice: a
+     * group is one loop iteration's, and only a file's end can cut one). */
+    size_t group = SIZE_MAX, *gofs = NULL, gn = 0, gcap = 0;
     for (;;) {
         if (rc == AOF_REC_OK) rc = aofNextLogRecord(map, len, off, max_record, version, &rec, &next, why, sizeof(why));
+        if (rc == AOF_REC_END && group != SIZE_MAX) {
+            rc = AOF_REC_TRUNCATED;
+            snprintf(why, sizeof(why), "the file ends inside a MULTI ... EXEC group");
+        }
         if (rc == AOF_REC_END) break;
         if (rc == AOF_REC_OK) {
-            applyRecord(&rec, n, name, (long long)off);
+            if (rec.type == AOF_REC_MULTI || rec.type == AOF_REC_EXEC) {
+                if ((rec.type == AOF_REC_MULTI) != (group == SIZE_MAX)) {
+                    rc = AOF_REC_CORRUPT;
+                    snprintf(why, sizeof(why), "%s", rec.type == AOF_REC_MULTI ? "MULTI inside a MULTI" : "EXEC without MULTI");
+                    continue;
+                }
+                if (rec.type == AOF_REC_MULTI) {
+                    group = off;
+                    gn = 0;
+                } else {
+                    for (size_t g = 0; g < gn; g++) {
+                        size_t gnext;
+                        serverAssert(aofNextLogRecord(map, len, gofs[g], max_record, version, &rec, &gnext, why,
+                                                      sizeof(why)) == AOF_REC_OK);
+                        applyRecord(&rec, n, name, (long long)gofs[g]);
+                    }
+                    group = SIZE_MAX;
+                }
+            } else if (group != SIZE_MAX) {
+                if (gn == gcap) {
+                    gcap = gcap ? gcap * 2 : 64;
+                    gofs = zrealloc(gofs, gcap * sizeof(*gofs));
+                }
+                gofs[gn++] = off;
+            } else {
+                applyRecord(&rec, n, name, (long long)off);
+            }
             off = next;
             continue;
         }
+        /* A cut inside a group cuts the whole group: none of it was
+         * acknowledged. */
+        if (rc == AOF_REC_TRUNCATED && group != SIZE_MAX) off = group;
         if (rc == AOF_REC_TRUNCATED && last && server.aof_load_truncated) {
             serverLog(LL_WARNING, "!!! Warning: short read while loading the AOF file %s (%s at offset %zu of %zu): "
                                   "cutting the last %zu bytes, a write a crash left unfinished",
@@ -1029,6 +1088,7 @@ static long long loadFile(const char *name, int last, loadCounts *n) {
                    name, (long long)off, why);
         refuse("AOF %s is corrupt at offset %lld: %s", name, (long long)off, why);
     }
+    zfree(gofs);
     if (map) munmap((void *)map, (size_t)st.st_size);
     close(fd);
     return (long long)len;

@@ -22,6 +22,9 @@
  *         the hash of the identity it proved the memory by (aofSegment).
  *     SEGMENT.GONE <id>
  *         that segment was unmounted or its owner died.
+ *     MULTI ... EXEC   (format 2)
+ *         the records between are one event loop iteration's: a load
+ *         applies all of them or, when the file ends before EXEC, none.
  *     PLACED <key> <expire-ms> <payload>
  *         the key is a store object whose bytes live in client segments:
  *         its metadata and, per replica, segment id and offset (aofPlaced).
@@ -397,6 +400,10 @@ static int parseRecord(const char *buf, size_t len, size_t off, size_t max_recor
         rec->type = AOF_REC_DEL;
         rec->key = argv[1];
         rec->keylen = argl[1];
+    } else if (argc == 1 && version >= 2 && IS(0, "MULTI")) {
+        rec->type = AOF_REC_MULTI;
+    } else if (argc == 1 && version >= 2 && IS(0, "EXEC")) {
+        rec->type = AOF_REC_EXEC;
     } else if (argc == 1 && IS(0, "FLUSHALL")) {
         rec->type = AOF_REC_FLUSHALL;
     } else if (argc == 2 && IS(0, "SEGMENT")) {
@@ -603,6 +610,13 @@ sds aofCatRestoreTail(sds s) { return sdscatlen(s, AOF_RESTORE_TAIL, AOF_RESTORE
 /* ---- format 2: the checks ----------------------------------------------- */
 
 sds aofCatFileHeader(sds s) { return sdscatlen(s, AOF_FILE_HEADER, AOF_FILE_HEADER_LEN); }
+
+sds aofCatGroup(sds s, int begin) {
+    size_t from = sdslen(s);
+    s = begin ? sdscatlen(s, "*1\r\n$5\r\nMULTI\r\n", 15) : sdscatlen(s, "*1\r\n$4\r\nEXEC\r\n", 14);
+    s[from + 1]++; /* its check is a part */
+    return aofCatCheck(s, crc64(0, (const unsigned char *)s + from, sdslen(s) - from));
+}
 
 sds aofCatCheck(sds s, uint64_t crc) {
     static const char hex[] = "0123456789abcdef";

@@ -18,7 +18,9 @@ enum {
     AOF_REC_FLUSHALL,    /* every key is gone */
     AOF_REC_SEGMENT,     /* a client segment whose objects may be re-attached (aofSegment) */
     AOF_REC_SEGMENT_GONE,/* that segment went: objects there are gone */
-    AOF_REC_PLACED       /* the key is an object whose bytes live in client segments (aofPlaced) */
+    AOF_REC_PLACED,      /* the key is an object whose bytes live in client segments (aofPlaced) */
+    AOF_REC_MULTI,       /* format 2: the records up to EXEC are one event loop iteration's: all or none */
+    AOF_REC_EXEC
 };
 
 /* A string field of a record's payload: p NULL when absent. Points into
@@ -135,6 +137,9 @@ int aofNextLogRecord(const char *buf, size_t len, size_t off, size_t max_record,
 sds aofCatFileHeader(sds s);
 sds aofCatCheck(sds s, uint64_t crc);
 sds aofCheckRecords(sds s, size_t from);
+/* MULTI (begin) or EXEC, checked: around the records of one event loop
+ * iteration, which a load applies all or none of (aof.c). */
+sds aofCatGroup(sds s, int begin);
 uint64_t aofRestoreHeadChecked(sds s, size_t start);
 sds aofCatRestoreEnd(sds s, const unsigned char *trailer, int checked, uint64_t head_crc);
 

@@ -73,11 +73,25 @@ static int checkFile(const char *path, const char *label, int fix) {
         close(fd);
         return 1;
     }
+    /* As the server loads: a MULTI ... EXEC group is whole or is cut as one. */
+    size_t group = SIZE_MAX;
     while (rc == AOF_REC_OK &&
            (rc = aofNextLogRecord(map, len, off, MAX_RECORD, version, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
+        if ((rec.type == AOF_REC_MULTI && group != SIZE_MAX) || (rec.type == AOF_REC_EXEC && group == SIZE_MAX)) {
+            rc = AOF_REC_CORRUPT;
+            snprintf(why, sizeof(why), "%s", rec.type == AOF_REC_MULTI ? "MULTI inside a MULTI" : "EXEC without MULTI");
+            break;
+        }
+        if (rec.type == AOF_REC_MULTI) group = off;
+        if (rec.type == AOF_REC_EXEC) group = SIZE_MAX;
         records++;
         off = next;
     }
+    if (rc == AOF_REC_END && group != SIZE_MAX) {
+        rc = AOF_REC_TRUNCATED;
+        snprintf(why, sizeof(why), "the file ends inside a MULTI ... EXEC group");
+    }
+    if (rc == AOF_REC_TRUNCATED && group != SIZE_MAX) off = group;
     int result = 0;
     if (rc == AOF_REC_END) {
         printf("%s: format %d, %lld records, %zu bytes: valid\n", label, version, records, len);

@@ -35,7 +35,8 @@ static sds catRestore(sds s, const char *key, long long expire, const char *val,
     return aofCatRestoreEnd(s, trailer, checked, head);
 }
 
-/* One of every record, in format 2 (with its header) or format 1. */
+/* One of every record, in format 2 (with its header, and a MULTI ... EXEC
+ * group) or format 1. */
 static sds buildLog(int checked) {
     sds s = checked ? aofCatFileHeader(sdsempty()) : sdsempty();
     s = catRestore(s, "alpha", 1795578924271LL, "value-one", checked);
@@ -54,7 +55,9 @@ static sds buildLog(int checked) {
     s = aofCatSegmentGone(s, 7);
     s = aofCatFlushall(s);
     if (checked) s = aofCheckRecords(s, from);
+    if (checked) s = aofCatGroup(s, 1); /* one loop iteration's records: MULTI ... EXEC */
     s = catRestore(s, "delta", 42, "last", checked);
+    if (checked) s = aofCatGroup(s, 0);
     return s;
 }
 
@@ -95,7 +98,7 @@ int main(void) {
         CHECK_EQ(readLog(s, sdslen(s), orig, &norig, &stop, &version), AOF_REC_END);
         if (norig != 8) printf("    stopped after %d records: %s\n", norig, lastWhy);
         CHECK_EQ(version, 2);
-        CHECK_EQ(norig, 8);
+        CHECK_EQ(norig, 10);
         aofRecord r;
         size_t next;
         char why[128];

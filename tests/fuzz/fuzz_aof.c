@@ -82,7 +82,7 @@ static int readAll(const char *buf, size_t len, int logfile, size_t *stop, int *
     while (rc == AOF_REC_OK &&
            (rc = aofNextLogRecord(buf, len, off, MAX_RECORD, version, &rec, &next, why, sizeof(why))) == AOF_REC_OK) {
         FUZZ_CHECK(next > off && next <= len);
-        FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= AOF_REC_PLACED);
+        FUZZ_CHECK(rec.type >= AOF_REC_RESTORE && rec.type <= (version == 1 ? AOF_REC_PLACED : AOF_REC_EXEC));
         FUZZ_CHECK(inside(buf, len, rec.key, rec.keylen));
         FUZZ_CHECK(inside(buf, len, rec.payload, rec.payload_len));
         if (rec.type == AOF_REC_RESTORE && version == 1) inPieces(buf + off, next - off, &rec);
@@ -220,10 +220,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * back, every cut is a clean end or a cut tail, and a bit flipped
          * anywhere is never taken inside a record. */
         sds v2 = aofCheckRecords(sdscatlen(aofCatFileHeader(sdsempty()), s, sdslen(s)), AOF_FILE_HEADER_LEN);
+        v2 = aofCatGroup(aofCatGroup(v2, 1), 0); /* an (empty) MULTI ... EXEC group */
         len = sdslen(v2);
         buf = malloc(len);
         memcpy(buf, v2, len);
-        FUZZ_CHECK(readAll(buf, len, 1, &stop, &n) == AOF_REC_END && n == 6);
+        FUZZ_CHECK(readAll(buf, len, 1, &stop, &n) == AOF_REC_END && n == 8);
         cut = (size_t)data[0] * 131 % len;
         r = readAll(buf, cut, 1, &stop, &n);
         /* Or damage, when the cut record's bytes hold a whole checked

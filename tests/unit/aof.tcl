@@ -176,6 +176,40 @@ start_server {overrides {appendonly yes appendfsync always}} {
 }
 
 start_server {overrides {appendonly yes appendfsync always}} {
+    test {A MULTI cut by a crash in the log comes back as none of it, never half} {
+        r set before 1
+        # A large value goes to the file in writes of its own, so a kill -9
+        # can cut the transaction's records anywhere after it.
+        r multi
+        r set big [string repeat a 300000]
+        r set small [string repeat s 40]
+        r exec
+        set incr [lindex [aof_listed i] end]
+        set path [file join [aof_dir] $incr]
+        kill_server
+        set size [file size $path]
+        # Cut inside small's record (or the group's end): big's is whole.
+        set f [open $path r+]
+        chan truncate $f [expr {$size - 60}]
+        close $f
+        lassign [check_aof [file join [aof_dir] appendonly.aof.manifest]] rc checked
+        assert_equal 1 $rc
+        assert_match "*$incr: truncated at offset*" $checked
+        restart_server
+        assert_equal 1 [r get before]
+        assert_equal {0 0} [list [r exists big] [r exists small]]
+        assert_match "*cutting the last*" [exec cat [srv 0 stdout]]
+        # A whole group loads whole.
+        r multi
+        r set big [string repeat b 300000]
+        r set small t
+        r exec
+        restart_server 0 kill
+        assert_equal {300000 t} [list [r strlen big] [r get small]]
+    }
+}
+
+start_server {overrides {appendonly yes appendfsync always}} {
     test {Damage in the middle of the log refuses to start, naming file and offset; nothing is skipped} {
         r set a [string repeat a 200]
         r set b [string repeat b 200]
