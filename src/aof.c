@@ -1300,6 +1300,13 @@ void aofLoadAtStart(void) {
         serverLog(LL_NOTICE, "AOF: %d files of format 1 (an older build's, keys and expiries unchecked): "
                              "rewriting the log in format %d", n.old_format, AOF_FORMAT_VERSION);
         aof.rewrite_scheduled = 1;
+    } else if (aof.man.nfiles > AOF_MANIFEST_MAX_FILES / 8) {
+        /* Each start opens an increment, and only a rewrite folds them:
+         * one restarted often (a crash loop) with little written never
+         * reached the size that starts one, until the manifest was full
+         * and the server could no longer start at all. */
+        serverLog(LL_NOTICE, "AOF: %d files in the manifest: rewriting the log into one base", aof.man.nfiles);
+        aof.rewrite_scheduled = 1;
     }
 }
 

@@ -689,6 +689,28 @@ start_server {overrides {appendonly yes appendfsync always}} {
     }
 }
 
+start_server {overrides {appendonly yes appendfsync always}} {
+    test {A log of many increments (a server restarted often) is rewritten at start, before the manifest fills} {
+        r set a 1
+        kill_server
+        # 150 starts that wrote nothing: each left an increment of its header alone.
+        set man [aof_manifest]
+        set hdr "*2\r\n\$10\r\nAOF.FORMAT\r\n\$1\r\n2\r\n"
+        for {set seq 1000} {$seq < 1150} {incr seq} {
+            aof_write [file join [aof_dir] appendonly.aof.$seq.incr.aof] $hdr
+            append man "file appendonly.aof.$seq.incr.aof seq $seq type i\n"
+        }
+        aof_write [file join [aof_dir] appendonly.aof.manifest] $man
+        restart_server
+        assert_equal 1 [r get a]
+        wait_rewrite_done 1
+        assert_match "*files in the manifest: rewriting the log into one base*" [exec cat [srv 0 stdout]]
+        assert_lessthan [llength [aof_listed]] 3
+        restart_server 0 kill
+        assert_equal 1 [r get a]
+    }
+}
+
 test {appenddirname and appendfilename name plain files in dir} {
     lassign [run_server_expecting_exit --port [find_available_port] --appendonly yes --appenddirname ../escape] exited out
     assert_equal 1 $exited
