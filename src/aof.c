@@ -548,11 +548,13 @@ void aofBeforeSleep(void) {
     if (aof.iter_start > sdslen(aof.buf)) aof.iter_start = sdslen(aof.buf);
     int hooks = sdslen(aof.buf) > aof.iter_start;
     int group = to - from >= 2 || (to - from >= 1 && hooks);
-    if (group) {
-        sds b = aofCatGroup(sdsnewlen(aof.buf, aof.iter_start), 1);
-        b = sdscatlen(b, aof.buf + aof.iter_start, sdslen(aof.buf) - aof.iter_start);
-        sdsfree(aof.buf);
-        aof.buf = b;
+    if (group) { /* MULTI goes in ahead of the hooks' records, in place */
+        size_t mlen, tail = sdslen(aof.buf) - aof.iter_start;
+        const char *multi = aofGroupRecord(1, &mlen);
+        aof.buf = sdsMakeRoomFor(aof.buf, mlen);
+        memmove(aof.buf + aof.iter_start + mlen, aof.buf + aof.iter_start, tail);
+        memcpy(aof.buf + aof.iter_start, multi, mlen);
+        sdsIncrLen(aof.buf, (ssize_t)mlen);
     }
     {
         for (size_t i = from; i < to; i++) {

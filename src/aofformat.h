@@ -140,6 +140,7 @@ sds aofCheckRecords(sds s, size_t from);
 /* MULTI (begin) or EXEC, checked: around the records of one event loop
  * iteration, which a load applies all or none of (aof.c). */
 sds aofCatGroup(sds s, int begin);
+const char *aofGroupRecord(int begin, size_t *len); /* MULTI (begin) or EXEC, checked */
 uint64_t aofRestoreHeadChecked(sds s, size_t start);
 sds aofCatRestoreEnd(sds s, const unsigned char *trailer, int checked, uint64_t head_crc);
 
