@@ -12,6 +12,8 @@
  *               present while the node lives.
  *   repl/<id>   "<primary-id> <epoch> <offset>" under the node's lease: a replica's
  *               offset when its primary died (replication_failover.c ranks replicas by it).
+ *   slotmap     the id of the node whose transaction last gave some node a slot, no
+ *               lease. Its value is only informative: its mod revision is the point.
  *
  * Every node holds a mirror of the prefix (server.cluster->nodes), loaded
  * by one range at start and kept current by a watch; cluster.c derives the
@@ -22,7 +24,13 @@
  * A topology command (ADDSLOTS, SETSLOT, MEET, ...) is planned against the
  * mirror: it clones the records it changes, edits the clones, and sends one
  * transaction that puts them if every record still has the mod revision
- * the plan read. The client is blocked meanwhile (its pipeline waits). On
+ * the plan read. A plan that gives any node a slot also compares and puts
+ * "slotmap": a compare on the records it changes would let two nodes each
+ * take the same free slot at once (each changes only its own record, both
+ * commit, both clients hear +OK, and etcd then holds two claims of which
+ * the loser's stays, to surface when the winner lets the slot go). One key
+ * every slot grant touches puts such plans in one order: the second fails
+ * its compare, rereads, and plans against the first. The client is blocked meanwhile (its pipeline waits). On
  * success the clones replace the records and the client gets its reply; on
  * a conflict the failure branch returns the whole prefix, the mirror is
  * refreshed and the plan runs again (a few times); if etcd cannot be
@@ -66,6 +74,7 @@ typedef struct clusterOp {
     char failed_primary[CLUSTER_NAMELEN + 1];
     int dead;
     int flush_after;       /* RESET of a replica: its copy of the data goes */
+    int grants;            /* the txn gives some node a slot: it compares and puts slotmap */
 } clusterOp;
 
 static dict *aliveIds;  /* ids with an alive/<id> key */
@@ -103,13 +112,18 @@ static sds keyFor(const char *kind, const char *id) {
     return sdscatprintf(sdsdup(server.cluster->prefix), "%s/%s", kind, id);
 }
 
-/* Which record a key names: returns "nodes" or "alive" kind and the id. */
+/* Which record a key names: returns "nodes" or "alive" kind and the id,
+ * or "slotmap" (no id). */
 static const char *parseKey(const sds key, const char **id) {
     clusterState *cs = server.cluster;
     size_t pl = sdslen(cs->prefix);
     if (sdslen(key) <= pl || memcmp(key, cs->prefix, pl)) return NULL;
     const char *rest = key + pl;
     size_t rl = sdslen(key) - pl;
+    if (rl == 7 && !memcmp(rest, "slotmap", 7)) {
+        *id = NULL;
+        return "slotmap";
+    }
     if (rl == 6 + CLUSTER_NAMELEN && !memcmp(rest, "nodes/", 6)) {
         *id = rest + 6;
         return "nodes";
@@ -121,11 +135,28 @@ static const char *parseKey(const sds key, const char **id) {
     return NULL;
 }
 
+/* The slotmap key as the mirror knows it: its mod revision (0: absent,
+ * which is what a compare of a missing key needs) as of slotmapSeen, the
+ * revision of the last change of it we applied. Our own commits and the
+ * watch's late echo of older ones arrive in any order: only a newer change
+ * moves it. */
+static long long slotmapModRev, slotmapSeen;
+
+static void applySlotmap(int deleted, long long mod_rev) {
+    if (mod_rev <= slotmapSeen) return;
+    slotmapSeen = mod_rev;
+    slotmapModRev = deleted ? 0 : mod_rev;
+}
+
 static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
     clusterState *cs = server.cluster;
     const char *id;
     const char *kind = parseKey(kv->key, &id);
     if (!kind) return;
+    if (!strcmp(kind, "slotmap")) {
+        applySlotmap(deleted, mod_rev);
+        return;
+    }
     char idbuf[CLUSTER_NAMELEN + 1];
     memcpy(idbuf, id, CLUSTER_NAMELEN);
     idbuf[CLUSTER_NAMELEN] = '\0';
@@ -219,6 +250,7 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
         dictEntry *de;
         while ((de = dictNext(it)) != NULL) ((clusterNode *)dictGetVal(de))->mod_rev = 0;
         dictReleaseIterator(it);
+        slotmapModRev = slotmapSeen = 0;
         cs->revision = revision;
         cs->registered = 0; /* re-checked by registration's CAS against what etcd has */
         historyChanged = 0;
@@ -226,12 +258,15 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
     }
     dictEmpty(aliveIds, NULL);
     dict *seen = dictCreate(&aliveType);
+    int slotmap = 0;
     for (int i = 0; i < n; i++) {
         const char *id;
         const char *kind = parseKey(kvs[i].key, &id);
         if (kind && !strcmp(kind, "nodes")) dictAdd(seen, sdsnewlen(id, CLUSTER_NAMELEN), NULL);
+        if (kind && !strcmp(kind, "slotmap")) slotmap = 1;
         applyKV(&kvs[i], 0, kvs[i].mod_rev);
     }
+    if (!slotmap) applySlotmap(1, revision);
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {
@@ -1021,6 +1056,7 @@ static void opDone(const etcdResult *r, void *privdata) {
         return;
     }
     if (noteReplyRevision(r->revision)) cs->synced = 0; /* another etcd: read it all again */
+    if (op->grants) applySlotmap(0, r->revision);
     for (int i = 0; i < op->ndeleted; i++) {
         sds key = keyFor("nodes", op->deleted[i]);
         etcdKV kv = {key, NULL, 0, r->revision, 0, 0};
@@ -1053,6 +1089,18 @@ static void opDone(const etcdResult *r, void *privdata) {
     opReply(op, NULL);
 }
 
+/* Does the plan give p a slot its record (as the mirror has it) lacks? */
+static int planGrantsSlot(const clusterNode *p) {
+    clusterNode *was = dictFetchValue(server.cluster->nodes, p->id);
+    unsigned char now[CLUSTER_SLOTS / 8], before[CLUSTER_SLOTS / 8];
+    nodeSlotsBitmap(p, now);
+    if (was) nodeSlotsBitmap(was, before);
+    else memset(before, 0, sizeof(before));
+    for (size_t i = 0; i < sizeof(now); i++)
+        if (now[i] & ~before[i]) return 1;
+    return 0;
+}
+
 static void clusterOpRun(clusterOp *op) {
     clusterState *cs = server.cluster;
     const char *err = planOp(op);
@@ -1061,8 +1109,10 @@ static void clusterOpRun(clusterOp *op) {
         return;
     }
     etcdTxn *t = etcdTxnCreate();
+    op->grants = 0;
     for (int i = 0; i < op->nclones; i++) {
         clusterNode *p = op->clones[i];
+        op->grants |= planGrantsSlot(p);
         sds key = keyFor("nodes", p->id);
         sds val = clusterNodeToJson(p);
         etcdTxnCompareModRev(t, key, sdslen(key), p->mod_rev);
@@ -1078,6 +1128,14 @@ static void clusterOpRun(clusterOp *op) {
         sdsfree(key);
         key = keyFor("alive", op->deleted[i]);
         etcdTxnDelete(t, 1, key, sdslen(key));
+        sdsfree(key);
+    }
+    if (op->grants) {
+        /* Slot grants go one at a time (see the top of this file): the
+         * slotmap key must be as the mirror last saw it. */
+        sds key = sdscatprintf(sdsdup(cs->prefix), "slotmap");
+        etcdTxnCompareModRev(t, key, sdslen(key), slotmapModRev);
+        etcdTxnPut(t, 1, key, sdslen(key), cs->myself->id, strlen(cs->myself->id), 0);
         sdsfree(key);
     }
     if (op->dead) {
