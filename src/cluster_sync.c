@@ -148,6 +148,24 @@ static void applySlotmap(int deleted, long long mod_rev) {
     slotmapModRev = deleted ? 0 : mod_rev;
 }
 
+/* Our alive key left etcd (the watch says so, in order): revoked with our
+ * lease, or deleted by hand. A primary is fenced from now on
+ * (clusterWriteFence); rather than wait for the next renewal, put the key
+ * again at once: under our lease if it lives, else the put fails and a new
+ * lease is taken (alivePut), so writes stop for a round trip or two, not
+ * for a sixth of the TTL. A deletion older than our last put of the key is
+ * history. With a lease request in flight, its answer decides (a renewal
+ * that finds the key still missing puts it: keepaliveDone). */
+static long long alivePutRev; /* revision of our last alive put etcd took */
+static void putAlive(void);
+
+static void ownAliveGone(long long mod_rev) {
+    clusterState *cs = server.cluster;
+    if (!cs->lease_id || cs->lease_inflight || mod_rev <= alivePutRev) return;
+    serverLog(LL_WARNING, "Cluster: our alive key left etcd; putting it again (a new lease if ours ended)");
+    putAlive();
+}
+
 static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
     clusterState *cs = server.cluster;
     const char *id;
@@ -166,7 +184,10 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
         if (deleted) {
             dictDelete(aliveIds, idbuf);
             if (n && n != cs->myself) n->alive = 0;
-            if (n == cs->myself) replAliveLapsed();
+            if (n == cs->myself) {
+                replAliveLapsed();
+                ownAliveGone(mod_rev);
+            }
             else replPeerLapsed(idbuf);
         } else {
             if (!dictFind(aliveIds, idbuf)) dictAdd(aliveIds, sdsnew(idbuf), NULL);
@@ -251,6 +272,7 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
         while ((de = dictNext(it)) != NULL) ((clusterNode *)dictGetVal(de))->mod_rev = 0;
         dictReleaseIterator(it);
         slotmapModRev = slotmapSeen = 0;
+        alivePutRev = 0;
         cs->revision = revision;
         cs->registered = 0; /* re-checked by registration's CAS against what etcd has */
         historyChanged = 0;
@@ -349,6 +371,7 @@ static void alivePut(const etcdResult *r, void *privdata) {
     }
     etcdReachable(1, NULL);
     if (noteReplyRevision(r->revision)) cs->synced = 0; /* another etcd: read it all again */
+    else alivePutRev = r->revision;
 }
 
 static void putAlive(void) {
@@ -403,10 +426,15 @@ static void keepaliveDone(const etcdResult *r, void *privdata) {
          * was replaced. */
         serverLog(LL_WARNING, "Cluster: our etcd lease expired; reading the topology again, then taking a new lease");
         cs->lease_id = 0;
+        cs->lease_ok_sent_ms = 0; /* no lease: fenced until a new one (clusterWriteFence) */
         cs->synced = 0;
         return;
     }
     cs->lease_ok_sent_ms = keepaliveSentMs;
+    /* The lease lives but our key is gone (deleted while a request was in
+     * flight, so ownAliveGone left it to us), and the mirror is past our
+     * last put of it, so this is no echo still on its way. */
+    if (!clusterMyselfAliveInEtcd() && alivePutRev && cs->revision >= alivePutRev) putAlive();
 }
 
 static void registered(const etcdResult *r, void *privdata) {
@@ -543,22 +571,37 @@ int clusterSyncInit(char *err, size_t errlen) {
  * is left before any replica can see the lease gone and take the slots.
  * Checked with a fresh clock on every write, so a process resumed after a
  * SIGSTOP refuses at once. A primary without replicas has no one to race:
- * it keeps serving its slots through an etcd outage, as it always did. */
+ * it keeps serving its slots through an etcd outage, as it always did.
+ *
+ * The clock is not enough: a lease can end before its TTL (revoked, or an
+ * etcd recreated without it), and a replica may take our slots as soon as
+ * our alive key is gone. So a primary also stops writing while the mirror
+ * does not hold its alive key: the watch shows its deletion in revision
+ * order, and a new key only once put under a new lease. A promotion needs
+ * our key absent, so it comes before that put in the watch's order, and we
+ * learn we were replaced before we write again. */
 const char *clusterWriteFence(void) {
     clusterState *cs = server.cluster;
     if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0 || cs->my_replicas == 0) return NULL;
     static int fenced;
     long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
     long long age = cs->lease_ok_sent_ms ? mstime() - cs->lease_ok_sent_ms : -1;
-    if (age >= 0 && age < ttl * 2 / 3) {
+    int alive = clusterMyselfAliveInEtcd();
+    if (age >= 0 && age < ttl * 2 / 3 && alive) {
         if (fenced) serverLog(LL_WARNING, "Cluster: lease renewed: this primary takes writes again");
         fenced = 0;
         return NULL;
     }
-    if (!fenced)
-        serverLog(LL_WARNING, "Cluster: no lease renewal confirmed for %lld ms (2/3 of the %lld ms TTL): refusing "
-                  "writes, so that a replica promoted when the lease expires never races a write here",
-                  age, ttl);
+    if (!fenced) {
+        if (!alive && age >= 0 && age < ttl * 2 / 3)
+            serverLog(LL_WARNING, "Cluster: our alive key is not in etcd (our lease ended or is not put yet): "
+                      "refusing writes until it is back, so that a replica promoted meanwhile never races a "
+                      "write here");
+        else
+            serverLog(LL_WARNING, "Cluster: no lease renewal confirmed for %lld ms (2/3 of the %lld ms TTL): "
+                      "refusing writes, so that a replica promoted when the lease expires never races a write "
+                      "here", age, ttl);
+    }
     fenced = 1;
     return "-CLUSTERDOWN this primary cannot renew its etcd lease: writes are refused until it can (fencing)";
 }

@@ -6,22 +6,112 @@ fixture of test_replication.py) and waits with bounded loops only.
 Skipped without etcd."""
 import json
 import signal
+import socket
+import threading
 import urllib.request
 from base64 import b64decode, b64encode
 
-from test_replication import STEADY, Conn, RespError, call, env, info, wait_until  # noqa: F401 (env is a fixture)
+import pytest
+
+from conftest import free_port
+from test_replication import (STEADY, Conn, Node, RespError, call, env, info, link_up,  # noqa: F401 (env: a fixture)
+                              wait_until)
+
+
+class EtcdProxy:
+    """Between one node and etcd: passes its HTTP requests on one by one,
+    except those whose path is in hold, kept (unsent) until released. The
+    replies, the watch's stream too, come back as they are."""
+
+    def __init__(self, etcd):
+        self.target = ("127.0.0.1", etcd.port)
+        self.hold = set()
+        self.held = []                      # paths of requests waiting here
+        self.cv = threading.Condition()
+        self.ls = socket.create_server(("127.0.0.1", free_port()))
+        self.url = "http://127.0.0.1:%d" % self.ls.getsockname()[1]
+        self.closed = False
+        self.socks = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self):
+        """Closes every connection open through here (the node reconnects)."""
+        with self.cv:
+            socks, self.socks = self.socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def release(self, path):
+        with self.cv:
+            self.hold.discard(path)
+            self.cv.notify_all()
+
+    def close(self):
+        self.closed = True
+        self.release(None)
+        self.ls.close()
+
+    def _accept(self):
+        while not self.closed:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            u = socket.create_connection(self.target)
+            with self.cv:
+                self.socks += [c, u]
+            threading.Thread(target=self._replies, args=(u, c), daemon=True).start()
+            threading.Thread(target=self._requests, args=(c, u), daemon=True).start()
+
+    def _replies(self, u, c):
+        try:
+            while data := u.recv(65536):
+                c.sendall(data)
+        except OSError:
+            pass
+        c.close()
+
+    def _requests(self, c, u):
+        f = c.makefile("rb")
+        try:
+            while line := f.readline():
+                head = [line]
+                while (h := f.readline()) not in (b"\r\n", b""):
+                    head.append(h)
+                n = [int(h.split(b":")[1]) for h in head if h.lower().startswith(b"content-length:")]
+                req = b"".join(head) + b"\r\n" + (f.read(n[0]) if n else b"")
+                path = line.split()[1].decode()
+                with self.cv:
+                    if path in self.hold:
+                        self.held.append(path)
+                        self.cv.wait_for(lambda: path not in self.hold or self.closed)
+                        self.held.remove(path)
+                u.sendall(req)
+        except (OSError, IndexError, ValueError):
+            pass
+        u.close()
+
+
+def etcd_post(etcd, path, body):
+    req = urllib.request.Request(etcd.url + path, data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def etcd_kvs(etcd, prefix):
+    """The keys under prefix, as etcd's gateway gives them (base64)."""
+    end = prefix[:-1].encode() + bytes([ord(prefix[-1]) + 1])
+    return etcd_post(etcd, "/v3/kv/range", {"key": b64encode(prefix.encode()).decode(),
+                                            "range_end": b64encode(end).decode()}).get("kvs", [])
 
 
 def etcd_nodes(etcd, name):
     """The node records under the cluster's prefix, as etcd holds them."""
-    pre = f"/mooncake/{name}/nodes/"
-    body = {"key": b64encode(pre.encode()).decode(),
-            "range_end": b64encode(pre[:-1].encode() + bytes([ord(pre[-1]) + 1])).decode()}
-    req = urllib.request.Request(etcd.url + "/v3/kv/range", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        kvs = json.loads(r.read()).get("kvs", [])
-    return [json.loads(b64decode(kv["value"])) for kv in kvs]
+    return [json.loads(b64decode(kv["value"])) for kv in etcd_kvs(etcd, f"/mooncake/{name}/nodes/")]
 
 
 def blocked(port):
@@ -62,3 +152,47 @@ def test_concurrent_addslots_of_one_slot_one_wins(env):
     for n in (a, b):
         wait_until(lambda: [l.split()[0] for l in n.nodes().splitlines() if l.endswith(" 5")] == [winner.id], 10,
                    "both nodes to see the winner own slot 5")
+
+
+def test_a_primary_whose_alive_key_is_gone_refuses_writes(env):
+    """A lease can end before its TTL: revoked, or lost with an etcd
+    recreated empty. A replica may take the slots as soon as the primary's
+    alive key is gone, so from then on the primary must refuse writes until
+    its key is back under a new lease -- the fence by the clock alone let it
+    write on until its next renewal found the lease dead. Here the replica
+    is killed (its record still names the primary, so the primary is
+    fenced), the primary's lease is revoked in etcd, and its new lease is
+    held back by a proxy so the gap lasts as long as the test needs."""
+    etcd, node = env
+    proxy = EtcdProxy(etcd)
+    try:
+        # a long TTL: fencing by the clock would come after 2/3 of it, far past the waits here
+        a = node("--cluster-node-timeout", "120000", "--cluster-etcd-endpoints", proxy.url)
+        b = node("--cluster-node-timeout", "120000")
+        assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+        assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+        wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+        wait_until(lambda: link_up(b.port), 20, "replica link up")
+        b.kill()
+        assert call(a.port, "SET", "x", "1") == "OK"
+        name = a.args[a.args.index("--cluster-name") + 1]
+        lease = [kv["lease"] for kv in etcd_kvs(etcd, f"/mooncake/{name}/alive/")
+                 if b64decode(kv["key"]).decode().endswith(a.id)][0]
+        proxy.hold.add("/v3/lease/grant")
+        etcd_post(etcd, "/v3/lease/revoke", {"ID": lease})
+
+        def refused():
+            try:
+                call(a.port, "SET", "x", "2")
+                return False
+            except RespError as e:
+                assert "fencing" in str(e)
+                return True
+        wait_until(refused, 10, "the primary to refuse writes once its alive key is gone")
+        assert call(a.port, "GET", "x") == b"1"                       # reads are still served
+        proxy.release("/v3/lease/grant")
+        wait_until(lambda: call(a.port, "SET", "x", "3") == "OK", 20, "writes to resume under a new lease")
+        assert any(b64decode(kv["key"]).decode().endswith(a.id) for kv in etcd_kvs(etcd, f"/mooncake/{name}/alive/"))
+    finally:
+        proxy.close()
