@@ -126,6 +126,9 @@ const char *clusterWriteFence(void);
 /* Our alive key is in the mirror: as far as we know, our primary counts us
  * among the replicas its acknowledged writes wait for. */
 int clusterMyselfAliveInEtcd(void);
+/* mstime from which a missing alive key counts as a dead node (after
+ * etcd's history changed or our own key went: cluster_sync.c). */
+long long clusterAliveTrustedFrom(void);
 clusterNode *clusterMyPrimary(void);  /* NULL unless myself is a replica of a known node */
 
 #endif

@@ -159,6 +159,22 @@ static void applySlotmap(int deleted, long long mod_rev) {
 static long long alivePutRev; /* revision of our last alive put etcd took */
 static void putAlive(void);
 
+/* When a missing alive key starts to mean a dead node, for failover
+ * (replMaybeFailover). A key can be missing because etcd, not its node,
+ * was in trouble: an etcd recreated empty holds no alive key at all, and
+ * one frozen past the TTL expires every lease at once when it resumes.
+ * Each live node puts its key back within a round trip or two of noticing,
+ * but a replica that acted at once would take the slots of a healthy
+ * primary (its data then discarded, a full sync from the replica). So
+ * after etcd's history changed, or our own key went (the sign that etcd,
+ * or we, were cut off), a node's absence counts only once it has lasted
+ * cluster-node-timeout: the time any live node has to renew. */
+static long long aliveTrustedFromMs;
+
+static void distrustAlive(void) { aliveTrustedFromMs = mstime() + server.cluster_node_timeout; }
+
+long long clusterAliveTrustedFrom(void) { return aliveTrustedFromMs; }
+
 static void ownAliveGone(long long mod_rev) {
     clusterState *cs = server.cluster;
     if (!cs->lease_id || cs->lease_inflight || mod_rev <= alivePutRev) return;
@@ -185,10 +201,12 @@ static void applyKV(const etcdKV *kv, int deleted, long long mod_rev) {
             dictDelete(aliveIds, idbuf);
             if (n && n != cs->myself) n->alive = 0;
             if (n == cs->myself) {
+                distrustAlive();
                 replAliveLapsed();
                 ownAliveGone(mod_rev);
+            } else {
+                replPeerLapsed(idbuf);
             }
-            else replPeerLapsed(idbuf);
         } else {
             if (!dictFind(aliveIds, idbuf)) dictAdd(aliveIds, sdsnew(idbuf), NULL);
             if (n) n->alive = 1;
@@ -273,6 +291,7 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
         dictReleaseIterator(it);
         slotmapModRev = slotmapSeen = 0;
         alivePutRev = 0;
+        distrustAlive();
         cs->revision = revision;
         cs->registered = 0; /* re-checked by registration's CAS against what etcd has */
         historyChanged = 0;
@@ -308,7 +327,10 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
     if (revision > cs->revision) cs->revision = revision;
     /* Our alive key gone while the watch did not say so (a compacted
      * history, a new etcd): the lapse counts as if seen (replAliveLapsed). */
-    if (!dictFind(aliveIds, cs->myself->id)) replAliveLapsed();
+    if (!dictFind(aliveIds, cs->myself->id)) {
+        distrustAlive();
+        replAliveLapsed();
+    }
 }
 
 int clusterMyselfAliveInEtcd(void) {

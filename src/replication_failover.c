@@ -273,7 +273,17 @@ void replMaybeFailover(void) {
         }
         return;
     }
-    long long now = mstime();
+    long long now = mstime(), from = clusterAliveTrustedFrom();
+    if (now < from) {
+        static long long logged;
+        if (logged != from) {
+            logged = from;
+            serverLog(LL_WARNING, "Replication: primary %s's alive key is missing, but etcd was recreated or cut "
+                      "off from us just now: waiting %lld ms (cluster-node-timeout) for it to come back before "
+                      "taking over", p->id, from - now);
+        }
+        return;
+    }
     int siblings = 0;
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;

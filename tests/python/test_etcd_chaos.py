@@ -7,14 +7,15 @@ Skipped without etcd."""
 import json
 import shutil
 import socket
+import subprocess
 import threading
 import urllib.request
 from base64 import b64decode, b64encode
 
 import pytest
 
-from conftest import free_port
-from test_replication import STEADY, Conn, RespError, call, env, link_up, wait_until  # noqa: F401 (env: a fixture)
+from conftest import child_env, free_port
+from test_replication import STEADY, Conn, RespError, call, env, info, link_up, wait_until  # noqa: F401 (env: a fixture)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -202,5 +203,44 @@ def test_a_primary_whose_alive_key_is_gone_refuses_writes(env):
         proxy.release("/v3/lease/grant")
         wait_until(lambda: call(a.port, "SET", "x", "3") == "OK", 20, "writes to resume under a new lease")
         assert any(b64decode(kv["key"]).decode().endswith(a.id) for kv in etcd_kvs(etcd, f"/mooncake/{name}/alive/"))
+    finally:
+        proxy.close()
+
+
+def test_etcd_recreated_empty_fails_no_healthy_primary_over(env):
+    """An etcd recreated empty holds no alive key at all. The primary puts
+    its own back once it notices, but its replica, noticing first and
+    synced again, took the missing key for a death and the slots with it: a
+    healthy primary failed over (its data discarded, a full sync from the
+    replica), only because etcd lost its data. After such a change, as
+    after its own key went, a replica gives a missing alive key
+    cluster-node-timeout to come back. Here the primary's new lease is held
+    back by a proxy until the replica says it waits."""
+    etcd, node = env
+    proxy = EtcdProxy(etcd)
+    try:
+        timeout = ("--cluster-node-timeout", "30000")    # the replica's wait: far past this test's steps
+        a = node(*timeout, "--cluster-etcd-endpoints", proxy.url)
+        b = node(*timeout)
+        assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+        assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+        wait_until(lambda: a.id in b.nodes(), 10, "meet")
+        assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+        wait_until(lambda: link_up(b.port), 20, "replica link up")
+        assert call(a.port, "SET", "x", "1") == "OK"
+        proxy.hold.add("/v3/lease/grant")
+        etcd.stop()
+        shutil.rmtree(etcd.args[etcd.args.index("--data-dir") + 1])
+        etcd.proc = subprocess.Popen(etcd.args, stdout=etcd.log, stderr=subprocess.STDOUT, env=child_env())
+        # both write their records again; the primary's alive key stays missing, and the
+        # replica, synced again, either takes the slots or says it waits
+        wait_until(lambda: "failover done" in b.log() or "for it to come back before taking over" in b.log(), 20,
+                   "the replica to act on its primary's missing alive key")
+        assert "failover done" not in b.log() and info(b.port)["role"] == "slave"
+        proxy.release("/v3/lease/grant")
+        wait_until(lambda: call(a.port, "SET", "x", "2") == "OK", 20, "the primary to take writes again")
+        assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
+        assert "failover done" not in b.log()
+        wait_until(lambda: link_up(b.port), 20, "replica link up again")
     finally:
         proxy.close()
