@@ -6,16 +6,19 @@ fixture of test_replication.py) and waits with bounded loops only.
 Skipped without etcd."""
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import threading
+import time
 import urllib.request
 from base64 import b64decode, b64encode
 
 import pytest
 
 from conftest import child_env, free_port
-from test_replication import STEADY, Conn, RespError, call, env, info, link_up, wait_until  # noqa: F401 (env: a fixture)
+from test_replication import (STEADY, Conn, RespError, call, env, info, link_up,  # noqa: F401 (env: a fixture)
+                              wait_until, write)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -35,6 +38,12 @@ class EtcdProxy:
         self.closed = False
         self.socks = []
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def cut(self):
+        """Closes every connection open through here (the node reconnects)."""
+        with self.cv:
+            socks, self.socks = self.socks, []
+        self._shut(*socks)
 
     def release(self, path):
         with self.cv:
@@ -99,6 +108,15 @@ class EtcdProxy:
         except (OSError, IndexError, ValueError):
             pass
         self._shut(c, u)
+
+
+def fenced(port):
+    """A write on port is refused by the fence."""
+    try:
+        call(port, "SET", "probe", "1", timeout=1.0)
+        return False
+    except RespError as e:
+        return "fencing" in str(e)
 
 
 def etcd_post(etcd, path, body):
@@ -244,3 +262,65 @@ def test_etcd_recreated_empty_fails_no_healthy_primary_over(env):
         wait_until(lambda: link_up(b.port), 20, "replica link up again")
     finally:
         proxy.close()
+
+
+def test_a_watch_cut_past_a_compaction_reads_the_topology_again(env):
+    """A node's watch is cut, the topology changes and etcd's history is
+    compacted past where the watch would resume: the node must read the
+    whole prefix again (nothing missed, no loop of failed watches), then
+    follow the changes after it."""
+    etcd, node = env
+    proxy = EtcdProxy(etcd)
+    try:
+        a = node(*STEADY, "--cluster-etcd-endpoints", proxy.url)
+        b = node(*STEADY)
+        assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+        wait_until(lambda: a.id in b.nodes() and b.id in a.nodes(), 10, "meet")
+        proxy.hold.add("/v3/watch")
+        proxy.cut()
+        wait_until(lambda: "/v3/watch" in proxy.held, 10, "the node's new watch to wait at the proxy")
+        # two changes: etcd keeps the compaction's own revision, so the
+        # watch, resuming at the first, finds it compacted
+        assert call(b.port, "CLUSTER", "ADDSLOTS", 100) == "OK"
+        assert call(b.port, "CLUSTER", "ADDSLOTS", 101) == "OK"
+        rev = int(etcd_post(etcd, "/v3/kv/range", {"key": b64encode(b"x").decode()})["header"]["revision"])
+        etcd_post(etcd, "/v3/kv/compaction", {"revision": rev})
+        proxy.release("/v3/watch")
+
+        def owner_of(n, slots):
+            return [l.split()[0] for l in n.nodes().splitlines() if l.endswith(" " + slots)]
+        wait_until(lambda: owner_of(a, "100-101") == [b.id], 10, "the change made while the watch was away")
+        assert call(b.port, "CLUSTER", "ADDSLOTS", 102) == "OK"
+        wait_until(lambda: owner_of(a, "100-102") == [b.id], 10, "a change after the new watch began")
+        assert a.log().count("keys from etcd at revision") >= 2      # at start, and again after the compaction
+        assert "cluster_etcd_synced:1" in call(a.port, "CLUSTER", "INFO").decode()
+    finally:
+        proxy.close()
+
+
+def test_etcd_frozen_past_the_lease_ttl_fails_nothing_over(env):
+    """etcd SIGSTOPped for longer than the node timeout: when it resumes it
+    expires every lease at once, the primary's and its replica's alive keys
+    go together. The primary is fenced meanwhile, gets a new lease and
+    takes writes again by itself; the replica, whose own key went too, does
+    not take the missing key for its primary's death; nothing acknowledged
+    is lost."""
+    etcd, node = env
+    a, b = node("--cluster-node-timeout", "3000"), node("--cluster-node-timeout", "3000")
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in b.nodes(), 10, "meet")
+    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    assert write(a.port, "SET", "before", "1") == "OK"
+    etcd.proc.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: fenced(a.port), 20, "the primary to refuse writes")
+        time.sleep(4.5)                        # the scenario: etcd stays frozen past the 3 s TTL
+    finally:
+        etcd.proc.send_signal(signal.SIGCONT)
+    wait_until(lambda: call(a.port, "SET", "after", "1") == "OK", 30, "writes to resume on the primary")
+    wait_until(lambda: link_up(b.port), 20, "the replica to sync again")
+    assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
+    assert "failover done" not in b.log()
+    assert call(a.port, "GET", "before") == b"1"
