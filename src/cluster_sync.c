@@ -148,17 +148,6 @@ static void applySlotmap(int deleted, long long mod_rev) {
     slotmapModRev = deleted ? 0 : mod_rev;
 }
 
-/* Our alive key left etcd (the watch says so, in order): revoked with our
- * lease, or deleted by hand. A primary is fenced from now on
- * (clusterWriteFence); rather than wait for the next renewal, put the key
- * again at once: under our lease if it lives, else the put fails and a new
- * lease is taken (alivePut), so writes stop for a round trip or two, not
- * for a sixth of the TTL. A deletion older than our last put of the key is
- * history. With a lease request in flight, its answer decides (a renewal
- * that finds the key still missing puts it: keepaliveDone). */
-static long long alivePutRev; /* revision of our last alive put etcd took */
-static void putAlive(void);
-
 /* When a missing alive key starts to mean a dead node, for failover
  * (replMaybeFailover). A key can be missing because etcd, not its node,
  * was in trouble: an etcd recreated empty holds no alive key at all, and
@@ -175,9 +164,21 @@ static void distrustAlive(void) { aliveTrustedFromMs = mstime() + server.cluster
 
 long long clusterAliveTrustedFrom(void) { return aliveTrustedFromMs; }
 
+/* Our alive key left etcd (the watch says so, in order): revoked with our
+ * lease, or deleted by hand. A primary is fenced from now on
+ * (clusterWriteFence); rather than wait for the next renewal, put the key
+ * again at once: under our lease if it lives, else the put fails and a new
+ * lease is taken (alivePut), so writes stop for a round trip or two, not
+ * for a sixth of the TTL. A deletion older than our last put of the key is
+ * history. With a lease request in flight, its answer decides (a renewal
+ * that finds the key still missing puts it: keepaliveDone). Our own RESET
+ * HARD deletes it on purpose: opDone takes a new lease for the new id. */
+static long long alivePutRev; /* revision of our last alive put etcd took */
+static void putAlive(void);
+
 static void ownAliveGone(long long mod_rev) {
     clusterState *cs = server.cluster;
-    if (!cs->lease_id || cs->lease_inflight || mod_rev <= alivePutRev) return;
+    if (!cs->lease_id || cs->lease_inflight || mod_rev <= alivePutRev || resetHardNewId[0]) return;
     serverLog(LL_WARNING, "Cluster: our alive key left etcd; putting it again (a new lease if ours ended)");
     putAlive();
 }
