@@ -271,10 +271,42 @@ static int noteReplyRevision(long long rev) {
     return 0;
 }
 
+/* A full read at revision shows a history other than the one the mirror
+ * holds, though no reply's revision went back: an etcd recreated (or
+ * restored) whose revision had already passed ours when we first heard
+ * from it -- other nodes, or anyone, wrote to it meanwhile. Within one
+ * history a record's mod revision only grows, and a record we hold at a
+ * mod revision the read covers is in the read. So a record there below
+ * the version we hold, or our own record missing, means a new history
+ * (our own deleted by hand reads the same, and is then written back, as
+ * applyKV does when the watch shows it). Records we hold past the read's
+ * revision came from the watch after the read and prove nothing. */
+static int readShowsOtherHistory(const etcdKV *kvs, int n, long long revision) {
+    clusterState *cs = server.cluster;
+    int mine = 0;
+    for (int i = 0; i < n; i++) {
+        const char *id;
+        const char *kind = parseKey(kvs[i].key, &id);
+        if (!kind || strcmp(kind, "nodes")) continue;
+        char idbuf[CLUSTER_NAMELEN + 1];
+        memcpy(idbuf, id, CLUSTER_NAMELEN);
+        idbuf[CLUSTER_NAMELEN] = '\0';
+        clusterNode *node = dictFetchValue(cs->nodes, idbuf);
+        if (node == cs->myself) mine = 1;
+        if (node && node->mod_rev > kvs[i].mod_rev && node->mod_rev <= revision) return 1;
+    }
+    return !mine && cs->myself->mod_rev > 0 && cs->myself->mod_rev <= revision && !resetHardNewId[0];
+}
+
 /* A full read of the prefix: the mirror becomes exactly that. */
 static void applyFullState(const etcdKV *kvs, int n, long long revision) {
     clusterState *cs = server.cluster;
-    if (noteReplyRevision(revision) || historyChanged) {
+    int other = !historyChanged && readShowsOtherHistory(kvs, n, revision);
+    if (other)
+        serverLog(LL_WARNING, "Cluster: etcd at revision %lld has a record older than the one we hold, or lacks "
+                  "ours (etcd recreated or restored, its revision already past ours): taking its records as "
+                  "they are, and writing ours again if it is missing", revision);
+    if (noteReplyRevision(revision) || historyChanged || other) {
         /* This etcd was recreated or restored from a backup (see
          * noteReplyRevision). Our records' mod revisions are from the other
          * history, and every record it has would look older than ours and
@@ -283,9 +315,10 @@ static void applyFullState(const etcdKV *kvs, int n, long long revision) {
          * replace the mirror whole; ours, if it is missing, is written back
          * as we have it (registration), so a wiped etcd gets the topology
          * again from the nodes. */
-        serverLog(LL_WARNING, "Cluster: etcd's revision went back from %lld to %lld (etcd recreated or "
-                  "restored): taking its records as they are, and writing ours again if it is missing",
-                  cs->revision, revision);
+        if (!other)
+            serverLog(LL_WARNING, "Cluster: etcd's revision went back from %lld to %lld (etcd recreated or "
+                      "restored): taking its records as they are, and writing ours again if it is missing",
+                      cs->revision, revision);
         dictIterator *it = dictGetSafeIterator(cs->nodes);
         dictEntry *de;
         while ((de = dictNext(it)) != NULL) ((clusterNode *)dictGetVal(de))->mod_rev = 0;

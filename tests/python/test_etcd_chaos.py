@@ -324,3 +324,39 @@ def test_etcd_frozen_past_the_lease_ttl_fails_nothing_over(env):
     assert "myself,master" in a.nodes() and info(b.port)["role"] == "slave"
     assert "failover done" not in b.log()
     assert call(a.port, "GET", "before") == b"1"
+
+
+def test_etcd_recreated_past_our_revision_gets_our_record_back(env):
+    """An etcd recreated empty is noticed when a reply's revision is below
+    the last one seen. If others wrote to it first, so that its revision is
+    already past ours when the node hears from it, no revision goes back:
+    the node kept its old records' mod revisions, its registration compared
+    against them and failed for ever, and etcd never got its record (and
+    slots) back while it went on serving them. A record below the version
+    held, or our own missing, says the same. Here the node's requests wait
+    at a proxy while etcd is recreated and written past its revision."""
+    etcd, node = env
+    proxy = EtcdProxy(etcd)
+    try:
+        a = node(*STEADY, "--cluster-etcd-endpoints", proxy.url)
+        assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+        name = a.args[a.args.index("--cluster-name") + 1]
+        rev = int(etcd_post(etcd, "/v3/kv/range", {"key": b64encode(b"x").decode()})["header"]["revision"])
+        for path in ("/v3/lease/keepalive", "/v3/lease/grant", "/v3/kv/range", "/v3/kv/put", "/v3/kv/txn",
+                     "/v3/watch"):
+            proxy.hold.add(path)
+        etcd.stop()
+        shutil.rmtree(etcd.args[etcd.args.index("--data-dir") + 1])
+        etcd.proc = subprocess.Popen(etcd.args, stdout=etcd.log, stderr=subprocess.STDOUT, env=child_env())
+        wait_until(lambda: etcd_post(etcd, "/v3/kv/range", {"key": b64encode(b"x").decode()}), 20, "etcd")
+        for i in range(rev + 10):               # someone else's keys push the new revision past ours
+            etcd_post(etcd, "/v3/kv/put", {"key": b64encode(b"/other/%d" % i).decode(),
+                                           "value": b64encode(b"v").decode()})
+        for path in list(proxy.hold):
+            proxy.release(path)
+        wait_until(lambda: [r["slots"] for r in etcd_nodes(etcd, name)] == [[[0, 16383]]], 20,
+                   "the node to write its record, with its slots, back")
+        wait_until(lambda: etcd_kvs(etcd, f"/mooncake/{name}/alive/"), 20, "its alive key")
+        assert "etcd recreated or restored" in a.log()
+    finally:
+        proxy.close()
