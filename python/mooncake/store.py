@@ -554,37 +554,47 @@ class ReplicaDescriptor:
         return f"ReplicaDescriptor(segment={b.segment_name_!r}, size={b.size_}, status={self.status})"
 
 
+# Every MooncakeHostMemAllocator hands out and takes back memory of one
+# process-wide table, as upstream's are views of its one ShmHelper: memory
+# one allocator (SGLang's, or a store's alloc_from_mem_pool) handed out is
+# given back by free() on any other, instead of -1 and a mapping kept until
+# the process exits.
+_HOST_MAPS = {}
+_HOST_MAPS_LOCK = _threading.Lock()
+
+
+def _host_alloc(size):
+    m = _mmap.mmap(-1, size, flags=_mmap.MAP_SHARED | _mmap.MAP_ANONYMOUS)
+    ptr = _ctypes.addressof(_ctypes.c_char.from_buffer(m))
+    with _HOST_MAPS_LOCK:
+        _HOST_MAPS[ptr] = m
+    return ptr
+
+
 class MooncakeHostMemAllocator:
     """Mooncake's allocator of host memory for the standalone mode
     (SGLang's MooncakeHostTensorAllocator): ``alloc(size)`` returns the
     address of page-aligned shared memory, ``free(ptr)`` gives it back (0,
-    or -1 for an address it did not hand out). Here the engine's process is
-    the store's client itself, so the memory only needs to be registrable;
-    it is shared so that a helper process could map it too."""
-
-    def __init__(self):
-        self._maps = {}
-        self._lock = _threading.Lock()
+    or -1 for an address no allocator of this process handed out). Here the
+    engine's process is the store's client itself, so the memory only needs
+    to be registrable; it is shared so that a helper process could map it
+    too."""
 
     def alloc(self, size):
         if isinstance(size, bool) or not isinstance(size, int) or size <= 0:
             raise ValueError("alloc needs a positive size")
-        m = _mmap.mmap(-1, size, flags=_mmap.MAP_SHARED | _mmap.MAP_ANONYMOUS)
-        ptr = _ctypes.addressof(_ctypes.c_char.from_buffer(m))
-        with self._lock:
-            self._maps[ptr] = m
-        return ptr
+        return _host_alloc(size)
 
     def free(self, ptr):
-        with self._lock:
-            m = self._maps.pop(ptr, None)
+        with _HOST_MAPS_LOCK:
+            m = _HOST_MAPS.pop(ptr, None)
         if m is None:
             return -1
         try:
             m.close()
         except BufferError:  # a tensor still views it: let it go with the last view
-            with self._lock:
-                self._maps[ptr] = m
+            with _HOST_MAPS_LOCK:
+                _HOST_MAPS[ptr] = m
             return -1
         return 0
 

@@ -228,6 +228,17 @@ def test_setup_dummy_with_host_mem_allocator(server, refused_addr):
     assert MooncakeDistributedStore().setup_dummy(size, 0, refused_addr) < 0
 
 
+def test_host_memory_is_one_pool_for_every_allocator():
+    # Upstream's allocators are views of one process-wide pool (ShmHelper):
+    # memory one handed out, another gives back. Here free() on another
+    # allocator answered -1 and the mapping stayed until the process exited.
+    a, b = MooncakeHostMemAllocator(), MooncakeHostMemAllocator()
+    ptr = a.alloc(1 << 16)
+    assert b.free(ptr) == 0
+    assert a.free(ptr) == -1 and b.free(ptr) == -1  # gone for every one of them
+    assert a.free(12345) == -1
+
+
 # -- remove_all, NUMA, health ----------------------------------------------------------
 
 def test_remove_all_force_and_health(server):
