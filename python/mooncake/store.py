@@ -687,6 +687,7 @@ class MooncakeDistributedStore:
         self._sessions = {}
         self._put_sessions = {}  # key -> put session (a capsule), None while one starts
         self._size_hint = 0
+        self._dummy = False  # set up by setup_dummy (alloc_from_mem_pool hands out memory)
         self._lock = _threading.Lock()
 
     # -- lifetime -----------------------------------------------------------
@@ -746,6 +747,7 @@ class MooncakeDistributedStore:
                password, user, mount=True):
         if self._c is not None:
             self.close()
+        self._dummy = False
         if not isinstance(local_hostname, str) or not local_hostname:
             return INVALID_PARAMS
         if not master_server_addr or not isinstance(master_server_addr, str):
@@ -817,7 +819,26 @@ class MooncakeDistributedStore:
             _size(mem_pool_size)
         except ValueError:
             return INVALID_PARAMS
-        return self._setup("localhost", 0, local_buffer_size, server_address, "default", None, None, mount=False)
+        rc = self._setup("localhost", 0, local_buffer_size, server_address, "default", None, None, mount=False)
+        self._dummy = rc == 0
+        return rc
+
+    def alloc_from_mem_pool(self, size):
+        """The standalone mode's memory to register (Mooncake's dummy
+        client, whose own tests take every buffer from it): the address of
+        ``size`` bytes of page-aligned shared memory from the process's pool
+        that MooncakeHostMemAllocator draws on too (its ``free`` gives it
+        back; else it lives as long as the process, as upstream's does). 0
+        -- upstream's answer for a failed allocation -- for a size of 0, for
+        memory that cannot be had, and on a store that setup_dummy did not
+        set up (upstream's real client answers 0 always)."""
+        size = _arg_uint("alloc_from_mem_pool", size, "size")
+        if not self._dummy or self._c is None or size == 0:
+            return 0
+        try:
+            return _host_alloc(size)
+        except (OSError, ValueError, OverflowError):
+            return 0
 
     def init_all(self, protocol, device_name, mount_segment_size=16 << 20):
         return 0 if self._c is not None else INVALID_PARAMS
@@ -826,6 +847,7 @@ class MooncakeDistributedStore:
         with self._lock:
             c, self._c = self._c, None
             self._mounted = False
+            self._dummy = False
             self._sessions = {}
             puts, self._put_sessions = [p for p in self._put_sessions.values() if p is not None], {}
         if c is not None:

@@ -228,6 +228,37 @@ def test_setup_dummy_with_host_mem_allocator(server, refused_addr):
     assert MooncakeDistributedStore().setup_dummy(size, 0, refused_addr) < 0
 
 
+def test_alloc_from_mem_pool_as_upstreams_dummy_client_tests_use_it(server):
+    # Mooncake's tests of its standalone (dummy) client take every buffer
+    # from store.alloc_from_mem_pool(size), register it and put/get through
+    # it: here that was an AttributeError.
+    import ctypes
+    s = MooncakeDistributedStore()
+    assert s.setup_dummy(64 << 20, 16 << 20, server.addr) == 0
+    size = 1 << 20
+    ptr = s.alloc_from_mem_pool(size)
+    assert ptr and ptr % 4096 == 0
+    assert s.register_buffer(ptr, size) == 0
+    view = np.frombuffer((ctypes.c_byte * size).from_address(ptr), dtype=np.uint8)
+    view[:8192] = 3
+    assert s.put_from("amp", ptr, 8192) == 0
+    assert s.get_into("amp", ptr + 8192, 8192) == 8192
+    assert (view[8192:16384] == 3).all()
+    assert s.remove("amp") == 0
+    assert s.unregister_buffer(ptr) == 0
+    del view
+    assert MooncakeHostMemAllocator().free(ptr) == 0  # the process's one pool
+    assert s.alloc_from_mem_pool(0) == 0
+    with pytest.raises(TypeError):
+        s.alloc_from_mem_pool("1MB")
+    s.close()
+    assert s.alloc_from_mem_pool(size) == 0  # closed
+    # a real client answers 0, as upstream's RealClient does
+    r = new_store(server, seg=1 << 20)
+    assert r.alloc_from_mem_pool(size) == 0
+    r.close()
+
+
 def test_host_memory_is_one_pool_for_every_allocator():
     # Upstream's allocators are views of one process-wide pool (ShmHelper):
     # memory one handed out, another gives back. Here free() on another
