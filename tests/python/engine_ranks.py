@@ -313,3 +313,154 @@ def hosting_rank(q, addr, nobj, hold):
         return
     hold.wait(120)
     store.close()
+
+
+# -- A tensor-parallel rank killed mid-batch (test_rank_death.py) --------------
+
+def _kv_bytes(key, n):
+    """The bytes of key's object, whoever writes it (MLA pages are written by
+    every rank, so every writer must write the same bytes)."""
+    return np.frombuffer(np.random.default_rng(zlib.crc32(key.encode())).bytes(n), dtype=np.uint8)
+
+
+class _TPRank:
+    """A vLLM-style rank: a segment of its own, a paged KV cache registered
+    once (block slot i holds one object: its K page then its V page), keys
+    of its own (model@tp_rank:r@hash) and MLA keys every rank shares
+    (model@mla@hash)."""
+
+    SLOTS = 96
+
+    def __init__(self, rank, addr):
+        from mooncake.store import MooncakeDistributedStore, ReplicateConfig
+        self.rank = rank
+        self.store = MooncakeDistributedStore()
+        assert self.store.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 16 << 20, "tcp", "", addr) == 0
+        self.cfg = ReplicateConfig()
+        self.kv = np.zeros((2, self.SLOTS, PAGE), dtype=np.uint8)
+        self.base = self.kv.ctypes.data
+        assert self.store.register_buffer(self.base, self.kv.nbytes) == 0
+
+    @staticmethod
+    def own(r, h):
+        return f"model@tp_rank:{r}@{h:064x}"
+
+    @staticmethod
+    def shared(h):
+        return f"model@mla@{h:064x}"
+
+    def meta(self, slots):
+        seg = self.SLOTS * PAGE
+        return ([[self.base + s * PAGE, self.base + seg + s * PAGE] for s in slots], [[PAGE, PAGE] for _ in slots])
+
+    def fill(self, keys, slots):
+        for k, s in zip(keys, slots):
+            b = _kv_bytes(k, 2 * PAGE)
+            self.kv[0, s], self.kv[1, s] = b[:PAGE], b[PAGE:]
+
+    def save(self, keys, slots):
+        """The store worker's save: the dedup probe, then one multi-buffer
+        put of the missing keys. Every result is 0 or a code."""
+        self.fill(keys, slots)
+        exist = self.store.batch_is_exist(keys)
+        missing = [i for i, e in enumerate(exist) if e != 1]
+        if not missing:
+            return []
+        a, s = self.meta([slots[i] for i in missing])
+        res = self.store.batch_put_from_multi_buffers([keys[i] for i in missing], a, s, self.cfg)
+        assert all(r == 0 or r < 0 for r in res), res
+        return res
+
+    def check(self, keys, scratch):
+        """Reads keys into scratch slots: each is all its bytes, right, or a
+        negative code; never a part or another object's bytes. The keys
+        read."""
+        a, s = self.meta(scratch[:len(keys)])
+        res = self.store.batch_get_into_multi_buffers(keys, a, s)
+        for k, r, slot in zip(keys, res, scratch):
+            assert r == 2 * PAGE or r < 0, (k, r)
+            if r > 0:
+                got = np.concatenate([self.kv[0, slot], self.kv[1, slot]])
+                assert np.array_equal(got, _kv_bytes(k, 2 * PAGE)), f"{k}: torn or foreign bytes"
+        return [k for k, r in zip(keys, res) if r > 0]
+
+
+def tp_rank_killed_mid_batch(rank, n, addr, q, barrier, dead, done, opts):
+    """Ranks 0..n-2 survive; rank n-1 is the victim: after the common save it
+    holds put sessions on the next MLA pages (half written, as vLLM's
+    layerwise save leaves them between layers) and saves batches of its own
+    until the test kills it. A survivor reports, then keeps its segment (and
+    the objects in it) until `done`. A rank started with rejoin=True is the
+    victim restarted under the same hostname."""
+    def body():
+        t = _TPRank(rank, addr)
+        nblk = 16
+        first = [0xB10C00 + i for i in range(nblk)]      # saved by every rank
+        held = [0xB10C00 + nblk + i for i in range(nblk)]  # the victim's sessions
+        own = [t.own(rank, h) for h in first]
+        mla = [t.shared(h) for h in first]
+        scratch = list(range(64, 96))
+        if opts.get("rejoin"):
+            t.save(own, list(range(nblk)))
+            # the scheduler's lookup over every rank: a full hit again
+            everyone = [t.own(r, h) for h in first for r in range(n)] + mla + [t.shared(h) for h in held]
+            assert t.store.batch_is_exist(everyone) == [1] * len(everyone)
+            for i in range(0, len(everyone), len(scratch)):
+                part = everyone[i:i + len(scratch)]
+                assert t.check(part, scratch) == part
+            t.store.close()
+            return "rejoined"
+        res = t.save(own, list(range(nblk)))
+        assert res in ([], [0] * nblk), res
+        res = t.save(mla, list(range(nblk, 2 * nblk)))  # ranks race: the losers get 0 too
+        assert all(r == 0 for r in res), res
+        barrier.wait()
+        if rank == n - 1:
+            mid = [t.shared(h) for h in held]
+            assert t.store.batch_put_session_start(mid, [2 * PAGE] * nblk) == [0] * nblk
+            t.fill(mid, range(32, 48))
+            a, _ = t.meta(range(32, 48))
+            got = t.store.batch_put_from_multi_buffer_ranges(mid, [[x[0]] for x in a], [[PAGE]] * nblk,
+                                                             [[0]] * nblk)
+            assert got == [PAGE] * nblk, got
+            i = 0
+            while True:  # killed in here
+                keys = [t.own(rank, 0xDEAD00 + i * nblk + j) for j in range(nblk)]
+                t.save(keys, list(range(48, 48 + nblk)))
+                if i == 0:
+                    q.put(("mid", rank, t.store.get_hostname()))
+                i += 1
+        q.put(("ready", rank, None))
+        assert dead.wait(120), "the victim was never killed"
+        # What a survivor finds: every object there whole and right
+        everyone = [t.own(r, h) for h in first for r in range(n)] + mla
+        for i in range(0, len(everyone), len(scratch)):
+            t.check(everyone[i:i + len(scratch)], scratch)
+        # The MLA pages the victim was writing: a survivor's save of them
+        # lands and loads well within put-timeout (the dead rank's puts were
+        # abandoned with its connection, not left to hold the keys)
+        mine = [t.shared(h) for h in held]
+        deadline = time.monotonic() + 20
+        while True:
+            t.save(mine, list(range(32, 48)))
+            if t.check(mine, scratch) == mine:
+                break
+            assert time.monotonic() < deadline, t.store.batch_is_exist(mine)
+            time.sleep(0.05)
+        # Its own blocks, saved again (what lived in the victim's segment is
+        # gone, and the dedup probe puts just that back) until they load: an
+        # MLA page another survivor is still putting answers -703 until it
+        # lands (its put answered this rank 0, as Mooncake's does)
+        deadline = time.monotonic() + 20
+        while True:
+            t.save(own, list(range(nblk)))
+            t.save(mla, list(range(nblk, 2 * nblk)))
+            if t.check(own + mla, scratch) == own + mla:
+                break
+            assert time.monotonic() < deadline, "blocks saved again never loaded"
+            time.sleep(0.05)
+        q.put(("ok", rank, "survived"))
+        assert done.wait(120)
+        t.store.close()
+        return "closed"
+    _run(lambda r: body(), rank, q)

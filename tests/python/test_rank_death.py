@@ -3,7 +3,9 @@ killed (SIGKILL, no close()), the server stops placing objects in its
 segment as soon as its connection drops, reports the objects that lived
 only there as lost, and the surviving ranks' puts -- and those of the rank
 restarted under the same hostname -- succeed at once, without waiting for
-owner-ttl (set to a minute here, so only the fast path can pass)."""
+owner-ttl (set to a minute here, so only the fast path can pass). A rank
+killed in the middle of its saves (put sessions open, a batch in flight)
+leaves no half-written object and no key held from the others."""
 import multiprocessing as mp
 import os
 import signal
@@ -78,3 +80,63 @@ def test_killed_rank_leaves_placement_at_once(slow_ttl_server, nhosts):
         hold.set()
         p.join(30)
     survivor.close()
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_tp_rank_killed_mid_batch(server, n):
+    """n tensor-parallel ranks, each a process with its own store and
+    segment, save their blocks (keys of their own and MLA keys all share);
+    the last is SIGKILLed while it holds put sessions on the next MLA pages
+    and saves a batch. The others then find every object whole or absent,
+    save the pages the dead rank was writing (its puts went with its
+    connection) and their own lost blocks, and the rank restarted under the
+    same hostname sees a full prefix hit over every rank."""
+    server.cli("REMOVE.ALL")
+    ctx = mp.get_context("spawn")
+    q, barrier, dead, done = ctx.Queue(), ctx.Barrier(n, timeout=150), ctx.Event(), ctx.Event()
+    # The victim talks on a queue of its own: killed while its queue's
+    # feeder holds the queue's lock, it would wedge every other writer.
+    victim_q = ctx.Queue()
+
+    def start(rank, **opts):
+        p = ctx.Process(target=engine_ranks.tp_rank_killed_mid_batch,
+                        args=(rank, n, server.addr, victim_q if rank == n - 1 and not opts else q, barrier,
+                              dead, done, opts))
+        p.start()
+        return p
+
+    procs, back = [start(r) for r in range(n)], None
+    try:
+        got = [q.get(timeout=180) for _ in range(n - 1)] + [victim_q.get(timeout=180)]
+        assert [g[0] for g in got] == ["ready"] * (n - 1) + ["mid"], "\n".join(f"rank {r}: {s}\n{i}" for s, r, i in got)
+        vname = got[-1][2]
+        os.kill(procs[-1].pid, signal.SIGKILL)
+        procs[-1].join(30)
+        # Until the server has seen the owner go (at once, or within its
+        # probe), the dead segment's objects still read: the survivors start
+        # from the state an engine finds once the rank is known dead
+        deadline = time.time() + 30
+        while vname in segment_names(server):
+            assert time.time() < deadline, "the dead rank's segment stayed"
+            time.sleep(0.05)
+        dead.set()
+        for _ in range(n - 1):
+            status, rank, info = q.get(timeout=120)
+            assert status == "ok" and info == "survived", f"rank {rank}:\n{info}"
+        back = start(n - 1, rejoin=True)
+        status, rank, info = q.get(timeout=120)
+        assert status == "ok" and info == "rejoined", info
+        back.join(30)
+        assert back.exitcode == 0
+        done.set()
+        for _ in range(n - 1):
+            status, rank, info = q.get(timeout=60)
+            assert status == "ok" and info == "closed", f"rank {rank}:\n{info}"
+    finally:
+        done.set()
+        for p in procs + [back] * (back is not None):
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+                p.join()
+    assert [p.exitcode for p in procs[:-1]] == [0] * (n - 1)
