@@ -183,6 +183,8 @@ static uint64_t categoriesOf(serverCommand *cmd) {
     if (cmd->subcommands) return ACL_CAT_SLOW | extraCategories(cmd->fullname);
     /* The one help subcommand Redis leaves out of its group's category. */
     if (!strcmp(cmd->fullname, "pubsub|help")) return ACL_CAT_SLOW;
+    /* WAIT is of Redis's generic group but its category is @connection. */
+    if (!strcmp(cmd->fullname, "wait")) return ACL_CAT_SLOW | ACL_CAT_CONNECTION;
     if (cmd->flags & CMD_WRITE) cats |= ACL_CAT_WRITE;
     if (cmd->flags & CMD_READONLY) cats |= ACL_CAT_READ;
     if (cmd->flags & CMD_ADMIN) cats |= ACL_CAT_ADMIN | ACL_CAT_DANGEROUS;

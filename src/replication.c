@@ -208,6 +208,10 @@ void replNewReplid(int keep) {
 
 /* ---- hooks ------------------------------------------------------------- */
 
+static client **waiting; /* WAIT's blocked clients (waitCommand below) */
+static size_t nwaiting, waiting_cap;
+void replCheckWaiting(void);
+
 /* The client whose command changed a key has its replies held from now on
  * (CLIENT_REPL_WAIT); beforeSleep sets the offset they wait for. A client
  * held already (a relayed read let its pipeline go on) waits for the newer
@@ -410,6 +414,11 @@ void replBeforeSleep(void) {
         repl.held[repl.nheld++] = c;
     }
     repl.nmarked = 0;
+    if (nwaiting) {
+        for (size_t i = 0; i < nwaiting; i++)
+            if (waiting[i]->wait_offset < 0) waiting[i]->wait_offset = repl.offset;
+        replCheckWaiting();
+    }
 }
 
 int replClientIsReplica(client *c) { return c->repl && c->repl->online; }
@@ -430,7 +439,132 @@ const char *replLinkNodeId(client *c) { return c->repl && c->repl->node_id[0] ? 
 
 int replClientHeld(client *c) { return (c->flags & CLIENT_REPL_WAIT) != 0; }
 
+/* ---- WAIT and ROLE ------------------------------------------------------ */
+
+/* WAIT numreplicas timeout, as Redis's: the client blocks until that many
+ * replicas have acknowledged the stream up to its writes, or timeout ms
+ * (0: for ever), and gets how many have. The offset waited for is the
+ * stream's end once this iteration's records are out (set in
+ * replBeforeSleep): it covers every write the client sent before, the
+ * same iteration's included -- later ones of others' too, which asks a
+ * little more than Redis's per-client offset, never less. A standalone
+ * server has no replicas: WAIT 0 answers 0, WAIT n blocks until its
+ * timeout, as Redis's does without replicas. Under cluster-replica-ack
+ * the write's reply already waited for every replica. */
+static int replicasAcked(long long offset) {
+    int n = 0;
+    for (int i = 0; i < repl.nlinks; i++)
+        if (repl.links[i]->repl->online && repl.links[i]->repl->ack >= offset) n++;
+    return n;
+}
+
+static void waitEnd(client *c, size_t i) {
+    waiting[i] = waiting[--nwaiting];
+    c->wait_listed = 0;
+    addReplyLongLong(c, replicasAcked(c->wait_offset));
+    unblockClient(c);
+}
+
+/* Answers the WAITs that are done: enough acks, or their time is up. A
+ * client unblocked here may run what it pipelined, a WAIT among it: the
+ * list is walked again from the start until a pass answers none. */
+void replCheckWaiting(void) {
+    long long now = mstime();
+    for (int again = 1; again;) {
+        again = 0;
+        for (size_t i = 0; i < nwaiting; i++) {
+            client *c = waiting[i];
+            if (c->wait_offset < 0) continue; /* its offset comes with beforeSleep */
+            if (replicasAcked(c->wait_offset) >= c->wait_replicas || (c->wait_deadline && now >= c->wait_deadline)) {
+                waitEnd(c, i);
+                again = 1;
+                break;
+            }
+        }
+    }
+}
+
+void waitCommand(client *c) {
+    long long n, timeout;
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &n, NULL) != C_OK) return;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &timeout, "ERR timeout is not an integer or out of range") !=
+        C_OK)
+        return;
+    if (timeout < 0) {
+        addReplyError(c, "ERR timeout is negative");
+        return;
+    }
+    if (server.cluster && clusterNodeIsReplica(server.cluster->myself)) {
+        addReplyError(c, "ERR WAIT cannot be used with replica instances.");
+        return;
+    }
+    /* In a transaction nothing may block: the count as it is (Redis too). */
+    if (c->flags & CLIENT_IN_EXEC) {
+        addReplyLongLong(c, replicasAcked(repl.offset));
+        return;
+    }
+    if (n <= 0 && !replOn) {
+        addReplyLongLong(c, 0);
+        return;
+    }
+    c->wait_replicas = n > INT_MAX ? INT_MAX : (int)n;
+    c->wait_offset = -1;
+    c->wait_deadline = timeout ? addSaturate(mstime(), timeout) : 0;
+    if (nwaiting == waiting_cap) {
+        waiting_cap = waiting_cap ? waiting_cap * 2 : 16;
+        waiting = zrealloc(waiting, waiting_cap * sizeof(client *));
+    }
+    waiting[nwaiting++] = c;
+    c->wait_listed = 1;
+    blockClient(c, NULL);
+}
+
+/* ROLE, as Redis's: a primary's offset and its replicas (address, port,
+ * acknowledged offset); a replica's primary and link state. */
+void roleCommand(client *c) {
+    clusterState *cs = server.cluster;
+    if (cs && clusterNodeIsReplica(cs->myself)) {
+        static const char *state[] = {"connect", "connecting", "handshake", "sync", "connected"};
+        addReplyArrayLen(c, 5);
+        addReplyBulkCString(c, "slave");
+        addReplyBulkCString(c, repl.host);
+        addReplyLongLong(c, repl.port);
+        addReplyBulkCString(c, repl.primary_id[0] && repl.state <= LINK_STREAM ? state[repl.state] : "connect");
+        addReplyLongLong(c, repl.applied);
+        return;
+    }
+    addReplyArrayLen(c, 3);
+    addReplyBulkCString(c, "master");
+    addReplyLongLong(c, replOffset());
+    int online = 0;
+    for (int i = 0; i < repl.nlinks; i++) online += repl.links[i]->repl->online;
+    addReplyArrayLen(c, online);
+    for (int i = 0; i < repl.nlinks; i++) {
+        client *r = repl.links[i];
+        if (!r->repl->online) continue;
+        char ip[NET_ADDR_STR_LEN];
+        snprintf(ip, sizeof(ip), "%s", r->addr);
+        char *colon = strrchr(ip, ':');
+        if (colon) *colon = '\0';
+        char port[16], off[32];
+        snprintf(port, sizeof(port), "%d", r->repl->port);
+        snprintf(off, sizeof(off), "%lld", r->repl->ack < 0 ? 0 : r->repl->ack);
+        addReplyArrayLen(c, 3);
+        addReplyBulkCString(c, ip);
+        addReplyBulkCString(c, port);
+        addReplyBulkCString(c, off);
+    }
+}
+
 void replClientGone(client *c) {
+    if (c->wait_listed) {
+        for (size_t i = 0; i < nwaiting; i++)
+            if (waiting[i] == c) {
+                waiting[i] = waiting[--nwaiting];
+                break;
+            }
+        c->wait_listed = 0;
+    }
     if (c->repl_marked) removeClient(repl.marked, &repl.nmarked, c);
     if (c->repl_held) removeClient(repl.held, &repl.nheld, c);
     c->repl_marked = c->repl_held = 0;
@@ -514,6 +648,7 @@ void replconfCommand(client *c) {
         if (off > c->repl->ack) c->repl->ack = off;
         c->repl->ack_ms = server.mstime;
         if (repl.nheld) replCheckHeld();
+        if (nwaiting) replCheckWaiting();
         return;
     }
     if (!strcasecmp(opt, "failover") && c->argc == 2) {
@@ -847,6 +982,7 @@ void replCron(void) {
         }
     }
     if (repl.nheld) replCheckHeld();
+    if (nwaiting) replCheckWaiting();
     if (repl.debug_hold_until && now >= repl.debug_hold_until) {
         repl.debug_hold_until = 0;
         for (int i = 0; i < repl.nlinks; i++) {

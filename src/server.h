@@ -232,6 +232,9 @@ typedef struct client {
     struct replicaLink *repl;     /* a replica's link to this primary, NULL if not one (replication.c) */
     long long repl_wait_offset, repl_wait_since; /* CLIENT_REPL_WAIT: the offset replicas must ack */
     int repl_marked, repl_held;   /* in replication.c's lists of writers / of held clients */
+    long long wait_offset, wait_deadline; /* WAIT: the stream offset to be acked (-1: set at
+                                           * beforeSleep), the time it gives up (0: never) */
+    int wait_replicas, wait_listed;       /* WAIT: how many replicas; in replication.c's list */
     struct relayClient *relay;    /* reads from mounted segments for its command (relay.c) */
     struct clientLeases *leases;  /* GET.REPLICAS grants LEASE.RELEASE may end, NULL if none (t_store.c) */
     struct clientHolds *holds;    /* HOLD.REPLICAS grants, NULL if none (t_store.c) */
@@ -658,6 +661,8 @@ void askingCommand(client *c);
 void readonlyCommand(client *c);
 void psyncCommand(client *c);
 void replconfCommand(client *c);
+void waitCommand(client *c);
+void roleCommand(client *c);
 void clientQueueWrite(client *c); /* replies queued while held go out now */
 void readwriteCommand(client *c);
 /* migrate.c */

@@ -15,7 +15,7 @@ Debian's python3-redis is 4.3.4, RESP2 only (protocol=3 came in redis-py
 5); hiredis-py is not packaged. RESP3 is compared raw by redis_diff.py and
 hiredis (C) by tests/c/test_hiredis.c.
 
-Left out: commands this server does not serve (ROLE, WAIT, LASTSAVE, SAVE,
+Left out: commands this server does not serve (LASTSAVE, SAVE,
 BGSAVE, SWAPDB, LATENCY, MEMORY STATS/DOCTOR, CLIENT PAUSE/TRACKING:
 PROTOCOL.md lists what it serves; each is refused as unknown).
 
@@ -44,6 +44,9 @@ def keys_of(d, wanted):
 CALLS = [
     ("set", lambda r: r.set("k", "v")),
     ("get", lambda r: r.get("k")),
+    ("role", lambda r: r.role()),
+    ("wait", lambda r: r.wait(0, 0)),
+    ("wait timeout", lambda r: r.wait(1, 50)),
     ("set ex", lambda r: r.set("k", "1", ex=100000)),
     ("ttl", lambda r: r.ttl("k") > 99000),
     ("pttl", lambda r: r.pttl("k") > 99000000),

@@ -1701,3 +1701,57 @@ def test_replconf_failover_from_a_client_that_is_no_replica_is_refused(env):
     assert info(a.port)["master_failover_state"] == "no-failover"
     assert write(a.port, "SET", "k", "1") == "OK"      # writes not paused
     wait_until(lambda: synced(a, b), 10, "sync")
+
+
+def test_wait_and_role(env):
+    """WAIT numreplicas timeout and ROLE, as Redis's (they were unknown
+    commands, found by the compatibility audit). WAIT answers once enough
+    replicas acknowledged the stream up to the client's writes, or at its
+    timeout with how many did; ROLE shows each side of the link."""
+    _, node = env
+    a, b = pair(node, *STEADY)
+    c = Conn(a.port, timeout=30)
+    try:
+        assert c("SET", "w1", "v") == "OK"
+        assert c("WAIT", 1, 0) == 1  # 0: for ever; the replica acks at once
+        role = c("ROLE")
+        assert role[0] == b"master" and role[1] >= 1 and len(role[2]) == 1, role
+        ip, port, acked = role[2][0]
+        assert ip == b"127.0.0.1" and int(port) == b.port and int(acked) <= role[1]
+        with replica_reader(b.port) as r:
+            rrole = r("ROLE")
+            assert rrole[:4] == [b"slave", b"127.0.0.1", a.port, b"connected"] and rrole[4] >= 1, rrole
+            with pytest.raises(RespError, match="WAIT cannot be used with replica"):
+                r("WAIT", 1, 10)
+        # A pipeline's write and its WAIT: the offset covers the same iteration's write.
+        c.send("SET", "w2", "v")
+        c.send("WAIT", 1, 0)
+        assert c.read() == "OK" and c.read() == 1
+        assert c("WAIT", 0, 0) == 1
+        # In a transaction nothing blocks: the count as it is.
+        assert c("MULTI") == "OK" and c("WAIT", 5, 0) == "QUEUED"
+        assert c("EXEC") == [1]
+        with pytest.raises(RespError, match="timeout is negative"):
+            c("WAIT", 1, -1)
+        with pytest.raises(RespError, match="not an integer"):
+            c("WAIT", "x", 0)
+        # A frozen replica acknowledges nothing: WAIT gives up at its timeout
+        # with 0, and what was pipelined behind it runs then.
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            c.send("SET", "w3", "v")
+            c.send("WAIT", 1, 200)
+            c.send("PING")
+            assert c.read() == "OK" and c.read() == 0 and c.read() == "PONG"
+            # A client that leaves while it waits is forgotten.
+            d = Conn(a.port)
+            d.send("WAIT", 1, 0)
+            wait_until(lambda: info(a.port, "clients").get("blocked_clients") == "1", 10, "the WAIT to block")
+            d.close()
+            wait_until(lambda: info(a.port, "clients").get("blocked_clients") == "0", 10, "the WAIT to go")
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        wait_until(lambda: synced(a, b), 20, "the replica to catch up")
+        assert c("WAIT", 1, 0) == 1
+    finally:
+        c.close()

@@ -470,3 +470,16 @@ start_server {tags {client mooncake}} {
         $c close
     }
 }
+
+start_server {tags {client replication}} {
+    test {WAIT and ROLE on a standalone server: no replicas, as Redis without any} {
+        assert_equal {master 0 {}} [r role]
+        r set wait-k v
+        assert_equal 0 [r wait 0 0]
+        # Nobody can acknowledge: WAIT n gives up at its timeout with 0.
+        assert_equal 0 [r wait 1 100]
+        assert_error {*timeout is negative*} {r wait 1 -5}
+        assert_error {*wrong number of arguments*} {r wait 1}
+        assert_equal PONG [r ping]
+    }
+}
