@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "acl.h"
+#include "replication.h"
 #include "anet.h"
 #include "cluster.h"
 #include "segment.h"
@@ -310,15 +311,22 @@ static void httpDeny(httpRequest *req, int reason, const char *object, size_t le
 
 /* ---- routes ------------------------------------------------------------------ */
 
-/* One node, or a cluster node that serves its slots: there is no standby
- * here, so the role is always leader; the service is ready unless the
- * cluster is down (then 503, the same body, so probes see the state). */
+/* Upstream's roles: a node that serves its keys (one node, or a cluster
+ * primary for its slots) is the leader, serving unless the cluster is down
+ * (then 503, the same body, so probes see the state); a cluster replica is
+ * a standby -- "standby" while its link streams, "catching_up" before --
+ * not ready for writes, with its primary as leader_address, as upstream's
+ * standby masters answer. */
 static void healthHandler(httpRequest *req) {
-    int ready = server.cluster == NULL || server.cluster->state_ok;
-    json_t *j = json_pack("{s:s,s:s,s:s,s:b,s:s}", "status", "ok", "role", "leader", "ha_state",
-                          ready ? "serving" : "cluster_down", "service_ready", ready, "mode",
-                          server.cluster ? "cluster" : "standalone");
-    replyJson(req, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, j);
+    char leader[128];
+    int standby = replStandby(leader, sizeof(leader));
+    int ok = server.cluster == NULL || server.cluster->state_ok;
+    int ready = ok && !standby;
+    const char *state = !ok ? "cluster_down" : standby == 1 ? "standby" : standby ? "catching_up" : "serving";
+    json_t *j = json_pack("{s:s,s:s,s:s,s:b,s:s}", "status", "ok", "role", standby ? "standby" : "leader", "ha_state",
+                          state, "service_ready", ready, "mode", server.cluster ? "cluster" : "standalone");
+    if (j && standby) json_object_set_new(j, "leader_address", json_string(leader));
+    replyJson(req, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, j);
 }
 
 /* Every segment the user sees in SEGMENTS, pool included (it holds values:

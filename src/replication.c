@@ -1016,6 +1016,13 @@ void replCron(void) {
 
 /* ---- INFO ---------------------------------------------------------------- */
 
+int replStandby(char *leader, size_t len) {
+    clusterState *cs = server.cluster;
+    if (!cs || !clusterNodeIsReplica(cs->myself)) return 0;
+    snprintf(leader, len, "%s:%d", repl.host, repl.port);
+    return repl.state == LINK_STREAM ? 1 : 2;
+}
+
 sds replInfo(sds s) {
     clusterState *cs = server.cluster;
     if (!repl.replid[0]) replNewReplid(0);

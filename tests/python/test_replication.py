@@ -1755,3 +1755,31 @@ def test_wait_and_role(env):
         assert c("WAIT", 1, 0) == 1
     finally:
         c.close()
+
+
+def test_http_health_of_a_replica_is_a_standby(env):
+    """GET /health said role "leader" on a cluster replica too (the HTTP
+    audit's note). Upstream's standby masters answer role "standby", not
+    ready, with the leader's address; so does a replica now, and its
+    primary stays the leader, serving."""
+    import json
+    import urllib.request
+
+    def health(port):
+        with urllib.request.urlopen("http://127.0.0.1:%d/health" % port, timeout=5) as r:
+            return r.status, json.loads(r.read())
+
+    _, node = env
+    ha, hb = free_port(), free_port()
+    a, b = node(*STEADY, "--http-port", str(ha)), node(*STEADY, "--http-port", str(hb))
+    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
+    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
+    wait_until(lambda: a.id in b.nodes(), 10, "meet")
+    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
+    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    status, body = health(ha)
+    assert status == 200 and body["role"] == "leader" and body["ha_state"] == "serving" and body["service_ready"]
+    assert "leader_address" not in body
+    status, body = health(hb)
+    assert status == 200 and body["role"] == "standby" and body["ha_state"] == "standby", body
+    assert body["service_ready"] is False and body["leader_address"] == "127.0.0.1:%d" % a.port
