@@ -268,7 +268,7 @@ serverCommand commandTable[] = {
     CMD("pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", "Returns the expiration time in milliseconds of a key.", "2.6.0", "O(1)"),
     CMD("persist", persistCommand, 2, W | F, 1, 1, 1, "generic", "Removes the expiration time of a key.", "2.2.0", "O(1)"),
     /* segments (Mooncake store) */
-    CMD("mount", mountCommand, -3, W | M, 0, 0, 0, "store", "Mounts a segment of memory a client contributes; returns its id.", "0.1.0", "O(S) where S is the number of segments"),
+    CMD("mount", mountCommand, -3, W, 0, 0, 0, "store", "Mounts a segment of memory a client contributes; returns its id.", "0.1.0", "O(S) where S is the number of segments"),
     CMD("unmount", unmountCommand, -2, W, 0, 0, 0, "store", "Unmounts a segment, at once or after GRACEFUL ms.", "0.1.0", "O(N) where N is the number of replicas on the segment"),
     CMD("segments", segmentsCommand, 1, R, 0, 0, 0, "store", "Describes every mounted segment.", "0.1.0", "O(S)"),
     CMD("segment.info", segmentInfoCommand, 2, R | F, 0, 0, 0, "store", "Describes one segment, by name or id.", "0.1.0", "O(S)"),
@@ -303,9 +303,9 @@ serverCommand commandTable[] = {
      .group = "store", .summary = "Drops the replicas of objects no one is reading (all, or those in one segment); 1 or 0 per key.",
      .since = "0.5.0", .complexity = "O(N)", .keynum_idx = 1, .keynum_first = 2, .keynum_step = 1},
     /* strings, in the server's own pool */
-    CMDX("seg.write", segWriteCommand, 4, W | M, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),
+    CMDX("seg.write", segWriteCommand, 4, W, 0, 0, 0, "data", "Writes bytes into the extent of a pending object in a segment this server holds.", "0.4.0", "O(N)", segWriteBigArgProc, NULL),
     CMD("seg.read", segReadCommand, 4, R, 0, 0, 0, "data", "Reads bytes from the extent of a complete object in a segment this server holds.", "0.4.0", "O(N)"),
-    CMD("seg.writev", segWritevCommand, -4, W | M, 0, 0, 0, "data", "Writes several ranges, each inside the extent of a pending object, in one segment this server holds; all or none.", "0.4.0", "O(N)"),
+    CMD("seg.writev", segWritevCommand, -4, W, 0, 0, 0, "data", "Writes several ranges, each inside the extent of a pending object, in one segment this server holds; all or none.", "0.4.0", "O(N)"),
     CMD("seg.readv", segReadvCommand, -4, R, 0, 0, 0, "data", "Reads several ranges, each inside the extent of a complete object, from one segment this server holds; all or none.", "0.4.0", "O(N)"),
     CMD("shm.attach", shmAttachCommand, 2, R | X, 0, 0, 0, "data", "Sends the segment's memory file by SCM_RIGHTS (unix socket only).", "0.4.0", "O(1)"),
     CMDX("set", setCommand, -3, W | M, 1, 1, 1, "string", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist.", "1.0.0", "O(1)", setBigArgProc, NULL),

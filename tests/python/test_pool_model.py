@@ -750,6 +750,36 @@ def test_a_large_set_is_not_over_maxmemory_by_its_own_value():
         srv.stop()
 
 
+def test_over_maxmemory_a_reserved_put_is_written_and_a_segment_mounted():
+    """Over maxmemory with nothing evictable, every denyoom command is refused with -OOM.
+    SEG.WRITE and MOUNT were denyoom: a put whose extent PUT.START had already reserved (and
+    charged) could not be written, so it could only be revoked, and a segment mounted to add
+    memory -- what helps -- was refused. Neither adds to the dataset. Found by test_pool_model
+    (maxmemory mode: an -OOM its model did not expect, 1 run in CI)."""
+    srv = Server("--maxmemory-policy", "allkeys-lru", "--maxmemory", "1mb", "--evict-high-watermark", "1.0",
+                 pool="2mb")
+    try:
+        w = redis.Redis(port=srv.port, single_connection_client=True)
+        reps = w.execute_command("PUT.START", "reserved", 4096)
+        seg, off = int(reps[0][0]), int(reps[0][1])
+        i = 0
+        while w.info("memory")["used_memory_dataset"] <= w.info("memory")["maxmemory"]:
+            w.set(f"pinned{i}", b"p" * 20000)  # the write that crosses maxmemory runs (Redis's rule)
+            w.execute_command("PIN", f"pinned{i}", "HARD")
+            i += 1
+        try:
+            w.set("more", "x")
+            raise AssertionError("a SET over maxmemory with nothing evictable ran")
+        except redis.ResponseError as e:
+            assert str(e).startswith("OOM"), e
+        assert w.execute_command("SEG.WRITE", seg, off, b"r" * 4096) in (b"OK", "OK", True)
+        assert w.execute_command("PUT.END", "reserved") in (b"OK", "OK", True)
+        assert w.get("reserved") == b"r" * 4096
+        assert int(w.execute_command("MOUNT", "more-memory", 65536)) > 1
+    finally:
+        srv.stop()
+
+
 def wait_until(cond, what, timeout=10):
     deadline = time.time() + timeout
     while not cond():
