@@ -51,9 +51,7 @@
 
 /* ---- nodes ---------------------------------------------------------------- */
 
-static uint64_t nodeIdHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
-static int nodeIdCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
-static dictType nodesDictType = {nodeIdHash, nodeIdCompare, NULL, NULL};
+static dictType nodesDictType = {dictCStrHash, dictCStrEqual, NULL, NULL};
 
 clusterNode *clusterLookupNode(const char *id, size_t len) {
     if (!server.cluster || len != CLUSTER_NAMELEN) return NULL;

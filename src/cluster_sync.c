@@ -86,10 +86,8 @@ static char resetHardNewId[CLUSTER_NAMELEN + 1];
 static long long nextInitTry;
 static long long keepaliveSentMs; /* when the lease request in flight was sent */
 
-static uint64_t idHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
-static int idCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
 static void idFree(void *k) { sdsfree(k); }
-static dictType aliveType = {idHash, idCompare, idFree, NULL};
+static dictType aliveType = {dictCStrHash, dictCStrEqual, idFree, NULL};
 
 static void clusterOpRun(clusterOp *op);
 

@@ -91,11 +91,7 @@ static struct {
     unsigned long long attached, conflicts, lost, expired;
 } dst;
 
-static uint64_t keyHash(const void *k) { return dictGenHashFunction(k, sdslen((sds)k)); }
-static int keyCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && !memcmp(a, b, sdslen((sds)a));
-}
-static dictType byKeyType = {keyHash, keyCompare, NULL, NULL};
+static dictType byKeyType = {dictSdsHash, dictSdsEqual, NULL, NULL};
 
 static void unref(detachedObj *e) {
     if (--e->refs > 0) return;

@@ -61,6 +61,7 @@
 #include <time.h>
 
 #include "dict.h"
+#include "sds.h"
 
 #include "zmalloc.h"
 
@@ -694,4 +695,14 @@ uint64_t dictGenHashFunction(const void *buf, size_t len) {
 
 uint64_t dictGenCaseHashFunction(const void *buf, size_t len) {
     return siphash_nocase(buf, len, dict_hash_seed);
+}
+
+uint64_t dictCStrHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
+
+int dictCStrEqual(const void *a, const void *b) { return strcmp(a, b) == 0; }
+
+uint64_t dictSdsHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
+
+int dictSdsEqual(const void *a, const void *b) {
+    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
 }

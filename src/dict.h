@@ -165,6 +165,13 @@ const uint8_t *dictGetHashSeed(void);
 uint64_t dictGenHashFunction(const void *buf, size_t len);
 /* Same, but ASCII case-insensitive: for command names and config keys. */
 uint64_t dictGenCaseHashFunction(const void *buf, size_t len);
+/* For dicts keyed by NUL-terminated strings (node ids, segment names):
+ * the hash and the equality of a dictType. */
+uint64_t dictCStrHash(const void *key);
+int dictCStrEqual(const void *a, const void *b);
+/* ... and by sds strings (binary-safe: their lengths, not a NUL). */
+uint64_t dictSdsHash(const void *key);
+int dictSdsEqual(const void *a, const void *b);
 
 /* SipHash (siphash.c). siphash() is SipHash-1-2, the variant the dict uses
  * for speed; siphash24() is the standard SipHash-2-4, kept for checking the

@@ -85,12 +85,8 @@ typedef struct watchedKey {
     struct watchedKey *prev, *next;
 } watchedKey;
 
-static uint64_t wkHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
-static int wkCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
-}
 static void wkKeyDestructor(void *key) { sdsfree(key); }
-static dictType watchedKeysType = {wkHash, wkCompare, wkKeyDestructor, NULL};
+static dictType watchedKeysType = {dictSdsHash, dictSdsEqual, wkKeyDestructor, NULL};
 
 void multiInit(void) { server.watched_keys = dictCreate(&watchedKeysType); }
 
@@ -281,7 +277,7 @@ void execCommand(client *c) {
  * built once and kept until UNWATCH, so a WATCH of n keys is O(n), not
  * O(n^2) (DEBUG VISITS watched-keys). */
 #define WATCH_SCAN_MAX 16
-static dictType clientWatchedType = {wkHash, wkCompare, NULL, NULL}; /* keys: server.watched_keys' */
+static dictType clientWatchedType = {dictSdsHash, dictSdsEqual, NULL, NULL}; /* keys: server.watched_keys' */
 
 static int watchingKey(client *c, sds key) {
     if (c->watched_index) {

@@ -88,10 +88,6 @@ static void ownerCancelProbe(owner *o) {
     o->probe_wanted = 0;
 }
 
-static uint64_t ownerHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
-static int ownerCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && !memcmp(a, b, sdslen((sds)a));
-}
 static void ownerFree(void *val) {
     owner *o = val;
     ownerCancelProbe(o);
@@ -102,7 +98,7 @@ static void ownerFree(void *val) {
     sdsfree(o->probe_uri);
     zfree(o);
 }
-static dictType ownerDictType = {ownerHash, ownerCompare, NULL, ownerFree};
+static dictType ownerDictType = {dictSdsHash, dictSdsEqual, NULL, ownerFree};
 
 /* Owner names are per tenant, as segment names are (acl.c): a tenant's
  * owner is found only under its tenant, so the same name in two tenants

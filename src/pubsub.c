@@ -114,10 +114,6 @@ static int patternMatches(const patternEntry *e, sds channel) {
 
 /* ---- dict types ---------------------------------------------------------- */
 
-static uint64_t nameHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
-static int nameCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
-}
 static void nameFree(void *key) { sdsfree(key); }
 static void subscriberListFree(void *val) {
     subscriberList *l = val;
@@ -125,8 +121,8 @@ static void subscriberListFree(void *val) {
     zfree(l);
 }
 
-static dictType serverNamesType = {nameHash, nameCompare, nameFree, subscriberListFree};
-static dictType clientNamesType = {nameHash, nameCompare, nameFree, NULL};
+static dictType serverNamesType = {dictSdsHash, dictSdsEqual, nameFree, subscriberListFree};
+static dictType clientNamesType = {dictSdsHash, dictSdsEqual, nameFree, NULL};
 
 /* name -> subscriberList, per kind; created at the first subscription. */
 static dict *subscribers[PS_KINDS];

@@ -272,12 +272,8 @@ void segmentSetNextId(uint64_t id) {
  * table changes: a tenant's MOUNT asks for its count, and a walk of the
  * table (up to 65535 slots) per MOUNT would cost every tenant for all of
  * them. Keys: the tenant names (sds, owned); values: the count. */
-static uint64_t tenantHash(const void *key) { return dictGenHashFunction(key, sdslen((sds)key)); }
-static int tenantCompare(const void *a, const void *b) {
-    return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
-}
 static void tenantFree(void *key) { sdsfree(key); }
-static dictType tenantCountType = {tenantHash, tenantCompare, tenantFree, NULL};
+static dictType tenantCountType = {dictSdsHash, dictSdsEqual, tenantFree, NULL};
 static dict *tenantSegments;
 
 static void tenantCountAdd(const char *tenant, int delta) {
@@ -315,9 +311,7 @@ static uint64_t idHash(const void *key) {
 }
 static int idCompare(const void *a, const void *b) { return a == b; }
 static dictType segmentIdType = {idHash, idCompare, NULL, NULL};
-static uint64_t nameHash(const void *key) { return dictGenHashFunction(key, strlen(key)); }
-static int nameCompare(const void *a, const void *b) { return strcmp(a, b) == 0; }
-static dictType segmentNameType = {nameHash, nameCompare, NULL, NULL}; /* keys: the head's name */
+static dictType segmentNameType = {dictCStrHash, dictCStrEqual, NULL, NULL}; /* keys: the head's name */
 static dict *segmentsById, *segmentsByName;
 static uint32_t *freeSlots, nfreeSlots; /* below segtabLen, free, not retired; may hold stale ones */
 static uint8_t *slotFreeListed;
@@ -361,7 +355,7 @@ static void nameIndexRemove(segment *s) {
  * one of its own and never counted): placement draws need to know when a
  * put's replicas already cover every host, to stop looking for another.
  * Keys: host names (owned copies); values: segments on that host. */
-static dictType segmentHostType = {nameHash, nameCompare, zfree, NULL};
+static dictType segmentHostType = {dictCStrHash, dictCStrEqual, zfree, NULL};
 static dict *segmentHosts;
 
 static void hostCount(const char *host, int delta) {
