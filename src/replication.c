@@ -208,9 +208,10 @@ void replNewReplid(int keep) {
 
 /* ---- hooks ------------------------------------------------------------- */
 
-static client **waiting; /* WAIT's blocked clients (waitCommand below) */
+static client **waiting; /* WAIT's blocked clients (waitCommand below); wait_listed: index + 1 */
 static size_t nwaiting, waiting_cap;
-void replCheckWaiting(void);
+static int waitingDirty; /* a WAIT arrived or an ack moved since the last look */
+static void replCheckWaiting(int in_before_sleep);
 
 /* The client whose command changed a key has its replies held from now on
  * (CLIENT_REPL_WAIT); beforeSleep sets the offset they wait for. A client
@@ -414,11 +415,7 @@ void replBeforeSleep(void) {
         repl.held[repl.nheld++] = c;
     }
     repl.nmarked = 0;
-    if (nwaiting) {
-        for (size_t i = 0; i < nwaiting; i++)
-            if (waiting[i]->wait_offset < 0) waiting[i]->wait_offset = repl.offset;
-        replCheckWaiting();
-    }
+    if (nwaiting && waitingDirty) replCheckWaiting(1);
 }
 
 int replClientIsReplica(client *c) { return c->repl && c->repl->online; }
@@ -458,30 +455,48 @@ static int replicasAcked(long long offset) {
     return n;
 }
 
-static void waitEnd(client *c, size_t i) {
+static void waitingRemove(client *c) {
+    size_t i = (size_t)c->wait_listed - 1;
     waiting[i] = waiting[--nwaiting];
+    waiting[i]->wait_listed = (int)i + 1;
     c->wait_listed = 0;
-    addReplyLongLong(c, replicasAcked(c->wait_offset));
-    unblockClient(c);
 }
 
-/* Answers the WAITs that are done: enough acks, or their time is up. A
- * client unblocked here may run what it pipelined, a WAIT among it: the
- * list is walked again from the start until a pass answers none. */
-void replCheckWaiting(void) {
+/* Answers the WAITs that are done: enough acks, or their time is up. One
+ * walk of the list, and only when something changed -- a WAIT arrived (its
+ * offset is set here, after this iteration's records went out), an ack
+ * moved (beforeSleep), or a cron tick (timeouts): never per ack or per
+ * request. The done are taken out first and answered after the walk: an
+ * answered client runs what it pipelined, which may WAIT again. */
+static void replCheckWaiting(int in_before_sleep) {
     long long now = mstime();
-    for (int again = 1; again;) {
-        again = 0;
-        for (size_t i = 0; i < nwaiting; i++) {
-            client *c = waiting[i];
-            if (c->wait_offset < 0) continue; /* its offset comes with beforeSleep */
-            if (replicasAcked(c->wait_offset) >= c->wait_replicas || (c->wait_deadline && now >= c->wait_deadline)) {
-                waitEnd(c, i);
-                again = 1;
-                break;
+    if (in_before_sleep) waitingDirty = 0;
+    client **done = NULL;
+    size_t ndone = 0;
+    for (size_t i = 0; i < nwaiting;) {
+        client *c = waiting[i];
+        if (c->wait_offset < 0) {
+            /* Its offset is the stream's end once this iteration's records
+             * are out: only beforeSleep knows it (a cron tick runs before). */
+            if (!in_before_sleep) {
+                i++;
+                continue;
             }
+            c->wait_offset = repl.offset;
         }
+        if (replicasAcked(c->wait_offset) >= c->wait_replicas || (c->wait_deadline && now >= c->wait_deadline)) {
+            if (done == NULL) done = zmalloc(nwaiting * sizeof(client *));
+            done[ndone++] = c;
+            waitingRemove(c); /* the last one moves into i: look at i again */
+            continue;
+        }
+        i++;
     }
+    for (size_t i = 0; i < ndone; i++) {
+        addReplyLongLong(done[i], replicasAcked(done[i]->wait_offset));
+        unblockClient(done[i]);
+    }
+    zfree(done);
 }
 
 void waitCommand(client *c) {
@@ -515,8 +530,17 @@ void waitCommand(client *c) {
         waiting = zrealloc(waiting, waiting_cap * sizeof(client *));
     }
     waiting[nwaiting++] = c;
-    c->wait_listed = 1;
+    c->wait_listed = (int)nwaiting;
+    waitingDirty = 1;
     blockClient(c, NULL);
+}
+
+/* A replica link's address without its port (it announced its own port:
+ * the connection's is ephemeral), for INFO and ROLE. */
+static void linkIp(client *r, char *ip, size_t len) {
+    snprintf(ip, len, "%s", r->addr);
+    char *colon = strrchr(ip, ':');
+    if (colon) *colon = '\0';
 }
 
 /* ROLE, as Redis's: a primary's offset and its replicas (address, port,
@@ -542,11 +566,8 @@ void roleCommand(client *c) {
     for (int i = 0; i < repl.nlinks; i++) {
         client *r = repl.links[i];
         if (!r->repl->online) continue;
-        char ip[NET_ADDR_STR_LEN];
-        snprintf(ip, sizeof(ip), "%s", r->addr);
-        char *colon = strrchr(ip, ':');
-        if (colon) *colon = '\0';
-        char port[16], off[32];
+        char ip[NET_ADDR_STR_LEN], port[16], off[32];
+        linkIp(r, ip, sizeof(ip));
         snprintf(port, sizeof(port), "%d", r->repl->port);
         snprintf(off, sizeof(off), "%lld", r->repl->ack < 0 ? 0 : r->repl->ack);
         addReplyArrayLen(c, 3);
@@ -557,14 +578,7 @@ void roleCommand(client *c) {
 }
 
 void replClientGone(client *c) {
-    if (c->wait_listed) {
-        for (size_t i = 0; i < nwaiting; i++)
-            if (waiting[i] == c) {
-                waiting[i] = waiting[--nwaiting];
-                break;
-            }
-        c->wait_listed = 0;
-    }
+    if (c->wait_listed) waitingRemove(c);
     if (c->repl_marked) removeClient(repl.marked, &repl.nmarked, c);
     if (c->repl_held) removeClient(repl.held, &repl.nheld, c);
     c->repl_marked = c->repl_held = 0;
@@ -648,7 +662,7 @@ void replconfCommand(client *c) {
         if (off > c->repl->ack) c->repl->ack = off;
         c->repl->ack_ms = server.mstime;
         if (repl.nheld) replCheckHeld();
-        if (nwaiting) replCheckWaiting();
+        waitingDirty = 1; /* looked at once, in beforeSleep, however many acks came */
         return;
     }
     if (!strcasecmp(opt, "failover") && c->argc == 2) {
@@ -950,6 +964,7 @@ void psyncCommand(client *c) {
 
 void replCron(void) {
     clusterState *cs = server.cluster;
+    if (nwaiting) replCheckWaiting(0); /* timeouts (a standalone server's WAITs too) */
     if (!cs) return;
     long long now = mstime();
     if (clusterNodeIsReplica(cs->myself) && repl.primary_id[0]) {
@@ -982,7 +997,6 @@ void replCron(void) {
         }
     }
     if (repl.nheld) replCheckHeld();
-    if (nwaiting) replCheckWaiting();
     if (repl.debug_hold_until && now >= repl.debug_hold_until) {
         repl.debug_hold_until = 0;
         for (int i = 0; i < repl.nlinks; i++) {
@@ -1061,9 +1075,7 @@ sds replInfo(sds s) {
             client *c = repl.links[i];
             replicaLink *l = c->repl;
             char ip[NET_ADDR_STR_LEN];
-            snprintf(ip, sizeof(ip), "%s", c->addr);
-            char *colon = strrchr(ip, ':');
-            if (colon) *colon = '\0';
+            linkIp(c, ip, sizeof(ip));
             s = sdscatprintf(s, "slave%d:ip=%s,port=%d,state=%s,offset=%lld,lag=%lld,node_id=%s\r\n", i, ip, l->port,
                              l->online ? "online" : "wait_bgsave", l->ack < 0 ? 0 : l->ack,
                              l->ack_ms ? (now - l->ack_ms) / 1000 : -1, l->node_id);

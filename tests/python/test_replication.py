@@ -221,6 +221,16 @@ def env():
         shutil.rmtree(d, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def stopped(proc):
+    """proc frozen (SIGSTOP) for the block, woken after it whatever happens."""
+    proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        proc.send_signal(signal.SIGCONT)
+
+
 def link_up(port):
     return info(port).get("master_link_status") == "up"
 
@@ -232,9 +242,10 @@ def link_up(port):
 STEADY = ("--cluster-node-timeout", "10000")
 
 
-def pair(node, *extra):
-    """A primary with every slot and one replica, synced."""
-    a, b = node(*extra), node(*extra)
+def pair(node, *extra, a_extra=(), b_extra=()):
+    """A primary with every slot and one replica, synced (a_extra, b_extra:
+    arguments of one of them only)."""
+    a, b = node(*extra, *a_extra), node(*extra, *b_extra)
     assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
     assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
     wait_until(lambda: a.id in b.nodes(), 10, "meet")
@@ -1646,14 +1657,11 @@ def test_a_replica_whose_lease_lapsed_does_not_take_over_with_less(env):
     a, b = pair(node, "--cluster-replica-ack", "yes")
     assert write(a.port, "SET", "before", "1") == "OK"
     wait_until(lambda: synced(a, b), 10, "sync")
-    b.proc.send_signal(signal.SIGSTOP)
-    try:
+    with stopped(b.proc):
         assert call(a.port, "CLIENT", "KILL", "TYPE", "replica") == 1
         wait_until(lambda: flags_of(a, b) == "slave,fail", 10, "the primary to see the frozen replica's lease gone")
         assert write(a.port, "SET", "acked", "1") == "OK"   # nobody to wait for: acknowledged at once
         a.kill()
-    finally:
-        b.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: "myself,master" in b.nodes() or "may not take over" in b.log(), 30,
                "the replica to decide")
     if "myself,master" in b.nodes():
@@ -1674,13 +1682,10 @@ def test_replica_ack_a_frozen_replica_stops_holding_writes_when_its_lease_lapses
     a, b = pair(node, "--cluster-replica-ack", "yes")
     assert write(a.port, "SET", "x", "1") == "OK"
     wait_until(lambda: synced(a, b), 10, "sync")
-    b.proc.send_signal(signal.SIGSTOP)
-    try:
+    with stopped(b.proc):
         wait_until(lambda: flags_of(a, b) == "slave,fail", 10, "the primary to see the frozen replica's lease gone")
         assert call(a.port, "SET", "y", "2", timeout=30) == "OK"
         assert info(a.port)["connected_slaves"] == "0" and "lease lapsed" in a.log()
-    finally:
-        b.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: link_up(b.port) and synced(a, b) and info(b.port)["failover_eligible"] == "1", 20,
                "the woken replica to sync again")
     ia = info(a.port)
@@ -1737,8 +1742,7 @@ def test_wait_and_role(env):
             c("WAIT", "x", 0)
         # A frozen replica acknowledges nothing: WAIT gives up at its timeout
         # with 0, and what was pipelined behind it runs then.
-        b.proc.send_signal(signal.SIGSTOP)
-        try:
+        with stopped(b.proc):
             c.send("SET", "w3", "v")
             c.send("WAIT", 1, 200)
             c.send("PING")
@@ -1749,8 +1753,6 @@ def test_wait_and_role(env):
             wait_until(lambda: info(a.port, "clients").get("blocked_clients") == "1", 10, "the WAIT to block")
             d.close()
             wait_until(lambda: info(a.port, "clients").get("blocked_clients") == "0", 10, "the WAIT to go")
-        finally:
-            b.proc.send_signal(signal.SIGCONT)
         wait_until(lambda: synced(a, b), 20, "the replica to catch up")
         assert c("WAIT", 1, 0) == 1
     finally:
@@ -1771,12 +1773,7 @@ def test_http_health_of_a_replica_is_a_standby(env):
 
     _, node = env
     ha, hb = free_port(), free_port()
-    a, b = node(*STEADY, "--http-port", str(ha)), node(*STEADY, "--http-port", str(hb))
-    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-    wait_until(lambda: a.id in b.nodes(), 10, "meet")
-    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
-    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    a, b = pair(node, *STEADY, a_extra=("--http-port", str(ha)), b_extra=("--http-port", str(hb)))
     status, body = health(ha)
     assert status == 200 and body["role"] == "leader" and body["ha_state"] == "serving" and body["service_ready"]
     assert "leader_address" not in body
