@@ -41,6 +41,15 @@ def stop_process(proc, sig=None):
             proc.wait()
 
 
+def resp(*args):
+    """One request in RESP: str, int or bytes arguments (raw-socket tests)."""
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

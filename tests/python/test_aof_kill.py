@@ -30,22 +30,33 @@ def writer(port, acked, stop):
         pass
 
 
+def kill9_under_load(srv, writer, acked, target, after_start=None, before_kill=None):
+    """writer(port, acked, stop) runs in a thread until acked[0] reaches
+    target (the load under way, not a time), then the server is killed -9,
+    the writer stopped and the server started again. Returns acked[0] at the
+    kill: every write below it was acknowledged."""
+    stop = threading.Event()
+    t = threading.Thread(target=writer, args=(srv.port, acked, stop))
+    t.start()
+    if after_start:
+        after_start()
+    while acked[0] < target:
+        t.join(0.01)
+        assert t.is_alive()
+    if before_kill:
+        before_kill()
+    srv.kill9()
+    stop.set()
+    t.join(30)
+    srv.start()
+    return acked[0]
+
+
 @pytest.mark.parametrize("policy", ["always", "everysec", "no"])
 def test_acknowledged_writes_survive_kill9(policy):
     srv = LoggedServer("--appendfsync", policy)
     try:
-        acked, stop = [0], threading.Event()
-        t = threading.Thread(target=writer, args=(srv.port, acked, stop))
-        t.start()
-        r = redis.Redis(port=srv.port)
-        while acked[0] < 3000:  # wait for the load to be under way, not for time
-            t.join(0.01)
-            assert t.is_alive()
-        srv.kill9()
-        stop.set()
-        t.join(30)
-        n = acked[0]
-        srv.start()
+        n = kill9_under_load(srv, writer, [0], 3000)
         r = redis.Redis(port=srv.port)
         pipe = r.pipeline(transaction=False)
         for j in range(n):
@@ -123,19 +134,9 @@ def test_mixed_writes_survive_kill9(policy):
     srv = LoggedServer("--appendfsync", policy)
     try:
         for target in (300, 600):  # two kills at different points of the load
-            acked, stop = [-1], threading.Event()
-            t = threading.Thread(target=mixed_writer, args=(srv.port, acked, stop))
             r = redis.Redis(port=srv.port)
             r.flushall()
-            t.start()
-            while acked[0] < target:
-                t.join(0.01)
-                assert t.is_alive()
-            srv.kill9()
-            stop.set()
-            t.join(30)
-            n = acked[0]
-            srv.start()
+            n = kill9_under_load(srv, mixed_writer, [-1], target)
             r = redis.Redis(port=srv.port)
             check_mixed(r, n)
             r.close()
@@ -157,22 +158,15 @@ def test_kill9_during_rewrite_loses_nothing_and_leaves_no_temp_files():
         for kill in range(3):
             r = redis.Redis(port=srv.port)
             r.execute_command("DEBUG", "AOF-REWRITE-DELAY", 200)
-            acked, stop = [-1], threading.Event()
-            t = threading.Thread(target=mixed_writer, args=(srv.port, acked, stop))
             r.flushall()
             for j in range(8):
                 r.set(f"big:{j}", big)
-            t.start()
-            r.execute_command("BGREWRITEAOF")
-            while acked[0] < 50:
-                t.join(0.01)
-                assert t.is_alive()
-            assert r.info("persistence")["aof_rewrite_in_progress"] == 1
-            srv.kill9()
-            stop.set()
-            t.join(30)
-            n = acked[0]
-            srv.start()
+
+            def rewriting():
+                assert r.info("persistence")["aof_rewrite_in_progress"] == 1
+
+            n = kill9_under_load(srv, mixed_writer, [-1], 50, after_start=lambda: r.execute_command("BGREWRITEAOF"),
+                                 before_kill=rewriting)
             r = redis.Redis(port=srv.port)
             try:
                 check_mixed(r, n)

@@ -7,15 +7,7 @@ import time
 
 import pytest
 
-from conftest import Server
-
-
-def enc(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+from conftest import Server, resp as enc
 
 
 def cmd(srv, *args):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import SERVER, child_env, free_port, stop_process
+from conftest import SERVER, child_env, free_port, resp, stop_process
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -42,11 +42,7 @@ class Conn:
         self.s.close()
 
     def send(self, *args):
-        out = [b"*%d\r\n" % len(args)]
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-        self.s.sendall(b"".join(out))
+        self.s.sendall(resp(*args))
 
     def read(self):
         line = self.f.readline()

@@ -15,15 +15,11 @@ import pytest
 import redis
 
 import mooncake
-from conftest import Server
+from conftest import Server, resp
 
 
 def send(sock, *args):
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    sock.sendall(out)
+    sock.sendall(resp(*args))
 
 
 def line(sock):
