@@ -18,7 +18,7 @@ import pytest
 
 from conftest import child_env, free_port
 from test_replication import (STEADY, Conn, RespError, call, env, info, link_up,  # noqa: F401 (env: a fixture)
-                              wait_until, write)
+                              pair, wait_until, write)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
 
@@ -194,13 +194,7 @@ def test_a_primary_whose_alive_key_is_gone_refuses_writes(env):
     proxy = EtcdProxy(etcd)
     try:
         # a long TTL: fencing by the clock would come after 2/3 of it, far past the waits here
-        a = node("--cluster-node-timeout", "120000", "--cluster-etcd-endpoints", proxy.url)
-        b = node("--cluster-node-timeout", "120000")
-        assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-        assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-        wait_until(lambda: a.id in b.nodes(), 10, "meet")
-        assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
-        wait_until(lambda: link_up(b.port), 20, "replica link up")
+        a, b = pair(node, "--cluster-node-timeout", "120000", a_extra=("--cluster-etcd-endpoints", proxy.url))
         b.kill()
         assert call(a.port, "SET", "x", "1") == "OK"
         name = a.args[a.args.index("--cluster-name") + 1]
@@ -238,13 +232,7 @@ def test_etcd_recreated_empty_fails_no_healthy_primary_over(env):
     proxy = EtcdProxy(etcd)
     try:
         timeout = ("--cluster-node-timeout", "30000")    # the replica's wait: far past this test's steps
-        a = node(*timeout, "--cluster-etcd-endpoints", proxy.url)
-        b = node(*timeout)
-        assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-        assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-        wait_until(lambda: a.id in b.nodes(), 10, "meet")
-        assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
-        wait_until(lambda: link_up(b.port), 20, "replica link up")
+        a, b = pair(node, *timeout, a_extra=("--cluster-etcd-endpoints", proxy.url))
         assert call(a.port, "SET", "x", "1") == "OK"
         proxy.hold.add("/v3/lease/grant")
         etcd.stop()
@@ -306,12 +294,7 @@ def test_etcd_frozen_past_the_lease_ttl_fails_nothing_over(env):
     not take the missing key for its primary's death; nothing acknowledged
     is lost."""
     etcd, node = env
-    a, b = node("--cluster-node-timeout", "3000"), node("--cluster-node-timeout", "3000")
-    assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
-    assert call(b.port, "CLUSTER", "MEET", "127.0.0.1", a.port) == "OK"
-    wait_until(lambda: a.id in b.nodes(), 10, "meet")
-    assert call(b.port, "CLUSTER", "REPLICATE", a.id) == "OK"
-    wait_until(lambda: link_up(b.port), 20, "replica link up")
+    a, b = pair(node, "--cluster-node-timeout", "3000")
     assert write(a.port, "SET", "before", "1") == "OK"
     etcd.proc.send_signal(signal.SIGSTOP)
     try:
