@@ -154,7 +154,7 @@ int aofLoading(void) { return aof.loading; }
 void aofFlushedAll(void) {
     if (!aofOn || aof.loading) return;
     size_t from = sdslen(aof.buf);
-    aof.buf = aofCheckRecords(aofCatFlushall(aof.buf), from); /* what changed before it went with it (signalFlushedDb) */
+    aof.buf = aofCheckRecord(aofCatFlushall(aof.buf), from); /* what changed before it went with it (signalFlushedDb) */
 }
 
 /* ---- records from the keyspace --------------------------------------------- */
@@ -228,7 +228,7 @@ void aofSegmentMounted(segment *s) {
     if (stream) *stream = catSegment(*stream, s);
     if (!aofOn || aof.loading) return;
     size_t from = sdslen(aof.buf);
-    aof.buf = aofCheckRecords(catSegment(aof.buf, s), from);
+    aof.buf = aofCheckRecord(catSegment(aof.buf, s), from);
 }
 
 void aofSegmentGone(segment *s) {
@@ -237,7 +237,7 @@ void aofSegmentGone(segment *s) {
     if (stream) *stream = aofCatSegmentGone(*stream, s->id);
     if (!aofOn || aof.loading) return;
     size_t from = sdslen(aof.buf);
-    aof.buf = aofCheckRecords(aofCatSegmentGone(aof.buf, s->id), from);
+    aof.buf = aofCheckRecord(aofCatSegmentGone(aof.buf, s->id), from);
 }
 
 static sds keepInBuf(sds buf) { return buf; } /* detachedRewrite's emit: aof.buf is written in beforeSleep */
@@ -275,13 +275,13 @@ static sds catObjState(sds s, sds key, storeObj *o, long long expire, int *segme
         aofPlaced p;
         if (places && placedOf(o, &p)) {
             s = aofCatPlaced(s, key, sdslen(key), expire, &p);
-            return checked ? aofCheckRecords(s, start) : s;
+            return checked ? aofCheckRecord(s, start) : s;
         }
         *segment_only = 1;
     }
     if (o == NULL || value == NULL) {
         s = aofCatDel(s, key, sdslen(key));
-        return checked ? aofCheckRecords(s, start) : s;
+        return checked ? aofCheckRecord(s, start) : s;
     }
     dumpInfo d;
     dumpInfoFromObj(o, &d);

@@ -663,6 +663,11 @@ sds aofCatRestoreEnd(sds s, const unsigned char *trailer, int checked, uint64_t 
     return aofCatCheck(s, crc64(head_crc, (const unsigned char *)s + from, sdslen(s) - from));
 }
 
+sds aofCheckRecord(sds s, size_t start) {
+    countUp(s, start);
+    return aofCatCheck(s, crc64(0, (const unsigned char *)s + start, sdslen(s) - start));
+}
+
 sds aofCheckRecords(sds s, size_t from) {
     size_t len = sdslen(s);
     if (from >= len) return s;

@@ -137,6 +137,9 @@ int aofNextLogRecord(const char *buf, size_t len, size_t off, size_t max_record,
 sds aofCatFileHeader(sds s);
 sds aofCatCheck(sds s, uint64_t crc);
 sds aofCheckRecords(sds s, size_t from);
+/* The one record just written at s[start..) checked in place: no parse, no copy (the
+ * writer's single records -- DEL, PLACED, FLUSHALL, SEGMENT, SEGMENT.GONE). */
+sds aofCheckRecord(sds s, size_t start);
 /* MULTI (begin) or EXEC, checked: around the records of one event loop
  * iteration, which a load applies all or none of (aof.c). */
 sds aofCatGroup(sds s, int begin);

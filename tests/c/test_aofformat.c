@@ -234,5 +234,32 @@ int main(void) {
         CHECK_EQ(n, 2);
         sdsfree(s);
     }
+    TEST("aofformat: aofCheckRecord (one record, in place) writes what aofCheckRecords does") {
+        aofSegment g = {.id = 7, .size = 1 << 20, .base = 4096, .tier = 1, .mounted_ms = 1000};
+        g.name = (aofStr){"seg", 3};
+        g.owner = (aofStr){"host-a", 6};
+        g.identity = (aofStr){"id-1", 4};
+        g.nendpoints = 1;
+        g.endpoints[0] = (aofStr){"10.0.0.1:1", 10};
+        aofPlaced p = {.created_ms = 5, .value_len = 100, .nreplicas = 1, .segid = {7}, .offset = {64}};
+        for (int kind = 0; kind < 5; kind++) {
+            sds one = sdsnew("head"), many = sdsnew("head");
+            sds *both[2] = {&one, &many};
+            for (int b = 0; b < 2; b++) {
+                sds x = *both[b];
+                if (kind == 0) x = aofCatDel(x, "k", 1);
+                if (kind == 1) x = aofCatFlushall(x);
+                if (kind == 2) x = aofCatSegment(x, &g);
+                if (kind == 3) x = aofCatSegmentGone(x, 7);
+                if (kind == 4) x = aofCatPlaced(x, "p", 1, 0, &p);
+                *both[b] = b == 0 ? aofCheckRecord(x, 4) : aofCheckRecords(x, 4);
+            }
+            CHECK(sdslen(one) > 4 + 23); /* a check was added */
+            CHECK_EQ(sdslen(one), sdslen(many));
+            CHECK(memcmp(one, many, sdslen(one)) == 0);
+            sdsfree(one);
+            sdsfree(many);
+        }
+    }
     return testReport();
 }
