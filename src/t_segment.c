@@ -61,7 +61,10 @@
 /* Takes the segment out of the table and frees it; its replicas become
  * stale at once (store.h) and the reaper removes them in bounded slices.
  * Returns the number of replicas dropped. */
+static uint32_t segmentsDraining; /* in SEG_DRAINING: segmentCron walks the table only while some are */
+
 uint64_t segmentUnmount(segment *s) {
+    if (s->state == SEG_DRAINING) segmentsDraining--;
     /* The zeroing thread must be done with a segment mapped here before it
      * is unmapped (the pool itself is never unmounted). */
     if (s->mem) zerofreeReclaim(1);
@@ -485,6 +488,7 @@ void unmountCommand(client *c) {
         /* Re-issuing can only bring the deadline closer, never postpone it. */
         long long deadline = addSaturate(mstime(), graceful);
         if (s->state != SEG_DRAINING || deadline < s->drain_deadline_ms) s->drain_deadline_ms = deadline;
+        if (s->state != SEG_DRAINING) segmentsDraining++;
         s->state = SEG_DRAINING;
         if (s->ownerp && ownerHeldBy(s->ownerp, c)) s->drain_client_id = c->id;
         addReplyLongLong(c, 0);
@@ -592,6 +596,7 @@ void heartbeatCommand(client *c) {
 
 /* Unmounts draining segments whose time is up. */
 void segmentCron(void) {
+    if (segmentsDraining == 0) return; /* a walk of up to 65535 slots a tick for nothing */
     long long now = mstime();
     for (uint32_t i = 0; i < segtabLen; i++) {
         segment *s = segtab[i];
