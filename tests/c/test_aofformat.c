@@ -35,6 +35,19 @@ static sds catRestore(sds s, const char *key, long long expire, const char *val,
     return aofCatRestoreEnd(s, trailer, checked, head);
 }
 
+/* The segment and the placed object the logs below hold. */
+static aofSegment sampleSegment(void) {
+    aofSegment g = {.id = 7, .size = 1 << 20, .base = 4096, .tier = 1, .mounted_ms = 1000};
+    g.name = (aofStr){"seg", 3};
+    g.owner = (aofStr){"host-a", 6};
+    g.identity = (aofStr){"id-1", 4};
+    g.nendpoints = 1;
+    g.endpoints[0] = (aofStr){"10.0.0.1:1", 10};
+    return g;
+}
+
+static const aofPlaced samplePlaced = {.created_ms = 5, .value_len = 100, .nreplicas = 1, .segid = {7}, .offset = {64}};
+
 /* One of every record, in format 2 (with its header, and a MULTI ... EXEC
  * group) or format 1. */
 static sds buildLog(int checked) {
@@ -43,15 +56,9 @@ static sds buildLog(int checked) {
     s = catRestore(s, "beta", 0, "v2", checked);
     size_t from = sdslen(s);
     s = aofCatDel(s, "alpha", 5);
-    aofSegment g = {.id = 7, .size = 1 << 20, .base = 4096, .tier = 1, .mounted_ms = 1000};
-    g.name = (aofStr){"seg", 3};
-    g.owner = (aofStr){"host-a", 6};
-    g.identity = (aofStr){"id-1", 4};
-    g.nendpoints = 1;
-    g.endpoints[0] = (aofStr){"10.0.0.1:1", 10};
+    aofSegment g = sampleSegment();
     s = aofCatSegment(s, &g);
-    aofPlaced p = {.created_ms = 5, .value_len = 100, .nreplicas = 1, .segid = {7}, .offset = {64}};
-    s = aofCatPlaced(s, "gamma", 5, 1795578924999LL, &p);
+    s = aofCatPlaced(s, "gamma", 5, 1795578924999LL, &samplePlaced);
     s = aofCatSegmentGone(s, 7);
     s = aofCatFlushall(s);
     if (checked) s = aofCheckRecords(s, from);
@@ -235,13 +242,7 @@ int main(void) {
         sdsfree(s);
     }
     TEST("aofformat: aofCheckRecord (one record, in place) writes what aofCheckRecords does") {
-        aofSegment g = {.id = 7, .size = 1 << 20, .base = 4096, .tier = 1, .mounted_ms = 1000};
-        g.name = (aofStr){"seg", 3};
-        g.owner = (aofStr){"host-a", 6};
-        g.identity = (aofStr){"id-1", 4};
-        g.nendpoints = 1;
-        g.endpoints[0] = (aofStr){"10.0.0.1:1", 10};
-        aofPlaced p = {.created_ms = 5, .value_len = 100, .nreplicas = 1, .segid = {7}, .offset = {64}};
+        aofSegment g = sampleSegment();
         for (int kind = 0; kind < 5; kind++) {
             sds one = sdsnew("head"), many = sdsnew("head");
             sds *both[2] = {&one, &many};
@@ -251,7 +252,7 @@ int main(void) {
                 if (kind == 1) x = aofCatFlushall(x);
                 if (kind == 2) x = aofCatSegment(x, &g);
                 if (kind == 3) x = aofCatSegmentGone(x, 7);
-                if (kind == 4) x = aofCatPlaced(x, "p", 1, 0, &p);
+                if (kind == 4) x = aofCatPlaced(x, "p", 1, 0, &samplePlaced);
                 *both[b] = b == 0 ? aofCheckRecord(x, 4) : aofCheckRecords(x, 4);
             }
             CHECK(sdslen(one) > 4 + 23); /* a check was added */
