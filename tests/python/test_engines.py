@@ -17,7 +17,9 @@ def run_ranks(engine, n, server, **opts):
     addr = server.addr
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
-    barrier = ctx.Barrier(n, timeout=60)
+    # Bounds only (a failing run says so when they pass): four spawned ranks
+    # beside both CI suites on two cores can be slow to reach a barrier.
+    barrier = ctx.Barrier(n, timeout=150)
     procs = [ctx.Process(target=engine_ranks.rank_main, args=(engine, r, q, n, addr, barrier, opts))
              for r in range(n)]
     for p in procs:
@@ -25,7 +27,7 @@ def run_ranks(engine, n, server, **opts):
     out = {}
     try:
         for _ in range(n):
-            status, rank, info = q.get(timeout=120)
+            status, rank, info = q.get(timeout=300)
             out[rank] = (status, info)
     finally:
         for p in procs:
@@ -34,7 +36,10 @@ def run_ranks(engine, n, server, **opts):
                 p.kill()
                 p.join()
     errs = {r: info for r, (status, info) in out.items() if status != "ok"}
-    assert not errs, "\n".join(f"rank {r}:\n{tb}" for r, tb in sorted(errs.items()))
+    # Each rank's exception first (a suite's log keeps the message's first
+    # line), then the tracebacks.
+    assert not errs, "; ".join(f"rank {r}: {str(tb).strip().splitlines()[-1]}" for r, tb in sorted(errs.items())) + \
+        "\n" + "\n".join(f"rank {r}:\n{tb}" for r, tb in sorted(errs.items()))
     assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
     return [out[r][1] for r in range(n)]
 
