@@ -780,6 +780,7 @@ typedef struct aclLogEntry {
     mstime_t created;
     long long id;
     sds cinfo;         /* CLIENT LIST line of the client, when it last happened */
+    int server_only;   /* not shown to its tenant: a data-plane refusal names another's key */
 } aclLogEntry;
 
 static aclLogEntry **aclLog; /* newest first */
@@ -796,16 +797,29 @@ static void aclLogTrim(void) {
     while (aclLogLen > server.acllog_max_len) logEntryFree(aclLog[--aclLogLen]);
 }
 
-static void aclLogReset(void) {
-    while (aclLogLen) logEntryFree(aclLog[--aclLogLen]);
+/* Which entries a user reads and resets: a tenant only its own user's (the
+ * refusals of others name their keys and connections), as in SLOWLOG. */
+static int logEntrySeen(const user *u, const aclLogEntry *e) {
+    if (!aclUserRestricted(u)) return 1;
+    return !e->server_only && aclUserSeesUser(u, e->username, sdslen(e->username));
+}
+
+static void aclLogReset(const user *u) {
+    long long kept = 0;
+    for (long long i = 0; i < aclLogLen; i++) {
+        if (logEntrySeen(u, aclLog[i])) logEntryFree(aclLog[i]);
+        else aclLog[kept++] = aclLog[i];
+    }
+    aclLogLen = kept;
 }
 
 #define ACL_LOG_GROUP_MS 60000
 #define ACL_LOG_GROUP_SCAN 10
 
-/* cinfo: the entry's client-info, taken over. */
+/* cinfo: the entry's client-info, taken over. server_only: an entry its
+ * own tenant does not read (aclLogDenialServerOnly). */
 static void aclLogAddEntry(int reason, int context, const char *object, size_t objlen, const char *username,
-                           size_t ulen, sds cinfo) {
+                           size_t ulen, sds cinfo, int server_only) {
     /* INFO stats counts every refusal, logged or not (as Redis 7). */
     if (reason == ACL_DENIED_AUTH) server.stat_acl_denied_auth++;
     else if (reason == ACL_DENIED_CMD) server.stat_acl_denied_cmd++;
@@ -819,7 +833,8 @@ static void aclLogAddEntry(int reason, int context, const char *object, size_t o
     /* The same refusal again within a minute: count it, move it to the front. */
     for (long long i = 0; i < aclLogLen && i < ACL_LOG_GROUP_SCAN; i++) {
         aclLogEntry *e = aclLog[i];
-        if (e->reason == reason && e->context == context && sdslen(e->object) == objlen &&
+        if (e->reason == reason && e->context == context && e->server_only == server_only &&
+            sdslen(e->object) == objlen &&
             !memcmp(e->object, object, objlen) && sdslen(e->username) == ulen &&
             !memcmp(e->username, username, ulen) && now - e->ctime < ACL_LOG_GROUP_MS) {
             e->count++;
@@ -840,6 +855,7 @@ static void aclLogAddEntry(int reason, int context, const char *object, size_t o
     e->ctime = e->created = now;
     e->id = aclLogNextId++;
     e->cinfo = cinfo;
+    e->server_only = server_only;
     aclLog = zrealloc(aclLog, sizeof(*aclLog) * (size_t)(aclLogLen + 1));
     memmove(aclLog + 1, aclLog, sizeof(*aclLog) * (size_t)aclLogLen);
     aclLog[0] = e;
@@ -850,18 +866,22 @@ static void aclLogAddEntry(int reason, int context, const char *object, size_t o
 static void aclLogAdd(client *c, int reason, const char *object, size_t objlen, const char *username,
                       size_t ulen) {
     int context = (c->flags & CLIENT_IN_EXEC) ? LOG_CTX_MULTI : LOG_CTX_TOPLEVEL;
-    aclLogAddEntry(reason, context, object, objlen, username, ulen, catClientInfoString(sdsempty(), c));
+    aclLogAddEntry(reason, context, object, objlen, username, ulen, catClientInfoString(sdsempty(), c), 0);
 }
 
 void aclApplyLogMaxLen(void) { aclLogTrim(); }
 
 static void aclLogReply(client *c, long long count) {
     static const char *reasons[] = {"", "command", "key", "auth", "channel"};
-    if (count > aclLogLen) count = aclLogLen;
+    long long seen = 0;
+    for (long long i = 0; i < aclLogLen && seen < count; i++) seen += logEntrySeen(c->user, aclLog[i]);
+    count = seen;
     mstime_t now = mstime();
     addReplyArrayLen(c, count);
-    for (long long i = 0; i < count; i++) {
+    for (long long i = 0; count > 0; i++) {
         aclLogEntry *e = aclLog[i];
+        if (!logEntrySeen(c->user, e)) continue;
+        count--;
         addReplyMapLen(c, 10);
         addReplyBulkCString(c, "count");
         addReplyLongLong(c, e->count);
@@ -1034,9 +1054,16 @@ void aclLogDenial(client *c, int reason, const char *object, size_t len) {
     aclLogAdd(c, reason, object, len, c->user->name, sdslen(c->user->name));
 }
 
+void aclLogDenialServerOnly(client *c, int reason, const char *object, size_t len) {
+    if (object == NULL) object = "(no key)", len = 8;
+    int context = (c->flags & CLIENT_IN_EXEC) ? LOG_CTX_MULTI : LOG_CTX_TOPLEVEL;
+    aclLogAddEntry(reason, context, object, len, c->user->name, sdslen(c->user->name),
+                   catClientInfoString(sdsempty(), c), 1);
+}
+
 void aclLogDenialFrom(int reason, const char *object, size_t len, const char *username, size_t ulen,
                       const char *cinfo) {
-    aclLogAddEntry(reason, LOG_CTX_TOPLEVEL, object, len, username, ulen, sdsnew(cinfo));
+    aclLogAddEntry(reason, LOG_CTX_TOPLEVEL, object, len, username, ulen, sdsnew(cinfo), 0);
 }
 
 const char *aclSegmentTenantFor(const client *c) { return aclUserRestricted(c->user) ? c->user->name : NULL; }
@@ -1052,8 +1079,9 @@ int aclUserSeesKey(const user *u, const char *key, size_t len) {
     return !aclUserRestricted(u) || aclUserCanAccessKey(u, key, len, 0);
 }
 
-/* Another user's connections and what they ran (CLIENT LIST and KILL,
- * MONITOR, SLOWLOG) are the server's view: a tenant sees its own user's. */
+/* Another user's connections, what they ran and what they were refused
+ * (CLIENT LIST and KILL, MONITOR, SLOWLOG, ACL LOG) are the server's view:
+ * a tenant sees its own user's. */
 int aclUserSeesUser(const user *u, const char *name, size_t len) {
     return !aclUserRestricted(u) || (sdslen(u->name) == len && !memcmp(u->name, name, len));
 }
@@ -1394,7 +1422,7 @@ static void aclLogCommand(client *c) {
     long long count = 10;
     if (c->argc == 3) {
         if (!strcasecmp(c->argv[2], "reset")) {
-            aclLogReset();
+            aclLogReset(c->user);
             addReplyOk(c);
             return;
         }

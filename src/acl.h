@@ -117,11 +117,15 @@ static inline int aclUserRestricted(const user *u) { return !(u->flags & USER_AL
 /* Whether u may access key with perm (ACL_READ, ACL_WRITE, both, or 0 for
  * any pattern that matches). */
 int aclUserCanAccessKey(const user *u, const char *key, size_t keylen, int perm);
-/* A refusal made outside processCommand (the data plane: an extent whose
- * object the user may not access, SHM.ATTACH) goes to ACL LOG too: reason
- * ACL_DENIED_KEY or ACL_DENIED_CMD, object the key (NULL: "(no key)") or
- * the command. Replies nothing. */
+/* A refusal made outside processCommand (SHM.ATTACH; the data plane's,
+ * below) goes to ACL LOG too: reason ACL_DENIED_KEY or ACL_DENIED_CMD,
+ * object the key (NULL: "(no key)") or the command. Replies nothing. */
 void aclLogDenial(struct client *c, int reason, const char *object, size_t len);
+/* The same, for the server's users only: the refusing tenant does not read
+ * it in its own ACL LOG. The data plane's range refusals name the key of
+ * the object found at the offset, which the tenant did not give and must
+ * not learn (nor that an object is there at all). */
+void aclLogDenialServerOnly(struct client *c, int reason, const char *object, size_t len);
 /* The same for a refusal that has no RESP connection (HTTP): cinfo is the
  * entry's client-info, written by the caller. Counted in INFO as well. */
 void aclLogDenialFrom(int reason, const char *object, size_t len, const char *username, size_t ulen,

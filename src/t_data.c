@@ -113,7 +113,7 @@ static storeObj *dataRange(client *c, sds segarg, sds offarg, unsigned long long
             !aclUserCanAccessKey(c->user, key, sdslen(key), state == OBJ_PENDING ? ACL_WRITE : ACL_READ)) {
             /* Logged for the server's users; the tenant gets what free
              * space would answer, so ranges map nothing of the others'. */
-            aclLogDenial(c, ACL_DENIED_KEY, key, key ? sdslen(key) : 0);
+            aclLogDenialServerOnly(c, ACL_DENIED_KEY, key, key ? sdslen(key) : 0);
             *err = range_err;
             return NULL;
         }

@@ -104,6 +104,7 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         $cb put.end tenantB:seg
         set size [dict get [r segment.info $seg] size]
         set free [expr {$size - 64}]
+        r acl log reset
         set e1 [catch {$ca seg.read $seg $off $len} r1]
         set e2 [catch {$ca seg.read $seg $free 8} r2]
         assert_equal {1 1} [list $e1 $e2]
@@ -123,6 +124,12 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         catch {$ca seg.write $seg [expr {$free - 40000}] [string repeat X 40000]} w4
         assert_equal $w4 $w3
         $cb put.revoke tenantB:pend
+        # The refusals are logged for the server's users, naming the object's
+        # key; the tenant's own ACL LOG has none of them: an entry there
+        # would say which offsets hold an object, and whose.
+        assert_match {*tenantB:seg*} [r acl log]
+        assert_match {*tenantB:pend*} [r acl log]
+        assert_equal {} [$ca acl log]
     }
 
     test {SEG.READ of another tenant's segment id answers as a segment that does not exist} {
@@ -246,6 +253,33 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         r slowlog reset
         assert_no_match {*tenantB:kept*} [r slowlog get -1]
         r config set slowlog-log-slower-than 10000
+    }
+
+    test {ACL LOG shows a tenant only its own user's refusals, and its RESET clears only those} {
+        # Another's refusal names the key it was refused (a prefix probed)
+        # and the connection; like SLOWLOG, a tenant's view is its own.
+        r acl log reset
+        catch {$cb get tenantA:probed-by-bob}
+        catch {$ca get tenantB:probed-by-alice}
+        set intruder [redis_client]
+        catch {$intruder auth bob wrong-password}
+        $intruder close
+        set mine [$ca acl log]
+        assert_equal 1 [llength $mine]
+        assert_match {*tenantB:probed-by-alice*} $mine
+        assert_no_match {*probed-by-bob*} $mine
+        assert_no_match {*username bob*} $mine
+        # COUNT counts among its own entries.
+        assert_equal 1 [llength [$ca acl log 5]]
+        # Bob sees his two: the key he was refused and the failed AUTH as him.
+        assert_equal 2 [llength [$cb acl log]]
+        assert_equal OK [$ca acl log reset]
+        assert_equal {} [$ca acl log]
+        assert_equal 2 [llength [$cb acl log]]
+        assert_equal 2 [llength [r acl log]]
+        # A server user's RESET clears every user's.
+        r acl log reset
+        assert_equal {} [$cb acl log]
     }
 
 
