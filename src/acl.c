@@ -1319,8 +1319,17 @@ static void aclSetUserCommand(client *c) {
     addReplyOk(c);
 }
 
+/* The user named, if c may see it: a tenant sees only its own (another's
+ * patterns say its prefix, its password digests can be attacked offline,
+ * the default user's is requirepass's), and any other name is as one
+ * nobody has. ACL GETUSER, DRYRUN, LIST and USERS ask. */
+static user *lookupUserSeen(const client *c, const char *name, size_t len) {
+    user *u = lookupUser(name, len);
+    return u && aclUserSeesUser(c->user, u->name, sdslen(u->name)) ? u : NULL;
+}
+
 static void aclGetUserCommand(client *c) {
-    user *u = lookupUser(c->argv[2], sdslen(c->argv[2]));
+    user *u = lookupUserSeen(c, c->argv[2], sdslen(c->argv[2]));
     if (u == NULL) {
         addReplyNull(c);
         return;
@@ -1388,7 +1397,7 @@ static void aclCatCommand(client *c) {
 }
 
 static void aclDryRunCommand(client *c) {
-    user *u = lookupUser(c->argv[2], sdslen(c->argv[2]));
+    user *u = lookupUserSeen(c, c->argv[2], sdslen(c->argv[2]));
     if (u == NULL) {
         addReplyErrorFormat(c, "ERR User '%.128s' not found", c->argv[2]);
         return;
@@ -1476,12 +1485,19 @@ void aclCommand(client *c) {
         aclGetUserCommand(c);
     } else if (!strcasecmp(sub, "deluser") && c->argc >= 3) {
         aclDelUserCommand(c);
-    } else if (!strcasecmp(sub, "users") && c->argc == 2) {
+    } else if ((!strcasecmp(sub, "users") || !strcasecmp(sub, "list")) && c->argc == 2) {
+        int list = !strcasecmp(sub, "list");
+        if (aclUserRestricted(c->user)) {
+            addReplyArrayLen(c, 1);
+            if (list) addReplyBulkSds(c, describeUser(sdsempty(), c->user));
+            else addReplyBulk(c, c->user->name, sdslen(c->user->name));
+            return;
+        }
         addReplyArrayLen(c, NumUsers);
-        for (int i = 0; i < NumUsers; i++) addReplyBulk(c, Users[i]->name, sdslen(Users[i]->name));
-    } else if (!strcasecmp(sub, "list") && c->argc == 2) {
-        addReplyArrayLen(c, NumUsers);
-        for (int i = 0; i < NumUsers; i++) addReplyBulkSds(c, describeUser(sdsempty(), Users[i]));
+        for (int i = 0; i < NumUsers; i++) {
+            if (list) addReplyBulkSds(c, describeUser(sdsempty(), Users[i]));
+            else addReplyBulk(c, Users[i]->name, sdslen(Users[i]->name));
+        }
     } else if (!strcasecmp(sub, "whoami") && c->argc == 2) {
         addReplyBulk(c, c->user->name, sdslen(c->user->name));
     } else if (!strcasecmp(sub, "cat") && c->argc <= 3) {

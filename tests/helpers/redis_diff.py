@@ -1377,8 +1377,9 @@ class Run:
 #    bitmap; what the rules allow is compared through DRYRUN and the bursts;
 #  - @store and this server's own commands; ACL CAT <category> is compared
 #    on the commands both servers have (COMMAND LIST of each);
-#  - as a restricted user, KEYS/SCAN/DBSIZE/RANDOMKEY/FLUSHALL/CLIENT LIST and
-#    PUBSUB listings: a tenant sees only its own here ("Tenancy");
+#  - as a restricted user, KEYS/SCAN/DBSIZE/RANDOMKEY/FLUSHALL/CLIENT LIST,
+#    PUBSUB listings and ACL GETUSER of another user: a tenant sees only its
+#    own here ("Tenancy");
 #  - the user `default` is never changed (the other connections run as it);
 #  - the user named "" (Redis 7.0 creates it; refused here) and ACL LOG
 #    with a negative count (an empty list in Redis 7.0, an error here, as in
@@ -1533,6 +1534,7 @@ class AclRun(Run):
         user = g.user()
         pw = r.choice(ACL_PASS)
         loose = self.selective(user)
+        tenant = self.tenant(user)
         pair = (Conn(self.mc.port), Conn(self.rd.port))
         self.conns["U"] = pair
         try:
@@ -1550,6 +1552,8 @@ class AclRun(Run):
                 args = g.cmd_for_user()
                 if loose and args[0] not in (b"PING", b"ECHO", b"PUBLISH", b"CONFIG", b"CLIENT", b"ACL"):
                     continue  # not even sent: the keyspaces would part
+                if tenant and args[:2] == [b"ACL", b"GETUSER"] and args[2] != user:
+                    continue  # a tenant sees only its own user here
                 self.history.append([b"U:"] + args)
                 a, b = self.mirror("U", args)
                 mode = None
@@ -1582,6 +1586,15 @@ class AclRun(Run):
             return False
         f = {x.val: y for x, y in zip(rep.val[::2], rep.val[1::2])}
         return b"%" in (f.get(b"keys", Reply("$", b"")).val or b"")
+
+    def tenant(self, user):
+        """Whether the user is restricted by key patterns (no ~*): a tenant,
+        which sees only its own user in ACL GETUSER here."""
+        rep = self.conns["D"][1].call([b"ACL", b"GETUSER", user])
+        if rep.kind not in "*%" or not rep.val:
+            return False
+        f = {x.val: y for x, y in zip(rep.val[::2], rep.val[1::2])}
+        return b"~*" not in (f.get(b"keys", Reply("$", b"")).val or b"").split(b" ")
 
     @staticmethod
     def dryrun_text(r):

@@ -282,6 +282,25 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal {} [$cb acl log]
     }
 
+    test {ACL USERS, LIST, GETUSER and DRYRUN show a tenant only its own user} {
+        # Another user's rules say its prefix, and its password digests (the
+        # default user's is requirepass's) are unsalted SHA-256, open to an
+        # offline search: a tenant granted these reads only itself.
+        assert_equal alice [$ca acl users]
+        set lines [$ca acl list]
+        assert_equal 1 [llength $lines]
+        assert_match {user alice on #* ~tenantA:* *} [lindex $lines 0]
+        assert_equal {} [$ca acl getuser bob]
+        assert_equal {} [$ca acl getuser default]
+        assert_match {*~tenantA:**} [$ca acl getuser alice]
+        assert_error {ERR User 'bob' not found} {$ca acl dryrun bob get tenantB:k}
+        assert_equal OK [$ca acl dryrun alice get tenantA:k]
+        # Server users see everyone, as in Redis.
+        assert_equal {alice bob default} [r acl users]
+        assert_match {*~tenantB:**} [r acl getuser bob]
+        assert_equal OK [r acl dryrun bob get tenantB:k]
+    }
+
 
     test {Owner names are per tenant: another tenant's owner name is free, and the same name is two owners} {
         set idb [$cb mount ownb-seg 1mb OWNER sharedname-owner]
