@@ -985,10 +985,29 @@ static int channelAllowed(const user *u, sds ch, int literal) {
     return 0;
 }
 
+/* The channels the server speaks on about keys: keyspace notifications
+ * and store events. A message there is believed to come from the server
+ * (a router drops its index entry on __store@0__:remove), so a tenant,
+ * granted them to listen to its own keys' events, may not publish there:
+ * it could forge events about another tenant's keys. */
+static int serverEventChannel(sds ch) {
+    static const char *const prefixes[] = {"__keyspace@", "__keyevent@", "__store@"};
+    for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+        size_t n = strlen(prefixes[i]);
+        if (sdslen(ch) >= n && !memcmp(ch, prefixes[i], n)) return 1;
+    }
+    return 0;
+}
+
 static int checkChannels(const user *u, serverCommand *cmd, sds *argv, int argc, int *pos) {
     int first = 1, last;
-    if (cmd->proc == publishCommand || cmd->proc == spublishCommand) last = 1;
-    else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand || cmd->proc == psubscribeCommand)
+    if (cmd->proc == publishCommand || cmd->proc == spublishCommand) {
+        last = 1;
+        if (aclUserRestricted(u) && argc > 1 && serverEventChannel(argv[1])) {
+            *pos = 1;
+            return ACL_DENIED_CHANNEL;
+        }
+    } else if (cmd->proc == subscribeCommand || cmd->proc == ssubscribeCommand || cmd->proc == psubscribeCommand)
         last = argc - 1;
     else return ACL_OK;
     for (int j = first; j <= last && j < argc; j++) {

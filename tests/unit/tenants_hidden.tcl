@@ -96,6 +96,33 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         $l close
         r config set notify-keyspace-events ""
     }
+    test {A tenant granted the server's event channels may listen, not publish: no forged events} {
+        # Granted __keyspace@0__:* to hear its own keys' events, a tenant
+        # could otherwise PUBLISH a "del" of another tenant's key to that
+        # tenant's listeners (or a store event to a router).
+        r config set notify-keyspace-events KA
+        set l [redis_deferring_client]
+        $l auth bob pb
+        $l read
+        $l psubscribe __keyspace@0__:tenantB:*
+        $l read
+        foreach {ch msg} {__keyspace@0__:tenantB:k del __keyevent@0__:del tenantB:k
+                          __store@0__:remove {node=0 size=0 segments= key=tenantB:k}} {
+            assert_error {NOPERM No permissions to access a channel} {$ca publish $ch $msg}
+            assert_error {NOPERM No permissions to access a channel} {$ca spublish $ch $msg}
+        }
+        assert_match {*reason channel*object __store@0__:remove*} [lindex [$ca acl log 1] 0]
+        # Its own channels stay its own to publish on.
+        assert_equal 0 [$ca publish tenantA:news hi]
+        # The first event bob hears is the server's, for a real write.
+        $cb set tenantB:k v
+        assert_equal {pmessage __keyspace@0__:tenantB:* __keyspace@0__:tenantB:k set} [$l read]
+        # A server user publishes there as in Redis.
+        assert_equal 1 [r publish __keyspace@0__:tenantB:k hello]
+        assert_equal {pmessage __keyspace@0__:tenantB:* __keyspace@0__:tenantB:k hello} [$l read]
+        $l close
+        r config set notify-keyspace-events ""
+    }
 
     test {SEG.READ/SEG.WRITE over another tenant's object answer as over free space} {
         set v secretsecret
