@@ -44,6 +44,7 @@ enum { CFG_BOOL, CFG_INT, CFG_MEM, CFG_DOUBLE, CFG_ENUM, CFG_STRING, CFG_SPECIAL
 #define CFG_BINARY (1 << 4)    /* the value may hold zero bytes (passwords) */
 #define CFG_APPLY_LAST (1 << 5) /* apply hook an undo cannot take back: run after the others */
 #define CFG_APPLY_MAY_REFUSE (1 << 6) /* CFG_APPLY_LAST whose hook may refuse: first among those */
+#define CFG_SECRET (1 << 7)    /* a password: CONFIG GET leaves it out for a tenant (configGetCommand) */
 
 typedef struct configEnum {
     const char *name;
@@ -433,7 +434,7 @@ static standardConfig configs[] = {
     INTC("unixsocketperm", CFG_IMMUTABLE | CFG_OCTAL, &cfg_unixsocketperm, 0, 0777, "0", NULL),
     INTC("tcp-backlog", CFG_IMMUTABLE, &cfg_tcp_backlog, 0, INT_MAX, "511", NULL),
     BOOLC("protected-mode", 0, &server.protected_mode, "yes"),
-    SPECC("requirepass", CFG_ONEARG | CFG_BINARY, "", setRequirepass, getRequirepass),
+    SPECC("requirepass", CFG_ONEARG | CFG_BINARY | CFG_SECRET, "", setRequirepass, getRequirepass),
     STRC("aclfile", CFG_IMMUTABLE, &server.acl_filename, ""),
     INTC("acllog-max-len", CFG_APPLY_LAST, &server.acllog_max_len, 0, LONG_MAX, "128", applyAclLogMaxLen),
     INTC("maxclients", 0, &server.maxclients, 1, 1000000, "10000", applyMaxclients),
@@ -532,7 +533,7 @@ static standardConfig configs[] = {
     /* Replication (replication.c) */
     MEMCA("repl-backlog-size", CFG_APPLY_LAST, &server.repl_backlog_size, 16 * 1024, LLONG_MAX / 2, "1mb", applyBacklogSize),
     INTC("repl-backlog-ttl", 0, &server.repl_backlog_ttl, 0, LLONG_MAX / 1000, "3600", NULL),
-    SPECC("masterauth", CFG_ONEARG | CFG_BINARY, "", setMasterauth, getMasterauth),
+    SPECC("masterauth", CFG_ONEARG | CFG_BINARY | CFG_SECRET, "", setMasterauth, getMasterauth),
     STRC("masteruser", 0, &server.masteruser, ""),
     {NULL, 0, 0, NULL, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL}};
 
@@ -826,7 +827,13 @@ static void configGetCommand(client *c) {
     long long n = 0;
     /* Collected first: the reply needs the count up front. */
     sds *names = NULL, *values = NULL;
+    /* The passwords are the server's (requirepass is the default user's,
+     * masterauth the primary's): a tenant granted CONFIG GET, to read
+     * limits, gets no parameter by those names, as on a server without
+     * them, not the keys to every other tenant's data. */
+    int tenant = aclUserRestricted(c->user);
     for (standardConfig *cf = configs; cf->name; cf++) {
+        if (tenant && (cf->flags & CFG_SECRET)) continue;
         for (int j = 2; j < c->argc; j++) {
             if (stringmatchlen(c->argv[j], sdslen(c->argv[j]), cf->name, strlen(cf->name), 1)) {
                 names = zrealloc(names, sizeof(sds) * (size_t)(n + 1));

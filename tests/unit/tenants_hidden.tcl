@@ -328,6 +328,24 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         assert_equal OK [r acl dryrun bob get tenantB:k]
     }
 
+    test {CONFIG GET never gives a tenant the server's passwords (requirepass, masterauth)} {
+        # A tenant granted CONFIG GET to read limits would otherwise read
+        # the default user's password, and with it every tenant's keys.
+        r config set masterauth primary-secret
+        assert_equal [r config get maxmemory-policy] [$ca config get maxmemory-policy]
+        assert_equal {} [$ca config get requirepass]
+        assert_equal {} [$ca config get masterauth]
+        set all [$ca config get *]
+        assert {[dict exists $all maxmemory]}
+        assert {![dict exists $all requirepass]}
+        assert {![dict exists $all masterauth]}
+        assert_no_match {*primary-secret*} $all
+        # A server user reads them, as in Redis.
+        assert_equal {masterauth primary-secret} [r config get masterauth]
+        assert_equal {requirepass {}} [r config get requirepass]
+        r config set masterauth ""
+    }
+
 
     test {Owner names are per tenant: another tenant's owner name is free, and the same name is two owners} {
         set idb [$cb mount ownb-seg 1mb OWNER sharedname-owner]
