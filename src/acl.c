@@ -958,11 +958,11 @@ int aclUserCanAccessKey(const user *u, const char *key, size_t keylen, int perm)
     return 0;
 }
 
-/* What a command needs of its keys. SET ... GET reads the old value too. */
-static int keyPermNeeded(const serverCommand *cmd, sds *argv, int argc) {
-    int perm = 0;
-    if (cmd->flags & CMD_READONLY) perm |= ACL_READ;
-    if (cmd->flags & CMD_WRITE) perm |= ACL_WRITE;
+/* What a command needs of its i-th key: its key flags' (commands.c,
+ * keyPermOf), as Redis 7 asks of its key specs. SET ... GET reads the old
+ * value too. */
+static int keyPermNeeded(const serverCommand *cmd, sds *argv, int argc, int i) {
+    int perm = cmd->key_perm[i > 0];
     if (cmd->proc == setCommand)
         for (int j = 3; j < argc; j++)
             if (!strcasecmp(argv[j], "get")) perm |= ACL_READ;
@@ -1028,9 +1028,9 @@ static int checkUser(const user *u, serverCommand *cmd, sds *argv, int argc, int
     int stackkeys[32];
     int *keys = argc <= 32 ? stackkeys : zmalloc(sizeof(int) * (size_t)argc);
     int n = clusterCommandKeys(cmd, argv, argc, keys, argc);
-    int perm = keyPermNeeded(cmd, argv, argc), rc = ACL_OK;
+    int rc = ACL_OK;
     for (int i = 0; i < n; i++) {
-        if (!aclUserCanAccessKey(u, argv[keys[i]], sdslen(argv[keys[i]]), perm)) {
+        if (!aclUserCanAccessKey(u, argv[keys[i]], sdslen(argv[keys[i]]), keyPermNeeded(cmd, argv, argc, i))) {
             *keypos = keys[i];
             rc = ACL_DENIED_KEY;
             break;

@@ -818,13 +818,19 @@ static void synopsisFor(serverCommand *cmd, int *used) {
     }
 }
 
+static void keyPermsFor(serverCommand *cmd); /* below, beside the key flags it reads */
+
 void populateCommandDocs(void) {
     int n = 0;
     while (commandSynopses[n].command) n++;
     int *used = zcalloc(sizeof(int) * (size_t)(n + 1));
     for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
         synopsisFor(cmd, used);
-        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) synopsisFor(sub, used);
+        keyPermsFor(cmd);
+        for (serverCommand *sub = cmd->subcommands; sub && sub->name; sub++) {
+            synopsisFor(sub, used);
+            keyPermsFor(sub);
+        }
     }
     for (int i = 0; i < n; i++)
         if (!used[i]) {
@@ -868,6 +874,12 @@ static const struct {
     {"persist", "RW update", NULL},       {"rename", "RW access delete", "OW update"},
     {"renamenx", "RW access delete", "OW insert"},
     {"copy", "RO access", "OW update"},   {"migrate", "RW access delete", NULL},
+    /* The store's writes that do not read the value: a write-only (%W~)
+     * producer may put, publish, revoke and pin without being able to read. */
+    {"put.start", "OW update", NULL},     {"batch.put.start", "OW update", NULL},
+    {"put.end", "RW update", NULL},       {"batch.put.end", "RW update", NULL},
+    {"put.revoke", "RW delete", NULL},
+    {"pin", "RW update", NULL},           {"unpin", "RW update", NULL},
     /* Reads of the key's metadata, not its value: no "access". */
     {"exists", "RO", NULL},               {"touch", "RO", NULL},
     {"type", "RO", NULL},                 {"strlen", "RO", NULL},
@@ -889,6 +901,30 @@ static const char *keyFlags(const serverCommand *cmd, int ordinal) {
     if (cmd->flags & CMD_WRITE) return "RW access update";
     if (cmd->flags & CMD_READONLY) return "RO access";
     return "RO";
+}
+
+/* The permission a key's flags ask of an ACL user, as Redis 7 reads its
+ * key specs: "access" (the value is read or returned) needs read; "insert",
+ * "delete" and "update" need write; a key read only for its metadata
+ * (EXISTS, TYPE: "RO") needs a pattern that matches it, either kind. So a
+ * %W~ user cannot read through a write (GETDEL, GETSET, INCR, COPY or
+ * RENAME to a key it may read, MIGRATE). */
+static int keyPermOf(const char *flags) {
+    int perm = 0;
+    char word[32];
+    while (*flags) {
+        size_t len = strcspn(flags, " ");
+        snprintf(word, sizeof(word), "%.*s", (int)len, flags);
+        if (!strcmp(word, "access")) perm |= ACL_READ;
+        else if (!strcmp(word, "insert") || !strcmp(word, "delete") || !strcmp(word, "update")) perm |= ACL_WRITE;
+        flags += len + (flags[len] == ' ');
+    }
+    return perm;
+}
+
+static void keyPermsFor(serverCommand *cmd) {
+    cmd->key_perm[0] = keyPermOf(keyFlags(cmd, 0));
+    cmd->key_perm[1] = keyPermOf(keyFlags(cmd, 1));
 }
 
 /* Key specs in COMMAND INFO (and key_spec_index in COMMAND DOCS): one, or

@@ -147,6 +147,11 @@ typedef struct serverCommand {
      * bitmap, and its categories (ACL_CAT_*). */
     int id;
     uint64_t acl_categories;
+    /* What ACL asks of its keys (ACL_READ | ACL_WRITE), from their key
+     * flags as Redis 7 does: "access" reads, "insert", "delete" and
+     * "update" write. [0] the first key, [1] the others (RENAME's
+     * destination). Set by populateCommandDocs. */
+    int key_perm[2];
 } serverCommand;
 
 /* A command queued between MULTI and EXEC (multi.c): its arguments, taken

@@ -206,6 +206,42 @@ start_server {tags {acl}} {
         assert_equal w [r get wo:1]
     }
 
+    test {A %W~ key cannot be read through a write: GETDEL, GETSET, GETEX, INCR, COPY, RENAME} {
+        # Each returns or moves the value, so each needs read as in Redis 7
+        # (its key spec says "access"); writes that return nothing of it do not.
+        r set wo:s secret
+        r set wo:n 41
+        set c [acl_client ta p1]
+        foreach cmd {{getdel wo:s} {getset wo:s x} {getex wo:s} {getex wo:s persist} {incr wo:n}
+                     {incrby wo:n 1} {decr wo:n} {incrbyfloat wo:n 1} {copy wo:s tenantA:c}
+                     {rename wo:s tenantA:r} {renamenx wo:s tenantA:r}} {
+            assert_error {NOPERM*} [list $c {*}$cmd]
+        }
+        assert_equal secret [r get wo:s]
+        assert_equal 41 [r get wo:n]
+        assert_equal 0 [r exists tenantA:c tenantA:r]
+        # Moving a readable key into the write-only prefix, and the pure
+        # writes, stay allowed.
+        $c set tenantA:src v
+        assert_equal OK [$c rename tenantA:src wo:moved]
+        assert_equal 7 [$c append wo:s x]
+        assert_equal 1 [$c expire wo:s 1000]
+        assert_equal 1 [$c del wo:moved]
+        # A metadata read needs a pattern of either kind, as in Redis 7.
+        assert_equal 1 [$c exists wo:s]
+        # A write-only producer of the store puts, publishes and pins, and
+        # reads nothing back.
+        lassign [lindex [$c put.start wo:p 5] 0] seg off len
+        $c seg.write $seg $off hello
+        assert_equal OK [$c put.end wo:p]
+        assert_equal OK [$c pin wo:p 1000]
+        assert_error {NOPERM*} {$c get.replicas wo:p}
+        assert_error {*not inside the extent*} {$c seg.read $seg $off 5}
+        assert_equal hello [r get wo:p]
+        assert_equal {{wo:p {OW update}}} [r command getkeysandflags put.start wo:p 5]
+        $c close
+    }
+
     test {ACL DRYRUN says what a user could run, without running it} {
         assert_equal OK [r acl dryrun ta get tenantA:1]
         assert_match {*no permissions*} [r acl dryrun ta get tenantB:1]
