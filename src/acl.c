@@ -149,6 +149,8 @@ static const struct {
     {"flushall", ACL_CAT_KEYSPACE | ACL_CAT_DANGEROUS},
     {"flushdb", ACL_CAT_KEYSPACE | ACL_CAT_DANGEROUS},
     {"dbsize", ACL_CAT_KEYSPACE},
+    {"swapdb", ACL_CAT_KEYSPACE | ACL_CAT_DANGEROUS},
+    {"lastsave", ACL_CAT_ADMIN | ACL_CAT_DANGEROUS},
     {"keys", ACL_CAT_DANGEROUS},
     {"migrate", ACL_CAT_DANGEROUS},
     {"restore", ACL_CAT_DANGEROUS},

@@ -862,6 +862,48 @@ void selectCommand(client *c) {
     addReplyOk(c);
 }
 
+/* One database, as SELECT says: SWAPDB 0 0 is the only swap there is, and
+ * answers OK as Redis's does; any other index is out of range, with
+ * Redis's words, so a script written for a 16-database Redis fails where
+ * it would fail against `databases 1`. */
+void swapdbCommand(client *c) {
+    long long a, b;
+    if (server.cluster_enabled) {
+        addReplyError(c, "ERR SWAPDB is not allowed in cluster mode");
+        return;
+    }
+    if (getLongLongFromObjectOrReply(c, c->argv[1], &a, "ERR invalid first DB index") != C_OK) return;
+    if (getLongLongFromObjectOrReply(c, c->argv[2], &b, "ERR invalid second DB index") != C_OK) return;
+    if (a != 0 || b != 0) {
+        addReplyError(c, "ERR DB index is out of range");
+        return;
+    }
+    addReplyOk(c);
+}
+
+/* There are no RDB snapshots: the append-only log is the persistence
+ * (aof.c). LASTSAVE answers what INFO persistence's rdb_last_save_time
+ * says -- the start, when the dataset was last whole on disk as far as a
+ * snapshot goes -- so a monitor that polls either sees one value. SAVE and
+ * BGSAVE are refused rather than mapped onto the log: a backup script that
+ * runs BGSAVE then copies dump.rdb would find no file, long after an OK
+ * told it the snapshot was taken; the refusal says what to use instead. */
+void lastsaveCommand(client *c) { addReplyLongLong(c, (long long)(server.starttime_ms / 1000)); }
+
+#define NO_RDB_ERR                                                                                      \
+    " is not supported: there are no RDB snapshots; the append-only file is the persistence (CONFIG " \
+    "SET appendonly yes, BGREWRITEAOF to rewrite it)"
+
+void saveCommand(client *c) { addReplyError(c, "ERR SAVE" NO_RDB_ERR); }
+
+void bgsaveCommand(client *c) {
+    if (c->argc > 2 || (c->argc == 2 && strcasecmp(c->argv[1], "schedule"))) {
+        addReplyErrorSyntax(c);
+        return;
+    }
+    addReplyError(c, "ERR BGSAVE" NO_RDB_ERR);
+}
+
 void quitCommand(client *c) {
     addReplyOk(c);
     c->flags |= CLIENT_CLOSE_AFTER_REPLY;
