@@ -105,6 +105,21 @@ static serverCommand memorySubcommands[] = {
     SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
+/* LATENCY (latencymon.c): admin, as Redis's, but for HELP. */
+static serverCommand latencySubcommands[] = {
+    SUB("doctor", latencyCommand, 2, A | L | S, "Returns a human-readable latency analysis report."),
+    {.name = "histogram", .proc = latencyCommand, .arity = -2, .flags = A | L | S, .since = "7.0.0",
+     .summary = "Returns the cumulative distribution of latencies of a subset or all commands.",
+     .complexity = "O(N) where N is the number of commands with latency information being retrieved."},
+    {.name = "history", .proc = latencyCommand, .arity = 3, .flags = A | L | S, .since = "2.8.13",
+     .summary = "Returns timestamp-latency samples for an event.", .complexity = "O(1)"},
+    {.name = "latest", .proc = latencyCommand, .arity = 2, .flags = A | L | S, .since = "2.8.13",
+     .summary = "Returns the latest latency samples for all events.", .complexity = "O(1)"},
+    {.name = "reset", .proc = latencyCommand, .arity = -2, .flags = A | L | S, .since = "2.8.13",
+     .summary = "Resets the latency data for one or more events.", .complexity = "O(1)"},
+    SUB("help", latencyCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
 static serverCommand objectSubcommands[] = {
     SUBK("encoding", objectCommand, 3, R, 2, 2, 1, "Returns the internal encoding of a Redis object.", "2.2.3", "O(1)"),
     SUBK("freq", objectCommand, 3, R, 2, 2, 1, "Returns the logarithmic access frequency counter of a Redis object.", "4.0.0", "O(1)"),
@@ -220,6 +235,7 @@ serverCommand commandTable[] = {
     CMD("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys.", "1.0.0", "O(N) where N is the total number of keys"),
     CMD("flushdb", flushallCommand, -1, W, 0, 0, 0, "server", "Removes all keys (there is one database).", "1.0.0", "O(N) where N is the number of keys"),
     CMD("shutdown", shutdownCommand, -1, A | L | S | X, 0, 0, 0, "server", "Stops the server.", "1.0.0", "O(N) when saving, where N is the total number of keys"),
+    CMDX("latency", latencyCommand, -2, 0, 0, 0, 0, "server", "A container for latency diagnostics commands.", "2.8.13", "Depends on subcommand.", NULL, latencySubcommands),
     CMDX("slowlog", slowlogCommand, -2, A, 0, 0, 0, "server", "A container for slow log commands.", "2.2.12", "Depends on subcommand.", NULL, slowlogSubcommands),
     CMD("debug", debugCommand, -2, A | L | S, 0, 0, 0, "server", "A container for debugging commands.", "1.0.0", "Depends on subcommand."),
     CMDX("acl", aclCommand, -2, S | L, 0, 0, 0, "server", "A container for Access List Control commands.", "6.0.0", "Depends on subcommand.", NULL, aclSubcommands),
@@ -423,6 +439,9 @@ static const struct {
     {"flushdb", "async=[ASYNC|SYNC]"},
     {"shutdown", "[NOSAVE|SAVE] [NOW] [FORCE] [ABORT]"},
     {"slowlog|get", "[count:integer]"},
+    {"latency|histogram", "[command:string...]"},
+    {"latency|history", "event:string"},
+    {"latency|reset", "[event:string...]"},
     {"memory|usage", "key:key [SAMPLES count:integer]"},
     {"debug", "subcommand=(SLEEP seconds:double|OBJECT key:string|ALLOC-CHECK|ZEROFREE op=(PAUSE|RESUME|DRAIN))"},
     {"acl|cat", "[category:string]"},

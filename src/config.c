@@ -483,6 +483,7 @@ static standardConfig configs[] = {
     /* Slow log */
     INTC("slowlog-log-slower-than", 0, &server.slowlog_log_slower_than, -1, LLONG_MAX, "10000", NULL),
     INTC("slowlog-max-len", 0, &server.slowlog_max_len, 0, LONG_MAX, "128", NULL),
+    INTC("latency-monitor-threshold", 0, &server.latency_monitor_threshold, 0, LLONG_MAX, "0", NULL),
     /* The pool (segment 'self') */
     MEMC("segment-size", CFG_IMMUTABLE, &server.segment_size, 1024 * 1024, LLONG_MAX, "1gb"),
     BOOLC("segment-hugepages", CFG_IMMUTABLE, &server.segment_hugepages, "no"),

@@ -61,6 +61,13 @@ double latencyPercentile(const latencyHist *h, double pct) {
 
 uint64_t latencyCount(const latencyHist *h) { return h ? h->count : 0; }
 
+uint64_t latencyCountBelow(const latencyHist *h, uint64_t usec) {
+    if (h == NULL) return 0;
+    uint64_t n = 0;
+    for (unsigned b = 0; b < LAT_BUCKETS && bucketTop(b) < usec; b++) n += h->counts[b];
+    return n;
+}
+
 void latencyReset(latencyHist **h) {
     zfree(*h);
     *h = NULL;

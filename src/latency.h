@@ -13,6 +13,9 @@ void latencyRecord(latencyHist **h, uint64_t usec);
  * histogram's resolution; 0 if empty. */
 double latencyPercentile(const latencyHist *h, double pct);
 uint64_t latencyCount(const latencyHist *h);
+/* How many records are below usec (a power of two: exact, since no bucket
+ * straddles one). */
+uint64_t latencyCountBelow(const latencyHist *h, uint64_t usec);
 void latencyReset(latencyHist **h);
 
 #endif

@@ -234,6 +234,8 @@ void call(client *c) {
     if (server.latency_tracking) latencyRecord(&cmd->latency, duration > 0 ? (uint64_t)duration : 0);
     server.stat_numcommands++;
     if (!(cmd->flags & CMD_SKIP_SLOWLOG)) slowlogPushEntryIfNeeded(c, c->argv, c->argc, duration);
+    if (server.latency_monitor_threshold > 0 && !(cmd->flags & CMD_SKIP_SLOWLOG))
+        latencyMonitorSample(cmd->flags & CMD_FAST ? "fast-command" : "command", duration / 1000);
     if (monitor_line) monitorFeed(monitor_line, c);
 }
 
@@ -541,8 +543,15 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     }
     clientsCron();
     /* At most a quarter of the loop for expiry, as Redis's slow cycle. */
+    long long t0 = server.latency_monitor_threshold > 0 ? mstime() : 0;
     storeActiveExpireCycle(period_us / 4);
+    if (t0) {
+        long long t1 = mstime();
+        latencyMonitorSample("expire-cycle", t1 - t0);
+        t0 = t1;
+    }
     storeEvictionCron(period_us / 10);
+    if (t0) latencyMonitorSample("eviction-cycle", mstime() - t0);
     storeRehashCron(1000);
     ownerCron();
     segmentCron();

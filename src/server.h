@@ -380,6 +380,7 @@ struct mooncakeServer {
     long long segment_size;
     long long maxmemory;    /* pool bytes in use + the dataset's heap (store.c); 0 = no limit */
     int latency_tracking;   /* per-command latency histograms (INFO latencystats) */
+    long long latency_monitor_threshold; /* ms; events this long go to LATENCY (latencymon.c); 0: off */
     double latency_percentiles[16];
     int latency_npercentiles;
     int segment_hugepages;
@@ -534,6 +535,10 @@ void slowlogInit(void);
 void slowlogPushEntryIfNeeded(client *c, sds *argv, int argc, long long duration);
 void slowlogCommand(client *c);
 void slowlogReset(void);
+
+/* latencymon.c */
+void latencyMonitorSample(const char *event, long long ms);
+void latencyCommand(client *c);
 
 /* info.c */
 sds genInfoString(const char *section);

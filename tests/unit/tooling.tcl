@@ -42,3 +42,69 @@ start_server {tags {tooling}} {
         assert_equal {@admin @slow @dangerous} [lindex $infos 3 6]
     }
 }
+
+# LATENCY (src/latencymon.c): the monitor's events and the per-command
+# histograms, in the shapes redis_exporter and redis-cli read.
+start_server {tags {tooling latency}} {
+    test {LATENCY with the monitor off: nothing recorded, and DOCTOR says how to turn it on} {
+        assert_equal 0 [lindex [r config get latency-monitor-threshold] 1]
+        r debug sleep 0.02
+        assert_equal {} [r latency latest]
+        assert_equal {} [r latency history command]
+        assert_match {*disabled*latency-monitor-threshold*} [r latency doctor]
+        assert_equal 0 [r latency reset]
+    }
+
+    test {LATENCY LATEST and HISTORY record a command over the threshold; RESET clears them} {
+        r config set latency-monitor-threshold 10
+        r debug sleep 0.03
+        r ping
+        set latest [r latency latest]
+        assert_equal 1 [llength $latest]
+        lassign [lindex $latest 0] event when last max
+        assert_equal command $event
+        assert_morethan_equal $last 30
+        assert_morethan_equal $max $last
+        assert_lessthan_equal [expr {abs($when - [clock seconds])}] 5
+        set hist [r latency history command]
+        assert_equal 1 [llength $hist]
+        assert_equal [list $when $last] [lindex $hist 0]
+        assert_equal {} [r latency history fast-command]
+        assert_match {*command: 1 spikes*} [r latency doctor]
+        assert_equal 0 [r latency reset nosuch]
+        assert_equal 1 [r latency reset command nosuch]
+        assert_equal {} [r latency latest]
+        r config set latency-monitor-threshold 0
+    }
+
+    test {LATENCY HISTOGRAM: calls and cumulative counts below powers of two, named commands only} {
+        r config resetstat
+        r set h1 v
+        r set h2 v
+        r get h1
+        set reply [r latency histogram set get nosuch set]
+        assert_equal {set get} [dict keys $reply]
+        set s [dict get $reply set]
+        assert_equal 2 [dict get $s calls]
+        set buckets [dict get $s histogram_usec]
+        set prev 0
+        foreach {bound count} $buckets {
+            # each bound a power of two, each count larger than the last
+            assert_equal 0 [expr {$bound & ($bound - 1)}]
+            assert_morethan $count $prev
+            set prev $count
+        }
+        assert_equal 2 $prev
+        assert_equal 1 [dict get [dict get $reply get] calls]
+        assert_equal {} [r latency histogram nosuch]
+        assert {[dict exists [r latency histogram] set]}
+    }
+
+    test {LATENCY: a wrong subcommand or arity is refused as Redis refuses it} {
+        assert_error {ERR unknown subcommand 'graph'. Try LATENCY HELP.} {r latency graph command}
+        assert_error {ERR wrong number of arguments for 'latency|history' command} {r latency history}
+        assert_error {ERR wrong number of arguments for 'latency|latest' command} {r latency latest x}
+        assert_error {*argument must be between 0 and*} {r config set latency-monitor-threshold -1}
+        assert_equal 0 [lindex [r config get latency-monitor-threshold] 1]
+    }
+}
