@@ -1397,6 +1397,8 @@ int aofShutdown(int force) {
 
 /* ---- INFO ---------------------------------------------------------------------- */
 
+size_t aofBufferLength(void) { return aof.buf ? sdslen(aof.buf) : 0; }
+
 sds aofInfo(sds s) {
     s = sdscatprintf(s,
                      "aof_enabled:%d\r\n"

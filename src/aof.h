@@ -84,6 +84,7 @@ const char *aofWriteRefusal(void);
 /* CONFIG SET appendonly yes|no (config.c's hook). */
 int aofApplyConfig(const char **err);
 sds aofInfo(sds s); /* INFO persistence's aof_* fields */
+size_t aofBufferLength(void); /* MEMORY STATS aof.buffer */
 int aofLoading(void);
 
 void bgrewriteaofCommand(struct client *c);

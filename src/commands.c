@@ -102,6 +102,10 @@ static serverCommand slowlogSubcommands[] = {
 static serverCommand memorySubcommands[] = {
     SUBK("usage", memoryCommand, -3, R, 2, 2, 1, "Estimates the memory usage of a key.", "4.0.0",
          "O(N) where N is the number of samples."),
+    SUB("doctor", memoryCommand, 2, 0, "Outputs a memory problems report."),
+    SUB("malloc-stats", memoryCommand, 2, 0, "Returns the allocator statistics."),
+    SUB("purge", memoryCommand, 2, 0, "Asks the allocator to release memory."),
+    SUB("stats", memoryCommand, 2, 0, "Returns details about memory usage."),
     SUB("help", memoryCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 

@@ -33,7 +33,10 @@
 #include <strings.h>
 
 #include "acl.h"
+#include "aof.h"
 #include "notify.h"
+#include "replication.h"
+#include "segment.h"
 #include "server.h"
 #include "store.h"
 #include "tenantkeys.h"
@@ -559,14 +562,199 @@ static long long keyMemoryUsage(sds key, storeObj *o) {
     return bytes;
 }
 
+/* used_memory as INFO reports it: the heap plus the pool's bytes in use.
+ * Each reading also raises the peak, so INFO and MEMORY STATS never show a
+ * peak below the current figure (the cron raises it between readings). */
+size_t memoryUsedUpdatePeak(void) {
+    allocStats ps;
+    allocGetStats(server.self->alloc, &ps);
+    size_t used = zmalloc_used_memory() + (size_t)ps.used;
+    if (used > server.stat_peak_memory) server.stat_peak_memory = used;
+    return used;
+}
+
+/* What the process should have resident: the heap, and the pool's pages
+ * that were touched -- those pre-faulted at start (segment-prefault) and
+ * those values took -- whether or not a value holds them now. Redis's
+ * fragmentation divides RSS by the heap alone; here a pre-faulted 1 GiB
+ * pool would then read as a ratio of hundreds, and every exporter's
+ * "fragmentation > 1.5" alert would fire on a healthy server. */
+size_t memoryExpectedResident(void) {
+    allocStats ps;
+    allocGetStats(server.self->alloc, &ps);
+    uint64_t pool = server.self->prefaulted > ps.used ? server.self->prefaulted : ps.used;
+    return zmalloc_used_memory() + (size_t)pool;
+}
+
+/* MEMORY STATS, with Redis 7.0's field names and order so the tools that
+ * read it (redis_exporter, RedisInsight, Datadog) find them; what has no
+ * counterpart here (Lua, functions, cluster links) is 0. Memory is Redis's
+ * "allocated" figure -- the heap here plus the pool's bytes in use, as
+ * used_memory -- and the pool gets two fields of its own at the end.
+ * Overhead is what is not the dataset: the heap at start, client buffers,
+ * the replication backlog, the AOF buffer and the key tables. The
+ * fragmentation pair compares RSS with memoryExpectedResident (above). */
+static void memoryStats(client *c) {
+    size_t used = memoryUsedUpdatePeak(), rss = zmalloc_get_rss();
+    size_t startup = server.startup_heap, backlog = replBacklogMemory(), aofbuf = aofBufferLength();
+    size_t clients_normal = 0, clients_replicas = 0;
+    for (client *t = server.clients_head; t; t = t->next) {
+        if (t->repl) clients_replicas += clientMemoryUsage(t);
+        else clients_normal += clientMemoryUsage(t);
+    }
+    size_t main_ht = dictMemUsage(server.keys), expires_ht = dictMemUsage(server.expires);
+    size_t overhead = startup + backlog + clients_normal + clients_replicas + aofbuf + main_ht + expires_ht;
+    size_t keys = storeSize();
+    size_t net = used > startup ? used - startup : 0;
+    size_t dataset = used > overhead ? used - overhead : 0;
+    size_t allocated, active, resident;
+    zmalloc_get_allocator_info(&allocated, &active, &resident);
+    allocStats ps;
+    allocGetStats(server.self->alloc, &ps);
+    /* ratio and difference of two figures, Redis's pairs; 0 when unknown */
+#define RATIO(a, b) ((b) ? (double)(a) / (double)(b) : 0.0)
+#define DIFF(a, b) ((long long)(a) - (long long)(b))
+    addReplyMapLen(c, 30);
+    addReplyBulkCString(c, "peak.allocated");
+    addReplyLongLong(c, (long long)server.stat_peak_memory);
+    addReplyBulkCString(c, "total.allocated");
+    addReplyLongLong(c, (long long)used);
+    addReplyBulkCString(c, "startup.allocated");
+    addReplyLongLong(c, (long long)startup);
+    addReplyBulkCString(c, "replication.backlog");
+    addReplyLongLong(c, (long long)backlog);
+    addReplyBulkCString(c, "clients.slaves");
+    addReplyLongLong(c, (long long)clients_replicas);
+    addReplyBulkCString(c, "clients.normal");
+    addReplyLongLong(c, (long long)clients_normal);
+    addReplyBulkCString(c, "cluster.links");
+    addReplyLongLong(c, 0);
+    addReplyBulkCString(c, "aof.buffer");
+    addReplyLongLong(c, (long long)aofbuf);
+    addReplyBulkCString(c, "lua.caches");
+    addReplyLongLong(c, 0);
+    addReplyBulkCString(c, "functions.caches");
+    addReplyLongLong(c, 0);
+    addReplyBulkCString(c, "db.0");
+    addReplyMapLen(c, 2);
+    addReplyBulkCString(c, "overhead.hashtable.main");
+    addReplyLongLong(c, (long long)main_ht);
+    addReplyBulkCString(c, "overhead.hashtable.expires");
+    addReplyLongLong(c, (long long)expires_ht);
+    addReplyBulkCString(c, "overhead.total");
+    addReplyLongLong(c, (long long)overhead);
+    addReplyBulkCString(c, "keys.count");
+    addReplyLongLong(c, (long long)keys);
+    addReplyBulkCString(c, "keys.bytes-per-key");
+    addReplyLongLong(c, keys ? (long long)(net / keys) : 0);
+    addReplyBulkCString(c, "dataset.bytes");
+    addReplyLongLong(c, (long long)dataset);
+    addReplyBulkCString(c, "dataset.percentage");
+    addReplyDouble(c, 100.0 * RATIO(dataset, net));
+    addReplyBulkCString(c, "peak.percentage");
+    addReplyDouble(c, 100.0 * RATIO(used, server.stat_peak_memory));
+    addReplyBulkCString(c, "allocator.allocated");
+    addReplyLongLong(c, (long long)allocated);
+    addReplyBulkCString(c, "allocator.active");
+    addReplyLongLong(c, (long long)active);
+    addReplyBulkCString(c, "allocator.resident");
+    addReplyLongLong(c, (long long)resident);
+    addReplyBulkCString(c, "allocator-fragmentation.ratio");
+    addReplyDouble(c, RATIO(active, allocated));
+    addReplyBulkCString(c, "allocator-fragmentation.bytes");
+    addReplyLongLong(c, DIFF(active, allocated));
+    addReplyBulkCString(c, "allocator-rss.ratio");
+    addReplyDouble(c, RATIO(resident, active));
+    addReplyBulkCString(c, "allocator-rss.bytes");
+    addReplyLongLong(c, DIFF(resident, active));
+    addReplyBulkCString(c, "rss-overhead.ratio");
+    addReplyDouble(c, RATIO(rss, resident));
+    addReplyBulkCString(c, "rss-overhead.bytes");
+    addReplyLongLong(c, resident ? DIFF(rss, resident) : 0);
+    addReplyBulkCString(c, "fragmentation");
+    addReplyDouble(c, RATIO(rss, memoryExpectedResident()));
+    addReplyBulkCString(c, "fragmentation.bytes");
+    addReplyLongLong(c, DIFF(rss, memoryExpectedResident()));
+    addReplyBulkCString(c, "pool.size");
+    addReplyLongLong(c, (long long)ps.capacity);
+    addReplyBulkCString(c, "pool.used");
+    addReplyLongLong(c, (long long)ps.used);
+#undef RATIO
+#undef DIFF
+}
+
+/* MEMORY DOCTOR: what a person should look at, from the figures above and
+ * the pool's. Silent about an instance too small to judge, as Redis is. */
+static sds memoryDoctor(void) {
+    size_t used = memoryUsedUpdatePeak(), rss = zmalloc_get_rss();
+    allocStats ps;
+    allocGetStats(server.self->alloc, &ps);
+    if (used < 5 * 1024 * 1024 && storeSize() < 1000)
+        return sdsnew("This instance is empty or uses very little memory (under 5 MB, under 1000 keys): "
+                      "there is nothing to diagnose yet.\n");
+    sds s = sdsempty();
+    if (server.stat_peak_memory > used + used / 2)
+        s = sdscatprintf(s, "* Peak memory: %zu bytes at the peak, %zu now (more than 150%%). The allocator may keep "
+                            "pages of the peak (MEMORY PURGE gives jemalloc's back).\n",
+                         server.stat_peak_memory, used);
+    size_t heap = zmalloc_used_memory();
+    if (rss > heap + ps.capacity + (heap + ps.capacity) / 2 && rss > 64 * 1024 * 1024)
+        s = sdscatprintf(s, "* High RSS: %zu bytes resident for %zu of heap and a pool of %llu.\n", rss, heap,
+                         (unsigned long long)ps.capacity);
+    if (ps.limit && ps.used > ps.limit - ps.limit / 10)
+        s = sdscatprintf(s, "* The pool is over 90%% full (%llu of %llu bytes): writes evict or are refused "
+                            "(maxmemory-policy, INFO store store_evictions).\n",
+                         (unsigned long long)ps.used, (unsigned long long)ps.limit);
+    if (ps.free && ps.largest_free < ps.free / 2 && ps.free > 16 * 1024 * 1024)
+        s = sdscatprintf(s, "* Pool fragmentation: the largest free range is %llu of %llu free bytes; large values "
+                            "may not fit without evicting (INFO store store_free_fragmentation).\n",
+                         (unsigned long long)ps.largest_free, (unsigned long long)ps.free);
+    size_t clients = 0;
+    for (client *t = server.clients_head; t; t = t->next) clients += clientMemoryUsage(t);
+    if (clients > 200 * 1024 * 1024)
+        s = sdscatprintf(s, "* Client buffers hold %zu bytes (CLIENT LIST tot-mem, client-output-buffer-limit).\n",
+                         clients);
+    if (sdslen(s) == 0) return sdscat(s, "No memory problems found.\n");
+    return sdscat(s, "Other figures: MEMORY STATS, INFO memory and INFO store.\n");
+}
+
+static void appendMallocStats(void *arg, const char *text) {
+    sds *s = arg;
+    *s = sdscat(*s, text);
+}
+
 void memoryCommand(client *c) {
     const char *sub = c->argv[1];
     if (!strcasecmp(sub, "help") && c->argc == 2) {
         static const char *help[] = {
+            "DOCTOR", "    Return memory problems reports.",
+            "MALLOC-STATS", "    Return internal statistics report from the memory allocator.",
+            "PURGE", "    Attempt to purge dirty pages for reclamation by the allocator.",
+            "STATS", "    Return information about the memory usage of the server.",
             "USAGE <key> [SAMPLES <count>]",
             "    Return the bytes a key and its value use: heap for the key and object, plus its extents in segments.",
             NULL};
         addReplyHelp(c, help);
+    } else if ((!strcasecmp(sub, "stats") || !strcasecmp(sub, "doctor")) && c->argc == 2 &&
+               aclUserRestricted(c->user)) {
+        /* The whole server's figures (keys, clients, the pool): not a
+         * tenant's to see, as INFO shows a tenant its own part only. */
+        addReplyErrorFormat(c, "-NOPERM MEMORY %s shows the whole server; a user restricted to key patterns may not run it",
+                            !strcasecmp(sub, "stats") ? "STATS" : "DOCTOR");
+    } else if (!strcasecmp(sub, "stats") && c->argc == 2) {
+        memoryStats(c);
+    } else if (!strcasecmp(sub, "doctor") && c->argc == 2) {
+        sds s = memoryDoctor();
+        addReplyVerbatim(c, s, sdslen(s), "txt");
+        sdsfree(s);
+    } else if (!strcasecmp(sub, "malloc-stats") && c->argc == 2) {
+        sds s = sdsempty();
+        if (!zmalloc_stats_print(appendMallocStats, &s)) s = sdscat(s, "Stats not supported for the current allocator");
+        addReplyVerbatim(c, s, sdslen(s), "txt");
+        sdsfree(s);
+    } else if (!strcasecmp(sub, "purge") && c->argc == 2) {
+        zmalloc_purge(); /* best effort, as Redis: OK either way */
+        addReplyOk(c);
     } else if (!strcasecmp(sub, "usage") && c->argc >= 3) {
         for (int j = 3; j < c->argc; j += 2) {
             long long samples;

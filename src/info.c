@@ -207,6 +207,10 @@ sds genInfoString(const char *section) {
         char what[64];
         uint64_t machine = segmentMachineMemory(what, sizeof(what));
         unsigned long long used = (unsigned long long)heap + ps.used;
+        memoryUsedUpdatePeak();
+        unsigned long long peak = server.stat_peak_memory > used ? server.stat_peak_memory : used;
+        char hpk[32];
+        bytesToHuman(hpk, sizeof(hpk), peak);
         char hu[32], hr[32], hp[32], hm[32], hs[32];
         bytesToHuman(hu, sizeof(hu), used);
         bytesToHuman(hr, sizeof(hr), rss);
@@ -217,6 +221,9 @@ sds genInfoString(const char *section) {
         s = sdscatprintf(s,
                          "used_memory:%llu\r\n"
                          "used_memory_human:%s\r\n"
+                         "used_memory_peak:%llu\r\n"
+                         "used_memory_peak_human:%s\r\n"
+                         "used_memory_startup:%zu\r\n"
                          "used_memory_heap:%zu\r\n"
                          "used_memory_pool:%llu\r\n"
                          "used_memory_dataset:%llu\r\n"
@@ -230,11 +237,13 @@ sds genInfoString(const char *section) {
                          "maxmemory:%lld\r\n"
                          "maxmemory_human:%s\r\n"
                          "maxmemory_policy:%s\r\n"
+                         "mem_fragmentation_ratio:%.2f\r\n"
                          "mem_allocator:%s\r\n"
                          "lazyfree_pending_objects:%llu\r\n",
-                         used, hu, heap, (unsigned long long)ps.used, (unsigned long long)storeDatasetUsed(), rss, hr, (unsigned long long)machine, hs,
+                         used, hu, peak, hpk, server.startup_heap, heap, (unsigned long long)ps.used, (unsigned long long)storeDatasetUsed(), rss, hr, (unsigned long long)machine, hs,
                          server.segment_size, hp, (unsigned long long)ps.limit, server.maxmemory, hm,
-                         server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction", zmalloc_lib(),
+                         server.evict_policy == EVICT_LRU ? "allkeys-lru" : "noeviction",
+                         (double)rss / (double)memoryExpectedResident(), zmalloc_lib(),
                          storeLazyFreePending());
     }
     if ((w = wantSection(section, "stats", &count))) {

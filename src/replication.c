@@ -132,6 +132,10 @@ void replBacklogReset(void) {
     repl.backlog->idx = repl.backlog->histlen = 0;
 }
 
+size_t replBacklogMemory(void) {
+    return repl.backlog ? zmalloc_size(repl.backlog) + zmalloc_size(repl.backlog->buf) : 0;
+}
+
 void replBacklogFree(void) {
     if (!repl.backlog) return;
     zfree(repl.backlog->buf);

@@ -31,6 +31,7 @@ int replClientHeld(struct client *c); /* its replies wait for replicas' acks */
 const char *replWriteRefusal(struct client *c);
 long long replOffset(void);
 sds replInfo(sds s);           /* INFO replication */
+size_t replBacklogMemory(void); /* MEMORY STATS replication.backlog */
 /* A cluster replica (a standby): 1 with its link streaming, 2 catching up; leader gets the
  * primary's "host:port". 0 for a primary or a standalone server. (http.c's /health) */
 int replStandby(char *leader, size_t len);

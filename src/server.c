@@ -542,6 +542,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
         server.shutdown_asap = 0;
     }
     clientsCron();
+    memoryUsedUpdatePeak();
     /* At most a quarter of the loop for expiry, as Redis's slow cycle. */
     long long t0 = server.latency_monitor_threshold > 0 ? mstime() : 0;
     storeActiveExpireCycle(period_us / 4);
@@ -1192,6 +1193,7 @@ int main(int argc, char **argv) {
               server.segment_prefault ? ", pre-faulting in the background" : "");
     serverLog(LL_NOTICE, "Server initialized, listening on port %d%s%s", server.port,
               server.sofd != -1 ? " and unix socket " : "", server.sofd != -1 ? server.unixsocket : "");
+    server.startup_heap = zmalloc_used_memory();
     serverLog(LL_NOTICE, "Ready to accept connections");
     aeMain(server.el);
     aeDeleteEventLoop(server.el);

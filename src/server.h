@@ -351,6 +351,8 @@ struct mooncakeServer {
     /* Stats. */
     mstime_t stat_starttime;
     long long stat_numcommands, stat_numconnections, stat_rejected_conn;
+    size_t stat_peak_memory;      /* the highest used_memory seen (cron, INFO, MEMORY STATS) */
+    size_t startup_heap;          /* the heap when the server began serving (MEMORY STATS) */
     long long stat_expiredkeys, stat_evictedkeys, stat_keyspace_hits, stat_keyspace_misses;
     long long stat_net_input_bytes, stat_net_output_bytes;
     long long stat_total_error_replies;
@@ -607,6 +609,8 @@ void clientLeasesPrune(client *c, int all);
 void clientShrinkIdleBuffers(client *c);
 void statsRecordError(const char *reply, size_t len); /* info.c: INFO errorstats */
 size_t clientMemoryUsage(client *c); /* all: on disconnect, without releasing */
+size_t memoryUsedUpdatePeak(void);    /* db.c: used_memory, raising the peak */
+size_t memoryExpectedResident(void);  /* db.c: heap + pool pages touched (fragmentation's base) */
 void scanCommand(client *c);
 void keysCommand(client *c);
 void dbsizeCommand(client *c);

@@ -100,3 +100,46 @@ size_t zmalloc_get_rss(void) {
     if (n != 2) return 0;
     return (size_t)resident * (size_t)sysconf(_SC_PAGESIZE);
 }
+
+/* ---- the allocator's own statistics (MEMORY STATS, MALLOC-STATS, PURGE) ---- */
+
+#ifdef USE_JEMALLOC
+#include <jemalloc/jemalloc.h>
+#include <stdint.h>
+
+int zmalloc_get_allocator_info(size_t *allocated, size_t *active, size_t *resident) {
+    /* jemalloc caches its statistics; bumping the epoch refreshes them. */
+    uint64_t epoch = 1;
+    size_t sz = sizeof(epoch);
+    mallctl("epoch", &epoch, &sz, &epoch, sz);
+    sz = sizeof(size_t);
+    *allocated = *active = *resident = 0;
+    if (mallctl("stats.allocated", allocated, &sz, NULL, 0) || mallctl("stats.active", active, &sz, NULL, 0) ||
+        mallctl("stats.resident", resident, &sz, NULL, 0))
+        return 0;
+    return 1;
+}
+
+int zmalloc_stats_print(void (*write)(void *arg, const char *text), void *arg) {
+    malloc_stats_print(write, arg, NULL);
+    return 1;
+}
+
+int zmalloc_purge(void) {
+    char cmd[64];
+    snprintf(cmd, sizeof(cmd), "arena.%d.purge", MALLCTL_ARENAS_ALL);
+    return mallctl(cmd, NULL, NULL, NULL, 0) == 0;
+}
+#else
+int zmalloc_get_allocator_info(size_t *allocated, size_t *active, size_t *resident) {
+    *allocated = *active = *resident = 0;
+    return 0;
+}
+
+int zmalloc_stats_print(void (*write)(void *arg, const char *text), void *arg) {
+    (void)write, (void)arg;
+    return 0;
+}
+
+int zmalloc_purge(void) { return 0; }
+#endif

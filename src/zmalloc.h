@@ -27,5 +27,12 @@ size_t zmalloc_used_memory(void);
 const char *zmalloc_lib(void);
 size_t zmalloc_get_rss(void);
 void zmalloc_set_oom_handler(void (*handler)(size_t));
+/* The allocator's own view (jemalloc's stats.allocated/active/resident);
+ * 0 and all three zero under libc, which keeps no such counters. */
+int zmalloc_get_allocator_info(size_t *allocated, size_t *active, size_t *resident);
+/* MEMORY MALLOC-STATS and PURGE: jemalloc's report (through write, in
+ * pieces) and giving its dirty pages back; 0 under libc. */
+int zmalloc_stats_print(void (*write)(void *arg, const char *text), void *arg);
+int zmalloc_purge(void);
 
 #endif

@@ -108,3 +108,54 @@ start_server {tags {tooling latency}} {
         assert_equal 0 [lindex [r config get latency-monitor-threshold] 1]
     }
 }
+
+# MEMORY STATS/DOCTOR/MALLOC-STATS/PURGE (db.c): Redis's field names, so
+# exporters that read them by name find them.
+start_server {tags {tooling memory}} {
+    test {MEMORY STATS has Redis 7.0's fields, in its order, and the pool's} {
+        for {set i 0} {$i < 50} {incr i} { r set mk$i [string repeat x 100] }
+        set stats [r memory stats]
+        set want [list peak.allocated total.allocated startup.allocated replication.backlog clients.slaves \
+                  clients.normal cluster.links aof.buffer lua.caches functions.caches db.0 overhead.total \
+                  keys.count keys.bytes-per-key dataset.bytes dataset.percentage peak.percentage \
+                  allocator.allocated allocator.active allocator.resident allocator-fragmentation.ratio \
+                  allocator-fragmentation.bytes allocator-rss.ratio allocator-rss.bytes rss-overhead.ratio \
+                  rss-overhead.bytes fragmentation fragmentation.bytes pool.size pool.used]
+        assert_equal $want [dict keys $stats]
+        assert_equal {overhead.hashtable.main overhead.hashtable.expires} [dict keys [dict get $stats db.0]]
+        assert_equal [r dbsize] [dict get $stats keys.count]
+        assert_morethan_equal [dict get $stats peak.allocated] [dict get $stats total.allocated]
+        assert_morethan [dict get $stats clients.normal] 0
+        assert_morethan_equal [dict get $stats pool.used] 5000
+        assert_equal [lindex [r config get segment-size] 1] [dict get $stats pool.size]
+        assert {[string is double -strict [dict get $stats fragmentation]]}
+    }
+
+    test {INFO memory has used_memory_peak, used_memory_startup and mem_fragmentation_ratio} {
+        set info [r info memory]
+        assert_match "*\r\nused_memory_peak:*" $info
+        assert_match "*\r\nused_memory_startup:*" $info
+        regexp {\r\nused_memory:(\d+)\r\n} $info -> used
+        regexp {\r\nused_memory_peak:(\d+)\r\n} $info -> peak
+        assert_morethan_equal $peak $used
+        assert_match "*\r\nmem_fragmentation_ratio:*.*" $info
+    }
+
+    test {MEMORY DOCTOR, MALLOC-STATS and PURGE answer} {
+        assert_match {*nothing to diagnose*} [r memory doctor]
+        assert {[string length [r memory malloc-stats]] > 0}
+        assert_equal OK [r memory purge]
+        assert_error {ERR unknown subcommand 'nosuch'. Try MEMORY HELP.} {r memory nosuch}
+        assert_error {ERR wrong number of arguments for 'memory|stats' command} {r memory stats x}
+    }
+
+    test {MEMORY STATS and DOCTOR are refused to a tenant (a user restricted to key patterns)} {
+        r acl setuser tenant on >pw ~tenant:* +@all
+        set t [redis_client]
+        $t auth tenant pw
+        assert_error {NOPERM MEMORY STATS shows the whole server*} {$t memory stats}
+        assert_error {NOPERM MEMORY DOCTOR*} {$t memory doctor}
+        $t close
+        r acl deluser tenant
+    }
+}
