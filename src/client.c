@@ -13,6 +13,7 @@
  * server. CLIENT LIST walks every client, as Redis's does: it is an
  * operator's command, not one a request path issues.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -224,6 +225,9 @@ void clientCommand(client *c) {
             "SETINFO <LIB-NAME|LIB-VER> <value>", "    Accepted for client compatibility.",
             "NO-TOUCH (ON|OFF)", "    Reads of this connection do not change the LRU of the keys they read.",
             "NO-EVICT (ON|OFF)", "    Protect this connection from client eviction (none is done yet).",
+            "PAUSE <timeout> [WRITE|ALL]",
+            "    Suspend all, or just write, clients for <timeout> milliseconds.",
+            "UNPAUSE", "    Stop the current client pause, resuming traffic.",
             NULL};
         addReplyHelp(c, help);
     } else if (c->argc == 2 && !strcasecmp(sub, "id")) {
@@ -296,6 +300,34 @@ void clientCommand(client *c) {
         } else {
             addReplyErrorSyntax(c);
         }
+    } else if ((c->argc == 3 || c->argc == 4) && !strcasecmp(sub, "pause")) {
+        long long ms;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms)) {
+            addReplyError(c, "ERR timeout is not an integer or out of range");
+            return;
+        }
+        if (ms < 0) {
+            addReplyError(c, "ERR timeout is negative");
+            return;
+        }
+        long long now = mstime();
+        if (ms > LLONG_MAX - now) {
+            addReplyError(c, "ERR timeout is out of range");
+            return;
+        }
+        int type = PAUSE_ALL;
+        if (c->argc == 4) {
+            if (!strcasecmp(c->argv[3], "write")) type = PAUSE_WRITE;
+            else if (strcasecmp(c->argv[3], "all")) {
+                addReplyError(c, "ERR CLIENT PAUSE mode must be WRITE or ALL");
+                return;
+            }
+        }
+        pauseClients(type, now + ms);
+        addReplyOk(c);
+    } else if (c->argc == 2 && !strcasecmp(sub, "unpause")) {
+        unpauseClients();
+        addReplyOk(c);
     } else if (c->argc == 4 && !strcasecmp(sub, "setinfo")) {
         if (strcasecmp(c->argv[2], "lib-name") && strcasecmp(c->argv[2], "lib-ver")) {
             addReplyErrorFormat(c, "ERR Unrecognized option '%s'", c->argv[2]);

@@ -74,6 +74,10 @@ static serverCommand clientSubcommands[] = {
     SUB("setinfo", clientCommand, 4, L | S, "Sets information specific to the client or connection."),
     SUB("no-touch", clientCommand, 3, L | S, "Controls whether commands sent by the client affect the LRU/LFU of accessed keys."),
     SUB("no-evict", clientCommand, 3, A | L | S, "Sets the client eviction mode of the connection."),
+    {.name = "pause", .proc = clientCommand, .arity = -3, .flags = A | L | S, .since = "3.0.0",
+     .summary = "Suspends commands processing.", .complexity = "O(1)"},
+    {.name = "unpause", .proc = clientCommand, .arity = 2, .flags = A | L | S, .since = "6.2.0",
+     .summary = "Resumes processing commands from paused clients.", .complexity = "O(N) Where N is the number of paused clients"},
     {.name = "reply", .proc = clientCommand, .arity = 3, .flags = L | S,
      .summary = "Instructs the server whether to reply to commands.", .since = "3.2.0", .complexity = "O(1)"},
     SUB("help", clientCommand, 2, L | S, "Returns helpful text about the different subcommands."),
@@ -420,6 +424,7 @@ static const struct {
     {"client|no-evict", "enabled=(ON|OFF)"},
     {"client|setinfo", "attr=(LIB-NAME libname:string|LIB-VER libver:string)"},
     {"client|reply", "on_off_skip=(ON|OFF|SKIP)"},
+    {"client|pause", "timeout:integer [mode=(WRITE|ALL)]"},
     /* transactions */
     {"watch", "key:key..."},
     /* server */

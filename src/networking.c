@@ -172,6 +172,7 @@ void freeClient(client *c) {
     discardTransaction(c); /* the queued arguments, and the WATCHes */
     zfree(c->watched);
     ownerDetachClient(c);
+    if (c->flags & CLIENT_PAUSED) pauseClientGone(c);
     if (c->flags & CLIENT_BLOCKED) {
         server.blocked_clients--;
         clusterOpClientGone(c);
@@ -1189,6 +1190,103 @@ void blockClient(client *c, struct clusterOp *op) {
     c->blocked_op = op;
 }
 
+/* ---- CLIENT PAUSE ----------------------------------------------------------
+ *
+ * CLIENT PAUSE ms [WRITE|ALL] stops, until ms have passed or CLIENT UNPAUSE,
+ * every command (ALL) or every command that could change the dataset
+ * (WRITE: the write commands, EXEC of a transaction holding one, PUBLISH
+ * and SPUBLISH, as Redis's "may replicate"), from every client but the
+ * replicas' links. Operators use it to let replicas catch up before a
+ * switch-over, or to hold writers while a proxy moves them. As in Redis,
+ * a paused command is one not yet run: its client is blocked with its
+ * arguments kept (CLIENT_BLOCKED | CLIENT_RERUN, as relay.c's reads), what
+ * it pipelined waits in its query buffer, and when the pause ends each
+ * command goes through processCommand again, every check made afresh, in
+ * the order the clients were paused. Reads go on under WRITE. Under ALL
+ * even CLIENT UNPAUSE waits (Redis 7.0 does the same): the timeout ends it.
+ *
+ * The end is checked in beforeSleep; a time event at the end wakes the
+ * loop then, so a pause lasts its ms and no cron tick more. Resuming
+ * happens there too, never inside a command: CLIENT UNPAUSE only ends the
+ * pause, and its own reply goes before the commands it released. Key
+ * expiry and eviction are not paused (Redis pauses them); a client is not
+ * closed by `timeout` while it waits. */
+
+static int isWriteLike(const serverCommand *cmd) {
+    return (cmd->flags & CMD_WRITE) || cmd->proc == publishCommand || cmd->proc == spublishCommand;
+}
+
+int pauseBlocksCommand(client *c) {
+    if (server.pause_type == PAUSE_NONE || c->repl) return 0;
+    if (server.pause_end_ms <= mstime()) return 0; /* over; beforeSleep releases the rest */
+    if (server.pause_type == PAUSE_WRITE) {
+        int writes = isWriteLike(c->cmd);
+        for (int i = 0; !writes && c->cmd->proc == execCommand && i < c->mstate.count; i++)
+            writes = isWriteLike(c->mstate.cmds[i].cmd);
+        if (!writes) return 0;
+    }
+    if (server.npaused == server.paused_cap) {
+        server.paused_cap = server.paused_cap ? server.paused_cap * 2 : 16;
+        server.paused = zrealloc(server.paused, sizeof(client *) * (size_t)server.paused_cap);
+    }
+    server.paused[server.npaused++] = c;
+    blockClient(c, NULL);
+    c->flags |= CLIENT_RERUN | CLIENT_PAUSED;
+    return 1;
+}
+
+static int pauseTimerProc(aeEventLoop *el, long long id, void *data) {
+    (void)el, (void)id, (void)data;
+    server.pause_timer = -1; /* beforeSleep, right after, sees the end */
+    return AE_NOMORE;
+}
+
+/* A new pause keeps the later end of the two, and takes the new type (a
+ * WRITE after an ALL narrows it), as Redis 7.0. */
+void pauseClients(int type, long long end_ms) {
+    if (server.pause_type == PAUSE_NONE || end_ms > server.pause_end_ms) server.pause_end_ms = end_ms;
+    server.pause_type = type;
+    if (server.pause_timer != -1) aeDeleteTimeEvent(server.el, server.pause_timer);
+    long long wait = server.pause_end_ms - mstime();
+    server.pause_timer = aeCreateTimeEvent(server.el, wait > 0 ? wait : 0, pauseTimerProc, NULL, NULL);
+}
+
+void unpauseClients(void) {
+    server.pause_type = PAUSE_NONE;
+    if (server.pause_timer != -1) aeDeleteTimeEvent(server.el, server.pause_timer);
+    server.pause_timer = -1;
+}
+
+/* A client freed while it waits leaves the list. */
+void pauseClientGone(client *c) {
+    for (int i = 0; i < server.npaused; i++) {
+        if (server.paused[i] == c) {
+            memmove(&server.paused[i], &server.paused[i + 1], sizeof(client *) * (size_t)(server.npaused - i - 1));
+            server.npaused--;
+            return;
+        }
+    }
+}
+
+void pauseBeforeSleep(void) {
+    if (server.pause_type != PAUSE_NONE && server.pause_end_ms <= mstime()) unpauseClients();
+    if (server.npaused == 0) return;
+    /* Under a narrower pause (ALL then WRITE) reads go now; a command that
+     * is still covered blocks again, joining the list behind the others. */
+    int n = server.npaused;
+    client **batch = zmalloc(sizeof(client *) * (size_t)n);
+    memcpy(batch, server.paused, sizeof(client *) * (size_t)n);
+    server.npaused = 0;
+    for (int i = 0; i < n; i++) {
+        client *c = batch[i];
+        c->flags &= ~(CLIENT_RERUN | CLIENT_PAUSED);
+        /* Freed meanwhile by an earlier one's command (CLIENT KILL)? It is
+         * no longer in the client list then; a kill only marks it. */
+        resumeBlockedCommand(c);
+    }
+    zfree(batch);
+}
+
 /* The wait is over and the reply is queued: run what was pipelined. */
 void unblockClient(client *c) {
     if (c->flags & CLIENT_BLOCKED) server.blocked_clients--;
@@ -1270,7 +1368,7 @@ void clientsCron(void) {
         /* A subscriber only listens: silence is its normal state (Redis
          * exempts it from `timeout` too). */
         if (server.maxidletime && (now - c->lastinteraction) / 1000 > server.maxidletime &&
-            !(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PUBSUB))) {
+            !(c->flags & (CLIENT_CLOSE_ASAP | CLIENT_PUBSUB | CLIENT_PAUSED))) {
             serverLog(LL_VERBOSE, "Closing idle client id=%llu addr=%s",
                       (unsigned long long)c->id, c->addr);
             freeClientAsync(c);

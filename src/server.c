@@ -318,6 +318,9 @@ int processCommand(client *c) {
         rejectCommand(c, "ERR Replica can't interact with the keyspace");
         return C_OK;
     }
+    /* CLIENT PAUSE: before anything that could change the dataset, even
+     * eviction to make room (networking.c). */
+    if (server.pause_type != PAUSE_NONE && pauseBlocksCommand(c)) return C_OK;
     /* maxmemory bounds the whole dataset, keys and objects' heap with the
      * pool's bytes (store.c): a write over it evicts first, or is refused
      * as Redis refuses it. The cost bounds what the command can add to the
@@ -577,6 +580,7 @@ static void beforeSleep(aeEventLoop *el) {
     (void)el;
     /* First: the commands it runs again queue replies for the writes. */
     relayBeforeSleep();
+    pauseBeforeSleep();
     /* The log before the replies: what a reply acknowledges is written
      * (and with appendfsync always, synced) first (aof.c). */
     aofBeforeSleep();
@@ -782,6 +786,7 @@ static void initServer(void) {
     /* HTTP connections are watched by libmicrohttpd's own epoll set, not
      * ae's, but their descriptors take numbers below ae's bound too. */
     server.el = aeCreateEventLoop(eventLoopSetSize());
+    server.pause_timer = -1;
     if (!server.el) {
         serverLog(LL_WARNING, "Failed creating the event loop: %s", strerror(errno));
         exit(1);

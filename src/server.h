@@ -78,6 +78,7 @@
 #define CLIENT_NO_TOUCH (1 << 20)         /* CLIENT NO-TOUCH on: its reads leave the LRU alone */
 #define CLIENT_NO_EVICT (1 << 21)         /* CLIENT NO-EVICT on (nothing evicts clients yet) */
 #define CLIENT_REPL_WAIT (1 << 22)        /* its replies wait for replicas' acks (replication.c) */
+#define CLIENT_PAUSED (1 << 23)           /* blocked by CLIENT PAUSE: in server.paused (networking.c) */
 #define CLIENT_MULTI (1 << 8)             /* after MULTI: commands are queued (multi.c) */
 #define CLIENT_DIRTY_CAS (1 << 9)         /* a WATCHed key changed: EXEC replies nil */
 #define CLIENT_DIRTY_EXEC (1 << 10)       /* a command was refused while queueing: EXECABORT */
@@ -364,6 +365,13 @@ struct mooncakeServer {
     long long stat_remote_get_refused, stat_remote_get_timeouts; /* relay.c */
     long long remote_get_inflight;    /* relayed reads in flight now */
     long long blocked_clients;
+    /* CLIENT PAUSE (networking.c): what is paused until when, and the
+     * clients whose command waits for the end. */
+    int pause_type;                 /* PAUSE_NONE, PAUSE_WRITE or PAUSE_ALL */
+    long long pause_end_ms;         /* unix ms */
+    long long pause_timer;          /* the ae time event that wakes the loop at the end, or -1 */
+    struct client **paused;
+    int npaused, paused_cap;
     long long stat_client_qbuf_limit_disconnections, stat_client_outbuf_limit_disconnections;
     long long stat_client_reply_pauses; /* times a client's input waited for it to read its replies */
     long long stat_client_state_limited; /* refused by a per-connection bound: MULTI queue, WATCH, SUBSCRIBE */
@@ -708,6 +716,15 @@ void pubsubCommand(client *c);
 /* networking.c: blocked clients (cluster topology changes wait for etcd,
  * relayed reads for a segment's host) */
 void blockClient(client *c, struct clusterOp *op);
+/* CLIENT PAUSE: blocks c's command (and what it pipelined) if the pause
+ * covers it (1), else 0; pauseClients starts or extends a pause,
+ * unpauseClients ends it; the paused commands run from beforeSleep. */
+enum { PAUSE_NONE = 0, PAUSE_WRITE = 1, PAUSE_ALL = 2 };
+int pauseBlocksCommand(client *c);
+void pauseClients(int type, long long end_ms);
+void unpauseClients(void);
+void pauseClientGone(client *c);
+void pauseBeforeSleep(void);
 void unblockClient(client *c);
 void resumeBlockedCommand(client *c);
 

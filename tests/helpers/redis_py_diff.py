@@ -15,9 +15,11 @@ Debian's python3-redis is 4.3.4, RESP2 only (protocol=3 came in redis-py
 5); hiredis-py is not packaged. RESP3 is compared raw by redis_diff.py and
 hiredis (C) by tests/c/test_hiredis.c.
 
-Left out: commands this server does not serve (LASTSAVE, SAVE,
-BGSAVE, SWAPDB, LATENCY, MEMORY STATS/DOCTOR, CLIENT PAUSE/TRACKING:
-PROTOCOL.md lists what it serves; each is refused as unknown).
+Left out: commands this server answers in its own way on purpose
+(SAVE/BGSAVE refused, SWAPDB of 0 only, LASTSAVE, LATENCY and MEMORY
+STATS/DOCTOR figures, CLIENT PAUSE timing) and CLIENT TRACKING, which it
+does not serve: PROTOCOL.md says how each answers; tests/unit/tooling.tcl
+checks them.
 
 Usage: redis_py_diff.py   (prints "[ok] redis-py: N calls" or the
 differences, exit 1; "[skip] ..." and exit 0 without redis-py or

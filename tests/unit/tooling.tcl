@@ -159,3 +159,103 @@ start_server {tags {tooling memory}} {
         r acl deluser tenant
     }
 }
+
+# CLIENT PAUSE / UNPAUSE (networking.c): paused commands wait, with what
+# their client pipelined behind them, and run in order when the pause ends.
+proc blocked_clients {} {
+    regexp {blocked_clients:(\d+)} [r info clients] -> n
+    return $n
+}
+
+start_server {tags {tooling pause}} {
+    test {CLIENT PAUSE WRITE holds writes and their pipeline; reads go on; UNPAUSE runs them in order} {
+        r set pk old
+        assert_equal OK [r client pause 100000 write]
+        set rd [redis_deferring_client]
+        $rd set pk new
+        $rd get pk
+        $rd flush
+        wait_for_condition 100 20 {[blocked_clients] == 1} else { fail "the SET was not paused" }
+        assert_equal old [r get pk]
+        assert_match "*flags=b *" [r client list]
+        assert_error {ERR CLIENT PAUSE mode must be WRITE or ALL} {r client pause 10 sometimes}
+        assert_equal OK [r client unpause]
+        assert_equal OK [$rd read]
+        assert_equal new [$rd read]
+        assert_equal new [r get pk]
+        assert_equal 0 [blocked_clients]
+        $rd close
+    }
+
+    test {CLIENT PAUSE WRITE holds an EXEC whose transaction writes, and PUBLISH} {
+        r set tk old
+        set rd [redis_deferring_client]
+        $rd multi
+        $rd set tk new
+        $rd flush
+        assert_equal OK [$rd read]
+        assert_equal QUEUED [$rd read]
+        r client pause 100000 write
+        $rd exec
+        $rd flush
+        set pub [redis_deferring_client]
+        $pub publish chan msg
+        $pub flush
+        wait_for_condition 100 20 {[blocked_clients] == 2} else { fail "EXEC and PUBLISH were not paused" }
+        assert_equal old [r get tk]
+        r client unpause
+        assert_equal OK [$rd read]
+        assert_equal 0 [$pub read]
+        assert_equal new [r get tk]
+        $rd close
+        $pub close
+    }
+
+    test {A paused client that is killed meanwhile runs nothing; the server goes on} {
+        r set kk old
+        r client pause 100000 write
+        set rd [redis_deferring_client]
+        $rd client id
+        $rd flush
+        set id [$rd read]
+        $rd set kk new
+        $rd flush
+        wait_for_condition 100 20 {[blocked_clients] == 1} else { fail "the SET was not paused" }
+        assert_equal 1 [r client kill id $id]
+        r client unpause
+        assert_equal old [r get kk]
+        assert_equal 0 [blocked_clients]
+        assert_equal PONG [r ping]
+        $rd close
+    }
+
+    test {CLIENT PAUSE ALL holds every command, UNPAUSE included, until its timeout} {
+        r set ak old
+        set rd [redis_deferring_client]
+        set rd2 [redis_deferring_client]
+        r client pause 300 all
+        $rd set ak new
+        $rd flush
+        # Even UNPAUSE waits under ALL (as Redis 7.0): the timeout ends the pause.
+        $rd2 client unpause
+        $rd2 flush
+        assert_equal OK [$rd read]
+        assert_equal OK [$rd2 read]
+        assert_equal new [r get ak]
+        assert_equal 0 [blocked_clients]
+        $rd close
+        $rd2 close
+    }
+
+    test {CLIENT PAUSE refuses a bad timeout or mode and pauses nothing} {
+        assert_error {ERR timeout is not an integer or out of range} {r client pause abc}
+        assert_error {ERR timeout is negative} {r client pause -1}
+        assert_error {ERR CLIENT PAUSE mode must be WRITE or ALL} {r client pause 100000 never}
+        assert_error {ERR unknown subcommand or wrong number of arguments for 'pause'*} {r client pause 1 write x}
+        assert_equal OK [r set nk v]
+        set infos [r command info client|pause client|unpause]
+        assert_equal {client|pause -3 {admin loading stale} 0 0 0} [lrange [lindex $infos 0] 0 5]
+        assert_equal {@admin @slow @dangerous @connection} [lindex $infos 0 6]
+        assert_equal {client|unpause 2} [lrange [lindex $infos 1] 0 1]
+    }
+}
