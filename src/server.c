@@ -911,6 +911,16 @@ void lastsaveCommand(client *c) { addReplyLongLong(c, (long long)(server.startti
 
 void saveCommand(client *c) { addReplyError(c, "ERR SAVE" NO_RDB_ERR); }
 
+/* SYNC asks for an RDB snapshot followed by the stream: what redis-cli
+ * --rdb, --functions-rdb and --replica send. There is no snapshot to
+ * send, so it is refused in words that say so, which redis-cli prints as
+ * "SYNC with master failed: ..." and exits (it called SYNC unknown
+ * before, which said nothing about why). Replicas here use PSYNC. */
+void syncCommand(client *c) {
+    addReplyError(c, "ERR SYNC is not supported: there are no RDB snapshots to send; the append-only file is the "
+                     "persistence, and cluster-mode replicas sync with PSYNC");
+}
+
 void bgsaveCommand(client *c) {
     if (c->argc > 2 || (c->argc == 2 && strcasecmp(c->argv[1], "schedule"))) {
         addReplyErrorSyntax(c);

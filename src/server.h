@@ -565,6 +565,7 @@ void swapdbCommand(client *c);
 void lastsaveCommand(client *c);
 void saveCommand(client *c);
 void bgsaveCommand(client *c);
+void syncCommand(client *c);
 void quitCommand(client *c);
 void resetCommand(client *c);
 void commandCommand(client *c);

@@ -377,7 +377,7 @@ COMMAND_NAMES = [b"get", b"set", b"GET", b"mset", b"del", b"copy", b"rename", b"
                  b"getex", b"getdel", b"setrange", b"incrbyfloat", b"subscribe", b"publish", b"exists",
                  b"touch", b"unlink", b"memory|usage", b"command|getkeys", b"dump", b"restore",
                  # the monitoring and admin commands Redis tools send (tests/unit/tooling.tcl)
-                 b"swapdb", b"lastsave", b"save", b"bgsave", b"latency|latest", b"latency|history",
+                 b"swapdb", b"lastsave", b"save", b"bgsave", b"sync", b"latency|latest", b"latency|history",
                  b"latency|reset", b"latency|doctor", b"latency|histogram", b"latency|help", b"memory|stats",
                  b"memory|doctor", b"memory|purge", b"memory|malloc-stats", b"client|pause", b"client|unpause"]
 # Not asked of COMMAND GETKEYS, with the reason (PROTOCOL.md "Server"):

@@ -102,6 +102,30 @@ start_server {tags {cli}} {
         assert_match {*ERR unknown command*} $out
     }
 
+    test {redis-cli --rdb and --replica end at once with the reason (no RDB snapshots), not an unknown command} {
+        need $::cli redis-cli
+        set path [tmpfile dump.rdb]
+        set rc [catch {exec {*}$::tlimit $::cli -p [srv 0 port] --rdb $path 2>@1} out]
+        assert_equal 1 $rc "redis-cli --rdb exit status ($out)"
+        assert_match {*SYNC with master failed: -ERR SYNC is not supported: there are no RDB snapshots*} $out
+        assert_equal 0 [file exists $path]
+        set rc [catch {exec {*}$::tlimit $::cli -p [srv 0 port] --replica 2>@1} out]
+        assert_equal 1 $rc "redis-cli --replica exit status ($out)"
+        assert_match {*SYNC is not supported*} $out
+        assert_equal PONG [r ping]
+    }
+
+    test {redis-cli --bigkeys and --memkeys scan the keyspace and report the strings} {
+        need $::cli redis-cli
+        r flushall
+        for {set i 0} {$i < 20} {incr i} { r set big:$i [string repeat x [expr {$i * 10 + 1}]] }
+        set out [run_tool [list $::cli -p [srv 0 port] --bigkeys]]
+        assert_match {*Biggest string found '"big:19"' has 191 bytes*} $out
+        assert_match {*20 strings with*} $out
+        set out [run_tool [list $::cli -p [srv 0 port] --memkeys]]
+        assert_match {*20 strings with*bytes*} $out
+    }
+
     test {redis-cli --pipe with 10000 SETs} {
         need $::cli redis-cli
         r flushall
