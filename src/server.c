@@ -546,6 +546,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     }
     clientsCron();
     memoryUsedUpdatePeak();
+    statsSampleInstantaneous();
     /* At most a quarter of the loop for expiry, as Redis's slow cycle. */
     long long t0 = server.latency_monitor_threshold > 0 ? mstime() : 0;
     storeActiveExpireCycle(period_us / 4);

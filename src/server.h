@@ -556,6 +556,7 @@ void busyPollConfigChanged(void);
 sds busyPollInfo(sds s);
 void infoCommand(client *c);
 void resetServerStats(void);
+void statsSampleInstantaneous(void); /* the cron's 100 ms samples behind INFO's instantaneous_* */
 
 /* Command handlers. */
 void pingCommand(client *c);

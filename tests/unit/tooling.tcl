@@ -259,3 +259,24 @@ start_server {tags {tooling pause}} {
         assert_equal {client|unpause 2} [lrange [lindex $infos 1] 0 1]
     }
 }
+
+# INFO stats' instantaneous_* rates (info.c), which Redis dashboards graph.
+start_server {tags {tooling info}} {
+    test {INFO stats has instantaneous_ops_per_sec and _input/_output_kbps, and they rise under traffic} {
+        set info [r info stats]
+        assert_match "*\r\ninstantaneous_ops_per_sec:*" $info
+        assert_match "*\r\ninstantaneous_input_kbps:*.*" $info
+        assert_match "*\r\ninstantaneous_output_kbps:*.*" $info
+        proc inst_field {name} {
+            for {set i 0} {$i < 200} {incr i} { r ping }
+            regexp "\r\n$name:(\[0-9.\]+)\r\n" [r info stats] -> v
+            return $v
+        }
+        wait_for_condition 100 10 {[inst_field instantaneous_ops_per_sec] > 0} else {
+            fail "instantaneous_ops_per_sec stayed 0"
+        }
+        wait_for_condition 100 10 {[inst_field instantaneous_input_kbps] > 0} else {
+            fail "instantaneous_input_kbps stayed 0"
+        }
+    }
+}
