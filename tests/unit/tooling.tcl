@@ -280,3 +280,22 @@ start_server {tags {tooling info}} {
         }
     }
 }
+
+start_server {tags {tooling resp3}} {
+    test {MEMORY STATS, LATENCY HISTOGRAM and LATEST under RESP3: maps whose lengths match what follows} {
+        set c [redis_client]
+        $c hello 3
+        $c set k v
+        set stats [$c memory stats]
+        assert_equal 30 [dict size $stats]
+        assert_equal 2 [dict size [dict get $stats db.0]]
+        set h [$c latency histogram set]
+        assert_equal {calls histogram_usec} [dict keys [dict get $h set]]
+        $c config set latency-monitor-threshold 1
+        $c debug sleep 0.01
+        assert_equal command [lindex [$c latency latest] 0 0]
+        # the stream is in step: the next reply is the next command's
+        assert_equal PONG [$c ping]
+        $c close
+    }
+}
