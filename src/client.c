@@ -228,6 +228,7 @@ void clientCommand(client *c) {
             "PAUSE <timeout> [WRITE|ALL]",
             "    Suspend all, or just write, clients for <timeout> milliseconds.",
             "UNPAUSE", "    Stop the current client pause, resuming traffic.",
+            "GETREDIR | TRACKINGINFO", "    Tracking state: always off (CLIENT TRACKING is not served).",
             NULL};
         addReplyHelp(c, help);
     } else if (c->argc == 2 && !strcasecmp(sub, "id")) {
@@ -325,6 +326,19 @@ void clientCommand(client *c) {
         }
         pauseClients(type, now + ms);
         addReplyOk(c);
+    } else if (c->argc == 2 && !strcasecmp(sub, "getredir")) {
+        /* Tracking is never on here (CLIENT TRACKING is not served): -1,
+         * Redis's answer for a connection that does not track. */
+        addReplyLongLong(c, -1);
+    } else if (c->argc == 2 && !strcasecmp(sub, "trackinginfo")) {
+        addReplyMapLen(c, 3);
+        addReplyBulkCString(c, "flags");
+        addReplySetLen(c, 1);
+        addReplyBulkCString(c, "off");
+        addReplyBulkCString(c, "redirect");
+        addReplyLongLong(c, -1);
+        addReplyBulkCString(c, "prefixes");
+        addReplyArrayLen(c, 0);
     } else if (c->argc == 2 && !strcasecmp(sub, "unpause")) {
         unpauseClients();
         addReplyOk(c);

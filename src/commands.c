@@ -80,6 +80,12 @@ static serverCommand clientSubcommands[] = {
      .summary = "Resumes processing commands from paused clients.", .complexity = "O(N) Where N is the number of paused clients"},
     {.name = "reply", .proc = clientCommand, .arity = 3, .flags = L | S,
      .summary = "Instructs the server whether to reply to commands.", .since = "3.2.0", .complexity = "O(1)"},
+    {.name = "getredir", .proc = clientCommand, .arity = 2, .flags = L | S, .since = "6.0.0",
+     .summary = "Returns the client ID to which the connection's tracking notifications are redirected.",
+     .complexity = "O(1)"},
+    {.name = "trackinginfo", .proc = clientCommand, .arity = 2, .flags = L | S, .since = "6.2.0",
+     .summary = "Returns information about server-assisted client-side caching for the connection.",
+     .complexity = "O(1)"},
     SUB("help", clientCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
@@ -126,6 +132,15 @@ static serverCommand latencySubcommands[] = {
     {.name = "reset", .proc = latencyCommand, .arity = -2, .flags = A | L | S, .since = "2.8.13",
      .summary = "Resets the latency data for one or more events.", .complexity = "O(1)"},
     SUB("help", latencyCommand, 2, L | S, "Returns helpful text about the different subcommands."),
+    END};
+
+static serverCommand moduleSubcommands[] = {
+    SUB("list", moduleCommand, 2, A, "Returns all loaded modules (none: nothing is loadable yet)."),
+    SUB("load", moduleCommand, -3, A, "Loads a module (refused: nothing is loadable yet)."),
+    {.name = "loadex", .proc = moduleCommand, .arity = -3, .flags = A, .since = "7.0.0",
+     .summary = "Loads a module using extended parameters (refused: nothing is loadable yet).", .complexity = "O(1)"},
+    SUB("unload", moduleCommand, 3, A, "Unloads a module."),
+    SUB("help", moduleCommand, 2, L | S, "Returns helpful text about the different subcommands."),
     END};
 
 static serverCommand objectSubcommands[] = {
@@ -238,6 +253,7 @@ serverCommand commandTable[] = {
     CMD("swapdb", swapdbCommand, 3, W | F, 0, 0, 0, "server", "Swaps two Redis databases (only 0 exists: SWAPDB 0 0).", "4.0.0", "O(N) where N is the count of clients watching or blocking on keys from both databases."),
     CMD("lastsave", lastsaveCommand, 1, L | S | F, 0, 0, 0, "server", "Returns the Unix timestamp of the last successful save to disk (no RDB: the server's start).", "1.0.0", "O(1)"),
     CMD("save", saveCommand, 1, A | X, 0, 0, 0, "server", "Synchronously saves the database(s) to disk (refused: the AOF is the persistence).", "1.0.0", "O(N) where N is the total number of keys in all databases"),
+    CMDX("module", moduleCommand, -2, 0, 0, 0, 0, "server", "A container for module commands.", "4.0.0", "Depends on subcommand.", NULL, moduleSubcommands),
     CMD("sync", syncCommand, 1, A | X, 0, 0, 0, "server", "An internal command used in replication (refused: no RDB snapshots).", "1.0.0", NULL),
     CMD("bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", "Asynchronously saves the database(s) to disk (refused: the AOF is the persistence).", "1.0.0", "O(N) where N is the total number of keys in all databases"),
     CMD("bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", "Asynchronously rewrites the append-only file to disk.", "1.0.0", "O(1)"),
@@ -445,6 +461,9 @@ static const struct {
     {"lastsave", ""},
     {"save", ""},
     {"sync", ""},
+    {"module|load", "path:string [arg:string...]"},
+    {"module|loadex", "path:string [CONFIG configs=(name:string value:string)...] [ARGS args:string...]"},
+    {"module|unload", "name:string"},
     {"bgsave", "[SCHEDULE]"},
     {"flushall", "async=[ASYNC|SYNC]"},
     {"flushdb", "async=[ASYNC|SYNC]"},

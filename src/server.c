@@ -912,6 +912,27 @@ void lastsaveCommand(client *c) { addReplyLongLong(c, (long long)(server.startti
 
 void saveCommand(client *c) { addReplyError(c, "ERR SAVE" NO_RDB_ERR); }
 
+/* MODULE: nothing is loadable yet (modules/README.md), so LIST is the
+ * empty list -- what RedisInsight, redis-py's module_list() and the
+ * RediSearch-detecting client libraries ask on connecting, and which tells
+ * them plainly that no module is here -- and LOAD/LOADEX are refused in
+ * words that say why; UNLOAD answers as Redis does for a name not loaded. */
+void moduleCommand(client *c) {
+    const char *sub = c->argv[1];
+    if (!strcasecmp(sub, "help") && c->argc == 2) {
+        static const char *help[] = {"LIST", "    Return a list of loaded modules (none can be loaded yet).", NULL};
+        addReplyHelp(c, help);
+    } else if (!strcasecmp(sub, "list") && c->argc == 2) {
+        addReplyArrayLen(c, 0);
+    } else if ((!strcasecmp(sub, "load") || !strcasecmp(sub, "loadex")) && c->argc >= 3) {
+        addReplyError(c, "ERR modules cannot be loaded: this server has no module interface yet (modules/README.md)");
+    } else if (!strcasecmp(sub, "unload") && c->argc == 3) {
+        addReplyError(c, "ERR Error unloading module: no such module with that name");
+    } else {
+        addReplySubcommandSyntaxError(c);
+    }
+}
+
 /* SYNC asks for an RDB snapshot followed by the stream: what redis-cli
  * --rdb, --functions-rdb and --replica send. There is no snapshot to
  * send, so it is refused in words that say so, which redis-cli prints as

@@ -567,6 +567,7 @@ void lastsaveCommand(client *c);
 void saveCommand(client *c);
 void bgsaveCommand(client *c);
 void syncCommand(client *c);
+void moduleCommand(client *c);
 void quitCommand(client *c);
 void resetCommand(client *c);
 void commandCommand(client *c);

@@ -379,7 +379,9 @@ COMMAND_NAMES = [b"get", b"set", b"GET", b"mset", b"del", b"copy", b"rename", b"
                  # the monitoring and admin commands Redis tools send (tests/unit/tooling.tcl)
                  b"swapdb", b"lastsave", b"save", b"bgsave", b"sync", b"latency|latest", b"latency|history",
                  b"latency|reset", b"latency|doctor", b"latency|histogram", b"latency|help", b"memory|stats",
-                 b"memory|doctor", b"memory|purge", b"memory|malloc-stats", b"client|pause", b"client|unpause"]
+                 b"memory|doctor", b"memory|purge", b"memory|malloc-stats", b"client|pause", b"client|unpause",
+                 b"module|list", b"module|load", b"module|unload", b"module|help", b"client|getredir",
+                 b"client|trackinginfo"]
 # Not asked of COMMAND GETKEYS, with the reason (PROTOCOL.md "Server"):
 # sharded Pub/Sub answers its channels (flag not_key, what cluster routing
 # uses) where Redis 7.0 says "no key arguments"; MIGRATE (its "" key

@@ -299,3 +299,27 @@ start_server {tags {tooling resp3}} {
         $c close
     }
 }
+
+# MODULE and the tracking getters (server.c, client.c): what client
+# libraries ask on connecting, answered with "none" and "off".
+start_server {tags {tooling}} {
+    test {MODULE LIST is empty; LOAD is refused saying why; UNLOAD as Redis for a name not loaded} {
+        assert_equal {} [r module list]
+        assert_error {ERR modules cannot be loaded: this server has no module interface yet*} {r module load /tmp/x.so}
+        assert_error {ERR modules cannot be loaded*} {r module loadex /tmp/x.so}
+        assert_error {ERR Error unloading module: no such module with that name} {r module unload search}
+        assert_error {ERR unknown subcommand 'nosuch'. Try MODULE HELP.} {r module nosuch}
+        assert_equal {} [r module list]
+    }
+
+    test {CLIENT GETREDIR and TRACKINGINFO say tracking is off; CLIENT TRACKING stays refused} {
+        assert_equal -1 [r client getredir]
+        assert_equal {flags off redirect -1 prefixes {}} [r client trackinginfo]
+        assert_error {ERR unknown subcommand 'tracking'. Try CLIENT HELP.} {r client tracking on}
+        set c [redis_client]
+        $c hello 3
+        assert_equal {flags off redirect -1 prefixes {}} [$c client trackinginfo]
+        assert_equal PONG [$c ping]
+        $c close
+    }
+}
