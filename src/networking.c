@@ -1208,8 +1208,8 @@ void blockClient(client *c, struct clusterOp *op) {
  * The end is checked in beforeSleep; a time event at the end wakes the
  * loop then, so a pause lasts its ms and no cron tick more. Resuming
  * happens there too, never inside a command: CLIENT UNPAUSE only ends the
- * pause, and its own reply goes before the commands it released. Key
- * expiry and eviction are not paused (Redis pauses them); a client is not
+ * pause, and its own reply goes before the commands it released. The
+ * cron's expiry and eviction stop meanwhile (server.c); a client is not
  * closed by `timeout` while it waits. */
 
 static int isWriteLike(const serverCommand *cmd) {

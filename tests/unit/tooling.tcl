@@ -323,3 +323,15 @@ start_server {tags {tooling}} {
         $c close
     }
 }
+
+start_server {tags {tooling pause}} {
+    test {During CLIENT PAUSE the cron expires nothing; after UNPAUSE it does} {
+        r set ek v px 50
+        r client pause 100000 write
+        # Long enough for several cron ticks past the expiry (hz 10).
+        after 400
+        assert_equal 1 [r dbsize]
+        r client unpause
+        wait_for_condition 100 20 {[r dbsize] == 0} else { fail "the key never expired after the pause" }
+    }
+}
