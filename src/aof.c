@@ -1235,7 +1235,7 @@ void aofLoadAtStart(void) {
      * server was down came back (into the pool, counted by DBSIZE, until
      * the cron expired it -- and a log of such values could even refuse to
      * start, as holding more than the pool). */
-    server.mstime = mstime();
+    updateCachedTime();
     initState();
     if (openDir() == -1) {
         serverLog(LL_WARNING, "Cannot open the AOF directory %s: %s", server.aof_dirname, strerror(errno));

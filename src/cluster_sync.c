@@ -608,7 +608,7 @@ int clusterSyncInit(char *err, size_t errlen) {
      * anyway, answers CLUSTERDOWN, and keeps trying. */
     long long deadline = mstime() + 5000;
     while (mstime() < deadline) {
-        server.mstime = mstime();
+        updateCachedTime();
         clusterSyncCron();
         if (cs->synced && cs->registered && cs->lease_id) break;
         aeProcessEvents(server.el, AE_FILE_EVENTS | AE_TIME_EVENTS);

@@ -250,7 +250,7 @@ int evictRunFits(segment *s, uint64_t need, uint64_t poff, uint64_t psize, uint6
             if (l >= need) return 1;
         }
         if (fresh) return 0;
-        if (R->gone == storeWallsGone && server.mstime < R->lease_end_ms && (capped || R->floor < need)) return 0;
+        if (R->gone == storeWallsGone && server.monotime < R->lease_end_ms && (capped || R->floor < need)) return 0;
         runsScan(s);
         fresh = 1;
     }

@@ -144,7 +144,7 @@ owner *ownerGetOrCreate(const char *tenant, const char *name) {
     o->name = sdsnew(name);
     o->tenant = tenant ? sdsnew(tenant) : NULL;
     o->key = ownerKey(tenant, name, strlen(name));
-    o->last_seen_ms = mstime();
+    o->last_seen_ms = monoMs();
     dictAdd(owners, o->key, o);
     return o;
 }
@@ -345,7 +345,7 @@ void ownersPromoted(void) {
     dictEntry *de;
     while ((de = dictNext(it)) != NULL) {
         owner *o = de->val;
-        o->last_seen_ms = mstime();
+        o->last_seen_ms = monoMs();
         if (o->nconns == 0) {
             if (!o->orphaned) ost.orphaned++;
             o->orphaned = 1;
@@ -356,7 +356,7 @@ void ownersPromoted(void) {
 }
 
 void ownerRestored(owner *o) {
-    o->last_seen_ms = mstime();
+    o->last_seen_ms = monoMs();
     if (o->nconns == 0 && !o->orphaned) {
         o->orphaned = 1;
         ost.orphaned++;
@@ -404,7 +404,7 @@ static void clientOwnerIndexSet(client *c, int i) {
 }
 
 void ownerAttachClient(owner *o, client *c) {
-    o->last_seen_ms = mstime();
+    o->last_seen_ms = monoMs();
     if (clientOwnerSlot(c, o) >= 0) return;
     if (c->nowners == c->owners_cap) {
         c->owners_cap = c->owners_cap ? c->owners_cap * 2 : 4;
@@ -422,7 +422,7 @@ void ownerAttachClient(owner *o, client *c) {
 }
 
 void ownerDetachClient(client *c) {
-    long long now = mstime();
+    long long now = monoMs();
     for (int i = 0; i < c->nowners; i++) {
         owner *o = c->owners[i];
         o->nconns--;
@@ -465,7 +465,7 @@ void ownerUnmountedBy(owner *o, client *c) {
 int ownerHeldBy(const owner *o, const client *c) { return clientOwnerSlot(c, o) >= 0; }
 
 int ownerIsAlive(const owner *o) {
-    return o->nconns > 0 || mstime() - o->last_seen_ms <= server.owner_ttl;
+    return o->nconns > 0 || monoMs() - o->last_seen_ms <= server.owner_ttl;
 }
 
 unsigned long ownerCount(void) { return owners ? dictSize(owners) : 0; }

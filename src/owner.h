@@ -14,7 +14,7 @@ typedef struct owner {
     sds name;
     sds key;                 /* in the owners dict: the name, under its tenant (owner.c) */
     int nconns;              /* connections that mounted or sent HEARTBEAT */
-    long long last_seen_ms;  /* last heartbeat, or when the last connection closed */
+    long long last_seen_ms;  /* last heartbeat, or when the last connection closed (monoMs) */
     int nsegments;
     struct segment *segments; /* its segments, linked through owner_prev/owner_next */
     sds tenant;              /* the restricted ACL user that created it, NULL: shared (acl.c) */

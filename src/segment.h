@@ -70,7 +70,7 @@ typedef struct segment {
     char *rkey;
     int state;
     long long mounted_ms;
-    long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time */
+    long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time (monoMs) */
     uint64_t drain_client_id;     /* the owner's connection that asked, 0 if none:
                                    * it lets go of the owner when the drain ends */
     allocator *alloc;

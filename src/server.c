@@ -577,9 +577,14 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     return (int)(1000 / server.hz);
 }
 
+void updateCachedTime(void) {
+    server.mstime = mstime();
+    server.monotime = monoMs();
+}
+
 static void afterSleep(aeEventLoop *el) {
     (void)el;
-    server.mstime = mstime();
+    updateCachedTime();
 }
 
 static void beforeSleep(aeEventLoop *el) {
@@ -833,7 +838,7 @@ static void initServer(void) {
     aeCreateTimeEvent(server.el, 1, serverCron, NULL, NULL);
     aeSetBeforeSleepProc(server.el, beforeSleep);
     aeSetAfterSleepProc(server.el, afterSleep);
-    server.mstime = mstime();
+    updateCachedTime();
 }
 
 int prepareForShutdown(int force) {
@@ -1022,6 +1027,7 @@ void debugCommand(client *c) {
             "AOF-FSYNC-ERROR EIO|OFF", "    Make the append-only log's background fsyncs fail (tests).",
             "AOF-REWRITE-DELAY <ms>", "    The next rewrites wait <ms> before each large value they copy (tests).",
             "VISITS [RESET]", "    Entries visited by the structures that grow with use, per structure.",
+            "WALLCLOCK-STEP <ms>", "    Step the server's wall clock by <ms> (negative: back), as NTP would (tests).",
             "BUSYPOLL SAMPLE <runnable> <cpus> <wasted-us> <caught>",
             "    One busy-poll decision from these inputs (one second's); the cron's own steps stop (tests).",
             "BUSYPOLL AUTO", "    The cron decides from the host's load again.",
@@ -1078,6 +1084,17 @@ void debugCommand(client *c) {
             return;
         }
         aofDebugRewriteDelayMs = (int)ms;
+        addReplyOk(c);
+    } else if (!strcasecmp(sub, "wallclock-step") && c->argc == 3) {
+        /* Only the wall clock moves: key expiries see the step, relative
+         * timeouts (server.monotime) must not. */
+        long long ms;
+        if (!string2ll(c->argv[2], sdslen(c->argv[2]), &ms) || ms < -1000000000000LL || ms > 1000000000000LL) {
+            addReplyError(c, "ERR milliseconds must be an integer from -1000000000000 to 1000000000000");
+            return;
+        }
+        wallClockOffsetUs += ms * 1000;
+        updateCachedTime();
         addReplyOk(c);
     } else if (!strcasecmp(sub, "visits") && (c->argc == 2 || (c->argc == 3 && !strcasecmp(c->argv[2], "reset")))) {
         /* Counted since start (or the last RESET); see VISITS_* in server.h. */

@@ -304,7 +304,9 @@ struct mooncakeServer {
     mstime_t starttime_ms;
     dict *commands;         /* name (lower case) -> serverCommand */
     long long cron_loops;
-    mstime_t mstime;        /* cached each event-loop iteration */
+    mstime_t mstime;        /* cached each event-loop iteration: the wall clock, for absolute times */
+    mstime_t monotime;      /* the same moment on monoMs(): every relative deadline (leases,
+                             * pending puts, owner-ttl, drains) is on it (util.c) */
     /* Networking. */
     int port;
     char *bindaddr[CONFIG_BINDADDR_MAX];
@@ -497,6 +499,7 @@ int handleClientsWithPendingWrites(void);
 void resetClient(client *c);
 void freeClientArgv(client *c);
 void clientsCron(void);
+void updateCachedTime(void); /* server.mstime and server.monotime, now */
 void addReply(client *c, const char *s, size_t len);
 void addReplyStr(client *c, const char *s);
 void addReplyProto(client *c, const char *s, size_t len);

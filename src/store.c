@@ -118,7 +118,7 @@ static size_t deferSlots;        /* the buckets' capacity, for the heap count */
  * at in its bucket's tick is never still leased, unless its lease moved). */
 static long long deferTickOf(const storeObj *o) {
     if (o->ext->lease_holds) /* held: no deadline; looked at once a revolution, re-filed when the hold ends */
-        return (deferTick >= 0 ? deferTick : server.mstime / DEFER_TICK_MS) + DEFER_WHEEL - 1;
+        return (deferTick >= 0 ? deferTick : server.monotime / DEFER_TICK_MS) + DEFER_WHEEL - 1;
     return (o->ext->lease_until_ms + DEFER_TICK_MS - 1) / DEFER_TICK_MS;
 }
 
@@ -470,13 +470,13 @@ static uint64_t leaseEpochs; /* server-wide, so an epoch is never reused by anot
 uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
     int was_wall = evictIsWall(o);
     storeObjExt *ext = storeObjGetExt(o);
-    if (ext->lease_until_ms <= server.mstime) { /* no lease running: a new period */
+    if (ext->lease_until_ms <= server.monotime) { /* no lease running: a new period */
         ext->lease_epoch = ++leaseEpochs;
         ext->lease_holders = 0;
     }
     if (!releasable) ext->lease_holders = STORE_LEASE_HELD;
     else if (ext->lease_holders != STORE_LEASE_HELD) ext->lease_holders++;
-    long long until = addSaturate(server.mstime, ms);
+    long long until = addSaturate(server.monotime, ms);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
     evictWallAdded(o, was_wall);
     return ext->lease_epoch;
@@ -484,11 +484,11 @@ uint64_t storeLeaseGrant(storeObj *o, long long ms, int releasable) {
 
 int storeLeaseRelease(storeObj *o, uint64_t epoch) {
     storeObjExt *ext = o->ext;
-    if (ext == NULL || ext->lease_epoch != epoch || ext->lease_until_ms <= server.mstime ||
+    if (ext == NULL || ext->lease_epoch != epoch || ext->lease_until_ms <= server.monotime ||
         ext->lease_holders == STORE_LEASE_HELD || ext->lease_holders == 0)
         return 0; /* a later period, or one that must run its course */
     if (--ext->lease_holders) return 0;
-    ext->lease_until_ms = server.mstime; /* ended: storeObjLeased() is false from now */
+    ext->lease_until_ms = server.monotime; /* ended: storeObjLeased() is false from now */
     storeWallsGone++;
     return 1;
 }
@@ -550,7 +550,13 @@ int storeLeaseEntryDrop(storeObj *o, uint64_t epoch, int release) {
 }
 
 int storeObjLeased(const storeObj *o) {
-    return o->ext && (o->ext->lease_until_ms > server.mstime || o->ext->lease_holds);
+    return o->ext && (o->ext->lease_until_ms > server.monotime || o->ext->lease_holds);
+}
+
+long long storeObjCreatedMs(const storeObj *o) {
+    if (o->ext == NULL || o->ext->created_ms == 0) return 0;
+    if (o->state != OBJ_PENDING) return o->ext->created_ms;
+    return server.mstime - (server.monotime - o->ext->created_ms); /* a pending put's is monotonic */
 }
 
 long long storeLeaseEndMs(const storeObj *o) {
@@ -671,7 +677,7 @@ void storeObjDecrRef(storeObj *o) {
  * still being written from (a SEG.READ of a leased, unlinked version holds
  * a reference until its bytes are out). */
 void storeDeferredFreeCron(void) {
-    long long now = server.mstime / DEFER_TICK_MS;
+    long long now = server.monotime / DEFER_TICK_MS;
     if (deferTick < 0) deferTick = now - DEFER_WHEEL; /* the first time: every bucket once */
     long long from = deferTick + 1;
     if (now - from >= DEFER_WHEEL) from = now - DEFER_WHEEL + 1; /* a long stall: every bucket once */
@@ -1258,7 +1264,7 @@ storeObj *storePendingUnlink(sds key) {
  * over bytes that now belong to someone else. */
 void storePendingAbandon(storeObj *o) {
     storeObjExt *ext = storeObjGetExt(o);
-    long long until = addSaturate(server.mstime, server.put_release_timeout);
+    long long until = addSaturate(server.monotime, server.put_release_timeout);
     if (ext->lease_until_ms < until) ext->lease_until_ms = until;
     ext->lease_holders = STORE_LEASE_HELD; /* no reader's release may end this wait */
     storeObjDecrRef(o);
@@ -1300,10 +1306,10 @@ void storePendingCron(long long budget_us) {
         sweep.wanted = 0;
         return;
     }
-    if (sweep.cursor == 0 && !sweep.wanted && server.mstime < sweep.next_ms) return;
+    if (sweep.cursor == 0 && !sweep.wanted && server.monotime < sweep.next_ms) return;
     sweep.wanted = 0;
     long long age = addSaturate(server.put_timeout, server.put_release_timeout);
-    long long expire_before = server.mstime - age;
+    long long expire_before = server.monotime - age;
     long long start = ustime();
     do {
         for (int i = 0; i < 64; i++) {
@@ -1326,7 +1332,7 @@ void storePendingCron(long long budget_us) {
         long long period = shorter / 4;
         if (period < 10) period = 10;
         if (period > 1000) period = 1000;
-        sweep.next_ms = server.mstime + period;
+        sweep.next_ms = server.monotime + period;
     }
 }
 

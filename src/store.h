@@ -59,8 +59,10 @@ typedef struct storeReplica {
  * key's bytes plus an sds header per object, which beside values of
  * kilobytes to megabytes (KV-cache blocks) is under a percent. */
 typedef struct storeObjExt {
-    long long created_ms;        /* PUT.START time (0: unknown, a SET value) */
-    long long lease_until_ms;    /* space is not reused before this */
+    long long created_ms;        /* PUT.START time (0: unknown, a SET value), on the wall clock
+                                  * once the put ended; while pending on server.monotime, which
+                                  * put-timeout and the pending sweep count on (storeObjCreatedMs) */
+    long long lease_until_ms;    /* space is not reused before this (server.monotime) */
     long long softpin_until_ms;  /* 0 = not soft-pinned */
     struct putOwner *put_owner;  /* the connection that ran PUT.START (see putOwner) */
     sds key;                     /* the object's key (see above), NULL for SET values */
@@ -236,7 +238,9 @@ char *storeObjReplaceableInPlace(storeObj *o, uint64_t len);
  * keepttl), then storeObjChangedInPlace. */
 void storeObjReplacedInPlace(sds key, storeObj *o, long long expire_ms, int keepttl);
 int storeObjLeased(const storeObj *o);
-long long storeLeaseEndMs(const storeObj *o); /* when its lease ends; LLONG_MAX while held */
+long long storeLeaseEndMs(const storeObj *o); /* when its lease ends (server.monotime); LLONG_MAX while held */
+/* When its put started on the wall clock, 0: unknown (see created_ms). */
+long long storeObjCreatedMs(const storeObj *o);
 /* Holds (HOLD.REPLICAS, t_store.c): a reader that keeps reading an object's
  * bytes in place for as long as it wants. Add takes one on o (and keeps its
  * header alive); Drop ends one, leaving the version leased for linger ms

@@ -486,7 +486,7 @@ void unmountCommand(client *c) {
     if (graceful >= 0 && s->state != SEG_DETACHED) { /* a detached one serves nothing: at once */
         /* No new allocations from now on; unmounted at the deadline. */
         /* Re-issuing can only bring the deadline closer, never postpone it. */
-        long long deadline = addSaturate(mstime(), graceful);
+        long long deadline = addSaturate(monoMs(), graceful);
         if (s->state != SEG_DRAINING || deadline < s->drain_deadline_ms) s->drain_deadline_ms = deadline;
         if (s->state != SEG_DRAINING) segmentsDraining++;
         s->state = SEG_DRAINING;
@@ -597,7 +597,7 @@ void heartbeatCommand(client *c) {
 /* Unmounts draining segments whose time is up. */
 void segmentCron(void) {
     if (segmentsDraining == 0) return; /* a walk of up to 65535 slots a tick for nothing */
-    long long now = mstime();
+    long long now = monoMs();
     for (uint32_t i = 0; i < segtabLen; i++) {
         segment *s = segtab[i];
         if (s && s->state == SEG_DRAINING && now >= s->drain_deadline_ms) {

@@ -179,7 +179,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     }
     storeObj *pending = storePendingLookup(key);
     if (pending) {
-        if (server.mstime - pending->ext->created_ms < server.put_timeout) {
+        if (server.monotime - pending->ext->created_ms < server.put_timeout) {
             addReplyError(c, "-EXISTS a put of this key is in progress");
             return;
         }
@@ -226,7 +226,10 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         ss.taken_over++;
     }
     storeObjExt *ext = storeObjGetExt(o);
-    ext->created_ms = server.mstime; /* also when the put started: see put-timeout */
+    /* Pending: on the monotonic clock, so a wall-clock step neither times
+     * every put out (its space reused under a writer) nor stalls them;
+     * PUT.END turns it into the wall clock's time, what the log keeps. */
+    ext->created_ms = server.monotime;
     ext->put_owner = owner;
     owner->refs++; /* the object's, dropped when it is freed */
     storeObjSetKey(o, key); /* the data plane checks it (store.h) */
@@ -274,6 +277,7 @@ static void putEndOne(client *c, sds key, sds checksum) {
         return;
     }
     storeObj *o = storePendingUnlink(key);
+    o->ext->created_ms = storeObjCreatedMs(o); /* the wall clock's, from here on */
     o->state = OBJ_COMPLETE;
     o->lru = (uint32_t)server.mstime;
     if (checksum) {
@@ -488,7 +492,7 @@ static void clientLeaseDrop(clientLeases *cl, int i, dictEntry *de, int release)
  * counts). */
 static void clientLeasesExpire(clientLeases *cl) {
     while (cl->head >= 0) {
-        if (cl->slot[cl->head].until > server.mstime) {
+        if (cl->slot[cl->head].until > server.monotime) {
             serverVisit(VISITS_LEASES, 1);
             return;
         }
@@ -565,7 +569,7 @@ static clientLease *clientLeaseAdd(client *c, sds key, storeObj *o, long long un
 }
 
 static void grantLease(client *c, sds key, storeObj *o, long long ms) {
-    clientLease *l = c ? clientLeaseAdd(c, key, o, addSaturate(server.mstime, ms)) : NULL;
+    clientLease *l = c ? clientLeaseAdd(c, key, o, addSaturate(server.monotime, ms)) : NULL;
     uint64_t epoch = storeLeaseGrant(o, ms, l != NULL);
     if (l) l->epoch = epoch;
     ss.leases_granted++;
@@ -683,7 +687,7 @@ static void getReplicasOne(client *c, sds key) {
     if (o == NULL) return;
     ss.get_hits++;
     grantLease(c, key, o, server.lease_ttl);
-    addReplyReplicas(c, o, o->ext->lease_until_ms - server.mstime);
+    addReplyReplicas(c, o, o->ext->lease_until_ms - server.monotime);
 }
 
 void getReplicasCommand(client *c) { getReplicasOne(c, c->argv[1]); }
@@ -885,7 +889,7 @@ void leaseCommand(client *c) {
         return;
     }
     grantLease(NULL, c->argv[1], o, ms); /* asked for a duration: held to its end */
-    addReplyLongLong(c, o->ext->lease_until_ms - server.mstime);
+    addReplyLongLong(c, o->ext->lease_until_ms - server.monotime);
 }
 
 /* ---- pins ---------------------------------------------------------------- */
@@ -1075,7 +1079,7 @@ void objectInfoCommand(client *c) {
         return;
     }
     storeObjExt *ext = o->ext;
-    long long lease = ext && ext->lease_until_ms > server.mstime ? ext->lease_until_ms - server.mstime : 0;
+    long long lease = ext && ext->lease_until_ms > server.monotime ? ext->lease_until_ms - server.monotime : 0;
     const char *pin = (o->flags & OBJ_FLAG_HARDPIN) ? "hard"
                       : (ext && ext->softpin_until_ms > server.mstime) ? "soft" : "none";
     addReplyMapLen(c, 12);
@@ -1095,7 +1099,7 @@ void objectInfoCommand(client *c) {
     addReplyBulkCString(c, "pin-ms");
     addReplyLongLong(c, ext && ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms - server.mstime : 0);
     addReplyBulkCString(c, "created");
-    addReplyLongLong(c, ext ? ext->created_ms : 0);
+    addReplyLongLong(c, storeObjCreatedMs(o));
     addReplyBulkCString(c, "last-access-ms");
     addReplyLongLong(c, (long long)(uint32_t)((uint32_t)server.mstime - o->lru));
     addReplyBulkCString(c, "checksum");

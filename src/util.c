@@ -254,13 +254,27 @@ void bytesToHuman(char *s, size_t size, unsigned long long n) {
     else snprintf(s, size, "%.2f%c", d, units[u]);
 }
 
+/* The wall clock: what absolute times (key expiries, creation times, the
+ * log's records) are in. A relative timeout (a lease, a pending put, an
+ * owner's TTL) runs on monoMs() instead, so a wall-clock step (NTP, an
+ * operator) neither ends every one of them at once nor stalls them.
+ * wallClockOffsetUs moves this clock alone, as a step would (DEBUG
+ * WALLCLOCK-STEP, tests). */
+long long wallClockOffsetUs;
+
 long long ustime(void) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
-    return (long long)tv.tv_sec * 1000000 + tv.tv_usec;
+    return (long long)tv.tv_sec * 1000000 + tv.tv_usec + wallClockOffsetUs;
 }
 
 long long mstime(void) { return ustime() / 1000; }
+
+long long monoMs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 void getRandomBytes(unsigned char *p, size_t len) {
     while (len) {

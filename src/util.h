@@ -17,6 +17,8 @@ long long memtoll(const char *p, int *err);
 void bytesToHuman(char *s, size_t size, unsigned long long n);
 long long ustime(void);
 long long mstime(void);
+long long monoMs(void); /* CLOCK_MONOTONIC: for relative timeouts (util.c) */
+extern long long wallClockOffsetUs;
 /* a + b, clamped to LLONG_MAX / LLONG_MIN: "now + a duration from the
  * user" must never wrap into the past. */
 static inline long long addSaturate(long long a, long long b) {

@@ -1,0 +1,120 @@
+# Which clock each timer runs on. Absolute times (key expiries, EXPIREAT,
+# creation times the log keeps) are the wall clock's, as in Redis; every
+# relative timeout -- a read lease, a removed version waiting for its lease,
+# a pending put's put-timeout and the pending sweep, owner-ttl, an UNMOUNT
+# GRACEFUL drain -- runs on the monotonic clock, so a wall-clock step (NTP,
+# an operator's date) neither ends them all at once nor stalls them.
+#
+# DEBUG WALLCLOCK-STEP moves the server's wall clock alone, as such a step
+# would. Every "nothing happened" below is checked after full cron ticks,
+# counted by sentinel segments that UNMOUNT GRACEFUL 0 removes on the next
+# tick (segmentCron), never by waiting a time.
+
+proc ck_lease {key} {
+    set i [r object.info $key]
+    if {$i eq ""} { return {} }
+    dict get $i lease-ms
+}
+
+# Returns once at least n full serverCron runs have happened since the call.
+proc ck_ticks {n} {
+    for {set i 0} {$i < $n} {incr i} {
+        r mount ck-tick 4096 OWNER ck-tick
+        assert_equal 0 [r unmount ck-tick graceful 0]
+        wait_for_condition 100 20 {[r segment.info ck-tick] eq ""} else {
+            fail "the sentinel segment was never unmounted by the cron"
+        }
+    }
+}
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000 owner-probe-timeout 0}} {
+    test {DEBUG WALLCLOCK-STEP: integers in range only} {
+        assert_error {ERR*} {r debug wallclock-step abc}
+        assert_error {ERR*} {r debug wallclock-step 1000000000001}
+        assert_error {ERR*} {r debug wallclock-step -1000000000001}
+        assert_equal OK [r debug wallclock-step 0]
+    }
+
+    test {A wall-clock step forward expires keys (absolute times) but ends no lease} {
+        r set ck:ttl v
+        r expire ck:ttl 3600
+        r set ck:lease v
+        assert_range [r lease ck:lease 600000] 590000 600000
+        r set ck:read v
+        r get.replicas ck:read
+        assert_equal OK [r debug wallclock-step 86400000]
+        # Redis's semantics: an expiry is a wall-clock time.
+        assert_equal 0 [r exists ck:ttl]
+        assert_range [ck_lease ck:lease] 590000 600000
+        assert_range [ck_lease ck:read] 9000 10000
+    }
+
+    test {A wall-clock step forward frees no version still waiting for its lease} {
+        r set ck:defer v
+        assert_range [r lease ck:defer 600000] 590000 600000
+        set waiting0 [get_info_field r store store_deferred_frees]
+        set expired0 [get_info_field r store store_lease_expiries]
+        r set ck:defer w ;# the leased version is removed: it waits for its lease
+        assert_equal [expr {$waiting0 + 1}] [get_info_field r store store_deferred_frees]
+        assert_equal OK [r debug wallclock-step 86400000]
+        ck_ticks 2
+        assert_equal [expr {$waiting0 + 1}] [get_info_field r store store_deferred_frees]
+        assert_equal $expired0 [get_info_field r store store_lease_expiries]
+    }
+
+    test {A wall-clock step back does not stall a lease} {
+        r set ck:back v
+        assert_range [r lease ck:back 300] 1 300
+        assert_equal OK [r debug wallclock-step -86400000]
+        assert_range [ck_lease ck:back] 0 300
+        wait_for_condition 100 50 {[ck_lease ck:back] == 0} else {
+            fail "a 300 ms lease still runs: [ck_lease ck:back] ms left"
+        }
+    }
+
+    test {A wall-clock step forward neither times out a pending put nor has the sweep reclaim it} {
+        r config set put-timeout 600000
+        set writer [redis_client]
+        $writer put.start ck:put 4096
+        assert_equal OK [r debug wallclock-step 86400000]
+        # put-timeout has not run out: no one takes the put over.
+        set other [redis_client]
+        assert_error {*EXISTS*} {$other put.start ck:put 4096}
+        # A connection with a pending put closes: the sweep passes over the
+        # whole pending table at once. Only that connection's put goes.
+        set reclaimed0 [get_info_field r store store_pending_reclaimed]
+        set quitter [redis_client]
+        $quitter put.start ck:quit 4096
+        $quitter close
+        wait_for_condition 100 20 {[get_info_field r store store_pending_reclaimed] > $reclaimed0} else {
+            fail "the closed connection's put was not reclaimed"
+        }
+        ck_ticks 1
+        assert_equal [expr {$reclaimed0 + 1}] [get_info_field r store store_pending_reclaimed]
+        assert_equal OK [$writer put.end ck:put]
+        assert_equal 1 [r exists ck:put]
+        # What the object shows as its creation is a wall-clock time: after the step.
+        assert_morethan [dict get [r object.info ck:put] created] [expr {[clock milliseconds] + 86000000}]
+        $writer close
+        $other close
+    }
+
+    test {A wall-clock step forward neither kills an orphaned owner (owner-ttl) nor ends a drain} {
+        r config set owner-ttl 600000
+        set host [redis_client]
+        $host mount ck-orphan 4096 OWNER ck-orphan-owner
+        $host close
+        wait_for_condition 100 20 {[dict get [r segment.info ck-orphan] state] eq "orphaned"} else {
+            fail "the segment's owner did not become an orphan"
+        }
+        r mount ck-drain 4096 OWNER ck-drain-owner
+        assert_equal 0 [r unmount ck-drain graceful 600000]
+        set lost0 [get_info_field r segments owners_lost_by_ttl]
+        assert_equal OK [r debug wallclock-step 86400000]
+        ck_ticks 2
+        assert_equal orphaned [dict get [r segment.info ck-orphan] state]
+        assert_equal $lost0 [get_info_field r segments owners_lost_by_ttl]
+        assert_equal draining [dict get [r segment.info ck-drain] state]
+        assert_equal 0 [r unmount ck-drain]
+    }
+}
