@@ -599,7 +599,7 @@ void aofBeforeSleep(void) {
             serverLog(LL_WARNING, "AOF: fsync failed with appendfsync always (%s): exiting", strerror(errno));
             exit(1);
         }
-        aof.last_fsync_ms = server.mstime;
+        aof.last_fsync_ms = server.monotime;
     }
 }
 
@@ -676,8 +676,8 @@ static void checkFiles(void) {
     aof.files_lost = why;
     /* One rewrite at a time, and a failed one tried again after a pause:
      * each start opens an increment. */
-    if (!why || aof.child != -1 || server.mstime - aof.lost_rewrite_ms < 5000) return;
-    aof.lost_rewrite_ms = server.mstime;
+    if (!why || aof.child != -1 || server.monotime - aof.lost_rewrite_ms < 5000) return;
+    aof.lost_rewrite_ms = server.monotime;
     struct stat st;
     if ((fstat(aof.dirfd, &st) == -1 || st.st_nlink == 0) && openDir() == -1) return; /* try again next tick */
     const char *err;
@@ -778,7 +778,7 @@ static void rewriteFailed(void) {
     int shift = aof.rewrite_failures - 1 < 6 ? aof.rewrite_failures - 1 : 6;
     long long delay = 1000LL << shift;
     if (delay > 60000) delay = 60000;
-    aof.rewrite_retry_ms = mstime() + delay;
+    aof.rewrite_retry_ms = monoMs() + delay;
     serverLog(LL_WARNING, "Background AOF rewrite failed (%d in a row); the log goes on in its increments, and "
                           "the next automatic rewrite waits %lld s",
               aof.rewrite_failures, delay / 1000);
@@ -835,7 +835,7 @@ static int rewriteStart(const char **err) {
         return C_ERR;
     }
     aof.child = pid;
-    aof.rewrite_start_ms = mstime();
+    aof.rewrite_start_ms = monoMs();
     aof.rewrite_scheduled = 0;
     serverLog(LL_NOTICE, "Background append only file rewriting started by pid %d", (int)pid);
     return C_OK;
@@ -847,7 +847,7 @@ static void rewriteDone(int ok) {
     const char *tmp = aof.child_tmp;
     char base[AOF_FILE_NAME_MAX + 1];
     aof.child = -1;
-    aof.last_rewrite_ms = mstime() - aof.rewrite_start_ms;
+    aof.last_rewrite_ms = monoMs() - aof.rewrite_start_ms;
     aof.rewrite_start_ms = 0;
     if (!ok) goto fail;
     long long seq = aof.base_seq + 1;
@@ -895,11 +895,11 @@ void aofCron(void) {
     if (!aofOn) return;
     checkFsync();
     checkFiles();
-    if (server.aof_fsync == AOF_FSYNC_EVERYSEC && server.mstime - aof.last_fsync_ms >= 1000) {
-        aof.last_fsync_ms = server.mstime;
+    if (server.aof_fsync == AOF_FSYNC_EVERYSEC && server.monotime - aof.last_fsync_ms >= 1000) {
+        aof.last_fsync_ms = server.monotime;
         requestFsync();
     }
-    if (aof.child == -1 && server.mstime >= aof.rewrite_retry_ms && (aof.rewrite_scheduled ||
+    if (aof.child == -1 && server.monotime >= aof.rewrite_retry_ms && (aof.rewrite_scheduled ||
                             (server.auto_aof_rewrite_percentage > 0 &&
                              aof.incr_size >= server.auto_aof_rewrite_min_size &&
                              aof.incr_size * 100 >= (aof.base_size ? aof.base_size : 1) *
@@ -909,7 +909,7 @@ void aofCron(void) {
         if (rewriteStart(&err) == C_OK) {
             if (!scheduled) serverLog(LL_NOTICE, "Starting automatic rewriting of AOF");
         } else {
-            aof.rewrite_retry_ms = server.mstime + 1000; /* no increment to open, say: not every tick */
+            aof.rewrite_retry_ms = server.monotime + 1000; /* no increment to open, say: not every tick */
         }
     }
 }
@@ -1412,7 +1412,7 @@ sds aofInfo(sds s) {
                      "aof_last_cow_size:0\r\n",
                      aofOn, aof.child != -1, aof.rewrite_scheduled,
                      aof.rewrites || !aof.last_rewrite_ok ? aof.last_rewrite_ms / 1000 : -1LL,
-                     aof.child != -1 ? (mstime() - aof.rewrite_start_ms) / 1000 : -1LL,
+                     aof.child != -1 ? (monoMs() - aof.rewrite_start_ms) / 1000 : -1LL,
                      aof.last_rewrite_ok ? "ok" : "err", aof.rewrites, aof.last_write_ok && !aof.fsync_failed && !aof.files_lost ? "ok" : "err");
     if (aofOn) {
         s = sdscatprintf(s,

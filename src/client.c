@@ -48,7 +48,7 @@ sds catClientInfoString(sds s, client *c) {
     if (ev & AE_READABLE) *e++ = 'r';
     if (ev & AE_WRITABLE) *e++ = 'w';
     *e = '\0';
-    mstime_t now = mstime();
+    mstime_t now = monoMs();
     size_t obl = c->bufpos, oll = 0;
     for (replyBlock *b = c->reply_head; b; b = b->next) oll++;
     size_t qbuf = sdslen(c->querybuf) - c->qb_pos; /* not parsed yet */

@@ -158,7 +158,7 @@ static void applySlotmap(int deleted, long long mod_rev) {
  * cluster-node-timeout: the time any live node has to renew. */
 static long long aliveTrustedFromMs;
 
-static void distrustAlive(void) { aliveTrustedFromMs = mstime() + server.cluster_node_timeout; }
+static void distrustAlive(void) { aliveTrustedFromMs = monoMs() + server.cluster_node_timeout; }
 
 long long clusterAliveTrustedFrom(void) { return aliveTrustedFromMs; }
 
@@ -372,12 +372,12 @@ int clusterMyselfAliveInEtcd(void) {
 static void etcdReachable(int yes, const char *why) {
     clusterState *cs = server.cluster;
     if (yes && cs->etcd_down_since) {
-        serverLog(LL_NOTICE, "Cluster: etcd reachable again after %lld ms", server.mstime - cs->etcd_down_since);
+        serverLog(LL_NOTICE, "Cluster: etcd reachable again after %lld ms", server.monotime - cs->etcd_down_since);
         cs->etcd_down_since = 0;
     } else if (!yes) {
         cs->stat_etcd_errors++;
         if (!cs->etcd_down_since) {
-            cs->etcd_down_since = server.mstime ? server.mstime : mstime();
+            cs->etcd_down_since = server.monotime ? server.monotime : monoMs();
             serverLog(LL_WARNING, "Cluster: etcd unreachable (%s); serving the slots as last known, "
                       "topology changes wait", why ? why : "?");
         }
@@ -459,7 +459,7 @@ static void leaseGranted(const etcdResult *r, void *privdata) {
     cs->lease_id = r->lease_id;
     cs->lease_ttl_ms = (r->ttl > 0 ? r->ttl : leaseTTL()) * 1000;
     cs->lease_ok_sent_ms = keepaliveSentMs;
-    cs->next_keepalive_ms = mstime() + keepaliveInterval();
+    cs->next_keepalive_ms = monoMs() + keepaliveInterval();
     putAlive();
 }
 
@@ -543,7 +543,7 @@ static void initialRange(const etcdResult *r, void *privdata) {
     initInflight = 0;
     if (!r->ok) {
         etcdReachable(r->http_status != 0, r->err);
-        nextInitTry = mstime() + 500;
+        nextInitTry = monoMs() + 500;
         return;
     }
     etcdReachable(1, NULL);
@@ -606,8 +606,8 @@ int clusterSyncInit(char *err, size_t errlen) {
     /* Start-up waits (bounded) for etcd, so a node that says "Ready" is
      * registered and has its slots back; if etcd is not there it starts
      * anyway, answers CLUSTERDOWN, and keeps trying. */
-    long long deadline = mstime() + 5000;
-    while (mstime() < deadline) {
+    long long deadline = monoMs() + 5000;
+    while (monoMs() < deadline) {
         updateCachedTime();
         clusterSyncCron();
         if (cs->synced && cs->registered && cs->lease_id) break;
@@ -639,7 +639,7 @@ const char *clusterWriteFence(void) {
     if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0 || cs->my_replicas == 0) return NULL;
     static int fenced;
     long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
-    long long age = cs->lease_ok_sent_ms ? mstime() - cs->lease_ok_sent_ms : -1;
+    long long age = cs->lease_ok_sent_ms ? monoMs() - cs->lease_ok_sent_ms : -1;
     int alive = clusterMyselfAliveInEtcd();
     if (age >= 0 && age < ttl * 2 / 3 && alive) {
         if (fenced) serverLog(LL_WARNING, "Cluster: lease renewed: this primary takes writes again");
@@ -662,7 +662,7 @@ const char *clusterWriteFence(void) {
 
 void clusterSyncCron(void) {
     clusterState *cs = server.cluster;
-    long long now = mstime();
+    long long now = monoMs();
     if (!cs->synced) {
         if (!initInflight && now >= nextInitTry) startInitialSync();
         return;

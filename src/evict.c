@@ -365,7 +365,7 @@ static long long evictFruitlessUntil;
 
 static void evictLogCron(void) {
     static long long last_ms, last_count;
-    if (server.mstime - last_ms < EVICT_LOG_PERIOD_MS) return;
+    if (server.monotime - last_ms < EVICT_LOG_PERIOD_MS) return;
     long long n = server.stat_evictedkeys - last_count;
     if (n > 0 && last_ms) {
         allocStats ps;
@@ -374,10 +374,10 @@ static void evictLogCron(void) {
         bytesToHuman(hused, sizeof(hused), ps.used);
         bytesToHuman(hlimit, sizeof(hlimit), ps.limit);
         serverLog(LL_NOTICE, "Evicted %lld objects in the last %lld s to make room (pool %s used of %s, "
-                  "evict-high-watermark %.2f)", n, (server.mstime - last_ms) / 1000, hused, hlimit,
+                  "evict-high-watermark %.2f)", n, (server.monotime - last_ms) / 1000, hused, hlimit,
                   server.evict_high_watermark);
     }
-    last_ms = server.mstime;
+    last_ms = server.monotime;
     last_count = server.stat_evictedkeys;
 }
 
@@ -396,7 +396,7 @@ void storeEvictionCron(long long budget_us) {
         for (uint32_t i = 0; i < segtabLen; i++) {
             segment *s = segtab[i];
             if (!s || s->tier != SEG_TIER_MEMORY) continue;
-            if (s->id == evictFruitlessSegment && server.mstime < evictFruitlessUntil) continue;
+            if (s->id == evictFruitlessSegment && server.monotime < evictFruitlessUntil) continue;
             /* Two loads, not allocGetStats: its largest-free search, per
              * segment per tick, was 70% of an idle server's CPU once many
              * segments were mounted (20000: 26% of a core doing nothing). */
@@ -429,15 +429,15 @@ void storeEvictionCron(long long budget_us) {
      * any victim frees space there: sampled as any eviction, not with the
      * wide samples a filter needs to find a segment's few keys. */
     segment *only = segmentObjects(target) >= dictSize(server.keys) ? NULL : target;
-    long long start = ustime();
+    long long start = monoUs();
     while (server.evict_pending > 0) {
         if (!evictOne(only)) {
             server.evict_pending = 0;
             evictFruitlessSegment = target->id;
-            evictFruitlessUntil = server.mstime + 1000;
+            evictFruitlessUntil = server.monotime + 1000;
             break;
         }
         server.evict_pending--;
-        if ((server.evict_pending & 15) == 0 && ustime() - start > budget_us) break;
+        if ((server.evict_pending & 15) == 0 && monoUs() - start > budget_us) break;
     }
 }

@@ -564,7 +564,7 @@ static void httpNotifyConnection(void *cls, struct MHD_Connection *conn, void **
         server.stat_http_connections++;
         httpConn *hc = zcalloc(sizeof(*hc));
         hc->conn = conn;
-        hc->since = mstime();
+        hc->since = monoMs();
         hc->next = httpConns;
         if (httpConns) httpConns->prev = hc;
         httpConns = hc;
@@ -590,7 +590,7 @@ static void httpRequestDone(void *cls, struct MHD_Connection *conn, void **req_c
     (void)req_cls;
     (void)toe;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (ci && ci->socket_context) ((httpConn *)ci->socket_context)->since = mstime();
+    if (ci && ci->socket_context) ((httpConn *)ci->socket_context)->since = monoMs();
 }
 
 /* Connections that have waited more than http-timeout for a request's
@@ -598,7 +598,7 @@ static void httpRequestDone(void *cls, struct MHD_Connection *conn, void **req_c
  * peer gone and closes (it has no call to close one itself). */
 static void httpReapSlow(void) {
     static long long last;
-    long long now = mstime(), limit = http.timeout * 1000;
+    long long now = monoMs(), limit = http.timeout * 1000;
     if (now - last < HTTP_TICK_MS) return; /* a walk a tick is enough */
     last = now;
     for (httpConn *hc = httpConns; hc; hc = hc->next) {

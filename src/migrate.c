@@ -92,7 +92,7 @@ static int connCacheLen;
  * (ETIMEDOUT when the deadline passed). */
 static int syncWait(int fd, short events, mstime_t deadline) {
     for (;;) {
-        long long left = deadline - mstime();
+        long long left = deadline - monoMs();
         if (left <= 0) {
             errno = ETIMEDOUT;
             return -1;
@@ -137,7 +137,7 @@ static int syncTcpConnect(const char *host, int port, long long timeout_ms, char
         snprintf(err, errlen, "%s: %s", host, gai_strerror(rv));
         return -1;
     }
-    mstime_t deadline = mstime() + timeout_ms;
+    mstime_t deadline = monoMs() + timeout_ms;
     int fd = -1;
     snprintf(err, errlen, "%s:%d: no usable address", host, port);
     for (p = res; p; p = p->ai_next) {
@@ -169,7 +169,7 @@ static int syncSendv(int fd, struct iovec *iov, int iovcnt, long long timeout_ms
         if (w < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-            if (syncWait(fd, POLLOUT, mstime() + timeout_ms) != 0) return -1;
+            if (syncWait(fd, POLLOUT, monoMs() + timeout_ms) != 0) return -1;
             continue;
         }
         anetIovAdvance(&iov, &iovcnt, (size_t)w);
@@ -189,7 +189,7 @@ static ssize_t syncReadSome(int fd, char *dst, size_t cap, long long timeout_ms)
         }
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) return -1;
-        if (syncWait(fd, POLLIN, mstime() + timeout_ms) != 0) return -1;
+        if (syncWait(fd, POLLIN, monoMs() + timeout_ms) != 0) return -1;
     }
 }
 
@@ -260,14 +260,14 @@ static syncConn *connCacheAdd(const char *name, int fd) {
     syncConn *sc = zmalloc(sizeof(*sc));
     sc->name = sdsnew(name);
     sc->fd = fd;
-    sc->last_use = mstime();
+    sc->last_use = monoMs();
     sc->rpos = sc->rlen = 0;
     connCache[connCacheLen++] = sc;
     return sc;
 }
 
 void migrateCloseTimedoutSockets(void) {
-    mstime_t now = mstime();
+    mstime_t now = monoMs();
     for (int i = 0; i < connCacheLen;) {
         if (now - connCache[i]->last_use > MIGRATE_SOCKET_CACHE_TTL_MS) connCacheRemoveAt(i);
         else i++;
@@ -540,7 +540,7 @@ static syncConn *migrateGetSocket(client *c, sds host, long long port, long long
         }
         sc = connCacheAdd(name, fd);
     }
-    sc->last_use = mstime();
+    sc->last_use = monoMs();
     sdsfree(name);
     return sc;
 }
@@ -725,7 +725,7 @@ void migrateCommand(client *c) {
                                     write_error ? "writing" : "reading");
             goto done;
         }
-        sc->last_use = mstime();
+        sc->last_use = monoMs();
         if (!error_from_target) addReplyOk(c);
         break;
     }

@@ -80,7 +80,7 @@ client *createClient(int fd, int unix) {
     c->authenticated = aclUserOpensWithoutAuth(DefaultUser);
     c->querybuf = sdsempty();
     c->pass_fd = -1;
-    c->ctime = c->lastinteraction = mstime();
+    c->ctime = c->lastinteraction = monoMs();
     respReqInit(&c->parser, server.proto_max_bulk_len, PROTO_BIG_ARG);
     c->parser.unauthenticated = !c->authenticated;
     if (unix) {
@@ -626,7 +626,7 @@ int checkClientOutputBufferLimits(client *c) {
     /* The loop's cached clock: this runs for every reply queued behind a
      * full buffer (every message to a subscriber that lags), and soft
      * limits are counted in seconds. */
-    mstime_t now = server.mstime;
+    mstime_t now = server.monotime;
     if (soft) {
         if (c->obuf_soft_limit_since == 0) {
             c->obuf_soft_limit_since = now;
@@ -1154,7 +1154,7 @@ void readQueryFromClient(aeEventLoop *el, int fd, void *privdata, int mask) {
         freeClientAsync(c);
         return;
     }
-    c->lastinteraction = server.mstime;
+    c->lastinteraction = server.monotime;
     c->net_in += (unsigned long long)nread;
     server.stat_net_input_bytes += nread;
     if (sdslen(c->querybuf) > c->querybuf_peak) c->querybuf_peak = sdslen(c->querybuf);
@@ -1353,7 +1353,7 @@ void clientShrinkIdleBuffers(client *c) {
 void clientsCron(void) {
     unsigned long iterations = server.nclients / (unsigned long)server.hz;
     if (iterations < 50) iterations = server.nclients < 50 ? server.nclients : 50;
-    mstime_t now = mstime();
+    mstime_t now = monoMs();
     while (iterations-- && server.clients_head) {
         client *c = server.clients_head;
         /* Rotate: head to tail. */

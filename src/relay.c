@@ -211,12 +211,12 @@ static void idlePut(relayConn *rc) {
         connClose(idleConns[lru]);
         idleConns[lru] = idleConns[--nidle];
     }
-    rc->last_use = mstime();
+    rc->last_use = monoMs();
     idleConns[nidle++] = rc;
 }
 
 void relayCron(void) {
-    mstime_t now = mstime();
+    mstime_t now = monoMs();
     for (int i = 0; i < nidle;) {
         if (now - idleConns[i]->last_use > RELAY_IDLE_TTL_MS) {
             connClose(idleConns[i]);
@@ -444,7 +444,7 @@ static void rrNextAttempt(relayRead *r) {
                               l2, off, l3, len);
         r->outpos = 0;
         r->phase = r->fresh ? PH_CONNECTING : PH_SENDING;
-        r->deadline = mstime() + r->timeout_ms;
+        r->deadline = monoMs() + r->timeout_ms;
         if (aeCreateFileEvent(server.el, r->conn->fd, AE_WRITABLE, rrEvent, r) == AE_ERR) {
             connClose(r->conn);
             r->conn = NULL;
@@ -545,7 +545,7 @@ static void rrWritable(relayRead *r) {
             return rrFailErrno(r, errno, "write");
         }
         r->outpos += (size_t)w;
-        r->deadline = mstime() + r->timeout_ms;
+        r->deadline = monoMs() + r->timeout_ms;
     }
     aeDeleteFileEvent(server.el, fd, AE_WRITABLE);
     r->phase = r->send_auth ? PH_AUTH_LINE : PH_HEADER;
@@ -577,7 +577,7 @@ static void rrReadable(relayRead *r) {
         return rrFailErrno(r, errno, "read");
     }
     r->replied = 1;
-    r->deadline = mstime() + r->timeout_ms;
+    r->deadline = monoMs() + r->timeout_ms;
     rrParse(r);
 }
 
@@ -600,14 +600,14 @@ static int rrTimer(aeEventLoop *el, long long id, void *clientData) {
     if (r->phase == PH_START) {
         rrNextAttempt(r);
     } else {
-        mstime_t now = mstime();
+        mstime_t now = monoMs();
         if (now >= r->deadline) {
             rrFailErrno(r, ETIMEDOUT, "");
         }
     }
     if (r->state != RR_RUNNING) return AE_NOMORE;
     r->timer = id;
-    long long left = r->deadline - mstime();
+    long long left = r->deadline - monoMs();
     return left < 1 ? 1 : left > 3600000 ? 3600000 : (int)left;
 }
 

@@ -295,7 +295,7 @@ void replCheckHeld(void) {
         replDropHeld();
         return;
     }
-    long long now = mstime(), acked = ackedByAllOffset();
+    long long now = monoMs(), acked = ackedByAllOffset();
     for (size_t i = 0; i < repl.nheld;) {
         client *c = repl.held[i];
         if (acked >= c->repl_wait_offset) {
@@ -408,7 +408,7 @@ void replBeforeSleep(void) {
             c->flags &= ~CLIENT_REPL_WAIT;
             continue;
         }
-        c->repl_wait_since = mstime();
+        c->repl_wait_since = monoMs();
         c->repl_held = 1;
         blockClient(c, NULL);
         repl.held_writes++;
@@ -473,7 +473,7 @@ static void waitingRemove(client *c) {
  * request. The done are taken out first and answered after the walk: an
  * answered client runs what it pipelined, which may WAIT again. */
 static void replCheckWaiting(int in_before_sleep) {
-    long long now = mstime();
+    long long now = monoMs();
     if (in_before_sleep) waitingDirty = 0;
     client **done = NULL;
     size_t ndone = 0;
@@ -528,7 +528,7 @@ void waitCommand(client *c) {
     }
     c->wait_replicas = n > INT_MAX ? INT_MAX : (int)n;
     c->wait_offset = -1;
-    c->wait_deadline = timeout ? addSaturate(mstime(), timeout) : 0;
+    c->wait_deadline = timeout ? addSaturate(monoMs(), timeout) : 0;
     if (nwaiting == waiting_cap) {
         waiting_cap = waiting_cap ? waiting_cap * 2 : 16;
         waiting = zrealloc(waiting, waiting_cap * sizeof(client *));
@@ -664,7 +664,7 @@ void replconfCommand(client *c) {
          * acknowledge writes (cluster-replica-ack) the replica lacks. */
         if (off > repl.offset) return;
         if (off > c->repl->ack) c->repl->ack = off;
-        c->repl->ack_ms = server.mstime;
+        c->repl->ack_ms = server.monotime;
         if (repl.nheld) replCheckHeld();
         waitingDirty = 1; /* looked at once, in beforeSleep, however many acks came */
         return;
@@ -679,7 +679,7 @@ void replconfCommand(client *c) {
             return;
         }
         if (repl.handover_inflight) return;
-        repl.pause_until = mstime() + 2 * server.cluster_node_timeout;
+        repl.pause_until = monoMs() + 2 * server.cluster_node_timeout;
         snprintf(repl.handover_to, sizeof(repl.handover_to), "%s", c->repl->node_id);
         serverLog(LL_NOTICE, "Replication: replica %s asks for a planned failover: writes paused until it has "
                   "offset %lld", c->repl->node_id, repl.offset);
@@ -693,7 +693,7 @@ void replconfCommand(client *c) {
             addReplyError(c, "ERR invalid milliseconds");
             return;
         }
-        repl.debug_hold_until = mstime() + ms;
+        repl.debug_hold_until = monoMs() + ms;
         snprintf(repl.debug_hold_id, sizeof(repl.debug_hold_id), "%.40s", c->argc == 4 ? c->argv[3] : "");
         for (int i = 0; i < repl.nlinks; i++)
             if (!repl.debug_hold_id[0] || !strcmp(repl.debug_hold_id, repl.links[i]->repl->node_id))
@@ -795,7 +795,7 @@ static void snapshotKey(void *privdata, const dictEntry *de) {
 static int snapshotSlice(client *c) {
     replicaLink *l = c->repl;
     if (c->reply_bytes >= REPL_SNAP_QUEUE_MAX) return 1; /* the socket first */
-    long long t0 = ustime(), now = t0;
+    long long t0 = monoUs(), now = t0;
     snapSlice sl = {c, sdsempty()};
     do {
         for (int i = 0; i < 64; i++) { /* a bucket at a time; the clock every 64 */
@@ -807,7 +807,7 @@ static int snapshotSlice(client *c) {
             l->snap_bytes += (long long)sdslen(sl.cur);
             sdsclear(sl.cur);
         }
-        now = ustime();
+        now = monoUs();
     } while (l->cursor != 0 && now - t0 < REPL_SNAP_SLICE_US && c->reply_bytes < REPL_SNAP_QUEUE_MAX);
     if (l->cursor == 0) {
         sl.cur = detachedRewrite(sl.cur, keepSnapshot);
@@ -818,7 +818,7 @@ static int snapshotSlice(client *c) {
     addReplyProto(c, sl.cur, sdslen(sl.cur));
     l->snap_bytes += (long long)sdslen(sl.cur);
     sdsfree(sl.cur);
-    now = ustime();
+    now = monoUs();
     l->snap_slices++;
     repl.snapshot_slices++;
     if (now - t0 > l->snap_longest_us) l->snap_longest_us = now - t0;
@@ -828,7 +828,7 @@ static int snapshotSlice(client *c) {
     serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s): %lld keys, %lld bytes (%lld of values sent "
               "from the pool) in %lld slices over %lld ms, the longest %lld us, to offset %lld",
               l->node_id[0] ? l->node_id : "?", c->addr, l->snap_keys, l->snap_bytes, l->snap_byref, l->snap_slices,
-              mstime() - l->snap_start_ms, l->snap_longest_us, repl.offset);
+              monoMs() - l->snap_start_ms, l->snap_longest_us, repl.offset);
     return 0;
 }
 
@@ -956,7 +956,7 @@ void psyncCommand(client *c) {
     sdsfree(first);
     l->snapshotting = 1;
     l->cursor = 0;
-    l->snap_start_ms = mstime();
+    l->snap_start_ms = monoMs();
     l->snap_keys = l->snap_byref = l->snap_slices = l->snap_longest_us = 0;
     serverLog(LL_NOTICE, "Replication: full sync for replica %s (%s) from offset %lld: the keyspace goes in slices",
               l->node_id[0] ? l->node_id : "?", c->addr, repl.offset);
@@ -970,7 +970,7 @@ void replCron(void) {
     clusterState *cs = server.cluster;
     if (nwaiting) replCheckWaiting(0); /* timeouts (a standalone server's WAITs too) */
     if (!cs) return;
-    long long now = mstime();
+    long long now = monoMs();
     if (clusterNodeIsReplica(cs->myself) && repl.primary_id[0]) {
         long long timeout = server.cluster_node_timeout;
         if (repl.state == LINK_NONE && now >= repl.next_try_ms && !repl.promoting) {
@@ -1045,7 +1045,7 @@ sds replInfo(sds s) {
     clusterState *cs = server.cluster;
     if (!repl.replid[0]) replNewReplid(0);
     int replica = cs && clusterNodeIsReplica(cs->myself);
-    long long now = mstime();
+    long long now = monoMs();
     if (replica) {
         s = sdscatprintf(s,
                          "role:slave\r\n"

@@ -182,7 +182,7 @@ int replEligible(void) {
     if (strcmp(repl.synced_with, repl.primary_id)) return 0;
     if (repl.state == LINK_STREAM) return 1;
     return repl.link_down_since &&
-           mstime() - repl.link_down_since <= REPL_VALIDITY_FACTOR * server.cluster_node_timeout;
+           monoMs() - repl.link_down_since <= REPL_VALIDITY_FACTOR * server.cluster_node_timeout;
 }
 
 /* Which replica goes first. Each eligible replica of the dead primary posts
@@ -210,7 +210,7 @@ static void rankPosted(const etcdResult *r, void *privdata) {
 
 static void promoteNow(clusterNode *p, const char *why) {
     repl.promoting = 1;
-    repl.last_failover_ms = mstime();
+    repl.last_failover_ms = monoMs();
     serverLog(LL_WARNING, "Replication: primary %s's etcd lease expired (no renewal for cluster-node-timeout); "
               "this replica (offset %lld) tries to take its slots: %s", p->id, repl.applied, why);
     clusterPromoteMyself(NULL, "auto");
@@ -223,7 +223,7 @@ static void rankRead(const etcdResult *r, void *privdata) {
     if (rank.phase != 2 || !p || strcmp(p->id, rank.primary)) return;
     if (!r->ok) {
         rank.phase = 1;
-        rank.deadline = mstime() + RANK_WAIT_MS;
+        rank.deadline = monoMs() + RANK_WAIT_MS;
         return;
     }
     const char *best = cs->myself->id;
@@ -252,7 +252,7 @@ static void rankRead(const etcdResult *r, void *privdata) {
     serverLog(LL_NOTICE, "Replication: replica %s has a higher offset (%lld > %lld): leaving the failover to it "
               "for cluster-node-timeout", best, best_off, repl.applied);
     rank.phase = 3;
-    rank.deadline = mstime() + server.cluster_node_timeout;
+    rank.deadline = monoMs() + server.cluster_node_timeout;
 }
 
 void replMaybeFailover(void) {
@@ -265,15 +265,15 @@ void replMaybeFailover(void) {
     if (repl.promoting || !cs->synced || cs->etcd_down_since) return;
     if (!replEligible()) {
         static long long lastlog;
-        if (mstime() - lastlog > 5000) {
-            lastlog = mstime();
+        if (monoMs() - lastlog > 5000) {
+            lastlog = monoMs();
             serverLog(LL_WARNING, "Replication: primary %s is down but this replica may not take over: %s",
                       p->id, strcmp(repl.synced_with, p->id) ? "it has not completed a sync with it"
                                                              : "its data is too old (link down too long)");
         }
         return;
     }
-    long long now = mstime(), from = clusterAliveTrustedFrom();
+    long long now = monoMs(), from = clusterAliveTrustedFrom();
     if (now < from) {
         static long long logged;
         if (logged != from) {
@@ -336,7 +336,7 @@ void replFailoverDone(const char *kind, const char *old_primary, int automatic, 
         return;
     }
     repl.failovers++;
-    snprintf(ms, sizeof(ms), "%lld", repl.last_failover_ms ? mstime() - repl.last_failover_ms : 0LL);
+    snprintf(ms, sizeof(ms), "%lld", repl.last_failover_ms ? monoMs() - repl.last_failover_ms : 0LL);
     if (!strcasecmp(kind, "promote")) {
         serverLog(LL_WARNING, "Replication: %s failover done: this node took the slots of %s (%s ms after "
                   "deciding), config epoch %lld", automatic ? "automatic" : "forced", old_primary, ms,
@@ -373,7 +373,7 @@ void replFailoverCommand(client *c) {
         return;
     }
     if (force || takeover) {
-        repl.last_failover_ms = mstime();
+        repl.last_failover_ms = monoMs();
         serverLog(LL_WARNING, "Replication: CLUSTER FAILOVER %s: taking the slots of %s without its agreement",
                   force ? "FORCE" : "TAKEOVER", p->id);
         repl.promoting = 1;
@@ -389,7 +389,7 @@ void replFailoverCommand(client *c) {
         addReplyError(c, "ERR cannot reach the primary over the replication link");
         return;
     }
-    repl.last_failover_ms = mstime();
+    repl.last_failover_ms = monoMs();
     serverLog(LL_NOTICE, "Replication: CLUSTER FAILOVER: asked primary %s for a planned failover", p->id);
     addReplyOk(c);
 }

@@ -101,7 +101,7 @@ void replLinkClose(const char *why) {
         close(repl.fd);
         repl.fd = -1;
     }
-    if (repl.state == LINK_STREAM && !repl.link_down_since) repl.link_down_since = mstime();
+    if (repl.state == LINK_STREAM && !repl.link_down_since) repl.link_down_since = monoMs();
     /* A full sync cut short: a replica whose pool cannot hold its
      * primary's data (or that the primary keeps dropping) would start one
      * every 500 ms for ever, each a scan of the primary's whole keyspace
@@ -111,7 +111,7 @@ void replLinkClose(const char *why) {
         int n = ++repl.sync_failures;
         long long wait = n >= 5 ? REPL_RETRY_MAX_MS : 500LL << (n - 1);
         if (wait > REPL_RETRY_MAX_MS) wait = REPL_RETRY_MAX_MS;
-        repl.next_try_ms = mstime() + wait;
+        repl.next_try_ms = monoMs() + wait;
         if (n > 1)
             serverLog(LL_WARNING, "Replication: %d syncs with %s:%d in a row ended before their end: next try in %lld "
                       "ms", n, repl.host, repl.port, wait);
@@ -126,7 +126,7 @@ void replLinkClose(const char *why) {
         repl.down_logged = 1;
     }
     repl.state = LINK_NONE;
-    repl.state_since_ms = mstime();
+    repl.state_since_ms = monoMs();
     if (repl.rbuf) sdsclear(repl.rbuf);
     repl.rpos = 0;
 }
@@ -141,7 +141,7 @@ void replSendAck(void) {
     ssize_t w = write(repl.fd, msg, (size_t)n);
     if (w == n) {
         repl.last_ack_sent = repl.applied;
-        repl.last_ack_ms = mstime();
+        repl.last_ack_ms = monoMs();
     } else if (w > 0) {
         replLinkClose("an acknowledgement did not fit in the socket");
     }
@@ -263,7 +263,7 @@ static void handshakeRefused(const char *line) {
         snprintf(why, sizeof(why), "the user has no permission for the replication commands (%.80s)", line + 1);
     else
         snprintf(why, sizeof(why), "%.150s", line + 1);
-    long long now = mstime();
+    long long now = monoMs();
     if (strcmp(last, why) || now - last_ms > 60000) {
         serverLog(LL_WARNING, "Replication: primary %s:%d refused the sync: %s", repl.host, repl.port, why);
         snprintf(last, sizeof(last), "%s", why);
@@ -417,7 +417,7 @@ static int processLinkInput(void) {
                 }
                 if (!repl.backlog) replBacklogReset();
                 repl.state = LINK_STREAM;
-                repl.state_since_ms = mstime();
+                repl.state_since_ms = monoMs();
                 repl.link_down_since = 0;
                 repl.down_logged = 0;
                 repl.partial_syncs_done++;
@@ -529,7 +529,7 @@ static int processLinkInput(void) {
     snapshot_done:
         storePresizeDone();
         repl.state = LINK_STREAM;
-        repl.state_since_ms = mstime();
+        repl.state_since_ms = monoMs();
         repl.link_down_since = 0;
         repl.down_logged = 0;
         repl.full_syncs_done++;
@@ -576,7 +576,7 @@ static void linkReadHandler(aeEventLoop *el, int fd, void *privdata, int mask) {
         return;
     }
     server.stat_net_input_bytes += n;
-    repl.last_io_ms = mstime();
+    repl.last_io_ms = monoMs();
     long long before = repl.applied;
     if (processLinkInput() == -1) {
         replLinkClose("protocol error");
@@ -628,7 +628,7 @@ static void linkConnected(aeEventLoop *el, int fd, void *privdata, int mask) {
         return;
     }
     repl.state = LINK_HANDSHAKE;
-    repl.state_since_ms = mstime();
+    repl.state_since_ms = monoMs();
     aeCreateFileEvent(server.el, fd, AE_READABLE, linkReadHandler, NULL);
 }
 
@@ -650,7 +650,7 @@ void replLinkConnect(void) {
     }
     repl.fd = fd;
     repl.state = LINK_CONNECTING;
-    repl.state_since_ms = mstime();
-    repl.last_io_ms = mstime();
+    repl.state_since_ms = monoMs();
+    repl.last_io_ms = monoMs();
     if (aeCreateFileEvent(server.el, fd, AE_WRITABLE, linkConnected, NULL) == AE_ERR) replLinkClose("event loop full");
 }

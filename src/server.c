@@ -217,7 +217,7 @@ void call(client *c) {
     serverCommand *cmd = c->cmd;
     sds monitor_line = monitorLineFor(c);
     c->lastcmd = cmd;
-    long long start = ustime();
+    long long start = monoUs();
     int nested = c->flags & CLIENT_PROTECTED;
     c->flags |= CLIENT_PROTECTED;
     cmd->proc(c);
@@ -228,7 +228,7 @@ void call(client *c) {
         sdsfree(monitor_line);
         return;
     }
-    long long duration = ustime() - start;
+    long long duration = monoUs() - start;
     cmd->calls++;
     cmd->usec += duration;
     if (server.latency_tracking) latencyRecord(&cmd->latency, duration > 0 ? (uint64_t)duration : 0);

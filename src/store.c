@@ -441,7 +441,7 @@ static struct {
 static void addLen(storeObj *o, void *ctx) { *(uint64_t *)ctx += o->len; }
 
 void storeLogNoSpace(uint64_t size, const char *what) {
-    if (nospaceLog.last_ms && server.mstime - nospaceLog.last_ms < STORE_LOG_PERIOD_MS) {
+    if (nospaceLog.last_ms && server.monotime - nospaceLog.last_ms < STORE_LOG_PERIOD_MS) {
         nospaceLog.suppressed++;
         return;
     }
@@ -461,7 +461,7 @@ void storeLogNoSpace(uint64_t size, const char *what) {
               "lease-ttl bounds the rest",
               what, hsize, nospaceLog.suppressed, hused, hlimit, st.ndeferred, hdef,
               server.evict_policy == EVICT_LRU ? "lru" : "noeviction");
-    nospaceLog.last_ms = server.mstime;
+    nospaceLog.last_ms = server.monotime;
     nospaceLog.suppressed = 0;
 }
 
@@ -1074,8 +1074,8 @@ static int lazyFreeStep(void) {
 
 void storeLazyFreeCron(long long budget_us) {
     if (lazy.n == 0) return;
-    long long start = ustime();
-    while (lazyFreeStep() && ustime() - start < budget_us)
+    long long start = monoUs();
+    while (lazyFreeStep() && monoUs() - start < budget_us)
         ;
 }
 
@@ -1171,7 +1171,7 @@ static void reapCallback(void *privdata, const dictEntry *de) {
 
 void storeReaperCron(long long budget_us) {
     if (!reaper.active) return;
-    long long start = ustime();
+    long long start = monoUs();
     do {
         dict *d = reaper.phase == 0 ? server.keys : server.pending;
         for (int i = 0; i < 64; i++) {
@@ -1196,7 +1196,7 @@ void storeReaperCron(long long budget_us) {
                 return;
             }
         }
-    } while (ustime() - start < budget_us);
+    } while (monoUs() - start < budget_us);
 }
 
 int storeDeleteKeyForEviction(sds key) { return deleteKey(key, DEL_EVICTED); }
@@ -1310,7 +1310,7 @@ void storePendingCron(long long budget_us) {
     sweep.wanted = 0;
     long long age = addSaturate(server.put_timeout, server.put_release_timeout);
     long long expire_before = server.monotime - age;
-    long long start = ustime();
+    long long start = monoUs();
     do {
         for (int i = 0; i < 64; i++) {
             sweep.cursor = dictScan(server.pending, sweep.cursor, sweepCallback, &expire_before);
@@ -1325,7 +1325,7 @@ void storePendingCron(long long budget_us) {
             st.pending_reclaimed++;
         }
         sweep.nvictims = 0;
-    } while (sweep.cursor != 0 && ustime() - start < budget_us);
+    } while (sweep.cursor != 0 && monoUs() - start < budget_us);
     if (sweep.cursor == 0) {
         long long shorter = server.put_timeout < server.put_release_timeout ? server.put_timeout
                                                                             : server.put_release_timeout;
@@ -1465,7 +1465,7 @@ unsigned long storeExpiresSize(void) { return dictSize(server.expires); }
  * time budget lasts. Checking the clock every sample bounds the slice. */
 void storeActiveExpireCycle(long long budget_us) {
     if (storeReplicaMode) return; /* its primary's DELs do it */
-    long long start = ustime();
+    long long start = monoUs();
     dictEntry *sample[EXPIRE_SAMPLE];
     sds keys[EXPIRE_SAMPLE];
     for (;;) {
@@ -1483,7 +1483,7 @@ void storeActiveExpireCycle(long long budget_us) {
             sdsfree(keys[i]);
         }
         if (nexp * 4 < EXPIRE_SAMPLE || n == 0) return;
-        if (ustime() - start > budget_us) return;
+        if (monoUs() - start > budget_us) return;
     }
 }
 

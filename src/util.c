@@ -270,11 +270,13 @@ long long ustime(void) {
 
 long long mstime(void) { return ustime() / 1000; }
 
-long long monoMs(void) {
+long long monoUs(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
+
+long long monoMs(void) { return monoUs() / 1000; }
 
 void getRandomBytes(unsigned char *p, size_t len) {
     while (len) {

@@ -18,6 +18,7 @@ void bytesToHuman(char *s, size_t size, unsigned long long n);
 long long ustime(void);
 long long mstime(void);
 long long monoMs(void); /* CLOCK_MONOTONIC: for relative timeouts (util.c) */
+long long monoUs(void); /* the same, for time budgets and durations */
 extern long long wallClockOffsetUs;
 /* a + b, clamped to LLONG_MAX / LLONG_MIN: "now + a duration from the
  * user" must never wrap into the past. */

@@ -360,10 +360,10 @@ int zerofreeMakeRoom(void) {
     if (zfStashFlush()) return 1; /* space is needed: nothing is kept aside any more */
     if (zf.pending_extents == 0) return 0;
     if (zerofreeReclaim(0)) return 1; /* the finished ones may be enough */
-    long long start = ustime();
+    long long start = monoUs();
     uint64_t bytes = zerofreeReclaim(1);
     zf.room_waits++;
-    zf.room_wait_us += (uint64_t)(ustime() - start);
+    zf.room_wait_us += (uint64_t)(monoUs() - start);
     return bytes > 0;
 }
 

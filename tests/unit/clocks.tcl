@@ -2,8 +2,10 @@
 # creation times the log keeps) are the wall clock's, as in Redis; every
 # relative timeout -- a read lease, a removed version waiting for its lease,
 # a pending put's put-timeout and the pending sweep, owner-ttl, an UNMOUNT
-# GRACEFUL drain -- runs on the monotonic clock, so a wall-clock step (NTP,
-# an operator's date) neither ends them all at once nor stalls them.
+# GRACEFUL drain, a client's idle `timeout`, WAIT's timeout, and the
+# replication, cluster and relay timeouts -- runs on the monotonic clock, so
+# a wall-clock step (NTP, an operator's date) neither ends them all at once
+# nor stalls them.
 #
 # DEBUG WALLCLOCK-STEP moves the server's wall clock alone, as such a step
 # would. Every "nothing happened" below is checked after full cron ticks,
@@ -116,5 +118,33 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         assert_equal $lost0 [get_info_field r segments owners_lost_by_ttl]
         assert_equal draining [dict get [r segment.info ck-drain] state]
         assert_equal 0 [r unmount ck-drain]
+    }
+}
+
+start_server {tags {mooncake}} {
+    test {A wall-clock step forward closes no idle client before `timeout`} {
+        r config set timeout 600
+        set c [redis_client]
+        assert_equal PONG [$c ping]
+        assert_equal OK [r debug wallclock-step 86400000]
+        ck_ticks 2
+        assert_equal PONG [$c ping]
+        $c close
+        r config set timeout 0
+    }
+
+    test {A wall-clock step forward ends no WAIT before its timeout} {
+        set d [redis_deferring_client]
+        $d wait 1 600000
+        wait_for_condition 100 20 {[get_info_field r clients blocked_clients] == 1} else {
+            fail "WAIT did not block"
+        }
+        assert_equal OK [r debug wallclock-step 86400000]
+        ck_ticks 2
+        assert_equal 1 [get_info_field r clients blocked_clients]
+        $d close
+        wait_for_condition 100 20 {[get_info_field r clients blocked_clients] == 0} else {
+            fail "the closed WAIT is still counted"
+        }
     }
 }
