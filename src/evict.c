@@ -358,6 +358,34 @@ static uint64_t evictRoundSegment; /* the id the running round evicts in */
  * samples the keyspace up to 64 times 64 keys. */
 static uint64_t evictFruitlessSegment;
 static long long evictFruitlessUntil;
+/* Which segments the watermark check looks at. The pool every tick; the
+ * mounted ones EVICT_SCAN_SEGMENTS slots a tick, from where the last tick
+ * stopped: a table of 65535 mounted segments walked whole every tick was
+ * 65535 loads for a server doing nothing (DEBUG VISITS cron-segments). A
+ * client segment past the watermark waits for its turn (at hz 10 and a full
+ * table, 100 s at most), and a put that finds no room there evicts at once
+ * anyway (the allocation trigger above): the round only keeps ahead. */
+#define EVICT_SCAN_SEGMENTS 64
+static uint32_t evictScanCursor;
+
+/* s's fill, when a round may start there (0 otherwise). */
+static double evictFill(segment *s) {
+    serverVisit(VISITS_CRON_SEGMENTS, 1);
+    if (!s || s->tier != SEG_TIER_MEMORY) return 0;
+    if (s->id == evictFruitlessSegment && server.monotime < evictFruitlessUntil) return 0;
+    /* Two loads, not allocGetStats: its largest-free search, per segment
+     * per tick, was 70% of an idle server's CPU once many segments were
+     * mounted (20000: 26% of a core doing nothing). */
+    uint64_t used = allocUsed(s->alloc), size = allocLimit(s->alloc); /* the pool's maxmemory, else
+                                                                         the segment's size */
+    if (s == server.self) {
+        uint64_t zeroing = zerofreePendingBytes(); /* pool extents only */
+        used = used > zeroing ? used - zeroing : 0;
+        /* maxmemory bounds the dataset, heap included (store.c). */
+        if (server.maxmemory) used += storeDatasetHeap();
+    }
+    return size ? (double)used / (double)size : 0;
+}
 
 /* Evictions are summed into one log line per EVICT_LOG_PERIOD_MS, so an
  * operator can tell a cache under pressure from keys that vanish. */
@@ -392,24 +420,14 @@ void storeEvictionCron(long long budget_us) {
          * (zerofree.c): they must not start a round of evictions. */
         zerofreeReclaim(0);
         segment *over = NULL;
-        double worst = 0;
-        for (uint32_t i = 0; i < segtabLen; i++) {
-            segment *s = segtab[i];
-            if (!s || s->tier != SEG_TIER_MEMORY) continue;
-            if (s->id == evictFruitlessSegment && server.monotime < evictFruitlessUntil) continue;
-            /* Two loads, not allocGetStats: its largest-free search, per
-             * segment per tick, was 70% of an idle server's CPU once many
-             * segments were mounted (20000: 26% of a core doing nothing). */
-            uint64_t used = allocUsed(s->alloc), size = allocLimit(s->alloc); /* the pool's maxmemory, else
-                                                                                 the segment's size */
-            if (s == server.self) {
-                uint64_t zeroing = zerofreePendingBytes(); /* pool extents only */
-                used = used > zeroing ? used - zeroing : 0;
-                /* maxmemory bounds the dataset, heap included (store.c). */
-                if (server.maxmemory) used += storeDatasetHeap();
-            }
-            if (size == 0) continue;
-            double fill = (double)used / (double)size;
+        double worst = evictFill(server.self);
+        if (worst > server.evict_high_watermark) over = server.self;
+        uint32_t scan = segtabLen < EVICT_SCAN_SEGMENTS ? segtabLen : EVICT_SCAN_SEGMENTS;
+        for (uint32_t k = 0; k < scan; k++) {
+            if (evictScanCursor >= segtabLen) evictScanCursor = 0;
+            segment *s = segtab[evictScanCursor++];
+            if (s == server.self) continue;
+            double fill = evictFill(s);
             if (fill > server.evict_high_watermark && fill > worst) {
                 worst = fill;
                 over = s;

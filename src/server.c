@@ -540,6 +540,7 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     (void)el, (void)id, (void)clientData;
     long long period_us = 1000000 / server.hz;
     server.cron_loops++;
+    serverVisit(VISITS_CRON_TICKS, 1);
     if (server.shutdown_asap) {
         if (prepareForShutdown(0) == C_OK) exit(0);
         server.shutdown_asap = 0;
@@ -1100,7 +1101,8 @@ void debugCommand(client *c) {
         /* Counted since start (or the last RESET); see VISITS_* in server.h. */
         static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys", "pubsub",
                                                   "owner-segments", "querybuf-moved",
-                                                  "client-owners", "segments"};
+                                                  "client-owners", "segments", "cron-ticks",
+                                                  "cron-segments", "cron-owners", "clients-by-id"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

@@ -289,6 +289,10 @@ enum {
     VISITS_CLIENT_OWNERS, /* a connection's owners looked at to find one (owner.c) */
     VISITS_SEGMENTS, /* segments looked at to find one by id or name, a free slot, or a put's
                       * place (segment.c, acl.c, placement.c) */
+    VISITS_CRON_TICKS, /* serverCron runs: what the cron-* counts below are bounded per */
+    VISITS_CRON_SEGMENTS, /* segment slots looked at by the crons (evict.c, t_segment.c) */
+    VISITS_CRON_OWNERS, /* owners looked at by ownerCron (owner.c) */
+    VISITS_CLIENTS,  /* connections looked at to find one by id (client.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

@@ -601,3 +601,17 @@ proc server_start_refusal {name args} {
     close $f
     return [list $alive $out]
 }
+
+# Returns once at least n full serverCron runs have happened since the call:
+# a sentinel segment that UNMOUNT GRACEFUL 0 removes on the next tick
+# (segmentCron), once per n. For "nothing happened" checks without waiting
+# a time; DEBUG VISITS cron-ticks counts how many ran.
+proc wait_cron_ticks {n {client r}} {
+    for {set i 0} {$i < $n} {incr i} {
+        $client mount cron-tick-sentinel 4096 OWNER cron-tick-sentinel
+        assert_equal 0 [$client unmount cron-tick-sentinel graceful 0]
+        wait_for_condition 100 20 {[$client segment.info cron-tick-sentinel] eq ""} else {
+            fail "the sentinel segment was never unmounted by the cron"
+        }
+    }
+}

@@ -8,25 +8,13 @@
 # nor stalls them.
 #
 # DEBUG WALLCLOCK-STEP moves the server's wall clock alone, as such a step
-# would. Every "nothing happened" below is checked after full cron ticks,
-# counted by sentinel segments that UNMOUNT GRACEFUL 0 removes on the next
-# tick (segmentCron), never by waiting a time.
+# would. Every "nothing happened" below is checked after full cron ticks
+# (wait_cron_ticks), never by waiting a time.
 
 proc ck_lease {key} {
     set i [r object.info $key]
     if {$i eq ""} { return {} }
     dict get $i lease-ms
-}
-
-# Returns once at least n full serverCron runs have happened since the call.
-proc ck_ticks {n} {
-    for {set i 0} {$i < $n} {incr i} {
-        r mount ck-tick 4096 OWNER ck-tick
-        assert_equal 0 [r unmount ck-tick graceful 0]
-        wait_for_condition 100 20 {[r segment.info ck-tick] eq ""} else {
-            fail "the sentinel segment was never unmounted by the cron"
-        }
-    }
 }
 
 start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000 owner-probe-timeout 0}} {
@@ -59,7 +47,7 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         r set ck:defer w ;# the leased version is removed: it waits for its lease
         assert_equal [expr {$waiting0 + 1}] [get_info_field r store store_deferred_frees]
         assert_equal OK [r debug wallclock-step 86400000]
-        ck_ticks 2
+        wait_cron_ticks 2
         assert_equal [expr {$waiting0 + 1}] [get_info_field r store store_deferred_frees]
         assert_equal $expired0 [get_info_field r store store_lease_expiries]
     }
@@ -91,7 +79,7 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         wait_for_condition 100 20 {[get_info_field r store store_pending_reclaimed] > $reclaimed0} else {
             fail "the closed connection's put was not reclaimed"
         }
-        ck_ticks 1
+        wait_cron_ticks 1
         assert_equal [expr {$reclaimed0 + 1}] [get_info_field r store store_pending_reclaimed]
         assert_equal OK [$writer put.end ck:put]
         assert_equal 1 [r exists ck:put]
@@ -113,7 +101,7 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         assert_equal 0 [r unmount ck-drain graceful 600000]
         set lost0 [get_info_field r segments owners_lost_by_ttl]
         assert_equal OK [r debug wallclock-step 86400000]
-        ck_ticks 2
+        wait_cron_ticks 2
         assert_equal orphaned [dict get [r segment.info ck-orphan] state]
         assert_equal $lost0 [get_info_field r segments owners_lost_by_ttl]
         assert_equal draining [dict get [r segment.info ck-drain] state]
@@ -127,7 +115,7 @@ start_server {tags {mooncake}} {
         set c [redis_client]
         assert_equal PONG [$c ping]
         assert_equal OK [r debug wallclock-step 86400000]
-        ck_ticks 2
+        wait_cron_ticks 2
         assert_equal PONG [$c ping]
         $c close
         r config set timeout 0
@@ -140,7 +128,7 @@ start_server {tags {mooncake}} {
             fail "WAIT did not block"
         }
         assert_equal OK [r debug wallclock-step 86400000]
-        ck_ticks 2
+        wait_cron_ticks 2
         assert_equal 1 [get_info_field r clients blocked_clients]
         $d close
         wait_for_condition 100 20 {[get_info_field r clients blocked_clients] == 0} else {

@@ -1,0 +1,32 @@
+# What one cron tick costs as the server grows. Every cron's per-tick work
+# is bounded by a constant or by what is due, never by how many segments,
+# owners or connections there are: DEBUG VISITS counts the entries each
+# looked at (cron-segments, cron-owners) and the ticks that ran
+# (cron-ticks), so these tests assert work per tick, nothing timed.
+
+proc cb_visits {kind} { dict get [r debug visits] $kind }
+
+start_server {tags {mooncake} overrides {owner-probe-timeout 0 owner-ttl 600000}} {
+    # 2000 segments under as many owners, on one open connection (libmooncake
+    # names an owner after its segment), and 20 orphans.
+    set host [redis_client]
+    for {set i 0} {$i < 2000} {incr i} { $host mount cb-$i 1048576 OWNER cb-owner-$i }
+    set gone [redis_client]
+    for {set i 0} {$i < 20} {incr i} { $gone mount cb-orphan-$i 1048576 OWNER cb-orphan-owner-$i }
+    $gone close
+    wait_for_condition 100 20 {[get_info_field r segments owners_orphaned] == 20} else {
+        fail "the orphans were not counted"
+    }
+
+    test {The eviction cron looks at a bounded number of segments a tick, however many are mounted} {
+        assert_equal OK [r debug visits reset]
+        wait_cron_ticks 3
+        set ticks [cb_visits cron-ticks]
+        assert_morethan_equal $ticks 3
+        # The pool and 64 slots of the table a tick, plus the sentinel's
+        # drain (wait_cron_ticks); the old check walked all 2021 every tick.
+        assert_lessthan_equal [cb_visits cron-segments] [expr {$ticks * 70}]
+    }
+
+    $host close
+}
