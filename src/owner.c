@@ -79,19 +79,74 @@ static struct {
     unsigned long long probes, alive, undecided, lost_by_probe, lost_by_ttl;
 } ost;
 
+/* ownerCron looks only at these, never at every owner: an owner with a
+ * connection cannot die, so only orphans are candidates, and an orphan's
+ * last_seen_ms is when it became one -- appended at the tail, the list is in
+ * owner-ttl's deadline order and the cron stops at the first one alive.
+ * The owners waiting for a probe slot are a FIFO of their own. Before, the
+ * cron walked every owner every tick (one per mounted segment with
+ * libmooncake's naming: 65535; DEBUG VISITS cron-owners). */
+static struct {
+    owner *head, *tail;
+} orphans, wanted;
+
+#define LIST_APPEND(l, o, prev, next)                                                                   \
+    do {                                                                                                \
+        (o)->prev = (l).tail, (o)->next = NULL;                                                         \
+        if ((l).tail) (l).tail->next = (o);                                                             \
+        else (l).head = (o);                                                                            \
+        (l).tail = (o);                                                                                 \
+    } while (0)
+#define LIST_UNLINK(l, o, prev, next)                                                                   \
+    do {                                                                                                \
+        if ((o)->prev) (o)->prev->next = (o)->next;                                                     \
+        else (l).head = (o)->next;                                                                      \
+        if ((o)->next) (o)->next->prev = (o)->prev;                                                     \
+        else (l).tail = (o)->prev;                                                                      \
+        (o)->prev = (o)->next = NULL;                                                                   \
+    } while (0)
+
+/* o has no connection from now (last_seen_ms just set): an orphan, or one
+ * again, at the list's tail. */
+static void orphanSince(owner *o) {
+    if (o->orphaned) LIST_UNLINK(orphans, o, orphan_prev, orphan_next);
+    else ost.orphaned++;
+    o->orphaned = 1;
+    LIST_APPEND(orphans, o, orphan_prev, orphan_next);
+}
+
+static void orphanEnd(owner *o) {
+    if (!o->orphaned) return;
+    LIST_UNLINK(orphans, o, orphan_prev, orphan_next);
+    o->orphaned = 0;
+    ost.orphaned--;
+}
+
+static void wantProbe(owner *o) {
+    if (o->probe_wanted) return;
+    o->probe_wanted = 1;
+    LIST_APPEND(wanted, o, want_prev, want_next);
+}
+
+static void wantEnd(owner *o) {
+    if (!o->probe_wanted) return;
+    LIST_UNLINK(wanted, o, want_prev, want_next);
+    o->probe_wanted = 0;
+}
+
 static void ownerCancelProbe(owner *o) {
     if (o->probe) {
         probeCancel(o->probe);
         o->probe = NULL;
         ost.inflight--;
     }
-    o->probe_wanted = 0;
+    wantEnd(o);
 }
 
 static void ownerFree(void *val) {
     owner *o = val;
     ownerCancelProbe(o);
-    if (o->orphaned) ost.orphaned--;
+    orphanEnd(o);
     sdsfree(o->name);
     sdsfree(o->key);
     sdsfree(o->tenant);
@@ -321,13 +376,13 @@ static int ownerProbeStart(owner *o) {
     if (ownersFrozen()) return 0;
     if (server.owner_probe_timeout <= 0 || o->probe_uri == NULL) return 0;
     if (ost.inflight >= OWNER_PROBES_MAX) {
-        o->probe_wanted = 1;
+        wantProbe(o);
         return 0;
     }
     char err[256];
     o->probe = probeStart(server.el, o->probe_uri, OWNER_PROBE_DELAY_MS, server.owner_probe_timeout,
                           ownerProbeDone, o, err, sizeof(err));
-    o->probe_wanted = 0;
+    wantEnd(o);
     if (o->probe == NULL) {
         serverLog(LL_WARNING, "Owner '%s': %s", o->name, err);
         return 0;
@@ -347,9 +402,8 @@ void ownersPromoted(void) {
         owner *o = de->val;
         o->last_seen_ms = monoMs();
         if (o->nconns == 0) {
-            if (!o->orphaned) ost.orphaned++;
-            o->orphaned = 1;
-            o->probe_wanted = 1; /* ownerCron: a host that died meanwhile is found out at once */
+            orphanSince(o);
+            wantProbe(o); /* ownerCron: a host that died meanwhile is found out at once */
         }
     }
     dictReleaseIterator(it);
@@ -357,10 +411,9 @@ void ownersPromoted(void) {
 
 void ownerRestored(owner *o) {
     o->last_seen_ms = monoMs();
-    if (o->nconns == 0 && !o->orphaned) {
-        o->orphaned = 1;
-        ost.orphaned++;
-        o->probe_wanted = 1; /* ownerCron, once the loop (and the probe's timers) run */
+    if (o->nconns == 0) {
+        orphanSince(o); /* again, for its next segment: owner-ttl counts from now */
+        wantProbe(o);   /* ownerCron, once the loop (and the probe's timers) run */
     }
 }
 
@@ -414,8 +467,7 @@ void ownerAttachClient(owner *o, client *c) {
     clientOwnerIndexSet(c, c->nowners - 1);
     o->nconns++;
     if (o->orphaned) {
-        o->orphaned = 0;
-        ost.orphaned--;
+        orphanEnd(o);
         ownerCancelProbe(o); /* whatever it would say, the owner is back */
         serverLog(LL_VERBOSE, "Owner '%s' is back: its segments take new objects again", o->name);
     }
@@ -428,8 +480,7 @@ void ownerDetachClient(client *c) {
         o->nconns--;
         o->last_seen_ms = now;
         if (o->nconns == 0 && !o->orphaned) {
-            o->orphaned = 1;
-            ost.orphaned++;
+            orphanSince(o);
             serverLog(LL_VERBOSE, "Owner '%s' has no connection left: its segments take no new objects", o->name);
             ownerProbeStart(o);
         }
@@ -471,22 +522,26 @@ int ownerIsAlive(const owner *o) {
 unsigned long ownerCount(void) { return owners ? dictSize(owners) : 0; }
 
 /* Dead owners lose their segments; orphans that wait for a probe slot get
- * one. Owners are few (one per contributing process), so a full pass per
- * cron tick is cheap. */
+ * one. Only orphans are looked at, the oldest first (see the lists above):
+ * a tick costs the owners that die or get a probe, plus one, and at most
+ * OWNER_REAPS_PER_TICK die in one tick (each unmounts its segments). */
+#define OWNER_REAPS_PER_TICK 128
 void ownerCron(void) {
     if (!owners || dictSize(owners) == 0 || ownersFrozen()) return;
-    dictIterator *it = dictGetSafeIterator(owners);
-    dictEntry *de;
-    while ((de = dictNext(it)) != NULL) {
-        owner *o = de->val;
-        if (!ownerIsAlive(o)) {
-            ost.lost_by_ttl++;
-            ownerReap(o);
-        } else if (o->probe_wanted && o->nconns == 0) {
-            ownerProbeStart(o);
-        }
+    for (int reaped = 0; orphans.head && reaped < OWNER_REAPS_PER_TICK; reaped++) {
+        owner *o = orphans.head;
+        serverVisit(VISITS_CRON_OWNERS, 1);
+        if (ownerIsAlive(o)) break;
+        ost.lost_by_ttl++;
+        ownerReap(o); /* frees it: off both lists */
     }
-    dictReleaseIterator(it);
+    if (server.owner_probe_timeout <= 0) return; /* they wait until probes are on again */
+    while (wanted.head && ost.inflight < OWNER_PROBES_MAX) {
+        owner *o = wanted.head;
+        serverVisit(VISITS_CRON_OWNERS, 1);
+        wantEnd(o);
+        if (o->nconns == 0) ownerProbeStart(o);
+    }
 }
 
 sds ownerInfo(sds s) {

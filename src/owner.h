@@ -23,7 +23,10 @@ typedef struct owner {
     sds probe_uri;           /* the endpoint to ask, NULL if none can be asked */
     uint64_t probe_seg;      /* the id of the segment that endpoint belongs to */
     struct probe *probe;     /* in flight, or NULL */
-    int probe_wanted;        /* waits for a free probe slot (ownerCron) */
+    int probe_wanted;        /* waits for a free probe slot (ownerCron), on the wanted list */
+    /* ownerCron's two lists (owner.c): the orphans in the order they became
+     * so (owner-ttl's order), and those of them waiting for a probe slot. */
+    struct owner *orphan_prev, *orphan_next, *want_prev, *want_next;
     int ndetached;           /* its segments loaded from the log and not re-attached (detached.c):
                               * its HEARTBEAT is answered NEEDREMOUNT while there are any */
 } owner;

@@ -28,5 +28,31 @@ start_server {tags {mooncake} overrides {owner-probe-timeout 0 owner-ttl 600000}
         assert_lessthan_equal [cb_visits cron-segments] [expr {$ticks * 70}]
     }
 
+    test {ownerCron looks at the orphans that are due and one more, not at every owner} {
+        assert_equal OK [r debug visits reset]
+        wait_cron_ticks 3
+        set ticks [cb_visits cron-ticks]
+        assert_morethan_equal $ticks 3
+        # Nobody is due: the oldest orphan is looked at, once a tick (the
+        # sentinel's owner has a connection). The old cron walked 2022.
+        assert_lessthan_equal [cb_visits cron-owners] [expr {$ticks * 2}]
+        assert_equal 20 [get_info_field r segments owners_orphaned]
+    }
+
+    test {Orphans die by owner-ttl oldest first, each looked at about once} {
+        r config set owner-ttl 0
+        assert_equal OK [r debug visits reset]
+        wait_for_condition 100 20 {[get_info_field r segments owners_orphaned] == 0} else {
+            fail "orphans past owner-ttl were not reaped"
+        }
+        assert_equal {} [r segment.info cb-orphan-7]
+        # The 2000 live owners keep their segments.
+        assert_equal active [dict get [r segment.info cb-1999] state]
+        wait_cron_ticks 1
+        set ticks [cb_visits cron-ticks]
+        assert_lessthan_equal [cb_visits cron-owners] [expr {20 + 2 * $ticks}]
+        r config set owner-ttl 600000
+    }
+
     $host close
 }
