@@ -71,6 +71,7 @@ typedef struct segment {
     int state;
     long long mounted_ms;
     long long drain_deadline_ms;  /* SEG_DRAINING: unmount at this time (monoMs) */
+    uint32_t drain_index;         /* SEG_DRAINING: its place in the drains' heap (t_segment.c) */
     uint64_t drain_client_id;     /* the owner's connection that asked, 0 if none:
                                    * it lets go of the owner when the drain ends */
     allocator *alloc;

@@ -61,10 +61,63 @@
 /* Takes the segment out of the table and frees it; its replicas become
  * stale at once (store.h) and the reaper removes them in bounded slices.
  * Returns the number of replicas dropped. */
-static uint32_t segmentsDraining; /* in SEG_DRAINING: segmentCron walks the table only while some are */
+/* The draining segments, a binary min-heap by drain deadline, so the cron
+ * looks at the ones whose time has come and one more, not at the table:
+ * it walked every slot each tick while any drain ran (65535 with a full
+ * table; DEBUG VISITS cron-segments). */
+static struct {
+    segment **v;
+    uint32_t n, cap;
+} drains;
+
+static void drainPlace(uint32_t i, segment *s) {
+    drains.v[i] = s;
+    s->drain_index = i;
+}
+
+static void drainUp(uint32_t i) {
+    segment *s = drains.v[i];
+    while (i > 0 && drains.v[(i - 1) / 2]->drain_deadline_ms > s->drain_deadline_ms) {
+        drainPlace(i, drains.v[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    drainPlace(i, s);
+}
+
+static void drainDown(uint32_t i) {
+    segment *s = drains.v[i];
+    for (;;) {
+        uint32_t l = 2 * i + 1, m = i;
+        long long best = s->drain_deadline_ms;
+        if (l < drains.n && drains.v[l]->drain_deadline_ms < best) m = l, best = drains.v[l]->drain_deadline_ms;
+        if (l + 1 < drains.n && drains.v[l + 1]->drain_deadline_ms < best) m = l + 1;
+        if (m == i) break;
+        drainPlace(i, drains.v[m]);
+        i = m;
+    }
+    drainPlace(i, s);
+}
+
+static void drainAdd(segment *s) {
+    if (drains.n == drains.cap) {
+        drains.cap = drains.cap ? drains.cap * 2 : 16;
+        drains.v = zrealloc(drains.v, sizeof(segment *) * drains.cap);
+    }
+    drainPlace(drains.n++, s);
+    drainUp(s->drain_index);
+}
+
+static void drainRemove(segment *s) {
+    uint32_t i = s->drain_index;
+    segment *last = drains.v[--drains.n];
+    if (i == drains.n) return;
+    drainPlace(i, last);
+    drainDown(i);
+    drainUp(last->drain_index);
+}
 
 uint64_t segmentUnmount(segment *s) {
-    if (s->state == SEG_DRAINING) segmentsDraining--;
+    if (s->state == SEG_DRAINING) drainRemove(s);
     /* The zeroing thread must be done with a segment mapped here before it
      * is unmapped (the pool itself is never unmounted). */
     if (s->mem) zerofreeReclaim(1);
@@ -487,9 +540,14 @@ void unmountCommand(client *c) {
         /* No new allocations from now on; unmounted at the deadline. */
         /* Re-issuing can only bring the deadline closer, never postpone it. */
         long long deadline = addSaturate(monoMs(), graceful);
-        if (s->state != SEG_DRAINING || deadline < s->drain_deadline_ms) s->drain_deadline_ms = deadline;
-        if (s->state != SEG_DRAINING) segmentsDraining++;
-        s->state = SEG_DRAINING;
+        if (s->state != SEG_DRAINING) {
+            s->drain_deadline_ms = deadline;
+            s->state = SEG_DRAINING;
+            drainAdd(s);
+        } else if (deadline < s->drain_deadline_ms) {
+            s->drain_deadline_ms = deadline;
+            drainUp(s->drain_index);
+        }
         if (s->ownerp && ownerHeldBy(s->ownerp, c)) s->drain_client_id = c->id;
         addReplyLongLong(c, 0);
         return;
@@ -594,21 +652,22 @@ void heartbeatCommand(client *c) {
     addReplyOk(c);
 }
 
-/* Unmounts draining segments whose time is up. */
+/* Unmounts draining segments whose time is up: the heap's top while it is
+ * due, at most SEGMENT_DRAINS_PER_TICK a tick (each unmount drops its
+ * replicas). */
+#define SEGMENT_DRAINS_PER_TICK 128
 void segmentCron(void) {
-    if (segmentsDraining == 0) return; /* a walk of up to 65535 slots a tick for nothing */
     long long now = monoMs();
-    for (uint32_t i = 0; i < segtabLen; i++) {
-        segment *s = segtab[i];
-        if (s && s->state == SEG_DRAINING && now >= s->drain_deadline_ms) {
-            serverLog(LL_NOTICE, "Graceful unmount of segment '%s' (id %llu) done", s->name,
-                      (unsigned long long)s->id);
-            /* As for UNMOUNT at once: the owner's own connection asked, so
-             * its last segment gone, that connection holds it no more. */
-            owner *o = s->ownerp;
-            client *by = s->drain_client_id ? lookupClientByID(s->drain_client_id) : NULL;
-            segmentUnmount(s);
-            if (o && by) ownerUnmountedBy(o, by);
-        }
+    for (int done = 0; drains.n > 0 && done < SEGMENT_DRAINS_PER_TICK; done++) {
+        segment *s = drains.v[0];
+        serverVisit(VISITS_CRON_SEGMENTS, 1);
+        if (now < s->drain_deadline_ms) break;
+        serverLog(LL_NOTICE, "Graceful unmount of segment '%s' (id %llu) done", s->name, (unsigned long long)s->id);
+        /* As for UNMOUNT at once: the owner's own connection asked, so its
+         * last segment gone, that connection holds it no more. */
+        owner *o = s->ownerp;
+        client *by = s->drain_client_id ? lookupClientByID(s->drain_client_id) : NULL;
+        segmentUnmount(s); /* off the heap */
+        if (o && by) ownerUnmountedBy(o, by);
     }
 }

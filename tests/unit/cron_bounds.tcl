@@ -54,5 +54,36 @@ start_server {tags {mooncake} overrides {owner-probe-timeout 0 owner-ttl 600000}
         r config set owner-ttl 600000
     }
 
+    test {Drains under way cost the cron the due ones and one more, not a walk of the table} {
+        for {set i 0} {$i < 10} {incr i} { assert_equal 0 [$host unmount cb-$i graceful 600000] }
+        assert_equal OK [r debug visits reset]
+        wait_cron_ticks 3
+        set ticks [cb_visits cron-ticks]
+        assert_lessthan_equal [cb_visits cron-segments] [expr {$ticks * 70}]
+        assert_equal draining [dict get [r segment.info cb-3] state]
+    }
+
+    test {Drains end in deadline order; a closer deadline is kept, a later one is not} {
+        assert_equal 0 [$host unmount cb-100 graceful 600000]
+        assert_equal 0 [$host unmount cb-101 graceful 100]
+        assert_equal 0 [$host unmount cb-102 graceful 600000]
+        # Re-issued: a closer deadline wins, a later one changes nothing.
+        assert_equal 0 [$host unmount cb-102 graceful 50]
+        assert_equal 0 [$host unmount cb-101 graceful 600000]
+        wait_for_condition 100 50 {[r segment.info cb-101] eq "" && [r segment.info cb-102] eq ""} else {
+            fail "the due drains did not end"
+        }
+        assert_equal draining [dict get [r segment.info cb-100] state]
+        assert_equal draining [dict get [r segment.info cb-5] state]
+        # An UNMOUNT at once of a draining segment takes it off the heap too.
+        assert_equal 0 [$host unmount cb-5]
+        assert_equal {} [r segment.info cb-5]
+        assert_equal 0 [$host unmount cb-100 graceful 0]
+        wait_for_condition 100 50 {[r segment.info cb-100] eq ""} else {
+            fail "GRACEFUL 0 did not end the drain"
+        }
+        assert_equal draining [dict get [r segment.info cb-9] state]
+    }
+
     $host close
 }
