@@ -109,6 +109,7 @@ client *createClient(int fd, int unix) {
     else server.clients_tail = c;
     server.clients_head = c;
     server.nclients++;
+    clientIndexAdd(c);
     return c;
 }
 
@@ -207,6 +208,7 @@ void freeClient(client *c) {
     if (c->next) c->next->prev = c->prev;
     else server.clients_tail = c->prev;
     server.nclients--;
+    clientIndexRemove(c);
     zfree(c);
 }
 

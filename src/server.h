@@ -322,6 +322,7 @@ struct mooncakeServer {
     int sofd;
     int tcp_backlog;
     client *clients_head, *clients_tail;
+    dict *clients_by_id;      /* id -> client, for lookupClientByID (client.c) */
     unsigned long nclients;
     client **pending_writes;  /* clients with replies to flush in beforeSleep */
     size_t pending_writes_len, pending_writes_cap;
@@ -492,7 +493,9 @@ int prepareForShutdown(int force); /* C_ERR: refused (the log cannot take acknow
 
 /* networking.c */
 client *createClient(int fd, int unix);
-client *lookupClientByID(uint64_t id); /* O(clients): for rare paths only */
+client *lookupClientByID(uint64_t id); /* O(1): an index by id (client.c) */
+void clientIndexAdd(client *c);         /* createClient / freeClient keep the index */
+void clientIndexRemove(client *c);
 void freeClient(client *c);
 void freeClientAsync(client *c);
 void freeClientsInAsyncFreeQueue(void);

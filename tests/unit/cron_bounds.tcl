@@ -87,3 +87,24 @@ start_server {tags {mooncake} overrides {owner-probe-timeout 0 owner-ttl 600000}
 
     $host close
 }
+
+start_server {tags {mooncake}} {
+    test {CLIENT LIST ID finds a connection in O(1), however many are open} {
+        set clients {}
+        for {set i 0} {$i < 200} {incr i} { lappend clients [redis_client] }
+        set ids {}
+        foreach c $clients { lappend ids [$c client id] }
+        assert_equal OK [r debug visits reset]
+        foreach id $ids { assert_match "id=$id *" [r client list id $id] }
+        # One lookup each; the old walk looked at ~100 connections each.
+        assert_equal 200 [cb_visits clients-by-id]
+        # A closed connection is no longer found.
+        set last [lindex $clients end]
+        set lastid [lindex $ids end]
+        $last close
+        wait_for_condition 100 20 {[r client list id $lastid] eq ""} else {
+            fail "a closed connection is still listed"
+        }
+        foreach c [lrange $clients 0 end-1] { $c close }
+    }
+}
