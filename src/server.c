@@ -1102,7 +1102,7 @@ void debugCommand(client *c) {
         static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys", "pubsub",
                                                   "owner-segments", "querybuf-moved",
                                                   "client-owners", "segments", "cron-ticks",
-                                                  "cron-segments", "cron-owners", "clients-by-id"};
+                                                  "cron-segments", "cron-owners", "clients-by-id", "expire"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

@@ -293,6 +293,7 @@ enum {
     VISITS_CRON_SEGMENTS, /* segment slots looked at by the crons (evict.c, t_segment.c) */
     VISITS_CRON_OWNERS, /* owners looked at by ownerCron (owner.c) */
     VISITS_CLIENTS,  /* connections looked at to find one by id (client.c) */
+    VISITS_EXPIRE,   /* TTL entries looked at by the active expiry cycle (store.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))
