@@ -427,6 +427,7 @@ struct mooncakeServer {
     long long client_max_pending_puts; /* puts one connection may hold open at a time */
     long long client_max_watched_keys;  /* keys one connection may WATCH at a time (0: no limit) */
     long long client_max_subscriptions; /* channels + patterns + shard channels per connection (0: no limit) */
+    long long max_segments;        /* segments in the table, the pool included: MOUNT of a new one past it is -LIMIT */
     long long tenant_max_segments; /* segments one tenant (a user restricted by key patterns) may have mounted, 0 = any */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;

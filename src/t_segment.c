@@ -483,6 +483,14 @@ void mountCommand(client *c) {
                             "unmount some first", server.tenant_max_segments);
         return;
     }
+    /* The operator's bound (~5.7 KiB of heap a segment, outside maxmemory;
+     * 65535 of them are 375 MB), below the table's own. Segments loaded
+     * from the log or a primary's stream are not refused by it. */
+    if (segmentCount() >= (uint64_t)server.max_segments) {
+        addReplyErrorFormat(c, "-LIMIT the server has max-segments (%lld) segments mounted: unmount some first",
+                            server.max_segments);
+        return;
+    }
     if (segmentCount() >= SEGMENT_MAX_SLOTS) {
         addReplyErrorFormat(c, "ERR at most %d segments can be mounted", SEGMENT_MAX_SLOTS);
         return;

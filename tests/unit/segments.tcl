@@ -662,3 +662,31 @@ start_server {tags {mooncake segments owners} overrides {segment-size 16mb owner
         $c close
     }
 }
+
+start_server {tags {mooncake segments}} {
+    test {max-segments: a MOUNT of a new name past it is -LIMIT and changes nothing; a remount is no new one} {
+        assert_equal {max-segments 65535} [r config get max-segments]
+        assert_error {ERR*} {r config set max-segments 0}
+        assert_error {ERR*} {r config set max-segments 65536}
+        set base [llength [r segments]] ;# the pool, at least
+        r mount ms-0 1mb OWNER ms
+        r mount ms-1 1mb OWNER ms
+        assert_equal OK [r config set max-segments [expr {$base + 2}]]
+        set before [r segments]
+        assert_error {LIMIT*max-segments*unmount some first*} {r mount ms-2 1mb OWNER ms}
+        assert_equal $before [r segments]
+        assert_equal {} [r segment.info ms-2]
+        # A remount of a mounted name is the same segment.
+        assert_equal [dict get [r segment.info ms-1] id] [r mount ms-1 1mb OWNER ms]
+        # Lowering it unmounts nothing; an unmount makes room again.
+        assert_equal OK [r config set max-segments 1]
+        assert_equal $before [r segments]
+        assert_equal OK [r config set max-segments [expr {$base + 2}]]
+        assert_equal 0 [r unmount ms-0]
+        r mount ms-2 1mb OWNER ms
+        assert_equal ms-2 [dict get [r segment.info ms-2] name]
+        r config set max-segments 65535
+        r unmount ms-1
+        r unmount ms-2
+    }
+}
