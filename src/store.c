@@ -119,7 +119,8 @@ static size_t deferSlots;        /* the buckets' capacity, for the heap count */
 static long long deferTickOf(const storeObj *o) {
     if (o->ext->lease_holds) /* held: no deadline; looked at once a revolution, re-filed when the hold ends */
         return (deferTick >= 0 ? deferTick : server.monotime / DEFER_TICK_MS) + DEFER_WHEEL - 1;
-    return (o->ext->lease_until_ms + DEFER_TICK_MS - 1) / DEFER_TICK_MS;
+    long long until = o->ext->lease_until_ms; /* up to LLONG_MAX (lease-ttl is): no "+ DEFER_TICK_MS - 1" */
+    return until / DEFER_TICK_MS + (until % DEFER_TICK_MS != 0);
 }
 
 static void deferAdd(storeObj *o) {

@@ -280,3 +280,23 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 300}}
         $c close
     }
 }
+
+start_server {tags {mooncake lease} overrides {segment-size 16mb}} {
+    test {A version waiting for a lease of lease-ttl LLONG_MAX: no overflow, looked at once a revolution} {
+        # Its deadline's tick was computed as (until + 63) / 64: past
+        # LLONG_MAX - 63 that overflowed (undefined behaviour: the
+        # sanitizer build's server dies; a plain build got a negative
+        # bucket number that only deferAdd's clamp kept in the wheel).
+        r config set lease-ttl 9223372036854775807
+        r set huge:1 v
+        r get.replicas huge:1
+        r del huge:1
+        assert_equal 1 [get_info_field r store store_deferred_frees]
+        wait_cron_ticks 1
+        assert_equal OK [r debug visits reset]
+        wait_cron_ticks 5
+        assert_lessthan_equal [dict get [r debug visits] deferred-sweep] 1
+        assert_equal 1 [get_info_field r store store_deferred_frees]
+        r config set lease-ttl 10000
+    }
+}
