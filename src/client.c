@@ -329,7 +329,7 @@ void clientCommand(client *c) {
             addReplyError(c, "ERR timeout is negative");
             return;
         }
-        long long now = mstime();
+        long long now = monoMs();
         if (ms > LLONG_MAX - now) {
             addReplyError(c, "ERR timeout is out of range");
             return;

@@ -1102,7 +1102,8 @@ void debugCommand(client *c) {
         static const char *names[VISITS_KINDS] = {"leases", "deferred", "deferred-sweep", "watched-keys", "pubsub",
                                                   "owner-segments", "querybuf-moved",
                                                   "client-owners", "segments", "cron-ticks",
-                                                  "cron-segments", "cron-owners", "clients-by-id", "expire"};
+                                                  "cron-segments", "cron-owners", "clients-by-id", "expire",
+                                                  "paused"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

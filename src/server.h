@@ -235,6 +235,7 @@ typedef struct client {
     struct dict *owners_index; /* owner -> 1 + its slot in owners, once there are many (owner.c) */
     int pass_fd;            /* SHM.ATTACH: sent by SCM_RIGHTS with the next write, -1 none */
     struct clusterOp *blocked_op; /* CLIENT_BLOCKED: the etcd change it waits for (cluster.c) */
+    int pause_slot;               /* CLIENT_PAUSED: its index in server.paused (networking.c) */
     struct replicaLink *repl;     /* a replica's link to this primary, NULL if not one (replication.c) */
     long long repl_wait_offset, repl_wait_since; /* CLIENT_REPL_WAIT: the offset replicas must ack */
     int repl_marked, repl_held;   /* in replication.c's lists of writers / of held clients */
@@ -294,6 +295,7 @@ enum {
     VISITS_CRON_OWNERS, /* owners looked at by ownerCron (owner.c) */
     VISITS_CLIENTS,  /* connections looked at to find one by id (client.c) */
     VISITS_EXPIRE,   /* TTL entries looked at by the active expiry cycle (store.c) */
+    VISITS_PAUSED,   /* commands held by CLIENT PAUSE looked at to run them again (networking.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))
@@ -376,7 +378,8 @@ struct mooncakeServer {
     /* CLIENT PAUSE (networking.c): what is paused until when, and the
      * clients whose command waits for the end. */
     int pause_type;                 /* PAUSE_NONE, PAUSE_WRITE or PAUSE_ALL */
-    long long pause_end_ms;         /* unix ms */
+    long long pause_end_ms;         /* monoMs(): a wall-clock step neither ends nor stretches it */
+    int pause_released;             /* the pause ended or narrowed: beforeSleep reruns the waiters */
     long long pause_timer;          /* the ae time event that wakes the loop at the end, or -1 */
     struct client **paused;
     int npaused, paused_cap;

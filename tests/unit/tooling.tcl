@@ -247,6 +247,45 @@ start_server {tags {tooling pause}} {
         $rd2 close
     }
 
+    test {Held commands are looked at once when the pause ends, not on every event-loop turn} {
+        # 20 paused writers, then 200 reads from another client (each one
+        # event-loop turn): the held SETs are run again only at UNPAUSE.
+        r client pause 100000 write
+        set rds {}
+        for {set i 0} {$i < 20} {incr i} {
+            set rd [redis_deferring_client]
+            $rd set hk$i v
+            $rd flush
+            lappend rds $rd
+        }
+        wait_for_condition 100 20 {[blocked_clients] == 20} else { fail "the SETs were not paused" }
+        assert_equal OK [r debug visits reset]
+        for {set i 0} {$i < 200} {incr i} { r get hk0 }
+        assert_equal 0 [dict get [r debug visits] paused]
+        r client unpause
+        foreach rd $rds { assert_equal OK [$rd read]; $rd close }
+        assert_equal 20 [dict get [r debug visits] paused]
+        assert_equal 0 [blocked_clients]
+    }
+
+    test {A wall-clock step neither ends a pause nor stretches it} {
+        r set wk old
+        r client pause 100000 write
+        set rd [redis_deferring_client]
+        $rd set wk new
+        $rd flush
+        wait_for_condition 100 20 {[blocked_clients] == 1} else { fail "the SET was not paused" }
+        assert_equal OK [r debug wallclock-step 200000]
+        r ping
+        assert_equal 1 [blocked_clients]
+        assert_equal old [r get wk]
+        assert_equal OK [r debug wallclock-step -200000]
+        r client unpause
+        assert_equal OK [$rd read]
+        assert_equal new [r get wk]
+        $rd close
+    }
+
     test {CLIENT PAUSE refuses a bad timeout or mode and pauses nothing} {
         assert_error {ERR timeout is not an integer or out of range} {r client pause abc}
         assert_error {ERR timeout is negative} {r client pause -1}
