@@ -507,11 +507,15 @@ typedef struct rdmaConn {
     struct rdmaConn *next;
 } rdmaConn;
 
-/* Passive side: one accepted QP and its TCP connection. */
+/* Passive side: one accepted QP and its TCP connection; before the QP,
+ * the request being read (got bytes of req so far, until deadline). */
 typedef struct rdmaPeer {
     int fd;
     struct ibv_cq *cq;
     struct ibv_qp *qp;
+    size_t got;
+    long long deadline;
+    unsigned char req[100]; /* an rdmaWire */
     struct rdmaPeer *next;
 } rdmaPeer;
 
@@ -531,6 +535,7 @@ typedef struct rdmaWire {
     uint8_t pad[2];
 } rdmaWire;
 _Static_assert(sizeof(rdmaWire) == 100, "rdmaWire is sent as it is");
+_Static_assert(sizeof(((rdmaPeer *)0)->req) == sizeof(rdmaWire), "a peer's request is one rdmaWire");
 
 struct mcRdma {
     pthread_mutex_t lock;
@@ -1000,71 +1005,99 @@ int mcRdmaUnregister(mcRdma *r, void *addr) {
 
 /* ---- the passive side ----------------------------------------------------- */
 
-/* Reads a peer's QP description from fd, gives it a QP of ours in the PD
- * its rkeys name and answers with ours. 0 if refused (fd closed). */
-static int peerAccept(mcRdma *r, int fd) {
+/* A peer's QP description read whole (p->req): gives it a QP of ours in
+ * the PD its rkeys name and answers with ours. 0 if refused. */
+static int peerAccept(mcRdma *r, rdmaPeer *p) {
     rdmaWire req, rep;
-    rdmaPeer *p = NULL;
     uint32_t psn = newPsn();
     char err[128];
     int di;
 
-    sockTimeouts(fd, RDMA_CONNECT_TIMEOUT_MS);
-    if (r->npeers >= RDMA_MAX_PEERS || ioAll(fd, &req, sizeof(req), 0) != 0) goto err;
+    memcpy(&req, p->req, sizeof(req));
     di = r->order[req.want % r->nactive]; /* a client's paths spread over our NICs */
-    if ((p = calloc(1, sizeof(*p))) == NULL) goto err;
-    p->fd = -1;
-    if ((p->cq = V.create_cq(r->dev[di].ctx, 2, NULL, NULL, 0)) == NULL) goto err;
-    if ((p->qp = qpCreate(&r->dev[di], p->cq, 1)) == NULL) goto err;
-    if (qpConnect(&r->dev[di], p->qp, psn, &req, err, sizeof(err)) != 0) goto err;
+    if ((p->cq = V.create_cq(r->dev[di].ctx, 2, NULL, NULL, 0)) == NULL) return 0;
+    if ((p->qp = qpCreate(&r->dev[di], p->cq, 1)) == NULL) return 0;
+    if (qpConnect(&r->dev[di], p->qp, psn, &req, err, sizeof(err)) != 0) return 0;
     wireFill(&rep, r, di, p->qp, psn, 0);
-    if (ioAll(fd, &rep, sizeof(rep), 1) != 0) goto err;
-    p->fd = fd;
-    p->next = r->peers;
-    r->peers = p;
-    r->npeers++;
-    return 1;
-
-err:
-    if (p) peerFree(p);
-    close(fd);
-    return 0;
+    /* 100 bytes into a socket that has sent nothing yet: they fit its
+     * buffer, or the peer is not one to wait for. */
+    return send(p->fd, &rep, sizeof(rep), MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t)sizeof(rep);
 }
 
-/* Accepts QP exchanges and holds each QP until its connection closes: the
- * peer closed it (done, or died) or sent something it should not have. */
+static void peerDrop(mcRdma *r, rdmaPeer *p) {
+    for (rdmaPeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    peerFree(p);
+    r->npeers--;
+}
+
+/* A peer's socket is readable. Before its QP: more of its request (the QP
+ * made once it is whole); 0 when the peer is to be dropped. After: the
+ * peer closed (done, or died) or said something it should not have. */
+static int peerReadable(mcRdma *r, rdmaPeer *p) {
+    if (p->qp) return 0;
+    ssize_t k = recv(p->fd, p->req + p->got, sizeof(p->req) - p->got, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 1;
+    if (k <= 0) return 0;
+    p->got += (size_t)k;
+    return p->got < sizeof(p->req) || peerAccept(r, p);
+}
+
+/* Accepts QP exchanges and holds each QP until its connection closes.
+ *
+ * One thread serves every peer, so nothing here may wait on one: a peer
+ * that connects and then sends its record slowly, or never (a stalled or
+ * dying process, a port scanner), would otherwise hold up the exchanges
+ * of every other reader, whose own timeouts then fail them (found with a
+ * peer trickling its record a byte at a time). Sockets are non-blocking,
+ * each request is gathered as it arrives, and one not whole within
+ * RDMA_CONNECT_TIMEOUT_MS of its accept is dropped. */
 static void *listenLoop(void *arg) {
     mcRdma *r = arg;
     struct pollfd *pfd = malloc((RDMA_MAX_PEERS + 2) * sizeof(*pfd));
     rdmaPeer **who = malloc((RDMA_MAX_PEERS + 2) * sizeof(*who));
 
     while (pfd && who) {
-        int n = 2;
+        int n = 2, timeout = -1;
+        long long now = nowMs();
         pfd[0] = (struct pollfd){r->lfd, POLLIN, 0};
         pfd[1] = (struct pollfd){r->stopfd[0], POLLIN, 0};
         for (rdmaPeer *p = r->peers; p && n < RDMA_MAX_PEERS + 2; p = p->next) {
             pfd[n] = (struct pollfd){p->fd, POLLIN, 0};
             who[n++] = p;
+            if (p->qp == NULL) {
+                long long left = p->deadline > now ? p->deadline - now : 0;
+                if (timeout < 0 || left < timeout) timeout = (int)left;
+            }
         }
-        if (poll(pfd, (nfds_t)n, -1) < 0) {
+        if (poll(pfd, (nfds_t)n, timeout) < 0) {
             if (errno == EINTR) continue;
             break;
         }
         if (pfd[1].revents) break;
+        now = nowMs();
         for (int i = 2; i < n; i++) {
-            if (!pfd[i].revents) continue;
-            for (rdmaPeer **pp = &r->peers; *pp; pp = &(*pp)->next) {
-                if (*pp == who[i]) {
-                    *pp = who[i]->next;
-                    break;
-                }
-            }
-            peerFree(who[i]);
-            r->npeers--;
+            rdmaPeer *p = who[i];
+            if (pfd[i].revents ? !peerReadable(r, p) : p->qp == NULL && now >= p->deadline) peerDrop(r, p);
         }
         if (pfd[0].revents) {
-            int fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
-            if (fd >= 0) peerAccept(r, fd);
+            int fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            rdmaPeer *p = fd >= 0 && r->npeers < RDMA_MAX_PEERS ? calloc(1, sizeof(*p)) : NULL;
+            if (p) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+                p->fd = fd;
+                p->deadline = now + RDMA_CONNECT_TIMEOUT_MS;
+                p->next = r->peers;
+                r->peers = p;
+                r->npeers++;
+            } else if (fd >= 0) {
+                close(fd);
+            }
         }
     }
     free(pfd);

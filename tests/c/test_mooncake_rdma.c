@@ -33,9 +33,12 @@
  *     "staged" with a reason; MC_GPUDIRECT=peermem registers the pointer.
  * 10. a reader that exits without closing: the host drops its QPs (the
  *     fake's live QPs return to what they were).
- * 11. a host that dies: its keys fail to read (the watchdog catches a
+ * 11. a peer stalled in the QP exchange (its record trickling in a byte
+ *     at a time): a new reader still gets its QPs and reads over rdma
+ *     (a listener that waited on the stalled one timed it out).
+ * 12. a host that dies: its keys fail to read (the watchdog catches a
  *     read that hangs instead), and the reader carries on with the server.
- * 12. the fake itself refuses what verbs refuses: QP transitions out of
+ * 13. the fake itself refuses what verbs refuses: QP transitions out of
  *     order or without their attributes (a RoCE RTR without a GRH), posts
  *     before RTS, a PD or CQ freed under a QP, remote write without local.
  * Bytes per second through the fake are printed for information only.
@@ -43,7 +46,10 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <numaif.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +57,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -287,6 +294,32 @@ static double nowSec(void) {
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* A peer that opens a QP exchange and never finishes it: a byte of its
+ * record every 300 ms until told to stop. */
+static struct {
+    int fd, stop;
+} stall = {-1, 0};
+
+static void *trickle(void *arg) {
+    (void)arg;
+    while (!__atomic_load_n(&stall.stop, __ATOMIC_RELAXED)) {
+        if (send(stall.fd, "M", 1, MSG_NOSIGNAL) != 1) break;
+        for (int i = 0; i < 30 && !__atomic_load_n(&stall.stop, __ATOMIC_RELAXED); i++) tsSleepMs(10);
+    }
+    return NULL;
+}
+
+static int tcpTo(int port) {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* ---- the group ------------------------------------------------------------------ */
 
 static void testRdma(void) {
@@ -481,6 +514,33 @@ static void testRdma(void) {
         long long deadline = tsNowMs() + 10000, live = -1;
         while ((live = fvGet("live_qps")) != live0 && tsNowMs() < deadline) tsSleepMs(10);
         CHECK_EQ(live, live0);
+    }
+    TEST("rdma: a peer stalled in the QP exchange holds up no other reader's QPs") {
+        /* One connection that trickles its 100-byte record a byte at a
+         * time: a listener that reads a record with blocking I/O waits on
+         * it (each byte restarts the socket timeout), and a new reader's
+         * exchange times out behind it. */
+        char ep[300], *b = NULL;
+        segField(r, HOSTNAME_SEG, "endpoints", "rdma://", ep, sizeof(ep));
+        const char *colon = strrchr(ep, ':');
+        int port = colon ? atoi(colon + 1) : 0;
+        CHECK(port > 0);
+        stall.fd = port > 0 ? tcpTo(port) : -1;
+        CHECK(stall.fd >= 0);
+        stall.stop = 0;
+        pthread_t t;
+        int started = stall.fd >= 0 && pthread_create(&t, NULL, trickle, NULL) == 0;
+        CHECK(started);
+        tsSleepMs(50); /* the listener has the stalled connection first */
+        mc_client *k = started ? reader(&s, MC_TRANSPORT_RDMA, &b) : NULL;
+        CHECK(k && readsBack(k, "single:1048583", b, 1 * MiB + 7));
+        CHECK_EQ(k ? mc_last_transport(k) : -1, MC_TRANSPORT_RDMA);
+        if (k && mc_last_transport(k) != MC_TRANSPORT_RDMA) fprintf(stderr, "  %s\n", mc_last_error(k));
+        __atomic_store_n(&stall.stop, 1, __ATOMIC_RELAXED);
+        if (started) pthread_join(t, NULL);
+        if (stall.fd >= 0) close(stall.fd);
+        mcClose(&k);
+        free(b);
     }
     TEST("rdma: a host that dies: reads of its keys fail at once, the reader carries on") {
         hostKill(&host);
