@@ -29,19 +29,19 @@
 /* Starts one replica's transfer (a segment of node `node`): shm copies now
  * (returns MC_OK), tcp to a known connection is queued in *p (returns 1)
  * for finishXfers; anything else is left to the sequential path (returns
- * MC_ERR_UNSUPPORTED). device (XF_*): GPUDirect is left to the sequential
- * path, and so is tcp of buffers with device memory (staged there). */
+ * MC_ERR_UNSUPPORTED). device (XF_*): shm copies device memory as it
+ * copies host memory; anything else with device memory (GPUDirect, tcp
+ * staged) is left to the sequential path (mcXferReplica). */
 int mcStartXfer(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                      int write, int device, mcTcpItem *p) {
-    if (device == XF_GPUDIRECT) return MC_ERR_UNSUPPORTED;
     if (c->map.nodes[node].gen != gen) return mcSegLost(c);
     mcSeg *s = mcSegGet(c, node, rep->seg);
     if (s == NULL) return MC_ERR_IO;
     if (s->gen != gen) return mcSegLost(c);
     int t = c->transport;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && mcSegAttach(c, s) == MC_OK)
-        return mcSegStale(c, s) ? mcSegLost(c) : mcSegShmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
-    if (device == XF_DEVICE) return MC_ERR_UNSUPPORTED;
+        return mcSegStale(c, s) ? mcSegLost(c) : mcSegShmCopy(c, s, rep, iov, iovcnt, write, device != XF_HOST);
+    if (device != XF_HOST) return MC_ERR_UNSUPPORTED;
     if (t != MC_TRANSPORT_TCP && t != MC_TRANSPORT_AUTO) return MC_ERR_UNSUPPORTED;
     /* Registered buffers go over rdma when the segment has it, as a single
      * transfer's do (mcXferReplica, one by one: nothing to pipeline there). */

@@ -38,7 +38,7 @@
 
 /* How a transfer's buffers are moved (mcXferReplica). */
 #define XF_HOST 0                    /* host memory only */
-#define XF_GPUDIRECT 1               /* device memory all registered for RDMA: RDMA only */
+#define XF_GPUDIRECT 1               /* device memory all registered for RDMA: RDMA from the device where shm does not reach */
 #define XF_DEVICE 2                  /* device memory among them: copied by the CUDA runtime */
 
 typedef struct mcSeg {

@@ -29,7 +29,8 @@
  * scattered out after (tcpXferDevice), a large one in 4 MiB chunks whose
  * device copies overlap the socket (tcpXferChunked); batches send such
  * items one by one after the pipelined host ones. Device buffers all
- * registered for RDMA go over RDMA directly (GPUDirect).
+ * registered for RDMA go over RDMA directly (GPUDirect) where shm does
+ * not reach the segment, and by the paths above where RDMA does not.
  *
  * A segment's description (SEGMENT.INFO) and its mapping are cached per
  * handle (mcSegGet), trusted only while the connection of the node that
@@ -629,7 +630,13 @@ static int tcpXferDevice(mc_client *c, mcSeg *s, const mcReplica *rep, const str
  * allowed, to or from the first rep->len bytes of iov[0..iovcnt); MC_OK or
  * MC_ERR_*. device: XF_HOST, XF_DEVICE (device memory among the buffers:
  * shm copies it directly, tcp stages it), or XF_GPUDIRECT (device memory
- * all registered for RDMA: only RDMA may carry it). */
+ * all registered for RDMA: RDMA carries it from the device, unless shm
+ * reaches the segment; where neither does, tcp stages it as for
+ * XF_DEVICE). GPUDirect is a faster way for device memory, never the only
+ * one: it once was here, and every put of registered device memory to a
+ * segment without rdma:// (the server's own pool) or whose RDMA paths
+ * all failed was refused, "device memory needs staging" (found by the
+ * fakedev audit, fake CUDA and fake verbs with MC_GPUDIRECT=peermem). */
 int mcXferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                   int write, int device) {
     if (c->map.nodes[node].gen != gen) return mcSegLost(c);
@@ -637,8 +644,8 @@ int mcXferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, co
     if (s == NULL) return mcErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
     if (s->gen != gen) return mcSegLost(c);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
-    if (device != XF_GPUDIRECT && (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && mcSegAttach(c, s) == MC_OK)
-        return mcSegStale(c, s) ? mcSegLost(c) : mcSegShmCopy(c, s, rep, iov, iovcnt, write, device == XF_DEVICE);
+    if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && mcSegAttach(c, s) == MC_OK)
+        return mcSegStale(c, s) ? mcSegLost(c) : mcSegShmCopy(c, s, rep, iov, iovcnt, write, device != XF_HOST);
     if (t == MC_TRANSPORT_SHM) return mcErr(c, MC_ERR_UNSUPPORTED, "no shared memory path to segment %llu", (unsigned long long)s->id);
     if (t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_RDMA) {
         int reg = device != XF_DEVICE && c->regions && mcIovRdmaRegistered(c, iov, iovcnt, rep->len);
@@ -664,8 +671,7 @@ int mcXferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, co
             return rc;
         }
     }
-    if (device == XF_GPUDIRECT) return mcErr(c, MC_ERR_UNSUPPORTED, "device memory needs staging");
-    if (device == XF_DEVICE) return tcpXferDevice(c, s, rep, iov, iovcnt, write);
+    if (device != XF_HOST) return tcpXferDevice(c, s, rep, iov, iovcnt, write);
     return mcSegTcpXfer(c, s, rep, iov, iovcnt, write);
 }
 

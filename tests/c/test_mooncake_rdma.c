@@ -38,6 +38,9 @@
  *     (a listener that waited on the stalled one timed it out).
  * 12. a host that dies: its keys fail to read (the watchdog catches a
  *     read that hangs instead), and the reader carries on with the server.
+ * 14. gpudirect-fallback: device memory registered with the NICs (peer
+ *     memory, through the fake CUDA runtime) still goes over shm to the
+ *     server's pool, and staged over tcp when every RDMA path fails.
  * 13. the fake itself refuses what verbs refuses: QP transitions out of
  *     order or without their attributes (a RoCE RTR without a GRH), posts
  *     before RTS, a PD or CQ freed under a QP, remote write without local.
@@ -638,6 +641,106 @@ static void testGpuDirect(void) {
     free(pattern);
 }
 
+/* Device memory registered with the NICs (GPUDirect: here peer memory,
+ * MC_GPUDIRECT=peermem, the fake CUDA runtime's pointers registered with
+ * the fake verbs) still moves where RDMA cannot carry it: over shm to the
+ * server's pool (straight from the device into the mapping), and staged
+ * over tcp when every RDMA path to a hosted segment fails (the fake NICs
+ * cannot reach the fake runtime's memory, as a NIC whose peer memory
+ * access fails). */
+static void testGpuDirectFallback(void) {
+    const char *group = "gpudirect-fallback";
+    int failed0 = test_failed;
+    tsServer s;
+    hostProc host = {-1, -1};
+    char exe[512], lib[600];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[n > 0 ? n : 0] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    snprintf(lib, sizeof(lib), "%s/libfakecuda.so", exe);
+    setenv("MC_CUDA_LIBRARY", lib, 1);
+    setenv("MC_GPUDIRECT", "peermem", 1);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+    int (*cuMalloc)(void **, size_t) = NULL, (*cuFree)(void *) = NULL;
+    int (*cuCopy)(void *, const void *, size_t, int) = NULL;
+    if (h) {
+        *(void **)&cuMalloc = dlsym(h, "cudaMalloc");
+        *(void **)&cuFree = dlsym(h, "cudaFree");
+        *(void **)&cuCopy = dlsym(h, "cudaMemcpy");
+    }
+    if (!cuMalloc || !cuFree || !cuCopy) {
+        TEST("gpudirect-fallback: build/tests/libfakecuda.so loads") CHECK(0);
+        return;
+    }
+    watchdog();
+    if (!tsGroupStarted(tsStart(&s, NULL), &s, group)) return;
+    const size_t len = 3 * MiB + 5, devlen = 8 * MiB;
+    char *want = xmalloc(len), *back = xmalloc(len), err[256] = "";
+    void *dev = NULL, *dev2 = NULL;
+    fillPattern(want, len, seedOf("gpudirect-fallback", len));
+    mc_client *c = mc_connect(s.unix_uri, NULL, err, sizeof(err));
+    mc_client *hr = mc_connect(s.tcp_uri, NULL, err, sizeof(err));
+    const mc_put_opts to_pool = {.prefer = "self"};
+
+    TEST("gpudirect-fallback: device memory registers with the NICs as peer memory") {
+        CHECK(c && hr);
+        CHECK_EQ(hostStart(&host, &s, HOSTNAME_SEG, 16 * MiB), 0);
+        CHECK(cuMalloc(&dev, devlen) == 0 && cuMalloc(&dev2, devlen) == 0);
+        CHECK(dev && cuCopy(dev, want, len, 4) == 0);
+        CHECK_EQ(c && dev ? mc_register(c, dev, devlen, MC_MEM_CUDA) : -1, MC_OK);
+        CHECK_EQ(c && dev2 ? mc_register(c, dev2, devlen, MC_MEM_CUDA) : -1, MC_OK);
+        char why[200] = "";
+        CHECK_EQ(c && dev ? mc_region_rdma(c, dev, why, sizeof(why)) : -1, MC_REG_RDMA_PEERMEM);
+    }
+    TEST("gpudirect-fallback: a put and a get of registered device memory to the server's pool go over shm") {
+        int rc = c && dev ? mc_put(c, "gd:pool", 7, dev, len, &to_pool) : -1;
+        if (rc != MC_OK && c) fprintf(stderr, "  mc_put: %d %s\n", rc, mc_last_error(c));
+        CHECK_EQ(rc, MC_OK);
+        CHECK_EQ(c ? mc_last_transport(c) : -1, MC_TRANSPORT_SHM);
+        CHECK(hr && sameBytes("host reader", back, mc_get(hr, "gd:pool", 7, back, len), want, len));
+        long long got = c && dev2 ? mc_get(c, "gd:pool", 7, dev2, devlen) : -1;
+        if (got < 0 && c) fprintf(stderr, "  mc_get: %lld %s\n", got, mc_last_error(c));
+        memset(back, 0, len);
+        CHECK(dev2 && cuCopy(back, dev2, len, 4) == 0);
+        CHECK(sameBytes("into the device", back, got, want, len));
+        /* A batch takes the same way. */
+        mc_kv items[1] = {{"gd:poolb", 8, dev, len}};
+        int res[1] = {-1};
+        CHECK_EQ(c && dev ? mc_batch_put(c, 1, items, &to_pool, res) : -1, 1);
+        CHECK(hr && sameBytes("batch, host reader", back, mc_get(hr, "gd:poolb", 8, back, len), want, len));
+    }
+    TEST("gpudirect-fallback: every RDMA path to a hosted segment failing, the device bytes go staged over tcp") {
+        const mc_put_opts to_seg = {.prefer = HOSTNAME_SEG};
+        mc_client *t = mc_connect(s.tcp_uri, NULL, err, sizeof(err)); /* no shm to the pool either */
+        CHECK(t != NULL);
+        CHECK_EQ(t && dev ? mc_register(t, dev, devlen, MC_MEM_CUDA) : -1, MC_OK);
+        CHECK_EQ(t && dev2 ? mc_register(t, dev2, devlen, MC_MEM_CUDA) : -1, MC_OK);
+        long long tried = fvGet("rem_access_err") + fvGet("loc_prot_err");
+        int rc = t && dev ? mc_put(t, "gd:seg", 6, dev, len, &to_seg) : -1;
+        CHECK(fvGet("rem_access_err") + fvGet("loc_prot_err") > tried); /* RDMA was tried first */
+        if (rc != MC_OK && t) fprintf(stderr, "  mc_put: %d %s\n", rc, mc_last_error(t));
+        CHECK_EQ(rc, MC_OK);
+        CHECK_EQ(t ? mc_last_transport(t) : -1, MC_TRANSPORT_TCP);
+        CHECK(hr && sameBytes("host reader", back, mc_get(hr, "gd:seg", 6, back, len), want, len));
+        long long got = t && dev2 ? mc_get(t, "gd:seg", 6, dev2, devlen) : -1;
+        if (got < 0 && t) fprintf(stderr, "  mc_get: %lld %s\n", got, mc_last_error(t));
+        memset(back, 0, len);
+        CHECK(dev2 && cuCopy(back, dev2, len, 4) == 0);
+        CHECK(sameBytes("into the device", back, got, want, len));
+        mcClose(&t);
+    }
+    mcClose(&c);
+    mcClose(&hr);
+    hostStop(&host);
+    if (dev) cuFree(dev);
+    if (dev2) cuFree(dev2);
+    free(want);
+    free(back);
+    unsetenv("MC_GPUDIRECT");
+    tsGroupFinish(&s, group, failed0);
+}
+
 /* The fake's own checks, called as libmooncake calls them (dlsym): what a
  * real verbs library refuses, the fake refuses, or the tests above would
  * pass against code that real hardware rejects. */
@@ -749,6 +852,7 @@ int main(int argc, char **argv) {
     if (!only || strstr("rdma", only)) testRdma();
     if (!only || strstr("gpudirect", only)) testGpuDirect();
     if (!only || strstr("fakeverbs", only)) testFakeChecks();
+    if (!only || strstr("gpudirect-fallback", only)) testGpuDirectFallback(); /* last: loads the fake CUDA */
     fakeCleanup();
     return testReport();
 #endif
