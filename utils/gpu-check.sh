@@ -24,8 +24,17 @@
 # set MC_CUDA_LIBRARY to choose. With MC_CUDA_LIBRARY=build/tests/libfakecuda.so
 # the whole check runs on a machine without a GPU (a dry run: figures are
 # memcpy's). PYTHON names the python3 to use (one with pytest). Exit status
-# 0 when every step passed.
+# 0 when every step passed, 1 when a step failed, 2 when something a step
+# needs is missing: then nothing runs (see preflight).
+#
+#   utils/gpu-check.sh [--bin DIR] --preflight
+#                                      only the check of what the steps need
 set -u
+# Run with a bare environment (env -i, a job runner) PATH may be unset:
+# the shell still finds cc, but cc then cannot find its own cc1 (seen: the
+# Python step failed with "cannot execute 'cc1'" after three steps ran).
+: "${PATH:=/usr/local/bin:/usr/bin:/bin}"
+export PATH
 PY=${PYTHON:-python3}   # the python3 with pytest (and torch, for the real-GPU tensor test)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -50,13 +59,16 @@ pack() {
     echo "gpu-check: $dir holds $(ls "$dir" | wc -l) files ($(du -sh "$dir" | cut -f1)); on the GPU machine: utils/gpu-check.sh --bin $dir"
 }
 
-BIN=
-case ${1:-} in
-    --pack) pack "${2:?--pack DIR}"; exit 0 ;;
-    --bin) BIN=$(cd "${2:?--bin DIR}" && pwd) ;;
-    "") ;;
-    *) sed -n '2,25p' "$0"; exit 2 ;;
-esac
+BIN= ONLY_PREFLIGHT=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --pack) pack "${2:?--pack DIR}"; exit 0 ;;
+        --bin) BIN=$(cd "${2:?--bin DIR}" && pwd) || exit 2; shift ;;
+        --preflight) ONLY_PREFLIGHT=1 ;;
+        *) sed -n '2,31p' "$0"; exit 2 ;;
+    esac
+    shift
+done
 
 if [ -n "$BIN" ]; then
     SERVER=$BIN/mooncake-server TEST_CUDA=$BIN/test_cuda TEST_MOONCAKE=$BIN/test_mooncake
@@ -133,6 +145,53 @@ run_bench() {
     kill "$spid" && wait "$spid"
     return $rc
 }
+
+# What the steps need, all of it asked before any runs: a machine that
+# lacks a piece (a library not carried along, no pytest, no compiler for the
+# Python extension, no CUDA runtime) is told so at once, with every missing
+# piece named, instead of running the steps that can and failing the others
+# one by one with the loader's or the compiler's words in between.
+preflight() {
+    missing=
+    need() { missing="$missing
+  $1"; }
+    for b in "$SERVER" "$TEST_CUDA" "$TEST_MOONCAKE" "$GPU_BENCH"; do
+        if [ ! -x "$b" ]; then
+            if [ -n "$BIN" ]; then need "$b: not there (utils/gpu-check.sh --pack on the build machine)"
+            else need "$b: not there (make -C src all unit-tests)"; fi
+            continue
+        fi
+        # What ldd prints, from the loader itself (ldd may not be installed).
+        libs=$(LD_TRACE_LOADED_OBJECTS=1 "$b" 2>&1 | awk '/not found/{print $1}' | tr '\n' ' ')
+        [ -z "$libs" ] || need "$(basename "$b") cannot load: $libs"
+    done
+    [ -f "$FAKE" ] || need "$FAKE: not there"
+    [ -n "$CUDART" ] || need "a CUDA runtime (libcudart.so.13/.12/.11.0 in ldconfig or /usr/local/cuda/lib64; or set MC_CUDA_LIBRARY)"
+    if ! command -v "$PY" >/dev/null 2>&1; then
+        need "$PY (set PYTHON to a python3 with pytest)"
+    elif ! "$PY" -c 'import pytest' >/dev/null 2>&1; then
+        need "pytest for $PY (set PYTHON to a python3 that has it)"
+    elif [ -n "$BIN" ] || ! PYTHONPATH=$ROOT/build/python "$PY" -c 'import mooncake' >/dev/null 2>&1; then
+        # The extension is compiled here: a C compiler and Python.h.
+        inc=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+        if [ -z "$BIN" ]; then
+            need "the Python binding (make -C src python), or pass --bin"
+        elif ! command -v cc >/dev/null 2>&1; then
+            need "cc, to compile the Python extension"
+        elif ! printf '#include <Python.h>\nint main(void) { return 0; }\n' |
+                cc -fsyntax-only -x c -I"$inc" - >"$TMP/cc.out" 2>&1; then
+            need "cc cannot compile against Python.h ($inc): $(head -n 3 "$TMP/cc.out" | tr '\n' ' ')"
+        fi
+    fi
+    if [ -n "$missing" ]; then
+        echo "gpu-check: missing, nothing run:$missing"
+        return 1
+    fi
+    echo "gpu-check: preflight: everything the steps need is there"
+}
+
+preflight || exit 2
+[ -z "$ONLY_PREFLIGHT" ] || exit 0
 
 step "test_cuda" run_test_cuda
 step "test_mooncake device (the GPU: ${CUDART:-no runtime})" run_device_gpu
