@@ -43,7 +43,10 @@
  *   dead NIC costs one timeout now and then, not one per transfer. A QP
  *   that completed a work request in error is torn down at the end of the
  *   transfer and reconnected on the next one; its failed slice is retried
- *   once on another path.
+ *   once on another path. One whose peer stopped answering while the other
+ *   paths worked, two transfers in a row, is left out for RDMA_RETRY_MS
+ *   too (a dead link fails a request only after the transport's retries),
+ *   unless the others cannot carry a transfer without it.
  *
  * - Device memory (GPUDirect) is registered the first way the platform
  *   allows (mcRdmaGdrChoose): a dmabuf of the range (ibv_reg_dmabuf_mr),
@@ -504,6 +507,10 @@ typedef struct rdmaConn {
     char peer_nic[64];  /* the host's NIC that took the QP: selects the rkey */
     long long down_until;
     int inflight, broken;
+    int carried;       /* this transfer: requests completed fine */
+    int unresponsive;  /* this transfer: the peer did not answer (retries exceeded) */
+    long long shun_until; /* left out of transfers until then, while others work */
+    int strikes;          /* transfers in a row in which it alone did not answer */
     struct rdmaConn *next;
 } rdmaConn;
 
@@ -1327,10 +1334,13 @@ static int runSlices(mcRdmaSlice *sl, unsigned char *state, unsigned char *tries
                 if (wc[j].status == IBV_WC_SUCCESS) {
                     state[i] = SL_DONE;
                     done++;
+                    path[p]->carried++;
                     continue;
                 }
                 /* The QP is now in error: everything behind it flushes. */
                 path[p]->broken = 1;
+                if (wc[j].status == IBV_WC_RETRY_EXC_ERR || wc[j].status == IBV_WC_RNR_RETRY_EXC_ERR)
+                    path[p]->unresponsive = 1;
                 if (tries[i]++ == 0 && (q = nextPath(path, npath, p)) >= 0) {
                     sl[i].nic = q;
                     state[i] = SL_WAIT;
@@ -1355,15 +1365,96 @@ static int runSlices(mcRdmaSlice *sl, unsigned char *state, unsigned char *tries
     return rc;
 }
 
-int mcRdmaTransfer(mcRdma *r, const mcRdmaDesc *desc, uint64_t offset, void *local, size_t len,
-                   int write, char *err, size_t errlen) {
+/* One try at a transfer over the paths to desc's host that g is registered
+ * on; those resting after their peer stopped answering (shun_until, see
+ * below) are left out unless shunned is set, and counted in *skipped.
+ * Under r->lock. */
+static int transferOnce(mcRdma *r, const mcRdmaDesc *desc, uint64_t offset, char *local, size_t len, int write,
+                        rdmaRegion *g, int shunned, int *skipped, char *err, size_t errlen) {
     rdmaConn *path[MC_RDMA_MAX_NICS];
     uint32_t rkey[MC_RDMA_MAX_NICS];
     int order[MC_RDMA_MAX_NICS], n, npath = 0, ns, cap, rc = MC_ERR_IO;
     mcRdmaSlice *sl = NULL;
     unsigned char *state = NULL;
-    rdmaRegion *g;
     char why[256] = "no active local NIC";
+    long long now = nowMs();
+
+    *skipped = 0;
+    n = mcRdmaOrderNics(r->nic, r->ndev, g->numa, order);
+    for (int i = 0; i < n; i++) {
+        rdmaConn *c;
+        int ok;
+        int want = 0;
+        if (g->mr[order[i]] == NULL) continue;
+        if (!shunned) {
+            for (c = r->conns; c; c = c->next)
+                if (c->dev == order[i] && c->port == desc->port && strcmp(c->host, desc->host) == 0) break;
+            if (c && now < c->shun_until) {
+                (*skipped)++;
+                continue;
+            }
+        }
+        while (r->order[want] != order[i]) want++; /* its place by name: the host NIC it asks for */
+        if ((c = connGet(r, desc, order[i], want, why, sizeof(why))) == NULL) continue;
+        rkey[npath] = rkeyFor(desc, c->peer_nic, &ok);
+        if (!ok) {
+            snprintf(why, sizeof(why), "the segment has no rkey for its NIC %s", c->peer_nic);
+            continue;
+        }
+        path[npath++] = c;
+    }
+    if (npath == 0) {
+        setErr(err, errlen, "no RDMA path to %s:%d: %s", desc->host, desc->port, why);
+        return MC_ERR_IO;
+    }
+    cap = (int)(len / RDMA_CHUNK) + 1 + npath;
+    sl = malloc((size_t)cap * sizeof(*sl));
+    state = calloc((size_t)cap, 2); /* state[] then tries[] */
+    if (sl == NULL || state == NULL) {
+        rc = MC_ERR_NOMEM;
+        goto out;
+    }
+    ns = mcRdmaStripe(len, npath, RDMA_CHUNK, sl, cap);
+    for (int p = 0; p < npath; p++) path[p]->inflight = path[p]->carried = path[p]->unresponsive = 0;
+    rc = runSlices(sl, state, state + cap, ns, path, rkey, npath, g, local, desc->base + offset,
+                   write, err, errlen);
+    /* Destroying a broken QP now also stops any DMA it still had queued.
+     * It is reconnected on the next transfer; but a path whose peer
+     * stopped answering while another path carried requests to the same
+     * host, in two transfers in a row, is shunned for RDMA_RETRY_MS: the
+     * fault is then likely its own (a NIC whose link went away still
+     * connects, over IP, and fails each request only after the
+     * transport's retries, about half a second), and tried again at once
+     * it cost every transfer that wait (found through the fake verbs: one
+     * failure per transfer with one of three NICs failing). Once is a
+     * QP's accident, and costs nothing more. Shunned is not banned: a
+     * transfer the other paths cannot carry is tried again with it
+     * (mcRdmaTransfer). */
+    int carried = 0;
+    for (int p = 0; p < npath; p++) carried |= !path[p]->broken && path[p]->carried > 0;
+    for (int p = 0; p < npath; p++) {
+        if (!path[p]->broken) {
+            if (path[p]->carried) path[p]->strikes = 0;
+            continue;
+        }
+        if (carried && path[p]->unresponsive && ++path[p]->strikes >= 2) {
+            path[p]->shun_until = nowMs() + RDMA_RETRY_MS;
+            path[p]->strikes = 0;
+        }
+        connReset(path[p]);
+        path[p]->down_until = 0;
+    }
+
+out:
+    free(sl);
+    free(state);
+    return rc;
+}
+
+int mcRdmaTransfer(mcRdma *r, const mcRdmaDesc *desc, uint64_t offset, void *local, size_t len,
+                   int write, char *err, size_t errlen) {
+    rdmaRegion *g;
+    int rc, skipped;
 
     if (r == NULL || desc == NULL || local == NULL || desc->base + offset < desc->base ||
         desc->base + offset + len < desc->base + offset) {
@@ -1389,48 +1480,14 @@ int mcRdmaTransfer(mcRdma *r, const mcRdmaDesc *desc, uint64_t offset, void *loc
         rc = MC_ERR_INVALID;
         goto out;
     }
-    n = mcRdmaOrderNics(r->nic, r->ndev, g->numa, order);
-    for (int i = 0; i < n; i++) {
-        rdmaConn *c;
-        int ok;
-        int want = 0;
-        if (g->mr[order[i]] == NULL) continue;
-        while (r->order[want] != order[i]) want++; /* its place by name: the host NIC it asks for */
-        if ((c = connGet(r, desc, order[i], want, why, sizeof(why))) == NULL) continue;
-        rkey[npath] = rkeyFor(desc, c->peer_nic, &ok);
-        if (!ok) {
-            snprintf(why, sizeof(why), "the segment has no rkey for its NIC %s", c->peer_nic);
-            continue;
-        }
-        path[npath++] = c;
-    }
-    if (npath == 0) {
-        setErr(err, errlen, "no RDMA path to %s:%d: %s", desc->host, desc->port, why);
-        goto out;
-    }
-    cap = (int)(len / RDMA_CHUNK) + 1 + npath;
-    sl = malloc((size_t)cap * sizeof(*sl));
-    state = calloc((size_t)cap, 2); /* state[] then tries[] */
-    if (sl == NULL || state == NULL) {
-        rc = MC_ERR_NOMEM;
-        goto out;
-    }
-    ns = mcRdmaStripe(len, npath, RDMA_CHUNK, sl, cap);
-    for (int p = 0; p < npath; p++) path[p]->inflight = 0;
-    rc = runSlices(sl, state, state + cap, ns, path, rkey, npath, g, local, desc->base + offset,
-                   write, err, errlen);
-    /* Destroying a broken QP now also stops any DMA it still had queued. */
-    for (int p = 0; p < npath; p++) {
-        if (path[p]->broken) {
-            connReset(path[p]);
-            path[p]->down_until = 0;
-        }
-    }
+    /* The paths in favour first; what they could not carry, once more with
+     * the shunned ones (READ and WRITE of the same range repeat safely). */
+    rc = transferOnce(r, desc, offset, local, len, write, g, 0, &skipped, err, errlen);
+    if (rc != MC_OK && rc != MC_ERR_NOMEM && skipped)
+        rc = transferOnce(r, desc, offset, local, len, write, g, 1, &skipped, err, errlen);
 
 out:
     pthread_mutex_unlock(&r->lock);
-    free(sl);
-    free(state);
     return rc;
 }
 
