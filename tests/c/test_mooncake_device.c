@@ -411,6 +411,73 @@ void testDevice(void) {
                 CHECK(getSame(c, key, v, MiB, p ? MC_TRANSPORT_TCP : MC_TRANSPORT_SHM));
             }
         }
+        TEST("device: async batches with a failing device copy: the device items fail, the host item lands, nothing half-published") {
+            for (int p = 0; p < 2; p++) {
+                mc_client *c = p ? ctcp : cshm;
+                char k[3][64];
+                for (int i = 0; i < 3; i++) snprintf(k[i], sizeof(k[i]), "dv:afail:%d:%d", p, i);
+                char *big = xmalloc(5 * MiB);
+                fillPattern(big, 5 * MiB, seedOf("dv:afail", 5 * MiB));
+                CHECK(dvWrite(dev, 0, big, 5 * MiB, 0));
+                memcpy(hostbuf, v + 11, 1001);
+                /* Item 0 mixes host and device buffers (odd lengths, an
+                 * empty one); item 1 is host only; item 2 past the chunk. */
+                struct iovec a[3] = {{hostbuf, 1001}, {dev, 0}, {dev + 3, 4099}};
+                struct iovec b[1] = {{hostbuf + 2048, 333}};
+                struct iovec d[1] = {{dev, 5 * MiB - 1}};
+                mc_kvv items[3] = {{k[0], strlen(k[0]), a, 3}, {k[1], strlen(k[1]), b, 1}, {k[2], strlen(k[2]), d, 1}};
+                dv.fail("memcpy", 0, -1);
+                mc_op *op = mc_batch_put_async(c, 3, items, NULL);
+                CHECK(op != NULL);
+                if (op) {
+                    CHECK_EQ(mc_op_wait(op, -1), 1);
+                    const long long *r = mc_op_results(op);
+                    CHECK(r[0] < 0 && r[1] == MC_OK && r[2] < 0);
+                    mc_op_free(op);
+                }
+                dv.fail("memcpy", 0, 0);
+                CHECK_EQ(get(c, k[0], hostbuf + 4096, MiB), MC_ERR_NOT_FOUND);
+                CHECK_EQ(get(c, k[2], hostbuf + 4096, MiB), MC_ERR_NOT_FOUND);
+                CHECK(getSame(c, k[1], hostbuf + 2048, 333, p ? MC_TRANSPORT_TCP : MC_TRANSPORT_SHM));
+                /* Working again: the same batch lands byte-exact. */
+                op = mc_batch_put_async(c, 3, items, NULL);
+                CHECK(op != NULL);
+                if (op) {
+                    CHECK_EQ(mc_op_wait(op, -1), 2);
+                    const long long *r = mc_op_results(op);
+                    CHECK(r[0] == MC_OK && r[1] == MC_ERR_EXISTS && r[2] == MC_OK); /* item 1 landed before */
+                    mc_op_free(op);
+                }
+                char *w0 = xmalloc(1001 + 4099);
+                memcpy(w0, v + 11, 1001);
+                memcpy(w0 + 1001, big + 3, 4099);
+                CHECK(getSame(c, k[0], w0, 1001 + 4099, p ? MC_TRANSPORT_TCP : MC_TRANSPORT_SHM));
+                CHECK(getSame(c, k[2], big, 5 * MiB - 1, p ? MC_TRANSPORT_TCP : MC_TRANSPORT_SHM));
+                /* And back into device memory with a failing copy: the get fails, then works. */
+                struct iovec o[1] = {{dev2, 5 * MiB}};
+                mc_kvv outs[1] = {{k[2], strlen(k[2]), o, 1}};
+                dv.fail("memcpy", 0, -1);
+                op = mc_batch_get_async(c, 1, outs);
+                CHECK(op != NULL);
+                if (op) {
+                    CHECK_EQ(mc_op_wait(op, -1), 0);
+                    CHECK(mc_op_results(op)[0] < 0);
+                    mc_op_free(op);
+                }
+                dv.fail("memcpy", 0, 0);
+                op = mc_batch_get_async(c, 1, outs);
+                CHECK(op != NULL);
+                if (op) {
+                    CHECK_EQ(mc_op_wait(op, -1), 1);
+                    CHECK_EQ(mc_op_results(op)[0], (long long)(5 * MiB - 1));
+                    mc_op_free(op);
+                }
+                CHECK(dvSame("async get after a failure", dev2, 0, 5 * MiB - 1, big, 5 * MiB - 1, 0));
+                free(w0);
+                free(big);
+            }
+            CHECK(dvWrite(dev, 0, v, DV_N, 0)); /* what the tests below expect there */
+        }
         TEST("device: no pinned memory for the tcp stage: MC_ERR_NOMEM, and the next call works") {
             mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP); /* no stage yet */
             CHECK(c != NULL);
