@@ -89,6 +89,11 @@ def test_tensor_registrations_end_with_their_call(userver):
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_dropin_host_and_device_in_one_batch(userver, transport):
+    run_case("mixed_" + transport, userver)
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
 def test_put_sessions_from_device_memory(userver, transport):
     run_case("sessions_" + transport, userver)
 
@@ -476,6 +481,70 @@ def child_sessions_shm():
 
 def child_sessions_tcp():
     sessions("tcp")
+
+
+def mixed(transport):
+    """Host and device pointers side by side in one drop-in call: batch items
+    of each kind, multi-buffer items that mix them, odd sizes and offsets,
+    a device item past the tcp chunk; both ways, byte-exact."""
+    dev = Dev()
+    ms = dropin_on(transport)
+    ms.remove_all()
+    size = 16 * MiB
+    a, b = dev.malloc(size), dev.malloc(size)
+    host = ctypes.create_string_buffer(4 * MiB)
+    haddr = ctypes.addressof(host)
+    assert ms.register_buffer(a, size) == 0 and ms.register_buffer(b, size) == 0
+    assert ms.register_buffer(haddr, 4 * MiB) == 0
+    v = pattern(9 * MiB + 3, "mixed" + transport)
+    dev.write(a, v)
+    ctypes.memmove(haddr, v[:3 * MiB], 3 * MiB)
+    keys = ["x0", "x1", "x2", "x3"]
+    ptrs = [haddr + 1, a + 7, haddr + 2 * MiB, a + 3 * MiB]
+    sizes = [4095, 1, 12345, 6 * MiB + 1]
+    assert ms.batch_put_from(keys, ptrs, sizes) == [0, 0, 0, 0]
+    want = [v[1:4096], v[7:8], v[2 * MiB:2 * MiB + 12345], v[3 * MiB:9 * MiB + 1]]
+    for k, w in zip(keys, want):
+        assert ms.get(k) == w, k
+    dev.fill(b, size)
+    ctypes.memset(haddr, 0, 4 * MiB)
+    optrs = [b + 5, haddr + 3, b + MiB + 1, haddr + MiB]
+    osizes = [4095, 1, 12345, 6 * MiB + 1]
+    # the last item is larger than the host region: refused alone
+    res = ms.batch_get_into(keys, optrs, osizes)
+    assert res[:3] == [4095, 1, 12345] and res[3] < 0, res
+    assert dev.read(b, 4100) == b"\xee" * 5 + want[0]
+    assert host.raw[3:4] == want[1]
+    assert dev.read(b + MiB, 12347) == b"\xee" + want[2] + b"\xee"
+    assert ms.batch_get_into(["x3"], [b + 8 * MiB], [6 * MiB + 1]) == [6 * MiB + 1]
+    assert dev.read(b + 8 * MiB, 6 * MiB + 1) == want[3]
+    # multi-buffer items mixing host and device pieces
+    ctypes.memmove(haddr, v[:3 * MiB], 3 * MiB)
+    mkeys = ["mx0", "mx1"]
+    mptrs = [[haddr, a + 5, haddr + 100], [a + 4 * MiB, haddr + 3 * MiB - 7, a + 1]]
+    mszs = [[3, 4099, 77], [5 * MiB, 7, 1]]
+    assert ms.batch_put_from_multi_buffers(mkeys, mptrs, mszs) == [0, 0]
+    h = bytes(v[:3 * MiB])
+    m0 = h[:3] + v[5:5 + 4099] + h[100:177]
+    m1 = v[4 * MiB:9 * MiB] + h[3 * MiB - 7:3 * MiB] + v[1:2]
+    assert ms.get("mx0") == m0 and ms.get("mx1") == m1
+    dev.fill(b, size)
+    ctypes.memset(haddr, 0, 4 * MiB)
+    optrs = [[b, haddr + 10, b + 9000], [haddr + 3 * MiB, b + MiB, b + 7 * MiB]]
+    oszs = [[2, 4000, 177], [MiB, 4 * MiB + 7, 1]]
+    assert ms.batch_get_into_multi_buffers(mkeys, optrs, oszs) == [len(m0), len(m1)]
+    assert dev.read(b, 2) == m0[:2] and host.raw[10:4010] == m0[2:4002] and dev.read(b + 9000, 177) == m0[4002:]
+    assert host.raw[3 * MiB:4 * MiB] == m1[:MiB] and dev.read(b + MiB, 4 * MiB + 7) == m1[MiB:5 * MiB + 7]
+    assert dev.read(b + 7 * MiB, 2) == m1[5 * MiB + 7:] + b"\xee"
+    ms.close()
+
+
+def child_mixed_shm():
+    mixed("shm")
+
+
+def child_mixed_tcp():
+    mixed("tcp")
 
 
 if __name__ == "__main__":
