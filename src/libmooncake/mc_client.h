@@ -132,6 +132,7 @@ struct mc_client {
     char *host_mem;
     size_t host_size;
     int host_fd, host_owned;
+    int host_rdma;               /* the mount registered host_mem with the RDMA engine */
     char *host_name;
     long long host_id;           /* the slice on nodes[0] (else the first): mc_mount_id */
     mcSlice *slices;

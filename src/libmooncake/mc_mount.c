@@ -204,7 +204,8 @@ void mcUnmountLocked(mc_client *c) {
     /* The listener stops (and its threads finish) before the memory goes. */
     mcHostStop(c->host);
     c->host = NULL;
-    if (c->rdma && c->host_mem) mcRdmaUnregister(c->rdma, c->host_mem);
+    if (c->host_rdma) mcRdmaUnregister(c->rdma, c->host_mem); /* only what the mount registered */
+    c->host_rdma = 0;
     if (c->host_owned && c->host_mem) munmap(c->host_mem, c->host_size);
     if (c->host_fd >= 0) close(c->host_fd);
     c->host_fd = -1;
@@ -333,6 +334,7 @@ static int mountLocked(mc_client *c, void *buf, size_t size, const char *name) {
     name = c->host_name;
     if (mcClientRdma(c) && mcRdmaRegister(c->rdma, c->host_mem, size, rkeys, sizeof(rkeys)) == MC_OK) {
         int port = 0;
+        c->host_rdma = 1;
         if (mcRdmaListen(c->rdma, bindip, &port, err, sizeof(err)) == MC_OK)
             snprintf(rdmaep, sizeof(rdmaep), "rdma://%s:%d", bindip, port);
     }

@@ -490,6 +490,7 @@ typedef struct rdmaRegion {
     size_t len;
     int numa;                             /* node of the first page, -1 unknown */
     int mode;                             /* MC_RDMA_REG_* */
+    int refs;                             /* registrations of it (regionAdd) */
     struct ibv_mr *mr[MC_RDMA_MAX_NICS];  /* by device index; NULL: port inactive */
     struct rdmaRegion *next;
 } rdmaRegion;
@@ -908,11 +909,29 @@ static int regionAdd(mcRdma *r, void *addr, size_t len, int mode, int fd, uint64
     memset(&d, 0, sizeof(d));
     pthread_mutex_lock(&r->lock);
     for (rdmaRegion *e = r->regions; e; e = e->next) {
-        if (e->addr == addr) {
-            rc = MC_ERR_EXISTS;
-            goto err;
+        if (e->addr != addr) continue;
+        /* Host memory registered already (mc_register, then mc_mount_buffer
+         * of the same buffer, or the other way round): the registration is
+         * shared and counted, so each side sees it, and the first to let go
+         * takes none from the other. Refused, the mount had no rdma://
+         * endpoint, and its unmount deregistered the memory under the
+         * handle's region, whose transfers then failed ("local buffer is
+         * not inside a registered region"; found by the fakedev audit). */
+        rc = MC_ERR_EXISTS;
+        if (mode != MC_RDMA_REG_HOST || e->mode != mode || len > e->len) goto err;
+        for (int i = 0; i < r->nactive; i++) {
+            int di = r->order[i];
+            memcpy(d.nic[d.nkeys], r->nic[di].name, sizeof(d.nic[0]));
+            d.rkey[d.nkeys++] = e->mr[di]->rkey;
         }
+        rc = MC_ERR_TOO_SMALL;
+        if (rkeys && mcRdmaDescFormatKeys(&d, rkeys, rkeys_cap) < 0) goto err;
+        e->refs++;
+        free(g);
+        pthread_mutex_unlock(&r->lock);
+        return MC_OK;
     }
+    g->refs = 1;
     g->addr = addr;
     g->len = len;
     g->mode = mode;
@@ -1001,6 +1020,10 @@ int mcRdmaUnregister(mcRdma *r, void *addr) {
     pthread_mutex_lock(&r->lock);
     for (pp = &r->regions; (g = *pp) != NULL; pp = &g->next)
         if (g->addr == addr) break;
+    if (g && --g->refs > 0) {
+        pthread_mutex_unlock(&r->lock);
+        return MC_OK; /* registered again by another: still theirs */
+    }
     if (g) *pp = g->next;
     pthread_mutex_unlock(&r->lock);
     if (g == NULL) return MC_ERR_NOT_FOUND;

@@ -37,6 +37,9 @@
  *     after failing twice in a row, not tried (at a transport timeout's
  *     cost on hardware) by every transfer; and still used when it is the
  *     one that works.
+ * 10b. a registered buffer mounted as a segment (and the other way
+ *     round): the registration is shared, the mount has its rdma://
+ *     endpoint, and letting go of one leaves the other registered.
  * 11. a peer stalled in the QP exchange (its record trickling in a byte
  *     at a time): a new reader still gets its QPs and reads over rdma
  *     (a listener that waited on the stalled one timed it out).
@@ -572,6 +575,41 @@ static void testRdma(void) {
         if (stall.fd >= 0) close(stall.fd);
         mcClose(&k);
         free(b);
+    }
+    TEST("rdma: a registered buffer mounted as a segment: reachable over rdma, still registered after the unmount") {
+        char err[256] = "", ep[300];
+        mc_client *m = mc_connect(s.tcp_uri, NULL, err, sizeof(err));
+        char *mem = NULL;
+        CHECK(m != NULL && posix_memalign((void **)&mem, 2 * MiB, 8 * MiB) == 0);
+        if (mem) memset(mem, 0, 8 * MiB);
+        CHECK_EQ(m && mem ? mc_register(m, mem, 8 * MiB, MC_MEM_HOST) : -1, MC_OK);
+        CHECK_EQ(m && mem ? mc_mount_buffer(m, mem, 8 * MiB, "rdma-regmount") : -1, MC_OK);
+        segField(r, "rdma-regmount", "endpoints", "rdma://", ep, sizeof(ep));
+        CHECK(!strncmp(ep, "rdma://", 7));
+        if (strncmp(ep, "rdma://", 7)) fprintf(stderr, "  no rdma:// endpoint\n");
+        const mc_put_opts to_m = {.prefer = "rdma-regmount"};
+        fillPattern(buf, 1 * MiB, 77);
+        CHECK_EQ(c ? mc_put_from(c, "regmount", 8, buf, 1 * MiB, &to_m) : -1, MC_OK);
+        CHECK_EQ(c ? mc_last_transport(c) : -1, MC_TRANSPORT_RDMA);
+        CHECK_EQ(m ? mc_unmount(m) : -1, MC_OK);
+        char why[200] = "";
+        CHECK_EQ(m && mem ? mc_region_rdma(m, mem, why, sizeof(why)) : -1, MC_REG_RDMA_HOST);
+        /* Its own registration still moves bytes: a put from it over forced rdma. */
+        mc_set_transport(m, MC_TRANSPORT_RDMA);
+        fillPattern(mem, 1 * MiB, 78);
+        int rc = m && mem ? mc_put_from(m, "regmount2", 9, mem, 1 * MiB, &to_host) : -1;
+        if (rc != MC_OK && m) fprintf(stderr, "  put_from the registered buffer: %d %s\n", rc, mc_last_error(m));
+        CHECK_EQ(rc, MC_OK);
+        /* The other way round: mounted first, then registered. */
+        CHECK_EQ(m && mem ? mc_unregister(m, mem) : -1, MC_OK);
+        CHECK_EQ(m && mem ? mc_mount_buffer(m, mem, 8 * MiB, "rdma-regmount") : -1, MC_OK);
+        CHECK_EQ(m && mem ? mc_register(m, mem, 8 * MiB, MC_MEM_HOST) : -1, MC_OK);
+        CHECK_EQ(m && mem ? mc_region_rdma(m, mem, why, sizeof(why)) : -1, MC_REG_RDMA_HOST);
+        CHECK_EQ(m && mem ? mc_unregister(m, mem) : -1, MC_OK);
+        CHECK_EQ(c ? mc_put_from(c, "regmount3", 9, buf, 1 * MiB, &to_m) : -1, MC_OK); /* the mount's stays */
+        CHECK_EQ(c ? mc_last_transport(c) : -1, MC_TRANSPORT_RDMA);
+        mcClose(&m);
+        free(mem);
     }
     TEST("rdma: a host that dies: reads of its keys fail at once, the reader carries on") {
         hostKill(&host);
