@@ -78,10 +78,15 @@ static const struct {
     {"views", testViews},              {"fork", testFork},         {"stress", testStress},
 };
 
-/* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. */
+/* MC_CUDA_LIBRARY, unless set: the fake runtime beside this program. Its
+ * asynchronous copies are deferred to their stream's synchronisation
+ * (FAKECUDA_ASYNC=1, unless set), so the tcp pipeline's order is checked
+ * too: synchronous, a pipeline that sent a slot before its copy finished
+ * would pass here and send stale bytes on a GPU. */
 static void defaultCudaLibrary(void) {
     const char *set = getenv("MC_CUDA_LIBRARY");
     char self[4096], lib[4200];
+    setenv("FAKECUDA_ASYNC", "1", 0);
     if (set && set[0]) return;
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0) return;

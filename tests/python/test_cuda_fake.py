@@ -34,7 +34,9 @@ MiB = 1 << 20
 # ---- the pytest side: one fresh interpreter per case ------------------------------------
 
 def run_case(case, server, **env):
-    e = dict(os.environ, MC_CUDA_LIBRARY=FAKE, MC_TEST_ADDR=server.addr, MC_TEST_UNIX=server.unix)
+    # FAKECUDA_ASYNC: asynchronous copies land at their stream's sync, as
+    # they may on a GPU (a pipeline that runs ahead of them gets stale bytes).
+    e = dict(os.environ, MC_CUDA_LIBRARY=FAKE, MC_TEST_ADDR=server.addr, MC_TEST_UNIX=server.unix, FAKECUDA_ASYNC="1")
     e.update(env)
     r = subprocess.run([sys.executable, os.path.abspath(__file__), case], env=e, capture_output=True, text=True,
                        timeout=120)
