@@ -40,6 +40,7 @@
  * 10b. a registered buffer mounted as a segment (and the other way
  *     round): the registration is shared, the mount has its rdma://
  *     endpoint, and letting go of one leaves the other registered.
+ * 10c. four threads sharing one handle over forced rdma, byte-exact.
  * 11. a peer stalled in the QP exchange (its record trickling in a byte
  *     at a time): a new reader still gets its QPs and reads over rdma
  *     (a listener that waited on the stalled one timed it out).
@@ -330,6 +331,31 @@ static int tcpTo(int port) {
     return fd;
 }
 
+/* Threads sharing one handle over forced rdma: each its own keys and its
+ * own quarter of the registered buffer. */
+typedef struct {
+    mc_client *c;
+    char *mem;
+    int id, ok;
+} shareArg;
+
+static void *shareRun(void *arg) {
+    shareArg *a = arg;
+    const mc_put_opts opts = {.prefer = HOSTNAME_SEG};
+    a->ok = 1;
+    for (int i = 0; i < 6 && a->ok; i++) {
+        char key[48];
+        size_t n = (size_t)(i + 1) * 300 * 1024 + (size_t)a->id;
+        snprintf(key, sizeof(key), "share:%d:%d", a->id, i);
+        char *src = a->mem, *dst = a->mem + 4 * MiB;
+        fillPattern(src, n, seedOf(key, n));
+        a->ok &= mc_put_from(a->c, key, strlen(key), src, n, &opts) == MC_OK;
+        memset(dst, 0, n);
+        a->ok &= mc_get_into(a->c, key, strlen(key), dst, n) == (long long)n && !memcmp(src, dst, n);
+    }
+    return NULL;
+}
+
 /* ---- the group ------------------------------------------------------------------ */
 
 static void testRdma(void) {
@@ -610,6 +636,25 @@ static void testRdma(void) {
         CHECK_EQ(c ? mc_last_transport(c) : -1, MC_TRANSPORT_RDMA);
         mcClose(&m);
         free(mem);
+    }
+    TEST("rdma: four threads sharing one handle over rdma: every round trip byte-exact") {
+        char *b = NULL;
+        mc_client *k = reader(&s, MC_TRANSPORT_RDMA, &b);
+        CHECK(k != NULL && b != NULL);
+        shareArg a[4];
+        pthread_t t[4];
+        long long ops = fvGet("read_ops"), wops = fvGet("write_ops");
+        int started = 0;
+        for (int i = 0; k && b && i < 4; i++) {
+            a[i] = (shareArg){k, b + (size_t)i * 16 * MiB, i, 0};
+            if (pthread_create(&t[i], NULL, shareRun, &a[i]) == 0) started++;
+        }
+        for (int i = 0; i < started; i++) pthread_join(t[i], NULL);
+        CHECK_EQ(started, 4);
+        for (int i = 0; i < started; i++) CHECK(a[i].ok);
+        CHECK(fvGet("read_ops") - ops >= 24 && fvGet("write_ops") - wops >= 24); /* over rdma, each of them */
+        mcClose(&k);
+        free(b);
     }
     TEST("rdma: a host that dies: reads of its keys fail at once, the reader carries on") {
         hostKill(&host);
