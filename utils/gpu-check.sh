@@ -52,7 +52,7 @@ pack() {
         ldd "$bin" | awk '/=> \//{print $3}'
     done | sort -u | while read -r lib; do
         case $(basename "$lib") in
-            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda.so*|libcudart.so*) ;;
+            libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|libresolv.so*|ld-linux*|libstdc++*|libgcc_s*|libcuda.so*|libcudart.so*) ;;
             *) cp -L "$lib" "$dir/" ;;
         esac
     done

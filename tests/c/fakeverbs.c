@@ -126,7 +126,7 @@ typedef struct fvCtx {
 
 typedef struct fvPd {
     struct ibv_pd pd;
-    int refs; /* MRs and QPs in it */
+    int refs; /* MRs and QPs in it; atomic: the listener thread makes QPs too */
 } fvPd;
 
 typedef struct fvMr {
@@ -444,7 +444,7 @@ EXPORT struct ibv_pd *ibv_alloc_pd(struct ibv_context *context) {
 
 EXPORT int ibv_dealloc_pd(struct ibv_pd *pd) {
     fvPd *p = (fvPd *)pd;
-    if (p->refs) return EBUSY;
+    if (__atomic_load_n(&p->refs, __ATOMIC_RELAXED)) return EBUSY;
     free(p);
     return 0;
 }
@@ -491,7 +491,7 @@ static struct ibv_mr *mrAdd(struct ibv_pd *pd, uint64_t addr, size_t len, int ac
     m->mr.length = len;
     m->mr.handle = e->key;
     m->mr.lkey = m->mr.rkey = e->key;
-    ((fvPd *)pd)->refs++;
+    __atomic_add_fetch(&((fvPd *)pd)->refs, 1, __ATOMIC_RELAXED);
     return &m->mr;
 }
 
@@ -535,7 +535,7 @@ EXPORT int ibv_dereg_mr(struct ibv_mr *mr) {
         munmap(m->map, m->maplen);
         count(C_DMABUF_MRS, -1);
     }
-    ((fvPd *)mr->pd)->refs--;
+    __atomic_sub_fetch(&((fvPd *)mr->pd)->refs, 1, __ATOMIC_RELAXED);
     free(m);
     return 0;
 }
@@ -567,7 +567,7 @@ EXPORT struct ibv_cq *ibv_create_cq(struct ibv_context *context, int cqe, void *
 
 EXPORT int ibv_destroy_cq(struct ibv_cq *cq) {
     fvCq *c = (fvCq *)cq;
-    if (c->refs) return EBUSY;
+    if (__atomic_load_n(&c->refs, __ATOMIC_RELAXED)) return EBUSY;
     pthread_mutex_destroy(&c->lock);
     free(c->ring);
     free(c);
@@ -663,9 +663,9 @@ EXPORT struct ibv_qp *ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
     q->qp.qp_type = IBV_QPT_RC;
     pthread_mutex_init(&q->qp.mutex, NULL);
     pthread_cond_init(&q->qp.cond, NULL);
-    ((fvPd *)pd)->refs++;
-    ((fvCq *)a->send_cq)->refs++;
-    if (a->recv_cq != a->send_cq) ((fvCq *)a->recv_cq)->refs++;
+    __atomic_add_fetch(&((fvPd *)pd)->refs, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&((fvCq *)a->send_cq)->refs, 1, __ATOMIC_RELAXED);
+    if (a->recv_cq != a->send_cq) __atomic_add_fetch(&((fvCq *)a->recv_cq)->refs, 1, __ATOMIC_RELAXED);
     return &q->qp;
 }
 
@@ -676,9 +676,9 @@ EXPORT int ibv_destroy_qp(struct ibv_qp *qp) {
     regUnlock();
     count(C_QPS, -1);
     cqForget((fvCq *)qp->send_cq, q);
-    ((fvPd *)qp->pd)->refs--;
-    ((fvCq *)qp->send_cq)->refs--;
-    if (qp->recv_cq != qp->send_cq) ((fvCq *)qp->recv_cq)->refs--;
+    __atomic_sub_fetch(&((fvPd *)qp->pd)->refs, 1, __ATOMIC_RELAXED);
+    __atomic_sub_fetch(&((fvCq *)qp->send_cq)->refs, 1, __ATOMIC_RELAXED);
+    if (qp->recv_cq != qp->send_cq) __atomic_sub_fetch(&((fvCq *)qp->recv_cq)->refs, 1, __ATOMIC_RELAXED);
     free(q);
     return 0;
 }
