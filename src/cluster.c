@@ -281,7 +281,9 @@ void clusterRebuild(void) {
         else cs->slots_ok++;
     }
     abandonPutsInLostSlots();
-    int ok = server.cluster_require_full_coverage ? cs->slots_ok == CLUSTER_SLOTS : 1;
+    /* Held after a restart without data: what we would answer is not what
+     * was acknowledged (cluster_sync.c, restartedWithoutData). */
+    int ok = !cs->held_empty && (server.cluster_require_full_coverage ? cs->slots_ok == CLUSTER_SLOTS : 1);
     if (ok != cs->state_ok)
         serverLog(LL_NOTICE, "Cluster state changed: %s", ok ? "ok" : "fail");
     cs->state_ok = ok;

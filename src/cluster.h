@@ -76,6 +76,12 @@ typedef struct clusterState {
     long long lease_ok_sent_ms;
     long long lease_ttl_ms;          /* the TTL etcd granted */
     long long stat_failovers;        /* promotions this node won */
+    /* A primary restarted without its data (no log to load) while a
+     * replica of it lives: the acknowledged data is on the replicas, so it
+     * takes no lease and serves nothing until one takes over, or none did
+     * within the failover window (cluster_sync.c, heldEmptyCron). */
+    int held_empty;
+    long long held_alive_gone_ms;    /* when our old alive key was first seen gone, 0: not yet */
 } clusterState;
 
 static inline int clusterNodeIsReplica(const clusterNode *n) { return n->role[0] == 'r'; }

@@ -39,6 +39,12 @@
  * may have been applied). Requests run on
  * etcd.c's worker thread, so the event loop never waits for etcd: a slow or
  * dead etcd delays topology changes, never a GET.
+ *
+ * A restarted node takes its record back from etcd, slots included. A
+ * primary that comes back without its data (no log) while a replica of it
+ * lives is the one case where that would be wrong: the replica would sync
+ * the empty keyspace. Such a node is held (restartedWithoutData) until a
+ * replica has taken over; see heldEmptyCron.
  */
 #include <jansson.h>
 #include <limits.h>
@@ -491,6 +497,53 @@ static void keepaliveDone(const etcdResult *r, void *privdata) {
     if (!clusterMyselfAliveInEtcd() && alivePutRev && cs->revision >= alivePutRev) putAlive();
 }
 
+/* Just started as a primary with slots, nothing loaded (no log), and a
+ * replica of ours alive in etcd: that replica holds the data we
+ * acknowledged (a kill -9 and a restart faster than the lease's TTL leave
+ * our alive key in place, so no failover starts). Were we to take our
+ * slots back, the replica would sync from us and empty itself: every
+ * acknowledged write gone. Redis has that hole ("disable auto-restart of a
+ * master without persistence"); here the node holds back instead. */
+static int restartedWithoutData(void) {
+    clusterState *cs = server.cluster;
+    if (server.aof_enabled || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return 0;
+    dictIterator *it = dictGetSafeIterator(cs->nodes);
+    dictEntry *de;
+    int found = 0;
+    while (!found && (de = dictNext(it)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        found = n != cs->myself && clusterNodeIsReplica(n) && !strcmp(n->primary, cs->myself->id) &&
+                dictFind(aliveIds, n->id) != NULL;
+    }
+    dictReleaseIterator(it);
+    return found;
+}
+
+/* While held (restartedWithoutData): our old alive key lapses with the
+ * old process's lease, a replica takes the slots, and the watch shows our
+ * record as its replica: we then sync from it as any old primary does. If
+ * no replica took over within the failover window after our key went
+ * (none was eligible: never synced, or too long unlinked), the data is
+ * nowhere and we serve the slots empty, as before. */
+static void heldEmptyCron(long long now) {
+    clusterState *cs = server.cluster;
+    long long window = 2 * server.cluster_node_timeout + 1000;
+    const char *why = NULL;
+    if (clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) {
+        why = "a replica took our slots: syncing from it";
+    } else if (clusterMyselfAliveInEtcd()) {
+        cs->held_alive_gone_ms = 0;
+    } else if (!cs->held_alive_gone_ms) {
+        cs->held_alive_gone_ms = now;
+    } else if (now - cs->held_alive_gone_ms > window) {
+        why = "no replica took over within the failover window: serving our slots without the data";
+    }
+    if (!why) return;
+    serverLog(LL_WARNING, "Cluster: held since the restart without data; %s", why);
+    cs->held_empty = 0;
+    clusterRebuild();
+}
+
 static void registered(const etcdResult *r, void *privdata) {
     clusterNode *rec = privdata;
     clusterState *cs = server.cluster;
@@ -562,6 +615,13 @@ static void initialRange(const etcdResult *r, void *privdata) {
     cs->revision = r->revision;
     if (cs->myself->mod_rev == 0 || moved) cs->registered = 0;
     else cs->registered = 1;
+    static int startRead; /* the first read since this process started, not a later one */
+    if (!startRead++ && restartedWithoutData()) {
+        cs->held_empty = 1;
+        serverLog(LL_WARNING, "Cluster: this primary restarted without its data (appendonly no) while a replica of "
+                  "it lives: taking no lease and serving nothing, so that the replica, which holds what was "
+                  "acknowledged, takes over instead of syncing our empty keyspace");
+    }
     clusterRebuild();
     if (first) serverLog(LL_NOTICE, "Cluster: read %d keys from etcd at revision %lld", r->nkvs, r->revision);
     /* Watch from just after what we read: nothing is missed in between. */
@@ -610,7 +670,7 @@ int clusterSyncInit(char *err, size_t errlen) {
     while (monoMs() < deadline) {
         updateCachedTime();
         clusterSyncCron();
-        if (cs->synced && cs->registered && cs->lease_id) break;
+        if (cs->synced && cs->registered && (cs->lease_id || cs->held_empty)) break;
         aeProcessEvents(server.el, AE_FILE_EVENTS | AE_TIME_EVENTS);
     }
     if (!(cs->synced && cs->registered))
@@ -637,6 +697,8 @@ int clusterSyncInit(char *err, size_t errlen) {
 const char *clusterWriteFence(void) {
     clusterState *cs = server.cluster;
     if (!cs || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0 || cs->my_replicas == 0) return NULL;
+    if (cs->held_empty) /* no lease yet, and not for the reason logged below */
+        return "-CLUSTERDOWN this primary restarted without its data: writes are refused until a replica takes over";
     static int fenced;
     long long ttl = cs->lease_ttl_ms ? cs->lease_ttl_ms : leaseTTL() * 1000;
     long long age = cs->lease_ok_sent_ms ? monoMs() - cs->lease_ok_sent_ms : -1;
@@ -671,7 +733,8 @@ void clusterSyncCron(void) {
         if (!registerInflight) registerMyself();
         return;
     }
-    if (cs->lease_inflight) return;
+    if (cs->held_empty) heldEmptyCron(now);
+    if (cs->lease_inflight || cs->held_empty) return;
     if (cs->lease_id == 0) {
         cs->lease_inflight = 1;
         keepaliveSentMs = now;

@@ -874,6 +874,13 @@ void psyncCommand(client *c) {
         addReplyError(c, "-NOMASTERLINK this node is a replica: sync from its primary");
         return;
     }
+    if (cs->held_empty) {
+        /* Our keyspace is empty after a restart without a log: a replica
+         * syncing from it would lose what it holds. It keeps its data and
+         * its right to take over; the watch tells us when one did. */
+        addReplyError(c, "-NOMASTERLINK this primary restarted without its data: waiting for a replica to take over");
+        return;
+    }
     if (c->repl && c->repl->online) {
         addReplyError(c, "ERR already syncing");
         return;

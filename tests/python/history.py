@@ -414,7 +414,7 @@ class Cluster:
         """One failure, chosen by rng; returns its name."""
         p = self.primary()
         what = rng.choice(["kill-primary", "stop-primary", "restart-etcd", "kill-primary-etcd-down",
-                           "lapsed-replica-then-kill-primary", "kill-replica"])
+                           "lapsed-replica-then-kill-primary", "kill-replica", "restart-primary-fast"])
         if p is None:
             what = "restart-etcd"
         log(f"nemesis: {what} ({p.port if p else '-'})")
@@ -448,6 +448,11 @@ class Cluster:
             p.kill()
             self.down.add(p)
             wait_until(promoted, 60, "a replica promoted")
+        elif what == "restart-primary-fast":
+            # killed and started again within the lease's TTL (a supervisor's
+            # restart): its alive key never lapses, and it has no data
+            p.kill()
+            p.start()
         elif what == "kill-replica":
             r = rng.choice([n for n in self.nodes if n is not p])
             r.kill()

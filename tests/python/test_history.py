@@ -56,3 +56,35 @@ def test_aof_always_history_kill9():
     print(f"\naof history: {stats}")
     assert stats["acked_writes"] > 100, stats
     assert bad == [], bad[:10]
+
+
+@pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
+def test_a_primary_restarted_at_once_without_its_data_loses_nothing():
+    # kill -9 and a restart within the lease's TTL (a supervisor's restart):
+    # the alive key never lapses, so no failover starts, and the node came
+    # back owning its slots with an empty keyspace that both replicas then
+    # synced -- every acknowledged write gone (found by the history
+    # checker's restart-primary-fast step). It now holds back until a
+    # replica has taken over, then syncs from it.
+    cl = history.Cluster()
+    try:
+        p = cl.primary()
+        c = history.Conn(p.port)
+        for i in range(100):
+            assert c("SET", f"k{i}", f"v{i}") == "OK"
+        assert c("WAIT", 2, 5000) == 2
+        c.close()
+        p.kill()
+        p.start()
+        history.wait_until(cl.healthy, 30, "one primary with both replicas linked")
+        q = cl.primary()
+        got = [history.call(q.port, "GET", f"k{i}") for i in range(100)]
+        assert got == [f"v{i}".encode() for i in range(100)], f"{got.count(None)} of 100 acknowledged writes lost"
+        assert q is not p and "restarted without its data" in p.log() and "a replica took our slots" in p.log()
+        # the old primary, now a replica (healthy: linked), has it all too
+        r = history.Conn(p.port)
+        assert r("READONLY") == "OK" and r("GET", "k99") == b"v99"
+        r.close()
+    finally:
+        cl.close()
+    cl.cleanup()
