@@ -35,8 +35,10 @@ import os
 import random
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -118,7 +120,7 @@ class Router:
                     self.cur = int(msg.split()[2].rsplit(":", 1)[1])
                     continue
                 if msg.startswith(("CLUSTERDOWN", "TRYAGAIN", "READONLY")):
-                    if msg.startswith("READONLY"):
+                    if not msg.startswith("TRYAGAIN"):   # another node may know the new primary
                         i += 1
                         self.cur = self.ports[i % len(self.ports)]
                     time.sleep(0.05)
@@ -330,9 +332,71 @@ def check(hist, final, final_puts, steps=()):
 
 # -- the system under test and its nemesis ---------------------------------
 
+class EtcdLink:
+    """A node's way to etcd, which the nemesis can cut: a TCP forwarder
+    that, while blocked, closes every connection and each new one at once
+    (the node sees etcd unreachable, its clients still reach it)."""
+
+    def __init__(self, etcd_port):
+        self.target = etcd_port
+        self.blocked = False
+        self.lock = threading.Lock()
+        self.socks = []
+        self.ls = socket.create_server(("127.0.0.1", 0))
+        self.url = "http://127.0.0.1:%d" % self.ls.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.ls.accept()
+            except OSError:
+                return
+            try:
+                if self.blocked:
+                    raise OSError("blocked")
+                u = socket.create_connection(("127.0.0.1", self.target), timeout=2)
+                u.settimeout(None)
+            except OSError:
+                c.close()
+                continue
+            with self.lock:
+                self.socks += [c, u]
+            for a, b in ((c, u), (u, c)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, a, b):
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for x in (a, b):
+            try:
+                x.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def block(self, yes):
+        self.blocked = yes
+        if yes:
+            with self.lock:
+                socks, self.socks = self.socks, []
+            for x in socks:
+                try:
+                    x.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                x.close()
+
+    def close(self):
+        self.block(True)
+        self.ls.close()
+
+
 class Cluster:
     """etcd and three nodes: one primary with every slot, two replicas,
-    cluster-replica-ack yes."""
+    cluster-replica-ack yes. Each node reaches etcd through an EtcdLink."""
 
     def __init__(self):
         self.d = tempfile.mkdtemp(prefix="history-")
@@ -340,8 +404,10 @@ class Cluster:
         self.name = f"hist-{os.getpid()}-{free_port()}"
         self.nodes = []
         for _ in range(3):
-            n = Node(self.d, self.etcd, self.name, "--cluster-replica-ack", "yes",
+            link = EtcdLink(self.etcd.port)
+            n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes",
                      "--cluster-node-timeout", str(NODE_TIMEOUT_MS))
+            n.link = link
             self.nodes.append(n)
         a, b, c = self.nodes
         assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
@@ -351,7 +417,7 @@ class Cluster:
             assert call(r.port, "CLUSTER", "REPLICATE", a.id) == "OK"
         wait_until(lambda: link_up(b.port) and link_up(c.port), 20, "replicas linked")
         self.down = set()          # nodes killed
-        self.frozen = set()
+        self.frozen = set()        # nodes stopped, or cut off from etcd
 
     @property
     def ports(self):
@@ -391,6 +457,7 @@ class Cluster:
     def heal(self):
         for n in list(self.frozen):
             n.proc.send_signal(signal.SIGCONT)
+            n.link.block(False)
             self.frozen.discard(n)
         for n in list(self.down):
             n.start()
@@ -401,6 +468,7 @@ class Cluster:
 
     def close(self):
         for n in self.nodes:
+            n.link.close()
             if n.proc and n.proc.poll() is None:
                 n.proc.send_signal(signal.SIGCONT)
                 n.kill()
@@ -410,11 +478,12 @@ class Cluster:
     def cleanup(self):
         shutil.rmtree(self.d, ignore_errors=True)
 
-    def nemesis(self, rng, log):
-        """One failure, chosen by rng; returns its name."""
+    def nemesis(self, rng, log, what=None):
+        """One failure, what or one chosen by rng; returns its name."""
         p = self.primary()
-        what = rng.choice(["kill-primary", "stop-primary", "restart-etcd", "kill-primary-etcd-down",
-                           "lapsed-replica-then-kill-primary", "kill-replica", "restart-primary-fast"])
+        what = what or rng.choice(["kill-primary", "stop-primary", "restart-etcd", "kill-primary-etcd-down",
+                           "lapsed-replica-then-kill-primary", "kill-replica", "restart-primary-fast",
+                           "wipe-etcd", "partition-primary"])
         if p is None:
             what = "restart-etcd"
         log(f"nemesis: {what} ({p.port if p else '-'})")
@@ -453,6 +522,18 @@ class Cluster:
             # restart): its alive key never lapses, and it has no data
             p.kill()
             p.start()
+        elif what == "partition-primary":
+            # cut off from etcd, not from its clients: it must fence itself
+            # before a replica is promoted, and take no write after
+            p.link.block(True)
+            self.frozen.add(p)
+            wait_until(promoted, 40, "a replica promoted")
+        elif what == "wipe-etcd":
+            # etcd recreated empty: the nodes write their records again
+            self.etcd.stop()
+            shutil.rmtree(os.path.join(self.d, "etcd"), ignore_errors=True)
+            time.sleep(rng.uniform(0.1, 1.0))
+            self.etcd.restart()
         elif what == "kill-replica":
             r = rng.choice([n for n in self.nodes if n is not p])
             r.kill()
@@ -527,8 +608,9 @@ def run_workers(ports, seed, nworkers, nkeys, with_puts, wait_replicas, body):
     return hist
 
 
-def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print):
-    """rounds nemesis steps under load; returns (anomalies, stats)."""
+def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print, schedule=None):
+    """rounds nemesis steps under load (schedule: their names in turn, else
+    chosen by the seed); returns (anomalies, stats)."""
     rng = random.Random(seed)
     cl = Cluster()
     steps, actions = [], []
@@ -538,7 +620,7 @@ def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, 
             time.sleep(run_s)
             for i in range(rounds):
                 steps.append(time.monotonic())
-                actions.append(cl.nemesis(rng, log))
+                actions.append(cl.nemesis(rng, log, schedule[i % len(schedule)] if schedule else None))
                 time.sleep(run_s * rng.uniform(0.3, 1.0))
                 cl.heal()
                 steps.append(time.monotonic())
@@ -597,12 +679,16 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--aof", action="store_true", help="the single node with appendfsync always")
     ap.add_argument("--no-puts", action="store_true")
+    ap.add_argument("--schedule", help="nemesis steps in turn, comma-separated (default: chosen by the seed)")
     a = ap.parse_args()
     # SIGTERM as ^C: the finally clauses stop the nodes and etcd
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     t = time.time()
-    fn = run_aof if a.aof else run_cluster
-    bad, stats = fn(a.rounds, a.seed, a.workers, with_puts=not a.no_puts)
+    if a.aof:
+        bad, stats = run_aof(a.rounds, a.seed, a.workers, with_puts=not a.no_puts)
+    else:
+        bad, stats = run_cluster(a.rounds, a.seed, a.workers, with_puts=not a.no_puts,
+                                 schedule=a.schedule.split(",") if a.schedule else None)
     print(f"{'aof' if a.aof else 'cluster'} rounds={a.rounds} seed={a.seed} {time.time() - t:.1f} s: {stats}")
     for b in bad[:50]:
         print("ANOMALY:", b)

@@ -44,8 +44,10 @@ def test_checker_finds_each_anomaly():
 
 
 @pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
-def test_cluster_history_kill_stop_and_etcd_restart():
-    bad, stats = history.run_cluster(ROUNDS, seed=1)
+@pytest.mark.parametrize("schedule", [("stop-primary", "kill-primary-etcd-down"),
+                                      ("partition-primary", "restart-primary-fast")])
+def test_cluster_history(schedule):
+    bad, stats = history.run_cluster(ROUNDS, seed=1, schedule=schedule)
     print(f"\ncluster history: {stats}")
     assert stats["acked_writes"] > 100, stats
     assert bad == [], bad[:10]
