@@ -483,7 +483,8 @@ class Cluster:
         p = self.primary()
         what = what or rng.choice(["kill-primary", "stop-primary", "restart-etcd", "kill-primary-etcd-down",
                            "lapsed-replica-then-kill-primary", "kill-replica", "restart-primary-fast",
-                           "wipe-etcd", "partition-primary"])
+                           "wipe-etcd", "partition-primary", "pause-primary-about-ttl",
+                           "cut-primary-about-ttl", "partition-replica-then-kill-primary"])
         if p is None:
             what = "restart-etcd"
         log(f"nemesis: {what} ({p.port if p else '-'})")
@@ -528,6 +529,31 @@ class Cluster:
             p.link.block(True)
             self.frozen.add(p)
             wait_until(promoted, 40, "a replica promoted")
+        elif what in ("pause-primary-about-ttl", "cut-primary-about-ttl"):
+            # frozen, or cut off from etcd, for about the lease's TTL: a
+            # failover may or may not begin, and the primary comes back
+            # while it does -- the race the fence is for
+            stop = what.startswith("pause")
+            if stop:
+                p.proc.send_signal(signal.SIGSTOP)
+            else:
+                p.link.block(True)
+            time.sleep(NODE_TIMEOUT_MS / 1000 * rng.uniform(0.6, 1.4))
+            if stop:
+                p.proc.send_signal(signal.SIGCONT)
+            else:
+                p.link.block(False)
+        elif what == "partition-replica-then-kill-primary":
+            # a replica cut off from etcd past its lease (it cannot see
+            # its own key lapse), let back, then the primary dies
+            r = rng.choice([n for n in self.nodes if n is not p])
+            r.link.block(True)
+            time.sleep(NODE_TIMEOUT_MS / 1000 * rng.uniform(1.2, 2.0))
+            r.link.block(False)
+            time.sleep(rng.uniform(0, 0.3))
+            p.kill()
+            self.down.add(p)
+            wait_until(promoted, 60, "a replica promoted")
         elif what == "wipe-etcd":
             # etcd recreated empty: the nodes write their records again
             self.etcd.stop()
