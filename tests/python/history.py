@@ -668,8 +668,9 @@ def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, 
 
 def run_aof(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print):
     """A single node, appendonly yes and appendfsync always, killed -9 under
-    load and started again each round: every acknowledged write is there
-    (an OK or a returned put; no replica, so no WAIT)."""
+    load (half the times during or just after a BGREWRITEAOF) and started
+    again each round: every acknowledged write is there (an OK or a
+    returned put; no replica, so no WAIT)."""
     rng = random.Random(seed)
     srv = LoggedServer("--appendfsync", "always")
     steps = []
@@ -678,6 +679,13 @@ def run_aof(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=
         def body():
             for i in range(rounds):
                 time.sleep(run_s * rng.uniform(0.5, 1.5))
+                if rng.random() < 0.5:
+                    # killed while the log is being rewritten (or just after)
+                    try:
+                        srv.cli("BGREWRITEAOF")
+                    except Exception:                # one already under way: as good
+                        pass
+                    time.sleep(rng.uniform(0, 0.2))
                 steps.append(time.monotonic())
                 log(f"nemesis: kill -9 ({srv.port})")
                 srv.kill9()
