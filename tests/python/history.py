@@ -132,6 +132,17 @@ class Router:
         raise RespError(f"refused until the deadline: {last}")
 
 
+def put_version(body):
+    """The version a put's bytes name ("<worker>.<seq>"), once every byte
+    is checked: a torn or mixed object reads as a version never written."""
+    v, _, fill = body.partition(b":")
+    v = v.decode(errors="replace")
+    seq = v.rsplit(".", 1)[-1]
+    if not seq.isdigit() or not fill or fill.count(bytes([int(seq) % 251])) != len(fill):
+        return "torn:" + v
+    return v
+
+
 def worker(wid, seed, ports, stop, out, nkeys, with_puts, wait_replicas):
     """One client process: operations chosen by its seed until stop is set;
     puts its history on out."""
@@ -208,8 +219,7 @@ def worker(wid, seed, ports, stop, out, nkeys, with_puts, wait_replicas):
             k = f"p{wid}:{rng.randrange(nkeys)}"
             t0 = time.monotonic()
             try:
-                got = store.get(k)
-                rec("pget", k, got.split(b":", 1)[0].decode(), t0, "ok")
+                rec("pget", k, put_version(store.get(k)), t0, "ok")
             except KeyError:
                 rec("pget", k, None, t0, "ok")
             except Exception:
@@ -590,7 +600,7 @@ def read_final(ports, hist, with_puts):
             if not k.startswith("p"):
                 continue
             try:
-                final_puts[k] = st.get(k).split(b":", 1)[0].decode()
+                final_puts[k] = put_version(st.get(k))
             except KeyError:
                 final_puts[k] = None
         st.close()

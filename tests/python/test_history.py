@@ -32,6 +32,10 @@ def test_checker_finds_each_anomaly():
     # reads: of a refused write, of nothing written
     assert "refused write" in history.check(base + [op("get", "s0:1", "0.3", 7, "ok")], final, puts)[0][0]
     assert "never written" in history.check(base + [op("get", "s0:1", "x", 7, "ok")], final, puts)[0][0]
+    # a put read back torn (its bytes not all of one version)
+    torn = history.put_version(b"0.4:" + bytes([4]) * 50 + bytes([5]))
+    assert "never written" in history.check(base + [op("pget", "p0:1", torn, 7, "ok")], final, puts)[0][0]
+    assert history.put_version(b"0.4:" + bytes([4]) * 51) == "0.4"
     # a deleted key read as missing, then found again
     again = [op("dget", "d0:1", None, 7, "ok"), op("dget", "d0:1", "0.5", 8, "ok")]
     assert "came back" in history.check(base + again, final, puts)[0][0]
