@@ -143,7 +143,7 @@ def put_version(body):
     return v
 
 
-def worker(wid, seed, ports, stop, out, nkeys, with_puts, wait_replicas):
+def worker(wid, seed, ports, stop, out, nkeys, with_puts, wait_replicas, puts_acked=True):
     """One client process: operations chosen by its seed until stop is set;
     puts its history on out."""
     rng = random.Random(seed * 1000 + wid)
@@ -212,7 +212,7 @@ def worker(wid, seed, ports, stop, out, nkeys, with_puts, wait_replicas):
             t0 = time.monotonic()
             try:
                 store.put(k, body)
-                rec("put", k, v, t0, "ok")
+                rec("put", k, v, t0, "ok" if puts_acked else "okn")
             except Exception as e:               # the binding rode through and gave up: open
                 rec("put", k, v, t0, "info", repr(e)[:80])
         elif x < 0.75 and store is not None:
@@ -406,16 +406,17 @@ class EtcdLink:
 
 class Cluster:
     """etcd and three nodes: one primary with every slot, two replicas,
-    cluster-replica-ack yes. Each node reaches etcd through an EtcdLink."""
+    cluster-replica-ack yes (or no). Each node reaches etcd through an
+    EtcdLink."""
 
-    def __init__(self):
+    def __init__(self, replica_ack=True):
         self.d = tempfile.mkdtemp(prefix="history-")
         self.etcd = Etcd(self.d)
         self.name = f"hist-{os.getpid()}-{free_port()}"
         self.nodes = []
         for _ in range(3):
             link = EtcdLink(self.etcd.port)
-            n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes",
+            n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes" if replica_ack else "no",
                      "--cluster-node-timeout", str(NODE_TIMEOUT_MS))
             n.link = link
             self.nodes.append(n)
@@ -607,12 +608,12 @@ def read_final(ports, hist, with_puts):
     return final, final_puts
 
 
-def run_workers(ports, seed, nworkers, nkeys, with_puts, wait_replicas, body):
+def run_workers(ports, seed, nworkers, nkeys, with_puts, wait_replicas, body, puts_acked=True):
     """Starts the workers, runs body() (the nemesis), stops them, returns
     the merged history."""
     ctx = mp.get_context("spawn")
     stop, out = ctx.Event(), ctx.Queue()
-    ps = [ctx.Process(target=worker, args=(w, seed, ports, stop, out, nkeys, with_puts, wait_replicas))
+    ps = [ctx.Process(target=worker, args=(w, seed, ports, stop, out, nkeys, with_puts, wait_replicas, puts_acked))
           for w in range(nworkers)]
     for p in ps:
         p.start()
@@ -644,11 +645,12 @@ def run_workers(ports, seed, nworkers, nkeys, with_puts, wait_replicas, body):
     return hist
 
 
-def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print, schedule=None):
+def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print, schedule=None,
+                replica_ack=True):
     """rounds nemesis steps under load (schedule: their names in turn, else
     chosen by the seed); returns (anomalies, stats)."""
     rng = random.Random(seed)
-    cl = Cluster()
+    cl = Cluster(replica_ack)
     steps, actions = [], []
     ok = False
     try:
@@ -661,7 +663,9 @@ def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, 
                 cl.heal()
                 steps.append(time.monotonic())
                 time.sleep(run_s)
-        hist = run_workers(cl.ports, seed, nworkers, nkeys, with_puts, 1, body)
+        # without cluster-replica-ack a put's return promises nothing (no
+        # WAIT on the binding's connection): only SET + WAIT 1 is acknowledged
+        hist = run_workers(cl.ports, seed, nworkers, nkeys, with_puts, 1, body, puts_acked=replica_ack)
         cl.heal()
         final, final_puts = read_final(cl.ports, hist, with_puts)
         bad, stats = check(hist, final, final_puts, steps)
@@ -723,6 +727,7 @@ def main():
     ap.add_argument("--workers", type=int, default=3)
     ap.add_argument("--aof", action="store_true", help="the single node with appendfsync always")
     ap.add_argument("--no-puts", action="store_true")
+    ap.add_argument("--replica-ack", default="yes", choices=("yes", "no"))
     ap.add_argument("--schedule", help="nemesis steps in turn, comma-separated (default: chosen by the seed)")
     a = ap.parse_args()
     # SIGTERM as ^C: the finally clauses stop the nodes and etcd
@@ -732,7 +737,8 @@ def main():
         bad, stats = run_aof(a.rounds, a.seed, a.workers, with_puts=not a.no_puts)
     else:
         bad, stats = run_cluster(a.rounds, a.seed, a.workers, with_puts=not a.no_puts,
-                                 schedule=a.schedule.split(",") if a.schedule else None)
+                                 schedule=a.schedule.split(",") if a.schedule else None,
+                                 replica_ack=a.replica_ack == "yes")
     print(f"{'aof' if a.aof else 'cluster'} rounds={a.rounds} seed={a.seed} {time.time() - t:.1f} s: {stats}")
     for b in bad[:50]:
         print("ANOMALY:", b)
