@@ -981,6 +981,9 @@ def test_large_values_are_read_into_the_pool_and_kept_for_partial_resyncs(env):
     wait_until(lambda: link_up(c.port) and info(c.port)["master_node_id"] == b.id, 20, "c following b")
     ib = info(b.port)
     assert (ib["sync_full"], ib["sync_partial_ok"]) == ("0", "1"), ib
+    # linked is not caught up: 15 MiB from b's backlog may still be on its
+    # way (under load, a GET on c once came before them)
+    wait_until(lambda: synced(b, c), 20, "c to apply b's backlog")
     exact(c.port)
     assert info(c.port)["values_read_in_place"] == "3"      # from b's backlog, read in place again
 
