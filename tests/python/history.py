@@ -409,7 +409,7 @@ class Cluster:
     cluster-replica-ack yes (or no). Each node reaches etcd through an
     EtcdLink."""
 
-    def __init__(self, replica_ack=True):
+    def __init__(self, replica_ack=True, extra=()):
         self.d = tempfile.mkdtemp(prefix="history-")
         self.etcd = Etcd(self.d)
         self.name = f"hist-{os.getpid()}-{free_port()}"
@@ -417,7 +417,7 @@ class Cluster:
         for _ in range(3):
             link = EtcdLink(self.etcd.port)
             n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes" if replica_ack else "no",
-                     "--cluster-node-timeout", str(NODE_TIMEOUT_MS))
+                     "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *extra)
             n.link = link
             self.nodes.append(n)
         a, b, c = self.nodes
@@ -646,11 +646,11 @@ def run_workers(ports, seed, nworkers, nkeys, with_puts, wait_replicas, body, pu
 
 
 def run_cluster(rounds, seed=1, nworkers=3, nkeys=8, with_puts=True, run_s=1.0, log=print, schedule=None,
-                replica_ack=True):
+                replica_ack=True, extra=()):
     """rounds nemesis steps under load (schedule: their names in turn, else
     chosen by the seed); returns (anomalies, stats)."""
     rng = random.Random(seed)
-    cl = Cluster(replica_ack)
+    cl = Cluster(replica_ack, extra)
     steps, actions = [], []
     ok = False
     try:
@@ -728,6 +728,7 @@ def main():
     ap.add_argument("--aof", action="store_true", help="the single node with appendfsync always")
     ap.add_argument("--no-puts", action="store_true")
     ap.add_argument("--replica-ack", default="yes", choices=("yes", "no"))
+    ap.add_argument("--node-args", default="", help="more arguments for every cluster node, e.g. '--appendonly yes'")
     ap.add_argument("--schedule", help="nemesis steps in turn, comma-separated (default: chosen by the seed)")
     a = ap.parse_args()
     # SIGTERM as ^C: the finally clauses stop the nodes and etcd
@@ -738,7 +739,7 @@ def main():
     else:
         bad, stats = run_cluster(a.rounds, a.seed, a.workers, with_puts=not a.no_puts,
                                  schedule=a.schedule.split(",") if a.schedule else None,
-                                 replica_ack=a.replica_ack == "yes")
+                                 replica_ack=a.replica_ack == "yes", extra=a.node_args.split())
     print(f"{'aof' if a.aof else 'cluster'} rounds={a.rounds} seed={a.seed} {time.time() - t:.1f} s: {stats}")
     for b in bad[:50]:
         print("ANOMALY:", b)
