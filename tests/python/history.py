@@ -414,6 +414,15 @@ class Cluster:
         self.etcd = Etcd(self.d)
         self.name = f"hist-{os.getpid()}-{free_port()}"
         self.nodes = []
+        self.down = set()          # nodes killed
+        self.frozen = set()        # nodes stopped, or cut off from etcd
+        try:
+            self._start(replica_ack, extra)
+        except BaseException:
+            self.close()                # nothing left running when the set-up fails
+            raise
+
+    def _start(self, replica_ack, extra):
         for _ in range(3):
             link = EtcdLink(self.etcd.port)
             n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes" if replica_ack else "no",
@@ -427,8 +436,6 @@ class Cluster:
             wait_until(lambda: a.id in r.nodes(), 10, "meet")
             assert call(r.port, "CLUSTER", "REPLICATE", a.id) == "OK"
         wait_until(lambda: link_up(b.port) and link_up(c.port), 20, "replicas linked")
-        self.down = set()          # nodes killed
-        self.frozen = set()        # nodes stopped, or cut off from etcd
 
     @property
     def ports(self):
