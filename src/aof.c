@@ -1223,6 +1223,10 @@ static void removeLeftovers(int have_manifest) {
 /* appenddirname and appendfilename name files in dir, never elsewhere. */
 static int plainName(const char *s) { return s[0] && s[0] != '.' && strchr(s, '/') == NULL && strlen(s) <= 200; }
 
+static int startedFromLog; /* aofStartedFromLog */
+
+int aofStartedFromLog(void) { return startedFromLog; }
+
 void aofLoadAtStart(void) {
     if (!plainName(server.aof_dirname) || !plainName(server.aof_filename)) {
         serverLog(LL_WARNING, "appenddirname and appendfilename must be plain names (no '/', not starting with "
@@ -1246,6 +1250,7 @@ void aofLoadAtStart(void) {
     int mrc = readManifest(&aof.man, &mname, why, sizeof(why));
     if (mrc == -1) refuse("AOF manifest %s is corrupt or unreadable (%lld): %s", mname, 0, why);
     int listed = aof.man.nfiles; /* a manifest that lists nothing vouches for nothing: removeLeftovers */
+    startedFromLog = listed > 0;
     long long start = mstime();
     loadCounts n = {0};
     long long total = 0;

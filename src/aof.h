@@ -61,6 +61,10 @@ struct storeObj;
 int aofObjectPlaced(struct storeObj *o);
 /* Every key went (FLUSHALL). */
 void aofFlushedAll(void);
+/* Whether this start found a log to load (appendonly yes and a manifest
+ * listing files): a node without one has none of the data it acknowledged
+ * before (cluster_sync.c holds such a primary back). */
+int aofStartedFromLog(void);
 struct segment;
 /* A client segment mounted with an IDENTITY (or re-attached), and one
  * that went: the log keeps them so that a restarted server can re-attach

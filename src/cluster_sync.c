@@ -53,6 +53,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "aof.h"
 #include "cluster.h"
 #include "etcd.h"
 #include "notify.h"
@@ -497,7 +498,8 @@ static void keepaliveDone(const etcdResult *r, void *privdata) {
     if (!clusterMyselfAliveInEtcd() && alivePutRev && cs->revision >= alivePutRev) putAlive();
 }
 
-/* Just started as a primary with slots, nothing loaded (no log), and a
+/* Just started as a primary with slots, nothing loaded (no log: appendonly
+ * no, or its directory gone -- a replaced disk), and a
  * replica of ours alive in etcd: that replica holds the data we
  * acknowledged (a kill -9 and a restart faster than the lease's TTL leave
  * our alive key in place, so no failover starts). Were we to take our
@@ -506,7 +508,7 @@ static void keepaliveDone(const etcdResult *r, void *privdata) {
  * master without persistence"); here the node holds back instead. */
 static int restartedWithoutData(void) {
     clusterState *cs = server.cluster;
-    if (server.aof_enabled || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return 0;
+    if (aofStartedFromLog() || clusterNodeIsReplica(cs->myself) || cs->myself->nranges == 0) return 0;
     dictIterator *it = dictGetSafeIterator(cs->nodes);
     dictEntry *de;
     int found = 0;

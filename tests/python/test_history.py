@@ -65,14 +65,17 @@ def test_aof_always_history_kill9():
 
 
 @pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
-def test_a_primary_restarted_at_once_without_its_data_loses_nothing():
+@pytest.mark.parametrize("data", ["no-log", "log-lost"])
+def test_a_primary_restarted_at_once_without_its_data_loses_nothing(data):
     # kill -9 and a restart within the lease's TTL (a supervisor's restart):
     # the alive key never lapses, so no failover starts, and the node came
     # back owning its slots with an empty keyspace that both replicas then
     # synced -- every acknowledged write gone (found by the history
     # checker's restart-primary-fast step). It now holds back until a
-    # replica has taken over, then syncs from it.
-    cl = history.Cluster()
+    # replica has taken over, then syncs from it. log-lost: appendonly yes,
+    # but the log's directory is gone at the restart (a replaced disk, a
+    # wiped volume): the node has no data either, and was not held.
+    cl = history.Cluster(extra=("--appendonly", "yes") if data == "log-lost" else ())
     try:
         p = cl.primary()
         c = history.Conn(p.port)
@@ -81,6 +84,8 @@ def test_a_primary_restarted_at_once_without_its_data_loses_nothing():
         assert c("WAIT", 2, 5000) == 2
         c.close()
         p.kill()
+        if data == "log-lost":
+            shutil.rmtree(os.path.join(p.dir, "appendonlydir"))
         p.start()
         history.wait_until(cl.healthy, 30, "one primary with both replicas linked")
         q = cl.primary()
