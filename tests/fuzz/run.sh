@@ -25,6 +25,13 @@
 # clang's libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so
 # and ends with "0 passed, 0 failed".
 #
+# Undefined behaviour is a crash like any other: the targets are built with
+# -fno-sanitize-recover=all, as SANITIZER=address builds the server, so a
+# signed overflow, an overlong shift or a misaligned load stops the run with
+# the input saved. (UBSan's default is to print "runtime error" and go on,
+# which libFuzzer does not count as a failure: a run full of them passed.)
+# The probe checks it: a probe whose overflow did not stop it fails here.
+#
 # A crash leaves its input in build/fuzz/ (crash-*, printed in hex here);
 # replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or the target that
 # found it)
@@ -63,15 +70,26 @@ OUTDIR=$ROOT/build/fuzz
 
 # ---- is there a libFuzzer to link with? -------------------------------------
 command -v "$CLANG" >/dev/null 2>&1 || skip "clang not found (Debian: apt-get install clang libclang-rt-14-dev)"
+SAN_FLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
 probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/fuzzprobe.XXXXXX") || failed "mktemp"
-printf '%s\n' '#include <stddef.h>' '#include <stdint.h>' \
-    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }' \
-    > "$probe_dir/probe.c"
-if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$probe_dir/probe.c" -o "$probe_dir/probe" \
-        >"$probe_dir/log" 2>&1; then
+# The probe overflows an int when given a byte 'u'.
+printf '%s\n' '#include <limits.h>' '#include <stddef.h>' '#include <stdint.h>' \
+    'int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {' \
+    '    volatile int x = INT_MAX - 1;' \
+    '    if (n == 1 && d[0] == 0x75) x += 2;' \
+    '    return x == 0;' \
+    '}' >"$probe_dir/probe.c"
+# shellcheck disable=SC2086  # SAN_FLAGS is a list of flags
+if ! "$CLANG" $SAN_FLAGS "$probe_dir/probe.c" -o "$probe_dir/probe" >"$probe_dir/log" 2>&1; then
     sed 's/^/  /' "$probe_dir/log" | head -5
     rm -rf "$probe_dir"
     skip "clang cannot link -fsanitize=fuzzer (Debian: apt-get install libclang-rt-14-dev)"
+fi
+printf u >"$probe_dir/ub"
+if "$probe_dir/probe" "$probe_dir/ub" >"$probe_dir/log" 2>&1 || ! grep -q 'runtime error' "$probe_dir/log"; then
+    sed 's/^/  /' "$probe_dir/log" | tail -5
+    rm -rf "$probe_dir"
+    failed "undefined behaviour does not stop a fuzz run built with $SAN_FLAGS"
 fi
 rm -rf "$probe_dir"
 
@@ -99,8 +117,9 @@ fuzz_one() {
         [ -f "$SRC/${f%.c}.h" ] && deps="$deps $SRC/${f%.c}.h"
     done
     [ -x "$bin" ] || need_build=1
-    # A change of FUZZ_CFLAGS (e.g. -DFUZZ_RESP_NO_LEFTOVER_CHECK) rebuilds too.
-    [ "$(cat "$bin.flags" 2>/dev/null)" = "${FUZZ_CFLAGS:-}" ] || need_build=1
+    # A change of the sanitizers or of FUZZ_CFLAGS (e.g.
+    # -DFUZZ_RESP_NO_LEFTOVER_CHECK) rebuilds too.
+    [ "$(cat "$bin.flags" 2>/dev/null)" = "$SAN_FLAGS ${FUZZ_CFLAGS:-}" ] || need_build=1
     if [ $need_build -eq 0 ]; then
         for f in $deps; do
             if [ "$f" -nt "$bin" ]; then need_build=1; break; fi
@@ -109,11 +128,11 @@ fuzz_one() {
     if [ $need_build -eq 1 ]; then
         mkdir -p "$OUTDIR" || { echo "FAIL: cannot create $OUTDIR"; return 1; }
         echo "building $bin"
-        # shellcheck disable=SC2086  # FUZZ_CFLAGS is a list of flags
-        (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+        # shellcheck disable=SC2086  # SAN_FLAGS and FUZZ_CFLAGS are lists of flags
+        (cd "$SRC" && "$CLANG" -std=c11 -D_GNU_SOURCE -O1 -g $SAN_FLAGS \
             ${FUZZ_CFLAGS:-} ${DEFS:-} -I. "$fuzz_src" "$@" -pthread ${LIBS:-} -o "$bin") ||
             { echo "FAIL: building $name"; return 1; }
-        printf '%s\n' "${FUZZ_CFLAGS:-}" >"$bin.flags"
+        printf '%s\n' "$SAN_FLAGS ${FUZZ_CFLAGS:-}" >"$bin.flags"
     fi
 
     mkdir -p "$dir/corpus" "$dir/artifacts"
