@@ -19,7 +19,9 @@
 # in all (about half for the RESP parser, which has more state to explore,
 # a tenth or so each for the others), each on a scratch copy of its seeds
 # (tests/fuzz/seeds, seeds_dump, seeds_etcd, seeds_aof, seeds_mcreply,
-# seeds_mchost, seeds_config, seeds_repl; inputs up to 4096 bytes), prints
+# seeds_mchost, seeds_config, seeds_repl; inputs up to 4096 bytes), with
+# the target's dictionary (tests/fuzz/NAME.dict: the keywords, lengths and
+# framing its parsers look for, which mutation alone is slow to spell), prints
 # libFuzzer's summary for each and ends with the line the test runner
 # sums: one pass or failure per target, e.g. "8 passed, 0 failed". Without
 # clang's libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so
@@ -137,8 +139,10 @@ fuzz_one() {
 
     mkdir -p "$dir/corpus" "$dir/artifacts"
     cp "$seeds"/* "$dir/corpus/" || { echo "FAIL: copying seeds"; return 1; }
+    local dict=$ROOT/tests/fuzz/$name.dict
+    [ -f "$dict" ] || dict=
     echo "fuzzing $what for ${secs}s ($(find "$dir/corpus" -type f | wc -l) seeds)"
-    "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+    "$bin" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 ${dict:+-dict="$dict"} \
         -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" >"$dir/log" 2>&1
     local rc=$?
 
