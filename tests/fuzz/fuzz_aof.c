@@ -7,14 +7,26 @@
  * claim, and must tell a clean end, a cut tail and damage apart. The first
  * input byte chooses the mode:
  *
- *   0 mod 3  the rest is a log file, of the format its header says: records
- *            are read until the end, a cut or damage
+ *   0 mod 3  by (byte / 3) % 4:
+ *            0  the rest is a log file, of the format its header says:
+ *               records are read until the end, a cut or damage
+ *            1  the same, of records of format 1 sealed first as the log
+ *               writes format 2 (sealLog): a mutated record of format 2
+ *               almost never carries a right check, which would leave
+ *               what the reader does behind the checks unfuzzed
+ *            2  the body of a SEGMENT payload, 3 of a PLACED one, sealed
+ *               with their trailer (version, CRC64) for the same reason,
+ *               in a record: one that reads must be written back by
+ *               aofCatSegment / aofCatPlaced as the very same bytes
  *   1 mod 3  the rest is a manifest
  *   2 mod 3  the rest is a body of records written by the writer (aofCat*)
  *            around the input's bytes, then read back: every record the
  *            writer makes must read back as itself, in format 1 and as
  *            the log's format 2; and in format 2 a flipped bit is never
- *            taken as part of a record
+ *            taken as part of a record; and the records the log writes
+ *            one at a time (aofCheckRecord; a RESTORE checked in pieces,
+ *            aofRestoreHeadChecked and aofCatRestoreEnd, as aof.c writes a
+ *            large value) are the very bytes aofCheckRecords makes
  *
  * The bytes are copied into a buffer of exactly their size, so AddressSanitizer
  * sees any read past the end. Checked on every input:
@@ -22,7 +34,9 @@
  *     inside the buffer, and a record's key and payload lie inside it;
  *   - a prefix of a valid log that ends inside a record reads as TRUNCATED
  *     there, never as damage (what lets the server cut a crash's tail);
- *   - a manifest that parses formats back to text that parses to the same.
+ *   - a manifest that parses formats back to text that parses to the same;
+ *   - aofSkimKeyRecords (the load's sizing) counts, in a log that reads to
+ *     its end, exactly the records that set a key (RESTORE, PLACED).
  * A broken invariant is __builtin_trap(), reported by libFuzzer as a crash.
  */
 #include <stdint.h>
@@ -65,6 +79,7 @@ static void inPieces(const char *p, size_t len, const aofRecord *rec) {
 }
 
 static char lastWhy[128]; /* what the last readAll stopped on */
+static size_t lastKeyRecords; /* RESTORE and PLACED records the last readAll took */
 
 /* logfile: buf is a whole log file, of the format its header says (the
  * server's loading); else records of format 1 (the replication stream's). */
@@ -74,6 +89,7 @@ static int readAll(const char *buf, size_t len, int logfile, size_t *stop, int *
     char why[128] = "";
     int rc = AOF_REC_OK, version = 1;
     *nrec = 0;
+    lastKeyRecords = 0;
     if (logfile) {
         rc = aofFileFormat(buf, len, &version, &off, why, sizeof(why));
         FUZZ_CHECK(off <= len && (version == 1 || version == AOF_FORMAT_VERSION));
@@ -99,6 +115,7 @@ static int readAll(const char *buf, size_t len, int logfile, size_t *stop, int *
             for (int i = 0; i < pl->nreplicas; i++)
                 FUZZ_CHECK(pl->segid[i] >= 2 && pl->offset[i] <= UINT64_MAX - pl->value_len);
         }
+        if (rec.type == AOF_REC_RESTORE || rec.type == AOF_REC_PLACED) lastKeyRecords++;
         off = next;
         (*nrec)++;
     }
@@ -109,17 +126,77 @@ static int readAll(const char *buf, size_t len, int logfile, size_t *stop, int *
     return rc;
 }
 
+/* p[0..n) as the log writes format 2: the header, then every record of
+ * format 1 checked (aofCheckRecords), and a MULTI or EXEC spelled as in
+ * format 1 replaced by the checked one (aofGroupRecord), so that groups are
+ * fuzzed too. Bytes that are no record stay as they are. */
+static sds sealLog(const char *p, size_t n) {
+    static const char multi[] = "*1\r\n$5\r\nMULTI\r\n", exec[] = "*1\r\n$4\r\nEXEC\r\n";
+    sds s = aofCatFileHeader(sdsempty());
+    while (n) {
+        const char *m = memmem(p, n, multi, sizeof(multi) - 1), *e = memmem(p, n, exec, sizeof(exec) - 1);
+        const char *g = m && (!e || m < e) ? m : e;
+        size_t chunk = g ? (size_t)(g - p) : n, from = sdslen(s);
+        s = aofCheckRecords(sdscatlen(s, p, chunk), from);
+        if (g == NULL) break;
+        size_t glen;
+        const char *rec = aofGroupRecord(g == m, &glen);
+        s = sdscatlen(s, rec, glen);
+        size_t skip = chunk + (g == m ? sizeof(multi) : sizeof(exec)) - 1;
+        p += skip;
+        n -= skip;
+    }
+    return s;
+}
+
+/* A SEGMENT (placed 0) or PLACED record around body[0..n), sealed. */
+static void fuzzPayload(const char *body, size_t n, int placed) {
+    unsigned char trailer[DUMP_TRAILER_LEN];
+    dumpWriteTrailer(crc64(0, (const unsigned char *)body, n), trailer);
+    sds s = sdsnew(placed ? "*4\r\n$6\r\nPLACED\r\n$1\r\nk\r\n$2\r\n42\r\n" : "*2\r\n$7\r\nSEGMENT\r\n");
+    s = sdscatprintf(s, "$%zu\r\n", n + DUMP_TRAILER_LEN);
+    s = sdscatlen(s, body, n);
+    s = sdscatlen(s, trailer, DUMP_TRAILER_LEN);
+    s = sdscatlen(s, "\r\n", 2);
+    size_t len = sdslen(s), stop;
+    char *buf = malloc(len);
+    memcpy(buf, s, len);
+    sdsfree(s);
+    int nrec;
+    if (readAll(buf, len, 0, &stop, &nrec) == AOF_REC_END) {
+        aofRecord rec;
+        size_t next;
+        char why[128];
+        FUZZ_CHECK(nrec == 1 && aofNextRecord(buf, len, 0, MAX_RECORD, &rec, &next, why, sizeof(why)) == AOF_REC_OK);
+        sds again = placed ? aofCatPlaced(sdsempty(), "k", 1, 42, &rec.placed) : aofCatSegment(sdsempty(), &rec.seg);
+        FUZZ_CHECK(sdslen(again) == len && !memcmp(again, buf, len));
+        sdsfree(again);
+    }
+    free(buf);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
-    int mode = data[0] % 3;
+    int mode = data[0] % 3, how = (data[0] / 3) % 4;
     data++;
     size--;
-    if (mode == 0) {
-        char *buf = malloc(size ? size : 1);
-        if (size) memcpy(buf, data, size);
+    if (mode == 0 && how >= 2) {
+        fuzzPayload((const char *)data, size, how == 3);
+    } else if (mode == 0) {
+        sds file = sdsnewlen(data, size);
+        if (how == 1) {
+            sds sealed = sealLog(file, sdslen(file));
+            sdsfree(file);
+            file = sealed;
+        }
+        size_t len = sdslen(file);
+        char *buf = malloc(len ? len : 1);
+        if (len) memcpy(buf, file, len);
+        sdsfree(file);
         size_t stop;
         int n;
-        readAll(buf, size, 1, &stop, &n);
+        if (readAll(buf, len, 1, &stop, &n) == AOF_REC_END)
+            FUZZ_CHECK(aofSkimKeyRecords(buf, len) == lastKeyRecords);
         free(buf);
     } else if (mode == 1) {
         char *buf = malloc(size ? size : 1);
@@ -220,6 +297,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * back, every cut is a clean end or a cut tail, and a bit flipped
          * anywhere is never taken inside a record. */
         sds v2 = aofCheckRecords(sdscatlen(aofCatFileHeader(sdsempty()), s, sdslen(s)), AOF_FILE_HEADER_LEN);
+        {
+            sds w = aofCatFileHeader(sdsempty());
+            size_t start = sdslen(w);
+            w = aofCatRestoreHead(w, key, klen, (long long)size * 1000, plen + vlen + DUMP_TRAILER_LEN);
+            uint64_t head_crc = aofRestoreHeadChecked(w, start);
+            w = sdscatlen(w, prefix, plen);
+            w = sdscatlen(w, val, vlen);
+            w = aofCatRestoreEnd(w, trailer, 1, head_crc);
+            start = sdslen(w);
+            w = aofCheckRecord(aofCatDel(w, key, klen), start);
+            start = sdslen(w);
+            w = aofCheckRecord(aofCatFlushall(w), start);
+            start = sdslen(w);
+            w = aofCheckRecord(aofCatSegment(w, &g), start);
+            start = sdslen(w);
+            w = aofCheckRecord(aofCatPlaced(w, key, klen, (long long)size, &pl), start);
+            start = sdslen(w);
+            w = aofCheckRecord(aofCatSegmentGone(w, g.id), start);
+            FUZZ_CHECK(sdslen(w) == sdslen(v2) && !memcmp(w, v2, sdslen(w)));
+            sdsfree(w);
+        }
         v2 = aofCatGroup(aofCatGroup(v2, 1), 0); /* an (empty) MULTI ... EXEC group */
         len = sdslen(v2);
         buf = malloc(len);
