@@ -22,6 +22,10 @@
  *      mcRdmaDescParse): the endpoint, '\n', the RKEY text; one that
  *      parses must format and parse back to the same keys
  *
+ * Bits 2-3 of the first byte are how many replies come first for commands
+ * sent without waiting (mcConnAppendNoReply: c->discard), which every read
+ * skips before its own.
+ *
  * A broken invariant is FUZZ_CHECK's __builtin_trap(), which libFuzzer
  * reports with the input saved; AddressSanitizer catches the rest.
  */
@@ -196,6 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     c->is_unix = 1;
     c->recv_fd = -1;
     c->spin_us = 0;
+    c->discard = (data[0] >> 2) & 3;
     switch (data[0] % 4) {
     case 0: readReplies(c); break;
     case 1: readBulks(c, data[1], 1 + data[2] % 4, 0); break;
