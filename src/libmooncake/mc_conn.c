@@ -459,11 +459,23 @@ static char *readLine(mcConn *c, size_t *len) {
     }
 }
 
-static int parseLL(const char *s, long long *v) {
-    char *end;
-    errno = 0;
-    *v = strtoll(s, &end, 10);
-    return *s != '\0' && *end == '\0' && errno == 0;
+/* s[0..len) as a RESP integer: an optional '-', then decimal digits with
+ * no leading zero, in range, and nothing else -- the only form a server
+ * sends. strtoll took " 5", "+5", "007" and "-0" as well, and stopped at a
+ * zero byte inside the line: a length or a count read from bytes the peer
+ * did not send as one (hiredis refuses them all). */
+static int parseLL(const char *s, size_t len, long long *v) {
+    size_t i = len && s[0] == '-';
+    if (i == len || s[i] < '0' || s[i] > '9' || (s[i] == '0' && len != 1)) return 0;
+    unsigned long long u = 0, lim = i ? (unsigned long long)LLONG_MAX + 1 : (unsigned long long)LLONG_MAX;
+    for (; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (u > (lim - d) / 10) return 0;
+        u = u * 10 + d;
+    }
+    *v = s[0] != '-' ? (long long)u : u > (unsigned long long)LLONG_MAX ? LLONG_MIN : -(long long)u;
+    return 1;
 }
 
 /* A reply's text, all n bytes of it, NUL-terminated: a peer may put a NUL
@@ -501,12 +513,15 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         return r;
     case ':':
         r->type = MCR_INT;
-        if (!parseLL(line + 1, &r->integer)) goto proto;
+        if (!parseLL(line + 1, len - 1, &r->integer)) goto proto;
         return r;
     case '_':
+        if (len != 1) goto proto;
         r->type = MCR_NIL;
         return r;
     case '#':
+        /* "#t" or "#f": anything else was read as false. */
+        if (len != 2 || (line[1] != 't' && line[1] != 'f')) goto proto;
         r->type = MCR_INT;
         r->integer = line[1] == 't';
         return r;
@@ -517,7 +532,7 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         return r;
     case '$':
     case '=':
-        if (!parseLL(line + 1, &n) || n < -1 || n > MC_CONN_MAX_BULK) goto proto;
+        if (!parseLL(line + 1, len - 1, &n) || n < -1 || n > MC_CONN_MAX_BULK) goto proto;
         if (n == -1) {
             r->type = MCR_NIL;
             return r;
@@ -527,12 +542,14 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         if ((r->str = textCopy(c->rbuf + c->rpos, (size_t)n)) == NULL) goto oom;
         r->len = (size_t)n;
         if (c->rbuf[c->rpos + n] != '\r' || c->rbuf[c->rpos + n + 1] != '\n') goto proto;
+        /* A verbatim string starts with its three-letter format and ':'. */
+        if (t == '=' && (n < 4 || r->str[3] != ':')) goto proto;
         c->rpos += (size_t)n + 2;
         return r;
     case '*':
     case '%':
     case '~':
-        if (!parseLL(line + 1, &n) || n < -1 || n > MC_CONN_MAX_ELEMENTS) goto proto;
+        if (!parseLL(line + 1, len - 1, &n) || n < -1 || n > MC_CONN_MAX_ELEMENTS) goto proto;
         if (n == -1) {
             r->type = MCR_NIL;
             return r;
@@ -599,7 +616,7 @@ static long long readHeader(mcConn *c, char type, mcReply **err_reply) {
     char *line = readLine(c, &len);
     long long n;
     if (line == NULL) return MC_ERR_IO;
-    if (!parseLL(line + 1, &n) || n < -1 || (type == '*' && n > MC_CONN_MAX_ELEMENTS)) {
+    if (!parseLL(line + 1, len - 1, &n) || n < -1 || (type == '*' && n > MC_CONN_MAX_ELEMENTS)) {
         connFail(c, type == '$' ? "protocol error: bad bulk length%s" : "protocol error: bad array length%s", NULL);
         return MC_ERR_PROTOCOL;
     }
@@ -736,7 +753,7 @@ long long mcReplyInt(const mcReply *r, int *ok) {
         *ok = 1;
         return r->integer;
     }
-    if ((r->type == MCR_BULK || r->type == MCR_STATUS) && parseLL(r->str, &v)) *ok = 1;
+    if ((r->type == MCR_BULK || r->type == MCR_STATUS) && parseLL(r->str, r->len, &v)) *ok = 1;
     return v;
 }
 

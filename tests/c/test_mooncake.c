@@ -73,6 +73,7 @@ static const struct {
     {"interop", testInterop},          {"batch", testBatch},        {"streams", testStreams},
     {"keepalive", testKeepalive},      {"first-touch", testFirstTouch},
     {"lease-release", testLeaseRelease}, {"acl", testAcl},             {"exists", testExists},
+    {"reply-parser", testReplyParser},
     {"scatter-gather", testScatterGather}, {"async", testAsync},   {"ranges", testRanges},
     {"device", testDevice},            {"host-tokens", testHostTokens}, {"ride", testRide},
     {"views", testViews},              {"fork", testFork},         {"stress", testStress},

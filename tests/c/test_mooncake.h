@@ -68,6 +68,7 @@ void testAbandonedPut(void);
 void testAuth(void);
 void testForged(void);
 void testAcl(void);
+void testReplyParser(void);
 /* test_mooncake_batch.c */
 void testBatch(void);
 void testExists(void);

@@ -13,12 +13,18 @@
  *    handle opens is its user's; a tenant's hosted segment takes only its
  *    own puts and serves only its own peers.
  *
+ *  - reply-parser: replies no RESP server sends (numbers with a sign, a
+ *    space, a leading zero or a zero byte; a boolean other than t or f)
+ *    are protocol errors, not values. No server: bytes through a socketpair.
+ *
  * Together because each checks that a refused request changes nothing.
  *
  * Part of test_mooncake (test_mooncake.c: the group table and main();
  * test_mooncake.h: the shared helpers).
  */
 #include "test_mooncake.h"
+
+#include "mc_conn.h"
 
 /* ==== 8. requirepass ========================================================================= */
 
@@ -445,4 +451,85 @@ void testAcl(void) {
     mcClose(&atcp);
     rClose(&r);
     tsGroupFinish(&s, group, failed0);
+}
+
+/* ==== 11. replies that are no RESP ============================================================ */
+
+/* libmooncake reads replies from the server and from segment hosts, which
+ * are other client processes (mc_conn.c). Bytes written into a socketpair
+ * and read by an mcConn as a reply: what it made of them (NULL when the
+ * connection was declared broken, its reason in err). */
+static mcReply *readReply(const char *bytes, size_t len, char *err, size_t errlen) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return NULL;
+    if (write(sv[1], bytes, len) != (ssize_t)len) {}
+    shutdown(sv[1], SHUT_WR);
+    mcConn *c = calloc(1, sizeof(*c));
+    c->fd = sv[0];
+    c->is_unix = 1;
+    c->recv_fd = -1;
+    mcReply *r = mcConnRead(c);
+    snprintf(err, errlen, "%s", c->err);
+    mcConnClose(c);
+    close(sv[1]);
+    return r;
+}
+
+#define READ_REPLY(lit, err) readReply(lit, sizeof(lit) - 1, err, sizeof(err))
+
+/* Lengths, counts and integers are read as RESP writes them and nothing
+ * else: strtoll took " 5", "+5", "05", "-0" and stopped at a zero byte;
+ * a boolean other than t or f was false, "_x" nil and a verbatim string
+ * without its format a bulk. A differential fuzz run against hiredis's
+ * reader found each. */
+void testReplyParser(void) {
+    watchdog();
+    char err[256];
+    TEST("replies: integers, lengths and RESP3 types in their one form are read") {
+        mcReply *r = READ_REPLY(":-9223372036854775808\r\n", err);
+        CHECK(r && r->type == MCR_INT && r->integer == INT64_MIN);
+        mcReplyFree(r);
+        r = READ_REPLY(":9223372036854775807\r\n", err);
+        CHECK(r && r->type == MCR_INT && r->integer == INT64_MAX);
+        mcReplyFree(r);
+        r = READ_REPLY(":0\r\n", err);
+        CHECK(r && r->type == MCR_INT && r->integer == 0);
+        mcReplyFree(r);
+        r = READ_REPLY("$0\r\n\r\n", err);
+        CHECK(r && r->type == MCR_BULK && r->len == 0);
+        mcReplyFree(r);
+        r = READ_REPLY("*-1\r\n", err);
+        CHECK(r && r->type == MCR_NIL);
+        mcReplyFree(r);
+        r = READ_REPLY("#t\r\n", err);
+        CHECK(r && r->type == MCR_INT && r->integer == 1);
+        mcReplyFree(r);
+        r = READ_REPLY("_\r\n", err);
+        CHECK(r && r->type == MCR_NIL);
+        mcReplyFree(r);
+        r = READ_REPLY("=8\r\ntxt:abcd\r\n", err);
+        CHECK(r && r->type == MCR_BULK && r->len == 8 && !memcmp(r->str, "txt:abcd", 8));
+        mcReplyFree(r);
+    }
+    TEST("replies: a sign, a space, a leading zero or a zero byte in a number is a protocol error") {
+        static const struct {
+            const char *bytes;
+            size_t len;
+        } bad[] = {
+#define B(lit) {lit, sizeof(lit) - 1}
+            B(": 5\r\n"), B(":+5\r\n"), B(":05\r\n"), B(":-0\r\n"), B(":5\0\r\n"), B(":\r\n"), B(":-\r\n"),
+            B(":9223372036854775808\r\n"), B(":-9223372036854775809\r\n"), B("$ 3\r\nabc\r\n"),
+            B("$+3\r\nabc\r\n"), B("$03\r\nabc\r\n"), B("$3\0\r\nabc\r\n"), B("*-0\r\n"), B("* 1\r\n:1\r\n"),
+            B("#x\r\n"), B("#\r\n"), B("#tt\r\n"), B("_x\r\n"), B("=3\r\nabc\r\n"), B("=4\r\nabcd\r\n"),
+#undef B
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            mcReply *r = readReply(bad[i].bytes, bad[i].len, err, sizeof(err));
+            if (r != NULL || !strstr(err, "protocol error")) {
+                printf("    reply %zu (%.*s) was taken: %s\n", i, (int)bad[i].len - 2, bad[i].bytes, err);
+                CHECK(0);
+            }
+            mcReplyFree(r);
+        }
+    }
 }
