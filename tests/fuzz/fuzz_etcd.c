@@ -11,12 +11,22 @@
  *      to the same record (one meaning per record)
  *   1  the reply body of a request of type byte[1] % 7, HTTP status 200 or
  *      (byte[2] odd) 404
- *   2  watch stream lines, split on '\n', into one stream
+ *   2  watch stream lines, split on '\n', into one stream; or, when the
+ *      mode byte / 3 is not 0, the same bytes as libcurl hands them to
+ *      etcdWatchWrite, in pieces of that many bytes and under a 1 KiB
+ *      limit: the tail kept between pieces never holds a whole line and
+ *      never grows past the limit (a longer one ends the stream)
  *
  * Inputs sit in buffers of exactly their size so AddressSanitizer sees any
  * read past the end; a broken invariant is FUZZ_CHECK's __builtin_trap().
  */
+/* etcdWatchWrite asks the transfer's HTTP status first: a watch answered
+ * 200 here, without a transfer. */
+#include <curl/curl.h>
+#undef curl_easy_getinfo /* curl's type-checking macro, where it has one */
+#define curl_easy_getinfo(easy, what, out) (*(out) = 200, CURLE_OK)
 #include "../../src/etcd.c"
+#undef curl_easy_getinfo
 
 #include "../../src/cluster.h"
 
@@ -72,7 +82,7 @@ static void fuzzReply(const uint8_t *data, size_t size) {
     etcdOpFree(op);
 }
 
-static void fuzzWatch(const uint8_t *data, size_t size) {
+static void fuzzWatch(const uint8_t *data, size_t size, size_t piece) {
     static etcdClient ec;
     static int ready;
     if (!ready) {
@@ -83,15 +93,36 @@ static void fuzzWatch(const uint8_t *data, size_t size) {
         ready = 1;
     }
     etcdStream st = {&ec, ec.wgen, 0, 0, 0};
-    char *buf = malloc(size ? size : 1);
-    memcpy(buf, data, size);
-    size_t start = 0;
-    for (size_t i = 0; i <= size; i++) {
-        if (i < size && buf[i] != '\n') continue;
-        if (etcdWatchLine(&st, buf + start, i - start) == -1) break;
-        start = i + 1;
+    if (piece) {
+        etcdConn *c = &ec.wconn;
+        c->buf = sdsempty();
+        c->limit = 1024;
+        c->overflow = 0;
+        for (size_t off = 0; off < size; off += piece) {
+            size_t n = size - off < piece ? size - off : piece;
+            char *bytes = malloc(n);
+            memcpy(bytes, data + off, n);
+            size_t took = etcdWatchWrite(bytes, 1, n, &st);
+            free(bytes);
+            if (took != n) {
+                FUZZ_CHECK(took == 0);
+                break;
+            }
+            FUZZ_CHECK(sdslen(c->buf) <= c->limit && memchr(c->buf, '\n', sdslen(c->buf)) == NULL);
+        }
+        sdsfree(c->buf);
+        c->buf = NULL;
+    } else {
+        char *buf = malloc(size ? size : 1);
+        memcpy(buf, data, size);
+        size_t start = 0;
+        for (size_t i = 0; i <= size; i++) {
+            if (i < size && buf[i] != '\n') continue;
+            if (etcdWatchLine(&st, buf + start, i - start) == -1) break;
+            start = i + 1;
+        }
+        free(buf);
     }
-    free(buf);
     char drain[64];
     while (read(ec.pipefd[0], drain, sizeof(drain)) > 0) {
     }
@@ -111,7 +142,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
     }
     case 1: fuzzReply(data + 1, size - 1); break;
-    default: fuzzWatch(data + 1, size - 1); break;
+    default: fuzzWatch(data + 1, size - 1, data[0] / 3); break;
     }
     return 0;
 }
