@@ -8,9 +8,13 @@
 # pipeline prefetch scan, which reads client pipelines and the replica's
 # records), and libmooncake's two: the replies a client reads from
 # servers and hosts, and the requests a hosted segment reads from peers.
-# (HTTP is parsed by libmicrohttpd; http.c only compares the path and reads
-# Content-Length's digits. mooncake-cli reads replies through libmooncake's
-# mc_conn, and mooncake-check-aof through aofformat.c, both fuzzed here.)
+# (HTTP is parsed by libmicrohttpd; http.c only compares the path, looks at
+# Content-Length's digits and decodes Basic credentials with util.c's
+# base64Decode, which fuzz_etcd covers: etcd's bytes fields are base64.
+# mooncake-cli reads replies through libmooncake's mc_conn, and
+# mooncake-check-aof through aofformat.c, both fuzzed here. Not fuzzed:
+# relay.c's reader of a host's SEG.READ reply, rrParse, a few lines over
+# the whole server's state.)
 #
 # Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply,
 # fuzz_mchost, fuzz_config and fuzz_repl when missing or older than their
