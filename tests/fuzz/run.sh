@@ -42,6 +42,17 @@
 # replay it with:  build/fuzz/fuzz_resp build/fuzz/crash-...  (or the target that
 # found it)
 #
+# FUZZ_COVERAGE=1 measures instead of fuzzing: the targets are built with
+# clang's source-based coverage (-fprofile-instr-generate -fcoverage-mapping,
+# no sanitizer) in build/fuzz-cov/, each runs its seeds once -- and
+# $FUZZ_CORPUS/NAME too when that folder is there, e.g. the corpus of a
+# long run -- and the share of regions and branches run is printed for the
+# files the target is for (those it includes, or its own short list less
+# sds.c, zmalloc.c, util.c, ae.c, anet.c, crc.c). llvm-profdata and llvm-cov
+# ($LLVM_PROFDATA, $LLVM_COV) read the profiles; then, e.g.
+#   llvm-cov show build/fuzz-cov/fuzz_resp -instr-profile=<the profdata it names> src/resp.c
+# shows the lines and branches never run.
+#
 # It may be run from anywhere, or through a symlink such as
 # build/tests/test_fuzz_resp: the repository is found from the script's own
 # location (or $MC_ROOT).
@@ -77,6 +88,15 @@ OUTDIR=$ROOT/build/fuzz
 # ---- is there a libFuzzer to link with? -------------------------------------
 command -v "$CLANG" >/dev/null 2>&1 || skip "clang not found (Debian: apt-get install clang libclang-rt-14-dev)"
 SAN_FLAGS="-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all"
+if [ -n "${FUZZ_COVERAGE:-}" ]; then
+    SAN_FLAGS="-fsanitize=fuzzer -fprofile-instr-generate -fcoverage-mapping"
+    OUTDIR=$ROOT/build/fuzz-cov
+    LLVM_PROFDATA=${LLVM_PROFDATA:-llvm-profdata}
+    LLVM_COV=${LLVM_COV:-llvm-cov}
+    if ! command -v "$LLVM_PROFDATA" >/dev/null 2>&1 || ! command -v "$LLVM_COV" >/dev/null 2>&1; then
+        skip "llvm-profdata or llvm-cov not found (Debian: apt-get install llvm)"
+    fi
+fi
 probe_dir=$(mktemp -d "${TMPDIR:-/tmp}/fuzzprobe.XXXXXX") || failed "mktemp"
 # The probe overflows an int when given a byte 'u'.
 printf '%s\n' '#include <limits.h>' '#include <stddef.h>' '#include <stdint.h>' \
@@ -92,10 +112,12 @@ if ! "$CLANG" $SAN_FLAGS "$probe_dir/probe.c" -o "$probe_dir/probe" >"$probe_dir
     skip "clang cannot link -fsanitize=fuzzer (Debian: apt-get install libclang-rt-14-dev)"
 fi
 printf u >"$probe_dir/ub"
-if "$probe_dir/probe" "$probe_dir/ub" >"$probe_dir/log" 2>&1 || ! grep -q 'runtime error' "$probe_dir/log"; then
-    sed 's/^/  /' "$probe_dir/log" | tail -5
-    rm -rf "$probe_dir"
-    failed "undefined behaviour does not stop a fuzz run built with $SAN_FLAGS"
+if [ -z "${FUZZ_COVERAGE:-}" ]; then
+    if "$probe_dir/probe" "$probe_dir/ub" >"$probe_dir/log" 2>&1 || ! grep -q 'runtime error' "$probe_dir/log"; then
+        sed 's/^/  /' "$probe_dir/log" | tail -5
+        rm -rf "$probe_dir"
+        failed "undefined behaviour does not stop a fuzz run built with $SAN_FLAGS"
+    fi
 fi
 rm -rf "$probe_dir"
 
@@ -103,6 +125,36 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fuzzrun.XXXXXX") || failed "mktemp"
 trap 'rm -rf "$work"' EXIT INT TERM
 
 # ---- one target ---------------------------------------------------------------
+# coverage_one NAME BIN SEEDS SOURCES...: FUZZ_COVERAGE's run of one target
+# (see the header). Returns 0 if the seeds ran clean.
+coverage_one() {
+    local name=$1 bin=$2 seeds=$3 dir=$work/$1 files="" f corpus=
+    shift 3
+    [ $# -le 10 ] || set -- # the whole server: only what it includes
+    for f in ${EXTRA_DEPS:-} "$@"; do
+        f=${f#"$SRC"/}
+        case $f in sds.c | zmalloc.c | util.c | ae.c | anet.c | crc.c | *.h) ;; *) files="$files $f" ;; esac
+    done
+    [ -n "${FUZZ_CORPUS:-}" ] && [ -d "$FUZZ_CORPUS/$name" ] && corpus=$FUZZ_CORPUS/$name
+    mkdir -p "$dir"
+    # -runs=0: each input once, nothing written into the folders.
+    LLVM_PROFILE_FILE="$dir/%p.profraw" "$bin" -runs=0 -max_len=4096 -timeout=10 "$seeds" ${corpus:+"$corpus"} \
+        >"$dir/log" 2>&1 || { tail -5 "$dir/log"; echo "FAIL: $name on its inputs"; return 1; }
+    mkdir -p "$OUTDIR/profiles"
+    "$LLVM_PROFDATA" merge -sparse "$dir"/*.profraw -o "$OUTDIR/profiles/$name.profdata" ||
+        { echo "FAIL: merging $name's profiles"; return 1; }
+    echo "coverage of $name over $seeds${corpus:+ and $corpus} ($OUTDIR/profiles/$name.profdata):"
+    "$LLVM_COV" report "$bin" -instr-profile="$OUTDIR/profiles/$name.profdata" 2>/dev/null | awk -v files="$files" '
+        BEGIN { n = split(files, want, " ") }
+        {
+            for (i = 1; i <= n; i++) {
+                f = want[i]
+                if ($1 == f || substr($1, length($1) - length(f)) == "/" f)
+                    printf "  %-28s regions %7s  branches %7s\n", f, $4, $13
+            }
+        }'
+}
+
 # fuzz_one NAME SECONDS SEEDS "WHAT" "FRAMES" SOURCES...: builds the target if
 # needed (the same line as the fuzz rule in src/Makefile), fuzzes it, prints
 # the summary, and on a crash the report and the reproducer. SOURCES are in
@@ -139,6 +191,11 @@ fuzz_one() {
             ${FUZZ_CFLAGS:-} ${DEFS:-} -I. "$fuzz_src" "$@" -pthread ${LIBS:-} -o "$bin") ||
             { echo "FAIL: building $name"; return 1; }
         printf '%s\n' "$SAN_FLAGS ${FUZZ_CFLAGS:-}" >"$bin.flags"
+    fi
+
+    if [ -n "${FUZZ_COVERAGE:-}" ]; then
+        coverage_one "$name" "$bin" "$seeds" "$@"
+        return
     fi
 
     mkdir -p "$dir/corpus" "$dir/artifacts"
