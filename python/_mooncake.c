@@ -143,7 +143,12 @@ static mc_client *borrow(ClientObject *self, int *rc) {
     } else {
         self->busy++; /* reserved: close() waits for this open too */
         pthread_mutex_unlock(&self->lock);
-        h = mc_connect_user(self->uri, self->user, self->password, err, sizeof(err));
+        /* Under the store's timeouts from the first byte: a server that
+         * accepts and never answers holds a new handle's probe for the
+         * I/O timeout the caller chose, not the library's default 30 s. */
+        h = mc_connect_timeouts(self->uri, self->user, self->password,
+                                self->connect_ms >= 0 ? self->connect_ms : 5000, self->io_ms >= 0 ? self->io_ms : 30000,
+                                err, sizeof(err));
         pthread_mutex_lock(&self->lock);
         if (h == NULL) {
             *rc = MC_ERR_IO;

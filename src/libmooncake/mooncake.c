@@ -330,8 +330,17 @@ mc_client *mc_connect_user(const char *uri, const char *user, const char *passwo
     return connectWith(uri, user, password, 5000, 30000, err, errlen);
 }
 
+mc_client *mc_connect_timeouts(const char *uri, const char *user, const char *password, int connect_ms, int io_ms,
+                               char *err, size_t errlen) {
+    if (connect_ms < 0 || io_ms < 0) {
+        if (err && errlen) snprintf(err, errlen, "negative timeout");
+        return NULL;
+    }
+    return connectWith(uri, user, password, connect_ms, io_ms, err, errlen);
+}
+
 /* mc_connect_user with the timeouts of the connection it opens: a clone
- * (mcClone) connects with its original's. */
+ * (mcClone) and mc_connect_timeouts connect with theirs. */
 static mc_client *connectWith(const char *uri, const char *user, const char *password, int connect_ms, int io_ms,
                               char *err, size_t errlen) {
     char dummy[8];

@@ -133,6 +133,13 @@ mc_client *mc_connect(const char *uri, const char *password, char *err, size_t e
  * string here (the server's passwords may hold zero bytes; give such a one
  * with AUTH over your own connection). */
 mc_client *mc_connect_user(const char *uri, const char *user, const char *password, char *err, size_t errlen);
+/* mc_connect_user under the timeouts of mc_set_timeouts from its first
+ * connection on: connect_ms bounds the connect, io_ms the wait for the
+ * probe's reply. The two calls above wait their defaults (5 s, 30 s) there,
+ * which a server that accepts and never answers (stopped, wedged) holds
+ * them for whatever the handle is set to later. */
+mc_client *mc_connect_timeouts(const char *uri, const char *user, const char *password, int connect_ms, int io_ms,
+                               char *err, size_t errlen);
 void mc_close(mc_client *c);
 /* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none).
  * The I/O timeout also bounds how long one call rides through a server

@@ -1,0 +1,125 @@
+"""The client when its server fails: a server that accepts and never answers
+(stopped, wedged), one that answers garbage, one that closes half-way.
+Each call must end in bounded time with an error that says why, and ask
+no more of a dead server than its timeout allows.
+
+The misbehaving servers are fakes in this process (FakeServer: a thread
+that accepts, answers the client's connect probe as a server without
+cluster support does, and then does what its mode says), so the test
+controls every byte and counts the connections the client opens.
+"""
+import socket
+import threading
+
+import pytest
+
+from mooncake import _mooncake
+import mooncake
+
+# Generous bounds: a call held by the library's default timeouts takes 30 s;
+# one held by the timeouts the test sets (300 ms) ends well within these.
+BOUND_S = 15
+
+
+def _commands(buf):
+    """Complete RESP commands at the start of buf: (list of commands, rest)."""
+    out = []
+    while buf.startswith(b"*"):
+        try:
+            p = buf.index(b"\r\n")
+            argc, pos, parts = int(buf[1:p]), p + 2, []
+            for _ in range(argc):
+                q = buf.index(b"\r\n", pos)
+                n = int(buf[pos + 1:q])
+                pos = q + 2
+                if len(buf) < pos + n + 2:
+                    raise ValueError
+                parts.append(buf[pos:pos + n])
+                pos += n + 2
+        except ValueError:
+            break
+        out.append(parts)
+        buf = buf[pos:]
+    return out, buf
+
+
+class FakeServer:
+    """Listens on a free port. The connect probe (CLUSTER ...) is answered
+    unless mode is "mute"; every other command: "silent" never answers."""
+
+    def __init__(self, mode):
+        self.mode = mode
+        self.accepted = 0
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.conns = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                s, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.accepted += 1
+                self.conns.append(s)
+            threading.Thread(target=self._serve, args=(s,), daemon=True).start()
+
+    def _serve(self, s):
+        buf = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    return
+                cmds, buf = _commands(buf + d)
+                for parts in cmds:
+                    if self.mode == "mute":
+                        continue
+                    if parts[0].upper() == b"CLUSTER":
+                        s.sendall(b"-ERR This instance has cluster support disabled\r\n")
+        except OSError:
+            return
+
+    def close(self):
+        self.sock.close()
+        with self.lock:
+            for s in self.conns:
+                s.close()
+
+
+def bounded(f):
+    """f() on a thread, waited for BOUND_S at most: (finished, value or exception)."""
+    box = {}
+
+    def run():
+        try:
+            box["v"] = f()
+        except Exception as e:  # noqa: BLE001 - the test looks at it
+            box["v"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(BOUND_S)
+    return not t.is_alive(), box.get("v")
+
+
+def test_connect_waits_the_timeouts_it_was_given():
+    # The first handle of a store was connected with the library's defaults
+    # and the store's timeouts applied after: a server that accepts and
+    # never answers held connect() for 30 s whatever timeout= said (so did
+    # every handle the pool opened later, during an outage).
+    fake = FakeServer("mute")
+    try:
+        done, v = bounded(lambda: _mooncake.Client(fake.addr, connect_ms=300, io_ms=300))
+        assert done, "Client() still waiting for the probe's reply"
+        assert isinstance(v, ConnectionError) and "timed out" in str(v), v
+        done, v = bounded(lambda: mooncake.connect(fake.addr, connect_timeout=0.3, timeout=0.3))
+        assert done, "mooncake.connect() still waiting for the probe's reply"
+        assert isinstance(v, ConnectionError) and "timed out" in str(v), v
+    finally:
+        fake.close()
+
