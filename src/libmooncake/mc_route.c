@@ -98,7 +98,11 @@ mcConn *mcNodeConn(mc_client *c, int i) {
  * one, even if it may have run on the old one -- for every command that
  * may run twice (see "Riding through"). Without it (PUT.END, PUT.REVOKE:
  * they belong to the connection that started the put) a broken connection
- * is the answer. MC_OK with *out, or MC_ERR_IO. */
+ * is the answer. Nor after a timeout: the server was given the whole I/O
+ * timeout, which is the call's (mcCallDeadline), and a stopped or wedged
+ * one takes a new connection into its backlog and answers it no sooner --
+ * resent, every call waited two I/O timeouts. MC_OK with *out, or
+ * MC_ERR_IO. */
 static int nodeSend(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens, mcReply **out,
                     int reopen) {
     *out = NULL;
@@ -118,7 +122,7 @@ static int nodeSend(mc_client *c, int i, int asking, int argc, const char **argv
             if (*out) return MC_OK;
         }
         mcErr(c, MC_ERR_IO, "%s", conn->err);
-        if (!conn->broken || !reopen) break;
+        if (!conn->broken || !reopen || conn->timed_out) break;
     }
     return MC_ERR_IO;
 }

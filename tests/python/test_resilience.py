@@ -123,3 +123,23 @@ def test_connect_waits_the_timeouts_it_was_given():
     finally:
         fake.close()
 
+
+def test_a_silent_server_is_asked_once_per_call():
+    # A command that timed out was sent again on a new connection within
+    # the same call, whose deadline had passed: every call on a stopped
+    # server waited two I/O timeouts, and opened a connection more.
+    fake = FakeServer("silent")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=300, io_ms=300)
+        for call in (lambda: c.get(["k"]), lambda: c.put(["k"], [b"v" * 100]), lambda: c.size("k")):
+            before = fake.accepted
+            done, v = bounded(lambda: (call(), _mooncake.last_error()))  # the error is per thread
+            assert done
+            rc, why = v[0] if isinstance(v[0], int) else v[0][0], v[1]
+            assert rc == _mooncake.ERR_IO and "timed out" in why, v
+            # the first call uses the connection connect() opened; each
+            # later one opens one, as its predecessor's timed out
+            assert fake.accepted - before <= 1, fake.accepted - before
+        c.close()
+    finally:
+        fake.close()
