@@ -33,6 +33,24 @@
 
 #define SESSION_CAPSULE "mooncake._mooncake.PutSession"
 
+/* The words of a call's failure for last_error(): the call's own, or the
+ * first failed item's when the call answered per item (a session whose
+ * connection was lost fails its item, not the call) -- as the batch calls
+ * do (_mooncake.c runBatch); without it such a -900 came with no reason.
+ * Without the GIL, on the handle's thread. */
+#define NOTE_ERR(h, rc, res, n)                                                 \
+    do {                                                                        \
+        if ((rc) < 0) {                                                         \
+            mcpySetTlsErr(mc_last_error(h));                                    \
+            break;                                                              \
+        }                                                                       \
+        for (size_t e_ = 0; e_ < (size_t)(n); e_++)                             \
+            if ((res)[e_] < 0) {                                                \
+                mcpySetTlsErr(mc_last_error(h));                                \
+                break;                                                          \
+            }                                                                   \
+    } while (0)
+
 typedef struct {
     mc_put_session *s;           /* NULL once an end or revoke took it */
     PyObject *client;            /* a reference: the Client that made it */
@@ -158,7 +176,7 @@ PyObject *mcpyPutSessionStart(ClientObject *self, PyObject *args) {
     if (h) {
         Py_BEGIN_ALLOW_THREADS
         rc = mc_put_session_start(h, (size_t)n, k, sz, &opts, sess, res);
-        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        NOTE_ERR(h, rc, res, n);
         giveBackSessionHandle(self);
         Py_END_ALLOW_THREADS
     }
@@ -261,7 +279,7 @@ PyObject *mcpyPutSessionWrite(ClientObject *self, PyObject *args) {
     Py_BEGIN_ALLOW_THREADS
     if (h) {
         rc = mc_put_session_write(h, npass, pass, res);
-        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        NOTE_ERR(h, rc, res, npass);
         giveBackSessionHandle(self);
     }
     if (counted) {
@@ -335,7 +353,7 @@ static PyObject *finish(ClientObject *self, PyObject *args, int publish) {
     if (h) {
         Py_BEGIN_ALLOW_THREADS
         rc = publish ? mc_put_session_end(h, npass, pass, res) : mc_put_session_revoke(h, npass, pass, res);
-        if (rc < 0) mcpySetTlsErr(mc_last_error(h));
+        NOTE_ERR(h, rc, res, npass);
         giveBackSessionHandle(self);
         Py_END_ALLOW_THREADS
     } else {

@@ -143,3 +143,23 @@ def test_a_silent_server_is_asked_once_per_call():
         c.close()
     finally:
         fake.close()
+
+
+def test_a_session_lost_with_its_server_says_why(fresh_server):
+    # A put session's write and end that failed per item (the session's
+    # connection lost: its server killed) answered ERR_IO with last_error()
+    # empty: the binding kept the library's words only when the call as a
+    # whole failed, not when an item did.
+    import signal
+    import numpy as np
+    c = _mooncake.Client(fresh_server.addr, io_ms=2000)
+    data = np.ones(4096, np.uint8)
+    assert c.register(data.ctypes.data, data.nbytes) == 0
+    sess = c.put_session_start(["s"], [4096])[0]
+    assert not isinstance(sess, int), sess
+    fresh_server.stop(signal.SIGKILL)
+    assert c.put_session_write([sess], [[(data.ctypes.data, 0, 4096)]]) == [_mooncake.ERR_IO]
+    assert "connection that started the session was lost" in _mooncake.last_error()
+    assert c.put_session_end([sess]) == [_mooncake.ERR_IO]
+    assert "lost" in _mooncake.last_error(), _mooncake.last_error()
+    c.close()
