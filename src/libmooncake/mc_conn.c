@@ -52,6 +52,7 @@
 
 static void connFail(mcConn *c, const char *fmt, const char *detail) {
     c->broken = 1;
+    c->garbled = !strncmp(fmt, "protocol error", 14);
     snprintf(c->err, sizeof(c->err), fmt, detail ? detail : "");
 }
 

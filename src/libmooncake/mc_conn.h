@@ -39,6 +39,7 @@ typedef struct mcConn {
     int discard;             /* replies still to come for commands sent without waiting */
     int broken;              /* an I/O error or protocol error: don't reuse */
     int timed_out;           /* ... and it was the I/O timeout */
+    int garbled;             /* ... and it was a protocol error: the peer is no Mooncake server */
     int local_unpaced;       /* TCP to this host, not paced (anetTuneLocalCongestion) */
     /* Segments this connection presented a token for (mcConnAdmit): a
      * few, oldest replaced first -- a data connection serves one host. */

@@ -101,8 +101,11 @@ mcConn *mcNodeConn(mc_client *c, int i) {
  * is the answer. Nor after a timeout: the server was given the whole I/O
  * timeout, which is the call's (mcCallDeadline), and a stopped or wedged
  * one takes a new connection into its backlog and answers it no sooner --
- * resent, every call waited two I/O timeouts. MC_OK with *out, or
- * MC_ERR_IO. */
+ * resent, every call waited two I/O timeouts. Nor after bytes that are
+ * not RESP (MC_ERR_PROTOCOL): what answers there is not a Mooncake server,
+ * and no reconnect makes it one -- ridden through as a lost connection,
+ * every call hammered it with reconnects until its deadline and then
+ * answered MC_ERR_IO. MC_OK with *out, or MC_ERR_IO / MC_ERR_PROTOCOL. */
 static int nodeSend(mc_client *c, int i, int asking, int argc, const char **argv, const size_t *lens, mcReply **out,
                     int reopen) {
     *out = NULL;
@@ -121,6 +124,7 @@ static int nodeSend(mc_client *c, int i, int asking, int argc, const char **argv
             mcReplyFree(ask);
             if (*out) return MC_OK;
         }
+        if (conn->garbled) return mcErr(c, MC_ERR_PROTOCOL, "%s: %s", conn->uri, conn->err);
         mcErr(c, MC_ERR_IO, "%s", conn->err);
         if (!conn->broken || !reopen || conn->timed_out) break;
     }
@@ -251,6 +255,7 @@ int mcKeyCommand(mc_client *c, const void *key, size_t keylen, int argc, const c
     rt->asking = 0;
     for (;;) {
         int rc = mcNodeCommand(c, rt->node, rt->asking, argc, argv, lens, out);
+        if (rc == MC_ERR_PROTOCOL) return rc; /* not a lost node: a wrong one (nodeSend) */
         if (rc != MC_OK) {
             char why[MC_ERRLEN];
             memcpy(why, c->errbuf, sizeof(why));
@@ -538,6 +543,15 @@ int mcRunPhase(mc_client *c, const mcPhase *ph, mcBKey *k, size_t n) {
                 if (!g->asking || ask) r = mcConnRead(g->conn);
                 mcReplyFree(ask);
                 if (r == NULL) mcErr(c, MC_ERR_IO, "%s", g->conn->err);
+            }
+            if (r == NULL && g->conn && g->conn->garbled) {
+                /* Bytes that are not RESP: no retry makes them so (nodeSend). */
+                int code = mcErr(c, MC_ERR_PROTOCOL, "%s: %s", g->conn->uri, g->conn->err);
+                for (size_t j = 0; j < g->count; j++) {
+                    k[order[g->first + j]].rc = code;
+                    k[order[g->first + j]].done = 1;
+                }
+                continue;
             }
             if (r == NULL) {
                 /* Not sent, or the connection broke. A pinned key's put

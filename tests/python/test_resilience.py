@@ -45,7 +45,9 @@ def _commands(buf):
 
 class FakeServer:
     """Listens on a free port. The connect probe (CLUSTER ...) is answered
-    unless mode is "mute"; every other command: "silent" never answers."""
+    unless mode is "mute"; every other command: "silent" never answers,
+    "garbage" answers a line that is not RESP, "hugebulk" a bulk header
+    past any length the client takes."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -82,6 +84,10 @@ class FakeServer:
                         continue
                     if parts[0].upper() == b"CLUSTER":
                         s.sendall(b"-ERR This instance has cluster support disabled\r\n")
+                    elif self.mode == "garbage":
+                        s.sendall(b"?what\r\n")
+                    elif self.mode == "hugebulk":
+                        s.sendall(b"$999999999999\r\n")
         except OSError:
             return
 
@@ -163,3 +169,31 @@ def test_a_session_lost_with_its_server_says_why(fresh_server):
     assert c.put_session_end([sess]) == [_mooncake.ERR_IO]
     assert "lost" in _mooncake.last_error(), _mooncake.last_error()
     c.close()
+
+
+@pytest.mark.parametrize("mode", ["garbage", "hugebulk"])
+def test_a_peer_that_is_not_a_mooncake_server_is_a_protocol_error(mode):
+    # Bytes that are not RESP broke the connection like a lost one, and a
+    # lost one is ridden through: every call reconnected to the peer again
+    # and again (28 connections a second) until its I/O timeout, then
+    # answered ERR_IO. No reconnect makes the peer speak RESP.
+    fake = FakeServer(mode)
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=2000)
+        # (call, the library calls it makes: get() asks each key's size
+        # first, one call per key; each may open one connection, since its
+        # predecessor's connection broke)
+        for call, ncalls in ((lambda: c.get(["k"]), 1), (lambda: c.put(["k"], [b"v" * 100]), 1),
+                             (lambda: c.size("k"), 1), (lambda: c.get(["k1", "k2"]), 2),
+                             (lambda: c.exists(["k1", "k2"]), 1), (lambda: c.get_into(["k1", "k2"], [
+                                 bytearray(8), bytearray(8)], [8, 8]), 1)):
+            before = fake.accepted
+            done, v = bounded(lambda: (call(), _mooncake.last_error()))
+            assert done
+            codes = [v[0]] if isinstance(v[0], int) else v[0][1] if isinstance(v[0], tuple) else v[0]
+            assert codes and all(rc == _mooncake.ERR_PROTOCOL for rc in codes), v
+            assert "protocol error" in v[1], v
+            assert fake.accepted - before <= ncalls, (fake.accepted - before, v)
+        c.close()
+    finally:
+        fake.close()
