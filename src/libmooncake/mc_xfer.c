@@ -641,7 +641,14 @@ int mcXferReplica(mc_client *c, int node, unsigned gen, const mcReplica *rep, co
                   int write, int device) {
     if (c->map.nodes[node].gen != gen) return mcSegLost(c);
     mcSeg *s = mcSegGet(c, node, rep->seg);
-    if (s == NULL) return mcErr(c, MC_ERR_IO, "segment %llu: %s", (unsigned long long)rep->seg, c->errbuf);
+    if (s == NULL) {
+        /* Why mcSegGet failed is in errbuf, which mcErr writes: formatted
+         * from itself it came out garbled ("segment 1: segment 1: ction
+         * closed"; overlapping vsnprintf is undefined). */
+        char why[MC_ERRLEN];
+        snprintf(why, sizeof(why), "%s", c->errbuf);
+        return mcErr(c, MC_ERR_IO, "segment %llu: %.400s", (unsigned long long)rep->seg, why);
+    }
     if (s->gen != gen) return mcSegLost(c);
     int t = c->transport, rc = MC_ERR_UNSUPPORTED;
     if ((t == MC_TRANSPORT_AUTO || t == MC_TRANSPORT_SHM) && mcSegAttach(c, s) == MC_OK)

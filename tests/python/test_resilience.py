@@ -47,7 +47,8 @@ class FakeServer:
     """Listens on a free port. The connect probe (CLUSTER ...) is answered
     unless mode is "mute"; every other command: "silent" never answers,
     "garbage" answers a line that is not RESP, "hugebulk" a bulk header
-    past any length the client takes."""
+    past any length the client takes, "noseg" names a replica and closes
+    the connection when asked about its segment."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -84,6 +85,12 @@ class FakeServer:
                         continue
                     if parts[0].upper() == b"CLUSTER":
                         s.sendall(b"-ERR This instance has cluster support disabled\r\n")
+                    elif self.mode == "noseg" and parts[0].upper() == b"GET.REPLICAS":
+                        # a lease, a size of 100, no tags, one replica in segment 1
+                        s.sendall(b"*4\r\n:60000\r\n:100\r\n*0\r\n*3\r\n:1\r\n:0\r\n:100\r\n")
+                    elif self.mode == "noseg":
+                        s.close()  # SEGMENT.INFO: the connection closes instead
+                        return
                     elif self.mode == "garbage":
                         s.sendall(b"?what\r\n")
                     elif self.mode == "hugebulk":
@@ -194,6 +201,25 @@ def test_a_peer_that_is_not_a_mooncake_server_is_a_protocol_error(mode):
             assert codes and all(rc == _mooncake.ERR_PROTOCOL for rc in codes), v
             assert "protocol error" in v[1], v
             assert fake.accepted - before <= ncalls, (fake.accepted - before, v)
+        c.close()
+    finally:
+        fake.close()
+
+
+def test_a_segment_that_cannot_be_described_says_why_legibly():
+    # A replica whose segment could not be described (SEGMENT.INFO's
+    # connection closed) was reported by formatting the handle's error text
+    # into itself: last_error() read "segment 1: segment 1: ction closed".
+    fake = FakeServer("noseg")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=300)
+        buf = bytearray(b"\xee" * 200)
+        done, v = bounded(lambda: (c.get_into(["k"], [buf], [100]), _mooncake.last_error()))
+        assert done
+        codes = v[0][1] if isinstance(v[0], tuple) else v[0]
+        assert codes == [_mooncake.ERR_IO], v
+        assert "segment 1: read: connection closed" in v[1], v
+        assert buf == b"\xee" * 200  # nothing was read into it
         c.close()
     finally:
         fake.close()
