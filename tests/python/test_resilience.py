@@ -223,3 +223,31 @@ def test_a_segment_that_cannot_be_described_says_why_legibly():
         c.close()
     finally:
         fake.close()
+
+
+def test_failed_calls_leave_nothing_behind(fresh_server):
+    # Riding through reopens connections and the async worker its clone's:
+    # after many calls on a server that is gone, the process holds the
+    # descriptors and threads it held after the first few.
+    import os
+    import signal
+    c = _mooncake.Client(fresh_server.addr, connect_ms=200, io_ms=20)
+    st = mooncake.connect(fresh_server.addr, connect_timeout=0.2, timeout=0.02)
+    assert c.put(["a"], [b"x" * 1000]) == [0]
+    st.put("b", b"y" * 1000)
+    fresh_server.stop(signal.SIGKILL)
+
+    def fail_some(n):
+        for i in range(n):
+            assert c.get(["a"]) == [_mooncake.ERR_IO]
+            assert c.put(["a%d" % i], [b"x" * 1000]) == [_mooncake.ERR_IO]
+            with pytest.raises(mooncake.ConnectionLostError):
+                st.get("b")
+            r = st.batch_put_async(["c"], [b"z"]).result()  # per key: the error, not raised
+            assert isinstance(r[0], mooncake.ConnectionLostError), r
+    fail_some(3)  # whatever the first failures open lazily
+    fds, threads = len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))
+    fail_some(100)
+    assert (len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))) == (fds, threads)
+    st.close()
+    c.close()
