@@ -344,8 +344,8 @@ start_server {tags {tooling resp3}} {
 start_server {tags {tooling}} {
     test {MODULE LIST is empty; LOAD is refused saying why; UNLOAD as Redis for a name not loaded} {
         assert_equal {} [r module list]
-        assert_error {ERR modules cannot be loaded: this server has no module interface yet*} {r module load /tmp/x.so}
-        assert_error {ERR modules cannot be loaded*} {r module loadex /tmp/x.so}
+        assert_error {ERR modules cannot be loaded: this server has no module interface yet*} {r module load modules/x.so}
+        assert_error {ERR modules cannot be loaded*} {r module loadex modules/x.so}
         assert_error {ERR Error unloading module: no such module with that name} {r module unload search}
         assert_error {ERR unknown subcommand 'nosuch'. Try MODULE HELP.} {r module nosuch}
         assert_equal {} [r module list]
