@@ -611,76 +611,67 @@ static void memoryStats(client *c) {
     zmalloc_get_allocator_info(&allocated, &active, &resident);
     allocStats ps;
     allocGetStats(server.self->alloc, &ps);
+    size_t expected = memoryExpectedResident();
     /* ratio and difference of two figures, Redis's pairs; 0 when unknown */
 #define RATIO(a, b) ((b) ? (double)(a) / (double)(b) : 0.0)
 #define DIFF(a, b) ((long long)(a) - (long long)(b))
-    addReplyMapLen(c, 30);
-    addReplyBulkCString(c, "peak.allocated");
-    addReplyLongLong(c, (long long)server.stat_peak_memory);
-    addReplyBulkCString(c, "total.allocated");
-    addReplyLongLong(c, (long long)used);
-    addReplyBulkCString(c, "startup.allocated");
-    addReplyLongLong(c, (long long)startup);
-    addReplyBulkCString(c, "replication.backlog");
-    addReplyLongLong(c, (long long)backlog);
-    addReplyBulkCString(c, "clients.slaves");
-    addReplyLongLong(c, (long long)clients_replicas);
-    addReplyBulkCString(c, "clients.normal");
-    addReplyLongLong(c, (long long)clients_normal);
-    addReplyBulkCString(c, "cluster.links");
-    addReplyLongLong(c, 0);
-    addReplyBulkCString(c, "aof.buffer");
-    addReplyLongLong(c, (long long)aofbuf);
-    addReplyBulkCString(c, "lua.caches");
-    addReplyLongLong(c, 0);
-    addReplyBulkCString(c, "functions.caches");
-    addReplyLongLong(c, 0);
-    addReplyBulkCString(c, "db.0");
-    addReplyMapLen(c, 2);
-    addReplyBulkCString(c, "overhead.hashtable.main");
-    addReplyLongLong(c, (long long)main_ht);
-    addReplyBulkCString(c, "overhead.hashtable.expires");
-    addReplyLongLong(c, (long long)expires_ht);
-    addReplyBulkCString(c, "overhead.total");
-    addReplyLongLong(c, (long long)overhead);
-    addReplyBulkCString(c, "keys.count");
-    addReplyLongLong(c, (long long)keys);
-    addReplyBulkCString(c, "keys.bytes-per-key");
-    addReplyLongLong(c, keys ? (long long)(net / keys) : 0);
-    addReplyBulkCString(c, "dataset.bytes");
-    addReplyLongLong(c, (long long)dataset);
-    addReplyBulkCString(c, "dataset.percentage");
-    addReplyDouble(c, 100.0 * RATIO(dataset, net));
-    addReplyBulkCString(c, "peak.percentage");
-    addReplyDouble(c, 100.0 * RATIO(used, server.stat_peak_memory));
-    addReplyBulkCString(c, "allocator.allocated");
-    addReplyLongLong(c, (long long)allocated);
-    addReplyBulkCString(c, "allocator.active");
-    addReplyLongLong(c, (long long)active);
-    addReplyBulkCString(c, "allocator.resident");
-    addReplyLongLong(c, (long long)resident);
-    addReplyBulkCString(c, "allocator-fragmentation.ratio");
-    addReplyDouble(c, RATIO(active, allocated));
-    addReplyBulkCString(c, "allocator-fragmentation.bytes");
-    addReplyLongLong(c, DIFF(active, allocated));
-    addReplyBulkCString(c, "allocator-rss.ratio");
-    addReplyDouble(c, RATIO(resident, active));
-    addReplyBulkCString(c, "allocator-rss.bytes");
-    addReplyLongLong(c, DIFF(resident, active));
-    addReplyBulkCString(c, "rss-overhead.ratio");
-    addReplyDouble(c, RATIO(rss, resident));
-    addReplyBulkCString(c, "rss-overhead.bytes");
-    addReplyLongLong(c, resident ? DIFF(rss, resident) : 0);
-    addReplyBulkCString(c, "fragmentation");
-    addReplyDouble(c, RATIO(rss, memoryExpectedResident()));
-    addReplyBulkCString(c, "fragmentation.bytes");
-    addReplyLongLong(c, DIFF(rss, memoryExpectedResident()));
-    addReplyBulkCString(c, "pool.size");
-    addReplyLongLong(c, (long long)ps.capacity);
-    addReplyBulkCString(c, "pool.used");
-    addReplyLongLong(c, (long long)ps.used);
+    /* One row per field, in Redis's order; the map's length is the
+     * table's, and db.0 (a map of two) is the one nested row. */
+    enum { INT, DBL, DB0 };
+    const struct {
+        const char *name;
+        int type;
+        long long i;
+        double d;
+    } rows[] = {
+        {"peak.allocated", INT, (long long)server.stat_peak_memory, 0},
+        {"total.allocated", INT, (long long)used, 0},
+        {"startup.allocated", INT, (long long)startup, 0},
+        {"replication.backlog", INT, (long long)backlog, 0},
+        {"clients.slaves", INT, (long long)clients_replicas, 0},
+        {"clients.normal", INT, (long long)clients_normal, 0},
+        {"cluster.links", INT, 0, 0},
+        {"aof.buffer", INT, (long long)aofbuf, 0},
+        {"lua.caches", INT, 0, 0},
+        {"functions.caches", INT, 0, 0},
+        {"db.0", DB0, 0, 0},
+        {"overhead.total", INT, (long long)overhead, 0},
+        {"keys.count", INT, (long long)keys, 0},
+        {"keys.bytes-per-key", INT, keys ? (long long)(net / keys) : 0, 0},
+        {"dataset.bytes", INT, (long long)dataset, 0},
+        {"dataset.percentage", DBL, 0, 100.0 * RATIO(dataset, net)},
+        {"peak.percentage", DBL, 0, 100.0 * RATIO(used, server.stat_peak_memory)},
+        {"allocator.allocated", INT, (long long)allocated, 0},
+        {"allocator.active", INT, (long long)active, 0},
+        {"allocator.resident", INT, (long long)resident, 0},
+        {"allocator-fragmentation.ratio", DBL, 0, RATIO(active, allocated)},
+        {"allocator-fragmentation.bytes", INT, DIFF(active, allocated), 0},
+        {"allocator-rss.ratio", DBL, 0, RATIO(resident, active)},
+        {"allocator-rss.bytes", INT, DIFF(resident, active), 0},
+        {"rss-overhead.ratio", DBL, 0, RATIO(rss, resident)},
+        {"rss-overhead.bytes", INT, resident ? DIFF(rss, resident) : 0, 0},
+        {"fragmentation", DBL, 0, RATIO(rss, expected)},
+        {"fragmentation.bytes", INT, DIFF(rss, expected), 0},
+        {"pool.size", INT, (long long)ps.capacity, 0},
+        {"pool.used", INT, (long long)ps.used, 0},
+    };
 #undef RATIO
 #undef DIFF
+    addReplyMapLen(c, (long long)(sizeof(rows) / sizeof(rows[0])));
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        addReplyBulkCString(c, rows[i].name);
+        if (rows[i].type == INT) {
+            addReplyLongLong(c, rows[i].i);
+        } else if (rows[i].type == DBL) {
+            addReplyDouble(c, rows[i].d);
+        } else {
+            addReplyMapLen(c, 2);
+            addReplyBulkCString(c, "overhead.hashtable.main");
+            addReplyLongLong(c, (long long)main_ht);
+            addReplyBulkCString(c, "overhead.hashtable.expires");
+            addReplyLongLong(c, (long long)expires_ht);
+        }
+    }
 }
 
 /* MEMORY DOCTOR: what a person should look at, from the figures above and
