@@ -290,7 +290,11 @@ static int httpAuthenticate(httpRequest *req) {
             sds cinfo = httpClientInfo(req, name);
             aclLogDenialFrom(ACL_DENIED_AUTH, "http", 4, name, nlen, cinfo);
             sdsfree(cinfo);
-            serverLog(LL_VERBOSE, "HTTP: authentication failed for user '%.64s'", name);
+            /* Quoted and escaped (sdscatrepr): the name is whatever the
+             * peer sent, and a newline in it would forge a log line. */
+            sds shown = sdscatrepr(sdsempty(), name, nlen > 64 ? 64 : nlen);
+            serverLog(LL_VERBOSE, "HTTP: authentication failed for user %s", shown);
+            sdsfree(shown);
             sdsfree(name);
             replyError(req, MHD_HTTP_UNAUTHORIZED,
                        "WRONGPASS invalid username-password pair or user is disabled.");

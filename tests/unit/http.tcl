@@ -608,6 +608,18 @@ start_server [list tags {http mooncake acl} overrides [list http-port $::hp segm
         set got
     } {401 200 200 401 401}
 
+    test {A failed login's user name is logged escaped: a newline in it forges no log line} {
+        r config set loglevel verbose
+        set res [http_get /health [list "eve\nforged line" wrong]]
+        assert_equal 401 [http_status $res]
+        set f [open [srv 0 stdout] r]
+        set log [read $f]
+        close $f
+        r config set loglevel notice
+        assert_match {*authentication failed for user "eve\\nforged line"*} $log
+        assert_equal 0 [llength [lsearch -all -regexp [split $log \n] {^forged line}]]
+    }
+
     test {The default user's password (requirepass) opens every path} {
         assert_equal 200 [http_status [http_get /health {default s3cret}]]
         assert_equal "self\n" [http_body [http_get /get_all_segments {default s3cret}]]
