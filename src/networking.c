@@ -1220,7 +1220,7 @@ static int isWriteLike(const serverCommand *cmd) {
 
 int pauseBlocksCommand(client *c) {
     if (server.pause_type == PAUSE_NONE || c->repl) return 0;
-    if (server.pause_end_ms <= monoMs()) return 0; /* over; beforeSleep releases the rest */
+    if (server.pause_end_ms <= server.monotime) return 0; /* over; beforeSleep releases the rest */
     if (server.pause_type == PAUSE_WRITE) {
         int writes = isWriteLike(c->cmd);
         for (int i = 0; !writes && c->cmd->proc == execCommand && i < c->mstate.count; i++)

@@ -553,15 +553,17 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
      * expired or evicted by the cron (a read still finds an expired key
      * gone), so what replicas and the log hold does not move either. */
     if (server.pause_type == PAUSE_NONE) {
-        long long t0 = server.latency_monitor_threshold > 0 ? mstime() : 0;
+        /* Durations on the monotonic clock, as the crons' budgets: a
+         * wall-clock step is not a slow expiry cycle. */
+        long long t0 = server.latency_monitor_threshold > 0 ? monoMs() : 0;
         storeActiveExpireCycle(period_us / 4);
         if (t0) {
-            long long t1 = mstime();
+            long long t1 = monoMs();
             latencyMonitorSample("expire-cycle", t1 - t0);
             t0 = t1;
         }
         storeEvictionCron(period_us / 10);
-        if (t0) latencyMonitorSample("eviction-cycle", mstime() - t0);
+        if (t0) latencyMonitorSample("eviction-cycle", monoMs() - t0);
     }
     storeRehashCron(1000);
     ownerCron();
