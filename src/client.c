@@ -126,12 +126,7 @@ static int clientSetName(client *c, sds name) {
 /* Connections by id: CLIENT LIST ID and the end of a GRACEFUL drain find
  * one in O(1). A walk of every connection was O(clients) per id asked --
  * per segment whose drain ended, in the cron (DEBUG VISITS clients-by-id). */
-static uint64_t clientIdHash(const void *key) {
-    uint64_t id = (uint64_t)(uintptr_t)key;
-    return dictGenHashFunction(&id, sizeof(id));
-}
-static int clientIdEqual(const void *a, const void *b) { return a == b; }
-static dictType clientIdType = {clientIdHash, clientIdEqual, NULL, NULL};
+static dictType clientIdType = {dictIntHash, dictIntEqual, NULL, NULL};
 
 void clientIndexAdd(client *c) {
     if (server.clients_by_id == NULL) server.clients_by_id = dictCreate(&clientIdType);

@@ -706,3 +706,10 @@ uint64_t dictSdsHash(const void *key) { return dictGenHashFunction(key, sdslen((
 int dictSdsEqual(const void *a, const void *b) {
     return sdslen((sds)a) == sdslen((sds)b) && memcmp(a, b, sdslen((sds)a)) == 0;
 }
+
+uint64_t dictIntHash(const void *key) {
+    uint64_t v = (uint64_t)(uintptr_t)key;
+    return dictGenHashFunction(&v, sizeof(v));
+}
+
+int dictIntEqual(const void *a, const void *b) { return a == b; }

@@ -172,6 +172,9 @@ int dictCStrEqual(const void *a, const void *b);
 /* ... and by sds strings (binary-safe: their lengths, not a NUL). */
 uint64_t dictSdsHash(const void *key);
 int dictSdsEqual(const void *a, const void *b);
+/* ... and by integers stored in the key pointer (segment and client ids). */
+uint64_t dictIntHash(const void *key);
+int dictIntEqual(const void *a, const void *b);
 
 /* SipHash (siphash.c). siphash() is SipHash-1-2, the variant the dict uses
  * for speed; siphash24() is the standard SipHash-2-4, kept for checking the

@@ -305,12 +305,7 @@ uint32_t segmentCountTenant(const char *tenant) {
  * its segment by id on the data path. Ids index a dict; names a dict of
  * chains, since two tenants may choose one name (acl.c), each chain in slot
  * order as the table walk it replaces found them; free slots a stack. */
-static uint64_t idHash(const void *key) {
-    uint64_t id = (uint64_t)(uintptr_t)key;
-    return dictGenHashFunction(&id, sizeof(id));
-}
-static int idCompare(const void *a, const void *b) { return a == b; }
-static dictType segmentIdType = {idHash, idCompare, NULL, NULL};
+static dictType segmentIdType = {dictIntHash, dictIntEqual, NULL, NULL};
 static dictType segmentNameType = {dictCStrHash, dictCStrEqual, NULL, NULL}; /* keys: the head's name */
 static dict *segmentsById, *segmentsByName;
 static uint32_t *freeSlots, nfreeSlots; /* below segtabLen, free, not retired; may hold stale ones */
