@@ -196,13 +196,27 @@ proc reap_worker_servers {wpid} {
     }
 }
 
+# The summary at the end repeats each failure with the first lines of its
+# detail (why, not only which): CI's record of a run keeps only its tail.
 set ::failed_lines {}
+set ::detail_left 0
 proc worker_line {line} {
     if {[regexp {^@@counts (\d+) (\d+) (\d+)$} $line -> p f s]} {
         set ::wcounts [list $p $f $s]
         return
     }
-    if {[string match {\[err\]*} $line]} { lappend ::failed_lines $line }
+    if {[string match {    *} $line] && $::detail_left > 0} {
+        incr ::detail_left -1
+        set l [string range $line 0 399]
+        if {[string length $line] > 400} { append l " ..." }
+        lappend ::failed_lines "  $l"
+    } else {
+        set ::detail_left 0
+    }
+    if {[string match {\[err\]*} $line]} {
+        lappend ::failed_lines $line
+        set ::detail_left 12
+    }
     if {[string match {\[ok\]*} $line]} { incr ::wseen_ok }
     if {[string match {\[err\]*} $line]} { incr ::wseen_err }
     puts $line

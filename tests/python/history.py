@@ -425,10 +425,12 @@ class Cluster:
     def _start(self, replica_ack, extra):
         for _ in range(3):
             link = EtcdLink(self.etcd.port)
-            n = Node(self.d, link, self.name, "--cluster-replica-ack", "yes" if replica_ack else "no",
-                     "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *extra)
-            n.link = link
-            self.nodes.append(n)
+
+            def track(n, link=link):       # before it starts: close() stops it even if it never answers
+                n.link = link
+                self.nodes.append(n)
+            Node(self.d, link, self.name, "--cluster-replica-ack", "yes" if replica_ack else "no",
+                 "--cluster-node-timeout", str(NODE_TIMEOUT_MS), *extra, track=track)
         a, b, c = self.nodes
         assert call(a.port, "CLUSTER", "ADDSLOTSRANGE", 0, 16383) == "OK"
         for r in (b, c):

@@ -160,7 +160,7 @@ class Etcd:
 
 
 class Node:
-    def __init__(self, d, etcd, name, *extra):
+    def __init__(self, d, etcd, name, *extra, track=None):
         self.port = free_port()
         self.dir = os.path.join(d, str(self.port))
         os.makedirs(self.dir)
@@ -169,6 +169,8 @@ class Node:
                      str(TIMEOUT_MS), "--dir", self.dir, "--segment-size", "64mb", "--busy-poll-us", "0",
                      "--logfile", os.path.join(self.dir, "node.log"), *extra]
         self.proc = None
+        if track:
+            track(self)  # before it starts: one that never answers is still stopped by the fixture
         self.start()
         self.id = call(self.port, "CLUSTER", "MYID").decode()
 
@@ -198,9 +200,7 @@ def env():
     name = f"repl-{os.getpid()}-{free_port()}"
 
     def node(*extra):
-        n = Node(d, etcd, name, *extra)
-        nodes.append(n)
-        return n
+        return Node(d, etcd, name, *extra, track=nodes.append)
     try:
         yield etcd, node
     finally:
