@@ -5,6 +5,7 @@ The binding is imported from $PYTHONPATH (build/python in a checkout); the
 server binary is $MOONCAKE_SERVER or src/mooncake-server.
 """
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -50,10 +51,43 @@ def resp(*args):
     return b"".join(out)
 
 
+# Listening ports for the servers the tests start. Not the kernel's
+# ephemeral range (32768-60999), where bind(0) would pick one: there every
+# outgoing connection -- of this suite and of the other one CI runs beside
+# it -- takes a local port, and one that held a killed node's port while the
+# test restarted the node there made the restart fail to bind (the test then
+# talked to nobody). Nor the Tcl suites' 21000-29999. A port is claimed by
+# binding an abstract Unix socket named for it, which no other test process
+# can bind while this one holds it and which the kernel frees when this one
+# dies (no file left behind); the last PORT_CLAIMS claims are held, enough
+# for any one test's nodes, etcd and restarts.
+PORT_RANGE = (10000, 20999)
+PORT_CLAIMS = 64
+_claims = []
+_port_rng = random.Random()
+
+
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    lo, hi = PORT_RANGE
+    for _ in range(4 * (hi - lo)):
+        port = _port_rng.randint(lo, hi)
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(b"\0mooncake-test-port-%d" % port)
+        except OSError:
+            claim.close()          # another test process holds it
+            continue
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port))
+        except OSError:
+            claim.close()          # in use by something else
+            continue
+        _claims.append(claim)
+        if len(_claims) > PORT_CLAIMS:
+            _claims.pop(0).close()
+        return port
+    raise RuntimeError(f"no free port in {lo}-{hi}")
 
 
 @pytest.fixture

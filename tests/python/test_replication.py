@@ -177,7 +177,12 @@ class Node:
     def start(self):
         self.proc = subprocess.Popen(self.args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
                                      env=child_env())
-        wait_until(lambda: call(self.port, "PING") == "PONG", 20, f"node {self.port}")
+        wait_until(self._answers, 20, f"node {self.port}")
+
+    def _answers(self):
+        if self.proc.poll() is not None:  # not some other process answering on our port
+            raise AssertionError(f"node {self.port} exited with status {self.proc.returncode} (see its log)")
+        return call(self.port, "PING") == "PONG"
 
     def kill(self):
         self.proc.kill()
