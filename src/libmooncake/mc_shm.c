@@ -106,13 +106,19 @@
  *
  * Device copies (CUDA): a device buffer is copied straight into or out of
  * the mapping with cudaMemcpy (mc_xfer.c), no bounce buffer. The copy runs
- * at the link's speed only if the mapping is page-locked, so the first
- * device transfer that touches a mapping registers all of it with
- * cudaHostRegister (mcShmCudaRegister: once per mapping and process, about
- * 16 ms per 256 MiB on an H200), and the last release unregisters it
- * before unmapping. A refused registration is remembered and not retried:
- * copies then go to pageable memory, still one copy per byte, at the
- * unpinned rate. Host-only processes never reach any of this.
+ * at the link's speed only if the memory is page-locked, so a device
+ * transfer registers the windows of the mapping it touches with
+ * cudaHostRegister (mcShmCudaWindow: once per window and process) and the
+ * last release unregisters them before unmapping. Windows, not the whole
+ * mapping: registration costs about 16 ms per 256 MiB on an H200 and pins
+ * every page it covers, so locking a pool of hundreds of GiB at the first
+ * transfer stalled that transfer for seconds and pinned memory no device
+ * copy would touch. A window is 256 MiB (MC_CUDA_REGISTER_WINDOW sets
+ * another multiple of 2 MiB, for tests), and a copy is cut at window ends
+ * so each cudaMemcpy lies in one registration. A refused registration is
+ * remembered for its window and not retried: copies there go to pageable
+ * memory, still one copy per byte, at the unpinned rate. Host-only
+ * processes never reach any of this.
  *
  * The table is a list searched at attach only (once per handle and
  * segment; it holds the segments the process maps, a handful), never on a
@@ -157,7 +163,8 @@ struct mcShm {
     int nofd;                    /* the file refused a copy (hugetlbfs has no write): mapping only */
     int refs;                    /* under tableLock */
     uint8_t *chunks;             /* chunk i: fd copies so far, or MC_CHUNK_MAPPED */
-    int cuda;                    /* page-locked for device copies: 0 not tried, 1 yes, -1 refused */
+    int8_t *cuda;                /* window w page-locked for device copies: 0 not tried, 1 yes, -1 refused */
+    uint64_t ncuda;              /* windows (cudaWindow bytes each, the last one shorter) */
     struct mcShm *prev, *next;
 };
 
@@ -172,6 +179,8 @@ static uint64_t fdTimed;   /* fd copies of at least MC_CALIBRATE_MIN timed while
 static uint64_t fdBest = UINT64_MAX; /* the fastest of them, in ns per MiB */
 static mcShmStats stats;
 static pthread_mutex_t cudaLock = PTHREAD_MUTEX_INITIALIZER; /* one registration at a time */
+static pthread_once_t cudaWindowOnce = PTHREAD_ONCE_INIT;
+static uint64_t cudaWindow = 256u << 20; /* bytes page-locked at a time (see the top) */
 
 static void forkPrepare(void) { pthread_mutex_lock(&tableLock); }
 static void forkParent(void) { pthread_mutex_unlock(&tableLock); }
@@ -179,10 +188,19 @@ static void forkParent(void) { pthread_mutex_unlock(&tableLock); }
  * is in a CUDA context the child cannot use, and must not be undone from
  * here at the last release. */
 static void forkChild(void) {
-    for (mcShm *m = table; m; m = m->next) m->cuda = 0;
+    for (mcShm *m = table; m; m = m->next) memset(m->cuda, 0, (size_t)m->ncuda);
     pthread_mutex_unlock(&tableLock);
 }
 static void atforkInstall(void) { pthread_atfork(forkPrepare, forkParent, forkChild); }
+
+static void cudaWindowInit(void) {
+    const char *env = getenv("MC_CUDA_REGISTER_WINDOW");
+    if (env && *env) {
+        char *end;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (*end == '\0' && v >= MC_SHM_CHUNK && v <= (1ull << 40) && v % MC_SHM_CHUNK == 0) cudaWindow = v;
+    }
+}
 
 /* The identity of fd's file (see the design comment) into key's fields,
  * and its size. Without statx (a kernel before 4.11, a seccomp filter that
@@ -235,14 +253,17 @@ mcShm *mcShmAcquire(int fd, uint64_t off, uint64_t size, char *err, size_t errle
             m->refs++;
             goto out;
         }
+    pthread_once(&cudaWindowOnce, cudaWindowInit);
     uint64_t nchunks = (size + MC_SHM_CHUNK - 1) / MC_SHM_CHUNK;
     m = malloc(sizeof(*m));
     if (m) *m = key;
     if (m) {
         m->fd = -1;
         m->chunks = calloc((size_t)nchunks, 1);
+        m->ncuda = (size + cudaWindow - 1) / cudaWindow;
+        m->cuda = calloc((size_t)m->ncuda, 1);
     }
-    if (m == NULL || m->chunks == NULL) {
+    if (m == NULL || m->chunks == NULL || m->cuda == NULL) {
         snprintf(err, errlen, "out of memory");
         goto err;
     }
@@ -266,6 +287,7 @@ err:
     pthread_mutex_unlock(&tableLock);
     if (m && m->fd != -1) close(m->fd);
     if (m) free(m->chunks);
+    if (m) free(m->cuda);
     free(m);
     return NULL;
 }
@@ -287,26 +309,32 @@ void mcShmRelease(mcShm *m) {
     }
     pthread_mutex_unlock(&tableLock);
     if (!last) return;
-    if (m->cuda == 1) mcCudaHostUnregister(m->map);
+    for (uint64_t w = 0; w < m->ncuda; w++)
+        if (m->cuda[w] == 1) mcCudaHostUnregister(m->map + w * cudaWindow);
     munmap(m->map, (size_t)m->size); /* tearing down page tables: not under the lock */
     close(m->fd);
     free(m->chunks);
+    free(m->cuda);
     free(m);
 }
 
 char *mcShmBase(const mcShm *m) { return m->map; }
 
-int mcShmCudaRegister(mcShm *m, char *err, size_t errlen) {
-    int st = __atomic_load_n(&m->cuda, __ATOMIC_ACQUIRE);
-    if (st) return st;
-    pthread_mutex_lock(&cudaLock);
-    st = m->cuda;
+uint64_t mcShmCudaWindow(mcShm *m, uint64_t off, uint64_t len, int *pinned) {
+    uint64_t w = off / cudaWindow, start = w * cudaWindow;
+    uint64_t end = start + cudaWindow < m->size ? start + cudaWindow : m->size;
+    int st = __atomic_load_n(&m->cuda[w], __ATOMIC_ACQUIRE);
     if (st == 0) {
-        st = mcCudaHostRegister(m->map, (size_t)m->size, err, errlen) == 0 ? 1 : -1;
-        __atomic_store_n(&m->cuda, st, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&cudaLock);
+        st = m->cuda[w];
+        if (st == 0) {
+            st = mcCudaHostRegister(m->map + start, (size_t)(end - start), NULL, 0) == 0 ? 1 : -1;
+            __atomic_store_n(&m->cuda[w], (int8_t)st, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&cudaLock);
     }
-    pthread_mutex_unlock(&cudaLock);
-    return st;
+    if (pinned) *pinned = st;
+    return end - off < len ? end - off : len;
 }
 
 static uint64_t nowNs(void) {

@@ -42,10 +42,11 @@ void mcShmGetStats(mcShmStats *out);
 /* Fixes warm-after for the process, as MC_SHM_WARM_AFTER does; n < 0
  * measures it again (tests). */
 void mcShmSetWarmAfter(int n);
-/* Before the first device copy to or from the mapping: page-locks all of
- * it with the CUDA runtime, once per mapping (the last release unlocks).
- * 1 registered, -1 refused (reason in err the first time; copies still
- * work, unpinned). */
-int mcShmCudaRegister(mcShm *m, char *err, size_t errlen);
+/* Before a device copy of [off, off+len) (inside the mapping): page-locks
+ * the window holding off with the CUDA runtime, once per window (the last
+ * release unlocks), and returns how many of the len bytes lie in that
+ * window: copy those, then ask again for the rest. *pinned (may be NULL):
+ * 1 registered, -1 refused (copies there still work, unpinned). */
+uint64_t mcShmCudaWindow(mcShm *m, uint64_t off, uint64_t len, int *pinned);
 
 #endif

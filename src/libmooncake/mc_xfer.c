@@ -22,8 +22,8 @@
  * alike (single, scatter-gather, batch, ranges, async), each buffer of a
  * call checked on its own (mcIovDevice): over shm a device buffer is copied
  * straight into or out of the segment's mapping with cudaMemcpy, the
- * mapping page-locked once per process at the first device transfer
- * (mcShmCudaRegister): one copy per byte, as for host memory. Over tcp the
+ * mapping page-locked window by window as device transfers reach it
+ * (mcShmCudaWindow): one copy per byte, as for host memory. Over tcp the
  * bytes need host memory for send/recv: a replica is gathered into the
  * handle's pinned buffer before its SEG.WRITE, or read into it and
  * scattered out after (tcpXferDevice), a large one in 4 MiB chunks whose
@@ -421,7 +421,8 @@ mcRegion *mcRegionOf(mc_client *c, const void *p, size_t len) {
  * buffer, each at its own offset of the extent (the first rep->len bytes of
  * the buffers move), through the file or the mapping (mc_shm.c). device:
  * some buffers may be device memory, copied with the CUDA runtime straight
- * to or from the mapping (page-locked at the first such copy, mc_shm.c). */
+ * to or from the mapping (page-locked window by window as copies reach
+ * them, mc_shm.c). */
 int mcSegShmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struct iovec *iov, int iovcnt,
                  int write, int device) {
     if (rep->off > s->size || rep->len > s->size - rep->off)
@@ -430,12 +431,16 @@ int mcSegShmCopy(mc_client *c, const mcSeg *s, const mcReplica *rep, const struc
     for (int i = 0; i < iovcnt && left; i++) {
         size_t n = iov[i].iov_len < left ? iov[i].iov_len : (size_t)left;
         if (n && device && mcCudaIsDevicePtr(iov[i].iov_base)) {
-            char err[256];
+            char err[256], *dev = iov[i].iov_base;
             mcShmPrepare(s->shm, at, n);
-            mcShmCudaRegister(s->shm, NULL, 0); /* once per mapping; refused: copies go unpinned */
-            int rc = write ? mcCudaCopy(s->map + at, iov[i].iov_base, n, err, sizeof(err))
-                           : mcCudaCopy(iov[i].iov_base, s->map + at, n, err, sizeof(err));
-            if (rc != MC_OK) return mcErr(c, rc, "%s", err);
+            /* Cut at the page-locked windows' ends (mc_shm.c): each copy in
+             * one registration; a refused window's copy goes unpinned. */
+            for (uint64_t done = 0, piece; done < n; done += piece) {
+                piece = mcShmCudaWindow(s->shm, at + done, n - done, NULL);
+                int rc = write ? mcCudaCopy(s->map + at + done, dev + done, (size_t)piece, err, sizeof(err))
+                               : mcCudaCopy(dev + done, s->map + at + done, (size_t)piece, err, sizeof(err));
+                if (rc != MC_OK) return mcErr(c, rc, "%s", err);
+            }
         } else if (n) {
             mcShmCopy(s->shm, at, iov[i].iov_base, n, write);
         }

@@ -37,7 +37,7 @@
  * Counters: memcpy (calls, async ones too), memcpy_async, memcpy_bytes, memcpy_pinned_bytes,
  * memcpy_pageable_bytes, memcpy_d2d_bytes, malloc, free, device_live,
  * host_alloc, host_free, host_register, host_unregister, host_registered
- * (ranges registered now), attributes.
+ * (ranges registered now), host_register_bytes (bytes ever registered), attributes.
  * FAKECUDA_DEVICES=0 in the environment: cudaGetDeviceCount answers
  * cudaErrorNoDevice, as on a machine with a driver and no GPU.
  * FAKECUDA_ASYNC=1: cudaMemcpyAsync on a stream moves its bytes only at
@@ -106,10 +106,10 @@ static spans devAllocs, hostAllocs, hostRegs;
 static __thread cudaError_t lastError;
 
 enum { C_MEMCPY, C_ASYNC, C_BYTES, C_PINNED, C_PAGEABLE, C_D2D, C_MALLOC, C_FREE, C_DEVLIVE, C_HALLOC, C_HFREE, C_HREG,
-       C_HUNREG, C_HREGLIVE, C_ATTR, C_N };
+       C_HUNREG, C_HREGLIVE, C_ATTR, C_HREGBYTES, C_N };
 static const char *const counterNames[C_N] = {
     "memcpy", "memcpy_async", "memcpy_bytes", "memcpy_pinned_bytes", "memcpy_pageable_bytes", "memcpy_d2d_bytes", "malloc", "free",
-    "device_live", "host_alloc", "host_free", "host_register", "host_unregister", "host_registered", "attributes"};
+    "device_live", "host_alloc", "host_free", "host_register", "host_unregister", "host_registered", "attributes", "host_register_bytes"};
 static unsigned long long counters[C_N];
 
 enum { F_MEMCPY, F_MALLOC, F_HREG, F_HALLOC, F_N };
@@ -360,6 +360,7 @@ API cudaError_t cudaHostRegister(void *p, size_t len, unsigned flags) {
     if (e == cudaSuccess) {
         count(C_HREG, 1);
         count(C_HREGLIVE, 1);
+        count(C_HREGBYTES, len);
     }
     return ret(e);
 }
@@ -434,6 +435,12 @@ static cudaError_t copyOrQueue(void *dst, const void *src, size_t len, int kind,
     if (dst == NULL || src == NULL || kind < kindH2H || kind > kindDefault) return ret(cudaErrorInvalidValue);
     pthread_mutex_lock(&lock);
     int dk = kindOf((uintptr_t)dst), sk = kindOf((uintptr_t)src);
+    /* Pinned only if the host side lies whole in one page-locked range, as
+     * the runtime sees it: a copy running past a registration's end is a
+     * pageable one. */
+    int hostPinned = (dk == 2 ? sk : dk) == 1 &&
+                     (spansFind(&hostAllocs, (uintptr_t)(dk == 2 ? src : dst), len) >= 0 ||
+                      spansFind(&hostRegs, (uintptr_t)(dk == 2 ? src : dst), len) >= 0);
     char *d = dk == 2 ? deviceBytes((uintptr_t)dst, len) : dst;
     const char *s = sk == 2 ? deviceBytes((uintptr_t)src, len) : src;
     int fail = injected(F_MEMCPY);
@@ -459,7 +466,7 @@ static cudaError_t copyOrQueue(void *dst, const void *src, size_t len, int kind,
     count(C_MEMCPY, 1);
     count(C_BYTES, len);
     if (dk == 2 && sk == 2) count(C_D2D, len);
-    else if ((dk == 2 ? sk : dk) == 1) count(C_PINNED, len);
+    else if (hostPinned) count(C_PINNED, len);
     else count(C_PAGEABLE, len);
     return cudaSuccess;
 }

@@ -16,7 +16,7 @@ batches (which refused device memory), ranged reads -- and the Store API
 with CUDA tensors (a stand-in with torch's tensor interface over fake device
 memory): put/get_into, scatter-gather with host pieces, batches, async
 batches; over shm and tcp, byte-exact; one device copy per byte over shm;
-a failing device copy.
+the mapping page-locked window by window; a failing device copy.
 """
 import ctypes
 import os
@@ -80,6 +80,10 @@ def test_store_cuda_tensors_every_form(userver, transport):
 
 def test_one_device_copy_per_byte_over_shm(userver):
     run_case("counts", userver)
+
+
+def test_mapping_page_locked_window_by_window(userver):
+    run_case("windows", userver, MC_CUDA_REGISTER_WINDOW=str(4 * MiB))
 
 
 def test_failing_device_copy(userver):
@@ -340,6 +344,37 @@ def child_counts():
     assert dev.count("host_register") == 1  # once per mapping, not per transfer
     st.close()
     assert dev.count("host_registered") == 0  # unlocked when the mapping went
+
+
+def child_windows():
+    """Windows of 4 MiB (MC_CUDA_REGISTER_WINDOW) in the server's 256 MiB
+    pool: a 16 MiB put page-locks the 4 or 5 windows it lies in, not the
+    mapping (which pinned the whole pool at the first transfer, seconds on a
+    large one); its copies are cut at window ends, so every byte goes pinned
+    (a copy across two registrations is a pageable one); a read of the same
+    bytes registers nothing more; the close unlocks them all."""
+    import mooncake
+    window = 4 * MiB
+    dev = Dev()
+    st = mooncake.connect("unix://" + os.environ["MC_TEST_UNIX"], transport="shm")
+    a, b = dev.malloc(16 * MiB), dev.malloc(16 * MiB)
+    v = pattern(16 * MiB, "windows")
+    dev.write(a, v)
+    r0, rb0 = dev.count("host_register"), dev.count("host_register_bytes")
+    m0, p0 = dev.count("memcpy"), dev.count("memcpy_pinned_bytes")
+    st.put("w", FakeCudaTensor(a, 16 * MiB))
+    regs = dev.count("host_register") - r0
+    assert regs in (4, 5), regs
+    assert dev.count("host_register_bytes") - rb0 == regs * window
+    assert dev.count("memcpy") - m0 == regs  # one copy per window
+    assert dev.count("memcpy_pinned_bytes") - p0 == 16 * MiB
+    p1 = dev.count("memcpy_pinned_bytes")
+    assert st.get_into("w", FakeCudaTensor(b, 16 * MiB)) == 16 * MiB
+    assert dev.read(b, 16 * MiB) == v
+    assert dev.count("host_register") - r0 == regs  # the same windows: none registered again
+    assert dev.count("memcpy_pinned_bytes") - p1 == 16 * MiB
+    st.close()
+    assert dev.count("host_registered") == 0
 
 
 def child_failing_copy():
