@@ -69,6 +69,7 @@
  */
 #include "store.h"
 #include "tenantkeys.h"
+#include "lazyfree.h"
 #include "cluster.h"
 #include "notify.h"
 
@@ -1012,92 +1013,8 @@ void storeFlush(void) {
     notifyStoreFlushPublish(keys);
 }
 
-/* ---- FLUSHALL ASYNC ------------------------------------------------------- */
-
-/* FLUSHALL ASYNC empties the keyspace at once and frees what it held in
- * slices from the event loop: the dicts are detached whole (new, empty
- * ones take their place, so DBSIZE is 0 and writes work at once) and
- * dictReleaseSteps frees them a bounded number of entries at a time: a
- * timer runs a slice of LAZYFREE_SLICE_US and comes back 1 ms later, so a
- * client waits at most about a slice behind it and an idle server frees at
- * about half its single-threaded speed; and any allocation that finds no
- * room frees what it needs first (storeLazyFreeMakeRoom), before it would
- * evict or refuse. (A quarter of each 100 ms cron tick, tried first,
- * stalled clients for 28 ms at a time.)
- *
- * Not a thread, as Redis's lazyfree is: freeing a value here gives its
- * extent back to the segment's allocator and touches leases, the deferred
- * list and the zeroing queue, none of them thread-safe, and a thread would
- * have to lock them on every hot-path allocation. Freed in order by the
- * loop, an object's extent is reused only after its last reference goes
- * (a reader's reply slice, a lease: storeObjDecrRef), exactly as after a
- * DEL. */
-static struct {
-    dict **dicts;              /* detached, being freed: the first one first */
-    size_t n, cap;
-    unsigned long cursor;      /* in dicts[0] */
-    unsigned long long pending; /* entries of keyspaces not yet freed */
-} lazy;
-
-#define LAZYFREE_SLICE 1024    /* entries per step between clock reads */
-#define LAZYFREE_SLICE_US 1000 /* per timer run */
-
-static long long lazyTimer = -1;
-
-static void lazyFreeTake(dict *d) {
-    if (dictSize(d) == 0) {
-        dictRelease(d);
-        return;
-    }
-    if (lazy.n == lazy.cap) {
-        lazy.cap = lazy.cap ? lazy.cap * 2 : 4;
-        lazy.dicts = zrealloc(lazy.dicts, sizeof(dict *) * lazy.cap);
-    }
-    if (d->type == &keyspaceType) lazy.pending += dictSize(d);
-    lazy.dicts[lazy.n++] = d;
-}
-
-/* One slice: 1 while more is left. */
-static int lazyFreeStep(void) {
-    if (lazy.n == 0) return 0;
-    dict *d = lazy.dicts[0];
-    unsigned long before = d->type == &keyspaceType ? dictSize(d) : 0;
-    int done = dictReleaseSteps(d, &lazy.cursor, LAZYFREE_SLICE);
-    unsigned long after = done ? 0 : (d->type == &keyspaceType ? dictSize(d) : 0);
-    lazy.pending -= before - after;
-    if (done) {
-        memmove(lazy.dicts, lazy.dicts + 1, sizeof(dict *) * (lazy.n - 1));
-        lazy.n--;
-        lazy.cursor = 0;
-    }
-    return lazy.n > 0;
-}
-
-void storeLazyFreeCron(long long budget_us) {
-    if (lazy.n == 0) return;
-    long long start = monoUs();
-    while (lazyFreeStep() && monoUs() - start < budget_us)
-        ;
-}
-
-static int lazyFreeTimerProc(aeEventLoop *el, long long id, void *data) {
-    (void)el, (void)id, (void)data;
-    storeLazyFreeCron(LAZYFREE_SLICE_US);
-    if (lazy.n) return 1;
-    lazyTimer = -1;
-    return AE_NOMORE;
-}
-
-int storeLazyFreeMakeRoom(void) {
-    if (lazy.n == 0) return 0;
-    for (int i = 0; i < 64 && lazyFreeStep(); i++)
-        ;
-    zerofreeMakeRoom(); /* what was freed may be waiting to be zeroed */
-    return 1;
-}
-
-unsigned long long storeLazyFreePending(void) { return lazy.pending; }
-
+/* FLUSHALL ASYNC: the dicts are detached whole and freed in slices
+ * (lazyfree.c); new, empty ones take their place at once. */
 void storeFlushAsync(void) {
     signalFlushedDb();
     unsigned long keys = dictSize(server.keys);
@@ -1107,14 +1024,13 @@ void storeFlushAsync(void) {
     dictReleaseIterator(it);
     /* The expires and the slot index point at the keyspace's key strings
      * but free none of them: their order of freeing does not matter. */
-    lazyFreeTake(server.expires);
+    storeLazyFreeTake(server.expires);
     server.expires = dictCreate(&expiresType);
-    if (server.cluster) clusterSlotKeysDetach(lazyFreeTake);
-    tenantKeysDetach(lazyFreeTake);
-    lazyFreeTake(server.keys);
+    if (server.cluster) clusterSlotKeysDetach(storeLazyFreeTake);
+    tenantKeysDetach(storeLazyFreeTake);
+    storeLazyFreeTakeKeyspace(server.keys);
     server.keys = dictCreate(&keyspaceType);
-    if (lazy.n && lazyTimer == -1 && server.el)
-        lazyTimer = aeCreateTimeEvent(server.el, 0, lazyFreeTimerProc, NULL, NULL);
+    storeLazyFreeStart();
     evictResetPool();
     server.evict_pending = 0;
     notifyStoreFlushPublish(keys);

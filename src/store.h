@@ -8,6 +8,7 @@
 #include "dict.h"
 #include "sds.h"
 #include "segment.h"
+#include "lazyfree.h"
 
 #define STORE_MAX_REPLICAS 8
 
@@ -275,13 +276,8 @@ void storeFlush(void);
 void storePresize(unsigned long keys, int nslots);
 void storePresizeDone(void);
 /* FLUSHALL ASYNC: the keyspace is empty at once, what it held is freed in
- * slices by a timer (store.c); Cron frees for budget_us (shutdown: all).
- * MakeRoom frees a slice for an allocation that found no room (1: try
- * again); Pending: keys not yet freed (INFO). */
+ * slices by a timer (lazyfree.h: its cron, room-making and count). */
 void storeFlushAsync(void);
-void storeLazyFreeCron(long long budget_us);
-int storeLazyFreeMakeRoom(void);
-unsigned long long storeLazyFreePending(void);
 void storeReapStaleReplicas(void);   /* a segment went away: start the reaper */
 void storeReaperCron(long long budget_us);
 storeObj *storePendingLookup(sds key);
