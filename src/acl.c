@@ -766,6 +766,11 @@ int aclUserOpensWithoutAuth(const user *u) { return (u->flags & (USER_ON | USER_
 
 int aclDefaultUserHasPassword(void) { return !(DefaultUser->flags & USER_NOPASS); }
 
+user **aclUsers(int *n) {
+    *n = NumUsers;
+    return Users;
+}
+
 int aclUserExists(sds name) { return lookupUser(name, sdslen(name)) != NULL; }
 
 /* ---- authentication ------------------------------------------------------- */

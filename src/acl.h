@@ -159,6 +159,8 @@ uint64_t aclCategoryFlag(const char *name);
 void aclApplyLogMaxLen(void); /* CONFIG SET acllog-max-len: trim */
 
 void aclCommand(struct client *c);
+/* Every user, sorted by name; valid until the next change of the users. */
+user **aclUsers(int *n);
 
 #define ACL_ERR_SHM_ATTACH                                                                       \
     "-NOPERM SHM.ATTACH maps the whole segment, so it needs a user with allkeys: a user "       \

@@ -116,6 +116,8 @@ static int evictable(const storeObj *o) {
     return softPinned(o) ? 2 : 1;
 }
 
+int evictClass(const storeObj *o) { return evictable(o); }
+
 /* ---- runs and walls (see the top) --------------------------------------- */
 
 uint64_t storeWallsGone;

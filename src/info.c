@@ -25,6 +25,7 @@
 #include "segment.h"
 #include "server.h"
 #include "tenantkeys.h"
+#include "tenantquota.h"
 #include "store.h"
 #include "util.h"
 #include "zerofree.h"
@@ -98,6 +99,7 @@ void resetServerStats(void) {
     server.stat_http_connections = server.stat_http_requests = server.stat_http_rejected = 0;
     server.stat_starttime = mstime();
     storeResetStats();
+    tenantQuotaResetStats();
     storeCommandStatsReset();
     nerrorStats = 0;
     for (serverCommand *cmd = commandTable; cmd->name; cmd++) {
@@ -460,6 +462,10 @@ sds genInfoString(const char *section) {
     if ((w = wantSection(section, "cluster", &count))) {
         s = sectionHeader(s, w, "Cluster");
         s = clusterGenInfoSection(s);
+    }
+    if ((w = wantSection(section, "tenants", &count))) {
+        s = sectionHeader(s, w, "Tenants");
+        s = tenantQuotaInfo(s, infoUser);
     }
     if ((w = wantSection(section, "keyspace", &count))) {
         s = sectionHeader(s, w, "Keyspace");

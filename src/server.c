@@ -47,6 +47,7 @@
 #include "pubsub.h"
 #include "relay.h"
 #include "store.h"
+#include "tenantquota.h"
 #include "util.h"
 #include "zerofree.h"
 #include "zmalloc.h"
@@ -334,6 +335,15 @@ int processCommand(client *c) {
         rejectCommand(c, c->cmd->group && !strcmp(c->cmd->group, "store")
                              ? "-NOSPACE used memory > 'maxmemory' (keys and objects' heap count too)"
                              : "-OOM command not allowed when used memory > 'maxmemory'.");
+        return C_OK;
+    }
+    /* tenant-maxmemory: a tenant past its bound (by the one command that
+     * took it there) evicts its own values first (tenantquota.c). */
+    const char *quota_err;
+    if (server.tenant_maxmemory && (c->cmd->flags & CMD_DENYOOM) && aclUserRestricted(c->user) &&
+        tenantQuotaBeforeCommand(c, &quota_err) != C_OK) {
+        server.stat_oom_rejections++;
+        rejectCommand(c, quota_err);
         return C_OK;
     }
     /* A log that cannot be written: writes are refused, as Redis's MISCONF. */
@@ -1105,7 +1115,7 @@ void debugCommand(client *c) {
                                                   "owner-segments", "querybuf-moved",
                                                   "client-owners", "segments", "cron-ticks",
                                                   "cron-segments", "cron-owners", "clients-by-id", "expire",
-                                                  "paused"};
+                                                  "paused", "tenant-evict"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

@@ -296,6 +296,7 @@ enum {
     VISITS_CLIENTS,  /* connections looked at to find one by id (client.c) */
     VISITS_EXPIRE,   /* TTL entries looked at by the active expiry cycle (store.c) */
     VISITS_PAUSED,   /* commands held by CLIENT PAUSE looked at to run them again (networking.c) */
+    VISITS_TENANT_EVICT, /* a tenant's keys looked at to evict one of them (tenantquota.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))
@@ -432,6 +433,7 @@ struct mooncakeServer {
     long long client_max_subscriptions; /* channels + patterns + shard channels per connection (0: no limit) */
     long long max_segments;        /* segments in the table, the pool included: MOUNT of a new one past it is -LIMIT */
     long long tenant_max_segments; /* segments one tenant (a user restricted by key patterns) may have mounted, 0 = any */
+    long long tenant_maxmemory;    /* bytes one tenant's values may be charged, 0 = no bound (tenantquota.c) */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;

@@ -279,6 +279,22 @@ storeObj *storeObjNew(uint64_t len) {
     return o;
 }
 
+/* What a value is charged to its tenant (tenant-maxmemory, tenantquota.c):
+ * its extent in the server's pool, if it has one there (a tenant's own
+ * segments are its own memory), plus its key and header on the heap. Fixed
+ * for the object's life -- pool replicas are placed before it is counted
+ * and the pool never goes stale -- so the same figure is added and taken
+ * away. */
+uint64_t storeObjTenantCharge(const storeObj *o, size_t keylen) {
+    uint64_t c = keylen + sizeof(storeObj);
+    for (int i = 0; i < o->nreplicas; i++) {
+        const storeReplica *r = i == 0 ? &o->r : &o->ext->more[i - 1];
+        if (r->segslot == server.self->slot && r->seggen == server.self->gen && r->handle != ALLOC_NONE)
+            return c + ((o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1));
+    }
+    return c;
+}
+
 storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
         o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */
@@ -844,7 +860,10 @@ static int deleteKey(sds key, int why) {
         if (server.notify_mask & DEL_NOTIFY_MASK) notifyDelete(key, de->val, why);
     }
     dictDelete(server.expires, key);
-    tenantKeyRemoved(key); /* before the keyspace frees the string its sets borrow */
+    if (tenantKeysActive) { /* before the keyspace frees the string its sets borrow */
+        dictEntry *de = dictFind(server.keys, key);
+        if (de) tenantKeyRemovedSlow(key, storeObjTenantCharge(de->val, sdslen(key)));
+    }
     if (dictDelete(server.keys, key) != DICT_OK) return 0;
     signalModifiedKey(key);
     return 1;
@@ -947,10 +966,13 @@ void storeSet(sds key, storeObj *o, long long expire_ms, int keepttl) {
         st.keybytes += sdsAllocSize(de->key);
         de->val = o;
         if (server.cluster) clusterSlotKeyAdd(de->key);
-        tenantKeyAdded(de->key);
+        if (tenantKeysActive) tenantKeyAddedSlow(de->key, storeObjTenantCharge(o, sdslen(key)));
     } else {
         storeObj *old = existing->val;
         existing->val = o;
+        if (tenantKeysActive && old != o)
+            tenantKeyCharged(key, sdslen(key),
+                             (int64_t)storeObjTenantCharge(o, sdslen(key)) - (int64_t)storeObjTenantCharge(old, sdslen(key)), 0);
         st.bytes -= old->len;
         account(old, ACCT_VALUE, -1);
         if (old->refcount > 1 && old != o) old->flags |= OBJ_FLAG_UNLINKED;
@@ -1143,6 +1165,7 @@ storeObj *storePendingLookup(sds key) {
 void storePendingAdd(sds key, storeObj *o) {
     serverAssert(dictAdd(server.pending, sdsdup(key), o) == DICT_OK);
     account(o, ACCT_PENDING, 1);
+    if (tenantKeysActive) tenantKeyCharged(key, sdslen(key), (int64_t)storeObjTenantCharge(o, sdslen(key)), 1);
     st.pending_bytes += o->len;
     evictWallAdded(o, 0); /* new extents */
     if (o->ext && o->ext->put_owner) {
@@ -1154,6 +1177,8 @@ void storePendingAdd(sds key, storeObj *o) {
 /* Every way out of the pending table comes here: the counts stay exact. */
 static void pendingLeave(storeObj *o) {
     account(o, ACCT_PENDING, -1);
+    if (tenantKeysActive && o->ext && o->ext->key) /* PUT.START records every pending put's key */
+        tenantKeyCharged(o->ext->key, sdslen(o->ext->key), -(int64_t)storeObjTenantCharge(o, sdslen(o->ext->key)), 1);
     storeWallsGone++;
     st.pending_bytes -= o->len;
     if (o->ext && o->ext->put_owner) {

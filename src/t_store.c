@@ -39,6 +39,7 @@
 #include "server.h"
 #include "store.h"
 #include "tenantkeys.h"
+#include "tenantquota.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -196,6 +197,14 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
         ss.limited++;
         addReplyErrorFormat(c, "-LIMIT this connection has client-max-pending-puts (%lld) puts in progress: "
                             "end or revoke some first", server.client_max_pending_puts);
+        return;
+    }
+    /* A tenant's bound before placement: making room evicts its own values
+     * (tenantquota.c), where the pool's eviction would take anyone's. */
+    const char *quota_err;
+    if (tenantQuotaMakeRoom(c, key, (uint64_t)size, 1, &quota_err) != C_OK) {
+        ss.nospace++;
+        addReplyError(c, quota_err);
         return;
     }
     storeObj *o = storeObjNew((uint64_t)size);

@@ -48,6 +48,7 @@
 #include "relay.h"
 #include "server.h"
 #include "store.h"
+#include "tenantquota.h"
 #include "util.h"
 #include "zmalloc.h"
 
@@ -82,6 +83,12 @@ static char *placeValueArg(client *c, int argi, int keyi, size_t len) {
         c->argerr = err;
         return NULL;
     }
+    /* A tenant's bound first: making room there evicts its own values,
+     * where the pool's would take anyone's (tenantquota.c). */
+    if (tenantQuotaMakeRoom(c, c->argv[keyi], len, 0, &err) != C_OK) {
+        c->argerr = err;
+        return NULL;
+    }
     /* Every byte comes from the socket before the object exists: a freed
      * extent needs no zeroing for it (zerofree.c, Reuse). */
     storeObj *o = storeObjCreateForFullWrite(len, c->argv[keyi]);
@@ -112,12 +119,15 @@ char *msetBigArgProc(client *c, int argi, size_t len) {
  * pool, otherwise copied there. NULL (and an -OOM reply) if no space.
  * Making room never evicts the key being written (its old value may be
  * what SET ... GET returns, or what XX tested): storeObjCreateFor. */
+static const char *oomErr = OOM_ERR; /* why valueObject's last NULL: addReplyOom says it */
+
 static storeObj *valueObject(client *c, int i, sds key) {
     if (c->argobj && c->argobj[i]) {
         storeObj *o = c->argobj[i];
         c->argobj[i] = NULL;
         return o;
     }
+    if (tenantQuotaMakeRoom(c, key, sdslen(c->argv[i]), 0, &oomErr) != C_OK) return NULL;
     storeObj *o = storeObjCreateFor(sdslen(c->argv[i]), key);
     if (o && o->len) memcpy(storeObjPtr(o), c->argv[i], sdslen(c->argv[i]));
     return o;
@@ -125,7 +135,8 @@ static storeObj *valueObject(client *c, int i, sds key) {
 
 static void addReplyOom(client *c) {
     server.stat_oom_rejections++;
-    addReplyError(c, OOM_ERR);
+    addReplyError(c, oomErr);
+    oomErr = OOM_ERR;
 }
 
 /* o as a bulk reply. C_ERR when o is only in a mounted segment and its

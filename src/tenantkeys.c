@@ -43,9 +43,16 @@
 #include "store.h"
 #include "zmalloc.h"
 
+/* The counters are what tenant-maxmemory bounds (tenantquota.c): kept
+ * here, beside the sets, because the same hooks that add and remove a key
+ * know its charge, so a tenant's usage is a sum over its prefixes and no
+ * walk. Pending puts are counted apart: a flush empties the sets and the
+ * value counters at once, while the pending table is emptied put by put. */
 typedef struct tkPrefix {
     sds prefix;
     dict *keys;   /* borrowed key sds -> NULL */
+    uint64_t value_bytes;   /* the charges of the values of the keys above */
+    uint64_t pending_bytes; /* the charges of puts in progress of keys with the prefix */
 } tkPrefix;
 
 static tkPrefix *prefixes;  /* sorted by (length, bytes) */
@@ -89,24 +96,35 @@ static int findPrefix(const char *p, size_t len) {
         body                                                                                         \
     }
 
-void tenantKeyAddedSlow(sds key) {
+void tenantKeyAddedSlow(sds key, uint64_t charge) {
     size_t klen = sdslen(key);
-    FOR_EACH_PREFIX_OF(key, klen, dictAdd(p->keys, key, NULL);)
+    FOR_EACH_PREFIX_OF(key, klen, dictAdd(p->keys, key, NULL); p->value_bytes += charge;)
 }
 
-void tenantKeyRemovedSlow(sds key) {
+void tenantKeyRemovedSlow(sds key, uint64_t charge) {
     size_t klen = sdslen(key);
-    FOR_EACH_PREFIX_OF(key, klen, dictDelete(p->keys, key);)
+    FOR_EACH_PREFIX_OF(key, klen, if (dictDelete(p->keys, key) == DICT_OK) p->value_bytes -= charge;)
+}
+
+void tenantKeyChargedSlow(const char *key, size_t klen, int64_t delta, int pending) {
+    FOR_EACH_PREFIX_OF(key, klen, {
+        uint64_t *f = pending ? &p->pending_bytes : &p->value_bytes;
+        *f += (uint64_t)delta; /* two's complement: a negative delta subtracts */
+    })
 }
 
 void tenantKeysFlush(void) {
-    for (int i = 0; i < nprefixes; i++) dictEmpty(prefixes[i].keys, NULL);
+    for (int i = 0; i < nprefixes; i++) {
+        dictEmpty(prefixes[i].keys, NULL);
+        prefixes[i].value_bytes = 0;
+    }
 }
 
 void tenantKeysDetach(void (*take)(dict *d)) {
     for (int i = 0; i < nprefixes; i++) {
         take(prefixes[i].keys);
         prefixes[i].keys = dictCreate(&tkKeysType);
+        prefixes[i].value_bytes = 0;
     }
 }
 
@@ -142,6 +160,7 @@ void tenantKeysRebuild(user **users, int nusers) {
             if (patternKind(pat, sdslen(pat), &len) != 1) continue;
             if (n == cap) np = zrealloc(np, sizeof(*np) * (size_t)(cap *= 2));
             np[n].prefix = sdsnewlen(pat, len);
+            np[n].value_bytes = np[n].pending_bytes = 0;
             np[n++].keys = NULL;
         }
     }
@@ -160,6 +179,8 @@ void tenantKeysRebuild(user **users, int nusers) {
         int old = findPrefix(np[i].prefix, sdslen(np[i].prefix));
         if (old >= 0) {
             np[i].keys = prefixes[old].keys;
+            np[i].value_bytes = prefixes[old].value_bytes;
+            np[i].pending_bytes = prefixes[old].pending_bytes;
             prefixes[old].keys = NULL;
         } else {
             np[i].keys = dictCreate(&tkKeysType);
@@ -179,13 +200,19 @@ void tenantKeysRebuild(user **users, int nusers) {
     tenantKeysActive = m > 0;
     for (int i = 0; i < m; i++)
         if (nlengths == 0 || lengths[nlengths - 1] != sdslen(np[i].prefix)) lengths[nlengths++] = sdslen(np[i].prefix);
-    if (!fill || server.keys == NULL || dictSize(server.keys) == 0) return;
-    /* Refill every set: simpler than telling new from kept, and an
-     * administrator's command. */
+    if (!fill || server.keys == NULL) return;
+    /* Refill every set and counter: simpler than telling new from kept,
+     * and an administrator's command. */
     tenantKeysFlush();
+    for (int i = 0; i < m; i++) np[i].pending_bytes = 0;
     dictIterator *it = dictGetSafeIterator(server.keys);
     dictEntry *de;
-    while ((de = dictNext(it)) != NULL) tenantKeyAddedSlow(de->key);
+    while ((de = dictNext(it)) != NULL) tenantKeyAddedSlow(de->key, storeObjTenantCharge(de->val, sdslen(de->key)));
+    dictReleaseIterator(it);
+    it = dictGetSafeIterator(server.pending);
+    while ((de = dictNext(it)) != NULL)
+        if (de->val)
+            tenantKeyChargedSlow(de->key, sdslen(de->key), (int64_t)storeObjTenantCharge(de->val, sdslen(de->key)), 1);
     dictReleaseIterator(it);
 }
 
@@ -195,6 +222,7 @@ void tenantKeysRebuild(user **users, int nusers) {
  * not under one of them. 0, or -1 if u has a pattern that is not indexed. */
 typedef struct tkView {
     dict *sets[64];
+    tkPrefix *pfx[64]; /* sets[i]'s prefix */
     int nsets;
     sds exact[64];
     int nexact;
@@ -227,6 +255,7 @@ static int userView(const user *u, tkView *v) {
         } else {
             int i = findPrefix(pat, len);
             if (i < 0) return -1; /* not indexed yet (cannot happen after a rebuild) */
+            v->pfx[v->nsets] = &prefixes[i];
             v->sets[v->nsets++] = prefixes[i].keys;
         }
     }
@@ -326,6 +355,60 @@ long long tenantCountKeysInSlot(const user *u, int slot) {
     for (int i = 0; i < v.nexact; i++)
         n += dictFind(server.keys, v.exact[i]) && keyHashSlot(v.exact[i], sdslen(v.exact[i])) == (unsigned)slot;
     return n;
+}
+
+int tenantUsage(const user *u, uint64_t *objects, uint64_t *bytes) {
+    tkView v;
+    if (userView(u, &v) < 0) return -1;
+    *objects = *bytes = 0;
+    for (int i = 0; i < v.nsets; i++) {
+        *objects += dictSize(v.sets[i]);
+        *bytes += v.pfx[i]->value_bytes + v.pfx[i]->pending_bytes;
+    }
+    for (int i = 0; i < v.nexact; i++) {
+        dictEntry *de = dictFind(server.keys, v.exact[i]);
+        if (de) {
+            (*objects)++;
+            *bytes += storeObjTenantCharge(de->val, sdslen(v.exact[i]));
+        }
+        if ((de = dictFind(server.pending, v.exact[i])) != NULL && de->val)
+            *bytes += storeObjTenantCharge(de->val, sdslen(v.exact[i]));
+    }
+    return 0;
+}
+
+int tenantSampleKeys(const user *u, sds *out, int n) {
+    tkView v;
+    if (userView(u, &v) < 0) return 0;
+    unsigned long long total = 0;
+    for (int i = 0; i < v.nsets; i++) total += dictSize(v.sets[i]);
+    int got = 0;
+    for (int i = 0; i < v.nexact && got < n; i++) {
+        dictEntry *de = dictFind(server.keys, v.exact[i]);
+        if (de) out[got++] = de->key;
+    }
+    if (total + (unsigned long long)got <= (unsigned long long)n) {
+        /* Few: all of them, so a tenant whose keys are all pinned is told
+         * so exactly, not by chance. */
+        for (int i = 0; i < v.nsets; i++) {
+            dictIterator *it = dictGetSafeIterator(v.sets[i]);
+            dictEntry *de;
+            while ((de = dictNext(it)) != NULL) out[got++] = de->key;
+            dictReleaseIterator(it);
+        }
+        return got;
+    }
+    while (got < n && total) {
+        unsigned long long r = ((unsigned long long)rand() << 31 ^ (unsigned long long)rand()) % total;
+        for (int i = 0; i < v.nsets; i++) {
+            if (r < dictSize(v.sets[i])) {
+                out[got++] = dictGetRandomKey(v.sets[i])->key;
+                break;
+            }
+            r -= dictSize(v.sets[i]);
+        }
+    }
+    return got;
 }
 
 sds tenantKeysInfo(sds s) {

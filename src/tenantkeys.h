@@ -14,14 +14,23 @@ extern int tenantKeysActive;
 /* Keys walked on a tenant's behalf (INFO tenant_keys_walked). */
 extern unsigned long long tenantKeysWalked;
 
-void tenantKeyAddedSlow(sds key);
-void tenantKeyRemovedSlow(sds key);
-/* key: the keyspace's own string, just added / about to be freed. */
-static inline void tenantKeyAdded(sds key) {
-    if (tenantKeysActive) tenantKeyAddedSlow(key);
+void tenantKeyAddedSlow(sds key, uint64_t charge);
+void tenantKeyRemovedSlow(sds key, uint64_t charge);
+void tenantKeyChargedSlow(const char *key, size_t klen, int64_t delta, int pending);
+/* key: the keyspace's own string, just added / about to be freed, with
+ * what its value is charged to the tenants whose prefix it has (the
+ * value's pool bytes, the key's length and a header: tenantquota.c). */
+static inline void tenantKeyAdded(sds key, uint64_t charge) {
+    if (tenantKeysActive) tenantKeyAddedSlow(key, charge);
 }
-static inline void tenantKeyRemoved(sds key) {
-    if (tenantKeysActive) tenantKeyRemovedSlow(key);
+static inline void tenantKeyRemoved(sds key, uint64_t charge) {
+    if (tenantKeysActive) tenantKeyRemovedSlow(key, charge);
+}
+/* The key's value replaced by one charged delta more (a SET over a key,
+ * PUT.END REPLACE); or (pending) a put of the key started (delta > 0) or
+ * left the pending table (delta < 0). */
+static inline void tenantKeyCharged(const char *key, size_t klen, int64_t delta, int pending) {
+    if (tenantKeysActive && delta) tenantKeyChargedSlow(key, klen, delta, pending);
 }
 void tenantKeysFlush(void);                      /* FLUSHALL */
 void tenantKeysDetach(void (*take)(dict *d));    /* FLUSHALL ASYNC: the sets are freed later */
@@ -43,6 +52,14 @@ sds *tenantKeysCollect(const user *u, int perm, size_t *n);
 uint64_t tenantKeysHeap(void);
 /* Its keys with a TTL: O(its own keys). 0 when not indexed. */
 long long tenantExpiresCount(const user *u);
+/* What u's keys (and puts of them in progress) are charged, summed over
+ * its prefixes' counters, and how many keys: O(u's patterns), no walk.
+ * -1 when u is not indexed. */
+int tenantUsage(const user *u, uint64_t *objects, uint64_t *bytes);
+/* Up to n of u's keys (borrowed), for eviction within the tenant: all of
+ * them when u has at most n, else n drawn at random, each from a prefix
+ * set chosen by its size. 0 when u is not indexed or has none. */
+int tenantSampleKeys(const user *u, sds *out, int n);
 /* INFO keyspace fields: tenant_prefixes, tenant_index_entries, tenant_keys_walked. */
 sds tenantKeysInfo(sds s);
 

@@ -1784,3 +1784,44 @@ def test_http_health_of_a_replica_is_a_standby(env):
     status, body = health(hb)
     assert status == 200 and body["role"] == "standby" and body["ha_state"] == "standby", body
     assert body["service_ready"] is False and body["leader_address"] == "127.0.0.1:%d" % a.port
+
+
+def tenant_line(port, name):
+    """INFO tenants' line for tenant `name` on port, as a dict (None: none)."""
+    raw = call(port, "INFO", "tenants")
+    raw = raw.decode() if isinstance(raw, bytes) else raw
+    for line in raw.splitlines():
+        if line.startswith(f"tenant_{name}:"):
+            return dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+    return None
+
+
+def test_tenant_bound_is_the_primarys_a_replica_applies_what_it_accepted(env):
+    """tenant-maxmemory (tenantquota.c) is enforced where the tenant's
+    command runs: the primary evicts the tenant's own values, its stream
+    carries those deletions, and a replica holds exactly what the primary
+    does -- even under a smaller bound of its own, which applies to no
+    record of the stream."""
+    _, node = env
+    a, b = pair(node, *STEADY, a_extra=("--tenant-maxmemory", "600000"), b_extra=("--tenant-maxmemory", "200000"))
+    for n in (a, b):
+        assert call(n.port, "ACL", "SETUSER", "alice", "on", ">pa", "~tenantA:*", "+@all", "-@dangerous") == "OK"
+    c = Conn(a.port)
+    try:
+        assert c("AUTH", "alice", "pa") == "OK"
+        for i in range(10):
+            assert c("SET", f"tenantA:k{i}", os.urandom(100000)) == "OK"
+    finally:
+        c.close()
+    wait_until(lambda: synced(a, b), 20, "the replica to apply the stream")
+    on_a, on_b = tenant_line(a.port, "alice"), tenant_line(b.port, "alice")
+    assert 4 <= int(on_a["objects"]) <= 6 and int(on_a["bytes"]) <= 600000
+    assert on_b == on_a  # past the replica's own 200000: it evicted nothing, refused nothing
+    assert int(on_b["bytes"]) > 200000
+    r = Conn(b.port)
+    try:
+        assert r("READONLY") == "OK"
+        for i in range(10):
+            assert r("EXISTS", f"tenantA:k{i}") == call(a.port, "EXISTS", f"tenantA:k{i}")
+    finally:
+        r.close()
