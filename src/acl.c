@@ -80,6 +80,14 @@
  *    a restricted user all of those; the promise here is isolation. INFO,
  *    LATENCY and CONFIG stay the server's view (@dangerous / @admin).
  *
+ * Connections per tenant. Each user counts the connections authenticated
+ * as it (nclients): every change of a connection's user -- creation, AUTH,
+ * RESET, DELUSER's close, the close itself -- goes through
+ * aclClientCountAs, so the count is exact and a check is O(1). AUTH past
+ * tenant-maxclients for a restricted user is refused after the password
+ * matched (who lacks it learns nothing), and SETUSER and ACL LOAD, which
+ * move a new copy of the rules into the user, keep its count.
+ *
  * ACL LOG keeps the last acllog-max-len refusals -- commands, keys, failed
  * AUTHs, data-plane ranges -- in acllog.c; the checks here only append.
  *
@@ -279,12 +287,15 @@ static user *userDup(const user *src) {
     return u;
 }
 
-/* dst takes src's permissions (dst keeps its address and name); src is freed. */
+/* dst takes src's permissions (dst keeps its address, name and connection
+ * count: its connections stay); src is freed. */
 static void userMoveInto(user *dst, user *src) {
     userFreeContents(dst);
     sds name = dst->name;
+    unsigned long nclients = dst->nclients;
     *dst = *src;
     dst->name = name;
+    dst->nclients = nclients;
     sdsfree(src->name);
     zfree(src);
 }
@@ -795,11 +806,27 @@ user *aclCheckPassword(const char *name, size_t nlen, const char *pass, size_t p
     return u && (u->flags & USER_ON) && passwordMatches(u, pass, plen) ? u : NULL;
 }
 
+void aclClientCountAs(client *c, user *u) {
+    if (c->counted_user) c->counted_user->nclients--;
+    c->counted_user = u;
+    if (u) u->nclients++;
+}
+
 int aclAuthenticate(client *c, sds name, sds pass) {
     user *u = name ? lookupUser(name, sdslen(name)) : DefaultUser;
     if (u && (u->flags & USER_ON) && passwordMatches(u, pass, sdslen(pass))) {
+        /* tenant-maxclients: after the password, so only who holds it
+         * learns the user is full; AUTH again as the same user adds none. */
+        if (server.tenant_maxclients && aclUserRestricted(u) && c->counted_user != u &&
+            u->nclients >= (unsigned long)server.tenant_maxclients) {
+            server.stat_tenant_rejected_conn++;
+            serverLog(LL_VERBOSE, "Refused AUTH as %s: the user has tenant-maxclients (%lld) connections", u->name,
+                      server.tenant_maxclients);
+            return ACL_AUTH_TOO_MANY;
+        }
         c->user = u;
         c->authenticated = 1;
+        aclClientCountAs(c, u);
         return C_OK;
     }
     const char *un = name ? name : "default";
@@ -1036,6 +1063,7 @@ static void killClientsOfUser(user *u) {
         if (cl->user != u) continue;
         cl->user = DefaultUser;
         cl->authenticated = 0;
+        aclClientCountAs(cl, DefaultUser); /* before u is freed */
         if (cl == server.current_client) cl->flags |= CLIENT_CLOSE_AFTER_REPLY;
         else freeClientAsync(cl);
     }

@@ -69,6 +69,7 @@ typedef struct user {
     int nkeys;
     sds *channels;                              /* &patterns, kept for ACL files */
     int nchannels;
+    unsigned long nclients;                     /* connections authenticated as it (tenant-maxclients) */
 } user;
 
 extern user *DefaultUser;
@@ -93,8 +94,9 @@ void aclDefaultUserPasswordsFree(aclPasswordsCopy *copy);
 int aclUserOpensWithoutAuth(const user *u);
 int aclDefaultUserHasPassword(void);  /* protected mode asks */
 int aclUserExists(sds name);         /* CLIENT KILL USER */
-/* AUTH and HELLO AUTH: name NULL means "default". C_OK (c->user set), or C_ERR
- * after logging the failure in ACL LOG. */
+/* AUTH and HELLO AUTH: name NULL means "default". C_OK (c->user set), C_ERR
+ * after logging the failure in ACL LOG, or ACL_AUTH_TOO_MANY (below: the
+ * password was right, the tenant is at tenant-maxclients; c unchanged). */
 int aclAuthenticate(struct client *c, sds name, sds pass);
 /* The same check without a connection (HTTP Basic auth, http.c): the user
  * if it exists, is on and the password is one of its own; NULL otherwise.
@@ -159,6 +161,16 @@ uint64_t aclCategoryFlag(const char *name);
 void aclApplyLogMaxLen(void); /* CONFIG SET acllog-max-len: trim */
 
 void aclCommand(struct client *c);
+/* c now counts as a connection of u (NULL: of nobody, as it closes):
+ * every change of a connection's user goes through here, so each user's
+ * nclients is exact (tenant-maxclients). */
+void aclClientCountAs(struct client *c, user *u);
+/* What aclAuthenticate answers when the password was right but the user,
+ * a tenant, has tenant-maxclients connections already. */
+#define ACL_AUTH_TOO_MANY (-2)
+#define ACL_ERR_TENANT_MAXCLIENTS                                                                   \
+    "-ERR max number of clients reached for this user (tenant-maxclients): close one of its "     \
+    "connections first"
 /* Every user, sorted by name; valid until the next change of the users. */
 user **aclUsers(int *n);
 

@@ -384,11 +384,10 @@ void authCommand(client *c) {
     }
     sds user = c->argc == 3 ? c->argv[1] : NULL;
     sds pass = c->argv[c->argc - 1];
-    if (checkAuth(c, user, pass) == C_OK) {
-        addReplyOk(c);
-    } else {
-        addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
-    }
+    int rc = checkAuth(c, user, pass);
+    if (rc == C_OK) addReplyOk(c);
+    else if (rc == ACL_AUTH_TOO_MANY) addReplyError(c, ACL_ERR_TENANT_MAXCLIENTS);
+    else addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
 }
 
 void helloCommand(client *c) {
@@ -407,8 +406,11 @@ void helloCommand(client *c) {
     for (int j = next; j < c->argc; j++) {
         int moreargs = c->argc - 1 - j;
         if (!strcasecmp(c->argv[j], "AUTH") && moreargs >= 2) {
-            if (checkAuth(c, c->argv[j + 1], c->argv[j + 2]) != C_OK) {
-                addReplyError(c, "-WRONGPASS invalid username-password pair or user is disabled.");
+            int rc = checkAuth(c, c->argv[j + 1], c->argv[j + 2]);
+            if (rc != C_OK) {
+                addReplyError(c, rc == ACL_AUTH_TOO_MANY
+                                     ? ACL_ERR_TENANT_MAXCLIENTS
+                                     : "-WRONGPASS invalid username-password pair or user is disabled.");
                 return;
             }
             j += 2;

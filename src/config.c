@@ -508,6 +508,7 @@ static standardConfig configs[] = {
     INTC("max-segments", 0, &server.max_segments, 1, SEGMENT_MAX_SLOTS, "65535", NULL),
     INTC("tenant-max-segments", 0, &server.tenant_max_segments, 0, SEGMENT_MAX_SLOTS, "1024", NULL),
     MEMCA("tenant-maxmemory", 0, &server.tenant_maxmemory, 0, LLONG_MAX, "0", NULL),
+    INTC("tenant-maxclients", 0, &server.tenant_maxclients, 0, LLONG_MAX, "0", NULL),
     INTC("lease-ttl", 0, &server.lease_ttl, 1, LLONG_MAX, "10000", NULL),
     INTC("soft-pin-ttl", 0, &server.soft_pin_ttl, 1, LLONG_MAX, "1800000", NULL),
     INTC("max-soft-pin-ttl", 0, &server.max_soft_pin_ttl, 1, LLONG_MAX, "86400000", NULL),

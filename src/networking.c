@@ -77,6 +77,7 @@ client *createClient(int fd, int unix) {
     c->id = ++server.next_client_id;
     c->resp = 2;
     c->user = DefaultUser;
+    aclClientCountAs(c, DefaultUser);
     c->authenticated = aclUserOpensWithoutAuth(DefaultUser);
     c->querybuf = sdsempty();
     c->pass_fd = -1;
@@ -170,6 +171,7 @@ void freeClient(client *c) {
     }
     abortBigArg(c);
     monitorRemove(c);
+    aclClientCountAs(c, NULL);
     discardTransaction(c); /* the queued arguments, and the WATCHes */
     zfree(c->watched);
     ownerDetachClient(c);

@@ -990,6 +990,7 @@ void resetCommand(client *c) {
     sdsfree(c->name);
     c->name = NULL;
     c->user = DefaultUser;
+    aclClientCountAs(c, DefaultUser);
     c->authenticated = aclUserOpensWithoutAuth(DefaultUser);
     addReplyStatus(c, "RESET");
 }

@@ -192,6 +192,7 @@ typedef struct client {
     int resp;               /* 2 or 3 */
     int authenticated;
     struct user *user;      /* acl.c: default until AUTH; never NULL */
+    struct user *counted_user; /* whose nclients counts this connection (aclClientCountAs) */
     sds name;
     char addr[NET_ADDR_STR_LEN];
     char laddr[NET_ADDR_STR_LEN];
@@ -434,6 +435,8 @@ struct mooncakeServer {
     long long max_segments;        /* segments in the table, the pool included: MOUNT of a new one past it is -LIMIT */
     long long tenant_max_segments; /* segments one tenant (a user restricted by key patterns) may have mounted, 0 = any */
     long long tenant_maxmemory;    /* bytes one tenant's values may be charged, 0 = no bound (tenantquota.c) */
+    long long tenant_maxclients;   /* connections authenticated as one tenant user, 0 = only maxclients */
+    long long stat_tenant_rejected_conn; /* AUTH/HELLO refused by tenant-maxclients */
     long long zero_free_async_threshold; /* freed pool extents this large are zeroed by a thread */
     long long default_replicas;
     int allocation_strategy;

@@ -163,11 +163,15 @@ int tenantQuotaBeforeCommand(client *c, const char **err) {
     return C_OK;
 }
 
-/* One line per tenant: its objects and charged bytes, and whether it is
- * indexed (counted). A tenant asking sees only its own line and the bound. */
+/* One line per tenant: its objects and charged bytes, whether it is
+ * indexed (counted), and its connections (tenant-maxclients, acl.c). A
+ * tenant asking sees only its own line, the bounds and the counters. */
 sds tenantQuotaInfo(sds s, const user *asking) {
-    s = sdscatprintf(s, "tenant_maxmemory:%lld\r\ntenant_evicted_keys:%llu\r\ntenant_maxmemory_refusals:%llu\r\n",
-                     server.tenant_maxmemory, tq.evictions, tq.refused);
+    s = sdscatprintf(s,
+                     "tenant_maxmemory:%lld\r\ntenant_evicted_keys:%llu\r\ntenant_maxmemory_refusals:%llu\r\n"
+                     "tenant_maxclients:%lld\r\ntenant_rejected_connections:%lld\r\n",
+                     server.tenant_maxmemory, tq.evictions, tq.refused, server.tenant_maxclients,
+                     server.stat_tenant_rejected_conn);
     int n;
     user **users = aclUsers(&n);
     for (int i = 0; i < n; i++) {
@@ -175,10 +179,13 @@ sds tenantQuotaInfo(sds s, const user *asking) {
         if (!aclUserRestricted(u) || (asking && aclUserRestricted(asking) && asking != u)) continue;
         uint64_t objects = 0, used = 0;
         int indexed = tenantUsage(u, &objects, &used) == 0;
-        s = sdscatprintf(s, "tenant_%s:objects=%llu,bytes=%llu,indexed=%d\r\n", u->name, (unsigned long long)objects,
-                         (unsigned long long)used, indexed);
+        s = sdscatprintf(s, "tenant_%s:objects=%llu,bytes=%llu,indexed=%d,connections=%lu\r\n", u->name,
+                         (unsigned long long)objects, (unsigned long long)used, indexed, u->nclients);
     }
     return s;
 }
 
-void tenantQuotaResetStats(void) { memset(&tq, 0, sizeof(tq)); }
+void tenantQuotaResetStats(void) {
+    memset(&tq, 0, sizeof(tq));
+    server.stat_tenant_rejected_conn = 0;
+}

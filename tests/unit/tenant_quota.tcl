@@ -149,9 +149,9 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru}}
         assert_equal $b [tenant_usage $cb bob]
         # Removing and flushing give everything back.
         $cb del tenantB:a tenantB:b
-        assert_equal {objects 0 bytes 0 indexed 1} [tenant_usage r bob]
+        assert_equal {objects 0 bytes 0 indexed 1 connections 1} [tenant_usage r bob]
         r flushall async
-        assert_equal {objects 0 bytes 0 indexed 1} [tenant_usage r alice]
+        assert_equal {objects 0 bytes 0 indexed 1 connections 1} [tenant_usage r alice]
     }
 
     test {A tenant added later is counted from what it already holds (ACL SETUSER)} {
@@ -164,7 +164,74 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru}}
         assert_morethan [dict get $c bytes] 30000
         r put.revoke tenantC:p
         r del tenantC:a
-        assert_equal {objects 0 bytes 0 indexed 1} [tenant_usage r carol]
+        assert_equal {objects 0 bytes 0 indexed 1 connections 0} [tenant_usage r carol]
         r acl deluser carol
+    }
+}
+
+# tenant-maxclients (acl.c): connections authenticated as one tenant user.
+# Without it one tenant could take every connection up to maxclients.
+start_server {tags {acl mooncake}} {
+    r acl setuser alice on >pa ~tenantA:* +@all -@dangerous
+    r acl setuser bob on >pb ~tenantB:* +@all -@dangerous
+
+    test {tenant-maxclients: the connection past it is refused at AUTH and HELLO, the others go on} {
+        r config set tenant-maxclients 2
+        set a1 [redis_client]
+        set a2 [redis_client]
+        set a3 [redis_client]
+        assert_equal OK [$a1 auth alice pa]
+        assert_equal OK [$a2 auth alice pa]
+        assert_error {*max number of clients reached for this user (tenant-maxclients)*} {$a3 auth alice pa}
+        assert_error {*tenant-maxclients*} {$a3 hello 3 auth alice pa}
+        # A wrong password is told as always: the limit is only for who holds it.
+        assert_error {WRONGPASS*} {$a3 auth alice nope}
+        # The refused connection stayed what it was (default, here).
+        assert_equal default [$a3 acl whoami]
+        # AUTH again on one of its own connections adds none.
+        assert_equal OK [$a1 auth alice pa]
+        # Other users are not counted against alice.
+        assert_equal OK [$a3 auth bob pb]
+        assert_equal 2 [dict get [tenant_usage r alice] connections]
+        assert_equal 1 [dict get [tenant_usage r bob] connections]
+        assert_equal 2 [s tenant_rejected_connections]
+        # Changing alice's rules keeps her connections counted.
+        r acl setuser alice +info
+        assert_equal 2 [dict get [tenant_usage r alice] connections]
+        # A connection that leaves alice (to another user, RESET, closing) frees its place.
+        assert_equal OK [$a2 auth bob pb]
+        assert_equal OK [$a3 auth alice pa]
+        assert_error {*tenant-maxclients*} {$a2 auth alice pa}
+        assert_equal RESET [$a1 reset]
+        assert_equal OK [$a2 auth alice pa]
+        $a2 close
+        wait_for_condition 100 10 {[dict get [tenant_usage r alice] connections] == 1} else {
+            fail "the closed connection still counted"
+        }
+        assert_equal OK [$a1 auth alice pa]
+        # The server's users are not bounded by it.
+        set d1 [redis_client]
+        set d2 [redis_client]
+        set d3 [redis_client]
+        assert_equal PONG [$d3 ping]
+        r config set tenant-maxclients 0
+        set a4 [redis_client]
+        assert_equal OK [$a4 auth alice pa]
+        assert_equal 3 [dict get [tenant_usage r alice] connections]
+        foreach cl [list $a1 $a3 $a4 $d1 $d2 $d3] { $cl close }
+    }
+
+    test {Deleting a tenant closes and uncounts its connections; made again, it starts from none} {
+        r config set tenant-maxclients 1
+        set a1 [redis_client]
+        assert_equal OK [$a1 auth alice pa]
+        r acl deluser alice
+        r acl setuser alice on >pa ~tenantA:* +@all -@dangerous
+        assert_equal 0 [dict get [tenant_usage r alice] connections]
+        set a2 [redis_client]
+        assert_equal OK [$a2 auth alice pa]
+        $a2 close
+        catch {$a1 close}
+        r config set tenant-maxclients 0
     }
 }
