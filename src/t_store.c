@@ -202,7 +202,7 @@ static void putStartOne(client *c, sds key, sds sizearg, const putOptions *po) {
     /* A tenant's bound before placement: making room evicts its own values
      * (tenantquota.c), where the pool's eviction would take anyone's. */
     const char *quota_err;
-    if (tenantQuotaMakeRoom(c, key, (uint64_t)size, 1, &quota_err) != C_OK) {
+    if (server.tenant_maxmemory && tenantQuotaMakeRoom(c, key, (uint64_t)size, 1, &quota_err) != C_OK) {
         ss.nospace++;
         addReplyError(c, quota_err);
         return;

@@ -85,7 +85,7 @@ static char *placeValueArg(client *c, int argi, int keyi, size_t len) {
     }
     /* A tenant's bound first: making room there evicts its own values,
      * where the pool's would take anyone's (tenantquota.c). */
-    if (tenantQuotaMakeRoom(c, c->argv[keyi], len, 0, &err) != C_OK) {
+    if (server.tenant_maxmemory && tenantQuotaMakeRoom(c, c->argv[keyi], len, 0, &err) != C_OK) {
         c->argerr = err;
         return NULL;
     }
@@ -127,7 +127,8 @@ static storeObj *valueObject(client *c, int i, sds key) {
         c->argobj[i] = NULL;
         return o;
     }
-    if (tenantQuotaMakeRoom(c, key, sdslen(c->argv[i]), 0, &oomErr) != C_OK) return NULL;
+    if (server.tenant_maxmemory && tenantQuotaMakeRoom(c, key, sdslen(c->argv[i]), 0, &oomErr) != C_OK)
+        return NULL;
     storeObj *o = storeObjCreateFor(sdslen(c->argv[i]), key);
     if (o && o->len) memcpy(storeObjPtr(o), c->argv[i], sdslen(c->argv[i]));
     return o;
