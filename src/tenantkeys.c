@@ -31,6 +31,11 @@
  * tenant's. INFO's tenant_keys_walked counts the keys walked on a tenant's
  * behalf (the unindexed fallbacks, CLUSTER COUNTKEYSINSLOT), so tests can
  * assert the work done without timing it.
+ *
+ * Charges. The same hooks keep, per prefix, what its keys' values and puts
+ * in progress are charged (tkPrefix below), so tenant-maxmemory
+ * (tenantquota.c) reads a tenant's usage as a sum over its prefixes and
+ * samples its own keys to evict one, never walking anyone's.
  */
 #include "tenantkeys.h"
 
