@@ -279,22 +279,6 @@ storeObj *storeObjNew(uint64_t len) {
     return o;
 }
 
-/* What a value is charged to its tenant (tenant-maxmemory, tenantquota.c):
- * its extent in the server's pool, if it has one there (a tenant's own
- * segments are its own memory), plus its key and header on the heap. Fixed
- * for the object's life -- pool replicas are placed before it is counted
- * and the pool never goes stale -- so the same figure is added and taken
- * away. */
-uint64_t storeObjTenantCharge(const storeObj *o, size_t keylen) {
-    uint64_t c = keylen + sizeof(storeObj);
-    for (int i = 0; i < o->nreplicas; i++) {
-        const storeReplica *r = i == 0 ? &o->r : &o->ext->more[i - 1];
-        if (r->segslot == server.self->slot && r->seggen == server.self->gen && r->handle != ALLOC_NONE)
-            return c + ((o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1));
-    }
-    return c;
-}
-
 storeObjExt *storeObjGetExt(storeObj *o) {
     if (o->ext == NULL) {
         o->ext = zcalloc(sizeof(storeObjExt)); /* created_ms 0: unknown (a SET value) */

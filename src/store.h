@@ -186,7 +186,7 @@ storeObj *storeObjCreateFrom(const void *p, size_t len);
 storeObj *storeObjNew(uint64_t len);           /* no replica yet: see storeObjAddReplica */
 void storeObjAddReplica(storeObj *o, segment *seg, uint32_t handle, uint64_t offset);
 storeObjExt *storeObjGetExt(storeObj *o);      /* creates it on first use */
-uint64_t storeObjTenantCharge(const storeObj *o, size_t keylen); /* what tenant-maxmemory counts of it (store.c) */
+uint64_t storeObjTenantCharge(const storeObj *o, size_t keylen); /* what tenant-maxmemory counts of it (tenantquota.c) */
 void storeObjSetKey(storeObj *o, sds key);     /* records the key in ext (see storeObjExt) */
 static inline storeReplica *storeObjReplica(storeObj *o, int i) {
     return i == 0 ? &o->r : &o->ext->more[i - 1];  /* ext exists once nreplicas > 1 */

@@ -74,6 +74,22 @@ static struct {
     unsigned long long evictions, refused;
 } tq;
 
+/* What a value is charged to its tenant (tenant-maxmemory):
+ * its extent in the server's pool, if it has one there (a tenant's own
+ * segments are its own memory), plus its key and header on the heap. Fixed
+ * for the object's life -- pool replicas are placed before it is counted
+ * and the pool never goes stale -- so the same figure is added and taken
+ * away. */
+uint64_t storeObjTenantCharge(const storeObj *o, size_t keylen) {
+    uint64_t c = keylen + sizeof(storeObj);
+    for (int i = 0; i < o->nreplicas; i++) {
+        const storeReplica *r = i == 0 ? &o->r : &o->ext->more[i - 1];
+        if (r->segslot == server.self->slot && r->seggen == server.self->gen && r->handle != ALLOC_NONE)
+            return c + ((o->len + SEGMENT_ALIGN - 1) & ~(uint64_t)(SEGMENT_ALIGN - 1));
+    }
+    return c;
+}
+
 /* The tenant's least recently used evictable key among a sample, other
  * than `protect` (the key being written: its old value may be what SET ...
  * GET returns). 1 when one was evicted. */
