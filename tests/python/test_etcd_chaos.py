@@ -17,7 +17,7 @@ from base64 import b64decode, b64encode
 import pytest
 
 from conftest import child_env, free_port
-from test_replication import (STEADY, Conn, RespError, call, env, info, link_up,  # noqa: F401 (env: a fixture)
+from test_replication import (STEADY, TIME_SCALE, Conn, RespError, call, env, info, link_up,  # noqa: F401 (env)
                               pair, wait_until, write)
 
 pytestmark = pytest.mark.skipif(not shutil.which("etcd"), reason="etcd is not installed")
@@ -122,7 +122,7 @@ def fenced(port):
 def etcd_post(etcd, path, body):
     req = urllib.request.Request(etcd.url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=10 * TIME_SCALE) as r:
         return json.loads(r.read())
 
 
@@ -294,12 +294,16 @@ def test_etcd_frozen_past_the_lease_ttl_fails_nothing_over(env):
     not take the missing key for its primary's death; nothing acknowledged
     is lost."""
     etcd, node = env
-    a, b = pair(node, "--cluster-node-timeout", "3000")
+    # 6 s, not 3: with both CI suites and builds on the machine, the
+    # primary's lease once lapsed outside the freeze (or its new alive key
+    # came later than the replica's 3 s of patience), and the replica took
+    # over, as it should then.
+    a, b = pair(node, "--cluster-node-timeout", "6000")
     assert write(a.port, "SET", "before", "1") == "OK"
     etcd.proc.send_signal(signal.SIGSTOP)
     try:
         wait_until(lambda: fenced(a.port), 20, "the primary to refuse writes")
-        time.sleep(4.5)                        # the scenario: etcd stays frozen past the 3 s TTL
+        time.sleep(7.5)                        # the scenario: etcd stays frozen past the 6 s TTL
     finally:
         etcd.proc.send_signal(signal.SIGCONT)
     wait_until(lambda: call(a.port, "SET", "after", "1") == "OK", 30, "writes to resume on the primary")

@@ -30,11 +30,21 @@ class RespError(Exception):
     pass
 
 
+# Every wait's bound is scaled (MC_TEST_TIME_SCALE, 3 by default): a bound
+# only decides how long a failing test takes to say so, and a loaded
+# machine must not turn a slow success into a failure.
+TIME_SCALE = float(os.environ.get("MC_TEST_TIME_SCALE", "3"))
+# A reply's bound where a test names none: a call that waits on nothing
+# (etcd, a failover) answers in milliseconds, but a CI run with both suites
+# and four builds on the machine's 2 cores timed out on one at 5 s.
+REPLY_TIMEOUT = 5.0 * TIME_SCALE
+
+
 class Conn:
     """A minimal RESP2 client: no dependency the test machine may lack."""
 
-    def __init__(self, port, timeout=5.0):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, timeout=None):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout or REPLY_TIMEOUT)
         self.f = self.s.makefile("rb")
 
     def close(self):
@@ -74,7 +84,7 @@ class Conn:
         return self.read()
 
 
-def call(port, *args, timeout=5.0):
+def call(port, *args, timeout=None):
     c = Conn(port, timeout)
     try:
         return c(*args)
@@ -96,12 +106,6 @@ def write(port, *args, timeout=20.0):
             time.sleep(0.05)
 
 
-# Every wait's bound is scaled (MC_TEST_TIME_SCALE, 3 by default): a bound
-# only decides how long a failing test takes to say so, and a loaded
-# machine must not turn a slow success into a failure.
-TIME_SCALE = float(os.environ.get("MC_TEST_TIME_SCALE", "3"))
-
-
 def wait_until(cond, timeout=30.0, what="condition"):
     deadline = time.time() + timeout * TIME_SCALE
     last = None
@@ -116,7 +120,7 @@ def wait_until(cond, timeout=30.0, what="condition"):
 
 
 @contextlib.contextmanager
-def replica_reader(port, timeout=5.0):
+def replica_reader(port, timeout=None):
     """A connection to a replica that has said READONLY (reads of its
     primary's slots are served, not redirected), closed after."""
     r = Conn(port, timeout)
