@@ -125,6 +125,12 @@ static void setTimeouts(int fd, int ms) {
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 }
 
+void mcConnSetTimeout(mcConn *c, int io_timeout_ms) {
+    if (c == NULL || c->io_timeout_ms == io_timeout_ms) return;
+    setTimeouts(c->fd, io_timeout_ms); /* 0: none, as SO_RCVTIMEO reads it */
+    c->io_timeout_ms = io_timeout_ms;
+}
+
 mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen) {
     char host[256];
     int is_unix = 0, port = 0, fd = -1, local_unpaced = 0;

@@ -51,6 +51,9 @@ typedef struct mcConn {
 /* uri: tcp://host:port, unix:///path or host:port. NULL with err on failure. */
 mcConn *mcConnOpen(const char *uri, int connect_timeout_ms, int io_timeout_ms, char *err, size_t errlen);
 void mcConnClose(mcConn *c);
+/* The I/O timeout of a connection already open (mc_set_timeouts): from
+ * its next wait on. Nothing happens when it is the one it has. */
+void mcConnSetTimeout(mcConn *c, int io_timeout_ms);
 /* AUTH user password, or AUTH password without a user (NULL/empty), or
  * nothing when neither is given. MC_OK, MC_ERR_AUTH or MC_ERR_IO. */
 int mcConnAuth(mcConn *c, const char *user, const char *password);

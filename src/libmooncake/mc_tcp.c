@@ -250,8 +250,13 @@ struct mcTcpPool {
 
 /* The worker's connection to uri, opened (and authenticated) on first use. */
 static mcConn *workerConn(mcTcpWorker *w, const mcTcpJob *j, mcTcpFailure *f) {
-    for (int i = 0; i < w->nconns; i++)
-        if (!strcmp(w->conns[i]->uri, j->uri)) return w->conns[i];
+    for (int i = 0; i < w->nconns; i++) {
+        if (strcmp(w->conns[i]->uri, j->uri)) continue;
+        /* Opened under the timeout of an earlier job: mc_set_timeouts
+         * since then reached the handle, not this thread's connections. */
+        mcConnSetTimeout(w->conns[i], j->io_ms);
+        return w->conns[i];
+    }
     mcConn *c = mcConnOpen(j->uri, j->connect_ms, j->io_ms, f->err, sizeof(f->err));
     if (c == NULL) return NULL;
     if (mcConnAuth(c, w->pool->user, w->pool->password) != MC_OK) {

@@ -419,13 +419,11 @@ int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms) {
     if (mcLock(c) != MC_OK) return MC_ERR_INVALID;
     c->connect_ms = connect_ms;
     c->io_ms = io_ms;
-    struct timeval tv = {.tv_sec = io_ms / 1000, .tv_usec = (io_ms % 1000) * 1000};
-    for (int i = 0; i < c->map.nnodes; i++) {
-        mcConn *conn = c->map.nodes[i].conn;
-        if (conn == NULL) continue;
-        setsockopt(conn->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(conn->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    }
+    /* The connections open now take it too: the metadata ones and the
+     * data ones here; the stream workers' (mc_tcp.c) each at its next job,
+     * which carries the handle's; the async clone's before its next op. */
+    for (int i = 0; i < c->map.nnodes; i++) mcConnSetTimeout(c->map.nodes[i].conn, io_ms);
+    for (mcDataConn *d = c->dconns; d; d = d->next) mcConnSetTimeout(d->conn, io_ms);
     mcUnlock(c);
     mcAsyncSettingsChanged(c);
     return MC_OK;

@@ -145,7 +145,10 @@ void mc_close(mc_client *c);
  * The I/O timeout also bounds how long one call rides through a server
  * restart, a lost connection, -TRYAGAIN or -CLUSTERDOWN, retrying by itself
  * (30 s when it is 0); then the call fails (MC_ERR_IO, or the cluster's
- * last error). docs/PROTOCOL.md, "Riding through". */
+ * last error). docs/PROTOCOL.md, "Riding through". The connections the
+ * handle has open take the new I/O timeout too: metadata, data, the
+ * parallel streams' (at their next transfer), the async worker's clone
+ * (before its next op). */
 int mc_set_timeouts(mc_client *c, int connect_ms, int io_ms);
 int mc_set_transport(mc_client *c, int transport); /* force one, for tests/bench */
 /* TCP connections per peer that one transfer may use at once (1..16): a

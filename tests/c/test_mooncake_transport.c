@@ -4,7 +4,8 @@
  *  - streams: mc_set_streams' bounds; 1 to 4 streams put and get 256 KiB ..
  *    16 MiB byte for byte, values written with one count read with another,
  *    at most streams-1 worker connections, a refused slice failing the put
- *    whole, streams into a segment a client hosts.
+ *    whole, streams into a segment a client hosts, mc_set_timeouts reaching
+ *    the data and stream connections already open.
  *  - first-touch: after the first shm put, puts into fresh pool space take
  *    no page faults (counted, not timed): the pool is mapped once, populated.
  *
@@ -141,6 +142,40 @@ void testStreams(void) {
             hostedPutGet(c, r, "st:hosted", 8 * MiB + 5, MC_TRANSPORT_TCP, mc_mount_id(host));
         }
         mcClose(&host);
+    }
+    TEST("streams: mc_set_timeouts reaches the data and worker connections already open (a stopped host)") {
+        /* They kept the I/O timeout they were opened with: a handle whose
+         * timeout was shortened to 300 ms after its first transfer waited
+         * the library's 30 s on a stopped host, in every stream. */
+        long long seg = -1;
+        pid_t child = spawnHostChild(s.unix_uri, "st-stopped", 32 * MiB, &seg);
+        CHECK(child > 0);
+        mc_client *d = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        CHECK(d != NULL);
+        if (child > 0 && d) {
+            mc_put_opts o = {0};
+            o.prefer = "st-stopped";
+            fillPattern(want, 8 * MiB, seedOf("st:stopped", 8 * MiB));
+            CHECK_EQ(mc_set_streams(d, 4), MC_OK);
+            /* Opens the data connection to the host and the workers'. */
+            CHECK_EQ(put(d, "st:stopped", want, 8 * MiB, &o), MC_OK);
+            CHECK(getSame(d, "st:stopped", want, 8 * MiB, MC_TRANSPORT_TCP));
+            CHECK_EQ(mc_set_timeouts(d, 2000, 300), MC_OK);
+            kill(child, SIGSTOP);
+            long long t0 = tsNowMs();
+            CHECK_EQ(mc_get(d, "st:stopped", 10, got, 8 * MiB), MC_ERR_IO);
+            long long took = tsNowMs() - t0;
+            CHECK(took < 10000); /* 300 ms and a few waits; 30 s before */
+            if (took >= 10000) fprintf(stderr, "  the get took %lld ms (%s)\n", took, lastErr(d));
+            CHECK(strstr(lastErr(d), "timed out") != NULL);
+            kill(child, SIGCONT);
+        }
+        mcClose(&d);
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+            tsUntrack(child);
+        }
     }
     mcClose(&c);
     rClose(&r);
