@@ -420,9 +420,12 @@ static int fill(mcConn *c, size_t need) {
         c->rpos = 0;
     }
     while (c->rlen < need) {
-        if (c->rcap - c->rlen < MC_CONN_READ_CHUNK / 2 || c->rcap < need) {
+        /* Grown as the bytes arrive, never to what a header announced: a
+         * peer that announces a 512 MiB bulk and sends ten bytes of it
+         * made the client allocate the 512 MiB, and keep it until the
+         * connection was closed. Doubling keeps the copies linear. */
+        if (c->rcap - c->rlen < MC_CONN_READ_CHUNK / 2) {
             size_t cap = c->rcap ? c->rcap * 2 : MC_CONN_READ_CHUNK;
-            while (cap < need) cap *= 2;
             char *p = realloc(c->rbuf, cap);
             if (p == NULL) {
                 connFail(c, "out of memory%s", NULL);
@@ -563,13 +566,25 @@ static mcReply *readReplyDepth(mcConn *c, int depth) {
         }
         if (t == '%') n *= 2;
         r->type = MCR_ARRAY;
-        r->element = calloc((size_t)n + 1, sizeof(mcReply *));
+        /* The element table grows as elements arrive (each is 3 bytes at
+         * least), for the reason fill() grows: a header announcing 16M
+         * elements cost 128 MiB before any came. */
+        size_t cap = n < 16 ? (size_t)n + 1 : 16;
+        r->element = calloc(cap, sizeof(mcReply *));
         if (r->element == NULL) goto oom;
         for (long long i = 0; i < n; i++) {
+            if (r->elements + 1 >= cap) {
+                size_t ncap = cap * 2 > (size_t)n + 1 ? (size_t)n + 1 : cap * 2;
+                mcReply **e = realloc(r->element, ncap * sizeof(mcReply *));
+                if (e == NULL) goto oom;
+                r->element = e;
+                cap = ncap;
+            }
             r->element[i] = readReplyDepth(c, depth + 1);
             if (r->element[i] == NULL) goto fail;
             r->elements++;
         }
+        r->element[r->elements] = NULL;
         return r;
     default:
         goto proto;

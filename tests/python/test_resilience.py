@@ -10,6 +10,7 @@ controls every byte and counts the connections the client opens.
 """
 import socket
 import threading
+import time
 
 import pytest
 
@@ -47,8 +48,10 @@ class FakeServer:
     """Listens on a free port. The connect probe (CLUSTER ...) is answered
     unless mode is "mute"; every other command: "silent" never answers,
     "garbage" answers a line that is not RESP, "hugebulk" a bulk header
-    past any length the client takes, "noseg" names a replica and closes
-    the connection when asked about its segment."""
+    past any length the client takes, "bigbulk" one of 500 MB with ten of
+    its bytes, "bigarrays" 8 nested headers of arrays of 16M elements (then
+    silence), "noseg" names a replica and closes the connection when asked
+    about its segment."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -95,6 +98,10 @@ class FakeServer:
                         s.sendall(b"?what\r\n")
                     elif self.mode == "hugebulk":
                         s.sendall(b"$999999999999\r\n")
+                    elif self.mode == "bigbulk":  # announced, ten bytes of it sent
+                        s.sendall(b"$500000000\r\n" + b"x" * 10)
+                    elif self.mode == "bigarrays":  # nested 8 deep, no element yet
+                        s.sendall(b"*16000000\r\n" * 8)
         except OSError:
             return
 
@@ -261,3 +268,52 @@ def test_failed_calls_leave_nothing_behind(fresh_server):
     assert (len(os.listdir("/proc/self/fd")), len(os.listdir("/proc/self/task"))) == (fds, threads)
     st.close()
     c.close()
+
+
+def _vm_kib():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmSize:"))
+
+
+def test_a_length_announced_is_not_allocated_before_it_comes():
+    # The reply reader reserved what a header announced before any of it
+    # came: a peer announcing a 500 MB bulk and sending ten bytes made the
+    # client allocate 512 MiB, held until the next call closed the
+    # connection. Counted in the process's address space, on the calling
+    # thread (no thread's arena in between).
+    fake = FakeServer("bigbulk")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=300)
+        before = _vm_kib()
+        assert c.size("k") == _mooncake.ERR_IO
+        assert "timed out" in _mooncake.last_error(), _mooncake.last_error()
+        grown = _vm_kib() - before
+        assert grown < 32 * 1024, "%d KiB reserved for a reply that sent 10 bytes" % grown
+        c.close()
+    finally:
+        fake.close()
+
+
+def test_array_headers_are_not_allocated_before_their_elements_come():
+    # Each array header reserved its element table at once: 8 nested
+    # headers of 16M elements, and nothing else, made the client hold
+    # 1 GiB while it waited for the first element (freed when the read
+    # timed out, so the address space is watched while the call waits).
+    fake = FakeServer("bigarrays")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=1000)
+        box = {}
+        before = _vm_kib()
+        t = threading.Thread(target=lambda: box.setdefault("rc", c.size("k")), daemon=True)
+        t.start()
+        peak, end = 0, time.monotonic() + BOUND_S
+        while t.is_alive() and time.monotonic() < end:
+            peak = max(peak, _vm_kib() - before)
+            time.sleep(0.005)
+        t.join(0)
+        assert box.get("rc") == _mooncake.ERR_IO, box
+        # the call's thread (its stack, its malloc arena) is 72 MiB at most
+        assert peak < 256 * 1024, "%d KiB reserved while no element had come" % peak
+        c.close()
+    finally:
+        fake.close()
