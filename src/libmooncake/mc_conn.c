@@ -22,6 +22,16 @@
  * MC_SPIN_US, 0 turns it off) before a blocking read cut a 1 MiB shm put
  * from 86 to 67 us (p50) -- the reply is usually there within that window,
  * and the CPU spent is bounded by it.
+ *
+ * Why a reply has a budget as well as each wait (replyBegins): SO_RCVTIMEO
+ * bounds one wait, so a peer that sends a byte of a reply every io_ms/2
+ * held a call for as long as it liked. A reply has io_ms to come, and
+ * another io_ms for each 64 KiB that came; no wait begins once that is
+ * spent, so a reply that stops progressing fails within two io_ms. Not
+ * one deadline for the whole call: a call moving gigabytes legitimately
+ * takes longer than io_ms, and a rate (64 KiB per io_ms) is what tells a
+ * slow peer from a stuck one. The clock is read once per read call, which
+ * the spin above reads anyway.
  */
 #include "mc_conn.h"
 
@@ -358,7 +368,17 @@ static long long monoUs(void) {
 /* One read into iov[0..n); keeps any fd that comes along. >0 bytes, or an
  * MC_ERR. */
 static ssize_t readSomeV(mcConn *c, struct iovec *iov, int iovcnt) {
-    long long spin_until = c->spin_us > 0 ? monoUs() + c->spin_us : 0;
+    long long now = monoUs();
+    /* The reply's budget (replyBegins) is spent: no more waiting for it. */
+    if (c->reply_until_us && now >= c->reply_until_us) {
+        c->timed_out = 1;
+        snprintf(c->err, sizeof(c->err), "read: timed out (less than %d KiB of the reply came in %d ms)",
+                 MC_CONN_READ_CHUNK / 1024, c->io_timeout_ms);
+        c->broken = 1;
+        c->garbled = 0;
+        return MC_ERR_IO;
+    }
+    long long spin_until = c->spin_us > 0 ? now + c->spin_us : 0;
     for (;;) {
         ssize_t r;
         int flags = spin_until ? MSG_DONTWAIT : 0;
@@ -393,7 +413,13 @@ static ssize_t readSomeV(mcConn *c, struct iovec *iov, int iovcnt) {
             msg.msg_iovlen = (size_t)iovcnt;
             r = recvmsg(c->fd, &msg, flags);
         }
-        if (r > 0) return r;
+        if (r > 0) {
+            if (c->reply_until_us && (c->reply_got += (size_t)r) >= MC_CONN_READ_CHUNK) {
+                c->reply_until_us = monoUs() + (long long)c->io_timeout_ms * 1000; /* progress earns more */
+                c->reply_got = 0;
+            }
+            return r;
+        }
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && flags && errno == EAGAIN) {
             /* Nothing yet: poll a little longer, then sleep in a blocking read. */
@@ -404,6 +430,13 @@ static ssize_t readSomeV(mcConn *c, struct iovec *iov, int iovcnt) {
         connFail(c, "read: %s", r == 0 ? "connection closed" : errno == EAGAIN ? "timed out" : strerror(errno));
         return MC_ERR_IO;
     }
+}
+
+/* A reply is about to be read: it has io_ms to come, and another io_ms
+ * for each 64 KiB that came (why: the top of the file). */
+static void replyBegins(mcConn *c) {
+    c->reply_until_us = c->io_timeout_ms > 0 ? monoUs() + (long long)c->io_timeout_ms * 1000 : 0;
+    c->reply_got = 0;
 }
 
 static ssize_t readSome(mcConn *c, void *dst, size_t len) {
@@ -604,6 +637,7 @@ fail:
 static int skipDiscarded(mcConn *c) {
     while (c->discard > 0 && !c->broken) {
         c->discard--;
+        replyBegins(c);
         mcReply *r = readReplyDepth(c, 0);
         if (r == NULL) return MC_ERR_IO;
         mcReplyFree(r);
@@ -611,8 +645,14 @@ static int skipDiscarded(mcConn *c) {
     return c->broken ? MC_ERR_IO : MC_OK;
 }
 
+static mcReply *readReply(mcConn *c) {
+    if (c->broken || skipDiscarded(c) != MC_OK) return NULL;
+    return readReplyDepth(c, 0);
+}
+
 mcReply *mcConnRead(mcConn *c) {
     if (c->broken || skipDiscarded(c) != MC_OK) return NULL;
+    replyBegins(c);
     return readReplyDepth(c, 0);
 }
 
@@ -627,9 +667,10 @@ void mcConnAppendNoReply(mcConn *c, int argc, const char **argv, const size_t *l
 static long long readHeader(mcConn *c, char type, mcReply **err_reply) {
     *err_reply = NULL;
     if (c->broken || skipDiscarded(c) != MC_OK) return MC_ERR_IO;
+    replyBegins(c);
     if (fill(c, 1) != MC_OK) return MC_ERR_IO;
     if (c->rbuf[c->rpos] != type) {
-        mcReply *r = mcConnRead(c);
+        mcReply *r = readReply(c);
         if (r == NULL) return MC_ERR_IO;
         *err_reply = r;
         return -1;

@@ -37,6 +37,8 @@ typedef struct mcConn {
     struct { size_t obuf_off; const void *ptr; size_t len; } refs[MC_CONN_MAX_IOV];
     int nrefs;
     int discard;             /* replies still to come for commands sent without waiting */
+    long long reply_until_us; /* the reply being read waits no longer (0: no I/O timeout) */
+    size_t reply_got;        /* its bytes since the budget was last renewed */
     int broken;              /* an I/O error or protocol error: don't reuse */
     int timed_out;           /* ... and it was the I/O timeout */
     int garbled;             /* ... and it was a protocol error: the peer is no Mooncake server */

@@ -50,8 +50,8 @@ class FakeServer:
     "garbage" answers a line that is not RESP, "hugebulk" a bulk header
     past any length the client takes, "bigbulk" one of 500 MB with ten of
     its bytes, "bigarrays" 8 nested headers of arrays of 16M elements (then
-    silence), "noseg" names a replica and closes the connection when asked
-    about its segment."""
+    silence), "drip" a 1000-byte bulk at a byte every 100 ms, "noseg" names
+    a replica and closes the connection when asked about its segment."""
 
     def __init__(self, mode):
         self.mode = mode
@@ -102,6 +102,11 @@ class FakeServer:
                         s.sendall(b"$500000000\r\n" + b"x" * 10)
                     elif self.mode == "bigarrays":  # nested 8 deep, no element yet
                         s.sendall(b"*16000000\r\n" * 8)
+                    elif self.mode == "drip":  # a byte every 100 ms until the client goes
+                        s.sendall(b"$1000\r\n")
+                        while True:
+                            s.sendall(b"x")
+                            time.sleep(0.1)
         except OSError:
             return
 
@@ -289,6 +294,21 @@ def test_a_length_announced_is_not_allocated_before_it_comes():
         assert "timed out" in _mooncake.last_error(), _mooncake.last_error()
         grown = _vm_kib() - before
         assert grown < 32 * 1024, "%d KiB reserved for a reply that sent 10 bytes" % grown
+        c.close()
+    finally:
+        fake.close()
+
+
+def test_a_reply_that_drips_fails_in_bounded_time():
+    # io_ms bounded each wait, not the reply: a server that sends a byte of
+    # a 1000-byte reply every 100 ms (io_ms 300) held the call for 100 s. A
+    # reply now has io_ms to come, and another io_ms per 64 KiB that came.
+    fake = FakeServer("drip")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=300)
+        done, v = bounded(lambda: (c.size("k"), _mooncake.last_error()))
+        assert done, "the call still reading the drip"
+        assert v[0] == _mooncake.ERR_IO and "timed out" in v[1], v
         c.close()
     finally:
         fake.close()
