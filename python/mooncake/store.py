@@ -669,6 +669,24 @@ def _anchored_literals(pat):
     return list(dict.fromkeys(n for a in alts for n in (a, a + "\n")))
 
 
+def _skip_empty(keys, miss, run):
+    """run(idx) for the keys that are not empty (idx: their indexes, in
+    order; it answers one result each), miss in the empty ones' places.
+    Mooncake's master answers a read or remove of the empty key as of any
+    key it does not hold (only PutStart refuses it, INVALID_PARAMS), and
+    engines are written against that; libmooncake refuses it as an
+    argument, which here raised ValueError, or failed every key of the
+    batch with INVALID_PARAMS."""
+    idx = [i for i, k in enumerate(keys) if len(k)]
+    if len(idx) == len(keys):
+        return run(idx)
+    out = [miss] * len(keys)
+    if idx:
+        for i, r in zip(idx, run(idx)):
+            out[i] = r
+    return out
+
+
 def _glob_escape(s):
     """s as a literal in a SCAN MATCH glob."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in s)
@@ -945,10 +963,14 @@ class MooncakeDistributedStore:
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return [RPC_FAIL] * len(keys)
-        try:
-            return [_code(rc) for rc in c.get_into(self._keys(keys), bufs, sizes)]
-        except (TypeError, ValueError, OverflowError):
-            return [INVALID_PARAMS] * len(keys)
+
+        def run(idx):
+            try:
+                return [_code(rc) for rc in c.get_into(self._keys([keys[i] for i in idx]), [bufs[i] for i in idx],
+                                                       [sizes[i] for i in idx])]
+            except (TypeError, ValueError, OverflowError):
+                return [INVALID_PARAMS] * len(idx)
+        return _skip_empty(keys, OBJECT_NOT_FOUND, run)
 
     def _sizes(self, c, keys):
         """Each key's size (>= 0) or code, in one round trip."""
@@ -984,6 +1006,9 @@ class MooncakeDistributedStore:
         return self._get_buffers(_arg_keys("batch_get_buffer", keys))
 
     def _get_buffers(self, keys):
+        return _skip_empty(keys, None, lambda idx: self._get_buffers_of([keys[i] for i in idx]))
+
+    def _get_buffers_of(self, keys):
         """One BufferHandle per key, or None (a miss, or no room left in the
         local buffer, as in Mooncake).
 
@@ -1117,14 +1142,15 @@ class MooncakeDistributedStore:
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return [RPC_FAIL] * len(keys)
-        n, res = c.exists(self._keys(keys))
-        return [_code(r) for r in res]
+        return _skip_empty(keys, 0, lambda idx: [_code(r) for r in c.exists(self._keys([keys[i] for i in idx]))[1]])
 
     def remove(self, key, force=False):
         key = _arg_key("remove", key)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
+        if not len(key):
+            return OBJECT_NOT_FOUND  # as Mooncake's master answers it (_skip_empty)
         rc = c.remove(self._key(key))
         return OBJECT_NOT_FOUND if rc == 0 else (0 if rc > 0 else _code(rc))
 
@@ -1198,6 +1224,8 @@ class MooncakeDistributedStore:
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
             return RPC_FAIL
+        if not len(key):
+            return OBJECT_NOT_FOUND  # as Mooncake's master answers it (_skip_empty)
         return _code(c.size(self._key(key)))
 
     # -- batches ------------------------------------------------------------

@@ -38,6 +38,35 @@ def test_setup_positional_engine_and_keywords(server):
     s.close()
 
 
+def test_the_empty_key_is_answered_as_upstreams_master_answers_it(server):
+    # Upstream's master refuses the empty key only at PutStart
+    # (INVALID_PARAMS); a read, an existence check or a remove of it finds
+    # no such object. Here libmooncake's refusal of the argument came
+    # through: get/is_exist/remove/get_size raised ValueError, and a batch
+    # with one empty key failed every key with INVALID_PARAMS.
+    s = new_store(server)
+    buf = np.zeros(64, np.uint8)
+    assert s.register_buffer(buf.ctypes.data, buf.nbytes) == 0
+    assert s.put("", b"x") == INVALID
+    assert s.put("ek", b"value") == 0
+    assert s.get("") == b""
+    assert s.get_buffer("") is None
+    assert s.is_exist("") == 0
+    assert s.remove("") == NOT_FOUND
+    assert s.get_size("") == NOT_FOUND
+    assert s.get_into("", buf.ctypes.data, 64) == NOT_FOUND
+    # in a batch, the other keys are answered as without it
+    assert s.get_batch(["", "ek"]) == [b"", b"value"]
+    hs = s.batch_get_buffer(["ek", ""])
+    assert hs[1] is None and bytes(hs[0]) == b"value"
+    assert s.batch_is_exist(["", "ek"]) == [0, 1]
+    assert s.batch_get_into(["", "ek"], [buf.ctypes.data, buf.ctypes.data + 32], [32, 32]) == [NOT_FOUND, 5]
+    assert bytes(buf[32:37]) == b"value"
+    assert s.batch_remove(["", "ek"]) == [NOT_FOUND, 0]
+    assert s.is_exist("ek") == 0
+    s.close()
+
+
 def test_setup_misuse_is_a_type_error(server):
     s = MooncakeDistributedStore()
     with pytest.raises(TypeError):
