@@ -124,6 +124,17 @@ static PyObject *Op_results(OpObject *self, PyObject *Py_UNUSED(ignored)) {
     return l;
 }
 
+/* error() -> why the finished op failed, as a whole or in some items (its
+ * last failed item's reason); "" when nothing failed or while it runs. */
+static PyObject *Op_error(OpObject *self, PyObject *Py_UNUSED(ignored)) {
+    mc_op *op = opEnter(self);
+    if (op == NULL) return NULL;
+    const char *e = mc_op_error(op);
+    PyObject *s = PyUnicode_DecodeUTF8(e ? e : "", e ? (Py_ssize_t)strlen(e) : 0, "replace");
+    opLeave(self);
+    return s;
+}
+
 /* release(): wait, then give the buffers back now rather than at GC. */
 static PyObject *Op_release_m(OpObject *self, PyObject *Py_UNUSED(ignored)) {
     Op_release(self);
@@ -135,6 +146,7 @@ static PyMethodDef Op_methods[] = {
     {"fileno", (PyCFunction)Op_fileno, METH_NOARGS, "A descriptor readable once finished (for event loops)."},
     {"wait", (PyCFunction)Op_wait, METH_VARARGS, "wait(timeout_ms=-1) -> batch result or MC_ERR_PENDING."},
     {"results", (PyCFunction)Op_results, METH_NOARGS, "Per-item results (waits first)."},
+    {"error", (PyCFunction)Op_error, METH_NOARGS, "Why the finished op (or its last failed item) failed, or ''."},
     {"release", (PyCFunction)Op_release_m, METH_NOARGS, "Wait, then release the buffers."},
     {NULL, NULL, 0, NULL},
 };

@@ -135,6 +135,18 @@ def _after_op(op, cleanup):
     cleanup()
 
 
+def _with_reason(results, why):
+    """Per-key results whose errors say why, as a synchronous call's do
+    (last_error()): the library's reason for the batch, or for its last
+    failed key -- engines log what they get, and a code alone ("connection
+    lost") does not say which host or what happened. Not on a miss or an
+    existing key, which need none and whose reason it would not be."""
+    if not why or not isinstance(results, list):
+        return results
+    return [type(r)(f"{r}: {why}", r.code) if isinstance(r, Error) and r.code not in
+            (_mooncake.ERR_NOT_FOUND, _mooncake.ERR_EXISTS) else r for r in results]
+
+
 class Future:
     """A batch running in the background. ``result(timeout=None)`` waits and
     returns the per-key results; ``await fut`` does the same in asyncio
@@ -164,11 +176,12 @@ class Future:
         with self._finish_lock:
             if not self._have:
                 raw = self._op if isinstance(self._op, list) else self._op.results()
+                why = "" if isinstance(self._op, list) else self._op.error()
                 if not isinstance(self._op, list):
                     self._op.release()
                 if self._cleanup is not None:
                     self._cleanup()
-                self._result = self._convert(self._keys, raw)
+                self._result = _with_reason(self._convert(self._keys, raw), why)
                 self._have = True
                 self._keep = ()
         return self._result

@@ -105,7 +105,7 @@ struct mc_op {
     void *mem;                   /* one block: items, iovecs, results, keys, prefer */
     unsigned fork_gen;           /* the process that made it (mc_fork.h) */
     uint64_t owner;              /* its handle's serial: whose error slot err goes to */
-    char err[512];               /* why it failed ("": it did not), set before done */
+    char err[512];               /* why it failed, or its last item that did ("": none did), set before done */
     struct mc_op *next;          /* in the queue */
 };
 
@@ -289,7 +289,17 @@ static int workerRun(mcAsync *a, mc_op *op) {
     } else {
         rc = mc_batch_getv(k, op->n, op->items, op->results);
     }
-    if (rc < 0) snprintf(op->err, sizeof(op->err), "async batch: %s", mc_last_error(k));
+    if (rc < 0) {
+        snprintf(op->err, sizeof(op->err), "async batch: %s", mc_last_error(k));
+    } else {
+        /* Items failed alone: why the last of them did, which is what a
+         * synchronous batch leaves in mc_last_error. Without it an engine
+         * had a code per item and nothing to log ("I/O error"). */
+        size_t failed = 0; /* a put's EXISTS is counted a success, as the batch counts it */
+        for (size_t i = 0; i < op->n; i++) failed += op->results[i] < 0 && !(op->put && op->results[i] == MC_ERR_EXISTS);
+        const char *why = failed ? mc_last_error(k) : "";
+        if (why[0]) snprintf(op->err, sizeof(op->err), "%s", why);
+    }
     opFinish(op, rc);
     return rc;
 }
@@ -487,6 +497,11 @@ const long long *mc_op_results(mc_op *op) {
 }
 
 int mc_op_fd(mc_op *op) { return opBad(op) ? MC_ERR_INVALID : op->efd; }
+
+const char *mc_op_error(mc_op *op) {
+    if (opBad(op)) return NULL;
+    return opDone(op) ? op->err : "";
+}
 
 void mc_op_free(mc_op *op) {
     if (op == NULL) return;

@@ -392,6 +392,13 @@ const long long *mc_op_results(mc_op *op);
 /* A file descriptor that becomes readable when the op finishes (for event
  * loops: asyncio's add_reader); owned by the op. */
 int mc_op_fd(mc_op *op);
+/* Why a finished op failed, as a whole or in some items (then why the last
+ * of them failed, as mc_last_error holds after a synchronous batch): ""
+ * when nothing failed or no reason was given, or while it runs; NULL for a
+ * NULL op. Owned by the op, valid until mc_op_free; any thread may read
+ * it, and mc_op_wait/mc_op_results also make it the calling thread's
+ * mc_last_error. */
+const char *mc_op_error(mc_op *op);
 /* Waits for the op if it is still running, then frees it. */
 void mc_op_free(mc_op *op);
 

@@ -6,7 +6,8 @@
  *    go on; it ends when the host resumes, its fd readable first. Byte-exact
  *    gets, a missing key in its slot alone, ordering (a put then a get of
  *    the same keys), 400 ops in flight, mc_op_free and mc_close waiting for
- *    unfinished ops, a worker that cannot connect.
+ *    unfinished ops, a worker that cannot connect, mc_op_error's reason for
+ *    an item that failed alone.
  *
  * A file of its own because mc_async.c is a module of its own: its worker
  * threads and op lifetimes are what is under test.
@@ -243,6 +244,30 @@ void testAsync(void) {
         for (int i = 0; i < AS_N; i++)
             CHECK(sameBytes(keys[i], got + (size_t)i * AS_LEN, AS_LEN, vals + (size_t)i * AS_LEN, AS_LEN));
         mc_op_free(g);
+    }
+    TEST("async: mc_op_error says why an item failed alone; \"\" when none did, NULL for no op") {
+        /* An op whose items failed alone carried codes only: the reason
+         * travelled for a batch that failed as a whole. */
+        static char longkey[5000];
+        memset(longkey, 'k', sizeof(longkey));
+        char v1[4] = "abc";
+        struct iovec piov[2] = {{v1, 3}, {v1, 3}};
+        mc_kvv pit[2] = {{"as:why", 6, &piov[0], 1}, {longkey, sizeof(longkey), &piov[1], 1}};
+        mc_op *p = asPut(c, 2, pit, NULL);
+        CHECK(asWaitIs(p, 1, "put with a key too long"));
+        const long long *res = p ? mc_op_results(p) : NULL;
+        CHECK(res != NULL && res[0] == MC_OK && res[1] == MC_ERR_INVALID);
+        const char *why = p ? mc_op_error(p) : NULL;
+        CHECK(why != NULL && strstr(why, "key is too long") != NULL);
+        if (why && !strstr(why, "key is too long")) fprintf(stderr, "  mc_op_error: '%s'\n", why);
+        mc_op_free(p);
+        pit[0].key = "as:why2";
+        pit[0].keylen = 7;
+        p = asPut(c, 1, pit, NULL);
+        CHECK(asWaitIs(p, 1, "put"));
+        CHECK(p != NULL && mc_op_error(p) != NULL && mc_op_error(p)[0] == '\0');
+        mc_op_free(p);
+        CHECK(mc_op_error(NULL) == NULL);
     }
     TEST("async: a missing key is NOT_FOUND in its slot alone") {
         memset(got, 0, 3 * AS_LEN);

@@ -289,6 +289,20 @@ def test_async_batch(store):
     assert [bytes(b) for b in bufs] == vals
 
 
+def test_async_item_errors_say_why(store):
+    # A key that failed alone in an async batch carried its code only
+    # ("invalid argument"): the library kept the reason for a batch that
+    # failed as a whole, and the future dropped even that. A synchronous
+    # call's error says why (last_error()); engines log what they get.
+    fut = store.batch_put_async(["why-ok", "k" * 5000], [b"1", b"2"])  # max-key-size is 4096
+    res = fut.result(timeout=30)
+    assert res[0] is None and isinstance(res[1], mooncake.InvalidArgumentError), res
+    assert "key is too long" in str(res[1]), str(res[1])
+    bufs = [bytearray(8), bytearray(8)]
+    res = store.batch_get_into_async(["why-ok", "why-missing"], bufs).result(timeout=30)
+    assert res[0] == 1 and isinstance(res[1], mooncake.NotFoundError), res  # a miss: no reason added
+
+
 def test_async_await(store):
     async def main():
         keys = [f"aw{i}" for i in range(16)]
