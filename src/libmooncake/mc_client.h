@@ -30,6 +30,7 @@
 #define MC_MAX_ENDPOINTS 16
 #define MC_SEG_SWEEP_MIN 16          /* segment descriptions cached before mcSegSweep asks which are gone */
 #define MC_SEG_SWEEP_MS 30000        /* and at most this long between asks while a hosted segment is mapped */
+#define MC_SEG_PEER_CHECK_MS 100     /* or when a data connection's peer closed it, looked at this often at most */
 
 /* Cluster retry policy shared by the single-key calls and the batches (the
  * rest of it is mc_route.c's). */
@@ -116,6 +117,7 @@ struct mc_client {
     int segs_sweep_at;           /* mcSegSweep runs when nsegs reaches it */
     int segs_sweep_ms;           /* or this long after the last sweep, if a hosted segment is mapped */
     long long segs_swept_us;
+    long long peers_checked_us;  /* last look for data connections their peers closed (mc_xfer.c) */
     mcDataConn *dconns;
     int streams;                 /* tcp connections per peer for one transfer */
     int host_port_min, host_port_max; /* mc_set_host_ports: the hosted segment's TCP port range */

@@ -57,7 +57,16 @@
  * also sweeps when MC_SEG_SWEEP_MS (30 s) passed since the last sweep: a
  * round trip per node every 30 s for an active reader of hosted memory,
  * nothing for one that reads only pools. An idle handle makes no call
- * and sweeps nothing: its next call does.
+ * and sweeps nothing: its next call does. But the two rules let a handle
+ * that read from a few hosts (fewer than MC_SEG_SWEEP_MIN) keep their
+ * memory mapped through any number of calls made within 30 s of a sweep,
+ * and 30 s after it -- the next call of an engine idle while its peers
+ * went (a host's 16 GiB pinned here). A host that goes closes its data
+ * connections, which is seen without a round trip: a call also sweeps
+ * when one of the handle's data connections was closed by its peer
+ * (mcConnPeerClosed, a poll each, at most every MC_SEG_PEER_CHECK_MS).
+ * What a sweep cannot drop yet (a killed host the server has not
+ * unmounted) waits for the two rules above.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -203,8 +212,20 @@ static int uriInUse(mc_client *c, const char *uri) {
  * connections only they used (see the top: "Forgetting segments"). Only at
  * the start of a call, under the lock. What it asks never shows as the
  * call's error. */
+/* Whether a data connection's peer closed it: a host went (see the top:
+ * "Forgetting segments"). Not asked more often than MC_SEG_PEER_CHECK_MS. */
+static int hostWent(mc_client *c) {
+    long long now = mcNowUs();
+    if (c->dconns == NULL || now - c->peers_checked_us < (long long)MC_SEG_PEER_CHECK_MS * 1000) return 0;
+    c->peers_checked_us = now;
+    for (mcDataConn *d = c->dconns; d; d = d->next)
+        if (mcConnPeerClosed(d->conn)) return 1;
+    return 0;
+}
+
 /* Whether a sweep is due (see the top: "Forgetting segments"). */
 static int sweepDue(mc_client *c) {
+    if (c->segs && hostWent(c)) return 1;
     if (c->nsegs >= c->segs_sweep_at && c->nsegs >= MC_SEG_SWEEP_MIN) return 1;
     if (c->segs == NULL || mcNowUs() - c->segs_swept_us < (long long)c->segs_sweep_ms * 1000) return 0;
     for (mcSeg *s = c->segs; s; s = s->next)

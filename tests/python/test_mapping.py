@@ -84,3 +84,76 @@ def test_mapping_goes_with_the_store(unix_server):
     assert pool_mappings() == 1
     st.close()
     assert pool_mappings() == 0
+
+
+HOSTS = r"""
+import sys
+sys.path[:0] = sys.argv[2:]
+from mooncake import _mooncake
+hs = []
+for i in range(10):
+    h = _mooncake.Client(sys.argv[1])
+    assert h.mount(1 << 20, "gone-%d" % i) > 0
+    assert h.put(["gone%d" % i], [b"v" * 4096], None, (1, "gone-%d" % i, 0, False, True)) == [0]
+    hs.append(h)
+print("ready", flush=True)
+sys.stdin.readline()  # lives until the test closes its stdin
+"""
+
+CHURN = r"""
+import sys
+sys.path[:0] = sys.argv[2:]
+from mooncake import _mooncake
+for i in range(1000):
+    h = _mooncake.Client(sys.argv[1])
+    assert h.mount(1 << 20, "churn-%d" % i) > 0
+    h.close()
+"""
+
+
+def test_a_handle_idle_while_its_hosts_went_lets_their_memory_go_at_its_next_call(fresh_server):
+    # A handle that read from a few hosted segments (fewer than the 16 a
+    # count-based sweep waits for) kept their mappings and sockets through
+    # every call made within 30 s of its last sweep: an engine idle while
+    # its peers went held their memory (a mapping each, pinned for the
+    # kernel) until a call came 30 s after. Its next call now sees the
+    # closed data connections and sweeps. Counted, not timed: the 10
+    # hosts' mappings are there after the reads and while the handle is
+    # idle through 1000 mounts and unmounts of another client, and gone
+    # after its next call.
+    import os
+    import subprocess
+    import sys
+
+    def held():
+        with open("/proc/self/maps") as f:
+            maps = sum(1 for line in f if "memfd:mooncake-segment" in line)
+        return maps, len(os.listdir("/proc/self/fd"))
+    c = __import__("mooncake")._mooncake.Client(fresh_server.addr)
+    base = held()
+    hosts = subprocess.Popen([sys.executable, "-c", HOSTS, fresh_server.addr] + sys.path, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert hosts.stdout.readline().strip() == "ready"
+        for i in range(10):
+            assert c.get(["gone%d" % i]) == [b"v" * 4096]
+        mapped = held()
+        assert mapped[0] == base[0] + 10, (base, mapped)
+    finally:
+        hosts.stdin.close()
+        hosts.wait(timeout=60)
+        hosts.stdout.close()
+    churn = subprocess.run([sys.executable, "-c", CHURN, fresh_server.addr] + sys.path, capture_output=True,
+                           text=True, timeout=300)
+    assert churn.returncode == 0, churn.stderr[-2000:]
+    assert held()[0] == mapped[0]  # idle: nothing happens in it
+    # the server has unmounted them (the hosts' connections closed; a
+    # bounded wait: it asks whether the process lives first)
+    import time
+    end = time.monotonic() + 30
+    while len(fresh_server.cli("SEGMENTS")) > 1 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert len(fresh_server.cli("SEGMENTS")) == 1  # its own pool
+    assert c.size("gone0") == __import__("mooncake")._mooncake.ERR_NOT_FOUND  # gone with its segment
+    assert held() == base
+    c.close()
