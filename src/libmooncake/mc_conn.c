@@ -31,7 +31,8 @@
  * one deadline for the whole call: a call moving gigabytes legitimately
  * takes longer than io_ms, and a rate (64 KiB per io_ms) is what tells a
  * slow peer from a stuck one. The clock is read once per read call, which
- * the spin above reads anyway.
+ * the spin above reads anyway. A write (writeAll) has the same budget:
+ * SO_SNDTIMEO bounds one sendmsg, which returns what it sent by then.
  */
 #include "mc_conn.h"
 
@@ -223,6 +224,12 @@ void mcConnClose(mcConn *c) {
 
 /* ---- output -------------------------------------------------------------- */
 
+static long long monoUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
 static int obufReserve(mcConn *c, size_t more) {
     if (c->olen + more <= c->ocap) return 0;
     size_t cap = c->ocap ? c->ocap : 4096;
@@ -319,9 +326,36 @@ static int peerLastWords(mcConn *c, char *out, size_t len) {
     return 1;
 }
 
-/* Writes all of iov[0..n), advancing through partial writes. */
+/* Writes all of iov[0..n), advancing through partial writes, under the
+ * same budget as a reply (see the top): SO_SNDTIMEO bounds one sendmsg,
+ * so a peer that takes a few KiB every io_ms/2 held a large write for as
+ * long as it liked. */
 static int writeAll(mcConn *c, struct iovec *iov, int n) {
-    if (anetSendAll(c->fd, iov, n) == 0) return MC_OK;
+    long long until = c->io_timeout_ms > 0 ? monoUs() + (long long)c->io_timeout_ms * 1000 : 0;
+    size_t taken = 0;
+    while (n > 0) {
+        if (until && monoUs() >= until) {
+            c->timed_out = 1;
+            c->broken = 1;
+            c->garbled = 0;
+            snprintf(c->err, sizeof(c->err), "write: timed out (the peer took less than %d KiB in %d ms)",
+                     MC_CONN_READ_CHUNK / 1024, c->io_timeout_ms);
+            return MC_ERR_IO;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)(n > IOV_MAX ? IOV_MAX : n)};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = EPIPE;
+            break;
+        }
+        anetIovAdvance(&iov, &n, (size_t)w);
+        if (until && (taken += (size_t)w) >= MC_CONN_READ_CHUNK) {
+            until = monoUs() + (long long)c->io_timeout_ms * 1000; /* progress earns more */
+            taken = 0;
+        }
+    }
+    if (n == 0) return MC_OK;
     int e = errno;
     char said[160];
     c->timed_out = e == EAGAIN;
@@ -358,12 +392,6 @@ int mcConnFlush(mcConn *c) {
 }
 
 /* ---- input --------------------------------------------------------------- */
-
-static long long monoUs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
 
 /* One read into iov[0..n); keeps any fd that comes along. >0 bytes, or an
  * MC_ERR. */

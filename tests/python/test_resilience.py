@@ -50,7 +50,8 @@ class FakeServer:
     "garbage" answers a line that is not RESP, "hugebulk" a bulk header
     past any length the client takes, "bigbulk" one of 500 MB with ten of
     its bytes, "bigarrays" 8 nested headers of arrays of 16M elements (then
-    silence), "drip" a 1000-byte bulk at a byte every 100 ms, "noseg" names
+    silence), "drip" a 1000-byte bulk at a byte every 100 ms, "slowread"
+    reads 4 KiB every 100 ms (a 4 KiB window) and answers nothing, "noseg" names
     a replica and closes the connection when asked about its segment."""
 
     def __init__(self, mode):
@@ -58,6 +59,8 @@ class FakeServer:
         self.accepted = 0
         self.lock = threading.Lock()
         self.sock = socket.socket()
+        if mode == "slowread":  # a small window: the client's bytes wait on the reads below
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(64)
         self.addr = "127.0.0.1:%d" % self.sock.getsockname()[1]
@@ -76,9 +79,14 @@ class FakeServer:
             threading.Thread(target=self._serve, args=(s,), daemon=True).start()
 
     def _serve(self, s):
-        buf = b""
+        buf, slow = b"", False
         try:
             while True:
+                if slow:  # 4 KiB every 100 ms, never an answer
+                    time.sleep(0.1)
+                    if not s.recv(4096):
+                        return
+                    continue
                 d = s.recv(65536)
                 if not d:
                     return
@@ -88,6 +96,9 @@ class FakeServer:
                         continue
                     if parts[0].upper() == b"CLUSTER":
                         s.sendall(b"-ERR This instance has cluster support disabled\r\n")
+                        if self.mode == "slowread":
+                            slow = True
+                            break
                     elif self.mode == "noseg" and parts[0].upper() == b"GET.REPLICAS":
                         # a lease, a size of 100, no tags, one replica in segment 1
                         s.sendall(b"*4\r\n:60000\r\n:100\r\n*0\r\n*3\r\n:1\r\n:0\r\n:100\r\n")
@@ -334,6 +345,24 @@ def test_array_headers_are_not_allocated_before_their_elements_come():
         assert box.get("rc") == _mooncake.ERR_IO, box
         # the call's thread (its stack, its malloc arena) is 72 MiB at most
         assert peak < 256 * 1024, "%d KiB reserved while no element had come" % peak
+        c.close()
+    finally:
+        fake.close()
+
+
+def test_a_peer_that_reads_slowly_fails_a_large_write_in_bounded_time():
+    # SO_SNDTIMEO bounds one sendmsg, and each took a few KiB within it: a
+    # peer reading 4 KiB every 100 ms (io_ms 300) held a call sending 32 MiB
+    # (a key that long here: nothing before the server refuses it) for
+    # over ten minutes. A write has a reply's budget: io_ms, and another
+    # per 64 KiB taken.
+    fake = FakeServer("slowread")
+    try:
+        c = _mooncake.Client(fake.addr, connect_ms=2000, io_ms=300)
+        key = "k" * (32 << 20)
+        done, v = bounded(lambda: (c.size(key), _mooncake.last_error()))
+        assert done, "the call still writing to the slow reader"
+        assert v[0] == _mooncake.ERR_IO and "timed out" in v[1], v
         c.close()
     finally:
         fake.close()
