@@ -142,10 +142,12 @@ mc_client *mc_connect_timeouts(const char *uri, const char *user, const char *pa
                                char *err, size_t errlen);
 void mc_close(mc_client *c);
 /* Connect and per-operation I/O timeouts in ms (defaults 5000 and 30000; 0: none).
- * The I/O timeout also bounds how long one call rides through a server
- * restart, a lost connection, -TRYAGAIN or -CLUSTERDOWN, retrying by itself
- * (30 s when it is 0); then the call fails (MC_ERR_IO, or the cluster's
- * last error). docs/PROTOCOL.md, "Riding through". The connections the
+ * The I/O timeout bounds each wait on a socket and each reply or write as
+ * a whole: io_ms to come, and another io_ms per 64 KiB that came (a peer
+ * that drips fails the call, MC_ERR_IO "timed out"). It also bounds how
+ * long one call rides through a server restart, a lost connection,
+ * -TRYAGAIN or -CLUSTERDOWN, retrying by itself (30 s when it is 0); then
+ * the call fails (MC_ERR_IO, or the cluster's last error). docs/PROTOCOL.md, "Riding through". The connections the
  * handle has open take the new I/O timeout too: metadata, data, the
  * parallel streams' (at their next transfer), the async worker's clone
  * (before its next op). */
