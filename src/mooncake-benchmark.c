@@ -655,6 +655,8 @@ static void usage(int code) {
 " --streams <n>      library rows: tcp connections one transfer may use at\n"
 "                    once, 1..16 (mc_set_streams; default: the library's,\n"
 "                    1 to a same-host peer, else one per CPU up to 4)\n"
+" --iov <n>          mcputv/mcgetv: buffers each value is split into, 1..1024\n"
+"                    (default 1)\n"
 " --span <size>      library rows: each client cycles through this many bytes\n"
 "                    of distinct keys and buffers, a batch per call (default:\n"
 "                    the same batch every call, cache-warm); an engine's\n"
@@ -763,8 +765,21 @@ static void parseOptions(int argc, char **argv) {
         if (!strcmp(o, "--sequential")) { benchCfg.sequential = 1; continue; }
         if (!strcmp(o, "--progress")) { benchCfg.progress = 1; continue; }
         if (!strcmp(o, "--no-progress")) { benchCfg.progress = 0; continue; }
+        /* Every option below takes a value. An unknown one is named as unknown
+         * wherever it stands: checking for a value first called a last
+         * `--bogus` "needs a value (or is unknown)", and let a known option
+         * given last pass for a typo. */
+        static const char *const valued[] = {"-h", "-p", "-s", "-a", "-c", "-n", "-d", "-t", "-P", "-r",
+            "--threads", "--batch", "--warmup", "--replicas", "--segments", "--streams", "--iov",
+            "--transport", "--duration", "--max-time", "--span", "--sink", NULL};
+        int known = 0;
+        for (int k = 0; valued[k] && !known; k++) known = !strcmp(o, valued[k]);
+        if (!known) {
+            fprintf(stderr, "mooncake-benchmark: unknown option %s\n\n", o);
+            usage(1);
+        }
         if (last) {
-            fprintf(stderr, "mooncake-benchmark: option %s needs a value (or is unknown)\n\n", o);
+            fprintf(stderr, "mooncake-benchmark: option %s needs a value\n\n", o);
             usage(1);
         }
         const char *v = argv[++i];
@@ -807,9 +822,6 @@ static void parseOptions(int argc, char **argv) {
         } else if (!strcmp(o, "--sink")) {
             if (parseSize(v, &benchCfg.sink) == -1 || benchCfg.sink < BENCH_BIG_PAYLOAD)
                 benchFatal("invalid value for --sink: '%s' (at least 64k)", v);
-        } else {
-            fprintf(stderr, "mooncake-benchmark: unknown option %s\n\n", o);
-            usage(1);
         }
     }
     if (!benchCfg.sizes) parseSizes("64");

@@ -128,6 +128,32 @@ tags {benchmark} {
         assert_match "*start*create*stop*" [exec [file join $utils create-cluster] help]
     }
 
+    test {mooncake-benchmark names an unknown option as unknown wherever it stands, and a missing value as missing} {
+        if {![file executable $::benchbin]} { fail "$::benchbin is not built (make -C src all)" }
+        # A last unknown option used to read "needs a value (or is unknown)".
+        foreach argv {{--bogus} {-q --bogus} {--bogus -q} {-q --bogus 5}} {
+            assert_equal 1 [catch {exec $::benchbin {*}$argv} out] "$argv: $out"
+            assert_match "mooncake-benchmark: unknown option --bogus\n*" $out
+        }
+        assert_equal 1 [catch {exec $::benchbin -q -n} out]
+        assert_match "mooncake-benchmark: option -n needs a value\n*" $out
+    }
+
+    test {Every option mooncake-benchmark parses is listed by its --help} {
+        if {![file executable $::benchbin]} { fail "$::benchbin is not built (make -C src all)" }
+        set fd [open [file join $::harness(root) src mooncake-benchmark.c]]
+        set src [read $fd]
+        close $fd
+        set help [exec $::benchbin --help]
+        set opts [lsort -unique [regexp -all -inline {"-[-a-zA-Z]+"} $src]]
+        assert_morethan [llength $opts] 20
+        foreach o $opts {
+            set o [string trim $o {"}]
+            # --iov was parsed and named in the text of another option, never listed.
+            if {![regexp -line "^ $o\\M" $help]} { fail "--help does not list $o" }
+        }
+    }
+
     test {utils/tick.sh: a counter on a terminal that erases itself, nothing in a pipe} {
         set tick [file join $::harness(root) utils tick.sh]
         set script ". '$tick'; printf 'step: '; TICK_INTERVAL=0.2; tick_start; sleep 0.5; tick_stop; echo done"
