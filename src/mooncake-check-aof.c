@@ -114,9 +114,10 @@ static int checkFile(const char *path, const char *label, int fix) {
     return result;
 }
 
-static int usage(void) {
-    fprintf(stderr, "Usage: mooncake-check-aof [--fix] <appendonlydir/appendonly.aof.manifest | file.aof>\n");
-    return 2;
+/* --help: stdout and 0; misuse: stderr and 2. */
+static int usage(FILE *f) {
+    fprintf(f, "Usage: mooncake-check-aof [--fix] <appendonlydir/appendonly.aof.manifest | file.aof>\n");
+    return f == stdout ? 0 : 2;
 }
 
 int main(int argc, char **argv) {
@@ -124,11 +125,16 @@ int main(int argc, char **argv) {
     const char *path = NULL;
     for (int j = 1; j < argc; j++) {
         if (!strcmp(argv[j], "--fix")) fix = 1;
-        else if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) return usage() - 2;
-        else if (path == NULL) path = argv[j];
-        else return usage();
+        else if (!strcmp(argv[j], "--help") || !strcmp(argv[j], "-h")) return usage(stdout);
+        else if (argv[j][0] == '-' && argv[j][1] != '\0') {
+            /* A mistyped option (--fxi) used to be taken for the file and
+             * answered "cannot open"; a file named so is ./-name. */
+            fprintf(stderr, "mooncake-check-aof: unknown option %s\n", argv[j]);
+            return usage(stderr);
+        } else if (path == NULL) path = argv[j];
+        else return usage(stderr);
     }
-    if (path == NULL) return usage();
+    if (path == NULL) return usage(stderr);
     size_t plen = strlen(path);
     const char *suffix = ".manifest";
     if (plen < strlen(suffix) || strcmp(path + plen - strlen(suffix), suffix) != 0) return checkFile(path, path, fix);

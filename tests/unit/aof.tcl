@@ -724,6 +724,13 @@ test {mooncake-check-aof: usage, a missing file} {
     lassign [check_aof /nonexistent/appendonly.aof.manifest] rc out
     assert_equal 2 $rc
     assert_match "*cannot open*" $out
+    # An unknown option is named as one (it was opened as a file: "cannot
+    # open"), and --help is an answer, on stdout, not a misuse.
+    lassign [check_aof --fxi /nonexistent/appendonly.aof.manifest] rc out
+    assert_equal 2 $rc
+    assert_match "mooncake-check-aof: unknown option --fxi\nUsage*" $out
+    assert_equal 0 [catch {exec $::check_aof --help 2>/dev/null} out]
+    assert_match "Usage: mooncake-check-aof*" $out
 }
 
 test {mooncake-check-aof: a directory or a device is unreadable (2), never valid} {
