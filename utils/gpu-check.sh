@@ -65,7 +65,8 @@ while [ $# -gt 0 ]; do
         --pack) pack "${2:?--pack DIR}"; exit 0 ;;
         --bin) BIN=$(cd "${2:?--bin DIR}" && pwd) || exit 2; shift ;;
         --preflight) ONLY_PREFLIGHT=1 ;;
-        *) sed -n '2,31p' "$0"; exit 2 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        *) echo "gpu-check: unknown option $1" >&2; sed -n '2,31p' "$0" >&2; exit 2 ;;
     esac
     shift
 done

@@ -128,6 +128,33 @@ tags {benchmark} {
         assert_match "*start*create*stop*" [exec [file join $utils create-cluster] help]
     }
 
+    test {Every utility runs as the docs write it: a #! script is executable, answers --help, refuses a bad flag} {
+        # bench-sessions.py, run as BENCHMARKS.md writes it, was "Permission
+        # denied"; four scripts died on --help or a bad argument with a
+        # traceback (bench-interleaved, bench-idle-clients, bench-sparse-cpu,
+        # bench-zerofree); gpu-check.sh answered --help with exit 2.
+        set utils [file join $::harness(root) utils]
+        set n 0
+        foreach f [lsort [concat [glob [file join $utils *]] [glob [file join $utils bench *]]]] {
+            if {![file isfile $f]} continue
+            set fd [open $f]
+            set first [gets $fd]
+            close $fd
+            if {![string match "#!*" $first]} continue
+            incr n
+            set name [file tail $f]
+            if {![file executable $f]} { fail "$name has #! but is not executable" }
+            # Python scripts under /usr/bin/python3, whatever python3 comes first on PATH.
+            set run [expr {[string match "*python*" $first] ? [list /usr/bin/python3 $f] : [list $f]}]
+            assert_equal 0 [catch {exec {*}$run --help 2>@1} out] "$name --help: $out"
+            assert_morethan [string length $out] 40
+            assert_equal 1 [catch {exec {*}$run --no-such-flag < /dev/null} out] "$name --no-such-flag ran"
+            assert_no_match "*Traceback*" $out
+            assert_match "*no-such-flag*" $out
+        }
+        assert_morethan $n 15
+    }
+
     test {mooncake-benchmark names an unknown option as unknown wherever it stands, and a missing value as missing} {
         if {![file executable $::benchbin]} { fail "$::benchbin is not built (make -C src all)" }
         # A last unknown option used to read "needs a value (or is unknown)".

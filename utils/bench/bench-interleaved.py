@@ -142,13 +142,30 @@ def label(test, size):
 
 
 def main():
-    if len(sys.argv) < 4:
-        sys.exit(__doc__)
+    if any(a in ('-h', '--help') for a in sys.argv[1:]):
+        print(__doc__.strip())
+        return
+    why = next((f'unknown option {a}' for a in sys.argv[1:] if a.startswith('-')), None)
+    if why:
+        pass
+    elif len(sys.argv) < 4:
+        why = 'expects ROUNDS TESTS SERVER...'
+    elif not sys.argv[1].isdigit() or int(sys.argv[1]) < 1:
+        why = f'ROUNDS must be a positive number, not {sys.argv[1]!r}'
+    else:
+        tests = []
+        for t in sys.argv[2].split(','):
+            f = t.split(':')
+            if len(f) not in (2, 3) or not all(x.isdigit() for x in f[1:]):
+                why = f'a test is TEST:PIPELINE[:SIZE], not {t!r}'
+                break
+            tests.append((f[0], int(f[1]), int(f[2]) if len(f) > 2 else None))
+        bad = [s for s in sys.argv[3:] if '=' not in s]
+        if why is None and bad:
+            why = f'a server is NAME=BINARY[,ARG...], not {bad[0]!r}'
+    if why:
+        sys.exit(f'bench-interleaved.py: {why}\n\n{__doc__.strip()}')
     rounds = int(sys.argv[1])
-    tests = []
-    for t in sys.argv[2].split(','):
-        f = t.split(':')
-        tests.append((f[0], int(f[1]), int(f[2]) if len(f) > 2 else None))
     servers = {}
     port = 7700 + os.getpid() % 1000
     try:
