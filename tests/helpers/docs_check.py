@@ -32,6 +32,16 @@ What runs, against a fresh server per block:
   python         run by /usr/bin/python3 with build/python (the binding make
                  builds) on its path, the server's address substituted; a
                  sanitizer build preloads the runtimes the extension needs.
+
+Then two checks of the references as a whole, each one more line:
+  mooncake.conf  names every directive CONFIG GET '*' lists, and nothing
+                 else, each at the value a server started with no config
+                 file has (but unixsocket and unixsocketperm, which it turns
+                 on, as its header says).
+  commands       every command COMMAND LIST names is in docs/PROTOCOL.md,
+                 and every subcommand (but HELP) in a paragraph that names
+                 its command too: a command added to src/commands.c cannot
+                 go undocumented.
 """
 import os
 import re
@@ -257,6 +267,69 @@ def run_text(text, srv):
     return "not a command: " + ", ".join(missing) if missing else None
 
 
+def config_get_all(sock):
+    r = subprocess.run(["redis-cli", "-s", sock, "config", "get", "*"], capture_output=True, text=True, timeout=30)
+    words = r.stdout.split("\n")
+    if words and words[-1] == "":
+        words.pop()
+    return dict(zip(words[0::2], words[1::2]))
+
+
+def check_conf(scratch):
+    """mooncake.conf against the built-in defaults: two servers, the same cwd
+    (dir "."), no TCP port, the pool not pre-faulted (segment-prefault is the
+    one directive besides port and unixsocket not compared)."""
+    d = tempfile.mkdtemp(prefix="conf-", dir=scratch)
+    procs, got = [], []
+    try:
+        for conf in ([], [os.path.join(ROOT, "mooncake.conf")]):
+            sock = os.path.join(d, f"s{len(procs)}.sock")
+            args = [SERVER, *conf, "--port", "0", "--unixsocket", sock, "--segment-prefault", "no"]
+            procs.append(subprocess.Popen(args, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
+            for _ in range(200):
+                r = subprocess.run(["redis-cli", "-s", sock, "ping"], capture_output=True, text=True)
+                if r.stdout.strip() == "PONG" or procs[-1].poll() is not None:
+                    break
+                time.sleep(0.05)
+            got.append(config_get_all(sock))
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+    bare, conf = got
+    if len(bare) < 50:
+        return f"CONFIG GET * of a bare server gave {len(bare)} parameters"
+    names = [line.split()[0] for line in open(os.path.join(ROOT, "mooncake.conf")).read().split("\n")
+             if line.strip() and not line.startswith("#")]
+    errs = [f"{n}: not in mooncake.conf" for n in sorted(set(bare) - set(names))]
+    errs += [f"{n}: in mooncake.conf, not a parameter" for n in sorted(set(names) - set(bare))]
+    for n in sorted(set(bare) & set(conf)):
+        if n not in ("port", "unixsocket", "unixsocketperm", "segment-prefault") and bare[n] != conf[n]:
+            errs.append(f"{n}: built-in {bare[n]!r}, mooncake.conf gives {conf[n]!r}")
+    return "; ".join(errs) or None
+
+
+def check_commands(srv):
+    doc = open(os.path.join(ROOT, "docs", "PROTOCOL.md")).read()
+    paragraphs = re.split(r"\n\s*\n", doc)
+    r = subprocess.run(["redis-cli", "-p", str(srv.port), "command", "list"], capture_output=True, text=True)
+    names = r.stdout.split()
+    if len(names) < 100:
+        return f"COMMAND LIST gave {len(names)} names"
+
+    def word(n):  # PUT.START and SET-CONFIG-EPOCH are words; PUT is not in PUT.START
+        return re.compile(r"(?<![\w.\-])" + re.escape(n.upper()) + r"(?![\w.\-])")
+
+    missing = []
+    for name in sorted(names):
+        cmd, _, sub = name.partition("|")
+        if not sub and not word(cmd).search(doc):
+            missing.append(cmd.upper())
+        elif sub and sub != "help" and not any(word(cmd).search(p) and word(sub).search(p) for p in paragraphs):
+            missing.append(f"{cmd.upper()} {sub.upper()}")
+    return "not in docs/PROTOCOL.md: " + ", ".join(missing) if missing else None
+
+
 def main():
     files = [os.path.join(ROOT, "README.md")] + sorted(
         os.path.join(ROOT, "docs", f) for f in os.listdir(os.path.join(ROOT, "docs")) if f.endswith(".md"))
@@ -296,6 +369,22 @@ def main():
                     print(f"[err] {where}: " + err.replace("\n", "\n    "))
                 else:
                     print(f"[ok] {where}")
+        for where, check in (("mooncake.conf:1 directives", lambda: check_conf(scratch)),
+                             ("docs/PROTOCOL.md:1 commands", None)):
+            srv = None
+            try:
+                if check is None:
+                    srv = Server(scratch)
+                    err = check_commands(srv)
+                else:
+                    err = check()
+            except Exception as e:
+                err = f"{type(e).__name__}: {e}"
+            finally:
+                if srv:
+                    srv.stop()
+            failed += bool(err)
+            print(f"[err] {where}: {err}" if err else f"[ok] {where}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     return 1 if failed else 0
