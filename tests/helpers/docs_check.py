@@ -13,7 +13,7 @@ otherwise: <!-- docs-test: server --> (starts a server in the foreground:
 run it in the background, check it answers, stop it; `make run` runs from
 the checkout with ARGS for this run's port and socket), <!-- docs-test:
 c-api --> (a C API listing: every mc_ function it names is declared in
-src/libmooncake/mooncake.h) or
+src/libmooncake/mooncake.h, each prototype with the header's types) or
 <!-- docs-test: skip because ... --> (printed as a skip with the reason).
 A fenced block with no language is an error: every block says what it is.
 
@@ -221,11 +221,30 @@ def run_python(text, srv, scratch):
     return None
 
 
-def run_c_api(text):
-    """An API listing: every mc_ function it declares is in mooncake.h."""
+def run_c_api(text, scratch):
+    """An API listing: every mc_ function it declares is in mooncake.h, with
+    the same signature (each prototype is compiled after the header: C refuses
+    a redeclaration whose types differ)."""
     header = open(os.path.join(ROOT, "src", "libmooncake", "mooncake.h")).read()
     missing = [n for n in sorted(set(re.findall(r"\b(mc_\w+)\(", text))) if not re.search(rf"\b{n}\(", header)]
-    return "not in src/libmooncake/mooncake.h: " + ", ".join(missing) if missing else None
+    if missing:
+        return "not in src/libmooncake/mooncake.h: " + ", ".join(missing)
+    protos, cur = [], ""
+    for line in re.sub(r"/\*.*?\*/", "", text, flags=re.S).split("\n"):
+        if not cur and line.startswith(("typedef", "enum", "#")):
+            continue  # the listing's types are abridged (the header's have more fields)
+        cur += " " + line.strip()
+        if cur.rstrip().endswith(";"):
+            if "(" in cur:
+                protos.append(cur.strip())
+            cur = ""
+    src = os.path.join(tempfile.mkdtemp(prefix="capi-", dir=scratch), "listing.c")
+    open(src, "w").write("#include <mooncake.h>\n" + "\n".join(protos) + "\n")
+    r = subprocess.run(["cc", "-std=c11", "-Wall", "-Werror", "-fsyntax-only", "-I",
+                        os.path.join(ROOT, "src", "libmooncake"), src], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "a prototype differs from src/libmooncake/mooncake.h: " + r.stderr.strip()[-800:]
+    return None if protos else "no prototype found"
 
 
 def run_session(text, srv):
@@ -349,7 +368,7 @@ def main():
                     if mode == "server":
                         err = run_server_block(text, scratch)
                     elif mode == "c-api":
-                        err = run_c_api(text)
+                        err = run_c_api(text, scratch)
                     elif kind in ("sh", "c", "redis-session", "text", "python"):
                         srv = Server(scratch)
                         err = {"sh": lambda: run_sh(text, srv, scratch),
