@@ -6,8 +6,11 @@
 #                        build and start the server with a copy of ./mooncake.conf
 #                        (build/mooncake.conf, which CONFIG REWRITE writes), plus ARGS
 #   make SANITIZER=address test   the same suite against an ASan+UBSan build
-#   make fuzz            a short libFuzzer run of the RESP parser
-#   make deps            install the Debian packages (idempotent)
+#   make fuzz            libFuzzer on every parser that reads the wire (tests/fuzz, 120 s;
+#                        FUZZ_SECONDS=N for another length)
+#   make deps            install the Debian packages `make` needs (idempotent; `make test`
+#                        installs the test packages too: deps/install.sh)
+#   make bench           utils/bench/bench-vs-redis.sh: this server beside redis-server
 #   make install [PREFIX=/usr/local]
 #   make clean
 
