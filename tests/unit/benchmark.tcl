@@ -155,6 +155,19 @@ tags {benchmark} {
         assert_morethan $n 15
     }
 
+    test {bench-sessions.py runs from the checkout as BENCHMARKS.md writes it, without PYTHONPATH} {
+        # It imported mooncake from sys.path alone: ModuleNotFoundError unless
+        # the caller set PYTHONPATH=build/python, which BENCHMARKS.md does not.
+        if {![file isdirectory [file join $::harness(root) build python mooncake]]} { skip "the binding is not built" }
+        set saved [array get ::env PYTHONPATH]
+        unset -nocomplain ::env(PYTHONPATH)
+        set rc [catch {exec /usr/bin/python3 [file join $::harness(root) utils bench bench-sessions.py] \
+                           --rounds 1 --blocks 2 --layers 2 --transport tcp 2>@1} out]
+        array set ::env $saved
+        assert_equal 0 $rc $out
+        assert_match "*session*per-layer*at-end*" $out
+    }
+
     test {mooncake-benchmark names an unknown option as unknown wherever it stands, and a missing value as missing} {
         if {![file executable $::benchbin]} { fail "$::benchbin is not built (make -C src all)" }
         # A last unknown option used to read "needs a value (or is unknown)".

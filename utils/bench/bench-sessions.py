@@ -27,6 +27,7 @@ for it, and the objects and commands it made.
 """
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -68,6 +69,11 @@ def main():
     page = parse_size(a.page)
     n, layers = a.blocks, a.layers
     import numpy as np
+    try:
+        import mooncake  # noqa: F401 -- $PYTHONPATH wins (an installed binding, another build)
+    except ImportError:  # run from the checkout as BENCHMARKS.md writes it: this tree's build
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                        "build", "python"))
     import mooncake._mooncake as _mc
     from mooncake.store import MooncakeDistributedStore
 
@@ -132,6 +138,7 @@ def main():
         st.close()
     finally:
         srv.stop()
+        shutil.rmtree(d, ignore_errors=True)  # the socket's directory: it was left in /tmp after every run
     total = n * layers * page
     print(f"{n} blocks x {layers} layers x {page} B = {total / 2**20:.0f} MiB per save, {a.transport}, "
           f"{a.rounds} rounds (median; server CPU and commands per save)")
