@@ -38,6 +38,9 @@ Then two checks of the references as a whole, each one more line:
                  else, each at the value a server started with no config
                  file has (but unixsocket and unixsocketperm, which it turns
                  on, as its header says).
+  identifiers    every mc_* function and MC_* name README.md and
+                 docs/PROTOCOL.md write is declared in mooncake.h, or is an
+                 environment variable the code reads (a quoted string in it).
   commands       every command COMMAND LIST names is in docs/PROTOCOL.md,
                  and every subcommand (but HELP) in a paragraph that names
                  its command too: a command added to src/commands.c cannot
@@ -328,6 +331,24 @@ def check_conf(scratch):
     return "; ".join(errs) or None
 
 
+def check_identifiers():
+    header = open(os.path.join(ROOT, "src", "libmooncake", "mooncake.h")).read()
+    quoted = set()
+    for top in ("src", "python", "tests/c", "tests/python", "utils"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if f.endswith((".c", ".h", ".py", ".sh")):
+                    quoted.update(re.findall(r'["\'](MC_[A-Z0-9_]+)["\']', open(os.path.join(dirpath, f), errors="replace").read()))
+    missing = set()
+    for doc in ("README.md", os.path.join("docs", "PROTOCOL.md")):
+        text = open(os.path.join(ROOT, doc)).read()
+        for name in re.findall(r"\b(mc_[a-z0-9_]+|MC_[A-Z0-9_]+)\b(?!\.[ch]\b|_\*|\*)", text):
+            if name.endswith("_") or re.search(rf"\b{name}\b", header) or name in quoted:
+                continue
+            missing.add(f"{name} ({doc})")
+    return "neither in mooncake.h nor read by the code: " + ", ".join(sorted(missing)) if missing else None
+
+
 def check_commands(srv):
     doc = open(os.path.join(ROOT, "docs", "PROTOCOL.md")).read()
     paragraphs = re.split(r"\n\s*\n", doc)
@@ -389,6 +410,7 @@ def main():
                 else:
                     print(f"[ok] {where}")
         for where, check in (("mooncake.conf:1 directives", lambda: check_conf(scratch)),
+                             ("docs/PROTOCOL.md:1 identifiers", check_identifiers),
                              ("docs/PROTOCOL.md:1 commands", None)):
             srv = None
             try:
