@@ -948,6 +948,10 @@ class MooncakeDistributedStore:
         config = _arg_config(fn, config)
         total = sum(sum(_arg_value(fn, p, "parts[i]") for p in v) if isinstance(v, list) else _arg_value(fn, v)
                     for v in values)
+        if self._c is None:
+            # Before setup (or after close) no budget exists yet: RPC_FAIL as
+            # every call, not INVALID_PARAMS, which read as a bad value.
+            return [RPC_FAIL] * len(keys)
         off = self._budget.take(total) if total else None
         if total and off is None:
             return [INVALID_PARAMS] * len(keys)

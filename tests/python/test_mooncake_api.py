@@ -262,6 +262,23 @@ def test_closed_store_codes(server):
     assert s.batch_put_from(["a"], [0x1000], [1]) == [ms.RPC_FAIL]
 
 
+def test_store_not_set_up_codes():
+    # The README: -900 "before setup or after close". The staged puts (bytes
+    # through the local buffer) answered -600, INVALID_PARAMS, before setup:
+    # the buffer they found too small was the one setup had not made yet, so
+    # a forgotten setup read as a bad value; the other calls said -900.
+    s = MooncakeDistributedStore()
+    assert s.put("k", b"v") == ms.RPC_FAIL
+    assert s.upsert("k", b"v") == ms.RPC_FAIL
+    assert s.put_parts("k", b"v", b"w") == ms.RPC_FAIL
+    assert s.put_batch(["k", "l"], [b"v", b"w"]) == ms.RPC_FAIL  # one code, as upstream's
+    assert s.upsert_batch(["k"], [b"v"]) == ms.RPC_FAIL
+    assert s.is_exist("k") == ms.RPC_FAIL and s.get_size("k") == ms.RPC_FAIL
+    # argument types are still checked first, as on a set-up store
+    with pytest.raises(TypeError):
+        s.put(1, b"v")
+
+
 def test_segment_is_used(server):
     # a store that contributes memory becomes a place for replicas
     s = setup_store(server.addr, segment=32 << 20)
