@@ -299,14 +299,16 @@ def config_get_all(sock):
 
 def check_conf(scratch):
     """mooncake.conf against the built-in defaults: two servers, the same cwd
-    (dir "."), no TCP port, the pool not pre-faulted (segment-prefault is the
-    one directive besides port and unixsocket not compared)."""
+    (dir "."), no TCP port, a small pool not pre-faulted (segment-size and
+    segment-prefault are, with port and unixsocket, the directives not
+    compared)."""
     d = tempfile.mkdtemp(prefix="conf-", dir=scratch)
     procs, got = [], []
     try:
         for conf in ([], [os.path.join(ROOT, "mooncake.conf")]):
             sock = os.path.join(d, f"s{len(procs)}.sock")
-            args = [SERVER, *conf, "--port", "0", "--unixsocket", sock, "--segment-prefault", "no"]
+            args = [SERVER, *conf, "--port", "0", "--unixsocket", sock, "--segment-prefault", "no",
+                    "--segment-size", "64mb"]  # a 1 GiB pool is refused where the cgroup allows less
             procs.append(subprocess.Popen(args, cwd=d, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
             for _ in range(200):
                 r = subprocess.run(["redis-cli", "-s", sock, "ping"], capture_output=True, text=True)
@@ -326,7 +328,7 @@ def check_conf(scratch):
     errs = [f"{n}: not in mooncake.conf" for n in sorted(set(bare) - set(names))]
     errs += [f"{n}: in mooncake.conf, not a parameter" for n in sorted(set(names) - set(bare))]
     for n in sorted(set(bare) & set(conf)):
-        if n not in ("port", "unixsocket", "unixsocketperm", "segment-prefault") and bare[n] != conf[n]:
+        if n not in ("port", "unixsocket", "unixsocketperm", "segment-prefault", "segment-size") and bare[n] != conf[n]:
             errs.append(f"{n}: built-in {bare[n]!r}, mooncake.conf gives {conf[n]!r}")
     return "; ".join(errs) or None
 
