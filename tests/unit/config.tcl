@@ -73,6 +73,26 @@ start_server {tags {config}} {
         assert_equal $old [r config get maxclients]
     }
 
+    test {Every parameter refuses a value of the wrong kind, naming itself, and changes nothing} {
+        # Walks CONFIG GET *, so a parameter added to config.c's table is
+        # covered the day it is added. Only free-form strings take "abc"
+        # (a password, a user name, an address that is looked up when used).
+        set takes_any {requirepass masterauth masteruser http-bind}
+        set before [r config get *]
+        assert_morethan [llength $before] 100
+        foreach {name value} $before {
+            if {$name in $takes_any} continue
+            foreach bad {abc 99999999999999999999999} {
+                if {[catch {r config set $name $bad} err]} {
+                    assert_match "ERR CONFIG SET failed (possibly related to argument '$name') - ?*" $err
+                } else {
+                    fail "CONFIG SET $name $bad was taken"
+                }
+            }
+        }
+        assert_equal $before [r config get *]
+    }
+
     test {A refused CONFIG SET with requirepass leaves the default user's passwords as they were} {
         # requirepass stays "" when ACL SETUSER gives default its passwords:
         # setting that old value back on a refusal made default nopass.
