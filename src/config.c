@@ -769,46 +769,51 @@ static int loadConfigFromString(const sds config, const char *origin, char *errb
     return rc;
 }
 
-/* The file first, then command-line overrides ("--port 7000 --bind a b"),
- * which win because they come later, as with redis-server. */
-int loadServerConfig(const char *filename, int argc, char **argv, char *err, size_t errlen) {
-    sds config = sdsempty();
-    if (filename) {
-        FILE *fp = !strcmp(filename, "-") ? stdin : fopen(filename, "r");
-        if (fp == NULL) {
-            snprintf(err, errlen, "Fatal error, can't open config file '%s': %s", filename, strerror(errno));
-            sdsfree(config);
-            return C_ERR;
-        }
-        sds text = readFileSds(fp);
-        /* A read that fails (a directory: fopen opens it, read says EISDIR)
-         * must not look like an empty file, or the server would start on
-         * its defaults as if nothing were wrong. */
-        int read_errno = ferror(fp) ? (errno ? errno : EIO) : 0;
-        config = sdscatsds(config, text);
+/* One source of directives: a file, or standard input for "-". */
+static int loadConfigSource(const char *filename, char *err, size_t errlen) {
+    int from_stdin = !strcmp(filename, "-");
+    FILE *fp = from_stdin ? stdin : fopen(filename, "r");
+    if (fp == NULL) {
+        snprintf(err, errlen, "Fatal error, can't open config file '%s': %s", filename, strerror(errno));
+        return C_ERR;
+    }
+    sds text = readFileSds(fp);
+    /* A read that fails (a directory: fopen opens it, read says EISDIR)
+     * must not look like an empty file, or the server would start on
+     * its defaults as if nothing were wrong. */
+    int read_errno = ferror(fp) ? (errno ? errno : EIO) : 0;
+    if (!from_stdin) fclose(fp);
+    if (read_errno) {
+        snprintf(err, errlen, "Fatal error, can't read config file '%s': %s", filename, strerror(read_errno));
         sdsfree(text);
-        if (fp != stdin) fclose(fp);
-        if (read_errno) {
-            snprintf(err, errlen, "Fatal error, can't read config file '%s': %s", filename, strerror(read_errno));
-            sdsfree(config);
-            return C_ERR;
-        }
-        if (strcmp(filename, "-")) {
-            char *abs = realpath(filename, NULL);
-            if (abs) {
-                server.configfile = zstrdup(abs);
-                free(abs);
-            }
-        }
-        sds origin = sdscatprintf(sdsempty(), "file '%s'", filename);
-        int rc = loadConfigFromString(config, origin, err, errlen);
-        sdsfree(origin);
-        sdsclear(config);
-        if (rc != C_OK) {
-            sdsfree(config);
-            return C_ERR;
+        return C_ERR;
+    }
+    if (!from_stdin) {
+        char *abs = realpath(filename, NULL);
+        if (abs) {
+            server.configfile = zstrdup(abs);
+            free(abs);
         }
     }
+    sds origin = from_stdin ? sdsnew("from standard input") : sdscatprintf(sdsempty(), "file '%s'", filename);
+    int rc = loadConfigFromString(text, origin, err, errlen);
+    sdsfree(origin);
+    sdsfree(text);
+    return rc;
+}
+
+/* The file first, then standard input when "-" is the last argument (as
+ * redis-server: `mooncake-server mooncake.conf --port 7000 -`, or "-" alone
+ * as the file), then command-line overrides ("--port 7000 --bind a b"),
+ * which win because they come last, as with redis-server. A trailing "-"
+ * used to be taken for an argument of the option before it, so the form the
+ * usage line shows did not start. */
+int loadServerConfig(const char *filename, int argc, char **argv, char *err, size_t errlen) {
+    int stdin_too = argc > 0 && !strcmp(argv[argc - 1], "-") && !(filename && !strcmp(filename, "-"));
+    if (stdin_too) argc--;
+    if (filename && loadConfigSource(filename, err, errlen) != C_OK) return C_ERR;
+    if (stdin_too && loadConfigSource("-", err, errlen) != C_OK) return C_ERR;
+    sds config = sdsempty();
     for (int j = 0; j < argc; j++) {
         if (!strncmp(argv[j], "--", 2) && argv[j][2]) {
             if (sdslen(config)) config = sdscat(config, "\n");

@@ -442,3 +442,42 @@ start_server {tags {config}} {
         r config set latency-tracking-info-percentiles "50 99 99.9"
     }
 }
+
+tags {config} {
+    test {A "-" last on the command line reads standard input after the file, the options winning (the usage's form)} {
+        # `mooncake-server FILE [options] -`, as --help writes it and as
+        # redis-server takes it: the trailing "-" was read as one more
+        # argument of the option before it ("hz 33 -": wrong number of
+        # arguments) and the server did not start.
+        set dir [tmpfile stdin-conf]
+        file mkdir $dir
+        set conf [file join $dir base.conf]
+        set f [open $conf w]
+        puts $f "maxclients 111\nslowlog-max-len 11"
+        close $f
+        set port [find_available_port]
+        set out [file join $dir out]
+        set pid [exec $::harness(binary) $conf --port $port --bind 127.0.0.1 --dir $dir --segment-size 16mb \
+                     --segment-prefault no --maxclients 333 - << "maxclients 222\nslowlog-max-len 22\nhz 22\n" >& $out &]
+        set got {}
+        wait_for_condition 100 50 {
+            ![catch {exec redis-cli -p $port ping} pong] && $pong eq "PONG"
+        } else {
+            set f [open $out]
+            set log [read $f]
+            close $f
+            catch {exec kill $pid}
+            file delete -force $dir
+            fail "the server did not start: $log"
+        }
+        foreach name {maxclients slowlog-max-len hz} {
+            lappend got $name [lindex [split [exec redis-cli -p $port config get $name] "\n"] 1]
+        }
+        catch {exec redis-cli -p $port shutdown nosave}
+        wait_for_condition 100 50 {![process_is_alive $pid]} else { catch {exec kill -9 $pid} }
+        catch {exec true}
+        file delete -force $dir
+        # file, then standard input, then the options
+        assert_equal {maxclients 333 slowlog-max-len 22 hz 22} $got
+    }
+}
