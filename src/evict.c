@@ -413,6 +413,8 @@ static void evictLogCron(void) {
 
 void storeEvictionCron(long long budget_us) {
     evictLogCron();
+    /* A round under way waits out a CLIENT PAUSE (networking.c). */
+    if (pauseHoldsDataset()) return;
     if (server.evict_policy == EVICT_NOEVICTION || storeReplicaMode) { /* a replica: its primary's DELs (store.c) */
         server.evict_pending = 0;
         return;

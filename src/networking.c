@@ -1212,9 +1212,22 @@ void blockClient(client *c, struct clusterOp *op) {
  * The end is checked in beforeSleep; a time event at the end wakes the
  * loop then, so a pause lasts its ms and no cron tick more. Resuming
  * happens there too, never inside a command: CLIENT UNPAUSE only ends the
- * pause, and its own reply goes before the commands it released. The
- * cron's expiry and eviction stop meanwhile (server.c); a client is not
- * closed by `timeout` while it waits. */
+ * pause, and its own reply goes before the commands it released. A
+ * client is not closed by `timeout` while it waits.
+ *
+ * The dataset holds still too, as in Redis (its expireIfNeeded and
+ * performEvictions ask the same): what a pause is for -- replicas catching
+ * up, a failover -- needs the keys not to move under it, and an expiry
+ * or an eviction is a DEL sent to the replicas and the log. So no key is
+ * expired or evicted while it lasts (pauseHoldsDataset): not by the cron
+ * (server.c), not by an eviction round's slices in beforeSleep, not by an
+ * allocation that would make room (a large SET value placed as it
+ * arrives, store.c), and not by a lookup: a read of an expired key
+ * answers as if it were gone, and the key goes when the pause ends. */
+
+int pauseHoldsDataset(void) {
+    return server.pause_type != PAUSE_NONE && server.pause_end_ms > server.monotime;
+}
 
 static int isWriteLike(const serverCommand *cmd) {
     return (cmd->flags & CMD_WRITE) || cmd->proc == publishCommand || cmd->proc == spublishCommand;

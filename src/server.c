@@ -560,9 +560,10 @@ static int serverCron(aeEventLoop *el, long long id, void *clientData) {
     statsSampleInstantaneous();
     /* At most a quarter of the loop for expiry, as Redis's slow cycle. */
     /* Under CLIENT PAUSE the dataset holds still, as in Redis: no key is
-     * expired or evicted by the cron (a read still finds an expired key
-     * gone), so what replicas and the log hold does not move either. */
-    if (server.pause_type == PAUSE_NONE) {
+     * expired or evicted (a read answers an expired key as gone; it goes
+     * when the pause ends), so what replicas and the log hold does not
+     * move either (networking.c). */
+    if (!pauseHoldsDataset()) {
         /* Durations on the monotonic clock, as the crons' budgets: a
          * wall-clock step is not a slow expiry cycle. */
         long long t0 = server.latency_monitor_threshold > 0 ? monoMs() : 0;

@@ -748,6 +748,9 @@ void pauseClients(int type, long long end_ms);
 void unpauseClients(void);
 void pauseClientGone(client *c);
 void pauseBeforeSleep(void);
+/* 1 while a pause (WRITE or ALL) holds the dataset still: no key is
+ * expired (lazily or by the cron) or evicted meanwhile, as in Redis. */
+int pauseHoldsDataset(void);
 void unblockClient(client *c);
 void resumeBlockedCommand(client *c);
 

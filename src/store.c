@@ -340,7 +340,9 @@ storeObj *storeObjCreateFor(size_t len, sds key) {
         }
         if (zerofreeMakeRoom()) continue; /* freed space still being zeroed first */
         if (storeLazyFreeMakeRoom()) continue; /* a FLUSHALL ASYNC's objects, before any eviction */
-        if (server.evict_policy == EVICT_NOEVICTION || storeReplicaMode) break;
+        /* Nor under CLIENT PAUSE (networking.c: the dataset holds still;
+         * the writes that allocate wait for its end). */
+        if (server.evict_policy == EVICT_NOEVICTION || storeReplicaMode || pauseHoldsDataset()) break;
         /* A write that would fail anyway evicts nothing (see evict.c). */
         storeEvictProtected = key;
         if (!checked && !storeEvictionCouldFit(seg, len)) break;
@@ -878,12 +880,13 @@ int storeKeyIsExpired(sds key) {
 int storeReplicaMode;
 
 /* 1 when the key is logically expired: deleted here, except on a replica,
- * where it stays for the primary's DEL. */
+ * where it stays for the primary's DEL, and under CLIENT PAUSE, where it
+ * stays until the pause ends (networking.c: the dataset holds still). */
 static int expireIfNeeded(sds key) {
     if (dictSize(server.expires) == 0) return 0; /* skip the second hash */
     long long when = storeGetExpire(key);
     if (when < 0 || when > server.mstime) return 0;
-    if (storeReplicaMode) return 1;
+    if (storeReplicaMode || pauseHoldsDataset()) return 1;
     deleteKey(key, DEL_EXPIRED);
     server.stat_expiredkeys++;
     return 1;
@@ -1348,6 +1351,9 @@ uint64_t storeDatasetUsed(void) {
  * was writing included) and was then refused with -OOM, where the same
  * SET of a shorter value ran. */
 int storeMakeRoomForDataset(uint64_t cost, uint64_t placed) {
+    /* Under CLIENT PAUSE nothing is evicted, and a command the pause let
+     * through is not refused for it (Redis's performEvictions too). */
+    if (pauseHoldsDataset()) return C_OK;
     if (headroom.limit == server.maxmemory && headroom.left > cost) {
         headroom.left -= cost;
         return C_OK;

@@ -83,6 +83,10 @@ static char *placeValueArg(client *c, int argi, int keyi, size_t len) {
         c->argerr = err;
         return NULL;
     }
+    /* Under CLIENT PAUSE the command waits, and making room now would
+     * evict while the dataset must hold still (networking.c): the value
+     * goes to the heap, and the command makes room when it runs. */
+    if (pauseHoldsDataset()) return NULL;
     /* A tenant's bound first: making room there evicts its own values,
      * where the pool's would take anyone's (tenantquota.c). */
     if (server.tenant_maxmemory && tenantQuotaMakeRoom(c, c->argv[keyi], len, 0, &err) != C_OK) {

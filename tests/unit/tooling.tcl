@@ -286,6 +286,33 @@ start_server {tags {tooling pause}} {
         $rd close
     }
 
+    # As Redis: a pause holds the dataset still for the replicas and the
+    # log, so a read of an expired key answers as if it were gone but the
+    # key stays (no DEL recorded) until the pause ends. It was deleted by
+    # the read (found comparing with redis-server 7.0).
+    test {Under CLIENT PAUSE a read of an expired key answers it gone, and the key stays until the pause ends} {
+        r flushall
+        set expired [s expired_keys]
+        # One write: no cron tick between the SET and the pause.
+        set rd [redis_deferring_client]
+        $rd set pk v px 50
+        $rd set keep v
+        $rd client pause 100000 write
+        $rd flush
+        assert_equal {OK OK OK} [list [$rd read] [$rd read] [$rd read]]
+        $rd close
+        wait_for_condition 100 20 {[r exists pk] == 0} else { fail "pk never expired" }
+        assert_equal {} [r get pk]
+        assert_equal -2 [r pttl pk]
+        assert_equal {keep} [r keys *]
+        assert_equal {0 keep} [r scan 0]
+        assert_equal 2 [r dbsize]
+        assert_equal $expired [s expired_keys]
+        r client unpause
+        wait_for_condition 100 20 {[r dbsize] == 1} else { fail "pk stayed after the pause" }
+        assert_equal [expr {$expired + 1}] [s expired_keys]
+    }
+
     test {CLIENT PAUSE refuses a bad timeout or mode and pauses nothing} {
         assert_error {ERR timeout is not an integer or out of range} {r client pause abc}
         assert_error {ERR timeout is negative} {r client pause -1}
@@ -296,6 +323,28 @@ start_server {tags {tooling pause}} {
         assert_equal {client|pause -3 {admin loading stale} 0 0 0} [lrange [lindex $infos 0] 0 5]
         assert_equal {@admin @slow @dangerous @connection} [lindex $infos 0 6]
         assert_equal {client|unpause 2} [lrange [lindex $infos 1] 0 1]
+    }
+}
+
+# Eviction waits out a pause too: a large SET value arriving meanwhile is
+# read into the heap, not placed in a full pool by evicting (it evicted
+# while the pause held the dataset still).
+start_server {tags {tooling pause} overrides {segment-size 1mb evict-policy lru evict-high-watermark 1}} {
+    test {Under CLIENT PAUSE a large SET that needs room evicts nothing until it runs} {
+        for {set i 0} {$i < 12} {incr i} { r set fill:$i [string repeat f 65536] }
+        set evicted [s evicted_keys]
+        r client pause 100000 write
+        set rd [redis_deferring_client]
+        $rd set big [string repeat b [expr {400 * 1024}]]
+        $rd flush
+        wait_for_condition 100 20 {[blocked_clients] == 1} else { fail "the SET was not paused" }
+        assert_equal 12 [r dbsize]
+        assert_equal $evicted [s evicted_keys]
+        r client unpause
+        assert_equal OK [$rd read]
+        assert_morethan [s evicted_keys] $evicted
+        assert_equal [expr {400 * 1024}] [r strlen big]
+        $rd close
     }
 }
 
