@@ -12,22 +12,23 @@
 # Content-Length's digits and decodes Basic credentials with util.c's
 # base64Decode, which fuzz_etcd covers: etcd's bytes fields are base64.
 # mooncake-cli reads replies through libmooncake's mc_conn, and
-# mooncake-check-aof through aofformat.c, both fuzzed here. Not fuzzed:
-# relay.c's reader of a host's SEG.READ reply, rrParse, a few lines over
-# the whole server's state.)
+# mooncake-check-aof through aofformat.c, both fuzzed here. And the
+# server's reader of a segment host's replies to SEG.AUTH and SEG.READ
+# (relay.c, rrParse), which runs inside the whole server: fuzz_relay.)
 #
 # Builds build/fuzz/fuzz_resp, fuzz_dump, fuzz_etcd, fuzz_aof, fuzz_mcreply,
-# fuzz_mchost, fuzz_config and fuzz_repl when missing or older than their
-# sources (fuzz_config and fuzz_repl link the whole server: their first
-# build takes a minute each), fuzzes them for ${FUZZ_SECONDS:-28} seconds
+# fuzz_mchost, fuzz_config, fuzz_repl and fuzz_relay when missing or older
+# than their sources (fuzz_config, fuzz_repl and fuzz_relay link the whole
+# server: their first build takes a minute each), fuzzes them for ${FUZZ_SECONDS:-28} seconds
 # in all (about half for the RESP parser, which has more state to explore,
 # a tenth or so each for the others), each on a scratch copy of its seeds
 # (tests/fuzz/seeds, seeds_dump, seeds_etcd, seeds_aof, seeds_mcreply,
-# seeds_mchost, seeds_config, seeds_repl; inputs up to 4096 bytes), with
+# seeds_mchost, seeds_config, seeds_repl, seeds_relay; inputs up to 4096
+# bytes), with
 # the target's dictionary (tests/fuzz/NAME.dict: the keywords, lengths and
 # framing its parsers look for, which mutation alone is slow to spell), prints
 # libFuzzer's summary for each and ends with the line the test runner
-# sums: one pass or failure per target, e.g. "8 passed, 0 failed". Without
+# sums: one pass or failure per target, e.g. "9 passed, 0 failed". Without
 # clang's libFuzzer runtime (Debian: clang libclang-rt-14-dev) it says so
 # and ends with "0 passed, 0 failed".
 #
@@ -245,7 +246,9 @@ mcreply_secs=$dump_secs
 mchost_secs=$dump_secs
 config_secs=$dump_secs
 repl_secs=$dump_secs
-resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs - config_secs - repl_secs))
+relay_secs=$dump_secs
+resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mchost_secs - config_secs - repl_secs -
+    relay_secs))
 [ $resp_secs -ge 1 ] || resp_secs=1
 
 passed=0
@@ -304,8 +307,8 @@ fi
 SERVER_SRCS=$(make -s --no-print-directory -C "$SRC" print-layout | sed -n 's/^SERVER_OBJ //p' | tr ' ' '\n' |
     sed -n 's/\.o$/.c/p' | grep -v -x -e config.c -e acl.c | tr '\n' ' ')
 if [ -z "$SERVER_SRCS" ]; then
-    echo "FAIL: no server sources from make -C $SRC print-layout (fuzz_config, fuzz_repl)"
-    echo "$passed passed, $((nfailed + 2)) failed"
+    echo "FAIL: no server sources from make -C $SRC print-layout (fuzz_config, fuzz_repl, fuzz_relay)"
+    echo "$passed passed, $((nfailed + 3)) failed"
     exit 1
 fi
 SERVER_PKGS="numa libcurl jansson libmicrohttpd"
@@ -331,6 +334,20 @@ if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
         "the replication link (what a replica reads from its primary, what a primary reads from a replica) and the pipeline prefetch scan" \
         'processLinkInput|takeLine|linkReadHandler|applyRecord|handshakeRefused|psyncCommand|replconfCommand|backlog[A-Za-z]*|snapshot[A-Za-z]*|scan[A-Z][A-Za-z]*|prefetch[A-Za-z]*|aof[A-Za-z]*|sds[A-Za-z]*' \
         $(echo $SERVER_SRCS | sed 's/replication_replica\.c//; s/prefetch\.c//') config.c acl.c; then
+    passed=$((passed + 1))
+else
+    nfailed=$((nfailed + 1))
+fi
+# The same server again, with relay.c included by the target (its static
+# reader and connection set) and config.c and acl.c linked.
+# shellcheck disable=SC2046,SC2086  # word lists
+if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
+        DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
+        EXTRA_DEPS="$SRC/relay.c $SRC/relay.h $SRC/server.h" \
+        fuzz_one fuzz_relay "$relay_secs" "$ROOT/tests/fuzz/seeds_relay" \
+        "what the server reads from a segment's host when it relays a read (SEG.AUTH and SEG.READ replies)" \
+        'rr[A-Z][A-Za-z]*|idle[A-Z][A-Za-z]*|conn[A-Z][A-Za-z]*|clientPump|relay[A-Za-z]*|sds[A-Za-z]*' \
+        $(echo $SERVER_SRCS | sed 's/relay\.c//') config.c acl.c; then
     passed=$((passed + 1))
 else
     nfailed=$((nfailed + 1))
