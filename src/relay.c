@@ -493,7 +493,10 @@ static void rrParse(relayRead *r) {
                 snprintf(what, sizeof(what), "%s", r->autherr ? r->autherr : line + 1);
                 return rrAttemptFailed(r, 0, what);
             }
-            if (r->autherr) return rrAttemptFailed(r, 0, r->autherr);
+            /* Refused the login, yet answered the read: a bulk's body is
+             * still to come, so the connection is out of step (kept, its
+             * next read would take that body for its reply): closed. */
+            if (r->autherr) return rrAttemptFailed(r, EPROTO, r->autherr);
             long long blen;
             if (line[0] != '$' || !string2ll(line + 1, ll - 1, &blen) || blen != (long long)r->len)
                 return rrAttemptFailed(r, EPROTO, "unexpected reply to SEG.READ");
