@@ -189,7 +189,9 @@ static int placedOf(storeObj *o, aofPlaced *p) {
         p->checksum.len = sdslen(ext->checksum);
     }
     p->created_ms = ext->created_ms > 0 ? ext->created_ms : 0;
-    p->softpin_until_ms = ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms : 0;
+    /* The deadline as the wall clock's: what a later process can read. */
+    p->softpin_until_ms =
+        ext->softpin_until_ms > server.monotime ? addSaturate(server.mstime, ext->softpin_until_ms - server.monotime) : 0;
     p->value_len = o->len;
     return 1;
 }

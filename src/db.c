@@ -194,7 +194,7 @@ static storeObj *copyObject(client *c, storeObj *o, sds dst) {
         n->flags |= o->flags & (OBJ_FLAG_ENC_RAW | OBJ_FLAG_ENC_NOINT);
         if (storeObjIsStore(o)) {
             storeObjExt *ext = storeObjGetExt(n);
-            ext->created_ms = server.mstime;
+            storeObjSetCreated(n, server.mstime);
             if (o->ext->checksum) ext->checksum = sdsdup(o->ext->checksum);
         }
     } else {

@@ -234,10 +234,12 @@ static void attachOne(segment *s, detachedObj *e, uint32_t h, uint64_t offset) {
     storeObj *o = storeObjNew(e->len);
     storeObjAddReplica(o, s, h, offset);
     storeObjExt *ext = storeObjGetExt(o);
-    ext->created_ms = e->created_ms > 0 ? e->created_ms : server.mstime; /* a store object (store.h) */
+    storeObjSetCreated(o, e->created_ms > 0 ? e->created_ms : server.mstime); /* a store object (store.h) */
     storeObjSetKey(o, e->key);
     if (e->checksum) ext->checksum = sdsdup(e->checksum);
-    if (e->softpin_until_ms > server.mstime) ext->softpin_until_ms = e->softpin_until_ms;
+    /* The log's deadline is the wall clock's; held on the monotonic one. */
+    if (e->softpin_until_ms > server.mstime)
+        ext->softpin_until_ms = addSaturate(server.monotime, e->softpin_until_ms - server.mstime);
     if (e->flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
     sds key = sdsdup(e->key);
     long long expire = e->expire_ms;

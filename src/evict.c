@@ -108,7 +108,7 @@ void evictResetPool(void) {
 }
 
 
-static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_until_ms > server.mstime; }
+static int softPinned(const storeObj *o) { return o->ext && o->ext->softpin_until_ms > server.monotime; }
 
 /* 0: never; 1: yes; 2: only when nothing unpinned is left. */
 static int evictable(const storeObj *o) {

@@ -369,7 +369,7 @@ void dumpInfoFromObj(storeObj *o, dumpInfo *d) {
     memset(d, 0, sizeof(*d));
     d->value_len = o->len;
     storeObjExt *ext = o->ext;
-    long long pin_left = ext && ext->softpin_until_ms > server.mstime ? ext->softpin_until_ms - server.mstime : 0;
+    long long pin_left = ext && ext->softpin_until_ms > server.monotime ? ext->softpin_until_ms - server.monotime : 0;
     int hard = (o->flags & OBJ_FLAG_HARDPIN) != 0;
     if (!hard && !pin_left && !(ext && (ext->created_ms || ext->checksum))) {
         d->type = DUMP_TYPE_STRING;
@@ -427,12 +427,12 @@ storeObj *dumpObjectCreate(sds key, const dumpInfo *d) {
 void dumpObjectDress(storeObj *o, sds key, const dumpInfo *d) {
     if (d->type == DUMP_TYPE_OBJECT) {
         storeObjExt *ext = storeObjGetExt(o);
-        ext->created_ms = d->created_ms;
+        storeObjSetCreated(o, d->created_ms);
         storeObjSetKey(o, key); /* the data plane checks it (store.h) */
         if (d->flags & DUMP_F_CHECKSUM) ext->checksum = sdsnewlen(d->checksum, d->checksum_len);
         if (d->softpin_ms > 0) {
             long long ms = storeSoftPinBound(d->softpin_ms);
-            ext->softpin_until_ms = addSaturate(server.mstime, ms);
+            ext->softpin_until_ms = addSaturate(server.monotime, ms);
         }
         if (d->flags & DUMP_F_HARDPIN) o->flags |= OBJ_FLAG_HARDPIN;
     }

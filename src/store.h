@@ -64,7 +64,9 @@ typedef struct storeObjExt {
                                   * once the put ended; while pending on server.monotime, which
                                   * put-timeout and the pending sweep count on (storeObjCreatedMs) */
     long long lease_until_ms;    /* space is not reused before this (server.monotime) */
-    long long softpin_until_ms;  /* 0 = not soft-pinned */
+    long long softpin_until_ms;  /* 0 = not soft-pinned; server.monotime (a PIN is for ms, and a
+                                  * wall-clock step must neither end nor stretch it); the log and
+                                  * the detached entries keep the wall clock's (aof.c, detached.c) */
     struct putOwner *put_owner;  /* the connection that ran PUT.START (see putOwner) */
     sds key;                     /* the object's key (see above), NULL for SET values */
     sds checksum;                /* given at PUT.END, may be NULL */
@@ -73,7 +75,12 @@ typedef struct storeObjExt {
     uint32_t lease_holders;      /* grants of this period that may be released early;
                                   * STORE_LEASE_HELD: one of them cannot be */
     uint32_t lease_entries;      /* connections' records of grants (t_store.c) pointing here */
-    uint32_t deferred_at;        /* OBJ_FLAG_DEFERRED: its place on the waiting list (store.c) */
+    union {
+        uint32_t deferred_at;    /* OBJ_FLAG_DEFERRED: its place on the waiting list (store.c) */
+        uint32_t born_mono;      /* otherwise: created_ms on the monotonic clock, truncated
+                                  * (storeObjSetCreated): how old it is, whatever the wall
+                                  * clock did since; a removed version needs it no more */
+    };
     uint32_t lease_holds;        /* HOLD.REPLICAS grants in force: leased while any, whatever the deadline */
 } storeObjExt;
 
@@ -243,6 +250,11 @@ int storeObjLeased(const storeObj *o);
 long long storeLeaseEndMs(const storeObj *o); /* when its lease ends (server.monotime); LLONG_MAX while held */
 /* When its put started on the wall clock, 0: unknown (see created_ms). */
 long long storeObjCreatedMs(const storeObj *o);
+/* Sets a complete object's creation time (the wall clock's, 0 unknown)
+ * and its monotonic twin; storeObjYoung: created less than ms ago, by the
+ * monotonic clock (REPLICA.CLEAR's "just written"). */
+void storeObjSetCreated(storeObj *o, long long wall_ms);
+int storeObjYoung(const storeObj *o, long long ms);
 /* Holds (HOLD.REPLICAS, t_store.c): a reader that keeps reading an object's
  * bytes in place for as long as it wants. Add takes one on o (and keeps its
  * header alive); Drop ends one, leaving the version leased for linger ms

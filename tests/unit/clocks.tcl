@@ -1,6 +1,7 @@
 # Which clock each timer runs on. Absolute times (key expiries, EXPIREAT,
 # creation times the log keeps) are the wall clock's, as in Redis; every
 # relative timeout -- a read lease, a removed version waiting for its lease,
+# a soft pin, REPLICA.CLEAR's lease-ttl after a put,
 # a pending put's put-timeout and the pending sweep, owner-ttl, an UNMOUNT
 # GRACEFUL drain, a client's idle `timeout`, WAIT's timeout, and the
 # replication, cluster and relay timeouts -- runs on the monotonic clock, so
@@ -134,5 +135,49 @@ start_server {tags {mooncake}} {
         wait_for_condition 100 20 {[get_info_field r clients blocked_clients] == 0} else {
             fail "the closed WAIT is still counted"
         }
+    }
+}
+
+# A soft pin is for ms (PIN key ms, PUT.START PIN) and REPLICA.CLEAR
+# leaves an object alone for lease-ttl after its put: both are ages, and
+# were counted on the wall clock (a step forward ended every soft pin at
+# once and made new objects clearable; a step back stretched both).
+start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000}} {
+    test {A wall-clock step neither ends a soft pin nor stretches it} {
+        r set ck:pin v
+        assert_equal OK [r pin ck:pin 600000]
+        assert_equal OK [r debug wallclock-step 86400000]
+        set i [r object.info ck:pin]
+        assert_equal soft [dict get $i pin]
+        assert_range [dict get $i pin-ms] 590000 600000
+        assert_equal OK [r debug wallclock-step -172800000]
+        assert_range [dict get [r object.info ck:pin] pin-ms] 590000 600000
+        assert_equal OK [r debug wallclock-step 86400000]
+        # DUMP carries the time left, whatever the steps did.
+        r restore ck:pin2 0 [r dump ck:pin]
+        assert_range [dict get [r object.info ck:pin2] pin-ms] 590000 600000
+    }
+
+    test {A wall-clock step forward does not age a new object for REPLICA.CLEAR} {
+        r config set lease-ttl 600000
+        r put.start ck:young 4096
+        r put.end ck:young
+        assert_equal OK [r debug wallclock-step 86400000]
+        assert_equal 0 [r replica.clear 1 ck:young]
+        assert_equal 1 [r exists ck:young]
+        assert_equal OK [r debug wallclock-step -86400000]
+    }
+
+    test {A wall-clock step back does not keep a new object young for REPLICA.CLEAR} {
+        r config set lease-ttl 100
+        r put.start ck:old 4096
+        r put.end ck:old
+        assert_equal OK [r debug wallclock-step -86400000]
+        wait_for_condition 100 50 {[r replica.clear 1 ck:old] == 1} else {
+            fail "an object 100 ms of lease-ttl old stays young"
+        }
+        assert_equal 0 [r exists ck:old]
+        assert_equal OK [r debug wallclock-step 86400000]
+        r config set lease-ttl 10000
     }
 }

@@ -27,6 +27,9 @@ start_server {overrides {appendonly yes appendfsync always owner-probe-timeout 0
         set p1 [seg_put k1 1000 hostseg]
         set p2 [seg_put k2 5000 hostseg]
         r pin k2 HARD
+        # A soft pin's deadline: the log keeps it as the wall clock's (the
+        # server holds it on its monotonic clock, which a restart resets).
+        r pin k1 600000
         set p3 [seg_put k3 300 hostseg]
         r expire k3 1000
         seg_put gone 100 hostseg
@@ -56,6 +59,8 @@ start_server {overrides {appendonly yes appendfsync always owner-probe-timeout 0
         assert_equal $p3 [lindex [r get.replicas k3] 3]
         assert_equal sum:k1 [lindex [r get.replicas k1] 2]
         assert_equal hard [dict get [r object.info k2] pin]
+        assert_equal soft [dict get [r object.info k1] pin]
+        assert_range [dict get [r object.info k1] pin-ms] 500000 600000
         assert_range [r ttl k3] 900 1000
         assert_equal $used [dict get [r segment.info hostseg] used]
         assert_equal 0 [dfield detached_objects]
