@@ -786,24 +786,37 @@ int aclUserExists(sds name) { return lookupUser(name, sdslen(name)) != NULL; }
 
 /* ---- authentication ------------------------------------------------------- */
 
-/* Every stored digest is compared, each in constant time, and the results
- * are OR-ed: no early exit on the first match or the first differing byte. */
+/* Whether pass opens u (NULL: a name nobody has). Every stored digest is
+ * compared, each in constant time, and the results are OR-ed: no early
+ * exit on the first match or the first differing byte. And a refusal
+ * costs the same whoever was named: the password is hashed, and compared
+ * with one digest, for a name nobody has, a user that is off or one
+ * without passwords too. Returning before the hash, as this once did
+ * (and as Redis does), answered an unknown name a SHA-256 sooner than a
+ * known one, so a tenant could list the others' user names by timing
+ * AUTH. (A user with several passwords costs a comparison more for each;
+ * those are 32-byte XORs, far under the hash.) */
+static const unsigned char noDigest[SHA256_DIGEST_LEN]; /* no input hashes to it */
+
 static int passwordMatches(const user *u, const char *pass, size_t len) {
     unsigned char digest[SHA256_DIGEST_LEN];
     sha256(pass, len, digest);
-    if (u->flags & USER_NOPASS) return 1;
-    int match = 0;
-    for (int i = 0; i < u->npasswords; i++) {
+    int usable = u != NULL && (u->flags & USER_ON);
+    if (usable && (u->flags & USER_NOPASS)) return 1;
+    int n = usable ? u->npasswords : 0, match = 0;
+    for (int i = 0; i < (n ? n : 1); i++) {
+        const unsigned char *stored = n ? u->passwords[i] : noDigest;
         unsigned char diff = 0;
-        for (int j = 0; j < SHA256_DIGEST_LEN; j++) diff |= (unsigned char)(digest[j] ^ u->passwords[i][j]);
+        for (int j = 0; j < SHA256_DIGEST_LEN; j++) diff |= (unsigned char)(digest[j] ^ stored[j]);
         match |= diff == 0;
+        server.visits[VISITS_AUTH_DIGESTS]++;
     }
-    return match;
+    return usable && n && match;
 }
 
 user *aclCheckPassword(const char *name, size_t nlen, const char *pass, size_t plen) {
     user *u = lookupUser(name, nlen);
-    return u && (u->flags & USER_ON) && passwordMatches(u, pass, plen) ? u : NULL;
+    return passwordMatches(u, pass, plen) ? u : NULL;
 }
 
 void aclClientCountAs(client *c, user *u) {
@@ -814,7 +827,7 @@ void aclClientCountAs(client *c, user *u) {
 
 int aclAuthenticate(client *c, sds name, sds pass) {
     user *u = name ? lookupUser(name, sdslen(name)) : DefaultUser;
-    if (u && (u->flags & USER_ON) && passwordMatches(u, pass, sdslen(pass))) {
+    if (passwordMatches(u, pass, sdslen(pass))) {
         /* tenant-maxclients: after the password, so only who holds it
          * learns the user is full; AUTH again as the same user adds none. */
         if (server.tenant_maxclients && aclUserRestricted(u) && c->counted_user != u &&

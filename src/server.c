@@ -1117,7 +1117,7 @@ void debugCommand(client *c) {
                                                   "owner-segments", "querybuf-moved",
                                                   "client-owners", "segments", "cron-ticks",
                                                   "cron-segments", "cron-owners", "clients-by-id", "expire",
-                                                  "paused", "tenant-evict"};
+                                                  "paused", "tenant-evict", "auth-digests"};
         if (c->argc == 3) {
             memset(server.visits, 0, sizeof(server.visits));
             addReplyOk(c);

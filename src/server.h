@@ -298,6 +298,7 @@ enum {
     VISITS_EXPIRE,   /* TTL entries looked at by the active expiry cycle (store.c) */
     VISITS_PAUSED,   /* commands held by CLIENT PAUSE looked at to run them again (networking.c) */
     VISITS_TENANT_EVICT, /* a tenant's keys looked at to evict one of them (tenantquota.c) */
+    VISITS_AUTH_DIGESTS, /* password digests compared by AUTH, HELLO AUTH and HTTP (acl.c) */
     VISITS_KINDS
 };
 #define serverVisit(kind, n) (server.visits[(kind)] += (n))

@@ -145,6 +145,33 @@ start_server {tags {acl}} {
     }
 }
 
+# A refused AUTH costs the same whoever was named: a name nobody has was
+# answered before the password was hashed, a SHA-256 sooner than a known
+# user's, so a tenant could list the others' names by timing AUTH. The
+# work is counted (DEBUG VISITS auth-digests), not timed.
+start_server {tags {acl mooncake}} {
+    test {A refused AUTH compares one digest whether the user exists, is off, has no password or not} {
+        r acl setuser vis:alice on >secret ~vis:* +@all
+        r acl setuser vis:off off >secret
+        r acl setuser vis:nopw on resetpass
+        set c [redis_client]
+        set costs {}
+        foreach name {vis:alice nosuchuser vis:off vis:nopw} {
+            r debug visits reset
+            assert_error {WRONGPASS*} {$c auth $name wrong}
+            lappend costs [dict get [r debug visits] auth-digests]
+        }
+        assert_equal {1 1 1 1} $costs
+        # HELLO AUTH too, and a right password opens as before.
+        r debug visits reset
+        assert_error {WRONGPASS*} {$c hello 2 auth nosuchuser wrong}
+        assert_equal 1 [dict get [r debug visits] auth-digests]
+        assert_equal OK [$c auth vis:alice secret]
+        assert_equal vis:alice [$c acl whoami]
+        $c close
+    }
+}
+
 start_server {tags {acl}} {
     r acl setuser getter on >p1 ~* +get +acl|whoami
     r acl setuser safe on >p1 ~* +@all -@dangerous
