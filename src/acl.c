@@ -897,14 +897,16 @@ static int channelAllowed(const user *u, sds ch, int literal) {
  * (a router drops its index entry on __store@0__:remove), so a tenant,
  * granted them to listen to its own keys' events, may not publish there:
  * it could forge events about another tenant's keys. */
-static int serverEventChannel(sds ch) {
+int aclServerEventChannel(const char *name, size_t len) {
     static const char *const prefixes[] = {"__keyspace@", "__keyevent@", "__store@"};
     for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
         size_t n = strlen(prefixes[i]);
-        if (sdslen(ch) >= n && !memcmp(ch, prefixes[i], n)) return 1;
+        if (len >= n && !memcmp(name, prefixes[i], n)) return 1;
     }
     return 0;
 }
+
+static int serverEventChannel(sds ch) { return aclServerEventChannel(ch, sdslen(ch)); }
 
 static int checkChannels(const user *u, serverCommand *cmd, sds *argv, int argc, int *pos) {
     int first = 1, last;
@@ -1019,6 +1021,18 @@ int aclUserSeesChannel(const user *u, const char *name, size_t len) {
         return aclUserSeesKey(u, name + off, len - off);
     }
     return 1;
+}
+
+/* Who listens on a channel a tenant may name. An ordinary channel two
+ * users may both subscribe to is shared between them by their rules: its
+ * subscribers are seen by both, as PUBLISH's reply counts them to either.
+ * The server's event channels are another matter: every tenant granted
+ * __keyevent@0__:* hears only its own keys' events there, so the name is
+ * shared but the channel is not, and who else listens is another user's
+ * connection (aclUserSeesClient): a tenant sees its own user's only. */
+int aclUserSeesSubscriber(const user *u, const char *channel, size_t len, const client *sub) {
+    if (!aclUserRestricted(u) || !aclServerEventChannel(channel, len)) return 1;
+    return aclUserSeesClient(u, sub);
 }
 
 int aclUserSeesSegment(const user *u, const segment *s) {

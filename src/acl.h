@@ -149,6 +149,8 @@ struct segment *aclLookupSegment(const struct client *c, const char *name_or_id)
  * (acl.c, "what a tenant may see"). Lists, counts and events ask these. */
 int aclUserSeesKey(const user *u, const char *key, size_t len);
 int aclUserSeesChannel(const user *u, const char *name, size_t len);
+int aclServerEventChannel(const char *name, size_t len);
+int aclUserSeesSubscriber(const user *u, const char *channel, size_t len, const struct client *sub);
 /* Whether u may see the connections of user `name` (SLOWLOG entries, CLIENT
  * KILL USER), or the connection t (CLIENT LIST/KILL, MONITOR lines). */
 int aclUserSeesUser(const user *u, const char *name, size_t len);

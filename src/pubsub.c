@@ -562,9 +562,21 @@ void pubsubShardSlotsLost(const unsigned char *lost) {
 
 /* ---- PUBSUB -------------------------------------------------------------- */
 
+/* How many of l's subscribers (a channel's or a pattern's, named name) c
+ * sees: all of them, but of the server's event channels a tenant sees its
+ * own user's only (acl.c, aclUserSeesSubscriber). */
+static long long seenSubscribers(client *c, sds name, const subscriberList *l) {
+    if (!aclUserRestricted(c->user) || !aclServerEventChannel(name, sdslen(name))) return l->live;
+    long long n = 0;
+    for (int i = 0; i < l->n; i++)
+        n += l->clients[i] != NULL && aclUserSeesSubscriber(c->user, name, sdslen(name), l->clients[i]);
+    return n;
+}
+
 /* A tenant sees only the names it could subscribe to (aclUserSeesChannel):
  * PUBSUB would otherwise list every tenant's channels, and a keyspace
- * channel every key someone watches. */
+ * channel every key someone watches; and a channel only while someone it
+ * sees listens (seenSubscribers). */
 static void addReplyNames(client *c, int kind, sds pattern) {
     dict *index = subscribers[kind];
     long long n = 0;
@@ -576,7 +588,7 @@ static void addReplyNames(client *c, int kind, sds pattern) {
         while ((de = dictNext(it)) != NULL) {
             sds name = de->key;
             if ((!pattern || stringmatchlen(pattern, sdslen(pattern), name, sdslen(name), 0)) &&
-                aclUserSeesChannel(c->user, name, sdslen(name)))
+                aclUserSeesChannel(c->user, name, sdslen(name)) && seenSubscribers(c, name, de->val) > 0)
                 names[n++] = name;
         }
         dictReleaseIterator(it);
@@ -594,7 +606,7 @@ static void addReplyNumsub(client *c, int kind) {
                             ? dictFind(subscribers[kind], c->argv[j])
                             : NULL;
         addReplyBulk(c, c->argv[j], sdslen(c->argv[j]));
-        addReplyLongLong(c, de ? (long long)((subscriberList *)de->val)->live : 0);
+        addReplyLongLong(c, de ? seenSubscribers(c, de->key, de->val) : 0);
     }
 }
 
@@ -630,7 +642,8 @@ void pubsubCommand(client *c) {
         if (aclUserRestricted(c->user)) {
             n = 0;
             for (int i = 0; i < npatterns; i++)
-                n += aclUserSeesChannel(c->user, patterns[i].pattern, sdslen(patterns[i].pattern));
+                n += aclUserSeesChannel(c->user, patterns[i].pattern, sdslen(patterns[i].pattern)) &&
+                     seenSubscribers(c, patterns[i].pattern, patterns[i].subs) > 0;
         }
         addReplyLongLong(c, n);
     } else {

@@ -70,6 +70,42 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy noevi
         $sb close
     }
 
+    # The server's event channels are granted by name to every tenant that
+    # hears its own keys' events there: who else listens is another user's
+    # connection. An ordinary channel two tenants may both name is shared,
+    # and counted for both (as PUBLISH's reply counts its receivers).
+    test {PUBSUB counts only a tenant's own listeners on the server's event channels; a shared channel counts all} {
+        r acl setuser carol on >pc ~tenantC:* &__keyevent@0__:* &__store@0__:* &notify:end +@all
+        set sc [redis_deferring_client]
+        $sc auth carol pc
+        $sc read
+        $sc subscribe __keyevent@0__:set notify:end
+        $sc read
+        $sc read
+        $sc psubscribe __store@0__:*
+        $sc read
+        assert_equal {__keyevent@0__:set 0 notify:end 1} [$ca pubsub numsub __keyevent@0__:set notify:end]
+        assert_equal {notify:end} [$ca pubsub channels]
+        assert_equal 0 [$ca pubsub numpat]
+        # Its own listeners it sees, the others' still not.
+        set sa [redis_deferring_client]
+        $sa auth alice pa
+        $sa read
+        $sa subscribe __keyevent@0__:set
+        $sa read
+        $sa psubscribe __store@0__:*
+        $sa read
+        assert_equal {__keyevent@0__:set 1} [$ca pubsub numsub __keyevent@0__:set]
+        assert_equal {__keyevent@0__:set notify:end} [lsort [$ca pubsub channels]]
+        assert_equal 1 [$ca pubsub numpat]
+        # Users with allkeys see everyone, as in Redis.
+        assert_equal {__keyevent@0__:set 2} [r pubsub numsub __keyevent@0__:set]
+        assert_equal 1 [r pubsub numpat]
+        $sa close
+        $sc close
+        r acl deluser carol
+    }
+
     test {Keyspace notifications and store events carry only the subscriber's own keys} {
         r config set notify-keyspace-events KEA\$S
         set l [redis_deferring_client]
