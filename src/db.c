@@ -166,7 +166,7 @@ static void renameGeneric(client *c, int nx) {
     long long when = storeGetExpire(src);
     storeObjIncrRef(o); /* the keyspace's reference goes with the old name */
     storeDelete(src);
-    o->lru = (uint32_t)server.mstime; /* Redis's write lookup touches it too */
+    o->lru = storeLruClock(); /* Redis's write lookup touches it too */
     storeSet(dst, o, when, 0);
     destinationIsNew(dst, replaced);
     notifyKeyspaceEvent(NOTIFY_GENERIC, "rename_from", src);
@@ -293,7 +293,7 @@ void objectCommand(client *c) {
     } else if (encoding) {
         addReplyBulkCString(c, storeObjEncoding(o));
     } else if (idletime) {
-        addReplyLongLong(c, (long long)(uint32_t)((uint32_t)server.mstime - o->lru) / 1000);
+        addReplyLongLong(c, (long long)(uint32_t)(storeLruClock() - o->lru) / 1000);
     } else if (freq) {
         addReplyError(c, "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note "
                          "that when switching between policies at runtime LRU and LFU data will take some time to "

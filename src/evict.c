@@ -301,7 +301,7 @@ static void poolFill(int wanted_class, segment *only) {
     dictEntry *sample[64];
     unsigned want = only ? 64 : server.evict_samples > 64 ? 64 : (unsigned)server.evict_samples;
     unsigned n = dictGetSomeKeys(server.keys, sample, want);
-    if (poolLen == 0) poolEpoch = (uint32_t)server.mstime;
+    if (poolLen == 0) poolEpoch = storeLruClock();
     for (unsigned i = 0; i < n; i++) {
         storeObj *o = sample[i]->val;
         int cls = evictable(o);

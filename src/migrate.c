@@ -510,7 +510,7 @@ void restoreCommand(client *c) {
     if (idle >= 0) {
         /* The LRU clock is 32 bits of ms (evict.c): idle times beyond it saturate. */
         long long idle_ms = idle > (long long)UINT32_MAX / 1000 ? (long long)UINT32_MAX : idle * 1000;
-        o->lru = (uint32_t)((uint32_t)server.mstime - (uint32_t)idle_ms);
+        o->lru = (uint32_t)(storeLruClock() - (uint32_t)idle_ms);
     }
     /* Redis removes a replaced key before adding the new one, so even then
      * the key is announced as new; storeSet only announces keys it adds. */

@@ -250,6 +250,8 @@ int storeObjLeased(const storeObj *o);
 long long storeLeaseEndMs(const storeObj *o); /* when its lease ends (server.monotime); LLONG_MAX while held */
 /* When its put started on the wall clock, 0: unknown (see created_ms). */
 long long storeObjCreatedMs(const storeObj *o);
+/* The clock of an object's last access (o->lru): store.c. */
+uint32_t storeLruClock(void);
 /* Sets a complete object's creation time (the wall clock's, 0 unknown)
  * and its monotonic twin; storeObjYoung: created less than ms ago, by the
  * monotonic clock (REPLICA.CLEAR's "just written"). */

@@ -288,7 +288,7 @@ static void putEndOne(client *c, sds key, sds checksum) {
     storeObj *o = storePendingUnlink(key);
     storeObjSetCreated(o, storeObjCreatedMs(o)); /* the wall clock's, from here on (and its age) */
     o->state = OBJ_COMPLETE;
-    o->lru = (uint32_t)server.mstime;
+    o->lru = storeLruClock();
     if (checksum) {
         sdsfree(o->ext->checksum);
         o->ext->checksum = sdsdup(checksum);
@@ -1136,7 +1136,7 @@ void objectInfoCommand(client *c) {
     addReplyBulkCString(c, "created");
     addReplyLongLong(c, storeObjCreatedMs(o));
     addReplyBulkCString(c, "last-access-ms");
-    addReplyLongLong(c, (long long)(uint32_t)((uint32_t)server.mstime - o->lru));
+    addReplyLongLong(c, (long long)(uint32_t)(storeLruClock() - o->lru));
     addReplyBulkCString(c, "checksum");
     if (ext && ext->checksum) addReplyBulk(c, ext->checksum, sdslen(ext->checksum));
     else addReplyNull(c);

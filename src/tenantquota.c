@@ -112,7 +112,7 @@ static int evictOwn(const user *u, sds protect) {
             storeObj *o = de->val;
             int cls = evictClass(o);
             if (cls == 0 || (cls == 2 && !softpin_ok)) continue;
-            uint32_t age = (uint32_t)server.mstime - o->lru;
+            uint32_t age = storeLruClock() - o->lru;
             if (best < 0 || age > best_age) best = i, best_age = age;
         }
         if (best >= 0) {

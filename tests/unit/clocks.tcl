@@ -1,7 +1,7 @@
 # Which clock each timer runs on. Absolute times (key expiries, EXPIREAT,
 # creation times the log keeps) are the wall clock's, as in Redis; every
 # relative timeout -- a read lease, a removed version waiting for its lease,
-# a soft pin, REPLICA.CLEAR's lease-ttl after a put,
+# a soft pin, REPLICA.CLEAR's lease-ttl after a put, an object's idle time,
 # a pending put's put-timeout and the pending sweep, owner-ttl, an UNMOUNT
 # GRACEFUL drain, a client's idle `timeout`, WAIT's timeout, and the
 # replication, cluster and relay timeouts -- runs on the monotonic clock, so
@@ -179,5 +179,25 @@ start_server {tags {mooncake lease} overrides {segment-size 16mb lease-ttl 10000
         assert_equal 0 [r exists ck:old]
         assert_equal OK [r debug wallclock-step 86400000]
         r config set lease-ttl 10000
+    }
+}
+
+# An idle time is an age too: the LRU clock (o->lru) was the wall clock's,
+# so after a step back every object touched before it looked accessed in
+# the future -- OBJECT IDLETIME about 49 days, and eviction, which compares
+# signed 32-bit ages, took the most recently used first.
+start_server {tags {mooncake}} {
+    test {A wall-clock step back neither makes objects look idle for weeks nor reorders the LRU} {
+        r set ck:lru v
+        r put.start ck:lruobj 100
+        r put.end ck:lruobj
+        assert_equal OK [r debug wallclock-step -86400000]
+        assert_range [r object idletime ck:lru] 0 5
+        assert_range [dict get [r object.info ck:lruobj] last-access-ms] 0 5000
+        # RESTORE IDLETIME counts back from the same clock.
+        r restore ck:idle 0 [r dump ck:lru] IDLETIME 1000
+        assert_range [r object idletime ck:idle] 1000 1005
+        assert_equal OK [r debug wallclock-step 86400000]
+        assert_range [r object idletime ck:lru] 0 5
     }
 }
