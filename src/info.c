@@ -56,8 +56,11 @@ static struct {
     int idx;
 } inst;
 
+/* On the monotonic clock: a rate is per elapsed time, and on the wall
+ * clock a step back stopped the sampling (every "now" was less than 100 ms
+ * after the last) for the length of the step, the rates frozen. */
 void statsSampleInstantaneous(void) {
-    long long now = mstime();
+    long long now = monoMs();
     if (inst.last_ms && now - inst.last_ms < 100) return;
     long long cur[INST_METRICS] = {server.stat_numcommands, server.stat_net_input_bytes,
                                    server.stat_net_output_bytes};
@@ -190,8 +193,7 @@ sds genInfoString(const char *section) {
      * were when frees were immediate. What was queued is still reported. */
     uint64_t zeroing_bytes = zerofreePendingBytes(), zeroing_extents = zerofreePendingExtents();
     zerofreeReclaim(1);
-    mstime_t now = mstime();
-    long long uptime = (now - server.starttime_ms) / 1000;
+    long long uptime = (monoMs() - server.starttime_mono) / 1000; /* an age: a wall-clock step moves it not */
 
     if ((w = wantSection(section, "server", &count))) {
         struct utsname name;

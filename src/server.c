@@ -804,6 +804,7 @@ static void initServer(void) {
     setupSignalHandlers();
     server.pid = getpid();
     server.starttime_ms = server.stat_starttime = mstime();
+    server.starttime_mono = monoMs();
     getRandomHexChars(server.runid, 40);
     server.runid[40] = '\0';
     server.sofd = -1;

@@ -312,6 +312,7 @@ struct mooncakeServer {
     aeEventLoop *el;
     int shutdown_asap;
     mstime_t starttime_ms;
+    long long starttime_mono;       /* monoMs() at start: INFO uptime */
     dict *commands;         /* name (lower case) -> serverCommand */
     long long cron_loops;
     mstime_t mstime;        /* cached each event-loop iteration: the wall clock, for absolute times */

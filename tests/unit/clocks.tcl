@@ -201,3 +201,23 @@ start_server {tags {mooncake}} {
         assert_range [r object idletime ck:lru] 0 5
     }
 }
+
+# INFO's ages: uptime and the instantaneous rates, which were measured on
+# the wall clock (after a step back uptime went negative, and the rates
+# froze: every sample was "less than 100 ms" after the last one).
+start_server {tags {mooncake info}} {
+    test {A wall-clock step back neither makes uptime negative nor freezes the instantaneous rates} {
+        # A fresh server: no traffic sampled yet (16 samples, one per 100 ms).
+        wait_for_condition 100 50 {[s instantaneous_ops_per_sec] == 0} else {
+            fail "instantaneous_ops_per_sec never fell to 0"
+        }
+        assert_equal OK [r debug wallclock-step -86400000]
+        assert {[s uptime_in_seconds] >= 0}
+        wait_for_condition 100 50 {
+            [for {set i 0} {$i < 100} {incr i} { r ping }; s instantaneous_ops_per_sec] > 0
+        } else {
+            fail "instantaneous_ops_per_sec stayed 0 under traffic after the step"
+        }
+        assert_equal OK [r debug wallclock-step 86400000]
+    }
+}
