@@ -8,21 +8,16 @@ after and after 3.5 s idle, and RSS per client.
 """
 import socket, subprocess, sys, time, os, resource
 
-def usage(code, why=None):
-    """--help: this file's docstring on stdout, 0; a bad argument: why and the docstring on stderr, 2."""
-    if why:
-        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: {why}\n\n")
-    (sys.stdout if code == 0 else sys.stderr).write(__doc__.lstrip("\n"))
-    sys.exit(code)
+from benchutil import usage  # noqa: E402
 
 
 if any(a in ("-h", "--help") for a in sys.argv[1:]):
-    usage(0)
+    usage(__doc__, 0)
 try:
     binary, n = sys.argv[1:]
     n = int(n)
 except ValueError:
-    usage(2, "expects BINARY N (N a number of connections), got: " + " ".join(sys.argv[1:]))
+    usage(__doc__, 2, "expects BINARY N (N a number of connections), got: " + " ".join(sys.argv[1:]))
 resource.setrlimit(resource.RLIMIT_NOFILE, (20000, 20000))
 port = 24000 + os.getpid() % 1000
 p = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--maxclients", "12000", "--save", ""] if "redis" in binary else

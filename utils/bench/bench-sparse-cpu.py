@@ -4,18 +4,11 @@ SETs GAP_US microseconds apart, beside redis-server (BENCHMARKS.md, busy-poll se
 Each configuration in `confs` is started on a free port; edit the list to compare builds."""
 import socket, subprocess, time, os, sys
 
-def usage(code, why=None):
-    """--help: this file's docstring on stdout, 0; a bad argument: why and the docstring on stderr, 2."""
-    if why:
-        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: {why}\n\n")
-    (sys.stdout if code == 0 else sys.stderr).write(__doc__.lstrip("\n"))
-    sys.exit(code)
+from benchutil import free_port, usage  # noqa: E402
 
 
 if any(a in ("-h", "--help") for a in sys.argv[1:]):
-    usage(0)
-def free_port():
-    s=socket.socket(); s.bind(("127.0.0.1",0)); p=s.getsockname()[1]; s.close(); return p
+    usage(__doc__, 0)
 def cpu(pid):
     f=open(f"/proc/{pid}/stat").read().rsplit(")",1)[1].split()
     return (int(f[11])+int(f[12]))/os.sysconf("SC_CLK_TCK")
@@ -26,7 +19,7 @@ confs=[("fixed spin 50us (before)", ["src/mooncake-server","--busy-poll-us","50"
 try:
     gap_us, n = (int(a) for a in sys.argv[1:])
 except ValueError:
-    usage(2, "expects GAP_US N, two numbers, got: " + " ".join(sys.argv[1:]))
+    usage(__doc__, 2, "expects GAP_US N, two numbers, got: " + " ".join(sys.argv[1:]))
 for rnd in range(2):
   for name,cmd in confs:
     p=free_port()

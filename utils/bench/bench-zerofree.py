@@ -14,21 +14,16 @@ redis-benchmark on PATH.
 """
 import subprocess, time, os, re, sys, json, statistics, glob
 
-def usage(code, why=None):
-    """--help: this file's docstring on stdout, 0; a bad argument: why and the docstring on stderr, 2."""
-    if why:
-        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: {why}\n\n")
-    (sys.stdout if code == 0 else sys.stderr).write(__doc__.lstrip("\n"))
-    sys.exit(code)
+from benchutil import usage  # noqa: E402
 
 
 if any(a in ("-h", "--help") for a in sys.argv[1:]):
-    usage(0)
+    usage(__doc__, 0)
 if len(sys.argv) not in (3, 4) or not (len(sys.argv) == 3 or sys.argv[3].isdigit()):
-    usage(2, "expects BASE_SRC_DIR NEW_SRC_DIR [ROUNDS], got: " + " ".join(sys.argv[1:]))
+    usage(__doc__, 2, "expects BASE_SRC_DIR NEW_SRC_DIR [ROUNDS], got: " + " ".join(sys.argv[1:]))
 for d in sys.argv[1:3]:
     if not os.path.isfile(os.path.join(d, "mooncake-server")):
-        usage(2, f"{d} holds no mooncake-server")
+        usage(__doc__, 2, f"{d} holds no mooncake-server")
 BIN = {"base": os.path.abspath(sys.argv[1]), "new": os.path.abspath(sys.argv[2])}
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 HZ = os.sysconf("SC_CLK_TCK")

@@ -1,28 +1,28 @@
 """benchutil.py -- what the Python benchmark scripts share (bench-python.py,
 bench-engines.py, bench-first-call.py, bench-ir.py, bench-aof-load.py): free
-ports and stopping a server (the tests' own, tests/python/conftest.py), a
-request in RESP, the size notation of the servers' flags, CPU time of finished
+ports, stopping a server and a request in RESP (the tests' own,
+tests/python/conftest.py), --help and misuse, the size notation of the servers' flags, CPU time of finished
 children, and one measured row. Imported from the
 scripts' own folder (python3 puts a script's folder first on sys.path)."""
 import os
 import resource
 import sys
 
-# Free ports and stopping a server, as the tests do them (one copy).
+# Free ports, stopping a server and a request in RESP, as the tests do them (one copy).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                 "tests", "python"))
-from conftest import free_port, stop_process  # noqa: E402,F401
+from conftest import free_port, resp, stop_process  # noqa: E402,F401
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
-def resp(*args):
-    """One request in RESP: str, int or bytes arguments."""
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
+def usage(doc, code, why=None):
+    """A script's --help and misuse: doc (its docstring) on stdout and exit
+    0; a bad argument: why, then doc, on stderr and exit 2."""
+    if why:
+        sys.stderr.write(f"{os.path.basename(sys.argv[0])}: {why}\n\n")
+    (sys.stdout if code == 0 else sys.stderr).write(doc.lstrip("\n"))
+    sys.exit(code)
 
 
 def size_arg(n):
