@@ -144,8 +144,10 @@ tags {benchmark} {
             incr n
             set name [file tail $f]
             if {![file executable $f]} { fail "$name has #! but is not executable" }
-            # Python scripts under /usr/bin/python3, whatever python3 comes first on PATH.
-            set run [expr {[string match "*python*" $first] ? [list /usr/bin/python3 $f] : [list $f]}]
+            # Python scripts under /usr/bin/python3, whatever python3 comes first on PATH,
+            # with the sanitizer runtimes preloaded where the binding they may import has them.
+            set run [expr {[string match "*python*" $first] ? [list env {*}[python_sanitizer_env] /usr/bin/python3 $f]
+                                                             : [list $f]}]
             assert_equal 0 [catch {exec {*}$run --help 2>@1} out] "$name --help: $out"
             assert_morethan [string length $out] 40
             assert_equal 1 [catch {exec {*}$run --no-such-flag < /dev/null} out] "$name --no-such-flag ran"
@@ -161,7 +163,8 @@ tags {benchmark} {
         if {![file isdirectory [file join $::harness(root) build python mooncake]]} { skip "the binding is not built" }
         set saved [array get ::env PYTHONPATH]
         unset -nocomplain ::env(PYTHONPATH)
-        set rc [catch {exec /usr/bin/python3 [file join $::harness(root) utils bench bench-sessions.py] \
+        set rc [catch {exec env {*}[python_sanitizer_env] /usr/bin/python3 \
+                           [file join $::harness(root) utils bench bench-sessions.py] \
                            --rounds 1 --blocks 2 --layers 2 --transport tcp 2>@1} out]
         array set ::env $saved
         assert_equal 0 $rc $out
