@@ -253,53 +253,34 @@ resp_secs=$((FUZZ_SECONDS - dump_secs - etcd_secs - aof_secs - mcreply_secs - mc
 
 passed=0
 nfailed=0
-if fuzz_one fuzz_resp "$resp_secs" "$ROOT/tests/fuzz/seeds" "the RESP parser" \
+# Runs its arguments (fuzz_one and its own) and counts the verdict; LIBS,
+# DEFS and EXTRA_DEPS set before it reach fuzz_one.
+tally() {
+    if "$@"; then passed=$((passed + 1)); else nfailed=$((nfailed + 1)); fi
+}
+tally fuzz_one fuzz_resp "$resp_secs" "$ROOT/tests/fuzz/seeds" "the RESP parser" \
         'parse|feed|run|feedBigArg|argDone|inlineRequest|respReq|headerLine|sds|string2ll' \
-        resp.c util.c sds.c zmalloc.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-if fuzz_one fuzz_dump "$dump_secs" "$ROOT/tests/fuzz/seeds_dump" "the DUMP payload parser" \
+        resp.c util.c sds.c zmalloc.c
+tally fuzz_one fuzz_dump "$dump_secs" "$ROOT/tests/fuzz/seeds_dump" "the DUMP payload parser" \
         'dump[A-Za-z]*|crc64|sds[A-Za-z]*' \
-        dump.c crc.c sds.c zmalloc.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-if LIBS="-lcurl -ljansson" EXTRA_DEPS="$SRC/etcd.c $SRC/etcd.h $SRC/cluster.h" \
-        fuzz_one fuzz_etcd "$etcd_secs" "$ROOT/tests/fuzz/seeds_etcd" \
+        dump.c crc.c sds.c zmalloc.c
+LIBS="-lcurl -ljansson" EXTRA_DEPS="$SRC/etcd.c $SRC/etcd.h $SRC/cluster.h" \
+        tally fuzz_one fuzz_etcd "$etcd_secs" "$ROOT/tests/fuzz/seeds_etcd" \
         "what cluster mode reads from etcd (replies, watch lines, node records)" \
         'etcd[A-Za-z]*|cluster[A-Za-z]*|sds[A-Za-z]*' \
-        cluster_node.c ae.c sds.c util.c zmalloc.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-if fuzz_one fuzz_aof "$aof_secs" "$ROOT/tests/fuzz/seeds_aof" "the append-only log's reader (records, manifest)" \
+        cluster_node.c ae.c sds.c util.c zmalloc.c
+tally fuzz_one fuzz_aof "$aof_secs" "$ROOT/tests/fuzz/seeds_aof" "the append-only log's reader (records, manifest)" \
         'aof[A-Za-z]*|readHeader|dump[A-Za-z]*|sds[A-Za-z]*|string2ll' \
-        aofformat.c dump.c crc.c sds.c zmalloc.c util.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-if fuzz_one fuzz_mcreply "$mcreply_secs" "$ROOT/tests/fuzz/seeds_mcreply" \
+        aofformat.c dump.c crc.c sds.c zmalloc.c util.c
+tally fuzz_one fuzz_mcreply "$mcreply_secs" "$ROOT/tests/fuzz/seeds_mcreply" \
         "what libmooncake reads from servers and hosts (replies, CLUSTER SLOTS, redirections, RDMA descriptors)" \
         'mc[A-Z][A-Za-z]*|readReply[A-Za-z]*|readLine|readHeader|fill|parseLL|check[A-Za-z]*' \
-        libmooncake/mc_conn.c libmooncake/mc_cluster.c libmooncake/mc_rdma.c anet.c crc.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-if EXTRA_DEPS="$SRC/libmooncake/mc_host.c $SRC/libmooncake/mc_host.h" \
-        fuzz_one fuzz_mchost "$mchost_secs" "$ROOT/tests/fuzz/seeds_mchost" \
+        libmooncake/mc_conn.c libmooncake/mc_cluster.c libmooncake/mc_rdma.c anet.c crc.c
+EXTRA_DEPS="$SRC/libmooncake/mc_host.c $SRC/libmooncake/mc_host.h" \
+        tally fuzz_one fuzz_mchost "$mchost_secs" "$ROOT/tests/fuzz/seeds_mchost" \
         "a hosted segment's requests from its peers (SEG.*, AUTH, SHM.ATTACH)" \
         'serve[A-Za-z]*|readExact|readLine|parseLen|parseU64|checkRange|admitted[A-Za-z]*|drain' \
-        anet.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
+        anet.c
 # The whole server but main: config.c and acl.c come in through the target.
 # The list is the Makefile's (print-layout), so a new server source is
 # linked here too: a list of our own once missed latencymon.c, and both
@@ -312,45 +293,33 @@ if [ -z "$SERVER_SRCS" ]; then
     exit 1
 fi
 SERVER_PKGS="numa libcurl jansson libmicrohttpd"
-# shellcheck disable=SC2046,SC2086  # word lists
-if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
+# A target linked with the whole server but main, less the sources it
+# #includes itself (INCLUDED: their static readers), config.c and acl.c
+# linked unless it includes them. DEPS: the files that also decide a
+# rebuild. Its seeds are tests/fuzz/seeds_<name less fuzz_>.
+fuzz_server() {
+    local name=$1 secs=$2 what=$3 frames=$4 included=$5 deps=$6 srcs=" $SERVER_SRCS config.c acl.c " f
+    # shellcheck disable=SC2001  # dash (make fuzz runs sh) has no ${v//a/b}
+    for f in $included; do srcs=$(echo "$srcs" | sed "s/ ${f%.c}\.c / /"); done
+    # shellcheck disable=SC2046,SC2086  # word lists
+    LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
         DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
-        EXTRA_DEPS="$SRC/config.c $SRC/acl.c $SRC/acl.h $SRC/server.h $SRC/sds.c" \
-        fuzz_one fuzz_config "$config_secs" "$ROOT/tests/fuzz/seeds_config" \
-        "the config file, CONFIG SET values, ACL SETUSER rules and the ACL file" \
-        'load[A-Za-z]*|set[A-Z][A-Za-z]*|get[A-Z][A-Za-z]*|formatConfigLine|splitValue|check[A-Za-z]*|applyRules?|parseAclFile|describeUser|catWord|sds[A-Za-z]*' \
-        $SERVER_SRCS; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-# The same server, with replication_replica.c and prefetch.c included by the
-# target instead (their static readers) and config.c and acl.c linked.
-# shellcheck disable=SC2046,SC2086  # word lists
-if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
-        DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
-        EXTRA_DEPS="$SRC/replication_replica.c $SRC/prefetch.c $SRC/prefetch.h $SRC/replication_internal.h $SRC/server.h" \
-        fuzz_one fuzz_repl "$repl_secs" "$ROOT/tests/fuzz/seeds_repl" \
-        "the replication link (what a replica reads from its primary, what a primary reads from a replica) and the pipeline prefetch scan" \
-        'processLinkInput|takeLine|linkReadHandler|applyRecord|handshakeRefused|psyncCommand|replconfCommand|backlog[A-Za-z]*|snapshot[A-Za-z]*|scan[A-Z][A-Za-z]*|prefetch[A-Za-z]*|aof[A-Za-z]*|sds[A-Za-z]*' \
-        $(echo $SERVER_SRCS | sed 's/replication_replica\.c//; s/prefetch\.c//') config.c acl.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
-# The same server again, with relay.c included by the target (its static
-# reader and connection set) and config.c and acl.c linked.
-# shellcheck disable=SC2046,SC2086  # word lists
-if LIBS="$(pkg-config --libs $SERVER_PKGS 2>/dev/null) -lm" \
-        DEFS="-Dmain=mooncakeServerMain -DMOONCAKE_VERSION=\"fuzz\" $(pkg-config --cflags $SERVER_PKGS 2>/dev/null)" \
-        EXTRA_DEPS="$SRC/relay.c $SRC/relay.h $SRC/server.h" \
-        fuzz_one fuzz_relay "$relay_secs" "$ROOT/tests/fuzz/seeds_relay" \
-        "what the server reads from a segment's host when it relays a read (SEG.AUTH and SEG.READ replies)" \
-        'rr[A-Z][A-Za-z]*|idle[A-Z][A-Za-z]*|conn[A-Z][A-Za-z]*|clientPump|relay[A-Za-z]*|sds[A-Za-z]*' \
-        $(echo $SERVER_SRCS | sed 's/relay\.c//') config.c acl.c; then
-    passed=$((passed + 1))
-else
-    nfailed=$((nfailed + 1))
-fi
+        EXTRA_DEPS="$deps" \
+        tally fuzz_one "$name" "$secs" "$ROOT/tests/fuzz/seeds_${name#fuzz_}" "$what" "$frames" $srcs
+}
+fuzz_server fuzz_config "$config_secs" "the config file, CONFIG SET values, ACL SETUSER rules and the ACL file" \
+    'load[A-Za-z]*|set[A-Z][A-Za-z]*|get[A-Z][A-Za-z]*|formatConfigLine|splitValue|check[A-Za-z]*|applyRules?|parseAclFile|describeUser|catWord|sds[A-Za-z]*' \
+    "config.c acl.c" "$SRC/config.c $SRC/acl.c $SRC/acl.h $SRC/server.h $SRC/sds.c"
+# replication_replica.c and prefetch.c included: their static readers.
+fuzz_server fuzz_repl "$repl_secs" \
+    "the replication link (what a replica reads from its primary, what a primary reads from a replica) and the pipeline prefetch scan" \
+    'processLinkInput|takeLine|linkReadHandler|applyRecord|handshakeRefused|psyncCommand|replconfCommand|backlog[A-Za-z]*|snapshot[A-Za-z]*|scan[A-Z][A-Za-z]*|prefetch[A-Za-z]*|aof[A-Za-z]*|sds[A-Za-z]*' \
+    "replication_replica.c prefetch.c" \
+    "$SRC/replication_replica.c $SRC/prefetch.c $SRC/prefetch.h $SRC/replication_internal.h $SRC/server.h"
+# relay.c included: its static reader and connection set.
+fuzz_server fuzz_relay "$relay_secs" \
+    "what the server reads from a segment's host when it relays a read (SEG.AUTH and SEG.READ replies)" \
+    'rr[A-Z][A-Za-z]*|idle[A-Z][A-Za-z]*|conn[A-Z][A-Za-z]*|clientPump|relay[A-Za-z]*|sds[A-Za-z]*' \
+    "relay.c" "$SRC/relay.c $SRC/relay.h $SRC/server.h"
 echo "$passed passed, $nfailed failed"
 [ $nfailed -eq 0 ]
