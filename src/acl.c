@@ -825,6 +825,29 @@ void aclClientCountAs(client *c, user *u) {
     if (u) u->nclients++;
 }
 
+/* The recount of the connection counts (DEBUG TENANT-CHECK, beside
+ * tenantKeysCheck): each user's nclients against the connections counted
+ * as it, and each connection counted as the user it runs as (a count
+ * kept for another user would be undone against the wrong one). */
+sds *aclCheckClientCounts(sds *out, size_t *n) {
+    for (int i = 0; i < NumUsers; i++) {
+        unsigned long seen = 0;
+        for (client *cl = server.clients_head; cl; cl = cl->next) seen += cl->counted_user == Users[i];
+        if (seen == Users[i]->nclients) continue;
+        out = zrealloc(out, sizeof(sds) * (*n + 1));
+        out[(*n)++] = sdscatprintf(sdsempty(), "user '%s': nclients %lu, %lu connections counted as it",
+                                   Users[i]->name, Users[i]->nclients, seen);
+    }
+    for (client *cl = server.clients_head; cl; cl = cl->next) {
+        if (cl->counted_user == cl->user) continue;
+        out = zrealloc(out, sizeof(sds) * (*n + 1));
+        out[(*n)++] = sdscatprintf(sdsempty(), "client id=%llu: runs as '%s', counted as '%s'",
+                                   (unsigned long long)cl->id, cl->user ? cl->user->name : "(none)",
+                                   cl->counted_user ? cl->counted_user->name : "(none)");
+    }
+    return out;
+}
+
 int aclAuthenticate(client *c, sds name, sds pass) {
     user *u = name ? lookupUser(name, sdslen(name)) : DefaultUser;
     if (passwordMatches(u, pass, sdslen(pass))) {

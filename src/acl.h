@@ -167,6 +167,9 @@ void aclCommand(struct client *c);
  * every change of a connection's user goes through here, so each user's
  * nclients is exact (tenant-maxclients). */
 void aclClientCountAs(struct client *c, user *u);
+/* DEBUG TENANT-CHECK: a line appended to out per user whose count differs
+ * from its connections, and per connection counted as another user. */
+sds *aclCheckClientCounts(sds *out, size_t *n);
 /* What aclAuthenticate answers when the password was right but the user,
  * a tenant, has tenant-maxclients connections already. */
 #define ACL_AUTH_TOO_MANY (-2)

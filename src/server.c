@@ -47,6 +47,7 @@
 #include "pubsub.h"
 #include "relay.h"
 #include "store.h"
+#include "tenantkeys.h"
 #include "tenantquota.h"
 #include "util.h"
 #include "zerofree.h"
@@ -1047,6 +1048,7 @@ void debugCommand(client *c) {
             "BUSYPOLL SAMPLE <runnable> <cpus> <wasted-us> <caught>",
             "    One busy-poll decision from these inputs (one second's); the cron's own steps stop (tests).",
             "BUSYPOLL AUTO", "    The cron decides from the host's load again.",
+            "TENANT-CHECK", "    Recount the tenants' keys, charges and connections by a walk (O(n)); the differences.",
             NULL};
         addReplyHelp(c, help);
     } else if (!strcasecmp(sub, "sleep") && c->argc == 3) {
@@ -1148,6 +1150,14 @@ void debugCommand(client *c) {
         bp.samples = 0;
         bp.last_step_us = 0;
         addReplyOk(c);
+    } else if (!strcasecmp(sub, "tenant-check") && c->argc == 2) {
+        /* An empty array: every counter matches its recount. */
+        size_t n = 0;
+        sds *diffs = tenantKeysCheck(NULL, &n);
+        diffs = aclCheckClientCounts(diffs, &n);
+        addReplyArrayLen(c, (long)n);
+        for (size_t i = 0; i < n; i++) addReplyBulkSds(c, diffs[i]);
+        zfree(diffs);
     } else if (!strcasecmp(sub, "object") && c->argc == 3) {
         storeObj *o = storeLookupWrite(c->argv[2]);
         if (!o) {

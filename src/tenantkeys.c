@@ -416,6 +416,63 @@ int tenantSampleKeys(const user *u, sds *out, int n) {
     return got;
 }
 
+/* ---- the recount (DEBUG TENANT-CHECK) ------------------------------------ */
+
+/* A counter that drifts is a silent defect: one that only grows refuses its
+ * tenant for ever, one that shrinks leaves it unbounded (and wraps). The
+ * counters are moved by hooks, so nothing in normal running compares them
+ * with what they count; this does, by the walk the hooks exist to avoid:
+ * each prefix's set, value_bytes and pending_bytes against the keyspace and
+ * the pending table, and each user's connection count against the
+ * connections (aclCheckClientCounts). O(keys x prefixes): a test's tool,
+ * an administrator's command. Each difference is one line appended to *out. */
+static sds *checkLine(sds *out, size_t *n, sds line) {
+    out = zrealloc(out, sizeof(sds) * (*n + 1));
+    out[(*n)++] = line;
+    return out;
+}
+
+static int hasPrefix(sds key, const tkPrefix *p) {
+    size_t len = sdslen(p->prefix);
+    return sdslen(key) >= len && !memcmp(key, p->prefix, len);
+}
+
+sds *tenantKeysCheck(sds *out, size_t *n) {
+    for (int i = 0; i < nprefixes; i++) {
+        tkPrefix *p = &prefixes[i];
+        unsigned long keys = 0, missing = 0;
+        uint64_t value = 0, pending = 0;
+        dictIterator *it = dictGetSafeIterator(server.keys);
+        dictEntry *de;
+        while ((de = dictNext(it)) != NULL) {
+            if (!hasPrefix(de->key, p)) continue;
+            keys++;
+            value += storeObjTenantCharge(de->val, sdslen(de->key));
+            dictEntry *se = dictFind(p->keys, de->key);
+            /* The set borrows the keyspace's string: the very pointer. */
+            if (se == NULL || se->key != de->key) missing++;
+        }
+        dictReleaseIterator(it);
+        it = dictGetSafeIterator(server.pending);
+        while ((de = dictNext(it)) != NULL)
+            if (de->val && hasPrefix(de->key, p)) pending += storeObjTenantCharge(de->val, sdslen(de->key));
+        dictReleaseIterator(it);
+        if (keys != dictSize(p->keys) || missing)
+            out = checkLine(out, n,
+                            sdscatprintf(sdsempty(), "prefix '%s': %lu keys in its set, %lu in the keyspace (%lu missing)",
+                                         p->prefix, (unsigned long)dictSize(p->keys), keys, missing));
+        if (value != p->value_bytes)
+            out = checkLine(out, n,
+                            sdscatprintf(sdsempty(), "prefix '%s': value_bytes %llu, the walk finds %llu", p->prefix,
+                                         (unsigned long long)p->value_bytes, (unsigned long long)value));
+        if (pending != p->pending_bytes)
+            out = checkLine(out, n,
+                            sdscatprintf(sdsempty(), "prefix '%s': pending_bytes %llu, the walk finds %llu", p->prefix,
+                                         (unsigned long long)p->pending_bytes, (unsigned long long)pending));
+    }
+    return out;
+}
+
 sds tenantKeysInfo(sds s) {
     size_t entries = 0;
     for (int i = 0; i < nprefixes; i++) entries += dictSize(prefixes[i].keys);

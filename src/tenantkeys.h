@@ -60,6 +60,9 @@ int tenantUsage(const user *u, uint64_t *objects, uint64_t *bytes);
  * them when u has at most n, else n drawn at random, each from a prefix
  * set chosen by its size. 0 when u is not indexed or has none. */
 int tenantSampleKeys(const user *u, sds *out, int n);
+/* The recount (DEBUG TENANT-CHECK): a line appended to out per prefix
+ * counter that differs from a walk of the keyspace and pending table. */
+sds *tenantKeysCheck(sds *out, size_t *n);
 /* INFO keyspace fields: tenant_prefixes, tenant_index_entries, tenant_keys_walked. */
 sds tenantKeysInfo(sds s);
 
