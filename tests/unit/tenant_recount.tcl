@@ -13,9 +13,14 @@
 # the longer covered: a key counted once), carol has a:b:* (another
 # tenant: the same key charged to both), bob has b:* and the exact key a:b:x.
 
+# Also called inside an operation's catch (which takes refusals): a drift
+# is remembered there and failed on after it.
 proc tc_check {r what} {
     set d [$r debug tenant-check]
-    if {$d ne {}} { fail "counters drifted after $what: $d" }
+    if {$d ne {}} {
+        set ::tc_drift "counters drifted after $what: $d"
+        fail $::tc_drift
+    }
 }
 
 proc tc_rand {n} { expr {int(rand() * $n)} }
@@ -35,7 +40,12 @@ proc tc_value {} {
     return [string repeat v $n]
 }
 
-start_server {tags {acl mooncake} overrides {segment-size 8mb evict-policy lru lease-ttl 1}} {
+start_server {tags {acl mooncake} overrides {segment-size 4mb}} {
+set ::tc_other_host [srv 0 host]
+set ::tc_other_port [srv 0 port]
+r acl setuser alice on >pa ~a:* ~a:b:* +@all -@dangerous
+r acl setuser carol on >pc ~a:b:* +@all -@dangerous
+start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru lease-ttl 1 owner-ttl 20 owner-probe-timeout 0}} {
     test {DEBUG TENANT-CHECK answers the counters that differ from a walk (none here); admin only} {
         r acl setuser t1 on >p ~t1:* +@all -@dangerous
         r set t1:x [string repeat y 40000]
@@ -46,6 +56,21 @@ start_server {tags {acl mooncake} overrides {segment-size 8mb evict-policy lru l
         $c close
         r acl deluser t1
         r flushall
+    }
+
+    test {A tenant's connection closed by the idle timeout is uncounted} {
+        r acl setuser t2 on >p ~t2:* +@all -@dangerous
+        set c [redis_client]
+        $c auth t2 p
+        assert_match {*connections=1*} [get_info_field r tenants tenant_t2]
+        r config set timeout 1
+        wait_for_condition 100 50 {[string match {*connections=0*} [get_info_field r tenants tenant_t2]]} else {
+            fail "the idle connection still counted"
+        }
+        r config set timeout 0
+        assert_equal {} [r debug tenant-check]
+        catch {$c close}
+        r acl deluser t2
     }
 
     foreach seed {1 2 3 4} {
@@ -65,8 +90,10 @@ start_server {tags {acl mooncake} overrides {segment-size 8mb evict-policy lru l
             }
             set ops {set set setex getset append incr setrange mset msetnx getdel getex del unlink rename copy
                      expire lazy putstart putend putrevoke putkill restore pin flushall flushasync removeall
-                     acl quota auth mount unmount}
+                     acl quota auth mount unmount replicaclear clientkill deluser pause maxmemory ownerdeath
+                     getreplicas batchput hold multi migrate}
             set mounted 0
+            set ::tc_drift {}
             for {set step 0} {$step < 300} {incr step} {
                 set op [tc_pick $ops]
                 # Who runs it: the server's user, or a tenant (refusals are fine).
@@ -154,9 +181,89 @@ start_server {tags {acl mooncake} overrides {segment-size 8mb evict-policy lru l
                                 set mounted 0
                             }
                         }
+                        replicaclear { $who replica.clear 2 $k $k2 }
+                        batchput {
+                            $who batch.put.start 2 $k [expr {1 + [tc_rand 40000]}] $k2 [expr {1 + [tc_rand 40000]}]
+                            $who batch.put.end $k $k2
+                        }
+                        hold { $who hold.replicas $k $k2 }
+                        multi {
+                            # A transaction that writes, moves a prefix and writes again.
+                            r multi
+                            r set $k [tc_value]
+                            r acl setuser carol resetkeys ~a:b:* ~[tc_pick {c: a: b:}]*
+                            r append $k2 [tc_value]
+                            r exec
+                        }
+                        migrate {
+                            # Both directions: the key leaves one server and is restored on the other.
+                            set dst [tc_pick [list [list $::tc_other_host $::tc_other_port] [list [srv 0 host] [srv 0 port]]]]
+                            if {[lindex $dst 1] == [srv 0 port]} {
+                                set src [srv -1 client]
+                            } else {
+                                set src r
+                            }
+                            catch { $src set $k [tc_value] }
+                            $src migrate [lindex $dst 0] [lindex $dst 1] $k 0 5000 REPLACE
+                            tc_check [srv -1 client] "$what (the other server)"
+                        }
+                        getreplicas { $who get.replicas $k }
+                        clientkill {
+                            # A tenant's connection killed (by id or by user), then opened again.
+                            set i [tc_rand 3]
+                            set cl [lindex $conns $i]
+                            set id [$cl client id]
+                            if {[tc_rand 2]} { r client kill id $id } else { r client kill user [lindex $users [expr {2 * $i}]] }
+                            catch {$cl close}
+                            set cl [redis_client]
+                            $cl auth [lindex $users [expr {2 * $i}]] [lindex $users [expr {2 * $i + 1}]]
+                            lset conns $i $cl
+                            if {$wi == $i + 1} { set who $cl }
+                        }
+                        deluser {
+                            # carol goes (her connections closed) and comes back.
+                            r acl deluser carol
+                            r acl setuser carol on >pc ~a:b:* +@all -@dangerous
+                            catch {[lindex $conns 2] close}
+                            set cl [redis_client]
+                            $cl auth carol pc
+                            lset conns 2 $cl
+                        }
+                        pause {
+                            # Writes held, then run when the pause ends.
+                            r client pause 20 WRITE
+                            $who set $k [tc_value]
+                        }
+                        maxmemory {
+                            r config set maxmemory [tc_pick {0 0 2000000 4000000}]
+                        }
+                        ownerdeath {
+                            # An owner mounts, a value is put there, the owner's
+                            # connection goes: its segment goes at owner-ttl.
+                            set oc [redis_client]
+                            $oc mount oseg 1048576 BASE 140737488355328 OWNER proc-o
+                            catch { $who put.start $k 5000 PREFER oseg }
+                            catch { $who put.end $k }
+                            tc_check r "$what (mounted)"
+                            $oc close
+                            wait_for_condition 200 10 {[string first oseg [r segments]] < 0} else {
+                                set ::tc_drift "the owner's segment stayed"
+                            }
+                        }
                     }
                 } err
+                if {$::tc_drift ne {}} { fail $::tc_drift }
                 tc_check r $what
+                # A connection closed by a kill, a DELUSER or a timeout
+                # (its user may have changed by AUTH) is opened again.
+                for {set i 0} {$i < 3} {incr i} {
+                    set cl [lindex $conns $i]
+                    if {![catch {$cl ping}]} continue
+                    catch {$cl close}
+                    set cl [redis_client]
+                    $cl auth [lindex $users [expr {2 * $i}]] [lindex $users [expr {2 * $i + 1}]]
+                    lset conns $i $cl
+                }
             }
             foreach cl $conns { $cl close }
             # Active expiry and the pending sweep run on their own: still exact.
@@ -165,4 +272,5 @@ start_server {tags {acl mooncake} overrides {segment-size 8mb evict-policy lru l
             r config set tenant-maxmemory 0
         }
     }
+}
 }
