@@ -43,7 +43,7 @@ proc tc_value {} {
 start_server {tags {acl mooncake} overrides {segment-size 4mb}} {
 set ::tc_other_host [srv 0 host]
 set ::tc_other_port [srv 0 port]
-r acl setuser alice on >pa ~a:* ~a:b:* +@all -@dangerous
+r acl setuser alice on >pa ~a:* ~a:b:* +@all -@dangerous +flushall
 r acl setuser carol on >pc ~a:b:* +@all -@dangerous
 start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru lease-ttl 1 owner-ttl 20 owner-probe-timeout 0}} {
     test {DEBUG TENANT-CHECK answers the counters that differ from a walk (none here); admin only} {
@@ -78,8 +78,8 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
             expr {srand($seed)}
             r flushall
             r config set tenant-maxmemory 0
-            r acl setuser alice reset on >pa ~a:* ~a:b:* +@all -@dangerous
-            r acl setuser bob reset on >pb ~b:* ~a:b:x +@all -@dangerous
+            r acl setuser alice reset on >pa ~a:* ~a:b:* +@all -@dangerous +flushall
+            r acl setuser bob reset on >pb ~b:* ~a:b:x +@all -@dangerous +flushall
             r acl setuser carol reset on >pc ~a:b:* +@all -@dangerous
             set users {alice pa bob pb carol pc}
             set conns {}
@@ -91,7 +91,7 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
             set ops {set set setex getset append incr setrange mset msetnx getdel getex del unlink rename copy
                      expire lazy putstart putend putrevoke putkill restore pin flushall flushasync removeall
                      acl quota auth mount unmount replicaclear clientkill deluser pause maxmemory ownerdeath
-                     getreplicas batchput hold multi migrate}
+                     getreplicas batchput hold multi migrate fill fill}
             set mounted 0
             set ::tc_drift {}
             for {set step 0} {$step < 300} {incr step} {
@@ -147,8 +147,12 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
                             if {$dump ne {}} { $who restore $k2 0 $dump REPLACE }
                         }
                         pin { $who pin $k HARD }
-                        flushall { if {[tc_rand 4] == 0} { $who flushall } }
-                        flushasync { if {[tc_rand 4] == 0} { $who flushall async } }
+                        flushall { if {[tc_rand 10] == 0} { $who flushall } }
+                        flushasync { if {[tc_rand 10] == 0} { $who flushall async } }
+                        fill {
+                            # Large values: the pool (or maxmemory) evicts, anyone's.
+                            for {set i 0} {$i < 3} {incr i} { $who set [tc_key] [string repeat f [expr {200000 + [tc_rand 300000]}]] }
+                        }
                         removeall { if {[tc_rand 3] == 0} { $who remove.all } }
                         acl {
                             switch [tc_rand 4] {
@@ -235,7 +239,7 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
                             $who set $k [tc_value]
                         }
                         maxmemory {
-                            r config set maxmemory [tc_pick {0 0 2000000 4000000}]
+                            r config set maxmemory [tc_pick {0 1000000 1500000 4000000}]
                         }
                         ownerdeath {
                             # An owner mounts, a value is put there, the owner's
