@@ -23,6 +23,16 @@ proc tc_check {r what} {
     }
 }
 
+# A tenant's line of INFO tenants as a dict (objects, bytes, indexed, connections).
+proc tenant_usage {client name} {
+    set d {}
+    foreach kv [split [get_info_field $client tenants tenant_$name] ,] {
+        lassign [split $kv =] k v
+        dict set d $k $v
+    }
+    return $d
+}
+
 proc tc_rand {n} { expr {int(rand() * $n)} }
 proc tc_pick {l} { lindex $l [tc_rand [llength $l]] }
 
@@ -71,6 +81,26 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
         assert_equal {} [r debug tenant-check]
         catch {$c close}
         r acl deluser t2
+    }
+
+    test {A put no one ends is given back by the sweep (put-timeout), and its charge with it} {
+        r acl setuser t3 on >p ~t3:* +@all -@dangerous
+        r config set put-timeout 10
+        r config set put-release-timeout 10
+        set c [redis_client]
+        $c auth t3 p
+        $c put.start t3:p 20000
+        assert_morethan [dict get [tenant_usage r t3] bytes] 20000
+        assert_equal {} [r debug tenant-check]
+        wait_for_condition 100 20 {[dict get [tenant_usage r t3] bytes] == 0} else {
+            fail "the abandoned put is still charged"
+        }
+        assert_equal {} [r debug tenant-check]
+        assert_error {*NOKEY*} {$c put.end t3:p}
+        r config set put-timeout 30000
+        r config set put-release-timeout 600000
+        $c close
+        r acl deluser t3
     }
 
     foreach seed {1 2 3 4} {
@@ -140,7 +170,6 @@ start_server {tags {acl mooncake} overrides {segment-size 4mb evict-policy lru l
                             $kc auth [lindex $users $i] [lindex $users [expr {$i + 1}]]
                             $kc put.start $k 20000
                             $kc close
-                            wait_for_condition 100 10 {[llength [r client list]] > 0} else {}
                         }
                         restore {
                             set dump [r dump $k]
