@@ -35,7 +35,18 @@
  * Charges. The same hooks keep, per prefix, what its keys' values and puts
  * in progress are charged (tkPrefix below), so tenant-maxmemory
  * (tenantquota.c) reads a tenant's usage as a sum over its prefixes and
- * samples its own keys to evict one, never walking anyone's.
+ * samples its own keys to evict one, never walking anyone's. Counters
+ * moved by hooks can drift where a hook is missed, silently; DEBUG
+ * TENANT-CHECK (tenantKeysCheck below) recounts them by the walk they
+ * avoid, and tests/unit/tenant_recount.tcl runs it after every step of a
+ * random walk over the commands that move them.
+ *
+ * Overlapping prefixes. A key is in the set of every indexed prefix it
+ * starts with (a:b:1 is in a:'s set and in a:b:'s), and each prefix counts
+ * its charge. A user's view drops its patterns covered by a shorter one of
+ * its own (userView), so one tenant is charged a key once however many of
+ * its patterns match it; two tenants whose patterns both match it are each
+ * charged it in full: each may write it.
  */
 #include "tenantkeys.h"
 
