@@ -40,7 +40,7 @@
  * On every transport, SHM.ATTACH included (it hands out the whole memfd).
  * Before that only PING (the server's liveness probe), AUTH, SEG.AUTH and
  * QUIT are answered, and a connection that has not been admitted within
- * HOST_PREAUTH_TIMEOUT_S is closed. A remount proposes a new token (the
+ * HOST_PREAUTH_MS of its accept is closed, whatever it sends meanwhile. A remount proposes a new token (the
  * old one stays good until the server has answered the MOUNT, so readers
  * never meet a token that neither side knows), and connections admitted
  * by a token that is no longer good must present the new one.
@@ -54,6 +54,22 @@
  * step, and nothing is written. A SEG.WRITEV is buffered whole (at most
  * HOST_MAX_VEC_BYTES) and every range checked before any is written, so a
  * refused vector writes nothing either.
+ *
+ * Timeouts: a connection holds a thread and one of max_conns slots, so
+ * none may hold them for nothing. Every read waits in poll (hostRead) for
+ * as long as the connection's state allows, and the connection ends when
+ * that runs out: before admission, until HOST_PREAUTH_MS after the accept;
+ * an admitted peer between requests, HOST_IDLE_MS (its next request's
+ * first byte ends the wait); once a request started, HOST_REQUEST_MS for
+ * every HOST_BUF of it, so a large payload at any useful rate goes on and
+ * a peer that stalls or trickles a byte now and then does not. Sends have
+ * SO_SNDTIMEO of HOST_REQUEST_MS: a peer that stops reading a SEG.READ's
+ * bytes is a stall too. The close is silent, as a server's idle timeout:
+ * libmooncake sees its cached data connection closed by the peer at its
+ * next call (mcConnPeerClosed, mc_xfer.c), drops it and connects afresh,
+ * and a transfer that meets the close retries once on a new connection;
+ * the server's relay keeps idle host connections 10 s only. The server's
+ * liveness probe sends PING at once, so it never meets a timeout.
  *
  * The unix listener is an abstract socket (unix://@mooncake-seg-PID-N-RAND):
  * Linux's namespace of socket names that are not files. A file in /tmp
@@ -97,7 +113,9 @@
 #define HOST_BUF (64 * 1024)
 #define HOST_MAX_CONNS 512                     /* default cap on connections (threads) */
 #define HOST_MAX_BUFFERED (256 * 1024 * 1024)  /* default SEG.WRITEV buffering, all connections */
-#define HOST_PREAUTH_TIMEOUT_S 10              /* to present a token or credentials */
+#define HOST_PREAUTH_MS 10000                  /* to present a token or credentials */
+#define HOST_IDLE_MS 300000                    /* an admitted peer between requests */
+#define HOST_REQUEST_MS 30000                  /* a request started: per HOST_BUF of it, or a send stall */
 #define HOST_TOKEN_MIN 32
 #define HOST_TOKEN_MAX 128
 
@@ -106,7 +124,11 @@ typedef struct hostConn {
     int fd;
     int is_unix;
     int authed;              /* AUTH with the host's credentials: every slice */
-    int admitted_any;        /* some slice admitted it: no pre-auth timeout any more */
+    int admitted_any;        /* some slice admitted it: the idle timeout from now on */
+    long long preauth_until; /* monotonic ms: closed then unless admitted */
+    int in_request;          /* a request's first byte has arrived */
+    long long req_until;     /* monotonic ms: closed then unless HOST_BUF more arrived */
+    size_t req_progress;     /* bytes of the request since req_until was last set */
     uint32_t *admit;         /* per slice: generation of the token it presented, 0: none */
     pthread_t thread;
     int done;                /* the thread has finished: join and free it */
@@ -140,6 +162,7 @@ struct mcHost {
     hostConn *conns;
     int nconns, max_conns;   /* live connections (threads), and the cap */
     size_t buffered, max_buffered; /* SEG.WRITEV payload buffered now (atomic), and the cap */
+    int preauth_ms, idle_ms, request_ms; /* the timeouts (HOST_*_MS; MC_HOST_*_MS for tests) */
     uint32_t next_gen;
     int stopping;
 };
@@ -160,6 +183,52 @@ static int sendAll(int fd, const void *p, size_t len) {
 
 static int reply(hostConn *c, const char *s) { return sendAll(c->fd, s, strlen(s)); }
 
+static long long monoMs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A request's first byte arrived (read now, or already buffered). */
+static void requestStarted(hostConn *c) {
+    if (c->in_request) return;
+    c->in_request = 1;
+    c->req_until = monoMs() + c->h->request_ms;
+    c->req_progress = 0;
+}
+
+/* One read of at most len bytes, after waiting no longer than the
+ * connection's state allows (see the top: "Timeouts"); 0 on EOF, -1 on an
+ * error or when the wait ran out: either way the connection ends. */
+static ssize_t hostRead(hostConn *c, char *dst, size_t len) {
+    long long idle_until = monoMs() + c->h->idle_ms; /* once: an early wake-up must not extend it */
+    for (;;) {
+        long long now = monoMs(), until;
+        if (!c->admitted_any) until = c->preauth_until;
+        else if (c->in_request) until = c->req_until;
+        else until = idle_until;
+        if (until <= now) return -1;
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int rc = poll(&p, 1, (int)(until - now));
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc == 0) {
+            if (monoMs() < until) continue; /* woke early: wait the rest */
+            return -1;
+        }
+        if (rc < 0) return -1;
+        ssize_t r = read(c->fd, dst, len);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (r <= 0) return r;
+        requestStarted(c);
+        /* Progress earns more time, a trickle does not. */
+        if ((c->req_progress += (size_t)r) >= HOST_BUF) {
+            c->req_progress = 0;
+            c->req_until = monoMs() + c->h->request_ms;
+        }
+        return r;
+    }
+}
+
 /* Reads into dst exactly len bytes, buffered ones first; dst NULL drops them. */
 static int readExact(hostConn *c, char *dst, size_t len) {
     size_t have = c->len - c->pos, take = have < len ? have : len;
@@ -169,9 +238,8 @@ static int readExact(hostConn *c, char *dst, size_t len) {
     if (dst) dst += take;
     while (len) {
         ssize_t r;
-        if (dst) r = read(c->fd, dst, len);
-        else r = read(c->fd, c->buf, len < sizeof(c->buf) ? len : sizeof(c->buf));
-        if (r < 0 && errno == EINTR) continue;
+        if (dst) r = hostRead(c, dst, len);
+        else r = hostRead(c, c->buf, len < sizeof(c->buf) ? len : sizeof(c->buf));
         if (r <= 0) return -1;
         len -= (size_t)r;
         if (dst) dst += r;
@@ -184,8 +252,7 @@ static int readLine(hostConn *c, char *lbuf, size_t cap) {
     size_t n = 0;
     for (;;) {
         if (c->pos == c->len) {
-            ssize_t r = read(c->fd, c->buf, sizeof(c->buf));
-            if (r < 0 && errno == EINTR) continue;
+            ssize_t r = hostRead(c, c->buf, sizeof(c->buf));
             if (r <= 0) return -1;
             c->len = (size_t)r;
             c->pos = 0;
@@ -392,18 +459,17 @@ end:
     return rc;
 }
 
-/* Admitted somewhere: the connection may idle from now on. */
-static void admittedNow(hostConn *c) {
-    if (c->admitted_any) return;
-    c->admitted_any = 1;
-    struct timeval tv = {0, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-}
+/* Admitted somewhere: the idle timeout, not the pre-auth deadline, from
+ * now on. */
+static void admittedNow(hostConn *c) { c->admitted_any = 1; }
 
 /* One request; -1 ends the connection. */
 static int serveOne(hostConn *c) {
     char line[72], args[HOST_MAX_ARGS][HOST_MAX_SMALL_ARG + 1];
     long long argc, len;
+    /* Between requests: what is buffered already is the next one's start. */
+    c->in_request = 0;
+    if (c->pos < c->len) requestStarted(c);
     if (readLine(c, line, sizeof(line)) != 0) return -1;
     if (parseLen(line, '*', 2 + 2 * HOST_MAX_VEC_RANGES, &argc) != 0 || argc == 0) {
         reply(c, "-ERR Protocol error: expected a multibulk request of at most 8 arguments (2050 for SEG.WRITEV/READV)\r\n");
@@ -585,9 +651,11 @@ static void *acceptThread(void *arg) {
                 free(c);
                 continue;
             }
-            /* Until it presents a token or credentials (admittedNow). */
-            struct timeval tv = {HOST_PREAUTH_TIMEOUT_S, 0};
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+            /* Reads wait as hostRead says; a send that makes no progress
+             * (a peer not reading its SEG.READ) is a stall all the same. */
+            c->preauth_until = monoMs() + h->preauth_ms;
+            struct timeval tv = {h->request_ms / 1000, (h->request_ms % 1000) * 1000};
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
             if (!c->is_unix) {
                 anetEnableTcpNoDelay(NULL, fd);
                 anetTuneLocalCongestion(fd);
@@ -635,6 +703,13 @@ static int bindInRange(int fd, struct sockaddr_storage *ss, socklen_t sslen, int
     return -1;
 }
 
+/* A timeout from the environment (tests: seconds would make them slow). */
+static int envMs(const char *name, int dflt) {
+    const char *v = getenv(name);
+    int ms = v ? atoi(v) : 0;
+    return ms > 0 ? ms : dflt;
+}
+
 mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t *off, const size_t *len,
                     const char *bindip, int port_min, int port_max, const char *user, const char *password,
                     char *err, size_t errlen) {
@@ -660,6 +735,9 @@ mcHost *mcHostStart(void *mem, size_t size, int memfd, int nslices, const size_t
     h->tcp_fd = h->unix_fd = h->wake[0] = h->wake[1] = -1;
     h->max_conns = HOST_MAX_CONNS;
     h->max_buffered = HOST_MAX_BUFFERED;
+    h->preauth_ms = envMs("MC_HOST_PREAUTH_MS", HOST_PREAUTH_MS);
+    h->idle_ms = envMs("MC_HOST_IDLE_MS", HOST_IDLE_MS);
+    h->request_ms = envMs("MC_HOST_REQUEST_MS", HOST_REQUEST_MS);
     pthread_mutex_init(&h->lock, NULL);
     h->nslices = nslices ? nslices : 1;
     if ((h->slices = calloc((size_t)h->nslices, sizeof(*h->slices))) == NULL) goto oom;

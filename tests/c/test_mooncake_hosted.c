@@ -645,6 +645,96 @@ void testHostTokens(void) {
         }
         CHECK(taken);
     }
+    /* A second host whose timeouts are short enough to wait for. Before,
+     * an admitted peer had none: one idle or stalled held its thread and
+     * slot for ever (512 of them refused every later peer), and a
+     * pre-auth peer PINGing every few seconds was never closed. */
+    setenv("MC_HOST_IDLE_MS", "500", 1);
+    setenv("MC_HOST_REQUEST_MS", "500", 1);
+    setenv("MC_HOST_PREAUTH_MS", "500", 1);
+    mc_client *thost = mcOpen(s.unix_uri, NULL, MC_TRANSPORT_AUTO);
+    long long tid = thost && mc_mount(thost, HT_SEGSIZE, "host-t") == MC_OK ? mc_mount_id(thost) : -1;
+    unsetenv("MC_HOST_IDLE_MS");
+    unsetenv("MC_HOST_REQUEST_MS");
+    unsetenv("MC_HOST_PREAUTH_MS");
+    char tidbuf[24], ttcp[300] = "", ttok[200] = "";
+    snprintf(tidbuf, sizeof(tidbuf), "%lld", tid);
+    segEndpoint(r, "host-t", "tcp://", ttcp, sizeof(ttcp));
+    tr = rcmd(r, "SEGMENT.TOKEN host-t");
+    if (tr && tr->type == REDIS_REPLY_STRING) snprintf(ttok, sizeof(ttok), "%s", tr->str);
+    freeReplyObject(tr);
+    const char *tadmit[] = {"SEG.AUTH", tidbuf, ttok};
+    TEST("host timeouts: an admitted peer idle past the idle timeout is closed") {
+        CHECK(tid > 1 && ttcp[0] && ttok[0]);
+        int fd = htConnect(ttcp);
+        CHECK(fd >= 0 && htExpect(fd, 3, tadmit, "+OK", "SEG.AUTH"));
+        if (fd >= 0) {
+            CHECK(htClosed(fd, 10000));
+            close(fd);
+        }
+    }
+    TEST("host timeouts: an admitted peer trickling a SEG.WRITE's payload a byte at a time is closed") {
+        int fd = htConnect(ttcp), closed = 0;
+        CHECK(fd >= 0 && htExpect(fd, 3, tadmit, "+OK", "SEG.AUTH"));
+        char head[160];
+        int hl = snprintf(head, sizeof(head), "*4\r\n$9\r\nSEG.WRITE\r\n$%zu\r\n%s\r\n$1\r\n0\r\n$%d\r\n",
+                          strlen(tidbuf), tidbuf, 1 << 20);
+        if (fd >= 0 && htSend(fd, head, (size_t)hl) == 0) {
+            /* A byte every 100 ms, well within the idle timeout each. */
+            for (int i = 0; i < 100 && !closed; i++)
+                closed = htSend(fd, "x", 1) != 0 || htClosed(fd, 100);
+        }
+        CHECK(closed);
+        if (fd >= 0) close(fd);
+    }
+    TEST("host timeouts: a peer that PINGs and never presents a token is closed at the pre-auth deadline") {
+        int fd = htConnect(ttcp), closed = 0;
+        const char *ping[] = {"PING"};
+        for (int i = 0; fd >= 0 && i < 100 && !closed; i++) {
+            char line[64];
+            const char *got = htCmd(fd, 1, ping) == 0 ? htLine(fd, line, sizeof(line), 5000) : NULL;
+            closed = got == NULL || strcmp(got, "+PONG") != 0;
+            if (!closed) usleep(100 * 1000);
+        }
+        CHECK(closed);
+        if (fd >= 0) close(fd);
+    }
+    TEST("host timeouts: a libmooncake handle whose idle data connection the host closed writes and reads again") {
+        mc_client *c = mcOpen(s.tcp_uri, NULL, MC_TRANSPORT_TCP);
+        putPreferring(c, "host-t", "tt:idle", 300 * 1000 + 1, MC_TRANSPORT_TCP);
+        tsSleepMs(1500); /* past the host's idle timeout: it closed the data connection */
+        putPreferring(c, "host-t", "tt:idle", 300 * 1000 + 1, MC_TRANSPORT_TCP);
+        tsSleepMs(1500);
+        char *v = xmalloc(300 * 1000 + 1);
+        fillPattern(v, 300 * 1000 + 1, seedOf("tt:idle", 300 * 1000 + 1));
+        CHECK(getSame(c, "tt:idle", v, 300 * 1000 + 1, MC_TRANSPORT_TCP));
+        free(v);
+        /* And batches (SEG.WRITEV/SEG.READV on the data connection). */
+        enum { NB = 8 };
+        char bkeys[NB][16], bval[NB][100], bgot[NB][100];
+        mc_kv items[NB];
+        int pres[NB];
+        long long gres[NB];
+        mc_put_opts o = {0};
+        o.prefer = "host-t";
+        o.replace = 1;
+        for (int i = 0; i < NB; i++) {
+            snprintf(bkeys[i], sizeof(bkeys[i]), "tt:b%d", i);
+            memset(bval[i], 'a' + i, sizeof(bval[i]));
+            items[i] = (mc_kv){bkeys[i], strlen(bkeys[i]), bval[i], sizeof(bval[i])};
+        }
+        CHECK_EQ(c ? mc_batch_put(c, NB, items, &o, pres) : -1, NB);
+        tsSleepMs(1500);
+        for (int i = 0; i < NB; i++) items[i].buf = bgot[i];
+        memset(bgot, 0, sizeof(bgot));
+        CHECK_EQ(c ? mc_batch_get(c, NB, items, gres) : -1, NB);
+        CHECK(!memcmp(bgot, bval, sizeof(bval)));
+        tsSleepMs(1500);
+        for (int i = 0; i < NB; i++) items[i].buf = bval[i];
+        CHECK_EQ(c ? mc_batch_put(c, NB, items, &o, pres) : -1, NB);
+        mcClose(&c);
+    }
+    mcClose(&thost);
     mcClose(&ctcp);
     mcClose(&cshm);
     mcClose(&host);
