@@ -1320,7 +1320,7 @@ class MooncakeDistributedStore:
         keys = _arg_keys("batch_get_session_start", keys)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
-            return [INVALID_PARAMS] * len(keys), [""] * len(keys)
+            return [RPC_FAIL] * len(keys), [""] * len(keys)  # the README's rule; upstream -600
         if not keys:
             return [], []
         codes, sources = [], []
@@ -1348,8 +1348,10 @@ class MooncakeDistributedStore:
         all_sizes = _arg_uints(fn, all_sizes, "all_sizes", 2)
         all_src_offsets = _arg_uints(fn, all_src_offsets, "all_src_offsets", 2)
         c = self._c  # once: close() on another thread sets it to None
+        if c is None:
+            return [RPC_FAIL] * len(keys)
         res = [INVALID_PARAMS] * len(keys)
-        if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
+        if not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_src_offsets)):
             return res
         readable, ranges = [], []
         with self._lock:
@@ -1390,7 +1392,9 @@ class MooncakeDistributedStore:
         config = _arg_config(fn, config)
         res = [INVALID_PARAMS] * len(keys)
         c = self._c  # once: close() on another thread sets it to None
-        if c is None or len(sizes) != len(keys):
+        if c is None:
+            return [RPC_FAIL] * len(keys)  # before setup or after close: the README's rule; upstream -600
+        if len(sizes) != len(keys):
             return res
         opts = self._opts(config)
         if isinstance(opts, int):
@@ -1433,7 +1437,9 @@ class MooncakeDistributedStore:
         all_dst_offsets = _arg_uints(fn, all_dst_offsets, "all_dst_offsets", 2)
         res = [INVALID_PARAMS] * len(keys)
         c = self._c  # once: close() on another thread sets it to None
-        if c is None or not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
+        if c is None:
+            return [RPC_FAIL] * len(keys)
+        if not (len(keys) == len(all_buffer_ptrs) == len(all_sizes) == len(all_dst_offsets)):
             return res
         sessions, ranges, where = [], [], []
         with self._lock:
@@ -1459,7 +1465,7 @@ class MooncakeDistributedStore:
         res = [INVALID_PARAMS] * len(keys)
         c = self._c  # once: close() on another thread sets it to None
         if c is None:
-            return res
+            return [RPC_FAIL] * len(keys)
         sessions, where = [], []
         with self._lock:
             for i, k in enumerate(keys):
