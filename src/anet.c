@@ -112,6 +112,25 @@ err:
     return ANET_ERR;
 }
 
+/* Whether anetTcpServer would take bindaddr as an address ("*", "::*" or a
+ * numeric one), without binding: a setting can be refused when it is set,
+ * not when a listener is first wanted. ANET_ERR with err set if not. */
+int anetTcpBindAddrValid(char *err, const char *bindaddr) {
+    struct addrinfo hints, *servinfo = NULL;
+    if (bindaddr == NULL || !strcmp(bindaddr, "*") || !strcmp(bindaddr, "::*")) return ANET_OK;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
+    int rv = getaddrinfo(bindaddr, "0", &hints, &servinfo);
+    if (rv != 0) {
+        anetSetError(err, "%s: %s", bindaddr, gai_strerror(rv));
+        return ANET_ERR;
+    }
+    freeaddrinfo(servinfo);
+    return ANET_OK;
+}
+
 int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
     char portstr[8];
     struct addrinfo hints, *servinfo = NULL, *p;

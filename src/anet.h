@@ -9,6 +9,7 @@
 #define ANET_ERR_LEN 256
 
 int anetTcpServer(char *err, int port, const char *bindaddr, int backlog);
+int anetTcpBindAddrValid(char *err, const char *bindaddr);
 int anetUnixServer(char *err, const char *path, unsigned int perm, int backlog);
 int anetTcpAccept(char *err, int serversock, char *ip, size_t ip_len, int *port);
 int anetUnixAccept(char *err, int serversock);

@@ -114,6 +114,31 @@ static int setBind(sds *argv, int argc, const char **err) {
     return C_OK;
 }
 
+/* http-bind: checked when it is set, as bind is (Redis refuses a bad bind
+ * at CONFIG SET), not only when a listener is wanted -- with http-port 0,
+ * `http-bind abc` was taken and failed later, at the CONFIG SET of a port,
+ * naming the address the caller had set long before. The same test the
+ * listener applies: "*", "::*" or a numeric address (anetTcpServer). */
+static int setHttpBind(sds *argv, int argc, const char **err) {
+    static char msg[ANET_ERR_LEN + 128];
+    char aerr[ANET_ERR_LEN] = "";
+    if (argc != 1) {
+        *err = "wrong number of arguments";
+        return C_ERR;
+    }
+    if (sdslen(argv[0]) == 0 || anetTcpBindAddrValid(aerr, argv[0]) != ANET_OK) {
+        snprintf(msg, sizeof(msg), "Invalid http-bind address: a numeric IPv4 or IPv6 address, or \"*\" (%s)",
+                 aerr[0] ? aerr : "empty");
+        *err = msg;
+        return C_ERR;
+    }
+    zfree(server.http_bind);
+    server.http_bind = zstrdup(argv[0]);
+    return C_OK;
+}
+
+static sds getHttpBind(void) { return sdsnew(server.http_bind ? server.http_bind : ""); }
+
 static sds getBind(void) {
     sds s = sdsempty();
     for (int j = 0; j < server.bindaddr_count; j++) {
@@ -449,7 +474,7 @@ static standardConfig configs[] = {
     SPECC("notify-keyspace-events", CFG_ONEARG, "", setNotify, getNotify),
     /* HTTP endpoints (http.c) */
     INTC("http-port", 0, &server.http_port, 0, 65535, "0", applyHttp),
-    STRCA("http-bind", 0, &server.http_bind, "127.0.0.1", applyHttp),
+    {"http-bind", CFG_SPECIAL, CFG_ONEARG, NULL, 0, 0, 0, 0, "127.0.0.1", NULL, applyHttp, setHttpBind, getHttpBind},
     INTC("http-maxclients", 0, &server.http_maxclients, 1, 10000, "128", applyHttpMaxclients),
     INTC("http-timeout", 0, &server.http_timeout, 1, 86400, "30", applyHttp),
     MEMCA("http-max-request-size", 0, &server.http_max_request_size, 4096, 1024 * 1024, "32kb", applyHttp),

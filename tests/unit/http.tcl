@@ -162,6 +162,30 @@ start_server {tags {http mooncake} overrides {segment-prefault no}} {
         assert_equal [list [srv 0 port]] [listening_ports [srv 0 pid]]
         assert_error {*} {http_connect $p}
     }
+
+    test {CONFIG SET http-bind checks the address with http-port 0 too, and a bad one changes nothing} {
+        # It used to be taken while no listener was wanted, and to fail only
+        # at the CONFIG SET http-port that came later.
+        foreach bad {abc localhost 999.0.0.1 {} {1.2.3.4 5.6.7.8} -::1} {
+            assert_error {ERR CONFIG SET failed (possibly related to argument 'http-bind') - Invalid http-bind address*} \
+                {r config set http-bind $bad}
+            assert_equal 127.0.0.1 [lindex [r config get http-bind] 1]
+        }
+        foreach good {0.0.0.0 ::1 * ::* 127.0.0.1} {
+            assert_equal OK [r config set http-bind $good]
+            assert_equal $good [lindex [r config get http-bind] 1]
+        }
+        set p [find_available_port]
+        assert_equal OK [r config set http-port $p]
+        assert_equal 200 [http_status [http_get /health {} $p]]
+        assert_equal OK [r config set http-port 0]
+    }
+
+    test {A bad http-bind in the configuration stops the start-up, even with http-port 0} {
+        lassign [server_start_refusal http-bind --port [find_available_port] --http-bind abc] alive out
+        assert_equal 0 $alive
+        assert_match "*Invalid http-bind address*abc*" $out
+    }
 }
 
 # ------------------------------------------------------------ endpoints
