@@ -1248,6 +1248,13 @@ static int saveAclFile(const char *path, sds *err) {
 
 static void aclSetUserCommand(client *c) {
     sds name = c->argv[2];
+    /* Redis 7.0 creates a user named "": refused here (PROTOCOL.md), and
+     * said so -- it used to get the spaces-or-NUL text, which "" breaks
+     * neither rule of. The other refusals keep Redis's text to the letter. */
+    if (sdslen(name) == 0) {
+        addReplyError(c, "ERR Usernames can't be empty");
+        return;
+    }
     if (!validUserName(name, sdslen(name))) {
         addReplyError(c, "ERR Usernames can't contain spaces or null characters");
         return;

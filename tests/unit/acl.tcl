@@ -111,6 +111,11 @@ start_server {tags {acl}} {
         assert_error {ERR*} {r acl setuser solid +@nosuchcategory}
         assert_equal $before [r acl getuser solid]
         assert_error {ERR*Usernames can't contain spaces*} {r acl setuser "a b" on}
+        # The empty name: refused (Redis 7.0 creates it, PROTOCOL.md), with
+        # an error that says why -- it said "spaces or null characters".
+        set users [r acl users]
+        assert_error {ERR Usernames can't be empty} {r acl setuser "" on >p1}
+        assert_equal $users [r acl users]
     }
 
     test {Adding a key pattern after allkeys is refused} {
