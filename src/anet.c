@@ -112,30 +112,10 @@ err:
     return ANET_ERR;
 }
 
-/* Whether anetTcpServer would take bindaddr as an address ("*", "::*" or a
- * numeric one), without binding: a setting can be refused when it is set,
- * not when a listener is first wanted. ANET_ERR with err set if not. */
-int anetTcpBindAddrValid(char *err, const char *bindaddr) {
-    struct addrinfo hints, *servinfo = NULL;
-    if (bindaddr == NULL || !strcmp(bindaddr, "*") || !strcmp(bindaddr, "::*")) return ANET_OK;
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
-    int rv = getaddrinfo(bindaddr, "0", &hints, &servinfo);
-    if (rv != 0) {
-        anetSetError(err, "%s: %s", bindaddr, gai_strerror(rv));
-        return ANET_ERR;
-    }
-    freeaddrinfo(servinfo);
-    return ANET_OK;
-}
-
-int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
-    char portstr[8];
-    struct addrinfo hints, *servinfo = NULL, *p;
-    int s = -1, rv;
-    snprintf(portstr, sizeof(portstr), "%d", port);
+/* The addresses a listener on bindaddr:portstr binds: "*" (NULL too) any,
+ * "::*" any IPv6, else a numeric address, never a name to resolve. */
+static int bindAddrInfo(char *err, const char *bindaddr, const char *portstr, struct addrinfo **out) {
+    struct addrinfo hints;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -145,10 +125,31 @@ int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
         bindaddr = NULL;
         hints.ai_family = AF_INET6;
     }
-    if ((rv = getaddrinfo(bindaddr, portstr, &hints, &servinfo)) != 0) {
+    int rv = getaddrinfo(bindaddr, portstr, &hints, out);
+    if (rv != 0) {
         anetSetError(err, "%s: %s", bindaddr ? bindaddr : "*", gai_strerror(rv));
         return ANET_ERR;
     }
+    return ANET_OK;
+}
+
+/* Whether anetTcpServer would take bindaddr as an address, without
+ * binding: a setting can be refused when it is set, not when a listener is
+ * first wanted. ANET_ERR with err set if not. */
+int anetTcpBindAddrValid(char *err, const char *bindaddr) {
+    struct addrinfo *servinfo = NULL;
+    if (bindAddrInfo(err, bindaddr, "0", &servinfo) != ANET_OK) return ANET_ERR;
+    freeaddrinfo(servinfo);
+    return ANET_OK;
+}
+
+int anetTcpServer(char *err, int port, const char *bindaddr, int backlog) {
+    char portstr[8];
+    struct addrinfo *servinfo = NULL, *p;
+    int s = -1;
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    if (bindAddrInfo(err, bindaddr, portstr, &servinfo) != ANET_OK) return ANET_ERR;
+    if (bindaddr && (!strcmp(bindaddr, "*") || !strcmp(bindaddr, "::*"))) bindaddr = NULL; /* for the messages */
     for (p = servinfo; p != NULL; p = p->ai_next) {
         s = socket(p->ai_family, p->ai_socktype | SOCK_CLOEXEC, p->ai_protocol);
         if (s == -1) continue;

@@ -846,17 +846,17 @@ static void notifyDelete(sds key, storeObj *o, int why) {
  * keyspace dict owns and frees. Every deletion comes here (DEL, expiry,
  * eviction, the reaper), so this is where WATCH and subscribers hear of them. */
 static int deleteKey(sds key, int why) {
-    if (server.cluster || (server.notify_mask & DEL_NOTIFY_MASK)) {
+    /* One lookup for all who need the entry before it goes: the slot index
+     * and the tenants' sets borrow its key string, which the delete frees,
+     * and the events and the tenants' charges describe its object. */
+    if (server.cluster || (server.notify_mask & DEL_NOTIFY_MASK) || tenantKeysActive) {
         dictEntry *de = dictFind(server.keys, key);
         if (de == NULL) return 0;
         if (server.cluster) clusterSlotKeyDel(de->key);
         if (server.notify_mask & DEL_NOTIFY_MASK) notifyDelete(key, de->val, why);
+        if (tenantKeysActive) tenantKeyRemovedSlow(key, storeObjTenantCharge(de->val, sdslen(key)));
     }
     dictDelete(server.expires, key);
-    if (tenantKeysActive) { /* before the keyspace frees the string its sets borrow */
-        dictEntry *de = dictFind(server.keys, key);
-        if (de) tenantKeyRemovedSlow(key, storeObjTenantCharge(de->val, sdslen(key)));
-    }
     if (dictDelete(server.keys, key) != DICT_OK) return 0;
     signalModifiedKey(key);
     return 1;

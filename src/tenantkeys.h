@@ -14,18 +14,14 @@ extern int tenantKeysActive;
 /* Keys walked on a tenant's behalf (INFO tenant_keys_walked). */
 extern unsigned long long tenantKeysWalked;
 
+/* key: the keyspace's own string, just added / about to be freed, with
+ * what its value is charged to the tenants whose prefix it has (the
+ * value's pool bytes, the key's length and a header: tenantquota.c).
+ * Callers test tenantKeysActive first, so that no charge is computed
+ * while no prefix is indexed (store.c). */
 void tenantKeyAddedSlow(sds key, uint64_t charge);
 void tenantKeyRemovedSlow(sds key, uint64_t charge);
 void tenantKeyChargedSlow(const char *key, size_t klen, int64_t delta, int pending);
-/* key: the keyspace's own string, just added / about to be freed, with
- * what its value is charged to the tenants whose prefix it has (the
- * value's pool bytes, the key's length and a header: tenantquota.c). */
-static inline void tenantKeyAdded(sds key, uint64_t charge) {
-    if (tenantKeysActive) tenantKeyAddedSlow(key, charge);
-}
-static inline void tenantKeyRemoved(sds key, uint64_t charge) {
-    if (tenantKeysActive) tenantKeyRemovedSlow(key, charge);
-}
 /* The key's value replaced by one charged delta more (a SET over a key,
  * PUT.END REPLACE); or (pending) a put of the key started (delta > 0) or
  * left the pending table (delta < 0). */
